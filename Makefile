@@ -1,0 +1,50 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+# Each creates .venv and installs what it needs; nothing else is assumed.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint typecheck pytest slow bench wheel clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed-base
+
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	touch $@ $(VENV)/.installed-dev $(VENV)/.installed-base
+
+demo: $(VENV)/.installed-base
+	$(BIN)/weft-search demo
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check src tests examples bench
+
+typecheck: $(VENV)/.installed-dev
+	$(BIN)/mypy
+
+pytest: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -q
+
+test: lint typecheck pytest
+
+slow: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -q -m slow
+
+bench: $(VENV)/.installed-bench
+	$(BIN)/python bench/bm25_vs_bm25s.py
+
+wheel: $(VENV)/.installed-dev
+	rm -rf dist
+	$(BIN)/python -m build --wheel --outdir dist .
+
+clean:
+	rm -rf $(VENV) dist build .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,66 @@
+"""weft-search: an embeddable hybrid retrieval engine.
+
+Index documents, score them with any number of signals (BM25 text, vector
+cosine, link-graph proximity, recency, or your own scorer), and fuse the
+ranked streams::
+
+    from weftsearch import Index, Document, Query, BM25Scorer, VectorScorer, RRF
+
+    index = Index()
+    index.add_many([Document("a", "sparse retrieval"), Document("b", "dense retrieval")])
+    hits = index.search("retrieval", 10, RRF(), BM25Scorer())
+"""
+
+from __future__ import annotations
+
+from weftsearch.analysis import (
+    Analyzer,
+    EnglishAnalyzer,
+    SimpleAnalyzer,
+    get_analyzer,
+    register_analyzer,
+)
+from weftsearch.engine.documents import Document
+from weftsearch.engine.index import Index
+from weftsearch.engine.protocols import Fuser, Scorer
+from weftsearch.engine.query import Query
+from weftsearch.engine.search import Hit, SearchResults, SignalHit
+from weftsearch.engine.snapshot import Postings, Snapshot, VectorBlock
+from weftsearch.engine.stream import FusedStream, KeyOrder, Stream, top_k
+from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF, make_fuser
+from weftsearch.scorers import BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, VectorScorer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Analyzer",
+    "EnglishAnalyzer",
+    "SimpleAnalyzer",
+    "get_analyzer",
+    "register_analyzer",
+    "Document",
+    "Query",
+    "Index",
+    "Snapshot",
+    "Postings",
+    "VectorBlock",
+    "Stream",
+    "FusedStream",
+    "KeyOrder",
+    "top_k",
+    "Scorer",
+    "Fuser",
+    "Hit",
+    "SignalHit",
+    "SearchResults",
+    "RRF",
+    "WeightedRRF",
+    "ScoreFusion",
+    "make_fuser",
+    "BM25Scorer",
+    "VectorScorer",
+    "GraphScorer",
+    "PageRankScorer",
+    "RecencyScorer",
+    "__version__",
+]

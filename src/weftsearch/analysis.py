@@ -1,0 +1,158 @@
+"""Analyzers: text in, index terms out.
+
+An analyzer is chosen when an index is created and its name is recorded with
+the index, so queries are always analysed exactly as the documents were. Two
+are built in:
+
+``english`` (the default)
+    NFKC normalisation, Unicode word tokenisation (runs of word characters,
+    keeping inner apostrophes as in ``don't``), case folding, removal of the
+    English possessive ``'s``, Lucene's English stopword list, then Snowball
+    English stemming through PyStemmer.
+``simple``
+    Lower-casing and splitting on non-word characters; nothing removed, nothing
+    stemmed.
+
+A custom analyzer is any object with a ``name`` and an ``analyze(text)``
+method (see :class:`Analyzer`); register it with :func:`register_analyzer` so
+that an index which records its name can be reopened.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+import Stemmer
+
+from weftsearch.errors import InvalidParameterError, UnknownAnalyzerError
+
+__all__ = [
+    "Analyzer",
+    "EnglishAnalyzer",
+    "SimpleAnalyzer",
+    "LUCENE_ENGLISH_STOPWORDS",
+    "register_analyzer",
+    "get_analyzer",
+    "analyzer_names",
+]
+
+#: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (33 words).
+LUCENE_ENGLISH_STOPWORDS: frozenset[str] = frozenset(
+    """a an and are as at be but by for if in into is it no not of on or such
+    that the their then there these they this to was will with""".split()
+)
+
+# Word characters, with apostrophes kept only between word characters, so that
+# "don't" stays one token while a quoted 'word' loses its quotes.
+_WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
+_NON_WORD = re.compile(r"\W+")
+_POSSESSIVE_SUFFIXES = ("'s", "\u2019s")
+
+
+@runtime_checkable
+class Analyzer(Protocol):
+    """Turns text into the sequence of terms the index stores.
+
+    ``name`` identifies the analyzer in an index's metadata; two analyzers with
+    the same name must produce the same terms for every text.
+    """
+
+    @property
+    def name(self) -> str:
+        """Registry name, recorded with the index."""
+        ...
+
+    def analyze(self, text: str) -> list[str]:
+        """Return the terms of ``text`` in order, repeats kept. O(len(text))."""
+        ...
+
+
+class EnglishAnalyzer:
+    """Unicode words, case folding, Lucene English stopwords, Snowball English stems.
+
+    Args:
+        stopwords: words removed after case folding (before stemming). Defaults
+            to :data:`LUCENE_ENGLISH_STOPWORDS`; pass ``frozenset()`` to keep all.
+        name: registry name; change it whenever you change ``stopwords``.
+    """
+
+    def __init__(
+        self,
+        stopwords: frozenset[str] = LUCENE_ENGLISH_STOPWORDS,
+        name: str = "english",
+    ) -> None:
+        self._stopwords = frozenset(stopwords)
+        self._name = name
+        # PyStemmer caches stems internally; one stemmer per analyzer instance.
+        self._stemmer = Stemmer.Stemmer("english")
+
+    @property
+    def name(self) -> str:
+        """Registry name (``"english"`` by default)."""
+        return self._name
+
+    def analyze(self, text: str) -> list[str]:
+        """Return the stemmed, stopword-free terms of ``text``."""
+        folded = unicodedata.normalize("NFKC", text).casefold()
+        words: list[str] = []
+        for word in _WORD.findall(folded):
+            if word.endswith(_POSSESSIVE_SUFFIXES):
+                word = word[:-2]
+            if word and word not in self._stopwords:
+                words.append(word)
+        stems: list[str] = self._stemmer.stemWords(words)
+        return stems
+
+
+class SimpleAnalyzer:
+    """Lower-case, split on non-word characters; nothing removed or stemmed."""
+
+    @property
+    def name(self) -> str:
+        """Registry name: ``"simple"``."""
+        return "simple"
+
+    def analyze(self, text: str) -> list[str]:
+        """Return the lower-cased words of ``text``."""
+        return [token for token in _NON_WORD.split(text.lower()) if token]
+
+
+_REGISTRY: dict[str, Callable[[], Analyzer]] = {
+    "english": EnglishAnalyzer,
+    "simple": SimpleAnalyzer,
+}
+
+
+def register_analyzer(name: str, factory: Callable[[], Analyzer]) -> None:
+    """Make ``get_analyzer(name)`` return ``factory()``.
+
+    Call this before reopening an index created with a custom analyzer.
+    Re-registering a name replaces the factory.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidParameterError(f"analyzer name must be a non-empty string, got {name!r}")
+    _REGISTRY[name] = factory
+
+
+def get_analyzer(name: str) -> Analyzer:
+    """Return a new instance of the analyzer registered under ``name``."""
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise UnknownAnalyzerError(
+            f"unknown analyzer {name!r}; registered: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+    analyzer = factory()
+    if analyzer.name != name:
+        raise UnknownAnalyzerError(
+            f"analyzer factory registered as {name!r} built one named {analyzer.name!r}"
+        )
+    return analyzer
+
+
+def analyzer_names() -> Sequence[str]:
+    """Names of all registered analyzers, sorted."""
+    return sorted(_REGISTRY)

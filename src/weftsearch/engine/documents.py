@@ -1,0 +1,142 @@
+"""The document value callers hand to the engine, and its validators.
+
+It is a frozen, slotted dataclasses validated at construction, so nothing
+past this boundary has to re-check them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from types import MappingProxyType
+from typing import Union
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from weftsearch.errors import InvalidDocumentError, InvalidVectorError
+
+__all__ = ["Document", "FieldValue", "TimeLike", "as_vector", "as_timestamp", "as_key_tuple"]
+
+#: A value allowed in :attr:`Document.fields`: small scalar metadata.
+FieldValue = Union[str, int, float, bool]
+#: A point in time: an aware or naive ``datetime`` (naive means UTC) or POSIX seconds.
+TimeLike = Union[datetime, float, int]
+
+
+def as_vector(value: ArrayLike, what: str) -> NDArray[np.float32]:
+    """Return ``value`` as a read-only, one-dimensional, finite float32 array.
+
+    Raises:
+        InvalidVectorError: not numeric, not 1-D, empty, or holding NaN/inf.
+    """
+    try:
+        array = np.array(value, dtype=np.float32, copy=True)
+    except (TypeError, ValueError) as exc:
+        raise InvalidVectorError(f"{what}: cannot read as float32 vector ({exc})") from None
+    if array.ndim != 1 or array.size == 0:
+        raise InvalidVectorError(f"{what}: vector must be 1-D and non-empty, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        bad = int(np.flatnonzero(~np.isfinite(array))[0])
+        raise InvalidVectorError(f"{what}: vector has a non-finite value {array[bad]} at position {bad}")
+    array.setflags(write=False)
+    return array
+
+
+def as_timestamp(value: TimeLike, what: str) -> float:
+    """Return ``value`` as POSIX seconds (float). Naive datetimes are taken as UTC.
+
+    Raises:
+        InvalidDocumentError: not a datetime or real number, or not finite.
+    """
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+        return moment.timestamp()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidDocumentError(f"{what}: time must be a datetime or POSIX seconds, got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds):
+        raise InvalidDocumentError(f"{what}: time must be finite, got {value!r}")
+    return seconds
+
+
+def as_key_tuple(values: Iterable[str] | str, what: str, error: type[ValueError]) -> tuple[str, ...]:
+    """Return ``values`` as a tuple of non-empty strings, or raise ``error``."""
+    if isinstance(values, str):
+        raise error(f"{what} must be a sequence of keys, not a single string {values!r}")
+    keys = tuple(values)
+    for key in keys:
+        if not isinstance(key, str) or not key:
+            raise error(f"{what} must hold non-empty strings, got {key!r}")
+    return keys
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One document to index.
+
+    Attributes:
+        key: the caller's unique, non-empty identifier. Results are returned by key.
+        text: the text the analyzer indexes (put a title in here too if it
+            should be searchable; ``fields`` is for display and filtering).
+        vector: an embedding, stored as float32; every vector in one index
+            has the same width. ``None`` means the document has no vector and
+            is absent from vector streams.
+        links: keys of documents this one links to (citations, hyperlinks).
+            A link to a key not in the index is ignored until such a document
+            arrives; duplicates count once.
+        time: when the document was published, for recency; ``None`` means the
+            document is absent from recency streams.
+        fields: small scalar metadata (title, author, year, ...), kept and
+            returned with hits, never scored.
+    """
+
+    key: str
+    text: str = ""
+    vector: NDArray[np.float32] | None = None
+    links: tuple[str, ...] = ()
+    time: TimeLike | None = None
+    fields: Mapping[str, FieldValue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not self.key:
+            raise InvalidDocumentError(f"document key must be a non-empty string, got {self.key!r}")
+        if "\x00" in self.key:
+            raise InvalidDocumentError(f"document key must not contain NUL: {self.key!r}")
+        if not isinstance(self.text, str):
+            raise InvalidDocumentError(
+                f"document {self.key!r}: text must be str, got {type(self.text).__name__}"
+            )
+        if self.vector is not None:
+            try:
+                vector = as_vector(self.vector, f"document {self.key!r}")
+            except InvalidVectorError:
+                raise
+            object.__setattr__(self, "vector", vector)
+        object.__setattr__(
+            self, "links", as_key_tuple(self.links, f"document {self.key!r}: links", InvalidDocumentError)
+        )
+        if self.time is not None:
+            as_timestamp(self.time, f"document {self.key!r}")
+        if not isinstance(self.fields, Mapping):
+            raise InvalidDocumentError(f"document {self.key!r}: fields must be a mapping")
+        fields: dict[str, FieldValue] = {}
+        for name, value in self.fields.items():
+            if not isinstance(name, str) or not name:
+                raise InvalidDocumentError(f"document {self.key!r}: field names must be non-empty str")
+            if not isinstance(value, (str, int, float, bool)):
+                raise InvalidDocumentError(
+                    f"document {self.key!r}: field {name!r} must be str/int/float/bool, "
+                    f"got {type(value).__name__}"
+                )
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InvalidDocumentError(f"document {self.key!r}: field {name!r} is not finite")
+            fields[name] = value
+        object.__setattr__(self, "fields", MappingProxyType(fields))
+
+    @property
+    def timestamp(self) -> float | None:
+        """``time`` as POSIX seconds, or ``None``."""
+        return None if self.time is None else as_timestamp(self.time, f"document {self.key!r}")

@@ -1,0 +1,54 @@
+"""The two contracts the engine is built around: Scorer and Fuser.
+
+The engine calls every scorer the same way and hands every stream to the fuser
+the same way; it never asks what kind of scorer it holds. A fuser sees only
+streams (ids and scores) and the key order for ties; it never learns which
+scorer produced a stream. Any object with these methods plugs in: there is no
+base class to inherit and no registry to join.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from weftsearch.engine.query import Query
+from weftsearch.engine.snapshot import Snapshot
+from weftsearch.engine.stream import FusedStream, KeyOrder, Stream
+
+__all__ = ["Scorer", "Fuser"]
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Ranks the documents of a snapshot for a query.
+
+    ``score`` returns at most ``k`` candidates, best first. A document the
+    scorer has no evidence for is left out rather than given a score of 0, and
+    a scorer with no opinion on the query (no text, no vector, ...) returns
+    :meth:`Stream.empty`. The engine re-orders each stream by descending
+    score with ties broken by key, so scores must express the scorer's order.
+    """
+
+    @property
+    def name(self) -> str:
+        """A short label for explanations and reports (``"bm25"``, ``"vector"``)."""
+        ...
+
+    def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
+        """Return the best ``k`` (at most) candidates of ``snapshot`` for ``query``."""
+        ...
+
+
+@runtime_checkable
+class Fuser(Protocol):
+    """Merges any number of streams into one ranking."""
+
+    @property
+    def name(self) -> str:
+        """A short label for explanations and reports (``"rrf"``)."""
+        ...
+
+    def fuse(self, streams: Sequence[Stream], k: int, keys: KeyOrder) -> FusedStream:
+        """Return the best ``k`` fused candidates, ties broken by ``keys``."""
+        ...

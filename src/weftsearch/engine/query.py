@@ -1,0 +1,49 @@
+"""The query value callers hand to the engine; scorers read the parts they use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from weftsearch.engine.documents import TimeLike, as_key_tuple, as_timestamp, as_vector
+from weftsearch.errors import InvalidDocumentError, InvalidQueryError
+
+__all__ = ["Query"]
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """What to search for; each scorer reads the parts it understands.
+
+    Attributes:
+        text: free text, analysed with the index's analyzer by text scorers.
+        vector: a query embedding for vector scorers (same width as the index's).
+        seeds: document keys to start graph scorers from, instead of (or before)
+            a seed scorer's results. Keys not in the snapshot are ignored.
+        time: "now" for recency scorers; ``None`` lets the scorer choose (the
+            built-in one uses the newest document time, so results reproduce).
+    """
+
+    text: str = ""
+    vector: NDArray[np.float32] | None = None
+    seeds: tuple[str, ...] = ()
+    time: TimeLike | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise InvalidQueryError(f"query text must be str, got {type(self.text).__name__}")
+        if self.vector is not None:
+            object.__setattr__(self, "vector", as_vector(self.vector, "query vector"))
+        object.__setattr__(self, "seeds", as_key_tuple(self.seeds, "query seeds", InvalidQueryError))
+        if self.time is not None:
+            try:
+                as_timestamp(self.time, "query time")
+            except InvalidDocumentError as exc:
+                raise InvalidQueryError(str(exc)) from None
+
+    @property
+    def timestamp(self) -> float | None:
+        """``time`` as POSIX seconds, or ``None``."""
+        return None if self.time is None else as_timestamp(self.time, "query time")

@@ -1,0 +1,260 @@
+"""Running a search: call each scorer, check its stream, fuse, explain.
+
+This is the only place scorers and a fuser meet, and it treats every scorer
+alike: it calls ``score``, checks the stream against the contract, puts it in
+canonical order, and passes the list on. It never branches on what a scorer
+is, so the fused ranking for a snapshot depends only on the streams.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+import numpy as np
+from numpy.typing import NDArray
+
+from weftsearch.engine.documents import FieldValue
+from weftsearch.engine.protocols import Fuser, Scorer
+from weftsearch.engine.query import Query
+from weftsearch.engine.snapshot import Snapshot
+from weftsearch.engine.stream import FusedStream, Stream, check_k, order_by_score
+from weftsearch.errors import InvalidParameterError, InvalidQueryError, ScorerOutputError
+
+__all__ = ["SignalHit", "Hit", "SearchResults", "search_snapshot", "DEFAULT_DEPTH"]
+
+#: Candidates asked of each scorer when ``depth`` is not given: ``max(k, DEFAULT_DEPTH)``.
+DEFAULT_DEPTH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class SignalHit:
+    """One stream's part in one hit.
+
+    Attributes:
+        signal: the stream's label (the scorer's ``name``, suffixed ``#2``, ``#3``
+            when two scorers share a name).
+        rank: 1-based rank of the document in that stream, ``None`` if absent.
+        score: the scorer's raw score, ``None`` if absent.
+        contribution: the part of the fused score owed to this stream.
+    """
+
+    signal: str
+    rank: int | None
+    score: float | None
+    contribution: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One fused result.
+
+    Attributes:
+        key: the document's key.
+        rank: 1-based position in the fused ranking.
+        score: the fused score.
+        signals: one :class:`SignalHit` per stream, in the order scorers were given.
+        fields: the document's stored metadata.
+    """
+
+    key: str
+    rank: int
+    score: float
+    signals: tuple[SignalHit, ...]
+    fields: Mapping[str, FieldValue]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of this hit."""
+        return {
+            "key": self.key,
+            "rank": self.rank,
+            "score": self.score,
+            "fields": dict(self.fields),
+            "signals": [
+                {"signal": s.signal, "rank": s.rank, "score": s.score, "contribution": s.contribution}
+                for s in self.signals
+            ],
+        }
+
+
+class SearchResults(Sequence[Hit]):
+    """The hits of one search, best first, with the context that produced them.
+
+    Attributes:
+        hits: the fused hits.
+        signals: stream labels, in the order scorers were given.
+        fuser: the fuser's name.
+        generation: the snapshot generation searched.
+        depth: candidates asked of each scorer.
+    """
+
+    __slots__ = ("hits", "signals", "fuser", "generation", "depth")
+
+    def __init__(
+        self, hits: Sequence[Hit], signals: Sequence[str], fuser: str, generation: int, depth: int
+    ) -> None:
+        self.hits = tuple(hits)
+        self.signals = tuple(signals)
+        self.fuser = fuser
+        self.generation = generation
+        self.depth = depth
+
+    @overload
+    def __getitem__(self, index: int) -> Hit: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Hit]: ...
+    def __getitem__(self, index: int | slice) -> Hit | Sequence[Hit]:
+        return self.hits[index]
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self.hits)
+
+    def __repr__(self) -> str:
+        return f"SearchResults({len(self.hits)} hits, signals={self.signals}, fuser={self.fuser!r})"
+
+    @property
+    def keys(self) -> list[str]:
+        """Keys of the hits, best first."""
+        return [hit.key for hit in self.hits]
+
+    @property
+    def scores(self) -> NDArray[np.float64]:
+        """Fused scores of the hits, best first."""
+        return np.array([hit.score for hit in self.hits], dtype=np.float64)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the whole result."""
+        return {
+            "generation": self.generation,
+            "fuser": self.fuser,
+            "signals": list(self.signals),
+            "depth": self.depth,
+            "hits": [hit.to_dict() for hit in self.hits],
+        }
+
+
+def _labels(scorers: Sequence[Scorer]) -> list[str]:
+    seen: dict[str, int] = {}
+    labels = []
+    for scorer in scorers:
+        base = str(scorer.name)
+        seen[base] = seen.get(base, 0) + 1
+        labels.append(base if seen[base] == 1 else f"{base}#{seen[base]}")
+    return labels
+
+
+def canonical_stream(stream: object, snapshot: Snapshot, depth: int, label: str) -> Stream:
+    """Check a scorer's output against the contract and put it in canonical order.
+
+    Raises:
+        ScorerOutputError: not a Stream, longer than asked, ids out of range or
+            repeated, or a NaN score. The message names the scorer.
+    """
+    if not isinstance(stream, Stream):
+        raise ScorerOutputError(f"scorer {label!r} returned {type(stream).__name__}, not a Stream")
+    if len(stream) > depth:
+        raise ScorerOutputError(f"scorer {label!r} returned {len(stream)} candidates for depth {depth}")
+    ids, scores = stream.ids, stream.scores
+    if ids.size == 0:
+        return stream
+    if int(ids.min()) < 0 or int(ids.max()) >= snapshot.n_docs:
+        raise ScorerOutputError(f"scorer {label!r} returned an id outside 0..{snapshot.n_docs - 1}")
+    if np.unique(ids).size != ids.size:
+        raise ScorerOutputError(f"scorer {label!r} returned the same document twice")
+    if bool(np.isnan(scores).any()):
+        raise ScorerOutputError(f"scorer {label!r} returned a NaN score")
+    order = order_by_score(ids, scores, snapshot)
+    return Stream(ids[order], scores[order])
+
+
+def _rank_lookup(stream: Stream, wanted: NDArray[np.int64]) -> NDArray[np.int64]:
+    """1-based rank of each ``wanted`` id in ``stream``, 0 where absent. O((n + m) log n)."""
+    if len(stream) == 0:
+        return np.zeros(wanted.shape[0], dtype=np.int64)
+    by_id = np.argsort(stream.ids, kind="stable")
+    sorted_ids = stream.ids[by_id]
+    slots = np.minimum(np.searchsorted(sorted_ids, wanted), sorted_ids.size - 1)
+    found = sorted_ids[slots] == wanted
+    return np.where(found, by_id[slots] + 1, 0).astype(np.int64)
+
+
+def search_snapshot(
+    snapshot: Snapshot,
+    query: Query | str,
+    k: int,
+    fuser: Fuser,
+    scorers: Sequence[Scorer],
+    depth: int | None = None,
+) -> SearchResults:
+    """Search ``snapshot``: run each scorer to ``depth``, fuse to ``k``, explain.
+
+    Args:
+        query: a :class:`Query`, or a string taken as ``Query(text=...)``.
+        k: number of fused hits wanted (positive).
+        fuser: merges the streams (e.g. ``RRF()``).
+        scorers: one or more scorers; their streams are fused in this order.
+        depth: candidates asked of each scorer; ``None`` means ``max(k, 100)``.
+            Must be at least ``k``.
+
+    Raises:
+        InvalidParameterError: bad ``k``/``depth``, no scorers, or a scorer or
+            fuser that does not implement the protocol.
+        InvalidQueryError: ``query`` is neither a Query nor a str.
+        ScorerOutputError: a scorer or the fuser broke its contract.
+    """
+    k = check_k(k)
+    depth = max(k, DEFAULT_DEPTH) if depth is None else check_k(depth, "depth")
+    if depth < k:
+        raise InvalidParameterError(f"depth ({depth}) must be at least k ({k})")
+    if isinstance(query, str):
+        query = Query(text=query)
+    elif not isinstance(query, Query):
+        raise InvalidQueryError(f"query must be a Query or str, got {type(query).__name__}")
+    if not scorers:
+        raise InvalidParameterError("search needs at least one scorer")
+    for scorer in scorers:
+        if not isinstance(scorer, Scorer):
+            raise InvalidParameterError(f"{scorer!r} is not a Scorer (needs .name and .score)")
+    if not isinstance(fuser, Fuser):
+        raise InvalidParameterError(f"{fuser!r} is not a Fuser (needs .name and .fuse)")
+
+    labels = _labels(scorers)
+    streams = [
+        canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label)
+        for scorer, label in zip(scorers, labels)
+    ]
+    fused = fuser.fuse(streams, k, snapshot)
+    if not isinstance(fused, FusedStream) or len(fused) > k:
+        raise ScorerOutputError(f"fuser {fuser.name!r} did not return at most {k} fused candidates")
+    if fused.contributions.shape[1] != len(streams):
+        raise ScorerOutputError(f"fuser {fuser.name!r} returned contributions for the wrong streams")
+
+    ranks = [_rank_lookup(stream, fused.ids) for stream in streams]
+    hits = []
+    for row, doc_id in enumerate(fused.ids.tolist()):
+        signals = []
+        for column, (stream, label) in enumerate(zip(streams, labels)):
+            rank = int(ranks[column][row])
+            signals.append(
+                SignalHit(
+                    signal=label,
+                    rank=rank or None,
+                    score=float(stream.scores[rank - 1]) if rank else None,
+                    contribution=float(fused.contributions[row, column]),
+                )
+            )
+        document = snapshot.document(doc_id)
+        hits.append(
+            Hit(
+                key=document.key,
+                rank=row + 1,
+                score=float(fused.scores[row]),
+                signals=tuple(signals),
+                fields=document.fields,
+            )
+        )
+    return SearchResults(hits, labels, str(fuser.name), snapshot.generation, depth)

@@ -1,0 +1,150 @@
+"""Candidate streams, and the one top-k selection every scorer and fuser shares.
+
+A :class:`Stream` is what a scorer returns: internal document ids and their
+scores, best first. Ids are dense integers that mean something only inside the
+snapshot that produced them. A :class:`FusedStream` is what a fuser returns: the
+same, plus how much each input stream contributed to each fused score.
+
+Ordering rule, used everywhere: higher score first; equal scores are ordered
+by document key, ascending (Python string order). Because the key, not the
+internal id or the insertion order, breaks ties, a ranking never depends on
+the order documents were added in or how the index is laid out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from weftsearch.errors import InvalidParameterError
+
+__all__ = ["Stream", "FusedStream", "KeyOrder", "top_k", "order_by_score", "check_k"]
+
+IdArray = NDArray[np.int64]
+ScoreArray = NDArray[np.float64]
+
+
+def check_k(k: int, what: str = "k") -> int:
+    """Return ``k`` if it is a positive int, else raise :class:`InvalidParameterError`."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+        raise InvalidParameterError(f"{what} must be a positive integer, got {k!r}")
+    return int(k)
+
+
+class KeyOrder(Protocol):
+    """Something that can order internal ids by their document keys (a snapshot)."""
+
+    def key_rank(self, ids: IdArray) -> NDArray[np.int64]:
+        """Integers that compare like the keys of ``ids`` compare. O(len(ids))."""
+        ...
+
+
+def _frozen(array: NDArray[np.generic]) -> None:
+    array.setflags(write=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """A ranked list of candidates from one scorer.
+
+    Attributes:
+        ids: int64 internal document ids, unique, best first.
+        scores: float64 scores, same length, non-increasing. Their scale is the
+            scorer's own business; rank-based fusers never read them.
+    """
+
+    ids: IdArray
+    scores: ScoreArray
+
+    def __init__(self, ids: ArrayLike, scores: ArrayLike) -> None:
+        id_array = np.ascontiguousarray(ids, dtype=np.int64)
+        score_array = np.ascontiguousarray(scores, dtype=np.float64)
+        if id_array.ndim != 1 or score_array.ndim != 1 or id_array.shape != score_array.shape:
+            raise InvalidParameterError(
+                f"stream ids and scores must be 1-D of equal length, got {id_array.shape} "
+                f"and {score_array.shape}"
+            )
+        _frozen(id_array)
+        _frozen(score_array)
+        object.__setattr__(self, "ids", id_array)
+        object.__setattr__(self, "scores", score_array)
+
+    @classmethod
+    def empty(cls) -> Stream:
+        """A stream with no candidates (a scorer with no opinion on this query)."""
+        return cls(np.empty(0, np.int64), np.empty(0, np.float64))
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def head(self, k: int) -> Stream:
+        """The first ``k`` candidates."""
+        return Stream(self.ids[:k], self.scores[:k])
+
+
+@dataclass(frozen=True, slots=True)
+class FusedStream:
+    """The fuser's output: one ranked list, and where each score came from.
+
+    Attributes:
+        ids: int64 internal ids, best first.
+        scores: float64 fused scores, non-increasing.
+        contributions: float64 array of shape ``(len(ids), n_streams)``; row i,
+            column j is the part of ``scores[i]`` owed to input stream j (0 when
+            the document is absent from it). For additive fusers the row sums to
+            the fused score.
+    """
+
+    ids: IdArray
+    scores: ScoreArray
+    contributions: NDArray[np.float64]
+
+    def __init__(self, ids: ArrayLike, scores: ArrayLike, contributions: ArrayLike) -> None:
+        base = Stream(ids, scores)
+        table = np.ascontiguousarray(contributions, dtype=np.float64)
+        if table.ndim != 2 or table.shape[0] != base.ids.shape[0]:
+            raise InvalidParameterError(
+                f"contributions must have shape (n, streams) with n={base.ids.shape[0]}, got {table.shape}"
+            )
+        _frozen(table)
+        object.__setattr__(self, "ids", base.ids)
+        object.__setattr__(self, "scores", base.scores)
+        object.__setattr__(self, "contributions", table)
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def head(self, k: int) -> FusedStream:
+        """The first ``k`` fused candidates."""
+        return FusedStream(self.ids[:k], self.scores[:k], self.contributions[:k])
+
+
+def order_by_score(ids: IdArray, scores: ScoreArray, keys: KeyOrder) -> NDArray[np.intp]:
+    """Positions that sort ``(ids, scores)`` by descending score, then ascending key.
+
+    O(n log n) in ``len(ids)``.
+    """
+    return np.lexsort((keys.key_rank(ids), -scores))
+
+
+def top_k(ids: IdArray, scores: ScoreArray, k: int, keys: KeyOrder) -> tuple[IdArray, ScoreArray]:
+    """Select the ``k`` best of ``(ids, scores)`` under the ordering rule.
+
+    Uses ``argpartition`` to find the k-th score in O(n), keeps every candidate
+    tied with it (so the key, not the partition, decides who makes the cut), and
+    sorts only those: O(n + m log m) for m kept candidates.
+
+    Returns:
+        ``(ids, scores)`` of at most ``k`` candidates, best first.
+    """
+    n = ids.shape[0]
+    if n > k:
+        kth_score = scores[np.argpartition(-scores, k - 1)[k - 1]]
+        keep = np.flatnonzero(scores >= kth_score)
+        ids = ids[keep]
+        scores = scores[keep]
+    order = order_by_score(ids, scores, keys)[:k]
+    return ids[order], scores[order]

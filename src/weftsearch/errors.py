@@ -1,0 +1,97 @@
+"""The exceptions weft-search raises on bad input or a damaged index.
+
+Every error the library raises on purpose derives from :class:`WeftError`, so a
+caller can catch the whole family with one clause. Each concrete class also
+derives from the built-in exception a Python programmer would expect
+(``ValueError`` for a bad value, ``KeyError`` for an unknown key, ``OSError``
+for storage trouble), so existing ``except ValueError`` code keeps working.
+Messages always name the offending value.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "WeftError",
+    "InvalidDocumentError",
+    "DuplicateKeyError",
+    "UnknownKeyError",
+    "InvalidVectorError",
+    "VectorDimensionError",
+    "InvalidQueryError",
+    "InvalidParameterError",
+    "UnknownSignalError",
+    "ScorerOutputError",
+    "UnknownAnalyzerError",
+    "CorpusFormatError",
+    "IndexStorageError",
+    "IndexNotFoundError",
+    "CorruptIndexError",
+    "FormatVersionError",
+]
+
+
+class WeftError(Exception):
+    """Base class of every error weft-search raises deliberately."""
+
+
+class InvalidDocumentError(WeftError, ValueError):
+    """A document failed validation: empty key, wrong field type, bad time, ..."""
+
+
+class DuplicateKeyError(InvalidDocumentError):
+    """The same key appears twice within one bulk call (``Index.add_many``)."""
+
+
+class UnknownKeyError(WeftError, KeyError):
+    """A key that is not in the index (or a snapshot) was asked for."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable.
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidVectorError(WeftError, ValueError):
+    """A vector is not a finite, one-dimensional array of numbers."""
+
+
+class VectorDimensionError(InvalidVectorError):
+    """A vector's width differs from the width the index holds."""
+
+
+class InvalidQueryError(WeftError, ValueError):
+    """A query is malformed (wrong types, unknown seed key, ...)."""
+
+
+class InvalidParameterError(WeftError, ValueError):
+    """A parameter is out of range: ``k <= 0``, a negative weight, ``b > 1``, ..."""
+
+
+class UnknownSignalError(WeftError, ValueError):
+    """A signal (scorer) or fusion name that weft-search does not know."""
+
+
+class ScorerOutputError(WeftError, RuntimeError):
+    """A scorer or fuser returned something that breaks its contract."""
+
+
+class UnknownAnalyzerError(WeftError, ValueError):
+    """An analyzer name that is not registered (see ``register_analyzer``)."""
+
+
+class CorpusFormatError(WeftError, ValueError):
+    """A corpus file (JSONL, BEIR, vectors) could not be read as documents."""
+
+
+class IndexStorageError(WeftError, OSError):
+    """The on-disk index could not be read or written (path, permissions, disk)."""
+
+
+class IndexNotFoundError(IndexStorageError):
+    """No index exists at the given path."""
+
+
+class CorruptIndexError(IndexStorageError):
+    """Stored bytes fail their checksum or decode to something impossible."""
+
+
+class FormatVersionError(IndexStorageError):
+    """The index was written by a format version this code cannot read."""
