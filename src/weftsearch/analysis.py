@@ -41,8 +41,41 @@ __all__ = [
 
 #: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (33 words).
 LUCENE_ENGLISH_STOPWORDS: frozenset[str] = frozenset(
-    """a an and are as at be but by for if in into is it no not of on or such
-    that the their then there these they this to was will with""".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
 )
 
 # Word characters, with apostrophes kept only between word characters, so that
@@ -77,6 +110,7 @@ class EnglishAnalyzer:
         stopwords: words removed after case folding (before stemming). Defaults
             to :data:`LUCENE_ENGLISH_STOPWORDS`; pass ``frozenset()`` to keep all.
         name: registry name; change it whenever you change ``stopwords``.
+
     """
 
     def __init__(

@@ -120,6 +120,7 @@ def write_index(
     Raises:
         IndexStorageError: the directory cannot be created or written, or
             ``create`` was asked and a non-empty directory is in the way.
+
     """
     try:
         if create:
@@ -175,6 +176,7 @@ def read_index(path: Path) -> tuple[IndexMeta, list[Document]]:
 
     Raises:
         IndexNotFoundError, FormatVersionError, CorruptIndexError.
+
     """
     manifest = _read_manifest(path)
     contents: dict[str, bytes] = {}
@@ -201,5 +203,7 @@ def read_index(path: Path) -> tuple[IndexMeta, list[Document]]:
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise CorruptIndexError(f"{path}: stored documents do not decode ({exc})") from None
     if len(documents) != manifest.get("documents"):
-        raise CorruptIndexError(f"{path}: manifest lists {manifest.get('documents')} documents, found {len(documents)}")
+        raise CorruptIndexError(
+            f"{path}: manifest lists {manifest.get('documents')} documents, found {len(documents)}"
+        )
     return IndexMeta(analyzer=manifest["analyzer"], vector_dim=manifest.get("vector_dim")), documents

@@ -31,6 +31,7 @@ def as_vector(value: ArrayLike, what: str) -> NDArray[np.float32]:
 
     Raises:
         InvalidVectorError: not numeric, not 1-D, empty, or holding NaN/inf.
+
     """
     try:
         array = np.array(value, dtype=np.float32, copy=True)
@@ -50,6 +51,7 @@ def as_timestamp(value: TimeLike, what: str) -> float:
 
     Raises:
         InvalidDocumentError: not a datetime or real number, or not finite.
+
     """
     if isinstance(value, datetime):
         moment = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
@@ -91,6 +93,7 @@ class Document:
             document is absent from recency streams.
         fields: small scalar metadata (title, author, year, ...), kept and
             returned with hits, never scored.
+
     """
 
     key: str

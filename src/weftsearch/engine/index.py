@@ -63,6 +63,7 @@ class Index:
 
     An index made with the constructor lives in memory; :meth:`create` and
     :meth:`open` tie it to a directory, and :meth:`commit` writes it there.
+
     """
 
     def __init__(self, analyzer: Analyzer | str = "english", *, vector_dim: int | None = None) -> None:
@@ -99,6 +100,7 @@ class Index:
         Raises:
             IndexStorageError: ``path`` exists and is not an empty directory
                 (unless ``overwrite``), or cannot be written.
+
         """
         index = cls(analyzer, vector_dim=vector_dim)
         index._path = Path(path)
@@ -114,6 +116,7 @@ class Index:
             FormatVersionError: written by an unknown format version.
             CorruptIndexError: stored data fails its checks.
             UnknownAnalyzerError: the recorded analyzer is not registered.
+
         """
         meta, documents = read_index(Path(path))
         index = cls(meta.analyzer, vector_dim=meta.vector_dim)
@@ -132,6 +135,7 @@ class Index:
         Raises:
             IndexStorageError: the index has no path, or the write failed (the
                 previously committed state is then still what ``open`` reads).
+
         """
         if self._path is None:
             raise IndexStorageError("this index lives in memory; use Index.create(path) to persist")
@@ -192,6 +196,7 @@ class Index:
         wrong width :class:`VectorDimensionError`, and the index is unchanged.
 
         Args:
+            documents: the documents; any iterable, consumed once.
             progress: show a progress bar; ``None`` shows one for large batches
                 on a terminal.
 
@@ -199,15 +204,14 @@ class Index:
             The number of documents added or replaced.
 
         Complexity: O(total text length) for analysis, outside the index lock.
+
         """
         batch = list(documents)
         seen: set[str] = set()
         dim = self._vector_dim
         for position, document in enumerate(batch):
             if not isinstance(document, Document):
-                raise InvalidDocumentError(
-                    f"item {position} is {type(document).__name__}, not a Document"
-                )
+                raise InvalidDocumentError(f"item {position} is {type(document).__name__}, not a Document")
             if document.key in seen:
                 raise DuplicateKeyError(f"key {document.key!r} appears twice in one add_many call")
             seen.add(document.key)

@@ -24,6 +24,7 @@ class Query:
             a seed scorer's results. Keys not in the snapshot are ignored.
         time: "now" for recency scorers; ``None`` lets the scorer choose (the
             built-in one uses the newest document time, so results reproduce).
+
     """
 
     text: str = ""

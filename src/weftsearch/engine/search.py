@@ -38,6 +38,7 @@ class SignalHit:
         rank: 1-based rank of the document in that stream, ``None`` if absent.
         score: the scorer's raw score, ``None`` if absent.
         contribution: the part of the fused score owed to this stream.
+
     """
 
     signal: str
@@ -56,6 +57,7 @@ class Hit:
         score: the fused score.
         signals: one :class:`SignalHit` per stream, in the order scorers were given.
         fields: the document's stored metadata.
+
     """
 
     key: str
@@ -87,9 +89,10 @@ class SearchResults(Sequence[Hit]):
         fuser: the fuser's name.
         generation: the snapshot generation searched.
         depth: candidates asked of each scorer.
+
     """
 
-    __slots__ = ("hits", "signals", "fuser", "generation", "depth")
+    __slots__ = ("depth", "fuser", "generation", "hits", "signals")
 
     def __init__(
         self, hits: Sequence[Hit], signals: Sequence[str], fuser: str, generation: int, depth: int
@@ -153,6 +156,7 @@ def canonical_stream(stream: object, snapshot: Snapshot, depth: int, label: str)
     Raises:
         ScorerOutputError: not a Stream, longer than asked, ids out of range or
             repeated, or a NaN score. The message names the scorer.
+
     """
     if not isinstance(stream, Stream):
         raise ScorerOutputError(f"scorer {label!r} returned {type(stream).__name__}, not a Stream")
@@ -193,6 +197,7 @@ def search_snapshot(
     """Search ``snapshot``: run each scorer to ``depth``, fuse to ``k``, explain.
 
     Args:
+        snapshot: the snapshot to search; every scorer reads this one.
         query: a :class:`Query`, or a string taken as ``Query(text=...)``.
         k: number of fused hits wanted (positive).
         fuser: merges the streams (e.g. ``RRF()``).
@@ -205,6 +210,7 @@ def search_snapshot(
             fuser that does not implement the protocol.
         InvalidQueryError: ``query`` is neither a Query nor a str.
         ScorerOutputError: a scorer or the fuser broke its contract.
+
     """
     k = check_k(k)
     depth = max(k, DEFAULT_DEPTH) if depth is None else check_k(depth, "depth")
@@ -225,7 +231,7 @@ def search_snapshot(
     labels = _labels(scorers)
     streams = [
         canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label)
-        for scorer, label in zip(scorers, labels)
+        for scorer, label in zip(scorers, labels, strict=False)
     ]
     fused = fuser.fuse(streams, k, snapshot)
     if not isinstance(fused, FusedStream) or len(fused) > k:
@@ -237,7 +243,7 @@ def search_snapshot(
     hits = []
     for row, doc_id in enumerate(fused.ids.tolist()):
         signals = []
-        for column, (stream, label) in enumerate(zip(streams, labels)):
+        for column, (stream, label) in enumerate(zip(streams, labels, strict=False)):
             rank = int(ranks[column][row])
             signals.append(
                 SignalHit(

@@ -48,6 +48,7 @@ class Postings:
             the terms were asked for, ascending within a term.
         term_freqs: float64 within-document frequency of each posting.
         term_index: int64 position (in the requested list) of each posting's term.
+
     """
 
     doc_freq: NDArray[np.int64]
@@ -63,6 +64,7 @@ class VectorBlock:
     Attributes:
         ids: int64 internal ids of the documents that have a vector, ascending.
         matrix: float32 array ``(len(ids), dim)``; row i belongs to ``ids[i]``.
+
     """
 
     ids: IdArray

@@ -54,6 +54,7 @@ class Stream:
         ids: int64 internal document ids, unique, best first.
         scores: float64 scores, same length, non-increasing. Their scale is the
             scorer's own business; rank-based fusers never read them.
+
     """
 
     ids: IdArray
@@ -96,6 +97,7 @@ class FusedStream:
             column j is the part of ``scores[i]`` owed to input stream j (0 when
             the document is absent from it). For additive fusers the row sums to
             the fused score.
+
     """
 
     ids: IdArray
@@ -139,6 +141,7 @@ def top_k(ids: IdArray, scores: ScoreArray, k: int, keys: KeyOrder) -> tuple[IdA
 
     Returns:
         ``(ids, scores)`` of at most ``k`` candidates, best first.
+
     """
     n = ids.shape[0]
     if n > k:

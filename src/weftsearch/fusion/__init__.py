@@ -33,6 +33,7 @@ def make_fuser(method: str, **params: Any) -> Fuser:
 
     Raises:
         UnknownSignalError: an unknown method name.
+
     """
     if method == "rrf":
         return RRF(**params)

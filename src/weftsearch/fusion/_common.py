@@ -20,14 +20,21 @@ def check_weights(weights: Sequence[float] | None, what: str) -> tuple[float, ..
         return None
     values = tuple(weights)
     for weight in values:
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, (int, float))
+            or not math.isfinite(weight)
+            or weight < 0
+        ):
             raise InvalidParameterError(f"{what}: weights must be finite numbers >= 0, got {weight!r}")
     if not values or not any(values):
         raise InvalidParameterError(f"{what}: at least one weight must be positive, got {values}")
     return tuple(float(w) for w in values)
 
 
-def weights_for(weights: tuple[float, ...] | None, streams: Sequence[Stream], what: str) -> NDArray[np.float64]:
+def weights_for(
+    weights: tuple[float, ...] | None, streams: Sequence[Stream], what: str
+) -> NDArray[np.float64]:
     """The weight of each stream; positional weights must match the stream count."""
     if weights is None:
         return np.ones(len(streams), dtype=np.float64)
@@ -38,12 +45,14 @@ def weights_for(weights: tuple[float, ...] | None, streams: Sequence[Stream], wh
     return np.asarray(weights, dtype=np.float64)
 
 
-def union(streams: Sequence[Stream], weights: NDArray[np.float64]) -> tuple[NDArray[np.int64], list[NDArray[np.int64]]]:
+def union(
+    streams: Sequence[Stream], weights: NDArray[np.float64]
+) -> tuple[NDArray[np.int64], list[NDArray[np.int64]]]:
     """Ids in any stream of positive weight (ascending), and each stream's rows in it.
 
     A stream of weight 0 contributes no candidates: it is removed entirely.
     """
-    live = [stream.ids for stream, weight in zip(streams, weights) if weight > 0]
+    live = [stream.ids for stream, weight in zip(streams, weights, strict=False) if weight > 0]
     candidates = np.unique(np.concatenate(live)) if live else np.empty(0, np.int64)
     rows = [np.searchsorted(candidates, stream.ids) for stream in streams]
     return candidates.astype(np.int64), rows

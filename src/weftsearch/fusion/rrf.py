@@ -38,16 +38,20 @@ def reciprocal_rank_fusion(
     """Fuse ``streams`` by weighted reciprocal rank; keep the best ``k``.
 
     Args:
+        streams: ranked candidate lists, best first.
+        k: number of fused candidates to keep.
+        keys: key order for ties (a snapshot).
         c: the RRF constant (the paper's k), >= 0.
         weights: one weight per stream, positional; weight 0 removes a stream.
 
     Complexity: O(M log M) for M candidates in all streams together.
+
     """
     c = check_rrf_constant(c)
     weight = weights_for(check_weights(weights, "RRF"), streams, "RRF")
     candidates, rows = union(streams, weight)
     contributions = np.zeros((candidates.shape[0], len(streams)), dtype=np.float64)
-    for column, (stream, row) in enumerate(zip(streams, rows)):
+    for column, (stream, row) in enumerate(zip(streams, rows, strict=False)):
         if weight[column] > 0 and len(stream):
             ranks = np.arange(1, len(stream) + 1, dtype=np.float64)
             contributions[row, column] = weight[column] / (c + ranks)

@@ -62,6 +62,7 @@ class ScoreFusion:
 
     Streams with infinite scores cannot be normalised and raise
     :class:`~weftsearch.errors.InvalidParameterError`.
+
     """
 
     def __init__(self, weights: Sequence[float] | None = None, norm: Normalisation = "minmax") -> None:
@@ -84,7 +85,7 @@ class ScoreFusion:
         weight = weights_for(self.weights, streams, "ScoreFusion")
         candidates, rows = union(streams, weight)
         contributions = np.zeros((candidates.shape[0], len(streams)), dtype=np.float64)
-        for column, (stream, row) in enumerate(zip(streams, rows)):
+        for column, (stream, row) in enumerate(zip(streams, rows, strict=False)):
             if weight[column] == 0 or len(stream) == 0:
                 continue
             if not np.all(np.isfinite(stream.scores)):

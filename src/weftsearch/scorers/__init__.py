@@ -1,5 +1,8 @@
-"""Built-in scorers, one module each. Each implements the Scorer protocol
-(:class:`weftsearch.engine.protocols.Scorer`) and imports no other scorer."""
+"""Built-in scorers, one module each.
+
+Each implements the Scorer protocol (:class:`weftsearch.engine.protocols.Scorer`)
+and imports no other scorer.
+"""
 
 from __future__ import annotations
 

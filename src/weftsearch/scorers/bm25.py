@@ -52,6 +52,7 @@ class BM25Scorer:
 
     Complexity per query: O(P) for P postings of the query terms, plus
     O(min(N, P log P)) to accumulate them; vectorised throughout.
+
     """
 
     def __init__(self, k1: float = 1.2, b: float = 0.75, *, name: str = "bm25") -> None:
@@ -95,11 +96,12 @@ class BM25Scorer:
         tf = postings.term_freqs
         contributions = term_weight * (tf * (self.k1 + 1.0) / (tf + norm[ids]))
         if ids.size >= _DENSE_RATIO * snapshot.n_docs:
-            dense = np.bincount(ids, weights=contributions, minlength=snapshot.n_docs)
+            dense = np.bincount(ids, weights=contributions, minlength=snapshot.n_docs).astype(np.float64)
             hit = np.flatnonzero(dense > 0.0)
             return hit.astype(np.int64), dense[hit]
         unique_ids, inverse = np.unique(ids, return_inverse=True)
-        return unique_ids.astype(np.int64), np.bincount(inverse, weights=contributions)
+        summed = np.bincount(inverse, weights=contributions).astype(np.float64)
+        return unique_ids.astype(np.int64), summed
 
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` best documents for ``query.text``; empty without text."""

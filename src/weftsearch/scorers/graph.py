@@ -46,7 +46,7 @@ def _adjacency(snapshot: Snapshot, directed: bool) -> sp.csr_array:
     links = snapshot.links()
     if directed:
         return links
-    both = (links + links.T).tocsr()
+    both: sp.csr_array = sp.csr_array(links + links.T)
     both.data[:] = 1.0
     return both
 
@@ -107,6 +107,7 @@ class GraphScorer(_SeededGraphScorer):
 
     Complexity per query: O(max_depth * (E + N) * S) for E links and S seeds,
     as sparse-dense products.
+
     """
 
     def __init__(
@@ -132,7 +133,9 @@ class GraphScorer(_SeededGraphScorer):
         """Hop distance from each seed (columns) to each document (rows); inf if beyond max_depth."""
         n, s = snapshot.n_docs, seeds.shape[0]
         # Rows = from, so moving one hop forward is a product with the transpose.
-        step = snapshot.memo(("graph.step", self.directed), lambda: _adjacency(snapshot, self.directed).T.tocsr())
+        step = snapshot.memo(
+            ("graph.step", self.directed), lambda: _adjacency(snapshot, self.directed).T.tocsr()
+        )
         distance = np.full((n, s), np.inf)
         columns = np.arange(s)
         distance[seeds, columns] = 0.0
@@ -170,6 +173,7 @@ class PageRankScorer(_SeededGraphScorer):
 
     A document with no outgoing links hands its mass back to the seeds, so
     the scores always sum to 1. Complexity per query: O(iterations * (E + N)).
+
     """
 
     def __init__(
@@ -210,9 +214,7 @@ class PageRankScorer(_SeededGraphScorer):
 
     def distribution(self, snapshot: Snapshot, seeds: NDArray[np.int64]) -> NDArray[np.float64]:
         """The personalised PageRank vector over all documents (sums to 1)."""
-        walk, dangling = snapshot.memo(
-            ("pagerank.walk", self.directed), lambda: self._transition(snapshot)
-        )
+        walk, dangling = snapshot.memo(("pagerank.walk", self.directed), lambda: self._transition(snapshot))
         restart = np.zeros(snapshot.n_docs)
         restart[seeds] = 1.0 / seeds.shape[0]
         rank = restart.copy()

@@ -28,13 +28,19 @@ class RecencyScorer:
 
     Documents without a time are absent. A document newer than "now" gets age
     0 (score 1) rather than a score above 1. Complexity: O(N) per query.
+
     """
 
     def __init__(
         self, half_life: float | timedelta, *, now: TimeLike | None = None, name: str = "recency"
     ) -> None:
         seconds = half_life.total_seconds() if isinstance(half_life, timedelta) else half_life
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not math.isfinite(seconds)
+            or seconds <= 0
+        ):
             raise InvalidParameterError(f"half_life must be a positive duration, got {half_life!r}")
         self.half_life = float(seconds)
         try:
