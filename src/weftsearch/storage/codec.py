@@ -1,0 +1,256 @@
+"""Section files: named, aligned, checksummed arrays in one file, read through mmap.
+
+Every file of the segment format is a section file (docs/FORMAT.md gives the
+byte layout). A writer hands :func:`encode_sections` a mapping of section
+names to numpy arrays and gets the file's bytes; a reader opens the file with
+:class:`SectionFile`, which checks the header and the section table at once
+(cheap: a few hundred bytes) and each section's CRC32C on first touch, then
+hands out read-only numpy views straight over the memory map.
+
+The decoder trusts nothing: every offset and length is bounds-checked against
+the file before use, even when the checksums verify, so a damaged file ends in
+:class:`~weftsearch.errors.CorruptIndexError` (or
+:class:`~weftsearch.errors.FormatVersionError`), never in an exception from
+deep inside numpy or a read past the end.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+import crc32c
+import numpy as np
+from numpy.typing import NDArray
+
+from weftsearch.errors import CorruptIndexError, FormatVersionError, IndexStorageError
+
+__all__ = [
+    "MAGIC",
+    "FORMAT_VERSION",
+    "ALIGNMENT",
+    "SECTION_DTYPES",
+    "encode_sections",
+    "SectionFile",
+    "checksum",
+]
+
+MAGIC = b"WEFTSEC\x00"
+#: Version of the section-file layout and of every section this code writes.
+FORMAT_VERSION = 1
+#: Every section starts at a multiple of this many bytes (cache line; lets any dtype map).
+ALIGNMENT = 64
+
+# magic, version, section count, file length, table CRC32C, header CRC32C (of the bytes before it)
+_HEADER = struct.Struct("<8sIIQII")
+_HEADER_SIZE = 64
+# name, dtype code, offset, byte length, element count, CRC32C of the section bytes
+_ENTRY = struct.Struct("<24s8sQQQI")
+_ENTRY_SIZE = 64
+
+#: The element types a section may hold, by their little-endian numpy codes.
+SECTION_DTYPES = frozenset({"|u1", "<u4", "<i4", "<u8", "<i8", "<f4", "<f8", "<f2"})
+
+
+def checksum(data: bytes | bytearray | memoryview) -> int:
+    """CRC32C (Castagnoli) of a buffer, hardware-accelerated by the ``crc32c`` package."""
+    return int(crc32c.crc32c(data))
+
+
+def _pad(length: int) -> int:
+    return (-length) % ALIGNMENT
+
+
+def encode_sections(sections: Mapping[str, NDArray[np.generic]]) -> bytes:
+    """Lay out ``sections`` (name -> 1-D array) as one section file's bytes.
+
+    Sections are written in sorted name order, each aligned to
+    :data:`ALIGNMENT` and zero-padded, so the same arrays always give the same
+    bytes. O(total bytes).
+    """
+    names = sorted(sections)
+    table = bytearray()
+    payload = bytearray()
+    data_start = _HEADER_SIZE + _ENTRY_SIZE * len(names)
+    data_start += _pad(data_start)
+    for name in names:
+        array = np.ascontiguousarray(sections[name])
+        code = array.dtype.newbyteorder("<").str if array.dtype.itemsize > 1 else array.dtype.str
+        if code not in SECTION_DTYPES or array.ndim != 1:
+            raise ValueError(f"section {name!r}: unsupported array {array.dtype} ndim={array.ndim}")
+        raw = array.astype(code, copy=False).tobytes()
+        encoded_name = name.encode("ascii")
+        if len(encoded_name) > 24:
+            raise ValueError(f"section name too long: {name!r}")
+        offset = data_start + len(payload)
+        table += _ENTRY.pack(
+            encoded_name, code.encode("ascii"), offset, len(raw), array.shape[0], checksum(raw)
+        )
+        table += b"\x00" * (_ENTRY_SIZE - _ENTRY.size)
+        payload += raw + b"\x00" * _pad(len(raw))
+    file_length = data_start + len(payload)
+    # The table checksum covers the zero gap up to the first section too, and
+    # the header checksum its zero tail, so no byte outside a section goes unchecked.
+    table += b"\x00" * (data_start - _HEADER_SIZE - len(table))
+    head = struct.pack("<8sIIQI", MAGIC, FORMAT_VERSION, len(names), file_length, checksum(bytes(table)))
+    tail = b"\x00" * (_HEADER_SIZE - _HEADER.size)
+    header = head + struct.pack("<I", checksum(head + tail)) + tail
+    return header + bytes(table) + bytes(payload)
+
+
+class _Entry:
+    __slots__ = ("count", "crc", "dtype", "length", "name", "offset")
+
+    def __init__(self, name: str, dtype: str, offset: int, length: int, count: int, crc: int) -> None:
+        self.name, self.dtype, self.offset, self.length, self.count, self.crc = (
+            name,
+            dtype,
+            offset,
+            length,
+            count,
+            crc,
+        )
+
+
+class SectionFile:
+    """A section file opened read-only through mmap; sections decode lazily.
+
+    Opening reads and checks the header and the section table only: O(number
+    of sections), independent of the file's size. :meth:`array` verifies a
+    section's CRC32C the first time it is asked for, then returns a read-only
+    view over the map (no copy). Thread-safe.
+
+    Raises:
+        IndexStorageError: the file cannot be opened.
+        CorruptIndexError: the header or table is damaged or inconsistent.
+        FormatVersionError: written by a newer (or unknown) format version.
+
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            with open(path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if size < _HEADER_SIZE:
+                    raise CorruptIndexError(f"{path}: {size} bytes is too short for a section file")
+                self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        except CorruptIndexError:
+            raise
+        except OSError as exc:
+            raise IndexStorageError(f"{path}: cannot open ({exc})") from None
+        self._buffer = memoryview(self._map)
+        self._entries = self._read_table(size)
+        self._verified: dict[str, NDArray[np.generic]] = {}
+        self._lock = threading.Lock()
+
+    def _corrupt(self, what: str) -> CorruptIndexError:
+        return CorruptIndexError(f"{self.path}: {what}")
+
+    def _read_table(self, size: int) -> dict[str, _Entry]:
+        magic, version, count, file_length, table_crc, header_crc = _HEADER.unpack_from(self._buffer, 0)
+        if magic != MAGIC:
+            raise self._corrupt("not a weft-search section file (bad magic)")
+        header_bytes = bytes(self._buffer[: _HEADER.size - 4]) + bytes(
+            self._buffer[_HEADER.size : _HEADER_SIZE]
+        )
+        if checksum(header_bytes) != header_crc:
+            raise self._corrupt("header checksum mismatch")
+        if version != FORMAT_VERSION:
+            raise FormatVersionError(
+                f"{self.path}: section format version {version}; this code reads version {FORMAT_VERSION}"
+            )
+        if file_length != size:
+            raise self._corrupt(f"file is {size} bytes, header says {file_length} (truncated or extended)")
+        table_end = _HEADER_SIZE + _ENTRY_SIZE * count
+        data_start = table_end + _pad(table_end)
+        if count > 4096 or data_start > size:
+            raise self._corrupt(f"section table of {count} entries does not fit in the file")
+        if checksum(self._buffer[_HEADER_SIZE:data_start]) != table_crc:
+            raise self._corrupt("section table checksum mismatch")
+        entries: dict[str, _Entry] = {}
+        previous_end = data_start
+        for position in range(count):
+            raw_name, raw_dtype, offset, length, elements, crc = _ENTRY.unpack_from(
+                self._buffer, _HEADER_SIZE + _ENTRY_SIZE * position
+            )
+            try:
+                name = raw_name.rstrip(b"\x00").decode("ascii")
+                dtype = raw_dtype.rstrip(b"\x00").decode("ascii")
+            except UnicodeDecodeError:
+                raise self._corrupt(f"section {position} has an undecodable name") from None
+            if dtype not in SECTION_DTYPES:
+                raise self._corrupt(f"section {name!r} has unknown element type {dtype!r}")
+            itemsize = np.dtype(dtype).itemsize
+            if (
+                offset % ALIGNMENT
+                or offset < previous_end
+                or offset + length > size
+                or length != elements * itemsize
+                or name in entries
+            ):
+                raise self._corrupt(f"section {name!r} has an impossible extent ({offset}, {length})")
+            previous_end = offset + length
+            entries[name] = _Entry(name, dtype, offset, length, elements, crc)
+        return entries
+
+    @property
+    def names(self) -> list[str]:
+        """Names of the sections, in file order."""
+        return list(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def size(self, name: str) -> int:
+        """Byte length of section ``name``."""
+        return self._entry(name).length
+
+    def _entry(self, name: str) -> _Entry:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise self._corrupt(f"section {name!r} is missing") from None
+
+    def raw(self, name: str) -> memoryview:
+        """The unverified bytes of section ``name`` (for block-level checks)."""
+        entry = self._entry(name)
+        return self._buffer[entry.offset : entry.offset + entry.length]
+
+    def array(self, name: str) -> NDArray[np.generic]:
+        """Section ``name`` as a read-only 1-D array, its checksum verified once.
+
+        Raises:
+            CorruptIndexError: the section is missing or fails its checksum.
+
+        """
+        cached = self._verified.get(name)
+        if cached is not None:
+            return cached
+        with self._lock:
+            cached = self._verified.get(name)
+            if cached is not None:
+                return cached
+            entry = self._entry(name)
+            data = self.raw(name)
+            if checksum(data) != entry.crc:
+                raise self._corrupt(f"section {name!r} checksum mismatch")
+            array: NDArray[np.generic] = np.frombuffer(data, dtype=np.dtype(entry.dtype), count=entry.count)
+            self._verified[name] = array
+            return array
+
+    def verify(self) -> list[str]:
+        """Check every section's checksum; return one message per damaged section."""
+        problems = []
+        ends = [entry.offset + entry.length for entry in self._entries.values()]
+        starts = [*[entry.offset for entry in self._entries.values()][1:], len(self._buffer)]
+        for (name, entry), end, next_start in zip(self._entries.items(), ends, starts, strict=True):
+            if checksum(self.raw(name)) != entry.crc:
+                problems.append(f"{self.path}: section {name!r} checksum mismatch")
+            if any(self._buffer[end:next_start]):
+                problems.append(f"{self.path}: padding after section {name!r} is not zero")
+        return problems
