@@ -378,7 +378,7 @@ class SegmentReader:
             self.doc_lengths()
             self.times()
             self.vector_rows()
-            blob, _offsets, postings, crcs = self._term_tables()
+            _, _, postings, crcs = self._term_tables()
             ids = self._file.array("post.ids")
             tfs = self._file.array("post.tfs")
             for position in range(self.n_terms):
