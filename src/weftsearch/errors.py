@@ -25,6 +25,7 @@ __all__ = [
     "CorpusFormatError",
     "IndexStorageError",
     "IndexNotFoundError",
+    "IndexLockedError",
     "CorruptIndexError",
     "FormatVersionError",
 ]
@@ -87,6 +88,10 @@ class IndexStorageError(WeftError, OSError):
 
 class IndexNotFoundError(IndexStorageError):
     """No index exists at the given path."""
+
+
+class IndexLockedError(IndexStorageError):
+    """Another writer (process or ``Index`` object) holds the index's writer lock."""
 
 
 class CorruptIndexError(IndexStorageError):

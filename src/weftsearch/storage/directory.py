@@ -1,0 +1,317 @@
+"""The index directory: a manifest naming the live segments, a writer lock, and the files.
+
+Layout (docs/FORMAT.md)::
+
+    MANIFEST              JSON: generation, analyzer, vector width, live segments
+    write.lock            held (flock) by the one writer
+    seg-000001.wseg       a segment (section file)
+    seg-000001.del-000004 tombstones of segment 1 as of generation 4 (section file)
+
+A commit writes new segment and tombstone files under their final names
+(via a temporary name, fsync, rename), then writes ``MANIFEST.tmp``, fsyncs
+it, renames it over ``MANIFEST`` and fsyncs the directory. Until that rename
+nothing new is visible; after it, everything is. Files no manifest names are
+swept by the writer. Readers read the manifest, then open what it names; if a
+sweep removed a file in between, they read the (newer) manifest again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from weftsearch.errors import (
+    CorruptIndexError,
+    FormatVersionError,
+    IndexLockedError,
+    IndexNotFoundError,
+    IndexStorageError,
+)
+from weftsearch.storage.codec import SectionFile, checksum, encode_sections
+
+__all__ = [
+    "MANIFEST",
+    "LOCK",
+    "INDEX_FORMAT",
+    "INDEX_VERSION",
+    "SegmentEntry",
+    "Manifest",
+    "WriterLock",
+    "IndexDirectory",
+    "encode_tombstones",
+    "read_tombstones",
+]
+
+MANIFEST = "MANIFEST"
+LOCK = "write.lock"
+INDEX_FORMAT = "weft-search-index"
+#: Version of the manifest and directory layout.
+INDEX_VERSION = 1
+_OWNED = re.compile(r"^(seg-\d{6}\.(wseg|del-\d{6})|MANIFEST\.tmp|.*\.tmp-\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentEntry:
+    """One live segment as the manifest lists it.
+
+    Attributes:
+        name: the segment file's name (``seg-000001.wseg``).
+        documents: documents stored in it, deleted ones included.
+        deletes: name of its tombstone file, or ``None`` when nothing is deleted.
+        deleted: number of its documents deleted (the tombstone file's popcount).
+
+    """
+
+    name: str
+    documents: int
+    deletes: str | None = None
+    deleted: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """What one committed generation consists of."""
+
+    generation: int
+    analyzer: str
+    vector_dim: int | None
+    segments: tuple[SegmentEntry, ...] = ()
+    next_segment: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        """Canonical JSON with a CRC32C of the body, so a damaged manifest is detected."""
+        body = {
+            "format": INDEX_FORMAT,
+            "version": INDEX_VERSION,
+            "generation": self.generation,
+            "analyzer": self.analyzer,
+            "vector_dim": self.vector_dim,
+            "next_segment": self.next_segment,
+            "segments": [
+                {"name": s.name, "documents": s.documents, "deletes": s.deletes, "deleted": s.deleted}
+                for s in self.segments
+            ],
+            "extra": self.extra,
+        }
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        return json.dumps({"body": body, "crc32c": checksum(canonical)}, sort_keys=True, indent=1).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, where: Path) -> Manifest:
+        """Decode and check a manifest.
+
+        Raises:
+            CorruptIndexError: not JSON, checksum mismatch, or impossible content.
+            FormatVersionError: a manifest version this code does not read.
+
+        """
+        try:
+            outer = json.loads(data)
+            body = outer["body"]
+            canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+            if checksum(canonical) != outer["crc32c"]:
+                raise CorruptIndexError(f"{where}: manifest checksum mismatch")
+            if body.get("format") != INDEX_FORMAT:
+                raise CorruptIndexError(f"{where}: not a weft-search manifest")
+            if body.get("version") != INDEX_VERSION:
+                raise FormatVersionError(
+                    f"{where}: index format version {body.get('version')!r}; "
+                    f"this code reads version {INDEX_VERSION}"
+                )
+            segments = tuple(
+                SegmentEntry(
+                    name=str(s["name"]),
+                    documents=int(s["documents"]),
+                    deletes=None if s["deletes"] is None else str(s["deletes"]),
+                    deleted=int(s["deleted"]),
+                )
+                for s in body["segments"]
+            )
+            manifest = cls(
+                generation=int(body["generation"]),
+                analyzer=str(body["analyzer"]),
+                vector_dim=None if body["vector_dim"] is None else int(body["vector_dim"]),
+                segments=segments,
+                next_segment=int(body["next_segment"]),
+                extra=dict(body.get("extra", {})),
+            )
+        except (CorruptIndexError, FormatVersionError):
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptIndexError(f"{where}: manifest does not decode ({exc})") from None
+        for entry in manifest.segments:
+            if not _OWNED.match(entry.name) or (
+                entry.deletes is not None and not _OWNED.match(entry.deletes)
+            ):
+                raise CorruptIndexError(f"{where}: manifest names an impossible file {entry.name!r}")
+            if not 0 <= entry.deleted <= entry.documents:
+                raise CorruptIndexError(f"{where}: segment {entry.name} has impossible counts")
+        return manifest
+
+
+def encode_tombstones(deleted: NDArray[np.bool_]) -> bytes:
+    """A tombstone file: one bit per document of a segment, set when deleted."""
+    return encode_sections(
+        {
+            "bits": np.packbits(deleted.astype(np.uint8), bitorder="little"),
+            "count": np.array([deleted.shape[0], int(deleted.sum())], dtype=np.uint64),
+        }
+    )
+
+
+def read_tombstones(path: Path, documents: int, deleted: int) -> NDArray[np.bool_]:
+    """Read a tombstone file and check it against the manifest's counts.
+
+    Raises:
+        CorruptIndexError: damaged, or disagreeing with the manifest.
+
+    """
+    section_file = SectionFile(path)
+    counts = section_file.array("count")
+    bits = section_file.array("bits")
+    if counts.shape[0] != 2 or int(counts[0]) != documents or bits.shape[0] != (documents + 7) // 8:
+        raise CorruptIndexError(f"{path}: tombstones do not match their segment")
+    mask = np.unpackbits(np.asarray(bits, dtype=np.uint8), count=documents, bitorder="little").astype(bool)
+    if int(mask.sum()) != deleted or int(counts[1]) != deleted:
+        raise CorruptIndexError(f"{path}: tombstone count disagrees with the manifest")
+    mask.setflags(write=False)
+    return mask
+
+
+class WriterLock:
+    """An exclusive ``flock`` on ``write.lock``: one writer per directory, across processes.
+
+    ``flock`` locks belong to an open file description, so a second ``Index``
+    in the same process is refused too.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path / LOCK
+        try:
+            self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise IndexStorageError(f"{path}: cannot create the writer lock ({exc})") from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._fd)
+            self._fd = None
+            raise IndexLockedError(
+                f"{path}: another writer holds the index (open it with readonly=True to search it)"
+            ) from None
+
+    def release(self) -> None:
+        """Release the lock (idempotent)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def _fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class IndexDirectory:
+    """File operations on one index directory. Knows files and bytes, never scoring."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def check_exists(self) -> None:
+        """Raise unless ``path`` is a directory holding a manifest."""
+        if not self.path.exists():
+            raise IndexNotFoundError(f"no index at {self.path}: the directory does not exist")
+        if not self.path.is_dir():
+            raise IndexStorageError(f"{self.path} is a file, not an index directory")
+        if not (self.path / MANIFEST).exists():
+            raise IndexNotFoundError(f"no index at {self.path}: {MANIFEST} is missing")
+
+    def prepare_new(self, overwrite: bool) -> None:
+        """Create the directory for a new index, refusing to clobber one unless asked."""
+        if self.path.exists() and not self.path.is_dir():
+            raise IndexStorageError(f"{self.path} is a file, not a directory")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise IndexStorageError(f"cannot create {self.path}: {exc}") from None
+        leftovers = [p.name for p in self.path.iterdir() if p.name != LOCK]
+        if leftovers and not overwrite:
+            raise IndexStorageError(f"{self.path} is not empty; pass overwrite=True to replace it")
+        if not os.access(self.path, os.W_OK):
+            raise IndexStorageError(f"{self.path} is not writable")
+
+    def read_manifest(self) -> Manifest:
+        """The current manifest.
+
+        Raises:
+            IndexNotFoundError, CorruptIndexError, FormatVersionError.
+
+        """
+        self.check_exists()
+        where = self.path / MANIFEST
+        try:
+            data = where.read_bytes()
+        except OSError as exc:
+            raise IndexStorageError(f"{where}: cannot read ({exc})") from None
+        return Manifest.from_bytes(data, where)
+
+    def write_file(self, name: str, data: bytes) -> None:
+        """Write ``name`` durably: temporary name, fsync, rename (the directory is fsynced at commit)."""
+        temporary = self.path / f"{name}.tmp-{os.getpid()}"
+        try:
+            with open(temporary, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, self.path / name)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            raise IndexStorageError(f"cannot write {self.path / name}: {exc}") from exc
+
+    def publish(self, manifest: Manifest) -> None:
+        """Make ``manifest`` the current generation, atomically and durably."""
+        temporary = self.path / f"{MANIFEST}.tmp"
+        try:
+            _fsync_directory(self.path)  # new segment files are durable before they are named
+            with open(temporary, "wb") as handle:
+                handle.write(manifest.to_bytes())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, self.path / MANIFEST)
+            _fsync_directory(self.path)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            raise IndexStorageError(f"cannot commit {self.path}: {exc}") from exc
+
+    def sweep(self, manifest: Manifest) -> list[str]:
+        """Delete the files this directory owns that ``manifest`` does not name; return them."""
+        keep = {MANIFEST, LOCK}
+        for entry in manifest.segments:
+            keep.add(entry.name)
+            if entry.deletes:
+                keep.add(entry.deletes)
+        removed = []
+        for child in self.path.iterdir():
+            if child.name not in keep and _OWNED.match(child.name):
+                try:
+                    child.unlink()
+                    removed.append(child.name)
+                except OSError:
+                    pass  # a later sweep retries; an unnamed file is invisible anyway
+        return sorted(removed)
