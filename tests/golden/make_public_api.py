@@ -56,17 +56,23 @@ def _annotation(annotation: object) -> object:
     return _Raw(repr(annotation).replace("typing.", ""))
 
 
+def _default(value: object) -> object:
+    """A default with a stable repr: sets are shown sorted (their order varies per run)."""
+    if isinstance(value, (set, frozenset)):
+        items = ", ".join(repr(item) for item in sorted(value, key=repr))
+        return _Raw(f"{type(value).__name__}({{{items}}})")
+    return value
+
+
 def signature_text(obj: Any) -> str:
     """``str(inspect.signature(obj))`` with annotations shown as written in the source."""
     signature = inspect.signature(obj, eval_str=False)
     parameters = [
-        parameter.replace(annotation=_annotation(parameter.annotation))
+        parameter.replace(annotation=_annotation(parameter.annotation), default=_default(parameter.default))
         for parameter in signature.parameters.values()
     ]
     return str(
-        signature.replace(
-            parameters=parameters, return_annotation=_annotation(signature.return_annotation)
-        )
+        signature.replace(parameters=parameters, return_annotation=_annotation(signature.return_annotation))
     )
 
 
@@ -123,10 +129,15 @@ def _members(cls: type) -> list[str]:
 def _class_lines(name: str, cls: type) -> list[str]:
     kind = _class_kind(cls)
     lines = [f"{kind} {name}"]
-    bases = [base.__name__ for base in cls.__bases__ if base is not object and base.__name__ != "Protocol"]
+    # Private bases are an implementation detail; their public members are listed below.
+    bases = [
+        base.__name__
+        for base in cls.__bases__
+        if base is not object and base.__name__ != "Protocol" and not base.__name__.startswith("_")
+    ]
     if bases:
         lines.append(f"  bases: {', '.join(bases)}")
-    if not kind.startswith("protocol") and "__init__" in _own_init_owner(cls):
+    if not kind.startswith(("protocol", "exception")) or _defines_init(cls):
         lines.append(f"  signature: {signature_text(cls)}")
     if dataclasses.is_dataclass(cls):
         for field in dataclasses.fields(cls):
@@ -136,12 +147,12 @@ def _class_lines(name: str, cls: type) -> list[str]:
     return lines
 
 
-def _own_init_owner(cls: type) -> set[str]:
-    """``{"__init__"}`` when a weft-search class in the MRO defines ``__init__``."""
+def _defines_init(cls: type) -> bool:
+    """Whether the ``__init__`` that ``cls`` uses is defined by a weft-search class."""
     for owner in cls.__mro__:
         if "__init__" in vars(owner):
-            return {"__init__"} if _is_ours(owner) else set()
-    return set()
+            return _is_ours(owner)
+    return False
 
 
 def _value_lines(name: str, value: object) -> list[str]:
