@@ -124,6 +124,10 @@ class SectionFile:
     section's CRC32C the first time it is asked for, then returns a read-only
     view over the map (no copy). Thread-safe.
 
+    Args:
+        path: the file (also the name used in error messages).
+        data: the file's bytes, for a file that exists only in memory.
+
     Raises:
         IndexStorageError: the file cannot be opened.
         CorruptIndexError: the header or table is damaged or inconsistent.
@@ -131,20 +135,26 @@ class SectionFile:
 
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, data: bytes | None = None) -> None:
         self.path = path
-        try:
-            with open(path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                if size < _HEADER_SIZE:
-                    raise CorruptIndexError(f"{path}: {size} bytes is too short for a section file")
-                self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        except CorruptIndexError:
-            raise
-        except OSError as exc:
-            raise IndexStorageError(f"{path}: cannot open ({exc})") from None
-        self._buffer = memoryview(self._map)
-        self._entries = self._read_table(size)
+        if data is not None:
+            # An in-memory file (a segment not yet committed): same checks, no map.
+            buffer = memoryview(data)
+        else:
+            try:
+                with open(path, "rb") as handle:
+                    size = os.fstat(handle.fileno()).st_size
+                    if size < _HEADER_SIZE:
+                        raise CorruptIndexError(f"{path}: {size} bytes is too short for a section file")
+                    buffer = memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+            except CorruptIndexError:
+                raise
+            except OSError as exc:
+                raise IndexStorageError(f"{path}: cannot open ({exc})") from None
+        if len(buffer) < _HEADER_SIZE:
+            raise CorruptIndexError(f"{path}: {len(buffer)} bytes is too short for a section file")
+        self._buffer = buffer
+        self._entries = self._read_table(len(buffer))
         self._verified: dict[str, NDArray[np.generic]] = {}
         self._lock = threading.Lock()
 

@@ -163,12 +163,13 @@ class SegmentReader:
 
     Opening costs O(number of sections); every array is a read-only view over
     the memory map, verified by checksum when first touched. Local ids are
-    ``0 .. n_docs - 1`` in key order.
+    ``0 .. n_docs - 1`` in key order. Pass ``data`` to read a segment that
+    exists only in memory (not yet committed) through the same code.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, data: bytes | None = None) -> None:
         self.path = path
-        self._file = SectionFile(path)
+        self._file = SectionFile(path, data)
         self._lock = threading.Lock()
         self._cache: dict[str, Any] = {}
         meta = self._meta()
