@@ -173,6 +173,8 @@ def register_analyzer(name: str, factory: Callable[[], Analyzer]) -> None:
 
 def get_analyzer(name: str) -> Analyzer:
     """Return a new instance of the analyzer registered under ``name``."""
+    if not isinstance(name, str):
+        raise UnknownAnalyzerError(f"analyzer names are strings, got {name!r}")
     try:
         factory = _REGISTRY[name]
     except KeyError:

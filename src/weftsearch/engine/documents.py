@@ -68,7 +68,10 @@ def as_key_tuple(values: Iterable[str] | str, what: str, error: type[ValueError]
     """Return ``values`` as a tuple of non-empty strings, or raise ``error``."""
     if isinstance(values, str):
         raise error(f"{what} must be a sequence of keys, not a single string {values!r}")
-    keys = tuple(values)
+    try:
+        keys = tuple(values)
+    except TypeError:
+        raise error(f"{what} must be a sequence of keys, got {values!r}") from None
     for key in keys:
         if not isinstance(key, str) or not key:
             raise error(f"{what} must hold non-empty strings, got {key!r}")

@@ -173,6 +173,8 @@ class Index:
 
     def get(self, key: str) -> Document:
         """The stored document with ``key``. Raises :class:`UnknownKeyError`."""
+        if not isinstance(key, str):
+            raise UnknownKeyError(f"document keys are strings, got {key!r}")
         try:
             return self._entries[key].document
         except KeyError:
@@ -241,6 +243,8 @@ class Index:
 
     def delete(self, key: str) -> bool:
         """Delete the document with ``key``; return whether there was one."""
+        if not isinstance(key, str):
+            raise UnknownKeyError(f"document keys are strings, got {key!r}")
         with self._lock:
             if key not in self._entries:
                 return False
@@ -250,6 +254,8 @@ class Index:
 
     def delete_many(self, keys: Iterable[str]) -> int:
         """Delete every listed key that exists; return how many were deleted."""
+        if isinstance(keys, str):
+            raise InvalidParameterError(f"delete_many takes a sequence of keys, not the string {keys!r}")
         with self._lock:
             removed = 0
             for key in keys:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from weftsearch.engine.protocols import Fuser
-from weftsearch.errors import UnknownSignalError
+from weftsearch.errors import InvalidParameterError, UnknownSignalError
 from weftsearch.fusion.rrf import RRF, reciprocal_rank_fusion
 from weftsearch.fusion.score import ScoreFusion
 from weftsearch.fusion.weighted import WeightedRRF
@@ -33,12 +33,17 @@ def make_fuser(method: str, **params: Any) -> Fuser:
 
     Raises:
         UnknownSignalError: an unknown method name.
+        InvalidParameterError: parameters the method does not take, or bad values.
 
     """
-    if method == "rrf":
-        return RRF(**params)
-    if method == "weighted":
-        return WeightedRRF(**params)
-    if method == "score":
-        return ScoreFusion(**params)
-    raise UnknownSignalError(f"unknown fusion method {method!r}; choose from {', '.join(FUSION_METHODS)}")
+    makers: dict[str, type[RRF] | type[WeightedRRF] | type[ScoreFusion]] = {
+        "rrf": RRF,
+        "weighted": WeightedRRF,
+        "score": ScoreFusion,
+    }
+    if method not in makers:
+        raise UnknownSignalError(f"unknown fusion method {method!r}; choose from {', '.join(FUSION_METHODS)}")
+    try:
+        return makers[method](**params)
+    except TypeError as exc:
+        raise InvalidParameterError(f"fusion {method!r}: {exc}") from None

@@ -18,7 +18,10 @@ def check_weights(weights: Sequence[float] | None, what: str) -> tuple[float, ..
     """Validate weights (finite, >= 0, not all 0); ``None`` means equal weights."""
     if weights is None:
         return None
-    values = tuple(weights)
+    try:
+        values = tuple(weights)
+    except TypeError:
+        raise InvalidParameterError(f"{what}: weights must be numbers, got {weights!r}") from None
     for weight in values:
         if (
             isinstance(weight, bool)

@@ -169,7 +169,10 @@ class PageRankScorer(_SeededGraphScorer):
         seed_scorer, seed_n, keep_seeds, directed, name: as for :class:`GraphScorer`.
         damping: probability of following a link rather than restarting (0.85).
         tolerance: stop when the L1 change of the distribution falls below this.
-        max_iterations: hard cap on power iterations (100).
+        max_iterations: hard cap on power iterations. ``None`` (default) derives
+            it from the convergence rate: the error shrinks by at least
+            ``damping`` per step, so ``ceil(log(tolerance) / log(damping)) + 1``
+            steps reach ``tolerance`` on any graph (143 at the defaults).
 
     A document with no outgoing links hands its mass back to the seeds, so
     the scores always sum to 1. Complexity per query: O(iterations * (E + N)).
@@ -185,7 +188,7 @@ class PageRankScorer(_SeededGraphScorer):
         keep_seeds: bool = False,
         directed: bool = False,
         tolerance: float = 1e-10,
-        max_iterations: int = 100,
+        max_iterations: int | None = None,
         name: str = "pagerank",
     ) -> None:
         super().__init__(seed_scorer, seed_n, keep_seeds, directed, name)
@@ -195,6 +198,9 @@ class PageRankScorer(_SeededGraphScorer):
             raise InvalidParameterError(f"tolerance must be a positive number, got {tolerance!r}")
         self.damping = float(damping)
         self.tolerance = float(tolerance)
+        if max_iterations is None:
+            steps = math.log(self.tolerance) / math.log(self.damping) if self.damping > 0 else 1.0
+            max_iterations = max(1, math.ceil(steps) + 1)
         self.max_iterations = check_k(max_iterations, "max_iterations")
 
     def __repr__(self) -> str:
