@@ -1,0 +1,319 @@
+"""Tests of the corpus, query, qrels and vector loaders (weftsearch.corpus)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from weftsearch import RRF, BM25Scorer, Document, Index, Query
+from weftsearch.corpus import (
+    default_ids_path,
+    detect_format,
+    load_documents,
+    load_qrels,
+    load_queries,
+    load_query_vector,
+    load_vectors,
+    parse_time,
+    trec_run_lines,
+)
+from weftsearch.errors import CorpusFormatError, InvalidParameterError, WeftError
+
+
+def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def write_vectors(directory: Path, stem: str, ids: list[str], matrix: np.ndarray[Any, Any]) -> Path:
+    npy = directory / f"{stem}.npy"
+    np.save(npy, matrix)
+    (directory / f"{stem}_ids.txt").write_text("".join(i + "\n" for i in ids), encoding="utf-8")
+    return npy
+
+
+RECORDS: list[dict[str, Any]] = [
+    {
+        "key": "a",
+        "title": "Inverted index",
+        "text": "Postings lists.",
+        "links": ["b", "zzz"],
+        "time": "2020-01-02T03:04:05Z",
+        "fields": {"topic": "lexical", "year": 2020, "score": 0.5, "ok": True, "none": None},
+    },
+    {"_id": "b", "title": "", "text": "no title here", "time": 1_600_000_000},
+    {"id": 7, "text": "an integer id", "links": [3]},
+]
+
+
+# ---------------------------------------------------------------------- JSONL
+
+
+def test_jsonl_documents_are_read_with_every_field(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", RECORDS)
+    docs = load_documents(path)
+    assert [d.key for d in docs] == ["a", "b", "7"]
+    a, b, seven = docs
+    assert a.text == "Inverted index Postings lists."
+    assert a.fields["title"] == "Inverted index"
+    assert dict(a.fields) == {
+        "topic": "lexical",
+        "year": 2020,
+        "score": 0.5,
+        "ok": True,
+        "title": "Inverted index",
+    }
+    assert a.links == ("b", "zzz")
+    assert a.timestamp == datetime(2020, 1, 2, 3, 4, 5, tzinfo=timezone.utc).timestamp()
+    assert b.text == "no title here" and "title" not in b.fields
+    assert b.timestamp == 1_600_000_000.0
+    assert seven.links == ("3",) and seven.time is None and seven.vector is None
+
+
+def test_blank_lines_are_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_text('\n{"key": "a", "text": "x"}\n\n   \n{"key": "b", "text": "y"}\n', encoding="utf-8")
+    assert [d.key for d in load_documents(path)] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ('{"key": "x", "text": ', "invalid JSON"),
+        ('["not", "an", "object"]', "expected a JSON object"),
+        ('{"title": "no key"}', "has no key"),
+        ('{"key": "", "text": "x"}', "non-empty string"),
+        ('{"key": "x", "text": 5}', "'text' must be a string"),
+        ('{"key": "x", "time": "yesterday"}', "not an ISO-8601"),
+        ('{"key": "x", "time": true}', "time must be"),
+        ('{"key": "x", "links": "b"}', "'links' must be a list"),
+        ('{"key": "x", "fields": {"tags": ["a"]}}', "fields.tags"),
+        ('{"key": "x", "fields": [1]}', "'fields' must be an object"),
+    ],
+)
+def test_bad_line_names_file_and_line(tmp_path: Path, line: str, needle: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"key": "ok1", "text": "x"}\n\n' + line + '\n{"key": "ok2"}\n', encoding="utf-8")
+    with pytest.raises(CorpusFormatError) as info:
+        load_documents(path)
+    assert f"{path}:3:" in str(info.value)
+    assert needle in str(info.value)
+    assert isinstance(info.value, WeftError)
+
+
+def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"key": "a"}\n{"key": "\xff"}\n')
+    with pytest.raises(CorpusFormatError, match=r"bad\.jsonl:2:"):
+        load_documents(path)
+
+
+def test_duplicate_key_names_both_lines(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", [{"key": "a"}, {"key": "b"}, {"key": "a"}])
+    with pytest.raises(CorpusFormatError, match=r"c\.jsonl:3: key 'a' repeats \(first on line 1\)"):
+        load_documents(path)
+
+
+def test_parse_time_forms() -> None:
+    assert parse_time(None) is None
+    assert parse_time(12) == 12.0
+    moment = parse_time("2021-06-01")
+    assert isinstance(moment, datetime) and moment.year == 2021
+    offset = parse_time("2021-06-01T10:00:00+02:00")
+    assert isinstance(offset, datetime) and offset.utcoffset() is not None
+    with pytest.raises(CorpusFormatError):
+        parse_time(float("nan"))
+    with pytest.raises(CorpusFormatError):
+        parse_time({"year": 2020})
+
+
+# ---------------------------------------------------------------------- BEIR and format detection
+
+
+def make_beir(folder: Path) -> Path:
+    folder.mkdir()
+    write_jsonl(
+        folder / "corpus.jsonl",
+        [
+            {"_id": "d1", "title": "BM25", "text": "ranking function", "metadata": {"url": "u", "x": [1]}},
+            {"_id": "d2", "title": "", "text": "dense vectors", "metadata": {}},
+        ],
+    )
+    write_jsonl(
+        folder / "queries.jsonl",
+        [{"_id": "q1", "text": "ranking", "metadata": {}}, {"_id": "q2", "text": "vectors"}],
+    )
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_bytes(b"query-id\tcorpus-id\tscore\r\nq1\td1\t1\r\nq2\td2\t2\r\n")
+    return folder
+
+
+def test_beir_folder(tmp_path: Path) -> None:
+    folder = make_beir(tmp_path / "beir")
+    assert detect_format(folder) == "beir"
+    docs = load_documents(folder)
+    assert [d.key for d in docs] == ["d1", "d2"]
+    assert docs[0].text == "BM25 ranking function"
+    assert dict(docs[0].fields) == {"url": "u", "title": "BM25"}  # nested metadata dropped
+    assert load_documents(folder / "corpus.jsonl", "beir")[1].text == "dense vectors"
+    queries = load_queries(folder)
+    assert [(q.qid, q.query.text) for q in queries] == [("q1", "ranking"), ("q2", "vectors")]
+    assert load_qrels(folder / "qrels" / "test.tsv") == {"q1": {"d1": 1}, "q2": {"d2": 2}}
+
+
+def test_format_detection_errors(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CorpusFormatError, match=r"corpus\.jsonl"):
+        detect_format(tmp_path / "empty")
+    (tmp_path / "c.txt").write_text("x", encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match="--format"):
+        detect_format(tmp_path / "c.txt")
+    with pytest.raises(FileNotFoundError):
+        detect_format(tmp_path / "missing.jsonl")
+    folder = make_beir(tmp_path / "beir")
+    with pytest.raises(CorpusFormatError, match="folder"):
+        load_documents(folder, "jsonl")
+    with pytest.raises(CorpusFormatError, match="unknown corpus format"):
+        load_documents(folder, "csv")  # type: ignore[arg-type]
+
+
+def test_qrels_trec_form_and_errors(tmp_path: Path) -> None:
+    path = tmp_path / "qrels.txt"
+    path.write_text("1 0 d1 1\n1 0 d2 0\n", encoding="utf-8")
+    assert load_qrels(path) == {"1": {"d1": 1, "d2": 0}}
+    path.write_text("1 d1\n", encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=r"qrels\.txt:1: expected 3 or 4 columns"):
+        load_qrels(path)
+    path.write_text("1 d1 high\n", encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=r"qrels\.txt:1:"):
+        load_qrels(path)
+
+
+def test_query_errors_name_the_line(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "q.jsonl", [{"_id": "q1", "text": "a"}, {"_id": "q2"}])
+    with pytest.raises(CorpusFormatError, match=r"q\.jsonl:2: query 'q2' has no 'text'"):
+        load_queries(path)
+    path = write_jsonl(tmp_path / "q.jsonl", [{"_id": "q1", "text": "a"}, {"_id": "q1", "text": "b"}])
+    with pytest.raises(CorpusFormatError, match="repeats"):
+        load_queries(path)
+
+
+def test_queries_only_filter(tmp_path: Path) -> None:
+    folder = make_beir(tmp_path / "beir")
+    assert [q.qid for q in load_queries(folder / "queries.jsonl", only={"q2"})] == ["q2"]
+
+
+# ---------------------------------------------------------------------- vectors
+
+
+def test_vectors_attach_by_key_and_missing_rows_are_fine(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", RECORDS)
+    matrix = np.array([[0.0, 1.0], [1.0, 0.0]], dtype=np.float32)
+    npy = write_vectors(tmp_path, "vec", ["7", "a"], matrix)  # row order differs from the corpus
+    assert default_ids_path(npy) == tmp_path / "vec_ids.txt"
+    vectors = load_vectors(npy)
+    assert vectors.dim == 2 and len(vectors) == 2
+    docs = {d.key: d for d in load_documents(path, vectors=vectors)}
+    assert docs["a"].vector is not None and docs["a"].vector.tolist() == [1.0, 0.0]
+    assert docs["7"].vector is not None and docs["7"].vector.tolist() == [0.0, 1.0]
+    assert docs["b"].vector is None
+    index = Index()
+    index.add_many(docs.values())
+    assert index.vector_dim == 2
+
+
+def test_vector_row_count_mismatch(tmp_path: Path) -> None:
+    np.save(tmp_path / "v.npy", np.ones((3, 4), dtype=np.float32))
+    (tmp_path / "v_ids.txt").write_text("a\nb\n", encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=r"has 3 rows but .* lists 2 ids"):
+        load_vectors(tmp_path / "v.npy")
+
+
+def test_vector_id_not_in_corpus(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", RECORDS)
+    npy = write_vectors(tmp_path, "v", ["a", "ghost"], np.ones((2, 3), dtype=np.float32))
+    with pytest.raises(CorpusFormatError, match=r"not in the corpus .*'ghost'"):
+        load_documents(path, vectors=load_vectors(npy))
+
+
+@pytest.mark.parametrize(
+    ("ids", "matrix", "needle"),
+    [
+        ("a\na\n", np.ones((2, 2), np.float32), "repeats"),
+        ("a\n\nb\n", np.ones((3, 2), np.float32), "empty id"),
+        ("a\nb\n", np.array([[1, 2], [np.nan, 1]], np.float32), "row 1 \\(id 'b'\\) has a non-finite"),
+        ("a\n", np.ones(3, np.float32), "2-D"),
+        ("a\n", np.array([["x", "y"]]), "real numbers"),
+    ],
+)
+def test_bad_vector_files(tmp_path: Path, ids: str, matrix: np.ndarray[Any, Any], needle: str) -> None:
+    np.save(tmp_path / "v.npy", matrix)
+    (tmp_path / "ids.txt").write_text(ids, encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=needle):
+        load_vectors(tmp_path / "v.npy", tmp_path / "ids.txt")
+
+
+def test_vectors_need_an_ids_file(tmp_path: Path) -> None:
+    np.save(tmp_path / "v.npy", np.ones((1, 2), dtype=np.float32))
+    with pytest.raises(CorpusFormatError, match="no ids file"):
+        load_vectors(tmp_path / "v.npy")
+
+
+def test_non_npy_file(tmp_path: Path) -> None:
+    (tmp_path / "v.npy").write_bytes(b"not numpy at all")
+    (tmp_path / "v_ids.txt").write_text("a\n", encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=r"not a readable \.npy"):
+        load_vectors(tmp_path / "v.npy")
+
+
+def test_float64_vectors_become_float32(tmp_path: Path) -> None:
+    npy = write_vectors(tmp_path, "v", ["a"], np.ones((1, 3), dtype=np.float64))
+    assert load_vectors(npy).matrix.dtype == np.float32
+
+
+def test_query_vector_file(tmp_path: Path) -> None:
+    np.save(tmp_path / "q.npy", np.array([1.0, 2.0]))
+    assert load_query_vector(tmp_path / "q.npy").tolist() == [1.0, 2.0]
+    np.save(tmp_path / "q.npy", np.array([[1.0, 2.0]]))
+    assert load_query_vector(tmp_path / "q.npy").dtype == np.float32
+    np.save(tmp_path / "q.npy", np.ones((2, 2)))
+    with pytest.raises(CorpusFormatError, match="1-D"):
+        load_query_vector(tmp_path / "q.npy")
+    np.save(tmp_path / "q.npy", np.array([1.0, np.inf]))
+    with pytest.raises(CorpusFormatError, match="non-finite"):
+        load_query_vector(tmp_path / "q.npy")
+
+
+def test_query_vectors_attach_and_wrong_file_is_caught(tmp_path: Path) -> None:
+    folder = make_beir(tmp_path / "beir")
+    npy = write_vectors(tmp_path, "qv", ["q2", "q9"], np.array([[1, 0], [0, 1]], dtype=np.float32))
+    queries = {q.qid: q.query for q in load_queries(folder, vectors=load_vectors(npy))}
+    assert queries["q1"].vector is None
+    vector = queries["q2"].vector
+    assert vector is not None and vector.tolist() == [1.0, 0.0]
+    wrong = write_vectors(tmp_path, "wrong", ["x"], np.ones((1, 2), dtype=np.float32))
+    with pytest.raises(CorpusFormatError, match="no id matches a query"):
+        load_queries(folder, vectors=load_vectors(wrong))
+
+
+# ---------------------------------------------------------------------- TREC runs
+
+
+def test_trec_run_lines() -> None:
+    index = Index()
+    index.add_many([Document("d1", "ranking ranking"), Document("d2", "ranking")])
+    results = index.search(Query("ranking"), 5, RRF(), BM25Scorer())
+    lines = list(trec_run_lines("q1", results, "tag"))
+    assert [line.split() for line in lines] == [
+        ["q1", "Q0", "d1", "1", repr(results[0].score), "tag"],
+        ["q1", "Q0", "d2", "2", repr(results[1].score), "tag"],
+    ]
+    with pytest.raises(InvalidParameterError):
+        list(trec_run_lines("q 1", results))
+    with pytest.raises(InvalidParameterError):
+        list(trec_run_lines("q1", results, "two words"))
