@@ -29,7 +29,14 @@ from weftsearch.engine.documents import Document
 from weftsearch.errors import CorruptIndexError, WeftError
 from weftsearch.storage.codec import SectionFile, checksum, encode_sections
 
-__all__ = ["SegmentDocument", "encode_segment", "SegmentReader"]
+__all__ = [
+    "SegmentDocument",
+    "SegmentColumns",
+    "encode_segment",
+    "encode_columns",
+    "merge_columns",
+    "SegmentReader",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +68,29 @@ def _stored_record(document: Document) -> bytes:
     return json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentColumns:
+    """A segment's content as columns, the form both the writer and a merge produce.
+
+    Documents are numbered by position in ``keys``, which must be strictly
+    increasing. Postings may come in any order; the encoder sorts them.
+    """
+
+    keys: Sequence[str]
+    lengths: NDArray[np.uint32]
+    times: NDArray[np.float64]
+    records: Sequence[bytes]
+    link_counts: NDArray[np.int64]
+    link_targets: Sequence[str]
+    vector_rows: NDArray[np.int32]
+    matrix: NDArray[np.float32]
+    vector_dim: int | None
+    vocabulary: Sequence[str]
+    term_of_posting: NDArray[np.int64]
+    doc_of_posting: NDArray[np.int64]
+    tf_of_posting: NDArray[np.uint32]
+
+
 def encode_segment(documents: Sequence[SegmentDocument], vector_dim: int | None) -> bytes:
     """Encode ``documents`` (unique keys) as one segment file's bytes.
 
@@ -71,55 +101,72 @@ def encode_segment(documents: Sequence[SegmentDocument], vector_dim: int | None)
     vocabulary = sorted({term for d in ordered for term in d.terms})
     term_id = {term: position for position, term in enumerate(vocabulary)}
     counts = np.fromiter((len(d.terms) for d in ordered), dtype=np.int64, count=n)
-    doc_of_posting = np.repeat(np.arange(n, dtype=np.uint32), counts)
-    term_of_posting = np.fromiter(
-        (term_id[t] for d in ordered for t in d.terms), dtype=np.int64, count=int(counts.sum())
+    total = int(counts.sum())
+    with_vector = [i for i, d in enumerate(ordered) if d.document.vector is not None]
+    vector_rows = np.full(n, -1, dtype=np.int32)
+    vector_rows[with_vector] = np.arange(len(with_vector), dtype=np.int32)
+    dim = vector_dim or 0
+    matrix = (
+        np.stack([ordered[i].document.vector for i in with_vector]).astype(np.float32)  # type: ignore[misc]
+        if with_vector
+        else np.zeros((0, dim), np.float32)
     )
-    tf_of_posting = np.fromiter(
-        (tf for d in ordered for tf in d.terms.values()), dtype=np.uint32, count=int(counts.sum())
+    return encode_columns(
+        SegmentColumns(
+            keys=[d.document.key for d in ordered],
+            lengths=np.fromiter((d.length for d in ordered), dtype=np.uint32, count=n),
+            times=np.array(
+                [math.nan if d.document.timestamp is None else d.document.timestamp for d in ordered],
+                dtype=np.float64,
+            ),
+            records=[_stored_record(d.document) for d in ordered],
+            link_counts=np.fromiter((len(d.document.links) for d in ordered), dtype=np.int64, count=n),
+            link_targets=[target for d in ordered for target in d.document.links],
+            vector_rows=vector_rows,
+            matrix=matrix,
+            vector_dim=vector_dim,
+            vocabulary=vocabulary,
+            term_of_posting=np.fromiter((term_id[t] for d in ordered for t in d.terms), np.int64, total),
+            doc_of_posting=np.repeat(np.arange(n, dtype=np.int64), counts),
+            tf_of_posting=np.fromiter((tf for d in ordered for tf in d.terms.values()), np.uint32, total),
+        )
     )
-    # Sorting by (term, doc) makes the bytes independent of dict iteration order.
-    order = np.lexsort((doc_of_posting, term_of_posting))
-    posting_ids = doc_of_posting[order]
-    posting_tfs = tf_of_posting[order]
-    term_offsets = np.zeros(len(vocabulary) + 1, dtype=np.uint64)
-    np.cumsum(np.bincount(term_of_posting, minlength=len(vocabulary)), out=term_offsets[1:])
+
+
+def encode_columns(columns: SegmentColumns) -> bytes:
+    """Encode a segment given as columns. Deterministic: O(P log P) for P postings."""
+    n = len(columns.keys)
+    vocabulary_size = len(columns.vocabulary)
+    # Sorting by (term, doc) makes the bytes independent of the order postings came in.
+    order = np.lexsort((columns.doc_of_posting, columns.term_of_posting))
+    posting_ids = columns.doc_of_posting[order].astype(np.uint32)
+    posting_tfs = columns.tf_of_posting[order].astype(np.uint32)
+    term_offsets = np.zeros(vocabulary_size + 1, dtype=np.uint64)
+    np.cumsum(np.bincount(columns.term_of_posting, minlength=vocabulary_size), out=term_offsets[1:])
+    bounds = term_offsets.tolist()
     term_crcs = np.array(
         [
             checksum(posting_ids[a:b].tobytes() + posting_tfs[a:b].tobytes())
-            for a, b in zip(term_offsets[:-1].tolist(), term_offsets[1:].tolist(), strict=True)
+            for a, b in itertools.pairwise(bounds)
         ],
         dtype=np.uint32,
     )
-    keys_blob, keys_offsets = _blob([d.document.key for d in ordered])
-    terms_blob, terms_offsets = _blob(vocabulary)
-    records = [_stored_record(d.document) for d in ordered]
-    stored_blob = np.frombuffer(b"".join(records), dtype=np.uint8)
+    keys_blob, keys_offsets = _blob(columns.keys)
+    terms_blob, terms_offsets = _blob(columns.vocabulary)
+    stored_blob = np.frombuffer(b"".join(columns.records), dtype=np.uint8)
     stored_offsets = np.zeros(n + 1, dtype=np.uint64)
-    np.cumsum([len(r) for r in records], out=stored_offsets[1:])
-    stored_crcs = np.array([checksum(r) for r in records], dtype=np.uint32)
-    link_targets = [target for d in ordered for target in d.document.links]
-    links_blob, links_target_offsets = _blob(link_targets)
+    np.cumsum([len(r) for r in columns.records], out=stored_offsets[1:])
+    stored_crcs = np.array([checksum(r) for r in columns.records], dtype=np.uint32)
+    links_blob, links_target_offsets = _blob(columns.link_targets)
     links_offsets = np.zeros(n + 1, dtype=np.uint64)
-    np.cumsum([len(d.document.links) for d in ordered], out=links_offsets[1:])
-    with_vector = [d.document.vector for d in ordered if d.document.vector is not None]
-    vector_rows = np.full(n, -1, dtype=np.int32)
-    vector_rows[[i for i, d in enumerate(ordered) if d.document.vector is not None]] = np.arange(
-        len(with_vector), dtype=np.int32
-    )
-    dim = vector_dim or 0
-    matrix = np.stack(with_vector).astype(np.float32) if with_vector else np.zeros((0, dim), np.float32)
-    times = np.array(
-        [math.nan if d.document.timestamp is None else d.document.timestamp for d in ordered],
-        dtype=np.float64,
-    )
+    np.cumsum(columns.link_counts, out=links_offsets[1:])
     meta = {
         "documents": n,
-        "terms": len(vocabulary),
+        "terms": vocabulary_size,
         "postings": int(posting_ids.shape[0]),
-        "links": len(link_targets),
-        "vectors": len(with_vector),
-        "vector_dim": vector_dim,
+        "links": len(columns.link_targets),
+        "vectors": int(columns.matrix.shape[0]),
+        "vector_dim": columns.vector_dim,
     }
     meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode("ascii")
     return encode_sections(
@@ -127,8 +174,8 @@ def encode_segment(documents: Sequence[SegmentDocument], vector_dim: int | None)
             "meta": np.frombuffer(meta_bytes, dtype=np.uint8),
             "keys.blob": keys_blob,
             "keys.offsets": keys_offsets,
-            "doc.lengths": np.fromiter((d.length for d in ordered), dtype=np.uint32, count=n),
-            "doc.times": times,
+            "doc.lengths": np.asarray(columns.lengths, dtype=np.uint32),
+            "doc.times": np.asarray(columns.times, dtype=np.float64),
             "terms.blob": terms_blob,
             "terms.offsets": terms_offsets,
             "post.offsets": term_offsets,
@@ -141,8 +188,8 @@ def encode_segment(documents: Sequence[SegmentDocument], vector_dim: int | None)
             "links.doc": links_offsets,
             "links.blob": links_blob,
             "links.offsets": links_target_offsets,
-            "vec.rows": vector_rows,
-            "vec.matrix": matrix.reshape(-1),
+            "vec.rows": np.asarray(columns.vector_rows, dtype=np.int32),
+            "vec.matrix": np.ascontiguousarray(columns.matrix, dtype=np.float32).reshape(-1),
         }
     )
 
@@ -272,6 +319,22 @@ class SegmentReader:
         except (ValueError, KeyError, TypeError):
             return None
 
+    def record(self, local: int) -> bytes:
+        """The raw stored record of document ``local``, checked against its CRC32C.
+
+        Raises:
+            CorruptIndexError: the record is damaged.
+
+        """
+        blob = self._file.array("stored.blob")
+        offsets = self._array("stored.offsets", "<u8", self.n_docs + 1)
+        crcs = self._array("stored.crc", "<u4", self.n_docs)
+        start, end = int(offsets[local]), int(offsets[local + 1])
+        raw = bytes(blob[start:end]) if 0 <= start <= end <= blob.shape[0] else b""
+        if checksum(raw) != int(crcs[local]) or not raw:
+            raise self._corrupt(f"stored document {local} is damaged")
+        return raw
+
     def links(self, local: int) -> tuple[str, ...]:
         """Target keys of document ``local``'s links."""
         offsets = self._array("links.doc", "<u8", self.n_docs + 1)
@@ -369,6 +432,36 @@ class SegmentReader:
             raise self._corrupt(f"postings of term {term!r} are out of range")
         return ids, tfs
 
+    def terms(self) -> list[str]:
+        """All terms of the segment, ascending, decoded once."""
+
+        def build() -> list[str]:
+            blob, offsets, _, _ = self._term_tables()
+            raw = bytes(blob)
+            try:
+                return [raw[a:b].decode("utf-8") for a, b in itertools.pairwise(offsets.tolist())]
+            except UnicodeDecodeError:
+                raise self._corrupt("a term is not valid UTF-8") from None
+
+        result: list[str] = self._memo("all_terms", build)
+        return result
+
+    def all_postings(self) -> tuple[list[str], NDArray[np.int64], NDArray[np.int64], NDArray[np.uint32]]:
+        """Every posting as columns: (terms, term index, local id, frequency). For merges."""
+        _, _, offsets, _ = self._term_tables()
+        ids = self._array("post.ids", "<u4", int(offsets[-1]))
+        tfs = self._array("post.tfs", "<u4", int(offsets[-1]))
+        if ids.size and int(ids.max()) >= self.n_docs:
+            raise self._corrupt("a posting names a document past the end")
+        term_of = np.repeat(np.arange(self.n_terms, dtype=np.int64), np.diff(offsets).astype(np.int64))
+        return self.terms(), term_of, ids.astype(np.int64), tfs.astype(np.uint32)
+
+    def find(self, key: str) -> int:
+        """Local id of ``key``, or -1. O(log n) after the keys are decoded once."""
+        keys = self.keys()
+        position = int(np.searchsorted(keys, key))
+        return position if position < keys.shape[0] and keys[position] == key else -1
+
     def verify(self) -> list[str]:
         """Every checksum and structural rule of the segment; one message per problem."""
         problems = self._file.verify()
@@ -393,3 +486,90 @@ class SegmentReader:
         except WeftError as exc:
             problems.append(str(exc))
         return problems
+
+
+def merge_columns(sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]]) -> SegmentColumns:
+    """The live documents of several segments as one segment's columns.
+
+    ``sources`` pairs each reader with its live mask. Keys must be unique
+    across the live documents (the index guarantees it). Postings, lengths,
+    times and vectors move as arrays; stored records are copied as bytes,
+    never re-encoded, so a merged document is byte-for-byte what was stored.
+
+    Raises:
+        CorruptIndexError: a source fails its checks (a merge never launders damage).
+
+    """
+    keys: list[str] = []
+    lengths, times, link_counts, rows_present, matrices = [], [], [], [], []
+    records: list[bytes] = []
+    link_targets: list[str] = []
+    vocabularies: list[list[str]] = []
+    posting_parts: list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.uint32]]] = []
+    dims = {reader.vector_dim for reader, _ in sources} - {None}
+    if len(dims) > 1:
+        raise CorruptIndexError(f"segments disagree on the vector width: {sorted(dims)}")  # type: ignore[type-var]
+    vector_dim = dims.pop() if dims else None
+    offset = 0
+    for reader, live in sources:
+        local = np.flatnonzero(live).astype(np.int64)
+        new_index = np.full(reader.n_docs, -1, dtype=np.int64)
+        new_index[local] = offset + np.arange(local.shape[0])
+        offset += local.shape[0]
+        keys.extend(str(k) for k in reader.keys()[local])
+        lengths.append(reader.doc_lengths()[local])
+        times.append(reader.times()[local])
+        for position in local.tolist():
+            records.append(reader.record(position))
+            targets = reader.links(position)
+            link_targets.extend(targets)
+            link_counts.append(len(targets))
+        rows = reader.vector_rows()[local]
+        rows_present.append(rows >= 0)
+        matrices.append(reader.vector_matrix()[rows[rows >= 0]])
+        terms, term_of, doc_of, tf_of = reader.all_postings()
+        keep = live[doc_of]
+        vocabularies.append(terms)
+        posting_parts.append((term_of[keep], new_index[doc_of[keep]], tf_of[keep]))
+    vocabulary = sorted(set().union(*vocabularies)) if vocabularies else []
+    merged_vocabulary = np.array(vocabulary, dtype=np.str_)
+    term_of_posting, doc_of_posting, tf_of_posting = [], [], []
+    for terms, (term_of, doc_of, tf_of) in zip(vocabularies, posting_parts, strict=True):
+        remap = np.searchsorted(merged_vocabulary, np.array(terms, dtype=np.str_)).astype(np.int64)
+        term_of_posting.append(remap[term_of] if terms else term_of)
+        doc_of_posting.append(doc_of)
+        tf_of_posting.append(tf_of)
+    order = np.argsort(np.array(keys, dtype=np.str_), kind="stable")
+    position_of = np.empty_like(order)
+    position_of[order] = np.arange(order.shape[0])
+    has_vector = np.concatenate(rows_present) if rows_present else np.zeros(0, bool)
+    dim = vector_dim or 0
+    stacked = np.concatenate(matrices) if matrices else np.zeros((0, dim), np.float32)
+    # Vectors follow the documents into key order.
+    row_of_document = np.full(len(keys), -1, dtype=np.int64)
+    row_of_document[has_vector] = np.arange(int(has_vector.sum()))
+    sorted_rows = row_of_document[order]
+    present = sorted_rows >= 0
+    vector_rows = np.full(len(keys), -1, dtype=np.int32)
+    vector_rows[present] = np.arange(int(present.sum()), dtype=np.int32)
+    all_docs = np.concatenate(doc_of_posting) if doc_of_posting else np.zeros(0, np.int64)
+    link_count_array = np.asarray(link_counts, dtype=np.int64)
+    link_starts = np.concatenate([[0], np.cumsum(link_count_array)]).astype(np.int64)
+    sorted_targets = [
+        link_targets[t] for i in order.tolist() for t in range(int(link_starts[i]), int(link_starts[i + 1]))
+    ]
+    return SegmentColumns(
+        keys=[keys[i] for i in order.tolist()],
+        lengths=np.concatenate(lengths)[order].astype(np.uint32) if lengths else np.zeros(0, np.uint32),
+        times=np.concatenate(times)[order] if times else np.zeros(0, np.float64),
+        records=[records[i] for i in order.tolist()],
+        link_counts=link_count_array[order] if link_counts else np.zeros(0, np.int64),
+        link_targets=sorted_targets,
+        vector_rows=vector_rows,
+        matrix=stacked[sorted_rows[present]].reshape(-1, dim) if dim else np.zeros((0, 0), np.float32),
+        vector_dim=vector_dim,
+        vocabulary=vocabulary,
+        term_of_posting=np.concatenate(term_of_posting) if term_of_posting else np.zeros(0, np.int64),
+        doc_of_posting=position_of[all_docs] if all_docs.size else all_docs,
+        tf_of_posting=np.concatenate(tf_of_posting) if tf_of_posting else np.zeros(0, np.uint32),
+    )
