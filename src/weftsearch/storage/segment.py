@@ -352,6 +352,26 @@ class SegmentReader:
         except UnicodeDecodeError:
             raise self._corrupt("a link target is not valid UTF-8") from None
 
+    def all_links(self) -> tuple[NDArray[np.int64], list[str]]:
+        """Links of every document: how many each has, and all targets in document order."""
+
+        def build() -> tuple[NDArray[np.int64], list[str]]:
+            per_doc = self._array("links.doc", "<u8", self.n_docs + 1)
+            total = int(per_doc[-1]) if per_doc.size else 0
+            _check_offsets(per_doc, self.n_docs, total, "links.doc", self.path)
+            if not total:
+                return np.zeros(self.n_docs, np.int64), []
+            blob, offsets = self._strings("links", total)
+            raw = bytes(blob)
+            try:
+                targets = [raw[a:b].decode("utf-8") for a, b in itertools.pairwise(offsets.tolist())]
+            except UnicodeDecodeError:
+                raise self._corrupt("a link target is not valid UTF-8") from None
+            return np.diff(per_doc).astype(np.int64), targets
+
+        result: tuple[NDArray[np.int64], list[str]] = self._memo("all_links", build)
+        return result
+
     # ------------------------------------------------------------------ vectors
 
     def vector_rows(self) -> NDArray[np.int32]:

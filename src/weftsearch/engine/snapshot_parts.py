@@ -1,0 +1,426 @@
+"""Snapshots over segments: one immutable, consistent view that scorers read.
+
+A snapshot is a list of *parts*, one per segment (on disk or still in memory),
+each with the tombstones in force when the snapshot was taken. Everything a
+scorer sees (postings, lengths and collection statistics, vectors, links,
+times, stored documents) comes from those parts, so a search never mixes two
+states of the index, and writers never block it.
+
+Internal ids are dense integers ``0 .. n_docs - 1`` over the live documents:
+part p's live documents get ids ``base_p .. base_p + live_p - 1`` in the
+part's key order. They mean something only inside one snapshot; results
+leave the engine as keys. Use :meth:`Snapshot.key_rank` to order by key.
+
+Nothing here reads the whole corpus when a snapshot is made: each array is
+read from its segment (a memory map) when a scorer first asks for it, and
+cached for the life of the snapshot.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+
+from weftsearch.analysis import Analyzer
+from weftsearch.engine.documents import Document
+from weftsearch.errors import CorruptIndexError, UnknownKeyError
+from weftsearch.storage.segment import SegmentReader
+
+__all__ = ["Snapshot", "SnapshotPart", "Postings", "VectorBlock"]
+
+T = TypeVar("T")
+IdArray = NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class Postings:
+    """The postings of a list of terms, concatenated term by term.
+
+    Attributes:
+        doc_freq: int64, one entry per requested term: the number of live
+            documents holding it (0 for a term the index has never seen).
+        ids: int64 internal ids of every posting, term by term in the order
+            the terms were asked for, ascending within a term.
+        term_freqs: float64 within-document frequency of each posting.
+        term_index: int64 position (in the requested list) of each posting's term.
+
+    """
+
+    doc_freq: NDArray[np.int64]
+    ids: IdArray
+    term_freqs: NDArray[np.float64]
+    term_index: NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorBlock:
+    """Stored vectors as one contiguous float32 matrix and the ids of its rows.
+
+    Attributes:
+        ids: int64, one per row of ``matrix``: the row's internal id, or -1 for
+            a row whose document is deleted (skip those rows).
+        matrix: float32 array ``(len(ids), dim)``, read-only (often a memory map).
+
+    """
+
+    ids: IdArray
+    matrix: NDArray[np.float32]
+
+
+def _readonly(array: NDArray[T]) -> NDArray[T]:  # type: ignore[type-var]
+    array.setflags(write=False)
+    return array
+
+
+class SnapshotPart:
+    """One segment as a snapshot sees it: its reader, tombstones and id range."""
+
+    __slots__ = ("_to_global", "base", "deleted", "live_locals", "n_live", "reader")
+
+    def __init__(self, reader: SegmentReader, deleted: NDArray[np.bool_] | None, base: int) -> None:
+        self.reader = reader
+        self.deleted = deleted if deleted is not None and bool(deleted.any()) else None
+        self.base = base
+        if self.deleted is None:
+            self.live_locals = np.arange(reader.n_docs, dtype=np.int64)
+            self._to_global: IdArray | None = None
+        else:
+            self.live_locals = np.flatnonzero(~self.deleted).astype(np.int64)
+            to_global = np.full(reader.n_docs, -1, dtype=np.int64)
+            to_global[self.live_locals] = base + np.arange(self.live_locals.shape[0], dtype=np.int64)
+            self._to_global = to_global
+        self.n_live = int(self.live_locals.shape[0])
+
+    def to_global(self, local: NDArray[np.integer]) -> IdArray:
+        """Internal ids of local ids; -1 where the document is deleted."""
+        if self._to_global is None:
+            return local.astype(np.int64) + self.base
+        mapped: IdArray = self._to_global[local]
+        return mapped
+
+    def live(self, values: NDArray[T]) -> NDArray[T]:  # type: ignore[type-var]
+        """The entries of a per-document array that belong to live documents."""
+        return values if self.deleted is None else values[self.live_locals]
+
+
+class Snapshot:
+    """A read-only, self-consistent view of the index at one generation.
+
+    Built by :class:`~weftsearch.engine.index.Index`; users get one from
+    ``index.snapshot()``. Every method is safe to call from many threads.
+    """
+
+    def __init__(
+        self,
+        *,
+        generation: int,
+        analyzer: Analyzer,
+        vector_dim: int | None,
+        segments: Sequence[tuple[SegmentReader, NDArray[np.bool_] | None]],
+    ) -> None:
+        self._generation = generation
+        self._analyzer = analyzer
+        self._vector_dim = vector_dim
+        parts = []
+        base = 0
+        for reader, deleted in segments:
+            part = SnapshotPart(reader, deleted, base)
+            if part.n_live:
+                parts.append(part)
+                base += part.n_live
+        self._parts = tuple(parts)
+        self._bases = np.array([p.base for p in parts], dtype=np.int64)
+        self._n_docs = base
+        self._memo: dict[Hashable, object] = {}
+        self._memo_lock = threading.RLock()
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def generation(self) -> int:
+        """Monotonic counter of the index state this snapshot shows."""
+        return self._generation
+
+    @property
+    def analyzer(self) -> Analyzer:
+        """The analyzer the documents were indexed with; analyse queries with it."""
+        return self._analyzer
+
+    @property
+    def n_docs(self) -> int:
+        """Number of live documents (N in BM25)."""
+        return self._n_docs
+
+    @property
+    def parts(self) -> tuple[SnapshotPart, ...]:
+        """The segments this snapshot reads, in id order (for scorers that work per segment)."""
+        return self._parts
+
+    def __len__(self) -> int:
+        return self._n_docs
+
+    # ------------------------------------------------------------------ keys
+
+    def _split(self, ids: IdArray) -> list[tuple[int, NDArray[np.intp], IdArray]]:
+        """Group ``ids`` by part: (part index, positions in ``ids``, local ids)."""
+        which = np.searchsorted(self._bases, ids, side="right") - 1
+        groups = []
+        for index in np.unique(which).tolist():
+            positions = np.flatnonzero(which == index)
+            part = self._parts[index]
+            groups.append((index, positions, part.live_locals[ids[positions] - part.base]))
+        return groups
+
+    def _check_ids(self, ids: IdArray) -> IdArray:
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= self._n_docs):
+            raise UnknownKeyError(f"internal id out of range for {self._n_docs} documents")
+        return ids
+
+    def keys_of(self, ids: IdArray) -> list[str]:
+        """Keys of many internal ids, in the same order. O(len(ids))."""
+        ids = self._check_ids(ids)
+        out = np.empty(ids.shape[0], dtype=object)
+        for index, positions, local in self._split(ids):
+            out[positions] = self._parts[index].reader.keys()[local]
+        return [str(key) for key in out]
+
+    def key(self, doc_id: int) -> str:
+        """The key of internal id ``doc_id``."""
+        if isinstance(doc_id, bool) or not isinstance(doc_id, (int, np.integer)):
+            raise UnknownKeyError(f"internal ids are integers, got {doc_id!r}")
+        return self.keys_of(np.array([doc_id], dtype=np.int64))[0]
+
+    def keys(self) -> list[str]:
+        """All live keys, in id order."""
+        return self.keys_of(np.arange(self._n_docs, dtype=np.int64))
+
+    def id_of(self, key: str) -> int:
+        """The internal id of ``key``. Raises :class:`UnknownKeyError` if absent."""
+        found = int(self.ids_of([key])[0])
+        if found < 0:
+            raise UnknownKeyError(f"no document with key {key!r} in this snapshot")
+        return found
+
+    def ids_of(self, keys: Sequence[str]) -> IdArray:
+        """Internal ids of ``keys`` (-1 where a key is absent). O(m log n) per segment, vectorised."""
+        result = np.full(len(keys), -1, dtype=np.int64)
+        if not len(keys) or not self._parts:
+            return result
+        wanted = np.asarray(list(keys), dtype=np.str_)
+        for part in self._parts:
+            stored = part.reader.keys()
+            positions = np.minimum(np.searchsorted(stored, wanted), stored.shape[0] - 1)
+            found = np.flatnonzero(stored[positions] == wanted)
+            if found.size:
+                ids = part.to_global(positions[found])
+                alive = ids >= 0
+                result[found[alive]] = ids[alive]
+        return result
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and bool(self.ids_of([key])[0] >= 0)
+
+    def key_rank(self, ids: IdArray) -> NDArray[np.int64]:
+        """Integers that order ``ids`` as their keys order (the tie-break key).
+
+        Within one segment, ids are numbered in key order, so the id itself is
+        the rank; across segments the keys are compared. O(m log m).
+        """
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(self._parts) <= 1 or ids.size <= 1:
+            return ids
+        keys = np.array(self.keys_of(ids), dtype=np.str_)
+        ranks = np.empty(ids.shape[0], dtype=np.int64)
+        ranks[np.argsort(keys, kind="stable")] = np.arange(ids.shape[0], dtype=np.int64)
+        return ranks
+
+    def document(self, doc_id: int) -> Document:
+        """The stored document of internal id ``doc_id``.
+
+        Raises:
+            UnknownKeyError: ``doc_id`` out of range.
+            CorruptIndexError: the stored record is damaged.
+
+        """
+        found = self.document_or_none(doc_id)
+        if found is None:
+            raise CorruptIndexError(f"stored document of internal id {doc_id} is damaged")
+        return found
+
+    def document_or_none(self, doc_id: int) -> Document | None:
+        """The stored document of ``doc_id``, or ``None`` if its record is damaged."""
+        if isinstance(doc_id, bool) or not isinstance(doc_id, (int, np.integer)):
+            raise UnknownKeyError(f"internal ids are integers, got {doc_id!r}")
+        ids = self._check_ids(np.array([doc_id], dtype=np.int64))
+        [(index, _, local)] = self._split(ids)
+        return self._parts[index].reader.document(int(local[0]))
+
+    # ------------------------------------------------------------------ text statistics
+
+    def _per_document(
+        self, name: str, read: Callable[[SegmentReader], NDArray[Any]], dtype: type
+    ) -> NDArray[Any]:
+        def build() -> NDArray[Any]:
+            pieces = [part.live(read(part.reader)) for part in self._parts]
+            joined: NDArray[Any] = np.concatenate(pieces).astype(dtype) if pieces else np.zeros(0, dtype)
+            return _readonly(joined)
+
+        return self.memo(("engine", name), build)
+
+    @property
+    def doc_lengths(self) -> NDArray[np.int64]:
+        """Number of indexed terms in each document, by internal id (read-only)."""
+        return self._per_document("lengths", lambda r: r.doc_lengths(), np.int64)
+
+    @property
+    def avgdl(self) -> float:
+        """Mean document length in terms over live documents (0.0 when empty)."""
+        lengths = self.doc_lengths
+        return float(int(lengths.sum()) / lengths.shape[0]) if lengths.shape[0] else 0.0
+
+    def doc_freq(self, term: str) -> int:
+        """Number of live documents holding the analysed ``term``."""
+        return int(self.postings([term]).doc_freq[0])
+
+    def postings(self, terms: Sequence[str]) -> Postings:
+        """Postings of analysed ``terms``, concatenated in the given order.
+
+        A term may be repeated; it is then returned twice. Each segment's
+        postings of a term are read (and checksum-verified) on their own, so a
+        query touches only the postings of its terms. O(total postings),
+        vectorised: the Python loop runs over terms and segments, not postings.
+        """
+        id_runs: list[IdArray] = []
+        tf_runs: list[NDArray[Any]] = []
+        counts = np.zeros(len(terms), dtype=np.int64)
+        for position, term in enumerate(terms):
+            for part in self._parts:
+                local, tfs = part.reader.postings(term)
+                if not local.size:
+                    continue
+                ids = part.to_global(local)
+                if part.deleted is not None:
+                    alive = ids >= 0
+                    ids, tfs = ids[alive], tfs[alive]
+                id_runs.append(ids)
+                tf_runs.append(tfs)
+                counts[position] += ids.shape[0]
+        ids: IdArray = np.concatenate(id_runs) if id_runs else np.empty(0, np.int64)
+        tfs: NDArray[np.float64] = (
+            np.concatenate(tf_runs).astype(np.float64) if tf_runs else np.empty(0, np.float64)
+        )
+        return Postings(
+            doc_freq=_readonly(counts),
+            ids=_readonly(ids),
+            term_freqs=_readonly(tfs),
+            term_index=_readonly(np.repeat(np.arange(len(terms), dtype=np.int64), counts)),
+        )
+
+    # ------------------------------------------------------------------ vectors
+
+    @property
+    def vector_dim(self) -> int | None:
+        """Width of the index's vectors, or ``None`` if no width was ever set."""
+        return self._vector_dim
+
+    def vector_blocks(self) -> list[VectorBlock]:
+        """The stored vectors, one block per segment, without copying them.
+
+        Row ids are -1 for deleted documents: skip those rows.
+        """
+
+        def build() -> list[VectorBlock]:
+            blocks = []
+            for part in self._parts:
+                rows = part.reader.vector_rows()
+                matrix = part.reader.vector_matrix()
+                if not matrix.shape[0]:
+                    continue
+                ids = np.full(matrix.shape[0], -1, dtype=np.int64)
+                has = np.flatnonzero(rows >= 0)
+                ids[rows[has]] = part.to_global(has)
+                blocks.append(VectorBlock(_readonly(ids), matrix))
+            return blocks
+
+        return self.memo(("engine", "vector_blocks"), build)
+
+    def vectors(self) -> VectorBlock:
+        """All live vectors as one float32 block, ids ascending (a copy; see :meth:`vector_blocks`)."""
+
+        def build() -> VectorBlock:
+            ids, rows = [], []
+            for block in self.vector_blocks():
+                keep = block.ids >= 0
+                ids.append(block.ids[keep])
+                rows.append(block.matrix[keep])
+            if not ids:
+                return VectorBlock(
+                    _readonly(np.empty(0, np.int64)), np.zeros((0, self._vector_dim or 0), np.float32)
+                )
+            all_ids = np.concatenate(ids)
+            order = np.argsort(all_ids, kind="stable")
+            matrix = np.ascontiguousarray(np.concatenate(rows)[order], dtype=np.float32)
+            return VectorBlock(_readonly(all_ids[order]), _readonly(matrix))
+
+        return self.memo(("engine", "vectors"), build)
+
+    # ------------------------------------------------------------------ links and times
+
+    def links(self) -> sp.csr_array:
+        """Resolved links as a sparse ``n x n`` 0/1 matrix: row = source, column = target.
+
+        Links to keys absent from this snapshot, and self-links, are dropped;
+        a link repeated in one document counts once. Built once per snapshot,
+        O(links log n), vectorised.
+        """
+        return self.memo(("engine", "links"), self._build_links)
+
+    def _build_links(self) -> sp.csr_array:
+        n = self._n_docs
+        sources, targets = [], []
+        for part in self._parts:
+            counts, link_targets = part.reader.all_links()
+            if not link_targets:
+                continue
+            local_sources = np.repeat(np.arange(part.reader.n_docs, dtype=np.int64), counts)
+            sources.append(part.to_global(local_sources))
+            targets.append(self.ids_of(link_targets))
+        if not sources:
+            return sp.csr_array((n, n), dtype=np.float64)
+        source = np.concatenate(sources)
+        target = np.concatenate(targets)
+        keep = (source >= 0) & (target >= 0) & (source != target)
+        data = np.ones(int(keep.sum()), dtype=np.float64)
+        matrix = sp.csr_array((data, (source[keep], target[keep])), shape=(n, n))
+        matrix.sum_duplicates()
+        matrix.data[:] = 1.0
+        return matrix
+
+    def times(self) -> NDArray[np.float64]:
+        """Document times as POSIX seconds by internal id; NaN where a document has none."""
+        return self._per_document("times", lambda r: r.times(), np.float64)
+
+    # ------------------------------------------------------------------ derived data
+
+    def memo(self, key: Hashable, factory: Callable[[], T]) -> T:
+        """Return ``factory()`` computed once per snapshot and cached under ``key``.
+
+        Scorers use this for data they derive from the snapshot. Namespace the
+        key (e.g. ``("bm25", k1, b)``) so two scorers never collide. Thread-safe:
+        concurrent callers with the same key wait for one computation.
+        """
+        try:
+            return self._memo[key]  # type: ignore[return-value]
+        except KeyError:
+            pass
+        with self._memo_lock:
+            if key not in self._memo:
+                self._memo[key] = factory()
+            return self._memo[key]  # type: ignore[return-value]
