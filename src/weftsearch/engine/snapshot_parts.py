@@ -312,14 +312,14 @@ class Snapshot:
                 id_runs.append(ids)
                 tf_runs.append(tfs)
                 counts[position] += ids.shape[0]
-        ids: IdArray = np.concatenate(id_runs) if id_runs else np.empty(0, np.int64)
-        tfs: NDArray[np.float64] = (
+        all_ids: IdArray = np.concatenate(id_runs) if id_runs else np.empty(0, np.int64)
+        all_tfs: NDArray[np.float64] = (
             np.concatenate(tf_runs).astype(np.float64) if tf_runs else np.empty(0, np.float64)
         )
         return Postings(
             doc_freq=_readonly(counts),
-            ids=_readonly(ids),
-            term_freqs=_readonly(tfs),
+            ids=_readonly(all_ids),
+            term_freqs=_readonly(all_tfs),
             term_index=_readonly(np.repeat(np.arange(len(terms), dtype=np.int64), counts)),
         )
 
