@@ -264,6 +264,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     )
     index.add_many(documents)
     index.commit()
+    index.close()
     with_vectors = sum(1 for document in documents if document.vector is not None)
     dim = "" if index.vector_dim is None else f", dim {index.vector_dim}"
     elapsed = time.perf_counter() - started
@@ -333,7 +334,7 @@ def _search_one(args: argparse.Namespace) -> int:
     if vector is not None and "vector" not in names:
         _warn("--query-vector is ignored: the vector signal is not in --signals")
     fuser = make_cli_fuser(args.fusion, weights, args.rrf_k, args.norm, len(names))
-    index = Index.open(args.index)
+    index = Index.open(args.index, readonly=True)
     if "vector" in names and index.vector_dim is None:
         _warn(f"the index at {args.index} holds no vectors; the vector signal will be empty")
     options = _options(args)
@@ -369,7 +370,7 @@ def _search_batch(args: argparse.Namespace) -> int:
         if lacking:
             _warn(f"{lacking} of {len(queries)} queries have no vector; their vector signal is empty")
     fuser = make_cli_fuser(args.fusion, weights, args.rrf_k, args.norm, len(names))
-    index = Index.open(args.index)
+    index = Index.open(args.index, readonly=True)
     options = _options(args)
     scorers = [make_scorer(name, options) for name in names]
     to_file = args.run_out is not None and args.run_out != "-"
