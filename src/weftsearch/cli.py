@@ -406,6 +406,24 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_scrub(args: argparse.Namespace) -> int:
+    index = Index.open(args.index, readonly=True)
+    report = index.scrub()
+    for problem in report.problems:
+        print(problem)
+    verdict = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+    print(f"scrubbed {report.files} files, {report.bytes} bytes of {args.index}: {verdict}", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    with Index.open(args.index) as index:
+        before = index.segment_count
+        merged = index.merge(force=args.all)
+        print(f"merged {merged} segments of {args.index}: {before} -> {index.segment_count} segments")
+    return 0
+
+
 # ---------------------------------------------------------------------- argument parsing
 
 
@@ -518,6 +536,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("-k", type=_positive_int, default=5, help="hits per query (5)")
     demo.set_defaults(handler=_cmd_demo)
+
+    scrub = commands.add_parser(
+        "scrub",
+        help="verify every byte of an index and name what is damaged",
+        description="Read every committed file of DIR, check every checksum and structure rule, and "
+        "list what is damaged. Exit status 0 when clean, 1 when damage was found.",
+    )
+    scrub.add_argument("index", metavar="DIR", help="index directory")
+    scrub.set_defaults(handler=_cmd_scrub)
+
+    merge = commands.add_parser(
+        "merge",
+        help="merge segments by the size-tiered policy (or all of them)",
+        description="Merge the segments of DIR as the size-tiered policy says, and commit.",
+    )
+    merge.add_argument("index", metavar="DIR", help="index directory")
+    merge.add_argument("--all", action="store_true", help="merge every segment into one")
+    merge.set_defaults(handler=_cmd_merge)
     return parser
 
 
