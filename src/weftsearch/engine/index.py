@@ -196,6 +196,8 @@ class Index:
         self._generation = 0
         self._next_segment = 1
         self._snapshot: Snapshot | None = None
+        self._latest: Snapshot | None = None  # the newest complete snapshot, current or not
+        self._last_writer = 0  # thread id of the newest write
         self._write_lock = threading.RLock()
         self._commit_lock = threading.RLock()
         self._directory: IndexDirectory | None = None
@@ -325,16 +327,23 @@ class Index:
         self._snapshot = None
 
     def refresh(self) -> bool:
-        """Read-only indexes: adopt the newest commit if there is one; return whether it changed."""
-        if self._directory is None:
-            return False
+        """Make the newest state visible to every thread; return whether anything changed.
+
+        A writer publishes its writes so far (as :meth:`snapshot` does for the
+        writing thread). A read-only index adopts the newest commit on disk.
+        """
+        if not self._readonly:
+            with self._write_lock:
+                changed = self._latest is None or self._latest.generation != self._generation
+                self._publish()
+                return changed
+        assert self._directory is not None
         manifest = self._directory.read_manifest()
-        if manifest.generation == self._generation and self._readonly:
+        if manifest.generation == self._generation:
             return False
         with self._write_lock:
-            if not self._readonly:
-                raise IndexStorageError("refresh is for read-only indexes; a writer is always current")
             self._load_current(manifest)
+            self._publish()
         return True
 
     def close(self) -> None:
@@ -531,6 +540,7 @@ class Index:
 
     def _bump(self) -> None:
         self._generation += 1
+        self._last_writer = threading.get_ident()
         self._snapshot = None
 
     # ------------------------------------------------------------------ snapshots and search
@@ -543,24 +553,37 @@ class Index:
             self._pending = {}
 
     def snapshot(self) -> Snapshot:
-        """The immutable view of the current generation.
+        """The immutable view searches read; never waits on a commit or merge.
 
-        Returns at once when the current generation's snapshot exists (no
-        lock is taken); otherwise seals buffered documents and builds it.
+        Visibility is near-real-time, as in Lucene: the thread that writes
+        sees its own writes at once (its next call seals the buffered
+        documents into an in-memory segment). Other threads see the newest
+        *published* snapshot, which the writer publishes when it next calls
+        ``snapshot``/``search``, :meth:`refresh`, :meth:`commit` or
+        :meth:`merge`; they take it without any lock, so a search never waits
+        for a writer, and never does a writer's sealing work.
         """
         current = self._snapshot
         if current is not None:
             return current
+        latest = self._latest
+        if latest is not None and self._last_writer != threading.get_ident():
+            return latest
         with self._write_lock:
-            if self._snapshot is None:
-                self._seal()
-                self._snapshot = Snapshot(
-                    generation=self._generation,
-                    analyzer=self._analyzer,
-                    vector_dim=self._vector_dim,
-                    segments=[(s.reader, s.deleted) for s in self._segments],
-                )
-            return self._snapshot
+            return self._publish()
+
+    def _publish(self) -> Snapshot:
+        """Seal buffered documents and make a snapshot of the state (under the write lock)."""
+        if self._snapshot is None:
+            self._seal()
+            self._snapshot = Snapshot(
+                generation=self._generation,
+                analyzer=self._analyzer,
+                vector_dim=self._vector_dim,
+                segments=[(s.reader, s.deleted) for s in self._segments],
+            )
+            self._latest = self._snapshot
+        return self._snapshot
 
     def search(
         self,
@@ -656,6 +679,7 @@ class Index:
                 live = {id(segment) for segment, *_ in installs}
                 self._segments = [s for s in self._segments if id(s) in live or s.live]
                 self._next_segment = next_segment
+                self._publish()
             directory.sweep(manifest)
             return generation
 
@@ -699,6 +723,7 @@ class Index:
                 remaining.insert(min(first, len(remaining)), merged)
                 self._segments = remaining
                 self._snapshot = None
+                self._publish()
             if self._directory is not None:
                 self.commit()
             return len(sources)
