@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import numpy as np
 from numpy.typing import NDArray
 
@@ -217,8 +218,9 @@ class SegmentReader:
     def __init__(self, path: Path, data: bytes | None = None) -> None:
         self.path = path
         self._file = SectionFile(path, data)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # memo builders may call other memos
         self._cache: dict[str, Any] = {}
+        self._verified_postings: dict[int, tuple[NDArray[np.uint32], NDArray[np.uint32]]] = {}
         meta = self._meta()
         self.n_docs: int = meta["documents"]
         self.n_terms: int = meta["terms"]
@@ -412,20 +414,15 @@ class SegmentReader:
         return result
 
     def term_position(self, term: str) -> int:
-        """Index of ``term`` in the sorted term table, or -1. O(log V) comparisons."""
-        blob, offsets, _, _ = self._term_tables()
-        wanted = term.encode("utf-8")
-        low, high = 0, self.n_terms
-        while low < high:
-            middle = (low + high) // 2
-            candidate = bytes(blob[int(offsets[middle]) : int(offsets[middle + 1])])
-            if candidate < wanted:
-                low = middle + 1
-            else:
-                high = middle
-        if low < self.n_terms and bytes(blob[int(offsets[low]) : int(offsets[low + 1])]) == wanted:
-            return low
-        return -1
+        """Index of ``term`` in the sorted term table, or -1.
+
+        The first lookup decodes the term table into a dict (O(V) once per
+        segment, about 100 bytes a term); every lookup after that is O(1).
+        """
+        table: dict[str, int] = self._memo(
+            "term_index", lambda: {t: position for position, t in enumerate(self.terms())}
+        )
+        return table.get(term, -1)
 
     def postings(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
         """Local ids (ascending) and term frequencies of ``term``; empty if absent.
@@ -436,6 +433,9 @@ class SegmentReader:
         position = self.term_position(term)
         if position < 0:
             return np.empty(0, np.uint32), np.empty(0, np.uint32)
+        cached = self._verified_postings.get(position)
+        if cached is not None:
+            return cached
         _, _, offsets, crcs = self._term_tables()
         start, end = int(offsets[position]), int(offsets[position + 1])
         ids_raw = self._file.raw("post.ids")
@@ -444,12 +444,14 @@ class SegmentReader:
             raise self._corrupt("postings sections disagree in size")
         ids = np.frombuffer(ids_raw[start * 4 : end * 4], dtype="<u4")
         tfs = np.frombuffer(tfs_raw[start * 4 : end * 4], dtype="<u4")
-        if checksum(ids.tobytes() + tfs.tobytes()) != int(crcs[position]):
+        if int(crc32c.crc32c(tfs, crc32c.crc32c(ids))) != int(crcs[position]):
             raise self._corrupt(f"postings of term {term!r} fail their checksum")
         if ids.size and (
             int(ids[-1]) >= self.n_docs or bool(np.any(ids[1:] <= ids[:-1])) or int(tfs.min()) < 1
         ):
             raise self._corrupt(f"postings of term {term!r} are out of range")
+        # Verified once per segment and term; the views stay valid as long as the map.
+        self._verified_postings[position] = (ids, tfs)
         return ids, tfs
 
     def terms(self) -> list[str]:
