@@ -106,7 +106,13 @@ class Snapshot:
             raise AssertionError("snapshot documents must be sorted by key, without repeats")
         self._doc_lengths = _readonly(np.asarray(doc_lengths, dtype=np.int64))
         self._vocabulary = vocabulary
-        self._term_offsets = _readonly(np.asarray(term_offsets, dtype=np.int64))
+        # Term t's postings are positions offsets[t] .. offsets[t + 1] of the
+        # posting arrays. One extra entry repeating the total turns "term not in
+        # this snapshot" into the empty run [total, total), so a lookup needs no
+        # branch per term (see _term_runs); _term_offsets is a view without it.
+        offsets = np.asarray(term_offsets, dtype=np.int64)
+        self._run_offsets = _readonly(np.append(offsets, offsets[-1:] if offsets.size else [0]))
+        self._term_offsets = self._run_offsets[: offsets.shape[0]]
         self._posting_ids = _readonly(np.asarray(posting_ids, dtype=np.int64))
         self._posting_tfs = _readonly(np.asarray(posting_tfs, dtype=np.int32))
         total_length = int(self._doc_lengths.sum())
@@ -202,31 +208,51 @@ class Snapshot:
     def postings(self, terms: Sequence[str]) -> Postings:
         """Postings of analysed ``terms``, concatenated in the given order.
 
-        A term may be repeated; it is then returned twice. O(total postings),
-        vectorised: no Python loop per posting.
+        A term may be repeated; it is then returned twice. The arrays are
+        read-only. O(total postings), vectorised: no Python loop per posting.
         """
-        limit = self._term_offsets.shape[0] - 1
-        term_ids = np.fromiter(
-            (self._vocabulary.get(term, -1) for term in terms), dtype=np.int64, count=len(terms)
-        )
-        # A term added to the shared vocabulary after this snapshot was built has
-        # an id past this snapshot's offsets: it is absent here.
-        known = (term_ids >= 0) & (term_ids < limit)
-        safe_ids = np.where(known, term_ids, 0)
-        starts = np.where(known, self._term_offsets[safe_ids], 0)
-        ends = np.where(known, self._term_offsets[safe_ids + 1], 0)
+        starts, ends = self._term_runs(terms)
         counts = ends - starts
-        total = int(counts.sum())
-        # Positions of every posting, built without a Python loop: a run of
-        # consecutive integers per term, shifted to start at that term's offset.
-        run_starts = np.cumsum(counts) - counts
-        positions = np.arange(total, dtype=np.int64) + np.repeat(starts - run_starts, counts)
+        _readonly(counts)
+        # Each term's postings are one contiguous run of the posting arrays, so
+        # slicing the runs and concatenating them copies each posting once; a
+        # single term needs no concatenation (its ids are a read-only view).
+        runs = list(zip(starts.tolist(), ends.tolist(), strict=True))
+        id_runs = [self._posting_ids[start:end] for start, end in runs]
+        tf_runs = [self._posting_tfs[start:end] for start, end in runs]
+        if len(id_runs) == 1:
+            ids = id_runs[0]
+            term_freqs = tf_runs[0].astype(np.float64)
+        elif id_runs:
+            ids = _readonly(np.concatenate(id_runs))
+            term_freqs = np.concatenate(tf_runs).astype(np.float64)
+        else:
+            ids = _readonly(np.empty(0, dtype=np.int64))
+            term_freqs = np.empty(0, dtype=np.float64)
         return Postings(
-            doc_freq=counts.astype(np.int64),
-            ids=self._posting_ids[positions],
-            term_freqs=self._posting_tfs[positions].astype(np.float64),
-            term_index=np.repeat(np.arange(len(terms), dtype=np.int64), counts),
+            doc_freq=counts,
+            ids=ids,
+            term_freqs=_readonly(term_freqs),
+            term_index=_readonly(np.repeat(np.arange(len(terms), dtype=np.int64), counts)),
         )
+
+    def _term_runs(self, terms: Sequence[str]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Where each analysed term's postings lie in the posting arrays.
+
+        Returns ``(starts, ends)``, int64, one entry per term: term i's postings
+        are positions ``starts[i]:ends[i]`` of the posting arrays, ids
+        ascending, and ``ends[i] - starts[i]`` is its document frequency. A term
+        absent from this snapshot gets an empty run. O(len(terms)).
+        """
+        # The vocabulary is shared with the index and only ever grows: a term
+        # it does not know, or one added after this snapshot was built (an id
+        # at or past this snapshot's vocabulary size), maps to the extra entry
+        # of _run_offsets, whose run is empty.
+        limit = self._run_offsets.shape[0] - 2
+        vocabulary = self._vocabulary
+        term_ids = np.array([vocabulary.get(term, limit) for term in terms], dtype=np.int64)
+        np.minimum(term_ids, limit, out=term_ids)
+        return self._run_offsets[term_ids], self._run_offsets[term_ids + 1]
 
     # ------------------------------------------------------------------ vectors
 
