@@ -203,6 +203,7 @@ def test_open_uses_recorded_analyzer(tmp_path: Path) -> None:
     index = Index.create(tmp_path / "simple", analyzer="simple")
     index.add(Document("a", "Running dogs"))
     index.commit()
+    index.close()
     reopened = Index.open(tmp_path / "simple")
     assert reopened.analyzer.name == "simple"
     # Under the english analyzer "run" would match "Running"; under simple it must not.
@@ -215,6 +216,7 @@ def test_open_uses_registered_custom_analyzer(tmp_path: Path) -> None:
     index = Index.create(tmp_path / "custom", analyzer=ReverseAnalyzer())
     index.add(Document("a", "hello world"))
     index.commit()
+    index.close()
     reopened = Index.open(tmp_path / "custom")
     assert reopened.analyzer.name == "test-analysis-reverse"
     assert reopened.snapshot().doc_freq("olleh") == 1
@@ -234,5 +236,6 @@ def test_open_with_unregistered_analyzer_raises(tmp_path: Path) -> None:
     index = Index.create(tmp_path / "lost", analyzer=UnregisteredAnalyzer())
     index.add(Document("a", "hello"))
     index.commit()
+    index.close()
     with pytest.raises(UnknownAnalyzerError):
         Index.open(tmp_path / "lost")

@@ -1,7 +1,8 @@
-"""The interim on-disk form: round trips, identical rankings after reopening, and damage detection."""
+"""The on-disk index: round trips, identical rankings after reopening, and damage detection."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -30,8 +31,9 @@ from weftsearch.errors import (
     FormatVersionError,
     IndexNotFoundError,
     IndexStorageError,
+    UnknownKeyError,
 )
-from weftsearch.storage import MANIFEST
+from weftsearch.storage import LOCK, MANIFEST, checksum
 
 WORDS = [
     "graph",
@@ -111,7 +113,7 @@ def stored(tmp_path: Path) -> tuple[Path, Index]:
 
 def test_round_trip_documents(stored: tuple[Path, Index]) -> None:
     path, index = stored
-    reopened = Index.open(path)
+    reopened = Index.open(path, readonly=True)
     assert reopened.path == path
     assert reopened.keys() == index.keys()
     assert reopened.vector_dim == index.vector_dim == 6
@@ -128,29 +130,30 @@ def test_round_trip_after_upserts_and_deletes(stored: tuple[Path, Index]) -> Non
     index.add(Document("new", "brand new", links=("doc-01", "later")))
     generation = index.commit()
     assert generation == index.generation
-    reopened = Index.open(path)
+    reopened = Index.open(path, readonly=True)
     assert reopened.keys() == index.keys()
     assert "doc-02" not in reopened
     for key in reopened.keys():  # noqa: SIM118 (Index is not a mapping)
         assert_same_document(reopened.get(key), index.get(key))
     # Only the current commit's files are left.
     names = sorted(p.name for p in path.iterdir())
-    manifest = json.loads((path / MANIFEST).read_text())
-    assert names == sorted([MANIFEST, *manifest["files"]])
+    body = json.loads((path / MANIFEST).read_text())["body"]
+    named = [s["name"] for s in body["segments"]] + [s["deletes"] for s in body["segments"] if s["deletes"]]
+    assert names == sorted([MANIFEST, LOCK, *named])
 
 
 def test_uncommitted_writes_are_not_on_disk(stored: tuple[Path, Index]) -> None:
     path, index = stored
     index.add(Document("uncommitted", "not yet"))
-    assert "uncommitted" not in Index.open(path)
+    assert "uncommitted" not in Index.open(path, readonly=True)
     index.commit()
-    assert "uncommitted" in Index.open(path)
+    assert "uncommitted" in Index.open(path, readonly=True)
 
 
 def test_empty_index_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "empty"
     Index.create(path, analyzer="simple", vector_dim=3)
-    reopened = Index.open(path)
+    reopened = Index.open(path, readonly=True)
     assert len(reopened) == 0
     assert reopened.vector_dim == 3
     assert reopened.analyzer.name == "simple"
@@ -205,7 +208,7 @@ def test_rankings_identical_after_reopen(
 ) -> None:
     path, index = stored
     before = index.search(query, k, fuser, *scorers)
-    after = Index.open(path).search(query, k, fuser, *scorers)
+    after = Index.open(path, readonly=True).search(query, k, fuser, *scorers)
     # Dict equality compares floats with ==: scores equal to the bit (no NaN here).
     assert hits(after) == hits(before)
     assert after.signals == before.signals
@@ -228,7 +231,7 @@ def test_rankings_identical_after_reopen_in_different_order(tmp_path: Path) -> N
     for document in documents:
         other.add(document)
     query = Query("graph retrieval", vector=QUERY_VECTOR)
-    reopened = Index.open(path)
+    reopened = Index.open(path, readonly=True)
     for scorers in [(BM25Scorer(),), (BM25Scorer(), VectorScorer(), GraphScorer(BM25Scorer()))]:
         assert hits(reopened.search(query, 20, RRF(), *scorers)) == hits(
             other.search(query, 20, RRF(), *scorers)
@@ -258,65 +261,92 @@ def test_open_a_file(tmp_path: Path) -> None:
 
 
 def rewrite_manifest(path: Path, **changes: Any) -> None:
-    manifest = json.loads((path / MANIFEST).read_text())
-    manifest.update(changes)
-    (path / MANIFEST).write_text(json.dumps(manifest))
+    """Change manifest fields and re-seal its checksum, as a newer writer would."""
+    outer = json.loads((path / MANIFEST).read_text())
+    outer["body"].update(changes)
+    canonical = json.dumps(outer["body"], sort_keys=True, separators=(",", ":")).encode()
+    outer["crc32c"] = checksum(canonical)
+    (path / MANIFEST).write_text(json.dumps(outer))
+
+
+def test_manifest_edited_without_its_checksum(stored: tuple[Path, Index]) -> None:
+    path, _ = stored
+    outer = json.loads((path / MANIFEST).read_text())
+    outer["body"]["generation"] += 1
+    (path / MANIFEST).write_text(json.dumps(outer))
+    with pytest.raises(CorruptIndexError):
+        Index.open(path, readonly=True)
 
 
 def test_future_format_version(stored: tuple[Path, Index]) -> None:
     path, _ = stored
     rewrite_manifest(path, version=99)
     with pytest.raises(FormatVersionError):
-        Index.open(path)
+        Index.open(path, readonly=True)
 
 
 def test_manifest_not_json(stored: tuple[Path, Index]) -> None:
     path, _ = stored
     (path / MANIFEST).write_bytes(b"{not json")
     with pytest.raises(CorruptIndexError):
-        Index.open(path)
+        Index.open(path, readonly=True)
 
 
 def test_manifest_of_another_format(stored: tuple[Path, Index]) -> None:
     path, _ = stored
     rewrite_manifest(path, format="something-else")
     with pytest.raises(CorruptIndexError):
-        Index.open(path)
+        Index.open(path, readonly=True)
 
 
-def data_file(path: Path, prefix: str) -> Path:
-    manifest = json.loads((path / MANIFEST).read_text())
-    names = [name for name in manifest["files"] if name.startswith(prefix)]
-    assert len(names) == 1
-    return path / str(names[0])
+def segment_file(path: Path) -> Path:
+    body = json.loads((path / MANIFEST).read_text())["body"]
+    assert len(body["segments"]) == 1
+    return path / str(body["segments"][0]["name"])
 
 
-@pytest.mark.parametrize("prefix", ["documents-", "vectors-"])
-@pytest.mark.parametrize("where", [0, 0.5, -1])
-def test_flipped_byte_in_data_file(stored: tuple[Path, Index], prefix: str, where: float) -> None:
+def read_everything(path: Path) -> None:
+    """Open, search and fetch every document: the paths a damaged byte must not slip through."""
+    index = Index.open(path, readonly=True)
+    snapshot = index.snapshot()
+    for key in snapshot.keys():  # noqa: SIM118 (a Snapshot is not a mapping)
+        index.get(key)
+    for text in ["alpha", "retrieval", "graph"]:
+        index.search(text, 5, RRF(), BM25Scorer(), VectorScorer(), GraphScorer(BM25Scorer()))
+    index.search(Query(vector=np.ones(6, dtype=np.float32)), 5, RRF(), VectorScorer())
+
+
+@pytest.mark.parametrize("where", [0, 0.25, 0.5, 0.75, -1])
+def test_flipped_byte_in_segment(stored: tuple[Path, Index], where: float) -> None:
     path, _ = stored
-    target = data_file(path, prefix)
+    target = segment_file(path)
     data = bytearray(target.read_bytes())
     position = int(where * (len(data) - 1)) if where >= 0 else len(data) - 1
     data[position] ^= 0x01
     target.write_bytes(bytes(data))
-    with pytest.raises(CorruptIndexError):
-        Index.open(path)
+    try:
+        index = Index.open(path, readonly=True)
+    except CorruptIndexError:
+        return  # header or table damage is caught at open
+    assert not index.scrub().ok
+    # Damaged postings fail the search; a damaged stored document is reported absent.
+    with contextlib.suppress(CorruptIndexError, UnknownKeyError):
+        read_everything(path)
 
 
-def test_truncated_data_file(stored: tuple[Path, Index]) -> None:
+def test_truncated_segment(stored: tuple[Path, Index]) -> None:
     path, _ = stored
-    target = data_file(path, "documents-")
+    target = segment_file(path)
     target.write_bytes(target.read_bytes()[:-10])
     with pytest.raises(CorruptIndexError):
-        Index.open(path)
+        Index.open(path, readonly=True)
 
 
-def test_missing_data_file(stored: tuple[Path, Index]) -> None:
+def test_missing_segment(stored: tuple[Path, Index]) -> None:
     path, _ = stored
-    data_file(path, "vectors-").unlink()
+    segment_file(path).unlink()
     with pytest.raises(CorruptIndexError):
-        Index.open(path)
+        Index.open(path, readonly=True)
 
 
 def test_create_refuses_non_empty_directory(tmp_path: Path) -> None:
@@ -329,16 +359,17 @@ def test_create_refuses_non_empty_directory(tmp_path: Path) -> None:
     assert not (path / MANIFEST).exists()
     index = Index.create(path, analyzer="simple", overwrite=True)
     assert len(index) == 0
-    assert len(Index.open(path)) == 0
+    assert len(Index.open(path, readonly=True)) == 0
 
 
 def test_create_refuses_existing_index(stored: tuple[Path, Index]) -> None:
     path, index = stored
     with pytest.raises(IndexStorageError):
         Index.create(path)
-    assert Index.open(path).keys() == index.keys()
+    assert Index.open(path, readonly=True).keys() == index.keys()
+    index.close()
     Index.create(path, overwrite=True)
-    assert len(Index.open(path)) == 0
+    assert len(Index.open(path, readonly=True)) == 0
 
 
 def test_create_on_a_file(tmp_path: Path) -> None:
@@ -354,7 +385,7 @@ def test_create_in_empty_and_new_directories(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     Index.create(tmp_path / "empty")
     Index.create(tmp_path / "deep" / "new" / "dir")
-    assert len(Index.open(tmp_path / "deep" / "new" / "dir")) == 0
+    assert len(Index.open(tmp_path / "deep" / "new" / "dir", readonly=True)) == 0
 
 
 def test_commit_without_path() -> None:

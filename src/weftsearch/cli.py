@@ -264,6 +264,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     )
     index.add_many(documents)
     index.commit()
+    index.close()
     with_vectors = sum(1 for document in documents if document.vector is not None)
     dim = "" if index.vector_dim is None else f", dim {index.vector_dim}"
     elapsed = time.perf_counter() - started
@@ -333,7 +334,7 @@ def _search_one(args: argparse.Namespace) -> int:
     if vector is not None and "vector" not in names:
         _warn("--query-vector is ignored: the vector signal is not in --signals")
     fuser = make_cli_fuser(args.fusion, weights, args.rrf_k, args.norm, len(names))
-    index = Index.open(args.index)
+    index = Index.open(args.index, readonly=True)
     if "vector" in names and index.vector_dim is None:
         _warn(f"the index at {args.index} holds no vectors; the vector signal will be empty")
     options = _options(args)
@@ -369,7 +370,7 @@ def _search_batch(args: argparse.Namespace) -> int:
         if lacking:
             _warn(f"{lacking} of {len(queries)} queries have no vector; their vector signal is empty")
     fuser = make_cli_fuser(args.fusion, weights, args.rrf_k, args.norm, len(names))
-    index = Index.open(args.index)
+    index = Index.open(args.index, readonly=True)
     options = _options(args)
     scorers = [make_scorer(name, options) for name in names]
     to_file = args.run_out is not None and args.run_out != "-"
@@ -402,6 +403,24 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return format_results(results, index, explain=True)
 
     run_demo(sys.stdout, render, k=args.k)
+    return 0
+
+
+def _cmd_scrub(args: argparse.Namespace) -> int:
+    index = Index.open(args.index, readonly=True)
+    report = index.scrub()
+    for problem in report.problems:
+        print(problem)
+    verdict = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+    print(f"scrubbed {report.files} files, {report.bytes} bytes of {args.index}: {verdict}", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    with Index.open(args.index) as index:
+        before = index.segment_count
+        merged = index.merge(force=args.all)
+        print(f"merged {merged} segments of {args.index}: {before} -> {index.segment_count} segments")
     return 0
 
 
@@ -517,6 +536,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("-k", type=_positive_int, default=5, help="hits per query (5)")
     demo.set_defaults(handler=_cmd_demo)
+
+    scrub = commands.add_parser(
+        "scrub",
+        help="verify every byte of an index and name what is damaged",
+        description="Read every committed file of DIR, check every checksum and structure rule, and "
+        "list what is damaged. Exit status 0 when clean, 1 when damage was found.",
+    )
+    scrub.add_argument("index", metavar="DIR", help="index directory")
+    scrub.set_defaults(handler=_cmd_scrub)
+
+    merge = commands.add_parser(
+        "merge",
+        help="merge segments by the size-tiered policy (or all of them)",
+        description="Merge the segments of DIR as the size-tiered policy says, and commit.",
+    )
+    merge.add_argument("index", metavar="DIR", help="index directory")
+    merge.add_argument("--all", action="store_true", help="merge every segment into one")
+    merge.set_defaults(handler=_cmd_merge)
     return parser
 
 

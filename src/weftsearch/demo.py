@@ -140,7 +140,8 @@ def build_demo_index(path: Path, dim: int = DEMO_DIM) -> Index:
     index = Index.create(path, "english", vector_dim=dim, overwrite=True)
     index.add_many(demo_documents(dim), progress=False)
     index.commit()
-    return Index.open(path)
+    index.close()
+    return Index.open(path, readonly=True)
 
 
 def run_demo(

@@ -1,20 +1,28 @@
 """The index: where documents are added, replaced and deleted, and snapshots come from.
 
-Writes (``add``, ``add_many``, ``delete``) are validated whole before anything
-changes, so a bad bulk call leaves the index as it was. Each write bumps the
-generation; ``snapshot()`` returns an immutable :class:`Snapshot` of the
-current generation, built on first request and shared until the next write.
-Searches run against a snapshot, so a writer never changes what a running
-search sees.
+State is a list of immutable segments, each with a tombstone mask, plus a
+buffer of documents added since the last snapshot. Taking a snapshot seals
+the buffer into a new in-memory segment (encoded exactly as it will be on
+disk), so the same bytes are searched before and after a commit. Deletes and
+upserts never touch a segment: they replace its tombstone mask (copy on
+write), and a snapshot keeps the masks it was built with.
+
+Concurrency: one writer (the directory's lock file, and a lock around the
+in-memory state), any number of searching threads. A search takes the
+current snapshot without waiting for anything; ``commit`` and ``merge``
+encode and write their files without holding the lock writes take, and
+publish the result with one atomic rename of the manifest.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from types import TracebackType
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,6 +35,7 @@ from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults, search_snapshot
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import (
+    CorruptIndexError,
     DuplicateKeyError,
     IndexStorageError,
     InvalidDocumentError,
@@ -34,22 +43,121 @@ from weftsearch.errors import (
     UnknownKeyError,
     VectorDimensionError,
 )
-from weftsearch.storage import IndexMeta, read_index, write_index
+from weftsearch.storage.directory import (
+    IndexDirectory,
+    Manifest,
+    SegmentEntry,
+    WriterLock,
+    encode_tombstones,
+    read_tombstones,
+)
+from weftsearch.storage.segment import (
+    SegmentDocument,
+    SegmentReader,
+    encode_columns,
+    encode_segment,
+    merge_columns,
+)
 
-__all__ = ["Index"]
+__all__ = ["Index", "MergePolicy", "ScrubReport"]
 
 #: Bulk calls of at least this many documents show a progress bar (on a terminal).
 PROGRESS_THRESHOLD = 2000
+_IN_MEMORY = Path("<memory>")
 
 
 @dataclass(frozen=True, slots=True)
-class _Entry:
-    """A document with its analysed text: unique term ids (ascending) and their counts."""
+class MergePolicy:
+    """Size-tiered merging: segments of similar size are merged ``factor`` at a time.
 
-    document: Document
-    term_ids: NDArray[np.int64]
-    term_freqs: NDArray[np.int32]
-    length: int
+    A segment of n live documents sits in tier ``floor(log(n) / log(factor))``
+    (tier 0 below ``factor`` documents). When some tier holds ``factor`` or
+    more segments, the ``factor`` smallest of the lowest such tier are merged
+    into one, which lands a tier up. Each document is therefore rewritten
+    O(log_factor N) times over the life of an index, and a search touches at
+    most ``(factor - 1)`` segments per tier.
+
+    Attributes:
+        factor: segments per tier before they merge (>= 2; 10 by default).
+
+    """
+
+    factor: int = 10
+
+    def __post_init__(self) -> None:
+        if isinstance(self.factor, bool) or not isinstance(self.factor, int) or self.factor < 2:
+            raise InvalidParameterError(f"merge factor must be an integer >= 2, got {self.factor!r}")
+
+    def tier(self, documents: int) -> int:
+        """The tier of a segment with ``documents`` live documents."""
+        # Integer division, not logarithms: log(1000) / log(10) is 2.9999999999999996.
+        tier = 0
+        while documents >= self.factor:
+            documents //= self.factor
+            tier += 1
+        return tier
+
+    def select(self, sizes: Sequence[int]) -> list[int]:
+        """Positions of the segments to merge next (empty when none need merging)."""
+        tiers: dict[int, list[int]] = {}
+        for position, size in enumerate(sizes):
+            tiers.setdefault(self.tier(size), []).append(position)
+        for tier in sorted(tiers):
+            members = tiers[tier]
+            if len(members) >= self.factor:
+                smallest = sorted(members, key=lambda p: (sizes[p], p))[: self.factor]
+                return sorted(smallest)
+        return []
+
+
+@dataclass(frozen=True, slots=True)
+class ScrubReport:
+    """What ``Index.scrub`` checked and what it found damaged.
+
+    Attributes:
+        files: files read in full.
+        bytes: bytes read.
+        problems: one message per damaged file, section, posting list or record.
+
+    """
+
+    files: int
+    bytes: int
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is damaged."""
+        return not self.problems
+
+
+class _Segment:
+    """A segment the index holds: reader, file name once on disk, tombstones."""
+
+    __slots__ = ("committed_mask", "data", "deleted", "deletes_file", "name", "reader")
+
+    def __init__(self, reader: SegmentReader, data: bytes | None, name: str | None) -> None:
+        self.reader = reader
+        self.data = data  # the encoded bytes while the segment lives only in memory
+        self.name = name
+        self.deleted = np.zeros(reader.n_docs, dtype=bool)
+        self.deleted.setflags(write=False)
+        self.committed_mask = self.deleted  # the mask the manifest's tombstone file holds
+        self.deletes_file: str | None = None
+
+    @property
+    def live(self) -> int:
+        return int(self.reader.n_docs - int(self.deleted.sum()))
+
+    def tombstone(self, locals_: NDArray[np.int64]) -> None:
+        mask = self.deleted.copy()
+        mask[locals_] = True
+        mask.setflags(write=False)
+        self.deleted = mask
+
+
+def _in_memory(data: bytes) -> SegmentReader:
+    return SegmentReader(_IN_MEMORY, data)
 
 
 class Index:
@@ -60,13 +168,20 @@ class Index:
             (``"english"`` by default). It is fixed for the life of the index.
         vector_dim: the width every document vector must have; ``None`` takes
             the width of the first vector added.
+        merge_policy: when segments are merged (see :class:`MergePolicy`).
 
     An index made with the constructor lives in memory; :meth:`create` and
     :meth:`open` tie it to a directory, and :meth:`commit` writes it there.
 
     """
 
-    def __init__(self, analyzer: Analyzer | str = "english", *, vector_dim: int | None = None) -> None:
+    def __init__(
+        self,
+        analyzer: Analyzer | str = "english",
+        *,
+        vector_dim: int | None = None,
+        merge_policy: MergePolicy | None = None,
+    ) -> None:
         self._analyzer = get_analyzer(analyzer) if isinstance(analyzer, str) else analyzer
         if not isinstance(self._analyzer, Analyzer):
             raise InvalidParameterError(f"{analyzer!r} is not an Analyzer (needs .name and .analyze)")
@@ -75,16 +190,21 @@ class Index:
         ):
             raise InvalidParameterError(f"vector_dim must be a positive integer, got {vector_dim!r}")
         self._vector_dim = vector_dim
-        self._entries: dict[str, _Entry] = {}
-        # Append-only: a term keeps its id forever, so snapshots can share the
-        # mapping while later writes add to it (see Snapshot.postings).
-        self._vocabulary: dict[str, int] = {}
+        self._policy = merge_policy or MergePolicy()
+        self._segments: list[_Segment] = []
+        self._pending: dict[str, SegmentDocument] = {}
         self._generation = 0
+        self._next_segment = 1
         self._snapshot: Snapshot | None = None
-        self._lock = threading.RLock()
-        self._path: Path | None = None
+        self._latest: Snapshot | None = None  # the newest complete snapshot, current or not
+        self._last_writer = 0  # thread id of the newest write
+        self._write_lock = threading.RLock()
+        self._commit_lock = threading.RLock()
+        self._directory: IndexDirectory | None = None
+        self._writer_lock: WriterLock | None = None
+        self._readonly = False
 
-    # ------------------------------------------------------------------ persistence
+    # ------------------------------------------------------------------ opening and closing
 
     @classmethod
     def create(
@@ -94,59 +214,161 @@ class Index:
         *,
         vector_dim: int | None = None,
         overwrite: bool = False,
+        merge_policy: MergePolicy | None = None,
     ) -> Index:
-        """Create an empty index stored at ``path`` and commit it.
+        """Create an empty index stored at ``path``, take its writer lock, and commit it.
 
         Raises:
-            IndexStorageError: ``path`` exists and is not an empty directory
+            IndexStorageError: ``path`` is a file, or a non-empty directory
                 (unless ``overwrite``), or cannot be written.
+            IndexLockedError: another writer holds the directory.
 
         """
-        index = cls(analyzer, vector_dim=vector_dim)
-        index._path = Path(path)
-        write_index(index._path, index._meta(), [], create=True, overwrite=overwrite)
+        index = cls(analyzer, vector_dim=vector_dim, merge_policy=merge_policy)
+        directory = IndexDirectory(Path(path))
+        directory.prepare_new(overwrite)
+        index._writer_lock = WriterLock(directory.path)
+        index._directory = directory
+        directory.publish(index._manifest([]))
+        directory.sweep(index._manifest([]))
         return index
 
     @classmethod
-    def open(cls, path: str | PathLike[str]) -> Index:
-        """Open the index stored at ``path``, with the analyzer it was created with.
+    def open(
+        cls,
+        path: str | PathLike[str],
+        *,
+        readonly: bool = False,
+        merge_policy: MergePolicy | None = None,
+    ) -> Index:
+        """Open the index stored at ``path`` with the analyzer it was created with.
+
+        A writer (the default) takes the directory's lock; ``readonly=True``
+        takes none, refuses writes, and sees new commits after :meth:`refresh`.
 
         Raises:
             IndexNotFoundError: no index at ``path``.
+            IndexLockedError: another writer holds the directory.
             FormatVersionError: written by an unknown format version.
-            CorruptIndexError: stored data fails its checks.
+            CorruptIndexError: the manifest or a segment header fails its checks.
             UnknownAnalyzerError: the recorded analyzer is not registered.
 
         """
-        meta, documents = read_index(Path(path))
-        index = cls(meta.analyzer, vector_dim=meta.vector_dim)
-        index._path = Path(path)
-        index.add_many(documents, progress=None)
+        directory = IndexDirectory(Path(path))
+        directory.check_exists()
+        writer_lock = None if readonly else WriterLock(directory.path)
+        try:
+            manifest = directory.read_manifest()
+            index = cls(manifest.analyzer, vector_dim=manifest.vector_dim, merge_policy=merge_policy)
+            index._directory = directory
+            index._writer_lock = writer_lock
+            index._readonly = readonly
+            index._load_current(manifest)
+            if not readonly:
+                directory.sweep(index._manifest_of_state())
+        except BaseException:
+            if writer_lock is not None:
+                writer_lock.release()
+            raise
         return index
+
+    def _load_current(self, manifest: Manifest) -> None:
+        """Load ``manifest``; if a file it names is gone, a newer commit swept it: reread."""
+        assert self._directory is not None
+        for _ in range(5):
+            try:
+                self._load(manifest)
+                return
+            except FileNotFoundError:
+                newer = self._directory.read_manifest()
+                if newer.generation == manifest.generation:
+                    break
+                manifest = newer
+        try:
+            self._load(manifest)
+        except FileNotFoundError as exc:
+            raise CorruptIndexError(
+                f"{self._directory.path}: the manifest names a missing file ({exc})"
+            ) from None
+
+    def _manifest_of_state(self) -> Manifest:
+        entries = [
+            SegmentEntry(s.name, s.reader.n_docs, s.deletes_file, int(s.committed_mask.sum()))
+            for s in self._segments
+            if s.name is not None
+        ]
+        return self._manifest(entries)
+
+    def _load(self, manifest: Manifest) -> None:
+        """Adopt ``manifest``'s segments, reusing readers of segments already open."""
+        assert self._directory is not None
+        known = {segment.name: segment for segment in self._segments if segment.name}
+        segments = []
+        for entry in manifest.segments:
+            path = self._directory.path / entry.name
+            segment = known.get(entry.name) or _Segment(SegmentReader(path), None, entry.name)
+            if segment.reader.n_docs != entry.documents:
+                raise CorruptIndexError(
+                    f"{path}: holds {segment.reader.n_docs} documents, manifest says {entry.documents}"
+                )
+            if entry.deletes is None:
+                mask = np.zeros(entry.documents, dtype=bool)
+                mask.setflags(write=False)
+            else:
+                mask = read_tombstones(self._directory.path / entry.deletes, entry.documents, entry.deleted)
+            segment.deleted = segment.committed_mask = mask
+            segment.deletes_file = entry.deletes
+            segments.append(segment)
+        self._segments = segments
+        self._generation = manifest.generation
+        self._next_segment = manifest.next_segment
+        if manifest.vector_dim is not None:
+            self._vector_dim = manifest.vector_dim
+        self._snapshot = None
+
+    def refresh(self) -> bool:
+        """Make the newest state visible to every thread; return whether anything changed.
+
+        A writer publishes its writes so far (as :meth:`snapshot` does for the
+        writing thread). A read-only index adopts the newest commit on disk.
+        """
+        if not self._readonly:
+            with self._write_lock:
+                changed = self._latest is None or self._latest.generation != self._generation
+                self._publish()
+                return changed
+        assert self._directory is not None
+        manifest = self._directory.read_manifest()
+        if manifest.generation == self._generation:
+            return False
+        with self._write_lock:
+            self._load_current(manifest)
+            self._publish()
+        return True
+
+    def close(self) -> None:
+        """Release the writer lock (uncommitted changes are discarded). Idempotent."""
+        if self._writer_lock is not None:
+            self._writer_lock.release()
+            self._writer_lock = None
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
 
     @property
     def path(self) -> Path | None:
         """The directory this index commits to, or ``None`` for an in-memory index."""
-        return self._path
+        return None if self._directory is None else self._directory.path
 
-    def commit(self) -> int:
-        """Write the current state to :attr:`path`; return the generation written.
-
-        Raises:
-            IndexStorageError: the index has no path, or the write failed (the
-                previously committed state is then still what ``open`` reads).
-
-        """
-        if self._path is None:
-            raise IndexStorageError("this index lives in memory; use Index.create(path) to persist")
-        with self._lock:
-            snapshot = self.snapshot()
-            documents = [snapshot.document(i) for i in range(snapshot.n_docs)]
-            write_index(self._path, self._meta(), documents)
-            return snapshot.generation
-
-    def _meta(self) -> IndexMeta:
-        return IndexMeta(analyzer=self._analyzer.name, vector_dim=self._vector_dim)
+    @property
+    def readonly(self) -> bool:
+        """True when opened with ``readonly=True``."""
+        return self._readonly
 
     # ------------------------------------------------------------------ reading
 
@@ -162,29 +384,61 @@ class Index:
 
     @property
     def generation(self) -> int:
-        """Counter bumped by every write."""
+        """Counter bumped by every write; a commit records it in the manifest."""
         return self._generation
 
+    @property
+    def segment_count(self) -> int:
+        """Number of segments (committed or sealed in memory) holding live documents."""
+        return sum(1 for segment in self._segments if segment.live)
+
     def __len__(self) -> int:
-        return len(self._entries)
+        with self._write_lock:
+            return sum(segment.live for segment in self._segments) + len(self._pending)
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key in self._entries
+        if not isinstance(key, str):
+            return False
+        with self._write_lock:
+            return key in self._pending or self._locate(key) is not None
+
+    def _locate(self, key: str) -> tuple[_Segment, int] | None:
+        for segment in self._segments:
+            local = segment.reader.find(key)
+            if local >= 0 and not segment.deleted[local]:
+                return segment, local
+        return None
 
     def get(self, key: str) -> Document:
-        """The stored document with ``key``. Raises :class:`UnknownKeyError`."""
+        """The stored document with ``key``.
+
+        Raises:
+            UnknownKeyError: no such document (or its stored record is damaged,
+                in which case the message says so; run :meth:`scrub`).
+
+        """
         if not isinstance(key, str):
             raise UnknownKeyError(f"document keys are strings, got {key!r}")
-        try:
-            return self._entries[key].document
-        except KeyError:
-            raise UnknownKeyError(f"no document with key {key!r}") from None
+        with self._write_lock:
+            if key in self._pending:
+                return self._pending[key].document
+            found = self._locate(key)
+        if found is None:
+            raise UnknownKeyError(f"no document with key {key!r}")
+        document = found[0].reader.document(found[1])
+        if document is None:
+            raise UnknownKeyError(f"document {key!r} is damaged on disk and reported absent (run scrub)")
+        return document
 
     def keys(self) -> list[str]:
-        """All keys, sorted."""
-        return sorted(self._entries)
+        """All live keys, sorted."""
+        return sorted(self.snapshot().keys())
 
     # ------------------------------------------------------------------ writing
+
+    def _check_writable(self) -> None:
+        if self._readonly:
+            raise IndexStorageError(f"{self.path} was opened read-only")
 
     def add(self, document: Document) -> None:
         """Add ``document``, replacing any document with the same key (upsert)."""
@@ -205,9 +459,10 @@ class Index:
         Returns:
             The number of documents added or replaced.
 
-        Complexity: O(total text length) for analysis, outside the index lock.
+        Complexity: O(total text length) for analysis, outside any lock.
 
         """
+        self._check_writable()
         batch = list(documents)
         seen: set[str] = set()
         dim = self._vector_dim
@@ -227,98 +482,108 @@ class Index:
                     )
         # tqdm's disable=None means "only on a terminal".
         disable = (not progress) if progress is not None else (len(batch) < PROGRESS_THRESHOLD or None)
-        analysed = [
-            (document, self._analyzer.analyze(document.text))
-            for document in tqdm(batch, desc="analysing", unit="doc", disable=disable, leave=False)
-        ]
-        with self._lock:
+        analysed = []
+        for document in tqdm(batch, desc="analysing", unit="doc", disable=disable, leave=False):
+            terms = self._analyzer.analyze(document.text)
+            analysed.append(SegmentDocument(document, Counter(terms), len(terms)))
+        if not analysed:
+            return 0
+        with self._write_lock:
             if self._vector_dim is not None and dim != self._vector_dim:
                 raise VectorDimensionError(f"vector width changed to {dim} during add_many")
             self._vector_dim = dim
-            for document, terms in analysed:
-                self._entries[document.key] = self._entry(document, terms)
-            if batch:
-                self._bump()
+            self._tombstone_keys([d.document.key for d in analysed])
+            for entry in analysed:
+                self._pending[entry.document.key] = entry
+            self._bump()
         return len(batch)
+
+    def _tombstone_keys(self, keys: Sequence[str]) -> int:
+        """Mark every live copy of ``keys`` in the segments deleted; return how many."""
+        if not keys or not self._segments:
+            return 0
+        wanted = np.asarray(list(keys), dtype=np.str_)
+        removed = 0
+        for segment in self._segments:
+            stored = segment.reader.keys()
+            if not stored.shape[0]:
+                continue
+            positions = np.minimum(np.searchsorted(stored, wanted), stored.shape[0] - 1)
+            hits = positions[stored[positions] == wanted].astype(np.int64)
+            hits = hits[~segment.deleted[hits]]
+            if hits.size:
+                segment.tombstone(hits)
+                removed += int(hits.size)
+        return removed
 
     def delete(self, key: str) -> bool:
         """Delete the document with ``key``; return whether there was one."""
         if not isinstance(key, str):
             raise UnknownKeyError(f"document keys are strings, got {key!r}")
-        with self._lock:
-            if key not in self._entries:
-                return False
-            del self._entries[key]
-            self._bump()
-            return True
+        return self.delete_many([key]) > 0
 
     def delete_many(self, keys: Iterable[str]) -> int:
         """Delete every listed key that exists; return how many were deleted."""
+        self._check_writable()
         if isinstance(keys, str):
             raise InvalidParameterError(f"delete_many takes a sequence of keys, not the string {keys!r}")
-        with self._lock:
-            removed = 0
-            for key in keys:
-                if self._entries.pop(key, None) is not None:
-                    removed += 1
+        wanted = list(dict.fromkeys(keys))
+        for key in wanted:
+            if not isinstance(key, str):
+                raise UnknownKeyError(f"document keys are strings, got {key!r}")
+        with self._write_lock:
+            removed = sum(1 for key in wanted if self._pending.pop(key, None) is not None)
+            removed += self._tombstone_keys(wanted)
             if removed:
                 self._bump()
             return removed
 
-    def _entry(self, document: Document, terms: Sequence[str]) -> _Entry:
-        vocabulary = self._vocabulary
-        term_ids = np.fromiter(
-            (vocabulary.setdefault(term, len(vocabulary)) for term in terms),
-            dtype=np.int64,
-            count=len(terms),
-        )
-        unique, counts = np.unique(term_ids, return_counts=True)
-        return _Entry(document, unique, counts.astype(np.int32), len(terms))
-
     def _bump(self) -> None:
         self._generation += 1
+        self._last_writer = threading.get_ident()
         self._snapshot = None
 
     # ------------------------------------------------------------------ snapshots and search
 
+    def _seal(self) -> None:
+        """Encode the buffered documents as a new in-memory segment (under the write lock)."""
+        if self._pending:
+            data = encode_segment(list(self._pending.values()), self._vector_dim)
+            self._segments.append(_Segment(_in_memory(data), data, None))
+            self._pending = {}
+
     def snapshot(self) -> Snapshot:
-        """The immutable view of the current generation (built once per generation).
+        """The immutable view searches read; never waits on a commit or merge.
 
-        Complexity: O(total postings log) on the first call after a write; O(1) after.
+        Visibility is near-real-time, as in Lucene: the thread that writes
+        sees its own writes at once (its next call seals the buffered
+        documents into an in-memory segment). Other threads see the newest
+        *published* snapshot, which the writer publishes when it next calls
+        ``snapshot``/``search``, :meth:`refresh`, :meth:`commit` or
+        :meth:`merge`; they take it without any lock, so a search never waits
+        for a writer, and never does a writer's sealing work.
         """
-        with self._lock:
-            if self._snapshot is None:
-                self._snapshot = self._build_snapshot()
-            return self._snapshot
+        current = self._snapshot
+        if current is not None:
+            return current
+        latest = self._latest
+        if latest is not None and self._last_writer != threading.get_ident():
+            return latest
+        with self._write_lock:
+            return self._publish()
 
-    def _build_snapshot(self) -> Snapshot:
-        keys = sorted(self._entries)
-        entries = [self._entries[key] for key in keys]
-        n = len(entries)
-        vocabulary_size = len(self._vocabulary)
-        counts = np.fromiter((e.term_ids.shape[0] for e in entries), dtype=np.int64, count=n)
-        if n and counts.sum():
-            term_ids = np.concatenate([e.term_ids for e in entries])
-            term_freqs = np.concatenate([e.term_freqs for e in entries])
-        else:
-            term_ids = np.empty(0, dtype=np.int64)
-            term_freqs = np.empty(0, dtype=np.int32)
-        doc_ids = np.repeat(np.arange(n, dtype=np.int64), counts)
-        # Stable sort by term keeps document ids ascending within each term.
-        order = np.argsort(term_ids, kind="stable")
-        offsets = np.zeros(vocabulary_size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(term_ids, minlength=vocabulary_size), out=offsets[1:])
-        return Snapshot(
-            generation=self._generation,
-            analyzer=self._analyzer,
-            vector_dim=self._vector_dim,
-            documents=[e.document for e in entries],
-            doc_lengths=np.fromiter((e.length for e in entries), dtype=np.int64, count=n),
-            vocabulary=self._vocabulary,
-            term_offsets=offsets,
-            posting_ids=doc_ids[order],
-            posting_tfs=term_freqs[order],
-        )
+    def _publish(self) -> Snapshot:
+        """Seal buffered documents and make a snapshot of the state (under the write lock)."""
+        if self._snapshot is None:
+            self._seal()
+            self._snapshot = Snapshot(
+                generation=self._generation,
+                analyzer=self._analyzer,
+                vector_dim=self._vector_dim,
+                segments=[(s.reader, s.deleted) for s in self._segments],
+            )
+            self._latest = self._snapshot
+        return self._snapshot
 
     def search(
         self,
@@ -335,3 +600,163 @@ class Index:
             index.search("graph retrieval", 10, RRF(), BM25Scorer(), VectorScorer())
         """
         return search_snapshot(self.snapshot(), query, k, fuser, scorers, depth)
+
+    # ------------------------------------------------------------------ commit
+
+    def _manifest(self, entries: Sequence[SegmentEntry]) -> Manifest:
+        return Manifest(
+            generation=self._generation,
+            analyzer=self._analyzer.name,
+            vector_dim=self._vector_dim,
+            segments=tuple(entries),
+            next_segment=self._next_segment,
+        )
+
+    def commit(self) -> int:
+        """Make every write so far durable; return the generation committed.
+
+        Writes only what changed since the last commit: one new segment file
+        for the documents added since (if any) and a tombstone file for each
+        segment whose deletes changed. Searches run on throughout; writes wait.
+
+        Raises:
+            IndexStorageError: the index has no path, is read-only, or a write
+                failed (the previous commit is then intact and still what
+                ``open`` reads; nothing in memory is lost).
+
+        """
+        if self._directory is None:
+            raise IndexStorageError("this index lives in memory; use Index.create(path) to persist")
+        self._check_writable()
+        directory = self._directory
+        with self._commit_lock:
+            with self._write_lock:
+                self._seal()
+                plan = []
+                next_segment = self._next_segment
+                for segment in self._segments:
+                    name = segment.name
+                    if name is None:
+                        name = f"seg-{next_segment:06d}.wseg"
+                        next_segment += 1
+                    plan.append((segment, name, segment.deleted))
+                generation = self._generation
+                dim = self._vector_dim
+            entries = []
+            installs = []
+            for segment, name, mask in plan:
+                deleted = int(mask.sum())
+                if deleted == segment.reader.n_docs:
+                    continue  # nothing live: the segment leaves the manifest
+                if segment.name is None:
+                    assert segment.data is not None
+                    directory.write_file(name, segment.data)
+                deletes = segment.deletes_file
+                if mask is not segment.committed_mask:
+                    deletes = None
+                    if deleted:
+                        deletes = f"{name[:-5]}.del-{generation:06d}"
+                        directory.write_file(deletes, encode_tombstones(mask))
+                entries.append(SegmentEntry(name, segment.reader.n_docs, deletes, deleted))
+                installs.append((segment, name, mask, deletes))
+            manifest = Manifest(
+                generation=generation,
+                analyzer=self._analyzer.name,
+                vector_dim=dim,
+                segments=tuple(entries),
+                next_segment=next_segment,
+            )
+            directory.publish(manifest)
+            with self._write_lock:
+                for segment, name, mask, deletes in installs:
+                    if segment.name is None:
+                        # Same bytes, now from the file: searches see identical data.
+                        segment.reader = SegmentReader(directory.path / name)
+                        segment.data = None
+                        segment.name = name
+                    segment.committed_mask = mask
+                    segment.deletes_file = deletes
+                live = {id(segment) for segment, *_ in installs}
+                self._segments = [s for s in self._segments if id(s) in live or s.live]
+                self._next_segment = next_segment
+                self._publish()
+            directory.sweep(manifest)
+            return generation
+
+    # ------------------------------------------------------------------ merge
+
+    def merge(self, *, force: bool = False) -> int:
+        """Merge segments as the merge policy says (``force``: all into one); return how many.
+
+        Rankings are unchanged by a merge, scores to the bit: each document
+        keeps its postings, length and vector, and collection statistics are
+        over live documents only. A persistent index commits the result.
+        """
+        self._check_writable()
+        with self._commit_lock:
+            with self._write_lock:
+                self._seal()
+                if force:
+                    chosen = [p for p, s in enumerate(self._segments) if s.live]
+                    if len(chosen) <= 1 and not any(self._segments[p].deleted.any() for p in chosen):
+                        return 0
+                else:
+                    chosen = self._policy.select([s.live for s in self._segments])
+                if not chosen:
+                    return 0
+                sources = [(self._segments[p], self._segments[p].deleted) for p in chosen]
+            data = encode_columns(merge_columns([(s.reader, ~mask) for s, mask in sources]))
+            merged = _Segment(_in_memory(data), data, None)
+            with self._write_lock:
+                # Deletes that arrived while the merge ran apply to the merged copy.
+                late = [
+                    key
+                    for segment, mask in sources
+                    for key in segment.reader.keys()[segment.deleted & ~mask].tolist()
+                ]
+                if late:
+                    positions = np.searchsorted(merged.reader.keys(), np.asarray(late, dtype=np.str_))
+                    merged.tombstone(positions.astype(np.int64))
+                chosen_ids = {id(segment) for segment, _ in sources}
+                first = min(chosen)
+                remaining = [s for s in self._segments if id(s) not in chosen_ids]
+                remaining.insert(min(first, len(remaining)), merged)
+                self._segments = remaining
+                self._snapshot = None
+                self._publish()
+            if self._directory is not None:
+                self.commit()
+            return len(sources)
+
+    # ------------------------------------------------------------------ integrity
+
+    def scrub(self) -> ScrubReport:
+        """Read every byte of the committed index and check it; report what is damaged."""
+        if self._directory is None:
+            return ScrubReport(0, 0, ())
+        problems: list[str] = []
+        files = 0
+        size = 0
+        try:
+            manifest = self._directory.read_manifest()
+        except (CorruptIndexError, IndexStorageError) as exc:
+            return ScrubReport(1, 0, (str(exc),))
+        for entry in manifest.segments:
+            path = self._directory.path / entry.name
+            files += 1
+            try:
+                size += path.stat().st_size
+                reader = SegmentReader(path)
+                problems.extend(reader.verify())
+                if reader.n_docs != entry.documents:
+                    problems.append(f"{path}: document count disagrees with the manifest")
+            except (CorruptIndexError, IndexStorageError, OSError) as exc:
+                problems.append(str(exc))
+            if entry.deletes:
+                files += 1
+                try:
+                    size += (self._directory.path / entry.deletes).stat().st_size
+                    read_tombstones(self._directory.path / entry.deletes, entry.documents, entry.deleted)
+                except (CorruptIndexError, IndexStorageError, OSError) as exc:
+                    problems.append(str(exc))
+        return ScrubReport(files, size, tuple(problems))

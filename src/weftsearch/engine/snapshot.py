@@ -1,27 +1,27 @@
-"""Snapshots: one immutable, consistent view of the index that scorers read.
+"""Snapshots over segments: one immutable, consistent view that scorers read.
 
-A snapshot is everything a scorer may look at for one query: postings,
-document lengths and collection statistics, vectors, resolved links, times and
-stored documents, all taken from the same state of the index. A search holds
-on to one snapshot from start to finish, so it never mixes statistics from two
-states, and writers never block it.
+A snapshot is a list of *parts*, one per segment (on disk or still in memory),
+each with the tombstones in force when the snapshot was taken. Everything a
+scorer sees (postings, lengths and collection statistics, vectors, links,
+times, stored documents) comes from those parts, so a search never mixes two
+states of the index, and writers never block it.
 
-Internal ids are dense integers ``0 .. n_docs - 1`` that mean something only
-inside one snapshot. Results leave the engine as keys. (The in-memory snapshot
-happens to number documents in key order; nothing outside this module may rely
-on that: use :meth:`Snapshot.key_rank` to order by key.)
+Internal ids are dense integers ``0 .. n_docs - 1`` over the live documents:
+part p's live documents get ids ``base_p .. base_p + live_p - 1`` in the
+part's key order. They mean something only inside one snapshot; results
+leave the engine as keys. Use :meth:`Snapshot.key_rank` to order by key.
 
-Scorers that derive something expensive from a snapshot (normalised vectors, a
-symmetric adjacency matrix, per-document BM25 length norms) cache it with
-:meth:`Snapshot.memo`, which lives and dies with the snapshot.
+Nothing here reads the whole corpus when a snapshot is made: each array is
+read from its segment (a memory map) when a scorer first asks for it, and
+cached for the life of the snapshot.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,9 +29,10 @@ from numpy.typing import NDArray
 
 from weftsearch.analysis import Analyzer
 from weftsearch.engine.documents import Document
-from weftsearch.errors import UnknownKeyError
+from weftsearch.errors import CorruptIndexError, UnknownKeyError
+from weftsearch.storage.segment import SegmentReader
 
-__all__ = ["Snapshot", "Postings", "VectorBlock"]
+__all__ = ["Snapshot", "SnapshotPart", "Postings", "VectorBlock"]
 
 T = TypeVar("T")
 IdArray = NDArray[np.int64]
@@ -59,11 +60,12 @@ class Postings:
 
 @dataclass(frozen=True, slots=True)
 class VectorBlock:
-    """The stored vectors of a snapshot, as one contiguous float32 matrix.
+    """Stored vectors as one contiguous float32 matrix and the ids of its rows.
 
     Attributes:
-        ids: int64 internal ids of the documents that have a vector, ascending.
-        matrix: float32 array ``(len(ids), dim)``; row i belongs to ``ids[i]``.
+        ids: int64, one per row of ``matrix``: the row's internal id, or -1 for
+            a row whose document is deleted (skip those rows).
+        matrix: float32 array ``(len(ids), dim)``, read-only (often a memory map).
 
     """
 
@@ -74,6 +76,37 @@ class VectorBlock:
 def _readonly(array: NDArray[T]) -> NDArray[T]:  # type: ignore[type-var]
     array.setflags(write=False)
     return array
+
+
+class SnapshotPart:
+    """One segment as a snapshot sees it: its reader, tombstones and id range."""
+
+    __slots__ = ("_to_global", "base", "deleted", "live_locals", "n_live", "reader")
+
+    def __init__(self, reader: SegmentReader, deleted: NDArray[np.bool_] | None, base: int) -> None:
+        self.reader = reader
+        self.deleted = deleted if deleted is not None and bool(deleted.any()) else None
+        self.base = base
+        if self.deleted is None:
+            self.live_locals = np.arange(reader.n_docs, dtype=np.int64)
+            self._to_global: IdArray | None = None
+        else:
+            self.live_locals = np.flatnonzero(~self.deleted).astype(np.int64)
+            to_global = np.full(reader.n_docs, -1, dtype=np.int64)
+            to_global[self.live_locals] = base + np.arange(self.live_locals.shape[0], dtype=np.int64)
+            self._to_global = to_global
+        self.n_live = int(self.live_locals.shape[0])
+
+    def to_global(self, local: NDArray[np.integer]) -> IdArray:
+        """Internal ids of local ids; -1 where the document is deleted."""
+        if self._to_global is None:
+            return local.astype(np.int64) + self.base
+        mapped: IdArray = self._to_global[local]
+        return mapped
+
+    def live(self, values: NDArray[T]) -> NDArray[T]:  # type: ignore[type-var]
+        """The entries of a per-document array that belong to live documents."""
+        return values if self.deleted is None else values[self.live_locals]
 
 
 class Snapshot:
@@ -89,34 +122,21 @@ class Snapshot:
         generation: int,
         analyzer: Analyzer,
         vector_dim: int | None,
-        documents: Sequence[Document],
-        doc_lengths: NDArray[np.int64],
-        vocabulary: Mapping[str, int],
-        term_offsets: NDArray[np.int64],
-        posting_ids: IdArray,
-        posting_tfs: NDArray[np.int32],
+        segments: Sequence[tuple[SegmentReader, NDArray[np.bool_] | None]],
     ) -> None:
-        n = len(documents)
         self._generation = generation
         self._analyzer = analyzer
         self._vector_dim = vector_dim
-        self._documents = tuple(documents)
-        self._keys = _readonly(np.array([d.key for d in documents], dtype=np.str_))
-        if n > 1 and not bool(np.all(self._keys[:-1] < self._keys[1:])):
-            raise AssertionError("snapshot documents must be sorted by key, without repeats")
-        self._doc_lengths = _readonly(np.asarray(doc_lengths, dtype=np.int64))
-        self._vocabulary = vocabulary
-        # Term t's postings are positions offsets[t] .. offsets[t + 1] of the
-        # posting arrays. One extra entry repeating the total turns "term not in
-        # this snapshot" into the empty run [total, total), so a lookup needs no
-        # branch per term (see _term_runs); _term_offsets is a view without it.
-        offsets = np.asarray(term_offsets, dtype=np.int64)
-        self._run_offsets = _readonly(np.append(offsets, offsets[-1:] if offsets.size else [0]))
-        self._term_offsets = self._run_offsets[: offsets.shape[0]]
-        self._posting_ids = _readonly(np.asarray(posting_ids, dtype=np.int64))
-        self._posting_tfs = _readonly(np.asarray(posting_tfs, dtype=np.int32))
-        total_length = int(self._doc_lengths.sum())
-        self._avgdl = total_length / n if n else 0.0
+        parts = []
+        base = 0
+        for reader, deleted in segments:
+            part = SnapshotPart(reader, deleted, base)
+            if part.n_live:
+                parts.append(part)
+                base += part.n_live
+        self._parts = tuple(parts)
+        self._bases = np.array([p.base for p in parts], dtype=np.int64)
+        self._n_docs = base
         self._memo: dict[Hashable, object] = {}
         self._memo_lock = threading.RLock()
 
@@ -135,71 +155,135 @@ class Snapshot:
     @property
     def n_docs(self) -> int:
         """Number of live documents (N in BM25)."""
-        return int(self._keys.shape[0])
+        return self._n_docs
+
+    @property
+    def parts(self) -> tuple[SnapshotPart, ...]:
+        """The segments this snapshot reads, in id order (for scorers that work per segment)."""
+        return self._parts
 
     def __len__(self) -> int:
-        return self.n_docs
+        return self._n_docs
 
     # ------------------------------------------------------------------ keys
 
-    def key(self, doc_id: int) -> str:
-        """The key of internal id ``doc_id``."""
-        self._check_id(doc_id)
-        return str(self._keys[doc_id])
+    def _split(self, ids: IdArray) -> list[tuple[int, NDArray[np.intp], IdArray]]:
+        """Group ``ids`` by part: (part index, positions in ``ids``, local ids)."""
+        which = np.searchsorted(self._bases, ids, side="right") - 1
+        groups = []
+        for index in np.unique(which).tolist():
+            positions = np.flatnonzero(which == index)
+            part = self._parts[index]
+            groups.append((index, positions, part.live_locals[ids[positions] - part.base]))
+        return groups
+
+    def _check_ids(self, ids: IdArray) -> IdArray:
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= self._n_docs):
+            raise UnknownKeyError(f"internal id out of range for {self._n_docs} documents")
+        return ids
 
     def keys_of(self, ids: IdArray) -> list[str]:
         """Keys of many internal ids, in the same order. O(len(ids))."""
-        return [str(key) for key in self._keys[np.asarray(ids, dtype=np.int64)]]
+        ids = self._check_ids(ids)
+        out = np.empty(ids.shape[0], dtype=object)
+        for index, positions, local in self._split(ids):
+            out[positions] = self._parts[index].reader.keys()[local]
+        return [str(key) for key in out]
+
+    def key(self, doc_id: int) -> str:
+        """The key of internal id ``doc_id``."""
+        if isinstance(doc_id, bool) or not isinstance(doc_id, (int, np.integer)):
+            raise UnknownKeyError(f"internal ids are integers, got {doc_id!r}")
+        return self.keys_of(np.array([doc_id], dtype=np.int64))[0]
 
     def keys(self) -> list[str]:
-        """All live keys, in key order."""
-        return [str(key) for key in self._keys]
+        """All live keys, in id order."""
+        return self.keys_of(np.arange(self._n_docs, dtype=np.int64))
 
     def id_of(self, key: str) -> int:
         """The internal id of ``key``. Raises :class:`UnknownKeyError` if absent."""
-        ids = self.ids_of([key])
-        if ids[0] < 0:
+        found = int(self.ids_of([key])[0])
+        if found < 0:
             raise UnknownKeyError(f"no document with key {key!r} in this snapshot")
-        return int(ids[0])
+        return found
 
     def ids_of(self, keys: Sequence[str]) -> IdArray:
-        """Internal ids of ``keys`` (-1 where a key is absent). O(m log n), vectorised."""
-        if self.n_docs == 0 or len(keys) == 0:
-            return np.full(len(keys), -1, dtype=np.int64)
+        """Internal ids of ``keys`` (-1 where a key is absent). O(m log n) per segment, vectorised."""
+        result = np.full(len(keys), -1, dtype=np.int64)
+        if not len(keys) or not self._parts:
+            return result
         wanted = np.asarray(list(keys), dtype=np.str_)
-        positions = np.searchsorted(self._keys, wanted)
-        clipped = np.minimum(positions, self.n_docs - 1)
-        found = self._keys[clipped] == wanted
-        return np.where(found, clipped, -1).astype(np.int64)
+        for part in self._parts:
+            stored = part.reader.keys()
+            positions = np.minimum(np.searchsorted(stored, wanted), stored.shape[0] - 1)
+            found = np.flatnonzero(stored[positions] == wanted)
+            if found.size:
+                ids = part.to_global(positions[found])
+                alive = ids >= 0
+                result[found[alive]] = ids[alive]
+        return result
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and bool(self.ids_of([key])[0] >= 0)
 
     def key_rank(self, ids: IdArray) -> NDArray[np.int64]:
-        """Integers that order ``ids`` as their keys order (the tie-break key)."""
-        # Ids are assigned in key order here, so the id itself is the rank.
-        return np.asarray(ids, dtype=np.int64)
+        """Integers that order ``ids`` as their keys order (the tie-break key).
+
+        Within one segment, ids are numbered in key order, so the id itself is
+        the rank; across segments the keys are compared. O(m log m).
+        """
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(self._parts) <= 1 or ids.size <= 1:
+            return ids
+        keys = np.array(self.keys_of(ids), dtype=np.str_)
+        ranks = np.empty(ids.shape[0], dtype=np.int64)
+        ranks[np.argsort(keys, kind="stable")] = np.arange(ids.shape[0], dtype=np.int64)
+        return ranks
 
     def document(self, doc_id: int) -> Document:
-        """The stored document of internal id ``doc_id``."""
-        self._check_id(doc_id)
-        return self._documents[doc_id]
+        """The stored document of internal id ``doc_id``.
 
-    def _check_id(self, doc_id: int) -> None:
-        if not 0 <= doc_id < self.n_docs:
-            raise UnknownKeyError(f"internal id {doc_id} out of range for {self.n_docs} documents")
+        Raises:
+            UnknownKeyError: ``doc_id`` out of range.
+            CorruptIndexError: the stored record is damaged.
+
+        """
+        found = self.document_or_none(doc_id)
+        if found is None:
+            raise CorruptIndexError(f"stored document of internal id {doc_id} is damaged")
+        return found
+
+    def document_or_none(self, doc_id: int) -> Document | None:
+        """The stored document of ``doc_id``, or ``None`` if its record is damaged."""
+        if isinstance(doc_id, bool) or not isinstance(doc_id, (int, np.integer)):
+            raise UnknownKeyError(f"internal ids are integers, got {doc_id!r}")
+        ids = self._check_ids(np.array([doc_id], dtype=np.int64))
+        [(index, _, local)] = self._split(ids)
+        return self._parts[index].reader.document(int(local[0]))
 
     # ------------------------------------------------------------------ text statistics
+
+    def _per_document(
+        self, name: str, read: Callable[[SegmentReader], NDArray[Any]], dtype: type
+    ) -> NDArray[Any]:
+        def build() -> NDArray[Any]:
+            pieces = [part.live(read(part.reader)) for part in self._parts]
+            joined: NDArray[Any] = np.concatenate(pieces).astype(dtype) if pieces else np.zeros(0, dtype)
+            return _readonly(joined)
+
+        return self.memo(("engine", name), build)
 
     @property
     def doc_lengths(self) -> NDArray[np.int64]:
         """Number of indexed terms in each document, by internal id (read-only)."""
-        return self._doc_lengths
+        return self._per_document("lengths", lambda r: r.doc_lengths(), np.int64)
 
     @property
     def avgdl(self) -> float:
         """Mean document length in terms over live documents (0.0 when empty)."""
-        return self._avgdl
+        lengths = self.doc_lengths
+        return float(int(lengths.sum()) / lengths.shape[0]) if lengths.shape[0] else 0.0
 
     def doc_freq(self, term: str) -> int:
         """Number of live documents holding the analysed ``term``."""
@@ -208,51 +292,36 @@ class Snapshot:
     def postings(self, terms: Sequence[str]) -> Postings:
         """Postings of analysed ``terms``, concatenated in the given order.
 
-        A term may be repeated; it is then returned twice. The arrays are
-        read-only. O(total postings), vectorised: no Python loop per posting.
+        A term may be repeated; it is then returned twice. Each segment's
+        postings of a term are read (and checksum-verified) on their own, so a
+        query touches only the postings of its terms. O(total postings),
+        vectorised: the Python loop runs over terms and segments, not postings.
         """
-        starts, ends = self._term_runs(terms)
-        counts = ends - starts
-        _readonly(counts)
-        # Each term's postings are one contiguous run of the posting arrays, so
-        # slicing the runs and concatenating them copies each posting once; a
-        # single term needs no concatenation (its ids are a read-only view).
-        runs = list(zip(starts.tolist(), ends.tolist(), strict=True))
-        id_runs = [self._posting_ids[start:end] for start, end in runs]
-        tf_runs = [self._posting_tfs[start:end] for start, end in runs]
-        if len(id_runs) == 1:
-            ids = id_runs[0]
-            term_freqs = tf_runs[0].astype(np.float64)
-        elif id_runs:
-            ids = _readonly(np.concatenate(id_runs))
-            term_freqs = np.concatenate(tf_runs).astype(np.float64)
-        else:
-            ids = _readonly(np.empty(0, dtype=np.int64))
-            term_freqs = np.empty(0, dtype=np.float64)
+        id_runs: list[IdArray] = []
+        tf_runs: list[NDArray[Any]] = []
+        counts = np.zeros(len(terms), dtype=np.int64)
+        for position, term in enumerate(terms):
+            for part in self._parts:
+                local, tfs = part.reader.postings(term)
+                if not local.size:
+                    continue
+                ids = part.to_global(local)
+                if part.deleted is not None:
+                    alive = ids >= 0
+                    ids, tfs = ids[alive], tfs[alive]
+                id_runs.append(ids)
+                tf_runs.append(tfs)
+                counts[position] += ids.shape[0]
+        all_ids: IdArray = np.concatenate(id_runs) if id_runs else np.empty(0, np.int64)
+        all_tfs: NDArray[np.float64] = (
+            np.concatenate(tf_runs).astype(np.float64) if tf_runs else np.empty(0, np.float64)
+        )
         return Postings(
-            doc_freq=counts,
-            ids=ids,
-            term_freqs=_readonly(term_freqs),
+            doc_freq=_readonly(counts),
+            ids=_readonly(all_ids),
+            term_freqs=_readonly(all_tfs),
             term_index=_readonly(np.repeat(np.arange(len(terms), dtype=np.int64), counts)),
         )
-
-    def _term_runs(self, terms: Sequence[str]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Where each analysed term's postings lie in the posting arrays.
-
-        Returns ``(starts, ends)``, int64, one entry per term: term i's postings
-        are positions ``starts[i]:ends[i]`` of the posting arrays, ids
-        ascending, and ``ends[i] - starts[i]`` is its document frequency. A term
-        absent from this snapshot gets an empty run. O(len(terms)).
-        """
-        # The vocabulary is shared with the index and only ever grows: a term
-        # it does not know, or one added after this snapshot was built (an id
-        # at or past this snapshot's vocabulary size), maps to the extra entry
-        # of _run_offsets, whose run is empty.
-        limit = self._run_offsets.shape[0] - 2
-        vocabulary = self._vocabulary
-        term_ids = np.array([vocabulary.get(term, limit) for term in terms], dtype=np.int64)
-        np.minimum(term_ids, limit, out=term_ids)
-        return self._run_offsets[term_ids], self._run_offsets[term_ids + 1]
 
     # ------------------------------------------------------------------ vectors
 
@@ -261,18 +330,46 @@ class Snapshot:
         """Width of the index's vectors, or ``None`` if no width was ever set."""
         return self._vector_dim
 
-    def vectors(self) -> VectorBlock:
-        """All stored vectors as one float32 block (built once per snapshot)."""
-        return self.memo(("engine", "vectors"), self._build_vectors)
+    def vector_blocks(self) -> list[VectorBlock]:
+        """The stored vectors, one block per segment, without copying them.
 
-    def _build_vectors(self) -> VectorBlock:
-        present = [i for i, doc in enumerate(self._documents) if doc.vector is not None]
-        ids = np.asarray(present, dtype=np.int64)
-        if present:
-            matrix = np.stack([self._documents[i].vector for i in present]).astype(np.float32)  # type: ignore[misc]
-        else:
-            matrix = np.zeros((0, self._vector_dim or 0), dtype=np.float32)
-        return VectorBlock(_readonly(ids), _readonly(np.ascontiguousarray(matrix)))
+        Row ids are -1 for deleted documents: skip those rows.
+        """
+
+        def build() -> list[VectorBlock]:
+            blocks = []
+            for part in self._parts:
+                rows = part.reader.vector_rows()
+                matrix = part.reader.vector_matrix()
+                if not matrix.shape[0]:
+                    continue
+                ids = np.full(matrix.shape[0], -1, dtype=np.int64)
+                has = np.flatnonzero(rows >= 0)
+                ids[rows[has]] = part.to_global(has)
+                blocks.append(VectorBlock(_readonly(ids), matrix))
+            return blocks
+
+        return self.memo(("engine", "vector_blocks"), build)
+
+    def vectors(self) -> VectorBlock:
+        """All live vectors as one float32 block, ids ascending (a copy; see :meth:`vector_blocks`)."""
+
+        def build() -> VectorBlock:
+            ids, rows = [], []
+            for block in self.vector_blocks():
+                keep = block.ids >= 0
+                ids.append(block.ids[keep])
+                rows.append(block.matrix[keep])
+            if not ids:
+                return VectorBlock(
+                    _readonly(np.empty(0, np.int64)), np.zeros((0, self._vector_dim or 0), np.float32)
+                )
+            all_ids = np.concatenate(ids)
+            order = np.argsort(all_ids, kind="stable")
+            matrix = np.ascontiguousarray(np.concatenate(rows)[order], dtype=np.float32)
+            return VectorBlock(_readonly(all_ids[order]), _readonly(matrix))
+
+        return self.memo(("engine", "vectors"), build)
 
     # ------------------------------------------------------------------ links and times
 
@@ -286,26 +383,29 @@ class Snapshot:
         return self.memo(("engine", "links"), self._build_links)
 
     def _build_links(self) -> sp.csr_array:
-        n = self.n_docs
-        counts = np.fromiter((len(d.links) for d in self._documents), dtype=np.int64, count=n)
-        if counts.sum() == 0:
+        n = self._n_docs
+        sources, targets = [], []
+        for part in self._parts:
+            counts, link_targets = part.reader.all_links()
+            if not link_targets:
+                continue
+            local_sources = np.repeat(np.arange(part.reader.n_docs, dtype=np.int64), counts)
+            sources.append(part.to_global(local_sources))
+            targets.append(self.ids_of(link_targets))
+        if not sources:
             return sp.csr_array((n, n), dtype=np.float64)
-        sources = np.repeat(np.arange(n, dtype=np.int64), counts)
-        targets = self.ids_of([target for d in self._documents for target in d.links])
-        keep = (targets >= 0) & (targets != sources)
+        source = np.concatenate(sources)
+        target = np.concatenate(targets)
+        keep = (source >= 0) & (target >= 0) & (source != target)
         data = np.ones(int(keep.sum()), dtype=np.float64)
-        matrix = sp.csr_array((data, (sources[keep], targets[keep])), shape=(n, n))
+        matrix = sp.csr_array((data, (source[keep], target[keep])), shape=(n, n))
         matrix.sum_duplicates()
         matrix.data[:] = 1.0
         return matrix
 
     def times(self) -> NDArray[np.float64]:
         """Document times as POSIX seconds by internal id; NaN where a document has none."""
-        return self.memo(("engine", "times"), self._build_times)
-
-    def _build_times(self) -> NDArray[np.float64]:
-        values = [d.timestamp for d in self._documents]
-        return _readonly(np.array([np.nan if v is None else v for v in values], dtype=np.float64))
+        return self._per_document("times", lambda r: r.times(), np.float64)
 
     # ------------------------------------------------------------------ derived data
 

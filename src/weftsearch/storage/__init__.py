@@ -1,14 +1,35 @@
-"""Storage: committed states of an index on disk. Knows documents and bytes, never scoring."""
+"""Storage: the segment format and the index directory. Knows documents and bytes, never scoring.
+
+See docs/FORMAT.md for every byte.
+"""
 
 from __future__ import annotations
 
-from weftsearch.storage.interim import (
-    FORMAT_NAME,
-    FORMAT_VERSION,
+from weftsearch.storage.codec import FORMAT_VERSION, SectionFile, checksum, encode_sections
+from weftsearch.storage.directory import (
+    INDEX_VERSION,
+    LOCK,
     MANIFEST,
-    IndexMeta,
-    read_index,
-    write_index,
+    IndexDirectory,
+    Manifest,
+    SegmentEntry,
+    WriterLock,
 )
+from weftsearch.storage.segment import SegmentDocument, SegmentReader, encode_segment
 
-__all__ = ["IndexMeta", "write_index", "read_index", "MANIFEST", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = [
+    "FORMAT_VERSION",
+    "INDEX_VERSION",
+    "MANIFEST",
+    "LOCK",
+    "SectionFile",
+    "checksum",
+    "encode_sections",
+    "IndexDirectory",
+    "Manifest",
+    "SegmentEntry",
+    "WriterLock",
+    "SegmentDocument",
+    "SegmentReader",
+    "encode_segment",
+]

@@ -147,7 +147,7 @@ class SectionFile:
                     if size < _HEADER_SIZE:
                         raise CorruptIndexError(f"{path}: {size} bytes is too short for a section file")
                     buffer = memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
-            except CorruptIndexError:
+            except (CorruptIndexError, FileNotFoundError):
                 raise
             except OSError as exc:
                 raise IndexStorageError(f"{path}: cannot open ({exc})") from None

@@ -175,7 +175,7 @@ def read_tombstones(path: Path, documents: int, deleted: int) -> NDArray[np.bool
         CorruptIndexError: damaged, or disagreeing with the manifest.
 
     """
-    section_file = SectionFile(path)
+    section_file = SectionFile(path)  # FileNotFoundError propagates: the caller may retry
     counts = section_file.array("count")
     bits = section_file.array("bits")
     if counts.shape[0] != 2 or int(counts[0]) != documents or bits.shape[0] != (documents + 7) // 8:
