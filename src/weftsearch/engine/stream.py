@@ -145,7 +145,10 @@ def top_k(ids: IdArray, scores: ScoreArray, k: int, keys: KeyOrder) -> tuple[IdA
     """
     n = ids.shape[0]
     if n > k:
-        kth_score = scores[np.argpartition(-scores, k - 1)[k - 1]]
+        # np.partition gives the k-th value itself, without argpartition's
+        # array of n indices. Negating keeps NaN (sorted last) out of the cut
+        # exactly as before; -(-x) == x, so the comparison below is unchanged.
+        kth_score = -np.partition(-scores, k - 1)[k - 1]
         keep = np.flatnonzero(scores >= kth_score)
         ids = ids[keep]
         scores = scores[keep]

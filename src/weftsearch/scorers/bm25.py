@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,10 +31,56 @@ from weftsearch.errors import InvalidParameterError
 
 __all__ = ["BM25Scorer", "lucene_idf"]
 
-# Below this ratio of postings to documents, accumulating into a dense array of
-# N scores costs more than sorting the postings; the two paths add the same
-# numbers in the same order, so the choice never changes a score.
-_DENSE_RATIO = 0.125
+# How a query's postings are summed per document. Both ways add the same
+# numbers in the same order (np.bincount adds its weights in input order, and
+# the input runs term by term), so the choice never changes a score, only its
+# cost. Dense: np.bincount into an array of N scores, O(N + P) for P postings.
+# Sparse: a stable sort of the P ids, O(P log P). Measured with numpy 2.4 on
+# one core, dense wins at any P up to N of about 20,000 documents, and beyond
+# that once P >= N / 20.
+_DENSE_BELOW_DOCS = 20_000
+_DENSE_RATIO = 0.05
+
+# score() seeds its top-k threshold with one term's documents (see there); a
+# term needs at least this many postings to be preferred as the seed, so that
+# its k-th best document is a useful floor.
+_MIN_SEED = 64
+
+
+@dataclass(frozen=True, slots=True)
+class _TermPostings:
+    """One term's postings on one snapshot, as cached per (k1, b).
+
+    Attributes:
+        ids: internal ids holding the term, ascending (read-only).
+        impacts: float64 ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * |d| / avgdl))``
+            of each posting (read-only).
+
+    """
+
+    ids: NDArray[np.int64]
+    impacts: NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class _QueryPostings:
+    """One query's postings, term by term in sorted term order, and their contributions.
+
+    Attributes:
+        ids: internal ids, ascending within each term (read-only and the
+            term's own array when ``single``).
+        contributions: float64 ``qtf * idf * impact`` of each posting.
+        single: one term only, so ``ids`` are unique and ``contributions`` are
+            the scores.
+        seed_ids: the ids of the term whose documents seed score()'s
+            threshold (``None`` when ``single``).
+
+    """
+
+    ids: NDArray[np.int64]
+    contributions: NDArray[np.float64]
+    single: bool
+    seed_ids: NDArray[np.int64] | None = None
 
 
 def lucene_idf(n_docs: int, doc_freq: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -51,14 +98,19 @@ class BM25Scorer:
         name: label in explanations.
 
     Complexity per query: O(P) for P postings of the query terms, plus
-    O(min(N, P log P)) to accumulate them; vectorised throughout.
+    O(N + P) or O(P log P), whichever is cheaper, to sum them per document;
+    vectorised throughout (a Python loop runs over the query's distinct terms,
+    never over postings). The first query to use a term on a snapshot also
+    reads the term's postings and computes their ``tf``-part of the score for
+    this (k1, b), O(df), cached with the snapshot: 8 bytes per posting of the
+    terms queried so far, plus a few hundred bytes per such term.
 
     """
 
     def __init__(self, k1: float = 1.2, b: float = 0.75, *, name: str = "bm25") -> None:
-        if not isinstance(k1, (int, float)) or not math.isfinite(k1) or k1 < 0:
+        if isinstance(k1, bool) or not isinstance(k1, (int, float)) or not math.isfinite(k1) or k1 < 0:
             raise InvalidParameterError(f"BM25 k1 must be a finite number >= 0, got {k1!r}")
-        if not isinstance(b, (int, float)) or not 0.0 <= b <= 1.0:
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0.0 <= b <= 1.0:
             raise InvalidParameterError(f"BM25 b must be in [0, 1], got {b!r}")
         self.k1 = float(k1)
         self.b = float(b)
@@ -80,33 +132,148 @@ class BM25Scorer:
         norm.setflags(write=False)
         return norm
 
-    def score_all(self, snapshot: Snapshot, query: Query) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-        """Every document holding a query term and its score, ids ascending."""
-        terms = snapshot.analyzer.analyze(query.text) if query.text else []
-        if not terms or snapshot.n_docs == 0:
-            return np.empty(0, np.int64), np.empty(0, np.float64)
-        counted = sorted(Counter(terms).items())
-        postings = snapshot.postings([term for term, _ in counted])
-        ids = postings.ids
-        if ids.size == 0:
-            return np.empty(0, np.int64), np.empty(0, np.float64)
-        query_tf = np.array([count for _, count in counted], dtype=np.float64)
-        term_weight = (query_tf * lucene_idf(snapshot.n_docs, postings.doc_freq))[postings.term_index]
+    def _term(self, snapshot: Snapshot, term: str) -> _TermPostings | None:
+        """One term's ids and impacts ``tf * (k1 + 1) / (tf + norm(d))``; None if absent.
+
+        The impact is everything in the term's contribution except the query's
+        weight ``qtf * idf``, and it depends only on the snapshot and (k1, b),
+        so it is computed once per term and snapshot instead of once per query.
+        The expression is the per-query one, elementwise, so every value has
+        the same bits. Only the public snapshot API is used, so any snapshot
+        implementation gets the same cache.
+        """
+        postings = snapshot.postings([term])
+        if postings.ids.shape[0] == 0:
+            return None
         norm = snapshot.memo(("bm25.length_norm", self.k1, self.b), lambda: self._length_norm(snapshot))
         tf = postings.term_freqs
-        contributions = term_weight * (tf * (self.k1 + 1.0) / (tf + norm[ids]))
-        if ids.size >= _DENSE_RATIO * snapshot.n_docs:
-            dense = np.bincount(ids, weights=contributions, minlength=snapshot.n_docs).astype(np.float64)
-            hit = np.flatnonzero(dense > 0.0)
-            return hit.astype(np.int64), dense[hit]
-        unique_ids, inverse = np.unique(ids, return_inverse=True)
-        summed = np.bincount(inverse, weights=contributions).astype(np.float64)
-        return unique_ids.astype(np.int64), summed
+        impacts = tf * (self.k1 + 1.0) / (tf + norm[postings.ids])
+        impacts.setflags(write=False)
+        return _TermPostings(postings.ids, impacts)
+
+    def _contributions(self, snapshot: Snapshot, query: Query) -> _QueryPostings | None:
+        """The query's postings with their contributions, or ``None`` if none match.
+
+        A term's contribution to a document is ``qtf * idf`` times the term's
+        cached impact there, so a query looks its terms up, multiplies, and
+        concatenates: nothing per posting is recomputed.
+        """
+        terms = snapshot.analyzer.analyze(query.text) if query.text else []
+        if not terms or snapshot.n_docs == 0:
+            return None
+        # Distinct terms in sorted order: each document's score is summed over
+        # them in this order, the reference order every path below keeps.
+        distinct = sorted(set(terms))
+        if len(distinct) == len(terms):
+            query_tf = np.ones(len(distinct), dtype=np.float64)  # no repeats: skip counting
+        else:
+            counts = Counter(terms)
+            query_tf = np.array([counts[term] for term in distinct], dtype=np.float64)
+        # The per-term cache of this snapshot and (k1, b). Concurrent queries
+        # may both fill in the same term; they compute the same arrays, and a
+        # dict item assignment is atomic, so the race is harmless. Terms the
+        # snapshot lacks are not cached (queries could add those without end).
+        cache: dict[str, _TermPostings] = snapshot.memo(("bm25.terms", self.k1, self.b), dict)
+        found: list[_TermPostings | None] = []
+        for term in distinct:
+            entry = cache.get(term)
+            if entry is None:
+                entry = self._term(snapshot, term)
+                if entry is not None:
+                    cache[term] = entry
+            found.append(entry)
+        doc_freq = np.array([0 if entry is None else entry.ids.shape[0] for entry in found], dtype=np.int64)
+        weights = query_tf * lucene_idf(snapshot.n_docs, doc_freq)
+        # One pass over the query's few terms (never over postings): keep the
+        # present ones, and pick the seed term for score()'s threshold, the
+        # heaviest term among those with at least _MIN_SEED postings (its
+        # documents are likely to score high).
+        present: list[_TermPostings] = []
+        seed_key: tuple[bool, float] = (False, 0.0)
+        seed_ids: NDArray[np.int64] | None = None
+        single_weight = 0.0
+        for entry, weight in zip(found, weights.tolist(), strict=True):
+            if entry is not None:
+                present.append(entry)
+                single_weight = weight
+                key = (entry.ids.shape[0] >= _MIN_SEED, weight)
+                if key > seed_key:
+                    seed_key, seed_ids = key, entry.ids
+        if not present:
+            return None
+        if len(present) == 1:
+            # One term: its ids are already ascending and unique, and each score
+            # is that one contribution (a sum would add it to 0.0, which changes
+            # nothing): no copy of the ids, no accumulation.
+            return _QueryPostings(present[0].ids, single_weight * present[0].impacts, single=True)
+        ids = np.concatenate([entry.ids for entry in present])
+        contributions = np.concatenate([entry.impacts for entry in present])
+        # np.repeat with a zero count drops the absent terms' weights.
+        contributions *= np.repeat(weights, doc_freq)
+        return _QueryPostings(ids, contributions, single=False, seed_ids=seed_ids)
+
+    def _dense(self, snapshot: Snapshot, postings: _QueryPostings) -> NDArray[np.float64] | None:
+        """Scores of all N documents (0 where no term matches) if dense accumulation pays, else None."""
+        n_docs = snapshot.n_docs
+        if n_docs <= _DENSE_BELOW_DOCS or postings.ids.shape[0] >= _DENSE_RATIO * n_docs:
+            dense = np.bincount(postings.ids, weights=postings.contributions, minlength=n_docs)
+            return dense.astype(np.float64, copy=False)  # already float64: no copy, only the type
+        return None
+
+    @staticmethod
+    def _sparse(postings: _QueryPostings) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """Distinct ids (ascending) and summed scores, through a stable sort of the ids."""
+        ids = postings.ids
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        first = np.empty(sorted_ids.shape[0], dtype=np.bool_)
+        first[0] = True
+        np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=first[1:])
+        # slot[i]: the rank of posting i's document among the distinct ids, so
+        # np.bincount sums each document's contributions in posting (term) order.
+        slot = np.empty(ids.shape[0], dtype=np.int64)
+        slot[order] = np.cumsum(first) - 1
+        summed = np.bincount(slot, weights=postings.contributions).astype(np.float64, copy=False)
+        return sorted_ids[first], summed
+
+    def score_all(self, snapshot: Snapshot, query: Query) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """Every document holding a query term and its score, ids ascending."""
+        postings = self._contributions(snapshot, query)
+        if postings is None:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        if postings.single:
+            # The cached term's own (read-only) ids: callers get a copy of their own.
+            return postings.ids.copy(), postings.contributions
+        dense = self._dense(snapshot, postings)
+        if dense is None:
+            return self._sparse(postings)
+        hit = np.flatnonzero(dense > 0.0)
+        return hit, dense[hit]
 
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` best documents for ``query.text``; empty without text."""
         k = check_k(k)
-        ids, scores = self.score_all(snapshot, query)
-        if ids.size == 0:
+        postings = self._contributions(snapshot, query)
+        if postings is None:
             return Stream.empty()
-        return Stream(*top_k(ids, scores, k, snapshot))
+        if postings.single:
+            return Stream(*top_k(postings.ids, postings.contributions, k, snapshot))
+        dense = self._dense(snapshot, postings)
+        if dense is None:
+            return Stream(*top_k(*self._sparse(postings), k, snapshot))
+        seed_ids = postings.seed_ids
+        if seed_ids is not None and seed_ids.shape[0] >= k:
+            # Threshold seeding: the seed term's documents are >= k distinct
+            # documents with their full scores, so the k-th best of them is a
+            # floor under the k-th best overall. Only documents at or above the
+            # floor can make the top k (and the floor is > 0, so documents with
+            # no query term are out). top_k over those survivors returns exactly
+            # what it would over every matching document, but the survivors are
+            # found with one comparison over N instead of listing every match
+            # and partitioning them all.
+            seed_scores = dense[seed_ids]
+            floor = np.partition(seed_scores, seed_scores.shape[0] - k)[seed_scores.shape[0] - k]
+            survivors = np.flatnonzero(dense >= floor)
+        else:
+            survivors = np.flatnonzero(dense > 0.0)
+        return Stream(*top_k(survivors, dense[survivors], k, snapshot))
