@@ -140,6 +140,26 @@ class SearchResults(Sequence[Hit]):
         }
 
 
+_CHECKED: set[tuple[type, type]] = set()
+
+
+def _implements(value: object, protocol: type) -> bool:
+    """``isinstance(value, protocol)``, remembered per class (runtime protocol checks are slow).
+
+    Classes whose instances could lack an attribute their class has (objects
+    with ``__getattr__`` or per-instance ``__dict__`` tricks) are rare; a
+    class is cached only after an instance passes, and the scorer's methods
+    are called anyway, so a wrong cache hit still fails loudly.
+    """
+    pair = (type(value), protocol)
+    if pair in _CHECKED:
+        return True
+    if isinstance(value, protocol):
+        _CHECKED.add(pair)
+        return True
+    return False
+
+
 def _labels(scorers: Sequence[Scorer]) -> list[str]:
     seen: dict[str, int] = {}
     labels = []
@@ -223,9 +243,9 @@ def search_snapshot(
     if not scorers:
         raise InvalidParameterError("search needs at least one scorer")
     for scorer in scorers:
-        if not isinstance(scorer, Scorer):
+        if not _implements(scorer, Scorer):
             raise InvalidParameterError(f"{scorer!r} is not a Scorer (needs .name and .score)")
-    if not isinstance(fuser, Fuser):
+    if not _implements(fuser, Fuser):
         raise InvalidParameterError(f"{fuser!r} is not a Fuser (needs .name and .fuse)")
 
     labels = _labels(scorers)
@@ -240,8 +260,12 @@ def search_snapshot(
         raise ScorerOutputError(f"fuser {fuser.name!r} returned contributions for the wrong streams")
 
     ranks = [_rank_lookup(stream, fused.ids) for stream in streams]
+    keys = snapshot.keys_of(fused.ids)
+    # A damaged stored record costs a hit its fields, never its place: the
+    # ranking comes from postings and vectors, which are checked on their own.
+    fields = snapshot.fields_of(fused.ids)
     hits = []
-    for row, doc_id in enumerate(fused.ids.tolist()):
+    for row in range(len(fused)):
         signals = []
         for column, (stream, label) in enumerate(zip(streams, labels, strict=False)):
             rank = int(ranks[column][row])
@@ -253,14 +277,13 @@ def search_snapshot(
                     contribution=float(fused.contributions[row, column]),
                 )
             )
-        document = snapshot.document(doc_id)
         hits.append(
             Hit(
-                key=document.key,
+                key=keys[row],
                 rank=row + 1,
                 score=float(fused.scores[row]),
                 signals=tuple(signals),
-                fields=document.fields,
+                fields=fields[row],
             )
         )
     return SearchResults(hits, labels, str(fuser.name), snapshot.generation, depth)

@@ -321,6 +321,23 @@ class SegmentReader:
         except (ValueError, KeyError, TypeError):
             return None
 
+    def fields(self, local: int) -> dict[str, Any] | None:
+        """The stored fields of document ``local`` (no vector, no links), or ``None`` if damaged."""
+        blob = self._file.array("stored.blob")
+        offsets = self._array("stored.offsets", "<u8", self.n_docs + 1)
+        crcs = self._array("stored.crc", "<u4", self.n_docs)
+        start, end = int(offsets[local]), int(offsets[local + 1])
+        if not 0 <= start <= end <= blob.shape[0]:
+            return None
+        raw = blob[start:end]
+        if checksum(raw.tobytes()) != int(crcs[local]):
+            return None
+        try:
+            fields = json.loads(bytes(raw))["fields"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        return fields if isinstance(fields, dict) else None
+
     def record(self, local: int) -> bytes:
         """The raw stored record of document ``local``, checked against its CRC32C.
 
@@ -444,7 +461,7 @@ class SegmentReader:
             raise self._corrupt("postings sections disagree in size")
         ids = np.frombuffer(ids_raw[start * 4 : end * 4], dtype="<u4")
         tfs = np.frombuffer(tfs_raw[start * 4 : end * 4], dtype="<u4")
-        if int(crc32c.crc32c(tfs, crc32c.crc32c(ids))) != int(crcs[position]):
+        if int(crc32c.crc32c(tfs.tobytes(), crc32c.crc32c(ids.tobytes()))) != int(crcs[position]):
             raise self._corrupt(f"postings of term {term!r} fail their checksum")
         if ids.size and (
             int(ids[-1]) >= self.n_docs or bool(np.any(ids[1:] <= ids[:-1])) or int(tfs.min()) < 1
