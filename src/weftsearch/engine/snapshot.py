@@ -220,7 +220,7 @@ class Snapshot:
         ids = self._check_ids(ids)
         out = np.empty(ids.shape[0], dtype=object)
         for index, positions, local in self._split(ids):
-            out[positions] = self._parts[index].reader.keys()[local]
+            out[positions] = self._parts[index].reader.keys_at(local)
         return [str(key) for key in out]
 
     def key(self, doc_id: int) -> str:

@@ -288,6 +288,18 @@ class SegmentReader:
         result: NDArray[np.str_] = self._memo("keys", build)
         return result
 
+    def keys_at(self, local: NDArray[np.int64]) -> list[str]:
+        """Keys of some documents, decoded one by one (no full key-table decode). O(len(local))."""
+        if "keys" in self._cache:
+            return [str(key) for key in self._cache["keys"][local]]
+        blob, offsets = self._strings("keys", self.n_docs)
+        starts = offsets[local].tolist()
+        ends = offsets[local + 1].tolist()
+        try:
+            return [bytes(blob[a:b]).decode("utf-8") for a, b in zip(starts, ends, strict=True)]
+        except UnicodeDecodeError:
+            raise self._corrupt("a key is not valid UTF-8") from None
+
     def doc_lengths(self) -> NDArray[np.uint32]:
         """Analysed length of each document."""
         return self._array("doc.lengths", "<u4", self.n_docs)
