@@ -203,6 +203,7 @@ class Index:
         self._directory: IndexDirectory | None = None
         self._writer_lock: WriterLock | None = None
         self._readonly = False
+        self._loaded: Manifest | None = None  # the manifest a read-only index shows
 
     # ------------------------------------------------------------------ opening and closing
 
@@ -281,7 +282,7 @@ class Index:
                 return
             except FileNotFoundError:
                 newer = self._directory.read_manifest()
-                if newer.generation == manifest.generation:
+                if newer == manifest:  # a merge keeps the generation: compare all of it
                     break
                 manifest = newer
         try:
@@ -320,6 +321,7 @@ class Index:
             segment.deletes_file = entry.deletes
             segments.append(segment)
         self._segments = segments
+        self._loaded = manifest
         self._generation = manifest.generation
         self._next_segment = manifest.next_segment
         if manifest.vector_dim is not None:
@@ -339,7 +341,7 @@ class Index:
                 return changed
         assert self._directory is not None
         manifest = self._directory.read_manifest()
-        if manifest.generation == self._generation:
+        if manifest == self._loaded:
             return False
         with self._write_lock:
             self._load_current(manifest)

@@ -209,20 +209,34 @@ class PageRankScorer(_SeededGraphScorer):
             f"seed_n={self.seed_n}, keep_seeds={self.keep_seeds}, directed={self.directed})"
         )
 
-    def _transition(self, snapshot: Snapshot) -> tuple[sp.csr_array, NDArray[np.bool_]]:
-        """Column-stochastic walk matrix (as ``P.T``) and the mask of dangling documents."""
-        adjacency = _adjacency(snapshot, self.directed)
+    def _transition(self, snapshot: Snapshot) -> tuple[sp.csr_array, NDArray[np.bool_], NDArray[np.int64]]:
+        """Column-stochastic walk matrix (as ``P.T``), dangling mask, and id -> key position.
+
+        The walk runs over documents in *key order*, not internal-id order: a
+        sum of floats depends on the order of its terms, and internal ids are
+        renumbered by merges, so summing in id order would change scores in
+        the last bit after a merge. In key order, they never change.
+        """
+        n = snapshot.n_docs
+        order = np.argsort(snapshot.key_rank(np.arange(n, dtype=np.int64)), kind="stable")
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n, dtype=np.int64)
+        adjacency = sp.csr_array(_adjacency(snapshot, self.directed)[order][:, order])
+        adjacency.sort_indices()
         out_degree = np.asarray(adjacency.sum(axis=1)).ravel()
         dangling = out_degree == 0
         inverse = np.where(dangling, 0.0, 1.0 / np.where(dangling, 1.0, out_degree))
-        walk = (sp.diags_array(inverse) @ adjacency).T.tocsr()
-        return walk, dangling
+        walk = sp.csr_array((sp.diags_array(inverse) @ adjacency).T)
+        walk.sort_indices()
+        return walk, dangling, position
 
     def distribution(self, snapshot: Snapshot, seeds: NDArray[np.int64]) -> NDArray[np.float64]:
         """The personalised PageRank vector over all documents (sums to 1)."""
-        walk, dangling = snapshot.memo(("pagerank.walk", self.directed), lambda: self._transition(snapshot))
+        walk, dangling, position = snapshot.memo(
+            ("pagerank.walk", self.directed), lambda: self._transition(snapshot)
+        )
         restart = np.zeros(snapshot.n_docs)
-        restart[seeds] = 1.0 / seeds.shape[0]
+        restart[position[seeds]] = 1.0 / seeds.shape[0]
         rank = restart.copy()
         for _ in range(self.max_iterations):
             leaked = rank[dangling].sum()
@@ -231,7 +245,7 @@ class PageRankScorer(_SeededGraphScorer):
             rank = updated
             if change < self.tolerance:
                 break
-        return np.asarray(rank, dtype=np.float64)
+        return np.asarray(rank[position], dtype=np.float64)
 
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` documents with the highest personalised PageRank."""

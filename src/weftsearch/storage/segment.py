@@ -433,7 +433,9 @@ class SegmentReader:
     ) -> tuple[NDArray[np.uint8], NDArray[np.uint64], NDArray[np.uint64], NDArray[np.uint32]]:
         def build() -> tuple[Any, ...]:
             blob, offsets = self._strings("terms", self.n_terms)
-            total = int(self._file.array("post.ids").shape[0])
+            # The size, not the array: reading the array would verify the whole
+            # section, and postings are verified term by term.
+            total = self._file.size("post.ids") // 4
             postings = self._array("post.offsets", "<u8", self.n_terms + 1)
             _check_offsets(postings, self.n_terms, total, "postings", self.path)
             crcs = self._array("post.crc", "<u4", self.n_terms)
@@ -556,6 +558,7 @@ def merge_columns(sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]]) ->
     records: list[bytes] = []
     link_targets: list[str] = []
     vocabularies: list[list[str]] = []
+    used_terms: set[str] = set()
     posting_parts: list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.uint32]]] = []
     dims = {reader.vector_dim for reader, _ in sources} - {None}
     if len(dims) > 1:
@@ -577,12 +580,17 @@ def merge_columns(sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]]) ->
             link_counts.append(len(targets))
         rows = reader.vector_rows()[local]
         rows_present.append(rows >= 0)
-        matrices.append(reader.vector_matrix()[rows[rows >= 0]])
+        block = reader.vector_matrix()[rows[rows >= 0]]
+        # A segment sealed before the first vector arrived has width 0.
+        matrices.append(block.reshape(block.shape[0], vector_dim or 0))
         terms, term_of, doc_of, tf_of = reader.all_postings()
         keep = live[doc_of]
         vocabularies.append(terms)
+        # Terms only deleted documents held do not survive the merge (a fresh
+        # build of the same documents would not have them either).
+        used_terms.update(terms[t] for t in np.unique(term_of[keep]).tolist())
         posting_parts.append((term_of[keep], new_index[doc_of[keep]], tf_of[keep]))
-    vocabulary = sorted(set().union(*vocabularies)) if vocabularies else []
+    vocabulary = sorted(used_terms)
     merged_vocabulary = np.array(vocabulary, dtype=np.str_)
     term_of_posting, doc_of_posting, tf_of_posting = [], [], []
     for terms, (term_of, doc_of, tf_of) in zip(vocabularies, posting_parts, strict=True):
