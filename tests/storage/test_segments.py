@@ -926,3 +926,18 @@ def test_lock_file_is_the_only_unnamed_file(committed_index: Path) -> None:
     named = {s["name"] for s in body["segments"]} | {s["deletes"] for s in body["segments"] if s["deletes"]}
     assert {p.name for p in committed_index.iterdir()} == named | {MANIFEST, LOCK}
     assert os.path.getsize(committed_index / LOCK) == 0
+
+
+def test_background_merge_runs_after_commits_and_keeps_rankings(tmp_path: Path) -> None:
+    path = tmp_path / "bg"
+    with Index.create(path, merge_policy=MergePolicy(factor=2), background_merge=True) as index:
+        for batch in range(4):
+            index.add_many([Document(f"d{batch}-{i}", f"alpha beta {batch} {i}") for i in range(5)])
+            index.commit()
+            index.wait_for_merges()
+        before = [hit.to_dict() for hit in index.search("alpha beta 2", 10, RRF(), BM25Scorer())]
+        assert index.segment_count < 4
+    reopened = Index.open(path, readonly=True)
+    assert reopened.segment_count < 4
+    assert [hit.to_dict() for hit in reopened.search("alpha beta 2", 10, RRF(), BM25Scorer())] == before
+    assert len(reopened) == 20

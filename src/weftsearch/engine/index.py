@@ -169,6 +169,11 @@ class Index:
         vector_dim: the width every document vector must have; ``None`` takes
             the width of the first vector added.
         merge_policy: when segments are merged (see :class:`MergePolicy`).
+        background_merge: after each commit, merge in a background thread
+            when the policy asks for it (otherwise merging happens only on
+            :meth:`merge`). Searches never wait for it; writes wait only for
+            its short install step. An error in it is raised by the next
+            :meth:`commit` or :meth:`wait_for_merges`.
 
     An index made with the constructor lives in memory; :meth:`create` and
     :meth:`open` tie it to a directory, and :meth:`commit` writes it there.
@@ -181,6 +186,7 @@ class Index:
         *,
         vector_dim: int | None = None,
         merge_policy: MergePolicy | None = None,
+        background_merge: bool = False,
     ) -> None:
         self._analyzer = get_analyzer(analyzer) if isinstance(analyzer, str) else analyzer
         if not isinstance(self._analyzer, Analyzer):
@@ -191,6 +197,9 @@ class Index:
             raise InvalidParameterError(f"vector_dim must be a positive integer, got {vector_dim!r}")
         self._vector_dim = vector_dim
         self._policy = merge_policy or MergePolicy()
+        self._background_merge = bool(background_merge)
+        self._merger: threading.Thread | None = None
+        self._merge_error: BaseException | None = None
         self._segments: list[_Segment] = []
         self._pending: dict[str, SegmentDocument] = {}
         self._generation = 0
@@ -216,6 +225,7 @@ class Index:
         vector_dim: int | None = None,
         overwrite: bool = False,
         merge_policy: MergePolicy | None = None,
+        background_merge: bool = False,
     ) -> Index:
         """Create an empty index stored at ``path``, take its writer lock, and commit it.
 
@@ -225,7 +235,9 @@ class Index:
             IndexLockedError: another writer holds the directory.
 
         """
-        index = cls(analyzer, vector_dim=vector_dim, merge_policy=merge_policy)
+        index = cls(
+            analyzer, vector_dim=vector_dim, merge_policy=merge_policy, background_merge=background_merge
+        )
         directory = IndexDirectory(Path(path))
         directory.prepare_new(overwrite)
         index._writer_lock = WriterLock(directory.path)
@@ -241,6 +253,7 @@ class Index:
         *,
         readonly: bool = False,
         merge_policy: MergePolicy | None = None,
+        background_merge: bool = False,
     ) -> Index:
         """Open the index stored at ``path`` with the analyzer it was created with.
 
@@ -260,7 +273,12 @@ class Index:
         writer_lock = None if readonly else WriterLock(directory.path)
         try:
             manifest = directory.read_manifest()
-            index = cls(manifest.analyzer, vector_dim=manifest.vector_dim, merge_policy=merge_policy)
+            index = cls(
+                manifest.analyzer,
+                vector_dim=manifest.vector_dim,
+                merge_policy=merge_policy,
+                background_merge=background_merge and not readonly,
+            )
             index._directory = directory
             index._writer_lock = writer_lock
             index._readonly = readonly
@@ -349,7 +367,13 @@ class Index:
         return True
 
     def close(self) -> None:
-        """Release the writer lock (uncommitted changes are discarded). Idempotent."""
+        """Wait for a background merge, then release the writer lock. Idempotent.
+
+        Uncommitted changes are discarded.
+        """
+        merger = self._merger
+        if merger is not None and merger is not threading.current_thread():
+            merger.join()
         if self._writer_lock is not None:
             self._writer_lock.release()
             self._writer_lock = None
@@ -630,6 +654,7 @@ class Index:
         if self._directory is None:
             raise IndexStorageError("this index lives in memory; use Index.create(path) to persist")
         self._check_writable()
+        self._raise_merge_error()
         directory = self._directory
         with self._commit_lock:
             with self._write_lock:
@@ -683,7 +708,36 @@ class Index:
                 self._next_segment = next_segment
                 self._publish()
             directory.sweep(manifest)
-            return generation
+        self._after_commit()
+        return generation
+
+    def _after_commit(self) -> None:
+        """Start a background merge if the policy wants one and none is running."""
+        if not self._background_merge or (self._merger is not None and self._merger.is_alive()):
+            return
+        if not self._policy.select([s.live for s in self._segments]):
+            return
+
+        def run() -> None:
+            try:
+                self.merge()
+            except BaseException as exc:  # surfaced by the next commit / wait_for_merges
+                self._merge_error = exc
+
+        self._merger = threading.Thread(target=run, name="weft-search-merge", daemon=True)
+        self._merger.start()
+
+    def wait_for_merges(self) -> None:
+        """Block until a background merge in progress ends; re-raise its error, if any."""
+        merger = self._merger
+        if merger is not None:
+            merger.join()
+        self._raise_merge_error()
+
+    def _raise_merge_error(self) -> None:
+        error, self._merge_error = self._merge_error, None
+        if error is not None:
+            raise error
 
     # ------------------------------------------------------------------ merge
 
