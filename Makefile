@@ -41,6 +41,7 @@ slow: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/bm25_vs_bm25s.py
+	$(BIN)/python bench/persistence.py
 
 wheel: $(VENV)/.installed-dev
 	rm -rf dist
