@@ -241,9 +241,13 @@ class Index:
         directory = IndexDirectory(Path(path))
         directory.prepare_new(overwrite)
         index._writer_lock = WriterLock(directory.path)
-        index._directory = directory
-        directory.publish(index._manifest([]))
-        directory.sweep(index._manifest([]))
+        try:
+            index._directory = directory
+            directory.publish(index._manifest([]))
+            directory.sweep(index._manifest([]))
+        except BaseException:
+            index.close()  # a failed create must not keep the directory locked
+            raise
         return index
 
     @classmethod

@@ -259,10 +259,14 @@ def search_snapshot(
     if fused.contributions.shape[1] != len(streams):
         raise ScorerOutputError(f"fuser {fuser.name!r} returned contributions for the wrong streams")
 
+    # A document whose stored record is damaged is reported absent, as
+    # Index.get does; the others keep their places and scores.
+    damaged = snapshot.damaged(fused.ids)
+    if damaged.any():
+        keep = ~damaged
+        fused = FusedStream(fused.ids[keep], fused.scores[keep], fused.contributions[keep])
     ranks = [_rank_lookup(stream, fused.ids) for stream in streams]
     keys = snapshot.keys_of(fused.ids)
-    # A damaged stored record costs a hit its fields, never its place: the
-    # ranking comes from postings and vectors, which are checked on their own.
     fields = snapshot.fields_of(fused.ids)
     hits = []
     for row in range(len(fused)):

@@ -89,7 +89,10 @@ class _LazyFields(Mapping[str, FieldValue]):
 
     def _load(self) -> dict[str, FieldValue]:
         if self._fields is None:
-            self._fields = self._reader.fields(self._doc) or {}
+            fields = self._reader.fields(self._doc)
+            if fields is None:
+                raise CorruptIndexError(f"{self._reader.path}: stored document {self._doc} is damaged")
+            self._fields = fields
         return self._fields
 
     def __getitem__(self, name: str) -> FieldValue:
@@ -294,12 +297,22 @@ class Snapshot:
         [(index, _, local)] = self._split(ids)
         return self._parts[index].reader.document(int(local[0]))
 
+    def damaged(self, ids: IdArray) -> NDArray[np.bool_]:
+        """Which of ``ids`` have a stored record that fails its checksum (reported absent)."""
+        ids = self._check_ids(ids)
+        out = np.zeros(ids.shape[0], dtype=bool)
+        for index, positions, local in self._split(ids):
+            reader = self._parts[index].reader
+            out[positions] = [not reader.record_ok(doc) for doc in local.tolist()]
+        return out
+
     def fields_of(self, ids: IdArray) -> list[Mapping[str, FieldValue]]:
         """Stored fields of many documents, decoded only when first read. O(len(ids)).
 
         Cheaper than :meth:`document`: no vector copy, no links, and nothing
-        decoded for a hit whose fields nobody looks at. A damaged stored
-        record reads as no fields (its ranking comes from checked postings).
+        decoded for a hit whose fields nobody looks at. Reading the fields of
+        a damaged record raises :class:`CorruptIndexError` (search leaves such
+        documents out: see :meth:`damaged`).
         """
         ids = self._check_ids(ids)
         out: list[Mapping[str, FieldValue]] = [_NO_FIELDS] * int(ids.shape[0])

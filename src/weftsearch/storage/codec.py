@@ -256,11 +256,15 @@ class SectionFile:
     def verify(self) -> list[str]:
         """Check every section's checksum; return one message per damaged section."""
         problems = []
-        ends = [entry.offset + entry.length for entry in self._entries.values()]
-        starts = [*[entry.offset for entry in self._entries.values()][1:], len(self._buffer)]
-        for (name, entry), end, next_start in zip(self._entries.items(), ends, starts, strict=True):
+        count = _HEADER.unpack_from(self._buffer, 0)[2]
+        table_end = _HEADER_SIZE + _ENTRY_SIZE * count
+        previous_end, previous = table_end + _pad(table_end), "the section table"
+        for name, entry in self._entries.items():
             if checksum(self.raw(name)) != entry.crc:
                 problems.append(f"{self.path}: section {name!r} checksum mismatch")
-            if any(self._buffer[end:next_start]):
-                problems.append(f"{self.path}: padding after section {name!r} is not zero")
+            if any(self._buffer[previous_end : entry.offset]):
+                problems.append(f"{self.path}: padding after {previous} is not zero")
+            previous_end, previous = entry.offset + entry.length, f"section {name!r}"
+        if any(self._buffer[previous_end:]):
+            problems.append(f"{self.path}: padding after {previous} is not zero")
         return problems

@@ -146,7 +146,7 @@ class Manifest:
             )
         except (CorruptIndexError, FormatVersionError):
             raise
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as exc:
             raise CorruptIndexError(f"{where}: manifest does not decode ({exc})") from None
         for entry in manifest.segments:
             if not _OWNED.match(entry.name) or (
@@ -178,6 +178,11 @@ def read_tombstones(path: Path, documents: int, deleted: int) -> NDArray[np.bool
     section_file = SectionFile(path)  # FileNotFoundError propagates: the caller may retry
     counts = section_file.array("count")
     bits = section_file.array("bits")
+    problems = section_file.verify()  # a few bytes: check the padding as well
+    if problems:
+        raise CorruptIndexError(problems[0])
+    if counts.dtype.str != "<u8" or bits.dtype.str != "|u1":
+        raise CorruptIndexError(f"{path}: tombstone sections have the wrong element types")
     if counts.shape[0] != 2 or int(counts[0]) != documents or bits.shape[0] != (documents + 7) // 8:
         raise CorruptIndexError(f"{path}: tombstones do not match their segment")
     mask = np.unpackbits(np.asarray(bits, dtype=np.uint8), count=documents, bitorder="little").astype(bool)

@@ -1,0 +1,618 @@
+"""Corruption sweeps: damage every file of a small committed index, byte by byte.
+
+The index (built once per module) holds 14 documents with text, vectors,
+links, times and fields in two segments, with one tombstone file (a delete
+and an upsert into the first segment). The golden answers are read from the
+pristine directory: every key's stored document (or its absence) and the
+ranked keys, fused scores and per-signal ranks and scores of a fixed set of
+text, vector, hybrid, graph and recency queries.
+
+Each damaged copy is opened read-only, scrubbed, read key by key with
+``get`` and searched with every query. Every case must end in one of:
+
+* ``refused``: ``Index.open`` raised ``CorruptIndexError``/``FormatVersionError``;
+* ``error``: a later read raised one of them (the first read touching the damage);
+* ``absent``: a damaged stored document is reported absent (``UnknownKeyError``
+  saying it is damaged, and left out of search hits) while everything else,
+  the other hits' order, scores and explanations included, equals the golden answers;
+* ``scrub-only``: every read equals the golden answers (the damage is in bytes
+  no read needs, such as padding) and ``scrub()`` names it.
+
+In every case that open did not refuse, ``scrub()`` must report a problem.
+Never another exception type, never a wrong document, ranking or score,
+never a hang: each case runs under a ``SIGALRM`` deadline (``CASE_SECONDS``).
+
+Sampling. Flips XOR a byte with 0xFF. The default run flips every byte of
+the MANIFEST and of the tombstone file, and, in each segment (about 4 KB),
+every byte of the header, the section table and the zero gap after it, the
+first 4 and last 4 bytes of every section and the first byte of its padding,
+plus every 4th byte elsewhere. The ``slow`` sweep flips every byte of every
+file both with 0xFF and with a single bit (bit ``offset % 8``). Truncations
+cut every file at every 1/50th of its length, at every section and padding
+boundary, at 1 and at length - 1; extensions append one 0xFF byte and 64
+zero bytes. Version cases set the header's (or manifest's) format version to
+2 with every checksum re-sealed, and must end in ``FormatVersionError``.
+Inner-checksum cases damage each stored record and each term's postings and
+re-seal the section checksum, so only the per-record and per-term checksums
+can notice. ``write.lock`` (empty, never read by readers) is not swept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import signal
+import struct
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+
+import numpy as np
+import pytest
+
+from weftsearch import (
+    RRF,
+    BM25Scorer,
+    Document,
+    Fuser,
+    GraphScorer,
+    Index,
+    PageRankScorer,
+    Query,
+    RecencyScorer,
+    ScoreFusion,
+    Scorer,
+    SearchResults,
+    VectorScorer,
+)
+from weftsearch.errors import CorruptIndexError, FormatVersionError, UnknownKeyError
+from weftsearch.storage import LOCK, MANIFEST, checksum
+
+#: Wall-clock limit of one damaged case (open, scrub, every get, every query).
+CASE_SECONDS = 10.0
+ALLOWED = (CorruptIndexError, FormatVersionError)
+DIM = 8
+WORDS = [
+    "graph",
+    "search",
+    "vector",
+    "sparse",
+    "dense",
+    "retrieval",
+    "ranking",
+    "fusion",
+    "citation",
+    "recency",
+    "index",
+    "query",
+    "term",
+    "segment",
+    "merge",
+    "tombstone",
+]
+KEYS = [f"doc-{i:02d}" for i in range(14)]
+QUERY_VECTOR = np.random.default_rng(99).standard_normal(DIM).astype(np.float32)
+
+
+# ---------------------------------------------------------------------- the index
+
+
+def make_document(i: int, version: int = 0) -> Document:
+    rng = np.random.default_rng(1000 * version + i)
+    text = " ".join(str(w) for w in rng.choice(WORDS, size=int(rng.integers(3, 10))))
+    return Document(
+        KEYS[i],
+        f"{text} {'upserted' if version else ''}",
+        vector=rng.standard_normal(DIM).astype(np.float32),
+        links=tuple(KEYS[(3 * i + j) % len(KEYS)] for j in range(1, 1 + i % 4)),
+        time=1.7e9 + 86400.0 * i + 3600.0 * version,
+        fields={"title": f"Title {i} é", "year": 2000 + i, "weight": i / 4, "even": i % 2 == 0},
+    )
+
+
+def build_index(path: Path) -> None:
+    """Two segments, one tombstone file (doc-03 deleted, doc-05 upserted into segment 2)."""
+    with Index.create(path, vector_dim=DIM) as index:
+        index.add_many([make_document(i) for i in range(7)])
+        index.commit()
+        index.add_many([make_document(i) for i in range(7, 14)])
+        index.add(make_document(5, version=1))
+        index.delete("doc-03")
+        index.commit()
+
+
+def _hits(results: SearchResults) -> list[dict[str, object]]:
+    return [hit.to_dict() for hit in results]
+
+
+def _probe(query: Query, k: int, fuser: Fuser, *scorers: Scorer) -> Callable[[Index], object]:
+    def run(index: Index) -> object:
+        return _hits(index.search(query, k, fuser, *scorers))
+
+    return run
+
+
+#: The fixed reads compared with the golden answers (besides every ``get``).
+PROBES: tuple[tuple[str, Callable[[Index], object]], ...] = (
+    ("text", _probe(Query("graph search"), 10, RRF(), BM25Scorer())),
+    (
+        "hybrid",
+        _probe(Query("vector retrieval", vector=QUERY_VECTOR), 10, RRF(), BM25Scorer(), VectorScorer()),
+    ),
+    ("vector-k-beyond-corpus", _probe(Query(vector=QUERY_VECTOR), 50, RRF(), VectorScorer())),
+    (
+        "graph-explicit-seeds",
+        _probe(Query(seeds=("doc-01", "doc-09")), 20, RRF(), GraphScorer(keep_seeds=True)),
+    ),
+    (
+        "graph-seeded-by-text",
+        _probe(
+            Query("citation ranking merge"),
+            10,
+            RRF(),
+            BM25Scorer(),
+            GraphScorer(BM25Scorer(), seed_n=3),
+            PageRankScorer(BM25Scorer(), seed_n=3),
+        ),
+    ),
+    (
+        "recency",
+        _probe(Query("index term"), 10, ScoreFusion(), BM25Scorer(), RecencyScorer(timedelta(days=3))),
+    ),
+    ("upserted-text", _probe(Query("upserted"), 10, RRF(), BM25Scorer())),
+    ("empty-result", _probe(Query("zzzunknownword"), 10, RRF(), BM25Scorer(), VectorScorer())),
+    ("keys", lambda index: index.keys()),
+    ("len", len),
+)
+
+DocSignature = tuple[object, ...]
+
+
+def signature(document: Document) -> DocSignature:
+    """Everything a stored document carries, bit-exact (vector bytes, field types)."""
+    vector = None if document.vector is None else document.vector.tobytes()
+    fields = tuple(sorted((k, type(v).__name__, v) for k, v in document.fields.items()))
+    return (document.key, document.text, vector, document.links, document.timestamp, fields)
+
+
+@dataclass(frozen=True)
+class Golden:
+    """The pristine index's answers. ``documents[key]`` is ``None`` for an absent key."""
+
+    documents: dict[str, DocSignature | None]
+    probes: dict[str, object]
+    owner: dict[str, str]  # key -> the segment file holding its live copy
+
+
+def read_golden(path: Path) -> Golden:
+    index = Index.open(path, readonly=True)
+    assert index.scrub().ok
+    documents: dict[str, DocSignature | None] = {}
+    for key in [*KEYS, "doc-99"]:
+        try:
+            documents[key] = signature(index.get(key))
+        except UnknownKeyError:
+            documents[key] = None
+    probes = {name: probe(index) for name, probe in PROBES}
+    # By construction: segment 1 holds doc-00..06 (doc-03 deleted, doc-05 superseded),
+    # segment 2 holds doc-07..13 and the upserted doc-05.
+    owner = {key: "seg-000001.wseg" for key in KEYS[:7] if key not in ("doc-03", "doc-05")}
+    owner.update({key: "seg-000002.wseg" for key in [*KEYS[7:], "doc-05"]})
+    index.close()
+    return Golden(documents, probes, owner)
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("pristine") / "index"
+    build_index(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def golden(pristine: Path) -> Golden:
+    with deadline(CASE_SECONDS):
+        return read_golden(pristine)
+
+
+def test_fixture_index_shape(pristine: Path, golden: Golden) -> None:
+    names = sorted(p.name for p in pristine.iterdir())
+    assert names == [MANIFEST, "seg-000001.del-000004", "seg-000001.wseg", "seg-000002.wseg", LOCK]
+    assert golden.documents["doc-03"] is None and golden.documents["doc-99"] is None
+    assert sum(d is not None for d in golden.documents.values()) == 13
+    upserted = golden.documents["doc-05"]
+    assert upserted is not None and "upserted" in str(upserted[1])
+    assert golden.probes["len"] == 13
+    for name in ("text", "hybrid", "graph-explicit-seeds", "graph-seeded-by-text", "recency"):
+        assert golden.probes[name], name  # every probe has hits to compare
+    assert golden.probes["empty-result"] == []
+
+
+# ---------------------------------------------------------------------- cases
+
+
+@dataclass(frozen=True)
+class Case:
+    """One damaged copy of one file."""
+
+    file: str
+    label: str
+    data: bytes
+    expect: type[Exception] | None = None  # an outcome that must be exactly this error at open
+    region: str = ""  # what the damaged byte belonged to (header, table, a section, padding)
+
+
+def regions(data: bytes) -> list[tuple[int, int, str]]:
+    """(start, end, name) spans of a section file, read from its table as docs/FORMAT.md lays it out."""
+    count = struct.unpack_from("<I", data, 12)[0]
+    table_end = 64 + 64 * count
+    data_start = table_end + (-table_end) % 64
+    spans = [(0, 64, "header"), (64, table_end, "table"), (table_end, data_start, "table-gap")]
+    extents = []
+    for position in range(count):
+        raw_name, _, offset, length, _, _ = struct.unpack_from("<24s8sQQQI", data, 64 + 64 * position)
+        extents.append((int(offset), int(offset + length), raw_name.rstrip(b"\x00").decode("ascii")))
+    for position, (start, end, name) in enumerate(extents):
+        following = extents[position + 1][0] if position + 1 < len(extents) else len(data)
+        spans.append((start, end, name))
+        spans.append((end, following, f"padding after {name}"))
+    return [span for span in spans if span[1] > span[0]]
+
+
+def region_of(spans: list[tuple[int, int, str]], offset: int) -> str:
+    for start, end, name in spans:
+        if start <= offset < end:
+            return name
+    return "whole file"
+
+
+def sampled_offsets(data: bytes, spans: list[tuple[int, int, str]] | None, full: bool) -> list[int]:
+    if full or spans is None or len(data) <= 1024:
+        return list(range(len(data)))
+    data_start = max(end for _, end, name in spans if name in ("header", "table", "table-gap"))
+    chosen: set[int] = set(range(min(len(data), data_start)))
+    for start, end, name in spans:
+        if name.startswith("padding"):
+            chosen.add(start)
+        elif name not in ("header", "table", "table-gap"):
+            chosen.update(range(start, min(end, start + 4)))
+            chosen.update(range(max(start, end - 4), end))
+    chosen.update(range(0, len(data), 4))
+    return sorted(chosen)
+
+
+def flip_cases(name: str, data: bytes, full: bool) -> list[Case]:
+    spans = regions(data) if name != MANIFEST else None
+    cases = []
+    for offset in sampled_offsets(data, spans, full):
+        where = region_of(spans, offset) if spans else "manifest"
+        patterns = [0xFF, 1 << (offset % 8)] if full else [0xFF]
+        for pattern in patterns:
+            damaged = bytearray(data)
+            damaged[offset] ^= pattern
+            label = f"xor {pattern:#04x} at {offset} ({where})"
+            cases.append(
+                Case(name, label, bytes(damaged), region=where.replace("padding after ", "padding:"))
+            )
+    return cases
+
+
+def cut_points(name: str, data: bytes) -> list[int]:
+    points = {len(data) * i // 50 for i in range(50)} | {1, len(data) - 1}
+    if name != MANIFEST:
+        for start, end, _ in regions(data):
+            points.update((start, end))
+    else:
+        points.update(i for i, byte in enumerate(data) if byte == ord("\n"))
+    return sorted(p for p in points if 0 <= p < len(data))
+
+
+def truncation_cases(name: str, data: bytes) -> list[Case]:
+    cases = [Case(name, f"truncated to {n} of {len(data)} bytes", data[:n]) for n in cut_points(name, data)]
+    cases.append(Case(name, "extended by one 0xff byte", data + b"\xff"))
+    cases.append(Case(name, "extended by 64 zero bytes", data + bytes(64)))
+    return cases
+
+
+def version_case(name: str, data: bytes) -> Case:
+    """The format version set to 2 with every checksum re-sealed: must be FormatVersionError."""
+    if name == MANIFEST:
+        body = json.loads(data)["body"]
+        body["version"] = 2
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        sealed = json.dumps({"body": body, "crc32c": checksum(canonical)}, sort_keys=True, indent=1)
+        return Case(name, "manifest version 2, re-sealed", sealed.encode(), FormatVersionError)
+    damaged = bytearray(data)
+    struct.pack_into("<I", damaged, 8, 2)
+    struct.pack_into("<I", damaged, 28, checksum(bytes(damaged[:28]) + bytes(damaged[32:64])))
+    return Case(name, "section-file version 2, header re-sealed", bytes(damaged), FormatVersionError)
+
+
+def reseal_section(data: bytearray, name: str) -> None:
+    """Recompute section ``name``'s CRC32C in the table, then the table's and the header's."""
+    count = struct.unpack_from("<I", data, 12)[0]
+    table_end = 64 + 64 * count
+    for position in range(count):
+        at = 64 + 64 * position
+        raw_name, _, offset, length, _, _ = struct.unpack_from("<24s8sQQQI", data, at)
+        if raw_name.rstrip(b"\x00").decode("ascii") == name:
+            struct.pack_into("<I", data, at + 56, checksum(bytes(data[offset : offset + length])))
+    struct.pack_into("<I", data, 24, checksum(bytes(data[64 : table_end + (-table_end) % 64])))
+    struct.pack_into("<I", data, 28, checksum(bytes(data[:28]) + bytes(data[32:64])))
+
+
+def inner_checksum_cases(name: str, data: bytes) -> list[Case]:
+    """Damage one stored record, or one term's postings, and re-seal the section checksum.
+
+    Only the per-record (``stored.crc``) and per-term (``post.crc``) checksums
+    can then notice: a damaged record must read as absent, a damaged posting
+    list must fail the query that reads it, and scrub must name both.
+    """
+    spans = {section: (start, end) for start, end, section in regions(data)}
+    blob_start = spans["stored.blob"][0]
+    offsets_start, offsets_end = spans["stored.offsets"]
+    bounds = np.frombuffer(data[offsets_start:offsets_end], dtype="<u8").tolist()
+    cases = []
+    for local, (first, last) in enumerate(itertools.pairwise(bounds)):
+        damaged = bytearray(data)
+        damaged[blob_start + (first + last) // 2] ^= 0xFF
+        reseal_section(damaged, "stored.blob")
+        label = f"stored record {local} damaged, section checksum re-sealed"
+        cases.append(Case(name, label, bytes(damaged), region=f"record:{local}"))
+    ids_start = spans["post.ids"][0]
+    offsets_start, offsets_end = spans["post.offsets"]
+    bounds = np.frombuffer(data[offsets_start:offsets_end], dtype="<u8").tolist()
+    for term, (first, last) in enumerate(itertools.pairwise(bounds)):
+        if last > first:
+            damaged = bytearray(data)
+            damaged[ids_start + 4 * first] ^= 0x01
+            reseal_section(damaged, "post.ids")
+            label = f"postings of term {term} damaged, section checksum re-sealed"
+            cases.append(Case(name, label, bytes(damaged), region="postings"))
+    return cases
+
+
+# ---------------------------------------------------------------------- running a case
+
+
+class CaseTimeout(BaseException):
+    """A case ran past its deadline (BaseException: no library ``except Exception`` swallows it)."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise :class:`CaseTimeout` in the block after ``seconds`` (SIGALRM; main thread, POSIX)."""
+    if not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise CaseTimeout(f"case ran past {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class PropertyViolationError(Exception):
+    """A case broke the property (wrong answer, undetected damage, wrong outcome)."""
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``data`` as a new inode, so maps of the previous bytes never see it change."""
+    temporary = path.with_name(path.name + ".swap")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
+
+
+def first_difference(got: object, want: object, path: str = "") -> str:
+    """Where two answers (nested lists and dicts) first differ, as ``path: got != want``."""
+    if isinstance(got, list) and isinstance(want, list):
+        for position, (a, b) in enumerate(zip(got, want, strict=False)):
+            if a != b:
+                label = a.get("key", position) if isinstance(a, dict) else position
+                return first_difference(a, b, f"{path}[{label}]")
+        return f"{path}: {len(got)} items != {len(want)}"
+    if isinstance(got, dict) and isinstance(want, dict):
+        for key in sorted(set(got) | set(want), key=str):
+            if got.get(key) != want.get(key):
+                return first_difference(got.get(key), want.get(key), f"{path}.{key}")
+    return f"{path}: {got!r} != {want!r}"
+
+
+def _without(answer: object, absent: list[str]) -> object:
+    """A golden hit list with the documents reported absent left out, ranks renumbered.
+
+    Search reports a document whose stored record is damaged absent, as get()
+    does; every other hit must keep its order, scores and explanations.
+    """
+    if not absent or not isinstance(answer, list) or not all(isinstance(h, dict) for h in answer):
+        return answer
+    kept = [dict(hit) for hit in answer if hit.get("key") not in absent]
+    for rank, hit in enumerate(kept, start=1):
+        hit["rank"] = rank
+    return kept
+
+
+def run_case(directory: Path, golden: Golden, case: Case) -> str:
+    """Open, scrub, read and search the damaged copy; return the outcome or raise PropertyViolationError."""
+    try:
+        index = Index.open(directory, readonly=True)
+    except ALLOWED as exc:
+        if case.expect is not None and not isinstance(exc, case.expect):
+            raise PropertyViolationError(f"expected {case.expect.__name__}, got {exc!r}") from None
+        return "refused"
+    if case.expect is not None:
+        raise PropertyViolationError(f"expected {case.expect.__name__} at open, but the index opened")
+    try:
+        report = index.scrub()
+        errors = 0
+        absent: list[str] = []
+        for key, expected in golden.documents.items():
+            try:
+                got: DocSignature | None = signature(index.get(key))
+            except UnknownKeyError as exc:
+                if expected is not None and "damaged" in str(exc):
+                    absent.append(key)
+                    continue
+                got = None
+            except ALLOWED:
+                errors += 1
+                continue
+            if got != expected:
+                raise PropertyViolationError(f"get({key!r}) returned {got!r}, golden {expected!r}")
+        for name, probe in PROBES:
+            try:
+                answer = probe(index)
+            except ALLOWED:
+                errors += 1
+                continue
+            wanted = _without(golden.probes[name], absent)
+            if answer != wanted:
+                where = first_difference(answer, wanted)
+                raise PropertyViolationError(f"query {name!r} silently differs from golden at {where}")
+    finally:
+        index.close()
+    if report.ok:
+        raise PropertyViolationError("open accepted the damaged copy and scrub() reported nothing")
+    for key in absent:
+        if golden.owner.get(key) != case.file:
+            raise PropertyViolationError(f"{key!r} reported damaged, but {case.file} does not hold it")
+    if errors:
+        return "error"
+    if absent:
+        return "absent"
+    return "scrub-only"
+
+
+@dataclass
+class SweepResult:
+    outcomes: Counter[str]
+    failures: list[str]
+    seconds: float
+    slowest: float
+    scrub_only: Counter[str]  # region of each case only scrub noticed
+
+    def summary(self, title: str) -> str:
+        counts = ", ".join(f"{k}={v}" for k, v in sorted(self.outcomes.items()))
+        quiet = ", ".join(f"{k}={v}" for k, v in sorted(self.scrub_only.items()))
+        return (
+            f"{title}: {sum(self.outcomes.values())} cases in {self.seconds:.1f} s "
+            f"(slowest {self.slowest * 1000:.0f} ms): {counts}; {len(self.failures)} failures"
+            + (f"; scrub-only by region: {quiet}" if quiet else "")
+        )
+
+
+def sweep(pristine: Path, workdir: Path, golden: Golden, cases: list[Case]) -> SweepResult:
+    """Run every case on a copy of ``pristine``, restoring the damaged file after each."""
+    directory = workdir / "index"
+    shutil.copytree(pristine, directory)
+    originals = {p.name: p.read_bytes() for p in directory.iterdir()}
+    outcomes: Counter[str] = Counter()
+    scrub_only: Counter[str] = Counter()
+    failures: list[str] = []
+    slowest = 0.0
+    started = time.perf_counter()
+    for case in cases:
+        target = directory / case.file
+        _replace(target, case.data)
+        began = time.perf_counter()
+        try:
+            with deadline(CASE_SECONDS):
+                outcome = run_case(directory, golden, case)
+        except CaseTimeout as exc:
+            outcome = "FAIL"
+            failures.append(f"{case.file}: {case.label}: hang ({exc})")
+        except PropertyViolationError as exc:
+            outcome = "FAIL"
+            failures.append(f"{case.file}: {case.label}: {exc}")
+        except Exception as exc:
+            outcome = "FAIL"
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            failures.append(
+                f"{case.file}: {case.label}: {type(exc).__name__}: {exc} "
+                f"(raised at {Path(where.filename).name}:{where.lineno})"
+            )
+        elapsed = time.perf_counter() - began
+        slowest = max(slowest, elapsed)
+        if elapsed > CASE_SECONDS and outcome != "FAIL":
+            failures.append(f"{case.file}: {case.label}: took {elapsed:.1f} s")
+        outcomes[outcome] += 1
+        if outcome == "scrub-only":
+            scrub_only[case.region] += 1
+        _replace(target, originals[case.file])
+    assert {p.name: p.read_bytes() for p in directory.iterdir()} == originals, "sweep left damage"
+    return SweepResult(outcomes, failures, time.perf_counter() - started, slowest, scrub_only)
+
+
+def swept_files(pristine: Path) -> list[str]:
+    return sorted(p.name for p in pristine.iterdir() if p.name != LOCK)
+
+
+def check(result: SweepResult, title: str) -> None:
+    print(result.summary(title))
+    shown = "\n".join(result.failures[:25])
+    more = f"\n... and {len(result.failures) - 25} more" if len(result.failures) > 25 else ""
+    assert not result.failures, f"{result.summary(title)}\n{shown}{more}"
+
+
+# ---------------------------------------------------------------------- the sweeps
+
+FILES = [MANIFEST, "seg-000001.del-000004", "seg-000001.wseg", "seg-000002.wseg"]
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_byte_flips(name: str, pristine: Path, golden: Golden, tmp_path: Path) -> None:
+    data = (pristine / name).read_bytes()
+    result = sweep(pristine, tmp_path, golden, flip_cases(name, data, full=False))
+    check(result, f"flips of {name} ({len(data)} bytes, sampled)")
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_truncations_and_versions(name: str, pristine: Path, golden: Golden, tmp_path: Path) -> None:
+    data = (pristine / name).read_bytes()
+    cases = [*truncation_cases(name, data), version_case(name, data)]
+    result = sweep(pristine, tmp_path, golden, cases)
+    assert set(result.outcomes) <= {"refused", "FAIL"}, result.summary(name)  # all fail at open
+    check(result, f"truncations, extensions and version of {name}")
+
+
+@pytest.mark.parametrize("name", ["seg-000001.wseg", "seg-000002.wseg"])
+def test_inner_checksums(name: str, pristine: Path, golden: Golden, tmp_path: Path) -> None:
+    """Per-record and per-term checksums catch what a re-sealed section checksum hides."""
+    data = (pristine / name).read_bytes()
+    result = sweep(pristine, tmp_path, golden, inner_checksum_cases(name, data))
+    check(result, f"record and postings damage in {name}, sections re-sealed")
+    assert result.outcomes["absent"] or result.outcomes["error"], result.summary(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FILES)
+def test_byte_flips_full(name: str, pristine: Path, golden: Golden, tmp_path: Path) -> None:
+    data = (pristine / name).read_bytes()
+    result = sweep(pristine, tmp_path, golden, flip_cases(name, data, full=True))
+    check(result, f"flips of {name} ({len(data)} bytes, every byte, 0xff and one bit)")
+
+
+def test_deadline_interrupts_a_hang() -> None:
+    started = time.perf_counter()
+    with pytest.raises(CaseTimeout), deadline(0.2):
+        while True:
+            time.sleep(0.01)
+    assert time.perf_counter() - started < 5
+
+
+def test_files_are_the_expected_ones(pristine: Path) -> None:
+    assert swept_files(pristine) == FILES
