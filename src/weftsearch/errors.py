@@ -23,11 +23,13 @@ __all__ = [
     "ScorerOutputError",
     "UnknownAnalyzerError",
     "CorpusFormatError",
+    "DatasetIntegrityError",
     "IndexStorageError",
     "IndexNotFoundError",
     "IndexLockedError",
     "CorruptIndexError",
     "FormatVersionError",
+    "UnknownMeasureError",
 ]
 
 
@@ -82,6 +84,15 @@ class CorpusFormatError(WeftError, ValueError):
     """A corpus file (JSONL, BEIR, vectors) could not be read as documents."""
 
 
+class DatasetIntegrityError(WeftError, ValueError):
+    """A dataset file's size or SHA-256 differs from the value pinned in the package.
+
+    The message names the file, the expected and the actual hash. Loading such
+    a copy anyway (``any_snapshot=True``) marks every number made from it as
+    unpublishable.
+    """
+
+
 class IndexStorageError(WeftError, OSError):
     """The on-disk index could not be read or written (path, permissions, disk)."""
 
@@ -100,3 +111,7 @@ class CorruptIndexError(IndexStorageError):
 
 class FormatVersionError(IndexStorageError):
     """The index was written by a format version this code cannot read."""
+
+
+class UnknownMeasureError(WeftError, ValueError):
+    """An evaluation measure name that does not parse (``"nDCG@0"``, ``"F1"``, ...)."""
