@@ -619,8 +619,8 @@ def test_segment_sealed_in_memory_and_deleted_is_never_written(tmp_path: Path) -
     assert sorted(p.name for p in path.iterdir()) == sorted([MANIFEST, LOCK])
 
 
-ORPHANS = ["seg-000099.wseg", "seg-000001.del-000077", "MANIFEST.tmp", "seg-000002.wseg.tmp-123", "x.tmp-9"]
-FOREIGN = ["README.txt", "seg-1.wseg", "notes.tmp", "seg-000001.wseg.bak"]
+ORPHANS = ["seg-000099.wseg", "seg-000001.del-000077", "MANIFEST.tmp", "seg-000002.wseg.tmp-123"]
+FOREIGN = ["README.txt", "seg-1.wseg", "notes.tmp", "seg-000001.wseg.bak", "x.tmp-9"]
 
 
 def plant(path: Path, names: Sequence[str]) -> None:

@@ -55,7 +55,10 @@ LOCK = "write.lock"
 INDEX_FORMAT = "weft-search-index"
 #: Version of the manifest and directory layout.
 INDEX_VERSION = 1
-_OWNED = re.compile(r"^(seg-\d{6}\.(wseg|del-\d{6})|MANIFEST\.tmp|.*\.tmp-\d+)$")
+_SEGMENT_NAME = re.compile(r"^seg-\d{6}\.wseg$")
+_DELETES_NAME = re.compile(r"^seg-\d{6}\.del-\d{6}$")
+# Files the writer may sweep: its own names and their temporaries, nothing else.
+_OWNED = re.compile(r"^(seg-\d{6}\.(wseg|del-\d{6})(\.tmp-\d+)?|MANIFEST\.tmp)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +152,9 @@ class Manifest:
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as exc:
             raise CorruptIndexError(f"{where}: manifest does not decode ({exc})") from None
         for entry in manifest.segments:
-            if not _OWNED.match(entry.name) or (
-                entry.deletes is not None and not _OWNED.match(entry.deletes)
+            if not _SEGMENT_NAME.match(entry.name) or (
+                entry.deletes is not None
+                and not (_DELETES_NAME.match(entry.deletes) and entry.deletes.startswith(entry.name[:10]))
             ):
                 raise CorruptIndexError(f"{where}: manifest names an impossible file {entry.name!r}")
             if not 0 <= entry.deleted <= entry.documents:
