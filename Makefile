@@ -26,7 +26,7 @@ demo: $(VENV)/.installed-base
 	$(BIN)/weft-search demo
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check src tests examples bench
+	$(BIN)/ruff check src tests examples bench fuzz
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
