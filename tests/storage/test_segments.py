@@ -941,3 +941,68 @@ def test_background_merge_runs_after_commits_and_keeps_rankings(tmp_path: Path) 
     assert reopened.segment_count < 4
     assert [hit.to_dict() for hit in reopened.search("alpha beta 2", 10, RRF(), BM25Scorer())] == before
     assert len(reopened) == 20
+
+
+def _commit_with_fork_threshold(path: Path, threshold: int | None, docs: Sequence[Document]) -> Index:
+    index = Index.create(path)
+    index._fork_encode_min = threshold
+    index.add_many(docs)
+    index.commit()
+    return index
+
+
+def test_large_commits_encoded_in_a_child_give_the_same_bytes(tmp_path: Path) -> None:
+    docs = make_corpus(40)
+    forked = _commit_with_fork_threshold(tmp_path / "forked", 10, docs)
+    local = _commit_with_fork_threshold(tmp_path / "local", None, docs)
+    forked.close()
+    local.close()
+    assert file_hashes(tmp_path / "forked") == file_hashes(tmp_path / "local")
+    reopened = Index.open(tmp_path / "forked", readonly=True)
+    assert len(reopened) == 40
+    assert [h.to_dict() for h in reopened.search("graph search vector", 10, RRF(), BM25Scorer())] == [
+        h.to_dict()
+        for h in Index.open(tmp_path / "local", readonly=True).search(
+            "graph search vector", 10, RRF(), BM25Scorer()
+        )
+    ]
+
+
+def test_writes_during_a_child_encode_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import weftsearch.engine.index as index_module
+
+    docs = make_corpus(30)
+    index = Index.create(tmp_path / "index")
+    index._fork_encode_min = 10
+    index.add_many(docs)
+    real = index_module._encode_in_child
+
+    def encode_while_writing(*args: Any) -> bool:
+        ok = real(*args)
+        assert ok, "the child should have encoded and written the segment"
+        # Another thread's writes land while the child works.
+        index.add(Document("doc-03", "replaced while encoding"))
+        index.delete("doc-04")
+        index.add(Document("late-new", "arrived while encoding"))
+        return ok
+
+    monkeypatch.setattr(index_module, "_encode_in_child", encode_while_writing)
+    index.commit()
+    index.close()
+    reopened = Index.open(tmp_path / "index", readonly=True)
+    assert reopened.get("doc-03").text == "replaced while encoding"
+    assert "doc-04" not in reopened
+    assert reopened.get("late-new").text == "arrived while encoding"
+    assert len(reopened) == 30
+    assert reopened.scrub().ok
+
+
+def test_a_failed_child_falls_back_to_encoding_in_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import weftsearch.engine.index as index_module
+
+    monkeypatch.setattr(index_module, "_encode_in_child", lambda *args: False)
+    index = _commit_with_fork_threshold(tmp_path / "index", 10, make_corpus(20))
+    index.close()
+    assert len(Index.open(tmp_path / "index", readonly=True)) == 20

@@ -16,6 +16,9 @@ publish the result with one atomic rename of the manifest.
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -63,6 +66,46 @@ __all__ = ["Index", "MergePolicy", "ScrubReport"]
 
 #: Bulk calls of at least this many documents show a progress bar (on a terminal).
 PROGRESS_THRESHOLD = 2000
+#: A commit whose buffer holds at least this many documents encodes it in a
+#: forked child process, so searching threads keep this interpreter's GIL.
+FORK_ENCODE_MIN_DOCUMENTS = 2000
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a forked child: ask the kernel to kill us when the parent dies (Linux)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _encode_in_child(
+    documents: Sequence[SegmentDocument], dim: int | None, directory: IndexDirectory, name: str
+) -> bool:
+    """Encode and write a segment in a forked child; return whether it succeeded.
+
+    The child shares the parent's memory copy-on-write, so nothing is pickled;
+    it writes the file under its final name (unpublished, so invisible and
+    swept if we die) and exits without running any of the parent's handlers.
+    The parent waits in ``waitpid``, which releases the GIL.
+    """
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            _die_with_parent(parent)
+            directory.write_file(name, encode_segment(documents, dim))
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
 _IN_MEMORY = Path("<memory>")
 
 
@@ -198,6 +241,7 @@ class Index:
         self._vector_dim = vector_dim
         self._policy = merge_policy or MergePolicy()
         self._background_merge = bool(background_merge)
+        self._fork_encode_min: int | None = FORK_ENCODE_MIN_DOCUMENTS if hasattr(os, "fork") else None
         self._merger: threading.Thread | None = None
         self._merge_error: BaseException | None = None
         self._segments: list[_Segment] = []
@@ -661,6 +705,7 @@ class Index:
         self._raise_merge_error()
         directory = self._directory
         with self._commit_lock:
+            self._encode_pending_in_child(directory)
             with self._write_lock:
                 self._seal()
                 plan = []
@@ -714,6 +759,40 @@ class Index:
             directory.sweep(manifest)
         self._after_commit()
         return generation
+
+    def _encode_pending_in_child(self, directory: IndexDirectory) -> None:
+        """Move a large buffer into a segment encoded by a child process (see ``commit``).
+
+        Writes made while the child works stay correct: a buffered document
+        replaced or deleted meanwhile is tombstoned in the new segment, and
+        new documents stay buffered for the in-thread seal that follows. If the
+        child fails, nothing changes and the commit encodes in this thread
+        (which then reports the error, e.g. a full disk, as usual).
+        """
+        threshold = self._fork_encode_min
+        with self._write_lock:
+            if threshold is None or len(self._pending) < threshold:
+                return
+            batch = dict(self._pending)
+            dim = self._vector_dim
+            name = f"seg-{self._next_segment:06d}.wseg"
+        if not _encode_in_child(list(batch.values()), dim, directory, name):
+            return
+        try:
+            segment = _Segment(SegmentReader(directory.path / name), None, name)
+        except (CorruptIndexError, IndexStorageError, FileNotFoundError):
+            return
+        with self._write_lock:
+            late = [key for key, entry in batch.items() if self._pending.get(key) is not entry]
+            for key, entry in batch.items():
+                if self._pending.get(key) is entry:
+                    del self._pending[key]
+            if late:
+                positions = np.searchsorted(segment.reader.keys(), np.asarray(late, dtype=np.str_))
+                segment.tombstone(positions.astype(np.int64))
+            self._segments.append(segment)
+            self._next_segment += 1
+            self._snapshot = None
 
     def _after_commit(self) -> None:
         """Start a background merge if the policy wants one and none is running."""
