@@ -93,7 +93,10 @@ def _encode_in_child(
     The parent waits in ``waitpid``, which releases the GIL.
     """
     parent = os.getpid()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        return False  # no process to spare: the caller encodes in its own thread
     if pid == 0:  # pragma: no cover - runs in the child
         code = 1
         try:
