@@ -310,31 +310,6 @@ class SegmentReader:
         """POSIX seconds of each document; NaN where none."""
         return self._array("doc.times", "<f8", self.n_docs)
 
-    def document(self, local: int) -> Document | None:
-        """The stored document ``local``, or ``None`` if its record is damaged."""
-        blob = self._stored_blob()
-        offsets = self._array("stored.offsets", "<u8", self.n_docs + 1)
-        crcs = self._array("stored.crc", "<u4", self.n_docs)
-        start, end = int(offsets[local]), int(offsets[local + 1])
-        if not 0 <= start <= end <= blob.shape[0]:
-            return None
-        raw = bytes(blob[start:end])
-        if checksum(raw) != int(crcs[local]):
-            return None
-        try:
-            record = json.loads(raw)
-            vector = self.vector(local)
-            return Document(
-                key=str(self.keys()[local]),
-                text=record["text"],
-                vector=vector,
-                links=self.links(local),
-                time=record["time"],
-                fields=record["fields"],
-            )
-        except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
-            return None
-
     def _stored_blob(self) -> NDArray[np.uint8]:
         """The stored records' bytes, *not* verified as a whole section.
 
@@ -344,29 +319,46 @@ class SegmentReader:
         """
         return np.frombuffer(self._file.raw("stored.blob"), dtype=np.uint8)
 
-    def record_ok(self, local: int) -> bool:
-        """Whether document ``local``'s stored record passes its own checksum."""
+    def _checked_record(self, local: int) -> bytes | None:
+        """Document ``local``'s stored record if its extent and CRC32C are sound, else ``None``."""
         blob = self._stored_blob()
         offsets = self._array("stored.offsets", "<u8", self.n_docs + 1)
         crcs = self._array("stored.crc", "<u4", self.n_docs)
         start, end = int(offsets[local]), int(offsets[local + 1])
         if not 0 <= start <= end <= blob.shape[0]:
-            return False
-        return checksum(blob[start:end].tobytes()) == int(crcs[local])
+            return None
+        raw = blob[start:end].tobytes()
+        return raw if checksum(raw) == int(crcs[local]) else None
+
+    def document(self, local: int) -> Document | None:
+        """The stored document ``local``, or ``None`` if its record is damaged."""
+        raw = self._checked_record(local)
+        if raw is None:
+            return None
+        try:
+            record = json.loads(raw)
+            return Document(
+                key=str(self.keys()[local]),
+                text=record["text"],
+                vector=self.vector(local),
+                links=self.links(local),
+                time=record["time"],
+                fields=record["fields"],
+            )
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
+            return None
+
+    def record_ok(self, local: int) -> bool:
+        """Whether document ``local``'s stored record passes its own checksum."""
+        return self._checked_record(local) is not None
 
     def fields(self, local: int) -> dict[str, Any] | None:
         """The stored fields of document ``local`` (no vector, no links), or ``None`` if damaged."""
-        blob = self._stored_blob()
-        offsets = self._array("stored.offsets", "<u8", self.n_docs + 1)
-        crcs = self._array("stored.crc", "<u4", self.n_docs)
-        start, end = int(offsets[local]), int(offsets[local + 1])
-        if not 0 <= start <= end <= blob.shape[0]:
-            return None
-        raw = blob[start:end]
-        if checksum(raw.tobytes()) != int(crcs[local]):
+        raw = self._checked_record(local)
+        if raw is None:
             return None
         try:
-            fields = json.loads(bytes(raw))["fields"]
+            fields = json.loads(raw)["fields"]
         except (ValueError, KeyError, TypeError, RecursionError):
             return None
         return fields if isinstance(fields, dict) else None
@@ -378,12 +370,8 @@ class SegmentReader:
             CorruptIndexError: the record is damaged.
 
         """
-        blob = self._stored_blob()
-        offsets = self._array("stored.offsets", "<u8", self.n_docs + 1)
-        crcs = self._array("stored.crc", "<u4", self.n_docs)
-        start, end = int(offsets[local]), int(offsets[local + 1])
-        raw = bytes(blob[start:end]) if 0 <= start <= end <= blob.shape[0] else b""
-        if checksum(raw) != int(crcs[local]) or not raw:
+        raw = self._checked_record(local)
+        if not raw:  # a sound record is never empty: it is a JSON object
             raise self._corrupt(f"stored document {local} is damaged")
         return raw
 
