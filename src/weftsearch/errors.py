@@ -30,6 +30,8 @@ __all__ = [
     "CorruptIndexError",
     "FormatVersionError",
     "UnknownMeasureError",
+    "PairingError",
+    "MissingDependencyError",
 ]
 
 
@@ -115,3 +117,20 @@ class FormatVersionError(IndexStorageError):
 
 class UnknownMeasureError(WeftError, ValueError):
     """An evaluation measure name that does not parse (``"nDCG@0"``, ``"F1"``, ...)."""
+
+
+class PairingError(WeftError, ValueError):
+    """The evaluation harness cannot verify that its inputs belong together.
+
+    Raised instead of producing a number: a judged document is absent from the
+    index, query vectors were made from other texts than the queries, vectors
+    come from another model than the one recorded, or two runs cover
+    different queries.
+    """
+
+
+class MissingDependencyError(WeftError, ImportError):
+    """An optional feature needs a package that is not installed.
+
+    The message names the extra to install (``pip install 'weft-search[embed]'``).
+    """

@@ -22,7 +22,15 @@ from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import FusedStream, Stream, check_k, order_by_score
 from weftsearch.errors import InvalidParameterError, InvalidQueryError, ScorerOutputError
 
-__all__ = ["SignalHit", "Hit", "SearchResults", "search_snapshot", "DEFAULT_DEPTH"]
+__all__ = [
+    "SignalHit",
+    "Hit",
+    "SearchResults",
+    "search_snapshot",
+    "DEFAULT_DEPTH",
+    "canonical_stream",
+    "stream_labels",
+]
 
 #: Candidates asked of each scorer when ``depth`` is not given: ``max(k, DEFAULT_DEPTH)``.
 DEFAULT_DEPTH = 100
@@ -160,7 +168,8 @@ def _implements(value: object, protocol: type) -> bool:
     return False
 
 
-def _labels(scorers: Sequence[Scorer]) -> list[str]:
+def stream_labels(scorers: Sequence[Scorer]) -> list[str]:
+    """Stream labels: each scorer's ``name``, suffixed ``#2``, ``#3`` when names repeat."""
     seen: dict[str, int] = {}
     labels = []
     for scorer in scorers:
@@ -248,7 +257,7 @@ def search_snapshot(
     if not _implements(fuser, Fuser):
         raise InvalidParameterError(f"{fuser!r} is not a Fuser (needs .name and .fuse)")
 
-    labels = _labels(scorers)
+    labels = stream_labels(scorers)
     streams = [
         canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label)
         for scorer, label in zip(scorers, labels, strict=False)

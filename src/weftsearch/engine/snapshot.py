@@ -303,7 +303,7 @@ class Snapshot:
         out = np.zeros(ids.shape[0], dtype=bool)
         for index, positions, local in self._split(ids):
             reader = self._parts[index].reader
-            out[positions] = [not reader.record_ok(doc) for doc in local.tolist()]
+            out[positions] = ~reader.records_ok(local)
         return out
 
     def fields_of(self, ids: IdArray) -> list[Mapping[str, FieldValue]]:

@@ -352,6 +352,27 @@ class SegmentReader:
         """Whether document ``local``'s stored record passes its own checksum."""
         return self._checked_record(local) is not None
 
+    def records_ok(self, local: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Whether each record of ``local`` passes its checksum; each record is checked once.
+
+        Searches call this for every hit, so the verdicts are remembered (one
+        byte per document: unknown, sound, damaged). The file is immutable, so
+        a verdict stays true unless the bytes rot while the process runs; a
+        record read later is checked again anyway (:meth:`document`,
+        :meth:`fields`), and :meth:`verify` reads everything afresh.
+        O(len(local)) after the first check of each record.
+        """
+        state: NDArray[np.uint8] = self._memo("stored.state", lambda: np.zeros(self.n_docs, dtype=np.uint8))
+        seen = state[local]
+        unknown = np.flatnonzero(seen == 0)
+        for position in unknown.tolist():
+            doc = int(local[position])
+            verdict = 1 if self._checked_record(doc) is not None else 2
+            state[doc] = verdict
+            seen[position] = verdict
+        result: NDArray[np.bool_] = seen == 1
+        return result
+
     def fields(self, local: int) -> dict[str, Any] | None:
         """The stored fields of document ``local`` (no vector, no links), or ``None`` if damaged."""
         raw = self._checked_record(local)

@@ -1,0 +1,708 @@
+"""The evaluation harness: index a judged collection, run arms, compare them honestly.
+
+Data flow::
+
+    Collection (+ CollectionVectors)          verified against pins (datasets.py)
+        -> build_testbed      index the documents, build the queries, check the pairing
+        -> compare(arms)      run every arm (runs.py), evaluate (metrics.py),
+                              paired bootstrap + randomisation against a baseline (stats.py)
+        -> Comparison         numbers + the record of exactly what produced them
+        -> reports.py         Markdown, JSON, TREC runs, PNG plots
+
+Also here: :func:`sweep` (one arm family over a parameter grid),
+:func:`learn_fusion` (pick a fuser on development queries, then freeze it) and
+:func:`development_split` (train queries minus those that duplicate a test
+query).
+
+The harness never learns what a scorer is. It calls arms built elsewhere
+(:mod:`weftsearch.eval.specs` turns names into scorers for the command line);
+fusers it may build itself, for learned fusion, because fusion is generic.
+
+**Refused pairings.** :func:`build_testbed` raises
+:class:`~weftsearch.errors.PairingError` rather than produce a number it cannot
+vouch for: a judged document that is not in the index, vectors of another
+collection or model than the one expected, or vector rows whose ids do not
+match the documents and queries. (Whether the vectors were made from these
+very texts is checked when they are loaded, by hash:
+:func:`~weftsearch.eval.datasets.load_frozen_vectors`.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import subprocess
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from weftsearch.engine.documents import Document
+from weftsearch.engine.index import Index
+from weftsearch.engine.protocols import Fuser
+from weftsearch.engine.query import Query
+from weftsearch.engine.snapshot import Snapshot
+from weftsearch.errors import InvalidParameterError, PairingError
+from weftsearch.eval.datasets import Collection, CollectionVectors, Judgements
+from weftsearch.eval.metrics import Evaluation, Measure, evaluate, parse_measure
+from weftsearch.eval.runs import Arm, ArmRun, StreamCache, run_arm
+from weftsearch.eval.stats import BootstrapResult, RandomisationResult, fisher_randomisation, paired_bootstrap
+from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
+
+__all__ = [
+    "DEFAULT_MEASURES",
+    "Testbed",
+    "build_testbed",
+    "content_hash",
+    "code_version",
+    "ArmResult",
+    "Comparison",
+    "compare",
+    "SweepPoint",
+    "Sweep",
+    "sweep",
+    "DevelopmentSplit",
+    "development_split",
+    "LearnedFusion",
+    "learn_fusion",
+    "fusion_grid",
+]
+
+#: Measures every comparison reports unless told otherwise; the first is the headline.
+DEFAULT_MEASURES: tuple[str, ...] = ("nDCG@10", "R@100", "AP", "RR", "P@10")
+
+_REPO = Path(__file__).resolve().parents[3]
+
+
+def code_version() -> dict[str, str]:
+    """The package version and, when run from a git checkout, the commit and whether it is dirty."""
+    from weftsearch import __version__
+
+    out = {"weftsearch": __version__, "python": platform.python_version(), "numpy": np.__version__}
+    if (_REPO / ".git").exists():
+        try:
+            commit = subprocess.run(
+                ["git", "-C", str(_REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+            )
+            status = subprocess.run(
+                ["git", "-C", str(_REPO), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return out
+        if commit.returncode == 0:
+            out["git_commit"] = commit.stdout.strip()
+            out["git_dirty"] = "yes" if status.stdout.strip() else "no"
+    return out
+
+
+def content_hash(documents: Iterable[Document], analyzer: str) -> str:
+    """SHA-256 over what the index holds: every document's key, text, vector, links and time.
+
+    Documents are taken in key order, so the hash does not depend on the order
+    they were added in; the analyzer's name is included because it decides
+    the postings. O(total size of the documents).
+    """
+    digest = hashlib.sha256(f"weft-content-v1\0{analyzer}\0".encode())
+    for document in sorted(documents, key=lambda d: d.key):
+        digest.update(document.key.encode("utf-8") + b"\0")
+        digest.update(document.text.encode("utf-8") + b"\0")
+        if document.vector is not None:
+            digest.update(np.ascontiguousarray(document.vector, dtype="<f4").tobytes())
+        digest.update(b"\0" + "\x1f".join(document.links).encode("utf-8") + b"\0")
+        digest.update(repr(document.timestamp).encode() + b"\0")
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class Testbed:
+    """A collection indexed and ready to run arms on.
+
+    Attributes:
+        collection: what was loaded.
+        split: the judgements used (``None``: the collection's default qrels).
+        qrels: those judgements.
+        queries: the judged queries (at least one relevant document), in file
+            order, with vectors when the testbed has vectors.
+        index: the in-memory index of every document.
+        snapshot: the snapshot every arm runs against.
+        vectors: the vectors attached to documents and queries, or ``None``.
+        analyzer: the analyzer's name.
+        link_set: the link set the documents' links come from (``None``: as loaded).
+        content_hash: :func:`content_hash` of the indexed documents.
+
+    """
+
+    collection: Collection
+    split: str | None
+    qrels: Judgements
+    queries: dict[str, Query]
+    index: Index
+    snapshot: Snapshot
+    vectors: CollectionVectors | None
+    analyzer: str
+    link_set: str | None
+    content_hash: str
+
+    @property
+    def publishable(self) -> bool:
+        """Whether every input matched its pin (numbers may be published)."""
+        return self.collection.publishable and (self.vectors is None or self.vectors.publishable)
+
+    def with_split(self, split: str | None, qids: Sequence[str] | None = None) -> Testbed:
+        """The same index with another split's judgements (and optionally only ``qids``)."""
+        qrels = self.collection.judgements(split)
+        wanted = self.collection.judged_query_ids(split) if qids is None else tuple(qids)
+        missing = [qid for qid in wanted if qid not in qrels]
+        if missing:
+            raise InvalidParameterError(f"queries without judgements in split {split!r}: {missing[:5]}")
+        queries = {qid: self._query(qid) for qid in wanted}
+        # Only the chosen queries' judgements: a judged query left out on
+        # purpose (a development split's duplicates) is not "missing".
+        return replace(self, split=split, qrels={qid: qrels[qid] for qid in wanted}, queries=queries)
+
+    def _query(self, qid: str) -> Query:
+        text = self.collection.queries[qid]
+        if self.vectors is None:
+            return Query(text=text)
+        return Query(text=text, vector=self.vectors.query_vector(qid))
+
+    def record(self) -> dict[str, Any]:
+        """What produced this testbed, for reports: files and hashes, content hash, choices."""
+        out: dict[str, Any] = {
+            "collection": self.collection.name,
+            "split": self.split,
+            "queries": len(self.queries),
+            "documents": len(self.collection.documents),
+            "files": self.collection.manifest_dicts(),
+            "loader_parameters": dict(self.collection.parameters),
+            "analyzer": self.analyzer,
+            "link_set": self.link_set,
+            "index_content_sha256": self.content_hash,
+            "publishable": self.publishable,
+        }
+        if self.vectors is not None:
+            out["vectors"] = {
+                "variant": self.vectors.variant,
+                "model": self.vectors.model,
+                "dims": self.vectors.dims,
+                "files": [record.as_dict() for record in self.vectors.manifest],
+            }
+        return out
+
+
+def _check_vectors(collection: Collection, vectors: CollectionVectors, model: str | None) -> None:
+    if vectors.collection != collection.name:
+        raise PairingError(
+            f"vectors are of collection {vectors.collection!r}, the testbed is {collection.name!r}"
+        )
+    if model is not None and vectors.model != model:
+        raise PairingError(f"vectors were made by model {vectors.model!r}, expected {model!r}")
+    if tuple(vectors.document_keys) != collection.document_keys:
+        raise PairingError(
+            f"{collection.name}: the vector rows do not name the collection's documents in order"
+        )
+    if tuple(vectors.query_ids) != collection.query_ids:
+        raise PairingError(
+            f"{collection.name}: the query vector rows do not name the collection's queries in order"
+        )
+
+
+def build_testbed(
+    collection: Collection,
+    *,
+    split: str | None = None,
+    vectors: CollectionVectors | None = None,
+    model: str | None = None,
+    analyzer: str = "english",
+    link_set: str | None = None,
+    progress: bool | None = False,
+) -> Testbed:
+    """Index ``collection`` and prepare its judged queries.
+
+    Args:
+        collection: a loaded collection.
+        split: which judgements to use (``None``: :attr:`Collection.qrels`).
+        vectors: attach these vectors to documents and queries.
+        model: the model the vectors must come from (``None``: not checked).
+        analyzer: the text analyzer's registered name.
+        link_set: replace every document's links by its neighbours in
+            ``collection.link_sets[link_set]`` (``None``: links as loaded).
+        progress: a progress bar while indexing (``None``: on a terminal).
+
+    Raises:
+        PairingError: the vectors belong to another collection or model, or a
+            judged document is not in the index.
+        InvalidParameterError: an unknown split or link set.
+
+    """
+    documents = list(collection.documents)
+    if link_set is not None:
+        if link_set not in collection.link_sets:
+            known = ", ".join(sorted(collection.link_sets)) or "none"
+            raise InvalidParameterError(f"{collection.name} has no link set {link_set!r} (known: {known})")
+        table = collection.link_sets[link_set]
+        documents = [replace(d, links=tuple(sorted(table.get(d.key, {})))) for d in documents]
+    if vectors is not None:
+        _check_vectors(collection, vectors, model)
+        documents = vectors.attach(documents)
+    qrels = collection.judgements(split)
+    keys = set(collection.document_keys)
+    absent = sorted({doc for judged in qrels.values() for doc in judged if doc not in keys})
+    if absent:
+        raise PairingError(
+            f"{collection.name}: {len(absent)} judged documents are not in the index (first: {absent[:5]})"
+        )
+    index = Index(analyzer, vector_dim=None if vectors is None else vectors.dims)
+    index.add_many(documents, progress=progress)
+    snapshot = index.snapshot()
+    testbed = Testbed(
+        collection=collection,
+        split=split,
+        qrels=qrels,
+        queries={},
+        index=index,
+        snapshot=snapshot,
+        vectors=vectors,
+        analyzer=index.analyzer.name,
+        link_set=link_set,
+        content_hash=content_hash(documents, index.analyzer.name),
+    )
+    return testbed.with_split(split)
+
+
+# ---------------------------------------------------------------------- comparing arms
+
+
+@dataclass(frozen=True, eq=False)
+class ArmResult:
+    """One arm's run and its evaluation."""
+
+    run: ArmRun
+    evaluation: Evaluation
+
+
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    """Arms evaluated on one testbed, each against a baseline arm.
+
+    Attributes:
+        testbed: :meth:`Testbed.record` of the testbed.
+        measures: canonical measure names; the first is the headline.
+        baseline: the baseline arm's name.
+        arms: arm name -> result, in the order the arms were given.
+        bootstrap: (arm, measure) -> paired bootstrap of arm minus baseline,
+            for every arm but the baseline.
+        randomisation: (arm, measure) -> Fisher randomisation test, same pairs.
+        k: hits per query.
+        resamples: bootstrap resamples (and randomisation permutations).
+        seed: the seed of both tests.
+        code: :func:`code_version` at the time of the run.
+
+    """
+
+    testbed: Mapping[str, Any]
+    measures: tuple[str, ...]
+    baseline: str
+    arms: Mapping[str, ArmResult]
+    bootstrap: Mapping[tuple[str, str], BootstrapResult]
+    randomisation: Mapping[tuple[str, str], RandomisationResult]
+    k: int
+    resamples: int
+    seed: int
+    code: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def mean(self, arm: str, measure: str | Measure) -> float:
+        """The mean of ``measure`` for ``arm``."""
+        return self.arms[arm].evaluation.mean(measure)
+
+    def record(self) -> dict[str, Any]:
+        """Everything needed to reprint and to audit the numbers, JSON-ready."""
+        arms = []
+        for name, result in self.arms.items():
+            entry: dict[str, Any] = {
+                "arm": result.run.description,
+                "means": result.evaluation.means,
+                "tie_break_slots": result.run.tied_total(),
+                "queries_with_ties": sum(1 for v in result.run.tied.values() if v),
+            }
+            if name != self.baseline:
+                entry["against_baseline"] = {
+                    m: {
+                        "mean_difference": self.bootstrap[name, m].mean_difference,
+                        "low": self.bootstrap[name, m].low,
+                        "high": self.bootstrap[name, m].high,
+                        "bootstrap_p": self.bootstrap[name, m].p_value,
+                        "randomisation_p": self.randomisation[name, m].p_value,
+                    }
+                    for m in self.measures
+                }
+            arms.append(entry)
+        return {
+            "testbed": dict(self.testbed),
+            "measures": list(self.measures),
+            "baseline": self.baseline,
+            "k": self.k,
+            "bootstrap": {
+                "resamples": self.resamples,
+                "seed": self.seed,
+                "confidence": 0.95,
+                "generator": "numpy PCG64",
+                "percentiles": "nearest rank",
+            },
+            "code": dict(self.code),
+            "arms": arms,
+            **({"extra": dict(self.extra)} if self.extra else {}),
+        }
+
+
+def _evaluate_run(run: ArmRun, qrels: Judgements, measures: Sequence[str]) -> Evaluation:
+    evaluation = evaluate(qrels, run.run, measures)
+    if evaluation.missing:
+        raise PairingError(f"arm {run.arm!r}: judged queries missing from the run: {evaluation.missing[:5]}")
+    return evaluation
+
+
+def compare(
+    testbed: Testbed,
+    arms: Sequence[Arm],
+    *,
+    k: int = 100,
+    measures: Sequence[str | Measure] = DEFAULT_MEASURES,
+    baseline: str | None = None,
+    resamples: int = 10_000,
+    seed: int = 0,
+    cache: StreamCache | None = None,
+    progress: bool | None = False,
+    extra: Mapping[str, Any] | None = None,
+) -> Comparison:
+    """Run ``arms`` on ``testbed`` and compare each with the baseline arm.
+
+    Args:
+        testbed: what to run on.
+        arms: the arms; names must be distinct.
+        k: hits kept per query.
+        measures: measure names; the first is the headline.
+        baseline: the arm every other is compared with (default: the first).
+        resamples: paired bootstrap resamples and randomisation permutations.
+        seed: the seed of both tests (each pair uses this same seed, so adding
+            an arm never changes another arm's interval).
+        cache: reuse streams computed before (must be on ``testbed.snapshot``).
+        progress: progress bars over queries.
+        extra: more facts to record (learned-fusion choices, dev split).
+
+    Raises:
+        InvalidParameterError: no arms, repeated names, an unknown baseline, or
+            a cache built on another snapshot.
+        PairingError: a judged query is missing from a run.
+
+    """
+    if not arms:
+        raise InvalidParameterError("compare needs at least one arm")
+    names = [arm.name for arm in arms]
+    if len(set(names)) != len(names):
+        raise InvalidParameterError(f"arm names must be distinct: {names}")
+    baseline = names[0] if baseline is None else baseline
+    if baseline not in names:
+        raise InvalidParameterError(f"baseline {baseline!r} is not one of the arms {names}")
+    wanted = tuple(str(parse_measure(m)) for m in measures)
+    if not wanted:
+        raise InvalidParameterError("compare needs at least one measure")
+    cache = StreamCache(testbed.snapshot) if cache is None else cache
+    if cache.snapshot is not testbed.snapshot:
+        raise InvalidParameterError("the stream cache belongs to another snapshot")
+    results: dict[str, ArmResult] = {}
+    for arm in arms:
+        run = run_arm(cache, arm, testbed.queries, k, progress=progress)
+        results[arm.name] = ArmResult(run, _evaluate_run(run, testbed.qrels, wanted))
+    base = results[baseline].evaluation
+    boot: dict[tuple[str, str], BootstrapResult] = {}
+    rand: dict[tuple[str, str], RandomisationResult] = {}
+    for name, result in results.items():
+        if name == baseline:
+            continue
+        for measure in wanted:
+            a, b = result.evaluation.per_query(measure), base.per_query(measure)
+            boot[name, measure] = paired_bootstrap(a, b, resamples=resamples, seed=seed)
+            rand[name, measure] = fisher_randomisation(a, b, permutations=resamples, seed=seed)
+    return Comparison(
+        testbed=testbed.record(),
+        measures=wanted,
+        baseline=baseline,
+        arms=results,
+        bootstrap=boot,
+        randomisation=rand,
+        k=k,
+        resamples=resamples,
+        seed=seed,
+        code=code_version(),
+        extra=dict(extra or {}),
+    )
+
+
+# ---------------------------------------------------------------------- sweeps
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPoint:
+    """One grid point of a sweep.
+
+    Attributes:
+        params: the grid values of this point.
+        arm: the arm's name at this point.
+        mean: the sweep measure's mean.
+        difference: the paired bootstrap of this point minus the reference
+            run (``None`` without a reference).
+        tie_break_slots: top-k slots decided by a tie-break, over all queries.
+
+    """
+
+    params: Mapping[str, Any]
+    arm: str
+    mean: float
+    difference: BootstrapResult | None
+    tie_break_slots: int
+
+
+@dataclass(frozen=True, eq=False)
+class Sweep:
+    """An arm family evaluated over a parameter grid."""
+
+    name: str
+    measure: str
+    grid: Mapping[str, tuple[Any, ...]]
+    points: tuple[SweepPoint, ...]
+    reference: str | None
+
+    def best(self) -> SweepPoint:
+        """The point with the highest mean (the first in grid order on a tie)."""
+        return max(self.points, key=lambda p: p.mean)  # max keeps the first maximum
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready: the grid and every point."""
+        return {
+            "name": self.name,
+            "measure": self.measure,
+            "reference": self.reference,
+            "grid": {key: list(values) for key, values in self.grid.items()},
+            "points": [
+                {
+                    "params": dict(p.params),
+                    "arm": p.arm,
+                    "mean": p.mean,
+                    "tie_break_slots": p.tie_break_slots,
+                    **(
+                        {}
+                        if p.difference is None
+                        else {
+                            "difference": p.difference.mean_difference,
+                            "low": p.difference.low,
+                            "high": p.difference.high,
+                        }
+                    ),
+                }
+                for p in self.points
+            ],
+        }
+
+
+def sweep(
+    testbed: Testbed,
+    name: str,
+    make_arm: Callable[..., Arm],
+    grid: Mapping[str, Sequence[Any]],
+    *,
+    measure: str | Measure = "nDCG@10",
+    k: int = 100,
+    reference: ArmRun | None = None,
+    resamples: int = 10_000,
+    seed: int = 0,
+    cache: StreamCache | None = None,
+) -> Sweep:
+    """Evaluate ``make_arm(**point)`` at every point of ``grid`` (cartesian product, in order).
+
+    ``make_arm`` returns the arm for one point; arms that reuse the same
+    scorer objects share their streams through ``cache``. With a
+    ``reference`` run, each point carries the paired bootstrap of its
+    difference from it (same seed at every point).
+
+    Raises:
+        InvalidParameterError: an empty grid or an empty value list.
+
+    """
+    if not grid or any(len(values) == 0 for values in grid.values()):
+        raise InvalidParameterError(f"sweep {name!r} needs a grid with at least one value per parameter")
+    measure_name = str(parse_measure(measure))
+    cache = StreamCache(testbed.snapshot) if cache is None else cache
+    reference_values = None
+    if reference is not None:
+        reference_values = _evaluate_run(reference, testbed.qrels, [measure_name]).per_query(measure_name)
+    names = list(grid)
+    points = []
+    for values in product(*(grid[key] for key in names)):
+        params = dict(zip(names, values, strict=True))
+        arm = make_arm(**params)
+        run = run_arm(cache, arm, testbed.queries, k)
+        evaluation = _evaluate_run(run, testbed.qrels, [measure_name])
+        difference = None
+        if reference_values is not None:
+            difference = paired_bootstrap(
+                evaluation.per_query(measure_name), reference_values, resamples=resamples, seed=seed
+            )
+        points.append(
+            SweepPoint(params, arm.name, evaluation.mean(measure_name), difference, run.tied_total())
+        )
+    return Sweep(
+        name=name,
+        measure=measure_name,
+        grid={key: tuple(grid[key]) for key in names},
+        points=tuple(points),
+        reference=None if reference is None else reference.arm,
+    )
+
+
+# ---------------------------------------------------------------------- learned fusion
+
+
+def _normalised_text(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+@dataclass(frozen=True, slots=True)
+class DevelopmentSplit:
+    """Development queries kept apart from the test queries.
+
+    Attributes:
+        qids: the development query ids, in file order.
+        removed: train query id -> the test query id whose text it duplicates.
+        rule: how a duplicate is recognised.
+
+    """
+
+    qids: tuple[str, ...]
+    removed: Mapping[str, str]
+    rule: str = "equal after NFKC, casefold and whitespace collapse"
+
+
+def development_split(
+    collection: Collection, *, train: str = "train", test: str = "test"
+) -> DevelopmentSplit:
+    """The ``train`` split's judged queries minus any whose text duplicates a ``test`` query.
+
+    Raises:
+        InvalidParameterError: the collection lacks either split.
+
+    """
+    test_ids = collection.judged_query_ids(test)
+    by_text: dict[str, str] = {}
+    for qid in test_ids:
+        by_text.setdefault(_normalised_text(collection.queries[qid]), qid)
+    kept: list[str] = []
+    removed: dict[str, str] = {}
+    test_set = set(test_ids)
+    for qid in collection.judged_query_ids(train):
+        twin = by_text.get(_normalised_text(collection.queries[qid]))
+        if twin is not None or qid in test_set:
+            removed[qid] = twin if twin is not None else qid
+        else:
+            kept.append(qid)
+    return DevelopmentSplit(tuple(kept), removed)
+
+
+def fusion_grid(streams: int) -> list[Fuser]:
+    """The candidate fusers :func:`learn_fusion` tries by default, in a fixed order.
+
+    For ``streams`` streams: plain RRF at k in (10, 20, 40, 60, 100); weighted
+    RRF at those k with each non-first stream's weight, relative to the first,
+    in (0.1, 0.2, 0.3, 0.5, 0.7, 1.5, 2.0, 3.0);
+    score fusion (min-max and z-score) at the same relative weights and 1.0.
+    The first stream's weight is fixed at 1 because only ratios matter.
+    """
+    if streams < 1:
+        raise InvalidParameterError(f"fusion_grid needs at least one stream, got {streams}")
+    ratios = (0.1, 0.2, 0.3, 0.5, 0.7, 1.5, 2.0, 3.0)
+    constants = (10.0, 20.0, 40.0, 60.0, 100.0)
+    rest = list(product(ratios, repeat=streams - 1)) if streams > 1 else []
+    candidates: list[Fuser] = []
+    for constant in constants:
+        candidates.append(RRF(k=constant))
+        candidates.extend(WeightedRRF([1.0, *weights], k=constant) for weights in rest)
+    for norm in ("minmax", "zscore"):
+        candidates.append(ScoreFusion(norm=norm))
+        candidates.extend(ScoreFusion([1.0, *weights], norm=norm) for weights in rest)
+    return candidates
+
+
+@dataclass(frozen=True, eq=False)
+class LearnedFusion:
+    """The fuser chosen on development queries, frozen.
+
+    Attributes:
+        fuser: the chosen fuser.
+        measure: the measure it maximised.
+        dev_mean: its mean on the development queries.
+        tried: (repr of each candidate, its development mean), in grid order.
+        dev_queries: how many development queries were used.
+
+    """
+
+    fuser: Fuser
+    measure: str
+    dev_mean: float
+    tried: tuple[tuple[str, float], ...]
+    dev_queries: int
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready: the choice and every candidate's development mean."""
+        return {
+            "chosen": repr(self.fuser),
+            "measure": self.measure,
+            "dev_mean": self.dev_mean,
+            "dev_queries": self.dev_queries,
+            "tried": [{"fuser": r, "dev_mean": m} for r, m in self.tried],
+        }
+
+
+def learn_fusion(
+    dev: Testbed,
+    arm: Arm,
+    *,
+    candidates: Sequence[Fuser] | None = None,
+    measure: str | Measure = "nDCG@10",
+    k: int = 100,
+    cache: StreamCache | None = None,
+) -> LearnedFusion:
+    """Choose the fuser for ``arm``'s scorers that maximises ``measure`` on ``dev``'s queries.
+
+    Only ``dev`` is read: pass a testbed whose queries and judgements are
+    the development ones (:meth:`Testbed.with_split`). The best candidate
+    wins; on an exact tie, the earlier in ``candidates`` order (the grid puts
+    simpler fusers first). The returned fuser is then used unchanged on test
+    queries.
+
+    Raises:
+        InvalidParameterError: no candidate.
+
+    """
+    candidates = fusion_grid(len(arm.scorers)) if candidates is None else list(candidates)
+    if not candidates:
+        raise InvalidParameterError("learn_fusion needs at least one candidate fuser")
+    measure_name = str(parse_measure(measure))
+    cache = StreamCache(dev.snapshot) if cache is None else cache
+    tried: list[tuple[str, float]] = []
+    best: tuple[float, int] | None = None
+    for position, fuser in enumerate(candidates):
+        run = run_arm(cache, arm, dev.queries, k, fuser=fuser)
+        mean = _evaluate_run(run, dev.qrels, [measure_name]).mean(measure_name)
+        tried.append((repr(fuser), mean))
+        if best is None or mean > best[0]:
+            best = (mean, position)
+    assert best is not None
+    return LearnedFusion(candidates[best[1]], measure_name, best[0], tuple(tried), len(dev.queries))

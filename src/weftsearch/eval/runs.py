@@ -1,0 +1,308 @@
+"""Arms and their runs: what the harness executes, and what it keeps of each query.
+
+An :class:`Arm` is a name, the scorers whose streams it fuses, a fuser and an
+over-fetch depth. The harness runs it the way :meth:`Index.search` does (each
+scorer's stream checked against the contract and put in canonical order, then
+fused), but keeps every stream in a :class:`StreamCache` so that arms sharing a
+scorer, sweeps over fusion parameters and learned fusion pay for each
+(scorer, query, depth) once.
+
+Nothing here knows what a scorer is: a scorer is an object with ``name`` and
+``score``, a fuser one with ``name`` and ``fuse``. Scorers are told apart only
+by object identity, so the same object in two arms is computed once and two
+equal-looking objects are computed twice (never a wrong sharing).
+
+**Scores and ties.** A run keeps each query's fused scores exactly as the
+fuser returned them, and is evaluated with trec_eval's semantics (scores
+rounded to float32, ties broken by document id descending; see
+:mod:`weftsearch.eval.metrics`), so the TREC files the reports write reprint
+the same numbers under trec_eval itself. Because the engine breaks ties by key
+ascending and trec_eval by id descending, a tied slot can hold a different
+document in the two orders: :attr:`ArmRun.tied` counts, per query, the top-k
+slots whose float32 fused score equals a neighbour's (the slot is decided by a
+tie-break, not by score), which is the tie diagnostic the reports print.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from tqdm.auto import tqdm
+
+from weftsearch.engine.protocols import Fuser, Scorer
+from weftsearch.engine.query import Query
+from weftsearch.engine.search import canonical_stream, stream_labels
+from weftsearch.engine.snapshot import Snapshot
+from weftsearch.engine.stream import FusedStream, Stream, check_k
+from weftsearch.errors import InvalidParameterError, PairingError, ScorerOutputError
+
+__all__ = ["Arm", "ArmRun", "StreamCache", "run_arm", "tied_slots", "ARM_NAME_PATTERN"]
+
+#: Arm names become file names (``<arm>.trec``): letters, digits, ``_ . + -``.
+ARM_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+\-]{0,63}")
+
+
+@dataclass(frozen=True, eq=False)
+class Arm:
+    """One system under evaluation.
+
+    Attributes:
+        name: a label, also the TREC run tag and file name; see
+            :data:`ARM_NAME_PATTERN`.
+        scorers: the scorers whose streams are fused, in this order.
+        fuser: merges the streams.
+        depth: candidates asked of each scorer per query (the over-fetch
+            depth); at least the run length ``k`` it is run with.
+        notes: free text for reports (why the arm exists).
+
+    Raises:
+        InvalidParameterError: a bad name, no scorer, an object that does not
+            implement the protocol, or a depth that is not a positive integer.
+
+    """
+
+    name: str
+    scorers: tuple[Scorer, ...]
+    fuser: Fuser
+    depth: int = 100
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or ARM_NAME_PATTERN.fullmatch(self.name) is None:
+            raise InvalidParameterError(
+                f"arm name {self.name!r} must match {ARM_NAME_PATTERN.pattern} (it becomes a file name)"
+            )
+        object.__setattr__(self, "scorers", tuple(self.scorers))
+        if not self.scorers:
+            raise InvalidParameterError(f"arm {self.name!r} needs at least one scorer")
+        for scorer in self.scorers:
+            if not isinstance(scorer, Scorer):
+                raise InvalidParameterError(f"arm {self.name!r}: {scorer!r} is not a Scorer")
+        if not isinstance(self.fuser, Fuser):
+            raise InvalidParameterError(f"arm {self.name!r}: {self.fuser!r} is not a Fuser")
+        object.__setattr__(self, "depth", check_k(self.depth, f"arm {self.name!r} depth"))
+
+    def describe(self) -> dict[str, Any]:
+        """Every parameter of the arm, as a JSON-ready record (reprs of its parts)."""
+        return {
+            "name": self.name,
+            "scorers": [{"name": str(s.name), "repr": repr(s)} for s in self.scorers],
+            "fuser": {"name": str(self.fuser.name), "repr": repr(self.fuser)},
+            "depth": self.depth,
+            "notes": self.notes,
+        }
+
+
+class StreamCache:
+    """Checked, canonical streams per (scorer object, query id, depth).
+
+    A stream asked at a smaller depth than one already computed is the head
+    of that one only if the scorer says so; the cache does not assume it and
+    computes each depth separately. Memory: one stream per entry, ``depth``
+    ids and scores (16 bytes each).
+    """
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self._streams: dict[tuple[int, str, int], Stream] = {}
+        self._owners: dict[int, Scorer] = {}  # keeps ids stable: a cached scorer is never collected
+        self._writable_keys: set[str] = set()
+        self._keys: NDArray[np.object_] | None = None
+
+    def keys_of(self, ids: NDArray[np.int64]) -> tuple[str, ...]:
+        """Document keys of ``ids`` (the snapshot's key table is decoded once, on first use)."""
+        if self._keys is None:
+            self._keys = np.array(self.snapshot.keys(), dtype=object)
+        return tuple(self._keys[ids].tolist())
+
+    def check_keys(self, keys: Iterable[str], qid: str, arm: str) -> None:
+        """Refuse a key that cannot be written to a TREC run (each distinct key checked once).
+
+        Raises:
+            PairingError: an empty key or one holding whitespace.
+
+        """
+        good = self._writable_keys
+        for key in keys:
+            if key not in good:
+                _check_key(key, qid, arm)
+                good.add(key)
+
+    def stream(self, scorer: Scorer, label: str, qid: str, query: Query, depth: int) -> Stream:
+        """The canonical stream of ``scorer`` for ``query`` at ``depth``, computed once.
+
+        Raises:
+            ScorerOutputError: the scorer broke its contract (the message names ``label``).
+
+        """
+        key = (id(scorer), qid, depth)
+        cached = self._streams.get(key)
+        if cached is None:
+            self._owners[id(scorer)] = scorer
+            cached = canonical_stream(scorer.score(self.snapshot, query, depth), self.snapshot, depth, label)
+            self._streams[key] = cached
+        return cached
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+
+def tied_slots(scores: NDArray[np.float64], k: int) -> int:
+    """How many of the first ``k`` slots hold a float32 score equal to a neighbour's.
+
+    ``scores`` is a ranking's scores, best first, possibly one longer than
+    ``k`` so that a tie across the cut is seen. Such a slot's occupant was
+    chosen by a tie-break rule, not by its score. O(len(scores)).
+    """
+    with np.errstate(over="ignore"):
+        rounded = np.asarray(scores, dtype=np.float64).astype(np.float32)
+    if rounded.size < 2:
+        return 0
+    equal = rounded[1:] == rounded[:-1]
+    tied = np.zeros(rounded.size, dtype=bool)
+    tied[1:] |= equal
+    tied[:-1] |= equal
+    return int(np.count_nonzero(tied[:k]))
+
+
+@dataclass(frozen=True, eq=False)
+class ArmRun:
+    """One arm's rankings over a query set.
+
+    Attributes:
+        arm: the arm's name.
+        k: the run length asked (hits per query).
+        qids: the queries, in the order they were run.
+        keys: qid -> document keys, best first (at most ``k``).
+        scores: qid -> float64 fused scores aligned with ``keys``; read-only.
+        tied: qid -> top-``k`` slots decided by a tie-break (see :func:`tied_slots`).
+        stream_tied: qid -> per stream, top-``k`` slots of that stream decided
+            by a tie-break (a single-scorer arm's own ties show here).
+        signals: the stream labels, in the arm's scorer order.
+        description: :meth:`Arm.describe` of the arm that produced it.
+
+    """
+
+    arm: str
+    k: int
+    qids: tuple[str, ...]
+    keys: Mapping[str, tuple[str, ...]]
+    scores: Mapping[str, NDArray[np.float64]]
+    tied: Mapping[str, int]
+    stream_tied: Mapping[str, tuple[int, ...]]
+    signals: tuple[str, ...]
+    description: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def run(self) -> dict[str, dict[str, float]]:
+        """``{qid: {key: score}}``, the input :func:`~weftsearch.eval.metrics.evaluate` takes."""
+        return {qid: dict(zip(self.keys[qid], self.scores[qid].tolist(), strict=True)) for qid in self.qids}
+
+    def trec_lines(self) -> Iterable[str]:
+        """The run in TREC format, ``qid Q0 docid rank score tag``, rank 1-based, engine order.
+
+        Scores are printed with ``repr`` (shortest round-trip), so trec_eval
+        reads back exactly the values evaluated here.
+        """
+        for qid in self.qids:
+            for rank, (key, score) in enumerate(
+                zip(self.keys[qid], self.scores[qid].tolist(), strict=True), 1
+            ):
+                yield f"{qid} Q0 {key} {rank} {score!r} {self.arm}"
+
+    def tied_total(self) -> int:
+        """Top-k slots decided by a tie-break, summed over queries."""
+        return sum(self.tied.values())
+
+
+def _check_key(key: str, qid: str, arm: str) -> None:
+    if not key or any(c.isspace() for c in key):
+        raise PairingError(
+            f"arm {arm!r}, query {qid!r}: document key {key!r} is empty or holds whitespace; "
+            "it cannot be written to a TREC run"
+        )
+
+
+def run_arm(
+    cache: StreamCache,
+    arm: Arm,
+    queries: Mapping[str, Query],
+    k: int,
+    *,
+    fuser: Fuser | None = None,
+    depth: int | None = None,
+    progress: bool | None = False,
+) -> ArmRun:
+    """Run ``arm`` over ``queries`` against ``cache.snapshot``.
+
+    Args:
+        cache: the snapshot and the streams already computed.
+        arm: what to run.
+        queries: qid -> query, run in this order.
+        k: hits kept per query.
+        fuser: use this fuser instead of the arm's (sweeps, learned fusion).
+        depth: use this over-fetch depth instead of the arm's.
+        progress: a progress bar over queries; ``None`` shows one on a terminal.
+
+    Raises:
+        InvalidParameterError: ``k`` or ``depth`` is bad, or ``depth < k``.
+        ScorerOutputError: a scorer or the fuser broke its contract.
+        PairingError: a document key cannot be written to a TREC run.
+
+    Complexity: one call of each scorer per query not yet cached, one fusion
+    per query (asked for ``k + 1`` hits, so a tie across the cut is seen).
+
+    """
+    k = check_k(k)
+    depth = arm.depth if depth is None else check_k(depth, "depth")
+    if depth < k:
+        raise InvalidParameterError(f"arm {arm.name!r}: depth ({depth}) must be at least k ({k})")
+    fuser = arm.fuser if fuser is None else fuser
+    labels = stream_labels(arm.scorers)
+    snapshot = cache.snapshot
+    keys: dict[str, tuple[str, ...]] = {}
+    scores: dict[str, NDArray[np.float64]] = {}
+    tied: dict[str, int] = {}
+    stream_tied: dict[str, tuple[int, ...]] = {}
+    disable = None if progress is None else not progress
+    for qid, query in tqdm(queries.items(), desc=arm.name, unit="q", disable=disable, leave=False):
+        streams = [
+            cache.stream(scorer, label, qid, query, depth)
+            for scorer, label in zip(arm.scorers, labels, strict=True)
+        ]
+        fused = fuser.fuse(streams, k + 1, snapshot)
+        if not isinstance(fused, FusedStream) or len(fused) > k + 1:
+            raise ScorerOutputError(f"fuser {fuser.name!r} did not return at most {k + 1} fused candidates")
+        tied[qid] = tied_slots(fused.scores, k)
+        stream_tied[qid] = tuple(tied_slots(s.scores[: k + 1], k) for s in streams)
+        head = fused.head(k)
+        # A damaged stored record is reported absent, as in Index.search.
+        damaged = snapshot.damaged(head.ids)
+        ids = head.ids[~damaged] if damaged.any() else head.ids
+        ranked = head.scores[~damaged] if damaged.any() else head.scores
+        found = cache.keys_of(ids)
+        cache.check_keys(found, qid, arm.name)
+        keys[qid] = found
+        frozen = np.array(ranked, dtype=np.float64)
+        frozen.setflags(write=False)
+        scores[qid] = frozen
+    description = arm.describe()
+    if fuser is not arm.fuser:
+        description["fuser"] = {"name": str(fuser.name), "repr": repr(fuser)}
+    description["depth"] = depth
+    return ArmRun(
+        arm=arm.name,
+        k=k,
+        qids=tuple(queries),
+        keys=keys,
+        scores=scores,
+        tied=tied,
+        stream_tied=stream_tied,
+        signals=tuple(labels),
+        description=description,
+    )
