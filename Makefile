@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck pytest slow bench wheel clean
+.PHONY: demo test lint typecheck pytest slow bench eval wheel clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ slow: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/bm25_vs_bm25s.py
 	$(BIN)/python bench/persistence.py
+
+# Reprint every number in docs/EVAL.md (rewriting its tables) and write the full
+# reports under eval-out/. DATA defaults to the shared copies beside the checkout.
+DATA ?= ../shared/datasets
+eval: $(VENV)/.installed-dev
+	$(BIN)/python bench/eval_published.py --data $(DATA) --write --out eval-out
 
 wheel: $(VENV)/.installed-dev
 	rm -rf dist

@@ -291,6 +291,18 @@ def test_storage_imports_neither_scorers_nor_fusion() -> None:
     assert _violations_in(_modules_under("storage"), [SCORERS, FUSION]) == []
 
 
+def test_the_harness_imports_no_scorer() -> None:
+    """``weftsearch.eval`` never learns what a scorer is; only the spec parser names them.
+
+    ``specs`` turns arm text into scorers for the command line, and ``command``
+    is that command line; every other eval module (runs, harness, metrics,
+    stats, reports, datasets) must work on arms it is handed.
+    """
+    harness = [p for p in _modules_under("eval") if p.stem not in ("specs", "command")]
+    assert {p.stem for p in harness} >= {"runs", "harness", "metrics", "stats", "datasets"}
+    assert _violations_in(harness, [SCORERS]) == []
+
+
 def test_no_scorer_imports_another_scorer() -> None:
     problems: list[str] = []
     for path in _modules_under("scorers"):

@@ -554,6 +554,13 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("index", metavar="DIR", help="index directory")
     merge.add_argument("--all", action="store_true", help="merge every segment into one")
     merge.set_defaults(handler=_cmd_merge)
+
+    # The evaluation harness and the encoder bring their own subcommands.
+    from weftsearch.embed import add_subcommand as add_embed_command
+    from weftsearch.eval.command import add_subcommands as add_eval_commands
+
+    add_eval_commands(commands)
+    add_embed_command(commands)
     return parser
 
 
@@ -579,6 +586,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help, --version and usage errors
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # reports record the command
     try:
         return int(args.handler(args))
     except BrokenPipeError:

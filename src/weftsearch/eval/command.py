@@ -1,0 +1,481 @@
+"""``weft-search eval`` and ``weft-search datasets``: the harness from the command line.
+
+:func:`run_experiment` is the whole of ``weft-search eval`` as a function, so
+``make eval``, the docs test and the CLI print the same numbers from the same
+code: load and verify the collection (and its frozen vectors when present),
+build the arms from their specs, learn the fuser of ``learned(...)`` arms on
+development queries, compare every arm with the baseline, run the sweeps asked
+for, and return everything for printing or writing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from weftsearch.errors import InvalidParameterError
+from weftsearch.eval.datasets import (
+    COLLECTIONS,
+    DEFAULT_VECTORS,
+    FROZEN_MODEL,
+    CollectionVectors,
+    fetch,
+    load_collection,
+    load_frozen_vectors,
+)
+from weftsearch.eval.harness import (
+    DEFAULT_MEASURES,
+    Comparison,
+    LearnedFusion,
+    Sweep,
+    Testbed,
+    build_testbed,
+    compare,
+    development_split,
+    learn_fusion,
+    sweep,
+)
+from weftsearch.eval.runs import Arm, StreamCache, run_arm
+from weftsearch.eval.specs import ArmBuilder, parse_arm
+from weftsearch.fusion import RRF, WeightedRRF
+
+__all__ = [
+    "PRESET_ARMS",
+    "SPLITS",
+    "SWEEP_KINDS",
+    "Experiment",
+    "run_experiment",
+    "add_subcommands",
+]
+
+#: Arms run when ``--arms`` is not given, per collection; the first is the baseline.
+PRESET_ARMS: Mapping[str, tuple[str, ...]] = {
+    "scifact": ("text=bm25", "vector=vector", "rrf=rrf(bm25, vector)", "learned=learned(bm25, vector)"),
+    "cacm": (
+        "text=bm25",
+        "graph=rrf(bm25, graph(seed=bm25))",
+        "pagerank=rrf(bm25, pagerank(seed=bm25))",
+        "graph-seeds=rrf(bm25, graph(seed=bm25, keep_seeds=true))",
+        "recency=rrf(bm25, recency(half_life=1825))",
+    ),
+    "cisi": (
+        "text=bm25",
+        "graph=rrf(bm25, graph(seed=bm25))",
+        "pagerank=rrf(bm25, pagerank(seed=bm25))",
+        "graph-seeds=rrf(bm25, graph(seed=bm25, keep_seeds=true))",
+    ),
+    "cranfield": ("text=bm25", "vector=vector", "rrf=rrf(bm25, vector)"),
+}
+
+#: (evaluation split, development split) per collection; ``None``: the collection's only judgements.
+SPLITS: Mapping[str, tuple[str | None, str | None]] = {
+    "scifact": ("test", "train"),
+    "cacm": (None, None),
+    "cisi": (None, None),
+    "cranfield": (None, None),
+}
+
+#: ``--sweep`` kinds: ``rrf:ARM`` (RRF k x depth), ``weights:ARM`` (each stream's weight), ``bm25`` (k1 x b).
+SWEEP_KINDS = ("rrf", "weights", "bm25")
+
+#: The grids of the built-in sweeps.
+RRF_KS = (10.0, 20.0, 40.0, 60.0, 100.0)
+SWEEP_DEPTHS = (10, 20, 50, 100, 200, 500)
+STREAM_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
+BM25_K1 = (0.6, 0.9, 1.2, 1.5, 2.0)
+BM25_B = (0.3, 0.5, 0.75, 0.9, 1.0)
+
+
+@dataclass(frozen=True, eq=False)
+class Experiment:
+    """Everything one ``weft-search eval`` run produced."""
+
+    comparison: Comparison
+    sweeps: tuple[Sweep, ...] = ()
+    learned: Mapping[str, LearnedFusion] = field(default_factory=dict)
+    seconds: float = 0.0
+    command: str = ""
+
+
+def _vectors_for(collection: Any, variant: str | None, any_snapshot: bool) -> CollectionVectors | None:
+    if variant is None:
+        return None
+    folder = collection.folder / "vectors" / variant
+    if not folder.exists():
+        if variant == DEFAULT_VECTORS:
+            return None  # optional by default: arms that need vectors will say so
+        raise InvalidParameterError(f"no vectors {variant!r} under {collection.folder / 'vectors'}")
+    return load_frozen_vectors(collection, variant=variant, any_snapshot=any_snapshot)
+
+
+def _sweep(
+    kind: str,
+    testbed: Testbed,
+    arms: Mapping[str, Arm],
+    baseline: str,
+    builder: ArmBuilder,
+    *,
+    seed: int,
+    resamples: int,
+    cache: StreamCache,
+) -> list[Sweep]:
+    measure = "nDCG@10"
+    k = 10  # the sweeps read nDCG@10, so depths below the report's k are allowed
+    name, _, target = kind.partition(":")
+    if name not in SWEEP_KINDS:
+        raise InvalidParameterError(f"unknown sweep {kind!r} (known: rrf:ARM, weights:ARM, bm25)")
+    reference = run_arm(cache, arms[baseline], testbed.queries, k)
+    if name == "bm25":
+        if target:
+            raise InvalidParameterError("the bm25 sweep takes no arm: --sweep bm25")
+
+        def bm25_arm(k1: float, b: float) -> Arm:
+            return builder.arm(f"bm25-{k1:g}-{b:g}=bm25(k1={k1!r}, b={b!r})")
+
+        grid: dict[str, Sequence[Any]] = {"k1": BM25_K1, "b": BM25_B}
+        return [
+            sweep(
+                testbed,
+                "bm25 k1 x b",
+                bm25_arm,
+                grid,
+                measure=measure,
+                k=k,
+                reference=reference,
+                resamples=resamples,
+                seed=seed,
+                cache=cache,
+            )
+        ]
+    if target not in arms:
+        raise InvalidParameterError(f"sweep {kind!r}: no arm {target!r} (arms: {', '.join(arms)})")
+    arm = arms[target]
+    if name == "rrf":
+
+        def rrf_arm(k: float, depth: int) -> Arm:
+            return Arm(f"{arm.name}-k{k:g}-d{depth}", arm.scorers, RRF(k=k), depth=depth)
+
+        return [
+            sweep(
+                testbed,
+                f"{arm.name}: RRF k x depth",
+                rrf_arm,
+                {"k": RRF_KS, "depth": SWEEP_DEPTHS},
+                measure=measure,
+                k=k,
+                reference=reference,
+                resamples=resamples,
+                seed=seed,
+                cache=cache,
+            )
+        ]
+    if len(arm.scorers) < 2:
+        raise InvalidParameterError(f"sweep {kind!r}: arm {target!r} has one stream; nothing to weigh")
+    out = []
+    for stream in range(1, len(arm.scorers)):
+
+        def weighted_arm(weight: float, stream: int = stream) -> Arm:
+            weights = [1.0] * len(arm.scorers)
+            weights[stream] = weight
+            return Arm(
+                f"{arm.name}-w{stream + 1}-{weight:g}", arm.scorers, WeightedRRF(weights), depth=arm.depth
+            )
+
+        label = f"{arm.name}: weight of stream {stream + 1} ({arm.scorers[stream].name}), others 1"
+        out.append(
+            sweep(
+                testbed,
+                label,
+                weighted_arm,
+                {"weight": STREAM_WEIGHTS},
+                measure=measure,
+                k=k,
+                reference=reference,
+                resamples=resamples,
+                seed=seed,
+                cache=cache,
+            )
+        )
+    return out
+
+
+def run_experiment(
+    dataset: str,
+    data: str | Path,
+    *,
+    arms: Sequence[str] | None = None,
+    baseline: str | None = None,
+    measures: Sequence[str] = DEFAULT_MEASURES,
+    k: int = 100,
+    resamples: int = 10_000,
+    seed: int = 0,
+    vectors: str | None = DEFAULT_VECTORS,
+    link_set: str | None = None,
+    sweeps: Sequence[str] = (),
+    any_snapshot: bool = False,
+    cranfield_grades: str = "cleverdon",
+    progress: bool | None = False,
+    command: str = "",
+) -> Experiment:
+    """Run ``weft-search eval`` as a function; see the module docstring.
+
+    Raises:
+        InvalidParameterError: an unknown dataset, a bad arm spec or sweep, a
+            ``learned`` arm on a collection without a development split.
+        PairingError: data that cannot be verified to belong together.
+        DatasetIntegrityError: a file differs from its pin (unless ``any_snapshot``).
+
+    """
+    started = time.perf_counter()
+    if dataset not in COLLECTIONS:
+        raise InvalidParameterError(f"unknown dataset {dataset!r} (known: {', '.join(COLLECTIONS)})")
+    specs = [parse_arm(text) for text in (arms or PRESET_ARMS[dataset])]
+    collection = load_collection(
+        dataset,
+        data,
+        any_snapshot=any_snapshot,
+        cranfield_grades=cranfield_grades,  # type: ignore[arg-type]
+    )
+    loaded = _vectors_for(collection, vectors, any_snapshot)
+    test_split, dev_split = SPLITS[dataset]
+    testbed = build_testbed(
+        collection,
+        split=test_split,
+        vectors=loaded,
+        model=FROZEN_MODEL if loaded else None,
+        link_set=link_set,
+        progress=progress,
+    )
+    builder = ArmBuilder(default_depth=k)
+    built: dict[str, Arm] = {}
+    cache = StreamCache(testbed.snapshot)
+    learned: dict[str, LearnedFusion] = {}
+    extra: dict[str, Any] = {}
+    for spec in specs:
+        arm = builder.arm(spec)
+        if spec.learned:
+            if dev_split is None:
+                raise InvalidParameterError(
+                    f"arm {spec.name!r}: {dataset} has no development split to learn fusion on"
+                )
+            split = development_split(collection, train=dev_split, test=test_split or "test")
+            dev = testbed.with_split(dev_split, split.qids)
+            choice = learn_fusion(dev, arm, k=k, cache=cache)
+            learned[spec.name] = choice
+            arm = replace(arm, fuser=choice.fuser)
+            extra["development_split"] = {
+                "split": dev_split,
+                "queries": len(split.qids),
+                "removed_as_duplicates_of_test": dict(split.removed),
+                "rule": split.rule,
+            }
+        if arm.name in built:
+            raise InvalidParameterError(f"two arms are named {arm.name!r}")
+        built[arm.name] = arm
+    if learned:
+        extra["learned"] = {name: choice.record() for name, choice in learned.items()}
+    comparison = compare(
+        testbed,
+        list(built.values()),
+        k=k,
+        measures=measures,
+        baseline=baseline,
+        resamples=resamples,
+        seed=seed,
+        cache=cache,
+        progress=progress,
+        extra=extra,
+    )
+    done: list[Sweep] = []
+    for kind in sweeps:
+        done.extend(
+            _sweep(
+                kind,
+                testbed,
+                built,
+                comparison.baseline,
+                builder,
+                seed=seed,
+                resamples=resamples,
+                cache=cache,
+            )
+        )
+    return Experiment(comparison, tuple(done), learned, time.perf_counter() - started, command)
+
+
+# ---------------------------------------------------------------------- the command line
+
+
+def _print_sweep(result: Sweep) -> None:
+    print(f"\nsweep {result.name} ({result.measure}; difference vs {result.reference}):")
+    for point in result.points:
+        params = ", ".join(
+            f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+            for key, value in point.params.items()
+        )
+        line = f"  {params:<24} {point.mean:.4f}"
+        if point.difference is not None:
+            d = point.difference
+            line += f"  {d.mean_difference:+.4f} [{d.low:+.4f}, {d.high:+.4f}]"
+        print(line)
+    best = result.best()
+    print(f"  best: {best.params} {best.mean:.4f}")
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from weftsearch.eval import reports  # matplotlib stays optional until a report is written
+
+    command = "weft-search " + shlex.join(getattr(args, "argv", None) or sys.argv[1:])
+    experiment = run_experiment(
+        args.dataset,
+        args.data,
+        arms=args.arms,
+        baseline=args.baseline,
+        measures=args.measures,
+        k=args.k,
+        resamples=args.resamples,
+        seed=args.seed,
+        vectors=None if args.vectors == "none" else args.vectors,
+        link_set=args.link_set,
+        sweeps=args.sweep or (),
+        any_snapshot=args.any_snapshot,
+        cranfield_grades=args.cranfield_grades,
+        progress=None if args.progress else False,
+        command=command,
+    )
+    print(reports.format_table(experiment.comparison))
+    for name, choice in experiment.learned.items():
+        print(
+            f"\n{name}: fuser chosen on {choice.dev_queries} development queries: "
+            f"{choice.fuser!r} ({choice.measure} {choice.dev_mean:.4f} on them)"
+        )
+    for result in experiment.sweeps:
+        _print_sweep(result)
+    if args.out is not None:
+        files = reports.write_report(
+            experiment.comparison,
+            args.out,
+            sweeps=experiment.sweeps,
+            learned=experiment.learned,
+            title=f"{args.dataset}: {', '.join(experiment.comparison.arms)}",
+            command=command,
+            plots=not args.no_plots,
+        )
+        print(f"\nwrote {files}")
+    print(f"\n{args.dataset}: {len(experiment.comparison.arms)} arms in {experiment.seconds:.1f} s")
+    return 0
+
+
+def _cmd_fetch(args: argparse.Namespace) -> int:
+    result = fetch(args.name, args.to, base_url=args.base_url)
+    print(
+        f"{args.name}: {len(result.files)} files verified in {result.folder} "
+        f"({len(result.downloaded)} downloaded)"
+    )
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    collection = load_collection(args.name, args.data)
+    for record in collection.manifest:
+        print(f"{record.path}: {record.size} bytes sha256 {record.sha256} ok")
+    print(
+        f"{args.name}: {len(collection.documents)} documents, {len(collection.queries)} queries, "
+        f"{collection.relevant_pairs()} relevant pairs"
+    )
+    return 0
+
+
+def _measures(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _seed_value(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def add_subcommands(commands: Any) -> None:
+    """Add ``eval`` and ``datasets`` to the ``weft-search`` subcommand parser."""
+    presets = "; ".join(f"{name}: {' '.join(arms)}" for name, arms in PRESET_ARMS.items())
+    evaluate = commands.add_parser(
+        "eval",
+        help="evaluate arms on a judged collection",
+        description=(
+            "Run arms on a judged collection, print each measure with the paired 95%% bootstrap "
+            "interval against the baseline arm, and write a report. Arm spec: NAME=EXPR[@DEPTH], e.g. "
+            "'hybrid=rrf(bm25, vector, k=60)'. Default arms: " + presets.replace("%", "%%")
+        ),
+    )
+    evaluate.add_argument("dataset", metavar="DATASET", choices=COLLECTIONS, help=", ".join(COLLECTIONS))
+    evaluate.add_argument("--data", required=True, metavar="DIR", help="folder holding the collection")
+    evaluate.add_argument("--arms", nargs="+", metavar="SPEC", help="arm specs; the first is the baseline")
+    evaluate.add_argument("--baseline", metavar="ARM", help="compare against this arm (default: the first)")
+    evaluate.add_argument(
+        "--measures",
+        type=_measures,
+        default=list(DEFAULT_MEASURES),
+        metavar="M,M",
+        help="ir_measures names, the first is the headline (default: %(default)s)",
+    )
+    evaluate.add_argument("--k", type=_positive, default=100, help="hits per query (default: %(default)s)")
+    evaluate.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples")
+    evaluate.add_argument("--seed", type=_seed_value, default=0, help="seed of the tests (default: 0)")
+    evaluate.add_argument(
+        "--vectors",
+        default=DEFAULT_VECTORS,
+        metavar="VARIANT",
+        help="frozen vectors to attach ('none' for none; default: %(default)s when present)",
+    )
+    evaluate.add_argument("--link-set", metavar="NAME", help="take document links from this link set")
+    evaluate.add_argument(
+        "--sweep",
+        action="append",
+        metavar="KIND",
+        help="rrf:ARM (RRF k x depth), weights:ARM, bm25 (k1 x b); repeatable",
+    )
+    evaluate.add_argument(
+        "--cranfield-grades", default="cleverdon", choices=("cleverdon", "ir_datasets", "binary")
+    )
+    evaluate.add_argument(
+        "--any-snapshot",
+        action="store_true",
+        help="accept files that differ from their pins; every number is marked unpublishable",
+    )
+    evaluate.add_argument("--out", type=Path, metavar="DIR", help="write report.md, report.json, runs, plots")
+    evaluate.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    evaluate.add_argument("--progress", action="store_true", help="show progress bars")
+    evaluate.set_defaults(handler=_cmd_eval)
+
+    datasets = commands.add_parser("datasets", help="fetch or verify judged collections")
+    actions = datasets.add_subparsers(dest="action", required=True, metavar="ACTION")
+    fetching = actions.add_parser("fetch", help="download a collection from its upstream, verified")
+    fetching.add_argument("name", choices=COLLECTIONS)
+    fetching.add_argument("--to", required=True, metavar="DIR", help="files go into DIR/NAME/")
+    fetching.add_argument("--base-url", metavar="URL", help="a mirror to fetch from instead of the upstream")
+    fetching.set_defaults(handler=_cmd_fetch)
+    verifying = actions.add_parser("verify", help="check a local copy against the pinned hashes")
+    verifying.add_argument("name", choices=COLLECTIONS)
+    verifying.add_argument("--data", required=True, metavar="DIR")
+    verifying.set_defaults(handler=_cmd_verify)

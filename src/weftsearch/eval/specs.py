@@ -1,0 +1,438 @@
+"""Arms written as text, for the command line and for experiment files.
+
+This is the one part of :mod:`weftsearch.eval` that knows scorer names: it
+turns ``"hybrid=rrf(bm25, vector, k=60)@100"`` into an
+:class:`~weftsearch.eval.runs.Arm`. The harness itself receives built arms.
+
+Grammar::
+
+    arm    := NAME "=" expr ["@" DEPTH]
+    expr   := IDENT ["(" [item ("," item)*] ")"]
+    item   := IDENT "=" value | expr
+    value  := NUMBER | "true" | "false" | IDENT | "[" value ("," value)* "]" | expr
+
+An ``expr`` whose name is a fuser (``rrf``, ``weighted``, ``score``, or
+``learned``) takes scorers as its positional items and its own parameters as
+keywords: ``rrf(bm25, vector, k=60)``, ``weighted(bm25, vector, weights=[1, 0.5])``,
+``score(bm25, vector, norm=zscore)``. ``learned(bm25, vector)`` marks an arm
+whose fuser is chosen on development queries (the caller does the choosing; see
+:func:`~weftsearch.eval.harness.learn_fusion`). Any other ``expr`` is one
+scorer, and an arm of one scorer is fused by min-max score fusion, which keeps
+the scorer's order and its ties, so the run's scores tie where the scorer's do.
+
+Scorers known by default (keywords are the constructors' parameters)::
+
+    bm25(k1=1.2, b=0.75)
+    vector()
+    graph(seed=bm25, max_depth=3, seed_n=5, keep_seeds=false, directed=false)
+    pagerank(seed=bm25, damping=0.85, seed_n=5, keep_seeds=false, directed=false)
+    recency(half_life=DAYS)
+
+Add your own with :func:`register_scorer`. Equal scorer expressions build one
+shared object (within one :class:`ArmBuilder`), so two arms that both use
+``bm25`` compute its stream once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Union
+
+from weftsearch.engine.protocols import Fuser, Scorer
+from weftsearch.errors import InvalidParameterError, UnknownSignalError
+from weftsearch.eval.runs import Arm
+from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
+from weftsearch.scorers import BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, VectorScorer
+
+__all__ = [
+    "Expr",
+    "ArmSpec",
+    "parse_arm",
+    "ArmBuilder",
+    "register_scorer",
+    "SCORER_FACTORIES",
+    "FUSER_NAMES",
+    "LEARNED",
+]
+
+_DAY = 86_400.0
+
+#: The fuser name that marks an arm whose fuser is learned on development queries.
+LEARNED = "learned"
+
+#: Names an expression may use as its fuser.
+FUSER_NAMES = ("rrf", "weighted", "score", LEARNED)
+
+Value = Union[float, int, bool, str, "Expr", list["Value"]]
+
+
+@dataclass(frozen=True, slots=True)
+class Expr:
+    """A parsed ``name(positional..., key=value...)``."""
+
+    name: str
+    args: tuple[Expr, ...] = ()
+    kwargs: tuple[tuple[str, Value], ...] = ()
+
+    def __str__(self) -> str:
+        parts = [str(a) for a in self.args] + [f"{k}={_value_text(v)}" for k, v in self.kwargs]
+        return self.name if not parts else f"{self.name}({', '.join(parts)})"
+
+
+def _value_text(value: Value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_value_text(v) for v in value) + "]"
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ArmSpec:
+    """A parsed arm: its name, its expression and the over-fetch depth (``None``: default)."""
+
+    name: str
+    expr: Expr
+    depth: int | None
+
+    @property
+    def learned(self) -> bool:
+        """Whether the arm's fuser is to be learned on development queries."""
+        return self.expr.name == LEARNED
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.expr}" + ("" if self.depth is None else f"@{self.depth}")
+
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<number>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)|(?P<ident>[A-Za-z_][A-Za-z0-9_.\-]*)"
+    r"|(?P<punct>[()\[\],=@]))"
+)
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens: list[tuple[str, str, int]] = []
+        position = 0
+        while position < len(text):
+            if text[position:].strip() == "":
+                break
+            match = _TOKEN.match(text, position)
+            if match is None or match.end() == position:
+                raise self.error(f"unexpected character {text[position:].lstrip()[:1]!r}", position)
+            kind = match.lastgroup
+            assert kind is not None
+            self.tokens.append((kind, match.group(kind), match.start(kind)))
+            position = match.end()
+        self.at = 0
+
+    def error(self, message: str, position: int | None = None) -> InvalidParameterError:
+        if position is None:
+            position = self.tokens[self.at][2] if self.at < len(self.tokens) else len(self.text)
+        return InvalidParameterError(f"cannot read arm {self.text!r}: {message} at column {position + 1}")
+
+    def peek(self) -> tuple[str, str]:
+        if self.at >= len(self.tokens):
+            return ("end", "")
+        kind, text, _ = self.tokens[self.at]
+        return (kind, text)
+
+    def take(self, kind: str, text: str | None = None) -> str:
+        got_kind, got_text = self.peek()
+        if got_kind != kind or (text is not None and got_text != text):
+            wanted = text if text is not None else kind
+            raise self.error(f"expected {wanted!r}, found {got_text or 'the end'!r}")
+        self.at += 1
+        return got_text
+
+    def expr(self) -> Expr:
+        name = self.take("ident")
+        if self.peek() != ("punct", "("):
+            return Expr(name)
+        self.take("punct", "(")
+        args: list[Expr] = []
+        kwargs: dict[str, Value] = {}
+        if self.peek() != ("punct", ")"):
+            while True:
+                kind, text = self.peek()
+                nxt = self.tokens[self.at + 1][1] if self.at + 1 < len(self.tokens) else ""
+                if kind == "ident" and nxt == "=":
+                    self.at += 2
+                    if text in kwargs:
+                        raise self.error(f"parameter {text!r} given twice")
+                    kwargs[text] = self.value()
+                else:
+                    if kwargs:
+                        raise self.error("a positional item after a keyword")
+                    args.append(self.expr())
+                if self.peek() == ("punct", ","):
+                    self.take("punct", ",")
+                    continue
+                break
+        self.take("punct", ")")
+        return Expr(name, tuple(args), tuple(kwargs.items()))
+
+    def value(self) -> Value:
+        kind, text = self.peek()
+        if kind == "number":
+            self.at += 1
+            return int(text) if re.fullmatch(r"[-+]?\d+", text) else float(text)
+        if (kind, text) == ("punct", "["):
+            self.take("punct", "[")
+            items: list[Value] = [self.value()]
+            while self.peek() == ("punct", ","):
+                self.take("punct", ",")
+                items.append(self.value())
+            self.take("punct", "]")
+            return items
+        if kind == "ident":
+            if text in ("true", "false"):
+                self.at += 1
+                return text == "true"
+            following = self.tokens[self.at + 1][1] if self.at + 1 < len(self.tokens) else ""
+            if following == "(" or text in SCORER_FACTORIES:
+                return self.expr()
+            self.at += 1
+            return text
+        raise self.error(f"expected a value, found {text or 'the end'!r}")
+
+
+def parse_arm(text: str) -> ArmSpec:
+    """Parse ``NAME=EXPR[@DEPTH]``.
+
+    Raises:
+        InvalidParameterError: the text does not follow the grammar (the
+            message gives the column).
+
+    """
+    if not isinstance(text, str):
+        raise InvalidParameterError(f"an arm spec must be a string, got {text!r}")
+    parser = _Parser(text)
+    name = parser.take("ident")
+    parser.take("punct", "=")
+    expr = parser.expr()
+    depth: int | None = None
+    if parser.peek() == ("punct", "@"):
+        parser.take("punct", "@")
+        raw = parser.take("number")
+        if not raw.isdigit() or int(raw) < 1:
+            raise parser.error(f"depth must be a positive integer, got {raw!r}")
+        depth = int(raw)
+    if parser.peek()[0] != "end":
+        raise parser.error(f"unexpected {parser.peek()[1]!r}")
+    return ArmSpec(name, expr, depth)
+
+
+# ---------------------------------------------------------------------- building
+
+ScorerFactory = Callable[["ArmBuilder", Expr], Scorer]
+
+
+def _params(expr: Expr, allowed: Sequence[str]) -> dict[str, Value]:
+    params = dict(expr.kwargs)
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise InvalidParameterError(
+            f"{expr.name}: unknown parameter(s) {', '.join(unknown)} (known: {', '.join(allowed) or 'none'})"
+        )
+    if expr.args:
+        raise InvalidParameterError(f"{expr.name}: takes no positional items, got {len(expr.args)}")
+    return params
+
+
+def _number(expr: Expr, params: Mapping[str, Value], name: str, default: float) -> float:
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidParameterError(f"{expr.name}: {name} must be a number, got {_value_text(value)}")
+    return float(value)
+
+
+def _integer(expr: Expr, params: Mapping[str, Value], name: str, default: int) -> int:
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidParameterError(f"{expr.name}: {name} must be an integer, got {_value_text(value)}")
+    return value
+
+
+def _flag(expr: Expr, params: Mapping[str, Value], name: str) -> bool:
+    value = params.get(name, False)
+    if not isinstance(value, bool):
+        raise InvalidParameterError(f"{expr.name}: {name} must be true or false, got {_value_text(value)}")
+    return value
+
+
+def _seed(builder: ArmBuilder, expr: Expr, params: Mapping[str, Value]) -> Scorer | None:
+    seed = params.get("seed")
+    if seed is None:
+        return None
+    if isinstance(seed, str):
+        seed = Expr(seed)
+    if not isinstance(seed, Expr):
+        raise InvalidParameterError(f"{expr.name}: seed must be a scorer, got {_value_text(seed)}")
+    return builder.scorer(seed)
+
+
+def _bm25(builder: ArmBuilder, expr: Expr) -> Scorer:
+    params = _params(expr, ("k1", "b"))
+    return BM25Scorer(k1=_number(expr, params, "k1", 1.2), b=_number(expr, params, "b", 0.75))
+
+
+def _vector(builder: ArmBuilder, expr: Expr) -> Scorer:
+    _params(expr, ())
+    return VectorScorer()
+
+
+_GRAPH_KEYS = ("seed", "seed_n", "keep_seeds", "directed")
+
+
+def _graph(builder: ArmBuilder, expr: Expr) -> Scorer:
+    params = _params(expr, (*_GRAPH_KEYS, "max_depth"))
+    return GraphScorer(
+        _seed(builder, expr, params),
+        max_depth=_integer(expr, params, "max_depth", 3),
+        seed_n=_integer(expr, params, "seed_n", 5),
+        keep_seeds=_flag(expr, params, "keep_seeds"),
+        directed=_flag(expr, params, "directed"),
+    )
+
+
+def _pagerank(builder: ArmBuilder, expr: Expr) -> Scorer:
+    params = _params(expr, (*_GRAPH_KEYS, "damping"))
+    return PageRankScorer(
+        _seed(builder, expr, params),
+        damping=_number(expr, params, "damping", 0.85),
+        seed_n=_integer(expr, params, "seed_n", 5),
+        keep_seeds=_flag(expr, params, "keep_seeds"),
+        directed=_flag(expr, params, "directed"),
+    )
+
+
+def _recency(builder: ArmBuilder, expr: Expr) -> Scorer:
+    params = _params(expr, ("half_life",))
+    if "half_life" not in params:
+        raise InvalidParameterError("recency: half_life (days) is required, as in recency(half_life=365)")
+    return RecencyScorer(half_life=_number(expr, params, "half_life", 0.0) * _DAY)
+
+
+#: Scorer name -> factory. Extend with :func:`register_scorer`.
+SCORER_FACTORIES: dict[str, ScorerFactory] = {
+    "bm25": _bm25,
+    "vector": _vector,
+    "graph": _graph,
+    "pagerank": _pagerank,
+    "recency": _recency,
+}
+
+
+def register_scorer(name: str, factory: ScorerFactory, *, replace: bool = False) -> None:
+    """Make ``name(...)`` usable in arm specs.
+
+    ``factory(builder, expr)`` returns the scorer; read its keywords from
+    ``expr.kwargs`` and build nested scorers (seeds) with ``builder.scorer``.
+
+    Raises:
+        InvalidParameterError: a bad name, a fuser's name, or a taken name
+            without ``replace=True``.
+
+    """
+    if not isinstance(name, str) or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is None:
+        raise InvalidParameterError(f"a scorer name must be an identifier, got {name!r}")
+    if name in FUSER_NAMES:
+        raise InvalidParameterError(f"{name!r} names a fuser")
+    if name in SCORER_FACTORIES and not replace:
+        raise InvalidParameterError(f"scorer {name!r} is already registered (pass replace=True)")
+    SCORER_FACTORIES[name] = factory
+
+
+class ArmBuilder:
+    """Builds arms from specs, sharing one scorer object per distinct expression."""
+
+    def __init__(self, default_depth: int = 100) -> None:
+        self.default_depth = default_depth
+        self._scorers: dict[str, Scorer] = {}
+
+    def scorer(self, expr: Expr) -> Scorer:
+        """The scorer of ``expr``, built once per distinct expression text.
+
+        Raises:
+            UnknownSignalError: an unknown scorer name.
+            InvalidParameterError: bad parameters.
+
+        """
+        key = str(expr)
+        found = self._scorers.get(key)
+        if found is None:
+            factory = SCORER_FACTORIES.get(expr.name)
+            if factory is None:
+                known = ", ".join(sorted(SCORER_FACTORIES))
+                raise UnknownSignalError(f"unknown scorer {expr.name!r} (known: {known})")
+            found = factory(self, expr)
+            self._scorers[key] = found
+        return found
+
+    def fuser(self, expr: Expr, streams: int) -> Fuser:
+        """The fuser of a fuser expression (``learned`` gives a placeholder RRF).
+
+        Raises:
+            InvalidParameterError: bad parameters or a weight count that does
+                not match the streams.
+
+        """
+        params = dict(expr.kwargs)
+        if expr.name in ("rrf", LEARNED):
+            unknown = sorted(set(params) - {"k"})
+            if unknown:
+                raise InvalidParameterError(
+                    f"{expr.name}: unknown parameter(s) {', '.join(unknown)} (known: k)"
+                )
+            return RRF(k=_number(expr, params, "k", 60.0))
+        weights = params.get("weights")
+        if weights is not None and (
+            not isinstance(weights, list)
+            or any(isinstance(w, bool) or not isinstance(w, (int, float)) for w in weights)
+        ):
+            raise InvalidParameterError(f"{expr.name}: weights must be a list of numbers, as in [1, 0.5]")
+        if weights is not None and len(weights) != streams:
+            raise InvalidParameterError(f"{expr.name}: {len(weights)} weights for {streams} scorers")
+        floats = None if weights is None else [float(w) for w in weights]  # type: ignore[arg-type]
+        if expr.name == "weighted":
+            unknown = sorted(set(params) - {"k", "weights"})
+            if unknown:
+                raise InvalidParameterError(f"weighted: unknown parameter(s) {', '.join(unknown)}")
+            if floats is None:
+                raise InvalidParameterError(
+                    "weighted: weights are required, as in weighted(a, b, weights=[1, 0.5])"
+                )
+            return WeightedRRF(floats, k=_number(expr, params, "k", 60.0))
+        unknown = sorted(set(params) - {"weights", "norm"})
+        if unknown:
+            raise InvalidParameterError(f"score: unknown parameter(s) {', '.join(unknown)}")
+        norm = params.get("norm", "minmax")
+        if norm not in ("minmax", "zscore"):
+            raise InvalidParameterError(f"score: norm must be minmax or zscore, got {_value_text(norm)}")
+        return ScoreFusion(floats, norm="zscore" if norm == "zscore" else "minmax")
+
+    def arm(self, spec: ArmSpec | str) -> Arm:
+        """The arm of ``spec`` (parsed first when a string).
+
+        Raises:
+            InvalidParameterError: a bad spec.
+            UnknownSignalError: an unknown scorer.
+
+        """
+        if isinstance(spec, str):
+            spec = parse_arm(spec)
+        depth = self.default_depth if spec.depth is None else spec.depth
+        if spec.expr.name in FUSER_NAMES:
+            if not spec.expr.args:
+                raise InvalidParameterError(f"arm {spec.name!r}: {spec.expr.name} needs at least one scorer")
+            scorers = tuple(self.scorer(arg) for arg in spec.expr.args)
+            fuser = self.fuser(spec.expr, len(scorers))
+        else:
+            scorers = (self.scorer(spec.expr),)
+            fuser = ScoreFusion(norm="minmax")
+        notes = "fuser chosen on development queries" if spec.learned else ""
+        return Arm(spec.name, scorers, fuser, depth=depth, notes=notes)
