@@ -16,7 +16,8 @@ equal-looking objects are computed twice (never a wrong sharing).
 fuser returned them, and is evaluated with trec_eval's semantics (scores
 rounded to float32, ties broken by document id descending; see
 :mod:`weftsearch.eval.metrics`), so the TREC files the reports write reprint
-the same numbers under trec_eval itself. Because the engine breaks ties by key
+the same numbers under trec_eval itself (with ``-c``: a query that retrieved
+nothing has no line in a TREC file, and counts 0 here, as under ``-c``). Because the engine breaks ties by key
 ascending and trec_eval by id descending, a tied slot can hold a different
 document in the two orders: :attr:`ArmRun.tied` counts, per query, the top-k
 slots whose float32 fused score equals a neighbour's (the slot is decided by a
