@@ -204,6 +204,28 @@ def canonical_stream(stream: object, snapshot: Snapshot, depth: int, label: str)
     return Stream(ids[order], scores[order])
 
 
+def check_fused(fused: object, snapshot: Snapshot, k: int, streams: int, label: str) -> FusedStream:
+    """Check a fuser's output against the contract.
+
+    Raises:
+        ScorerOutputError: not a FusedStream, more than ``k`` candidates,
+            contributions for another number of streams, ids outside the
+            snapshot or repeated. The message names the fuser.
+
+    """
+    if not isinstance(fused, FusedStream) or len(fused) > k:
+        raise ScorerOutputError(f"fuser {label!r} did not return at most {k} fused candidates")
+    if fused.contributions.shape[1] != streams:
+        raise ScorerOutputError(f"fuser {label!r} returned contributions for the wrong streams")
+    ids = fused.ids
+    if ids.size:
+        if int(ids.min()) < 0 or int(ids.max()) >= snapshot.n_docs:
+            raise ScorerOutputError(f"fuser {label!r} returned an id outside 0..{snapshot.n_docs - 1}")
+        if np.unique(ids).size != ids.size:
+            raise ScorerOutputError(f"fuser {label!r} returned the same document twice")
+    return fused
+
+
 def _rank_lookup(stream: Stream, wanted: NDArray[np.int64]) -> NDArray[np.int64]:
     """1-based rank of each ``wanted`` id in ``stream``, 0 where absent. O((n + m) log n)."""
     if len(stream) == 0:
@@ -262,11 +284,7 @@ def search_snapshot(
         canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label)
         for scorer, label in zip(scorers, labels, strict=False)
     ]
-    fused = fuser.fuse(streams, k, snapshot)
-    if not isinstance(fused, FusedStream) or len(fused) > k:
-        raise ScorerOutputError(f"fuser {fuser.name!r} did not return at most {k} fused candidates")
-    if fused.contributions.shape[1] != len(streams):
-        raise ScorerOutputError(f"fuser {fuser.name!r} returned contributions for the wrong streams")
+    fused = check_fused(fuser.fuse(streams, k, snapshot), snapshot, k, len(streams), str(fuser.name))
 
     # A document whose stored record is damaged is reported absent, as
     # Index.get does; the others keep their places and scores.

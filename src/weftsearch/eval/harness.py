@@ -112,14 +112,25 @@ def content_hash(documents: Iterable[Document], analyzer: str) -> str:
     they were added in; the analyzer's name is included because it decides
     the postings. O(total size of the documents).
     """
-    digest = hashlib.sha256(f"weft-content-v1\0{analyzer}\0".encode())
+    digest = hashlib.sha256()
+
+    def field(data: bytes) -> None:
+        # Length-prefixed, so no choice of texts or keys can make two indexes hash alike.
+        digest.update(len(data).to_bytes(8, "little") + data)
+
+    field(b"weft-content-v2")
+    field(analyzer.encode("utf-8"))
     for document in sorted(documents, key=lambda d: d.key):
-        digest.update(document.key.encode("utf-8") + b"\0")
-        digest.update(document.text.encode("utf-8") + b"\0")
-        if document.vector is not None:
-            digest.update(np.ascontiguousarray(document.vector, dtype="<f4").tobytes())
-        digest.update(b"\0" + "\x1f".join(document.links).encode("utf-8") + b"\0")
-        digest.update(repr(document.timestamp).encode() + b"\0")
+        field(document.key.encode("utf-8"))
+        field(document.text.encode("utf-8"))
+        field(
+            b"" if document.vector is None else b"v" + np.ascontiguousarray(document.vector, "<f4").tobytes()
+        )
+        links = sorted(set(document.links))  # the index treats links as a set
+        field(len(links).to_bytes(8, "little"))
+        for link in links:
+            field(link.encode("utf-8"))
+        field(repr(document.timestamp).encode())
     return digest.hexdigest()
 
 

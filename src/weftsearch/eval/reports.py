@@ -631,6 +631,15 @@ def report_record(
         name: {m: result.evaluation.per_query(m) for m in comparison.measures}
         for name, result in comparison.arms.items()
     }
+    # The tie diagnostic per arm and query: fused top-k slots decided by a
+    # tie-break, and the same count for each input stream.
+    record["tie_break_slots_per_query"] = {
+        name: {
+            qid: {"fused": result.run.tied[qid], "streams": list(result.run.stream_tied[qid])}
+            for qid in result.run.qids
+        }
+        for name, result in comparison.arms.items()
+    }
     return record
 
 

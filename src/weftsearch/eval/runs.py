@@ -37,10 +37,10 @@ from tqdm.auto import tqdm
 
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
-from weftsearch.engine.search import canonical_stream, stream_labels
+from weftsearch.engine.search import canonical_stream, check_fused, stream_labels
 from weftsearch.engine.snapshot import Snapshot
-from weftsearch.engine.stream import FusedStream, Stream, check_k
-from weftsearch.errors import InvalidParameterError, PairingError, ScorerOutputError
+from weftsearch.engine.stream import Stream, check_k
+from weftsearch.errors import InvalidParameterError, PairingError
 
 __all__ = ["Arm", "ArmRun", "StreamCache", "run_arm", "tied_slots", "ARM_NAME_PATTERN"]
 
@@ -78,6 +78,10 @@ class Arm:
             raise InvalidParameterError(
                 f"arm name {self.name!r} must match {ARM_NAME_PATTERN.pattern} (it becomes a file name)"
             )
+        if isinstance(self.scorers, Scorer) or not isinstance(self.scorers, (tuple, list)):
+            raise InvalidParameterError(
+                f"arm {self.name!r}: scorers must be a tuple or list, got {type(self.scorers).__name__}"
+            )
         object.__setattr__(self, "scorers", tuple(self.scorers))
         if not self.scorers:
             raise InvalidParameterError(f"arm {self.name!r} needs at least one scorer")
@@ -99,6 +103,14 @@ class Arm:
         }
 
 
+def _same_query(a: Query, b: Query) -> bool:
+    if (a.text, a.seeds, a.timestamp) != (b.text, b.seeds, b.timestamp):
+        return False
+    if a.vector is None or b.vector is None:
+        return a.vector is None and b.vector is None
+    return bool(np.array_equal(a.vector, b.vector))
+
+
 class StreamCache:
     """Checked, canonical streams per (scorer object, query id, depth).
 
@@ -113,6 +125,7 @@ class StreamCache:
         self._streams: dict[tuple[int, str, int], Stream] = {}
         self._owners: dict[int, Scorer] = {}  # keeps ids stable: a cached scorer is never collected
         self._writable_keys: set[str] = set()
+        self._queries: dict[str, Query] = {}
         self._keys: NDArray[np.object_] | None = None
 
     def keys_of(self, ids: NDArray[np.int64]) -> tuple[str, ...]:
@@ -143,6 +156,11 @@ class StreamCache:
         """
         key = (id(scorer), qid, depth)
         cached = self._streams.get(key)
+        known = self._queries.setdefault(qid, query)
+        if known is not query and not _same_query(known, query):
+            raise InvalidParameterError(
+                f"query id {qid!r} was cached with another query; use one cache per query set"
+            )
         if cached is None:
             self._owners[id(scorer)] = scorer
             cached = canonical_stream(scorer.score(self.snapshot, query, depth), self.snapshot, depth, label)
@@ -270,15 +288,20 @@ def run_arm(
     scores: dict[str, NDArray[np.float64]] = {}
     tied: dict[str, int] = {}
     stream_tied: dict[str, tuple[int, ...]] = {}
+    for qid in queries:
+        if not isinstance(qid, str) or not qid or any(c.isspace() for c in qid):
+            raise PairingError(
+                f"query id {qid!r} is empty or holds whitespace; it cannot be written to a TREC run"
+            )
     disable = None if progress is None else not progress
     for qid, query in tqdm(queries.items(), desc=arm.name, unit="q", disable=disable, leave=False):
         streams = [
             cache.stream(scorer, label, qid, query, depth)
             for scorer, label in zip(arm.scorers, labels, strict=True)
         ]
-        fused = fuser.fuse(streams, k + 1, snapshot)
-        if not isinstance(fused, FusedStream) or len(fused) > k + 1:
-            raise ScorerOutputError(f"fuser {fuser.name!r} did not return at most {k + 1} fused candidates")
+        fused = check_fused(
+            fuser.fuse(streams, k + 1, snapshot), snapshot, k + 1, len(streams), str(fuser.name)
+        )
         tied[qid] = tied_slots(fused.scores, k)
         stream_tied[qid] = tuple(tied_slots(s.scores[: k + 1], k) for s in streams)
         head = fused.head(k)
