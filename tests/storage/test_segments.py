@@ -1006,3 +1006,48 @@ def test_a_failed_child_falls_back_to_encoding_in_thread(
     index = _commit_with_fork_threshold(tmp_path / "index", 10, make_corpus(20))
     index.close()
     assert len(Index.open(tmp_path / "index", readonly=True)) == 20
+
+
+def test_a_seal_during_a_child_encode_keeps_every_document_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import weftsearch.engine.index as index_module
+
+    docs = make_corpus(30)
+    index = Index.create(tmp_path / "index")
+    index._fork_encode_min = 10
+    index.add_many(docs)
+    real = index_module._encode_in_child
+
+    def encode_then_seal(*args: Any) -> bool:
+        ok = real(*args)
+        assert ok, "the child should have encoded and written the segment"
+        # The writer searches while the child works: that seals the same
+        # documents into an in-memory segment, with no write to tell of it.
+        index.snapshot()
+        return ok
+
+    monkeypatch.setattr(index_module, "_encode_in_child", encode_then_seal)
+    index.commit()
+    assert len(index) == 30
+    index.close()
+    reopened = Index.open(tmp_path / "index", readonly=True)
+    assert len(reopened) == 30
+    assert sorted(reopened.keys()) == sorted(d.key for d in docs)
+    assert reopened.scrub().ok
+
+
+def test_warming_a_segment_reader_changes_no_answer(tmp_path: Path) -> None:
+    path = tmp_path / "index"
+    with Index.create(path) as index:
+        index.add_many(make_corpus(20))
+        index.commit()
+    [name] = [p for p in path.iterdir() if p.suffix == ".wseg"]
+    warmed = SegmentReader(name)
+    warmed.warm()
+    reader = SegmentReader(name)
+    for term in [*warmed.terms()[:10], "no-such-term"]:
+        w_ids, w_tfs = warmed.postings(term)
+        c_ids, c_tfs = reader.postings(term)
+        assert w_ids.tolist() == c_ids.tolist() and w_tfs.tolist() == c_tfs.tolist()
+    assert warmed.doc_lengths().tolist() == reader.doc_lengths().tolist()

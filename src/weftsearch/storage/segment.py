@@ -269,6 +269,20 @@ class SegmentReader:
         _check_offsets(offsets, count, int(blob.shape[0]), prefix, self.path)
         return blob, offsets  # type: ignore[return-value]
 
+    def warm(self) -> None:
+        """Decode now what the first search of this segment would: the term index and lengths.
+
+        The index calls this on a segment before it publishes a snapshot that
+        reads it, so no search of the new snapshot pays the O(V) decode of the
+        term table. Best effort: a damaged table is left for the read that
+        needs it to report, as it would be without warming.
+        """
+        try:
+            self.term_position("")
+            self.doc_lengths()
+        except CorruptIndexError:
+            pass
+
     # ------------------------------------------------------------------ per-document arrays
 
     def keys(self) -> NDArray[np.str_]:
