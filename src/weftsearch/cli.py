@@ -54,6 +54,7 @@ from weftsearch.engine.search import Hit, SearchResults
 from weftsearch.errors import InvalidParameterError, UnknownSignalError, WeftError
 from weftsearch.fusion import FUSION_METHODS, RRF, ScoreFusion, WeightedRRF
 from weftsearch.scorers import BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, VectorScorer
+from weftsearch.scorers.vector import DEFAULT_NPROBE
 
 __all__ = [
     "main",
@@ -89,6 +90,7 @@ class SignalOptions:
         graph_depth: hops the graph signal explores.
         keep_seeds: keep the seeds in the graph and pagerank streams (the
             control arm that shows whether a gain is just text counted twice).
+        nprobe: IVF lists the vector signal reads per segment; ``None``: exact.
 
     """
 
@@ -98,6 +100,7 @@ class SignalOptions:
     seed_n: int = 5
     graph_depth: int = 3
     keep_seeds: bool = False
+    nprobe: int | None = DEFAULT_NPROBE
 
 
 def parse_signals(spec: str) -> list[str]:
@@ -126,7 +129,7 @@ def make_scorer(name: str, options: SignalOptions) -> Scorer:
     if name == "text":
         return BM25Scorer(options.k1, options.b, name="text")
     if name == "vector":
-        return VectorScorer(name="vector")
+        return VectorScorer(nprobe=options.nprobe, name="vector")
     if name == "graph":
         return GraphScorer(
             BM25Scorer(options.k1, options.b),
@@ -323,6 +326,7 @@ def _options(args: argparse.Namespace) -> SignalOptions:
         seed_n=args.seed_n,
         graph_depth=args.graph_depth,
         keep_seeds=args.keep_seeds,
+        nprobe=None if args.exact_vectors else args.nprobe,
     )
 
 
@@ -516,6 +520,13 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--keep-seeds", action="store_true", help="keep the BM25 seeds in the graph/pagerank streams"
     )
+    search.add_argument(
+        "--nprobe",
+        type=_positive_int,
+        default=DEFAULT_NPROBE,
+        help="IVF lists the vector signal reads (%(default)s)",
+    )
+    search.add_argument("--exact-vectors", action="store_true", help="scan every vector (no IVF lists)")
     search.add_argument("--explain", action="store_true", help="show each signal's rank, score, share")
     search.add_argument("--json", action="store_true", help="print JSON")
     search.add_argument("--query-vector", metavar="FILE.npy", help="1-D vector for a single QUERY")

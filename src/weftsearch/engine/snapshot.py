@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 from weftsearch.analysis import Analyzer
 from weftsearch.engine.documents import Document, FieldValue
 from weftsearch.errors import CorruptIndexError, UnknownKeyError
+from weftsearch.storage.ivf import worth_probing
 from weftsearch.storage.segment import SegmentReader
 
 __all__ = ["Snapshot", "SnapshotPart", "Postings", "VectorBlock"]
@@ -72,6 +73,37 @@ class VectorBlock:
 
     ids: IdArray
     matrix: NDArray[np.float32]
+    centroids: NDArray[np.float32] | None = None
+    list_offsets: NDArray[np.uint64] | None = None
+
+    def probe(self, unit_query: NDArray[np.float32], nprobe: int) -> list[tuple[int, int]] | None:
+        """Row ranges ``[start, end)`` of the ``nprobe`` lists nearest ``unit_query``, merged where adjacent.
+
+        ``None`` means "scan every row": the block has no partitions, or
+        probing would read no fewer rows than a scan
+        (:func:`~weftsearch.storage.ivf.worth_probing`). Lists are ranked by
+        the inner product of their unit centroid with the query (ties: the
+        lower list first), then visited in row order. This picks candidates;
+        scoring them is the scorer's business. O(nlist * dim + nlist log nlist).
+        """
+        if self.centroids is None or self.list_offsets is None:
+            return None
+        nlist = self.centroids.shape[0]
+        if not worth_probing(self.matrix.shape[0], nlist, nprobe):
+            return None
+        closeness = np.einsum("ij,j->i", self.centroids, unit_query)
+        chosen = np.sort(np.argsort(-closeness, kind="stable")[:nprobe])
+        starts = self.list_offsets[chosen].astype(np.int64).tolist()
+        ends = self.list_offsets[chosen + 1].astype(np.int64).tolist()
+        ranges: list[tuple[int, int]] = []
+        for start, end in zip(starts, ends, strict=True):
+            if end == start:
+                continue
+            if ranges and ranges[-1][1] == start:
+                ranges[-1] = (ranges[-1][0], end)
+            else:
+                ranges.append((start, end))
+        return ranges
 
 
 _NO_FIELDS: Mapping[str, FieldValue] = MappingProxyType({})
@@ -406,7 +438,11 @@ class Snapshot:
                 ids = np.full(matrix.shape[0], -1, dtype=np.int64)
                 has = np.flatnonzero(rows >= 0)
                 ids[rows[has]] = part.to_global(has)
-                blocks.append(VectorBlock(_readonly(ids), matrix))
+                lists = part.reader.vector_lists()
+                if lists is None:
+                    blocks.append(VectorBlock(_readonly(ids), matrix))
+                else:
+                    blocks.append(VectorBlock(_readonly(ids), matrix, lists[0], lists[1]))
             return blocks
 
         return self.memo(("engine", "vector_blocks"), build)

@@ -56,7 +56,12 @@ __all__ = [
 
 #: Arms run when ``--arms`` is not given, per collection; the first is the baseline.
 PRESET_ARMS: Mapping[str, tuple[str, ...]] = {
-    "scifact": ("text=bm25", "vector=vector", "rrf=rrf(bm25, vector)", "learned=learned(bm25, vector)"),
+    "scifact": (
+        "text=bm25",
+        "vector=vector(exact=true)",
+        "rrf=rrf(bm25, vector(exact=true))",
+        "learned=learned(bm25, vector(exact=true))",
+    ),
     "cacm": (
         "text=bm25",
         "graph=rrf(bm25, graph(seed=bm25))",
@@ -70,7 +75,7 @@ PRESET_ARMS: Mapping[str, tuple[str, ...]] = {
         "pagerank=rrf(bm25, pagerank(seed=bm25))",
         "graph-seeds=rrf(bm25, graph(seed=bm25, keep_seeds=true))",
     ),
-    "cranfield": ("text=bm25", "vector=vector", "rrf=rrf(bm25, vector)"),
+    "cranfield": ("text=bm25", "vector=vector(exact=true)", "rrf=rrf(bm25, vector(exact=true))"),
 }
 
 #: (evaluation split, development split) per collection; ``None``: the collection's only judgements.

@@ -23,7 +23,7 @@ the scorer's order and its ties, so the run's scores tie where the scorer's do.
 Scorers known by default (keywords are the constructors' parameters)::
 
     bm25(k1=1.2, b=0.75)
-    vector()
+    vector(nprobe=20)                    (or vector(exact=true): scan every vector)
     graph(seed=bm25, max_depth=3, seed_n=5, keep_seeds=false, directed=false)
     pagerank(seed=bm25, damping=0.85, seed_n=5, keep_seeds=false, directed=false)
     recency(half_life=DAYS)
@@ -45,6 +45,7 @@ from weftsearch.errors import InvalidParameterError, UnknownSignalError
 from weftsearch.eval.runs import Arm
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
 from weftsearch.scorers import BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, VectorScorer
+from weftsearch.scorers.vector import DEFAULT_NPROBE
 
 __all__ = [
     "Expr",
@@ -281,8 +282,12 @@ def _bm25(builder: ArmBuilder, expr: Expr) -> Scorer:
 
 
 def _vector(builder: ArmBuilder, expr: Expr) -> Scorer:
-    _params(expr, ())
-    return VectorScorer()
+    params = _params(expr, ("nprobe", "exact"))
+    if _flag(expr, params, "exact"):
+        if "nprobe" in params:
+            raise InvalidParameterError("vector: give nprobe or exact=true, not both")
+        return VectorScorer(nprobe=None)
+    return VectorScorer(nprobe=_integer(expr, params, "nprobe", DEFAULT_NPROBE))
 
 
 _GRAPH_KEYS = ("seed", "seed_n", "keep_seeds", "directed")

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from weftsearch.engine.documents import Document
 from weftsearch.errors import CorruptIndexError, WeftError
 from weftsearch.storage.codec import SectionFile, checksum, encode_sections
+from weftsearch.storage.ivf import IVF_MIN_VECTORS, TRAIN_ITERATIONS, TRAIN_SEED, train_partitions
 
 __all__ = [
     "SegmentDocument",
@@ -161,7 +162,7 @@ def encode_columns(columns: SegmentColumns) -> bytes:
     links_blob, links_target_offsets = _blob(columns.link_targets)
     links_offsets = np.zeros(n + 1, dtype=np.uint64)
     np.cumsum(columns.link_counts, out=links_offsets[1:])
-    meta = {
+    meta: dict[str, Any] = {
         "documents": n,
         "terms": vocabulary_size,
         "postings": int(posting_ids.shape[0]),
@@ -169,6 +170,29 @@ def encode_columns(columns: SegmentColumns) -> bytes:
         "vectors": int(columns.matrix.shape[0]),
         "vector_dim": columns.vector_dim,
     }
+    matrix = np.ascontiguousarray(columns.matrix, dtype=np.float32)
+    vector_rows = np.asarray(columns.vector_rows, dtype=np.int32)
+    ivf_sections: dict[str, NDArray[Any]] = {}
+    if matrix.shape[0] >= IVF_MIN_VECTORS and matrix.shape[1]:
+        # Vectors go into partition order (rows of one list contiguous, in key
+        # order within the list), so a probed list is one block of the matrix.
+        partitions = train_partitions(matrix)
+        order = np.argsort(partitions.assignment, kind="stable")
+        new_row = np.empty(order.shape[0], dtype=np.int64)
+        new_row[order] = np.arange(order.shape[0])
+        matrix = np.ascontiguousarray(matrix[order])
+        has = vector_rows >= 0
+        vector_rows = vector_rows.copy()
+        vector_rows[has] = new_row[vector_rows[has]].astype(np.int32)
+        offsets = np.zeros(partitions.nlist + 1, dtype=np.uint64)
+        np.cumsum(np.bincount(partitions.assignment, minlength=partitions.nlist), out=offsets[1:])
+        ivf_sections = {"ivf.centroids": partitions.centroids.reshape(-1), "ivf.offsets": offsets}
+        meta["ivf"] = {
+            "nlist": partitions.nlist,
+            "sample": partitions.sample,
+            "iterations": TRAIN_ITERATIONS,
+            "seed": TRAIN_SEED,
+        }
     meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode("ascii")
     return encode_sections(
         {
@@ -189,8 +213,9 @@ def encode_columns(columns: SegmentColumns) -> bytes:
             "links.doc": links_offsets,
             "links.blob": links_blob,
             "links.offsets": links_target_offsets,
-            "vec.rows": np.asarray(columns.vector_rows, dtype=np.int32),
-            "vec.matrix": np.ascontiguousarray(columns.matrix, dtype=np.float32).reshape(-1),
+            "vec.rows": vector_rows,
+            "vec.matrix": matrix.reshape(-1),
+            **ivf_sections,
         }
     )
 
@@ -222,6 +247,7 @@ class SegmentReader:
         self._cache: dict[str, Any] = {}
         self._verified_postings: dict[int, tuple[NDArray[np.uint32], NDArray[np.uint32]]] = {}
         meta = self._meta()
+        self._meta_cache = meta
         self.n_docs: int = meta["documents"]
         self.n_terms: int = meta["terms"]
         self.vector_dim: int | None = meta["vector_dim"]
@@ -242,6 +268,14 @@ class SegmentReader:
             dim = meta["vector_dim"]
             if dim is not None and (type(dim) is not int or not 0 < dim <= 1 << 20):
                 raise ValueError("bad vector_dim")
+            ivf = meta.get("ivf")
+            if ivf is not None and (
+                not isinstance(ivf, dict)
+                or type(ivf.get("nlist")) is not int
+                or not 0 < ivf["nlist"] <= max(1, meta["vectors"])
+                or dim is None
+            ):
+                raise ValueError("bad ivf record")
             return meta
         except WeftError:
             raise
@@ -465,6 +499,27 @@ class SegmentReader:
             raise self._corrupt("vector matrix has an impossible shape")
         return flat.reshape(-1, dim) if dim else flat.reshape(0, 0)  # type: ignore[return-value]
 
+    def vector_lists(self) -> tuple[NDArray[np.float32], NDArray[np.uint64]] | None:
+        """The IVF partitions: centroids ``(nlist, dim)`` and row offsets ``(nlist + 1)``, or ``None``.
+
+        List ``l`` holds the rows ``offsets[l] ..< offsets[l + 1]`` of
+        :meth:`vector_matrix`. ``None`` when the segment is below the size
+        floor (scan it exactly).
+        """
+
+        def build() -> tuple[NDArray[np.float32], NDArray[np.uint64]] | None:
+            ivf = self._meta_cache.get("ivf")
+            if ivf is None:
+                return None
+            nlist, dim = int(ivf["nlist"]), int(self.vector_dim or 0)
+            centroids = self._array("ivf.centroids", "<f4", nlist * dim).reshape(nlist, dim)
+            offsets = self._array("ivf.offsets", "<u8", nlist + 1)
+            _check_offsets(offsets, nlist, self.vector_matrix().shape[0], "ivf list", self.path)
+            return centroids, offsets
+
+        result: tuple[NDArray[np.float32], NDArray[np.uint64]] | None = self._memo("ivf", build)
+        return result
+
     def vector(self, local: int) -> NDArray[np.float32] | None:
         """The vector of document ``local``, or ``None``."""
         row = int(self.vector_rows()[local])
@@ -569,6 +624,7 @@ class SegmentReader:
             self.doc_lengths()
             self.times()
             self.vector_rows()
+            self.vector_lists()
             _, _, postings, crcs = self._term_tables()
             ids = self._file.array("post.ids")
             tfs = self._file.array("post.tfs")
