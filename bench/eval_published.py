@@ -66,6 +66,20 @@ EXPERIMENTS: tuple[Published, ...] = (
         ("eval", "scifact", "--data", "<DATA>", "--sweep", "rrf:rrf", "--sweep", "weights:rrf"),
     ),
     Published(
+        "scifact-ann",
+        (
+            "eval",
+            "scifact",
+            "--data",
+            "<DATA>",
+            "--arms",
+            "rrf-exact=rrf(bm25, vector(exact=true))",
+            "rrf-ivf=rrf(bm25, vector)",
+            "vector-exact=vector(exact=true)",
+            "vector-ivf=vector",
+        ),
+    ),
+    Published(
         "cacm-graph", ("eval", "cacm", "--data", "<DATA>", "--sweep", "rrf:graph", "--sweep", "rrf:pagerank")
     ),
     Published(
