@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -56,6 +57,7 @@ from weftsearch.storage.directory import (
     read_tombstones,
 )
 from weftsearch.storage.segment import (
+    VECTOR_DTYPES,
     SegmentDocument,
     SegmentReader,
     encode_columns,
@@ -84,7 +86,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _encode_in_child(
-    documents: Sequence[SegmentDocument], dim: int | None, directory: IndexDirectory, name: str
+    documents: Sequence[SegmentDocument], dim: int | None, dtype: str, directory: IndexDirectory, name: str
 ) -> bool:
     """Encode and write a segment in a forked child; return whether it succeeded.
 
@@ -105,7 +107,7 @@ def _encode_in_child(
             # A collection here would walk (and so copy-on-write) the parent's
             # whole heap; the child makes no cycles that matter and exits soon.
             gc.disable()
-            directory.write_file(name, encode_segment(documents, dim))
+            directory.write_file(name, encode_segment(documents, dim, dtype))
             code = 0
         finally:
             os._exit(code)
@@ -230,6 +232,10 @@ class Index:
             (``"english"`` by default). It is fixed for the life of the index.
         vector_dim: the width every document vector must have; ``None`` takes
             the width of the first vector added.
+        vector_dtype: how vectors are stored: ``"float32"`` (default) or
+            ``"float16"`` (half the memory and disk; scores are computed in
+            float32 from the rounded vectors; docs/BENCHMARKS.md measures the
+            recall cost). Fixed for the life of the index.
         merge_policy: when segments are merged (see :class:`MergePolicy`).
         background_merge: after each commit, merge in a background thread
             when the policy asks for it (otherwise merging happens only on
@@ -247,6 +253,7 @@ class Index:
         analyzer: Analyzer | str = "english",
         *,
         vector_dim: int | None = None,
+        vector_dtype: str = "float32",
         merge_policy: MergePolicy | None = None,
         background_merge: bool = False,
     ) -> None:
@@ -258,6 +265,11 @@ class Index:
         ):
             raise InvalidParameterError(f"vector_dim must be a positive integer, got {vector_dim!r}")
         self._vector_dim = vector_dim
+        if vector_dtype not in VECTOR_DTYPES:
+            raise InvalidParameterError(
+                f"vector_dtype must be one of {', '.join(VECTOR_DTYPES)}, got {vector_dtype!r}"
+            )
+        self._vector_dtype = vector_dtype
         self._policy = merge_policy or MergePolicy()
         self._background_merge = bool(background_merge)
         self._fork_encode_min: int | None = FORK_ENCODE_MIN_DOCUMENTS if hasattr(os, "fork") else None
@@ -286,6 +298,7 @@ class Index:
         analyzer: Analyzer | str = "english",
         *,
         vector_dim: int | None = None,
+        vector_dtype: str = "float32",
         overwrite: bool = False,
         merge_policy: MergePolicy | None = None,
         background_merge: bool = False,
@@ -299,7 +312,11 @@ class Index:
 
         """
         index = cls(
-            analyzer, vector_dim=vector_dim, merge_policy=merge_policy, background_merge=background_merge
+            analyzer,
+            vector_dim=vector_dim,
+            vector_dtype=vector_dtype,
+            merge_policy=merge_policy,
+            background_merge=background_merge,
         )
         directory = IndexDirectory(Path(path))
         directory.prepare_new(overwrite)
@@ -343,6 +360,7 @@ class Index:
             index = cls(
                 manifest.analyzer,
                 vector_dim=manifest.vector_dim,
+                vector_dtype=str(manifest.extra.get("vector_dtype", "float32")),
                 merge_policy=merge_policy,
                 background_merge=background_merge and not readonly,
             )
@@ -641,7 +659,7 @@ class Index:
     def _seal(self) -> None:
         """Encode the buffered documents as a new in-memory segment (under the write lock)."""
         if self._pending:
-            data = encode_segment(list(self._pending.values()), self._vector_dim)
+            data = encode_segment(list(self._pending.values()), self._vector_dim, self._vector_dtype)
             self._segments.append(_Segment(_in_memory(data), data, None))
             self._pending = {}
 
@@ -696,6 +714,11 @@ class Index:
 
     # ------------------------------------------------------------------ commit
 
+    def _manifest_extra(self) -> dict[str, Any]:
+        # Recorded only when it differs from the default, so float32 manifests
+        # keep the bytes they always had.
+        return {} if self._vector_dtype == "float32" else {"vector_dtype": self._vector_dtype}
+
     def _manifest(self, entries: Sequence[SegmentEntry]) -> Manifest:
         return Manifest(
             generation=self._generation,
@@ -703,6 +726,7 @@ class Index:
             vector_dim=self._vector_dim,
             segments=tuple(entries),
             next_segment=self._next_segment,
+            extra=self._manifest_extra(),
         )
 
     def commit(self) -> int:
@@ -760,6 +784,7 @@ class Index:
                 vector_dim=dim,
                 segments=tuple(entries),
                 next_segment=next_segment,
+                extra=self._manifest_extra(),
             )
             directory.publish(manifest)
             # Same bytes, now from the file: searches see identical data. The
@@ -805,7 +830,7 @@ class Index:
             generation = self._generation
             dim = self._vector_dim
             name = f"seg-{self._next_segment:06d}.wseg"
-        if not _encode_in_child(list(batch.values()), dim, directory, name):
+        if not _encode_in_child(list(batch.values()), dim, self._vector_dtype, directory, name):
             return
         try:
             segment = _Segment(SegmentReader(directory.path / name), None, name)

@@ -20,7 +20,8 @@ DEFAULT_NPROBE = 20
 
 def _row_norms(matrix: NDArray[np.float32]) -> NDArray[np.float32]:
     """Euclidean norm of each row, computed row by row (see VectorScorer on why)."""
-    norms: NDArray[np.float32] = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
+    # dtype: float16 rows are summed in float32, never in half precision.
+    norms: NDArray[np.float32] = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float32))
     norms.setflags(write=False)
     return norms
 
@@ -100,7 +101,7 @@ class VectorScorer:
                 keep = (ids >= 0) & (part_norms > 0)
                 # Row by row, so a document's score does not depend on which
                 # other rows were probed with it (see the class docstring).
-                dots = np.einsum("ij,j->i", block.matrix[start:end], unit_query)
+                dots = np.einsum("ij,j->i", block.matrix[start:end], unit_query, dtype=np.float32)
                 similarity = dots / np.where(keep, part_norms, 1)
                 id_parts.append(ids[keep])
                 score_parts.append(similarity[keep].astype(np.float64))

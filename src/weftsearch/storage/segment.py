@@ -93,8 +93,16 @@ class SegmentColumns:
     tf_of_posting: NDArray[np.uint32]
 
 
-def encode_segment(documents: Sequence[SegmentDocument], vector_dim: int | None) -> bytes:
+#: How a segment may store its vectors (``vec.matrix`` as ``<f4`` or ``<f2``).
+VECTOR_DTYPES = ("float32", "float16")
+
+
+def encode_segment(
+    documents: Sequence[SegmentDocument], vector_dim: int | None, vector_dtype: str = "float32"
+) -> bytes:
     """Encode ``documents`` (unique keys) as one segment file's bytes.
+
+    ``vector_dtype`` (see :data:`VECTOR_DTYPES`) is how ``vec.matrix`` stores the vectors.
 
     Complexity: O(P log P) for P postings, plus the size of the stored text.
     """
@@ -108,10 +116,12 @@ def encode_segment(documents: Sequence[SegmentDocument], vector_dim: int | None)
     vector_rows = np.full(n, -1, dtype=np.int32)
     vector_rows[with_vector] = np.arange(len(with_vector), dtype=np.int32)
     dim = vector_dim or 0
+    if vector_dtype not in VECTOR_DTYPES:
+        raise ValueError(f"unknown vector dtype {vector_dtype!r}")
     matrix = (
-        np.stack([ordered[i].document.vector for i in with_vector]).astype(np.float32)  # type: ignore[misc]
+        np.stack([ordered[i].document.vector for i in with_vector]).astype(vector_dtype)  # type: ignore[misc]
         if with_vector
-        else np.zeros((0, dim), np.float32)
+        else np.zeros((0, dim), vector_dtype)
     )
     return encode_columns(
         SegmentColumns(
@@ -170,13 +180,16 @@ def encode_columns(columns: SegmentColumns) -> bytes:
         "vectors": int(columns.matrix.shape[0]),
         "vector_dim": columns.vector_dim,
     }
-    matrix = np.ascontiguousarray(columns.matrix, dtype=np.float32)
+    half = columns.matrix.dtype == np.float16
+    matrix: NDArray[Any] = np.ascontiguousarray(columns.matrix, dtype=np.float16 if half else np.float32)
+    if half:
+        meta["vector_dtype"] = "float16"  # absent means float32, as in every earlier segment
     vector_rows = np.asarray(columns.vector_rows, dtype=np.int32)
     ivf_sections: dict[str, NDArray[Any]] = {}
     if matrix.shape[0] >= IVF_MIN_VECTORS and matrix.shape[1]:
         # Vectors go into partition order (rows of one list contiguous, in key
         # order within the list), so a probed list is one block of the matrix.
-        partitions = train_partitions(matrix)
+        partitions = train_partitions(matrix.astype(np.float32, copy=False))
         order = np.argsort(partitions.assignment, kind="stable")
         new_row = np.empty(order.shape[0], dtype=np.int64)
         new_row[order] = np.arange(order.shape[0])
@@ -268,6 +281,8 @@ class SegmentReader:
             dim = meta["vector_dim"]
             if dim is not None and (type(dim) is not int or not 0 < dim <= 1 << 20):
                 raise ValueError("bad vector_dim")
+            if meta.get("vector_dtype", "float32") not in VECTOR_DTYPES:
+                raise ValueError("bad vector_dtype")
             ivf = meta.get("ivf")
             if ivf is not None and (
                 not isinstance(ivf, dict)
@@ -492,10 +507,11 @@ class SegmentReader:
         return rows
 
     def vector_matrix(self) -> NDArray[np.float32]:
-        """All stored vectors as one ``(m, dim)`` float32 matrix."""
+        """All stored vectors as one ``(m, dim)`` matrix: float32, or float16 in a half-precision segment."""
         dim = self.vector_dim or 0
         flat = self._file.array("vec.matrix")
-        if flat.dtype.str != "<f4" or (dim == 0 and flat.shape[0]) or (dim and flat.shape[0] % dim):
+        wanted = "<f2" if self._meta_cache.get("vector_dtype") == "float16" else "<f4"
+        if flat.dtype.str != wanted or (dim == 0 and flat.shape[0]) or (dim and flat.shape[0] % dim):
             raise self._corrupt("vector matrix has an impossible shape")
         return flat.reshape(-1, dim) if dim else flat.reshape(0, 0)  # type: ignore[return-value]
 
@@ -523,7 +539,7 @@ class SegmentReader:
     def vector(self, local: int) -> NDArray[np.float32] | None:
         """The vector of document ``local``, or ``None``."""
         row = int(self.vector_rows()[local])
-        return None if row < 0 else np.array(self.vector_matrix()[row])
+        return None if row < 0 else np.array(self.vector_matrix()[row], dtype=np.float32)
 
     # ------------------------------------------------------------------ postings
 
