@@ -171,8 +171,6 @@ _TEXT_SOURCES: Mapping[str, tuple[str, str]] = {
 }
 
 
-
-
 # ---------------------------------------------------------------------- hashing and validation
 
 
