@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from weftsearch.eval import reports
-from weftsearch.eval.command import Experiment, run_experiment
+from weftsearch.eval.command import Experiment, experiment_from_args
 
 REPO = Path(__file__).resolve().parents[1]
 EVAL_MD = REPO / "docs" / "EVAL.md"
@@ -114,22 +114,7 @@ def run(experiment: Published, data: Path) -> Experiment:
     from weftsearch.cli import build_parser
 
     args = build_parser().parse_args(_argv(experiment, data))
-    return run_experiment(
-        args.dataset,
-        args.data,
-        arms=args.arms,
-        baseline=args.baseline,
-        measures=args.measures,
-        k=args.k,
-        resamples=args.resamples,
-        seed=args.seed,
-        vectors=None if args.vectors == "none" else args.vectors,
-        link_set=args.link_set,
-        sweeps=args.sweep or (),
-        any_snapshot=args.any_snapshot,
-        cranfield_grades=args.cranfield_grades,
-        command=experiment.command(),
-    )
+    return experiment_from_args(args, experiment.command())
 
 
 def _signed(value: float) -> str:

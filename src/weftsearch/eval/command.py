@@ -51,6 +51,7 @@ __all__ = [
     "SWEEP_KINDS",
     "Experiment",
     "run_experiment",
+    "experiment_from_args",
     "add_subcommands",
 ]
 
@@ -333,11 +334,9 @@ def _print_sweep(result: Sweep) -> None:
     print(f"  best: {best.params} {best.mean:.4f}")
 
 
-def _cmd_eval(args: argparse.Namespace) -> int:
-    from weftsearch.eval import reports  # matplotlib stays optional until a report is written
-
-    command = "weft-search " + shlex.join(getattr(args, "argv", None) or sys.argv[1:])
-    experiment = run_experiment(
+def experiment_from_args(args: argparse.Namespace, command: str) -> Experiment:
+    """:func:`run_experiment` with the parsed arguments of ``weft-search eval``."""
+    return run_experiment(
         args.dataset,
         args.data,
         arms=args.arms,
@@ -351,9 +350,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         sweeps=args.sweep or (),
         any_snapshot=args.any_snapshot,
         cranfield_grades=args.cranfield_grades,
-        progress=None if args.progress else False,
+        progress=None if getattr(args, "progress", False) else False,
         command=command,
     )
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from weftsearch.eval import reports  # matplotlib stays optional until a report is written
+
+    command = "weft-search " + shlex.join(getattr(args, "argv", None) or sys.argv[1:])
+    experiment = experiment_from_args(args, command)
     print(reports.format_table(experiment.comparison))
     for name, choice in experiment.learned.items():
         print(
