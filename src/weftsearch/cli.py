@@ -572,6 +572,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval_commands(commands)
     add_embed_command(commands)
+    from weftsearch.bench.recall import add_subcommand as add_recall_command
+
+    add_recall_command(commands)
     return parser
 
 

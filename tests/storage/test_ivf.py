@@ -621,34 +621,37 @@ SMALL_SECTIONS = _small_sections()
 
 @st.composite
 def ivf_inputs(draw: st.DrawFn) -> tuple[object, NDArray[Any], NDArray[Any]]:
-    """An ``ivf`` meta nlist, a centroid array and an offsets array, valid or nearly so."""
+    """An ``ivf`` meta nlist, a centroid array and an offsets array: half sound, half damaged."""
+    sound = draw(st.booleans())
     nlist: object = draw(
-        st.one_of(
-            st.integers(1, SMALL_M),
-            st.integers(-2, SMALL_M + 3),
-            st.sampled_from([True, None, 2.0, "3", 2**64]),
-        )
+        st.integers(1, SMALL_M)
+        if sound
+        else st.one_of(st.integers(-2, SMALL_M + 3), st.sampled_from([True, None, 2.0, "3", 2**64]))
     )
     size = nlist if type(nlist) is int and 0 < nlist <= SMALL_M else draw(st.integers(1, SMALL_M))
-    centroid_count = draw(st.one_of(st.just(size * SMALL_DIM), st.integers(0, 2 * SMALL_M * SMALL_DIM)))
-    centroid_dtype = draw(st.sampled_from([np.float32, np.float32, np.float64, np.float16]))
+    cuts = sorted(draw(st.lists(st.integers(0, SMALL_M), min_size=size - 1, max_size=size - 1)))
+    offsets_list = [0, *cuts, SMALL_M]
+    centroid_count = size * SMALL_DIM
+    centroid_dtype: Any = np.float32
+    offsets_dtype: Any = np.uint64
+    if not sound:
+        centroid_count = draw(st.one_of(st.just(centroid_count), st.integers(0, 2 * SMALL_M * SMALL_DIM)))
+        centroid_dtype = draw(st.sampled_from([np.float32, np.float64, np.float16]))
+        offsets_dtype = draw(st.sampled_from([np.uint64, np.int64, np.uint32]))
+        offsets_list = draw(
+            st.one_of(
+                st.just(offsets_list),
+                st.lists(st.integers(0, SMALL_M + 2), min_size=0, max_size=SMALL_M + 3),
+                st.lists(st.integers(0, 2**64 - 1), min_size=size + 1, max_size=size + 1),
+            )
+        )
+        if draw(st.booleans()) and offsets_list:
+            position = draw(st.integers(0, len(offsets_list) - 1))
+            offsets_list = [*offsets_list]
+            offsets_list[position] = draw(st.integers(0, SMALL_M + 1))
     values = draw(st.lists(st.floats(width=32), min_size=centroid_count, max_size=centroid_count))
     with np.errstate(all="ignore"):  # float16 overflows to infinity: fine, that is a value too
         centroids = np.array(values, dtype=np.float32).astype(centroid_dtype)
-    cuts = sorted(draw(st.lists(st.integers(0, SMALL_M), min_size=size - 1, max_size=size - 1)))
-    valid = [0, *cuts, SMALL_M]
-    offsets_list = draw(
-        st.one_of(
-            st.just(valid),
-            st.lists(st.integers(0, SMALL_M + 2), min_size=0, max_size=SMALL_M + 3),
-            st.lists(st.integers(0, 2**64 - 1), min_size=size + 1, max_size=size + 1),
-        )
-    )
-    if draw(st.booleans()) and offsets_list:
-        position = draw(st.integers(0, len(offsets_list) - 1))
-        offsets_list = [*offsets_list]
-        offsets_list[position] = draw(st.integers(0, SMALL_M + 1))
-    offsets_dtype = draw(st.sampled_from([np.uint64, np.uint64, np.uint64, np.int64, np.uint32]))
     offsets = np.array(offsets_list, dtype=np.uint64).astype(offsets_dtype)
     return nlist, centroids, offsets
 

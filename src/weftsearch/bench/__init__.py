@@ -1,0 +1,1 @@
+"""Benchmarks that ship with the library: measurements a user can rerun on their own index."""
