@@ -73,7 +73,6 @@ import os
 import platform
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -84,6 +83,7 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
+from weftsearch._atomic import write_atomic
 from weftsearch.corpus import PROGRESS_DELAY
 from weftsearch.errors import (
     CorpusFormatError,
@@ -534,21 +534,6 @@ def _npy_bytes(vectors: NDArray[np.float32]) -> bytes:
     return buffer.getvalue()
 
 
-def _write_atomic(target: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``target``, then rename it onto ``target``."""
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-
-
 def _json_bytes(record: Mapping[str, Any]) -> bytes:
     return (json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
@@ -771,9 +756,9 @@ def embed_texts_to(
     # The record vouches for the other two files: remove it first, write it last.
     with contextlib.suppress(FileNotFoundError):
         record_path.unlink()
-    _write_atomic(paths[0], npy)
-    _write_atomic(paths[1], ids_data)
-    _write_atomic(record_path, _json_bytes(record))
+    write_atomic(paths[0], npy)
+    write_atomic(paths[1], ids_data)
+    write_atomic(record_path, _json_bytes(record))
     return result(vectors, record, False, float(entry["encode_seconds"]))
 
 
@@ -1063,7 +1048,7 @@ def embed_collection(
                     expected = entry["npy_sha256" if file.endswith(".npy") else "ids_sha256"]
                     if _sha256(data) != expected:
                         raise DatasetIntegrityError(f"{frozen / file}: changed while being copied")
-                _write_atomic(folder / file, data)
+                write_atomic(folder / file, data)
             return result(rows, record, "frozen")
 
     model = _resolve(encoder)
@@ -1087,9 +1072,9 @@ def embed_collection(
     with contextlib.suppress(FileNotFoundError):
         (folder / "record.json").unlink()
     for part, (_, npy, ids_data, _) in zip(parts, encoded, strict=True):
-        _write_atomic(folder / part.npy, npy)
-        _write_atomic(folder / part.ids_file, ids_data)
-    _write_atomic(folder / "record.json", _json_bytes(record))
+        write_atomic(folder / part.npy, npy)
+        write_atomic(folder / part.ids_file, ids_data)
+    write_atomic(folder / "record.json", _json_bytes(record))
     seconds = sum(float(item[3]["encode_seconds"]) for item in encoded)
     return result([item[0] for item in encoded], record, "encoded", seconds, note)
 

@@ -102,7 +102,6 @@ Fetching
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import http.client
 import io
@@ -124,6 +123,7 @@ from typing import IO, Any, Literal, Union
 import numpy as np
 from numpy.typing import NDArray
 
+from weftsearch._atomic import atomic_file
 from weftsearch.engine.documents import Document, FieldValue
 from weftsearch.errors import CorpusFormatError, DatasetIntegrityError, InvalidParameterError
 
@@ -1422,23 +1422,6 @@ def _copy_checked(source: IO[bytes], out: IO[bytes], size: int, sha256: str, whe
         )
 
 
-@contextlib.contextmanager
-def _atomic(target: Path) -> Iterator[IO[bytes]]:
-    """A temporary file next to ``target``, renamed onto it on success and removed on failure."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            yield out
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-
-
 def _download(url: str, out: IO[bytes], size: int, sha256: str, where: str, timeout: float) -> None:
     request = urllib.request.Request(url, headers={"User-Agent": "weft-search"})
     try:
@@ -1519,7 +1502,7 @@ def fetch(
             continue
         if pin.url is not None:
             url = _rebase(pin.url, base_url)
-            with _atomic(target) as out:
+            with atomic_file(target) as out:
                 _download(url, out, pin.size, pin.sha256, f"{name}/{pin.path}", timeout)
             downloaded.append(pin.path)
             records.append(FileRecord(pin.path, pin.size, pin.sha256, pin.size, pin.sha256))
@@ -1543,7 +1526,7 @@ def fetch(
                     source = tar.extractfile(member)
                     if source is None:
                         raise CorpusFormatError(f"{where}: member {member.name!r} cannot be read")
-                    with source, _atomic(folder / pin.path) as out:
+                    with source, atomic_file(folder / pin.path) as out:
                         _copy_checked(source, out, pin.size, pin.sha256, where)
                     downloaded.append(pin.path)
                     records.append(FileRecord(pin.path, pin.size, pin.sha256, pin.size, pin.sha256))

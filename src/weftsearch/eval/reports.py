@@ -23,7 +23,6 @@ turns into a note in the report rather than a failure after a long run.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
@@ -31,7 +30,6 @@ import numbers
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from weftsearch._atomic import write_atomic
 from weftsearch.errors import InvalidParameterError
 from weftsearch.eval.harness import Comparison, LearnedFusion, Sweep, SweepPoint
 from weftsearch.eval.metrics import Measure, parse_measure
@@ -835,23 +834,8 @@ class ReportFiles:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``.
-
-    A reader (or a crash) sees the old file or the new one, never half of one;
-    the temporary file is in the same folder so the rename cannot cross filesystems.
-    """
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, 0o644)  # mkstemp makes 0600; a report is meant to be read by others
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
+    """Write ``data`` to ``path`` atomically, readable by others (a report is meant to be shared)."""
+    write_atomic(path, data, 0o644)
 
 
 def _prepare(out_dir: str | os.PathLike[str]) -> Path:

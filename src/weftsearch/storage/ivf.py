@@ -122,7 +122,9 @@ def worth_probing(vectors: int, nlist: int, nprobe: int) -> bool:
 
 def _unit(matrix: NDArray[np.float32]) -> NDArray[np.float32]:
     norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
-    out: NDArray[np.float32] = (matrix / np.where(norms > 0, norms, 1)[:, None]).astype(np.float32)
+    # float32 / float32 is already float32: no second copy of the matrix.
+    scaled = matrix / np.where(norms > 0, norms, 1)[:, None]
+    out: NDArray[np.float32] = scaled.astype(np.float32, copy=False)
     return out
 
 
