@@ -1,14 +1,31 @@
-"""``weft-search eval`` and ``weft-search datasets`` end to end, through ``cli.main``."""
+"""``weft-search eval`` and ``weft-search datasets`` end to end, through ``cli.main``.
+
+``datasets fetch`` runs against a local HTTP server (the ``server`` fixture in
+conftest.py), with the compiled pins replaced by pins of small files, or, with
+the shared data, the real CACM files served from a local mirror.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.eval.test_harness import make_collection
 from weftsearch.cli import main
-from weftsearch.eval.command import PRESET_ARMS, run_experiment
+from weftsearch.errors import InvalidParameterError
+from weftsearch.eval import datasets
+from weftsearch.eval.command import PRESET_ARMS, STREAM_WEIGHTS, _sweep, run_experiment
+from weftsearch.eval.datasets import CollectionPins, FilePin
+from weftsearch.eval.harness import build_testbed
+from weftsearch.eval.metrics import evaluate
+from weftsearch.eval.runs import Arm, StreamCache, run_arm
+from weftsearch.eval.specs import ArmBuilder
+from weftsearch.fusion import RRF
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "datasets"
@@ -132,6 +149,32 @@ def test_tampered_data_is_refused_unless_any_snapshot(
 
 @needs_data
 @pytest.mark.data
+def test_query_vectors_of_other_texts_are_refused_even_with_any_snapshot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A changed query file waives under --any-snapshot; its frozen query vectors never do."""
+    copy = tmp_path / "cisi"
+    shutil.copytree(DATA / "cisi", copy)
+    qry = copy / "CISI.QRY"
+    qry.write_bytes(qry.read_bytes().replace(b"information", b"informatiom", 1))
+    argv = ["eval", "cisi", "--data", str(tmp_path), "--arms", "text=bm25", "--resamples", "10"]
+    assert main([*argv, "--any-snapshot"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("weft-search: error: ") and err.count("\n") == 1
+    assert "queries were embedded from texts" in err and "belong to other queries" in err
+    assert "weft-search embed --collection cisi" in err and "--vectors none" in err
+    # Without the vectors, the changed query file is waived and every number marked.
+    out = tmp_path / "report"
+    assert main([*argv, "--any-snapshot", "--vectors", "none", "--out", str(out), "--no-plots"]) == 0
+    assert capsys.readouterr().out.startswith("UNPUBLISHABLE: ")
+    assert {line.split()[-1] for line in (out / "text.trec").read_text().splitlines()} == {
+        "UNPUBLISHABLE-text"
+    }
+    assert json.loads((out / "report.json").read_text())["unpublishable"].startswith("UNPUBLISHABLE: ")
+
+
+@needs_data
+@pytest.mark.data
 def test_datasets_verify(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["datasets", "verify", "cacm", "--data", str(DATA)]) == 0
     printed = capsys.readouterr().out
@@ -145,3 +188,192 @@ def test_every_preset_arm_parses() -> None:
     for dataset, specs in PRESET_ARMS.items():
         arms = [builder.arm(spec) for spec in specs]
         assert len({arm.name for arm in arms}) == len(arms), dataset
+
+
+# ---------------------------------------------------------------------------- --sweep weights:ARM
+
+
+def test_weight_sweep_shape_and_weight_zero_on_a_synthetic_testbed() -> None:
+    """``weights:ARM`` sweeps each non-first stream's weight; at weight 0 only the other stream counts."""
+    testbed = build_testbed(make_collection())
+    builder = ArmBuilder(default_depth=30)
+    specs = (
+        "text=bm25",
+        "hybrid=rrf(bm25, recency(half_life=7200))",
+        "three=rrf(bm25, graph(seed=bm25), recency(half_life=7200))",
+    )
+    arms = {arm.name: arm for arm in (builder.arm(spec) for spec in specs)}
+    cache = StreamCache(testbed.snapshot)
+    [result] = _sweep("weights:hybrid", testbed, arms, "text", builder, seed=3, resamples=200, cache=cache)
+    assert result.name == "hybrid: weight of stream 2 (recency), others 1"
+    assert result.measure == "nDCG@10" and result.reference == "text"
+    assert result.grid == {"weight": STREAM_WEIGHTS} == {"weight": (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)}
+    assert [p.params for p in result.points] == [{"weight": w} for w in STREAM_WEIGHTS]
+    assert [p.arm for p in result.points] == [f"hybrid-w2-{w:g}" for w in STREAM_WEIGHTS]
+    assert all(p.difference is not None and p.difference.resamples == 200 for p in result.points)
+    assert len({p.mean for p in result.points}) > 2  # the weight changes the ranking
+
+    def ndcg(arm: Arm) -> float:
+        return evaluate(testbed.qrels, run_arm(cache, arm, testbed.queries, 10).run, "nDCG@10").mean(
+            "nDCG@10"
+        )
+
+    # Weight 0: the figure of the single other stream (BM25 alone) through the same fusion, exactly.
+    bm25 = arms["hybrid"].scorers[0]
+    alone = ndcg(Arm("bm25-alone", (bm25,), RRF(), depth=30))
+    assert result.points[0].mean == alone
+    # ... which is not the tie-keeping text arm's figure here: RRF turns BM25's tied scores into
+    # distinct ranks (key order), while `text` keeps the ties for trec_eval's tie-break.
+    text = ndcg(arms["text"])
+    assert result.points[0].difference is not None
+    assert result.points[0].difference.mean_difference == pytest.approx(alone - text, abs=1e-12)
+    # Weight 1 is the arm itself.
+    assert result.points[3].mean == ndcg(arms["hybrid"])
+    # Three streams: one sweep per non-first stream, each over the same six weights.
+    sweeps = _sweep("weights:three", testbed, arms, "text", builder, seed=3, resamples=50, cache=cache)
+    assert [s.name for s in sweeps] == [
+        "three: weight of stream 2 (graph), others 1",
+        "three: weight of stream 3 (recency), others 1",
+    ]
+    assert [len(s.points) for s in sweeps] == [6, 6]
+    with pytest.raises(InvalidParameterError, match="one stream"):
+        _sweep("weights:text", testbed, arms, "text", builder, seed=3, resamples=50, cache=cache)
+
+
+@needs_data
+@pytest.mark.data
+def test_weight_sweep_on_cacm_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["eval", "cacm", "--data", str(DATA), "--resamples", "200", "--vectors", "none", "--arms"]
+    arms = ["text=bm25", "hybrid=rrf(bm25, recency(half_life=1825))", "bm25-rrf=rrf(bm25)"]
+    assert main([*argv, *arms, "--sweep", "weights:hybrid"]) == 0
+    printed = capsys.readouterr().out
+    lines = printed.splitlines()
+    head = lines.index("sweep hybrid: weight of stream 2 (recency), others 1 (nDCG@10; difference vs text):")
+    rows = lines[head + 1 : head + 7]
+    assert [row.split()[0] for row in rows] == [f"weight={w:g}" for w in (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)]
+    assert all(
+        re.fullmatch(r"\s+weight=\S+\s+\d\.\d{4}\s+[+-]\d\.\d{4} \[[+-]\d\.\d{4}, [+-]\d\.\d{4}\]", r)
+        for r in rows
+    )
+    assert lines[head + 7].startswith("  best: {'weight': ")
+    # Weight 0 prints the figure of BM25 alone through RRF (the arm bm25-rrf). (Weight 1 need not
+    # print the hybrid arm's figure: sweeps run at k = 10, and this arm's fused ties straddle rank 10.)
+    table = {line.split()[0]: line.split() for line in lines[:head] if line.split()}
+    assert rows[0].split()[1] == table["bm25-rrf"][1]
+
+
+# ---------------------------------------------------------------------------- datasets fetch
+
+UPSTREAM = "https://upstream.invalid/owner/repo/0123abcd"
+MIRRORED = {"cacm.all": b".I 1\n.T\nAlpha\n" * 40, "qrels.text": b"01 0001 0 0\n" * 9}
+
+
+def mirror_pins(monkeypatch: pytest.MonkeyPatch, files: dict[str, bytes]) -> None:
+    """Make ``cacm``'s compiled pins (what the CLI fetches) name ``files`` at UPSTREAM."""
+    pins = tuple(
+        FilePin(path, len(data), hashlib.sha256(data).hexdigest(), f"{UPSTREAM}/{path}")
+        for path, data in files.items()
+    )
+    monkeypatch.setattr(datasets, "PINS", {"cacm": CollectionPins("cacm", pins)})
+
+
+def serve(root: Path, files: dict[str, bytes]) -> None:
+    for path, data in files.items():
+        target = root / "owner" / "repo" / "0123abcd" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def files_under(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (relative path -> bytes), temporary files included."""
+    if not folder.exists():
+        return {}
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_datasets_fetch_downloads_and_verifies(
+    server: tuple[Path, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root, base = server
+    mirror_pins(monkeypatch, MIRRORED)
+    serve(root, MIRRORED)
+    out = tmp_path / "data"
+    assert main(["datasets", "fetch", "cacm", "--to", str(out), "--base-url", base]) == 0
+    assert capsys.readouterr().out == f"cacm: 2 files verified in {out / 'cacm'} (2 downloaded)\n"
+    assert files_under(out) == {f"cacm/{path}": data for path, data in MIRRORED.items()}
+    # Present and verified: nothing is downloaded again.
+    assert main(["datasets", "fetch", "cacm", "--to", str(out), "--base-url", base]) == 0
+    assert capsys.readouterr().out.endswith("(0 downloaded)\n")
+
+
+@pytest.mark.parametrize(
+    ("served", "message"),
+    [
+        # Same size, one byte changed: caught by the SHA-256 while streaming.
+        (
+            MIRRORED["qrels.text"].replace(b"01", b"02", 1),
+            r"cacm/qrels\.text: expected 108 bytes with SHA-256 {pinned}, "
+            r"got 108 bytes with SHA-256 {actual}; refused",
+        ),
+        # Another size: refused from the Content-Length, before a byte is written.
+        (
+            MIRRORED["qrels.text"] + b"01 0002 0 0\n",
+            r"cacm/qrels\.text: expected 108 bytes with SHA-256 {pinned}, "
+            r"the server offers 120 bytes; refused",
+        ),
+    ],
+)
+def test_datasets_fetch_refuses_a_hash_mismatch_and_leaves_no_partial_file(
+    server: tuple[Path, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    served: bytes,
+    message: str,
+) -> None:
+    root, base = server
+    mirror_pins(monkeypatch, MIRRORED)
+    serve(root, {**MIRRORED, "qrels.text": served})
+    out = tmp_path / "data"
+    assert main(["datasets", "fetch", "cacm", "--to", str(out), "--base-url", base]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    pinned = hashlib.sha256(MIRRORED["qrels.text"]).hexdigest()
+    actual = hashlib.sha256(served).hexdigest()
+    expected = "weft-search: error: " + message.format(pinned=pinned, actual=actual) + "\n"
+    assert re.fullmatch(expected, captured.err), captured.err
+    # The file before the bad one arrived whole and verified; of the bad one, nothing (no temporary).
+    assert files_under(out) == {"cacm/cacm.all": MIRRORED["cacm.all"]}
+
+
+def test_datasets_fetch_of_an_unknown_name_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "data"
+    assert main(["datasets", "fetch", "nosuch", "--to", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'nosuch'" in err
+    assert "'scifact', 'cacm', 'cisi', 'cranfield'" in err
+    assert not out.exists()
+
+
+@needs_data
+@pytest.mark.data
+def test_datasets_fetch_cacm_from_a_local_mirror_then_verify(
+    server: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The compiled CACM pins and URLs, served from a mirror laid out like raw.githubusercontent.com."""
+    root, base = server
+    for pin in datasets.PINS["cacm"].files:
+        assert pin.url is not None
+        target = root / pin.url.split("://", 1)[1].split("/", 1)[1]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((DATA / "cacm" / pin.path).read_bytes())
+    out = tmp_path / "data"
+    assert main(["datasets", "fetch", "cacm", "--to", str(out), "--base-url", base]) == 0
+    assert capsys.readouterr().out == f"cacm: 6 files verified in {out / 'cacm'} (6 downloaded)\n"
+    assert main(["datasets", "verify", "cacm", "--data", str(out)]) == 0
+    assert "3204 documents, 64 queries, 796 relevant pairs" in capsys.readouterr().out

@@ -10,21 +10,19 @@ Three parts:
   their SOURCE.md files state, a one-byte tampered copy is refused, and the
   frozen vectors are checked to line up. Each test skips with a reason when
   the copy is absent.
-* :func:`fetch` runs against a local HTTP server on 127.0.0.1.
+* :func:`fetch` runs against a local HTTP server on 127.0.0.1 (``server`` in conftest.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-import http.server
 import io
 import json
 import re
 import shutil
 import statistics
 import tarfile
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +30,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from weftsearch.errors import CorpusFormatError, DatasetIntegrityError, InvalidParameterError, WeftError
+from weftsearch.errors import (
+    CorpusFormatError,
+    DatasetIntegrityError,
+    InvalidParameterError,
+    PairingError,
+    WeftError,
+)
 from weftsearch.eval.datasets import (
     COLLECTIONS,
     PINS,
@@ -520,11 +524,20 @@ def test_vector_checks(tmp_path: Path) -> None:
     np.save(other_npy, np.ones((3, 3), dtype=np.float32))
     with pytest.raises(DatasetIntegrityError, match=r"corpus.npy: record.json gives SHA-256"):
         attempt({**good, "corpus.npy": other_npy.getvalue()}, pinned=False)
+    # Query vectors of other texts belong to other queries: refused, any_snapshot or not, naming the fix.
     texts = json.loads(good["record.json"])
     texts["queries"]["input_texts_sha256"] = "0" * 64
-    with pytest.raises(DatasetIntegrityError, match="queries were embedded from texts"):
-        attempt(edit_record({"queries": texts["queries"]}))
-    waived = attempt(edit_record({"queries": texts["queries"]}), any_snapshot=True)
+    for any_snapshot in (False, True):
+        with pytest.raises(PairingError, match="queries were embedded from texts") as info:
+            attempt(edit_record({"queries": texts["queries"]}), any_snapshot=any_snapshot)
+        assert "weft-search embed --collection cacm" in str(info.value)
+        assert "belong to other queries" in str(info.value) and "0" * 64 in str(info.value)
+    # Document texts that differ are a snapshot difference: an error, waived by any_snapshot.
+    texts = json.loads(good["record.json"])
+    texts["corpus"]["input_texts_sha256"] = "0" * 64
+    with pytest.raises(DatasetIntegrityError, match="documents were embedded from texts"):
+        attempt(edit_record({"corpus": texts["corpus"]}))
+    waived = attempt(edit_record({"corpus": texts["corpus"]}), any_snapshot=True)
     assert waived.publishable is False
     with pytest.raises(DatasetIntegrityError, match=re.escape("made from cacm.all")):
         attempt(edit_record({"source_files": {"cacm.all": "f" * 64}}))
@@ -744,42 +757,7 @@ def test_cranfield_grade_direction_follows_similarity() -> None:
 
 # ---------------------------------------------------------------------------- fetch
 
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        if self.path.startswith("/broken/"):
-            # Promise 100 bytes, send 10, hang up.
-            self.send_response(200)
-            self.send_header("Content-Length", "100")
-            self.end_headers()
-            self.wfile.write(b"0123456789")
-            self.wfile.flush()
-            self.close_connection = True
-            return
-        super().do_GET()
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    root = tmp_path / "srv"
-    root.mkdir()
-
-    def handler(*args: Any, **kwargs: Any) -> QuietHandler:
-        return QuietHandler(*args, directory=str(root), **kwargs)
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield root, f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
-
+# The `server` fixture (a local HTTP server on 127.0.0.1) is in conftest.py.
 
 UPSTREAM = "https://upstream.invalid/owner/repo/0123abcd"
 FILES = {"a.txt": b"alpha\n" * 100, "qrels/b.tsv": b"q\td\t1\r\n"}

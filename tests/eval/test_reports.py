@@ -533,3 +533,129 @@ def test_queries_without_hits_get_a_trec_eval_note(tmp_path: Path) -> None:
     assert any("'text': 1 queries retrieved nothing" in note and "-c" in note for note in files.notes)
     assert "q9" not in read_trec(files.trec["text"])
     assert "trec_eval -c" in files.markdown.read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------- unpublishable outputs
+
+
+def png_text(data: bytes) -> dict[str, str]:
+    """The tEXt chunks of a PNG file: keyword -> text."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    out: dict[str, str] = {}
+    at = 8
+    while at < len(data):
+        length = int.from_bytes(data[at : at + 4], "big")
+        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + length]
+        if kind == b"tEXt":
+            keyword, _, text = body.partition(b"\0")
+            out[keyword.decode("latin-1")] = text.decode("latin-1")
+        at += 12 + length
+    return out
+
+
+def test_unpublishable_data_is_marked_in_trec_tags_json_and_plots(tmp_path: Path) -> None:
+    testbed = build_testbed(make_collection(publishable=False))
+    comparison = compare(testbed, arms()[:2], k=K, resamples=50, seed=SEED)
+    rrf_arm = arms()[1]
+
+    def rrf_k(k: float) -> Arm:
+        return Arm(f"rrf-k{k:g}", rrf_arm.scorers, RRF(k=k), depth=20)
+
+    reference = comparison.arms["text"].run
+    curve = sweep(testbed, "rrf k", rrf_k, {"k": (10.0, 60.0)}, k=K, reference=reference, resamples=20)
+    files = write_report(comparison, tmp_path, sweeps=[curve], plots=False)
+    # TREC files have no comments: the run tag of every line carries the mark, and trec_eval reads them.
+    for name, path in files.trec.items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        assert lines and all(line.split()[-1] == f"UNPUBLISHABLE-{name}" for line in lines)
+        assert reports.trec_tag(comparison, name) == f"UNPUBLISHABLE-{name}"
+        assert read_trec(path) == comparison.arms[name].run.run
+    record = strict_json(files.json.read_text(encoding="utf-8"))
+    assert record["unpublishable"].startswith("UNPUBLISHABLE: ") and WRONG_SHA in record["unpublishable"]
+    assert record["testbed"]["publishable"] is False
+    # Plots: a red title over every figure, and the same words in the PNG's Title text chunk.
+    pytest.importorskip("matplotlib")
+    mark = reports.UNPUBLISHABLE_PLOT_TITLE
+    assert mark.startswith("UNPUBLISHABLE")
+    deltas, curve_figure = reports._delta_figure(comparison, mark), reports._sweep_figure(curve, mark)
+    assert deltas is not None and deltas.get_suptitle() == mark
+    assert curve_figure is not None and curve_figure.get_suptitle() == mark
+    files = write_report(comparison, tmp_path / "plots", sweeps=[curve], plots=True)
+    assert [p.name for p in files.plots] == ["per_query_deltas.png", "sweep-rrf-k.png"]
+    for path in files.plots:
+        assert png_text(path.read_bytes()).get("Title") == mark
+
+
+def test_publishable_outputs_carry_no_mark(setup: Setup, tmp_path: Path) -> None:
+    files = write(setup, tmp_path, plots=True)
+    for name, path in files.trec.items():
+        assert {line.split()[-1] for line in path.read_text(encoding="utf-8").splitlines()} == {name}
+    assert strict_json(files.json.read_text(encoding="utf-8"))["unpublishable"] is None
+    for path in files.plots:
+        assert "Title" not in png_text(path.read_bytes())
+        assert b"UNPUBLISHABLE" not in path.read_bytes()
+    if files.plots:
+        figure = reports._delta_figure(setup.comparison)
+        assert figure is not None and figure.get_suptitle() == ""
+
+
+def test_trec_lines_refuse_a_tag_that_is_not_one_word(setup: Setup) -> None:
+    run = setup.comparison.arms["text"].run
+    assert {line.split()[-1] for line in run.trec_lines("other-tag")} == {"other-tag"}
+    for bad in ("", "two words", "tab\there"):
+        with pytest.raises(InvalidParameterError, match="run tag"):
+            run.trec_lines(bad)
+
+
+# ---------------------------------------------------------------------------- the tie diagnostic in JSON
+
+
+def test_tie_break_slots_per_query_in_report_json(tmp_path: Path) -> None:
+    """A hand-built case whose counts follow from the definitions.
+
+    q1: three identical documents tie under BM25. ``text`` (min-max fusion of one BM25 stream)
+    keeps the tie: a1, a2, a3 all score 1.0 (b1 0.0), three tied slots, in the fused run and in
+    its one stream. ``rrf`` fuses two BM25 streams that both rank a1, a2, a3 first (tied, in key
+    order): rank r in both streams scores 2 / (60 + r), distinct per rank, so the fused run has no
+    tie while each stream still has three tied slots.
+
+    q2: no BM25 tie, but the two streams disagree. With k1 = 1.2, b = 0.75 (avgdl 2), c1 (one
+    "cherry" in one word) scores 2.2 / 1.75 = 1.257 and c2 (two in four words) 4.4 / 4.1 = 1.073
+    (times the same IDF); with k1 = 0.5, b = 0.3, c1 scores 1.5 / 1.425 = 1.053 and c2
+    3.0 / 2.65 = 1.132. RRF gives each 1 / 61 + 1 / 62: two tied fused slots, none in a stream.
+    """
+    texts = {
+        "a1": "apple banana",
+        "a2": "apple banana",
+        "a3": "apple banana",
+        "b1": "apple",
+        "c1": "cherry",
+        "c2": "cherry cherry date fig",
+    }
+    queries = {"q1": "apple banana", "q2": "cherry"}
+    collection = Collection(
+        name="ties",
+        folder=Path("/nonexistent/ties"),
+        documents=[Document(key, text) for key, text in texts.items()],
+        queries=queries,
+        qrels={"q1": {"a2": 1}, "q2": {"c2": 1}},
+        splits={},
+        link_sets={},
+        query_file_ids={qid: qid for qid in queries},
+        manifest=(FileRecord("corpus.jsonl", 64, CORPUS_SHA, 64, CORPUS_SHA),),
+        publishable=True,
+    )
+    testbed = build_testbed(collection)
+    first, second = BM25Scorer(), BM25Scorer(k1=0.5, b=0.3)
+    two = [Arm("text", (first,), ScoreFusion(), depth=10), Arm("rrf", (first, second), RRF(), depth=10)]
+    comparison = compare(testbed, two, k=K, resamples=20, seed=0)
+    assert list(comparison.arms["text"].run.keys["q1"]) == ["a1", "a2", "a3", "b1"]
+    record = strict_json(write_report(comparison, tmp_path, plots=False).json.read_text(encoding="utf-8"))
+    assert record["tie_break_slots_per_query"] == {
+        "text": {"q1": {"fused": 3, "streams": [3]}, "q2": {"fused": 0, "streams": [0]}},
+        "rrf": {"q1": {"fused": 0, "streams": [3, 3]}, "q2": {"fused": 2, "streams": [0, 0]}},
+    }
+    # The per-arm totals agree with the per-query counts.
+    tied = {entry["arm"]["name"]: entry["tie_break_slots"] for entry in record["arms"]}
+    assert tied == {"text": 3, "rrf": 2}
+    assert comparison.arms["rrf"].run.scores["q2"].tolist() == [1 / 61 + 1 / 62] * 2

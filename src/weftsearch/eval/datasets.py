@@ -90,7 +90,10 @@ Frozen vectors
     ``record.json``), verifies them against the pins and against the hashes in
     ``record.json``, checks the model name, width, the source files' hashes
     and the hash of the input texts against the collection, and returns the
-    rows in the collection's order.
+    rows in the collection's order. ``any_snapshot`` waives file-hash
+    mismatches (and marks the vectors unpublishable) but never query texts:
+    query vectors embedded from other texts belong to other queries, and are
+    a :class:`~weftsearch.errors.PairingError`.
 
 Fetching
     :func:`fetch` downloads a collection's files from the public upstream named
@@ -125,7 +128,7 @@ from numpy.typing import NDArray
 
 from weftsearch._atomic import atomic_file
 from weftsearch.engine.documents import Document, FieldValue
-from weftsearch.errors import CorpusFormatError, DatasetIntegrityError, InvalidParameterError
+from weftsearch.errors import CorpusFormatError, DatasetIntegrityError, InvalidParameterError, PairingError
 
 __all__ = [
     "COLLECTIONS",
@@ -1240,13 +1243,16 @@ def load_frozen_vectors(
         variant: the vector set, a folder under ``<collection folder>/vectors/``.
         folder: read from here instead of ``<collection folder>/vectors/<variant>``.
         model: the model name ``record.json`` must give.
-        any_snapshot: waive hash mismatches (not structural ones); the result
-            is then unpublishable.
+        any_snapshot: waive file-hash mismatches (not structural ones, and not
+            query texts); the result is then unpublishable.
         pins: the pins to verify against; ``None`` means :data:`PINS`.
 
     Raises:
         FileNotFoundError: a file is missing.
         DatasetIntegrityError: a hash differs (unless ``any_snapshot``).
+        PairingError: the query vectors were embedded from other texts than
+            the collection's queries: they belong to other queries, so this is
+            refused even with ``any_snapshot`` (re-embed with ``weft-search embed``).
         CorpusFormatError: the record names another collection or model, the
             width or row counts disagree, or the ids do not match the
             collection's.
@@ -1339,10 +1345,21 @@ def load_frozen_vectors(
         digest = sha256_bytes("\n".join(texts[part][key] for key in ids).encode("utf-8"))
         expected_texts = _record_get(record, where, part, "input_texts_sha256")
         if digest != expected_texts:
-            waive(
+            message = (
                 f"{where}: the {what_rows} were embedded from texts with SHA-256 {expected_texts}, "
                 f"but this collection's {what_rows} texts hash to {digest}"
             )
+            if part == "queries":
+                # Vectors of other query texts answer other questions: no snapshot waiver makes
+                # them this collection's query vectors.
+                fresh = collection.folder / "vectors" / "NEW"
+                raise PairingError(
+                    f"{message}: the query vectors belong to other queries, refused even with "
+                    f"any_snapshot (--any-snapshot); re-embed them with `weft-search embed "
+                    f"--collection {collection.name} --data {collection.folder} --out {fresh}` and "
+                    "evaluate with --vectors NEW, or evaluate without vectors (--vectors none)"
+                )
+            waive(message)
     return CollectionVectors(
         collection=collection.name,
         variant=variant,

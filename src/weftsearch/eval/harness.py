@@ -24,7 +24,8 @@ vouch for: a judged document that is not in the index, vectors of another
 collection or model than the one expected, or vector rows whose ids do not
 match the documents and queries. (Whether the vectors were made from these
 very texts is checked when they are loaded, by hash:
-:func:`~weftsearch.eval.datasets.load_frozen_vectors`.)
+:func:`~weftsearch.eval.datasets.load_frozen_vectors`, which refuses query
+vectors of other texts with a ``PairingError`` even under ``any_snapshot``.)
 """
 
 from __future__ import annotations

@@ -13,8 +13,12 @@ What each output is for:
   matplotlib is installed, PNG plots.
 
 Numbers that came from data which did not match its pinned hashes are marked
-``UNPUBLISHABLE`` at the top of every output, loudly, because such a number
-must never be mistaken for a result on the real collection.
+``UNPUBLISHABLE`` everywhere they leave the harness, loudly, because such a
+number must never be mistaken for a result on the real collection: the first
+line of the terminal table and of the Markdown, the ``"unpublishable"`` entry
+of ``report.json``, the run tag of every TREC line (``UNPUBLISHABLE-<arm>``:
+TREC files have no comments, and the tag column is what every tool that reads
+them carries along) and the title of every plot.
 
 matplotlib is optional (the ``eval`` extra): it is imported only inside the
 plotting code, so this module imports without it, and a missing matplotlib
@@ -48,10 +52,13 @@ if TYPE_CHECKING:  # matplotlib is optional: only its types are needed at check 
 
 __all__ = [
     "PLOTS_SKIPPED_NOTE",
+    "UNPUBLISHABLE_PLOT_TITLE",
+    "UNPUBLISHABLE_TAG",
     "ReportFiles",
     "format_table",
     "markdown_report",
     "report_record",
+    "trec_tag",
     "write_report",
 ]
 
@@ -189,6 +196,20 @@ def _unpublishable_reason(testbed: Mapping[str, Any]) -> str | None:
 def _banner(testbed: Mapping[str, Any]) -> str | None:
     reason = _unpublishable_reason(testbed)
     return None if reason is None else f"UNPUBLISHABLE: {reason}"
+
+
+#: The run tag prefix of the TREC lines of an unpublishable comparison (``UNPUBLISHABLE-<arm>``).
+UNPUBLISHABLE_TAG = "UNPUBLISHABLE"
+
+#: The title of every plot of an unpublishable comparison.
+UNPUBLISHABLE_PLOT_TITLE = "UNPUBLISHABLE: the data did not match its pinned hashes"
+
+
+def trec_tag(comparison: Comparison, arm: str) -> str:
+    """The TREC run tag of ``arm``'s lines: its name, or ``UNPUBLISHABLE-<name>`` for unpublishable data."""
+    if _unpublishable_reason(comparison.testbed) is None:
+        return arm
+    return f"{UNPUBLISHABLE_TAG}-{arm}"
 
 
 def _empty_rankings(comparison: Comparison) -> dict[str, list[str]]:
@@ -618,12 +639,15 @@ def report_record(
 ) -> dict[str, Any]:
     """What ``report.json`` holds, JSON-ready (before NaN is mapped to ``null``).
 
-    :meth:`Comparison.record` plus ``"sweeps"`` (each :meth:`Sweep.record`),
+    :meth:`Comparison.record` plus ``"unpublishable"`` (the ``UNPUBLISHABLE: ...``
+    banner, ``None`` when every input matched its pin), ``"sweeps"`` (each :meth:`Sweep.record`),
     ``"learned"`` (name -> :meth:`LearnedFusion.record`) and ``"per_query"``
     (arm -> measure -> qid -> value): with the per-query values and the seed,
     anyone can recompute every interval.
     """
     record = comparison.record()
+    # The banner itself (null when every input matched its pin), so no reader of the JSON misses it.
+    record["unpublishable"] = _banner(comparison.testbed)
     record["sweeps"] = [s.record() for s in sweeps]
     record["learned"] = {name: choice.record() for name, choice in (learned or {}).items()}
     record["per_query"] = {
@@ -653,8 +677,14 @@ def _numeric(values: Sequence[Any]) -> bool:
     return all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values)
 
 
-def _delta_figure(comparison: Comparison) -> Figure | None:
-    """Per-query deltas of the headline measure, one panel per non-baseline arm."""
+def _mark(figure: Figure, mark: str | None) -> None:
+    """Title ``figure`` with ``mark`` (the unpublishable warning), above every panel, in red."""
+    if mark is not None:
+        figure.suptitle(mark, color="#d7301f", fontweight="bold", fontsize=11)
+
+
+def _delta_figure(comparison: Comparison, mark: str | None = None) -> Figure | None:
+    """Per-query deltas of the headline measure, one panel per non-baseline arm; ``mark`` titles it."""
     from matplotlib.figure import Figure
 
     others = [name for name in comparison.arms if name != comparison.baseline]
@@ -680,11 +710,15 @@ def _delta_figure(comparison: Comparison) -> Figure | None:
             f"queries, sorted by delta ({deltas.size}; {int((deltas > 0).sum())} better, "
             f"{int((deltas < 0).sum())} worse)"
         )
+    _mark(figure, mark)
     return figure
 
 
-def _sweep_figure(sweep: Sweep) -> Figure | None:
-    """A curve (one parameter) or an annotated heatmap (two) of the sweep; ``None`` otherwise."""
+def _sweep_figure(sweep: Sweep, mark: str | None = None) -> Figure | None:
+    """A curve (one parameter) or an annotated heatmap (two) of the sweep; ``None`` otherwise.
+
+    ``mark`` (the unpublishable warning) titles the figure.
+    """
     from matplotlib.figure import Figure
 
     with_reference = sweep.reference is not None and all(p.difference is not None for p in sweep.points)
@@ -714,6 +748,7 @@ def _sweep_figure(sweep: Sweep) -> Figure | None:
         ax.set_xlabel(names[0])
         ax.set_ylabel(what)
         ax.set_title(f"{sweep.name}: {what}", fontsize=10)
+        _mark(figure, mark)
         return figure
     matrix = _sweep_matrix(sweep)
     if matrix is None:
@@ -745,17 +780,21 @@ def _sweep_figure(sweep: Sweep) -> Figure | None:
             colour = "white" if dark else "black"
             label = _num(value, signed=with_reference)
             ax.text(c, r, label, ha="center", va="center", fontsize=8, color=colour)
+    _mark(figure, mark)
     return figure
 
 
-def _png(figure: Figure) -> bytes:
+def _png(figure: Figure, mark: str | None = None) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     # An Agg canvas of its own: the PNG never depends on (or disturbs) the session's backend.
     FigureCanvasAgg(figure)
     buffer = io.BytesIO()
     # No "Software" entry (it names the matplotlib version): the same inputs give the same bytes.
-    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
+    metadata: dict[str, str | None] = {"Software": None}
+    if mark is not None:
+        metadata["Title"] = mark  # also in the file's text chunk, for tools that never look at pixels
+    figure.savefig(buffer, format="png", dpi=100, metadata=metadata)
     return buffer.getvalue()
 
 
@@ -772,16 +811,17 @@ def _render_plots(comparison: Comparison, sweeps: Sequence[Sweep]) -> tuple[dict
         # Once pyplot is imported, switching would close the session's open figures (a notebook's),
         # and is not needed: the figures here are drawn on an Agg canvas of their own (_png).
         matplotlib.use("Agg")
+    mark = None if _unpublishable_reason(comparison.testbed) is None else UNPUBLISHABLE_PLOT_TITLE
     # matplotlib's default style for these figures only: a user's matplotlibrc cannot change the bytes.
     with matplotlib.style.context("default"):
         files: dict[str, bytes] = {}
         notes: list[str] = []
-        figure = _delta_figure(comparison)
+        figure = _delta_figure(comparison, mark)
         if figure is not None:
-            files["per_query_deltas.png"] = _png(figure)
+            files["per_query_deltas.png"] = _png(figure, mark)
         used: set[str] = set(files)
         for sweep in sweeps:
-            figure = _sweep_figure(sweep)
+            figure = _sweep_figure(sweep, mark)
             if figure is None:
                 notes.append(f"sweep {sweep.name!r}: no plot for a grid of {len(sweep.grid)} parameters")
                 continue
@@ -791,7 +831,7 @@ def _render_plots(comparison: Comparison, sweeps: Sequence[Sweep]) -> tuple[dict
                 n += 1
                 name = f"{stem}-{n}.png"
             used.add(name)
-            files[name] = _png(figure)
+            files[name] = _png(figure, mark)
     return files, notes
 
 
@@ -864,7 +904,8 @@ def write_report(
     """Write every report of ``comparison`` into ``out_dir`` (created if needed).
 
     Files: ``<arm>.trec`` for each arm (``qid Q0 docid rank score tag``, what
-    ``trec_eval`` reads to reprint the means), PNG plots when ``plots`` and
+    ``trec_eval`` reads to reprint the means; the tag is :func:`trec_tag`,
+    ``UNPUBLISHABLE-<arm>`` when the data did not match its pins), PNG plots when ``plots`` and
     matplotlib is importable (the per-query deltas of the headline measure,
     one curve or heatmap per sweep), ``report.json`` (:func:`report_record`,
     strict JSON with sorted keys) and ``report.md``
@@ -884,7 +925,7 @@ def write_report(
     notes = _trec_notes(comparison)
     trec: dict[str, Path] = {}
     for name, result in comparison.arms.items():
-        lines = list(result.run.trec_lines())
+        lines = list(result.run.trec_lines(trec_tag(comparison, name)))
         path = folder / f"{name}.trec"
         _atomic_write(path, "".join(f"{line}\n" for line in lines).encode("utf-8"))
         trec[name] = path

@@ -222,17 +222,27 @@ class ArmRun:
         """``{qid: {key: score}}``, the input :func:`~weftsearch.eval.metrics.evaluate` takes."""
         return {qid: dict(zip(self.keys[qid], self.scores[qid].tolist(), strict=True)) for qid in self.qids}
 
-    def trec_lines(self) -> Iterable[str]:
+    def trec_lines(self, tag: str | None = None) -> Iterable[str]:
         """The run in TREC format, ``qid Q0 docid rank score tag``, rank 1-based, engine order.
 
         Scores are printed with ``repr`` (shortest round-trip), so trec_eval
-        reads back exactly the values evaluated here.
+        reads back exactly the values evaluated here. The run tag is ``tag``
+        (default: the arm's name).
+
+        Raises:
+            InvalidParameterError: a tag that is empty or holds whitespace.
+
         """
-        for qid in self.qids:
+        tag = self.arm if tag is None else tag
+        if not tag or any(c.isspace() for c in tag):
+            raise InvalidParameterError(f"a TREC run tag must be one non-empty word, got {tag!r}")
+        return (
+            f"{qid} Q0 {key} {rank} {score!r} {tag}"
+            for qid in self.qids
             for rank, (key, score) in enumerate(
                 zip(self.keys[qid], self.scores[qid].tolist(), strict=True), 1
-            ):
-                yield f"{qid} Q0 {key} {rank} {score!r} {self.arm}"
+            )
+        )
 
     def tied_total(self) -> int:
         """Top-k slots decided by a tie-break, summed over queries."""
