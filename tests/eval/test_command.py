@@ -204,7 +204,11 @@ def test_weight_sweep_shape_and_weight_zero_on_a_synthetic_testbed() -> None:
     )
     arms = {arm.name: arm for arm in (builder.arm(spec) for spec in specs)}
     cache = StreamCache(testbed.snapshot)
-    [result] = _sweep("weights:hybrid", testbed, arms, "text", builder, seed=3, resamples=200, cache=cache)
+    # k as the table keeps it (here the arms' depth, 30): the point at weight 1 is the arm's row.
+    sweep_k = 30
+    [result] = _sweep(
+        "weights:hybrid", testbed, arms, "text", builder, seed=3, resamples=200, cache=cache, k=sweep_k
+    )
     assert result.name == "hybrid: weight of stream 2 (recency), others 1"
     assert result.measure == "nDCG@10" and result.reference == "text"
     assert result.grid == {"weight": STREAM_WEIGHTS} == {"weight": (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)}
@@ -214,7 +218,7 @@ def test_weight_sweep_shape_and_weight_zero_on_a_synthetic_testbed() -> None:
     assert len({p.mean for p in result.points}) > 2  # the weight changes the ranking
 
     def ndcg(arm: Arm) -> float:
-        return evaluate(testbed.qrels, run_arm(cache, arm, testbed.queries, 10).run, "nDCG@10").mean(
+        return evaluate(testbed.qrels, run_arm(cache, arm, testbed.queries, sweep_k).run, "nDCG@10").mean(
             "nDCG@10"
         )
 
@@ -230,14 +234,14 @@ def test_weight_sweep_shape_and_weight_zero_on_a_synthetic_testbed() -> None:
     # Weight 1 is the arm itself.
     assert result.points[3].mean == ndcg(arms["hybrid"])
     # Three streams: one sweep per non-first stream, each over the same six weights.
-    sweeps = _sweep("weights:three", testbed, arms, "text", builder, seed=3, resamples=50, cache=cache)
+    sweeps = _sweep("weights:three", testbed, arms, "text", builder, seed=3, resamples=50, cache=cache, k=30)
     assert [s.name for s in sweeps] == [
         "three: weight of stream 2 (graph), others 1",
         "three: weight of stream 3 (recency), others 1",
     ]
     assert [len(s.points) for s in sweeps] == [6, 6]
     with pytest.raises(InvalidParameterError, match="one stream"):
-        _sweep("weights:text", testbed, arms, "text", builder, seed=3, resamples=50, cache=cache)
+        _sweep("weights:text", testbed, arms, "text", builder, seed=3, resamples=50, cache=cache, k=30)
 
 
 @needs_data

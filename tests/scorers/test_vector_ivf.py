@@ -454,3 +454,16 @@ def test_recall_sweep_over_seeds() -> None:
             assert recalls == sorted(recalls)
             stream = score(snap, vector, 200, 8)
             assert_exact_scores(stream, exact)
+
+
+def test_nearest_lists_break_ties_at_the_cut_by_lower_list() -> None:
+    # Lists 1, 3 and 4 share a centroid; list 5 is nearest, list 0 and 2 farthest.
+    same = unit_at(40.0)
+    centroids = np.stack([unit_at(180.0), same, unit_at(170.0), same, same, unit_at(0.0)])
+    offsets = np.arange(0, 70, 10, dtype=np.uint64)
+    vectors = np.zeros((60, 2), dtype=np.float32)
+    block = VectorBlock(np.arange(60, dtype=np.int64), vectors, centroids, offsets)
+    query = unit_at(0.0)
+    for nprobe, expected in [(1, [5]), (2, [1, 5]), (3, [1, 3, 5]), (4, [1, 3, 4, 5])]:
+        chosen = block.nearest_lists(query, nprobe)
+        assert chosen is not None and chosen.tolist() == expected

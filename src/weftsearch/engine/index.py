@@ -21,6 +21,7 @@ import gc
 import os
 import signal
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ from weftsearch.storage.segment import (
     encode_columns,
     encode_segment,
     merge_columns,
+    stored_record,
 )
 
 __all__ = ["Index", "MergePolicy", "ScrubReport"]
@@ -115,16 +117,34 @@ def _encode_in_child(
     return os.waitstatus_to_exitcode(status) == 0
 
 
+#: Items a committing thread frees or decodes between two pauses (see ``_yield_to_searches``).
+_PAUSE_EVERY = 128
+
+
+def _yield_to_searches() -> None:
+    """Give the GIL to any thread that wants it, for a moment.
+
+    A thread doing pure-Python work keeps the GIL until the interpreter's
+    switch interval (5 ms) forces it out, and takes it back whenever a
+    searching thread lets go of it (every larger numpy call does): a search
+    then waits 5 ms at each such point. A committing thread that sleeps
+    between short chunks of work never holds the GIL for more than a chunk.
+    """
+    time.sleep(0.0001)
+
+
 def _release_gradually(entries: dict[str, SegmentDocument]) -> None:
-    """Drop the last references to ``entries`` one at a time.
+    """Drop the last references to ``entries`` a chunk at a time, pausing between chunks.
 
     Freeing a dict of many analysed documents in one go is a single C call
     that holds the GIL throughout (tens of milliseconds for 20,000 documents,
-    more while pages are still shared copy-on-write with a child); a Python
-    loop lets the interpreter hand the GIL to searching threads between items.
+    more while pages are still shared copy-on-write with a child), and a tight
+    Python loop holds it almost as long (see :func:`_yield_to_searches`).
     """
     while entries:
-        entries.popitem()
+        for _ in range(min(_PAUSE_EVERY, len(entries))):
+            entries.popitem()
+        _yield_to_searches()
 
 
 _IN_MEMORY = Path("<memory>")
@@ -596,7 +616,8 @@ class Index:
         analysed = []
         for document in tqdm(batch, desc="analysing", unit="doc", disable=disable, leave=False):
             terms = self._analyzer.analyze(document.text)
-            analysed.append(SegmentDocument(document, Counter(terms), len(terms)))
+            # The stored record is made now, outside any lock, not in the commit.
+            analysed.append(SegmentDocument(document, Counter(terms), len(terms), stored_record(document)))
         if not analysed:
             return 0
         with self._write_lock:
@@ -794,7 +815,7 @@ class Index:
             for segment, name, _, _ in installs:
                 if segment.name is None:
                     reader = SegmentReader(directory.path / name)
-                    reader.warm()
+                    reader.warm(_yield_to_searches)
                     from_file[id(segment)] = reader
             with self._write_lock:
                 for segment, name, mask, deletes in installs:
@@ -836,7 +857,7 @@ class Index:
             segment = _Segment(SegmentReader(directory.path / name), None, name)
         except (CorruptIndexError, IndexStorageError, FileNotFoundError):
             return
-        segment.reader.warm()  # here, before any search can reach it
+        segment.reader.warm(_yield_to_searches)  # here, before any search can reach it
         with self._write_lock:
             if self._pending is buffer and self._generation == generation:
                 # No write since the batch was taken (every write bumps the

@@ -30,6 +30,8 @@ from numpy.typing import NDArray
 
 from weftsearch.analysis import Analyzer
 from weftsearch.engine.documents import Document, FieldValue
+from weftsearch.engine.kernels import inner_products
+from weftsearch.engine.stream import at_least_kth
 from weftsearch.errors import CorruptIndexError, UnknownKeyError
 from weftsearch.storage.ivf import worth_probing
 from weftsearch.storage.segment import SegmentReader
@@ -62,12 +64,19 @@ class Postings:
 
 @dataclass(frozen=True, slots=True)
 class VectorBlock:
-    """Stored vectors as one contiguous float32 matrix and the ids of its rows.
+    """Stored vectors as one contiguous matrix and the ids of its rows.
 
     Attributes:
         ids: int64, one per row of ``matrix``: the row's internal id, or -1 for
             a row whose document is deleted (skip those rows).
-        matrix: float32 array ``(len(ids), dim)``, read-only (often a memory map).
+        matrix: ``(len(ids), dim)``, float32 (float16 in a half-precision
+            index), read-only (often a memory map).
+        centroids: float32 ``(nlist, dim)`` unit centroids of the block's IVF
+            lists, or ``None`` when the block is not partitioned.
+        list_offsets: uint64 ``(nlist + 1)``: list ``l`` is rows
+            ``list_offsets[l] ..< list_offsets[l + 1]``; ``None`` without lists.
+        norms: float32 Euclidean norm of each row (computed once per segment),
+            or ``None`` where the block was built by hand.
 
     """
 
@@ -75,6 +84,30 @@ class VectorBlock:
     matrix: NDArray[np.float32]
     centroids: NDArray[np.float32] | None = None
     list_offsets: NDArray[np.uint64] | None = None
+    norms: NDArray[np.float32] | None = None
+
+    def nearest_lists(self, unit_query: NDArray[np.float32], nprobe: int) -> NDArray[np.int64] | None:
+        """The ``nprobe`` lists nearest ``unit_query``, ascending; ``None`` means "scan every row".
+
+        ``None`` when the block has no lists, or when probing would read no
+        fewer rows than a scan (:func:`~weftsearch.storage.ivf.worth_probing`).
+        Lists are ranked by the inner product of their unit centroid with the
+        query (ties: the lower list first). O(nlist * dim) for the centroids,
+        O(nlist) to select (only the lists tied at the cut are sorted).
+        """
+        if self.centroids is None or self.list_offsets is None:
+            return None
+        nlist = self.centroids.shape[0]
+        if not worth_probing(self.matrix.shape[0], nlist, nprobe):
+            return None
+        everything = np.arange(nlist, dtype=np.int64)
+        closeness = inner_products(self.centroids, unit_query, everything)
+        candidates = at_least_kth(closeness, nprobe)
+        if candidates.shape[0] > nprobe:  # ties at the cut: the lower lists win
+            order = np.lexsort((candidates, -closeness[candidates]))[:nprobe]
+            candidates = np.sort(candidates[order])
+        chosen: NDArray[np.int64] = candidates.astype(np.int64, copy=False)
+        return chosen
 
     def probe(self, unit_query: NDArray[np.float32], nprobe: int) -> list[tuple[int, int]] | None:
         """Row ranges ``[start, end)`` of the ``nprobe`` lists nearest ``unit_query``, merged where adjacent.
@@ -86,13 +119,9 @@ class VectorBlock:
         lower list first), then visited in row order. This picks candidates;
         scoring them is the scorer's business. O(nlist * dim + nlist log nlist).
         """
-        if self.centroids is None or self.list_offsets is None:
+        chosen = self.nearest_lists(unit_query, nprobe)
+        if chosen is None or self.list_offsets is None:
             return None
-        nlist = self.centroids.shape[0]
-        if not worth_probing(self.matrix.shape[0], nlist, nprobe):
-            return None
-        closeness = np.einsum("ij,j->i", self.centroids, unit_query)
-        chosen = np.sort(np.argsort(-closeness, kind="stable")[:nprobe])
         starts = self.list_offsets[chosen].astype(np.int64).tolist()
         ends = self.list_offsets[chosen + 1].astype(np.int64).tolist()
         ranges: list[tuple[int, int]] = []
@@ -439,10 +468,9 @@ class Snapshot:
                 has = np.flatnonzero(rows >= 0)
                 ids[rows[has]] = part.to_global(has)
                 lists = part.reader.vector_lists()
-                if lists is None:
-                    blocks.append(VectorBlock(_readonly(ids), matrix))
-                else:
-                    blocks.append(VectorBlock(_readonly(ids), matrix, lists[0], lists[1]))
+                centroids, offsets = (None, None) if lists is None else lists
+                norms = part.reader.vector_norms()
+                blocks.append(VectorBlock(_readonly(ids), matrix, centroids, offsets, norms))
             return blocks
 
         return self.memo(("engine", "vector_blocks"), build)

@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from weftsearch.errors import InvalidParameterError
 
-__all__ = ["Stream", "FusedStream", "KeyOrder", "top_k", "order_by_score", "check_k"]
+__all__ = ["Stream", "FusedStream", "KeyOrder", "top_k", "at_least_kth", "order_by_score", "check_k"]
 
 IdArray = NDArray[np.int64]
 ScoreArray = NDArray[np.float64]
@@ -124,7 +124,7 @@ class FusedStream:
         return FusedStream(self.ids[:k], self.scores[:k], self.contributions[:k])
 
 
-def order_by_score(ids: IdArray, scores: ScoreArray, keys: KeyOrder) -> NDArray[np.intp]:
+def order_by_score(ids: IdArray, scores: NDArray[np.floating], keys: KeyOrder) -> NDArray[np.intp]:
     """Positions that sort ``(ids, scores)`` by descending score, then ascending key.
 
     O(n log n) in ``len(ids)``.
@@ -132,25 +132,56 @@ def order_by_score(ids: IdArray, scores: ScoreArray, keys: KeyOrder) -> NDArray[
     return np.lexsort((keys.key_rank(ids), -scores))
 
 
-def top_k(ids: IdArray, scores: ScoreArray, k: int, keys: KeyOrder) -> tuple[IdArray, ScoreArray]:
+def at_least_kth(scores: NDArray[np.floating], k: int) -> NDArray[np.intp]:
+    """Positions, ascending, of every score at least the ``k``-th largest (all of them when n <= k).
+
+    Ties with the k-th score are all kept, so the caller's tie-break (the key),
+    never the selection, decides who makes the cut. NaN scores are never kept
+    when n > k (with fewer than k numbers, all of them are kept).
+
+    O(n): for n much larger than k, the k-th largest of ``8k`` group maxima
+    bounds the k-th score from below (at least k groups hold a score that
+    high), so one comparison pass leaves a handful of candidates and only
+    those are partitioned; ``np.partition`` over all n scores (about 7 ns a
+    score, three times the grouped pass) is the fallback.
+    """
+    n = scores.shape[0]
+    if n <= k:
+        return np.arange(n, dtype=np.intp)
+    groups = 8 * k
+    if n >= 4 * groups:
+        # Group g holds scores g, g + groups, g + 2 * groups, ...: any partition
+        # into groups works, and this one reduces along contiguous rows.
+        width = n // groups
+        maxima = scores[: groups * width].reshape(width, groups).max(axis=0)
+        if not np.isnan(maxima.max()):  # a NaN maximum would hide its group's real one
+            bound = np.partition(maxima, groups - k)[groups - k]
+            candidates = np.flatnonzero(scores >= bound)
+            chosen = scores[candidates]
+            kth = -np.partition(-chosen, k - 1)[k - 1]
+            kept: NDArray[np.intp] = candidates[chosen >= kth]
+            return kept
+    # Negating keeps NaN (sorted last) out of the cut; -(-x) == x.
+    kth = -np.partition(-scores, k - 1)[k - 1]
+    if np.isnan(kth):  # fewer than k scores are numbers: every number makes the cut
+        return np.flatnonzero(~np.isnan(scores))
+    return np.flatnonzero(scores >= kth)
+
+
+def top_k(ids: IdArray, scores: NDArray[np.floating], k: int, keys: KeyOrder) -> tuple[IdArray, ScoreArray]:
     """Select the ``k`` best of ``(ids, scores)`` under the ordering rule.
 
-    Uses ``argpartition`` to find the k-th score in O(n), keeps every candidate
-    tied with it (so the key, not the partition, decides who makes the cut), and
-    sorts only those: O(n + m log m) for m kept candidates.
+    :func:`at_least_kth` finds every candidate at least as good as the k-th
+    in O(n), keeping all ties with it (so the key, not the selection, decides
+    who makes the cut), and only those are sorted: O(n + m log m) for m kept.
 
     Returns:
-        ``(ids, scores)`` of at most ``k`` candidates, best first.
+        ``(ids, scores)`` of at most ``k`` candidates, best first (scores as given, float32 or float64).
 
     """
-    n = ids.shape[0]
-    if n > k:
-        # np.partition gives the k-th value itself, without argpartition's
-        # array of n indices. Negating keeps NaN (sorted last) out of the cut
-        # exactly as before; -(-x) == x, so the comparison below is unchanged.
-        kth_score = -np.partition(-scores, k - 1)[k - 1]
-        keep = np.flatnonzero(scores >= kth_score)
+    if ids.shape[0] > k:
+        keep = at_least_kth(scores, k)
         ids = ids[keep]
         scores = scores[keep]
     order = order_by_score(ids, scores, keys)[:k]
-    return ids[order], scores[order]
+    return ids[order], scores[order]  # type: ignore[return-value]

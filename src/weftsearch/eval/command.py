@@ -131,9 +131,12 @@ def _sweep(
     seed: int,
     resamples: int,
     cache: StreamCache,
+    k: int,
 ) -> list[Sweep]:
+    # Every point keeps the report's k hits (its depth where that is smaller), so
+    # the point at an arm's own parameters reprints the arm's figure in the table:
+    # keeping fewer would cut tied scores at another place than the table does.
     measure = "nDCG@10"
-    k = 10  # the sweeps read nDCG@10, so depths below the report's k are allowed
     name, _, target = kind.partition(":")
     if name not in SWEEP_KINDS:
         raise InvalidParameterError(f"unknown sweep {kind!r} (known: rrf:ARM, weights:ARM, bm25)")
@@ -311,6 +314,7 @@ def run_experiment(
                 seed=seed,
                 resamples=resamples,
                 cache=cache,
+                k=k,
             )
         )
     return Experiment(comparison, tuple(done), learned, time.perf_counter() - started, command)

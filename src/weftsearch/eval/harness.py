@@ -543,8 +543,10 @@ def sweep(
 ) -> Sweep:
     """Evaluate ``make_arm(**point)`` at every point of ``grid`` (cartesian product, in order).
 
-    ``make_arm`` returns the arm for one point; arms that reuse the same
-    scorer objects share their streams through ``cache``. With a
+    Each point keeps ``k`` hits a query, or the arm's depth where that is
+    smaller (a depth sweep may go below ``k``). ``make_arm`` returns the arm
+    for one point; arms that reuse the same scorer objects share their
+    streams through ``cache``. With a
     ``reference`` run, each point carries the paired bootstrap of its
     difference from it (same seed at every point).
 
@@ -564,7 +566,7 @@ def sweep(
     for values in product(*(grid[key] for key in names)):
         params = dict(zip(names, values, strict=True))
         arm = make_arm(**params)
-        run = run_arm(cache, arm, testbed.queries, k)
+        run = run_arm(cache, arm, testbed.queries, min(k, arm.depth))
         evaluation = _evaluate_run(run, testbed.qrels, [measure_name])
         difference = None
         if reference_values is not None:

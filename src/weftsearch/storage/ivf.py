@@ -30,11 +30,12 @@ same machine. (The products go through BLAS; a CPU with another SIMD width can
 round a near-tie the other way, which moves one row to a neighbouring list.
 Recall is unaffected; byte identity across CPU kinds is not promised.)
 
-Why numpy and not faiss's k-means: the result must be a pure function of the
-rows (faiss's clustering is seeded but its multi-threaded reductions and
-sampling are its own), faiss-cpu would be a hard dependency for every user,
-and the cost is in BLAS products either way. docs/BENCHMARKS.md measures the
-search side against faiss ``IndexIVFFlat``.
+Why numpy and not faiss's k-means (faiss does compute the scorer's inner
+products, :mod:`weftsearch.engine.kernels`): the partition must be a pure
+function of the rows (faiss's clustering is seeded but its multi-threaded
+reductions and sampling are its own), and the cost is in BLAS products either
+way (measured at par with faiss's training, docs/BENCHMARKS.md, which also
+measures the search side against faiss ``IndexIVFFlat``).
 
 **The floor.** Below :data:`IVF_MIN_VECTORS` a segment is scanned exactly. A
 probe of ``nprobe`` of ``sqrt(m) / 2`` lists reads about ``2 nprobe / sqrt(m)`` of

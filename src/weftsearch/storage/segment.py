@@ -17,7 +17,7 @@ import itertools
 import json
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ __all__ = [
     "encode_segment",
     "encode_columns",
     "merge_columns",
+    "stored_record",
     "SegmentReader",
 ]
 
@@ -49,12 +50,16 @@ class SegmentDocument:
         document: the document.
         terms: term -> within-document frequency (>= 1).
         length: number of analysed terms (the sum of the frequencies).
+        record: the document's stored record (:func:`stored_record`), when the
+            caller made it already (the index does, when the document is
+            added, so a commit does not pay for it); ``None``: the encoder makes it.
 
     """
 
     document: Document
     terms: Mapping[str, int]
     length: int
+    record: bytes | None = None
 
 
 def _blob(strings: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.uint64]]:
@@ -65,7 +70,8 @@ def _blob(strings: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.uint64]
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
 
 
-def _stored_record(document: Document) -> bytes:
+def stored_record(document: Document) -> bytes:
+    """The stored record of ``document``: its text, fields and time as canonical JSON (docs/FORMAT.md)."""
     record = {"text": document.text, "fields": dict(document.fields), "time": document.timestamp}
     return json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
@@ -93,6 +99,12 @@ class SegmentColumns:
     tf_of_posting: NDArray[np.uint32]
 
 
+#: Terms decoded between two calls of :meth:`SegmentReader.warm`'s ``pause``.
+DECODE_CHUNK = 1024
+
+#: Rows whose norms are computed together (bounds the float32 temporaries of half-precision rows).
+_NORM_CHUNK = 65_536
+
 #: How a segment may store its vectors (``vec.matrix`` as ``<f4`` or ``<f2``).
 VECTOR_DTYPES = ("float32", "float16")
 
@@ -108,10 +120,13 @@ def encode_segment(
     """
     ordered = sorted(documents, key=lambda d: d.document.key)
     n = len(ordered)
-    vocabulary = sorted({term for d in ordered for term in d.terms})
-    term_id = {term: position for position, term in enumerate(vocabulary)}
-    counts = np.fromiter((len(d.terms) for d in ordered), dtype=np.int64, count=n)
-    total = int(counts.sum())
+    # Postings are flattened and mapped to term ids by C-level iteration
+    # (chain, map, dict lookups): no Python bytecode runs per posting.
+    flat_terms = list(itertools.chain.from_iterable(d.terms for d in ordered))
+    vocabulary = sorted(set(flat_terms))
+    term_id = dict(zip(vocabulary, itertools.count()))
+    counts = np.fromiter(map(len, (d.terms for d in ordered)), dtype=np.int64, count=n)
+    total = len(flat_terms)
     with_vector = [i for i, d in enumerate(ordered) if d.document.vector is not None]
     vector_rows = np.full(n, -1, dtype=np.int32)
     vector_rows[with_vector] = np.arange(len(with_vector), dtype=np.int32)
@@ -123,6 +138,7 @@ def encode_segment(
         if with_vector
         else np.zeros((0, dim), vector_dtype)
     )
+    tfs = itertools.chain.from_iterable(d.terms.values() for d in ordered)
     return encode_columns(
         SegmentColumns(
             keys=[d.document.key for d in ordered],
@@ -131,16 +147,16 @@ def encode_segment(
                 [math.nan if d.document.timestamp is None else d.document.timestamp for d in ordered],
                 dtype=np.float64,
             ),
-            records=[_stored_record(d.document) for d in ordered],
+            records=[stored_record(d.document) if d.record is None else d.record for d in ordered],
             link_counts=np.fromiter((len(d.document.links) for d in ordered), dtype=np.int64, count=n),
-            link_targets=[target for d in ordered for target in d.document.links],
+            link_targets=list(itertools.chain.from_iterable(d.document.links for d in ordered)),
             vector_rows=vector_rows,
             matrix=matrix,
             vector_dim=vector_dim,
             vocabulary=vocabulary,
-            term_of_posting=np.fromiter((term_id[t] for d in ordered for t in d.terms), np.int64, total),
+            term_of_posting=np.fromiter(map(term_id.__getitem__, flat_terms), np.int64, total),
             doc_of_posting=np.repeat(np.arange(n, dtype=np.int64), counts),
-            tf_of_posting=np.fromiter((tf for d in ordered for tf in d.terms.values()), np.uint32, total),
+            tf_of_posting=np.fromiter(tfs, np.uint32, total),
         )
     )
 
@@ -155,12 +171,12 @@ def encode_columns(columns: SegmentColumns) -> bytes:
     posting_tfs = columns.tf_of_posting[order].astype(np.uint32)
     term_offsets = np.zeros(vocabulary_size + 1, dtype=np.uint64)
     np.cumsum(np.bincount(columns.term_of_posting, minlength=vocabulary_size), out=term_offsets[1:])
-    bounds = term_offsets.tolist()
+    # Byte offsets into views of the two sections: a term's CRC runs over its
+    # ids then its frequencies, without copying either slice.
+    bounds = (term_offsets * 4).tolist()
+    ids_view, tfs_view = memoryview(posting_ids.tobytes()), memoryview(posting_tfs.tobytes())
     term_crcs = np.array(
-        [
-            checksum(posting_ids[a:b].tobytes() + posting_tfs[a:b].tobytes())
-            for a, b in itertools.pairwise(bounds)
-        ],
+        [crc32c.crc32c(tfs_view[a:b], crc32c.crc32c(ids_view[a:b])) for a, b in itertools.pairwise(bounds)],
         dtype=np.uint32,
     )
     keys_blob, keys_offsets = _blob(columns.keys)
@@ -318,16 +334,20 @@ class SegmentReader:
         _check_offsets(offsets, count, int(blob.shape[0]), prefix, self.path)
         return blob, offsets  # type: ignore[return-value]
 
-    def warm(self) -> None:
+    def warm(self, pause: Callable[[], None] | None = None) -> None:
         """Decode now what the first search of this segment would: the term index and lengths.
 
         The index calls this on a segment before it publishes a snapshot that
         reads it, so no search of the new snapshot pays the O(V) decode of the
-        term table. Best effort: a damaged table is left for the read that
-        needs it to report, as it would be without warming.
+        term table. ``pause``, when given, is called between chunks of
+        :data:`DECODE_CHUNK` terms: the writer passes one that lets searching
+        threads run, so warming never holds the interpreter for more than a
+        chunk. Best effort: a damaged table is left for the read that needs it
+        to report, as it would be without warming.
         """
         try:
-            self.term_position("")
+            self._memo("all_terms", lambda: self._decode_terms(pause))
+            self._memo("term_index", lambda: self._index_terms(pause))
             self.doc_lengths()
         except CorruptIndexError:
             pass
@@ -515,6 +535,27 @@ class SegmentReader:
             raise self._corrupt("vector matrix has an impossible shape")
         return flat.reshape(-1, dim) if dim else flat.reshape(0, 0)  # type: ignore[return-value]
 
+    def vector_norms(self) -> NDArray[np.float32]:
+        """Euclidean norm of each row of :meth:`vector_matrix`, float32, computed once per segment.
+
+        Row by row (``einsum``; float16 rows are summed in float32), so a
+        vector's norm does not depend on the segment it sits in. Read-only.
+        O(m * dim) on first use, then free for every later snapshot.
+        """
+
+        def build() -> NDArray[np.float32]:
+            matrix = self.vector_matrix()
+            norms = np.empty(matrix.shape[0], dtype=np.float32)
+            for start in range(0, matrix.shape[0], _NORM_CHUNK):
+                part = matrix[start : start + _NORM_CHUNK]
+                squares = np.einsum("ij,ij->i", part, part, dtype=np.float32)
+                np.sqrt(squares, out=norms[start : start + _NORM_CHUNK])
+            norms.setflags(write=False)
+            return norms
+
+        result: NDArray[np.float32] = self._memo("vector_norms", build)
+        return result
+
     def vector_lists(self) -> tuple[NDArray[np.float32], NDArray[np.uint64]] | None:
         """The IVF partitions: centroids ``(nlist, dim)`` and row offsets ``(nlist + 1)``, or ``None``.
 
@@ -565,10 +606,33 @@ class SegmentReader:
         The first lookup decodes the term table into a dict (O(V) once per
         segment, about 100 bytes a term); every lookup after that is O(1).
         """
-        table: dict[str, int] = self._memo(
-            "term_index", lambda: {t: position for position, t in enumerate(self.terms())}
-        )
+        table: dict[str, int] = self._memo("term_index", lambda: self._index_terms(None))
         return table.get(term, -1)
+
+    def _decode_terms(self, pause: Callable[[], None] | None) -> list[str]:
+        blob, offsets, _, _ = self._term_tables()
+        raw = bytes(blob)
+        bounds = offsets.tolist()
+        terms: list[str] = []
+        try:
+            for first in range(0, self.n_terms, DECODE_CHUNK):
+                chunk = bounds[first : first + DECODE_CHUNK + 1]
+                terms.extend(raw[a:b].decode("utf-8") for a, b in itertools.pairwise(chunk))
+                if pause is not None:
+                    pause()
+        except UnicodeDecodeError:
+            raise self._corrupt("a term is not valid UTF-8") from None
+        return terms
+
+    def _index_terms(self, pause: Callable[[], None] | None) -> dict[str, int]:
+        terms = self.terms()
+        table: dict[str, int] = {}
+        for first in range(0, len(terms), DECODE_CHUNK):
+            last = first + DECODE_CHUNK
+            table.update(zip(terms[first:last], range(first, min(last, len(terms))), strict=True))
+            if pause is not None:
+                pause()
+        return table
 
     def postings(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
         """Local ids (ascending) and term frequencies of ``term``; empty if absent.
@@ -602,16 +666,7 @@ class SegmentReader:
 
     def terms(self) -> list[str]:
         """All terms of the segment, ascending, decoded once."""
-
-        def build() -> list[str]:
-            blob, offsets, _, _ = self._term_tables()
-            raw = bytes(blob)
-            try:
-                return [raw[a:b].decode("utf-8") for a, b in itertools.pairwise(offsets.tolist())]
-            except UnicodeDecodeError:
-                raise self._corrupt("a term is not valid UTF-8") from None
-
-        result: list[str] = self._memo("all_terms", build)
+        result: list[str] = self._memo("all_terms", lambda: self._decode_terms(None))
         return result
 
     def all_postings(self) -> tuple[list[str], NDArray[np.int64], NDArray[np.int64], NDArray[np.uint32]]:

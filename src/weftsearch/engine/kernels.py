@@ -1,0 +1,73 @@
+"""Inner products of one vector with chosen rows of a matrix, row by row, through faiss.
+
+Why faiss and not numpy: a vector score must not depend on which other rows
+were computed with it (otherwise a merge, a reopen or a different probe would
+move scores in the last bit). numpy offers that only through ``einsum``, which
+runs at about a quarter of BLAS speed; BLAS itself picks kernels by block
+shape, so the same row can round differently in a block of 5 rows and in a
+block of 8. faiss's ``fvec_inner_products_by_idx`` computes every listed row
+with the same SIMD dot product, one row at a time, straight from the matrix
+(no gather copy), in one call for any set of rows: the speed of BLAS and the
+row-wise determinism of ``einsum``. docs/BENCHMARKS.md has the measurements.
+
+Determinism holds on one machine (the SIMD width faiss dispatches to is fixed
+per CPU); across CPU kinds the last bit may differ, as with any float kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import faiss
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["inner_products"]
+
+# faiss's bundled stubs omit this function (it is in every faiss-cpu since 1.7).
+_by_index: Callable[..., Any] = faiss.fvec_inner_products_by_idx  # type: ignore[attr-defined]
+
+
+def inner_products(
+    matrix: NDArray[np.floating], vector: NDArray[np.float32], rows: NDArray[np.int64]
+) -> NDArray[np.float32]:
+    """``matrix[rows] @ vector`` in float32, each row computed on its own.
+
+    Args:
+        matrix: ``(m, dim)`` float32 or float16, any read-only view (a memory
+            map is read in place when it is float32 and C-contiguous; other
+            layouts and float16 are converted row by row into a copy of just
+            the chosen rows, which is exact).
+        vector: ``(dim,)`` float32.
+        rows: int64 row indices in ``[0, m)``, any order, repeats allowed. The
+            caller guarantees the range (the engine's row ids are validated
+            when a segment is read); faiss does not check it.
+
+    Returns:
+        float32 ``(len(rows),)``: the inner product of ``vector`` with each row.
+        A row's value is the same bits whichever other rows are asked for.
+
+    Complexity: O(len(rows) * dim), one call into faiss (which releases the GIL).
+
+    """
+    out = np.empty(rows.shape[0], dtype=np.float32)
+    if not rows.shape[0]:
+        return out
+    dim = int(matrix.shape[1])
+    query = np.ascontiguousarray(vector, dtype=np.float32)
+    if matrix.dtype == np.float32 and matrix.flags.c_contiguous:
+        source, index = matrix, np.ascontiguousarray(rows, dtype=np.int64)
+    else:
+        source = np.ascontiguousarray(matrix[rows], dtype=np.float32)
+        index = np.arange(rows.shape[0], dtype=np.int64)
+    _by_index(
+        faiss.swig_ptr(out),
+        faiss.swig_ptr(query),
+        faiss.swig_ptr(source),
+        faiss.swig_ptr(index),
+        dim,
+        1,
+        index.shape[0],
+    )
+    return out

@@ -1,0 +1,68 @@
+"""The row-wise inner-product kernel: correct, and each row's bits independent of the others asked for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from weftsearch.engine.kernels import inner_products
+
+DIMS = [1, 2, 3, 4, 8, 12, 16, 31, 384]
+
+
+@pytest.mark.parametrize("dim", DIMS)
+def test_values_match_a_float64_reference(dim: int) -> None:
+    rng = np.random.default_rng(dim)
+    matrix = rng.standard_normal((300, dim)).astype(np.float32)
+    vector = rng.standard_normal(dim).astype(np.float32)
+    rows = rng.integers(0, 300, size=120).astype(np.int64)
+    got = inner_products(matrix, vector, rows)
+    assert got.dtype == np.float32 and got.shape == (120,)
+    reference = matrix[rows].astype(np.float64) @ vector.astype(np.float64)
+    scale = np.abs(matrix[rows].astype(np.float64)) @ np.abs(vector.astype(np.float64))
+    assert np.all(np.abs(got - reference) <= 1e-5 * scale + 1e-30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    dim=st.sampled_from(DIMS),
+    picks=st.lists(st.integers(0, 199), min_size=1, max_size=80),
+    seed=st.integers(0, 2**16),
+)
+def test_a_rows_bits_do_not_depend_on_the_other_rows(dim: int, picks: list[int], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    matrix = rng.standard_normal((200, dim)).astype(np.float32)
+    vector = rng.standard_normal(dim).astype(np.float32)
+    every = inner_products(matrix, vector, np.arange(200, dtype=np.int64))
+    rows = np.array(picks, dtype=np.int64)
+    assert inner_products(matrix, vector, rows).tobytes() == every[rows].tobytes()
+    # The same row alone, and in a contiguous copy of a slice (as another segment would hold it).
+    for row in picks[:5]:
+        alone = inner_products(matrix, vector, np.array([row], dtype=np.int64))
+        assert alone.tobytes() == every[row : row + 1].tobytes()
+        copy = np.ascontiguousarray(matrix[row:])
+        assert inner_products(copy, vector, np.array([0], dtype=np.int64)).tobytes() == alone.tobytes()
+
+
+def test_memory_map_half_precision_and_strided_views(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((64, 24)).astype(np.float32)
+    vector = rng.standard_normal(24).astype(np.float32)
+    rows = np.array([5, 0, 63, 5], dtype=np.int64)
+    expected = inner_products(matrix, vector, rows)
+    np.save(tmp_path / "m.npy", matrix)
+    mapped = np.load(tmp_path / "m.npy", mmap_mode="r")
+    assert inner_products(mapped, vector, rows).tobytes() == expected.tobytes()
+    wide = np.zeros((64, 48), dtype=np.float32)
+    wide[:, ::2] = matrix
+    assert inner_products(wide[:, ::2], vector, rows).tobytes() == expected.tobytes()
+    half = matrix.astype(np.float16)
+    assert (
+        inner_products(half, vector, rows).tobytes()
+        == inner_products(half.astype(np.float32), vector, rows).tobytes()
+    )
+    assert inner_products(matrix, vector, np.empty(0, dtype=np.int64)).shape == (0,)
