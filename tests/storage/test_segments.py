@@ -12,6 +12,7 @@ import random
 import re
 import shutil
 import struct
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
@@ -47,6 +48,7 @@ from weftsearch.errors import (
     InvalidParameterError,
 )
 from weftsearch.storage import LOCK, MANIFEST, IndexDirectory, Manifest, SectionFile, checksum
+from weftsearch.storage.pausing import SLICE, sorted_in_slices
 from weftsearch.storage.segment import (
     SegmentDocument,
     SegmentReader,
@@ -943,6 +945,75 @@ def test_background_merge_runs_after_commits_and_keeps_rankings(tmp_path: Path) 
     assert len(reopened) == 20
 
 
+class CountingPause:
+    """A pause that counts its calls and can run something on its first one."""
+
+    def __init__(self, on_first: Callable[[], None] | None = None) -> None:
+        self.calls = 0
+        self.on_first = on_first
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if self.calls == 1 and self.on_first is not None:
+            self.on_first()
+
+
+def test_pauses_never_change_the_bytes() -> None:
+    documents = analysed(make_corpus(700))  # several slices of every loop
+    pause = CountingPause()
+    assert encode_segment(documents, DIM, pause=pause) == encode_segment(documents, DIM)
+    assert pause.calls >= 700 // SLICE
+    columns_pause = CountingPause()
+    first = in_memory(encode_segment(documents[:400], DIM))
+    second = in_memory(encode_segment(documents[400:], DIM))
+    live = [(first, np.ones(first.n_docs, bool)), (second, np.ones(second.n_docs, bool))]
+    merged = encode_columns(merge_columns(live, pause=columns_pause), pause=columns_pause)
+    assert merged == encode_columns(merge_columns(live)) == encode_segment(documents, DIM)
+    assert columns_pause.calls >= 700 // SLICE
+
+
+def test_sorted_in_slices_is_sorted() -> None:
+    rng = np.random.default_rng(3)
+    words = [f"w{n}" for n in rng.integers(0, 10_000, size=3 * SLICE + 17).tolist()]
+    pause = CountingPause()
+    assert sorted_in_slices(words, None, pause) == sorted(words)
+    assert pause.calls > 3
+    assert sorted_in_slices(words[:5], None, pause) == sorted(words[:5])
+
+
+def test_writes_during_a_seal_wait_and_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import weftsearch.engine.index as index_module
+
+    index = Index.create(tmp_path / "index")
+    index.add_many(make_corpus(3 * SLICE))
+
+    def write() -> None:
+        index.add(Document("doc-03", "replaced while sealing"))
+        index.delete("doc-04")
+        index.add(Document("late-new", "arrived while sealing"))
+
+    writer = threading.Thread(target=write)
+
+    def start_once() -> None:
+        if writer.ident is None:
+            writer.start()
+
+    # The other thread writes while the commit's seal is pausing: its writes
+    # wait for the write lock, then land in the next buffer.
+    monkeypatch.setattr(index_module, "_YieldToSearches", lambda searches: CountingPause(start_once))
+    index.commit()
+    writer.join()
+    monkeypatch.undo()
+    index.commit()
+    index.close()
+    reopened = Index.open(tmp_path / "index", readonly=True)
+    assert reopened.get("doc-03").text == "replaced while sealing"
+    assert "doc-04" not in reopened
+    assert reopened.get("late-new").text == "arrived while sealing"
+    assert len(reopened) == 3 * SLICE
+    assert reopened.scrub().ok
+
+
 def _commit_with_fork_threshold(path: Path, threshold: int | None, docs: Sequence[Document]) -> Index:
     index = Index.create(path)
     index._fork_encode_min = threshold
@@ -1051,3 +1122,48 @@ def test_warming_a_segment_reader_changes_no_answer(tmp_path: Path) -> None:
         c_ids, c_tfs = reader.postings(term)
         assert w_ids.tolist() == c_ids.tolist() and w_tfs.tolist() == c_tfs.tolist()
     assert warmed.doc_lengths().tolist() == reader.doc_lengths().tolist()
+
+
+# ---------------------------------------------------------------------------- term lookup
+
+
+def test_term_lookup_finds_every_term_and_nothing_else() -> None:
+    reader = in_memory(encode_segment(analysed(make_corpus(80)), DIM))
+    terms = reader.terms()
+    assert terms == sorted(terms) and len(terms) > 10
+    for position, term in enumerate(terms):
+        assert reader.term_position(term) == position
+        assert reader.term_position(term) == position  # the remembered answer
+    for absent in ["", "zzzz", "a" * 300, terms[0][:-1], terms[-1] + "x", "\ud800", "é"]:
+        if absent not in terms:
+            assert reader.term_position(absent) == -1
+    empty = in_memory(encode_segment([], None))
+    assert empty.term_position("anything") == -1
+
+
+def test_terms_out_of_order_are_reported_and_never_answer_for_another_term() -> None:
+    data = encode_segment(analysed(make_corpus(80)), DIM)
+    reader = in_memory(data)
+    terms = reader.terms()
+    # Two terms of equal length swapped in place: every offset and CRC stays valid after resealing.
+    first, second = next(
+        (i, j)
+        for i in range(len(terms))
+        for j in range(i + 1, len(terms))
+        if len(terms[i].encode()) == len(terms[j].encode())
+    )
+    offset, _ = section_extents(data)["terms.blob"]
+    blob_offsets = reader._term_tables()[1]
+    out = bytearray(data)
+    a, b = int(blob_offsets[first]), int(blob_offsets[second])
+    width = len(terms[first].encode())
+    out[offset + a : offset + a + width], out[offset + b : offset + b + width] = (
+        terms[second].encode(),
+        terms[first].encode(),
+    )
+    damaged = in_memory(reseal(bytes(out)))
+    assert any("not in strictly increasing order" in problem for problem in damaged.verify())
+    stored = damaged.terms()
+    for term in terms:
+        position = damaged.term_position(term)
+        assert position == -1 or stored[position] == term

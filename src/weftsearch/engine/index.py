@@ -117,34 +117,75 @@ def _encode_in_child(
     return os.waitstatus_to_exitcode(status) == 0
 
 
-#: Items a committing thread frees or decodes between two pauses (see ``_yield_to_searches``).
-_PAUSE_EVERY = 128
+#: Seconds of work a committing or merging thread does between two rests
+#: while searches run (the longest a search waits for it at a time).
+_WORK_SLICE_S = 0.00025
+#: Seconds it then rests, so that searching threads take the GIL: the writer
+#: gets at most a fifth of the interpreter while searches run.
+_REST_S = 0.001
+#: Documents freed between two pauses when a sealed buffer is dropped.
+_FREE_SLICE = 32
 
 
-def _yield_to_searches() -> None:
-    """Give the GIL to any thread that wants it, for a moment.
+class _SearchesInFlight:
+    """How many ``Index.search`` calls are running now, in any thread. Thread-safe."""
 
-    A thread doing pure-Python work keeps the GIL until the interpreter's
-    switch interval (5 ms) forces it out, and takes it back whenever a
-    searching thread lets go of it (every larger numpy call does): a search
-    then waits 5 ms at each such point. A committing thread that sleeps
-    between short chunks of work never holds the GIL for more than a chunk.
+    __slots__ = ("_count", "_lock")
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        with self._lock:
+            self._count += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._count -= 1
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+
+class _YieldToSearches:
+    """The pause the encoder calls between slices of work (see :mod:`weftsearch.storage.pausing`).
+
+    CPython runs one thread's bytecode at a time. A thread encoding a segment
+    would keep the GIL until the switch interval (5 ms) forces it out, and
+    take it back whenever a searching thread lets go of it (every larger numpy
+    call does): a search would wait 5 ms at each such point, and share the
+    interpreter half and half with the commit. So while any search runs, the
+    encoder rests 1 ms after each quarter millisecond of work: a search waits
+    at most that quarter millisecond at a time, and the commit takes at most a
+    fifth of the interpreter (it runs longer instead). With no search running
+    it never rests.
     """
-    time.sleep(0.0001)
+
+    __slots__ = ("_searches", "_since")
+
+    def __init__(self, searches: _SearchesInFlight) -> None:
+        self._searches = searches
+        self._since = time.perf_counter()
+
+    def __call__(self) -> None:
+        now = time.perf_counter()
+        if now - self._since >= _WORK_SLICE_S:
+            if self._searches:
+                time.sleep(_REST_S)
+            self._since = time.perf_counter()
 
 
-def _release_gradually(entries: dict[str, SegmentDocument]) -> None:
-    """Drop the last references to ``entries`` a chunk at a time, pausing between chunks.
+def _release_gradually(entries: dict[str, SegmentDocument], pause: _YieldToSearches) -> None:
+    """Drop the last references to ``entries`` a slice at a time, pausing between slices.
 
     Freeing a dict of many analysed documents in one go is a single C call
-    that holds the GIL throughout (tens of milliseconds for 20,000 documents,
-    more while pages are still shared copy-on-write with a child), and a tight
-    Python loop holds it almost as long (see :func:`_yield_to_searches`).
+    that holds the GIL throughout (tens of milliseconds for 20,000 documents).
     """
     while entries:
-        for _ in range(min(_PAUSE_EVERY, len(entries))):
+        for _ in range(min(_FREE_SLICE, len(entries))):
             entries.popitem()
-        _yield_to_searches()
+        pause()
 
 
 _IN_MEMORY = Path("<memory>")
@@ -292,7 +333,6 @@ class Index:
         self._vector_dtype = vector_dtype
         self._policy = merge_policy or MergePolicy()
         self._background_merge = bool(background_merge)
-        self._fork_encode_min: int | None = FORK_ENCODE_MIN_DOCUMENTS if hasattr(os, "fork") else None
         self._merger: threading.Thread | None = None
         self._merge_error: BaseException | None = None
         self._segments: list[_Segment] = []
@@ -303,6 +343,8 @@ class Index:
         self._latest: Snapshot | None = None  # the newest complete snapshot, current or not
         self._last_writer = 0  # thread id of the newest write
         self._write_lock = threading.RLock()
+        self._searches = _SearchesInFlight()
+        self._fork_encode_min: int | None = FORK_ENCODE_MIN_DOCUMENTS if hasattr(os, "fork") else None
         self._commit_lock = threading.RLock()
         self._directory: IndexDirectory | None = None
         self._writer_lock: WriterLock | None = None
@@ -678,11 +720,20 @@ class Index:
     # ------------------------------------------------------------------ snapshots and search
 
     def _seal(self) -> None:
-        """Encode the buffered documents as a new in-memory segment (under the write lock)."""
+        """Encode the buffered documents as a new in-memory segment (under the write lock).
+
+        Searches run on meanwhile: they take no lock, and the encoder pauses
+        between slices of work so they get the GIL (``_YieldToSearches``).
+        """
         if self._pending:
-            data = encode_segment(list(self._pending.values()), self._vector_dim, self._vector_dtype)
-            self._segments.append(_Segment(_in_memory(data), data, None))
+            pause = _YieldToSearches(self._searches)
+            pending = self._pending
+            data = encode_segment(list(pending.values()), self._vector_dim, self._vector_dtype, pause=pause)
+            reader = _in_memory(data)
+            reader.warm(pause)
+            self._segments.append(_Segment(reader, data, None))
             self._pending = {}
+            _release_gradually(pending, pause)
 
     def snapshot(self) -> Snapshot:
         """The immutable view searches read; never waits on a commit or merge.
@@ -731,7 +782,8 @@ class Index:
 
             index.search("graph retrieval", 10, RRF(), BM25Scorer(), VectorScorer())
         """
-        return search_snapshot(self.snapshot(), query, k, fuser, scorers, depth)
+        with self._searches:  # commits and merges yield to running searches
+            return search_snapshot(self.snapshot(), query, k, fuser, scorers, depth)
 
     # ------------------------------------------------------------------ commit
 
@@ -812,10 +864,11 @@ class Index:
             # new readers are opened and warmed before the lock, so neither
             # writers nor the first searches of the next snapshot wait on that.
             from_file = {}
+            pause = _YieldToSearches(self._searches)
             for segment, name, _, _ in installs:
                 if segment.name is None:
                     reader = SegmentReader(directory.path / name)
-                    reader.warm(_yield_to_searches)
+                    reader.warm(pause)
                     from_file[id(segment)] = reader
             with self._write_lock:
                 for segment, name, mask, deletes in installs:
@@ -857,7 +910,8 @@ class Index:
             segment = _Segment(SegmentReader(directory.path / name), None, name)
         except (CorruptIndexError, IndexStorageError, FileNotFoundError):
             return
-        segment.reader.warm(_yield_to_searches)  # here, before any search can reach it
+        pause = _YieldToSearches(self._searches)
+        segment.reader.warm(pause)  # here, before any search can reach it
         with self._write_lock:
             if self._pending is buffer and self._generation == generation:
                 # No write since the batch was taken (every write bumps the
@@ -876,7 +930,7 @@ class Index:
             self._next_segment += 1
             self._snapshot = None
         del buffer
-        _release_gradually(batch)
+        _release_gradually(batch, pause)
 
     def _after_commit(self) -> None:
         """Start a background merge if the policy wants one and none is running."""
@@ -928,8 +982,11 @@ class Index:
                 if not chosen:
                     return 0
                 sources = [(self._segments[p], self._segments[p].deleted) for p in chosen]
-            data = encode_columns(merge_columns([(s.reader, ~mask) for s, mask in sources]))
+            pause = _YieldToSearches(self._searches)
+            columns = merge_columns([(s.reader, ~mask) for s, mask in sources], pause=pause)
+            data = encode_columns(columns, pause=pause)
             merged = _Segment(_in_memory(data), data, None)
+            merged.reader.warm(pause)  # here, before any search can reach it
             with self._write_lock:
                 # Deletes that arrived while the merge ran apply to the merged copy.
                 late = [

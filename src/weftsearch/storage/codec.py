@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.errors import CorruptIndexError, FormatVersionError, IndexStorageError
+from weftsearch.storage.pausing import Pause, copy_in_slices, no_pause
 
 __all__ = [
     "MAGIC",
@@ -65,41 +66,52 @@ def _pad(length: int) -> int:
     return (-length) % ALIGNMENT
 
 
-def encode_sections(sections: Mapping[str, NDArray[np.generic]]) -> bytes:
+def encode_sections(sections: Mapping[str, NDArray[np.generic]], *, pause: Pause = no_pause) -> bytes:
     """Lay out ``sections`` (name -> 1-D array) as one section file's bytes.
 
     Sections are written in sorted name order, each aligned to
     :data:`ALIGNMENT` and zero-padded, so the same arrays always give the same
-    bytes. O(total bytes).
+    bytes. The payload is assembled a megabyte at a time with ``pause``
+    between copies (see :mod:`~weftsearch.storage.pausing`); turning that into
+    ``bytes`` is the one copy that runs as a single call (memory bandwidth:
+    about a millisecond per 10 MB). O(total bytes).
     """
     names = sorted(sections)
     table = bytearray()
-    payload = bytearray()
     data_start = _HEADER_SIZE + _ENTRY_SIZE * len(names)
     data_start += _pad(data_start)
+    payloads: list[tuple[int, memoryview]] = []
+    offset = data_start
     for name in names:
         array = np.ascontiguousarray(sections[name])
         code = array.dtype.newbyteorder("<").str if array.dtype.itemsize > 1 else array.dtype.str
         if code not in SECTION_DTYPES or array.ndim != 1:
             raise ValueError(f"section {name!r}: unsupported array {array.dtype} ndim={array.ndim}")
-        raw = array.astype(code, copy=False).tobytes()
+        raw = memoryview(np.ascontiguousarray(array.astype(code, copy=False)).view(np.uint8))  # type: ignore[arg-type]
         encoded_name = name.encode("ascii")
         if len(encoded_name) > 24:
             raise ValueError(f"section name too long: {name!r}")
-        offset = data_start + len(payload)
-        table += _ENTRY.pack(
-            encoded_name, code.encode("ascii"), offset, len(raw), array.shape[0], checksum(raw)
-        )
+        crc = checksum(raw)  # crc32c releases the GIL on large buffers
+        table += _ENTRY.pack(encoded_name, code.encode("ascii"), offset, len(raw), array.shape[0], crc)
         table += b"\x00" * (_ENTRY_SIZE - _ENTRY.size)
-        payload += raw + b"\x00" * _pad(len(raw))
-    file_length = data_start + len(payload)
+        payloads.append((offset, raw))
+        offset += len(raw) + _pad(len(raw))
+        pause()
+    file_length = offset
     # The table checksum covers the zero gap up to the first section too, and
     # the header checksum its zero tail, so no byte outside a section goes unchecked.
     table += b"\x00" * (data_start - _HEADER_SIZE - len(table))
     head = struct.pack("<8sIIQI", MAGIC, FORMAT_VERSION, len(names), file_length, checksum(bytes(table)))
     tail = b"\x00" * (_HEADER_SIZE - _HEADER.size)
     header = head + struct.pack("<I", checksum(head + tail)) + tail
-    return header + bytes(table) + bytes(payload)
+    out = bytearray(file_length)  # zero-filled: the padding
+    out[: len(header)] = header
+    out[len(header) : len(header) + len(table)] = table
+    target = memoryview(out)
+    for start, raw in payloads:
+        copy_in_slices(target, start, raw, pause)
+    target.release()
+    return bytes(out)
 
 
 class _Entry:

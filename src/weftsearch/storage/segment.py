@@ -30,6 +30,15 @@ from weftsearch.engine.documents import Document
 from weftsearch.errors import CorruptIndexError, WeftError
 from weftsearch.storage.codec import SectionFile, checksum, encode_sections
 from weftsearch.storage.ivf import IVF_MIN_VECTORS, TRAIN_ITERATIONS, TRAIN_SEED, train_partitions
+from weftsearch.storage.pausing import (
+    SLICE,
+    Pause,
+    join_in_slices,
+    no_pause,
+    slices,
+    sorted_in_slices,
+    strings_array,
+)
 
 __all__ = [
     "SegmentDocument",
@@ -62,12 +71,19 @@ class SegmentDocument:
     record: bytes | None = None
 
 
-def _blob(strings: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.uint64]]:
+def _blob(strings: Sequence[str], pause: Pause = no_pause) -> tuple[NDArray[np.uint8], NDArray[np.uint64]]:
     """UTF-8 bytes of ``strings`` back to back, and the n+1 offsets that cut them apart."""
-    encoded = [s.encode("utf-8") for s in strings]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.uint64)
-    np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+    encoded: list[bytes] = []
+    for start, end in slices(len(strings)):
+        encoded.extend([text.encode("utf-8") for text in strings[start:end]])
+        pause()
+    return _bytes_blob(encoded, pause)
+
+
+def _bytes_blob(parts: Sequence[bytes], pause: Pause) -> tuple[NDArray[np.uint8], NDArray[np.uint64]]:
+    offsets = np.zeros(len(parts) + 1, dtype=np.uint64)
+    np.cumsum(np.fromiter(map(len, parts), dtype=np.uint64, count=len(parts)), out=offsets[1:])
+    return join_in_slices(parts, pause), offsets
 
 
 def stored_record(document: Document) -> bytes:
@@ -99,8 +115,11 @@ class SegmentColumns:
     tf_of_posting: NDArray[np.uint32]
 
 
-#: Terms decoded between two calls of :meth:`SegmentReader.warm`'s ``pause``.
-DECODE_CHUNK = 1024
+#: Terms decoded between two pauses when a whole term table is decoded (merges, scrub).
+DECODE_CHUNK = 256
+
+#: Term lookups a segment reader remembers (a bound on its memory, about 100 bytes each).
+TERM_CACHE_SIZE = 1 << 17
 
 #: Rows whose norms are computed together (bounds the float32 temporaries of half-precision rows).
 _NORM_CHUNK = 65_536
@@ -110,59 +129,103 @@ VECTOR_DTYPES = ("float32", "float16")
 
 
 def encode_segment(
-    documents: Sequence[SegmentDocument], vector_dim: int | None, vector_dtype: str = "float32"
+    documents: Sequence[SegmentDocument],
+    vector_dim: int | None,
+    vector_dtype: str = "float32",
+    *,
+    pause: Pause = no_pause,
 ) -> bytes:
     """Encode ``documents`` (unique keys) as one segment file's bytes.
 
-    ``vector_dtype`` (see :data:`VECTOR_DTYPES`) is how ``vec.matrix`` stores the vectors.
+    ``vector_dtype`` (see :data:`VECTOR_DTYPES`) is how ``vec.matrix`` stores
+    the vectors. ``pause`` is called between slices of work
+    (:mod:`~weftsearch.storage.pausing`); it never changes the bytes.
 
     Complexity: O(P log P) for P postings, plus the size of the stored text.
     """
-    ordered = sorted(documents, key=lambda d: d.document.key)
-    n = len(ordered)
-    # Postings are flattened and mapped to term ids by C-level iteration
-    # (chain, map, dict lookups): no Python bytecode runs per posting.
-    flat_terms = list(itertools.chain.from_iterable(d.terms for d in ordered))
-    vocabulary = sorted(set(flat_terms))
-    term_id = dict(zip(vocabulary, itertools.count()))
-    counts = np.fromiter(map(len, (d.terms for d in ordered)), dtype=np.int64, count=n)
-    total = len(flat_terms)
-    with_vector = [i for i, d in enumerate(ordered) if d.document.vector is not None]
-    vector_rows = np.full(n, -1, dtype=np.int32)
-    vector_rows[with_vector] = np.arange(len(with_vector), dtype=np.int32)
-    dim = vector_dim or 0
     if vector_dtype not in VECTOR_DTYPES:
         raise ValueError(f"unknown vector dtype {vector_dtype!r}")
-    matrix = (
-        np.stack([ordered[i].document.vector for i in with_vector]).astype(vector_dtype)  # type: ignore[misc]
-        if with_vector
-        else np.zeros((0, dim), vector_dtype)
-    )
-    tfs = itertools.chain.from_iterable(d.terms.values() for d in ordered)
+    ordered = sorted_in_slices(documents, _key_of, pause)
+    n = len(ordered)
+    # Postings are flattened and mapped to term ids by C-level iteration
+    # (chain, map, dict lookups) a slice of documents at a time: no Python
+    # bytecode runs per posting, and no call runs long.
+    flat_terms: list[str] = []
+    tf_parts: list[NDArray[np.uint32]] = []
+    counts = np.empty(n, dtype=np.int64)
+    vocabulary_set: set[str] = set()
+    for start, end in slices(n):
+        part = ordered[start:end]
+        before = len(flat_terms)
+        flat_terms.extend(itertools.chain.from_iterable(d.terms for d in part))
+        vocabulary_set.update(flat_terms[before:])
+        tf_parts.append(np.fromiter(itertools.chain.from_iterable(d.terms.values() for d in part), np.uint32))
+        counts[start:end] = np.fromiter(map(len, (d.terms for d in part)), dtype=np.int64, count=end - start)
+        pause()
+    vocabulary = sorted_in_slices(list(vocabulary_set), None, pause)
+    term_id: dict[str, int] = {}
+    for start, end in slices(len(vocabulary)):
+        term_id.update(zip(vocabulary[start:end], range(start, end), strict=True))
+        pause()
+    term_parts = []
+    for start, end in slices(len(flat_terms), 16 * SLICE):
+        term_parts.append(np.fromiter(map(term_id.__getitem__, flat_terms[start:end]), np.int64))
+        pause()
+    with_vector: list[int] = []
+    for start, end in slices(n):
+        with_vector.extend([i for i in range(start, end) if ordered[i].document.vector is not None])
+        pause()
+    vector_rows = np.full(n, -1, dtype=np.int32)
+    vector_rows[with_vector] = np.arange(len(with_vector), dtype=np.int32)
+    matrix = np.zeros((len(with_vector), vector_dim or 0), dtype=vector_dtype)
+    for start, end in slices(len(with_vector)):
+        if end > start:
+            matrix[start:end] = np.stack([ordered[i].document.vector for i in with_vector[start:end]])  # type: ignore[misc]
+        pause()
+    keys: list[str] = []
+    records: list[bytes] = []
+    times: list[float] = []
+    lengths: list[int] = []
+    link_counts: list[int] = []
+    link_targets: list[str] = []
+    for start, end in slices(n):
+        part = ordered[start:end]
+        keys.extend([d.document.key for d in part])
+        records.extend([stored_record(d.document) if d.record is None else d.record for d in part])
+        times.extend([math.nan if d.document.timestamp is None else d.document.timestamp for d in part])
+        lengths.extend([d.length for d in part])
+        link_counts.extend([len(d.document.links) for d in part])
+        link_targets.extend(itertools.chain.from_iterable(d.document.links for d in part))
+        pause()
     return encode_columns(
         SegmentColumns(
-            keys=[d.document.key for d in ordered],
-            lengths=np.fromiter((d.length for d in ordered), dtype=np.uint32, count=n),
-            times=np.array(
-                [math.nan if d.document.timestamp is None else d.document.timestamp for d in ordered],
-                dtype=np.float64,
-            ),
-            records=[stored_record(d.document) if d.record is None else d.record for d in ordered],
-            link_counts=np.fromiter((len(d.document.links) for d in ordered), dtype=np.int64, count=n),
-            link_targets=list(itertools.chain.from_iterable(d.document.links for d in ordered)),
+            keys=keys,
+            lengths=np.array(lengths, dtype=np.uint32),
+            times=np.array(times, dtype=np.float64),
+            records=records,
+            link_counts=np.array(link_counts, dtype=np.int64),
+            link_targets=link_targets,
             vector_rows=vector_rows,
             matrix=matrix,
             vector_dim=vector_dim,
             vocabulary=vocabulary,
-            term_of_posting=np.fromiter(map(term_id.__getitem__, flat_terms), np.int64, total),
+            term_of_posting=np.concatenate(term_parts) if term_parts else np.zeros(0, np.int64),
             doc_of_posting=np.repeat(np.arange(n, dtype=np.int64), counts),
-            tf_of_posting=np.fromiter(tfs, np.uint32, total),
-        )
+            tf_of_posting=np.concatenate(tf_parts) if tf_parts else np.zeros(0, np.uint32),
+        ),
+        pause=pause,
     )
 
 
-def encode_columns(columns: SegmentColumns) -> bytes:
-    """Encode a segment given as columns. Deterministic: O(P log P) for P postings."""
+def _key_of(document: SegmentDocument) -> str:
+    return document.document.key
+
+
+def encode_columns(columns: SegmentColumns, *, pause: Pause = no_pause) -> bytes:
+    """Encode a segment given as columns. Deterministic: O(P log P) for P postings.
+
+    ``pause`` is called between slices of work; it never changes the bytes.
+    """
     n = len(columns.keys)
     vocabulary_size = len(columns.vocabulary)
     # Sorting by (term, doc) makes the bytes independent of the order postings came in.
@@ -174,18 +237,23 @@ def encode_columns(columns: SegmentColumns) -> bytes:
     # Byte offsets into views of the two sections: a term's CRC runs over its
     # ids then its frequencies, without copying either slice.
     bounds = (term_offsets * 4).tolist()
-    ids_view, tfs_view = memoryview(posting_ids.tobytes()), memoryview(posting_tfs.tobytes())
-    term_crcs = np.array(
-        [crc32c.crc32c(tfs_view[a:b], crc32c.crc32c(ids_view[a:b])) for a, b in itertools.pairwise(bounds)],
-        dtype=np.uint32,
-    )
-    keys_blob, keys_offsets = _blob(columns.keys)
-    terms_blob, terms_offsets = _blob(columns.vocabulary)
-    stored_blob = np.frombuffer(b"".join(columns.records), dtype=np.uint8)
-    stored_offsets = np.zeros(n + 1, dtype=np.uint64)
-    np.cumsum([len(r) for r in columns.records], out=stored_offsets[1:])
-    stored_crcs = np.array([checksum(r) for r in columns.records], dtype=np.uint32)
-    links_blob, links_target_offsets = _blob(columns.link_targets)
+    ids_view = memoryview(posting_ids.view(np.uint8))  # type: ignore[arg-type]
+    tfs_view = memoryview(posting_tfs.view(np.uint8))  # type: ignore[arg-type]
+    term_crcs = np.empty(vocabulary_size, dtype=np.uint32)
+    for start, end in slices(vocabulary_size, 4 * SLICE):
+        term_crcs[start:end] = [
+            crc32c.crc32c(tfs_view[a:b], crc32c.crc32c(ids_view[a:b]))
+            for a, b in itertools.pairwise(bounds[start : end + 1])
+        ]
+        pause()
+    keys_blob, keys_offsets = _blob(columns.keys, pause)
+    terms_blob, terms_offsets = _blob(columns.vocabulary, pause)
+    stored_blob, stored_offsets = _bytes_blob(columns.records, pause)
+    stored_crcs = np.empty(n, dtype=np.uint32)
+    for start, end in slices(n):
+        stored_crcs[start:end] = [checksum(record) for record in columns.records[start:end]]
+        pause()
+    links_blob, links_target_offsets = _blob(columns.link_targets, pause)
     links_offsets = np.zeros(n + 1, dtype=np.uint64)
     np.cumsum(columns.link_counts, out=links_offsets[1:])
     meta: dict[str, Any] = {
@@ -245,7 +313,8 @@ def encode_columns(columns: SegmentColumns) -> bytes:
             "vec.rows": vector_rows,
             "vec.matrix": matrix.reshape(-1),
             **ivf_sections,
-        }
+        },
+        pause=pause,
     )
 
 
@@ -275,6 +344,7 @@ class SegmentReader:
         self._lock = threading.RLock()  # memo builders may call other memos
         self._cache: dict[str, Any] = {}
         self._verified_postings: dict[int, tuple[NDArray[np.uint32], NDArray[np.uint32]]] = {}
+        self._term_cache: dict[str, int] = {}
         meta = self._meta()
         self._meta_cache = meta
         self.n_docs: int = meta["documents"]
@@ -335,19 +405,18 @@ class SegmentReader:
         return blob, offsets  # type: ignore[return-value]
 
     def warm(self, pause: Callable[[], None] | None = None) -> None:
-        """Decode now what the first search of this segment would: the term index and lengths.
+        """Check and map now what the first search of this segment reads: the term tables and lengths.
 
         The index calls this on a segment before it publishes a snapshot that
-        reads it, so no search of the new snapshot pays the O(V) decode of the
-        term table. ``pause``, when given, is called between chunks of
-        :data:`DECODE_CHUNK` terms: the writer passes one that lets searching
-        threads run, so warming never holds the interpreter for more than a
-        chunk. Best effort: a damaged table is left for the read that needs it
-        to report, as it would be without warming.
+        reads it, so no search of the new snapshot pays for the checksums of
+        those sections. O(V) in C (the checksums); no term is decoded (see
+        :meth:`term_position`). ``pause`` is accepted for callers that pass
+        one; nothing here runs long enough to need it. Best effort: a damaged
+        table is left for the read that needs it to report, as it would be
+        without warming.
         """
         try:
-            self._memo("all_terms", lambda: self._decode_terms(pause))
-            self._memo("term_index", lambda: self._index_terms(pause))
+            self._term_tables()
             self.doc_lengths()
         except CorruptIndexError:
             pass
@@ -603,11 +672,39 @@ class SegmentReader:
     def term_position(self, term: str) -> int:
         """Index of ``term`` in the sorted term table, or -1.
 
-        The first lookup decodes the term table into a dict (O(V) once per
-        segment, about 100 bytes a term); every lookup after that is O(1).
+        A binary search over the UTF-8 term table as stored (UTF-8 byte order
+        is code-point order), O(log V) byte comparisons; the answer is then
+        remembered for this reader (up to :data:`TERM_CACHE_SIZE` terms), so a
+        term queried again costs one dict lookup. Nothing is decoded up front:
+        opening, committing or merging never pays O(V) in Python for the first
+        query. A found term is checked to equal the query term, so a table out
+        of order (which :meth:`verify` reports) can miss a term, never answer
+        with another one.
         """
-        table: dict[str, int] = self._memo("term_index", lambda: self._index_terms(None))
-        return table.get(term, -1)
+        cache = self._term_cache
+        position = cache.get(term)
+        if position is None:
+            position = self._find_term(term)
+            if len(cache) < TERM_CACHE_SIZE:
+                cache[term] = position
+        return position
+
+    def _find_term(self, term: str) -> int:
+        blob, offsets, _, _ = self._term_tables()
+        try:
+            needle = term.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: no stored term can equal it
+            return -1
+        low, high = 0, self.n_terms
+        while low < high:
+            middle = (low + high) // 2
+            if blob[offsets[middle] : offsets[middle + 1]].tobytes() < needle:
+                low = middle + 1
+            else:
+                high = middle
+        if low < self.n_terms and blob[offsets[low] : offsets[low + 1]].tobytes() == needle:
+            return low
+        return -1
 
     def _decode_terms(self, pause: Callable[[], None] | None) -> list[str]:
         blob, offsets, _, _ = self._term_tables()
@@ -623,16 +720,6 @@ class SegmentReader:
         except UnicodeDecodeError:
             raise self._corrupt("a term is not valid UTF-8") from None
         return terms
-
-    def _index_terms(self, pause: Callable[[], None] | None) -> dict[str, int]:
-        terms = self.terms()
-        table: dict[str, int] = {}
-        for first in range(0, len(terms), DECODE_CHUNK):
-            last = first + DECODE_CHUNK
-            table.update(zip(terms[first:last], range(first, min(last, len(terms))), strict=True))
-            if pause is not None:
-                pause()
-        return table
 
     def postings(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
         """Local ids (ascending) and term frequencies of ``term``; empty if absent.
@@ -706,7 +793,11 @@ class SegmentReader:
                     problems.append(f"{self.path}: postings of term {position} fail their checksum")
             self.all_postings()
             self.all_links()
-            for term in self.terms():
+            terms = self.terms()
+            if any(earlier >= later for earlier, later in itertools.pairwise(terms)):
+                # Lookups binary-search the table: out of order, they could miss a term.
+                problems.append(f"{self.path}: terms are not in strictly increasing order")
+            for term in terms:
                 try:
                     self.postings(term)  # checksum and ranges, as a query reads them
                 except CorruptIndexError as exc:
@@ -719,13 +810,16 @@ class SegmentReader:
         return problems
 
 
-def merge_columns(sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]]) -> SegmentColumns:
+def merge_columns(
+    sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]], *, pause: Pause = no_pause
+) -> SegmentColumns:
     """The live documents of several segments as one segment's columns.
 
     ``sources`` pairs each reader with its live mask. Keys must be unique
     across the live documents (the index guarantees it). Postings, lengths,
     times and vectors move as arrays; stored records are copied as bytes,
     never re-encoded, so a merged document is byte-for-byte what was stored.
+    ``pause`` is called between slices of work; it never changes the result.
 
     Raises:
         CorruptIndexError: a source fails its checks (a merge never launders damage).
@@ -748,14 +842,17 @@ def merge_columns(sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]]) ->
         new_index = np.full(reader.n_docs, -1, dtype=np.int64)
         new_index[local] = offset + np.arange(local.shape[0])
         offset += local.shape[0]
-        keys.extend(str(k) for k in reader.keys()[local])
+        keys.extend(reader.keys()[local].tolist())
         lengths.append(reader.doc_lengths()[local])
         times.append(reader.times()[local])
-        for position in local.tolist():
-            records.append(reader.record(position))
-            targets = reader.links(position)
-            link_targets.extend(targets)
-            link_counts.append(len(targets))
+        positions = local.tolist()
+        for start, end in slices(len(positions)):
+            for position in positions[start:end]:
+                records.append(reader.record(position))
+                targets = reader.links(position)
+                link_targets.extend(targets)
+                link_counts.append(len(targets))
+            pause()
         rows = reader.vector_rows()[local]
         rows_present.append(rows >= 0)
         block = reader.vector_matrix()[rows[rows >= 0]]
@@ -766,17 +863,20 @@ def merge_columns(sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]]) ->
         vocabularies.append(terms)
         # Terms only deleted documents held do not survive the merge (a fresh
         # build of the same documents would not have them either).
-        used_terms.update(terms[t] for t in np.unique(term_of[keep]).tolist())
+        used = np.unique(term_of[keep]).tolist()
+        for start, end in slices(len(used)):
+            used_terms.update([terms[t] for t in used[start:end]])
+            pause()
         posting_parts.append((term_of[keep], new_index[doc_of[keep]], tf_of[keep]))
-    vocabulary = sorted(used_terms)
-    merged_vocabulary = np.array(vocabulary, dtype=np.str_)
+    vocabulary = sorted_in_slices(list(used_terms), None, pause)
+    merged_vocabulary = strings_array(vocabulary, pause)
     term_of_posting, doc_of_posting, tf_of_posting = [], [], []
     for terms, (term_of, doc_of, tf_of) in zip(vocabularies, posting_parts, strict=True):
-        remap = np.searchsorted(merged_vocabulary, np.array(terms, dtype=np.str_)).astype(np.int64)
+        remap = np.searchsorted(merged_vocabulary, strings_array(terms, pause)).astype(np.int64)
         term_of_posting.append(remap[term_of] if terms else term_of)
         doc_of_posting.append(doc_of)
         tf_of_posting.append(tf_of)
-    order = np.argsort(np.array(keys, dtype=np.str_), kind="stable")
+    order = np.argsort(strings_array(keys, pause), kind="stable")
     position_of = np.empty_like(order)
     position_of[order] = np.arange(order.shape[0])
     has_vector = np.concatenate(rows_present) if rows_present else np.zeros(0, bool)
@@ -792,14 +892,22 @@ def merge_columns(sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]]) ->
     all_docs = np.concatenate(doc_of_posting) if doc_of_posting else np.zeros(0, np.int64)
     link_count_array = np.asarray(link_counts, dtype=np.int64)
     link_starts = np.concatenate([[0], np.cumsum(link_count_array)]).astype(np.int64)
-    sorted_targets = [
-        link_targets[t] for i in order.tolist() for t in range(int(link_starts[i]), int(link_starts[i + 1]))
-    ]
+    order_list = order.tolist()
+    starts_list = link_starts.tolist()
+    sorted_targets: list[str] = []
+    sorted_keys: list[str] = []
+    sorted_records: list[bytes] = []
+    for start, end in slices(len(order_list)):
+        for i in order_list[start:end]:
+            sorted_targets.extend(link_targets[starts_list[i] : starts_list[i + 1]])
+        sorted_keys.extend([keys[i] for i in order_list[start:end]])
+        sorted_records.extend([records[i] for i in order_list[start:end]])
+        pause()
     return SegmentColumns(
-        keys=[keys[i] for i in order.tolist()],
+        keys=sorted_keys,
         lengths=np.concatenate(lengths)[order].astype(np.uint32) if lengths else np.zeros(0, np.uint32),
         times=np.concatenate(times)[order] if times else np.zeros(0, np.float64),
-        records=[records[i] for i in order.tolist()],
+        records=sorted_records,
         link_counts=link_count_array[order] if link_counts else np.zeros(0, np.int64),
         link_targets=sorted_targets,
         vector_rows=vector_rows,
