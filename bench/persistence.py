@@ -12,7 +12,7 @@ Prints figures; never asserts. Three parts, each selectable:
 ``commit``  p50/p99 latency of BM25 searches running in threads while one thread
             commits ``--commit-docs`` (default 20,000) new documents, against the
             same searches in a window of the same length just before it, on
-            the same snapshot; ``--rounds`` (default 3) such commits, each
+            the same snapshot; ``--rounds`` (default 10) such commits, each
             reported, then the ratio over all of them (target <= 1.5).
 
 Usage: ``python bench/persistence.py [--parts open,commit] [--synthetic N] [--rounds N]``.
@@ -238,7 +238,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100_000)
     parser.add_argument("--commit-docs", type=int, default=20_000)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3, help="commits measured (each its own windows)")
+    parser.add_argument("--rounds", type=int, default=10, help="commits measured (each its own windows)")
     args = parser.parse_args()
     print(f"machine: {_machine()}; date {time.strftime('%Y-%m-%d')}")
     print(

@@ -17,16 +17,22 @@ per CPU); across CPU kinds the last bit may differ, as with any float kernel.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
-import faiss
 import numpy as np
 from numpy.typing import NDArray
 
 __all__ = ["inner_products"]
 
-# faiss's bundled stubs omit this function (it is in every faiss-cpu since 1.7).
-_by_index: Callable[..., Any] = faiss.fvec_inner_products_by_idx  # type: ignore[attr-defined]
+
+@cache
+def _faiss() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """Faiss's kernel and pointer helper, imported on first use (indexes without vectors never pay)."""
+    import faiss
+
+    # faiss's bundled stubs omit this function (it is in every faiss-cpu since 1.7).
+    return faiss.fvec_inner_products_by_idx, faiss.swig_ptr  # type: ignore[attr-defined]
 
 
 def inner_products(
@@ -61,13 +67,6 @@ def inner_products(
     else:
         source = np.ascontiguousarray(matrix[rows], dtype=np.float32)
         index = np.arange(rows.shape[0], dtype=np.int64)
-    _by_index(
-        faiss.swig_ptr(out),
-        faiss.swig_ptr(query),
-        faiss.swig_ptr(source),
-        faiss.swig_ptr(index),
-        dim,
-        1,
-        index.shape[0],
-    )
+    by_index, pointer = _faiss()
+    by_index(pointer(out), pointer(query), pointer(source), pointer(index), dim, 1, index.shape[0])
     return out
