@@ -1167,3 +1167,36 @@ def test_terms_out_of_order_are_reported_and_never_answer_for_another_term() -> 
     for term in terms:
         position = damaged.term_position(term)
         assert position == -1 or stored[position] == term
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="needs Linux scheduling classes")
+@pytest.mark.parametrize(("priority", "expected"), [("idle", "SCHED_IDLE"), ("normal", "SCHED_OTHER")])
+def test_the_child_encoder_runs_at_the_commit_priority(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, priority: str, expected: str
+) -> None:
+    import weftsearch.engine.index as index_module
+
+    report = tmp_path / "policy"
+    from weftsearch.storage.segment import encode_segment as real
+
+    def encode_and_report(*args: Any, **kwargs: Any) -> bytes:
+        # Runs in the forked child: the parent's own class never changes.
+        report.write_text(str(os.sched_getscheduler(0)))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(index_module, "encode_segment", encode_and_report)
+    index = Index.create(tmp_path / "index", commit_priority=priority)
+    index._fork_encode_min = 10
+    index.add_many(make_corpus(20))
+    index.commit()
+    assert int(report.read_text()) == getattr(os, expected)
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
+    index.close()
+    assert len(Index.open(tmp_path / "index", readonly=True, commit_priority=priority)) == 20
+
+
+@pytest.mark.parametrize("priority", ["low", "", None, 0])
+def test_an_unknown_commit_priority_is_refused(tmp_path: Path, priority: Any) -> None:
+    with pytest.raises(InvalidParameterError, match="commit_priority"):
+        Index.create(tmp_path / "index", commit_priority=priority)
+    assert not (tmp_path / "index").exists()
