@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from weftsearch.engine.kernels import inner_products
+from weftsearch.engine.kernels import RowKernel, inner_products
 
 DIMS = [1, 2, 3, 4, 8, 12, 16, 31, 384]
 
@@ -66,3 +66,31 @@ def test_memory_map_half_precision_and_strided_views(tmp_path: Path) -> None:
         == inner_products(half.astype(np.float32), vector, rows).tobytes()
     )
     assert inner_products(matrix, vector, np.empty(0, dtype=np.int64)).shape == (0,)
+
+
+def test_a_bound_kernel_gives_the_bits_of_inner_products(tmp_path: Path) -> None:
+    rng = np.random.default_rng(11)
+    matrix = rng.standard_normal((90, 384)).astype(np.float32)
+    np.save(tmp_path / "m.npy", matrix)
+    mapped = np.load(tmp_path / "m.npy", mmap_mode="r")
+    vector = rng.standard_normal(384).astype(np.float32)
+    rows = rng.integers(0, 90, size=200).astype(np.int64)
+    expected = inner_products(matrix, vector, rows).tobytes()
+    for source in (matrix, mapped, matrix.astype(np.float16).astype(np.float32)):
+        kernel = RowKernel(source)
+        assert kernel(vector, rows).tobytes() == inner_products(source, vector, rows).tobytes()
+    kernel = RowKernel(mapped)
+    assert kernel(vector, rows).tobytes() == expected
+    # Inputs off the fast path (strided rows, int32 rows, float64 or strided vector) give the same bits.
+    assert kernel(vector, np.repeat(rows, 2)[::2]).tobytes() == expected
+    assert kernel(vector, rows.astype(np.int32)).tobytes() == expected
+    assert kernel(vector.astype(np.float64), rows).tobytes() == expected
+    assert kernel(np.repeat(vector, 2)[::2], rows).tobytes() == expected
+    assert kernel(vector, np.empty(0, dtype=np.int64)).shape == (0,)
+    # Half precision and non-contiguous matrices take the converting path.
+    half = matrix.astype(np.float16)
+    assert RowKernel(half)(vector, rows).tobytes() == inner_products(half, vector, rows).tobytes()
+    wide = np.zeros((90, 768), dtype=np.float32)
+    wide[:, ::2] = matrix
+    assert RowKernel(wide[:, ::2])(vector, rows).tobytes() == expected
+    assert RowKernel(np.empty((0, 384), dtype=np.float32))(vector, np.empty(0, dtype=np.int64)).shape == (0,)

@@ -15,9 +15,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from weftsearch import RRF, Document, Index, Query, Snapshot, VectorScorer
+from weftsearch.engine.kernels import inner_products
 from weftsearch.engine.snapshot import VectorBlock
 from weftsearch.engine.stream import Stream
 from weftsearch.errors import InvalidParameterError
@@ -467,3 +470,55 @@ def test_nearest_lists_break_ties_at_the_cut_by_lower_list() -> None:
     for nprobe, expected in [(1, [5]), (2, [1, 5]), (3, [1, 3, 5]), (4, [1, 3, 4, 5])]:
         chosen = block.nearest_lists(query, nprobe)
         assert chosen is not None and chosen.tolist() == expected
+
+
+def _reference_lists(closeness: NDArray[np.float32], nprobe: int) -> list[int]:
+    """The documented rule, spelled out: highest closeness first, ties to the lower list, NaN never."""
+    ranked = sorted((-float(c), position) for position, c in enumerate(closeness) if not np.isnan(c))
+    return sorted(position for _, position in ranked[:nprobe])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    nlist=st.sampled_from([2, 3, 7, 36, 255, 256, 257, 600]),
+    levels=st.integers(1, 6),
+    nprobe=st.integers(1, 40),
+    nans=st.integers(0, 3),
+    seed=st.integers(0, 2**16),
+)
+def test_nearest_lists_follow_the_rule_with_few_and_many_lists(
+    nlist: int, levels: int, nprobe: int, nans: int, seed: int
+) -> None:
+    # Few distinct closeness values, so ties at the cut are common; both the
+    # sorting path (<= 256 lists) and the selecting path (more) are covered.
+    rng = np.random.default_rng(seed)
+    angles = rng.integers(0, levels, size=nlist) * 15.0
+    centroids = np.stack([unit_at(float(a)) for a in angles]).astype(np.float32)
+    if nans:
+        centroids[rng.choice(nlist, size=min(nans, nlist - 1), replace=False)] = np.nan
+    rows_per_list = 4
+    offsets = (np.arange(nlist + 1) * rows_per_list).astype(np.uint64)
+    vectors = np.zeros((nlist * rows_per_list, 2), dtype=np.float32)
+    block = VectorBlock(np.arange(vectors.shape[0], dtype=np.int64), vectors, centroids, offsets)
+    query = unit_at(0.0)
+    chosen = block.nearest_lists(query, nprobe)
+    closeness = inner_products(centroids, query, np.arange(nlist, dtype=np.int64))
+    if nprobe >= nlist or nlist + nprobe * rows_per_list >= vectors.shape[0]:
+        assert chosen is None  # probing would read no fewer rows than a scan
+        return
+    assert chosen is not None
+    assert chosen.dtype == np.int64
+    assert chosen.tolist() == _reference_lists(closeness, nprobe)
+
+
+@pytest.mark.parametrize("nlist", [8, 300])
+def test_lists_with_nan_centroids_are_never_chosen(nlist: int) -> None:
+    # Fewer lists have a number than nprobe asks for: only those are probed.
+    centroids = np.stack([unit_at(10.0 * (i % 9)) for i in range(nlist)]).astype(np.float32)
+    centroids[3:] = np.nan
+    offsets = (np.arange(nlist + 1) * 4).astype(np.uint64)
+    block = VectorBlock(
+        np.arange(nlist * 4, dtype=np.int64), np.zeros((nlist * 4, 2), np.float32), centroids, offsets
+    )
+    chosen = block.nearest_lists(unit_at(0.0), 5)
+    assert chosen is not None and chosen.tolist() == [0, 1, 2]

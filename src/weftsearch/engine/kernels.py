@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["inner_products"]
+__all__ = ["RowKernel", "inner_products"]
 
 
 @cache
@@ -33,6 +33,49 @@ def _faiss() -> tuple[Callable[..., Any], Callable[..., Any]]:
 
     # faiss's bundled stubs omit this function (it is in every faiss-cpu since 1.7).
     return faiss.fvec_inner_products_by_idx, faiss.swig_ptr  # type: ignore[attr-defined]
+
+
+class RowKernel:
+    """:func:`inner_products` bound to one matrix, for many queries against it.
+
+    The matrix's layout is checked and its address taken once, so a call
+    costs one faiss call and one allocation: the scorer makes one per segment
+    and reuses it for every query. The matrix must outlive the kernel (the
+    kernel holds a reference).
+
+    Args:
+        matrix: as for :func:`inner_products`.
+
+    """
+
+    __slots__ = ("_address", "_dim", "_direct", "_matrix")
+
+    def __init__(self, matrix: NDArray[np.floating]) -> None:
+        self._matrix = matrix
+        self._dim = int(matrix.shape[1])
+        self._direct = matrix.dtype == np.float32 and bool(matrix.flags.c_contiguous)
+        self._address = _faiss()[1](matrix) if self._direct and matrix.shape[0] else None
+
+    def __call__(self, vector: NDArray[np.float32], rows: NDArray[np.int64]) -> NDArray[np.float32]:
+        """``matrix[rows] @ vector`` in float32, each row on its own (see :func:`inner_products`).
+
+        ``vector`` must be a C-contiguous float32 ``(dim,)`` array and ``rows``
+        C-contiguous int64 in ``[0, m)``; other inputs go through
+        :func:`inner_products`. O(len(rows) * dim).
+        """
+        if not (
+            self._address is not None
+            and rows.dtype == np.int64
+            and rows.flags.c_contiguous
+            and vector.dtype == np.float32
+            and vector.flags.c_contiguous
+        ):
+            return inner_products(self._matrix, vector, rows)
+        out = np.empty(rows.shape[0], dtype=np.float32)
+        if rows.shape[0]:
+            by_index, pointer = _faiss()
+            by_index(pointer(out), pointer(vector), self._address, pointer(rows), self._dim, 1, rows.shape[0])
+        return out
 
 
 def inner_products(

@@ -18,6 +18,7 @@ cached for the life of the snapshot.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,6 +63,19 @@ class Postings:
     term_index: NDArray[np.int64]
 
 
+#: Blocks with at most this many lists rank them with one stable sort; more
+#: lists go through the O(nlist) selection (a sort of 256 costs about as much).
+_SORT_LISTS_BELOW = 256
+
+
+@functools.lru_cache(maxsize=64)
+def _every_row(count: int) -> NDArray[np.int64]:
+    """``arange(count)`` as int64, read-only, shared (one per list count)."""
+    rows = np.arange(count, dtype=np.int64)
+    rows.setflags(write=False)
+    return rows
+
+
 @dataclass(frozen=True, slots=True)
 class VectorBlock:
     """Stored vectors as one contiguous matrix and the ids of its rows.
@@ -92,20 +106,28 @@ class VectorBlock:
         ``None`` when the block has no lists, or when probing would read no
         fewer rows than a scan (:func:`~weftsearch.storage.ivf.worth_probing`).
         Lists are ranked by the inner product of their unit centroid with the
-        query (ties: the lower list first). O(nlist * dim) for the centroids,
-        O(nlist) to select (only the lists tied at the cut are sorted).
+        query (ties: the lower list first; a list whose closeness is NaN is
+        never chosen). O(nlist * dim) for the centroids, then one stable sort
+        of up to 256 lists, or an O(nlist) selection of more.
         """
         if self.centroids is None or self.list_offsets is None:
             return None
         nlist = self.centroids.shape[0]
         if not worth_probing(self.matrix.shape[0], nlist, nprobe):
             return None
-        everything = np.arange(nlist, dtype=np.int64)
-        closeness = inner_products(self.centroids, unit_query, everything)
-        candidates = at_least_kth(closeness, nprobe)
-        if candidates.shape[0] > nprobe:  # ties at the cut: the lower lists win
-            order = np.lexsort((candidates, -closeness[candidates]))[:nprobe]
-            candidates = np.sort(candidates[order])
+        closeness = inner_products(self.centroids, unit_query, _every_row(nlist))
+        if nlist <= _SORT_LISTS_BELOW:
+            # A stable sort of -closeness puts ties in list order: the lower lists
+            # win, in one call (cheaper than selecting when there are few lists).
+            candidates = np.argsort(-closeness, kind="stable")[:nprobe]
+            if np.isnan(closeness[candidates[-1]]):  # NaN is sorted last and never chosen
+                candidates = candidates[~np.isnan(closeness[candidates])]
+            candidates = np.sort(candidates)
+        else:
+            candidates = at_least_kth(closeness, nprobe)
+            if candidates.shape[0] > nprobe:  # ties at the cut: the lower lists win
+                order = np.lexsort((candidates, -closeness[candidates]))[:nprobe]
+                candidates = np.sort(candidates[order])
         chosen: NDArray[np.int64] = candidates.astype(np.int64, copy=False)
         return chosen
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.kernels import inner_products
+from weftsearch.engine.kernels import RowKernel
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot, VectorBlock
 from weftsearch.engine.stream import Stream, at_least_kth, check_k, top_k
@@ -25,10 +25,12 @@ class _Scannable:
 
     ``rows`` are the block's usable rows (live document, non-zero vector), and
     ``list_rows[l]`` the usable rows of IVF list ``l`` (empty tuple without
-    lists), so a probe gathers its candidates with one concatenation.
+    lists), so a probe gathers its candidates with one concatenation;
+    ``kernel`` is the block's matrix bound to the inner-product kernel.
     """
 
     block: VectorBlock
+    kernel: RowKernel
     norms: NDArray[np.float32]
     rows: NDArray[np.int64]
     list_rows: tuple[NDArray[np.int64], ...]
@@ -46,7 +48,7 @@ def _scannable(blocks: list[VectorBlock]) -> list[_Scannable]:
         if block.list_offsets is not None:
             cuts = np.searchsorted(rows, block.list_offsets[1:-1].astype(np.int64))
             list_rows = tuple(np.split(rows, cuts))
-        views.append(_Scannable(block, norms, rows, list_rows))
+        views.append(_Scannable(block, RowKernel(block.matrix), norms, rows, list_rows))
     return views
 
 
@@ -113,10 +115,11 @@ class VectorScorer:
             raise VectorDimensionError(
                 f"query vector has width {query.vector.shape[0]}; the index holds {dim}"
             )
-        norm = float(np.linalg.norm(query.vector))
+        # The bits of np.linalg.norm (a float32 dot, then a float32 sqrt), without its dispatch.
+        norm = np.sqrt(query.vector.dot(query.vector))
         if norm == 0.0 or dim is None:
             return Stream.empty()
-        unit_query = query.vector / np.float32(norm)  # Query keeps float32 vectors
+        unit_query = query.vector / norm  # Query keeps float32 vectors: float32, contiguous
         views = snapshot.memo(("vector.scannable",), lambda: _scannable(snapshot.vector_blocks()))
         id_parts, score_parts = [], []
         for view in views:
@@ -127,7 +130,7 @@ class VectorScorer:
                 rows = np.concatenate([view.list_rows[position] for position in chosen.tolist()])
             # One kernel for every path and every row (see weftsearch.engine.kernels),
             # so a document's score does not depend on which rows were read with it.
-            similarity = inner_products(view.block.matrix, unit_query, rows)
+            similarity = view.kernel(unit_query, rows)
             np.divide(similarity, view.norms[rows], out=similarity)
             if rows.shape[0] > k:  # only the k best and their ties leave the block
                 keep = at_least_kth(similarity, k)
