@@ -1170,9 +1170,9 @@ def test_terms_out_of_order_are_reported_and_never_answer_for_another_term() -> 
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="needs Linux scheduling classes")
-@pytest.mark.parametrize(("priority", "expected"), [("idle", "SCHED_IDLE"), ("normal", "SCHED_OTHER")])
+@pytest.mark.parametrize("priority", ["idle", "normal"])
 def test_the_child_encoder_runs_at_the_commit_priority(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, priority: str, expected: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, priority: str
 ) -> None:
     import weftsearch.engine.index as index_module
 
@@ -1188,9 +1188,11 @@ def test_the_child_encoder_runs_at_the_commit_priority(
     index = Index.create(tmp_path / "index", commit_priority=priority)
     index._fork_encode_min = 10
     index.add_many(make_corpus(20))
+    ours = os.sched_getscheduler(0)
     index.commit()
-    assert int(report.read_text()) == getattr(os, expected)
-    assert os.sched_getscheduler(0) == os.SCHED_OTHER
+    # "normal" leaves the child in this process's class (SCHED_OTHER as a rule).
+    assert int(report.read_text()) == (os.SCHED_IDLE if priority == "idle" else ours)
+    assert os.sched_getscheduler(0) == ours  # the committing process itself never changes class
     index.close()
     assert len(Index.open(tmp_path / "index", readonly=True, commit_priority=priority)) == 20
 
