@@ -11,6 +11,11 @@ Prints figures (markdown tables); never asserts. Parts, each selectable with ``-
 ``commits``      recall after incremental commits, then after ``merge(force=True)``: SciFact in
                  5 commits (each segment below the IVF floor) and ``--commit-n`` (default 50,000)
                  clustered points in 5 commits (each segment partitioned).
+``float16``      ``vector_dtype="float16"`` against float32, both on disk: vector and index
+                 bytes, recall@10/@100 of the exact scan and recall@10 at the default nprobe
+                 against the float32 exact top k, q/s, and SciFact's dense nDCG@10; SciFact
+                 and ``--float16-n`` (default 100,000) clustered points, ``--float16-queries``
+                 (default 200) queries.
 
 For each: nlist, a sweep of ``--nprobe``, recall@10 against the exact top 10, rows scored
 per query (and the fraction of an exact scan), queries/second of weft-search's
@@ -500,17 +505,112 @@ def part_commits(commit_n: int, n_queries: int, batches: int = 5) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _overlap_at(found: Sequence[Ids], truth: Sequence[Ids], k: int) -> float:
+    return float(np.mean([np.intersect1d(f[:k], t[:k]).size / k for f, t in zip(found, truth, strict=True)]))
+
+
+def _scan(snapshot: Snapshot, queries: Matrix, nprobe: int | None, k: int) -> tuple[list[Ids], float]:
+    """Internal ids of the top ``k`` for each query (one query per call), and q/s (fastest pass).
+
+    Two indexes of the same documents in one segment number them alike (ids
+    follow key order), so ids compare across the float32 and float16 indexes.
+    """
+    scorer = VectorScorer(nprobe=nprobe)
+    objects = [Query(vector=q) for q in queries]
+    VectorScorer(nprobe=None).score(snapshot, objects[0], K)  # map every page first
+    found: list[Ids] = []
+    seconds = math.inf
+    for _ in range(PASSES):
+        started = time.perf_counter()
+        found = [scorer.score(snapshot, query, k).ids for query in objects]
+        seconds = min(seconds, time.perf_counter() - started)
+    return found, len(objects) / seconds
+
+
+def part_float16(n: int, n_queries: int) -> str:
+    """Recall, nDCG and size cost of ``vector_dtype="float16"`` against float32, on disk."""
+    from weftsearch.eval.datasets import load_collection, load_frozen_vectors
+    from weftsearch.eval.metrics import evaluate
+
+    lines = [
+        "### float16 storage against float32 (the same documents, on disk, reopened read-only)",
+        "",
+        "Truth: the float32 index's exact top k. nDCG@10: SciFact's 300 test queries, exact scan.",
+        "",
+        "| set | dtype | vector bytes | index bytes | exact recall@10 | exact recall@100 |"
+        f" recall@10 at nprobe {DEFAULT_NPROBE} | q/s at nprobe {DEFAULT_NPROBE} | exact q/s | nDCG@10 |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    collection = load_collection("scifact", DATA)
+    frozen = load_frozen_vectors(collection)
+    scifact_docs = frozen.attach(collection.documents)
+    scifact_queries = np.ascontiguousarray(frozen.queries, dtype=np.float32)
+    base, queries = synthetic_arrays("clustered", n, n_queries, seed=SEED + 2)
+    synthetic_docs = [Document(key=key(i), vector=row) for i, row in enumerate(base)]
+    del base
+    test = collection.judged_query_ids("test")
+    test_rows = [frozen.query_ids.index(qid) for qid in test]
+    sets = [("SciFact", scifact_docs, scifact_queries), (f"clustered {n:,}", synthetic_docs, queries)]
+    for name, docs, qs in sets:
+        truth10: list[Ids] = []
+        truth100: list[Ids] = []
+        for dtype in ("float32", "float16"):
+            with tempfile.TemporaryDirectory(prefix="ann-f16-") as tmp:
+                path = Path(tmp) / "index"
+                writer = Index.create(path, vector_dim=DIM, vector_dtype=dtype)
+                writer.add_many(docs, progress=False)
+                writer.commit()
+                writer.close()
+                index = Index.open(path, readonly=True)
+                snapshot = index.snapshot()
+                vector_bytes = sum(block.matrix.nbytes for block in snapshot.vector_blocks())
+                index_bytes = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+                exact100, exact_qps = _scan(snapshot, qs, None, 100)
+                if dtype == "float32":
+                    truth10 = [t[:K] for t in exact100]
+                    truth100 = exact100
+                probed, probe_qps = _scan(snapshot, qs, DEFAULT_NPROBE, K)
+                ndcg = ""
+                if name == "SciFact":
+                    scorer = VectorScorer(nprobe=None)
+                    run = {}
+                    for qid, row in zip(test, test_rows, strict=True):
+                        stream = scorer.score(snapshot, Query(vector=qs[row]), 10)
+                        keys = snapshot.keys_of(stream.ids)
+                        run[qid] = {k: float(v) for k, v in zip(keys, stream.scores, strict=True)}
+                    value = evaluate(collection.judgements("test"), run, "nDCG@10").mean("nDCG@10")
+                    ndcg = f"{value:.4f}"
+                cells = [
+                    name,
+                    dtype,
+                    f"{vector_bytes:,}",
+                    f"{index_bytes:,}",
+                    f"{_overlap_at(exact100, truth10, K):.4f}",
+                    f"{_overlap_at(exact100, truth100, 100):.4f}",
+                    f"{_overlap_at(probed, truth10, K):.4f}",
+                    f"{probe_qps:,.0f}",
+                    f"{exact_qps:,.0f}",
+                    ndcg,
+                ]
+                lines.append("| " + " | ".join(cells) + " |")
+                print(f"  [float16] {cells}", file=sys.stderr, flush=True)
+                index.close()
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     global PASSES
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--parts", default="scifact,clustered,unclustered,commits")
+    parser.add_argument("--parts", default="scifact,clustered,unclustered,commits,float16")
     parser.add_argument("--n", type=int, default=1_000_000, help="synthetic base size")
     parser.add_argument("--queries", type=int, default=1_000, help="synthetic queries")
     parser.add_argument("--nprobe", default="1,2,4,8,16,20,32,64,128,256")
     parser.add_argument("--exact-queries", type=int, default=20, help="queries our exact scan is timed on")
     parser.add_argument("--commit-n", type=int, default=50_000, help="synthetic set of the commits part")
+    parser.add_argument("--float16-n", type=int, default=100_000, help="synthetic set of the float16 part")
+    parser.add_argument("--float16-queries", type=int, default=200, help="queries of the float16 part")
     parser.add_argument("--passes", type=int, default=3, help="timed passes; the fastest counts")
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
@@ -533,6 +633,8 @@ def main() -> None:
             print(report(measured[-1]))
         elif name == "commits":
             print(part_commits(args.commit_n, args.queries))
+        elif name == "float16":
+            print(part_float16(args.float16_n, args.float16_queries))
         else:
             raise SystemExit(f"unknown part {name!r}")
         print(f"({name}: {time.perf_counter() - started:.0f} s)\n", flush=True)

@@ -94,3 +94,39 @@ def test_a_bound_kernel_gives_the_bits_of_inner_products(tmp_path: Path) -> None
     wide[:, ::2] = matrix
     assert RowKernel(wide[:, ::2])(vector, rows).tobytes() == expected
     assert RowKernel(np.empty((0, 384), dtype=np.float32))(vector, np.empty(0, dtype=np.int64)).shape == (0,)
+
+
+def test_every_half_precision_value_converts_exactly() -> None:
+    import weftsearch.engine.kernels as kernels
+
+    halves = np.arange(65536, dtype=np.uint16).view(np.float16)
+    finite = halves[np.isfinite(halves)]
+    dim = 16
+    matrix = np.zeros((-(-finite.shape[0] // dim), dim), dtype=np.float16)
+    matrix.reshape(-1)[: finite.shape[0]] = finite
+    rows = np.arange(matrix.shape[0], dtype=np.int64)
+    widened = matrix.astype(np.float32)
+    for position in range(dim):  # each column alone: the product is that value, exactly
+        unit = np.zeros(dim, dtype=np.float32)
+        unit[position] = 1.0
+        got = inner_products(matrix, unit, rows)
+        # Equal as numbers (-0.0 plus the other columns' zeros comes out +0.0).
+        assert np.array_equal(got, widened[:, position])
+    assert kernels._half_decoder(dim) is not None  # faiss's decoder, not the numpy fallback
+
+
+def test_conversion_in_chunks_gives_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    import weftsearch.engine.kernels as kernels
+
+    rng = np.random.default_rng(5)
+    matrix = rng.standard_normal((500, 24)).astype(np.float16)
+    vector = rng.standard_normal(24).astype(np.float32)
+    rows = rng.integers(0, 500, size=333).astype(np.int64)
+    expected = inner_products(matrix.astype(np.float32), vector, rows).tobytes()
+    assert inner_products(matrix, vector, rows).tobytes() == expected
+    for chunk in (1, 7, 100, 333, 334):
+        monkeypatch.setattr(kernels, "CONVERT_ROWS", chunk)
+        assert inner_products(matrix, vector, rows).tobytes() == expected
+        assert inner_products(matrix[:, ::-1][:, ::-1], vector, rows).tobytes() == expected
+    monkeypatch.setattr(kernels, "_half_decoder", lambda dim: None)  # the numpy path agrees
+    assert inner_products(matrix, vector, rows).tobytes() == expected
