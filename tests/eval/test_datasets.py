@@ -46,6 +46,7 @@ from weftsearch.eval.datasets import (
     CollectionVectors,
     FilePin,
     fetch,
+    load_beir,
     load_collection,
     load_frozen_vectors,
 )
@@ -329,6 +330,72 @@ def test_mini_scifact_splits(tmp_path: Path) -> None:
     assert scifact.judged_query_ids("train") == ("2",)
     with pytest.raises(InvalidParameterError, match="no split 'dev'"):
         scifact.judgements("dev")
+
+
+def beir_files(**extra: bytes) -> dict[str, bytes]:
+    corpus = (
+        b'{"_id": "d1", "title": "Gene X", "text": "causes disease Y."}\n'
+        b'{"_id": "d2", "text": "No title here."}\n'
+        b'{"_id": "d3", "title": "", "text": "Empty title."}\n'
+    )
+    queries = b'{"_id": "q1", "text": "what causes Y"}\n{"_id": "q2", "text": "titles"}\n'
+    files = {"corpus.jsonl": corpus, "queries.jsonl": queries}
+    files.update(extra)
+    return files
+
+
+def test_any_beir_folder_loads_with_its_splits(tmp_path: Path) -> None:
+    files = beir_files(
+        **{
+            "qrels/test.tsv": b"query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td3\t0\n",
+            "qrels/dev.tsv": b"q2\td2\t1\n",
+        }
+    )
+    write_files(tmp_path, files)
+    # Without pins nothing is trusted: refused, then unpublishable on request.
+    with pytest.raises(DatasetIntegrityError, match="no pinned SHA-256"):
+        load_beir(tmp_path, name="mine")
+    loaded = load_beir(tmp_path, name="mine", any_snapshot=True)
+    assert loaded.publishable is False and loaded.name == "mine"
+    assert loaded.document_keys == ("d1", "d2", "d3")
+    texts = ["Gene X causes disease Y.", "No title here.", "Empty title."]
+    assert [d.text for d in loaded.documents] == texts
+    assert loaded.documents[0].fields == {"title": "Gene X"} and loaded.documents[1].fields == {}
+    assert loaded.qrels == {"q1": {"d1": 2, "d3": 0}} == loaded.splits["test"]
+    assert loaded.splits["dev"] == {"q2": {"d2": 1}}
+    assert loaded.judged_query_ids() == ("q1",)
+    assert [record.path for record in loaded.manifest] == [
+        "corpus.jsonl",
+        "queries.jsonl",
+        "qrels/dev.tsv",
+        "qrels/test.tsv",
+    ]
+    # With pins for its name it is verified and publishable.
+    pinned = load_beir(tmp_path, name="mine", pins=pins_for("mine", files))
+    assert pinned.publishable and pinned.qrels == loaded.qrels
+
+
+def test_beir_splits_and_errors(tmp_path: Path) -> None:
+    only = tmp_path / "only"
+    write_files(only, beir_files(**{"qrels/dev.tsv": b"q2\td2\t1\n"}))
+    assert load_beir(only, any_snapshot=True).qrels == {"q2": {"d2": 1}}  # the only split is the main one
+    several = tmp_path / "several"
+    write_files(several, beir_files(**{"qrels/dev.tsv": b"q2\td2\t1\n", "qrels/train.tsv": b"q1\td1\t1\n"}))
+    with pytest.raises(InvalidParameterError, match="none named 'test'"):
+        load_beir(several, any_snapshot=True)
+    none = tmp_path / "none"
+    write_files(none, beir_files())
+    with pytest.raises(FileNotFoundError, match="qrels"):
+        load_beir(none, any_snapshot=True)
+    unknown = tmp_path / "unknown"
+    write_files(unknown, beir_files(**{"qrels/test.tsv": b"q1\td9\t1\n"}))
+    with pytest.raises(CorpusFormatError, match="d9"):
+        load_beir(unknown, any_snapshot=True)
+    untitled = tmp_path / "untitled"
+    write_files(untitled, beir_files(**{"qrels/test.tsv": b"q1\td1\t1\n"}))
+    (untitled / "corpus.jsonl").write_bytes(b'{"_id": "d1", "title": "no text"}\n')
+    with pytest.raises(CorpusFormatError, match="'text' must be a string"):
+        load_beir(untitled, any_snapshot=True)
 
 
 def test_the_collection_folder_or_its_parent_is_accepted(tmp_path: Path) -> None:
@@ -694,6 +761,18 @@ def test_scifact_details() -> None:
     assert (len(train), sum(map(len, train.values()))) == (809, 919)
     assert not set(test) & set(train)
     assert all(g == 1 for docs in (*test.values(), *train.values()) for g in docs.values())
+
+
+@pytest.mark.data
+def test_the_beir_loader_reads_scifact_exactly_as_load_collection() -> None:
+    scifact = collection("scifact")
+    beir = load_beir(shared("scifact"), name="scifact")
+    assert beir.publishable
+    assert [(d.key, d.text, dict(d.fields)) for d in beir.documents] == [
+        (d.key, d.text, dict(d.fields)) for d in scifact.documents
+    ]
+    assert beir.queries == scifact.queries and beir.splits == scifact.splits and beir.qrels == scifact.qrels
+    assert {r.path: r.sha256 for r in beir.manifest} == {r.path: r.sha256 for r in scifact.manifest}
 
 
 @pytest.mark.data

@@ -11,6 +11,7 @@ write. One test reads the shared CACM copy and skips when it is absent.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -872,3 +873,40 @@ def test_cacm_end_to_end() -> None:
         assert all(0.0 < mean < 1.0 for mean in arm_result.evaluation.means.values())
         assert_agrees_with_pytrec(arm_result.run, testbed.qrels, result)
     assert result.record()["testbed"]["publishable"] is True
+
+
+def test_a_users_own_beir_folder_runs_end_to_end(tmp_path: Path) -> None:
+    """A collection nobody pinned: loads with any_snapshot, evaluates, and is marked unpublishable."""
+    from weftsearch.eval.datasets import load_beir
+    from weftsearch.scorers import BM25Scorer
+
+    corpus = [
+        ("d1", "Gene X", "gene x causes disease y in mice"),
+        ("d2", "Weather", "rain and wind over the sea"),
+        ("d3", "Gene Z", "gene z has no known effect on disease"),
+        ("d4", "", "sea birds follow fishing boats"),
+    ]
+    lines = [
+        json.dumps({"_id": key, "title": title, "text": text})
+        if title
+        else json.dumps({"_id": key, "text": text})
+        for key, title, text in corpus
+    ]
+    (tmp_path / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    queries = [("q1", "what causes disease y"), ("q2", "birds at sea")]
+    (tmp_path / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries), encoding="utf-8"
+    )
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td4\t1\n")
+    collection = load_beir(tmp_path, name="mine", any_snapshot=True)
+    testbed = build_testbed(collection)
+    assert testbed.publishable is False
+    arms = [
+        Arm("text", (BM25Scorer(),), RRF(), depth=10),
+        Arm("text-k1", (BM25Scorer(k1=0.5),), RRF(), depth=10),
+    ]
+    result = compare(testbed, arms, k=10, resamples=200)
+    ndcg = result.arms["text"].evaluation.mean("nDCG@10")
+    assert ndcg == pytest.approx(1.0)  # both relevant documents ranked first by BM25
+    assert set(result.arms) == {"text", "text-k1"}

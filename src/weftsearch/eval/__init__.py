@@ -35,6 +35,7 @@ from weftsearch.eval.datasets import (
     FetchResult,
     FileRecord,
     fetch,
+    load_beir,
     load_collection,
     load_frozen_vectors,
 )
@@ -44,6 +45,7 @@ __all__ += [
     "CollectionVectors",
     "FileRecord",
     "FetchResult",
+    "load_beir",
     "load_collection",
     "load_frozen_vectors",
     "fetch",

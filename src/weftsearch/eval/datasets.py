@@ -147,6 +147,7 @@ __all__ = [
     "Judgements",
     "collection_folder",
     "fetch",
+    "load_beir",
     "load_collection",
     "load_frozen_vectors",
     "sha256_bytes",
@@ -474,10 +475,11 @@ class FileRecord:
 
 @dataclass(frozen=True, eq=False)
 class Collection:
-    """A judged test collection, as loaded by :func:`load_collection`.
+    """A judged test collection, as loaded by :func:`load_collection` or :func:`load_beir`.
 
     Attributes:
-        name: ``scifact``, ``cacm``, ``cisi`` or ``cranfield``.
+        name: ``scifact``, ``cacm``, ``cisi`` or ``cranfield`` (or the name
+            given to :func:`load_beir`).
         folder: the folder its files were read from.
         documents: the documents in file order; ``links`` and ``time`` are set
             where the collection has them (CACM, CISI).
@@ -1000,7 +1002,8 @@ def _beir_qrels(
     return qrels
 
 
-def _parse_scifact(blobs: Mapping[str, bytes]) -> _Parsed:
+def _parse_beir(blobs: Mapping[str, bytes], splits: Sequence[str], main: str) -> _Parsed:
+    """BEIR's layout: ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv`` per split."""
     documents: list[Document] = []
     seen: dict[str, str] = {}
     for where, record in _json_records(blobs["corpus.jsonl"], "corpus.jsonl"):
@@ -1008,7 +1011,8 @@ def _parse_scifact(blobs: Mapping[str, bytes]) -> _Parsed:
         if key in seen:
             raise CorpusFormatError(f"{where}: document id {key!r} repeats (first at {seen[key]})")
         seen[key] = where
-        title = _json_str(record, "title", where).strip()
+        # BEIR corpora may omit the title; the text is required.
+        title = _json_str(record, "title", where).strip() if "title" in record else ""
         text = _json_str(record, "text", where).strip()
         documents.append(Document(key, _join(title, text), fields={"title": title} if title else {}))
     queries: dict[str, str] = {}
@@ -1017,11 +1021,77 @@ def _parse_scifact(blobs: Mapping[str, bytes]) -> _Parsed:
         if qid in queries:
             raise CorpusFormatError(f"{where}: query id {qid!r} repeats")
         queries[qid] = _json_str(record, "text", where)
-    splits = {
-        split: _beir_qrels(blobs[f"qrels/{split}.tsv"], f"qrels/{split}.tsv", queries, seen)
-        for split in ("train", "test")
-    }
-    return _Parsed(documents, queries, splits["test"], splits=splits, query_file_ids={q: q for q in queries})
+    judged = {}
+    for split in splits:
+        path = f"qrels/{split}.tsv"
+        judged[split] = _beir_qrels(blobs[path], path, queries, seen)
+    return _Parsed(documents, queries, judged[main], splits=judged, query_file_ids={q: q for q in queries})
+
+
+def _parse_scifact(blobs: Mapping[str, bytes]) -> _Parsed:
+    return _parse_beir(blobs, ("train", "test"), "test")
+
+
+def load_beir(
+    folder: StrPath,
+    *,
+    name: str = "beir",
+    any_snapshot: bool = False,
+    pins: Mapping[str, CollectionPins] | None = None,
+) -> Collection:
+    """Load any collection in BEIR's layout, after verifying every file it reads.
+
+    The folder holds ``corpus.jsonl`` (``_id``, ``text``, optional ``title``),
+    ``queries.jsonl`` (``_id``, ``text``) and ``qrels/<split>.tsv`` (query id,
+    document id, integer grade; a header line is skipped). Every ``.tsv``
+    under ``qrels/`` is a split, named after its file; :attr:`Collection.qrels`
+    is the ``test`` split, or the only split when there is one.
+
+    Files are checked against ``pins[name]`` (default :data:`PINS`, which pins
+    SciFact only): a collection without pins loads only with
+    ``any_snapshot=True``, and every number made from it is then unpublishable.
+    ``load_beir(folder, name="scifact")`` verifies and parses exactly as
+    ``load_collection("scifact", folder)`` does.
+
+    Raises:
+        FileNotFoundError: a file is missing, or ``qrels/`` holds no ``.tsv``.
+        InvalidParameterError: several splits and none named ``test``.
+        DatasetIntegrityError: a file has no pin or differs from it (unless ``any_snapshot``).
+        CorpusFormatError: a file does not parse, or a judgement names an
+            unknown query or document.
+
+    """
+    base = Path(folder)
+    qrels_folder = base / "qrels"
+    found = sorted(path.stem for path in qrels_folder.glob("*.tsv")) if qrels_folder.is_dir() else []
+    if not found:
+        raise FileNotFoundError(f"{name}: no qrels/*.tsv in {base}")
+    if "test" in found:
+        main = "test"
+    elif len(found) == 1:
+        main = found[0]
+    else:
+        raise InvalidParameterError(
+            f"{name}: splits {', '.join(found)} and none named 'test' in {qrels_folder}"
+        )
+    paths = ("corpus.jsonl", "queries.jsonl", *(f"qrels/{split}.tsv" for split in found))
+    table = PINS if pins is None else pins
+    by_path = {pin.path: pin for pin in table[name].files} if name in table else {}
+    blobs, manifest = _verify_files(base, paths, by_path, name, any_snapshot)
+    parsed = _parse_beir(blobs, found, main)
+    return Collection(
+        name=name,
+        folder=base,
+        documents=parsed.documents,
+        queries=parsed.queries,
+        qrels=parsed.qrels,
+        splits=parsed.splits,
+        link_sets=parsed.link_sets,
+        query_file_ids=parsed.query_file_ids,
+        manifest=manifest,
+        publishable=all(record.verified for record in manifest),
+        parameters=parsed.parameters,
+    )
 
 
 def load_collection(
