@@ -181,12 +181,26 @@ def truth_ids(snapshot: Snapshot, rows: NDArray[np.int64]) -> Ids:
     return ids
 
 
-def overlap(found: Sequence[Ids], truth: Ids, k: int = K) -> float:
+def overlap(found: Sequence[Ids], truth: Ids | Sequence[Ids], k: int = K) -> float:
+    """Mean over queries of |found[:k] ∩ truth[:k]| / k (truth: one row or array per query)."""
     return float(np.mean([np.intersect1d(f[:k], t[:k]).size / k for f, t in zip(found, truth, strict=True)]))
 
 
 def ours(snapshot: Snapshot, queries: Matrix, nprobe: int | None, truth: Ids | None) -> tuple[Row, list[Ids]]:
     """Recall@10, rows scored and q/s of ``VectorScorer(nprobe=nprobe)``, one query per call."""
+    found, qps = scan(snapshot, queries, nprobe, K)
+    candidates = float(np.mean([rows_read(snapshot, q / np.linalg.norm(q), nprobe)[0] for q in queries]))
+    recall = math.nan if truth is None else overlap(found, truth)
+    return Row(nprobe, recall, candidates, qps), found
+
+
+def scan(snapshot: Snapshot, queries: Matrix, nprobe: int | None, k: int) -> tuple[list[Ids], float]:
+    """Internal ids of the top ``k`` of ``VectorScorer(nprobe=nprobe)`` per query, and q/s.
+
+    One query per call; q/s from the fastest of ``PASSES`` timed passes, after
+    the warm-up. Two indexes of the same documents in one segment number them
+    alike (ids follow key order), so ids compare across indexes.
+    """
     scorer = VectorScorer(nprobe=nprobe)
     objects = [Query(vector=q) for q in queries]
     # One exact query reads every row, so every page of the memory map is
@@ -194,16 +208,14 @@ def ours(snapshot: Snapshot, queries: Matrix, nprobe: int | None, truth: Ids | N
     # memory after `add` (first touches are a one-time cost per page).
     VectorScorer(nprobe=None).score(snapshot, objects[0], K)
     for query in objects[:WARMUP]:
-        scorer.score(snapshot, query, K)
+        scorer.score(snapshot, query, k)
     found: list[Ids] = []
     seconds = math.inf
     for _ in range(PASSES):
         started = time.perf_counter()
-        found = [scorer.score(snapshot, query, K).ids for query in objects]
+        found = [scorer.score(snapshot, query, k).ids for query in objects]
         seconds = min(seconds, time.perf_counter() - started)
-    candidates = float(np.mean([rows_read(snapshot, q / np.linalg.norm(q), nprobe)[0] for q in queries]))
-    recall = math.nan if truth is None else overlap(found, truth)
-    return Row(nprobe, recall, candidates, len(objects) / seconds), found
+    return found, len(objects) / seconds
 
 
 def faiss_ivf(base: Matrix, nlist: int) -> tuple[Any, float, float]:
@@ -505,28 +517,6 @@ def part_commits(commit_n: int, n_queries: int, batches: int = 5) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _overlap_at(found: Sequence[Ids], truth: Sequence[Ids], k: int) -> float:
-    return float(np.mean([np.intersect1d(f[:k], t[:k]).size / k for f, t in zip(found, truth, strict=True)]))
-
-
-def _scan(snapshot: Snapshot, queries: Matrix, nprobe: int | None, k: int) -> tuple[list[Ids], float]:
-    """Internal ids of the top ``k`` for each query (one query per call), and q/s (fastest pass).
-
-    Two indexes of the same documents in one segment number them alike (ids
-    follow key order), so ids compare across the float32 and float16 indexes.
-    """
-    scorer = VectorScorer(nprobe=nprobe)
-    objects = [Query(vector=q) for q in queries]
-    VectorScorer(nprobe=None).score(snapshot, objects[0], K)  # map every page first
-    found: list[Ids] = []
-    seconds = math.inf
-    for _ in range(PASSES):
-        started = time.perf_counter()
-        found = [scorer.score(snapshot, query, k).ids for query in objects]
-        seconds = min(seconds, time.perf_counter() - started)
-    return found, len(objects) / seconds
-
-
 def part_float16(n: int, n_queries: int) -> str:
     """Recall, nDCG and size cost of ``vector_dtype="float16"`` against float32, on disk."""
     from weftsearch.eval.datasets import load_collection, load_frozen_vectors
@@ -565,11 +555,11 @@ def part_float16(n: int, n_queries: int) -> str:
                 snapshot = index.snapshot()
                 vector_bytes = sum(block.matrix.nbytes for block in snapshot.vector_blocks())
                 index_bytes = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
-                exact100, exact_qps = _scan(snapshot, qs, None, 100)
+                exact100, exact_qps = scan(snapshot, qs, None, 100)
                 if dtype == "float32":
                     truth10 = [t[:K] for t in exact100]
                     truth100 = exact100
-                probed, probe_qps = _scan(snapshot, qs, DEFAULT_NPROBE, K)
+                probed, probe_qps = scan(snapshot, qs, DEFAULT_NPROBE, K)
                 ndcg = ""
                 if name == "SciFact":
                     scorer = VectorScorer(nprobe=None)
@@ -585,9 +575,9 @@ def part_float16(n: int, n_queries: int) -> str:
                     dtype,
                     f"{vector_bytes:,}",
                     f"{index_bytes:,}",
-                    f"{_overlap_at(exact100, truth10, K):.4f}",
-                    f"{_overlap_at(exact100, truth100, 100):.4f}",
-                    f"{_overlap_at(probed, truth10, K):.4f}",
+                    f"{overlap(exact100, truth10, K):.4f}",
+                    f"{overlap(exact100, truth100, 100):.4f}",
+                    f"{overlap(probed, truth10, K):.4f}",
                     f"{probe_qps:,.0f}",
                     f"{exact_qps:,.0f}",
                     ndcg,

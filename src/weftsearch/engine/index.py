@@ -98,7 +98,7 @@ def _lower_priority(priority: str) -> None:
     ``SCHED_IDLE`` rather than a nice value, because a sleeping search thread
     that wakes preempts an idle-class task at once, where a niced one waits for
     the scheduler's next tick: measured on 2 cores, search p99 during a commit
-    was 1.21-1.41x outside with SCHED_IDLE, 1.47-1.48x at nice 19, 1.65-1.77x
+    was 1.12-1.43x outside with SCHED_IDLE, 1.47-1.48x at nice 19, 1.65-1.77x
     at nice 10 (docs/BENCHMARKS.md). An unprivileged process cannot leave the
     idle class again, which is harmless here: the child exits after one segment.
     """
@@ -776,7 +776,7 @@ class Index:
             pending = self._pending
             data = encode_segment(list(pending.values()), self._vector_dim, self._vector_dtype, pause=pause)
             reader = _in_memory(data)
-            reader.warm(pause)
+            reader.warm()
             self._segments.append(_Segment(reader, data, None))
             self._pending = {}
             _release_gradually(pending, pause)
@@ -910,11 +910,10 @@ class Index:
             # new readers are opened and warmed before the lock, so neither
             # writers nor the first searches of the next snapshot wait on that.
             from_file = {}
-            pause = _YieldToSearches(self._searches)
             for segment, name, _, _ in installs:
                 if segment.name is None:
                     reader = SegmentReader(directory.path / name)
-                    reader.warm(pause)
+                    reader.warm()
                     from_file[id(segment)] = reader
             with self._write_lock:
                 for segment, name, mask, deletes in installs:
@@ -958,8 +957,7 @@ class Index:
             segment = _Segment(SegmentReader(directory.path / name), None, name)
         except (CorruptIndexError, IndexStorageError, FileNotFoundError):
             return
-        pause = _YieldToSearches(self._searches)
-        segment.reader.warm(pause)  # here, before any search can reach it
+        segment.reader.warm()  # here, before any search can reach it
         with self._write_lock:
             if self._pending is buffer and self._generation == generation:
                 # No write since the batch was taken (every write bumps the
@@ -978,7 +976,7 @@ class Index:
             self._next_segment += 1
             self._snapshot = None
         del buffer
-        _release_gradually(batch, pause)
+        _release_gradually(batch, _YieldToSearches(self._searches))
 
     def _after_commit(self) -> None:
         """Start a background merge if the policy wants one and none is running."""
@@ -1034,7 +1032,7 @@ class Index:
             columns = merge_columns([(s.reader, ~mask) for s, mask in sources], pause=pause)
             data = encode_columns(columns, pause=pause)
             merged = _Segment(_in_memory(data), data, None)
-            merged.reader.warm(pause)  # here, before any search can reach it
+            merged.reader.warm()  # here, before any search can reach it
             with self._write_lock:
                 # Deletes that arrived while the merge ran apply to the merged copy.
                 late = [

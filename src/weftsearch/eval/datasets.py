@@ -1002,6 +1002,23 @@ def _beir_qrels(
     return qrels
 
 
+def _collection(name: str, folder: Path, parsed: _Parsed, manifest: tuple[FileRecord, ...]) -> Collection:
+    """The loaded collection: what was parsed, with the manifest it was verified against."""
+    return Collection(
+        name=name,
+        folder=folder,
+        documents=parsed.documents,
+        queries=parsed.queries,
+        qrels=parsed.qrels,
+        splits=parsed.splits,
+        link_sets=parsed.link_sets,
+        query_file_ids=parsed.query_file_ids,
+        manifest=manifest,
+        publishable=all(record.verified for record in manifest),
+        parameters=parsed.parameters,
+    )
+
+
 def _parse_beir(blobs: Mapping[str, bytes], splits: Sequence[str], main: str) -> _Parsed:
     """BEIR's layout: ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv`` per split."""
     documents: list[Document] = []
@@ -1079,19 +1096,7 @@ def load_beir(
     by_path = {pin.path: pin for pin in table[name].files} if name in table else {}
     blobs, manifest = _verify_files(base, paths, by_path, name, any_snapshot)
     parsed = _parse_beir(blobs, found, main)
-    return Collection(
-        name=name,
-        folder=base,
-        documents=parsed.documents,
-        queries=parsed.queries,
-        qrels=parsed.qrels,
-        splits=parsed.splits,
-        link_sets=parsed.link_sets,
-        query_file_ids=parsed.query_file_ids,
-        manifest=manifest,
-        publishable=all(record.verified for record in manifest),
-        parameters=parsed.parameters,
-    )
+    return _collection(name, base, parsed, manifest)
 
 
 def load_collection(
@@ -1143,19 +1148,7 @@ def load_collection(
         parsed = _parse_cisi(blobs)
     else:
         parsed = _parse_cranfield(blobs, cranfield_grades)
-    return Collection(
-        name=name,
-        folder=folder,
-        documents=parsed.documents,
-        queries=parsed.queries,
-        qrels=parsed.qrels,
-        splits=parsed.splits,
-        link_sets=parsed.link_sets,
-        query_file_ids=parsed.query_file_ids,
-        manifest=manifest,
-        publishable=all(record.verified for record in manifest),
-        parameters=parsed.parameters,
-    )
+    return _collection(name, folder, parsed, manifest)
 
 
 # ---------------------------------------------------------------------- frozen vectors

@@ -17,7 +17,7 @@ import itertools
 import json
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,9 +114,6 @@ class SegmentColumns:
     doc_of_posting: NDArray[np.int64]
     tf_of_posting: NDArray[np.uint32]
 
-
-#: Terms decoded between two pauses when a whole term table is decoded (merges, scrub).
-DECODE_CHUNK = 256
 
 #: Term lookups a segment reader remembers (a bound on its memory, about 100 bytes each).
 TERM_CACHE_SIZE = 1 << 17
@@ -404,16 +401,14 @@ class SegmentReader:
         _check_offsets(offsets, count, int(blob.shape[0]), prefix, self.path)
         return blob, offsets  # type: ignore[return-value]
 
-    def warm(self, pause: Callable[[], None] | None = None) -> None:
+    def warm(self) -> None:
         """Check and map now what the first search of this segment reads: the term tables and lengths.
 
         The index calls this on a segment before it publishes a snapshot that
         reads it, so no search of the new snapshot pays for the checksums of
         those sections. O(V) in C (the checksums); no term is decoded (see
-        :meth:`term_position`). ``pause`` is accepted for callers that pass
-        one; nothing here runs long enough to need it. Best effort: a damaged
-        table is left for the read that needs it to report, as it would be
-        without warming.
+        :meth:`term_position`). Best effort: a damaged table is left for the
+        read that needs it to report, as it would be without warming.
         """
         try:
             self._term_tables()
@@ -706,21 +701,6 @@ class SegmentReader:
             return low
         return -1
 
-    def _decode_terms(self, pause: Callable[[], None] | None) -> list[str]:
-        blob, offsets, _, _ = self._term_tables()
-        raw = bytes(blob)
-        bounds = offsets.tolist()
-        terms: list[str] = []
-        try:
-            for first in range(0, self.n_terms, DECODE_CHUNK):
-                chunk = bounds[first : first + DECODE_CHUNK + 1]
-                terms.extend(raw[a:b].decode("utf-8") for a, b in itertools.pairwise(chunk))
-                if pause is not None:
-                    pause()
-        except UnicodeDecodeError:
-            raise self._corrupt("a term is not valid UTF-8") from None
-        return terms
-
     def postings(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
         """Local ids (ascending) and term frequencies of ``term``; empty if absent.
 
@@ -753,7 +733,16 @@ class SegmentReader:
 
     def terms(self) -> list[str]:
         """All terms of the segment, ascending, decoded once."""
-        result: list[str] = self._memo("all_terms", lambda: self._decode_terms(None))
+
+        def build() -> list[str]:
+            blob, offsets, _, _ = self._term_tables()
+            raw = bytes(blob)
+            try:
+                return [raw[a:b].decode("utf-8") for a, b in itertools.pairwise(offsets.tolist())]
+            except UnicodeDecodeError:
+                raise self._corrupt("a term is not valid UTF-8") from None
+
+        result: list[str] = self._memo("all_terms", build)
         return result
 
     def all_postings(self) -> tuple[list[str], NDArray[np.int64], NDArray[np.int64], NDArray[np.uint32]]:
