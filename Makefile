@@ -10,15 +10,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-base: pyproject.toml setup.py src/weftsearch/_probe.c | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-dev: pyproject.toml setup.py src/weftsearch/_probe.c | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed-base
 
-$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-bench: pyproject.toml setup.py src/weftsearch/_probe.c | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	touch $@ $(VENV)/.installed-dev $(VENV)/.installed-base
 

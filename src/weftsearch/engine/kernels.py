@@ -16,14 +16,19 @@ per CPU); across CPU kinds the last bit may differ, as with any float kernel.
 
 from __future__ import annotations
 
+import ctypes
+import importlib.machinery
+import os
+import threading
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["RowKernel", "inner_products"]
+__all__ = ["RowKernel", "ScanKernel", "inner_products", "compiled_scan_available"]
 
 
 @cache
@@ -148,3 +153,255 @@ def _half_decoder(dim: int) -> Callable[..., Any] | None:
         return None
     # The bound method keeps the quantizer alive.
     return decode
+
+
+# --- The compiled scan ------------------------------------------------------------------------
+
+#: faiss's dispatching ``float fvec_inner_product(const float*, const float*, size_t)``: the
+#: function ``fvec_inner_products_by_idx`` calls for each row (Itanium C++ mangling).
+_FAISS_DOT_SYMBOL = "_ZN5faiss18fvec_inner_productEPKfS1_m"
+
+#: Set to ``1`` to turn the compiled scan off (the numpy path computes the same bits).
+DISABLE_VARIABLE = "WEFTSEARCH_NO_COMPILED_SCAN"
+
+_POINTER = ctypes.c_void_p
+_INT = ctypes.c_int64
+
+
+def _library_path() -> Path | None:
+    here = Path(__file__).resolve().parents[1]
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = here / f"_probe{suffix}"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _faiss_dot_address() -> int | None:
+    """The address of faiss's row kernel in the faiss library this process loaded, or ``None``."""
+    import faiss
+
+    folder = Path(faiss.__file__).resolve().parent
+    libraries = sorted(folder.glob("libfaiss*.so*")) + sorted(folder.glob("_swigfaiss*.so"))
+    for library in libraries:
+        try:
+            function = ctypes.CDLL(str(library))[_FAISS_DOT_SYMBOL]
+        except (OSError, AttributeError):
+            continue
+        address = ctypes.cast(function, ctypes.c_void_p).value
+        if address:
+            return int(address)
+    return None
+
+
+@cache
+def _compiled_scan() -> tuple[Callable[..., int], int] | None:
+    """The compiled scan and faiss's kernel address, or ``None`` (the numpy path is used).
+
+    ``None`` when turned off (:data:`DISABLE_VARIABLE`), when the library was
+    not built (no C compiler at install time), when this faiss does not export
+    its row kernel, or when a self-check finds the compiled scan's scores
+    differ in any bit from :func:`inner_products` divided by the norms: the two
+    paths must agree exactly, so a mismatch turns the fast one off rather than
+    letting results depend on which ran.
+    """
+    if os.environ.get(DISABLE_VARIABLE, "") not in ("", "0"):
+        return None
+    path = _library_path()
+    if path is None:
+        return None
+    try:
+        function = ctypes.CDLL(str(path)).weft_probe_scan
+        dot = _faiss_dot_address()
+    except (OSError, AttributeError):
+        return None
+    if dot is None:
+        return None
+    function.argtypes = [_POINTER, _POINTER, _INT, _POINTER, _INT, _POINTER, _POINTER, _POINTER, _POINTER]
+    function.argtypes += [_INT, _INT, _INT, _POINTER, _POINTER, _INT]
+    function.restype = _INT
+    bound: tuple[Callable[..., int], int] = (function, dot)
+    return bound if _agrees_with_numpy(bound) else None
+
+
+def _agrees_with_numpy(compiled: tuple[Callable[..., int], int]) -> bool:
+    rng = np.random.default_rng(0)
+    for dim in (1, 3, 16, 33, 384):
+        matrix = rng.standard_normal((50, dim)).astype(np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float32))
+        ids = np.arange(50, dtype=np.int64)
+        query = rng.standard_normal(dim).astype(np.float32)
+        norm = np.sqrt(query.dot(query))
+        kernel = ScanKernel(matrix, norms, ids, None, None, compiled)
+        got_ids, got = kernel(query, norm, 0, 50)
+        query = query / norm
+        expected = inner_products(matrix, query, ids) / norms
+        if got.astype(np.float32)[np.argsort(got_ids)].tobytes() != expected.tobytes():
+            return False
+    return True
+
+
+def compiled_scan_available() -> bool:
+    """Whether the vector scorer's scan runs compiled (``False``: the numpy path, same results)."""
+    return _compiled_scan() is not None
+
+
+class _Scratch(threading.local):
+    """Each thread's buffers for the compiled scan (query, results), grown on demand, with their addresses."""
+
+    def __init__(self) -> None:
+        self.capacity = 0
+        self.ids = np.empty(0, dtype=np.int64)
+        self.scores = np.empty(0, dtype=np.float64)
+        self.ids_address = 0
+        self.scores_address = 0
+        self.query = np.empty(0, dtype=np.float32)
+        self.query_address = 0
+        self.reserve(256)
+
+    def reserve(self, results: int) -> None:
+        """Room for at least ``results`` results."""
+        if results > self.capacity:
+            self.capacity = max(results, 2 * self.capacity)
+            self.ids = np.empty(self.capacity, dtype=np.int64)
+            self.scores = np.empty(self.capacity, dtype=np.float64)
+            self.ids_address = self.ids.ctypes.data
+            self.scores_address = self.scores.ctypes.data
+
+    def query_of_width(self, dim: int) -> NDArray[np.float32]:
+        if self.query.shape[0] != dim:
+            self.query = np.empty(dim, dtype=np.float32)
+            self.query_address = self.query.ctypes.data
+        return self.query
+
+
+_scratch = _Scratch()
+
+
+class ScanKernel:
+    """One vector block's probe, score and select in a single compiled call (``_probe.c``).
+
+    For one query it ranks the block's IVF lists (or takes every row), scores
+    the usable rows of the probed lists (id >= 0, norm > 0) as the inner
+    product with the unit query divided by the row's norm, and keeps the
+    ``k`` best and every tie with the ``k``-th, sorted by score (descending)
+    then internal id. Scores are bit for bit those of :func:`inner_products`
+    divided by the norms in numpy (the same faiss kernel computes each row;
+    :func:`_compiled_scan` checks it on load), and the list and tie rules are
+    the numpy path's, so which path runs never changes a result.
+
+    Use :meth:`for_block`, which returns ``None`` where the compiled scan
+    cannot serve (not built, turned off, or arrays in another layout, such as
+    a float16 matrix). Thread-safe: each thread writes its own buffers, and
+    the call releases the GIL. The arrays must outlive the kernel (it holds
+    references).
+    """
+
+    __slots__ = ("_arrays", "_call", "_dim", "_fixed", "_rows")
+
+    def __init__(
+        self,
+        matrix: NDArray[np.float32],
+        norms: NDArray[np.float32],
+        ids: NDArray[np.int64],
+        centroids: NDArray[np.float32] | None,
+        offsets: NDArray[np.uint64] | None,
+        compiled: tuple[Callable[..., int], int],
+    ) -> None:
+        function, dot = compiled
+        self._arrays = (matrix, norms, ids, centroids, offsets)
+        self._rows = int(matrix.shape[0])
+        self._dim = int(matrix.shape[1])
+        nlist = 0 if centroids is None else int(centroids.shape[0])
+        self._call = function
+        self._fixed = (
+            dot,
+            None,  # the query buffer's address, filled per call
+            self._dim,
+            matrix.ctypes.data,
+            self._rows,
+            norms.ctypes.data,
+            ids.ctypes.data,
+            None if centroids is None else centroids.ctypes.data,
+            None if offsets is None else offsets.ctypes.data,
+            nlist,
+        )
+
+    @classmethod
+    def for_block(
+        cls,
+        matrix: NDArray[np.floating],
+        norms: NDArray[np.float32],
+        ids: NDArray[np.int64],
+        centroids: NDArray[np.float32] | None,
+        offsets: NDArray[np.uint64] | None,
+    ) -> ScanKernel | None:
+        """A kernel for these arrays, or ``None`` when the numpy path must serve them.
+
+        The compiled scan reads float32 C-order matrices (rows x dim,
+        centroids nlist x dim), float32 norms, int64 ids and uint64 list
+        offsets, all contiguous; anything else goes to the numpy path.
+        """
+        compiled = _compiled_scan()
+        if compiled is None or matrix.ndim != 2 or matrix.shape[0] == 0:
+            return None
+        layouts = [
+            (matrix, np.float32),
+            (norms, np.float32),
+            (ids, np.int64),
+            (centroids, np.float32),
+            (offsets, np.uint64),
+        ]
+        for array, dtype in layouts:
+            if array is not None and not (array.dtype == dtype and array.flags.c_contiguous):
+                return None
+        if norms.shape[0] != matrix.shape[0] or ids.shape[0] != matrix.shape[0]:
+            return None
+        if centroids is not None and (
+            offsets is None
+            or centroids.shape[1] != matrix.shape[1]
+            or offsets.shape[0] != centroids.shape[0] + 1
+        ):
+            return None
+        return cls(matrix, norms, ids, centroids, offsets, compiled)
+
+    def __call__(
+        self, vector: NDArray[np.float32], norm: np.float32, nprobe: int, k: int, first: int | None = None
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """``(ids, scores)`` of the ``k`` best usable rows and their ties, best first (ties: lower id).
+
+        The unit query is ``vector / norm`` (float32, as numpy divides);
+        ``nprobe`` lists are probed (``0``, or a block without lists: every
+        row is scanned; the caller decides, as with
+        :func:`~weftsearch.storage.ivf.worth_probing`). Scores are float64
+        copies of the float32 cosines. ``first``: return only the first
+        ``first`` of them. O(nlist * dim + scanned * dim + log k per
+        candidate that beats the running k-th).
+
+        Raises:
+            MemoryError: the library could not allocate its working memory.
+
+        """
+        scratch = _scratch
+        np.divide(vector, norm, out=scratch.query_of_width(self._dim))
+        fixed = self._fixed
+        if fixed[7] is None:
+            nprobe = 0
+        while True:
+            kept = self._call(
+                fixed[0],
+                scratch.query_address,
+                *fixed[2:],
+                nprobe,
+                k,
+                scratch.ids_address,
+                scratch.scores_address,
+                scratch.capacity,
+            )
+            if kept < 0:
+                raise MemoryError("the vector scan could not allocate its working memory")
+            if kept <= scratch.capacity:
+                break
+            scratch.reserve(kept)  # more ties than room: scan again (the same result, now written)
+        count = kept if first is None else min(kept, first)
+        return scratch.ids[:count].copy(), scratch.scores[:count].copy()

@@ -283,6 +283,11 @@ class Snapshot:
     def __len__(self) -> int:
         return self._n_docs
 
+    @property
+    def ids_follow_keys(self) -> bool:
+        """Whether internal ids ascend as keys do (one segment or none): a tie-break by id is then by key."""
+        return len(self._parts) <= 1
+
     # ------------------------------------------------------------------ keys
 
     def _split(self, ids: IdArray) -> list[tuple[int, NDArray[np.intp], IdArray]]:
@@ -352,7 +357,7 @@ class Snapshot:
         the rank; across segments the keys are compared. O(m log m).
         """
         ids = np.asarray(ids, dtype=np.int64)
-        if len(self._parts) <= 1 or ids.size <= 1:
+        if self.ids_follow_keys or ids.size <= 1:
             return ids
         keys = np.array(self.keys_of(ids), dtype=np.str_)
         ranks = np.empty(ids.shape[0], dtype=np.int64)

@@ -74,6 +74,33 @@ class Stream:
         object.__setattr__(self, "scores", score_array)
 
     @classmethod
+    def adopt(cls, ids: IdArray, scores: ScoreArray) -> Stream:
+        """A stream over these arrays themselves: no copy, no conversion (they are made read-only).
+
+        For scorers on a hot path that already hold what the constructor would
+        make: 1-D C-contiguous int64 ids and float64 scores of equal length,
+        best first, that nothing else will write. The constructor checks all
+        of that (about 1 us more per stream); this checks only the layout, and
+        arrays in any other layout go through the constructor (converted, or
+        refused with :class:`~weftsearch.errors.InvalidParameterError`).
+        """
+        if not (
+            ids.dtype == np.int64
+            and scores.dtype == np.float64
+            and ids.ndim == 1
+            and ids.shape == scores.shape
+            and ids.flags.c_contiguous
+            and scores.flags.c_contiguous
+        ):
+            return cls(ids, scores)  # converts, or raises with the constructor's message
+        ids.setflags(write=False)
+        scores.setflags(write=False)
+        stream = object.__new__(cls)
+        object.__setattr__(stream, "ids", ids)
+        object.__setattr__(stream, "scores", scores)
+        return stream
+
+    @classmethod
     def empty(cls) -> Stream:
         """A stream with no candidates (a scorer with no opinion on this query)."""
         return cls(np.empty(0, np.int64), np.empty(0, np.float64))

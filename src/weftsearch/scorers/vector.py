@@ -7,11 +7,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.kernels import RowKernel
+from weftsearch.engine.kernels import RowKernel, ScanKernel
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot, VectorBlock
 from weftsearch.engine.stream import Stream, at_least_kth, check_k, top_k
 from weftsearch.errors import VectorDimensionError
+from weftsearch.storage.ivf import worth_probing
 
 __all__ = ["VectorScorer", "DEFAULT_NPROBE"]
 
@@ -26,14 +27,24 @@ class _Scannable:
     ``rows`` are the block's usable rows (live document, non-zero vector), and
     ``list_rows[l]`` the usable rows of IVF list ``l`` (empty tuple without
     lists), so a probe gathers its candidates with one concatenation;
-    ``kernel`` is the block's matrix bound to the inner-product kernel.
+    ``kernel`` is the block's matrix bound to the inner-product kernel, and
+    ``scan`` the compiled probe-score-select call over the same arrays
+    (``None`` where the numpy path serves: same results, more calls).
     """
 
     block: VectorBlock
     kernel: RowKernel
+    scan: ScanKernel | None
     norms: NDArray[np.float32]
     rows: NDArray[np.int64]
     list_rows: tuple[NDArray[np.int64], ...]
+
+    def lists_to_probe(self, nprobe: int | None) -> int:
+        """``nprobe`` when probing this block is worth it, else 0 (scan every row)."""
+        block = self.block
+        if nprobe is None or block.centroids is None:
+            return 0
+        return nprobe if worth_probing(block.matrix.shape[0], block.centroids.shape[0], nprobe) else 0
 
 
 def _scannable(blocks: list[VectorBlock]) -> list[_Scannable]:
@@ -48,7 +59,8 @@ def _scannable(blocks: list[VectorBlock]) -> list[_Scannable]:
         if block.list_offsets is not None:
             cuts = np.searchsorted(rows, block.list_offsets[1:-1].astype(np.int64))
             list_rows = tuple(np.split(rows, cuts))
-        views.append(_Scannable(block, RowKernel(block.matrix), norms, rows, list_rows))
+        scan = ScanKernel.for_block(block.matrix, norms, block.ids, block.centroids, block.list_offsets)
+        views.append(_Scannable(block, RowKernel(block.matrix), scan, norms, rows, list_rows))
     return views
 
 
@@ -119,10 +131,23 @@ class VectorScorer:
         norm = np.sqrt(query.vector.dot(query.vector))
         if norm == 0.0 or dim is None:
             return Stream.empty()
-        unit_query = query.vector / norm  # Query keeps float32 vectors: float32, contiguous
         views = snapshot.memo(("vector.scannable",), lambda: _scannable(snapshot.vector_blocks()))
-        id_parts, score_parts = [], []
+        only = views[0].scan if len(views) == 1 else None
+        if only is not None and snapshot.ids_follow_keys:
+            # One compiled call: probe, score, keep the k best and their ties,
+            # sorted by score then id, which is key order in one segment.
+            lists = views[0].lists_to_probe(self.nprobe)
+            return Stream.adopt(*only(query.vector, norm, lists, k, first=k))
+        unit_query = query.vector / norm  # Query keeps float32 vectors: float32, contiguous
+        id_parts: list[NDArray[np.int64]] = []
+        score_parts: list[NDArray[np.float64]] = []
         for view in views:
+            if view.scan is not None:
+                ids, scores = view.scan(query.vector, norm, view.lists_to_probe(self.nprobe), k)
+                id_parts.append(ids)
+                score_parts.append(scores)
+                continue
+            # The numpy path: the same rules, step by step (a float16 block, or no compiled scan).
             chosen = None if self.nprobe is None else view.block.nearest_lists(unit_query, self.nprobe)
             if chosen is None:
                 rows = view.rows
@@ -136,11 +161,11 @@ class VectorScorer:
                 keep = at_least_kth(similarity, k)
                 rows, similarity = rows[keep], similarity[keep]
             id_parts.append(view.block.ids[rows])
-            score_parts.append(similarity)
+            score_parts.append(similarity.astype(np.float64))
         if not id_parts:
             return Stream.empty()
         ids = id_parts[0] if len(id_parts) == 1 else np.concatenate(id_parts)
         if ids.size == 0:
             return Stream.empty()
-        similarity = score_parts[0] if len(score_parts) == 1 else np.concatenate(score_parts)
-        return Stream(*top_k(ids, similarity, k, snapshot))
+        scores = score_parts[0] if len(score_parts) == 1 else np.concatenate(score_parts)
+        return Stream(*top_k(ids, scores, k, snapshot))

@@ -1,0 +1,23 @@
+"""Build step for the one compiled part: the vector scorer's scan (src/weftsearch/_probe.c).
+
+Everything else is in pyproject.toml. The library has no Python.h dependency
+(it is loaded with ctypes) and is optional: where it cannot be compiled, the
+install still succeeds and the scorer computes the same scores with numpy
+(see weftsearch.engine.kernels).
+"""
+
+import sys
+
+from setuptools import Extension, setup
+
+# No contraction into fused multiply-adds and no fast-math: the scan must divide
+# exactly as numpy does, so both paths give the same bits.
+FLAGS = [] if sys.platform == "win32" else ["-O2", "-ffp-contract=off", "-fno-fast-math"]
+
+setup(
+    ext_modules=[
+        Extension(
+            "weftsearch._probe", sources=["src/weftsearch/_probe.c"], extra_compile_args=FLAGS, optional=True
+        )
+    ]
+)

@@ -1,0 +1,250 @@
+/*
+ * The vector scorer's per-segment scan in one call: rank the IVF lists, read the
+ * probed rows (or every row), divide by the row norms, keep the k best and
+ * every tie with the k-th.
+ *
+ * Why C: the work per query is a few microseconds of arithmetic wrapped in
+ * about 25 numpy calls of 1-3 us each (docs/BENCHMARKS.md); one foreign call
+ * removes the wrapping. Why no Python.h: the library is loaded with ctypes,
+ * so it builds wherever a C compiler does, with or without Python's headers.
+ *
+ * The inner product is not computed here: the caller passes faiss's own
+ * fvec_inner_product, the function faiss's fvec_inner_products_by_idx calls
+ * per row, so every score is the same bits as on the numpy path
+ * (weftsearch.engine.kernels) and a document's score never depends on the
+ * path that found it. Division is plain IEEE float division (built with
+ * -ffp-contract=off, no fast-math), as numpy's float32 divide.
+ *
+ * The rules, which the Python path follows too (tests compare both):
+ *  - usable rows: id >= 0 and norm > 0 (a NaN norm is not > 0);
+ *  - lists: the nprobe largest closeness values (centroid . query), ties to
+ *    the lower list, a NaN closeness never chosen;
+ *  - selection: with n <= k candidates all are kept; otherwise every score
+ *    >= the k-th largest number is kept (NaN never), or every number when
+ *    fewer than k are numbers.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+typedef float (*weft_dot_fn)(const float *, const float *, size_t);
+
+/* Min-heap of floats: the root is the smallest of the k best seen. */
+static void sift_down_float(float *heap, int64_t size, int64_t at) {
+    for (;;) {
+        int64_t left = 2 * at + 1, smallest = at;
+        if (left < size && heap[left] < heap[smallest]) smallest = left;
+        if (left + 1 < size && heap[left + 1] < heap[smallest]) smallest = left + 1;
+        if (smallest == at) return;
+        float swap = heap[at];
+        heap[at] = heap[smallest];
+        heap[smallest] = swap;
+        at = smallest;
+    }
+}
+
+static void sift_up_float(float *heap, int64_t at) {
+    while (at > 0) {
+        int64_t parent = (at - 1) / 2;
+        if (!(heap[at] < heap[parent])) return;
+        float swap = heap[at];
+        heap[at] = heap[parent];
+        heap[parent] = swap;
+        at = parent;
+    }
+}
+
+/* List l is worse than list m: lower closeness, or equal closeness and a higher number. */
+static int list_worse(const float *closeness, int64_t l, int64_t m) {
+    return closeness[l] < closeness[m] || (closeness[l] == closeness[m] && l > m);
+}
+
+static void sift_down_list(int64_t *heap, int64_t size, int64_t at, const float *closeness) {
+    for (;;) {
+        int64_t left = 2 * at + 1, worst = at;
+        if (left < size && list_worse(closeness, heap[left], heap[worst])) worst = left;
+        if (left + 1 < size && list_worse(closeness, heap[left + 1], heap[worst])) worst = left + 1;
+        if (worst == at) return;
+        int64_t swap = heap[at];
+        heap[at] = heap[worst];
+        heap[worst] = swap;
+        at = worst;
+    }
+}
+
+static void sift_up_list(int64_t *heap, int64_t at, const float *closeness) {
+    while (at > 0) {
+        int64_t parent = (at - 1) / 2;
+        if (!list_worse(closeness, heap[at], heap[parent])) return;
+        int64_t swap = heap[at];
+        heap[at] = heap[parent];
+        heap[parent] = swap;
+        at = parent;
+    }
+}
+
+static int compare_int64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/*
+ * Choose the lists to probe. Writes up to nprobe list numbers, ascending, to
+ * chosen; returns how many (fewer when lists have NaN closeness), or -1 when
+ * out of memory.
+ */
+int64_t weft_nearest_lists(weft_dot_fn dot, const float *query, int64_t dim, const float *centroids,
+                           int64_t nlist, int64_t nprobe, int64_t *chosen) {
+    float *closeness = malloc((size_t)(nlist > 0 ? nlist : 1) * sizeof(float));
+    if (closeness == NULL) return -1;
+    int64_t size = 0;
+    for (int64_t l = 0; l < nlist; l++) {
+        closeness[l] = dot(query, centroids + l * dim, (size_t)dim);
+        if (isnan(closeness[l])) continue;
+        if (size < nprobe) {
+            chosen[size] = l;
+            sift_up_list(chosen, size, closeness);
+            size++;
+        } else if (list_worse(closeness, chosen[0], l)) {
+            chosen[0] = l;
+            sift_down_list(chosen, size, 0, closeness);
+        }
+    }
+    free(closeness);
+    /* Row order: the probed lists are read front to back through the matrix. */
+    qsort(chosen, (size_t)size, sizeof(int64_t), compare_int64);
+    return size;
+}
+
+typedef struct {
+    float score;
+    int64_t id;
+} scored_id;
+
+/*
+ * The candidates of one scan, kept in one pass: a min-heap of the k best
+ * numbers so far, and a growing store of every candidate that was at least
+ * the heap's minimum when it arrived (the minimum only rises, so every final
+ * member is stored), plus the NaNs while no more than k candidates have been
+ * seen (they are kept only when n <= k).
+ */
+typedef struct {
+    int64_t k, seen, heap_size, stored, capacity;
+    float *heap;
+    scored_id *store;
+    int failed;
+} selection;
+
+static void offer(selection *sel, float score, int64_t id) {
+    sel->seen++;
+    if (isnan(score)) {
+        if (sel->seen > sel->k) return;
+    } else if (sel->heap_size < sel->k) {
+        sel->heap[sel->heap_size] = score;
+        sift_up_float(sel->heap, sel->heap_size);
+        sel->heap_size++;
+    } else if (score >= sel->heap[0]) {
+        if (score > sel->heap[0]) {
+            sel->heap[0] = score;
+            sift_down_float(sel->heap, sel->heap_size, 0);
+        }
+    } else {
+        return;
+    }
+    if (sel->stored == sel->capacity) {
+        int64_t capacity = 2 * sel->capacity;
+        scored_id *grown = realloc(sel->store, (size_t)capacity * sizeof(scored_id));
+        if (grown == NULL) {
+            sel->failed = 1;
+            return;
+        }
+        sel->store = grown;
+        sel->capacity = capacity;
+    }
+    sel->store[sel->stored].score = score;
+    sel->store[sel->stored].id = id;
+    sel->stored++;
+}
+
+/* Keep the final members at the front of the store; returns their number. */
+static int64_t settle(selection *sel) {
+    if (sel->seen <= sel->k) return sel->stored; /* n <= k: every candidate, NaN included */
+    int full = sel->heap_size == sel->k;
+    float kth = full ? sel->heap[0] : 0.0f;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < sel->stored; i++) {
+        float score = sel->store[i].score;
+        /* Fewer than k numbers: every number is kept. */
+        if (isnan(score) || (full && score < kth)) continue;
+        sel->store[kept++] = sel->store[i];
+    }
+    return kept;
+}
+
+/* Offer rows [start, end) that are usable (live, non-zero norm). */
+static void scan_range(weft_dot_fn dot, const float *query, int64_t dim, const float *matrix,
+                       const float *norms, const int64_t *ids, int64_t start, int64_t end, selection *sel) {
+    for (int64_t r = start; r < end && !sel->failed; r++) {
+        float norm = norms[r];
+        if (ids[r] < 0 || !(norm > 0.0f)) continue;
+        offer(sel, dot(query, matrix + r * dim, (size_t)dim) / norm, ids[r]);
+    }
+}
+
+/* Best first: higher score, then lower id; NaN after every number (numpy's sort order). */
+static int compare_scored(const void *a, const void *b) {
+    const scored_id *x = a, *y = b;
+    int x_nan = isnan(x->score), y_nan = isnan(y->score);
+    if (x_nan != y_nan) return x_nan - y_nan;
+    if (!x_nan && x->score != y->score) return x->score > y->score ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/*
+ * One segment's candidates for one query.
+ *
+ * query: the unit query (dim floats). matrix: row_count x dim floats, C
+ * order. norms, ids: one per row. centroids: nlist x dim floats and offsets:
+ * nlist + 1 row offsets; nprobe == 0 scans every row. Returns the number of
+ * kept candidates, or -1 when out of memory. When that number is at most
+ * out_capacity, ids_out/scores_out hold them as (internal id, cosine), best
+ * first: score descending, then id ascending, NaN last; otherwise nothing is
+ * written (call again with room for them).
+ * O(nlist * dim + scanned * dim + stored * log k + kept * log kept).
+ */
+int64_t weft_probe_scan(weft_dot_fn dot, const float *query, int64_t dim, const float *matrix,
+                        int64_t row_count, const float *norms, const int64_t *ids, const float *centroids,
+                        const uint64_t *offsets, int64_t nlist, int64_t nprobe, int64_t k, int64_t *ids_out,
+                        double *scores_out, int64_t out_capacity) {
+    selection sel = {k, 0, 0, 0, 64, NULL, NULL, 0};
+    sel.heap = malloc((size_t)(k > 0 ? k : 1) * sizeof(float));
+    sel.store = malloc((size_t)sel.capacity * sizeof(scored_id));
+    int64_t *chosen = nprobe > 0 ? malloc((size_t)nprobe * sizeof(int64_t)) : NULL;
+    int64_t kept = -1;
+    if (sel.heap == NULL || sel.store == NULL || (nprobe > 0 && chosen == NULL)) goto done;
+    if (nprobe <= 0) {
+        scan_range(dot, query, dim, matrix, norms, ids, 0, row_count, &sel);
+    } else {
+        int64_t lists = weft_nearest_lists(dot, query, dim, centroids, nlist, nprobe, chosen);
+        if (lists < 0) goto done;
+        for (int64_t i = 0; i < lists; i++) {
+            int64_t l = chosen[i];
+            scan_range(dot, query, dim, matrix, norms, ids, (int64_t)offsets[l], (int64_t)offsets[l + 1], &sel);
+        }
+    }
+    if (sel.failed) goto done;
+    kept = settle(&sel);
+    if (kept <= out_capacity) {
+        qsort(sel.store, (size_t)kept, sizeof(scored_id), compare_scored);
+        for (int64_t i = 0; i < kept; i++) {
+            ids_out[i] = sel.store[i].id;
+            scores_out[i] = (double)sel.store[i].score;
+        }
+    }
+done:
+    free(chosen);
+    free(sel.store);
+    free(sel.heap);
+    return kept;
+}
