@@ -27,8 +27,71 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define WEFT_X86 1
+#endif
 
 typedef float (*weft_dot_fn)(const float *, const float *, size_t);
+
+/*
+ * float16 rows are widened to float32, one row at a time into a buffer, and
+ * then go through the same dot as float32 rows. Widening is exact (every
+ * half is a float), so a float16 row scores the bits the numpy path gives it
+ * after its own exact conversion.
+ */
+static float half_to_float(uint16_t half) {
+    uint32_t sign = (uint32_t)(half & 0x8000u) << 16;
+    uint32_t exponent = (half >> 10) & 0x1fu;
+    uint32_t mantissa = half & 0x3ffu;
+    uint32_t bits;
+    if (exponent == 0x1fu) {
+        bits = sign | 0x7f800000u | (mantissa << 13); /* inf, NaN */
+    } else if (exponent != 0) {
+        bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+    } else if (mantissa == 0) {
+        bits = sign;
+    } else { /* subnormal half: a normal float */
+        exponent = 113u;
+        while (!(mantissa & 0x400u)) {
+            mantissa <<= 1;
+            exponent--;
+        }
+        bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
+    }
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+static void widen_portable(float *out, const uint16_t *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = half_to_float(in[i]);
+}
+
+#ifdef WEFT_X86
+__attribute__((target("avx,f16c"))) static void widen_f16c(float *out, const uint16_t *in, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i halves = _mm_loadu_si128((const __m128i *)(in + i));
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(halves));
+    }
+    for (; i < n; i++) out[i] = half_to_float(in[i]);
+}
+#endif
+
+typedef void (*widen_fn)(float *, const uint16_t *, int64_t);
+
+static widen_fn choose_widen(void) {
+#ifdef WEFT_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) return widen_f16c;
+#endif
+    return widen_portable;
+}
+
+/* Widen n halves to floats: exported so the tests can check it against numpy on every half. */
+void weft_widen_halves(float *out, const uint16_t *in, int64_t n) { choose_widen()(out, in, n); }
 
 /* Min-heap of floats: the root is the smallest of the k best seen. */
 static void sift_down_float(float *heap, int64_t size, int64_t at) {
@@ -182,13 +245,32 @@ static int64_t settle(selection *sel) {
     return kept;
 }
 
+/* The rows being scanned: float32, or float16 widened a row at a time into `row`. */
+typedef struct {
+    weft_dot_fn dot;
+    const float *query;
+    int64_t dim;
+    const void *matrix;
+    int half;
+    widen_fn widen;
+    float *row;
+} rows_view;
+
 /* Offer rows [start, end) that are usable (live, non-zero norm). */
-static void scan_range(weft_dot_fn dot, const float *query, int64_t dim, const float *matrix,
-                       const float *norms, const int64_t *ids, int64_t start, int64_t end, selection *sel) {
+static void scan_range(const rows_view *view, const float *norms, const int64_t *ids, int64_t start, int64_t end,
+                       selection *sel) {
+    const size_t dim = (size_t)view->dim;
     for (int64_t r = start; r < end && !sel->failed; r++) {
         float norm = norms[r];
         if (ids[r] < 0 || !(norm > 0.0f)) continue;
-        offer(sel, dot(query, matrix + r * dim, (size_t)dim) / norm, ids[r]);
+        const float *row;
+        if (view->half) {
+            view->widen(view->row, (const uint16_t *)view->matrix + r * view->dim, view->dim);
+            row = view->row;
+        } else {
+            row = (const float *)view->matrix + r * view->dim;
+        }
+        offer(sel, view->dot(view->query, row, dim) / norm, ids[r]);
     }
 }
 
@@ -204,8 +286,8 @@ static int compare_scored(const void *a, const void *b) {
 /*
  * One segment's candidates for one query.
  *
- * query: the unit query (dim floats). matrix: row_count x dim floats, C
- * order. norms, ids: one per row. centroids: nlist x dim floats and offsets:
+ * query: the unit query (dim floats). matrix: row_count x dim, C order,
+ * floats, or IEEE halves when half is 1. norms, ids: one per row. centroids: nlist x dim floats and offsets:
  * nlist + 1 row offsets; nprobe == 0 scans every row. Returns the number of
  * kept candidates, or -1 when out of memory. When that number is at most
  * out_capacity, ids_out/scores_out hold them as (internal id, cosine), best
@@ -213,24 +295,30 @@ static int compare_scored(const void *a, const void *b) {
  * written (call again with room for them).
  * O(nlist * dim + scanned * dim + stored * log k + kept * log kept).
  */
-int64_t weft_probe_scan(weft_dot_fn dot, const float *query, int64_t dim, const float *matrix,
+int64_t weft_probe_scan(weft_dot_fn dot, const float *query, int64_t dim, const void *matrix, int64_t half,
                         int64_t row_count, const float *norms, const int64_t *ids, const float *centroids,
                         const uint64_t *offsets, int64_t nlist, int64_t nprobe, int64_t k, int64_t *ids_out,
                         double *scores_out, int64_t out_capacity) {
     selection sel = {k, 0, 0, 0, 64, NULL, NULL, 0};
+    rows_view view = {dot, query, dim, matrix, half != 0, NULL, NULL};
     sel.heap = malloc((size_t)(k > 0 ? k : 1) * sizeof(float));
     sel.store = malloc((size_t)sel.capacity * sizeof(scored_id));
     int64_t *chosen = nprobe > 0 ? malloc((size_t)nprobe * sizeof(int64_t)) : NULL;
     int64_t kept = -1;
+    if (view.half) {
+        view.widen = choose_widen();
+        view.row = malloc((size_t)(dim > 0 ? dim : 1) * sizeof(float));
+        if (view.row == NULL) goto done;
+    }
     if (sel.heap == NULL || sel.store == NULL || (nprobe > 0 && chosen == NULL)) goto done;
     if (nprobe <= 0) {
-        scan_range(dot, query, dim, matrix, norms, ids, 0, row_count, &sel);
+        scan_range(&view, norms, ids, 0, row_count, &sel);
     } else {
         int64_t lists = weft_nearest_lists(dot, query, dim, centroids, nlist, nprobe, chosen);
         if (lists < 0) goto done;
         for (int64_t i = 0; i < lists; i++) {
             int64_t l = chosen[i];
-            scan_range(dot, query, dim, matrix, norms, ids, (int64_t)offsets[l], (int64_t)offsets[l + 1], &sel);
+            scan_range(&view, norms, ids, (int64_t)offsets[l], (int64_t)offsets[l + 1], &sel);
         }
     }
     if (sel.failed) goto done;
@@ -243,6 +331,7 @@ int64_t weft_probe_scan(weft_dot_fn dot, const float *query, int64_t dim, const 
         }
     }
 done:
+    free(view.row);
     free(chosen);
     free(sel.store);
     free(sel.heap);

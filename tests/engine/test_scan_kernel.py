@@ -54,7 +54,7 @@ def test_the_switch_turns_it_off(numpy_path: None) -> None:
 
 
 def reference(
-    matrix: NDArray[np.float32],
+    matrix: NDArray[np.floating],
     norms: NDArray[np.float32],
     ids: NDArray[np.int64],
     centroids: NDArray[np.float32] | None,
@@ -101,12 +101,13 @@ def unit(vector: NDArray[np.float32]) -> tuple[NDArray[np.float32], np.float32]:
     nlist=st.integers(1, 12),
     nprobe=st.integers(0, 14),
     k=st.integers(1, 170),
-    edges=st.sets(st.sampled_from(["deleted", "zero", "huge", "nan_centroid", "twin_centroids"])),
+    edges=st.sets(st.sampled_from(["deleted", "zero", "huge", "nan_centroid", "twin_centroids", "half"])),
     seed=st.integers(0, 2**16),
 )
 def test_the_compiled_scan_follows_the_written_rules(
     rows: int, dim: int, pool: int, nlist: int, nprobe: int, k: int, edges: set[str], seed: int
 ) -> None:
+    # "half": a float16 matrix, widened row by row inside the scan; "huge" rows are then inf.
     rng = np.random.default_rng(seed)
     # Rows drawn from a small pool of vectors, so equal scores (ties) are common.
     vectors = rng.standard_normal((pool, dim)).astype(np.float32)
@@ -118,7 +119,13 @@ def test_the_compiled_scan_follows_the_written_rules(
         matrix[rng.random(rows) < 0.2] = 0.0
     if "huge" in edges:  # the dot and the norm overflow: inf / inf is NaN
         matrix[rng.random(rows) < 0.2] = 1e30
-    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float32))
+    stored: NDArray[np.floating] = matrix
+    if "half" in edges:
+        with np.errstate(over="ignore"):
+            stored = matrix.astype(np.float16)
+        matrix = stored.astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float32))
     centroids = rng.standard_normal((nlist, dim)).astype(np.float32)
     if "twin_centroids" in edges and nlist > 1:
         centroids[-1] = centroids[0]
@@ -128,10 +135,10 @@ def test_the_compiled_scan_follows_the_written_rules(
     offsets = np.concatenate([[0], cuts, [rows]]).astype(np.uint64)
     query = rng.standard_normal(dim).astype(np.float32)
     vector, norm = unit(query)
-    kernel = ScanKernel.for_block(matrix, norms, ids, centroids, offsets)
+    kernel = ScanKernel.for_block(stored, norms, ids, centroids, offsets)
     assert kernel is not None
     with np.errstate(over="ignore", invalid="ignore"):
-        expected = reference(matrix, norms, ids, centroids, offsets, query / norm, nprobe, k)
+        expected = reference(stored, norms, ids, centroids, offsets, query / norm, nprobe, k)
     expected_ids, expected_scores = expected
     got_ids, got_scores = kernel(vector, norm, nprobe, k)
     assert got_ids.tolist() == expected_ids
@@ -156,11 +163,31 @@ def test_more_ties_than_the_result_buffer_holds() -> None:
     assert kernel(vector, norm, 0, 5, first=5)[0].tolist() == [0, 1, 2, 3, 4]
 
 
+@needs_compiled
+def test_every_half_widens_as_numpy_widens_it() -> None:
+    import ctypes
+
+    path = kernels._library_path()
+    assert path is not None
+    widen = ctypes.CDLL(str(path)).weft_widen_halves
+    widen.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    halves = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    got = np.empty(65536, dtype=np.float32)
+    widen(got.ctypes.data, halves.ctypes.data, 65536)
+    expected = halves.view(np.float16).astype(np.float32)
+    finite = ~np.isnan(expected)
+    assert got[finite].tobytes() == expected[finite].tobytes()  # subnormals, zeros, infinities included
+    assert np.isnan(got[~finite]).all()
+    # The tail after the last whole group of 8 goes through the portable conversion.
+    widen(got.ctypes.data, halves[5:].ctypes.data, 13)
+    assert got[:13].tobytes() == expected[5:18].tobytes()
+
+
 def test_layouts_the_compiled_scan_does_not_read_go_to_numpy() -> None:
     matrix = np.ones((8, 4), dtype=np.float32)
     norms = np.full(8, 2.0, dtype=np.float32)
     ids = np.arange(8, dtype=np.int64)
-    assert ScanKernel.for_block(matrix.astype(np.float16), norms, ids, None, None) is None
+    assert ScanKernel.for_block(matrix.astype(np.float64), norms, ids, None, None) is None
     assert ScanKernel.for_block(np.ones((8, 8), dtype=np.float32)[:, ::2], norms, ids, None, None) is None
     assert ScanKernel.for_block(matrix, norms, ids.astype(np.int32), None, None) is None
     assert ScanKernel.for_block(matrix, norms[:4], ids, None, None) is None

@@ -12,12 +12,22 @@ row-wise determinism of ``einsum``. docs/BENCHMARKS.md has the measurements.
 
 Determinism holds on one machine (the SIMD width faiss dispatches to is fixed
 per CPU); across CPU kinds the last bit may differ, as with any float kernel.
+
+:class:`ScanKernel` is the vector scorer's whole per-segment step (rank the
+IVF lists, score the probed rows, divide by the norms, keep the k best and
+their ties) in one call into ``_probe.c``, a C library loaded with ctypes
+that calls the very faiss function ``fvec_inner_products_by_idx`` calls per
+row. Why: the arithmetic of a small probe takes microseconds, and the numpy
+version of the same step was about 25 numpy calls of 1-3 us each around it.
+The compiled scan is optional (built where a C compiler is, turned off by
+:data:`DISABLE_VARIABLE`); the numpy path gives the same results to the bit.
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib.machinery
+import itertools
 import os
 import threading
 from collections.abc import Callable
@@ -217,8 +227,10 @@ def _compiled_scan() -> tuple[Callable[..., int], int] | None:
         return None
     if dot is None:
         return None
-    function.argtypes = [_POINTER, _POINTER, _INT, _POINTER, _INT, _POINTER, _POINTER, _POINTER, _POINTER]
-    function.argtypes += [_INT, _INT, _INT, _POINTER, _POINTER, _INT]
+    # dot, query, dim, matrix, half, rows, norms, ids, centroids, offsets,
+    # nlist, nprobe, k, ids_out, scores_out, out_capacity (see _probe.c).
+    function.argtypes = [_POINTER, _POINTER, _INT, _POINTER, _INT, _INT, _POINTER, _POINTER]
+    function.argtypes += [_POINTER, _POINTER, _INT, _INT, _INT, _POINTER, _POINTER, _INT]
     function.restype = _INT
     bound: tuple[Callable[..., int], int] = (function, dot)
     return bound if _agrees_with_numpy(bound) else None
@@ -226,9 +238,10 @@ def _compiled_scan() -> tuple[Callable[..., int], int] | None:
 
 def _agrees_with_numpy(compiled: tuple[Callable[..., int], int]) -> bool:
     rng = np.random.default_rng(0)
-    for dim in (1, 3, 16, 33, 384):
-        matrix = rng.standard_normal((50, dim)).astype(np.float32)
-        norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float32))
+    for dim, dtype in itertools.product((1, 3, 16, 33, 384), (np.float32, np.float16)):
+        matrix = rng.standard_normal((50, dim)).astype(dtype)
+        wide = matrix.astype(np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", wide, wide, dtype=np.float32))
         ids = np.arange(50, dtype=np.int64)
         query = rng.standard_normal(dim).astype(np.float32)
         norm = np.sqrt(query.dot(query))
@@ -293,15 +306,17 @@ class ScanKernel:
     Use :meth:`for_block`, which returns ``None`` where the compiled scan
     cannot serve (not built, turned off, or arrays in another layout, such as
     a float16 matrix). Thread-safe: each thread writes its own buffers, and
-    the call releases the GIL. The arrays must outlive the kernel (it holds
-    references).
+    the call releases the GIL. A float16 matrix is read as it is stored:
+    each probed row is widened (exactly; F16C where the CPU has it) just
+    before its dot product, never the whole matrix. The arrays must outlive
+    the kernel (it holds references).
     """
 
     __slots__ = ("_arrays", "_call", "_dim", "_fixed", "_rows")
 
     def __init__(
         self,
-        matrix: NDArray[np.float32],
+        matrix: NDArray[np.floating],
         norms: NDArray[np.float32],
         ids: NDArray[np.int64],
         centroids: NDArray[np.float32] | None,
@@ -319,6 +334,7 @@ class ScanKernel:
             None,  # the query buffer's address, filled per call
             self._dim,
             matrix.ctypes.data,
+            int(matrix.dtype == np.float16),
             self._rows,
             norms.ctypes.data,
             ids.ctypes.data,
@@ -338,15 +354,16 @@ class ScanKernel:
     ) -> ScanKernel | None:
         """A kernel for these arrays, or ``None`` when the numpy path must serve them.
 
-        The compiled scan reads float32 C-order matrices (rows x dim,
-        centroids nlist x dim), float32 norms, int64 ids and uint64 list
-        offsets, all contiguous; anything else goes to the numpy path.
+        The compiled scan reads float32 or float16 C-order matrices (rows x
+        dim; centroids float32, nlist x dim), float32 norms, int64 ids and
+        uint64 list offsets, all contiguous; anything else goes to the numpy
+        path.
         """
         compiled = _compiled_scan()
         if compiled is None or matrix.ndim != 2 or matrix.shape[0] == 0:
             return None
         layouts = [
-            (matrix, np.float32),
+            (matrix, np.float16 if matrix.dtype == np.float16 else np.float32),
             (norms, np.float32),
             (ids, np.int64),
             (centroids, np.float32),
@@ -385,7 +402,7 @@ class ScanKernel:
         scratch = _scratch
         np.divide(vector, norm, out=scratch.query_of_width(self._dim))
         fixed = self._fixed
-        if fixed[7] is None:
+        if fixed[8] is None:
             nprobe = 0
         while True:
             kept = self._call(
