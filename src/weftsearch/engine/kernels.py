@@ -305,14 +305,14 @@ class ScanKernel:
 
     Use :meth:`for_block`, which returns ``None`` where the compiled scan
     cannot serve (not built, turned off, or arrays in another layout, such as
-    a float16 matrix). Thread-safe: each thread writes its own buffers, and
+    a strided view). Thread-safe: each thread writes its own buffers, and
     the call releases the GIL. A float16 matrix is read as it is stored:
     each probed row is widened (exactly; F16C where the CPU has it) just
     before its dot product, never the whole matrix. The arrays must outlive
     the kernel (it holds references).
     """
 
-    __slots__ = ("_arrays", "_call", "_dim", "_fixed", "_rows")
+    __slots__ = ("_arrays", "_block", "_call", "_dim", "_dot", "_has_lists")
 
     def __init__(
         self,
@@ -323,24 +323,21 @@ class ScanKernel:
         offsets: NDArray[np.uint64] | None,
         compiled: tuple[Callable[..., int], int],
     ) -> None:
-        function, dot = compiled
+        self._call, self._dot = compiled
         self._arrays = (matrix, norms, ids, centroids, offsets)
-        self._rows = int(matrix.shape[0])
         self._dim = int(matrix.shape[1])
-        nlist = 0 if centroids is None else int(centroids.shape[0])
-        self._call = function
-        self._fixed = (
-            dot,
-            None,  # the query buffer's address, filled per call
+        self._has_lists = centroids is not None
+        # The block's arguments after the query, in _probe.c's order, addresses taken once.
+        self._block = (
             self._dim,
             matrix.ctypes.data,
             int(matrix.dtype == np.float16),
-            self._rows,
+            int(matrix.shape[0]),
             norms.ctypes.data,
             ids.ctypes.data,
             None if centroids is None else centroids.ctypes.data,
             None if offsets is None else offsets.ctypes.data,
-            nlist,
+            0 if centroids is None else int(centroids.shape[0]),
         )
 
     @classmethod
@@ -401,14 +398,13 @@ class ScanKernel:
         """
         scratch = _scratch
         np.divide(vector, norm, out=scratch.query_of_width(self._dim))
-        fixed = self._fixed
-        if fixed[8] is None:
+        if not self._has_lists:
             nprobe = 0
         while True:
             kept = self._call(
-                fixed[0],
+                self._dot,
                 scratch.query_address,
-                *fixed[2:],
+                *self._block,
                 nprobe,
                 k,
                 scratch.ids_address,
