@@ -227,7 +227,7 @@ def _compiled_scan() -> tuple[Callable[..., int], int] | None:
         return None
     if dot is None:
         return None
-    # dot, query, dim, matrix, half, rows, norms, ids, centroids, offsets,
+    # dot, query, dim, matrix, half, rows, divisors, ids, centroids, offsets,
     # nlist, nprobe, k, ids_out, scores_out, out_capacity (see _probe.c).
     function.argtypes = [_POINTER, _POINTER, _INT, _POINTER, _INT, _INT, _POINTER, _POINTER]
     function.argtypes += [_POINTER, _POINTER, _INT, _INT, _INT, _POINTER, _POINTER, _INT]
@@ -295,13 +295,17 @@ class ScanKernel:
     """One vector block's probe, score and select in a single compiled call (``_probe.c``).
 
     For one query it ranks the block's IVF lists (or takes every row), scores
-    the usable rows of the probed lists (id >= 0, norm > 0) as the inner
-    product with the unit query divided by the row's norm, and keeps the
-    ``k`` best and every tie with the ``k``-th, sorted by score (descending)
+    the usable rows of the probed lists (id >= 0, divisor > 0) as the inner
+    product with ``vector / norm`` divided by the row's divisor, and keeps
+    the ``k`` best and every tie with the ``k``-th, sorted by score (descending)
     then internal id. Scores are bit for bit those of :func:`inner_products`
-    divided by the norms in numpy (the same faiss kernel computes each row;
+    divided by the divisors in numpy (the same faiss kernel computes each row;
     :func:`_compiled_scan` checks it on load), and the list and tie rules are
     the numpy path's, so which path runs never changes a result.
+
+    The metric stays the caller's: the vector scorer passes the row norms as
+    divisors and the query's norm, which makes the score a cosine; the
+    kernel only multiplies, divides and selects.
 
     Use :meth:`for_block`, which returns ``None`` where the compiled scan
     cannot serve (not built, turned off, or arrays in another layout, such as
@@ -317,14 +321,14 @@ class ScanKernel:
     def __init__(
         self,
         matrix: NDArray[np.floating],
-        norms: NDArray[np.float32],
+        divisors: NDArray[np.float32],
         ids: NDArray[np.int64],
         centroids: NDArray[np.float32] | None,
         offsets: NDArray[np.uint64] | None,
         compiled: tuple[Callable[..., int], int],
     ) -> None:
         self._call, self._dot = compiled
-        self._arrays = (matrix, norms, ids, centroids, offsets)
+        self._arrays = (matrix, divisors, ids, centroids, offsets)
         self._dim = int(matrix.shape[1])
         self._has_lists = centroids is not None
         # The block's arguments after the query, in _probe.c's order, addresses taken once.
@@ -333,7 +337,7 @@ class ScanKernel:
             matrix.ctypes.data,
             int(matrix.dtype == np.float16),
             int(matrix.shape[0]),
-            norms.ctypes.data,
+            divisors.ctypes.data,
             ids.ctypes.data,
             None if centroids is None else centroids.ctypes.data,
             None if offsets is None else offsets.ctypes.data,
@@ -344,7 +348,7 @@ class ScanKernel:
     def for_block(
         cls,
         matrix: NDArray[np.floating],
-        norms: NDArray[np.float32],
+        divisors: NDArray[np.float32],
         ids: NDArray[np.int64],
         centroids: NDArray[np.float32] | None,
         offsets: NDArray[np.uint64] | None,
@@ -352,7 +356,7 @@ class ScanKernel:
         """A kernel for these arrays, or ``None`` when the numpy path must serve them.
 
         The compiled scan reads float32 or float16 C-order matrices (rows x
-        dim; centroids float32, nlist x dim), float32 norms, int64 ids and
+        dim; centroids float32, nlist x dim), float32 divisors, int64 ids and
         uint64 list offsets, all contiguous; anything else goes to the numpy
         path.
         """
@@ -361,7 +365,7 @@ class ScanKernel:
             return None
         layouts = [
             (matrix, np.float16 if matrix.dtype == np.float16 else np.float32),
-            (norms, np.float32),
+            (divisors, np.float32),
             (ids, np.int64),
             (centroids, np.float32),
             (offsets, np.uint64),
@@ -369,7 +373,7 @@ class ScanKernel:
         for array, dtype in layouts:
             if array is not None and not (array.dtype == dtype and array.flags.c_contiguous):
                 return None
-        if norms.shape[0] != matrix.shape[0] or ids.shape[0] != matrix.shape[0]:
+        if divisors.shape[0] != matrix.shape[0] or ids.shape[0] != matrix.shape[0]:
             return None
         if centroids is not None and (
             offsets is None
@@ -377,7 +381,7 @@ class ScanKernel:
             or offsets.shape[0] != centroids.shape[0] + 1
         ):
             return None
-        return cls(matrix, norms, ids, centroids, offsets, compiled)
+        return cls(matrix, divisors, ids, centroids, offsets, compiled)
 
     def __call__(
         self, vector: NDArray[np.float32], norm: np.float32, nprobe: int, k: int, first: int | None = None
