@@ -442,7 +442,11 @@ def part_synthetic(kind: str, n: int, n_queries: int, nprobes: Sequence[int], ex
 
 
 def kernels(snapshot: Snapshot, queries: Matrix, ivf: Any, nprobe: int = DEFAULT_NPROBE) -> str:
-    """Where the time goes at ``nprobe``: probe alone, probe + row-wise einsum, probe + BLAS, faiss."""
+    """Where the time goes at ``nprobe``: probe alone, probe + row-wise einsum, probe + BLAS, faiss.
+
+    The einsum and BLAS loops are the designs the scorer replaced (docs/BENCHMARKS.md); the
+    scorer itself is timed in the table.
+    """
     [block] = snapshot.vector_blocks()
     units = [q / np.linalg.norm(q) for q in queries]
     ranges = [block.probe(u, nprobe) or [(0, block.matrix.shape[0])] for u in units]
@@ -474,7 +478,7 @@ def kernels(snapshot: Snapshot, queries: Matrix, ivf: Any, nprobe: int = DEFAULT
     return (
         f"Where the time goes at nprobe {nprobe} (q/s of each loop alone, same queries): "
         f"`probe` (centroid ranking) {rate(probe_only):,.0f}; probe + row-wise `einsum` over the ranges "
-        f"(what the scorer computes) {rate(einsum):,.0f}; probe + BLAS matrix-vector products instead "
+        f"(the scorer's first design) {rate(einsum):,.0f}; probe + BLAS matrix-vector products instead "
         f"{rate(blas):,.0f}; the whole `VectorScorer.score` is in the table; faiss search {faiss_qps:,.0f}."
     )
 

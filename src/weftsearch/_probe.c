@@ -93,97 +93,75 @@ static widen_fn choose_widen(void) {
 /* Widen n halves to floats: exported so the tests can check it against numpy on every half. */
 void weft_widen_halves(float *out, const uint16_t *in, int64_t n) { choose_widen()(out, in, n); }
 
-/* Min-heap of floats: the root is the smallest of the k best seen. */
-static void sift_down_float(float *heap, int64_t size, int64_t at) {
-    for (;;) {
-        int64_t left = 2 * at + 1, smallest = at;
-        if (left < size && heap[left] < heap[smallest]) smallest = left;
-        if (left + 1 < size && heap[left + 1] < heap[smallest]) smallest = left + 1;
-        if (smallest == at) return;
-        float swap = heap[at];
-        heap[at] = heap[smallest];
-        heap[smallest] = swap;
-        at = smallest;
-    }
-}
-
-static void sift_up_float(float *heap, int64_t at) {
-    while (at > 0) {
-        int64_t parent = (at - 1) / 2;
-        if (!(heap[at] < heap[parent])) return;
-        float swap = heap[at];
-        heap[at] = heap[parent];
-        heap[parent] = swap;
-        at = parent;
-    }
-}
-
-/* List l is worse than list m: lower closeness, or equal closeness and a higher number. */
-static int list_worse(const float *closeness, int64_t l, int64_t m) {
-    return closeness[l] < closeness[m] || (closeness[l] == closeness[m] && l > m);
-}
-
-static void sift_down_list(int64_t *heap, int64_t size, int64_t at, const float *closeness) {
-    for (;;) {
-        int64_t left = 2 * at + 1, worst = at;
-        if (left < size && list_worse(closeness, heap[left], heap[worst])) worst = left;
-        if (left + 1 < size && list_worse(closeness, heap[left + 1], heap[worst])) worst = left + 1;
-        if (worst == at) return;
-        int64_t swap = heap[at];
-        heap[at] = heap[worst];
-        heap[worst] = swap;
-        at = worst;
-    }
-}
-
-static void sift_up_list(int64_t *heap, int64_t at, const float *closeness) {
-    while (at > 0) {
-        int64_t parent = (at - 1) / 2;
-        if (!list_worse(closeness, heap[at], heap[parent])) return;
-        int64_t swap = heap[at];
-        heap[at] = heap[parent];
-        heap[parent] = swap;
-        at = parent;
-    }
-}
-
-static int compare_int64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/*
- * Choose the lists to probe. Writes up to nprobe list numbers, ascending, to
- * chosen; returns how many (fewer when lists have NaN closeness), or -1 when
- * out of memory.
- */
-int64_t weft_nearest_lists(weft_dot_fn dot, const float *query, int64_t dim, const float *centroids,
-                           int64_t nlist, int64_t nprobe, int64_t *chosen) {
-    float *closeness = malloc((size_t)(nlist > 0 ? nlist : 1) * sizeof(float));
-    if (closeness == NULL) return -1;
-    int64_t size = 0;
-    for (int64_t l = 0; l < nlist; l++) {
-        closeness[l] = dot(query, centroids + l * dim, (size_t)dim);
-        if (isnan(closeness[l])) continue;
-        if (size < nprobe) {
-            chosen[size] = l;
-            sift_up_list(chosen, size, closeness);
-            size++;
-        } else if (list_worse(closeness, chosen[0], l)) {
-            chosen[0] = l;
-            sift_down_list(chosen, size, 0, closeness);
-        }
-    }
-    free(closeness);
-    /* Row order: the probed lists are read front to back through the matrix. */
-    qsort(chosen, (size_t)size, sizeof(int64_t), compare_int64);
-    return size;
-}
-
 typedef struct {
     float score;
     int64_t id;
 } scored_id;
+
+/* a ranks below b: a lower score, or an equal score and a higher id (NaN is never put in a heap). */
+static int worse(scored_id a, scored_id b) { return a.score < b.score || (a.score == b.score && a.id > b.id); }
+
+/*
+ * A heap of the best items seen, worst at the root: lists by closeness (ties
+ * to the lower list number) and candidates by score share it.
+ */
+static void sift_down(scored_id *heap, int64_t size, int64_t at) {
+    for (;;) {
+        int64_t left = 2 * at + 1, lowest = at;
+        if (left < size && worse(heap[left], heap[lowest])) lowest = left;
+        if (left + 1 < size && worse(heap[left + 1], heap[lowest])) lowest = left + 1;
+        if (lowest == at) return;
+        scored_id swap = heap[at];
+        heap[at] = heap[lowest];
+        heap[lowest] = swap;
+        at = lowest;
+    }
+}
+
+static void push(scored_id *heap, int64_t *size, scored_id item) {
+    int64_t at = (*size)++;
+    heap[at] = item;
+    while (at > 0) {
+        int64_t parent = (at - 1) / 2;
+        if (!worse(heap[at], heap[parent])) return;
+        scored_id swap = heap[at];
+        heap[at] = heap[parent];
+        heap[parent] = swap;
+        at = parent;
+    }
+}
+
+static void replace_root(scored_id *heap, int64_t size, scored_id item) {
+    heap[0] = item;
+    sift_down(heap, size, 0);
+}
+
+static int compare_id(const void *a, const void *b) {
+    int64_t x = ((const scored_id *)a)->id, y = ((const scored_id *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/*
+ * Choose the lists to probe: up to nprobe (closeness, list) pairs into
+ * chosen, sorted by list number so the probed lists are read front to back
+ * through the matrix. Returns how many (fewer when lists have NaN
+ * closeness).
+ */
+static int64_t nearest_lists(weft_dot_fn dot, const float *query, int64_t dim, const float *centroids,
+                             int64_t nlist, int64_t nprobe, scored_id *chosen) {
+    int64_t size = 0;
+    for (int64_t l = 0; l < nlist; l++) {
+        scored_id list = {dot(query, centroids + l * dim, (size_t)dim), l};
+        if (isnan(list.score)) continue;
+        if (size < nprobe) {
+            push(chosen, &size, list);
+        } else if (worse(chosen[0], list)) {
+            replace_root(chosen, size, list);
+        }
+    }
+    qsort(chosen, (size_t)size, sizeof(scored_id), compare_id);
+    return size;
+}
 
 /*
  * The candidates of one scan, kept in one pass: a min-heap of the k best
@@ -194,24 +172,21 @@ typedef struct {
  */
 typedef struct {
     int64_t k, seen, heap_size, stored, capacity;
-    float *heap;
+    scored_id *heap;
     scored_id *store;
     int failed;
 } selection;
 
 static void offer(selection *sel, float score, int64_t id) {
+    scored_id candidate = {score, id};
     sel->seen++;
     if (isnan(score)) {
         if (sel->seen > sel->k) return;
     } else if (sel->heap_size < sel->k) {
-        sel->heap[sel->heap_size] = score;
-        sift_up_float(sel->heap, sel->heap_size);
-        sel->heap_size++;
-    } else if (score >= sel->heap[0]) {
-        if (score > sel->heap[0]) {
-            sel->heap[0] = score;
-            sift_down_float(sel->heap, sel->heap_size, 0);
-        }
+        push(sel->heap, &sel->heap_size, candidate);
+    } else if (score >= sel->heap[0].score) {
+        /* An equal score leaves the k-th score where it is: stored, the heap unchanged. */
+        if (score > sel->heap[0].score) replace_root(sel->heap, sel->heap_size, candidate);
     } else {
         return;
     }
@@ -234,7 +209,7 @@ static void offer(selection *sel, float score, int64_t id) {
 static int64_t settle(selection *sel) {
     if (sel->seen <= sel->k) return sel->stored; /* n <= k: every candidate, NaN included */
     int full = sel->heap_size == sel->k;
-    float kth = full ? sel->heap[0] : 0.0f;
+    float kth = full ? sel->heap[0].score : 0.0f;
     int64_t kept = 0;
     for (int64_t i = 0; i < sel->stored; i++) {
         float score = sel->store[i].score;
@@ -301,9 +276,9 @@ int64_t weft_probe_scan(weft_dot_fn dot, const float *query, int64_t dim, const 
                         double *scores_out, int64_t out_capacity) {
     selection sel = {k, 0, 0, 0, 64, NULL, NULL, 0};
     rows_view view = {dot, query, dim, matrix, half != 0, NULL, NULL};
-    sel.heap = malloc((size_t)(k > 0 ? k : 1) * sizeof(float));
+    sel.heap = malloc((size_t)(k > 0 ? k : 1) * sizeof(scored_id));
     sel.store = malloc((size_t)sel.capacity * sizeof(scored_id));
-    int64_t *chosen = nprobe > 0 ? malloc((size_t)nprobe * sizeof(int64_t)) : NULL;
+    scored_id *chosen = nprobe > 0 ? malloc((size_t)nprobe * sizeof(scored_id)) : NULL;
     int64_t kept = -1;
     if (view.half) {
         view.widen = choose_widen();
@@ -314,10 +289,9 @@ int64_t weft_probe_scan(weft_dot_fn dot, const float *query, int64_t dim, const 
     if (nprobe <= 0) {
         scan_range(&view, norms, ids, 0, row_count, &sel);
     } else {
-        int64_t lists = weft_nearest_lists(dot, query, dim, centroids, nlist, nprobe, chosen);
-        if (lists < 0) goto done;
+        int64_t lists = nearest_lists(dot, query, dim, centroids, nlist, nprobe, chosen);
         for (int64_t i = 0; i < lists; i++) {
-            int64_t l = chosen[i];
+            int64_t l = chosen[i].id;
             scan_range(&view, norms, ids, (int64_t)offsets[l], (int64_t)offsets[l + 1], &sel);
         }
     }

@@ -149,6 +149,25 @@ def test_the_compiled_scan_follows_the_written_rules(
 
 
 @needs_compiled
+@pytest.mark.parametrize("nprobe", [1, 2])
+def test_lists_tied_at_the_cut_go_to_the_lower_list(nprobe: int) -> None:
+    # Lists 0 and 2 have the same centroid; with nprobe 1 only list 0 is read, with 2 both are.
+    # (Random blocks rarely put an exact tie at the cut, so the rule gets a case of its own.)
+    e = np.eye(4, dtype=np.float32)
+    matrix = np.stack([e[0], 0.5 * e[0] + e[1], -e[0], e[0]])
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float32))
+    ids = np.arange(4, dtype=np.int64)
+    centroids = np.stack([e[0], -e[0], e[0]])
+    offsets = np.array([0, 2, 3, 4], dtype=np.uint64)
+    kernel = ScanKernel.for_block(matrix, norms, ids, centroids, offsets)
+    assert kernel is not None
+    found, scores = kernel(e[0].copy(), np.float32(1.0), nprobe, 10)
+    assert found.tolist() == ([0, 1] if nprobe == 1 else [0, 3, 1])
+    expected = reference(matrix, norms, ids, centroids, offsets, e[0].copy(), nprobe, 10)
+    assert (found.tolist(), scores.tobytes()) == expected
+
+
+@needs_compiled
 def test_more_ties_than_the_result_buffer_holds() -> None:
     # 700 equal rows and k = 5: every tie is kept (700 > the 256 results a buffer starts with).
     matrix = np.tile(np.array([[1.0, 2.0, 3.0]], dtype=np.float32), (700, 1))

@@ -390,8 +390,8 @@ class ScanKernel:
 
         The unit query is ``vector / norm`` (float32, as numpy divides);
         ``nprobe`` lists are probed (``0``, or a block without lists: every
-        row is scanned; the caller decides, as with
-        :func:`~weftsearch.storage.ivf.worth_probing`). Scores are float64
+        row is scanned; the caller decides, with
+        :meth:`~weftsearch.engine.snapshot.VectorBlock.lists_to_probe`). Scores are float64
         copies of the float32 cosines. ``first``: return only the first
         ``first`` of them. O(nlist * dim + scanned * dim + log k per
         candidate that beats the running k-th).

@@ -100,6 +100,16 @@ class VectorBlock:
     list_offsets: NDArray[np.uint64] | None = None
     norms: NDArray[np.float32] | None = None
 
+    def lists_to_probe(self, nprobe: int | None) -> int:
+        """``nprobe``, or 0 when every row is scanned instead: no lists, ``nprobe=None``, or not worth it.
+
+        Probing is worth it when it reads fewer rows than a scan
+        (:func:`~weftsearch.storage.ivf.worth_probing`). O(1).
+        """
+        if nprobe is None or self.centroids is None:
+            return 0
+        return nprobe if worth_probing(self.matrix.shape[0], self.centroids.shape[0], nprobe) else 0
+
     def nearest_lists(self, unit_query: NDArray[np.float32], nprobe: int) -> NDArray[np.int64] | None:
         """The ``nprobe`` lists nearest ``unit_query``, ascending; ``None`` means "scan every row".
 
@@ -110,11 +120,9 @@ class VectorBlock:
         never chosen). O(nlist * dim) for the centroids, then one stable sort
         of up to 256 lists, or an O(nlist) selection of more.
         """
-        if self.centroids is None or self.list_offsets is None:
+        if self.centroids is None or self.list_offsets is None or not self.lists_to_probe(nprobe):
             return None
         nlist = self.centroids.shape[0]
-        if not worth_probing(self.matrix.shape[0], nlist, nprobe):
-            return None
         closeness = inner_products(self.centroids, unit_query, _every_row(nlist))
         if nlist <= _SORT_LISTS_BELOW:
             # A stable sort of -closeness puts ties in list order: the lower lists

@@ -12,7 +12,6 @@ from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot, VectorBlock
 from weftsearch.engine.stream import Stream, at_least_kth, check_k, top_k
 from weftsearch.errors import VectorDimensionError
-from weftsearch.storage.ivf import worth_probing
 
 __all__ = ["VectorScorer", "DEFAULT_NPROBE"]
 
@@ -38,13 +37,6 @@ class _Scannable:
     norms: NDArray[np.float32]
     rows: NDArray[np.int64]
     list_rows: tuple[NDArray[np.int64], ...]
-
-    def lists_to_probe(self, nprobe: int | None) -> int:
-        """``nprobe`` when probing this block is worth it, else 0 (scan every row)."""
-        block = self.block
-        if nprobe is None or block.centroids is None:
-            return 0
-        return nprobe if worth_probing(block.matrix.shape[0], block.centroids.shape[0], nprobe) else 0
 
 
 def _scannable(blocks: list[VectorBlock]) -> list[_Scannable]:
@@ -136,18 +128,18 @@ class VectorScorer:
         if only is not None and snapshot.ids_follow_keys:
             # One compiled call: probe, score, keep the k best and their ties,
             # sorted by score then id, which is key order in one segment.
-            lists = views[0].lists_to_probe(self.nprobe)
+            lists = views[0].block.lists_to_probe(self.nprobe)
             return Stream.adopt(*only(query.vector, norm, lists, k, first=k))
         unit_query = query.vector / norm  # Query keeps float32 vectors: float32, contiguous
         id_parts: list[NDArray[np.int64]] = []
         score_parts: list[NDArray[np.float64]] = []
         for view in views:
             if view.scan is not None:
-                ids, scores = view.scan(query.vector, norm, view.lists_to_probe(self.nprobe), k)
+                ids, scores = view.scan(query.vector, norm, view.block.lists_to_probe(self.nprobe), k)
                 id_parts.append(ids)
                 score_parts.append(scores)
                 continue
-            # The numpy path: the same rules, step by step (a float16 block, or no compiled scan).
+            # The numpy path: the same rules, step by step (no compiled scan, or a layout it does not read).
             chosen = None if self.nprobe is None else view.block.nearest_lists(unit_query, self.nprobe)
             if chosen is None:
                 rows = view.rows
