@@ -384,3 +384,17 @@ def test_importing_without_langchain_core_names_the_extra(monkeypatch: pytest.Mo
     monkeypatch.setattr(weftsearch, "integrations", weftsearch.integrations)
     monkeypatch.delitem(sys.modules, "weftsearch.integrations")
     assert importlib.import_module("weftsearch.integrations").__all__ == []
+
+
+# ---------------------------------------------------------------------------- the README example
+
+
+def test_the_readme_example_runs_and_prints_the_fused_order(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Use it with LangChain\n", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md (Use it with LangChain)", "exec"), {"__name__": "readme_langchain"})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "bm25 1 0.0328 [('bm25', 1), ('vector', 1)]"
+    assert lines[1].startswith("rrf 2 ")
+    assert lines[2:] == ["Dense retrieval compares embeddings", "Reciprocal rank fusion merges term rankings"]
