@@ -864,3 +864,10 @@ def test_the_golden_renderer_sees_contract_changes() -> None:
     assert "  signature: (k: float = 60.0) -> None\n" in text
     assert "  method search(self, query: Query | str, k: int, fuser: Fuser, *scorers: Scorer" in text
     assert "exception UnknownKeyError\n  bases: WeftError, KeyError\n" in text
+    # Pydantic models (the LangChain retriever): frozen or not, and their own fields in order.
+    retriever = text[text.index("pydantic model (frozen) WeftRetriever\n") :].split("\n\n", 1)[0]
+    fields = [line.split(":")[0].strip() for line in retriever.splitlines() if line.startswith("  field ")]
+    assert fields == [
+        f"field {name}" for name in ("index", "scorers", "fuser", "k", "depth", "embed_query", "refresh")
+    ]
+    assert "model_" not in retriever  # pydantic's own namespace is not weft-search's contract
