@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import Embeddings
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import ConfigurableField, RunnableLambda
 from pydantic import ValidationError
 
 import weftsearch.integrations
@@ -263,6 +263,16 @@ def test_the_retriever_runs_in_an_lcel_chain() -> None:
     assert asyncio.run(chain.ainvoke(QUERY)) == chain.invoke(QUERY)
 
 
+def test_k_can_be_chosen_per_call_through_configurable_fields() -> None:
+    # LangChain rebuilds the retriever with the configured values, through the
+    # same constructor, so a per-call k is validated like any other.
+    retriever = WeftRetriever(_index(), k=2).configurable_fields(k=ConfigurableField(id="k"))
+    assert len(retriever.invoke(QUERY)) == 2
+    assert len(retriever.invoke(QUERY, config={"configurable": {"k": 5}})) == 5
+    with pytest.raises(InvalidParameterError, match="k must be a positive integer, got 0"):
+        retriever.invoke(QUERY, config={"configurable": {"k": 0}})
+
+
 def test_the_configuration_is_frozen() -> None:
     retriever = WeftRetriever(_index(), k=3)
     with pytest.raises(ValidationError, match="frozen"):
@@ -288,6 +298,8 @@ def test_a_path_is_opened_read_only_and_follows_new_commits(tmp_path: Path) -> N
     assert following.invoke("retrieval")[0].id == "fresh"
     assert asyncio.run(following.ainvoke("retrieval"))[0].id == "fresh"
     assert "fresh" not in [d.id for d in fixed.invoke("retrieval")]
+    queries = ["retrieval", "graph", "dense retrieval"]
+    assert following.batch(queries) == [following.invoke(q) for q in queries]  # threads share one index
     writer.close()
 
 
