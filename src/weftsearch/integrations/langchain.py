@@ -100,7 +100,9 @@ class WeftRetriever(BaseRetriever):
             an ``Embeddings``; a :class:`~weftsearch.VectorScorer` is asked for
             with no ``embed_query`` to give it a query vector, or over an
             index that holds documents but no vectors.
-        IndexNotFoundError: ``index`` is a path with no index.
+        IndexStorageError: ``index`` is a path that :meth:`Index.open
+            <weftsearch.Index.open>` refuses (``IndexNotFoundError``,
+            ``FormatVersionError``, ``CorruptIndexError``, ...).
 
     A query searches one snapshot from start to finish: the hits, their
     scores and the texts returned all come from the same state of the index.
@@ -111,8 +113,10 @@ class WeftRetriever(BaseRetriever):
     is that of :meth:`Index.search <weftsearch.Index.search>` with the same
     scorers plus one stored-document read per returned hit.
 
-    The configuration is frozen after construction (make another retriever to
-    change it). Filters on fields or time are not supported yet; when the
+    The configuration is frozen after construction: make another retriever
+    to change it, or let LangChain's ``configurable_fields`` choose ``k`` (or
+    any other field) per call, which builds one through this constructor and
+    so validates it alike. Filters on fields or time are not supported yet; when the
     engine's :class:`~weftsearch.Query` gains them, :meth:`_query` is where
     they join the query.
 
