@@ -56,6 +56,7 @@ PACKAGE = "weftsearch"
 SCORERS = "weftsearch.scorers"
 FUSION = "weftsearch.fusion"
 FACADE = "weftsearch"
+INTEGRATIONS = "weftsearch.integrations"
 
 # ---------------------------------------------------------------------------- the import checker
 
@@ -301,6 +302,76 @@ def test_the_harness_imports_no_scorer() -> None:
     harness = [p for p in _modules_under("eval") if p.stem not in ("specs", "command")]
     assert {p.stem for p in harness} >= {"runs", "harness", "metrics", "stats", "datasets"}
     assert _violations_in(harness, [SCORERS]) == []
+
+
+def imports_reaching(source: str, module: str, target: str, *, is_package: bool = False) -> list[str]:
+    """Imports in ``source`` that reach ``target`` or anything inside it.
+
+    Unlike :func:`import_violations`, importing the package facade is not
+    counted: whether the facade reaches ``target`` is decided by checking the
+    facade's own source, which :func:`_library_modules` includes.
+    """
+    return [
+        f"{module}:{ref.line} imports {ref.target!r}"
+        for ref in imports_of(source, module, is_package)
+        if _within(ref.target, target)
+    ]
+
+
+def _library_modules() -> list[Path]:
+    """Every module of the package except the integrations (the facade included)."""
+    return [p for p in sorted(PACKAGE_DIR.rglob("*.py")) if not _within(_module_name(p)[0], INTEGRATIONS)]
+
+
+INTEGRATION_IMPORTS = [
+    ("from weftsearch.integrations.langchain import WeftRetriever", "weftsearch.engine.index", False),
+    ("import weftsearch.integrations", "weftsearch.cli", False),
+    ("from weftsearch import integrations", "weftsearch.eval.harness", False),
+    ("from . import integrations", "weftsearch", True),
+    ("from .integrations import langchain", "weftsearch", True),
+    ("from ..integrations.langchain import WeftRetriever", "weftsearch.scorers.bm25", False),
+    ("def f() -> None:\n    import weftsearch.integrations.langchain\n", "weftsearch.demo", False),
+    (
+        "import importlib\nimportlib.import_module('weftsearch.integrations.langchain')\n",
+        "weftsearch.cli",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("source", "module", "is_package"), INTEGRATION_IMPORTS)
+def test_integration_checker_catches_an_import_of_an_integration(
+    source: str, module: str, is_package: bool
+) -> None:
+    assert imports_reaching(source, module, INTEGRATIONS, is_package=is_package), source
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from weftsearch import __version__",  # the facade: checked through its own source
+        "import weftsearch.integrations_extra",  # a name that only starts like an integration
+        "x = 'import weftsearch.integrations'",
+    ],
+)
+def test_integration_checker_accepts_other_imports(source: str) -> None:
+    assert imports_reaching(source, "weftsearch.cli", INTEGRATIONS) == []
+
+
+def test_nothing_in_the_library_imports_an_integration() -> None:
+    """Integrations sit above the library: they may import engine, scorers and fusion,
+    and no library module (the facade included) imports them."""
+    library = {_module_name(p)[0] for p in _library_modules()}
+    assert {FACADE, "weftsearch.cli", "weftsearch.engine.index", "weftsearch.eval.harness"} <= library
+    assert not any(_within(name, INTEGRATIONS) for name in library)
+    integrations = {_module_name(p)[0] for p in _modules_under("integrations")}
+    assert f"{INTEGRATIONS}.langchain" in integrations  # the rule is about a real module
+    problems: list[str] = []
+    for path in _library_modules():
+        module, is_package = _module_name(path)
+        source = path.read_text(encoding="utf-8")
+        problems.extend(imports_reaching(source, module, INTEGRATIONS, is_package=is_package))
+    assert problems == []
 
 
 def test_no_scorer_imports_another_scorer() -> None:
@@ -793,3 +864,10 @@ def test_the_golden_renderer_sees_contract_changes() -> None:
     assert "  signature: (k: float = 60.0) -> None\n" in text
     assert "  method search(self, query: Query | str, k: int, fuser: Fuser, *scorers: Scorer" in text
     assert "exception UnknownKeyError\n  bases: WeftError, KeyError\n" in text
+    # Pydantic models (the LangChain retriever): frozen or not, and their own fields in order.
+    retriever = text[text.index("pydantic model (frozen) WeftRetriever\n") :].split("\n\n", 1)[0]
+    fields = [line.split(":")[0].strip() for line in retriever.splitlines() if line.startswith("  field ")]
+    assert fields == [
+        f"field {name}" for name in ("index", "scorers", "fuser", "k", "depth", "embed_query", "refresh")
+    ]
+    assert "model_" not in retriever  # pydantic's own namespace is not weft-search's contract

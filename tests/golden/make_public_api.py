@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 #: The public modules whose ``__all__`` is the contract, in rendering order.
-MODULES = ("weftsearch", "weftsearch.errors", "weftsearch.fusion", "weftsearch.scorers")
+MODULES = (
+    "weftsearch",
+    "weftsearch.errors",
+    "weftsearch.fusion",
+    "weftsearch.scorers",
+    "weftsearch.integrations.langchain",
+)
 
 #: Where the golden file lives.
 GOLDEN = Path(__file__).resolve().parent / "public_api.txt"
@@ -84,7 +90,26 @@ def _is_protocol(cls: type) -> bool:
     return bool(getattr(cls, "_is_protocol", False))
 
 
+def _is_pydantic(cls: type) -> bool:
+    """Whether ``cls`` is a pydantic model (the LangChain integration's classes are)."""
+    return isinstance(getattr(cls, "__pydantic_fields__", None), dict)
+
+
+def _pydantic_fields(cls: type) -> list[tuple[str, str]]:
+    """The fields ``cls`` itself declares, in order, with their annotations as written."""
+    fields: dict[str, Any] = cls.__pydantic_fields__  # type: ignore[attr-defined]
+    own = vars(cls).get("__annotations__", {})
+    return [
+        (name, annotation if isinstance(annotation, str) else repr(_annotation(annotation)))
+        for name, annotation in own.items()
+        if name in fields
+    ]
+
+
 def _class_kind(cls: type) -> str:
+    if _is_pydantic(cls):
+        frozen = bool(getattr(cls, "model_config", {}).get("frozen", False))
+        return "pydantic model (frozen)" if frozen else "pydantic model"
     if issubclass(cls, BaseException):
         return "exception"
     if _is_protocol(cls):
@@ -101,12 +126,17 @@ def _members(cls: type) -> list[str]:
     """Public methods, properties and class attributes of ``cls`` defined in weft-search."""
     seen: dict[str, str] = {}
     field_names = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+    pydantic = _is_pydantic(cls)
+    if pydantic:
+        field_names = set(cls.__pydantic_fields__)  # type: ignore[attr-defined]
     for owner in cls.__mro__:
         if not _is_ours(owner):
             continue
         for name, raw in vars(owner).items():
             if name in seen or name in field_names:
                 continue
+            if pydantic and name.startswith("model_"):
+                continue  # pydantic's namespace (model_config, hooks it injects): not ours to promise
             if name.startswith("_") and name not in _CONTRACT_DUNDERS:
                 continue
             if isinstance(raw, property):
@@ -143,6 +173,8 @@ def _class_lines(name: str, cls: type) -> list[str]:
         for field in dataclasses.fields(cls):
             annotation = field.type if isinstance(field.type, str) else repr(_annotation(field.type))
             lines.append(f"  field {field.name}: {annotation}")
+    if _is_pydantic(cls):
+        lines.extend(f"  field {name}: {annotation}" for name, annotation in _pydantic_fields(cls))
     lines.extend(f"  {member}" for member in _members(cls))
     return lines
 

@@ -1,0 +1,412 @@
+"""WeftRetriever against langchain-core itself: order, metadata, async, LCEL, configuration errors."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from langchain_core.documents import Document as LCDocument
+from langchain_core.embeddings import Embeddings
+from langchain_core.runnables import ConfigurableField, RunnableLambda
+from pydantic import ValidationError
+
+import weftsearch.integrations
+from weftsearch import (
+    RRF,
+    BM25Scorer,
+    Document,
+    Index,
+    Query,
+    RecencyScorer,
+    ScoreFusion,
+    Scorer,
+    Snapshot,
+    Stream,
+    VectorScorer,
+)
+from weftsearch.errors import (
+    IndexNotFoundError,
+    InvalidParameterError,
+    InvalidQueryError,
+    InvalidVectorError,
+    MissingDependencyError,
+    VectorDimensionError,
+    WeftError,
+)
+from weftsearch.integrations.langchain import DEFAULT_K, WeftRetriever
+
+DAY = 86_400.0
+
+ROWS: list[tuple[str, str, list[float], float | None]] = [
+    ("bm25", "bm25 ranks sparse text retrieval by term weight", [1, 0, 0, 0], 10 * DAY),
+    ("dense", "dense vector retrieval with embeddings", [0, 1, 0, 0], 40 * DAY),
+    ("graph", "graph retrieval follows links between documents", [0, 0, 1, 0], None),
+    ("rrf", "reciprocal rank fusion merges retrieval runs", [0.5, 0.5, 0, 0], 30 * DAY),
+    ("recency", "recent documents first, decay by age", [0, 0, 0, 1], 50 * DAY),
+    ("lucene", "lucene sparse text index and bm25 scoring", [0.9, 0.1, 0, 0], 5 * DAY),
+    # Shares no word with the queries below: only the vector signal can find it.
+    ("semantic", "meaning carried without shared words", [0.1, 0.95, 0, 0], 20 * DAY),
+]
+
+QUERY = "sparse text retrieval"
+#: The query vectors the test embedding functions return, by query text.
+VECTORS = {QUERY: [0.0, 1.0, 0.0, 0.0], "dense retrieval": [0.2, 0.9, 0.0, 0.0]}
+
+
+def _documents() -> list[Document]:
+    return [
+        Document(
+            key, text, vector=np.asarray(vector, dtype=np.float32), time=time, fields={"title": key.upper()}
+        )
+        for key, text, vector, time in ROWS
+    ]
+
+
+def _index() -> Index:
+    index = Index()
+    index.add_many(_documents())
+    return index
+
+
+def embed(text: str) -> list[float]:
+    return VECTORS[text]
+
+
+class TableEmbeddings(Embeddings):
+    """A LangChain Embeddings that looks query vectors up, counting sync and async calls."""
+
+    def __init__(self) -> None:
+        self.sync_calls = 0
+        self.async_calls = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise AssertionError("the retriever never embeds documents")
+
+    def embed_query(self, text: str) -> list[float]:
+        self.sync_calls += 1
+        return VECTORS[text]
+
+    async def aembed_query(self, text: str) -> list[float]:
+        self.async_calls += 1
+        return VECTORS[text]
+
+
+def _expected(
+    index: Index, documents: Sequence[LCDocument], query: Query, k: int, *scorers: Any, fuser: Any = None
+) -> None:
+    """``documents`` are exactly Index.search's hits: order, text, id and metadata."""
+    results = index.search(query, k, fuser or RRF(), *scorers)
+    assert [d.id for d in documents] == results.keys
+    for document, hit in zip(documents, results, strict=True):
+        assert isinstance(document, LCDocument)
+        stored = index.get(hit.key)
+        assert document.page_content == stored.text
+        assert document.metadata == {**hit.to_dict(), "time": stored.timestamp}
+
+
+# ---------------------------------------------------------------------------- results
+
+
+def test_invoke_returns_index_search_hits_in_fused_order() -> None:
+    index = _index()
+    documents = WeftRetriever(index, k=5).invoke(QUERY)
+    assert len(documents) == 5
+    _expected(index, documents, Query(QUERY), 5, BM25Scorer())
+    first = documents[0].metadata
+    assert first["rank"] == 1 and first["fields"] == {"title": first["key"].upper()}
+    assert [s["signal"] for s in first["signals"]] == ["bm25"]
+
+
+def test_hybrid_metadata_explains_every_signal() -> None:
+    index = _index()
+    scorers: list[Scorer] = [BM25Scorer(), VectorScorer(), RecencyScorer(half_life=10 * DAY)]
+    fuser = ScoreFusion([2.0, 1.0, 0.5])
+    retriever = WeftRetriever(index, scorers=scorers, fuser=fuser, k=7, depth=7, embed_query=embed)
+    documents = retriever.invoke(QUERY)
+    query = Query(QUERY, vector=np.asarray(VECTORS[QUERY], dtype=np.float32))
+    _expected(index, documents, query, 7, *scorers, fuser=fuser)
+    graph = next(d for d in documents if d.id == "graph")
+    assert graph.metadata["time"] is None  # no time: absent from recency
+    assert graph.metadata["signals"][2] == {
+        "signal": "recency",
+        "rank": None,
+        "score": None,
+        "contribution": 0.0,
+    }
+
+
+def test_an_embedding_function_adds_the_vector_signal() -> None:
+    index = _index()
+    text_only = WeftRetriever(index, k=7).invoke(QUERY)
+    hybrid = WeftRetriever(index, k=7, embed_query=embed).invoke(QUERY)
+    assert "semantic" not in [d.id for d in text_only]
+    semantic = next(d for d in hybrid if d.id == "semantic")
+    assert [s["signal"] for s in semantic.metadata["signals"]] == ["bm25", "vector"]
+    assert semantic.metadata["signals"][0]["rank"] is None
+    assert semantic.metadata["signals"][1]["rank"] == 2  # after "dense", whose vector is the query's
+    query = Query(QUERY, vector=np.asarray(VECTORS[QUERY], dtype=np.float32))
+    _expected(index, hybrid, query, 7, BM25Scorer(), VectorScorer())
+
+
+def test_a_langchain_embeddings_object_makes_the_query_vector() -> None:
+    index = _index()
+    embeddings = TableEmbeddings()
+    retriever = WeftRetriever(index, k=3, embed_query=embeddings)
+    documents = retriever.invoke("dense retrieval")
+    assert (embeddings.sync_calls, embeddings.async_calls) == (1, 0)
+    query = Query("dense retrieval", vector=np.asarray(VECTORS["dense retrieval"], dtype=np.float32))
+    _expected(index, documents, query, 3, BM25Scorer(), VectorScorer())
+    assert asyncio.run(retriever.ainvoke("dense retrieval")) == documents
+    assert (embeddings.sync_calls, embeddings.async_calls) == (1, 1)  # the async path awaits aembed_query
+
+
+@pytest.mark.parametrize("k", [1, 2, DEFAULT_K, 6])
+def test_k_is_honoured(k: int) -> None:
+    index = _index()
+    documents = WeftRetriever(index, k=k, embed_query=embed).invoke(QUERY)
+    assert len(documents) == k  # every document has a vector, so every k up to 7 is filled
+    assert [d.metadata["rank"] for d in documents] == list(range(1, k + 1))
+
+
+def test_default_k_is_four_and_fewer_matches_give_fewer_documents() -> None:
+    index = _index()
+    assert len(WeftRetriever(index).invoke("retrieval")) == DEFAULT_K == 4
+    assert [d.id for d in WeftRetriever(index, k=10).invoke("lucene")] == ["lucene"]
+
+
+def test_an_empty_index_returns_no_documents() -> None:
+    for retriever in (WeftRetriever(Index()), WeftRetriever(Index(), embed_query=embed)):
+        assert retriever.invoke(QUERY) == []
+        assert asyncio.run(retriever.ainvoke(QUERY)) == []
+
+
+def test_a_query_matching_nothing_returns_no_documents() -> None:
+    assert WeftRetriever(_index()).invoke("zebra") == []
+    assert WeftRetriever(_index()).invoke("") == []
+
+
+# ---------------------------------------------------------------------------- async
+
+
+class ThreadRecorder:
+    """BM25 that records the thread each search ran on."""
+
+    def __init__(self) -> None:
+        self.inner = BM25Scorer()
+        self.threads: list[int] = []
+
+    @property
+    def name(self) -> str:
+        return "bm25"
+
+    def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
+        self.threads.append(threading.get_ident())
+        return self.inner.score(snapshot, query, k)
+
+
+def test_ainvoke_matches_invoke_and_searches_off_the_event_loop() -> None:
+    index = _index()
+    recorder = ThreadRecorder()
+    retriever = WeftRetriever(index, scorers=[recorder, VectorScorer()], k=5, embed_query=embed)
+    sync = retriever.invoke(QUERY)
+    assert recorder.threads == [threading.get_ident()]
+
+    async def run() -> tuple[list[LCDocument], int]:
+        return await retriever.ainvoke(QUERY), threading.get_ident()
+
+    documents, loop_thread = asyncio.run(run())
+    assert documents == sync
+    assert len(recorder.threads) == 2 and recorder.threads[1] != loop_thread
+
+
+def test_ainvoke_sees_the_calling_threads_own_writes() -> None:
+    # The async path takes its snapshot in the calling thread, as invoke does: a
+    # snapshot taken in the executor's thread would be the last one published.
+    index = _index()
+    retriever = WeftRetriever(index, k=10)
+    assert "fresh" not in [d.id for d in retriever.invoke("retrieval")]
+    index.add(Document("fresh", "fresh retrieval retrieval retrieval"))
+    documents = asyncio.run(retriever.ainvoke("retrieval"))
+    assert documents[0].id == "fresh"
+    assert documents == retriever.invoke("retrieval")
+
+
+def test_abatch_runs_queries_concurrently_with_the_same_answers() -> None:
+    retriever = WeftRetriever(_index(), k=3, embed_query=embed)
+    queries = [QUERY, "dense retrieval"]
+    assert asyncio.run(retriever.abatch(queries)) == retriever.batch(queries)
+
+
+# ---------------------------------------------------------------------------- LangChain composition
+
+
+def test_the_retriever_runs_in_an_lcel_chain() -> None:
+    index = _index()
+    retriever = WeftRetriever(index, k=3)
+
+    def keys(documents: list[LCDocument]) -> list[str]:
+        return [d.metadata["key"] for d in documents]
+
+    chain = retriever | RunnableLambda(keys)
+    assert chain.invoke(QUERY) == index.search(QUERY, 3, RRF(), BM25Scorer()).keys
+    assert chain.batch([QUERY, "graph"]) == [
+        index.search(QUERY, 3, RRF(), BM25Scorer()).keys,
+        index.search("graph", 3, RRF(), BM25Scorer()).keys,
+    ]
+    assert asyncio.run(chain.ainvoke(QUERY)) == chain.invoke(QUERY)
+
+
+def test_k_can_be_chosen_per_call_through_configurable_fields() -> None:
+    # LangChain rebuilds the retriever with the configured values, through the
+    # same constructor, so a per-call k is validated like any other.
+    retriever = WeftRetriever(_index(), k=2).configurable_fields(k=ConfigurableField(id="k"))
+    assert len(retriever.invoke(QUERY)) == 2
+    assert len(retriever.invoke(QUERY, config={"configurable": {"k": 5}})) == 5
+    with pytest.raises(InvalidParameterError, match="k must be a positive integer, got 0"):
+        retriever.invoke(QUERY, config={"configurable": {"k": 0}})
+
+
+def test_the_configuration_is_frozen() -> None:
+    retriever = WeftRetriever(_index(), k=3)
+    with pytest.raises(ValidationError, match="frozen"):
+        retriever.k = 0
+
+
+# ---------------------------------------------------------------------------- an index on disk
+
+
+def test_a_path_is_opened_read_only_and_follows_new_commits(tmp_path: Path) -> None:
+    path = tmp_path / "idx"
+    writer = Index.create(path)
+    writer.add_many(_documents()[:3])
+    writer.commit()
+    following = WeftRetriever(path, k=10)
+    fixed = WeftRetriever(str(path), k=10, refresh=False)
+    assert following.index.readonly and fixed.index.readonly
+    assert [d.id for d in following.invoke("retrieval")] == writer.search(
+        "retrieval", 10, RRF(), BM25Scorer()
+    ).keys
+    writer.add(Document("fresh", "fresh retrieval retrieval retrieval"))
+    writer.commit()
+    assert following.invoke("retrieval")[0].id == "fresh"
+    assert asyncio.run(following.ainvoke("retrieval"))[0].id == "fresh"
+    assert "fresh" not in [d.id for d in fixed.invoke("retrieval")]
+    queries = ["retrieval", "graph", "dense retrieval"]
+    assert following.batch(queries) == [following.invoke(q) for q in queries]  # threads share one index
+    writer.close()
+
+
+def test_a_missing_path_raises_index_not_found(tmp_path: Path) -> None:
+    with pytest.raises(IndexNotFoundError):
+        WeftRetriever(tmp_path / "nothing-here")
+
+
+# ---------------------------------------------------------------------------- bad configuration
+
+
+def _vectorless_index() -> Index:
+    index = Index()
+    index.add_many([Document("a", "sparse retrieval"), Document("b", "dense retrieval")])
+    return index
+
+
+BAD_CONFIGURATIONS: list[tuple[str, dict[str, Any], str]] = [
+    ("k zero", {"k": 0}, "k must be a positive integer"),
+    ("k negative", {"k": -3}, "k must be a positive integer"),
+    ("k a string", {"k": "4"}, "k must be a positive integer"),
+    ("k a bool", {"k": True}, "k must be a positive integer"),
+    ("depth zero", {"depth": 0}, "depth must be a positive integer"),
+    ("depth below k", {"k": 5, "depth": 3}, r"depth \(3\) must be at least k \(5\)"),
+    ("no scorers", {"scorers": []}, "at least one Scorer"),
+    ("a scorer that is not one", {"scorers": [BM25Scorer(), object()]}, "is not a Scorer"),
+    ("scorers a string", {"scorers": "bm25"}, "sequence of Scorer"),
+    ("a fuser that is not one", {"fuser": "rrf"}, "is not a Fuser"),
+    ("embed_query not callable", {"embed_query": [0.0, 1.0]}, "embed_query must be"),
+    ("vector scorer, no embed_query", {"scorers": [BM25Scorer(), VectorScorer()]}, "needs a query vector"),
+    ("refresh not a bool", {"refresh": "yes"}, "refresh must be True or False"),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"), [c[1:] for c in BAD_CONFIGURATIONS], ids=[c[0] for c in BAD_CONFIGURATIONS]
+)
+def test_a_bad_configuration_raises_a_typed_error_at_construction(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidParameterError, match=message):
+        WeftRetriever(_index(), **options)
+
+
+def test_an_index_that_is_not_one_is_refused() -> None:
+    with pytest.raises(InvalidParameterError, match="index must be an Index or the path of one, got int"):
+        WeftRetriever(42)  # type: ignore[arg-type]
+
+
+def test_a_vector_signal_over_an_index_without_vectors_is_refused() -> None:
+    with pytest.raises(InvalidParameterError, match="holds 2 documents and no vectors"):
+        WeftRetriever(_vectorless_index(), embed_query=embed)
+    # Text only is fine there, and so is an empty index that may receive vectors later.
+    assert [d.id for d in WeftRetriever(_vectorless_index()).invoke("sparse")] == ["a"]
+    WeftRetriever(Index(), embed_query=embed)
+
+
+def test_unknown_options_are_refused_not_ignored() -> None:
+    with pytest.raises(TypeError):
+        WeftRetriever(_index(), kk=3)  # type: ignore[call-arg]
+
+
+def test_bad_embeddings_and_queries_raise_typed_errors_at_query_time() -> None:
+    index = _index()
+    with pytest.raises(VectorDimensionError):
+        WeftRetriever(index, embed_query=lambda text: [1.0, 0.0]).invoke(QUERY)
+
+    def words(text: str) -> Any:
+        return ["not", "numbers"]
+
+    with pytest.raises(InvalidVectorError, match="embed_query's vector"):
+        WeftRetriever(index, embed_query=words).invoke(QUERY)
+    with pytest.raises(InvalidQueryError):
+        WeftRetriever(index).invoke(3)  # type: ignore[arg-type]
+    with pytest.raises(WeftError):
+        asyncio.run(WeftRetriever(index, embed_query=lambda text: [1.0]).ainvoke(QUERY))
+
+
+# ---------------------------------------------------------------------------- without langchain-core
+
+
+def test_importing_without_langchain_core_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A None entry in sys.modules makes an import of that name raise ImportError;
+    # every langchain_core module already loaded gets one, or it would be reused.
+    for name in [name for name in sys.modules if name.split(".")[0] == "langchain_core"]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, "weftsearch.integrations.langchain")
+    with pytest.raises(MissingDependencyError, match=r"pip install 'weft-search\[langchain\]'") as caught:
+        importlib.import_module("weftsearch.integrations.langchain")
+    assert isinstance(caught.value, ImportError)
+    assert "langchain-core" in str(caught.value)
+    # The integrations package itself needs nothing optional. (The package
+    # attribute is restored too, so later imports see the original module.)
+    monkeypatch.setattr(weftsearch, "integrations", weftsearch.integrations)
+    monkeypatch.delitem(sys.modules, "weftsearch.integrations")
+    assert importlib.import_module("weftsearch.integrations").__all__ == []
+
+
+# ---------------------------------------------------------------------------- the README example
+
+
+def test_the_readme_example_runs_and_prints_the_fused_order(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Use it with LangChain\n", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md (Use it with LangChain)", "exec"), {"__name__": "readme_langchain"})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "bm25 1 0.0328 [('bm25', 1), ('vector', 1)]"
+    assert lines[1].startswith("rrf 2 ")
+    assert lines[2:] == ["Dense retrieval compares embeddings", "Reciprocal rank fusion merges term rankings"]
