@@ -824,6 +824,9 @@ class Index:
     ) -> SearchResults:
         """Search the current snapshot; see :func:`~weftsearch.engine.search.search_snapshot`.
 
+        With one scorer, its stream passes through with its own scores (the
+        fuser is not called; ``results.fuser`` is ``"passthrough"``).
+
         Example::
 
             index.search("graph retrieval", 10, RRF(), BM25Scorer(), VectorScorer())
