@@ -441,7 +441,12 @@ class BadFuser:
 
 def test_fuser_output_breaking_contract() -> None:
     index = small_index()
-    expect(ScorerOutputError, RuntimeError, lambda: index.search("alpha", 5, BadFuser(), BM25Scorer()))  # type: ignore[arg-type]
+    # Two streams: one stream alone passes through without calling the fuser (docs/ARCHITECTURE.md).
+    expect(
+        ScorerOutputError,
+        RuntimeError,
+        lambda: index.search("alpha", 5, BadFuser(), BM25Scorer(), BM25Scorer()),  # type: ignore[arg-type]
+    )
 
 
 def test_stream_of_mismatched_shapes() -> None:

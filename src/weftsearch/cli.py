@@ -1,4 +1,4 @@
-r"""The ``weft-search`` command line: ``index``, ``search`` and ``demo``.
+r"""The ``weft-search`` command line: ``index``, ``search``, ``add``, ``delete``, ``stats``, ``demo``, ...
 
 Examples::
 
@@ -12,9 +12,19 @@ Examples::
 
 Signal names: ``text`` (BM25), ``vector`` (cosine), ``graph`` (link hops from
 the BM25 top results), ``pagerank`` (personalised PageRank from the same
-seeds) and ``recency`` (exponential decay with age). User errors (a bad file,
-an unknown signal, a missing index, ...) print one line,
-``weft-search: error: <message>``, on stderr and exit with status 2.
+seeds) and ``recency`` (exponential decay with age). One signal is not fused:
+its hits carry the signal's own scores (BM25 scores for ``text``).
+
+Writes from the shell: ``add CORPUS --index DIR`` upserts documents,
+``delete KEY... --index DIR`` deletes them, ``stats DIR`` shows what an index
+holds. Each write is one atomic commit; a bad corpus line changes nothing.
+
+Exit status: 0 on success; 1 when the command ran but found a problem it
+reports (``search --qrels`` with judged queries that match no query, unless
+``--allow-unmatched``; ``delete`` with keys that are not in the index, unless
+``--missing-ok``; ``scrub`` finding damage); 2 on a user error (a bad file,
+an unknown signal, a missing index, ...), printed as one line,
+``weft-search: error: <message>``, on stderr; 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -51,7 +61,8 @@ from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import Hit, SearchResults
-from weftsearch.errors import InvalidParameterError, UnknownSignalError, WeftError
+from weftsearch.engine.stats import IndexStats
+from weftsearch.errors import CorpusFormatError, InvalidParameterError, UnknownSignalError, WeftError
 from weftsearch.fusion import FUSION_METHODS, RRF, ScoreFusion, WeightedRRF
 from weftsearch.scorers import BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, VectorScorer
 from weftsearch.scorers.vector import DEFAULT_NPROBE
@@ -65,9 +76,17 @@ __all__ = [
     "make_scorer",
     "make_cli_fuser",
     "format_results",
+    "format_stats",
+    "match_judged",
+    "JudgedMatch",
+    "EXIT_PROBLEM",
 ]
 
 PROG = "weft-search"
+#: Exit status of a command that ran but found a problem it reported (see the module docstring).
+EXIT_PROBLEM = 1
+#: How many ids or keys a report names before it says "and N more".
+_SHOWN = 5
 #: Signal names ``--signals`` accepts, in the order the help lists them.
 SIGNALS: tuple[str, ...] = ("text", "vector", "graph", "pagerank", "recency")
 _SECONDS_PER_DAY = 86400.0
@@ -309,6 +328,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             ("--query-vectors", args.query_vectors),
             ("--run-out", args.run_out),
             ("--qrels", args.qrels),
+            ("--allow-unmatched", args.allow_unmatched or None),
         ):
             if value is not None:
                 raise InvalidParameterError(f"{option} needs --queries (batch mode)")
@@ -348,8 +368,9 @@ def _search_one(args: argparse.Namespace) -> int:
     if args.json:
         print(_json_dump({"query": args.query, "k": args.k, **results.to_dict()}))
         return 0
+    fusion = repr(fuser) if len(names) > 1 else "none (one signal: its own scores)"
     print(
-        f"query {args.query!r}: {len(results)} hit(s); signals {', '.join(results.signals)}; fusion {fuser!r}"
+        f"query {args.query!r}: {len(results)} hit(s); signals {', '.join(results.signals)}; fusion {fusion}"
     )
     sys.stdout.write(format_results(results, index, explain=args.explain))
     return 0
@@ -357,15 +378,24 @@ def _search_one(args: argparse.Namespace) -> int:
 
 def _search_batch(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    only = None
-    if args.qrels is not None:
-        only = set(load_qrels(args.qrels))
     query_vectors = None
     if args.query_vectors is not None:
         query_vectors = load_vectors(args.query_vectors, args.query_vector_ids)
     elif args.query_vector_ids is not None:
         raise InvalidParameterError("--query-vector-ids needs --query-vectors")
-    queries: list[NamedQuery] = load_queries(args.queries, vectors=query_vectors, only=only)
+    if args.allow_unmatched and args.qrels is None:
+        raise InvalidParameterError("--allow-unmatched needs --qrels")
+    queries: list[NamedQuery] = load_queries(args.queries, vectors=query_vectors)
+    status = 0
+    if args.qrels is not None:
+        match = match_judged(list(load_qrels(args.qrels)), [named.qid for named in queries])
+        status = _report_judged(match, args)
+        if not match.run:
+            raise InvalidParameterError(
+                f"no query of {args.queries} is judged in {args.qrels}; nothing to run"
+            )
+        wanted = set(match.run)
+        queries = [named for named in queries if named.qid in wanted]
     if not queries:
         raise InvalidParameterError(f"no queries to run in {args.queries}")
     names, weights = _signals_for(args, query_vectors is not None, "query vectors (--query-vectors FILE.npy)")
@@ -399,7 +429,115 @@ def _search_batch(args: argparse.Namespace) -> int:
             f"(signals {', '.join(names)}; tag {args.run_tag}) in {elapsed:.2f} s",
             file=sys.stderr,
         )
-    return 0
+    return status
+
+
+# ---------------------------------------------------------------------- judged query ids
+
+
+def _unpadded(qid: str) -> str:
+    """``qid`` without the zeros padding a numeric id (``"007"`` -> ``"7"``); other ids unchanged."""
+    if qid.isascii() and qid.isdigit():
+        return qid.lstrip("0") or "0"
+    return qid
+
+
+@dataclass(frozen=True, slots=True)
+class JudgedMatch:
+    """How the query ids of a qrels file meet the query ids of a queries file (exact string match).
+
+    Attributes:
+        run: ids both judged and in the queries file, in queries-file order.
+        unmatched_judged: judged ids no query has, in qrels order.
+        unjudged: query ids with no judgement, in queries-file order.
+        judged_count: distinct judged ids.
+        query_count: distinct query ids.
+        near: for an unmatched id (either side), the id on the other side
+            that differs from it only by zero-padding (``"01"`` -> ``"1"``).
+            Such ids are reported, never matched silently.
+
+    """
+
+    run: tuple[str, ...]
+    unmatched_judged: tuple[str, ...]
+    unjudged: tuple[str, ...]
+    judged_count: int
+    query_count: int
+    near: Mapping[str, str]
+
+
+def match_judged(judged: Sequence[str], query_ids: Sequence[str]) -> JudgedMatch:
+    """Match judged query ids to query ids exactly, and find near misses by zero-padding.
+
+    O(judged + queries).
+    """
+    judged_set = set(judged)
+    query_set = set(query_ids)
+    unmatched = tuple(dict.fromkeys(qid for qid in judged if qid not in query_set))
+    unjudged = tuple(dict.fromkeys(qid for qid in query_ids if qid not in judged_set))
+    # Near misses are looked for only among the ids left unmatched on the other side.
+    by_form_query: dict[str, str] = {}
+    for qid in unjudged:
+        by_form_query.setdefault(_unpadded(qid), qid)
+    by_form_judged: dict[str, str] = {}
+    for qid in unmatched:
+        by_form_judged.setdefault(_unpadded(qid), qid)
+    near: dict[str, str] = {}
+    for qid in unmatched:
+        if _unpadded(qid) in by_form_query:
+            near[qid] = by_form_query[_unpadded(qid)]
+    for qid in unjudged:
+        if _unpadded(qid) in by_form_judged:
+            near[qid] = by_form_judged[_unpadded(qid)]
+    return JudgedMatch(
+        run=tuple(dict.fromkeys(qid for qid in query_ids if qid in judged_set)),
+        unmatched_judged=unmatched,
+        unjudged=unjudged,
+        judged_count=len(judged_set),
+        query_count=len(query_set),
+        near=near,
+    )
+
+
+def _more(total: int) -> list[str]:
+    return [f"  ... and {total - _SHOWN} more"] if total > _SHOWN else []
+
+
+def _report_judged(match: JudgedMatch, args: argparse.Namespace) -> int:
+    """Print on stderr what did not match; return EXIT_PROBLEM for unmatched judged ids (unless allowed)."""
+    status = 0
+    if match.unmatched_judged:
+        allowed = bool(args.allow_unmatched)
+        status = 0 if allowed else EXIT_PROBLEM
+        count = len(match.unmatched_judged)
+        consequence = (
+            "they are not run (--allow-unmatched)"
+            if allowed
+            else f"they are not run, and the exit status is {EXIT_PROBLEM} (--allow-unmatched accepts this)"
+        )
+        lines = [
+            f"{PROG}: {'warning' if allowed else 'error'}: {count} of {match.judged_count} judged "
+            f"query ids in {args.qrels} match no query id in {args.queries}; {consequence}:"
+        ]
+        for qid in match.unmatched_judged[:_SHOWN]:
+            hint = f"; did you mean {match.near[qid]!r}?" if qid in match.near else ""
+            lines.append(f"  judged query {qid!r} matches no query{hint}")
+        lines += _more(count)
+        if any(qid in match.near for qid in match.unmatched_judged):
+            lines.append("  (ids are compared exactly: rewrite one file so its ids match the other's)")
+        print("\n".join(lines), file=sys.stderr)
+    if match.unjudged:
+        count = len(match.unjudged)
+        lines = [
+            f"{PROG}: note: {count} of {match.query_count} queries in {args.queries} have no "
+            f"judgement in {args.qrels}; they are not run:"
+        ]
+        for qid in match.unjudged[:_SHOWN]:
+            hint = f"; did you mean judged query {match.near[qid]!r}?" if qid in match.near else ""
+            lines.append(f"  query {qid!r} has no judgement{hint}")
+        lines += _more(count)
+        print("\n".join(lines), file=sys.stderr)
+    return status
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -425,6 +563,135 @@ def _cmd_merge(args: argparse.Namespace) -> int:
         before = index.segment_count
         merged = index.merge(force=args.all)
         print(f"merged {merged} segments of {args.index}: {before} -> {index.segment_count} segments")
+    return 0
+
+
+# ---------------------------------------------------------------------- add, delete, stats
+
+
+def _cmd_add(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    vectors = None
+    if args.vectors is not None:
+        vectors = load_vectors(args.vectors, args.vector_ids)
+    elif args.vector_ids is not None:
+        raise InvalidParameterError("--vector-ids needs --vectors")
+    # Every line is read and checked before the index is opened: a bad line changes nothing.
+    documents = load_documents(args.corpus, args.format, vectors=vectors)
+    if not documents:
+        raise InvalidParameterError(f"{args.corpus} holds no documents; nothing to add")
+    with Index.open(args.index) as index:
+        before = len(index)
+        replaced = sum(1 for document in documents if document.key in index)
+        # add_many checks the whole batch (vector widths) before applying any of it.
+        index.add_many(documents)
+        generation = index.commit()
+        total = len(index)
+    with_vectors = sum(1 for document in documents if document.vector is not None)
+    elapsed = time.perf_counter() - started
+    print(
+        f"added {len(documents) - replaced} new and replaced {replaced} documents "
+        f"({with_vectors} with vectors) from {args.corpus} into {args.index}: "
+        f"{before} -> {total} documents, generation {generation}, in {elapsed:.2f} s"
+    )
+    return 0
+
+
+def _read_keys_file(path: str) -> list[str]:
+    """Keys of a ``--keys`` file: one a line (line ends stripped, blank lines skipped).
+
+    Raises:
+        CorpusFormatError: the file is not UTF-8 (the message names file and line).
+
+    """
+    keys = []
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorpusFormatError(f"{path}:{number}: not UTF-8 ({exc.reason})") from None
+            key = line.rstrip("\r\n")
+            if key.strip():
+                keys.append(key)
+    return keys
+
+
+def _quoted(keys: Sequence[str]) -> str:
+    shown = ", ".join(repr(key) for key in keys[:_SHOWN])
+    return shown + (f" and {len(keys) - _SHOWN} more" if len(keys) > _SHOWN else "")
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
+    keys = list(args.keys)
+    if args.keys_file is not None:
+        keys += _read_keys_file(args.keys_file)
+    if not keys:
+        raise InvalidParameterError("name the keys to delete (KEY... or --keys FILE)")
+    wanted = list(dict.fromkeys(keys))
+    with Index.open(args.index) as index:
+        missing = [key for key in wanted if key not in index]
+        removed = index.delete_many(wanted)
+        generation = index.commit() if removed else index.generation
+        total = len(index)
+    print(
+        f"deleted {removed} of {len(wanted)} keys from {args.index}: {total} documents left, "
+        f"generation {generation}"
+    )
+    if missing:
+        level = "note" if args.missing_ok else "error"
+        print(
+            f"{PROG}: {level}: {len(missing)} of {len(wanted)} keys are not in {args.index}: "
+            f"{_quoted(missing)}",
+            file=sys.stderr,
+        )
+        return 0 if args.missing_ok else EXIT_PROBLEM
+    return 0
+
+
+def _size(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_stats(stats: IndexStats) -> str:
+    """A readable summary of ``stats`` and a table with one row per segment."""
+    vectors = "none" if stats.vector_dim is None else f"dim {stats.vector_dim}, {stats.vector_dtype}"
+    segments = f"{len(stats.segments)}"
+    if stats.live_segments != len(stats.segments):
+        segments += f" ({stats.live_segments} with live documents)"
+    lines = [
+        f"index:      {stats.path if stats.path is not None else '(in memory)'}",
+        f"documents:  {stats.documents} ({stats.deleted} deleted, awaiting merge)",
+        f"segments:   {segments}",
+        f"generation: {stats.generation}",
+        f"analyzer:   {stats.analyzer}",
+        f"vectors:    {vectors}",
+        f"on disk:    {_size(stats.bytes_on_disk)} ({stats.bytes_on_disk} bytes)",
+    ]
+    if stats.segments:
+        width = max(7, *(len(segment.name or "(memory)") for segment in stats.segments))
+        lines.append("")
+        lines.append(f"{'segment':<{width}}  {'documents':>9}  {'deleted':>7}  {'bytes':>12}")
+        for segment in stats.segments:
+            lines.append(
+                f"{segment.name or '(memory)':<{width}}  {segment.documents:>9}  {segment.deleted:>7}  "
+                f"{segment.bytes:>12}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    with Index.open(args.index, readonly=True) as index:
+        stats = index.stats()
+    if args.json:
+        print(_json_dump(stats.to_dict()))
+    else:
+        sys.stdout.write(format_stats(stats))
     return 0
 
 
@@ -496,7 +763,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="search an index (one query, or a batch into a TREC run)",
         description=(
             "Search an index with one QUERY, or a batch of --queries. A batch writes a TREC run "
-            "(qid Q0 docid rank score tag) to --run-out, or to stdout (JSON lines with --json)."
+            "(qid Q0 docid rank score tag) to --run-out, or to stdout (JSON lines with --json). "
+            "One signal is not fused: its hits carry the signal's own scores. Exit status: 0 on "
+            "success, 1 when --qrels judges query ids that match no query (the matched ones are "
+            "run; --allow-unmatched makes this 0), 2 on a user error."
         ),
     )
     search.add_argument("query", metavar="QUERY", nargs="?", help="the query text")
@@ -531,7 +801,17 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="print JSON")
     search.add_argument("--query-vector", metavar="FILE.npy", help="1-D vector for a single QUERY")
     search.add_argument("--queries", metavar="FILE", help="batch: queries.jsonl (BEIR) or a BEIR folder")
-    search.add_argument("--qrels", metavar="FILE", help="batch: only run the queries judged in this file")
+    search.add_argument(
+        "--qrels",
+        metavar="FILE",
+        help="batch: only run the queries judged in this file; judged ids that match no query are "
+        "reported and make the exit status 1",
+    )
+    search.add_argument(
+        "--allow-unmatched",
+        action="store_true",
+        help="with --qrels: exit 0 even when judged query ids match no query (still reported)",
+    )
     search.add_argument("--query-vectors", metavar="FILE.npy", help="batch: query vectors, one row per id")
     search.add_argument(
         "--query-vector-ids", metavar="FILE", help="row ids of --query-vectors (default: <stem>_ids.txt)"
@@ -566,6 +846,45 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--all", action="store_true", help="merge every segment into one")
     merge.set_defaults(handler=_cmd_merge)
 
+    add = commands.add_parser(
+        "add",
+        help="add or replace (upsert) the documents of a corpus in an index",
+        description="Add the documents of CORPUS to the index at DIR, replacing documents with the "
+        "same key, in one atomic commit. The corpus is read as `index` reads it (same keys); every "
+        "line is checked first, so a bad line changes nothing.",
+    )
+    add.add_argument("corpus", metavar="CORPUS", help="a .jsonl file, or a BEIR folder")
+    add.add_argument("--index", required=True, metavar="DIR", help="index directory (must exist)")
+    add.add_argument("--format", choices=CORPUS_FORMATS, default="auto", help="corpus layout (auto)")
+    add.add_argument("--vectors", metavar="FILE.npy", help="frozen document vectors, one row per id")
+    add.add_argument(
+        "--vector-ids", metavar="FILE", help="row ids of --vectors, one a line (default: <stem>_ids.txt)"
+    )
+    add.set_defaults(handler=_cmd_add)
+
+    delete = commands.add_parser(
+        "delete",
+        help="delete documents by key",
+        description="Delete the documents with these keys from the index at DIR in one atomic commit. "
+        "Exit status: 0 when every key was there, 1 when some were not (the others are deleted; "
+        "--missing-ok makes this 0), 2 on a user error.",
+    )
+    delete.add_argument("keys", metavar="KEY", nargs="*", help="keys of the documents to delete")
+    delete.add_argument("--index", required=True, metavar="DIR", help="index directory")
+    delete.add_argument("--keys", dest="keys_file", metavar="FILE", help="more keys, one a line")
+    delete.add_argument("--missing-ok", action="store_true", help="exit 0 when some keys are not there")
+    delete.set_defaults(handler=_cmd_delete)
+
+    stats = commands.add_parser(
+        "stats",
+        help="show what an index holds: documents, segments, vectors, size",
+        description="Show the documents, segments, generation, vector width and dtype, analyzer, "
+        "size on disk and a per-segment table of the index at DIR.",
+    )
+    stats.add_argument("index", metavar="DIR", help="index directory")
+    stats.add_argument("--json", action="store_true", help="print one JSON object")
+    stats.set_defaults(handler=_cmd_stats)
+
     # The evaluation harness and the encoder bring their own subcommands.
     from weftsearch.embed import add_subcommand as add_embed_command
     from weftsearch.eval.command import add_subcommands as add_eval_commands
@@ -592,8 +911,9 @@ def _os_message(exc: OSError) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run ``weft-search`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
 
-    0 on success, 2 on a usage or user error (printed as one line on stderr),
-    130 when interrupted.
+    0 on success, 1 when a command ran but found a problem it reported
+    (:data:`EXIT_PROBLEM`; see the module docstring), 2 on a usage or user
+    error (printed as one line on stderr), 130 when interrupted.
     """
     parser = build_parser()
     try:

@@ -366,6 +366,52 @@ def test_explanation_signals() -> None:
     json.dumps(results.to_dict())
 
 
+class RefusingFuser:
+    """A fuser that must not be called (a one-stream search passes its stream through)."""
+
+    name = "refusing"
+
+    def __repr__(self) -> str:
+        return "RefusingFuser()"
+
+    def fuse(self, streams: Sequence[Stream], k: int, keys: Snapshot) -> object:
+        raise AssertionError(f"fuse called with {len(streams)} stream(s)")
+
+
+@pytest.mark.parametrize(
+    "fuser",
+    [RRF(), RRF(k=0), WeightedRRF([3.0]), ScoreFusion(), ScoreFusion(norm="zscore"), RefusingFuser()],
+    ids=repr,
+)
+def test_one_stream_passes_through_with_its_own_scores(fuser: object) -> None:
+    index = make_index()
+    # Out of order, with ties: the canonical order is score desc, then key asc.
+    scorer = FixedScorer(["gamma", "delta", "alpha", "beta"], [1.0, 2.0, 2.0, 0.5])
+    results = index.search("anything", 3, fuser, scorer)  # type: ignore[arg-type]
+    assert results.fuser == "passthrough"
+    assert results.signals == ("fixed",)
+    assert results.keys == ["alpha", "delta", "gamma"]
+    assert results.scores.tolist() == [2.0, 2.0, 1.0]  # the scorer's scores, ties kept
+    for position, hit in enumerate(results, start=1):
+        [signal] = hit.signals
+        assert (hit.rank, signal.signal, signal.rank) == (position, "fixed", position)
+        assert signal.score == hit.score and signal.contribution == hit.score
+    assert results.to_dict()["fuser"] == "passthrough"
+
+
+def test_one_bm25_stream_gives_the_scorers_scores_exactly() -> None:
+    index = make_index()
+    snapshot = index.snapshot()
+    stream = BM25Scorer().score(snapshot, Query("retrieval with"), 100)
+    order = np.lexsort((np.asarray(snapshot.keys_of(stream.ids)), -stream.scores))
+    results = index.search("retrieval with", 10, RRF(), BM25Scorer())
+    assert results.keys == [snapshot.keys_of(stream.ids)[i] for i in order]
+    assert results.scores.tolist() == stream.scores[order].tolist()
+    assert results.scores[0] == results.scores[1]  # alpha and beta tie: a real tie stays a tie
+    # Two streams are still fused by the fuser.
+    assert index.search("retrieval with", 10, RRF(), BM25Scorer(), BM25Scorer()).fuser == "rrf"
+
+
 def test_explanation_with_weights_and_real_scorers() -> None:
     index = Index(analyzer="simple")
     index.add_many(

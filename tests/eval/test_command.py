@@ -25,7 +25,7 @@ from weftsearch.eval.harness import build_testbed
 from weftsearch.eval.metrics import evaluate
 from weftsearch.eval.runs import Arm, StreamCache, run_arm
 from weftsearch.eval.specs import ArmBuilder
-from weftsearch.fusion import RRF
+from weftsearch.fusion import WeightedRRF
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "datasets"
@@ -223,8 +223,10 @@ def test_weight_sweep_shape_and_weight_zero_on_a_synthetic_testbed() -> None:
         )
 
     # Weight 0: the figure of the single other stream (BM25 alone) through the same fusion, exactly.
+    # One stream alone passes through unfused (docs/ARCHITECTURE.md), so BM25 "through RRF" is
+    # BM25 beside a zero-weighted stream: a weight-0 stream adds no candidate and no score.
     bm25 = arms["hybrid"].scorers[0]
-    alone = ndcg(Arm("bm25-alone", (bm25,), RRF(), depth=30))
+    alone = ndcg(Arm("bm25-alone", (bm25, bm25), WeightedRRF([1.0, 0.0]), depth=30))
     assert result.points[0].mean == alone
     # ... which is not the tie-keeping text arm's figure here: RRF turns BM25's tied scores into
     # distinct ranks (key order), while `text` keeps the ties for trec_eval's tie-break.
@@ -248,7 +250,13 @@ def test_weight_sweep_shape_and_weight_zero_on_a_synthetic_testbed() -> None:
 @pytest.mark.data
 def test_weight_sweep_on_cacm_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["eval", "cacm", "--data", str(DATA), "--resamples", "200", "--vectors", "none", "--arms"]
-    arms = ["text=bm25", "hybrid=rrf(bm25, recency(half_life=1825))", "bm25-rrf=rrf(bm25)"]
+    # bm25-rrf: BM25 through RRF. One stream alone passes through unfused (docs/ARCHITECTURE.md),
+    # so it is fused beside a zero-weighted copy, which adds no candidate and no score.
+    arms = [
+        "text=bm25",
+        "hybrid=rrf(bm25, recency(half_life=1825))",
+        "bm25-rrf=weighted(bm25, bm25, weights=[1, 0])",
+    ]
     assert main([*argv, *arms, "--sweep", "weights:hybrid"]) == 0
     printed = capsys.readouterr().out
     lines = printed.splitlines()

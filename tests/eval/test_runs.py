@@ -215,6 +215,10 @@ def test_describe_records_reprs_depth_and_notes() -> None:
 # ---------------------------------------------------------------------------- run_arm = Index.search
 
 
+# Fuser contract tests search two streams: one stream passes through without calling the
+# fuser (docs/ARCHITECTURE.md, ordering rule).
+TWO_STREAMS = (BM25Scorer(), BM25Scorer(k1=0.9))
+
 ARMS = {
     "text": lambda: Arm("text", (BM25Scorer(),), RRF(), depth=6),
     "text-score": lambda: Arm("text-score", (BM25Scorer(),), ScoreFusion(norm="zscore"), depth=8),
@@ -420,11 +424,18 @@ def test_trec_lines_format_and_exact_scores(snapshot: Snapshot) -> None:
 def test_trec_lines_print_shortest_round_trip_reprs(snapshot: Snapshot) -> None:
     scorer = FixedScorer("fixed", {"t": [("d1", 0.1), ("d2", 1 / 3), ("d3", 1e-300)]})
     got = run_arm(StreamCache(snapshot), Arm("fixed", (scorer,), RRF(k=0), depth=3), {"t": Query("t")}, 3)
-    # RRF with constant 0: 1/1, 1/2, 1/3 for d2 (1/3 is the top raw score), d1, d3.
+    # One stream passes through with its raw scores (the fuser is not called).
     assert list(got.trec_lines()) == [
-        "t Q0 d2 1 1.0 fixed",
-        "t Q0 d1 2 0.5 fixed",
-        "t Q0 d3 3 0.3333333333333333 fixed",
+        "t Q0 d2 1 0.3333333333333333 fixed",
+        "t Q0 d1 2 0.1 fixed",
+        "t Q0 d3 3 1e-300 fixed",
+    ]
+    # Two streams are fused: RRF with constant 0 gives 2/1, 2/2, 2/3 for d2, d1, d3.
+    two = Arm("fixed", (scorer, scorer), RRF(k=0), depth=3)
+    assert list(run_arm(StreamCache(snapshot), two, {"t": Query("t")}, 3).trec_lines()) == [
+        "t Q0 d2 1 2.0 fixed",
+        "t Q0 d1 2 1.0 fixed",
+        "t Q0 d3 3 0.6666666666666666 fixed",
     ]
 
 
@@ -476,15 +487,15 @@ def test_the_error_names_the_stream_label_when_names_repeat(snapshot: Snapshot) 
 
 def test_a_fuser_returning_too_many_candidates_raises(snapshot: Snapshot) -> None:
     # The harness asks the fuser for k + 1 (to see a tie across the cut): k + 1 is fine, k + 2 is not.
-    ok = run(snapshot, Arm("a", (BM25Scorer(),), GreedyFuser(extra=0), depth=10), 3)
+    ok = run(snapshot, Arm("a", TWO_STREAMS, GreedyFuser(extra=0), depth=10), 3)
     assert max(len(keys) for keys in ok.keys.values()) == 3
     with pytest.raises(ScorerOutputError, match="'greedy'"):
-        run(snapshot, Arm("a", (BM25Scorer(),), GreedyFuser(extra=1), depth=10), 3)
+        run(snapshot, Arm("a", TWO_STREAMS, GreedyFuser(extra=1), depth=10), 3)
 
 
 def test_a_fuser_returning_a_plain_stream_raises(snapshot: Snapshot) -> None:
     with pytest.raises(ScorerOutputError, match="'greedy'"):
-        run(snapshot, Arm("a", (BM25Scorer(),), GreedyFuser(bare=True), depth=10), 3)
+        run(snapshot, Arm("a", TWO_STREAMS, GreedyFuser(bare=True), depth=10), 3)
 
 
 class MisshapenFuser:
@@ -509,17 +520,29 @@ class MisshapenFuser:
 def test_index_search_refuses_contributions_for_the_wrong_streams(index: Index) -> None:
     """The engine's own check, which the next test expects run_arm to share."""
     with pytest.raises(ScorerOutputError, match="'misshapen'"):
-        index.search("apple", 3, MisshapenFuser("columns"), BM25Scorer(), depth=5)
+        index.search("apple", 3, MisshapenFuser("columns"), *TWO_STREAMS, depth=5)
 
 
 def test_run_arm_refuses_contributions_for_the_wrong_streams(snapshot: Snapshot) -> None:
     with pytest.raises(ScorerOutputError, match="'misshapen'"):
-        run(snapshot, Arm("a", (BM25Scorer(),), MisshapenFuser("columns"), depth=5), 3)
+        run(snapshot, Arm("a", TWO_STREAMS, MisshapenFuser("columns"), depth=5), 3)
 
 
 def test_a_fuser_returning_the_same_document_twice_raises(snapshot: Snapshot) -> None:
     with pytest.raises(ScorerOutputError, match="'misshapen'"):
-        run(snapshot, Arm("a", (BM25Scorer(),), MisshapenFuser("repeat"), depth=5), 3)
+        run(snapshot, Arm("a", TWO_STREAMS, MisshapenFuser("repeat"), depth=5), 3)
+
+
+def test_one_stream_passes_through_without_the_fuser(index: Index, snapshot: Snapshot) -> None:
+    """A broken fuser is never called for one scorer; run_arm and Index.search agree on raw scores."""
+    arm = Arm("a", (BM25Scorer(),), MisshapenFuser("columns"), depth=5)
+    got = run(snapshot, arm, 3)
+    for qid, query in QUERIES.items():
+        raw = BM25Scorer().score(snapshot, query, 5)
+        expected = index.search(query, 3, arm.fuser, *arm.scorers, depth=5)
+        assert expected.fuser == "passthrough"
+        assert got.keys[qid] == tuple(expected.keys)
+        assert got.scores[qid].tolist() == expected.scores.tolist() == sorted(raw.scores.tolist())[::-1][:3]
 
 
 # ---------------------------------------------------------------------------- parameters

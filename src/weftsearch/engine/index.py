@@ -41,6 +41,7 @@ from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults, search_snapshot
 from weftsearch.engine.snapshot import Snapshot
+from weftsearch.engine.stats import IndexStats, SegmentStats, file_bytes, manifest_bytes
 from weftsearch.errors import (
     CorruptIndexError,
     DuplicateKeyError,
@@ -611,6 +612,46 @@ class Index:
         """Number of segments (committed or sealed in memory) holding live documents."""
         return sum(1 for segment in self._segments if segment.live)
 
+    def stats(self) -> IndexStats:
+        """Counts and sizes: documents, segments (one row each), generation, vectors, bytes on disk.
+
+        A writer's uncommitted writes are counted in the documents and
+        segments (a segment not yet committed has no name), not on disk.
+
+        Complexity: O(segments) (one ``stat`` per file); no document is read.
+
+        Raises:
+            IndexStorageError: a read-only index whose files a newer commit
+                removed (call :meth:`refresh` and ask again).
+
+        """
+        with self._write_lock:
+            rows = [(s.name, s.deletes_file, s.live, int(s.deleted.sum()), s.data) for s in self._segments]
+            pending = len(self._pending)
+            generation = self._generation
+        directory = None if self._directory is None else self._directory.path
+        segments = []
+        for name, deletes_file, live, deleted, data in rows:
+            if name is None or directory is None:
+                size = 0 if data is None else len(data)
+            else:
+                size = file_bytes(directory, [name, deletes_file])
+            segments.append(SegmentStats(name, live, deleted, size))
+        on_disk = 0
+        if directory is not None:
+            on_disk = manifest_bytes(directory) + sum(s.bytes for s in segments if s.name is not None)
+        return IndexStats(
+            path=None if directory is None else str(directory),
+            documents=sum(live for _, _, live, _, _ in rows) + pending,
+            pending=pending,
+            generation=generation,
+            analyzer=self._analyzer.name,
+            vector_dim=self._vector_dim,
+            vector_dtype=self._vector_dtype,
+            segments=tuple(segments),
+            bytes_on_disk=on_disk,
+        )
+
     def __len__(self) -> int:
         with self._write_lock:
             return sum(segment.live for segment in self._segments) + len(self._pending)
@@ -823,6 +864,9 @@ class Index:
         depth: int | None = None,
     ) -> SearchResults:
         """Search the current snapshot; see :func:`~weftsearch.engine.search.search_snapshot`.
+
+        With one scorer, its stream passes through with its own scores (the
+        fuser is not called; ``results.fuser`` is ``"passthrough"``).
 
         Example::
 

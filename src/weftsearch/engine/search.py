@@ -4,6 +4,12 @@ This is the only place scorers and a fuser meet, and it treats every scorer
 alike: it calls ``score``, checks the stream against the contract, puts it in
 canonical order, and passes the list on. It never branches on what a scorer
 is, so the fused ranking for a snapshot depends only on the streams.
+
+One stream passes through: a search with exactly one scorer returns that
+stream's top ``k`` with the scorer's own scores, and the fuser is not called
+(:func:`fuse_streams`). Fusing one stream could only rewrite its scores (RRF
+turns every score into ``1 / (k + rank)``, so tied scores become distinct and
+the key tie-break becomes part of the score) without adding evidence.
 """
 
 from __future__ import annotations
@@ -30,10 +36,15 @@ __all__ = [
     "DEFAULT_DEPTH",
     "canonical_stream",
     "stream_labels",
+    "fuse_streams",
+    "PASSTHROUGH",
 ]
 
 #: Candidates asked of each scorer when ``depth`` is not given: ``max(k, DEFAULT_DEPTH)``.
 DEFAULT_DEPTH = 100
+
+#: :attr:`SearchResults.fuser` of a one-scorer search: the stream passed through unfused.
+PASSTHROUGH = "passthrough"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +105,8 @@ class SearchResults(Sequence[Hit]):
     Attributes:
         hits: the fused hits.
         signals: stream labels, in the order scorers were given.
-        fuser: the fuser's name.
+        fuser: the fuser's name, or :data:`PASSTHROUGH` when one scorer's
+            stream was passed through without calling the fuser.
         generation: the snapshot generation searched.
         depth: candidates asked of each scorer.
 
@@ -237,6 +249,31 @@ def _rank_lookup(stream: Stream, wanted: NDArray[np.int64]) -> NDArray[np.int64]
     return np.where(found, by_id[slots] + 1, 0).astype(np.int64)
 
 
+def fuse_streams(fuser: Fuser, streams: Sequence[Stream], k: int, snapshot: Snapshot) -> FusedStream:
+    """Fuse canonical ``streams`` to ``k`` candidates; a single stream passes through.
+
+    With exactly one stream the result is that stream's first ``k``
+    candidates with their own scores, and each candidate's contribution is
+    its score; ``fuser`` is not called, so no fusion arithmetic runs and its
+    parameters (weights, normalisation) are not consulted. With two or more
+    streams the fuser's output is checked against the contract and returned.
+
+    Args:
+        fuser: merges two or more streams.
+        streams: streams in canonical order (see :func:`canonical_stream`).
+        k: fused candidates wanted (positive).
+        snapshot: the snapshot the streams come from (key order, id range).
+
+    Raises:
+        ScorerOutputError: the fuser broke its contract.
+
+    """
+    if len(streams) == 1:
+        head = streams[0].head(k)
+        return FusedStream(head.ids, head.scores, head.scores.reshape(-1, 1))
+    return check_fused(fuser.fuse(streams, k, snapshot), snapshot, k, len(streams), str(fuser.name))
+
+
 def search_snapshot(
     snapshot: Snapshot,
     query: Query | str,
@@ -247,11 +284,17 @@ def search_snapshot(
 ) -> SearchResults:
     """Search ``snapshot``: run each scorer to ``depth``, fuse to ``k``, explain.
 
+    With exactly one scorer its stream passes through (:func:`fuse_streams`):
+    the hits are the stream's top ``k`` in canonical order (score desc, key
+    asc), each hit's score and its one contribution are the scorer's raw
+    score, ``fuser`` is not called (whatever fuser is given), and
+    :attr:`SearchResults.fuser` is :data:`PASSTHROUGH`.
+
     Args:
         snapshot: the snapshot to search; every scorer reads this one.
         query: a :class:`Query`, or a string taken as ``Query(text=...)``.
         k: number of fused hits wanted (positive).
-        fuser: merges the streams (e.g. ``RRF()``).
+        fuser: merges the streams (e.g. ``RRF()``); not called for one scorer.
         scorers: one or more scorers; their streams are fused in this order.
         depth: candidates asked of each scorer; ``None`` means ``max(k, 100)``.
             Must be at least ``k``.
@@ -284,7 +327,8 @@ def search_snapshot(
         canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label)
         for scorer, label in zip(scorers, labels, strict=False)
     ]
-    fused = check_fused(fuser.fuse(streams, k, snapshot), snapshot, k, len(streams), str(fuser.name))
+    fused = fuse_streams(fuser, streams, k, snapshot)
+    fuser_name = PASSTHROUGH if len(streams) == 1 else str(fuser.name)
 
     # A document whose stored record is damaged is reported absent, as
     # Index.get does; the others keep their places and scores.
@@ -317,4 +361,4 @@ def search_snapshot(
                 fields=fields[row],
             )
         )
-    return SearchResults(hits, labels, str(fuser.name), snapshot.generation, depth)
+    return SearchResults(hits, labels, fuser_name, snapshot.generation, depth)

@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
-from weftsearch.engine.search import canonical_stream, check_fused, stream_labels
+from weftsearch.engine.search import canonical_stream, fuse_streams, stream_labels
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream, check_k
 from weftsearch.errors import InvalidParameterError, PairingError
@@ -309,9 +309,8 @@ def run_arm(
             cache.stream(scorer, label, qid, query, depth)
             for scorer, label in zip(arm.scorers, labels, strict=True)
         ]
-        fused = check_fused(
-            fuser.fuse(streams, k + 1, snapshot), snapshot, k + 1, len(streams), str(fuser.name)
-        )
+        # One stream passes through with its own scores, exactly as in Index.search.
+        fused = fuse_streams(fuser, streams, k + 1, snapshot)
         tied[qid] = tied_slots(fused.scores, k)
         stream_tied[qid] = tuple(tied_slots(s.scores[: k + 1], k) for s in streams)
         head = fused.head(k)
