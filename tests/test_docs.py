@@ -534,6 +534,8 @@ def test_durations_on_the_command_line_name_their_unit() -> None:
     search = _subparsers(build_parser())["search"]
     help_text = " ".join(search.format_help().split())
     assert "--half-life DAYS" in help_text and "half-life in days" in help_text
+    evaluate = " ".join(_subparsers(build_parser())["eval"].format_help().split())
+    assert "recency(half_life=DAYS) counts days" in evaluate
 
 
 def test_index_refusal_names_the_flag_on_the_command_line(

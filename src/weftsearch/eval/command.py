@@ -450,7 +450,7 @@ def add_subcommands(commands: Any) -> None:
             # A description is printed as written (only help strings and usage are %-formatted).
             "Run arms on a judged collection, print each measure with the paired 95% bootstrap "
             "interval against the baseline arm, and write a report. Arm spec: NAME=EXPR[@DEPTH], e.g. "
-            "'hybrid=rrf(bm25, vector, k=60)'. Default arms: " + presets
+            "'hybrid=rrf(bm25, vector, k=60)'; recency(half_life=DAYS) counts days. Default arms: " + presets
         ),
     )
     evaluate.add_argument("dataset", metavar="DATASET", choices=COLLECTIONS, help=", ".join(COLLECTIONS))
