@@ -320,7 +320,7 @@ def test_bad_bm25_b(b: Any) -> None:
         lambda: RecencyScorer(0),
         lambda: RecencyScorer(-5.0),
         lambda: RecencyScorer(None),  # type: ignore[arg-type]
-        lambda: RecencyScorer(1.0, now="yesterday"),  # type: ignore[arg-type]
+        lambda: RecencyScorer(1.0, now="yesterday"),
     ],
 )
 def test_bad_scorer_parameters(make: Callable[[], object]) -> None:
