@@ -190,13 +190,8 @@ def run_python(block: Block) -> None:
 CHECKED = re.compile(r"weft-search|make|(?:\S*/)?python3?")
 
 
-def commands(block: Block) -> Iterator[tuple[int, list[str]]]:
-    """``(line, argv)`` for each checked command of a shell block.
-
-    Backslash continuations are joined and ``#`` comments dropped. A line that
-    does not start with a checked command (:data:`CHECKED`) is skipped; one that
-    does but is not valid shell quoting yields ``["<unquotable>", text]``.
-    """
+def logical_lines(block: Block) -> Iterator[tuple[int, str]]:
+    """``(line, text)`` for each non-blank line of a shell block, continuations joined."""
     pending = ""
     first = block.line
     for offset, raw in enumerate(block.source.splitlines()):
@@ -209,8 +204,19 @@ def commands(block: Block) -> Iterator[tuple[int, list[str]]]:
             pending += line[:-1] + " "
             continue
         text, pending = pending + line, ""
-        words = text.split()
-        if not words or not CHECKED.fullmatch(words[0]):
+        if text.strip() and not text.lstrip().startswith("#"):
+            yield first, text
+
+
+def commands(block: Block) -> Iterator[tuple[int, list[str]]]:
+    """``(line, argv)`` for each checked command of a shell block.
+
+    Backslash continuations are joined and ``#`` comments dropped. A line that
+    does not start with a checked command (:data:`CHECKED`) is skipped; one that
+    does but is not valid shell quoting yields ``["<unquotable>", text]``.
+    """
+    for first, text in logical_lines(block):
+        if not CHECKED.fullmatch(text.split()[0]):
             continue
         try:
             argv = shlex.split(text, comments=True)
@@ -218,6 +224,20 @@ def commands(block: Block) -> Iterator[tuple[int, list[str]]]:
             argv = ["<unquotable>", f"{text.strip()} ({exc})"]
         if argv:
             yield first, argv
+
+
+def run_shell(block: Block) -> str | None:
+    """Run a ``<!-- run -->`` block's commands in order in the current directory; the first failure."""
+    others = [f"{line}: {text}" for line, text in logical_lines(block) if text.split()[0] != "weft-search"]
+    if others:
+        return f"{block.where}: a run block holds weft-search lines only: {others}"
+    for line, argv in commands(block):
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            status = main(argv[1:])
+        if status != 0:
+            return f"{block.path.name}:{line}: {shlex.join(argv)} exited {status}: {stderr.getvalue()}"
+    return None
 
 
 def makefile_targets() -> set[str]:
@@ -328,11 +348,9 @@ def test_shell_block_runs(
     if _needs_data(block.source):
         pytest.skip(f"{block.where} reads ../shared/datasets, which is absent")
     monkeypatch.chdir(_work_dir(tmp_path))
-    for line, argv in commands(block):
-        assert argv[0] == "weft-search", f"{block.path.name}:{line}: a run block holds weft-search lines only"
-        status = main(argv[1:])
-        captured = capsys.readouterr()
-        assert status == 0, f"{block.path.name}:{line}: {shlex.join(argv)} exited {status}: {captured.err}"
+    failure = run_shell(block)
+    capsys.readouterr()
+    assert failure is None, failure
 
 
 def test_markers_are_known_and_in_their_place() -> None:
@@ -499,6 +517,25 @@ def test_shell_lines_are_parsed_by_the_real_parser(tmp_path: Path) -> None:
     assert verdicts[3] is None and verdicts[4] is not None and "deploy" in verdicts[4]
     assert verdicts[5] is not None and "nothing.py" in verdicts[5]
     assert verdicts[6] is not None and "quoting" in verdicts[6]
+
+
+def test_run_blocks_stop_at_the_first_failing_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (good, bad, foreign) = _one(
+        "<!-- run -->\n```sh\nweft-search demo -k 1\n```\n"
+        "<!-- run -->\n```sh\nweft-search scrub no-such-index   # fails\nweft-search demo\n```\n"
+        "<!-- run -->\n```sh\nrm -rf /\n```\n",
+        tmp_path,
+    )
+    monkeypatch.chdir(tmp_path)
+    assert run_shell(good) is None
+    failure = run_shell(bad)
+    assert failure is not None and "doc.md:7: weft-search scrub no-such-index exited 2" in failure
+    assert "no-such-index" in failure.split("exited 2:")[1]  # the command's own message
+    failure = run_shell(foreign)
+    assert failure is not None and "weft-search lines only" in failure
+    capsys.readouterr()
 
 
 def test_inline_checks_catch_a_renamed_flag_or_subcommand() -> None:
