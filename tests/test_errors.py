@@ -174,7 +174,7 @@ def test_wrong_vector_width() -> None:
     )
 
 
-@pytest.mark.parametrize("time", ["2020-01-01", True, math.nan, math.inf, [1.0]])
+@pytest.mark.parametrize("time", ["2020-13-01", "2020", True, math.nan, math.inf, [1.0]])
 def test_bad_document_time(time: Any) -> None:
     expect(InvalidDocumentError, ValueError, lambda: Document("a", time=time))
 
@@ -320,7 +320,7 @@ def test_bad_bm25_b(b: Any) -> None:
         lambda: RecencyScorer(0),
         lambda: RecencyScorer(-5.0),
         lambda: RecencyScorer(None),  # type: ignore[arg-type]
-        lambda: RecencyScorer(1.0, now="yesterday"),  # type: ignore[arg-type]
+        lambda: RecencyScorer(1.0, now="yesterday"),
     ],
 )
 def test_bad_scorer_parameters(make: Callable[[], object]) -> None:

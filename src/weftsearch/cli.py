@@ -62,7 +62,13 @@ from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import Hit, SearchResults
 from weftsearch.engine.stats import IndexStats
-from weftsearch.errors import CorpusFormatError, InvalidParameterError, UnknownSignalError, WeftError
+from weftsearch.errors import (
+    CorpusFormatError,
+    IndexExistsError,
+    InvalidParameterError,
+    UnknownSignalError,
+    WeftError,
+)
 from weftsearch.fusion import FUSION_METHODS, RRF, ScoreFusion, WeightedRRF
 from weftsearch.scorers import BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, VectorScorer
 from weftsearch.scorers.vector import DEFAULT_NPROBE
@@ -278,12 +284,15 @@ def _cmd_index(args: argparse.Namespace) -> int:
     elif args.vector_ids is not None:
         raise InvalidParameterError("--vector-ids needs --vectors")
     documents = load_documents(args.corpus, args.format, vectors=vectors)
-    index = Index.create(
-        args.index,
-        args.analyzer,
-        vector_dim=None if vectors is None else vectors.dim,
-        overwrite=args.overwrite,
-    )
+    try:
+        index = Index.create(
+            args.index,
+            args.analyzer,
+            vector_dim=None if vectors is None else vectors.dim,
+            overwrite=args.overwrite,
+        )
+    except IndexExistsError:  # the library's message names the keyword; here the flag is the way
+        raise IndexExistsError(f"{args.index} is not empty; pass --overwrite to replace it") from None
     index.add_many(documents)
     index.commit()
     index.close()
@@ -782,7 +791,13 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--rrf-k", type=_non_negative_float, default=60.0, help="RRF constant (60)")
     search.add_argument("--norm", choices=("minmax", "zscore"), default="minmax", help="score fusion norm")
     search.add_argument("--depth", type=_positive_int, help="candidates per signal (max(k, 100))")
-    search.add_argument("--half-life", type=_positive_float, default=365.0, help="recency half-life, days")
+    search.add_argument(
+        "--half-life",
+        type=_positive_float,
+        default=365.0,
+        metavar="DAYS",
+        help="recency half-life in days (365); the age at which the recency score halves",
+    )
     search.add_argument("--k1", type=_non_negative_float, default=1.2, help="BM25 k1 (1.2)")
     search.add_argument("--b", type=_non_negative_float, default=0.75, help="BM25 b (0.75)")
     search.add_argument("--seed-n", type=_positive_int, default=5, help="BM25 hits seeding graph signals")

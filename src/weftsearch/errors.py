@@ -33,6 +33,7 @@ __all__ = [
     "PairingError",
     "MissingDependencyError",
     "VectorsExistError",
+    "IndexExistsError",
 ]
 
 
@@ -142,4 +143,11 @@ class VectorsExistError(WeftError, FileExistsError):
 
     The message says what differs; pass ``overwrite=True`` (``--overwrite``)
     to replace them.
+    """
+
+
+class IndexExistsError(IndexStorageError, FileExistsError):
+    """``Index.create`` was given a directory that is not empty, without ``overwrite=True``.
+
+    The command line says ``--overwrite`` instead.
     """

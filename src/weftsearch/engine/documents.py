@@ -9,21 +9,19 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import Union
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from weftsearch.engine.times import TimeLike, as_timestamp
 from weftsearch.errors import InvalidDocumentError, InvalidVectorError
 
 __all__ = ["Document", "FieldValue", "TimeLike", "as_vector", "as_timestamp", "as_key_tuple"]
 
 #: A value allowed in :attr:`Document.fields`: small scalar metadata.
 FieldValue = Union[str, int, float, bool]
-#: A point in time: an aware or naive ``datetime`` (naive means UTC) or POSIX seconds.
-TimeLike = Union[datetime, float, int]
 
 
 def as_vector(value: ArrayLike, what: str) -> NDArray[np.float32]:
@@ -44,24 +42,6 @@ def as_vector(value: ArrayLike, what: str) -> NDArray[np.float32]:
         raise InvalidVectorError(f"{what}: vector has a non-finite value {array[bad]} at position {bad}")
     array.setflags(write=False)
     return array
-
-
-def as_timestamp(value: TimeLike, what: str) -> float:
-    """Return ``value`` as POSIX seconds (float). Naive datetimes are taken as UTC.
-
-    Raises:
-        InvalidDocumentError: not a datetime or real number, or not finite.
-
-    """
-    if isinstance(value, datetime):
-        moment = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
-        return moment.timestamp()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidDocumentError(f"{what}: time must be a datetime or POSIX seconds, got {value!r}")
-    seconds = float(value)
-    if not math.isfinite(seconds):
-        raise InvalidDocumentError(f"{what}: time must be finite, got {value!r}")
-    return seconds
 
 
 def as_key_tuple(values: Iterable[str] | str, what: str, error: type[ValueError]) -> tuple[str, ...]:
@@ -92,8 +72,12 @@ class Document:
         links: keys of documents this one links to (citations, hyperlinks).
             A link to a key not in the index is ignored until such a document
             arrives; duplicates count once.
-        time: when the document was published, for recency; ``None`` means the
-            document is absent from recency streams.
+        time: when the document was published, for recency: a ``datetime``
+            (naive means UTC), a ``date`` (midnight UTC), an ISO-8601 string
+            (``"2009-06-01"``; no offset means UTC) or POSIX seconds (a bare
+            number is seconds since 1970-01-01 UTC, never a year). Stored as
+            POSIX seconds (float) at construction, so ``time`` reads back as
+            a float. ``None`` means the document is absent from recency streams.
         fields: small scalar metadata (title, author, year, ...), kept and
             returned with hits, never scored.
 
@@ -125,7 +109,7 @@ class Document:
             self, "links", as_key_tuple(self.links, f"document {self.key!r}: links", InvalidDocumentError)
         )
         if self.time is not None:
-            as_timestamp(self.time, f"document {self.key!r}")
+            object.__setattr__(self, "time", as_timestamp(self.time, f"document {self.key!r}"))
         if not isinstance(self.fields, Mapping):
             raise InvalidDocumentError(f"document {self.key!r}: fields must be a mapping")
         fields: dict[str, FieldValue] = {}

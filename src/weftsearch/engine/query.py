@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.documents import TimeLike, as_key_tuple, as_timestamp, as_vector
-from weftsearch.errors import InvalidDocumentError, InvalidQueryError
+from weftsearch.engine.documents import as_key_tuple, as_vector
+from weftsearch.engine.times import TimeLike, as_timestamp
+from weftsearch.errors import InvalidQueryError
 
 __all__ = ["Query"]
 
@@ -22,8 +23,10 @@ class Query:
         vector: a query embedding for vector scorers (same width as the index's).
         seeds: document keys to start graph scorers from, instead of (or before)
             a seed scorer's results. Keys not in the snapshot are ignored.
-        time: "now" for recency scorers; ``None`` lets the scorer choose (the
-            built-in one uses the newest document time, so results reproduce).
+        time: "now" for recency scorers, in any form :attr:`Document.time`
+            takes (``datetime``, ``date``, ISO-8601 string, POSIX seconds),
+            stored as POSIX seconds (float); ``None`` lets the scorer choose
+            (the built-in one uses the newest document time, so results reproduce).
 
     """
 
@@ -39,12 +42,9 @@ class Query:
             object.__setattr__(self, "vector", as_vector(self.vector, "query vector"))
         object.__setattr__(self, "seeds", as_key_tuple(self.seeds, "query seeds", InvalidQueryError))
         if self.time is not None:
-            try:
-                as_timestamp(self.time, "query time")
-            except InvalidDocumentError as exc:
-                raise InvalidQueryError(str(exc)) from None
+            object.__setattr__(self, "time", as_timestamp(self.time, "query time", InvalidQueryError))
 
     @property
     def timestamp(self) -> float | None:
         """``time`` as POSIX seconds, or ``None``."""
-        return None if self.time is None else as_timestamp(self.time, "query time")
+        return None if self.time is None else as_timestamp(self.time, "query time", InvalidQueryError)

@@ -447,9 +447,10 @@ def add_subcommands(commands: Any) -> None:
         "eval",
         help="evaluate arms on a judged collection",
         description=(
-            "Run arms on a judged collection, print each measure with the paired 95%% bootstrap "
+            # A description is printed as written (only help strings and usage are %-formatted).
+            "Run arms on a judged collection, print each measure with the paired 95% bootstrap "
             "interval against the baseline arm, and write a report. Arm spec: NAME=EXPR[@DEPTH], e.g. "
-            "'hybrid=rrf(bm25, vector, k=60)'. Default arms: " + presets.replace("%", "%%")
+            "'hybrid=rrf(bm25, vector, k=60)'; recency(half_life=DAYS) counts days. Default arms: " + presets
         ),
     )
     evaluate.add_argument("dataset", metavar="DATASET", choices=COLLECTIONS, help=", ".join(COLLECTIONS))
@@ -509,8 +510,8 @@ def add_subcommands(commands: Any) -> None:
         description=(
             "Print how many documents have links, how many of those are relevant to no query, and "
             "the fraction of pairs of documents relevant to the same query that are linked against "
-            "the fraction of random document pairs (seeded): the evidence docs/EVAL.md gives that "
-            "the links are independent of the judgements."
+            "the fraction of random document pairs (seeded): how strongly the links go with "
+            "relevance (docs/EVAL.md, Experiment 3)."
         ),
     )
     linking.add_argument("name", choices=COLLECTIONS)

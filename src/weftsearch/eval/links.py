@@ -1,4 +1,4 @@
-"""Are a collection's links independent of its relevance judgements? The evidence, reprinted.
+"""How a collection's links go with its relevance judgements: the evidence, reprinted.
 
 A graph signal is worth testing only if the links carry something about
 relevance, and a graph experiment is fair only if the links were not made

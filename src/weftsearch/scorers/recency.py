@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import math
-from datetime import timedelta
-
 import numpy as np
 
-from weftsearch.engine.documents import TimeLike, as_timestamp
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream, check_k, top_k
-from weftsearch.errors import InvalidDocumentError, InvalidParameterError
+from weftsearch.engine.times import DurationLike, TimeLike, as_seconds, as_timestamp
+from weftsearch.errors import InvalidParameterError
 
 __all__ = ["RecencyScorer"]
 
@@ -19,34 +16,36 @@ __all__ = ["RecencyScorer"]
 class RecencyScorer:
     """Score ``0.5 ** (age / half_life)``: 1 for the newest, 0.5 one half-life older.
 
-    Args:
-        half_life: seconds (number) or a ``timedelta``; must be positive.
-        now: the reference time. If ``None``, the query's ``time`` is used, and
-            failing that the newest document time in the snapshot, so that the
-            same index and query always give the same scores.
-        name: label in explanations.
-
     Documents without a time are absent. A document newer than "now" gets age
     0 (score 1) rather than a score above 1. Complexity: O(N) per query.
+
+    Args:
+        half_life: the age at which the score halves: a ``timedelta``
+            (``timedelta(days=365)``), an ISO-8601 duration in weeks, days,
+            hours, minutes and seconds (``"P365D"``), or a bare number of
+            **seconds** (not days: the command line's ``--half-life`` and the
+            eval arm ``recency(half_life=...)`` take days). Must be positive.
+            Kept as seconds in :attr:`half_life`.
+        now: the reference time: a ``datetime`` (naive means UTC), a ``date``,
+            an ISO-8601 string or POSIX seconds. The query's ``time`` wins
+            when it has one; if both are ``None``, the newest document time in
+            the snapshot is used, so that the same index and query always give
+            the same scores.
+        name: label in explanations.
+
+    Raises:
+        InvalidParameterError: ``half_life`` is not a positive duration, or
+            ``now`` is not a point in time.
 
     """
 
     def __init__(
-        self, half_life: float | timedelta, *, now: TimeLike | None = None, name: str = "recency"
+        self, half_life: DurationLike, *, now: TimeLike | None = None, name: str = "recency"
     ) -> None:
-        seconds = half_life.total_seconds() if isinstance(half_life, timedelta) else half_life
-        if (
-            isinstance(seconds, bool)
-            or not isinstance(seconds, (int, float))
-            or not math.isfinite(seconds)
-            or seconds <= 0
-        ):
-            raise InvalidParameterError(f"half_life must be a positive duration, got {half_life!r}")
-        self.half_life = float(seconds)
-        try:
-            self.now = None if now is None else as_timestamp(now, "RecencyScorer now")
-        except InvalidDocumentError as exc:
-            raise InvalidParameterError(str(exc)) from None
+        #: The half-life in seconds.
+        self.half_life = as_seconds(half_life, "half_life", InvalidParameterError)
+        #: The reference time in POSIX seconds, or ``None`` (the query's, else the newest document's).
+        self.now = None if now is None else as_timestamp(now, "RecencyScorer now", InvalidParameterError)
         self._name = name
 
     @property

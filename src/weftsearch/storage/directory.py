@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 from weftsearch.errors import (
     CorruptIndexError,
     FormatVersionError,
+    IndexExistsError,
     IndexLockedError,
     IndexNotFoundError,
     IndexStorageError,
@@ -261,7 +262,7 @@ class IndexDirectory:
             raise IndexStorageError(f"cannot create {self.path}: {exc}") from None
         leftovers = [p.name for p in self.path.iterdir() if p.name != LOCK]
         if leftovers and not overwrite:
-            raise IndexStorageError(f"{self.path} is not empty; pass overwrite=True to replace it")
+            raise IndexExistsError(f"{self.path} is not empty; pass overwrite=True to replace it")
         if not os.access(self.path, os.W_OK):
             raise IndexStorageError(f"{self.path} is not writable")
 
