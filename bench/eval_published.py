@@ -151,6 +151,12 @@ def table(experiment: Experiment) -> str:
             f"Learned ({name}): `{choice.fuser!r}`, {choice.measure} {choice.dev_mean:.4f} on "
             f"{choice.dev_queries} development queries."
         )
+    for name, record in comparison.extra.get("cross_validation", {}).items():
+        chosen = "; ".join(f"{c['chosen']}" for c in record["choices"])
+        lines.append(
+            f"Cross-validated ({name}): {record['folds']} folds over queries (seed {record['seed']}), "
+            f"chosen per fold by {record['measure']}: {chosen}."
+        )
     for swept in experiment.sweeps:
         lines.append("")
         lines.append(
@@ -170,6 +176,20 @@ def table(experiment: Experiment) -> str:
                     assert d is not None
                     values.append(_signed(d.mean_difference) + ("*" if d.excludes_zero else ""))
                 lines.append(f"| {row:g} | " + " | ".join(values) + " |")
+        elif len(keys) > 2:
+            lines.append("| " + " | ".join(keys) + " | mean | difference |")
+            lines.append("|" + "---|" * (len(keys) + 2))
+            for point in swept.points:
+                d = point.difference
+                assert d is not None
+                shown = " | ".join(
+                    f"{point.params[key]:g}"
+                    if isinstance(point.params[key], float)
+                    else f"{point.params[key]}"
+                    for key in keys
+                )
+                star = "*" if d.excludes_zero else ""
+                lines.append(f"| {shown} | {point.mean:.4f} | {_signed(d.mean_difference)}{star} |")
         else:
             lines.append(f"| {keys[0]} | mean | difference |")
             lines.append("|---|---|---|")
