@@ -27,6 +27,7 @@ Scorers known by default (keywords are the constructors' parameters)::
     graph(seed=bm25, max_depth=3, seed_n=5, keep_seeds=false, directed=false)
     pagerank(seed=bm25, damping=0.85, seed_n=5, keep_seeds=false, directed=false)
     recency(half_life=DAYS)
+    propagate(seed=bm25, a=0.3, iterations=2, depth=100, expand=false, directed=false)
 
 Add your own with :func:`register_scorer`. Equal scorer expressions build one
 shared object (within one :class:`ArmBuilder`), so two arms that both use
@@ -44,7 +45,14 @@ from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.errors import InvalidParameterError, UnknownSignalError
 from weftsearch.eval.runs import Arm
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
-from weftsearch.scorers import BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, VectorScorer
+from weftsearch.scorers import (
+    BM25Scorer,
+    GraphScorer,
+    PageRankScorer,
+    PropagationScorer,
+    RecencyScorer,
+    VectorScorer,
+)
 from weftsearch.scorers.vector import DEFAULT_NPROBE
 
 __all__ = [
@@ -322,6 +330,21 @@ def _recency(builder: ArmBuilder, expr: Expr) -> Scorer:
     return RecencyScorer(half_life=_number(expr, params, "half_life", 0.0) * _DAY)
 
 
+def _propagate(builder: ArmBuilder, expr: Expr) -> Scorer:
+    params = _params(expr, ("seed", "a", "iterations", "depth", "expand", "directed"))
+    seed = _seed(builder, expr, params)
+    if seed is None:
+        raise InvalidParameterError("propagate: seed is required, as in propagate(seed=bm25)")
+    return PropagationScorer(
+        seed,
+        a=_number(expr, params, "a", 0.3),
+        iterations=_integer(expr, params, "iterations", 2),
+        depth=_integer(expr, params, "depth", 100),
+        expand=_flag(expr, params, "expand"),
+        directed=_flag(expr, params, "directed"),
+    )
+
+
 #: Scorer name -> factory. Extend with :func:`register_scorer`.
 SCORER_FACTORIES: dict[str, ScorerFactory] = {
     "bm25": _bm25,
@@ -329,6 +352,7 @@ SCORER_FACTORIES: dict[str, ScorerFactory] = {
     "graph": _graph,
     "pagerank": _pagerank,
     "recency": _recency,
+    "propagate": _propagate,
 }
 
 
