@@ -25,7 +25,8 @@ Scorers known by default (keywords are the constructors' parameters)::
     bm25(k1=1.2, b=0.75)
     vector(nprobe=20)                    (or vector(exact=true): scan every vector)
     graph(seed=bm25, max_depth=3, seed_n=5, keep_seeds=false, directed=false)
-    pagerank(seed=bm25, damping=0.85, seed_n=5, keep_seeds=false, directed=false)
+    pagerank(seed=bm25, damping=0.85, seed_n=5, keep_seeds=false, directed=false, restart=uniform)
+                                         (restart=score: seed-weighted restart)
     recency(half_life=DAYS)
     propagate(seed=bm25, a=0.3, iterations=2, depth=100, expand=false, directed=false)
 
@@ -313,13 +314,17 @@ def _graph(builder: ArmBuilder, expr: Expr) -> Scorer:
 
 
 def _pagerank(builder: ArmBuilder, expr: Expr) -> Scorer:
-    params = _params(expr, (*_GRAPH_KEYS, "damping"))
+    params = _params(expr, (*_GRAPH_KEYS, "damping", "restart"))
+    restart = params.get("restart", "uniform")
+    if restart not in ("uniform", "score"):
+        raise InvalidParameterError(f"pagerank: restart must be uniform or score, got {_value_text(restart)}")
     return PageRankScorer(
         _seed(builder, expr, params),
         damping=_number(expr, params, "damping", 0.85),
         seed_n=_integer(expr, params, "seed_n", 5),
         keep_seeds=_flag(expr, params, "keep_seeds"),
         directed=_flag(expr, params, "directed"),
+        restart="score" if restart == "score" else "uniform",
     )
 
 
