@@ -112,6 +112,19 @@ def test_no_query_is_scored_by_a_choice_it_took_part_in(testbed: harness.Testbed
         assert result.run.keys[qid] == alone.keys[qid]
         assert np.array_equal(result.run.scores[qid], alone.scores[qid])
     assert result.run.qids == tuple(testbed.queries)
+    # Each fold's choice is the best candidate on exactly its training queries, evaluated afresh
+    # (the chooser remembers a query's value from an earlier fold; that must change nothing).
+    for fold, choice in enumerate(result.choices):
+        train = {q: testbed.queries[q] for q in testbed.queries if result.assignment[q] != fold}
+        qrels = {q: testbed.qrels[q] for q in train}
+        means = [
+            evaluate(qrels, run_arm(StreamCache(testbed.snapshot), arm, train, 30).run, ["nDCG@10"]).mean(
+                "nDCG@10"
+            )
+            for _, arm in candidates
+        ]
+        best = int(np.argmax(means))
+        assert (choice.label, choice.train_mean) == (candidates[best][0], means[best])
 
 
 def test_fusion_chooser_learns_on_the_training_folds_only(testbed: harness.Testbed) -> None:

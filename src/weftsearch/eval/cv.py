@@ -228,20 +228,27 @@ def _join(
     )
 
 
-def _mean_on(cache: StreamCache, arm: Arm, testbed: Testbed, k: int, measure: str) -> float:
-    run = run_arm(cache, arm, testbed.queries, min(k, arm.depth))
-    evaluation = evaluate(testbed.qrels, run.run, [measure])
+def _values_on(
+    cache: StreamCache, arm: Arm, queries: Mapping[str, Any], qrels: Mapping[str, Any], k: int, measure: str
+) -> dict[str, float]:
+    run = run_arm(cache, arm, queries, min(k, arm.depth))
+    evaluation = evaluate(qrels, run.run, [measure])
     if evaluation.missing:
         raise PairingError(f"arm {arm.name!r}: judged queries missing from the run: {evaluation.missing[:5]}")
-    return evaluation.mean(measure)
+    return evaluation.per_query(measure)
 
 
 def grid_chooser(candidates: Sequence[tuple[str, Arm]], *, measure: str = "nDCG@10", k: int = 100) -> Chooser:
     """A chooser that runs every ``(label, arm)`` candidate on the training queries and keeps the best.
 
     The best mean of ``measure`` wins; on an exact tie, the earlier candidate
-    (put the default first). Each candidate costs one fusion per training
-    query per fold; streams are shared through the cache.
+    (put the default first). A query's value under a candidate depends on
+    that query alone, so each (candidate, query) is run and evaluated once,
+    the first time the query is handed to the chooser as a training query,
+    and remembered for later folds; each fold's mean reads only its own
+    training queries (in sorted id order, as
+    :meth:`~weftsearch.eval.metrics.Evaluation.mean` sums them). Streams are
+    shared through the cache.
 
     Raises:
         InvalidParameterError: no candidate.
@@ -251,11 +258,18 @@ def grid_chooser(candidates: Sequence[tuple[str, Arm]], *, measure: str = "nDCG@
         raise InvalidParameterError("grid_chooser needs at least one candidate")
     measure_name = str(parse_measure(measure))
     frozen = tuple(candidates)
+    seen: list[dict[str, float]] = [{} for _ in frozen]
 
     def choose(training: Testbed, cache: StreamCache) -> Choice:
+        qids = sorted(training.queries)
         best: Choice | None = None
-        for label, arm in frozen:
-            mean = _mean_on(cache, arm, training, k, measure_name)
+        for (label, arm), values in zip(frozen, seen, strict=True):
+            new = [qid for qid in training.queries if qid not in values]
+            if new:
+                queries = {qid: training.queries[qid] for qid in new}
+                qrels = {qid: training.qrels[qid] for qid in new}
+                values.update(_values_on(cache, arm, queries, qrels, k, measure_name))
+            mean = float(np.array([values[qid] for qid in qids], dtype=np.float64).mean())
             if best is None or mean > best.train_mean:
                 best = Choice(arm, label, mean)
         assert best is not None
