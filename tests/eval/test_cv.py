@@ -239,3 +239,14 @@ def test_cv_on_cisi_adds_a_held_out_arm_per_sweep_family() -> None:
     assert set(records) == {"fused", "text-cv-grid"}
     assert all(len(r["choices"]) == 3 for r in records.values())
     assert sorted(set(records["fused"]["assignment"].values())) == [0, 1, 2]
+
+
+def test_cli_cv_takes_at_least_two_folds(capsys: pytest.CaptureFixture[str]) -> None:
+    from weftsearch.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["eval", "cacm", "--data", "x", "--cv", "5"]).cv == 5
+    assert parser.parse_args(["eval", "cacm", "--data", "x"]).cv is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["eval", "cacm", "--data", "x", "--cv", "1"])
+    assert "expected an integer >= 2" in capsys.readouterr().err

@@ -64,3 +64,32 @@ def test_small_collection_tables_are_current(name: str) -> None:
 @pytest.mark.parametrize("name", [n for n in NAMES if n not in PUBLISHED.SMALL])
 def test_slow_tables_are_current(name: str) -> None:
     _check(name)
+
+
+def test_new_in_top10_counts_top_ten_slots_outside_the_baselines_run() -> None:
+    """The share printed under Experiment 4's tables, against a count made here."""
+    from tests.eval.test_harness import make_collection
+    from weftsearch.eval.command import Experiment
+    from weftsearch.eval.harness import build_testbed, compare
+    from weftsearch.eval.runs import Arm
+    from weftsearch.fusion import RRF, ScoreFusion
+    from weftsearch.scorers import BM25Scorer, GraphScorer
+
+    testbed = build_testbed(make_collection())
+    bm25 = BM25Scorer()
+    arms = [
+        Arm("text", (bm25,), ScoreFusion(), depth=5),
+        Arm("graph", (bm25, GraphScorer(bm25)), RRF(), depth=12),
+        Arm("same", (bm25,), RRF(), depth=5),
+    ]
+    comparison = compare(testbed, arms, k=5, resamples=20)
+    base = comparison.arms["text"].run
+    run = comparison.arms["graph"].run
+    new = sum(1 for q in run.qids for key in run.keys[q][:10] if key not in base.keys[q])
+    slots = sum(len(run.keys[q][:10]) for q in run.qids)
+    assert new > 0  # the graph stream brings documents BM25's top 5 lacks
+    line = PUBLISHED.new_in_top10(Experiment(comparison))
+    assert line == (
+        f"Top-10 slots holding a document text did not retrieve in its top 5: "
+        f"graph {new / slots:.1%} ({new} of {slots}); same 0.0% (0 of {slots})."
+    )
