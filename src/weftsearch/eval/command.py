@@ -36,6 +36,11 @@ from weftsearch.eval.datasets import (
     load_collection,
     load_frozen_vectors,
 )
+from weftsearch.eval.grids import BM25_B as BM25_B
+from weftsearch.eval.grids import BM25_K1 as BM25_K1
+from weftsearch.eval.grids import RRF_KS as RRF_KS
+from weftsearch.eval.grids import STREAM_WEIGHTS as STREAM_WEIGHTS
+from weftsearch.eval.grids import SWEEP_DEPTHS as SWEEP_DEPTHS
 from weftsearch.eval.grids import families
 from weftsearch.eval.harness import (
     DEFAULT_MEASURES,
@@ -99,12 +104,8 @@ SPLITS: Mapping[str, tuple[str | None, str | None]] = {
 #: ``--sweep`` kinds: ``rrf:ARM`` (RRF k x depth), ``weights:ARM`` (each stream's weight), ``bm25`` (k1 x b).
 SWEEP_KINDS = ("rrf", "weights", "bm25")
 
-#: The grids of the built-in sweeps.
-RRF_KS = (10.0, 20.0, 40.0, 60.0, 100.0)
-SWEEP_DEPTHS = (10, 20, 50, 100, 200, 500)
-STREAM_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
-BM25_K1 = (0.6, 0.9, 1.2, 1.5, 2.0)
-BM25_B = (0.3, 0.5, 0.75, 0.9, 1.0)
+# The grids of the built-in sweeps live in eval.grids, so a sweep and the
+# cross-validated arm choosing over the same family read one definition.
 
 
 @dataclass(frozen=True, eq=False)
@@ -604,8 +605,9 @@ def add_subcommands(commands: Any) -> None:
         type=_integer_at_least(2),
         metavar="FOLDS",
         help=(
-            "also choose each learned arm's fuser and each sweep's grid point by FOLDS-fold "
-            "cross-validation over queries (seeded by --seed); adds one held-out arm per choice"
+            "choose each learned arm's fuser (on a collection without a development split) and "
+            "each sweep's grid point by FOLDS-fold cross-validation over queries (folds seeded by "
+            "--seed); adds one held-out arm per choice"
         ),
     )
     evaluate.add_argument("--out", type=Path, metavar="DIR", help="write report.md, report.json, runs, plots")
