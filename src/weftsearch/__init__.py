@@ -28,7 +28,14 @@ from weftsearch.engine.search import Hit, SearchResults, SignalHit
 from weftsearch.engine.snapshot import Postings, Snapshot, VectorBlock
 from weftsearch.engine.stream import FusedStream, KeyOrder, Stream, top_k
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF, make_fuser
-from weftsearch.scorers import BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, VectorScorer
+from weftsearch.scorers import (
+    BM25Scorer,
+    GraphScorer,
+    PageRankScorer,
+    PropagationScorer,
+    RecencyScorer,
+    VectorScorer,
+)
 
 __version__ = "0.1.0"
 
@@ -61,6 +68,7 @@ __all__ = [
     "VectorScorer",
     "GraphScorer",
     "PageRankScorer",
+    "PropagationScorer",
     "RecencyScorer",
     "__version__",
 ]

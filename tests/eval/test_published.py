@@ -3,7 +3,7 @@
 Each published table is regenerated from its command and compared with the
 block in docs/EVAL.md, character for character. The small collections run in
 the default test run; SciFact (learned fusion over 807 development queries)
-runs under ``-m slow``.
+and Experiment 4 (5-fold cross-validation over 161 grid points) run under ``-m slow``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def test_every_experiment_has_a_block_and_every_block_an_experiment() -> None:
 
 def _check(name: str) -> None:
     [experiment] = [e for e in PUBLISHED.EXPERIMENTS if e.name == name]
-    printed = PUBLISHED.block(experiment, PUBLISHED.table(PUBLISHED.run(experiment, DATA)))
+    result = PUBLISHED.run(experiment, DATA)
+    printed = PUBLISHED.block(experiment, PUBLISHED.table(result, new_documents=experiment.new_documents))
     recorded = PUBLISHED.published_block(PUBLISHED.EVAL_MD.read_text(encoding="utf-8"), name)
     assert printed == recorded, f"docs/EVAL.md is stale for {name}: run `make eval`"
 
@@ -61,5 +62,34 @@ def test_small_collection_tables_are_current(name: str) -> None:
 @pytest.mark.data
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in NAMES if n not in PUBLISHED.SMALL])
-def test_scifact_tables_are_current(name: str) -> None:
+def test_slow_tables_are_current(name: str) -> None:
     _check(name)
+
+
+def test_new_in_top10_counts_top_ten_slots_outside_the_baselines_run() -> None:
+    """The share printed under Experiment 4's tables, against a count made here."""
+    from tests.eval.test_harness import make_collection
+    from weftsearch.eval.command import Experiment
+    from weftsearch.eval.harness import build_testbed, compare
+    from weftsearch.eval.runs import Arm
+    from weftsearch.fusion import RRF, ScoreFusion
+    from weftsearch.scorers import BM25Scorer, GraphScorer
+
+    testbed = build_testbed(make_collection())
+    bm25 = BM25Scorer()
+    arms = [
+        Arm("text", (bm25,), ScoreFusion(), depth=5),
+        Arm("graph", (bm25, GraphScorer(bm25)), RRF(), depth=12),
+        Arm("same", (bm25,), RRF(), depth=5),
+    ]
+    comparison = compare(testbed, arms, k=5, resamples=20)
+    base = comparison.arms["text"].run
+    run = comparison.arms["graph"].run
+    new = sum(1 for q in run.qids for key in run.keys[q][:10] if key not in base.keys[q])
+    slots = sum(len(run.keys[q][:10]) for q in run.qids)
+    assert new > 0  # the graph stream brings documents BM25's top 5 lacks
+    line = PUBLISHED.new_in_top10(Experiment(comparison))
+    assert line == (
+        f"Top-10 slots holding a document text did not retrieve in its top 5: "
+        f"graph {new / slots:.1%} ({new} of {slots}); same 0.0% (0 of {slots})."
+    )

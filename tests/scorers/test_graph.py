@@ -19,6 +19,7 @@ from weftsearch import (
     Snapshot,
     Stream,
 )
+from weftsearch.errors import InvalidParameterError
 
 
 class FixedScorer:
@@ -228,8 +229,9 @@ def reference_pagerank(
     seeds: Sequence[str],
     damping: float,
     directed: bool,
+    weights: Sequence[float] | None = None,
 ) -> dict[str, float]:
-    """Dense linear solve of r = d * (P^T r + (dangling . r) v) + (1 - d) v."""
+    """Dense linear solve of r = d * (P^T r + (dangling . r) v) + (1 - d) v (v: uniform or ``weights``)."""
     n = len(keys)
     position = {key: i for i, key in enumerate(keys)}
     adjacency = np.zeros((n, n))
@@ -238,8 +240,8 @@ def reference_pagerank(
         if not directed:
             adjacency[position[target], position[source]] = 1.0
     restart = np.zeros(n)
-    for seed in seeds:
-        restart[position[seed]] = 1.0 / len(seeds)
+    for i, seed in enumerate(seeds):
+        restart[position[seed]] = 1.0 / len(seeds) if weights is None else weights[i]
     out = adjacency.sum(axis=1)
     walk = np.zeros((n, n))  # column-stochastic: walk[j, i] = P(i -> j)
     for i in range(n):
@@ -362,3 +364,85 @@ def test_pagerank_with_seed_scorer() -> None:
     expected = reference_pagerank(PR_KEYS, PR_EDGES, ["c"], 0.85, True)
     assert set(got) == {"d"}
     assert got["d"] == pytest.approx(expected["d"], abs=1e-8)
+
+
+# ---------------------------------------------------------------- seed-weighted restart
+
+
+class ScoredSeeds:
+    """A seed scorer returning the given keys with the given scores, best first."""
+
+    name = "scored"
+
+    def __init__(self, scores: Sequence[tuple[str, float]]) -> None:
+        self.scores = list(scores)
+
+    def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
+        return Stream(snapshot.ids_of([key for key, _ in self.scores]), [score for _, score in self.scores])
+
+
+def test_restart_weights_rule() -> None:
+    weights = PageRankScorer.restart_weights
+    # All positive: proportional to the scores (divided by the best, then to sum 1).
+    assert weights(np.array([4.0, 2.0, 2.0]), 3).tolist() == [0.5, 0.25, 0.25]
+    # Some score <= 0: min-max over the seeds; the worst gets nothing.
+    assert weights(np.array([1.0, 0.0, -1.0]), 3) == pytest.approx([2 / 3, 1 / 3, 0.0], abs=1e-15)
+    # Equal scores, no scores (explicit seeds): uniform.
+    assert weights(np.array([3.0, 3.0]), 2).tolist() == [0.5, 0.5]
+    assert weights(None, 4).tolist() == [0.25] * 4
+
+
+def test_score_restart_hand_checked_two_node_graph() -> None:
+    # a <-> b, seeds a (3) and b (1): restart v = (0.75, 0.25), no dangling document, so
+    # r_a = d r_b + (1 - d) 0.75 and r_b = d r_a + (1 - d) 0.25 => r_a = (0.75 + 0.25 d) / (1 + d).
+    snapshot = graph_index({"a": ("b",), "b": ()}).snapshot()
+    seeder = ScoredSeeds([("a", 3.0), ("b", 1.0)])
+    weighted = PageRankScorer(seeder, seed_n=2, keep_seeds=True, restart="score", max_iterations=1000)
+    stream = weighted.score(snapshot, Query(), 10)
+    got = dict(zip(snapshot.keys_of(stream.ids), stream.scores.tolist(), strict=True))
+    assert got["a"] == pytest.approx((0.75 + 0.25 * 0.85) / 1.85, abs=1e-9)
+    assert got["b"] == pytest.approx((0.25 + 0.75 * 0.85) / 1.85, abs=1e-9)
+    # The default restarts uniformly: by symmetry both get 1/2, whatever the seed scores.
+    uniform = PageRankScorer(seeder, seed_n=2, keep_seeds=True, max_iterations=1000)
+    stream = uniform.score(snapshot, Query(), 10)
+    assert stream.scores.tolist() == pytest.approx([0.5, 0.5], abs=1e-9)
+
+
+@pytest.mark.parametrize("directed", [True, False])
+def test_score_restart_matches_dense_reference(directed: bool) -> None:
+    snapshot = pr_index().snapshot()
+    seeder = ScoredSeeds([("a", 6.0), ("d", 3.0), ("c", 1.0)])
+    scorer = PageRankScorer(
+        seeder, seed_n=3, directed=directed, keep_seeds=True, restart="score", max_iterations=1000
+    )
+    stream = scorer.score(snapshot, Query(), 100)
+    got = dict(zip(snapshot.keys_of(stream.ids), stream.scores.tolist(), strict=True))
+    expected = reference_pagerank(PR_KEYS, PR_EDGES, ["a", "d", "c"], 0.85, directed, weights=[0.6, 0.3, 0.1])
+    assert set(got) == {key for key, value in expected.items() if value > 1e-12}
+    for key, value in got.items():
+        assert value == pytest.approx(expected[key], abs=1e-8), key
+
+
+def test_score_restart_with_explicit_seeds_is_uniform_and_default_is_unchanged() -> None:
+    snapshot = pr_index().snapshot()
+    weighted = run(PageRankScorer(restart="score", max_iterations=1000), snapshot, ["a", "d"])
+    assert weighted == run(PageRankScorer(max_iterations=1000), snapshot, ["a", "d"])
+    assert repr(PageRankScorer()) == (
+        "PageRankScorer(seed_scorer=None, damping=0.85, seed_n=5, keep_seeds=False, directed=False)"
+    )
+    assert "restart='score'" in repr(PageRankScorer(restart="score"))
+    with pytest.raises(InvalidParameterError, match="restart must be"):
+        PageRankScorer(restart="seeds")
+
+
+def test_pagerank_spec_restart() -> None:
+    from weftsearch.eval.specs import ArmBuilder
+
+    builder = ArmBuilder()
+    [scorer] = builder.arm("p=pagerank(seed=bm25, restart=score, seed_n=10)").scorers
+    assert isinstance(scorer, PageRankScorer)
+    assert (scorer.restart, scorer.seed_n) == ("score", 10)
+    [default] = builder.arm("q=pagerank(seed=bm25)").scorers
+    assert isinstance(default, PageRankScorer) and default.restart == "uniform"
+    with pytest.raises(InvalidParameterError, match="restart must be uniform or score"):
+        builder.arm("r=pagerank(seed=bm25, restart=seeds)")

@@ -20,6 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from weftsearch.errors import InvalidParameterError
+from weftsearch.eval.cv import (
+    CrossValidation,
+    add_to_comparison,
+    cross_validate,
+    fusion_chooser,
+    grid_chooser,
+)
 from weftsearch.eval.datasets import (
     COLLECTIONS,
     DEFAULT_VECTORS,
@@ -29,6 +36,12 @@ from weftsearch.eval.datasets import (
     load_collection,
     load_frozen_vectors,
 )
+from weftsearch.eval.grids import BM25_B as BM25_B
+from weftsearch.eval.grids import BM25_K1 as BM25_K1
+from weftsearch.eval.grids import RRF_KS as RRF_KS
+from weftsearch.eval.grids import STREAM_WEIGHTS as STREAM_WEIGHTS
+from weftsearch.eval.grids import SWEEP_DEPTHS as SWEEP_DEPTHS
+from weftsearch.eval.grids import families
 from weftsearch.eval.harness import (
     DEFAULT_MEASURES,
     Comparison,
@@ -43,7 +56,7 @@ from weftsearch.eval.harness import (
 )
 from weftsearch.eval.links import DEFAULT_RANDOM_PAIRS, format_link_independence, link_independence
 from weftsearch.eval.runs import Arm, StreamCache, run_arm
-from weftsearch.eval.specs import ArmBuilder, parse_arm
+from weftsearch.eval.specs import ArmBuilder, ArmSpec, parse_arm
 from weftsearch.fusion import RRF, WeightedRRF
 
 __all__ = [
@@ -91,12 +104,8 @@ SPLITS: Mapping[str, tuple[str | None, str | None]] = {
 #: ``--sweep`` kinds: ``rrf:ARM`` (RRF k x depth), ``weights:ARM`` (each stream's weight), ``bm25`` (k1 x b).
 SWEEP_KINDS = ("rrf", "weights", "bm25")
 
-#: The grids of the built-in sweeps.
-RRF_KS = (10.0, 20.0, 40.0, 60.0, 100.0)
-SWEEP_DEPTHS = (10, 20, 50, 100, 200, 500)
-STREAM_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
-BM25_K1 = (0.6, 0.9, 1.2, 1.5, 2.0)
-BM25_B = (0.3, 0.5, 0.75, 0.9, 1.0)
+# The grids of the built-in sweeps live in eval.grids, so a sweep and the
+# cross-validated arm choosing over the same family read one definition.
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,6 +117,7 @@ class Experiment:
     learned: Mapping[str, LearnedFusion] = field(default_factory=dict)
     seconds: float = 0.0
     command: str = ""
+    validations: tuple[CrossValidation, ...] = ()
 
 
 def _vectors_for(collection: Any, variant: str | None, any_snapshot: bool) -> CollectionVectors | None:
@@ -232,12 +242,18 @@ def run_experiment(
     cranfield_grades: str = "cleverdon",
     progress: bool | None = False,
     command: str = "",
+    cv: int | None = None,
 ) -> Experiment:
     """Run ``weft-search eval`` as a function; see the module docstring.
 
     Raises:
         InvalidParameterError: an unknown dataset, a bad arm spec or sweep, a
-            ``learned`` arm on a collection without a development split.
+            ``learned`` arm on a collection without a development split (unless ``cv``).
+
+    With ``cv`` (a number of folds), every ``learned`` arm of a collection
+    without a development split, and every sweep's family, also gets an arm
+    whose choice is made by ``cv``-fold cross-validation over queries
+    (:func:`_cross_validated`).
         PairingError: data that cannot be verified to belong together.
         DatasetIntegrityError: a file differs from its pin (unless ``any_snapshot``).
 
@@ -267,8 +283,12 @@ def run_experiment(
     cache = StreamCache(testbed.snapshot)
     learned: dict[str, LearnedFusion] = {}
     extra: dict[str, Any] = {}
+    deferred: list[ArmSpec] = []
     for spec in specs:
         arm = builder.arm(spec)
+        if spec.learned and dev_split is None and cv is not None:
+            deferred.append(spec)  # chosen by cross-validation below
+            continue
         if spec.learned:
             if dev_split is None:
                 raise InvalidParameterError(
@@ -304,6 +324,11 @@ def run_experiment(
     )
     done: list[Sweep] = []
     for kind in sweeps:
+        if kind.startswith("grid:"):
+            done.extend(
+                _grid_sweep(kind, testbed, built, specs, builder, comparison, cache, seed, resamples, k)
+            )
+            continue
         done.extend(
             _sweep(
                 kind,
@@ -317,7 +342,81 @@ def run_experiment(
                 k=k,
             )
         )
-    return Experiment(comparison, tuple(done), learned, time.perf_counter() - started, command)
+    validations: tuple[CrossValidation, ...] = ()
+    if cv is not None:
+        validations = _cross_validated(cv, testbed, built, specs, deferred, sweeps, builder, cache, seed, k)
+        comparison = add_to_comparison(comparison, testbed, validations)
+    seconds = time.perf_counter() - started
+    return Experiment(comparison, tuple(done), learned, seconds, command, validations)
+
+
+def _grid_sweep(
+    kind: str,
+    testbed: Testbed,
+    arms: Mapping[str, Arm],
+    specs: Sequence[ArmSpec],
+    builder: ArmBuilder,
+    comparison: Comparison,
+    cache: StreamCache,
+    seed: int,
+    resamples: int,
+    k: int,
+) -> list[Sweep]:
+    """``--sweep grid:ARM:NAME=V,V;...`` (see :mod:`weftsearch.eval.grids`), against the baseline."""
+    reference = run_arm(cache, arms[comparison.baseline], testbed.queries, k)
+    out = []
+    for family in families(kind, arms, {s.name: s for s in specs}, builder):
+        out.append(
+            sweep(
+                testbed,
+                family.label,
+                family.make_arm,
+                family.grid,
+                k=k,
+                reference=reference,
+                resamples=resamples,
+                seed=seed,
+                cache=cache,
+            )
+        )
+    return out
+
+
+def _cross_validated(
+    folds: int,
+    testbed: Testbed,
+    arms: Mapping[str, Arm],
+    specs: Sequence[ArmSpec],
+    learned: Sequence[ArmSpec],
+    sweeps: Sequence[str],
+    builder: ArmBuilder,
+    cache: StreamCache,
+    seed: int,
+    k: int,
+) -> tuple[CrossValidation, ...]:
+    """``--cv N``: one cross-validated arm per ``learned`` arm and per sweep family.
+
+    A ``learned(...)`` arm (on a collection without a development split) is
+    named as given and chooses from :func:`~weftsearch.eval.harness.fusion_grid`;
+    a sweep's family gives ``<arm>-cv-<kind>`` choosing among the sweep's grid
+    points. Folds are dealt with the experiment's seed.
+    """
+    out: list[CrossValidation] = []
+    for spec in learned:
+        arm = builder.arm(spec)
+        out.append(
+            cross_validate(
+                testbed, spec.name, fusion_chooser(arm, k=k), folds=folds, seed=seed, k=k, cache=cache
+            )
+        )
+    by_name = {s.name: s for s in specs}
+    for kind in sweeps:
+        for family in families(kind, arms, by_name, builder):
+            chooser = grid_chooser(family.candidates(), k=k)
+            out.append(
+                cross_validate(testbed, family.cv_name(), chooser, folds=folds, seed=seed, k=k, cache=cache)
+            )
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------- the command line
@@ -357,6 +456,7 @@ def experiment_from_args(args: argparse.Namespace, command: str) -> Experiment:
         cranfield_grades=args.cranfield_grades,
         progress=None if getattr(args, "progress", False) else False,
         command=command,
+        cv=getattr(args, "cv", None),
     )
 
 
@@ -373,6 +473,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         )
     for result in experiment.sweeps:
         _print_sweep(result)
+    for validation in experiment.validations:
+        print(
+            f"\n{validation.name}: chosen by {validation.folds}-fold cross-validation "
+            f"(seed {validation.seed}):"
+        )
+        for fold, picked in enumerate(validation.choices):
+            print(
+                f"  fold {fold}: {picked.label} "
+                f"({validation.measure} {picked.train_mean:.4f} on the other folds)"
+            )
     if args.out is not None:
         files = reports.write_report(
             experiment.comparison,
@@ -478,7 +588,10 @@ def add_subcommands(commands: Any) -> None:
         "--sweep",
         action="append",
         metavar="KIND",
-        help="rrf:ARM (RRF k x depth), weights:ARM, bm25 (k1 x b); repeatable",
+        help=(
+            "rrf:ARM (RRF k x depth), weights:ARM, bm25 (k1 x b), grid:ARM:NAME=V,V;NAME=V "
+            "(any of the arm's parameters; see weftsearch.eval.grids); repeatable"
+        ),
     )
     evaluate.add_argument(
         "--cranfield-grades", default="cleverdon", choices=("cleverdon", "ir_datasets", "binary")
@@ -487,6 +600,16 @@ def add_subcommands(commands: Any) -> None:
         "--any-snapshot",
         action="store_true",
         help="accept files that differ from their pins; every number is marked unpublishable",
+    )
+    evaluate.add_argument(
+        "--cv",
+        type=_integer_at_least(2),
+        metavar="FOLDS",
+        help=(
+            "choose each learned arm's fuser (on a collection without a development split) and "
+            "each sweep's grid point by FOLDS-fold cross-validation over queries (folds seeded by "
+            "--seed); adds one held-out arm per choice"
+        ),
     )
     evaluate.add_argument("--out", type=Path, metavar="DIR", help="write report.md, report.json, runs, plots")
     evaluate.add_argument("--no-plots", action="store_true", help="write no PNG plots")

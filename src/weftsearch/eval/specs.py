@@ -25,8 +25,10 @@ Scorers known by default (keywords are the constructors' parameters)::
     bm25(k1=1.2, b=0.75)
     vector(nprobe=20)                    (or vector(exact=true): scan every vector)
     graph(seed=bm25, max_depth=3, seed_n=5, keep_seeds=false, directed=false)
-    pagerank(seed=bm25, damping=0.85, seed_n=5, keep_seeds=false, directed=false)
+    pagerank(seed=bm25, damping=0.85, seed_n=5, keep_seeds=false, directed=false, restart=uniform)
+                                         (restart=score: seed-weighted restart)
     recency(half_life=DAYS)
+    propagate(seed=bm25, a=0.3, iterations=2, depth=100, expand=false, directed=false)
 
 Add your own with :func:`register_scorer`. Equal scorer expressions build one
 shared object (within one :class:`ArmBuilder`), so two arms that both use
@@ -44,7 +46,14 @@ from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.errors import InvalidParameterError, UnknownSignalError
 from weftsearch.eval.runs import Arm
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
-from weftsearch.scorers import BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, VectorScorer
+from weftsearch.scorers import (
+    BM25Scorer,
+    GraphScorer,
+    PageRankScorer,
+    PropagationScorer,
+    RecencyScorer,
+    VectorScorer,
+)
 from weftsearch.scorers.vector import DEFAULT_NPROBE
 
 __all__ = [
@@ -305,13 +314,17 @@ def _graph(builder: ArmBuilder, expr: Expr) -> Scorer:
 
 
 def _pagerank(builder: ArmBuilder, expr: Expr) -> Scorer:
-    params = _params(expr, (*_GRAPH_KEYS, "damping"))
+    params = _params(expr, (*_GRAPH_KEYS, "damping", "restart"))
+    restart = params.get("restart", "uniform")
+    if restart not in ("uniform", "score"):
+        raise InvalidParameterError(f"pagerank: restart must be uniform or score, got {_value_text(restart)}")
     return PageRankScorer(
         _seed(builder, expr, params),
         damping=_number(expr, params, "damping", 0.85),
         seed_n=_integer(expr, params, "seed_n", 5),
         keep_seeds=_flag(expr, params, "keep_seeds"),
         directed=_flag(expr, params, "directed"),
+        restart="score" if restart == "score" else "uniform",
     )
 
 
@@ -322,6 +335,21 @@ def _recency(builder: ArmBuilder, expr: Expr) -> Scorer:
     return RecencyScorer(half_life=_number(expr, params, "half_life", 0.0) * _DAY)
 
 
+def _propagate(builder: ArmBuilder, expr: Expr) -> Scorer:
+    params = _params(expr, ("seed", "a", "iterations", "depth", "expand", "directed"))
+    seed = _seed(builder, expr, params)
+    if seed is None:
+        raise InvalidParameterError("propagate: seed is required, as in propagate(seed=bm25)")
+    return PropagationScorer(
+        seed,
+        a=_number(expr, params, "a", 0.3),
+        iterations=_integer(expr, params, "iterations", 2),
+        depth=_integer(expr, params, "depth", 100),
+        expand=_flag(expr, params, "expand"),
+        directed=_flag(expr, params, "directed"),
+    )
+
+
 #: Scorer name -> factory. Extend with :func:`register_scorer`.
 SCORER_FACTORIES: dict[str, ScorerFactory] = {
     "bm25": _bm25,
@@ -329,6 +357,7 @@ SCORER_FACTORIES: dict[str, ScorerFactory] = {
     "graph": _graph,
     "pagerank": _pagerank,
     "recency": _recency,
+    "propagate": _propagate,
 }
 
 

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from weftsearch.scorers.bm25 import BM25Scorer
 from weftsearch.scorers.graph import GraphScorer, PageRankScorer
+from weftsearch.scorers.propagation import PropagationScorer
 from weftsearch.scorers.recency import RecencyScorer
 from weftsearch.scorers.vector import VectorScorer
 
-__all__ = ["BM25Scorer", "VectorScorer", "GraphScorer", "PageRankScorer", "RecencyScorer"]
+__all__ = [
+    "BM25Scorer",
+    "VectorScorer",
+    "GraphScorer",
+    "PageRankScorer",
+    "PropagationScorer",
+    "RecencyScorer",
+]

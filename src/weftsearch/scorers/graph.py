@@ -12,8 +12,10 @@ Two scorers share the seeding rules:
   breaks the tie.
 * :class:`PageRankScorer` (personalised PageRank): the stationary
   distribution of a random walk that follows links with probability
-  ``damping`` and jumps back to a uniformly chosen seed otherwise.
-  Continuous: few ties.
+  ``damping`` and jumps back to a seed otherwise: a uniformly chosen seed
+  (``restart="uniform"``, the default), or one chosen in proportion to its
+  seed score (``restart="score"``, seed-weighted PageRank). Continuous: few
+  ties.
 
 Links are undirected by default (a citation relates both papers; CACM lists
 every citation from both ends anyway); ``directed=True`` follows links from
@@ -38,7 +40,10 @@ from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream, check_k, top_k
 from weftsearch.errors import InvalidParameterError
 
-__all__ = ["GraphScorer", "PageRankScorer"]
+__all__ = ["GraphScorer", "PageRankScorer", "RESTARTS"]
+
+#: PageRank's restart rules: each seed alike, or in proportion to its seed score.
+RESTARTS = ("uniform", "score")
 
 
 def _adjacency(snapshot: Snapshot, directed: bool) -> sp.csr_array:
@@ -72,15 +77,24 @@ class _SeededGraphScorer:
 
     def seeds(self, snapshot: Snapshot, query: Query) -> NDArray[np.int64]:
         """Internal ids of the seeds for ``query`` (explicit seeds win), unique, in order."""
+        return self.scored_seeds(snapshot, query)[0]
+
+    def scored_seeds(
+        self, snapshot: Snapshot, query: Query
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64] | None]:
+        """The seeds (as :meth:`seeds`) and their seed scores; ``None`` for explicit seeds (no scores)."""
+        scores: NDArray[np.float64] | None = None
         if query.seeds:
             ids = snapshot.ids_of(query.seeds)
             ids = ids[ids >= 0]
         elif self.seed_scorer is not None:
-            ids = self.seed_scorer.score(snapshot, query, self.seed_n).ids[: self.seed_n]
+            stream = self.seed_scorer.score(snapshot, query, self.seed_n)
+            ids, scores = stream.ids[: self.seed_n], stream.scores[: self.seed_n]
         else:
-            return np.empty(0, np.int64)
+            return np.empty(0, np.int64), None
         _, first = np.unique(ids, return_index=True)
-        return ids[np.sort(first)].astype(np.int64)
+        keep = np.sort(first)
+        return ids[keep].astype(np.int64), None if scores is None else scores[keep].astype(np.float64)
 
     def _finish(
         self, snapshot: Snapshot, scores: NDArray[np.float64], seeds: NDArray[np.int64], k: int
@@ -173,6 +187,14 @@ class PageRankScorer(_SeededGraphScorer):
             it from the convergence rate: the error shrinks by at least
             ``damping`` per step, so ``ceil(log(tolerance) / log(damping)) + 1``
             steps reach ``tolerance`` on any graph (143 at the defaults).
+        restart: how the walk picks the seed it jumps back to. ``"uniform"``
+            (default): each seed alike. ``"score"`` (seed-weighted PageRank):
+            in proportion to the seed scorer's scores of the seeds divided by
+            the best one, i.e. to the scores themselves, when all are
+            positive (BM25's are); when some seed's score is <= 0 they are
+            min-max normalised over the seeds instead (the worst seed then
+            gets no restart mass); equal scores, and explicit
+            ``Query.seeds`` (which carry no scores), restart uniformly.
 
     A document with no outgoing links hands its mass back to the seeds, so
     the scores always sum to 1. Complexity per query: O(iterations * (E + N)).
@@ -189,9 +211,13 @@ class PageRankScorer(_SeededGraphScorer):
         directed: bool = False,
         tolerance: float = 1e-10,
         max_iterations: int | None = None,
+        restart: str = "uniform",
         name: str = "pagerank",
     ) -> None:
         super().__init__(seed_scorer, seed_n, keep_seeds, directed, name)
+        if restart not in RESTARTS:
+            raise InvalidParameterError(f"restart must be one of {', '.join(RESTARTS)}, got {restart!r}")
+        self.restart = restart
         if not isinstance(damping, (int, float)) or not 0.0 <= damping < 1.0:
             raise InvalidParameterError(f"damping must be in [0, 1), got {damping!r}")
         if not isinstance(tolerance, (int, float)) or not math.isfinite(tolerance) or tolerance <= 0:
@@ -206,7 +232,9 @@ class PageRankScorer(_SeededGraphScorer):
     def __repr__(self) -> str:
         return (
             f"PageRankScorer(seed_scorer={self.seed_scorer!r}, damping={self.damping}, "
-            f"seed_n={self.seed_n}, keep_seeds={self.keep_seeds}, directed={self.directed})"
+            f"seed_n={self.seed_n}, keep_seeds={self.keep_seeds}, directed={self.directed}"
+            + ("" if self.restart == "uniform" else f", restart={self.restart!r}")
+            + ")"
         )
 
     def _transition(self, snapshot: Snapshot) -> tuple[sp.csr_array, NDArray[np.bool_], NDArray[np.int64]]:
@@ -230,13 +258,31 @@ class PageRankScorer(_SeededGraphScorer):
         walk.sort_indices()
         return walk, dangling, position
 
-    def distribution(self, snapshot: Snapshot, seeds: NDArray[np.int64]) -> NDArray[np.float64]:
-        """The personalised PageRank vector over all documents (sums to 1)."""
+    @staticmethod
+    def restart_weights(scores: NDArray[np.float64] | None, count: int) -> NDArray[np.float64]:
+        """Restart probabilities of ``count`` seeds from their seed scores (``None``: uniform); sum to 1."""
+        uniform = np.full(count, 1.0 / count)
+        if scores is None or count == 0 or not bool(np.isfinite(scores).all()):
+            return uniform
+        low, high = float(scores.min()), float(scores.max())
+        if high == low:
+            return uniform
+        weights = scores / high if low > 0 else (scores - low) / (high - low)
+        return np.asarray(weights / weights.sum(), dtype=np.float64)
+
+    def distribution(
+        self, snapshot: Snapshot, seeds: NDArray[np.int64], weights: NDArray[np.float64] | None = None
+    ) -> NDArray[np.float64]:
+        """The personalised PageRank vector over all documents (sums to 1).
+
+        ``weights``: the restart probability of each seed (sums to 1);
+        ``None`` restarts uniformly.
+        """
         walk, dangling, position = snapshot.memo(
             ("pagerank.walk", self.directed), lambda: self._transition(snapshot)
         )
         restart = np.zeros(snapshot.n_docs)
-        restart[position[seeds]] = 1.0 / seeds.shape[0]
+        restart[position[seeds]] = 1.0 / seeds.shape[0] if weights is None else weights
         rank = restart.copy()
         for _ in range(self.max_iterations):
             leaked = rank[dangling].sum()
@@ -250,7 +296,10 @@ class PageRankScorer(_SeededGraphScorer):
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` documents with the highest personalised PageRank."""
         k = check_k(k)
-        seeds = self.seeds(snapshot, query)
+        seeds, seed_scores = self.scored_seeds(snapshot, query)
         if seeds.size == 0:
             return Stream.empty()
-        return self._finish(snapshot, self.distribution(snapshot, seeds), seeds, k)
+        weights = None
+        if self.restart == "score":
+            weights = self.restart_weights(seed_scores, seeds.shape[0])
+        return self._finish(snapshot, self.distribution(snapshot, seeds, weights), seeds, k)
