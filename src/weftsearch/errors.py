@@ -33,6 +33,7 @@ __all__ = [
     "PairingError",
     "MissingDependencyError",
     "VectorsExistError",
+    "MissingInputError",
 ]
 
 
@@ -142,4 +143,14 @@ class VectorsExistError(WeftError, FileExistsError):
 
     The message says what differs; pass ``overwrite=True`` (``--overwrite``)
     to replace them.
+    """
+
+
+class MissingInputError(InvalidParameterError):
+    """An evaluation arm uses a scorer that has no input for any query.
+
+    No vectors in the index, no query vectors, no links, no times: the
+    scorer's stream would be empty for every query and the arm would report a
+    difference of exactly zero. The message names the arm, the scorer and
+    what is missing.
     """

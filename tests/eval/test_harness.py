@@ -451,7 +451,7 @@ def test_a_link_set_replaces_every_documents_links(collection: Collection, testb
     arm = Arm("graph", (GraphScorer(max_depth=2),), ScoreFusion(), depth=10)
     result = run_arm(StreamCache(ring.snapshot), arm, {"s": Query(seeds=("D5",))}, 10)
     assert result.keys["s"] == ("D4", "D6", "D3", "D7")
-    assert result.scores["s"].tolist() == [1.0, 1.0, 0.0, 0.0]  # min-max of 1/2, 1/2, 1/3, 1/3
+    assert result.scores["s"].tolist() == [0.5, 0.5, 1 / 3, 1 / 3]  # the scorer's own 1/(1 + hops)
 
 
 # ---------------------------------------------------------------------------- compare

@@ -18,6 +18,7 @@ from weftsearch.engine.documents import Document
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
+from weftsearch.engine.search import canonical_stream
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import FusedStream, KeyOrder, Stream
 from weftsearch.errors import InvalidParameterError, PairingError, ScorerOutputError
@@ -237,10 +238,16 @@ def test_run_arm_gives_the_keys_and_scores_of_index_search(index: Index, arm_nam
     got = run(index.snapshot(), arm, k)
     assert got.qids == tuple(QUERIES)
     assert got.k == k
+    snapshot = index.snapshot()
     for qid, query in QUERIES.items():
         expected = index.search(query, k, arm.fuser, *arm.scorers, depth=arm.depth)
         assert got.keys[qid] == tuple(expected.keys), qid
-        assert got.scores[qid].tolist() == expected.scores.tolist(), qid  # exactly, not approximately
+        if len(arm.scorers) == 1:
+            # One stream passes through with the scorer's own scores (as a one-signal search does).
+            own = canonical_stream(arm.scorers[0].score(snapshot, query, arm.depth), snapshot, arm.depth, "s")
+            assert got.scores[qid].tolist() == own.scores[:k].tolist(), qid
+        else:
+            assert got.scores[qid].tolist() == expected.scores.tolist(), qid  # exactly, not approximately
 
 
 def test_run_arm_with_k_larger_than_the_corpus(index: Index) -> None:
@@ -420,11 +427,19 @@ def test_trec_lines_format_and_exact_scores(snapshot: Snapshot) -> None:
 def test_trec_lines_print_shortest_round_trip_reprs(snapshot: Snapshot) -> None:
     scorer = FixedScorer("fixed", {"t": [("d1", 0.1), ("d2", 1 / 3), ("d3", 1e-300)]})
     got = run_arm(StreamCache(snapshot), Arm("fixed", (scorer,), RRF(k=0), depth=3), {"t": Query("t")}, 3)
-    # RRF with constant 0: 1/1, 1/2, 1/3 for d2 (1/3 is the top raw score), d1, d3.
+    # One stream passes through with the scorer's own scores (the fuser is not called).
     assert list(got.trec_lines()) == [
-        "t Q0 d2 1 1.0 fixed",
-        "t Q0 d1 2 0.5 fixed",
-        "t Q0 d3 3 0.3333333333333333 fixed",
+        "t Q0 d2 1 0.3333333333333333 fixed",
+        "t Q0 d1 2 0.1 fixed",
+        "t Q0 d3 3 1e-300 fixed",
+    ]
+    two = Arm("two", (scorer, FixedScorer("same", {"t": [("d1", 1.0)]})), RRF(k=0), depth=3)
+    fused = run_arm(StreamCache(snapshot), two, {"t": Query("t")}, 3)
+    # RRF with constant 0: d1 is 1/2 + 1/1, d2 1/1, d3 1/3.
+    assert list(fused.trec_lines()) == [
+        "t Q0 d1 1 1.5 two",
+        "t Q0 d2 2 1.0 two",
+        "t Q0 d3 3 0.3333333333333333 two",
     ]
 
 
@@ -476,15 +491,15 @@ def test_the_error_names_the_stream_label_when_names_repeat(snapshot: Snapshot) 
 
 def test_a_fuser_returning_too_many_candidates_raises(snapshot: Snapshot) -> None:
     # The harness asks the fuser for k + 1 (to see a tie across the cut): k + 1 is fine, k + 2 is not.
-    ok = run(snapshot, Arm("a", (BM25Scorer(),), GreedyFuser(extra=0), depth=10), 3)
+    ok = run(snapshot, Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), GreedyFuser(extra=0), depth=10), 3)
     assert max(len(keys) for keys in ok.keys.values()) == 3
     with pytest.raises(ScorerOutputError, match="'greedy'"):
-        run(snapshot, Arm("a", (BM25Scorer(),), GreedyFuser(extra=1), depth=10), 3)
+        run(snapshot, Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), GreedyFuser(extra=1), depth=10), 3)
 
 
 def test_a_fuser_returning_a_plain_stream_raises(snapshot: Snapshot) -> None:
     with pytest.raises(ScorerOutputError, match="'greedy'"):
-        run(snapshot, Arm("a", (BM25Scorer(),), GreedyFuser(bare=True), depth=10), 3)
+        run(snapshot, Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), GreedyFuser(bare=True), depth=10), 3)
 
 
 class MisshapenFuser:
@@ -514,12 +529,12 @@ def test_index_search_refuses_contributions_for_the_wrong_streams(index: Index) 
 
 def test_run_arm_refuses_contributions_for_the_wrong_streams(snapshot: Snapshot) -> None:
     with pytest.raises(ScorerOutputError, match="'misshapen'"):
-        run(snapshot, Arm("a", (BM25Scorer(),), MisshapenFuser("columns"), depth=5), 3)
+        run(snapshot, Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), MisshapenFuser("columns"), depth=5), 3)
 
 
 def test_a_fuser_returning_the_same_document_twice_raises(snapshot: Snapshot) -> None:
     with pytest.raises(ScorerOutputError, match="'misshapen'"):
-        run(snapshot, Arm("a", (BM25Scorer(),), MisshapenFuser("repeat"), depth=5), 3)
+        run(snapshot, Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), MisshapenFuser("repeat"), depth=5), 3)
 
 
 # ---------------------------------------------------------------------------- parameters

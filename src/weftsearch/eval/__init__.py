@@ -1,7 +1,22 @@
-"""Evaluation: measures with trec_eval's semantics and paired significance tests.
+"""Evaluation: judged collections, arms, paired significance tests and reports.
+
+Everything README.md's "Evaluate" section names is importable from here::
+
+    from weftsearch.eval import (load_collection, load_beir, build_testbed, Arm,
+                                 compare, sweep, learn_fusion, write_report)
+
+The imports are eager: the submodules cost about 30 ms on top of
+``import weftsearch`` (they need numpy and the engine, which the package has
+already loaded), and matplotlib, the one heavy optional dependency, is imported
+only inside :mod:`weftsearch.eval.reports`' plotting code, never at import
+time. The order below follows the dependencies (metrics and stats, datasets,
+runs, harness, specs, reports), so no submodule sees a half-initialised
+package. :mod:`weftsearch.eval.command` (the ``weft-search eval`` command line)
+and :mod:`weftsearch.eval.links` (link figures) stay submodules.
 
 The harness must not know what any scorer is: it reads qrels and runs
-(query id -> document id -> grade or score) and nothing else.
+(query id -> document id -> grade or score) and calls arms built elsewhere;
+:mod:`weftsearch.eval.specs` is the one part that names scorers.
 """
 
 from __future__ import annotations
@@ -49,4 +64,47 @@ __all__ += [
     "load_collection",
     "load_frozen_vectors",
     "fetch",
+]
+
+# Arms and the harness: index a collection, run arms, compare, sweep, learn a fuser.
+from weftsearch.eval.harness import (
+    Comparison,
+    LearnedFusion,
+    Sweep,
+    Testbed,
+    build_testbed,
+    compare,
+    development_split,
+    learn_fusion,
+    sweep,
+)
+from weftsearch.eval.runs import Arm, ArmRun, run_arm
+
+__all__ += [
+    "Arm",
+    "ArmRun",
+    "run_arm",
+    "Testbed",
+    "build_testbed",
+    "Comparison",
+    "compare",
+    "Sweep",
+    "sweep",
+    "LearnedFusion",
+    "learn_fusion",
+    "development_split",
+]
+
+# Arms written as text (the one module that names scorers), and reports.
+from weftsearch.eval.reports import ReportFiles, format_table, markdown_report, write_report
+from weftsearch.eval.specs import ArmBuilder, parse_arm, register_scorer
+
+__all__ += [
+    "ArmBuilder",
+    "parse_arm",
+    "register_scorer",
+    "ReportFiles",
+    "format_table",
+    "markdown_report",
+    "write_report",
 ]

@@ -109,6 +109,20 @@ class VectorScorer:
     def __repr__(self) -> str:
         return f"VectorScorer(nprobe={self.nprobe})"
 
+    def missing_input(self, snapshot: Snapshot, query: Query) -> str | None:
+        """What this scorer lacks to score ``query``: ``"a query vector"``, ``"vectors in the index"``, or ``None``.
+
+        The optional input protocol (docs/ARCHITECTURE.md, "Adding a
+        scorer"); the evaluation harness reads it, the engine never does.
+        O(segments), memoised per snapshot.
+        """
+        if query.vector is None:
+            return "a query vector"
+        rows = snapshot.memo(
+            ("vector.rows",), lambda: sum(int(block.ids.shape[0]) for block in snapshot.vector_blocks())
+        )
+        return None if rows else "vectors in the index"
+
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` documents whose vectors are most similar to ``query.vector``."""
         k = check_k(k)
