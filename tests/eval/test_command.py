@@ -223,8 +223,14 @@ def test_weight_sweep_shape_and_weight_zero_on_a_synthetic_testbed() -> None:
         )
 
     # Weight 0: the figure of the single other stream (BM25 alone) through the same fusion, exactly.
+    # (An arm of one scorer passes its stream through unfused, so RRF of BM25 alone is computed here.)
     bm25 = arms["hybrid"].scorers[0]
-    alone = ndcg(Arm("bm25-alone", (bm25,), RRF(), depth=30))
+    run: dict[str, dict[str, float]] = {}
+    for qid, query in testbed.queries.items():
+        stream = cache.stream(bm25, "bm25", qid, query, 30)
+        fused = RRF().fuse([stream], sweep_k, testbed.snapshot)
+        run[qid] = dict(zip(cache.keys_of(fused.ids), fused.scores.tolist(), strict=True))
+    alone = evaluate(testbed.qrels, run, "nDCG@10").mean("nDCG@10")
     assert result.points[0].mean == alone
     # ... which is not the tie-keeping text arm's figure here: RRF turns BM25's tied scores into
     # distinct ranks (key order), while `text` keeps the ties for trec_eval's tie-break.
@@ -248,7 +254,13 @@ def test_weight_sweep_shape_and_weight_zero_on_a_synthetic_testbed() -> None:
 @pytest.mark.data
 def test_weight_sweep_on_cacm_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["eval", "cacm", "--data", str(DATA), "--resamples", "200", "--vectors", "none", "--arms"]
-    arms = ["text=bm25", "hybrid=rrf(bm25, recency(half_life=1825))", "bm25-rrf=rrf(bm25)"]
+    # Weight 0 of the sweep is this two-stream arm exactly (BM25's ranks through RRF; a one-scorer
+    # arm such as rrf(bm25) is not fused at all, its stream passes through with BM25's scores).
+    arms = [
+        "text=bm25",
+        "hybrid=rrf(bm25, recency(half_life=1825))",
+        "bm25-rrf=weighted(bm25, recency(half_life=1825), weights=[1, 0])",
+    ]
     assert main([*argv, *arms, "--sweep", "weights:hybrid"]) == 0
     printed = capsys.readouterr().out
     lines = printed.splitlines()

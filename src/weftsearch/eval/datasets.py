@@ -158,6 +158,8 @@ StrPath = Union[str, os.PathLike[str]]
 Judgements = dict[str, dict[str, int]]
 #: How Cranfield's relevance codes become grades; see the module docstring.
 CranfieldGrades = Literal["cleverdon", "ir_datasets", "binary"]
+#: Where a collection's (or vector set's) bytes stand against the pins; see :func:`provenance_of`.
+Provenance = Literal["pinned", "unpinned", "mismatched"]
 #: Accepted values of ``cranfield_grades``.
 CRANFIELD_GRADES: tuple[str, ...] = ("cleverdon", "ir_datasets", "binary")
 #: The collections :func:`load_collection` and :func:`fetch` know.
@@ -427,6 +429,25 @@ _USED: Mapping[str, tuple[str, ...]] = {
 # ---------------------------------------------------------------------- manifest and values
 
 
+def provenance_of(records: Iterable[FileRecord]) -> Provenance:
+    """Where ``records`` stand against their pins.
+
+    ``"pinned"``: every file has a pin and matches it (a published
+    collection, byte for byte). ``"unpinned"``: no file has a pin (your own
+    data: nothing public to compare with, so nothing is contradicted; the
+    files' SHA-256 are recorded instead). ``"mismatched"``: at least one file
+    differs from its pin, or a pinned collection holds a file without one (not
+    the published snapshot: numbers made from it are unpublishable).
+    """
+    records = list(records)
+    pinned = [record for record in records if record.pinned]
+    if not pinned:
+        return "unpinned"
+    if len(pinned) == len(records) and all(record.verified for record in records):
+        return "pinned"
+    return "mismatched"
+
+
 def sha256_bytes(data: bytes) -> str:
     """The SHA-256 of ``data``, lowercase hex."""
     return hashlib.sha256(data).hexdigest()
@@ -495,8 +516,12 @@ class Collection:
         manifest: every file read, with its size and hashes.
         publishable: ``False`` when a file did not match its pin (loaded with
             ``any_snapshot=True``): numbers made from it are not publishable.
+            Data nobody pinned (your own) is publishable: see :attr:`provenance`.
         parameters: the loader's choices that change the data
             (``cranfield_grades``), for reports.
+        vectors: vectors attached by the loader (:func:`load_beir`'s
+            ``vectors``), which :func:`~weftsearch.eval.harness.build_testbed`
+            uses when it is given none; ``None`` otherwise.
 
     """
 
@@ -511,6 +536,12 @@ class Collection:
     manifest: tuple[FileRecord, ...]
     publishable: bool
     parameters: dict[str, str] = field(default_factory=dict)
+    vectors: CollectionVectors | None = None
+
+    @property
+    def provenance(self) -> Provenance:
+        """``"pinned"``, ``"unpinned"`` or ``"mismatched"``: :func:`provenance_of` the manifest."""
+        return provenance_of(self.manifest)
 
     @property
     def document_keys(self) -> tuple[str, ...]:
@@ -1014,7 +1045,7 @@ def _collection(name: str, folder: Path, parsed: _Parsed, manifest: tuple[FileRe
         link_sets=parsed.link_sets,
         query_file_ids=parsed.query_file_ids,
         manifest=manifest,
-        publishable=all(record.verified for record in manifest),
+        publishable=provenance_of(manifest) != "mismatched",
         parameters=parsed.parameters,
     )
 
@@ -1173,6 +1204,10 @@ class CollectionVectors:
         manifest: the vector files with their sizes and hashes.
         publishable: ``False`` when the collection is unpublishable or any
             check was waived with ``any_snapshot=True``.
+        partial: ``True`` when some documents or queries have no row (a
+            user's own vectors, :func:`load_vector_folder`): then
+            :attr:`document_keys` and :attr:`query_ids` are the ones with a
+            row, in the collection's order, and the others get no vector.
 
     """
 
@@ -1187,6 +1222,12 @@ class CollectionVectors:
     record: Mapping[str, Any]
     manifest: tuple[FileRecord, ...]
     publishable: bool
+    partial: bool = False
+
+    @property
+    def provenance(self) -> Provenance:
+        """``"mismatched"`` when unpublishable, else :func:`provenance_of` the vector files."""
+        return "mismatched" if not self.publishable else provenance_of(self.manifest)
 
     def document_vector(self, key: str) -> NDArray[np.float32]:
         """The vector of document ``key``.
@@ -1205,26 +1246,43 @@ class CollectionVectors:
             KeyError: no such query.
 
         """
-        row: NDArray[np.float32] = self.queries[self.query_ids.index(qid)]
+        rows = self._query_rows()
+        if qid not in rows:
+            raise KeyError(qid)
+        row: NDArray[np.float32] = self.queries[rows[qid]]
         return row
 
     def attach(self, documents: Iterable[Document]) -> list[Document]:
-        """``documents`` with their vectors set (a key without a row is an error).
+        """``documents`` with their vectors set (a key without a row is an error unless :attr:`partial`).
 
         Raises:
-            CorpusFormatError: a document has no vector here.
+            CorpusFormatError: a document has no vector here (and the set is not partial).
 
         """
         rows = {key: row for row, key in enumerate(self.document_keys)}
         out: list[Document] = []
         for document in documents:
             row = rows.get(document.key)
+            if row is None and self.partial:
+                out.append(document)  # a document of a partial set without a row has no vector
+                continue
             if row is None:
                 raise CorpusFormatError(
                     f"{self.collection}/{self.variant}: no vector for document {document.key!r}"
                 )
             out.append(replace(document, vector=self.documents[row]))
         return out
+
+    def has_query_vector(self, qid: str) -> bool:
+        """Whether query ``qid`` has a row (always, unless :attr:`partial`)."""
+        return qid in self._query_rows()
+
+    def _query_rows(self) -> dict[str, int]:
+        rows: dict[str, int] | None = self.__dict__.get("_rows")
+        if rows is None:
+            rows = {qid: row for row, qid in enumerate(self.query_ids)}
+            self.__dict__["_rows"] = rows  # frozen dataclass: a cache, not state
+        return rows
 
 
 def _record_get(record: Mapping[str, Any], where: str, *path: str) -> Any:
