@@ -34,6 +34,7 @@ __all__ = [
     "MissingDependencyError",
     "VectorsExistError",
     "MissingInputError",
+    "PluginError",
 ]
 
 
@@ -153,4 +154,11 @@ class MissingInputError(InvalidParameterError):
     scorer's stream would be empty for every query and the arm would report a
     difference of exactly zero. The message names the arm, the scorer and
     what is missing.
+    """
+
+
+class PluginError(WeftError, ImportError):
+    """A plugin module (``weft-search eval --plugin MODULE``) could not be imported.
+
+    The message names the module and the error its import raised.
     """
