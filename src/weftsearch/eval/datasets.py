@@ -1150,7 +1150,7 @@ def _main_split(name: str, folder: Path, found: Sequence[str], split: str | None
 def _attach_links_and_times(
     documents: list[Document],
     links: Mapping[str, Iterable[str]] | None,
-    times: Mapping[str, TimeLike | None] | None,
+    times: Mapping[str, TimeLike | str | None] | None,
 ) -> list[Document]:
     """``documents`` with the links and times given by key (they replace the corpus's)."""
     if not links and not times:
@@ -1173,7 +1173,13 @@ def _attach_links_and_times(
                 )
             changes["links"] = tuple(neighbours)
         if times and document.key in times:
-            changes["time"] = times[document.key]
+            when = times[document.key]
+            if isinstance(when, str):  # ISO-8601, read as weft-search index reads corpus.jsonl's time
+                try:
+                    when = parse_time(when, f"times[{document.key!r}]")
+                except CorpusFormatError as exc:
+                    raise InvalidParameterError(str(exc)) from None
+            changes["time"] = when
         if changes:
             try:
                 document = Document(
@@ -1185,7 +1191,7 @@ def _attach_links_and_times(
                     fields=document.fields,
                 )
             except WeftError as exc:
-                raise InvalidParameterError(f"document {document.key!r}: {exc}") from None
+                raise InvalidParameterError(str(exc)) from None
         out.append(document)
     return out
 
@@ -1197,7 +1203,7 @@ def load_beir(
     split: str | None = None,
     vectors: StrPath | CollectionVectors | None = None,
     links: Mapping[str, Iterable[str]] | None = None,
-    times: Mapping[str, TimeLike | None] | None = None,
+    times: Mapping[str, TimeLike | str | None] | None = None,
     any_snapshot: bool = False,
     pins: Mapping[str, CollectionPins] | None = None,
 ) -> Collection:
