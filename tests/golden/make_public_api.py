@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 #: The public modules whose ``__all__`` is the contract, in rendering order.
-MODULES = ("weftsearch", "weftsearch.errors", "weftsearch.fusion", "weftsearch.scorers")
+MODULES = ("weftsearch", "weftsearch.errors", "weftsearch.fusion", "weftsearch.scorers", "weftsearch.eval")
 
 #: Where the golden file lives.
 GOLDEN = Path(__file__).resolve().parent / "public_api.txt"
