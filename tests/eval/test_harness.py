@@ -880,7 +880,7 @@ def test_cacm_end_to_end() -> None:
 
 
 def test_a_users_own_beir_folder_runs_end_to_end(tmp_path: Path) -> None:
-    """A collection nobody pinned: loads without any_snapshot, evaluates, and is unpinned, not unpublishable."""
+    """A collection nobody pinned: loads without any_snapshot, evaluates, is unpinned (not unpublishable)."""
     from weftsearch.eval.datasets import load_beir
     from weftsearch.scorers import BM25Scorer
 

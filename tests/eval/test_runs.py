@@ -491,15 +491,25 @@ def test_the_error_names_the_stream_label_when_names_repeat(snapshot: Snapshot) 
 
 def test_a_fuser_returning_too_many_candidates_raises(snapshot: Snapshot) -> None:
     # The harness asks the fuser for k + 1 (to see a tie across the cut): k + 1 is fine, k + 2 is not.
-    ok = run(snapshot, Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), GreedyFuser(extra=0), depth=10), 3)
+    ok = run(
+        snapshot, Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), GreedyFuser(extra=0), depth=10), 3
+    )
     assert max(len(keys) for keys in ok.keys.values()) == 3
     with pytest.raises(ScorerOutputError, match="'greedy'"):
-        run(snapshot, Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), GreedyFuser(extra=1), depth=10), 3)
+        run(
+            snapshot,
+            Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), GreedyFuser(extra=1), depth=10),
+            3,
+        )
 
 
 def test_a_fuser_returning_a_plain_stream_raises(snapshot: Snapshot) -> None:
     with pytest.raises(ScorerOutputError, match="'greedy'"):
-        run(snapshot, Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), GreedyFuser(bare=True), depth=10), 3)
+        run(
+            snapshot,
+            Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), GreedyFuser(bare=True), depth=10),
+            3,
+        )
 
 
 class MisshapenFuser:
@@ -529,12 +539,20 @@ def test_index_search_refuses_contributions_for_the_wrong_streams(index: Index) 
 
 def test_run_arm_refuses_contributions_for_the_wrong_streams(snapshot: Snapshot) -> None:
     with pytest.raises(ScorerOutputError, match="'misshapen'"):
-        run(snapshot, Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), MisshapenFuser("columns"), depth=5), 3)
+        run(
+            snapshot,
+            Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), MisshapenFuser("columns"), depth=5),
+            3,
+        )
 
 
 def test_a_fuser_returning_the_same_document_twice_raises(snapshot: Snapshot) -> None:
     with pytest.raises(ScorerOutputError, match="'misshapen'"):
-        run(snapshot, Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), MisshapenFuser("repeat"), depth=5), 3)
+        run(
+            snapshot,
+            Arm("a", (BM25Scorer(), RecencyScorer(half_life=60.0)), MisshapenFuser("repeat"), depth=5),
+            3,
+        )
 
 
 # ---------------------------------------------------------------------------- parameters
@@ -599,12 +617,17 @@ def test_an_arm_whose_scorer_has_no_input_for_any_query_is_refused_naming_it() -
     from weftsearch.scorers import VectorScorer
 
     vectorless = vector_index(with_vectors=False).snapshot()
-    queries = {"a": Query(text="apple", vector=np.ones(2)), "b": Query(text="fig", vector=np.ones(2))}
+    queries = {
+        "a": Query(text="apple", vector=np.ones(2, dtype=np.float32)),
+        "b": Query(text="fig", vector=np.ones(2, dtype=np.float32)),
+    }
     for arm in (
         Arm("vec", (VectorScorer(),), RRF(), depth=5),
         Arm("hybrid", (BM25Scorer(), VectorScorer()), RRF(), depth=5),
     ):
-        with pytest.raises(MissingInputError, match=rf"arm '{arm.name}': scorer 'vector' .*vectors in the index"):
+        with pytest.raises(
+            MissingInputError, match=rf"arm '{arm.name}': scorer 'vector' .*vectors in the index"
+        ):
             run(vectorless, arm, 3, queries)
     # Query vectors missing for every query: refused, naming them.
     with_vectors = vector_index(with_vectors=True).snapshot()
@@ -620,7 +643,7 @@ def test_an_arm_whose_scorer_has_no_input_for_any_query_is_refused_naming_it() -
         run(plain.snapshot(), Arm("r", (RecencyScorer(half_life=60.0),), RRF(), depth=5), 3, textual)
     # A scorer without missing_input is judged by its streams: empty for every query is no input.
     silent = FixedScorer("silent", {})
-    with pytest.raises(MissingInputError, match="scorer 'silent' .*candidates"):
+    with pytest.raises(MissingInputError, match=r"scorer 'silent' .*candidates"):
         run(plain.snapshot(), Arm("s", (BM25Scorer(), silent), RRF(), depth=5), 3, textual)
 
 
@@ -629,9 +652,9 @@ def test_partial_inputs_are_counted_per_stream() -> None:
 
     snapshot = vector_index(with_vectors=True).snapshot()
     queries = {
-        "a": Query(text="apple", vector=np.ones(2)),
+        "a": Query(text="apple", vector=np.ones(2, dtype=np.float32)),
         "b": Query(text="fig"),
-        "c": Query(text="grape", vector=np.array([0.0, 1.0])),
+        "c": Query(text="grape", vector=np.array([0.0, 1.0], dtype=np.float32)),
     }
     got = run(snapshot, Arm("hybrid", (BM25Scorer(), VectorScorer()), RRF(), depth=5), 3, queries)
     assert [c.describe() for c in got.coverage] == [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from weftsearch import RRF, BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, ScoreFusion
+from weftsearch import RRF, BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream

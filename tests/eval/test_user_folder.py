@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,13 +24,29 @@ from weftsearch.eval import build_testbed, load_beir, specs
 from weftsearch.eval.command import resolve_dataset, run_experiment
 from weftsearch.eval.datasets import sha256_bytes
 
-DOCUMENTS = [
-    {"_id": "d1", "title": "Gene X", "text": "gene x causes disease y", "links": ["d2", "d3"],
-     "time": "2020-01-01", "fields": {"votes": 3}},
-    {"_id": "d2", "title": "Gene Z", "text": "gene z and disease y", "links": ["d1"],
-     "time": "2021-06-01", "fields": {"votes": 1}},
-    {"_id": "d3", "text": "sea birds follow fishing boats", "time": 1_600_000_000,
-     "metadata": {"votes": 7, "nested": {"dropped": True}}},
+DOCUMENTS: list[dict[str, Any]] = [
+    {
+        "_id": "d1",
+        "title": "Gene X",
+        "text": "gene x causes disease y",
+        "links": ["d2", "d3"],
+        "time": "2020-01-01",
+        "fields": {"votes": 3},
+    },
+    {
+        "_id": "d2",
+        "title": "Gene Z",
+        "text": "gene z and disease y",
+        "links": ["d1"],
+        "time": "2021-06-01",
+        "fields": {"votes": 1},
+    },
+    {
+        "_id": "d3",
+        "text": "sea birds follow fishing boats",
+        "time": 1_600_000_000,
+        "metadata": {"votes": 7, "nested": {"dropped": True}},
+    },
     {"_id": "d4", "title": "Weather", "text": "rain and wind over the sea", "links": ["d5"]},
     {"_id": "d5", "text": "disease spreads among sea birds", "links": ["d4"], "time": "2022-03-01"},
     {"_id": "d6", "text": "fishing boats at sea in the rain"},
@@ -94,7 +112,7 @@ SPLITS = {
 
 
 @pytest.fixture
-def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A plugin module on sys.path; the scorer table is restored afterwards."""
     name = f"weft_test_plugin_{abs(hash(str(tmp_path)))}"
     (tmp_path / f"{name}.py").write_text(PLUGIN, encoding="utf-8")
@@ -141,7 +159,9 @@ def test_eval_on_a_users_folder_end_to_end(
     assert testbed["files"][0]["sha256"] == corpus_sha and testbed["files"][0]["expected_sha256"] is None
     assert testbed["vectors"]["documents_with_vector"] == 6 and testbed["vectors"]["queries_with_vector"] == 2
     coverage = {entry["arm"]["name"]: entry["coverage"] for entry in record["arms"]}
-    assert coverage["vector"] == [{"signal": "vector", "covered": 2, "queries": 3, "missing": ["a query vector"]}]
+    assert coverage["vector"] == [
+        {"signal": "vector", "covered": 2, "queries": 3, "missing": ["a query vector"]}
+    ]
     # Links, times and the plugin's field-reading scorer all had their inputs.
     for arm in ("graph", "recency", "votes"):
         assert all(c["covered"] == 3 for c in coverage[arm]), arm
@@ -191,10 +211,10 @@ def test_splits_are_chosen_and_an_unknown_one_lists_the_others(tmp_path: Path) -
 def test_plugin_errors_are_typed_and_name_the_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = write_folder(tmp_path / "mine", SPLITS)
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(PluginError, match="--plugin 'no_such_weft_plugin'.*ModuleNotFoundError"):
+    with pytest.raises(PluginError, match=r"--plugin 'no_such_weft_plugin'.*ModuleNotFoundError"):
         run_experiment(folder, None, split="dev", plugins=["no_such_weft_plugin"], resamples=10)
     (tmp_path / "weft_broken_plugin.py").write_text("raise RuntimeError('boom')\n", encoding="utf-8")
-    with pytest.raises(PluginError, match="--plugin 'weft_broken_plugin'.*RuntimeError: boom"):
+    with pytest.raises(PluginError, match=r"--plugin 'weft_broken_plugin'.*RuntimeError: boom"):
         run_experiment(folder, None, split="dev", plugins=["weft_broken_plugin"], resamples=10)
     sys.modules.pop("weft_broken_plugin", None)
 

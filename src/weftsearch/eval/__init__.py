@@ -9,10 +9,10 @@ The imports are eager: the submodules cost about 30 ms on top of
 ``import weftsearch`` (they need numpy and the engine, which the package has
 already loaded), and matplotlib, the one heavy optional dependency, is imported
 only inside :mod:`weftsearch.eval.reports`' plotting code, never at import
-time. The order below follows the dependencies (metrics and stats, datasets,
-runs, harness, specs, reports), so no submodule sees a half-initialised
-package. :mod:`weftsearch.eval.command` (the ``weft-search eval`` command line)
-and :mod:`weftsearch.eval.links` (link figures) stay submodules.
+time. No submodule imports this package's names (each imports the submodules
+it needs), so there is no import cycle whatever the order below.
+:mod:`weftsearch.eval.command` (the ``weft-search eval`` command line) and
+:mod:`weftsearch.eval.links` (link figures) stay submodules.
 
 The harness must not know what any scorer is: it reads qrels and runs
 (query id -> document id -> grade or score) and calls arms built elsewhere;
@@ -21,29 +21,6 @@ The harness must not know what any scorer is: it reads qrels and runs
 
 from __future__ import annotations
 
-from weftsearch.eval.metrics import Evaluation, Measure, evaluate, parse_measure, run_from_rankings
-from weftsearch.eval.stats import (
-    BootstrapResult,
-    RandomisationResult,
-    fisher_randomisation,
-    fisher_randomisation_exact,
-    paired_bootstrap,
-)
-
-__all__ = [
-    "Measure",
-    "parse_measure",
-    "Evaluation",
-    "evaluate",
-    "run_from_rankings",
-    "BootstrapResult",
-    "paired_bootstrap",
-    "RandomisationResult",
-    "fisher_randomisation",
-    "fisher_randomisation_exact",
-]
-
-# Datasets: judged collections verified against pinned hashes, their frozen vectors, fetching.
 from weftsearch.eval.datasets import (
     Collection,
     CollectionVectors,
@@ -54,19 +31,6 @@ from weftsearch.eval.datasets import (
     load_collection,
     load_frozen_vectors,
 )
-
-__all__ += [
-    "Collection",
-    "CollectionVectors",
-    "FileRecord",
-    "FetchResult",
-    "load_beir",
-    "load_collection",
-    "load_frozen_vectors",
-    "fetch",
-]
-
-# Arms and the harness: index a collection, run arms, compare, sweep, learn a fuser.
 from weftsearch.eval.harness import (
     Comparison,
     LearnedFusion,
@@ -78,9 +42,40 @@ from weftsearch.eval.harness import (
     learn_fusion,
     sweep,
 )
+from weftsearch.eval.metrics import Evaluation, Measure, evaluate, parse_measure, run_from_rankings
+from weftsearch.eval.reports import ReportFiles, format_table, markdown_report, write_report
 from weftsearch.eval.runs import Arm, ArmRun, run_arm
+from weftsearch.eval.specs import ArmBuilder, parse_arm, register_scorer
+from weftsearch.eval.stats import (
+    BootstrapResult,
+    RandomisationResult,
+    fisher_randomisation,
+    fisher_randomisation_exact,
+    paired_bootstrap,
+)
 
-__all__ += [
+__all__ = [
+    # Measures and significance tests.
+    "Measure",
+    "parse_measure",
+    "Evaluation",
+    "evaluate",
+    "run_from_rankings",
+    "BootstrapResult",
+    "paired_bootstrap",
+    "RandomisationResult",
+    "fisher_randomisation",
+    "fisher_randomisation_exact",
+    # Datasets: judged collections verified against pinned hashes, their vectors, fetching.
+    "Collection",
+    "CollectionVectors",
+    "FileRecord",
+    "FetchResult",
+    "load_beir",
+    "load_collection",
+    "load_frozen_vectors",
+    "fetch",
+    # Arms and the harness: index a collection, run arms, compare, sweep, learn a fuser.
     "Arm",
     "ArmRun",
     "run_arm",
@@ -93,13 +88,7 @@ __all__ += [
     "LearnedFusion",
     "learn_fusion",
     "development_split",
-]
-
-# Arms written as text (the one module that names scorers), and reports.
-from weftsearch.eval.reports import ReportFiles, format_table, markdown_report, write_report
-from weftsearch.eval.specs import ArmBuilder, parse_arm, register_scorer
-
-__all__ += [
+    # Arms written as text (the one module that names scorers), and reports.
     "ArmBuilder",
     "parse_arm",
     "register_scorer",

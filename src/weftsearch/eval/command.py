@@ -349,7 +349,19 @@ def run_experiment(
         plugins: modules to import before the arm specs are read
             (:func:`load_plugins`).
 
-    The other arguments are ``weft-search eval``'s options of the same names.
+        arms: arm specs; the first is the baseline (default: the preset arms,
+            or ``text=bm25`` for a folder).
+        baseline: the arm every other is compared with (default: the first).
+        measures: measure names; the first is the headline.
+        k: hits per query.
+        resamples: bootstrap resamples and randomisation permutations.
+        seed: the seed of both tests.
+        link_set: take the documents' links from this link set.
+        sweeps: ``--sweep`` kinds to run.
+        any_snapshot: accept pinned files that differ from their pins (unpublishable).
+        cranfield_grades: how Cranfield's codes become grades.
+        progress: progress bars (``None``: on a terminal).
+        command: the command line, for the report.
 
     Raises:
         InvalidParameterError: an unknown dataset or split, a bad arm spec or
@@ -373,7 +385,9 @@ def run_experiment(
     else:
         specs = [parse_arm(text) for text in (arms or PRESET_ARMS[name])]
         if data is None:
-            raise InvalidParameterError(f"{name} is a known collection: give the folder holding it (--data DIR)")
+            raise InvalidParameterError(
+                f"{name} is a known collection: give the folder holding it (--data DIR)"
+            )
         collection = load_collection(
             name,
             data,
@@ -407,16 +421,16 @@ def run_experiment(
                 raise InvalidParameterError(
                     f"arm {spec.name!r}: {name} has no development split to learn fusion on"
                 )
-            split = development_split(collection, train=dev_split, test=test_split or "test")
-            dev = testbed.with_split(dev_split, split.qids)
+            development = development_split(collection, train=dev_split, test=test_split or "test")
+            dev = testbed.with_split(dev_split, development.qids)
             choice = learn_fusion(dev, arm, k=k, cache=cache)
             learned[spec.name] = choice
             arm = replace(arm, fuser=choice.fuser)
             extra["development_split"] = {
                 "split": dev_split,
-                "queries": len(split.qids),
-                "removed_as_duplicates_of_test": dict(split.removed),
-                "rule": split.rule,
+                "queries": len(development.qids),
+                "removed_as_duplicates_of_test": dict(development.removed),
+                "rule": development.rule,
             }
         if arm.name in built:
             raise InvalidParameterError(f"two arms are named {arm.name!r}")

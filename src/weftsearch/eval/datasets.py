@@ -1781,7 +1781,9 @@ def load_vector_folder(
         matrices[part], kept[part] = aligned, present
     assert dims is not None
     if len(models) > 1:
-        raise PairingError(f"{base}: the corpus and query vectors come from different models: {sorted(models)}")
+        raise PairingError(
+            f"{base}: the corpus and query vectors come from different models: {sorted(models)}"
+        )
     found_model = models.pop() if models else "unknown"
     if model is not None and found_model != model:
         raise PairingError(f"{base}: vectors made with model {found_model!r}, expected {model!r}")

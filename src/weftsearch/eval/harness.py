@@ -180,7 +180,7 @@ class Testbed:
             kinds.add(self.vectors.provenance)
         for kind in ("mismatched", "unpinned"):
             if kind in kinds:
-                return kind  # type: ignore[return-value]
+                return kind
         return "pinned"
 
     @property

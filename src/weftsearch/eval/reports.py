@@ -376,7 +376,11 @@ def _results_section(comparison: Comparison) -> list[str]:
     out += _md_table(["arm", *measures], rows, "l" + "r" * len(measures))
     coverage = _coverage_lines(comparison)
     if coverage:
-        out += ["", "Inputs: these arms' scorers lacked an input for some queries (their streams are empty there):", ""]
+        out += [
+            "",
+            "Inputs: these arms' scorers lacked an input for some queries (their streams are empty there):",
+            "",
+        ]
         out += [f"- {arm}: {text}" for arm, text in coverage]
     out += [
         "",
@@ -643,7 +647,8 @@ def markdown_report(
     """The Markdown report of ``comparison``.
 
     Sections: title; the ``UNPUBLISHABLE`` banner when the data did not match
-    its pins, or the unpinned note when it has none; the command that reprints the report; notes; the results table
+    its pins, or the unpinned note when it has none; the command that
+    reprints the report; notes; the results table
     and every measure's difference from the baseline with its interval and
     p-values; the tie diagnostic; each arm's parameters; learned-fusion
     choices; sweeps (a matrix for a two-parameter grid, always the list of
@@ -769,11 +774,17 @@ def _numeric(values: Sequence[Any]) -> bool:
 
 
 def _mark(figure: Figure, mark: str | None) -> None:
-    """Title ``figure`` with ``mark`` above every panel: the unpublishable warning in red, the unpinned note in black."""
+    """Title ``figure`` with ``mark`` above every panel.
+
+    The unpublishable warning is red and bold, the unpinned note black.
+    """
     if mark is not None:
         warning = mark == UNPUBLISHABLE_PLOT_TITLE
         figure.suptitle(
-            mark, color="#d7301f" if warning else "black", fontweight="bold" if warning else "normal", fontsize=11
+            mark,
+            color="#d7301f" if warning else "black",
+            fontweight="bold" if warning else "normal",
+            fontsize=11,
         )
 
 

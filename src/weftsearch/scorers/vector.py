@@ -110,7 +110,7 @@ class VectorScorer:
         return f"VectorScorer(nprobe={self.nprobe})"
 
     def missing_input(self, snapshot: Snapshot, query: Query) -> str | None:
-        """What this scorer lacks to score ``query``: ``"a query vector"``, ``"vectors in the index"``, or ``None``.
+        """What this scorer lacks for ``query``: ``"a query vector"``, ``"vectors in the index"`` or ``None``.
 
         The optional input protocol (docs/ARCHITECTURE.md, "Adding a
         scorer"); the evaluation harness reads it, the engine never does.
