@@ -36,6 +36,7 @@ from weftsearch.eval.datasets import (
     COLLECTIONS,
     DEFAULT_VECTORS,
     FROZEN_MODEL,
+    PINS,
     Collection,
     CollectionVectors,
     beir_splits,
@@ -43,6 +44,7 @@ from weftsearch.eval.datasets import (
     load_beir,
     load_collection,
     load_frozen_vectors,
+    load_vector_folder,
 )
 from weftsearch.eval.harness import (
     DEFAULT_MEASURES,
@@ -177,8 +179,14 @@ def resolve_dataset(dataset: str | Path) -> tuple[str, Path | None]:
 
 def _user_collection(
     folder: Path, name: str, split: str | None, vectors: str | None, any_snapshot: bool
-) -> Collection:
-    """A folder of your own: :func:`load_beir` with ``--split`` and ``--vectors DIR`` (or none)."""
+) -> tuple[Collection, CollectionVectors | None]:
+    """A folder of your own: :func:`load_beir` with ``--split``, and its ``--vectors DIR`` (or none).
+
+    A folder that is a pinned BEIR collection (``./scifact``) with one of its
+    pinned vector variants is verified as ``weft-search eval scifact`` would
+    verify it (:func:`load_frozen_vectors`); any other vectors folder is read
+    by :func:`~weftsearch.eval.datasets.load_vector_folder`.
+    """
     directory: Path | None = None
     if vectors is not None:
         for candidate in (Path(vectors), folder / "vectors" / vectors):
@@ -190,7 +198,16 @@ def _user_collection(
                 f"--vectors {vectors!r}: no such folder (nor {folder / 'vectors' / vectors}); give a folder "
                 "holding corpus.npy, corpus_ids.txt, queries.npy and queries_ids.txt, or 'none'"
             )
-    return load_beir(folder, name=name, split=split, vectors=directory, any_snapshot=any_snapshot)
+    collection = load_beir(folder, name=name, split=split, any_snapshot=any_snapshot)
+    if directory is None:
+        return collection, None
+    pinned = PINS[name].vectors if name in PINS else {}
+    if collection.provenance != "unpinned" and directory.name in pinned:
+        variant = directory.name
+        return collection, load_frozen_vectors(
+            collection, variant=variant, folder=directory, any_snapshot=any_snapshot
+        )
+    return collection, load_vector_folder(collection, directory)
 
 
 def _user_dev_split(folder: Path, test_split: str) -> str | None:
@@ -377,10 +394,9 @@ def run_experiment(
     name, folder = resolve_dataset(dataset)
     if folder is not None:
         specs = [parse_arm(text) for text in (arms or ("text=bm25",))]
-        collection = _user_collection(folder, name, split, vectors, any_snapshot)
+        collection, loaded = _user_collection(folder, name, split, vectors, any_snapshot)
         test_split: str | None = split or _user_main_split(collection)
         dev_split = _user_dev_split(folder, test_split or "test")
-        loaded = collection.vectors
         model = None
     else:
         specs = [parse_arm(text) for text in (arms or PRESET_ARMS[name])]

@@ -116,12 +116,12 @@ class VectorScorer:
         scorer"); the evaluation harness reads it, the engine never does.
         O(segments), memoised per snapshot.
         """
-        if query.vector is None:
-            return "a query vector"
         rows = snapshot.memo(
             ("vector.rows",), lambda: sum(int(block.ids.shape[0]) for block in snapshot.vector_blocks())
         )
-        return None if rows else "vectors in the index"
+        if not rows:  # checked first: without them no query vector would help
+            return "vectors in the index"
+        return "a query vector" if query.vector is None else None
 
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` documents whose vectors are most similar to ``query.vector``."""
