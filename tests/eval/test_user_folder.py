@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from weftsearch.cli import main
-from weftsearch.errors import InvalidParameterError, PairingError, PluginError
+from weftsearch.errors import CorpusFormatError, InvalidParameterError, PairingError, PluginError
 from weftsearch.eval import build_testbed, load_beir, specs
 from weftsearch.eval.command import resolve_dataset, run_experiment
 from weftsearch.eval.datasets import sha256_bytes
@@ -253,4 +253,19 @@ def test_vectors_written_by_embed_are_checked_against_the_texts(tmp_path: Path) 
     entry["input_texts_sha256"] = "0" * 64
     (vectors / "queries.json").write_text(json.dumps(entry), encoding="utf-8")
     with pytest.raises(PairingError, match="the queries were embedded from texts"):
+        load_beir(folder, split="dev", vectors=vectors)
+
+
+def test_documents_without_a_vector_row_are_indexed_without_one(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "mine", SPLITS)
+    vectors = write_vectors(tmp_path / "vectors")
+    rows = {key: row for key, row in VECTORS.items() if key != "d6"}
+    np.save(vectors / "corpus.npy", np.array(list(rows.values()), dtype=np.float32))
+    (vectors / "corpus_ids.txt").write_text("".join(f"{key}\n" for key in rows), encoding="utf-8")
+    testbed = build_testbed(load_beir(folder, split="dev", vectors=vectors))
+    assert testbed.index.get("d6").vector is None and testbed.index.get("d5").vector is not None
+    assert testbed.record()["vectors"]["documents_with_vector"] == 5
+    # A row for a document that is not in the corpus is an error, not silently dropped.
+    (vectors / "corpus_ids.txt").write_text("".join(f"{key}\n" for key in [*list(rows)[:-1], "zz"]))
+    with pytest.raises(CorpusFormatError, match=r"1 rows for no documents of beir \(first: 'zz'\)"):
         load_beir(folder, split="dev", vectors=vectors)
