@@ -17,6 +17,15 @@ Integrity
     copy anyway and sets :attr:`Collection.publishable` to ``False``: every
     number made from it must be marked unpublishable.
 
+    Data nobody pinned is another matter (:func:`provenance_of`): a folder of
+    your own loaded with :func:`load_beir`, or vectors read by
+    :func:`load_vector_folder`, has nothing public to differ from. It loads
+    as it is, its provenance is ``"unpinned"`` (publishable, and reports say
+    no public pin exists), and its manifest records every file's SHA-256 so
+    numbers can be tied to those exact bytes. ``"mismatched"`` (a pinned file
+    that differs, or a pinned collection holding an unpinned file) is what
+    makes numbers unpublishable.
+
 Text rules
     They are the rules the frozen vectors were embedded with (their
     ``record.json`` states them), so vectors and texts line up, and
