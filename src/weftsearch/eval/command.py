@@ -365,7 +365,6 @@ def run_experiment(
             default: ``test``, else the only one).
         plugins: modules to import before the arm specs are read
             (:func:`load_plugins`).
-
         arms: arm specs; the first is the baseline (default: the preset arms,
             or ``text=bm25`` for a folder).
         baseline: the arm every other is compared with (default: the first).

@@ -14,7 +14,8 @@ score), as a one-signal :meth:`Index.search` and ``weft-search search
 --signals text`` rank it. So the run files of the same one-scorer arm are
 identical from both commands, and trec_eval sees the scorer's real ties
 (whatever the arm's fuser: RRF of one stream would turn BM25's ties into key
-order, score normalisation would move scores in the last float32 bits).
+order, and score normalisation rewrites the scores, which can merge or split
+float32 ties).
 
 **Inputs.** Every run records, per stream, how many queries the scorer had an
 input for (:class:`StreamCoverage`), and :func:`run_arm` refuses, with
