@@ -534,7 +534,10 @@ class MisshapenFuser:
 def test_index_search_refuses_contributions_for_the_wrong_streams(index: Index) -> None:
     """The engine's own check, which the next test expects run_arm to share."""
     with pytest.raises(ScorerOutputError, match="'misshapen'"):
-        index.search("apple", 3, MisshapenFuser("columns"), BM25Scorer(), depth=5)
+        # Two streams: a one-signal search passes its stream through without calling the fuser.
+        index.search(
+            "apple", 3, MisshapenFuser("columns"), BM25Scorer(), RecencyScorer(half_life=60.0), depth=5
+        )
 
 
 def test_run_arm_refuses_contributions_for_the_wrong_streams(snapshot: Snapshot) -> None:
