@@ -34,6 +34,8 @@ __all__ = [
     "MissingDependencyError",
     "VectorsExistError",
     "IndexExistsError",
+    "MissingInputError",
+    "PluginError",
 ]
 
 
@@ -150,4 +152,21 @@ class IndexExistsError(IndexStorageError, FileExistsError):
     """``Index.create`` was given a directory that is not empty, without ``overwrite=True``.
 
     The command line says ``--overwrite`` instead.
+    """
+
+
+class MissingInputError(InvalidParameterError):
+    """An evaluation arm uses a scorer that has no input for any query.
+
+    No vectors in the index, no query vectors, no links, no times: the
+    scorer's stream would be empty for every query and the arm would report a
+    difference of exactly zero. The message names the arm, the scorer and
+    what is missing.
+    """
+
+
+class PluginError(WeftError, ImportError):
+    """A plugin module (``weft-search eval --plugin MODULE``) could not be imported.
+
+    The message names the module and the error its import raised.
     """

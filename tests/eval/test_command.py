@@ -389,3 +389,13 @@ def test_datasets_fetch_cacm_from_a_local_mirror_then_verify(
     assert capsys.readouterr().out == f"cacm: 6 files verified in {out / 'cacm'} (6 downloaded)\n"
     assert main(["datasets", "verify", "cacm", "--data", str(out)]) == 0
     assert "3204 documents, 64 queries, 796 relevant pairs" in capsys.readouterr().out
+
+
+@needs_data
+@pytest.mark.data
+def test_a_vector_arm_without_vectors_is_refused_naming_the_arm(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["eval", "cranfield", "--data", str(DATA), "--vectors", "none", "--resamples", "10"]
+    assert main([*argv, "--arms", "text=bm25", "vector=vector(exact=true)"]) == 2
+    error = capsys.readouterr().err
+    assert "arm 'vector': scorer 'vector' has no input for any of the 225 queries" in error
+    assert "missing: vectors in the index" in error

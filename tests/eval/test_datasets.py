@@ -353,11 +353,11 @@ def test_any_beir_folder_loads_with_its_splits(tmp_path: Path) -> None:
         }
     )
     write_files(tmp_path, files)
-    # Without pins nothing is trusted: refused, then unpublishable on request.
-    with pytest.raises(DatasetIntegrityError, match="no pinned SHA-256"):
-        load_beir(tmp_path, name="mine")
-    loaded = load_beir(tmp_path, name="mine", any_snapshot=True)
-    assert loaded.publishable is False and loaded.name == "mine"
+    # Nothing public pins it: it loads as it is, unpinned (not unpublishable), every hash recorded.
+    loaded = load_beir(tmp_path, name="mine")
+    assert loaded.publishable is True and loaded.name == "mine"
+    assert loaded.provenance == "unpinned"
+    assert all(not record.pinned and len(record.sha256) == 64 for record in loaded.manifest)
     assert loaded.document_keys == ("d1", "d2", "d3")
     texts = ["Gene X causes disease Y.", "No title here.", "Empty title."]
     assert [d.text for d in loaded.documents] == texts
@@ -373,7 +373,13 @@ def test_any_beir_folder_loads_with_its_splits(tmp_path: Path) -> None:
     ]
     # With pins for its name it is verified and publishable.
     pinned = load_beir(tmp_path, name="mine", pins=pins_for("mine", files))
-    assert pinned.publishable and pinned.qrels == loaded.qrels
+    assert pinned.publishable and pinned.qrels == loaded.qrels and pinned.provenance == "pinned"
+    # A pinned collection whose file differs from its pin is mismatched: refused, or unpublishable.
+    (tmp_path / "qrels" / "dev.tsv").write_bytes(b"q2\td2\t2\n")
+    with pytest.raises(DatasetIntegrityError, match="expected"):
+        load_beir(tmp_path, name="mine", pins=pins_for("mine", files))
+    waived = load_beir(tmp_path, name="mine", pins=pins_for("mine", files), any_snapshot=True)
+    assert waived.publishable is False and waived.provenance == "mismatched"
 
 
 def test_beir_splits_and_errors(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from weftsearch.eval.grids import families, parse_grid
 from weftsearch.eval.harness import build_testbed, sweep
 from weftsearch.eval.runs import Arm, StreamCache, run_arm
 from weftsearch.eval.specs import ArmBuilder, ArmSpec, parse_arm
-from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
+from weftsearch.fusion import RRF, WeightedRRF
 from weftsearch.scorers import GraphScorer, PageRankScorer, PropagationScorer
 
 
@@ -72,7 +72,8 @@ def test_grid_without_fusion_parameters_keeps_the_arms_fuser() -> None:
         assert isinstance(scorer, PageRankScorer)
         restarts.append(scorer.restart)
     assert restarts == ["uniform", "score"]
-    # A one-scorer arm: the scorer itself is varied; the fuser stays min-max (keeps its order).
+    # A one-scorer arm: the scorer itself is varied; its stream passes through unfused, so every
+    # candidate keeps the arm's own (never called) fuser.
     [family] = families("grid:prop:a=0.1,0.5;iterations=1,3", arms, specs, builder)
     points = [
         (s.a, s.iterations)
@@ -81,7 +82,7 @@ def test_grid_without_fusion_parameters_keeps_the_arms_fuser() -> None:
         if isinstance(s, PropagationScorer)
     ]
     assert points == [(0.1, 1), (0.1, 3), (0.5, 1), (0.5, 3)]
-    assert all(isinstance(arm.fuser, ScoreFusion) for _, arm in family.candidates())
+    assert all(type(arm.fuser) is type(arms["prop"].fuser) for _, arm in family.candidates())
 
 
 def test_grid_errors_name_the_problem() -> None:

@@ -313,12 +313,14 @@ def test_record_holds_files_hash_and_publishability(collection: Collection, test
         "link_set": None,
         "index_content_sha256": testbed.content_hash,
         "publishable": True,
+        "provenance": "pinned",
     }
     assert record["files"][0]["sha256"] == "a" * 64
     assert record["files"][0]["verified"] is True
-    unpinned = build_testbed(make_collection(publishable=False))
-    assert unpinned.publishable is False
-    assert unpinned.record()["publishable"] is False
+    mismatched = build_testbed(make_collection(publishable=False))
+    assert mismatched.publishable is False
+    assert mismatched.record()["publishable"] is False
+    assert mismatched.record()["provenance"] == "mismatched"
 
 
 def test_a_split_testbed_uses_that_splits_judged_queries(collection: Collection) -> None:
@@ -360,6 +362,8 @@ def test_vectors_are_attached_to_documents_and_queries(collection: Collection) -
         "model": "toy-model",
         "dims": 4,
         "files": [vectors.manifest[0].as_dict()],
+        "documents_with_vector": 30,
+        "queries_with_vector": len(collection.queries),
     }
     # A vector arm runs and is evaluated on every judged query.
     result = compare(testbed, [Arm("vector", (VectorScorer(),), RRF(), depth=10)], k=10, resamples=10)
@@ -877,7 +881,7 @@ def test_cacm_end_to_end() -> None:
 
 
 def test_a_users_own_beir_folder_runs_end_to_end(tmp_path: Path) -> None:
-    """A collection nobody pinned: loads with any_snapshot, evaluates, and is marked unpublishable."""
+    """A collection nobody pinned: loads without any_snapshot, evaluates, is unpinned (not unpublishable)."""
     from weftsearch.eval.datasets import load_beir
     from weftsearch.scorers import BM25Scorer
 
@@ -900,9 +904,10 @@ def test_a_users_own_beir_folder_runs_end_to_end(tmp_path: Path) -> None:
     )
     (tmp_path / "qrels").mkdir()
     (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td4\t1\n")
-    collection = load_beir(tmp_path, name="mine", any_snapshot=True)
+    collection = load_beir(tmp_path, name="mine")
     testbed = build_testbed(collection)
-    assert testbed.publishable is False
+    assert testbed.publishable is True and testbed.provenance == "unpinned"
+    assert testbed.record()["provenance"] == "unpinned"
     arms = [
         Arm("text", (BM25Scorer(),), RRF(), depth=10),
         Arm("text-k1", (BM25Scorer(k1=0.5),), RRF(), depth=10),

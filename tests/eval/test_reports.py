@@ -659,3 +659,54 @@ def test_tie_break_slots_per_query_in_report_json(tmp_path: Path) -> None:
     tied = {entry["arm"]["name"]: entry["tie_break_slots"] for entry in record["arms"]}
     assert tied == {"text": 3, "rrf": 2}
     assert comparison.arms["rrf"].run.scores["q2"].tolist() == [1 / 61 + 1 / 62] * 2
+
+
+# ---------------------------------------------------------------------------- unpinned (private) data
+
+
+def make_unpinned_collection() -> Collection:
+    """The toy collection as a user's own: no file has a public pin (as load_beir records it)."""
+    pinned = make_collection()
+    manifest = tuple(
+        FileRecord(record.path, record.size, record.sha256, None, None) for record in pinned.manifest
+    )
+    return replace(pinned, manifest=manifest, publishable=True)
+
+
+def test_unpinned_data_is_not_unpublishable_and_every_output_says_no_pin_exists(tmp_path: Path) -> None:
+    testbed = build_testbed(make_unpinned_collection())
+    assert testbed.provenance == "unpinned" and testbed.publishable
+    comparison = compare(testbed, arms()[:2], k=K, resamples=50, seed=SEED)
+    # The terminal table: its first line says no public pin exists, never UNPUBLISHABLE.
+    table = format_table(comparison)
+    assert table.startswith("UNPINNED: no public pin exists") and "UNPUBLISHABLE" not in table
+    assert "corpus.jsonl, qrels.tsv" in table.splitlines()[0]
+    files = write_report(comparison, tmp_path, plots=True)
+    markdown = files.markdown.read_text(encoding="utf-8")
+    assert markdown.splitlines()[2].startswith("> UNPINNED: no public pin exists")
+    assert "UNPUBLISHABLE" not in markdown and "the data did not match" not in markdown
+    assert "- provenance: no public pin exists (your own data)" in markdown
+    assert CORPUS_SHA in markdown and QRELS_SHA in markdown  # the files' hashes are recorded
+    record = strict_json(files.json.read_text(encoding="utf-8"))
+    assert record["unpublishable"] is None
+    assert record["unpinned"].startswith("UNPINNED: ")
+    assert record["testbed"]["provenance"] == "unpinned" and record["testbed"]["publishable"] is True
+    assert {entry["sha256"] for entry in record["testbed"]["files"]} == {CORPUS_SHA, QRELS_SHA}
+    # TREC tags stay the arms' names: there is nothing to warn about.
+    for name, path in files.trec.items():
+        assert {line.split()[-1] for line in path.read_text(encoding="utf-8").splitlines()} == {name}
+    for path in files.plots:
+        assert png_text(path.read_bytes()).get("Title") == reports.UNPINNED_PLOT_TITLE
+        assert b"UNPUBLISHABLE" not in path.read_bytes()
+
+
+def test_mismatched_data_is_still_unpublishable_and_never_called_unpinned(tmp_path: Path) -> None:
+    testbed = build_testbed(make_collection(publishable=False))
+    assert testbed.provenance == "mismatched"
+    comparison = compare(testbed, arms()[:2], k=K, resamples=50, seed=SEED)
+    assert format_table(comparison).startswith("UNPUBLISHABLE: ")
+    files = write_report(comparison, tmp_path, plots=False)
+    record = strict_json(files.json.read_text(encoding="utf-8"))
+    assert record["unpinned"] is None and record["unpublishable"].startswith("UNPUBLISHABLE: ")
+    assert "UNPINNED" not in files.markdown.read_text(encoding="utf-8")
+    assert "**a file differs from its public pin**" in files.markdown.read_text(encoding="utf-8")

@@ -18,6 +18,7 @@ from weftsearch.engine.documents import Document
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
+from weftsearch.engine.search import canonical_stream
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import FusedStream, KeyOrder, Stream
 from weftsearch.errors import InvalidParameterError, PairingError, ScorerOutputError
@@ -241,10 +242,16 @@ def test_run_arm_gives_the_keys_and_scores_of_index_search(index: Index, arm_nam
     got = run(index.snapshot(), arm, k)
     assert got.qids == tuple(QUERIES)
     assert got.k == k
+    snapshot = index.snapshot()
     for qid, query in QUERIES.items():
         expected = index.search(query, k, arm.fuser, *arm.scorers, depth=arm.depth)
         assert got.keys[qid] == tuple(expected.keys), qid
-        assert got.scores[qid].tolist() == expected.scores.tolist(), qid  # exactly, not approximately
+        if len(arm.scorers) == 1:
+            # One stream passes through with the scorer's own scores (as a one-signal search does).
+            own = canonical_stream(arm.scorers[0].score(snapshot, query, arm.depth), snapshot, arm.depth, "s")
+            assert got.scores[qid].tolist() == own.scores[:k].tolist(), qid
+        else:
+            assert got.scores[qid].tolist() == expected.scores.tolist(), qid  # exactly, not approximately
 
 
 def test_run_arm_with_k_larger_than_the_corpus(index: Index) -> None:
@@ -589,3 +596,67 @@ def test_a_fuser_override_is_used_and_recorded(index: Index) -> None:
         assert got.scores[qid].tolist() == expected.scores.tolist()
     # Without an override, the description is the arm's own.
     assert run_arm(StreamCache(index.snapshot()), arm, QUERIES, 5).description == arm.describe()
+
+
+# ---------------------------------------------------------------------------- inputs (missing_input)
+
+
+def vector_index(with_vectors: bool) -> Index:
+    index = Index("english", vector_dim=2)
+    for n, (key, text) in enumerate(TEXTS.items()):
+        vector = np.array([1.0, float(n)], dtype=np.float32) if with_vectors else None
+        index.add(Document(key=key, text=text, vector=vector))
+    return index
+
+
+def test_an_arm_whose_scorer_has_no_input_for_any_query_is_refused_naming_it() -> None:
+    from weftsearch.errors import MissingInputError
+    from weftsearch.scorers import VectorScorer
+
+    vectorless = vector_index(with_vectors=False).snapshot()
+    queries = {
+        "a": Query(text="apple", vector=np.ones(2, dtype=np.float32)),
+        "b": Query(text="fig", vector=np.ones(2, dtype=np.float32)),
+    }
+    for arm in (
+        Arm("vec", (VectorScorer(),), RRF(), depth=5),
+        Arm("hybrid", (BM25Scorer(), VectorScorer()), RRF(), depth=5),
+    ):
+        with pytest.raises(
+            MissingInputError, match=rf"arm '{arm.name}': scorer 'vector' .*vectors in the index"
+        ):
+            run(vectorless, arm, 3, queries)
+    # Query vectors missing for every query: refused, naming them.
+    with_vectors = vector_index(with_vectors=True).snapshot()
+    textual = {"a": Query(text="apple"), "b": Query(text="fig")}
+    with pytest.raises(MissingInputError, match=r"arm 'vec': scorer 'vector' .* a query vector"):
+        run(with_vectors, Arm("vec", (VectorScorer(),), RRF(), depth=5), 3, textual)
+    # No links, no times: the graph and recency arms are refused too.
+    plain = Index("english")
+    plain.add_many(Document(key=key, text=text) for key, text in TEXTS.items())
+    with pytest.raises(MissingInputError, match="links in the index"):
+        run(plain.snapshot(), Arm("g", (GraphScorer(seed_scorer=BM25Scorer()),), RRF(), depth=5), 3, textual)
+    with pytest.raises(MissingInputError, match="document times in the index"):
+        run(plain.snapshot(), Arm("r", (RecencyScorer(half_life=60.0),), RRF(), depth=5), 3, textual)
+    # A scorer without missing_input is judged by its streams: empty for every query is no input.
+    silent = FixedScorer("silent", {})
+    with pytest.raises(MissingInputError, match=r"scorer 'silent' .*candidates"):
+        run(plain.snapshot(), Arm("s", (BM25Scorer(), silent), RRF(), depth=5), 3, textual)
+
+
+def test_partial_inputs_are_counted_per_stream() -> None:
+    from weftsearch.scorers import VectorScorer
+
+    snapshot = vector_index(with_vectors=True).snapshot()
+    queries = {
+        "a": Query(text="apple", vector=np.ones(2, dtype=np.float32)),
+        "b": Query(text="fig"),
+        "c": Query(text="grape", vector=np.array([0.0, 1.0], dtype=np.float32)),
+    }
+    got = run(snapshot, Arm("hybrid", (BM25Scorer(), VectorScorer()), RRF(), depth=5), 3, queries)
+    assert [c.describe() for c in got.coverage] == [
+        "bm25: 3/3 queries have an input",
+        "vector: 2/3 queries have a query vector",
+    ]
+    assert [c.signal for c in got.partial_coverage()] == ["vector"]
+    assert got.keys["b"]  # the query without a vector still ranks by BM25

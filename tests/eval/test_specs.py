@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from weftsearch import RRF, BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, ScoreFusion
+from weftsearch import RRF, BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream
 from weftsearch.errors import InvalidParameterError, UnknownSignalError
+from weftsearch.eval.runs import PASS_THROUGH
 from weftsearch.eval.specs import SCORER_FACTORIES, ArmBuilder, Expr, parse_arm, register_scorer
 from weftsearch.fusion import WeightedRRF
 from weftsearch.scorers import VectorScorer
@@ -34,7 +35,9 @@ def test_builder_builds_the_named_objects() -> None:
     text = builder.arm("text=bm25(k1=0.9, b=0.4)")
     assert isinstance(text.scorers[0], BM25Scorer)
     assert (text.scorers[0].k1, text.scorers[0].b) == (0.9, 0.4)
-    assert isinstance(text.fuser, ScoreFusion) and text.depth == 50
+    assert text.depth == 50
+    # One scorer: not fused (its stream passes through); the record says so.
+    assert text.describe()["fuser"] == {"name": "none", "repr": PASS_THROUGH}
     hybrid = builder.arm("h=rrf(bm25, vector, k=20)@300")
     assert isinstance(hybrid.scorers[1], VectorScorer)
     assert isinstance(hybrid.fuser, RRF) and hybrid.fuser.k == 20 and hybrid.depth == 300

@@ -27,6 +27,7 @@ MODULES = (
     "weftsearch.errors",
     "weftsearch.fusion",
     "weftsearch.scorers",
+    "weftsearch.eval",
     "weftsearch.integrations.langchain",
 )
 

@@ -6,11 +6,23 @@ code: load and verify the collection (and its frozen vectors when present),
 build the arms from their specs, learn the fuser of ``learned(...)`` arms on
 development queries, compare every arm with the baseline, run the sweeps asked
 for, and return everything for printing or writing.
+
+What ``DATASET`` names (:func:`resolve_dataset`): one of the known collections
+(``scifact``, ``cacm``, ``cisi``, ``cranfield``), always the pinned collection
+under ``--data``, even when a folder of that name exists in the working
+directory (write ``./scifact`` to mean the folder); anything else must be a
+folder in BEIR's layout: a collection of your own, loaded by
+:func:`~weftsearch.eval.datasets.load_beir` (its own pins apply only when its
+folder name is a pinned BEIR collection's, e.g. ``./scifact``), with
+``--vectors DIR`` (:func:`~weftsearch.eval.datasets.load_vector_folder`),
+``--split NAME`` and scorers of your own from ``--plugin MODULE``
+(:func:`load_plugins`, imported before any arm spec is read).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import shlex
 import sys
 import time
@@ -19,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from weftsearch.errors import InvalidParameterError
+from weftsearch.errors import InvalidParameterError, PluginError
 from weftsearch.eval.cv import (
     CrossValidation,
     add_to_comparison,
@@ -31,10 +43,15 @@ from weftsearch.eval.datasets import (
     COLLECTIONS,
     DEFAULT_VECTORS,
     FROZEN_MODEL,
+    PINS,
+    Collection,
     CollectionVectors,
+    beir_splits,
     fetch,
+    load_beir,
     load_collection,
     load_frozen_vectors,
+    load_vector_folder,
 )
 from weftsearch.eval.grids import BM25_B as BM25_B
 from weftsearch.eval.grids import BM25_K1 as BM25_K1
@@ -64,6 +81,8 @@ __all__ = [
     "SPLITS",
     "SWEEP_KINDS",
     "Experiment",
+    "load_plugins",
+    "resolve_dataset",
     "run_experiment",
     "experiment_from_args",
     "add_subcommands",
@@ -118,6 +137,100 @@ class Experiment:
     seconds: float = 0.0
     command: str = ""
     validations: tuple[CrossValidation, ...] = ()
+
+
+# ---------------------------------------------------------------------- a user's own folder and scorers
+
+
+def load_plugins(modules: Sequence[str]) -> None:
+    """Import each module of ``modules`` (``--plugin``), in order, so that it can call ``register_scorer``.
+
+    A plugin is any importable module (on ``sys.path``, e.g. the working
+    directory or an installed package) whose import registers scorers with
+    :func:`weftsearch.eval.specs.register_scorer`.
+
+    Raises:
+        PluginError: importing a module failed, for any reason (not found, a
+            syntax error, an exception inside it); the message names the module
+            and the error.
+
+    """
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # a plugin may fail in any way; say which one and how
+            raise PluginError(
+                f"--plugin {name!r}: importing it failed: {type(exc).__name__}: {exc} "
+                "(a plugin is a module on the Python path that calls weftsearch.eval.register_scorer)"
+            ) from exc
+
+
+def resolve_dataset(dataset: str | Path) -> tuple[str, Path | None]:
+    """``(name, None)`` for a known collection, ``(folder name, folder)`` for a folder of your own.
+
+    A known collection name wins over a folder of the same name (write
+    ``./NAME`` for the folder); anything else must be an existing folder.
+
+    Raises:
+        InvalidParameterError: neither a known collection nor a folder.
+
+    """
+    text = str(dataset)
+    if text in COLLECTIONS and not isinstance(dataset, Path):
+        return text, None
+    folder = Path(dataset)
+    if folder.is_dir():
+        return folder.resolve().name, folder
+    raise InvalidParameterError(
+        f"{text!r} is neither a known collection ({', '.join(COLLECTIONS)}) nor a folder in BEIR's layout "
+        "(corpus.jsonl, queries.jsonl, qrels/*.tsv)"
+    )
+
+
+def _user_collection(
+    folder: Path, name: str, split: str | None, vectors: str | None, any_snapshot: bool
+) -> tuple[Collection, CollectionVectors | None]:
+    """A folder of your own: :func:`load_beir` with ``--split``, and its ``--vectors DIR`` (or none).
+
+    A folder that is a pinned BEIR collection (``./scifact``) with one of its
+    pinned vector variants is verified as ``weft-search eval scifact`` would
+    verify it (:func:`load_frozen_vectors`); any other vectors folder is read
+    by :func:`~weftsearch.eval.datasets.load_vector_folder`.
+    """
+    directory: Path | None = None
+    if vectors is not None:
+        for candidate in (Path(vectors), folder / "vectors" / vectors):
+            if candidate.is_dir():
+                directory = candidate
+                break
+        if directory is None and vectors != DEFAULT_VECTORS:
+            raise InvalidParameterError(
+                f"--vectors {vectors!r}: no such folder (nor {folder / 'vectors' / vectors}); give a folder "
+                "holding corpus.npy, corpus_ids.txt, queries.npy and queries_ids.txt, or 'none'"
+            )
+    collection = load_beir(folder, name=name, split=split, any_snapshot=any_snapshot)
+    if directory is None:
+        return collection, None
+    pinned = PINS[name].vectors if name in PINS else {}
+    if collection.provenance != "unpinned" and directory.name in pinned:
+        variant = directory.name
+        return collection, load_frozen_vectors(
+            collection, variant=variant, folder=directory, any_snapshot=any_snapshot
+        )
+    return collection, load_vector_folder(collection, directory)
+
+
+def _user_dev_split(folder: Path, test_split: str) -> str | None:
+    """The development split of a folder of your own: ``train`` when it has one besides the test split."""
+    return "train" if "train" in beir_splits(folder) and test_split != "train" else None
+
+
+def _user_main_split(collection: Collection) -> str | None:
+    """The split whose judgements are the collection's default qrels."""
+    for name, judgements in collection.splits.items():
+        if judgements is collection.qrels:
+            return name
+    return None
 
 
 def _vectors_for(collection: Any, variant: str | None, any_snapshot: bool) -> CollectionVectors | None:
@@ -176,6 +289,10 @@ def _sweep(
     if target not in arms:
         raise InvalidParameterError(f"sweep {kind!r}: no arm {target!r} (arms: {', '.join(arms)})")
     arm = arms[target]
+    if name == "rrf" and len(arm.scorers) < 2:
+        raise InvalidParameterError(
+            f"sweep {kind!r}: arm {target!r} has one stream, which passes through unfused; nothing to sweep"
+        )
     if name == "rrf":
 
         def rrf_arm(k: float, depth: int) -> Arm:
@@ -226,8 +343,8 @@ def _sweep(
 
 
 def run_experiment(
-    dataset: str,
-    data: str | Path,
+    dataset: str | Path,
+    data: str | Path | None,
     *,
     arms: Sequence[str] | None = None,
     baseline: str | None = None,
@@ -243,38 +360,85 @@ def run_experiment(
     progress: bool | None = False,
     command: str = "",
     cv: int | None = None,
+    split: str | None = None,
+    plugins: Sequence[str] = (),
 ) -> Experiment:
     """Run ``weft-search eval`` as a function; see the module docstring.
 
+    Args:
+        dataset: a known collection's name (read from ``data``), or a folder
+            in BEIR's layout (see :func:`resolve_dataset`).
+        data: the folder holding the known collections (ignored for a folder).
+        vectors: a known collection's vector variant, or for a folder a
+            vectors folder (a path, or a name under ``<folder>/vectors/``);
+            ``None``: no vectors.
+        split: the evaluation split (a folder's ``qrels/<split>.tsv``;
+            default: ``test``, else the only one).
+        plugins: modules to import before the arm specs are read
+            (:func:`load_plugins`).
+        arms: arm specs; the first is the baseline (default: the preset arms,
+            or ``text=bm25`` for a folder).
+        baseline: the arm every other is compared with (default: the first).
+        measures: measure names; the first is the headline.
+        k: hits per query.
+        resamples: bootstrap resamples and randomisation permutations.
+        seed: the seed of both tests.
+        link_set: take the documents' links from this link set.
+        sweeps: ``--sweep`` kinds to run.
+        any_snapshot: accept pinned files that differ from their pins (unpublishable).
+        cranfield_grades: how Cranfield's codes become grades.
+        progress: progress bars (``None``: on a terminal).
+        command: the command line, for the report.
+        cv: folds of the cross-validated arms (``None``: none; see below).
+
     Raises:
-        InvalidParameterError: an unknown dataset, a bad arm spec or sweep, a
-            ``learned`` arm on a collection without a development split (unless ``cv``).
+        InvalidParameterError: an unknown dataset or split, a bad arm spec or
+            sweep, a ``learned`` arm on a collection without a development split
+            (unless ``cv``).
+        PluginError: a plugin module failed to import.
+        MissingInputError: an arm's scorer has no input for any query.
+        PairingError: data that cannot be verified to belong together.
+        DatasetIntegrityError: a pinned file differs from its pin (unless ``any_snapshot``).
 
     With ``cv`` (a number of folds), every ``learned`` arm of a collection
     without a development split, and every sweep's family, also gets an arm
     whose choice is made by ``cv``-fold cross-validation over queries
     (:func:`_cross_validated`).
-        PairingError: data that cannot be verified to belong together.
-        DatasetIntegrityError: a file differs from its pin (unless ``any_snapshot``).
 
     """
     started = time.perf_counter()
-    if dataset not in COLLECTIONS:
-        raise InvalidParameterError(f"unknown dataset {dataset!r} (known: {', '.join(COLLECTIONS)})")
-    specs = [parse_arm(text) for text in (arms or PRESET_ARMS[dataset])]
-    collection = load_collection(
-        dataset,
-        data,
-        any_snapshot=any_snapshot,
-        cranfield_grades=cranfield_grades,  # type: ignore[arg-type]
-    )
-    loaded = _vectors_for(collection, vectors, any_snapshot)
-    test_split, dev_split = SPLITS[dataset]
+    load_plugins(plugins)  # before any spec is read: a plugin's scorers must be known by then
+    name, folder = resolve_dataset(dataset)
+    if folder is not None:
+        specs = [parse_arm(text) for text in (arms or ("text=bm25",))]
+        collection, loaded = _user_collection(folder, name, split, vectors, any_snapshot)
+        test_split: str | None = split or _user_main_split(collection)
+        dev_split = _user_dev_split(folder, test_split or "test")
+        model = None
+    else:
+        specs = [parse_arm(text) for text in (arms or PRESET_ARMS[name])]
+        if data is None:
+            raise InvalidParameterError(
+                f"{name} is a known collection: give the folder holding it (--data DIR)"
+            )
+        collection = load_collection(
+            name,
+            data,
+            any_snapshot=any_snapshot,
+            cranfield_grades=cranfield_grades,  # type: ignore[arg-type]
+        )
+        loaded = _vectors_for(collection, vectors, any_snapshot)
+        test_split, dev_split = SPLITS[name]
+        if split is not None:
+            collection.judgements(split)  # an unknown split names the known ones
+            test_split = split
+            dev_split = dev_split if dev_split != split else None
+        model = FROZEN_MODEL if loaded else None
     testbed = build_testbed(
         collection,
         split=test_split,
         vectors=loaded,
-        model=FROZEN_MODEL if loaded else None,
+        model=model,
         link_set=link_set,
         progress=progress,
     )
@@ -292,18 +456,18 @@ def run_experiment(
         if spec.learned:
             if dev_split is None:
                 raise InvalidParameterError(
-                    f"arm {spec.name!r}: {dataset} has no development split to learn fusion on"
+                    f"arm {spec.name!r}: {name} has no development split to learn fusion on"
                 )
-            split = development_split(collection, train=dev_split, test=test_split or "test")
-            dev = testbed.with_split(dev_split, split.qids)
+            development = development_split(collection, train=dev_split, test=test_split or "test")
+            dev = testbed.with_split(dev_split, development.qids)
             choice = learn_fusion(dev, arm, k=k, cache=cache)
             learned[spec.name] = choice
             arm = replace(arm, fuser=choice.fuser)
             extra["development_split"] = {
                 "split": dev_split,
-                "queries": len(split.qids),
-                "removed_as_duplicates_of_test": dict(split.removed),
-                "rule": split.rule,
+                "queries": len(development.qids),
+                "removed_as_duplicates_of_test": dict(development.removed),
+                "rule": development.rule,
             }
         if arm.name in built:
             raise InvalidParameterError(f"two arms are named {arm.name!r}")
@@ -457,6 +621,8 @@ def experiment_from_args(args: argparse.Namespace, command: str) -> Experiment:
         progress=None if getattr(args, "progress", False) else False,
         command=command,
         cv=getattr(args, "cv", None),
+        split=getattr(args, "split", None),
+        plugins=getattr(args, "plugin", None) or (),
     )
 
 
@@ -465,6 +631,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     command = "weft-search " + shlex.join(getattr(args, "argv", None) or sys.argv[1:])
     experiment = experiment_from_args(args, command)
+    collection = experiment.comparison.testbed.get("collection", args.dataset)
     print(reports.format_table(experiment.comparison))
     for name, choice in experiment.learned.items():
         print(
@@ -489,12 +656,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             args.out,
             sweeps=experiment.sweeps,
             learned=experiment.learned,
-            title=f"{args.dataset}: {', '.join(experiment.comparison.arms)}",
+            title=f"{collection}: {', '.join(experiment.comparison.arms)}",
             command=command,
             plots=not args.no_plots,
         )
         print(f"\nwrote {files}")
-    print(f"\n{args.dataset}: {len(experiment.comparison.arms)} arms in {experiment.seconds:.1f} s")
+    print(f"\n{collection}: {len(experiment.comparison.arms)} arms in {experiment.seconds:.1f} s")
     return 0
 
 
@@ -560,11 +727,36 @@ def add_subcommands(commands: Any) -> None:
             # A description is printed as written (only help strings and usage are %-formatted).
             "Run arms on a judged collection, print each measure with the paired 95% bootstrap "
             "interval against the baseline arm, and write a report. Arm spec: NAME=EXPR[@DEPTH], e.g. "
-            "'hybrid=rrf(bm25, vector, k=60)'; recency(half_life=DAYS) counts days. Default arms: " + presets
+            "'hybrid=rrf(bm25, vector, k=60)'; recency(half_life=DAYS) counts days. Default arms: "
+            + presets
+            + "; text=bm25 for a folder of your own."
         ),
     )
-    evaluate.add_argument("dataset", metavar="DATASET", choices=COLLECTIONS, help=", ".join(COLLECTIONS))
-    evaluate.add_argument("--data", required=True, metavar="DIR", help="folder holding the collection")
+    evaluate.add_argument(
+        "dataset",
+        metavar="DATASET",
+        help=(
+            f"a known collection ({', '.join(COLLECTIONS)}: the pinned copy under --data; a known name "
+            "always means it, so write ./NAME for a folder of that name), or else a folder of your own "
+            "in BEIR's layout (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv); corpus.jsonl may give "
+            "links, time and fields as for 'weft-search index'"
+        ),
+    )
+    evaluate.add_argument(
+        "--data", metavar="DIR", help="folder holding the known collections (required for a known name)"
+    )
+    evaluate.add_argument(
+        "--split",
+        metavar="NAME",
+        help="judgements to evaluate on: qrels/NAME.tsv (default: test, else the only split)",
+    )
+    evaluate.add_argument(
+        "--plugin",
+        action="append",
+        metavar="MODULE",
+        help="import MODULE (on the Python path) before the arms are read, so that it can call "
+        "weftsearch.eval.register_scorer; repeatable",
+    )
     evaluate.add_argument("--arms", nargs="+", metavar="SPEC", help="arm specs; the first is the baseline")
     evaluate.add_argument("--baseline", metavar="ARM", help="compare against this arm (default: the first)")
     evaluate.add_argument(
@@ -580,8 +772,10 @@ def add_subcommands(commands: Any) -> None:
     evaluate.add_argument(
         "--vectors",
         default=DEFAULT_VECTORS,
-        metavar="VARIANT",
-        help="frozen vectors to attach ('none' for none; default: %(default)s when present)",
+        metavar="VARIANT|DIR",
+        help="a known collection's frozen vectors (default: %(default)s when present), or for a folder of "
+        "your own a folder holding corpus.npy, corpus_ids.txt, queries.npy, queries_ids.txt (and the "
+        "records 'weft-search embed' writes, which are checked); 'none' for none",
     )
     evaluate.add_argument("--link-set", metavar="NAME", help="take document links from this link set")
     evaluate.add_argument(

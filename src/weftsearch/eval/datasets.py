@@ -17,6 +17,15 @@ Integrity
     copy anyway and sets :attr:`Collection.publishable` to ``False``: every
     number made from it must be marked unpublishable.
 
+    Data nobody pinned is another matter (:func:`provenance_of`): a folder of
+    your own loaded with :func:`load_beir`, or vectors read by
+    :func:`load_vector_folder`, has nothing public to differ from. It loads
+    as it is, its provenance is ``"unpinned"`` (publishable, and reports say
+    no public pin exists), and its manifest records every file's SHA-256 so
+    numbers can be tied to those exact bytes. ``"mismatched"`` (a pinned file
+    that differs, or a pinned collection holding an unpinned file) is what
+    makes numbers unpublishable.
+
 Text rules
     They are the rules the frozen vectors were embedded with (their
     ``record.json`` states them), so vectors and texts line up, and
@@ -127,8 +136,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch._atomic import atomic_file
-from weftsearch.engine.documents import Document, FieldValue
-from weftsearch.errors import CorpusFormatError, DatasetIntegrityError, InvalidParameterError, PairingError
+from weftsearch.corpus import _fields as corpus_fields  # the JSONL rules of weft-search index
+from weftsearch.corpus import _links as corpus_links
+from weftsearch.corpus import parse_time
+from weftsearch.engine.documents import Document, FieldValue, TimeLike
+from weftsearch.errors import (
+    CorpusFormatError,
+    DatasetIntegrityError,
+    InvalidParameterError,
+    PairingError,
+    WeftError,
+)
 
 __all__ = [
     "COLLECTIONS",
@@ -150,6 +168,10 @@ __all__ = [
     "load_beir",
     "load_collection",
     "load_frozen_vectors",
+    "load_vector_folder",
+    "beir_splits",
+    "provenance_of",
+    "Provenance",
     "sha256_bytes",
 ]
 
@@ -158,6 +180,8 @@ StrPath = Union[str, os.PathLike[str]]
 Judgements = dict[str, dict[str, int]]
 #: How Cranfield's relevance codes become grades; see the module docstring.
 CranfieldGrades = Literal["cleverdon", "ir_datasets", "binary"]
+#: Where a collection's (or vector set's) bytes stand against the pins; see :func:`provenance_of`.
+Provenance = Literal["pinned", "unpinned", "mismatched"]
 #: Accepted values of ``cranfield_grades``.
 CRANFIELD_GRADES: tuple[str, ...] = ("cleverdon", "ir_datasets", "binary")
 #: The collections :func:`load_collection` and :func:`fetch` know.
@@ -427,6 +451,25 @@ _USED: Mapping[str, tuple[str, ...]] = {
 # ---------------------------------------------------------------------- manifest and values
 
 
+def provenance_of(records: Iterable[FileRecord]) -> Provenance:
+    """Where ``records`` stand against their pins.
+
+    ``"pinned"``: every file has a pin and matches it (a published
+    collection, byte for byte). ``"unpinned"``: no file has a pin (your own
+    data: nothing public to compare with, so nothing is contradicted; the
+    files' SHA-256 are recorded instead). ``"mismatched"``: at least one file
+    differs from its pin, or a pinned collection holds a file without one (not
+    the published snapshot: numbers made from it are unpublishable).
+    """
+    records = list(records)
+    pinned = [record for record in records if record.pinned]
+    if not pinned:
+        return "unpinned"
+    if len(pinned) == len(records) and all(record.verified for record in records):
+        return "pinned"
+    return "mismatched"
+
+
 def sha256_bytes(data: bytes) -> str:
     """The SHA-256 of ``data``, lowercase hex."""
     return hashlib.sha256(data).hexdigest()
@@ -495,8 +538,12 @@ class Collection:
         manifest: every file read, with its size and hashes.
         publishable: ``False`` when a file did not match its pin (loaded with
             ``any_snapshot=True``): numbers made from it are not publishable.
+            Data nobody pinned (your own) is publishable: see :attr:`provenance`.
         parameters: the loader's choices that change the data
             (``cranfield_grades``), for reports.
+        vectors: vectors attached by the loader (:func:`load_beir`'s
+            ``vectors``), which :func:`~weftsearch.eval.harness.build_testbed`
+            uses when it is given none; ``None`` otherwise.
 
     """
 
@@ -511,6 +558,12 @@ class Collection:
     manifest: tuple[FileRecord, ...]
     publishable: bool
     parameters: dict[str, str] = field(default_factory=dict)
+    vectors: CollectionVectors | None = None
+
+    @property
+    def provenance(self) -> Provenance:
+        """``"pinned"``, ``"unpinned"`` or ``"mismatched"``: :func:`provenance_of` the manifest."""
+        return provenance_of(self.manifest)
 
     @property
     def document_keys(self) -> tuple[str, ...]:
@@ -1014,9 +1067,41 @@ def _collection(name: str, folder: Path, parsed: _Parsed, manifest: tuple[FileRe
         link_sets=parsed.link_sets,
         query_file_ids=parsed.query_file_ids,
         manifest=manifest,
-        publishable=all(record.verified for record in manifest),
+        publishable=provenance_of(manifest) != "mismatched",
         parameters=parsed.parameters,
     )
+
+
+def _beir_document(record: Mapping[str, Any], where: str, key: str) -> Document:
+    """One ``corpus.jsonl`` record as a document, with the keys ``weft-search index`` reads.
+
+    ``title`` and ``text`` make the text (the frozen vectors' rule);
+    ``links`` (a list of keys), ``time`` (ISO-8601 or POSIX seconds) and
+    ``fields`` (an object of scalars) as in :mod:`weftsearch.corpus`'s JSONL
+    layout, and BEIR's ``metadata`` (scalar values kept, nested ones dropped,
+    as ``weft-search index`` reads a BEIR folder); ``fields`` wins over
+    ``metadata`` on a shared name, the title is ``fields["title"]``.
+    """
+    # BEIR corpora may omit the title; the text is required.
+    title = _json_str(record, "title", where).strip() if "title" in record else ""
+    text = _json_str(record, "text", where).strip()
+    fields: dict[str, FieldValue] = {}
+    fields.update(corpus_fields(record.get("metadata"), where, "metadata", strict=False))
+    fields.update(corpus_fields(record.get("fields"), where, "fields", strict=True))
+    if title:
+        fields["title"] = title
+    try:
+        return Document(
+            key,
+            _join(title, text),
+            links=corpus_links(record.get("links"), where),
+            time=parse_time(record.get("time"), where),
+            fields=fields,
+        )
+    except WeftError as exc:
+        if isinstance(exc, CorpusFormatError):
+            raise
+        raise CorpusFormatError(f"{where}: {exc}") from None
 
 
 def _parse_beir(blobs: Mapping[str, bytes], splits: Sequence[str], main: str) -> _Parsed:
@@ -1028,10 +1113,7 @@ def _parse_beir(blobs: Mapping[str, bytes], splits: Sequence[str], main: str) ->
         if key in seen:
             raise CorpusFormatError(f"{where}: document id {key!r} repeats (first at {seen[key]})")
         seen[key] = where
-        # BEIR corpora may omit the title; the text is required.
-        title = _json_str(record, "title", where).strip() if "title" in record else ""
-        text = _json_str(record, "text", where).strip()
-        documents.append(Document(key, _join(title, text), fields={"title": title} if title else {}))
+        documents.append(_beir_document(record, where, key))
     queries: dict[str, str] = {}
     for where, record in _json_records(blobs["queries.jsonl"], "queries.jsonl"):
         qid = _json_str(record, "_id", where)
@@ -1049,54 +1131,163 @@ def _parse_scifact(blobs: Mapping[str, bytes]) -> _Parsed:
     return _parse_beir(blobs, ("train", "test"), "test")
 
 
+def beir_splits(folder: StrPath) -> tuple[str, ...]:
+    """The splits of a BEIR folder: the stems of ``qrels/*.tsv``, sorted (empty when there are none)."""
+    qrels_folder = Path(folder) / "qrels"
+    return tuple(sorted(path.stem for path in qrels_folder.glob("*.tsv"))) if qrels_folder.is_dir() else ()
+
+
+def _main_split(name: str, folder: Path, found: Sequence[str], split: str | None) -> str:
+    """The split :attr:`Collection.qrels` holds: ``split``, else ``test``, else the only one."""
+    listed = ", ".join(found)
+    if split is not None:
+        if split not in found:
+            raise InvalidParameterError(
+                f"{name}: no split {split!r} in {folder / 'qrels'} (splits: {listed})"
+            )
+        return split
+    if "test" in found:
+        return "test"
+    if len(found) == 1:
+        return found[0]
+    raise InvalidParameterError(
+        f"{name}: splits {listed} and none named 'test' in {folder / 'qrels'}; choose one with "
+        "split=... (--split NAME)"
+    )
+
+
+def _attach_links_and_times(
+    documents: list[Document],
+    links: Mapping[str, Iterable[str]] | None,
+    times: Mapping[str, TimeLike | str | None] | None,
+) -> list[Document]:
+    """``documents`` with the links and times given by key (they replace the corpus's)."""
+    if not links and not times:
+        return documents
+    keys = {document.key for document in documents}
+    for what, table in (("links", links or {}), ("times", times or {})):
+        unknown = sorted(key for key in table if key not in keys)
+        if unknown:
+            raise InvalidParameterError(
+                f"{what} name {len(unknown)} documents not in the corpus (first: {unknown[:3]})"
+            )
+    out: list[Document] = []
+    for document in documents:
+        changes: dict[str, Any] = {}
+        if links and document.key in links:
+            neighbours = links[document.key]
+            if isinstance(neighbours, str):
+                raise InvalidParameterError(
+                    f"links of {document.key!r}: expected a collection of keys, got the string {neighbours!r}"
+                )
+            changes["links"] = tuple(neighbours)
+        if times and document.key in times:
+            when = times[document.key]
+            if isinstance(when, str):  # ISO-8601, read as weft-search index reads corpus.jsonl's time
+                try:
+                    when = parse_time(when, f"times[{document.key!r}]")
+                except CorpusFormatError as exc:
+                    raise InvalidParameterError(str(exc)) from None
+            changes["time"] = when
+        if changes:
+            try:
+                document = Document(
+                    document.key,
+                    document.text,
+                    vector=document.vector,
+                    links=changes.get("links", document.links),
+                    time=changes.get("time", document.time),
+                    fields=document.fields,
+                )
+            except WeftError as exc:
+                raise InvalidParameterError(str(exc)) from None
+        out.append(document)
+    return out
+
+
 def load_beir(
     folder: StrPath,
     *,
     name: str = "beir",
+    split: str | None = None,
+    vectors: StrPath | CollectionVectors | None = None,
+    links: Mapping[str, Iterable[str]] | None = None,
+    times: Mapping[str, TimeLike | str | None] | None = None,
     any_snapshot: bool = False,
     pins: Mapping[str, CollectionPins] | None = None,
 ) -> Collection:
-    """Load any collection in BEIR's layout, after verifying every file it reads.
+    """Load any collection in BEIR's layout (your own, or SciFact), with vectors, links and times.
 
-    The folder holds ``corpus.jsonl`` (``_id``, ``text``, optional ``title``),
-    ``queries.jsonl`` (``_id``, ``text``) and ``qrels/<split>.tsv`` (query id,
-    document id, integer grade; a header line is skipped). Every ``.tsv``
-    under ``qrels/`` is a split, named after its file; :attr:`Collection.qrels`
-    is the ``test`` split, or the only split when there is one.
+    The folder holds ``corpus.jsonl``, ``queries.jsonl`` (``_id``, ``text``)
+    and ``qrels/<split>.tsv`` (query id, document id, integer grade; a header
+    line is skipped). A ``corpus.jsonl`` record has ``_id`` and ``text``, and
+    optionally ``title``, ``links`` (a list of document keys), ``time``
+    (ISO-8601 or POSIX seconds), ``fields`` (an object of scalars) and BEIR's
+    ``metadata``: the keys ``weft-search index`` reads (see
+    :func:`_beir_document`). Every ``.tsv`` under ``qrels/`` is a split named
+    after its file; :attr:`Collection.qrels` is ``split``, or else ``test``,
+    or else the only split. Example (a folder of your own, with the vectors
+    ``weft-search embed`` wrote for it)::
 
-    Files are checked against ``pins[name]`` (default :data:`PINS`, which pins
-    SciFact only): a collection without pins loads only with
-    ``any_snapshot=True``, and every number made from it is then unpublishable.
+        collection = load_beir("my-folder", name="mine", split="dev", vectors="my-folder/vectors",
+                               times={"d1": "2021-06-01"})
+        testbed = build_testbed(collection)        # vectors, links and times attached
+
+    Pins: when ``pins[name]`` (default :data:`PINS`, which pins SciFact) pins
+    ``corpus.jsonl``, every file is checked against it, a mismatch raises
+    (unless ``any_snapshot``, which makes the collection unpublishable), and
     ``load_beir(folder, name="scifact")`` verifies and parses exactly as
-    ``load_collection("scifact", folder)`` does.
+    ``load_collection("scifact", folder)`` does. Otherwise nothing public pins
+    the data: it loads as it is, its :attr:`Collection.provenance` is
+    ``"unpinned"`` (not unpublishable) and the manifest records every file's
+    SHA-256.
+
+    Args:
+        folder: the BEIR folder.
+        name: the collection's name in reports (and the key of its pins).
+        split: the evaluation split (``None``: ``test``, else the only one).
+        vectors: a folder of vectors for these documents and queries
+            (:func:`load_vector_folder`), or vectors already loaded; set as
+            :attr:`Collection.vectors`, which ``build_testbed`` attaches.
+        links: document key -> neighbour keys, replacing those of ``corpus.jsonl``.
+        times: document key -> time (seconds since the epoch, ``datetime``,
+            or ISO-8601 string), replacing those of ``corpus.jsonl``.
+        any_snapshot: load pinned files that differ from their pins anyway.
+        pins: the pins to verify against; ``None`` means :data:`PINS`.
 
     Raises:
         FileNotFoundError: a file is missing, or ``qrels/`` holds no ``.tsv``.
-        InvalidParameterError: several splits and none named ``test``.
-        DatasetIntegrityError: a file has no pin or differs from it (unless ``any_snapshot``).
+        InvalidParameterError: an unknown ``split`` (the message lists the
+            splits), several splits and none named ``test``, or links or times
+            for keys not in the corpus.
+        DatasetIntegrityError: a pinned file differs from its pin (unless ``any_snapshot``).
         CorpusFormatError: a file does not parse, or a judgement names an
             unknown query or document.
+        PairingError: the vectors were embedded from other texts.
 
     """
     base = Path(folder)
-    qrels_folder = base / "qrels"
-    found = sorted(path.stem for path in qrels_folder.glob("*.tsv")) if qrels_folder.is_dir() else []
+    found = beir_splits(base)
     if not found:
         raise FileNotFoundError(f"{name}: no qrels/*.tsv in {base}")
-    if "test" in found:
-        main = "test"
-    elif len(found) == 1:
-        main = found[0]
-    else:
-        raise InvalidParameterError(
-            f"{name}: splits {', '.join(found)} and none named 'test' in {qrels_folder}"
-        )
-    paths = ("corpus.jsonl", "queries.jsonl", *(f"qrels/{split}.tsv" for split in found))
+    main = _main_split(name, base, found, split)
+    paths = ("corpus.jsonl", "queries.jsonl", *(f"qrels/{each}.tsv" for each in found))
     table = PINS if pins is None else pins
-    by_path = {pin.path: pin for pin in table[name].files} if name in table else {}
-    blobs, manifest = _verify_files(base, paths, by_path, name, any_snapshot)
+    pinned = name in table and table[name].file("corpus.jsonl") is not None
+    if pinned:
+        by_path = {pin.path: pin for pin in table[name].files}
+        blobs, manifest = _verify_files(base, paths, by_path, name, any_snapshot)
+    else:
+        # Nothing public pins this data: nothing to verify against, and nothing contradicted.
+        blobs, manifest = _verify_files(base, paths, {}, name, True)
     parsed = _parse_beir(blobs, found, main)
-    return _collection(name, base, parsed, manifest)
+    parsed.documents = _attach_links_and_times(parsed.documents, links, times)
+    collection = _collection(name, base, parsed, manifest)
+    if vectors is None:
+        return collection
+    if not isinstance(vectors, CollectionVectors):
+        vectors = load_vector_folder(collection, vectors)
+    return replace(collection, vectors=vectors)
 
 
 def load_collection(
@@ -1173,6 +1364,10 @@ class CollectionVectors:
         manifest: the vector files with their sizes and hashes.
         publishable: ``False`` when the collection is unpublishable or any
             check was waived with ``any_snapshot=True``.
+        partial: ``True`` when some documents or queries have no row (a
+            user's own vectors, :func:`load_vector_folder`): then
+            :attr:`document_keys` and :attr:`query_ids` are the ones with a
+            row, in the collection's order, and the others get no vector.
 
     """
 
@@ -1187,6 +1382,12 @@ class CollectionVectors:
     record: Mapping[str, Any]
     manifest: tuple[FileRecord, ...]
     publishable: bool
+    partial: bool = False
+
+    @property
+    def provenance(self) -> Provenance:
+        """``"mismatched"`` when unpublishable, else :func:`provenance_of` the vector files."""
+        return "mismatched" if not self.publishable else provenance_of(self.manifest)
 
     def document_vector(self, key: str) -> NDArray[np.float32]:
         """The vector of document ``key``.
@@ -1205,26 +1406,43 @@ class CollectionVectors:
             KeyError: no such query.
 
         """
-        row: NDArray[np.float32] = self.queries[self.query_ids.index(qid)]
+        rows = self._query_rows()
+        if qid not in rows:
+            raise KeyError(qid)
+        row: NDArray[np.float32] = self.queries[rows[qid]]
         return row
 
     def attach(self, documents: Iterable[Document]) -> list[Document]:
-        """``documents`` with their vectors set (a key without a row is an error).
+        """``documents`` with their vectors set (a key without a row is an error unless :attr:`partial`).
 
         Raises:
-            CorpusFormatError: a document has no vector here.
+            CorpusFormatError: a document has no vector here (and the set is not partial).
 
         """
         rows = {key: row for row, key in enumerate(self.document_keys)}
         out: list[Document] = []
         for document in documents:
             row = rows.get(document.key)
+            if row is None and self.partial:
+                out.append(document)  # a document of a partial set without a row has no vector
+                continue
             if row is None:
                 raise CorpusFormatError(
                     f"{self.collection}/{self.variant}: no vector for document {document.key!r}"
                 )
             out.append(replace(document, vector=self.documents[row]))
         return out
+
+    def has_query_vector(self, qid: str) -> bool:
+        """Whether query ``qid`` has a row (always, unless :attr:`partial`)."""
+        return qid in self._query_rows()
+
+    def _query_rows(self) -> dict[str, int]:
+        rows: dict[str, int] | None = self.__dict__.get("_rows")
+        if rows is None:
+            rows = {qid: row for row, qid in enumerate(self.query_ids)}
+            self.__dict__["_rows"] = rows  # frozen dataclass: a cache, not state
+        return rows
 
 
 def _record_get(record: Mapping[str, Any], where: str, *path: str) -> Any:
@@ -1436,6 +1654,178 @@ def load_frozen_vectors(
         manifest=manifest,
         publishable=publishable,
     )
+
+
+# ---------------------------------------------------------------------- a user's own vectors
+
+_PARTS = (("corpus", "documents"), ("queries", "queries"))
+
+
+def _part_records(base: Path, blobs: Mapping[str, bytes]) -> dict[str, tuple[str, Mapping[str, Any]]]:
+    """Per part, (where, its record entry) from ``record.json`` or ``<part>.json``, when present."""
+    out: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    for file in ("record.json", "corpus.json", "queries.json"):
+        if file not in blobs:
+            continue
+        where = str(base / file)
+        try:
+            record = json.loads(blobs[file].decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CorpusFormatError(f"{where}: not a JSON record ({exc})") from None
+        if not isinstance(record, dict):
+            raise CorpusFormatError(f"{where}: expected a JSON object")
+        if file == "record.json":  # weft-search embed --collection: one record, a section per part
+            for part, _ in _PARTS:
+                entry = record.get(part)
+                if isinstance(entry, Mapping):
+                    out[part] = (where, {**entry, "model": record.get("model")})
+        else:  # weft-search embed --texts: one record per .npy
+            out[file.removesuffix(".json")] = (where, record)
+    return out
+
+
+def load_vector_folder(
+    collection: Collection,
+    folder: StrPath,
+    *,
+    model: str | None = None,
+) -> CollectionVectors:
+    """Load a user's own vectors for ``collection`` from ``folder``, checked against it.
+
+    ``folder`` holds ``corpus.npy`` + ``corpus_ids.txt`` and ``queries.npy`` +
+    ``queries_ids.txt`` (a 2-D float32 matrix, and one id a line in row
+    order; a second tab-separated column of the ids file is ignored). When
+    ``weft-search embed`` wrote them, its records are read too and checked:
+    ``record.json`` (``embed --collection``) or ``corpus.json`` and
+    ``queries.json`` (``embed --texts corpus.jsonl`` and ``--texts
+    queries.jsonl`` into the same folder): each file must have the SHA-256 its
+    record gives, and the rows must have been embedded from these very texts
+    (``input_texts_sha256``, over the texts in row order).
+
+    A document or query without a row gets no vector (the set is then
+    :attr:`CollectionVectors.partial`, and evaluation reports how many queries
+    have a vector); a row whose id is not in the collection is an error.
+    Nothing pins these files: their SHA-256 are recorded in the manifest.
+
+    Args:
+        collection: what the rows must belong to.
+        folder: the vectors folder.
+        model: the model name to require of the records (``None``: not checked).
+
+    Raises:
+        FileNotFoundError: a ``.npy`` or ids file is missing.
+        CorpusFormatError: a file does not parse, widths disagree, an id
+            repeats or names nothing in the collection, or a file differs
+            from the hash its record gives.
+        PairingError: the rows were embedded from other texts than the
+            collection's (or by another model than ``model``).
+
+    """
+    base = Path(folder)
+    if not base.is_dir():
+        raise FileNotFoundError(f"{collection.name}: vectors folder {base} does not exist")
+    files = ["corpus.npy", "corpus_ids.txt", "queries.npy", "queries_ids.txt"]
+    files += [name for name in ("record.json", "corpus.json", "queries.json") if (base / name).is_file()]
+    blobs, manifest = _verify_files(base, files, {}, f"{collection.name} vectors", True)
+    records = _part_records(base, blobs)
+    texts = {
+        "corpus": {document.key: document.text for document in collection.documents},
+        "queries": collection.queries,
+    }
+    order = {"corpus": collection.document_keys, "queries": collection.query_ids}
+    matrices: dict[str, NDArray[np.float32]] = {}
+    kept: dict[str, tuple[str, ...]] = {}
+    models: set[str] = set()
+    dims: int | None = None
+    for part, what in _PARTS:
+        npy_name, ids_name = f"{part}.npy", f"{part}_ids.txt"
+        try:
+            matrix = np.load(io.BytesIO(blobs[npy_name]), allow_pickle=False)
+        except (ValueError, EOFError, OSError) as exc:
+            raise CorpusFormatError(f"{base / npy_name}: not a readable .npy array ({exc})") from None
+        if not isinstance(matrix, np.ndarray) or matrix.ndim != 2 or matrix.dtype.kind != "f":
+            shape, dtype = getattr(matrix, "shape", None), getattr(matrix, "dtype", None)
+            raise CorpusFormatError(f"{base / npy_name}: expected a 2-D float matrix, got {shape} {dtype}")
+        matrix = matrix.astype(np.float32)
+        if not np.isfinite(matrix).all():
+            raise CorpusFormatError(f"{base / npy_name}: holds a non-finite value")
+        if dims is not None and matrix.shape[1] != dims:
+            raise CorpusFormatError(f"{base / npy_name}: width {matrix.shape[1]}, corpus.npy has {dims}")
+        dims = int(matrix.shape[1])
+        ids = [line.split("\t", 1)[0] for line in _vector_ids_loose(blobs[ids_name], str(base / ids_name))]
+        if len(ids) != matrix.shape[0]:
+            raise CorpusFormatError(f"{base / npy_name}: {matrix.shape[0]} rows, but {len(ids)} ids")
+        known = set(order[part])
+        stray = [key for key in ids if key not in known]
+        if stray:
+            raise CorpusFormatError(
+                f"{base / ids_name}: {len(stray)} rows for no {what} of {collection.name} "
+                f"(first: {', '.join(map(repr, stray[:3]))})"
+            )
+        if part in records:
+            where, entry = records[part]
+            for name, key in ((npy_name, "npy_sha256"), (ids_name, "ids_sha256")):
+                actual = sha256_bytes(blobs[name])
+                if entry.get(key) != actual:
+                    raise CorpusFormatError(
+                        f"{base / name}: {where} gives SHA-256 {entry.get(key)}, the file has {actual}"
+                    )
+            digest = sha256_bytes("\n".join(texts[part][key] for key in ids).encode("utf-8"))
+            if entry.get("input_texts_sha256") != digest:
+                raise PairingError(
+                    f"{where}: the {what} were embedded from texts with SHA-256 "
+                    f"{entry.get('input_texts_sha256')}, but {collection.name}'s {what} texts (in row "
+                    f"order) hash to {digest}: the vectors belong to other texts; re-embed them with "
+                    f"`weft-search embed --texts {collection.folder / (part + '.jsonl')} --out {base}`"
+                )
+            recorded = entry.get("model")
+            named = recorded.get("name") if isinstance(recorded, Mapping) else None
+            if isinstance(named, str):
+                models.add(named)
+        rows = {key: row for row, key in enumerate(ids)}
+        present = tuple(key for key in order[part] if key in rows)
+        picked = np.fromiter((rows[key] for key in present), dtype=np.int64, count=len(present))
+        aligned = np.ascontiguousarray(matrix[picked], dtype=np.float32)
+        aligned.setflags(write=False)
+        matrices[part], kept[part] = aligned, present
+    assert dims is not None
+    if len(models) > 1:
+        raise PairingError(
+            f"{base}: the corpus and query vectors come from different models: {sorted(models)}"
+        )
+    found_model = models.pop() if models else "unknown"
+    if model is not None and found_model != model:
+        raise PairingError(f"{base}: vectors made with model {found_model!r}, expected {model!r}")
+    partial = kept["corpus"] != collection.document_keys or kept["queries"] != collection.query_ids
+    return CollectionVectors(
+        collection=collection.name,
+        variant=base.name,
+        model=found_model,
+        dims=dims,
+        documents=matrices["corpus"],
+        queries=matrices["queries"],
+        document_keys=kept["corpus"],
+        query_ids=kept["queries"],
+        record={"folder": str(base), "records": sorted(name for name in files if name.endswith(".json"))},
+        manifest=manifest,
+        publishable=True,
+        partial=partial,
+    )
+
+
+def _vector_ids_loose(data: bytes, path: str) -> list[str]:
+    """Row ids, one a line (blank lines skipped), refusing a repeated id."""
+    ids: list[str] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(_lines(data, path), start=1):
+        if not line.strip():
+            continue
+        key = line.strip().split("\t", 1)[0].strip()
+        if key in seen:
+            raise CorpusFormatError(f"{path}:{number}: id {key!r} repeats (first on line {seen[key]})")
+        seen[key] = number
+        ids.append(key)
+    return ids
 
 
 # ---------------------------------------------------------------------- fetching

@@ -49,7 +49,7 @@ from weftsearch.engine.protocols import Fuser
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import InvalidParameterError, PairingError
-from weftsearch.eval.datasets import Collection, CollectionVectors, Judgements
+from weftsearch.eval.datasets import Collection, CollectionVectors, Judgements, Provenance
 from weftsearch.eval.metrics import Evaluation, Measure, evaluate, parse_measure
 from weftsearch.eval.runs import Arm, ArmRun, StreamCache, run_arm
 from weftsearch.eval.stats import BootstrapResult, RandomisationResult, fisher_randomisation, paired_bootstrap
@@ -166,9 +166,27 @@ class Testbed:
     content_hash: str
 
     @property
+    def provenance(self) -> Provenance:
+        """Where the inputs stand against the pins, collection and vectors together.
+
+        ``"mismatched"`` when any input differs from its pin (unpublishable),
+        else ``"unpinned"`` when any input has no public pin (your own data:
+        the report records the files' SHA-256 instead), else ``"pinned"``.
+        """
+        kinds = {self.collection.provenance}
+        if not self.collection.publishable:
+            kinds.add("mismatched")
+        if self.vectors is not None:
+            kinds.add(self.vectors.provenance)
+        for kind in ("mismatched", "unpinned"):
+            if kind in kinds:
+                return kind
+        return "pinned"
+
+    @property
     def publishable(self) -> bool:
-        """Whether every input matched its pin (numbers may be published)."""
-        return self.collection.publishable and (self.vectors is None or self.vectors.publishable)
+        """Whether no input contradicts its pin (numbers may be published; see :attr:`provenance`)."""
+        return self.provenance != "mismatched"
 
     def with_split(self, split: str | None, qids: Sequence[str] | None = None) -> Testbed:
         """The same index with another split's judgements (and optionally only ``qids``)."""
@@ -184,7 +202,7 @@ class Testbed:
 
     def _query(self, qid: str) -> Query:
         text = self.collection.queries[qid]
-        if self.vectors is None:
+        if self.vectors is None or not self.vectors.has_query_vector(qid):
             return Query(text=text)
         return Query(text=text, vector=self.vectors.query_vector(qid))
 
@@ -201,6 +219,7 @@ class Testbed:
             "link_set": self.link_set,
             "index_content_sha256": self.content_hash,
             "publishable": self.publishable,
+            "provenance": self.provenance,
         }
         if self.vectors is not None:
             out["vectors"] = {
@@ -208,6 +227,8 @@ class Testbed:
                 "model": self.vectors.model,
                 "dims": self.vectors.dims,
                 "files": [record.as_dict() for record in self.vectors.manifest],
+                "documents_with_vector": len(self.vectors.document_keys),
+                "queries_with_vector": len(self.vectors.query_ids),
             }
         return out
 
@@ -219,14 +240,21 @@ def _check_vectors(collection: Collection, vectors: CollectionVectors, model: st
         )
     if model is not None and vectors.model != model:
         raise PairingError(f"vectors were made by model {vectors.model!r}, expected {model!r}")
-    if tuple(vectors.document_keys) != collection.document_keys:
-        raise PairingError(
-            f"{collection.name}: the vector rows do not name the collection's documents in order"
-        )
-    if tuple(vectors.query_ids) != collection.query_ids:
-        raise PairingError(
-            f"{collection.name}: the query vector rows do not name the collection's queries in order"
-        )
+    for what, rows, keys in (
+        ("documents", vectors.document_keys, collection.document_keys),
+        ("queries", vectors.query_ids, collection.query_ids),
+    ):
+        which = "vector rows" if what == "documents" else "query vector rows"
+        if vectors.partial:
+            # A partial set names some of them, in the collection's order.
+            known = {key: position for position, key in enumerate(keys)}
+            positions = [known.get(key, -1) for key in rows]
+            if -1 in positions or positions != sorted(positions) or len(set(positions)) != len(positions):
+                raise PairingError(
+                    f"{collection.name}: the {which} do not name some of the collection's {what} in order"
+                )
+        elif tuple(rows) != tuple(keys):
+            raise PairingError(f"{collection.name}: the {which} do not name the collection's {what} in order")
 
 
 def build_testbed(
@@ -244,7 +272,8 @@ def build_testbed(
     Args:
         collection: a loaded collection.
         split: which judgements to use (``None``: :attr:`Collection.qrels`).
-        vectors: attach these vectors to documents and queries.
+        vectors: attach these vectors to documents and queries (``None``: the
+            collection's own, :attr:`Collection.vectors`, when it has them).
         model: the model the vectors must come from (``None``: not checked).
         analyzer: the text analyzer's registered name.
         link_set: replace every document's links by its neighbours in
@@ -258,6 +287,8 @@ def build_testbed(
 
     """
     documents = list(collection.documents)
+    if vectors is None:
+        vectors = collection.vectors
     if link_set is not None:
         if link_set not in collection.link_sets:
             known = ", ".join(sorted(collection.link_sets)) or "none"
@@ -347,6 +378,7 @@ class Comparison:
                 "means": result.evaluation.means,
                 "tie_break_slots": result.run.tied_total(),
                 "queries_with_ties": sum(1 for v in result.run.tied.values() if v),
+                "coverage": [item.record() for item in result.run.coverage],
             }
             if name != self.baseline:
                 entry["against_baseline"] = {

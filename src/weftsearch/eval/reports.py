@@ -12,13 +12,28 @@ What each output is for:
   run per arm (so ``trec_eval`` itself can reprint the means) and, when
   matplotlib is installed, PNG plots.
 
-Numbers that came from data which did not match its pinned hashes are marked
-``UNPUBLISHABLE`` everywhere they leave the harness, loudly, because such a
-number must never be mistaken for a result on the real collection: the first
-line of the terminal table and of the Markdown, the ``"unpublishable"`` entry
-of ``report.json``, the run tag of every TREC line (``UNPUBLISHABLE-<arm>``:
-TREC files have no comments, and the tag column is what every tool that reads
-them carries along) and the title of every plot.
+Numbers that came from data which did not match its pinned hashes (the
+testbed's provenance is ``"mismatched"``) are marked ``UNPUBLISHABLE``
+everywhere they leave the harness, loudly, because such a number must never be
+mistaken for a result on the real collection: the first line of the terminal
+table and of the Markdown, the ``"unpublishable"`` entry of ``report.json``,
+the run tag of every TREC line (``UNPUBLISHABLE-<arm>``: TREC files have no
+comments, and the tag column is what every tool that reads them carries along)
+and the title of every plot.
+
+Data nobody pinned (provenance ``"unpinned"``: a collection of your own, or
+vectors made for it) is not unpublishable: nothing public contradicts it.
+Every output says instead that no public pin exists and where the files'
+SHA-256 are recorded: the first line of the terminal table and of the
+Markdown (:data:`UNPINNED_NOTE`), the ``"unpinned"`` entry of
+``report.json`` (``"unpublishable"`` is ``null``) and the title of every plot
+(:data:`UNPINNED_PLOT_TITLE`, in black). TREC run tags stay the arm's name:
+a tag prefix is a warning, and there is nothing to warn about.
+
+Arms whose scorer lacked an input for some queries (a query without a vector,
+say; see :mod:`weftsearch.eval.runs`) carry a coverage line beside them
+(``vector: 812/1109 queries have a query vector``) in the terminal table, the
+Markdown and ``report.json``.
 
 matplotlib is optional (the ``eval`` extra): it is imported only inside the
 plotting code, so this module imports without it, and a missing matplotlib
@@ -52,6 +67,8 @@ if TYPE_CHECKING:  # matplotlib is optional: only its types are needed at check 
 
 __all__ = [
     "PLOTS_SKIPPED_NOTE",
+    "UNPINNED_NOTE",
+    "UNPINNED_PLOT_TITLE",
     "UNPUBLISHABLE_PLOT_TITLE",
     "UNPUBLISHABLE_TAG",
     "ReportFiles",
@@ -164,19 +181,59 @@ def _ties(comparison: Comparison, arm: str) -> tuple[int, int]:
     return run.tied_total(), sum(1 for slots in run.tied.values() if slots)
 
 
-def _unpublishable_reason(testbed: Mapping[str, Any]) -> str | None:
-    """Why the numbers must not be published, or ``None`` when every input matched its pin."""
-    if testbed.get("publishable") is True:
-        return None
-    if "publishable" not in testbed:
-        # A hand-built comparison that says nothing about its data cannot be vouched for.
-        return "the comparison does not record whether its data matched its pins"
-    bad: list[str] = []
+def _files(testbed: Mapping[str, Any]) -> list[Any]:
+    """The dataset files of the record, then the vector files."""
     files = list(testbed.get("files", ()))
     vectors = testbed.get("vectors")
     if isinstance(vectors, Mapping):
         files += list(vectors.get("files", ()))
-    for record in files:
+    return files
+
+
+def _provenance(testbed: Mapping[str, Any]) -> str:
+    """``"pinned"``, ``"unpinned"``, ``"mismatched"``, or ``"unknown"`` for a record that does not say."""
+    recorded = testbed.get("provenance")
+    if recorded in ("pinned", "unpinned", "mismatched"):
+        return str(recorded)
+    if "publishable" not in testbed:
+        return "unknown"
+    # A record written before provenance was recorded: publishable meant "every file matched its pin".
+    return "pinned" if testbed.get("publishable") is True else "mismatched"
+
+
+#: The first line of the table and of report.md (and report.json's ``"unpinned"``) for unpinned data.
+UNPINNED_NOTE = (
+    "UNPINNED: no public pin exists for this data (a collection of your own, or vectors made for it), "
+    "so nobody can check these numbers against a published copy; they are not unpublishable. "
+    "The SHA-256 of every file read is in the data record (report.json: testbed.files)"
+)
+
+#: The title of every plot of a comparison on unpinned data.
+UNPINNED_PLOT_TITLE = "unpinned data (no public pin): the files' SHA-256 are in report.json"
+
+
+def _unpinned_note(testbed: Mapping[str, Any]) -> str | None:
+    """:data:`UNPINNED_NOTE` with the unpinned files named, or ``None`` unless the data is unpinned."""
+    if _provenance(testbed) != "unpinned":
+        return None
+    names = [
+        str(record.get("path"))
+        for record in _files(testbed)
+        if isinstance(record, Mapping) and record.get("expected_sha256") is None
+    ]
+    return f"{UNPINNED_NOTE}. Unpinned files: {', '.join(names) or 'none recorded'}"
+
+
+def _unpublishable_reason(testbed: Mapping[str, Any]) -> str | None:
+    """Why the numbers must not be published, or ``None`` (every input matched its pin, or has none)."""
+    provenance = _provenance(testbed)
+    if provenance in ("pinned", "unpinned"):
+        return None
+    if provenance == "unknown":
+        # A hand-built comparison that says nothing about its data cannot be vouched for.
+        return "the comparison does not record whether its data matched its pins"
+    bad: list[str] = []
+    for record in _files(testbed):
         if not isinstance(record, Mapping) or record.get("verified"):
             continue
         if record.get("expected_sha256") is None:
@@ -210,6 +267,15 @@ def trec_tag(comparison: Comparison, arm: str) -> str:
     if _unpublishable_reason(comparison.testbed) is None:
         return arm
     return f"{UNPUBLISHABLE_TAG}-{arm}"
+
+
+def _coverage_lines(comparison: Comparison) -> list[tuple[str, str]]:
+    """(arm, ``"vector: 812/1109 queries have a query vector"``) for every stream with partial input."""
+    return [
+        (name, item.describe())
+        for name, result in comparison.arms.items()
+        for item in result.run.partial_coverage()
+    ]
 
 
 def _empty_rankings(comparison: Comparison) -> dict[str, list[str]]:
@@ -273,11 +339,15 @@ def format_table(comparison: Comparison, *, measures: Sequence[str | Measure] | 
     banner = _banner(comparison.testbed)
     if banner is not None:
         lines.append(banner)
+    unpinned = _unpinned_note(comparison.testbed)
+    if unpinned is not None:
+        lines.append(unpinned)
     testbed = comparison.testbed
     split = testbed.get("split") or "default"
     judged = testbed.get("queries", "?")
     lines.append(f"{testbed.get('collection', '?')} (split {split}), {judged} queries, k={comparison.k}")
     lines.extend(_text_table(header, rows, "l" + "r" * (len(header) - 1)))
+    lines.extend(f"  inputs of {arm}: {text}" for arm, text in _coverage_lines(comparison))
     lines.append(
         f"* baseline. Intervals: paired bootstrap, {comparison.resamples} resamples, seed {comparison.seed}; "
         "ties: top-k slots decided by a tie-break / queries with ties."
@@ -304,6 +374,14 @@ def _results_section(comparison: Comparison) -> list[str]:
         label = f"{name} (baseline)" if name == comparison.baseline else name
         rows.append([label, *(_num(comparison.mean(name, m)) for m in measures)])
     out += _md_table(["arm", *measures], rows, "l" + "r" * len(measures))
+    coverage = _coverage_lines(comparison)
+    if coverage:
+        out += [
+            "",
+            "Inputs: these arms' scorers lacked an input for some queries (their streams are empty there):",
+            "",
+        ]
+        out += [f"- {arm}: {text}" for arm, text in coverage]
     out += [
         "",
         "### Differences from the baseline",
@@ -390,6 +468,8 @@ def _arms_section(comparison: Comparison) -> list[str]:
         for i, scorer in enumerate(description.get("scorers", ())):
             label = labels[i] if i < len(labels) else scorer.get("name")
             out.append(f"- scorer `{label}`: `{scorer.get('repr')}`")
+        for item in result.run.coverage:
+            out.append(f"- inputs: {item.describe()}")
         if description.get("notes"):
             out.append(f"- notes: {description['notes']}")
         out.append("")
@@ -511,7 +591,16 @@ def _data_section(comparison: Comparison) -> list[str]:
     if parameters:
         out.append("- loader parameters: " + ", ".join(f"`{k}={v}`" for k, v in sorted(parameters.items())))
     out.append(f"- index content hash (SHA-256): `{testbed.get('index_content_sha256')}`")
-    out.append(f"- publishable: {'yes' if testbed.get('publishable') is True else '**NO**'}")
+    provenance = _provenance(testbed)
+    out.append(f"- publishable: {'yes' if _unpublishable_reason(testbed) is None else '**NO**'}")
+    out.append(
+        "- provenance: "
+        + {
+            "pinned": "every file matched its public pin",
+            "unpinned": "no public pin exists (your own data); the SHA-256 of every file is below",
+            "mismatched": "**a file differs from its public pin**",
+        }.get(provenance, "not recorded")
+    )
     out.append("")
     out.append("Dataset files:")
     out.append("")
@@ -558,7 +647,8 @@ def markdown_report(
     """The Markdown report of ``comparison``.
 
     Sections: title; the ``UNPUBLISHABLE`` banner when the data did not match
-    its pins; the command that reprints the report; notes; the results table
+    its pins, or the unpinned note when it has none; the command that
+    reprints the report; notes; the results table
     and every measure's difference from the baseline with its interval and
     p-values; the tie diagnostic; each arm's parameters; learned-fusion
     choices; sweeps (a matrix for a two-parameter grid, always the list of
@@ -582,6 +672,9 @@ def markdown_report(
     banner = _banner(testbed)
     if banner is not None:
         out += [f"> **{banner}**", ""]
+    unpinned = _unpinned_note(testbed)
+    if unpinned is not None:
+        out += [f"> {unpinned}", ""]
     if command is not None:
         out += ["Reprint this report with:", "", "```sh", command, "```", ""]
     if notes:
@@ -640,7 +733,8 @@ def report_record(
     """What ``report.json`` holds, JSON-ready (before NaN is mapped to ``null``).
 
     :meth:`Comparison.record` plus ``"unpublishable"`` (the ``UNPUBLISHABLE: ...``
-    banner, ``None`` when every input matched its pin), ``"sweeps"`` (each :meth:`Sweep.record`),
+    banner, ``None`` when every input matched its pin or has none), ``"unpinned"`` (the
+    unpinned note, ``None`` unless some input has no public pin), ``"sweeps"`` (each :meth:`Sweep.record`),
     ``"learned"`` (name -> :meth:`LearnedFusion.record`) and ``"per_query"``
     (arm -> measure -> qid -> value): with the per-query values and the seed,
     anyone can recompute every interval.
@@ -648,6 +742,8 @@ def report_record(
     record = comparison.record()
     # The banner itself (null when every input matched its pin), so no reader of the JSON misses it.
     record["unpublishable"] = _banner(comparison.testbed)
+    # Likewise the note that no public pin exists (null unless the data is unpinned).
+    record["unpinned"] = _unpinned_note(comparison.testbed)
     record["sweeps"] = [s.record() for s in sweeps]
     record["learned"] = {name: choice.record() for name, choice in (learned or {}).items()}
     record["per_query"] = {
@@ -678,9 +774,18 @@ def _numeric(values: Sequence[Any]) -> bool:
 
 
 def _mark(figure: Figure, mark: str | None) -> None:
-    """Title ``figure`` with ``mark`` (the unpublishable warning), above every panel, in red."""
+    """Title ``figure`` with ``mark`` above every panel.
+
+    The unpublishable warning is red and bold, the unpinned note black.
+    """
     if mark is not None:
-        figure.suptitle(mark, color="#d7301f", fontweight="bold", fontsize=11)
+        warning = mark == UNPUBLISHABLE_PLOT_TITLE
+        figure.suptitle(
+            mark,
+            color="#d7301f" if warning else "black",
+            fontweight="bold" if warning else "normal",
+            fontsize=11,
+        )
 
 
 def _delta_figure(comparison: Comparison, mark: str | None = None) -> Figure | None:
@@ -717,7 +822,7 @@ def _delta_figure(comparison: Comparison, mark: str | None = None) -> Figure | N
 def _sweep_figure(sweep: Sweep, mark: str | None = None) -> Figure | None:
     """A curve (one parameter) or an annotated heatmap (two) of the sweep; ``None`` otherwise.
 
-    ``mark`` (the unpublishable warning) titles the figure.
+    ``mark`` (the unpublishable warning, or the unpinned note) titles the figure.
     """
     from matplotlib.figure import Figure
 
@@ -811,7 +916,11 @@ def _render_plots(comparison: Comparison, sweeps: Sequence[Sweep]) -> tuple[dict
         # Once pyplot is imported, switching would close the session's open figures (a notebook's),
         # and is not needed: the figures here are drawn on an Agg canvas of their own (_png).
         matplotlib.use("Agg")
-    mark = None if _unpublishable_reason(comparison.testbed) is None else UNPUBLISHABLE_PLOT_TITLE
+    mark: str | None = None
+    if _unpublishable_reason(comparison.testbed) is not None:
+        mark = UNPUBLISHABLE_PLOT_TITLE
+    elif _unpinned_note(comparison.testbed) is not None:
+        mark = UNPINNED_PLOT_TITLE
     # matplotlib's default style for these figures only: a user's matplotlibrc cannot change the bytes.
     with matplotlib.style.context("default"):
         files: dict[str, bytes] = {}

@@ -7,6 +7,35 @@ fused), but keeps every stream in a :class:`StreamCache` so that arms sharing a
 scorer, sweeps over fusion parameters and learned fusion pay for each
 (scorer, query, depth) once.
 
+**One stream passes through.** An arm of one scorer is not fused: its run is
+the scorer's canonical stream, cut to ``k``, with the scorer's own scores (the
+fused score is the stream's score and the stream's contribution is that
+score), as a one-signal :meth:`Index.search` and ``weft-search search
+--signals text`` rank it. So the run files of the same one-scorer arm are
+identical from both commands, and trec_eval sees the scorer's real ties
+(whatever the arm's fuser: RRF of one stream would turn BM25's ties into key
+order, and score normalisation rewrites the scores, which can merge or split
+float32 ties).
+
+**Inputs.** Every run records, per stream, how many queries the scorer had an
+input for (:class:`StreamCoverage`), and :func:`run_arm` refuses, with
+:class:`~weftsearch.errors.MissingInputError` naming the arm and what is
+missing, an arm with a scorer that had an input for no query: such a stream
+is empty for every query, and its arm would report a difference of exactly
+zero as if it were a measurement. The scorer is asked through an optional
+method any scorer may implement (the engine never calls it)::
+
+    def missing_input(self, snapshot, query) -> str | None: ...
+
+It returns ``None`` when the scorer has what it reads for ``query``, and
+otherwise what is missing, as a noun phrase (``"a query vector"``,
+``"vectors in the index"``, ``"links in the index"``), which the refusal and
+the coverage line ("vector: 812/1109 queries have a query vector") quote.
+
+A scorer without the method is judged by its streams: a query whose stream
+is empty had no input ("candidates" is then what is missing). Nothing here
+branches on what a scorer is.
+
 Nothing here knows what a scorer is: a scorer is an object with ``name`` and
 ``score``, a fuser one with ``name`` and ``fuse``. Scorers are told apart only
 by object identity, so the same object in two arms is computed once and two
@@ -27,6 +56,7 @@ tie-break, not by score), which is the tie diagnostic the reports print.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,9 +70,25 @@ from weftsearch.engine.query import Query
 from weftsearch.engine.search import canonical_stream, fuse_streams, stream_labels
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream, check_k
-from weftsearch.errors import InvalidParameterError, PairingError
+from weftsearch.errors import InvalidParameterError, MissingInputError, PairingError
 
-__all__ = ["Arm", "ArmRun", "StreamCache", "run_arm", "tied_slots", "ARM_NAME_PATTERN"]
+__all__ = [
+    "Arm",
+    "ArmRun",
+    "StreamCache",
+    "StreamCoverage",
+    "run_arm",
+    "tied_slots",
+    "ARM_NAME_PATTERN",
+    "PASS_THROUGH",
+    "NO_CANDIDATES",
+]
+
+#: What :meth:`Arm.describe`'s fuser entry and the reports say of a one-scorer arm's fusion.
+PASS_THROUGH = "none: one stream passes through with its own scores"
+
+#: What is missing for a query whose stream is empty, for a scorer without ``missing_input``.
+NO_CANDIDATES = "candidates"
 
 #: Arm names become file names (``<arm>.trec``): letters, digits, ``_ . + -``.
 ARM_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+\-]{0,63}")
@@ -93,11 +139,20 @@ class Arm:
         object.__setattr__(self, "depth", check_k(self.depth, f"arm {self.name!r} depth"))
 
     def describe(self) -> dict[str, Any]:
-        """Every parameter of the arm, as a JSON-ready record (reprs of its parts)."""
+        """Every parameter of the arm, as a JSON-ready record (reprs of its parts).
+
+        A one-scorer arm's fuser is recorded as :data:`PASS_THROUGH`: its
+        stream is not fused (see the module docstring).
+        """
+        fuser = (
+            {"name": "none", "repr": PASS_THROUGH}
+            if len(self.scorers) == 1
+            else {"name": str(self.fuser.name), "repr": repr(self.fuser)}
+        )
         return {
             "name": self.name,
             "scorers": [{"name": str(s.name), "repr": repr(s)} for s in self.scorers],
-            "fuser": {"name": str(self.fuser.name), "repr": repr(self.fuser)},
+            "fuser": fuser,
             "depth": self.depth,
             "notes": self.notes,
         }
@@ -189,6 +244,58 @@ def tied_slots(scores: NDArray[np.float64], k: int) -> int:
     return int(np.count_nonzero(tied[:k]))
 
 
+@dataclass(frozen=True, slots=True)
+class StreamCoverage:
+    """How many queries one stream's scorer had an input for.
+
+    Attributes:
+        signal: the stream's label.
+        covered: queries the scorer had an input for.
+        queries: queries run.
+        missing: what the uncovered queries lacked, most frequent first
+            (a scorer's ``missing_input`` phrases, or :data:`NO_CANDIDATES`);
+            empty when every query was covered.
+
+    """
+
+    signal: str
+    covered: int
+    queries: int
+    missing: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """Whether every query had an input."""
+        return self.covered == self.queries
+
+    def describe(self) -> str:
+        """``"vector: 812/1109 queries have a query vector"``."""
+        what = self.missing[0] if self.missing else "an input"
+        return f"{self.signal}: {self.covered}/{self.queries} queries have {what}"
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "signal": self.signal,
+            "covered": self.covered,
+            "queries": self.queries,
+            "missing": list(self.missing),
+        }
+
+
+def _missing_input(scorer: Scorer, snapshot: Snapshot, query: Query, stream: Stream) -> str | None:
+    """What ``scorer`` lacked for ``query`` (its own ``missing_input``, else an empty stream), or ``None``."""
+    ask = getattr(scorer, "missing_input", None)
+    if callable(ask):
+        answer = ask(snapshot, query)
+        if answer is not None and not isinstance(answer, str):
+            raise InvalidParameterError(
+                f"scorer {scorer!r}: missing_input must return None or a string, got {answer!r}"
+            )
+        return answer or None
+    return None if len(stream) else NO_CANDIDATES
+
+
 @dataclass(frozen=True, eq=False)
 class ArmRun:
     """One arm's rankings over a query set.
@@ -204,6 +311,7 @@ class ArmRun:
             by a tie-break (a single-scorer arm's own ties show here).
         signals: the stream labels, in the arm's scorer order.
         description: :meth:`Arm.describe` of the arm that produced it.
+        coverage: per stream, how many queries its scorer had an input for.
 
     """
 
@@ -216,6 +324,11 @@ class ArmRun:
     stream_tied: Mapping[str, tuple[int, ...]]
     signals: tuple[str, ...]
     description: Mapping[str, Any] = field(default_factory=dict)
+    coverage: tuple[StreamCoverage, ...] = ()
+
+    def partial_coverage(self) -> tuple[StreamCoverage, ...]:
+        """The streams whose scorer lacked an input for some (not all) queries."""
+        return tuple(c for c in self.coverage if not c.complete)
 
     @property
     def run(self) -> dict[str, dict[str, float]]:
@@ -278,8 +391,14 @@ def run_arm(
         depth: use this over-fetch depth instead of the arm's.
         progress: a progress bar over queries; ``None`` shows one on a terminal.
 
+    An arm of one scorer is not fused (``fuser`` is not called): its run is
+    the scorer's stream with the scorer's own scores (the module docstring
+    says why).
+
     Raises:
         InvalidParameterError: ``k`` or ``depth`` is bad, or ``depth < k``.
+        MissingInputError: a scorer of the arm had an input for no query
+            (the message names the arm, the scorer and what was missing).
         ScorerOutputError: a scorer or the fuser broke its contract.
         PairingError: a document key cannot be written to a TREC run.
 
@@ -304,11 +423,16 @@ def run_arm(
                 f"query id {qid!r} is empty or holds whitespace; it cannot be written to a TREC run"
             )
     disable = None if progress is None else not progress
+    missing: list[Counter[str]] = [Counter() for _ in arm.scorers]
     for qid, query in tqdm(queries.items(), desc=arm.name, unit="q", disable=disable, leave=False):
         streams = [
             cache.stream(scorer, label, qid, query, depth)
             for scorer, label in zip(arm.scorers, labels, strict=True)
         ]
+        for position, (scorer, stream) in enumerate(zip(arm.scorers, streams, strict=True)):
+            lacked = _missing_input(scorer, snapshot, query, stream)
+            if lacked is not None:
+                missing[position][lacked] += 1
         # One stream passes through with its own scores, exactly as in Index.search.
         fused = fuse_streams(fuser, streams, k + 1, snapshot)
         tied[qid] = tied_slots(fused.scores, k)
@@ -324,8 +448,24 @@ def run_arm(
         frozen = np.array(ranked, dtype=np.float64)
         frozen.setflags(write=False)
         scores[qid] = frozen
+    coverage = tuple(
+        StreamCoverage(
+            label,
+            len(queries) - sum(lacked.values()),
+            len(queries),
+            tuple(what for what, _ in sorted(lacked.items(), key=lambda item: (-item[1], item[0]))),
+        )
+        for label, lacked in zip(labels, missing, strict=True)
+    )
+    for item in coverage:
+        if item.queries and item.covered == 0:
+            raise MissingInputError(
+                f"arm {arm.name!r}: scorer {item.signal!r} has no input for any of the {item.queries} "
+                f"queries (missing: {', '.join(item.missing)}); its stream would be empty for every "
+                "query, so the arm is refused rather than reported as a difference of zero"
+            )
     description = arm.describe()
-    if fuser is not arm.fuser:
+    if fuser is not arm.fuser and len(arm.scorers) > 1:
         description["fuser"] = {"name": str(fuser.name), "repr": repr(fuser)}
     description["depth"] = depth
     return ArmRun(
@@ -338,4 +478,5 @@ def run_arm(
         stream_tied=stream_tied,
         signals=tuple(labels),
         description=description,
+        coverage=coverage,
     )

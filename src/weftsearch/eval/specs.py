@@ -17,8 +17,11 @@ keywords: ``rrf(bm25, vector, k=60)``, ``weighted(bm25, vector, weights=[1, 0.5]
 ``score(bm25, vector, norm=zscore)``. ``learned(bm25, vector)`` marks an arm
 whose fuser is chosen on development queries (the caller does the choosing; see
 :func:`~weftsearch.eval.harness.learn_fusion`). Any other ``expr`` is one
-scorer, and an arm of one scorer is fused by min-max score fusion, which keeps
-the scorer's order and its ties, so the run's scores tie where the scorer's do.
+scorer, and an arm of one scorer is not fused: its run is the scorer's own
+stream with the scorer's own scores, as a one-signal search ranks it (see
+:mod:`weftsearch.eval.runs`), so the run's scores tie exactly where the
+scorer's do. (The :class:`~weftsearch.eval.runs.Arm` still holds a fuser, RRF,
+which is never called.)
 
 Scorers known by default (keywords are the constructors' parameters)::
 
@@ -467,6 +470,6 @@ class ArmBuilder:
             fuser = self.fuser(spec.expr, len(scorers))
         else:
             scorers = (self.scorer(spec.expr),)
-            fuser = ScoreFusion(norm="minmax")
+            fuser = RRF()  # never called: one stream passes through (weftsearch.eval.runs)
         notes = "fuser chosen on development queries" if spec.learned else ""
         return Arm(spec.name, scorers, fuser, depth=depth, notes=notes)

@@ -75,6 +75,20 @@ class _SeededGraphScorer:
         """Label in explanations."""
         return self._name
 
+    def missing_input(self, snapshot: Snapshot, query: Query) -> str | None:
+        """What this scorer lacks for ``query``: ``"links in the index"``, ``"seed documents"``, or ``None``.
+
+        Seeds are missing when the query names none and there is no seed
+        scorer (a seed scorer's own inputs are its business). The optional
+        input protocol (docs/ARCHITECTURE.md, "Adding a scorer"); the
+        evaluation harness reads it, the engine never does.
+        """
+        if snapshot.memo(("graph.links",), lambda: int(snapshot.links().nnz)) == 0:
+            return "links in the index"
+        if not query.seeds and self.seed_scorer is None:
+            return "seed documents"
+        return None
+
     def seeds(self, snapshot: Snapshot, query: Query) -> NDArray[np.int64]:
         """Internal ids of the seeds for ``query`` (explicit seeds win), unique, in order."""
         return self.scored_seeds(snapshot, query)[0]

@@ -56,6 +56,15 @@ class RecencyScorer:
     def __repr__(self) -> str:
         return f"RecencyScorer(half_life={self.half_life}, now={self.now})"
 
+    def missing_input(self, snapshot: Snapshot, query: Query) -> str | None:
+        """``"document times in the index"`` when no document has a time, else ``None``.
+
+        The optional input protocol (docs/ARCHITECTURE.md, "Adding a
+        scorer"); the evaluation harness reads it, the engine never does.
+        """
+        timed = snapshot.memo(("recency.timed",), lambda: bool((~np.isnan(snapshot.times())).any()))
+        return None if timed else "document times in the index"
+
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` most recent documents, scored by decay from "now"."""
         k = check_k(k)

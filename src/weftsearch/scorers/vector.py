@@ -109,6 +109,20 @@ class VectorScorer:
     def __repr__(self) -> str:
         return f"VectorScorer(nprobe={self.nprobe})"
 
+    def missing_input(self, snapshot: Snapshot, query: Query) -> str | None:
+        """What this scorer lacks for ``query``: ``"a query vector"``, ``"vectors in the index"`` or ``None``.
+
+        The optional input protocol (docs/ARCHITECTURE.md, "Adding a
+        scorer"); the evaluation harness reads it, the engine never does.
+        O(segments), memoised per snapshot.
+        """
+        rows = snapshot.memo(
+            ("vector.rows",), lambda: sum(int(block.ids.shape[0]) for block in snapshot.vector_blocks())
+        )
+        if not rows:  # checked first: without them no query vector would help
+            return "vectors in the index"
+        return "a query vector" if query.vector is None else None
+
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` documents whose vectors are most similar to ``query.vector``."""
         k = check_k(k)
