@@ -33,6 +33,9 @@ __all__ = [
     "PairingError",
     "MissingDependencyError",
     "VectorsExistError",
+    "IndexClosedError",
+    "UncommittedWritesError",
+    "DiscardedWritesWarning",
 ]
 
 
@@ -143,3 +146,19 @@ class VectorsExistError(WeftError, FileExistsError):
     The message says what differs; pass ``overwrite=True`` (``--overwrite``)
     to replace them.
     """
+
+
+class IndexClosedError(IndexStorageError):
+    """A call on an ``Index`` after ``close()``; the message names the index's path."""
+
+
+class UncommittedWritesError(IndexStorageError):
+    """``Index.close()`` was called with writes not committed; the index stays open.
+
+    Commit them, or pass ``discard=True`` to drop them. The message says how
+    many documents and deletions are pending.
+    """
+
+
+class DiscardedWritesWarning(WeftError, UserWarning):  # noqa: N818 - a warning, named as Python names them
+    """Uncommitted writes were dropped because a ``with Index...`` block ended by an exception."""
