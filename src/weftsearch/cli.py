@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import Hit, SearchResults
-from weftsearch.errors import InvalidParameterError, UnknownSignalError, WeftError
+from weftsearch.errors import DiscardedWritesWarning, InvalidParameterError, UnknownSignalError, WeftError
 from weftsearch.fusion import FUSION_METHODS, RRF, ScoreFusion, WeightedRRF
 from weftsearch.scorers import BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, VectorScorer
 from weftsearch.scorers.vector import DEFAULT_NPROBE
@@ -259,21 +260,25 @@ def _cmd_index(args: argparse.Namespace) -> int:
     elif args.vector_ids is not None:
         raise InvalidParameterError("--vector-ids needs --vectors")
     documents = load_documents(args.corpus, args.format, vectors=vectors)
+    # With --overwrite the old index keeps serving until the commit below
+    # replaces it in one rename (Index.create); any error before that leaves
+    # it unchanged (the with block discards the new documents).
     index = Index.create(
         args.index,
         args.analyzer,
         vector_dim=None if vectors is None else vectors.dim,
         overwrite=args.overwrite,
     )
-    index.add_many(documents)
-    index.commit()
-    index.close()
+    with warnings.catch_warnings(), index:
+        warnings.simplefilter("ignore", DiscardedWritesWarning)  # the error itself is reported
+        index.add_many(documents)
+        index.commit()
+        count = len(index)
     with_vectors = sum(1 for document in documents if document.vector is not None)
     dim = "" if index.vector_dim is None else f", dim {index.vector_dim}"
     elapsed = time.perf_counter() - started
     print(
-        f"indexed {len(index)} documents ({with_vectors} with vectors{dim}) into {args.index} "
-        f"in {elapsed:.2f} s"
+        f"indexed {count} documents ({with_vectors} with vectors{dim}) into {args.index} in {elapsed:.2f} s"
     )
     return 0
 
