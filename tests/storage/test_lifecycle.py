@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 import weftsearch
+from tests.storage.test_crash import _descriptors_on
 from weftsearch import RRF, BM25Scorer, Document, Index
 from weftsearch.engine.index import MergePolicy
 from weftsearch.errors import (
@@ -484,8 +485,13 @@ def test_an_abandoned_overwrite_is_swept_by_the_next_writer(tmp_path: Path) -> N
     assert listing(path) == files
 
 
+OVERWRITE_TRIALS = 20
+#: What each trial of the slow overwrite test found at DIR ("old" or "new").
+OVERWRITE_OUTCOMES: list[str] = []
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("trial", range(20))
+@pytest.mark.parametrize("trial", range(OVERWRITE_TRIALS))
 def test_overwrite_killed_at_random_moments(trial: int, tmp_path: Path) -> None:
     """SIGKILL ``weft-search index --overwrite`` anywhere: DIR opens as the old or the new index."""
     index_dir = tmp_path / "index"
@@ -493,8 +499,12 @@ def test_overwrite_killed_at_random_moments(trial: int, tmp_path: Path) -> None:
     new = corpus(tmp_path / "new.jsonl", 3000, "new")
     assert cli("index", str(old), "--index", str(index_dir)).wait(timeout=120) == 0
     old_keys = keys_on_disk(index_dir)
-    delay = random.Random(f"overwrite-kill/{trial}").uniform(0.0, 2.5)
+    delay = random.Random(f"overwrite-kill/{trial}").uniform(0.0, 1.0)
     run = cli("index", str(new), "--index", str(index_dir), "--overwrite")
+    # Aim at the replacement, not the start-up: wait until the command holds the lock
+    # (the corpus is read, the new index created), then kill within its add and commit.
+    while run.poll() is None and not _descriptors_on(run.pid, index_dir / LOCK):
+        time.sleep(0.001)
     time.sleep(delay)
     if run.poll() is None:
         os.kill(run.pid, signal.SIGKILL)
@@ -503,6 +513,7 @@ def test_overwrite_killed_at_random_moments(trial: int, tmp_path: Path) -> None:
         keys = reader.keys()
         assert reader.scrub().ok
     assert keys == old_keys or (len(keys) == 3000 and keys[0] == "new00000"), len(keys)
+    OVERWRITE_OUTCOMES.append("old" if keys == old_keys else "new")
     # The next writer sweeps what the kill left, and the next overwrite succeeds.
     with Index.open(index_dir) as writer:
         manifest = IndexDirectory(index_dir).read_manifest()
@@ -516,6 +527,14 @@ def test_overwrite_killed_at_random_moments(trial: int, tmp_path: Path) -> None:
         assert len(writer) == len(keys)
     assert cli("index", str(new), "--index", str(index_dir), "--overwrite").wait(timeout=120) == 0
     assert len(keys_on_disk(index_dir)) == 3000
+
+
+@pytest.mark.slow
+def test_overwrite_kills_landed_before_and_after_the_commit() -> None:
+    """After the trials above (this test comes after them in the file): both outcomes occurred."""
+    if len(OVERWRITE_OUTCOMES) < OVERWRITE_TRIALS:
+        pytest.skip("needs every trial of test_overwrite_killed_at_random_moments first")
+    assert set(OVERWRITE_OUTCOMES) == {"old", "new"}, OVERWRITE_OUTCOMES
 
 
 # ---------------------------------------------------------------- no noise, no stray lock files
