@@ -32,16 +32,16 @@ def main(argv: list[str]) -> int:
         [Document(f"d{i:07d}", f"common text w{i % 97} w{i % 89} number {i}") for i in range(documents)],
         progress=False,
     )
-    encode = index_module.encode_segment
+    encode = getattr(index_module, "encode_segment")  # noqa: B009 - patched below, in this process only
 
-    def marked(*args: Any, **kwargs: Any) -> bytes:
+    def marked(*args: Any, **kwargs: Any) -> Any:
         # Only the child encodes (the parent waits in waitpid): say "encoding" with a
         # file named by the child's pid, so the test knows the child is past its set-up.
         (directory.parent / f"encoding-{os.getpid()}").touch()
         time.sleep(hold)
         return encode(*args, **kwargs)
 
-    index_module.encode_segment = marked  # type: ignore[assignment]
+    setattr(index_module, "encode_segment", marked)  # noqa: B010
     sys.stdout.write("committing\n")
     sys.stdout.flush()
     index.commit()
