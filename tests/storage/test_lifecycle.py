@@ -579,3 +579,37 @@ def test_a_failed_create_in_an_existing_directory_leaves_it_as_it_was(
     with Index.create(path) as index:
         index.add(doc(1))
     assert keys_on_disk(path) == ["d001"]
+
+
+def test_a_lock_file_replaced_while_it_is_taken_is_not_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the open and the flock, another process deletes and recreates write.lock.
+
+    Locking the old (now unlinked) file would guard nothing: a second writer would lock the
+    new file. Taking the lock must notice (device and inode differ) and lock the new file.
+    """
+    import weftsearch.storage.directory as directory_module
+
+    path = tmp_path / "index"
+    with Index.create(path) as index:
+        index.add(doc(1))
+    real_flock = directory_module.fcntl.flock
+    replaced: list[int] = []
+
+    def replace_then_flock(fd: int, operation: int) -> None:
+        if not replaced:
+            replaced.append(fd)
+            (path / LOCK).unlink()
+            (path / LOCK).touch()
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(directory_module.fcntl, "flock", replace_then_flock)
+    lock = WriterLock(path)
+    monkeypatch.undo()
+    assert replaced
+    with pytest.raises(IndexLockedError):
+        WriterLock(path)  # the file at DIR/write.lock is the one held
+    assert lock.held
+    lock.release()
+    WriterLock(path).release()
