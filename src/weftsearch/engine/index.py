@@ -105,7 +105,9 @@ def _die_with_parent(parent: int) -> None:
 
     No race: the death signal is armed first, then the parent is checked; if
     the parent died before the signal was armed, we have been re-parented
-    already and exit here.
+    already and exit here. (The signal follows the thread that forked, not
+    the process; that thread waits in ``waitpid`` until we exit, so only the
+    process's death can fire it.)
     """
     prctl = _PRCTL or None
     if prctl is not None:
