@@ -368,8 +368,12 @@ def test_create_refuses_existing_index(stored: tuple[Path, Index]) -> None:
         Index.create(path)
     assert Index.open(path, readonly=True).keys() == index.keys()
     index.close()
-    Index.create(path, overwrite=True)
+    replacement = Index.create(path, overwrite=True)
+    # The old index serves until the replacement's first commit.
+    assert len(Index.open(path, readonly=True)) == 41
+    replacement.commit()
     assert len(Index.open(path, readonly=True)) == 0
+    replacement.close()
 
 
 def test_create_on_a_file(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ from weftsearch.engine.search import Hit, SearchResults
 from weftsearch.engine.stats import IndexStats
 from weftsearch.errors import (
     CorpusFormatError,
+    DiscardedWritesWarning,
     IndexExistsError,
     InvalidParameterError,
     UnknownSignalError,
@@ -284,6 +286,9 @@ def _cmd_index(args: argparse.Namespace) -> int:
     elif args.vector_ids is not None:
         raise InvalidParameterError("--vector-ids needs --vectors")
     documents = load_documents(args.corpus, args.format, vectors=vectors)
+    # With --overwrite the old index keeps serving until the commit below
+    # replaces it in one rename (Index.create); any error before that leaves
+    # it unchanged (the with block discards the new documents).
     try:
         index = Index.create(
             args.index,
@@ -293,15 +298,16 @@ def _cmd_index(args: argparse.Namespace) -> int:
         )
     except IndexExistsError:  # the library's message names the keyword; here the flag is the way
         raise IndexExistsError(f"{args.index} is not empty; pass --overwrite to replace it") from None
-    index.add_many(documents)
-    index.commit()
-    index.close()
+    with warnings.catch_warnings(), index:
+        warnings.simplefilter("ignore", DiscardedWritesWarning)  # the error itself is reported
+        index.add_many(documents)
+        index.commit()
+        count = len(index)
     with_vectors = sum(1 for document in documents if document.vector is not None)
     dim = "" if index.vector_dim is None else f", dim {index.vector_dim}"
     elapsed = time.perf_counter() - started
     print(
-        f"indexed {len(index)} documents ({with_vectors} with vectors{dim}) into {args.index} "
-        f"in {elapsed:.2f} s"
+        f"indexed {count} documents ({with_vectors} with vectors{dim}) into {args.index} in {elapsed:.2f} s"
     )
     return 0
 

@@ -36,6 +36,9 @@ __all__ = [
     "IndexExistsError",
     "MissingInputError",
     "PluginError",
+    "IndexClosedError",
+    "UncommittedWritesError",
+    "DiscardedWritesWarning",
 ]
 
 
@@ -170,3 +173,19 @@ class PluginError(WeftError, ImportError):
 
     The message names the module and the error its import raised.
     """
+
+
+class IndexClosedError(IndexStorageError):
+    """A call on an ``Index`` after ``close()``; the message names the index's path."""
+
+
+class UncommittedWritesError(IndexStorageError):
+    """``Index.close()`` was called with writes not committed; the index stays open.
+
+    Commit them, or pass ``discard=True`` to drop them. The message says how
+    many documents and deletions are pending.
+    """
+
+
+class DiscardedWritesWarning(WeftError, UserWarning):  # noqa: N818 - a warning, named as Python names them
+    """Uncommitted writes were dropped because a ``with Index...`` block ended by an exception."""

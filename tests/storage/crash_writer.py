@@ -16,8 +16,10 @@ either wholly in the pipe or absent)::
     pending commit|merge <round> <generation> <digest> <documents> <total length>
     committed commit|merge <round> <generation> <digest> <documents> <total length>
 
-``pending`` is written just before ``commit()`` (or ``merge()``, which commits)
-is called, ``committed`` as soon as it returned, with the same state.
+``pending`` is written just before ``commit()`` (or ``merge()``, which publishes
+the committed documents, merged, as the next generation) is called, with the
+state it would publish; ``committed`` as soon as it returned, with the state now
+current (for a merge that found nothing to merge, the unchanged one).
 
 The digest is the SHA-256 of the sorted (key, text) pairs of the writer's own
 model of the index (a dict it updates alongside each write), so it is ground
@@ -122,7 +124,8 @@ def main(argv: list[str]) -> int:
         generation = index.commit()
         after = state(generation, model)
         say(f"committed commit {round_} {after}")
-        say(f"pending merge {round_} {after}")
+        # A merge that publishes anything publishes the next generation (the same documents).
+        say(f"pending merge {round_} {state(generation + 1, model)}")
         index.merge(force=round_ % 4 == 3)
         say(f"committed merge {round_} {state(index.generation, model)}")
         round_ += 1

@@ -292,9 +292,14 @@ def test_snapshots_and_searches_never_wait_on_a_commit(
     write_round(index, 2)  # uncommitted: the commit below writes it
     generation = index.generation
     if operation == "merge":
-        index.snapshot()  # seal round 2 into a segment, so the upsert below leaves a tombstone
+        # A merge works on committed segments only: commit round 2 as two segments (half
+        # of it upserted again, unchanged), then leave an uncommitted upsert (a tombstone
+        # in a committed segment) that the merge must carry over without publishing it.
+        index.commit()
+        index.add_many(documents_of(2)[1::2], progress=False)
+        index.commit()
         index.add(Document(ANCHOR, text_of(ANCHOR, 2), fields={"gen": 2}))
-        generation = index.generation
+        generation = index.generation + 1  # the merge publishes the next number
     entered, release = _hold(monkeypatch, method)
     outcome: list[int] = []
     failure: list[str] = []

@@ -64,6 +64,7 @@ import weftsearch
 from tests.storage import crash_writer
 from weftsearch import RRF, BM25Scorer, Document, Index
 from weftsearch.engine.index import MergePolicy
+from weftsearch.errors import IndexLockedError
 from weftsearch.storage import LOCK, MANIFEST
 from weftsearch.storage.directory import IndexDirectory
 
@@ -364,3 +365,134 @@ def test_harness_detects_a_lost_commit(tmp_path: Path) -> None:
     pairs = json.dumps([["k", f"{crash_writer.COMMON} text"]], separators=(",", ":")).encode()
     assert shown.digest == hashlib.sha256(pairs).hexdigest()
     assert shown not in (last, in_flight)
+
+
+# ---------------------------------------------------------------- the forked encoder and the lock
+
+#: Seconds a new writer may retry after the old one was killed: the kernel drops a dead
+#: process's flock as it exits; nothing else may hold the lock.
+REOPEN_WITHIN_S = 2.0
+FORK_TRIALS = 20
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rpartition(")")[2].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def _descriptors_on(pid: int, target: Path) -> list[str]:
+    """The descriptors of process ``pid`` that refer to ``target``."""
+    wanted = os.path.realpath(target)
+    held = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            if os.readlink(fd) == wanted:
+                held.append(fd.name)
+        except OSError:
+            continue  # closed meanwhile
+    return held
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir() or not hasattr(os, "fork"), reason="needs Linux /proc")
+class TestForkedEncoderLeavesTheLock:
+    """A writer SIGKILLed while its forked encoder runs never blocks the next writer.
+
+    The child inherits the writer lock's descriptor at fork; it must close it at once
+    (the parent's open file description keeps the flock), or an orphaned child that
+    has not yet acted on its death signal keeps the lock for seconds (issue 13, item 12).
+    """
+
+    def kill_mid_commit(self, directory: Path, documents: int, hold: float, delay: float) -> None:
+        path = directory / "index"
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(REPO)])
+        with tempfile.TemporaryFile() as stderr:
+            writer = subprocess.Popen(
+                [sys.executable, "-m", "tests.storage.fork_writer", str(path), str(documents), str(hold)],
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+            )
+            try:
+                assert writer.stdout is not None
+                line = writer.stdout.readline()
+                if line != "committing\n":
+                    stderr.seek(0)
+                    pytest.fail(f"the writer did not start: {line!r} {stderr.read()[-3000:]!r}")
+                children: list[int] = []
+                while not children and writer.poll() is None:
+                    children = _children(writer.pid)
+                assert children, "the commit never forked an encoder"
+                (child,) = children
+                marker = directory / f"encoding-{child}"
+                while not marker.exists() and _alive(child):
+                    time.sleep(0.001)  # until the child is past its set-up and encodes
+                # Checked while the child lives: it holds no descriptor of the lock file
+                # (and the parent still holds the lock: closing the child's copy released nothing).
+                assert _descriptors_on(child, path / LOCK) == [], "the forked encoder kept the writer lock"
+                with pytest.raises(IndexLockedError):
+                    Index.open(path)
+                time.sleep(delay)
+                writer.kill()
+                writer.wait(timeout=60)
+            finally:
+                if writer.poll() is None:
+                    writer.kill()
+                    writer.wait(timeout=60)
+                if writer.stdout is not None:
+                    writer.stdout.close()
+        started = time.monotonic()
+        while True:
+            try:
+                reopened = Index.open(path)
+                break
+            except IndexLockedError:
+                if time.monotonic() - started > REOPEN_WITHIN_S:
+                    alive = "alive" if _alive(child) else "gone"
+                    pytest.fail(
+                        f"the writer lock was still held {REOPEN_WITHIN_S} s after the kill (child {alive})"
+                    )
+                time.sleep(0.01)
+        with reopened:
+            # The killed commit either published in full or not at all.
+            assert len(reopened) in (0, documents)
+            assert reopened.scrub().ok
+        # The orphan dies with its parent (PR_SET_PDEATHSIG) and installs nothing.
+        deadline = time.monotonic() + 60
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not _alive(child), "the forked encoder outlived its killed parent"
+        with Index.open(path, readonly=True) as after:
+            assert len(after) in (0, documents)
+            assert after.scrub().ok
+
+    def test_killed_while_the_child_encodes(self, tmp_path: Path) -> None:
+        # The child sleeps before encoding, so the kill certainly lands while it lives.
+        self.kill_mid_commit(tmp_path, documents=300, hold=30.0, delay=0.0)
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("trial", range(FORK_TRIALS))
+    def test_killed_at_random_moments(self, trial: int, tmp_path: Path) -> None:
+        delay = random.Random(f"fork-kill/{trial}").uniform(0.0, 0.4)
+        self.kill_mid_commit(tmp_path, documents=20000, hold=0.0, delay=delay)

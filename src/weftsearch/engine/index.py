@@ -23,9 +23,10 @@ import os
 import signal
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
@@ -44,14 +45,18 @@ from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stats import IndexStats, SegmentStats, file_bytes, manifest_bytes
 from weftsearch.errors import (
     CorruptIndexError,
+    DiscardedWritesWarning,
     DuplicateKeyError,
+    IndexClosedError,
     IndexStorageError,
     InvalidDocumentError,
     InvalidParameterError,
+    UncommittedWritesError,
     UnknownKeyError,
     VectorDimensionError,
 )
 from weftsearch.storage.directory import (
+    MANIFEST,
     IndexDirectory,
     Manifest,
     SegmentEntry,
@@ -78,13 +83,37 @@ PROGRESS_THRESHOLD = 2000
 FORK_ENCODE_MIN_DOCUMENTS = 2000
 
 
+_PRCTL: Any = None
+
+
+def _prctl() -> Any:
+    """``prctl`` from libc, looked up once in the parent (``None`` where there is none).
+
+    Looked up before any fork: ``dlopen`` in a child forked from a threaded
+    process could wait forever on a loader lock another thread held at the fork.
+    """
+    global _PRCTL
+    if _PRCTL is None:
+        try:
+            _PRCTL = ctypes.CDLL(None).prctl
+        except (OSError, AttributeError):
+            _PRCTL = False
+    return _PRCTL or None
+
+
 def _die_with_parent(parent: int) -> None:
-    """In a forked child: ask the kernel to kill us when the parent dies (Linux)."""
-    try:
-        libc = ctypes.CDLL(None)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    """In a forked child: ask the kernel to kill us when the parent dies (Linux).
+
+    No race: the death signal is armed first, then the parent is checked; if
+    the parent died before the signal was armed, we have been re-parented
+    already and exit here. (The signal follows the thread that forked, not
+    the process; that thread waits in ``waitpid`` until we exit, so only the
+    process's death can fire it.)
+    """
+    prctl = _PRCTL or None
+    if prctl is not None:
+        with contextlib.suppress(OSError):
+            prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
 
@@ -119,15 +148,24 @@ def _encode_in_child(
     directory: IndexDirectory,
     name: str,
     priority: str = "idle",
+    lock_fd: int | None = None,
 ) -> bool:
     """Encode and write a segment in a forked child; return whether it succeeded.
 
-    The child shares the parent's memory copy-on-write, so nothing is pickled;
-    it writes the file under its final name (unpublished, so invisible and
-    swept if we die) and exits without running any of the parent's handlers.
-    The parent waits in ``waitpid``, which releases the GIL.
+    The child shares the parent's memory copy-on-write, so nothing is pickled.
+    It first closes its copy of the writer lock's descriptor ``lock_fd``: an
+    ``flock`` belongs to the open file description, which the parent keeps
+    open, so the parent still holds the lock, and a child that outlives a
+    killed parent (it is sent SIGKILL when the parent dies, but may wait for
+    CPU time to act on it) holds nothing that blocks the next writer. It
+    writes only a temporary file (``name.tmp-<child pid>``, swept by the next
+    writer if nobody installs it) and exits without running any of the
+    parent's handlers; the parent, which holds the lock, renames it to
+    ``name``. So an orphaned child can never rename a file over one a later
+    writer made. The parent waits in ``waitpid``, which releases the GIL.
     """
     parent = os.getpid()
+    _prctl()
     try:
         pid = os.fork()
     except OSError:
@@ -135,17 +173,26 @@ def _encode_in_child(
     if pid == 0:  # pragma: no cover - runs in the child
         code = 1
         try:
+            if lock_fd is not None:
+                os.close(lock_fd)
             _die_with_parent(parent)
             _lower_priority(priority)
             # A collection here would walk (and so copy-on-write) the parent's
             # whole heap; the child makes no cycles that matter and exits soon.
             gc.disable()
-            directory.write_file(name, encode_segment(documents, dim, dtype))
+            directory.write_temporary(name, encode_segment(documents, dim, dtype), os.getpid())
             code = 0
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status) == 0
+    if os.waitstatus_to_exitcode(status) != 0:
+        (directory.path / f"{name}.tmp-{pid}").unlink(missing_ok=True)
+        return False
+    try:
+        directory.install(directory.path / f"{name}.tmp-{pid}", name)
+    except IndexStorageError:
+        return False
+    return True
 
 
 #: Seconds of work a committing or merging thread does between two rests
@@ -290,7 +337,7 @@ class ScrubReport:
 class _Segment:
     """A segment the index holds: reader, file name once on disk, tombstones."""
 
-    __slots__ = ("committed_mask", "data", "deleted", "deletes_file", "name", "reader")
+    __slots__ = ("committed", "committed_mask", "data", "deleted", "deletes_file", "name", "reader")
 
     def __init__(self, reader: SegmentReader, data: bytes | None, name: str | None) -> None:
         self.reader = reader
@@ -300,6 +347,7 @@ class _Segment:
         self.deleted.setflags(write=False)
         self.committed_mask = self.deleted  # the mask the manifest's tombstone file holds
         self.deletes_file: str | None = None
+        self.committed = False  # listed in the last manifest this index published or loaded
 
     @property
     def live(self) -> int:
@@ -343,6 +391,28 @@ class Index:
 
     An index made with the constructor lives in memory; :meth:`create` and
     :meth:`open` tie it to a directory, and :meth:`commit` writes it there.
+
+    **Uncommitted writes are never dropped unasked** (the rule of Python's
+    ``sqlite3`` connection context). Leaving a ``with Index.create(...)`` or
+    ``with Index.open(...)`` block normally commits pending writes; leaving it
+    by an exception discards them (they were never committed, so the directory
+    still holds the last commit), warns with :class:`DiscardedWritesWarning`
+    saying how many, and lets the exception propagate. :meth:`close` with
+    uncommitted writes raises :class:`UncommittedWritesError` and leaves the
+    index open and unchanged, unless called as ``close(discard=True)``.
+    Uncommitted writes are buffered documents, documents sealed into
+    in-memory segments, deletes since the last commit, and (after
+    ``create(..., overwrite=True)``) the replacement of the old index itself.
+    An in-memory index has nothing to lose on close, and a read-only one no
+    writes.
+
+    **A closed index refuses every call** that reads or writes its documents
+    (writes, commit, merge, search, snapshot, get, keys, ``len``, ``in``,
+    refresh, scrub, ...) with :class:`IndexClosedError` naming its path. Its
+    description stays readable: :attr:`path`, :attr:`readonly`,
+    :attr:`closed`, :attr:`analyzer` and :attr:`vector_dim`. Snapshots and
+    search results taken before the close stay valid. Once closed it holds no
+    lock and writes no file, whoever opens the directory next.
 
     """
 
@@ -393,6 +463,9 @@ class Index:
         self._writer_lock: WriterLock | None = None
         self._readonly = False
         self._loaded: Manifest | None = None  # the manifest a read-only index shows
+        self._committed: Manifest | None = None  # the last manifest this writer published or loaded
+        self._replacing = False  # create(overwrite=True): the old index stays until the first commit
+        self._closed = False
 
     # ------------------------------------------------------------------ opening and closing
 
@@ -411,6 +484,17 @@ class Index:
     ) -> Index:
         """Create an empty index stored at ``path``, take its writer lock, and commit it.
 
+        With ``overwrite=True`` and an index already at ``path``, nothing of the
+        old index is removed here: it stays whole, and is what ``open`` reads,
+        until the new index's first :meth:`commit` publishes its manifest over
+        the old one in one atomic rename (and then sweeps the old files). The
+        new index takes the old one's writer lock at once and holds it
+        throughout, names its files from numbers the old index never used, and
+        commits as a later generation. A crash or error before that commit
+        leaves the old index serving, unchanged (the next writer sweeps the
+        unfinished files); after it, the new one. Closing without that commit
+        is refused like any uncommitted write (see the class docstring).
+
         Raises:
             IndexStorageError: ``path`` is a file, or a non-empty directory
                 (unless ``overwrite``), or cannot be written.
@@ -426,14 +510,30 @@ class Index:
             commit_priority=commit_priority,
         )
         directory = IndexDirectory(Path(path))
-        directory.prepare_new(overwrite)
-        index._writer_lock = WriterLock(directory.path)
+        made = directory.prepare_new(overwrite)
         try:
-            index._directory = directory
-            directory.publish(index._manifest([]))
-            directory.sweep(index._manifest([]))
+            lock = WriterLock(directory.path)
         except BaseException:
-            index.close()  # a failed create must not keep the directory locked
+            directory.remove_created(made)
+            raise
+        try:
+            directory.lock = index._writer_lock = lock
+            index._directory = directory
+            start = directory.replacement_start()
+            if start is None:
+                index._committed = index._manifest([])
+                directory.publish(index._committed)
+                directory.sweep(index._committed)
+            else:
+                index._generation, index._next_segment = start
+                index._replacing = True
+        except BaseException:
+            # A failed create must not keep the directory locked, nor leave a
+            # lock file (or directories) where there was no index.
+            lock.release(remove=not (directory.path / MANIFEST).exists())
+            index._writer_lock = None
+            index._closed = True
+            directory.remove_created(made)
             raise
         return index
 
@@ -463,6 +563,7 @@ class Index:
         directory = IndexDirectory(Path(path))
         directory.check_exists()
         writer_lock = None if readonly else WriterLock(directory.path)
+        directory.lock = writer_lock
         try:
             manifest = directory.read_manifest()
             index = cls(
@@ -481,7 +582,9 @@ class Index:
                 directory.sweep(index._manifest_of_state())
         except BaseException:
             if writer_lock is not None:
-                writer_lock.release()
+                # A lock file this call made in a directory that turned out not
+                # to hold a readable index is removed again.
+                writer_lock.release(remove=writer_lock.created)
             raise
         return index
 
@@ -531,9 +634,10 @@ class Index:
                 mask = read_tombstones(self._directory.path / entry.deletes, entry.documents, entry.deleted)
             segment.deleted = segment.committed_mask = mask
             segment.deletes_file = entry.deletes
+            segment.committed = True
             segments.append(segment)
         self._segments = segments
-        self._loaded = manifest
+        self._loaded = self._committed = manifest
         self._generation = manifest.generation
         self._next_segment = manifest.next_segment
         if manifest.vector_dim is not None:
@@ -546,6 +650,7 @@ class Index:
         A writer publishes its writes so far (as :meth:`snapshot` does for the
         writing thread). A read-only index adopts the newest commit on disk.
         """
+        self._check_open()
         if not self._readonly:
             with self._write_lock:
                 changed = self._latest is None or self._latest.generation != self._generation
@@ -560,25 +665,110 @@ class Index:
             self._publish()
         return True
 
-    def close(self) -> None:
+    def _uncommitted(self) -> tuple[int, int]:
+        """(documents added or replaced, documents deleted) since the last commit (under the write lock)."""
+        added = len(self._pending) + sum(s.live for s in self._segments if not s.committed)
+        deleted = sum(
+            int((s.deleted & ~s.committed_mask).sum())
+            for s in self._segments
+            if s.committed and s.deleted is not s.committed_mask
+        )
+        return added, deleted
+
+    def _pending_writes(self) -> str:
+        """What a commit would publish, in words; empty when nothing (a persistent writer only)."""
+        if self._writer_lock is None:
+            return ""  # in memory (nothing to lose) or read-only (no writes)
+        with self._write_lock:
+            added, deleted = self._uncommitted()
+        parts = []
+        if added:
+            parts.append(f"{added} document{'s' if added != 1 else ''} added or replaced")
+        if deleted:
+            parts.append(f"{deleted} document{'s' if deleted != 1 else ''} deleted")
+        if self._replacing:
+            parts.append("the replacement of the index that was there")
+        return ", ".join(parts)
+
+    def close(self, *, discard: bool = False) -> None:
         """Wait for a background merge, then release the writer lock. Idempotent.
 
-        Uncommitted changes are discarded.
+        A persistent writer with uncommitted writes (buffered or sealed
+        documents, deletes since the last commit, a pending overwrite) is not
+        closed: :class:`UncommittedWritesError` says what is pending and the
+        index stays open and unchanged. Call :meth:`commit` first, or
+        ``close(discard=True)`` to drop them (the directory keeps the last
+        commit). An in-memory or read-only index just closes. Afterwards every
+        call but the descriptive properties raises :class:`IndexClosedError`.
+
+        Args:
+            discard: drop uncommitted writes instead of refusing to close.
+
+        Raises:
+            UncommittedWritesError: uncommitted writes and not ``discard``.
+
         """
+        if self._closed:
+            return
         merger = self._merger
         if merger is not None and merger is not threading.current_thread():
             merger.join()
-        if self._writer_lock is not None:
-            self._writer_lock.release()
-            self._writer_lock = None
+        with self._commit_lock, self._write_lock:  # no commit, merge or write is half done
+            if self._closed:
+                return
+            pending = "" if discard else self._pending_writes()
+            if pending:
+                raise UncommittedWritesError(
+                    f"{self.path}: not closed: uncommitted writes ({pending}); "
+                    "commit() them, or close(discard=True) to drop them"
+                )
+            self._closed = True
+            self._pending = {}
+            self._segments = []
+            self._snapshot = self._latest = None
+            if self._writer_lock is not None:
+                self._writer_lock.release()
+                self._writer_lock = None
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` succeeded."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            where = "in-memory index" if self._directory is None else f"index at {self._directory.path}"
+            raise IndexClosedError(f"this {where} is closed")
 
     def __enter__(self) -> Index:
+        self._check_open()
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
     ) -> None:
-        self.close()
+        """Commit pending writes if the block ended normally; otherwise discard them with a warning."""
+        if self._closed:
+            return
+        if kind is None:
+            try:
+                if self._pending_writes():
+                    self.commit()
+            except BaseException:
+                self._discard_and_warn("the commit on leaving the with block failed")
+                raise
+            self.close()
+        else:
+            self._discard_and_warn(f"the with block raised {kind.__name__}")
+
+    def _discard_and_warn(self, why: str) -> None:
+        pending = self._pending_writes()
+        self.close(discard=True)
+        if pending:
+            warnings.warn(
+                DiscardedWritesWarning(f"{self.path}: {why}; uncommitted writes discarded ({pending})"),
+                stacklevel=3,
+            )
 
     @property
     def path(self) -> Path | None:
@@ -604,12 +794,18 @@ class Index:
 
     @property
     def generation(self) -> int:
-        """Counter bumped by every write; a commit records it in the manifest."""
+        """Counter bumped by every write and merge; a commit records it in the manifest.
+
+        Never goes backwards, and no two different manifests of a directory
+        carry the same number (a merge publishes the next number).
+        """
+        self._check_open()
         return self._generation
 
     @property
     def segment_count(self) -> int:
         """Number of segments (committed or sealed in memory) holding live documents."""
+        self._check_open()
         return sum(1 for segment in self._segments if segment.live)
 
     def stats(self) -> IndexStats:
@@ -653,10 +849,12 @@ class Index:
         )
 
     def __len__(self) -> int:
+        self._check_open()
         with self._write_lock:
             return sum(segment.live for segment in self._segments) + len(self._pending)
 
     def __contains__(self, key: object) -> bool:
+        self._check_open()
         if not isinstance(key, str):
             return False
         with self._write_lock:
@@ -677,6 +875,7 @@ class Index:
                 in which case the message says so; run :meth:`scrub`).
 
         """
+        self._check_open()
         if not isinstance(key, str):
             raise UnknownKeyError(f"document keys are strings, got {key!r}")
         with self._write_lock:
@@ -697,6 +896,7 @@ class Index:
     # ------------------------------------------------------------------ writing
 
     def _check_writable(self) -> None:
+        self._check_open()
         if self._readonly:
             raise IndexStorageError(f"{self.path} was opened read-only")
 
@@ -750,6 +950,7 @@ class Index:
         if not analysed:
             return 0
         with self._write_lock:
+            self._check_open()  # closed by another thread meanwhile
             if self._vector_dim is not None and dim != self._vector_dim:
                 raise VectorDimensionError(f"vector width changed to {dim} during add_many")
             self._vector_dim = dim
@@ -779,6 +980,7 @@ class Index:
 
     def delete(self, key: str) -> bool:
         """Delete the document with ``key``; return whether there was one."""
+        self._check_open()
         if not isinstance(key, str):
             raise UnknownKeyError(f"document keys are strings, got {key!r}")
         return self.delete_many([key]) > 0
@@ -793,6 +995,7 @@ class Index:
             if not isinstance(key, str):
                 raise UnknownKeyError(f"document keys are strings, got {key!r}")
         with self._write_lock:
+            self._check_open()
             removed = sum(1 for key in wanted if self._pending.pop(key, None) is not None)
             removed += self._tombstone_keys(wanted)
             if removed:
@@ -833,6 +1036,8 @@ class Index:
         :meth:`merge`; they take it without any lock, so a search never waits
         for a writer, and never does a writer's sealing work.
         """
+        if self._closed:
+            self._check_open()
         current = self._snapshot
         if current is not None:
             return current
@@ -840,6 +1045,7 @@ class Index:
         if latest is not None and self._last_writer != threading.get_ident():
             return latest
         with self._write_lock:
+            self._check_open()
             return self._publish()
 
     def _publish(self) -> Snapshot:
@@ -903,17 +1109,29 @@ class Index:
             IndexStorageError: the index has no path, is read-only, or a write
                 failed (the previous commit is then intact and still what
                 ``open`` reads; nothing in memory is lost).
+            IndexClosedError: the index is closed.
+            IndexLockedError: this writer no longer holds the directory's
+                lock (its lock file was deleted or replaced); nothing is written.
 
         """
+        self._check_open()
         if self._directory is None:
             raise IndexStorageError("this index lives in memory; use Index.create(path) to persist")
         self._check_writable()
         self._raise_merge_error()
         directory = self._directory
         with self._commit_lock:
+            self._check_open()
             self._encode_pending_in_child(directory)
             with self._write_lock:
                 self._seal()
+                committed = self._committed
+                if (
+                    committed is not None
+                    and self._generation <= committed.generation
+                    and (any(self._uncommitted()) or self._replacing)
+                ):
+                    self._generation = committed.generation + 1  # never reuse a published number
                 plan = []
                 next_segment = self._next_segment
                 for segment in self._segments:
@@ -967,6 +1185,9 @@ class Index:
                         segment.name = name
                     segment.committed_mask = mask
                     segment.deletes_file = deletes
+                    segment.committed = True
+                self._committed = manifest
+                self._replacing = False
                 live = {id(segment) for segment, *_ in installs}
                 self._segments = [s for s in self._segments if id(s) in live or s.live]
                 self._next_segment = next_segment
@@ -993,8 +1214,9 @@ class Index:
             generation = self._generation
             dim = self._vector_dim
             name = f"seg-{self._next_segment:06d}.wseg"
+        lock_fd = None if self._writer_lock is None else self._writer_lock.fileno()
         if not _encode_in_child(
-            list(batch.values()), dim, self._vector_dtype, directory, name, self._commit_priority
+            list(batch.values()), dim, self._vector_dtype, directory, name, self._commit_priority, lock_fd
         ):
             return
         try:
@@ -1040,6 +1262,7 @@ class Index:
 
     def wait_for_merges(self) -> None:
         """Block until a background merge in progress ends; re-raise its error, if any."""
+        self._check_open()
         merger = self._merger
         if merger is not None:
             merger.join()
@@ -1057,51 +1280,147 @@ class Index:
 
         Rankings are unchanged by a merge, scores to the bit: each document
         keeps its postings, length and vector, and collection statistics are
-        over live documents only. A persistent index commits the result.
+        over live documents only.
+
+        A persistent index merges **committed** segments only, as of the last
+        commit (deletes committed by then are dropped from the merged copy),
+        and publishes the last committed manifest with the merged segments
+        replaced, as the next generation. The caller's uncommitted writes stay
+        theirs: buffered documents, documents sealed into in-memory segments
+        and deletes since the last commit are neither merged nor published,
+        stay visible to this index's own searches, and are published by the
+        next :meth:`commit` (an uncommitted delete of a merged document is
+        carried over as a tombstone on the merged copy). An in-memory index
+        merges all its segments.
+
+        Raises:
+            IndexClosedError: the index is closed.
+            IndexStorageError: read-only, or a write failed (the last commit
+                is then intact; nothing in memory changed).
+
         """
         self._check_writable()
         with self._commit_lock:
-            with self._write_lock:
-                self._seal()
-                if force:
-                    chosen = [p for p, s in enumerate(self._segments) if s.live]
-                    if len(chosen) <= 1 and not any(self._segments[p].deleted.any() for p in chosen):
-                        return 0
-                else:
-                    chosen = self._policy.select([s.live for s in self._segments])
-                if not chosen:
-                    return 0
-                sources = [(self._segments[p], self._segments[p].deleted) for p in chosen]
-            pause = _YieldToSearches(self._searches)
-            columns = merge_columns([(s.reader, ~mask) for s, mask in sources], pause=pause)
-            data = encode_columns(columns, pause=pause)
+            self._check_open()
+            if self._directory is None:
+                return self._merge_in_memory(force)
+            return self._merge_committed(self._directory, force)
+
+    def _chosen(
+        self, candidates: Sequence[_Segment], masks: Sequence[NDArray[np.bool_]], force: bool
+    ) -> list[int]:
+        """Positions among ``candidates`` (live as ``masks`` say) to merge now."""
+        live = [int(s.reader.n_docs - int(mask.sum())) for s, mask in zip(candidates, masks, strict=True)]
+        if force:
+            chosen = [p for p, n in enumerate(live) if n]
+            if len(chosen) <= 1 and not any(masks[p].any() for p in chosen):
+                return []
+            return chosen
+        return self._policy.select(live)
+
+    def _merged(
+        self,
+        sources: Sequence[tuple[_Segment, NDArray[np.bool_]]],
+        directory: IndexDirectory | None,
+        name: str,
+    ) -> _Segment:
+        """The merged segment of ``sources`` (each with the mask of documents to drop)."""
+        pause = _YieldToSearches(self._searches)
+        columns = merge_columns([(s.reader, ~mask) for s, mask in sources], pause=pause)
+        data = encode_columns(columns, pause=pause)
+        if directory is None:
             merged = _Segment(_in_memory(data), data, None)
-            merged.reader.warm()  # here, before any search can reach it
-            with self._write_lock:
-                # Deletes that arrived while the merge ran apply to the merged copy.
-                late = [
-                    key
-                    for segment, mask in sources
-                    for key in segment.reader.keys()[segment.deleted & ~mask].tolist()
-                ]
-                if late:
-                    positions = np.searchsorted(merged.reader.keys(), np.asarray(late, dtype=np.str_))
-                    merged.tombstone(positions.astype(np.int64))
-                chosen_ids = {id(segment) for segment, _ in sources}
-                first = min(chosen)
-                remaining = [s for s in self._segments if id(s) not in chosen_ids]
-                remaining.insert(min(first, len(remaining)), merged)
-                self._segments = remaining
-                self._snapshot = None
-                self._publish()
-            if self._directory is not None:
-                self.commit()
-            return len(sources)
+        else:
+            directory.write_file(name, data)
+            merged = _Segment(SegmentReader(directory.path / name), None, name)
+        merged.reader.warm()  # here, before any search can reach it
+        return merged
+
+    def _install_merged(
+        self, sources: Sequence[tuple[_Segment, NDArray[np.bool_]]], merged: _Segment
+    ) -> None:
+        """Replace ``sources`` by ``merged`` in the state (under the write lock)."""
+        # Deletes the merge did not apply (made after the masks were taken, or
+        # not committed yet) apply to the merged copy, uncommitted.
+        late = [
+            key
+            for segment, mask in sources
+            for key in segment.reader.keys()[segment.deleted & ~mask].tolist()
+        ]
+        if late:
+            positions = np.searchsorted(merged.reader.keys(), np.asarray(late, dtype=np.str_))
+            merged.tombstone(positions.astype(np.int64))
+        chosen_ids = {id(segment) for segment, _ in sources}
+        first = min(p for p, s in enumerate(self._segments) if id(s) in chosen_ids)
+        remaining = [s for s in self._segments if id(s) not in chosen_ids]
+        remaining.insert(min(first, len(remaining)), merged)
+        self._segments = remaining
+        self._snapshot = None
+
+    def _merge_in_memory(self, force: bool) -> int:
+        with self._write_lock:
+            self._seal()
+            candidates = list(self._segments)
+            chosen = self._chosen(candidates, [s.deleted for s in candidates], force)
+            if not chosen:
+                return 0
+            sources = [(candidates[p], candidates[p].deleted) for p in chosen]
+        merged = self._merged(sources, None, "")
+        with self._write_lock:
+            self._install_merged(sources, merged)
+            self._generation += 1
+            self._publish()
+        return len(sources)
+
+    def _merge_committed(self, directory: IndexDirectory, force: bool) -> int:
+        with self._write_lock:
+            base = self._committed
+            if base is None or self._replacing:
+                return 0  # nothing of this index is committed yet
+            candidates = [s for s in self._segments if s.committed]
+            chosen = self._chosen(candidates, [s.committed_mask for s in candidates], force)
+            if not chosen:
+                return 0
+            sources = [(candidates[p], candidates[p].committed_mask) for p in chosen]
+            name = f"seg-{self._next_segment:06d}.wseg"
+            self._next_segment += 1
+            next_segment = self._next_segment
+            # The merged manifest gets a number of its own; if the state in
+            # memory holds uncommitted writes it is another state, so it moves
+            # one further (the caller's next commit records at least that).
+            generation = self._generation + 1
+            self._generation = generation + (1 if any(self._uncommitted()) else 0)
+            self._snapshot = None
+        merged = self._merged(sources, directory, name)
+        merged.committed = True
+        replaced = {segment.name for segment, _ in sources}
+        entries: list[SegmentEntry] = []
+        for entry in base.segments:
+            if entry.name not in replaced:
+                entries.append(entry)
+            elif entry.name == sources[0][0].name:
+                entries.append(SegmentEntry(name, merged.reader.n_docs))
+        manifest = replace(base, generation=generation, segments=tuple(entries), next_segment=next_segment)
+        directory.publish(manifest)
+        with self._write_lock:
+            self._install_merged(sources, merged)
+            self._committed = manifest
+            if any(self._uncommitted()):
+                self._generation = max(self._generation, generation + 1)
+            self._publish()
+            # Files written but not committed yet (a forked encoder's segment
+            # whose commit failed) are the caller's: the sweep keeps them.
+            unpublished = tuple(
+                SegmentEntry(s.name, s.reader.n_docs) for s in self._segments if s.name and not s.committed
+            )
+        directory.sweep(replace(manifest, segments=manifest.segments + unpublished))
+        return len(sources)
 
     # ------------------------------------------------------------------ integrity
 
     def scrub(self) -> ScrubReport:
         """Read every byte of the committed index and check it; report what is damaged."""
+        self._check_open()
         if self._directory is None:
             return ScrubReport(0, 0, ())
         problems: list[str] = []

@@ -17,6 +17,7 @@ sweep removed a file in between, they read the (newer) manifest again.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -201,27 +202,91 @@ class WriterLock:
     """An exclusive ``flock`` on ``write.lock``: one writer per directory, across processes.
 
     ``flock`` locks belong to an open file description, so a second ``Index``
-    in the same process is refused too.
+    in the same process is refused too. A forked child that closes its copy of
+    the descriptor leaves the lock with the parent (the description stays open
+    in the parent).
+
+    The lock is held only while the descriptor is open *and* still refers to
+    the file at ``DIR/write.lock``: a lock file that was deleted (and perhaps
+    created again by someone else) guards nothing, so :meth:`check_held`
+    compares the device and inode of the two, and taking the lock retries when
+    the file was replaced between the ``open`` and the ``flock``.
+
+    Attributes:
+        path: the lock file, ``DIR/write.lock``.
+        created: whether taking this lock created the file (so a failed
+            create or open can remove it again and leave no stray file).
+
     """
+
+    _fd: int | None = None  # set before anything can fail, so __del__ always works
 
     def __init__(self, path: Path) -> None:
         self.path = path / LOCK
-        try:
-            self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise IndexStorageError(f"{path}: cannot create the writer lock ({exc})") from None
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(self._fd)
-            self._fd = None
-            raise IndexLockedError(
-                f"{path}: another writer holds the index (open it with readonly=True to search it)"
-            ) from None
+        self.created = False
+        for _ in range(8):  # each retry means another process replaced the file meanwhile
+            fd, created = self._open(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise IndexLockedError(
+                    f"{path}: another writer holds the index (open it with readonly=True to search it)"
+                ) from None
+            if self._same_file(fd):
+                self._fd = fd
+                self.created = created
+                return
+            os.close(fd)  # we locked a file that is no longer DIR/write.lock: try the new one
+        raise IndexLockedError(f"{path}: the writer lock file keeps being replaced by another process")
 
-    def release(self) -> None:
-        """Release the lock (idempotent)."""
+    def _open(self, directory: Path) -> tuple[int, bool]:
+        """Open (creating if needed) the lock file; return the descriptor and whether we created it."""
+        try:
+            try:
+                return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+            except FileExistsError:
+                return os.open(self.path, os.O_RDWR), False
+        except OSError as exc:
+            raise IndexStorageError(f"{directory}: cannot create the writer lock ({exc.strerror})") from None
+
+    def _same_file(self, fd: int) -> bool:
+        try:
+            mine, there = os.fstat(fd), os.stat(self.path)
+        except OSError:
+            return False
+        return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
+
+    @property
+    def held(self) -> bool:
+        """True while the descriptor is open and still refers to ``DIR/write.lock``."""
+        return self._fd is not None and self._same_file(self._fd)
+
+    def fileno(self) -> int | None:
+        """The lock's descriptor (``None`` once released); a forked child closes its copy."""
+        return self._fd
+
+    def check_held(self) -> None:
+        """Raise unless this object holds the lock now (see the class docstring).
+
+        Raises:
+            IndexLockedError: released, or the lock file was deleted or replaced.
+
+        """
+        if self._fd is None:
+            raise IndexLockedError(f"{self.path.parent}: this writer released the lock; nothing is written")
+        if not self._same_file(self._fd):
+            raise IndexLockedError(
+                f"{self.path.parent}: {LOCK} was deleted or replaced, so this writer no longer holds "
+                "the writer lock; nothing is written"
+            )
+
+    def release(self, *, remove: bool = False) -> None:
+        """Release the lock (idempotent); ``remove`` also deletes the lock file if it is still ours."""
         if self._fd is not None:
+            if remove and self._same_file(self._fd):
+                with contextlib.suppress(OSError):
+                    self.path.unlink()  # while still locked: nobody can be relying on it
             os.close(self._fd)
             self._fd = None
 
@@ -238,10 +303,27 @@ def _fsync_directory(path: Path) -> None:
 
 
 class IndexDirectory:
-    """File operations on one index directory. Knows files and bytes, never scoring."""
+    """File operations on one index directory. Knows files and bytes, never scoring.
 
-    def __init__(self, path: Path) -> None:
+    Attributes:
+        path: the directory.
+        lock: the :class:`WriterLock` a writer holds, or ``None``. When set,
+            every operation that creates, replaces or removes a file
+            (:meth:`write_file`, :meth:`install`, :meth:`publish`,
+            :meth:`sweep`) first checks that the lock is held at that moment
+            (:meth:`WriterLock.check_held`), so a closed writer, or one whose
+            lock file was replaced, cannot touch a directory another writer
+            now owns.
+
+    """
+
+    def __init__(self, path: Path, lock: WriterLock | None = None) -> None:
         self.path = path
+        self.lock = lock
+
+    def _check_lock(self) -> None:
+        if self.lock is not None:
+            self.lock.check_held()
 
     def check_exists(self) -> None:
         """Raise unless ``path`` is a directory holding a manifest."""
@@ -252,19 +334,78 @@ class IndexDirectory:
         if not (self.path / MANIFEST).exists():
             raise IndexNotFoundError(f"no index at {self.path}: {MANIFEST} is missing")
 
-    def prepare_new(self, overwrite: bool) -> None:
-        """Create the directory for a new index, refusing to clobber one unless asked."""
+    def prepare_new(self, overwrite: bool) -> list[Path]:
+        """Check that a new index may go at ``path``, creating the directory if needed.
+
+        Nothing that exists is removed or changed here: an index already at
+        ``path`` (``overwrite=True``) keeps serving until the new index's first
+        commit publishes a manifest over it (see :meth:`replacement_start`).
+
+        Returns:
+            The directories this call created, deepest first, for
+            :meth:`remove_created` to take away again if the create fails.
+
+        Raises:
+            IndexStorageError: ``path`` is a file, a non-empty directory
+                (unless ``overwrite``), or cannot be created or written.
+
+        """
         if self.path.exists() and not self.path.is_dir():
             raise IndexStorageError(f"{self.path} is a file, not a directory")
+        made = []
+        missing = self.path
+        while not missing.exists() and missing.parent != missing:
+            made.append(missing)
+            missing = missing.parent
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            self.remove_created(made)
             raise IndexStorageError(f"cannot create {self.path}: {exc}") from None
         leftovers = [p.name for p in self.path.iterdir() if p.name != LOCK]
         if leftovers and not overwrite:
             raise IndexExistsError(f"{self.path} is not empty; pass overwrite=True to replace it")
         if not os.access(self.path, os.W_OK):
+            self.remove_created(made)
             raise IndexStorageError(f"{self.path} is not writable")
+        return made
+
+    def remove_created(self, made: list[Path]) -> None:
+        """Remove the (empty) directories :meth:`prepare_new` created; best effort."""
+        for directory in made:
+            try:
+                directory.rmdir()
+            except OSError:
+                break  # not empty, or already gone: leave it and its parents alone
+
+    def replacement_start(self) -> tuple[int, int] | None:
+        """Where an index replacing the one at ``path`` starts; ``None`` when there is none.
+
+        Call it holding the writer lock. The replacement commits as the next
+        generation of this directory and names its segments from the first
+        number no file here uses, so none of its files can overwrite a file
+        of the index it replaces: until its first commit renames a manifest
+        over ``MANIFEST`` the old index is whole and is what ``open`` reads; a
+        crash before that leaves the old index (its next writer sweeps the
+        unfinished files), one after it leaves the new one.
+
+        Returns:
+            ``(generation, first segment number)``, or ``None`` when ``path``
+            holds no manifest (a new index there is published at once).
+
+        """
+        if not (self.path / MANIFEST).exists():
+            return None
+        generation, next_segment = 1, 1
+        try:
+            manifest = self.read_manifest()
+            generation, next_segment = manifest.generation + 1, manifest.next_segment
+        except IndexStorageError:
+            pass  # a damaged or foreign manifest: nothing of it to keep but the file names
+        for child in self.path.iterdir():
+            if _OWNED.match(child.name) and child.name.startswith("seg-"):
+                next_segment = max(next_segment, int(child.name[4:10]) + 1)
+        return generation, next_segment
 
     def read_manifest(self) -> Manifest:
         """The current manifest.
@@ -283,19 +424,49 @@ class IndexDirectory:
 
     def write_file(self, name: str, data: bytes) -> None:
         """Write ``name`` durably: temporary name, fsync, rename (the directory is fsynced at commit)."""
-        temporary = self.path / f"{name}.tmp-{os.getpid()}"
+        self._check_lock()
+        self.install(self.write_temporary(name, data, os.getpid()), name)
+
+    def write_temporary(self, name: str, data: bytes, owner: int) -> Path:
+        """Write ``data`` to ``name.tmp-<owner>`` and fsync it; return its path.
+
+        Makes nothing visible: a temporary file is swept by the next writer.
+        This is all a forked encoder does (it holds no lock and must never
+        rename into a directory its parent may no longer own).
+        """
+        temporary = self.path / f"{name}.tmp-{owner}"
         try:
             with open(temporary, "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(temporary, self.path / name)
         except OSError as exc:
             temporary.unlink(missing_ok=True)
             raise IndexStorageError(f"cannot write {self.path / name}: {exc}") from exc
+        return temporary
+
+    def install(self, temporary: Path, name: str) -> None:
+        """Rename a file :meth:`write_temporary` wrote to its final ``name`` (checks the lock)."""
+        try:
+            self._check_lock()
+            os.replace(temporary, self.path / name)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            if isinstance(exc, IndexStorageError):
+                raise
+            raise IndexStorageError(f"cannot write {self.path / name}: {exc}") from exc
 
     def publish(self, manifest: Manifest) -> None:
-        """Make ``manifest`` the current generation, atomically and durably."""
+        """Make ``manifest`` the current generation, atomically and durably.
+
+        Raises:
+            IndexLockedError: :attr:`lock` is set and not held (checked just
+                before the temporary manifest is written and again just before
+                the rename), so a writer that lost the lock publishes nothing.
+            IndexStorageError: a write failed.
+
+        """
+        self._check_lock()
         temporary = self.path / f"{MANIFEST}.tmp"
         try:
             _fsync_directory(self.path)  # new segment files are durable before they are named
@@ -303,14 +474,18 @@ class IndexDirectory:
                 handle.write(manifest.to_bytes())
                 handle.flush()
                 os.fsync(handle.fileno())
+            self._check_lock()
             os.replace(temporary, self.path / MANIFEST)
             _fsync_directory(self.path)
         except OSError as exc:
             temporary.unlink(missing_ok=True)
+            if isinstance(exc, IndexStorageError):
+                raise
             raise IndexStorageError(f"cannot commit {self.path}: {exc}") from exc
 
     def sweep(self, manifest: Manifest) -> list[str]:
         """Delete the files this directory owns that ``manifest`` does not name; return them."""
+        self._check_lock()
         keep = {MANIFEST, LOCK}
         for entry in manifest.segments:
             keep.add(entry.name)
