@@ -33,6 +33,7 @@ __all__ = [
     "PairingError",
     "MissingDependencyError",
     "VectorsExistError",
+    "ManifestRollbackError",
 ]
 
 
@@ -142,4 +143,13 @@ class VectorsExistError(WeftError, FileExistsError):
 
     The message says what differs; pass ``overwrite=True`` (``--overwrite``)
     to replace them.
+    """
+
+
+class ManifestRollbackError(CorruptIndexError):
+    """The manifest went back to a generation older than one this ``Index`` has already shown.
+
+    Also raised for the same generation with other content, or another index's
+    manifest (a directory restored from a backup or replaced). Generation
+    numbers never go backwards; reopen the index to accept the restored state.
     """

@@ -47,17 +47,22 @@ from weftsearch.errors import (
     IndexStorageError,
     InvalidDocumentError,
     InvalidParameterError,
+    ManifestRollbackError,
     UnknownKeyError,
     VectorDimensionError,
 )
+from weftsearch.storage.codec import FileStamp
 from weftsearch.storage.directory import (
     IndexDirectory,
     Manifest,
     SegmentEntry,
     WriterLock,
     encode_tombstones,
+    new_index_id,
     read_tombstones,
+    segment_number,
 )
+from weftsearch.storage.integrity import ScrubReport, check_segment, scrub_directory
 from weftsearch.storage.segment import (
     VECTOR_DTYPES,
     SegmentDocument,
@@ -118,6 +123,7 @@ def _encode_in_child(
     directory: IndexDirectory,
     name: str,
     priority: str = "idle",
+    stamp: FileStamp | None = None,
 ) -> bool:
     """Encode and write a segment in a forked child; return whether it succeeded.
 
@@ -139,7 +145,11 @@ def _encode_in_child(
             # A collection here would walk (and so copy-on-write) the parent's
             # whole heap; the child makes no cycles that matter and exits soon.
             gc.disable()
-            directory.write_file(name, encode_segment(documents, dim, dtype))
+            data = encode_segment(documents, dim, dtype)
+            if stamp is None:
+                directory.write_file(name, data)
+            else:
+                directory.write_stamped(name, data, stamp)
             code = 0
         finally:
             os._exit(code)
@@ -265,31 +275,10 @@ class MergePolicy:
         return []
 
 
-@dataclass(frozen=True, slots=True)
-class ScrubReport:
-    """What ``Index.scrub`` checked and what it found damaged.
-
-    Attributes:
-        files: files read in full.
-        bytes: bytes read.
-        problems: one message per damaged file, section, posting list or record.
-
-    """
-
-    files: int
-    bytes: int
-    problems: tuple[str, ...]
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing is damaged."""
-        return not self.problems
-
-
 class _Segment:
     """A segment the index holds: reader, file name once on disk, tombstones."""
 
-    __slots__ = ("committed_mask", "data", "deleted", "deletes_file", "name", "reader")
+    __slots__ = ("committed_mask", "data", "deleted", "deletes_file", "deletes_identity", "name", "reader")
 
     def __init__(self, reader: SegmentReader, data: bytes | None, name: str | None) -> None:
         self.reader = reader
@@ -299,6 +288,7 @@ class _Segment:
         self.deleted.setflags(write=False)
         self.committed_mask = self.deleted  # the mask the manifest's tombstone file holds
         self.deletes_file: str | None = None
+        self.deletes_identity = (0, 0)  # (bytes, checksum) of the tombstone file, for the manifest
 
     @property
     def live(self) -> int:
@@ -309,6 +299,14 @@ class _Segment:
         mask[locals_] = True
         mask.setflags(write=False)
         self.deleted = mask
+
+
+def _entry(segment: _Segment, name: str, deletes: str | None, mask: NDArray[np.bool_]) -> SegmentEntry:
+    """The manifest entry of a segment on disk."""
+    size, crc = segment.reader.identity
+    return SegmentEntry(
+        name, segment.reader.n_docs, deletes, int(mask.sum()), size, crc, *segment.deletes_identity
+    )
 
 
 def _in_memory(data: bytes) -> SegmentReader:
@@ -391,7 +389,10 @@ class Index:
         self._directory: IndexDirectory | None = None
         self._writer_lock: WriterLock | None = None
         self._readonly = False
-        self._loaded: Manifest | None = None  # the manifest a read-only index shows
+        self._loaded: Manifest | None = (
+            None  # the manifest this index shows (the last published, for a writer)
+        )
+        self._index_id = ""  # the index id of the directory (docs/FORMAT.md, "Identity")
 
     # ------------------------------------------------------------------ opening and closing
 
@@ -407,10 +408,17 @@ class Index:
         merge_policy: MergePolicy | None = None,
         background_merge: bool = False,
         commit_priority: str = "idle",
+        index_id: str | None = None,
     ) -> Index:
         """Create an empty index stored at ``path``, take its writer lock, and commit it.
 
+        ``index_id`` (32 lowercase hex digits) names the index in its manifest
+        and in every file it writes; by default 128 fresh random bits. Give
+        one only for reproducible builds (docs/FORMAT.md, "Determinism"): two
+        indexes with the same id cannot tell each other's files apart.
+
         Raises:
+            InvalidParameterError: ``index_id`` is not 32 lowercase hex digits.
             IndexStorageError: ``path`` is a file, or a non-empty directory
                 (unless ``overwrite``), or cannot be written.
             IndexLockedError: another writer holds the directory.
@@ -424,13 +432,23 @@ class Index:
             background_merge=background_merge,
             commit_priority=commit_priority,
         )
+        if index_id is None:
+            index_id = new_index_id()
+        elif not (
+            isinstance(index_id, str)
+            and len(index_id) == 32
+            and all(c in "0123456789abcdef" for c in index_id)
+        ):
+            raise InvalidParameterError(f"index_id must be 32 lowercase hex digits, got {index_id!r}")
+        index._index_id = index_id
         directory = IndexDirectory(Path(path))
         directory.prepare_new(overwrite)
         index._writer_lock = WriterLock(directory.path)
         try:
             index._directory = directory
-            directory.publish(index._manifest([]))
-            directory.sweep(index._manifest([]))
+            index._loaded = index._manifest([])
+            directory.publish(index._loaded)
+            directory.sweep(index._loaded)
         except BaseException:
             index.close()  # a failed create must not keep the directory locked
             raise
@@ -475,6 +493,7 @@ class Index:
             index._directory = directory
             index._writer_lock = writer_lock
             index._readonly = readonly
+            index._index_id = manifest.index_id
             index._load_current(manifest)
             if not readonly:
                 directory.sweep(index._manifest_of_state())
@@ -493,8 +512,9 @@ class Index:
                 return
             except FileNotFoundError:
                 newer = self._directory.read_manifest()
-                if newer == manifest:  # a merge keeps the generation: compare all of it
+                if newer == manifest:
                     break
+                self._check_successor(newer)
                 manifest = newer
         try:
             self._load(manifest)
@@ -505,11 +525,34 @@ class Index:
 
     def _manifest_of_state(self) -> Manifest:
         entries = [
-            SegmentEntry(s.name, s.reader.n_docs, s.deletes_file, int(s.committed_mask.sum()))
-            for s in self._segments
-            if s.name is not None
+            _entry(s, s.name, s.deletes_file, s.committed_mask) for s in self._segments if s.name is not None
         ]
         return self._manifest(entries)
+
+    def _check_successor(self, manifest: Manifest) -> None:
+        """Refuse a manifest that cannot follow the one this index shows: generations never go back.
+
+        Raises:
+            ManifestRollbackError: another index's manifest, an older
+                generation, or the same generation with other content
+                (docs/FORMAT.md, "Rollback").
+
+        """
+        seen = self._loaded
+        if seen is None:
+            return
+        where = self._directory.path if self._directory is not None else "the index"
+        if manifest.index_id != seen.index_id:
+            raise ManifestRollbackError(
+                f"{where}: the manifest is now index {manifest.index_id}'s; this index is {seen.index_id}"
+            )
+        if manifest.generation < seen.generation or (
+            manifest.generation == seen.generation and manifest != seen
+        ):
+            raise ManifestRollbackError(
+                f"{where}: the manifest went back from generation {seen.generation} to {manifest.generation} "
+                "(restored from a backup or replaced); reopen the index to accept it"
+            )
 
     def _load(self, manifest: Manifest) -> None:
         """Adopt ``manifest``'s segments, reusing readers of segments already open."""
@@ -518,18 +561,25 @@ class Index:
         segments = []
         for entry in manifest.segments:
             path = self._directory.path / entry.name
-            segment = known.get(entry.name) or _Segment(SegmentReader(path), None, entry.name)
-            if segment.reader.n_docs != entry.documents:
-                raise CorruptIndexError(
-                    f"{path}: holds {segment.reader.n_docs} documents, manifest says {entry.documents}"
-                )
+            old = known.get(entry.name)
+            reader = old.reader if old is not None else SegmentReader(path)
+            # Identity, counts and width before anything is sized by the file's counts.
+            check_segment(reader, entry, manifest)
+            segment = old or _Segment(reader, None, entry.name)
             if entry.deletes is None:
                 mask = np.zeros(entry.documents, dtype=bool)
                 mask.setflags(write=False)
             else:
-                mask = read_tombstones(self._directory.path / entry.deletes, entry.documents, entry.deleted)
+                mask = read_tombstones(
+                    self._directory.path / entry.deletes,
+                    entry.documents,
+                    entry.deleted,
+                    entry=entry,
+                    index_id=manifest.index_id,
+                )
             segment.deleted = segment.committed_mask = mask
             segment.deletes_file = entry.deletes
+            segment.deletes_identity = (entry.deletes_size, entry.deletes_checksum)
             segments.append(segment)
         self._segments = segments
         self._loaded = manifest
@@ -554,6 +604,7 @@ class Index:
         manifest = self._directory.read_manifest()
         if manifest == self._loaded:
             return False
+        self._check_successor(manifest)
         with self._write_lock:
             self._load_current(manifest)
             self._publish()
@@ -846,7 +897,22 @@ class Index:
             segments=tuple(entries),
             next_segment=self._next_segment,
             extra=self._manifest_extra(),
+            index_id=self._index_id,
         )
+
+    def _check_fresh_name(self, name: str) -> None:
+        """A commit never writes over a file the published manifest names (docs/FORMAT.md, "Identity").
+
+        Raises:
+            CorruptIndexError: ``name`` is listed already (a damaged ``next_segment``).
+
+        """
+        listed = self._loaded
+        if listed is not None and any(name in (e.name, e.deletes) for e in listed.segments):
+            raise CorruptIndexError(
+                f"{self._directory.path if self._directory else ''}: refusing to write {name}: "
+                "the manifest lists it already (its next_segment or generation is damaged)"
+            )
 
     def commit(self) -> int:
         """Make every write so far durable; return the generation committed.
@@ -880,23 +946,44 @@ class Index:
                     plan.append((segment, name, segment.deleted))
                 generation = self._generation
                 dim = self._vector_dim
+                published = self._loaded
+                if published is not None and generation <= published.generation:
+                    # Generations never go back or repeat with other content
+                    # (readers refuse that): a commit that changes anything
+                    # without a write since the last one (a merge) takes the next.
+                    kept = [s.name for s, _, mask in plan if int(mask.sum()) < s.reader.n_docs]
+                    changed = any(s.name is None or mask is not s.committed_mask for s, _, mask in plan)
+                    if changed or kept != [e.name for e in published.segments]:
+                        generation = published.generation + 1
             entries = []
             installs = []
             for segment, name, mask in plan:
                 deleted = int(mask.sum())
                 if deleted == segment.reader.n_docs:
                     continue  # nothing live: the segment leaves the manifest
+                identity = segment.reader.identity
                 if segment.name is None:
                     assert segment.data is not None
-                    directory.write_file(name, segment.data)
+                    self._check_fresh_name(name)
+                    identity = directory.write_stamped(
+                        name, segment.data, FileStamp(self._index_id, segment_number(name))
+                    )
                 deletes = segment.deletes_file
+                deletes_identity = segment.deletes_identity
                 if mask is not segment.committed_mask:
-                    deletes = None
+                    deletes, deletes_identity = None, (0, 0)
                     if deleted:
                         deletes = f"{name[:-5]}.del-{generation:06d}"
-                        directory.write_file(deletes, encode_tombstones(mask))
-                entries.append(SegmentEntry(name, segment.reader.n_docs, deletes, deleted))
-                installs.append((segment, name, mask, deletes))
+                        self._check_fresh_name(deletes)
+                        deletes_identity = directory.write_stamped(
+                            deletes,
+                            encode_tombstones(mask),
+                            FileStamp(self._index_id, segment_number(name), generation),
+                        )
+                entries.append(
+                    SegmentEntry(name, segment.reader.n_docs, deletes, deleted, *identity, *deletes_identity)
+                )
+                installs.append((segment, name, mask, deletes, deletes_identity))
             manifest = Manifest(
                 generation=generation,
                 analyzer=self._analyzer.name,
@@ -904,25 +991,31 @@ class Index:
                 segments=tuple(entries),
                 next_segment=next_segment,
                 extra=self._manifest_extra(),
+                index_id=self._index_id,
             )
             directory.publish(manifest)
             # Same bytes, now from the file: searches see identical data. The
             # new readers are opened and warmed before the lock, so neither
             # writers nor the first searches of the next snapshot wait on that.
             from_file = {}
-            for segment, name, _, _ in installs:
+            for segment, name, _, _, _ in installs:
                 if segment.name is None:
                     reader = SegmentReader(directory.path / name)
                     reader.warm()
                     from_file[id(segment)] = reader
             with self._write_lock:
-                for segment, name, mask, deletes in installs:
+                self._loaded = manifest
+                if generation > self._generation:
+                    self._generation = generation
+                    self._snapshot = None
+                for segment, name, mask, deletes, deletes_identity in installs:
                     if segment.name is None:
                         segment.reader = from_file[id(segment)]
                         segment.data = None
                         segment.name = name
                     segment.committed_mask = mask
                     segment.deletes_file = deletes
+                    segment.deletes_identity = deletes_identity
                 live = {id(segment) for segment, *_ in installs}
                 self._segments = [s for s in self._segments if id(s) in live or s.live]
                 self._next_segment = next_segment
@@ -949,8 +1042,10 @@ class Index:
             generation = self._generation
             dim = self._vector_dim
             name = f"seg-{self._next_segment:06d}.wseg"
+        self._check_fresh_name(name)
+        stamp = FileStamp(self._index_id, segment_number(name))
         if not _encode_in_child(
-            list(batch.values()), dim, self._vector_dtype, directory, name, self._commit_priority
+            list(batch.values()), dim, self._vector_dtype, directory, name, self._commit_priority, stamp
         ):
             return
         try:
@@ -1057,32 +1152,15 @@ class Index:
     # ------------------------------------------------------------------ integrity
 
     def scrub(self) -> ScrubReport:
-        """Read every byte of the committed index and check it; report what is damaged."""
+        """Read every byte of the committed index and check it; report what is damaged.
+
+        The storage-level scrub (:func:`weftsearch.storage.integrity.scrub_directory`):
+        the manifest, every file it names (and that each is this index's own),
+        and every other file named like an index file, one message per problem.
+        """
         if self._directory is None:
             return ScrubReport(0, 0, ())
-        problems: list[str] = []
-        files = 0
-        size = 0
         try:
-            manifest = self._directory.read_manifest()
-        except (CorruptIndexError, IndexStorageError) as exc:
-            return ScrubReport(1, 0, (str(exc),))
-        for entry in manifest.segments:
-            path = self._directory.path / entry.name
-            files += 1
-            try:
-                size += path.stat().st_size
-                reader = SegmentReader(path)
-                problems.extend(reader.verify())
-                if reader.n_docs != entry.documents:
-                    problems.append(f"{path}: document count disagrees with the manifest")
-            except (CorruptIndexError, IndexStorageError, OSError) as exc:
-                problems.append(str(exc))
-            if entry.deletes:
-                files += 1
-                try:
-                    size += (self._directory.path / entry.deletes).stat().st_size
-                    read_tombstones(self._directory.path / entry.deletes, entry.documents, entry.deleted)
-                except (CorruptIndexError, IndexStorageError, OSError) as exc:
-                    problems.append(str(exc))
-        return ScrubReport(files, size, tuple(problems))
+            return scrub_directory(self._directory.path)
+        except IndexStorageError as exc:
+            return ScrubReport(0, 0, (str(exc),))
