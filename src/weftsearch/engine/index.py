@@ -72,6 +72,7 @@ from weftsearch.storage.segment import (
     merge_columns,
     stored_record,
 )
+from weftsearch.storage.upgrade import UpgradeReport, upgrade_index
 
 __all__ = ["Index", "MergePolicy", "ScrubReport"]
 
@@ -502,6 +503,21 @@ class Index:
                 writer_lock.release()
             raise
         return index
+
+    @staticmethod
+    def upgrade(path: str | PathLike[str]) -> UpgradeReport:
+        """Rewrite an index written by an older format version as the current one, in place.
+
+        Takes the writer lock; builds the new files beside the old ones and
+        switches to them with one atomic manifest rename, so a crash leaves
+        either the old index or the new one (:func:`weftsearch.storage.upgrade_index`).
+        A current index is left untouched (``report.changed`` is False).
+
+        Raises:
+            IndexNotFoundError, IndexLockedError, FormatVersionError, CorruptIndexError.
+
+        """
+        return upgrade_index(Path(path))
 
     def _load_current(self, manifest: Manifest) -> None:
         """Load ``manifest``; if a file it names is gone, a newer commit swept it: reread."""
