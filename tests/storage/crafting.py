@@ -64,3 +64,33 @@ def set_version(file: Path, version: int) -> None:
     struct.pack_into("<I", data, 8, version)
     struct.pack_into("<I", data, 28, checksum(bytes(data[:28]) + bytes(data[32:64])))
     file.write_bytes(bytes(data))
+
+
+def sections_of(file: Path) -> dict[str, Any]:
+    """Every section of ``file`` as a writable numpy copy."""
+    source = SectionFile(file)
+    return {name: source.array(name).copy() for name in source.names}
+
+
+def rewrite_sections(file: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Re-encode ``file`` with its sections edited by ``edit``: every checksum valid, its stamp kept."""
+    from weftsearch.storage.codec import encode_sections
+
+    stamp = stamp_of(file)
+    sections = sections_of(file)
+    edit(sections)
+    data = encode_sections(sections)
+    file.write_bytes(stamped_header(data, stamp) + data[64:])
+
+
+def edit_meta(file: Path, **changes: Any) -> None:
+    """Change a segment's ``meta`` JSON (re-encoded with valid checksums, stamp kept)."""
+    import numpy as np
+
+    def edit(sections: dict[str, Any]) -> None:
+        meta = json.loads(bytes(sections["meta"]))
+        meta.update(changes)
+        raw = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode("ascii")
+        sections["meta"] = np.frombuffer(raw, dtype=np.uint8)
+
+    rewrite_sections(file, edit)

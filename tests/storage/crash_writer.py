@@ -122,7 +122,8 @@ def main(argv: list[str]) -> int:
         generation = index.commit()
         after = state(generation, model)
         say(f"committed commit {round_} {after}")
-        say(f"pending merge {round_} {after}")
+        # A merge that publishes takes the next generation (generations never repeat with other content).
+        say(f"pending merge {round_} {state(generation + 1, model)}")
         index.merge(force=round_ % 4 == 3)
         say(f"committed merge {round_} {state(index.generation, model)}")
         round_ += 1
