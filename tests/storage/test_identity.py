@@ -436,3 +436,24 @@ def test_manifest_decoding_is_bounded_by_entries_not_by_claims() -> None:
     bad = Manifest(1, "english", DIM, index_id="AB" * 16).to_bytes()
     with pytest.raises(CorruptIndexError, match="index id"):
         Manifest.from_bytes(bad, Path("MANIFEST"))
+
+
+def test_scrub_racing_a_commit_that_sweeps_is_not_damage(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock-free scrub whose files a writer's merge sweeps mid-scrub starts again on the new manifest."""
+    from weftsearch.storage import integrity
+
+    writer = Index.open(copy)
+    original = integrity._scrub_segment
+    merged: list[int] = []
+
+    def racing(*args: Any) -> list[str]:
+        if not merged:
+            merged.append(writer.merge(force=True))  # new manifest, the old segments swept
+        return original(*args)
+
+    monkeypatch.setattr(integrity, "_scrub_segment", racing)
+    report = scrub_directory(copy)
+    writer.close()
+    assert merged == [3]
+    assert report.ok, report.problems
+    assert report.files == 1

@@ -21,6 +21,7 @@ import fcntl
 import json
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -249,7 +250,7 @@ class Manifest:
         # refusing them also bounds every later pass by the number of distinct files.
         numbers = [entry.number for entry in manifest.segments]
         if len(set(numbers)) != len(numbers):
-            duplicate = next(n for n in numbers if numbers.count(n) > 1)
+            duplicate = next(n for n, times in Counter(numbers).items() if times > 1)  # O(entries)
             raise CorruptIndexError(f"{where}: segment number {duplicate} is listed more than once")
         if numbers and manifest.next_segment <= max(numbers):
             raise CorruptIndexError(

@@ -104,14 +104,27 @@ def _scrub_tombstones(path: Path) -> list[str]:
     if not problems:
         counts = section_file.array("count")
         bits = section_file.array("bits")
-        if counts.shape[0] != 2 or bits.shape[0] != (int(counts[0]) + 7) // 8:
+        if (
+            counts.dtype.str != "<u8"
+            or bits.dtype.str != "|u1"
+            or counts.shape[0] != 2
+            or bits.shape[0] != (int(counts[0]) + 7) // 8
+        ):
             problems.append(f"{path}: tombstone sections disagree")
     return problems
+
+
+#: How many times a scrub starts again when a writer's commit replaced the manifest under it.
+_ATTEMPTS = 3
 
 
 def scrub_directory(path: Path) -> ScrubReport:
     """Read every file of the index at ``path`` and report each problem (docs/FORMAT.md, "Scrub").
 
+    Takes no lock: if a writer commits meanwhile and sweeps a file the scrub
+    was about to read, the scrub starts again on the new manifest (a few
+    times at most), so a busy index is not reported damaged. A file the
+    manifest does not name that vanishes meanwhile was swept, not lost.
     Complexity: O(bytes of the distinct files present); each file is read once.
 
     Raises:
@@ -119,6 +132,24 @@ def scrub_directory(path: Path) -> ScrubReport:
             manifest nor any file named like an index's (not an index at all).
 
     """
+    report, raced = _scrub_once(path)
+    for _ in range(_ATTEMPTS - 1):
+        if not raced:
+            break
+        report, raced = _scrub_once(path)
+    return report
+
+
+def _manifest_bytes(path: Path) -> bytes | None:
+    try:
+        return (path / MANIFEST).read_bytes()
+    except OSError:
+        return None
+
+
+def _scrub_once(path: Path) -> tuple[ScrubReport, bool]:
+    """One scrub, and whether a named file was missing while the manifest changed (a racing commit)."""
+    listed = _manifest_bytes(path)
     directory = IndexDirectory(path)
     if not path.is_dir():
         raise IndexNotFoundError(f"no index at {path}: not a directory")
@@ -144,24 +175,33 @@ def scrub_directory(path: Path) -> ScrubReport:
     files, size = 0, 0
     seen: set[str] = set()
 
-    def read(name: str, check: Callable[[], list[str]]) -> None:
-        nonlocal files, size
+    missing = False
+
+    def read(name: str, check: Callable[[], list[str]], named: bool = True) -> None:
+        nonlocal files, size, missing
         if name in seen:
             return
         seen.add(name)
         target = path / name
         try:
-            size += target.stat().st_size
+            length = target.stat().st_size
+            found = check()
+        except FileNotFoundError as exc:
+            # Gone: a named file is damage (unless a racing commit swept it; then
+            # the scrub starts again), an unnamed one was swept, not lost.
+            if named:
+                missing = True
+                problems.append(f"{target}: listed in the manifest, {exc.strerror or 'missing'}")
+            return
+        except WeftError as exc:
+            found = [str(exc)]
+            length = target.stat().st_size if target.exists() else 0
         except OSError as exc:
             problems.append(f"{target}: {exc.strerror or exc}")
             return
         files += 1
-        try:
-            problems.extend(check())
-        except WeftError as exc:
-            problems.append(str(exc))
-        except OSError as exc:
-            problems.append(f"{target}: {exc.strerror or exc}")
+        size += length
+        problems.extend(found)
 
     if manifest is not None:
         for entry in manifest.segments:
@@ -174,11 +214,12 @@ def scrub_directory(path: Path) -> ScrubReport:
         suffix = "" if manifest is None else " (a file the manifest does not name)"
         before = len(problems)
         if _SEGMENT_FILE.match(name):
-            read(name, partial(_scrub_segment, path / name, None, None))
+            read(name, partial(_scrub_segment, path / name, None, None), named=False)
         else:
-            read(name, partial(_scrub_tombstones, path / name))
+            read(name, partial(_scrub_tombstones, path / name), named=False)
         problems[before:] = [problem + suffix for problem in problems[before:]]
-    return ScrubReport(files, size, tuple(problems))
+    raced = missing and _manifest_bytes(path) != listed
+    return ScrubReport(files, size, tuple(problems)), raced
 
 
 def _tombstone_problems(path: Path, entry: SegmentEntry, manifest: Manifest) -> list[str]:

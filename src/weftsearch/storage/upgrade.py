@@ -104,7 +104,10 @@ def upgrade_index(path: Path, *, index_id: str | None = None) -> UpgradeReport:
         documents = 0
         for entry in old.segments:
             segment_path = directory.path / entry.name
-            reader = SegmentReader(segment_path, versions=legacy)
+            try:
+                reader = SegmentReader(segment_path, versions=legacy)
+            except FileNotFoundError:
+                raise CorruptIndexError(f"{segment_path}: listed in the manifest, missing") from None
             problems = reader.verify()
             if problems:
                 raise CorruptIndexError(f"cannot upgrade: {problems[0]}")
@@ -119,9 +122,12 @@ def upgrade_index(path: Path, *, index_id: str | None = None) -> UpgradeReport:
             if entry.deletes is None:
                 live = np.ones(entry.documents, dtype=bool)
             else:
-                live = ~read_tombstones(
-                    directory.path / entry.deletes, entry.documents, entry.deleted, versions=legacy
-                )
+                try:
+                    live = ~read_tombstones(
+                        directory.path / entry.deletes, entry.documents, entry.deleted, versions=legacy
+                    )
+                except FileNotFoundError:
+                    raise CorruptIndexError(f"{directory.path / entry.deletes}: listed, missing") from None
             if not live.any():
                 continue
             encoded = encode_columns(merge_columns([(reader, live)]))
