@@ -58,7 +58,7 @@ class Fixture:
     @property
     def current(self) -> bool:
         """This code wrote the fixture's version, so it must open it (a later version may refuse it)."""
-        return (
+        return bool(
             self.expected["format_version"] == FORMAT_VERSION
             and self.expected["index_version"] == INDEX_VERSION
         )

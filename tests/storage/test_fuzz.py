@@ -827,7 +827,7 @@ def test_segment_meta_edge_cases(data: bytes) -> None:
 @pytest.mark.parametrize("value", [10**6, 10**9, 10**12, 2**40 - 1])
 def test_claimed_counts_allocate_nothing(field: str, value: int) -> None:
     """A segment claiming huge counts (valid checksums) is refused at open, before allocating by them."""
-    data = _meta_case(**{field: value})
+    data = _meta_case(None, **{field: value})
     tracemalloc.start()
     try:
         with pytest.raises(CorruptIndexError, match="elements"):

@@ -13,6 +13,7 @@ import json
 import shutil
 import tracemalloc
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,8 @@ def copy(pristine: Path, tmp_path: Path) -> Path:
 
 
 def names(path: Path) -> dict[str, Any]:
-    return json.loads((path / MANIFEST).read_text())["body"]
+    body: dict[str, Any] = json.loads((path / MANIFEST).read_text())["body"]
+    return body
 
 
 def assert_refused(path: Path, *fragments: str) -> None:
@@ -286,7 +288,7 @@ def test_inflated_document_count_allocates_nothing(copy: Path, documents: int) -
     edit_manifest(copy, lambda body: body["segments"][2].update(documents=documents))
     assert len((copy / name).read_bytes()) < 16_000
     for readonly in (True, False):
-        assert _peak_bytes(lambda r=readonly: Index.open(copy, readonly=r)) < 32 << 20
+        assert _peak_bytes(partial(Index.open, copy, readonly=readonly)) < 32 << 20
     assert _peak_bytes(lambda: SegmentReader(copy / name)) < 32 << 20
     assert _peak_bytes(lambda: scrub_directory(copy)) < 32 << 20
     assert_refused(copy, name, "elements")
