@@ -330,6 +330,31 @@ def test_failed_upgrade_leaves_the_old_index(
 
 
 @pytest.mark.parametrize("version", OLD_VERSIONS)
+def test_upgrade_stopped_after_publishing(
+    version: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed between the manifest rename and the sweep: the new index, whole; old files are leftovers."""
+    from weftsearch.storage.directory import IndexDirectory
+
+    fixture = FIXTURES[version]
+    path = copy_of(fixture, tmp_path)
+
+    def killed(self: IndexDirectory, manifest: Any) -> list[str]:
+        raise KeyboardInterrupt  # stands in for SIGKILL: nothing after the rename runs
+
+    monkeypatch.setattr(IndexDirectory, "sweep", killed)
+    with pytest.raises(KeyboardInterrupt):
+        upgrade_index(path)
+    monkeypatch.undo()
+    assert (path / "seg-000001.wseg").exists()  # an old file, now named by no manifest
+    index = Index.open(path, readonly=True)
+    check_keys_and_settings(index, fixture.expected)
+    assert index.scrub().ok, index.scrub().problems  # whole leftovers of the old version are not damage
+    Index.open(path).close()  # a writer sweeps them
+    assert not (path / "seg-000001.wseg").exists()
+
+
+@pytest.mark.parametrize("version", OLD_VERSIONS)
 def test_cli_upgrade(version: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from weftsearch.cli import main
 
@@ -474,3 +499,60 @@ def test_newer_version_is_refused_by_scrub_too(tmp_path: Path, version: int) -> 
         if found is not None:
             assert not found.ok
             assert any("seg-000002.wseg" in problem for problem in found.problems)
+
+
+# ---------------------------------------------------------------------------- upgrade under SIGKILL
+
+_UPGRADER = """
+import sys
+from pathlib import Path
+from weftsearch.storage import upgrade_index
+print("ready", flush=True)
+sys.stdin.readline()
+upgrade_index(Path(sys.argv[1]))
+print("done", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", OLD_VERSIONS)
+def test_upgrade_killed_at_any_point_leaves_one_whole_index(version: int, tmp_path: Path) -> None:
+    """SIGKILL during an upgrade: the directory is the old index (and the upgrade reruns) or the new one."""
+    import random
+    import signal
+    import time
+
+    fixture = FIXTURES[version]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    outcomes: set[str] = set()
+    rng = random.Random(13)
+    for trial in range(40):
+        path = copy_of(fixture, tmp_path / f"trial-{trial}")
+        child = subprocess.Popen(
+            [sys.executable, "-c", _UPGRADER, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        assert child.stdin is not None and child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        time.sleep(rng.uniform(0.0, 0.08))
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        child.stdout.close()
+        child.stdin.close()
+        try:
+            index = Index.open(path, readonly=True)
+            outcomes.add("new")
+        except FormatVersionError:
+            outcomes.add("old")
+            assert upgrade_index(path).changed  # the old index, whole: the upgrade simply runs again
+            index = Index.open(path, readonly=True)
+        check_keys_and_settings(index, fixture.expected)
+        for key in fixture.expected["keys"]:
+            check_document(index, fixture.expected["documents"][key], key)
+        assert index.scrub().ok, index.scrub().problems
+    assert outcomes  # which states the kills landed in depends on the machine's speed
