@@ -966,7 +966,17 @@ def regression_inputs() -> dict[str, bytes]:
         "crashes/segment-record-time-10e400.bin": b"\x01"
         + encode_sections(_with_record(b'{"fields":{},"text":"x","time":' + b"1" * 401 + b"}")),
         "crashes/segment-record-deep-nesting.bin": b"\x01" + encode_sections(_with_record(b"[" * 5000)),
+        "crashes/segment-claims-1e12-documents.bin": b"\x01" + _meta_case(None, documents=10**12),
+        "crashes/segment-claims-1e11-postings.bin": b"\x01" + _meta_case(None, postings=10**11),
+        "crashes/manifest-duplicate-entry.bin": b"\x02" + _duplicated_manifest(),
     }
+
+
+def _duplicated_manifest() -> bytes:
+    body = json.loads(VALID_MANIFEST)["body"]
+    body["segments"].append(dict(body["segments"][0]))
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return json.dumps({"body": body, "crc32c": checksum(canonical)}).encode()
 
 
 def write_corpus(directory: Path = CORPUS) -> None:
