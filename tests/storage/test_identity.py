@@ -260,6 +260,20 @@ def test_segment_of_another_vector_width(copy: Path, tmp_path: Path, width: int)
     assert_refused(copy, name, "wide")
 
 
+def test_segment_of_another_vector_precision(copy: Path, tmp_path: Path) -> None:
+    name = segment_files(copy)[2]
+    other = tmp_path / "half"
+    with Index.create(
+        other, vector_dim=DIM, vector_dtype="float16", index_id=names(copy)["index_id"]
+    ) as index:
+        index.add_many([doc(i) for i in range(20, 30)])
+        index.commit()
+    shutil.copyfile(other / "seg-000001.wseg", copy / name)
+    restamp(copy / name, number=int(name[4:10]))
+    refresh_identities(copy)
+    assert_refused(copy, name, "float16")
+
+
 def test_vector_matrix_disagreeing_with_meta(copy: Path) -> None:
     name = segment_files(copy)[2]
     edit_meta(copy / name, vector_dim=DIM * 2, vectors=5)  # 5 x 8 = 40 values, as the matrix holds
