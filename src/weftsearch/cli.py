@@ -38,6 +38,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -74,6 +75,7 @@ from weftsearch.errors import (
 from weftsearch.fusion import FUSION_METHODS, RRF, ScoreFusion, WeightedRRF
 from weftsearch.scorers import BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, VectorScorer
 from weftsearch.scorers.vector import DEFAULT_NPROBE
+from weftsearch.storage import scrub_directory, upgrade_index
 
 __all__ = [
     "main",
@@ -564,13 +566,25 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_scrub(args: argparse.Namespace) -> int:
-    index = Index.open(args.index, readonly=True)
-    report = index.scrub()
+    # The storage-level scrub: no Index, no lock, so an index that cannot be opened is scrubbed too.
+    report = scrub_directory(Path(args.index))
     for problem in report.problems:
         print(problem)
     verdict = "ok" if report.ok else f"{len(report.problems)} problem(s)"
     print(f"scrubbed {report.files} files, {report.bytes} bytes of {args.index}: {verdict}", file=sys.stderr)
     return 0 if report.ok else 1
+
+
+def _cmd_upgrade(args: argparse.Namespace) -> int:
+    report = upgrade_index(Path(args.index))
+    if report.changed:
+        print(
+            f"upgraded {args.index} from format {report.from_version} to {report.to_version}: "
+            f"{report.documents} documents in {report.segments} segments"
+        )
+    else:
+        print(f"{args.index} is format {report.to_version} already; nothing to do")
+    return 0
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
@@ -853,10 +867,20 @@ def build_parser() -> argparse.ArgumentParser:
         "scrub",
         help="verify every byte of an index and name what is damaged",
         description="Read every committed file of DIR, check every checksum and structure rule, and "
-        "list what is damaged. Exit status 0 when clean, 1 when damage was found.",
+        "list what is damaged (every damaged file, even when the index cannot be opened). "
+        "Exit status 0 when clean, 1 when damage was found, 2 when DIR is not an index.",
     )
     scrub.add_argument("index", metavar="DIR", help="index directory")
     scrub.set_defaults(handler=_cmd_scrub)
+
+    upgrade = commands.add_parser(
+        "upgrade",
+        help="rewrite an index of an older format version as the current one, in place",
+        description="Rewrite DIR, written by an older weft-search format version, as the current "
+        "version. Safe against crashes: the old index serves until the new one is complete.",
+    )
+    upgrade.add_argument("index", metavar="DIR", help="index directory")
+    upgrade.set_defaults(handler=_cmd_upgrade)
 
     merge = commands.add_parser(
         "merge",

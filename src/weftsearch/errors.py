@@ -39,6 +39,7 @@ __all__ = [
     "IndexClosedError",
     "UncommittedWritesError",
     "DiscardedWritesWarning",
+    "ManifestRollbackError",
 ]
 
 
@@ -189,3 +190,12 @@ class UncommittedWritesError(IndexStorageError):
 
 class DiscardedWritesWarning(WeftError, UserWarning):  # noqa: N818 - a warning, named as Python names them
     """Uncommitted writes were dropped because a ``with Index...`` block ended by an exception."""
+
+
+class ManifestRollbackError(CorruptIndexError):
+    """The manifest went back to a generation older than one this ``Index`` has already shown.
+
+    Also raised for the same generation with other content, or another index's
+    manifest (a directory restored from a backup or replaced). Generation
+    numbers never go backwards; reopen the index to accept the restored state.
+    """

@@ -252,7 +252,8 @@ def test_all_vectors_view_of_a_partitioned_segment(snapshot: Snapshot, vectors: 
 def build_multi(path: Path) -> Index:
     """Two committed segments above the floor and one below."""
     vectors = clustered(4000 + 3700 + 200, seed=11)
-    index = Index.create(path, analyzer="simple", vector_dim=DIM)
+    # A fixed index id: it is stamped into every file (docs/FORMAT.md, "Determinism").
+    index = Index.create(path, analyzer="simple", vector_dim=DIM, index_id="1d" * 16)
     for start, end in [(0, 4000), (4000, 7700), (7700, 7900)]:
         index.add_many(documents(vectors[start:end], start=start))
         index.commit()

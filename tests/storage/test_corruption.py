@@ -40,6 +40,7 @@ can notice. ``write.lock`` (empty, never read by readers) is not swept.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -48,12 +49,14 @@ import signal
 import struct
 import time
 import traceback
+import tracemalloc
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -74,7 +77,8 @@ from weftsearch import (
     VectorScorer,
 )
 from weftsearch.errors import CorruptIndexError, FormatVersionError, UnknownKeyError
-from weftsearch.storage import LOCK, MANIFEST, checksum
+from weftsearch.storage import FORMAT_VERSION, LOCK, MANIFEST, SectionFile, checksum, scrub_directory
+from weftsearch.storage.codec import FileStamp, encode_sections, read_stamp, stamped_header
 
 #: Wall-clock limit of one damaged case (open, scrub, every get, every query).
 CASE_SECONDS = 10.0
@@ -248,6 +252,7 @@ class Case:
     data: bytes
     expect: type[Exception] | None = None  # an outcome that must be exactly this error at open
     region: str = ""  # what the damaged byte belonged to (header, table, a section, padding)
+    also: tuple[tuple[str, bytes], ...] = ()  # other files replaced too (a swap, a re-sealed manifest)
 
 
 def regions(data: bytes) -> list[tuple[int, int, str]]:
@@ -322,18 +327,47 @@ def truncation_cases(name: str, data: bytes) -> list[Case]:
     return cases
 
 
-def version_case(name: str, data: bytes) -> Case:
-    """The format version set to 2 with every checksum re-sealed: must be FormatVersionError."""
-    if name == MANIFEST:
-        body = json.loads(data)["body"]
-        body["version"] = 2
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
-        sealed = json.dumps({"body": body, "crc32c": checksum(canonical)}, sort_keys=True, indent=1)
-        return Case(name, "manifest version 2, re-sealed", sealed.encode(), FormatVersionError)
-    damaged = bytearray(data)
-    struct.pack_into("<I", damaged, 8, 2)
-    struct.pack_into("<I", damaged, 28, checksum(bytes(damaged[:28]) + bytes(damaged[32:64])))
-    return Case(name, "section-file version 2, header re-sealed", bytes(damaged), FormatVersionError)
+def version_cases(name: str, data: bytes) -> list[Case]:
+    """The format version set to the next one and to the previous one, every checksum re-sealed.
+
+    Each must be FormatVersionError (an older file is refused too: it would be misread).
+    """
+    cases = []
+    for version in (FORMAT_VERSION + 1, FORMAT_VERSION - 1):
+        if name == MANIFEST:
+            body = json.loads(data)["body"]
+            body["version"] = version
+            label = f"manifest version {version}, re-sealed"
+            cases.append(Case(name, label, seal_manifest(body), FormatVersionError))
+            continue
+        damaged = bytearray(data)
+        struct.pack_into("<I", damaged, 8, version)
+        struct.pack_into("<I", damaged, 28, checksum(bytes(damaged[:28]) + bytes(damaged[32:64])))
+        label = f"section-file version {version}, header re-sealed"
+        cases.append(Case(name, label, bytes(damaged), FormatVersionError))
+    return cases
+
+
+def seal_manifest(body: dict[str, Any]) -> bytes:
+    """A manifest with ``body`` and a correct CRC32C."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return json.dumps({"body": body, "crc32c": checksum(canonical)}, sort_keys=True, indent=1).encode()
+
+
+def recorded(manifest: bytes, name: str, data: bytes, **changes: Any) -> bytes:
+    """``manifest`` re-sealed to record ``data`` as file ``name`` (size, checksum), plus ``changes``.
+
+    A crafted file with a manifest that agrees with it: only the identity rules
+    (stamp, counts, width) can refuse the pair.
+    """
+    body = json.loads(manifest)["body"]
+    identity = SectionFile(Path(name), data).identity
+    for entry in body["segments"]:
+        if entry["name"] == name:
+            entry.update(size=len(data), checksum=identity, **changes)
+        elif entry["deletes"] == name:
+            entry.update(deletes_size=len(data), deletes_checksum=identity, **changes)
+    return seal_manifest(body)
 
 
 def reseal_section(data: bytearray, name: str) -> None:
@@ -349,7 +383,7 @@ def reseal_section(data: bytearray, name: str) -> None:
     struct.pack_into("<I", data, 28, checksum(bytes(data[:28]) + bytes(data[32:64])))
 
 
-def inner_checksum_cases(name: str, data: bytes) -> list[Case]:
+def inner_checksum_cases(name: str, data: bytes, manifest: bytes) -> list[Case]:
     """Damage one stored record, or one term's postings, and re-seal the section checksum.
 
     Only the per-record (``stored.crc``) and per-term (``post.crc``) checksums
@@ -366,7 +400,9 @@ def inner_checksum_cases(name: str, data: bytes) -> list[Case]:
         damaged[blob_start + (first + last) // 2] ^= 0xFF
         reseal_section(damaged, "stored.blob")
         label = f"stored record {local} damaged, section checksum re-sealed"
-        cases.append(Case(name, label, bytes(damaged), region=f"record:{local}"))
+        # The manifest records the re-sealed table: else the identity check refuses the file at open.
+        also = ((MANIFEST, recorded(manifest, name, bytes(damaged))),)
+        cases.append(Case(name, label, bytes(damaged), region=f"record:{local}", also=also))
     ids_start = spans["post.ids"][0]
     offsets_start, offsets_end = spans["post.offsets"]
     bounds = np.frombuffer(data[offsets_start:offsets_end], dtype="<u8").tolist()
@@ -376,7 +412,141 @@ def inner_checksum_cases(name: str, data: bytes) -> list[Case]:
             damaged[ids_start + 4 * first] ^= 0x01
             reseal_section(damaged, "post.ids")
             label = f"postings of term {term} damaged, section checksum re-sealed"
-            cases.append(Case(name, label, bytes(damaged), region="postings"))
+            also = ((MANIFEST, recorded(manifest, name, bytes(damaged))),)
+            cases.append(Case(name, label, bytes(damaged), region="postings", also=also))
+    return cases
+
+
+def substitution_cases(files: dict[str, bytes], foreign: dict[str, bytes], full: bool) -> list[Case]:
+    """Files that are whole and checksum-clean but not the ones the manifest means (issue 13, item 6).
+
+    Every file replaced by a copy of every other, every pair swapped, every file replaced
+    by the same file of another index of the same documents, every field of every stamp
+    forged (header re-sealed; with ``full``, also with a manifest that records the forged
+    file's size and checksum), and every identity field of every manifest entry edited
+    (manifest re-sealed). Each must be refused at open with ``CorruptIndexError``.
+    """
+    cases = []
+    section_files = [name for name in files if name != MANIFEST]
+    for target in section_files:
+        for source in section_files:
+            if source != target:
+                cases.append(
+                    Case(target, f"replaced by a copy of {source}", files[source], CorruptIndexError)
+                )
+    for first, second in itertools.combinations(section_files, 2):
+        also = ((second, files[first]),)
+        cases.append(Case(first, f"swapped with {second}", files[second], CorruptIndexError, also=also))
+    for name, data in foreign.items():
+        cases.append(Case(name, "the same file of another index", data, CorruptIndexError))
+    for name in section_files:
+        stamp = read_stamp(files[name][:64])
+        forgeries = {
+            "index id": dataclasses.replace(stamp, index_id=read_stamp(foreign[name][:64]).index_id),
+            "segment number": dataclasses.replace(stamp, number=stamp.number + 1),
+            "generation": dataclasses.replace(stamp, generation=stamp.generation + 1),
+            "unstamped": FileStamp("", 0, 0),
+        }
+        for label, forged in forgeries.items():
+            data = _stamped(files[name], forged)
+            cases.append(Case(name, f"stamp: {label} forged, header re-sealed", data, CorruptIndexError))
+            if full:
+                also = ((MANIFEST, recorded(files[MANIFEST], name, data)),)
+                label = f"stamp: {label} forged, manifest records it"
+                cases.append(Case(name, label, data, CorruptIndexError, also=also))
+    body = json.loads(files[MANIFEST])["body"]
+    for position, entry in enumerate(body["segments"]):
+        edits: dict[str, Callable[[dict[str, Any]], None]] = {
+            "size + 64": lambda e: e.update(size=e["size"] + 64),
+            "size - 64": lambda e: e.update(size=e["size"] - 64),
+            "checksum ^ 1": lambda e: e.update(checksum=e["checksum"] ^ 1),
+            "documents + 1": lambda e: e.update(documents=e["documents"] + 1),
+        }
+        if entry["deletes"] is not None:
+            edits["deletes_size + 64"] = lambda e: e.update(deletes_size=e["deletes_size"] + 64)
+            edits["deletes_checksum ^ 1"] = lambda e: e.update(deletes_checksum=e["deletes_checksum"] ^ 1)
+            edits["deleted + 1"] = lambda e: e.update(deleted=e["deleted"] + 1)
+        for label, edit in edits.items():
+            edited = json.loads(files[MANIFEST])["body"]
+            edit(edited["segments"][position])
+            cases.append(
+                Case(MANIFEST, f"entry {position}: {label}", seal_manifest(edited), CorruptIndexError)
+            )
+        duplicated = json.loads(files[MANIFEST])["body"]
+        duplicated["segments"].append(dict(duplicated["segments"][position]))
+        label = f"entry {position} listed twice"
+        cases.append(Case(MANIFEST, label, seal_manifest(duplicated), CorruptIndexError))
+        renamed = json.loads(files[MANIFEST])["body"]
+        other = body["segments"][(position + 1) % len(body["segments"])]["name"]
+        renamed["segments"][position]["name"] = other
+        label = f"entry {position} renamed to {other}"
+        cases.append(Case(MANIFEST, label, seal_manifest(renamed), CorruptIndexError))
+        low = json.loads(files[MANIFEST])["body"]
+        low["next_segment"] = int(entry["name"][4:10])
+        label = f"next_segment = {low['next_segment']}, a listed segment"
+        cases.append(Case(MANIFEST, label, seal_manifest(low), CorruptIndexError))
+    foreign_id = json.loads(foreign[MANIFEST])["body"]["index_id"]
+    for label, value in [
+        ("another index's id", foreign_id),
+        ("no id", ""),
+        ("upper-case id", foreign_id.upper()),
+    ]:
+        edited = json.loads(files[MANIFEST])["body"]
+        edited["index_id"] = value
+        cases.append(Case(MANIFEST, f"index_id: {label}", seal_manifest(edited), CorruptIndexError))
+    older = json.loads(files[MANIFEST])["body"]
+    older["generation"] = 1  # below its tombstone file's generation
+    cases.append(
+        Case(MANIFEST, "generation below a tombstone file's", seal_manifest(older), CorruptIndexError)
+    )
+    return cases
+
+
+def _stamped(data: bytes, stamp: FileStamp) -> bytes:
+    if not stamp.index_id:  # an unstamped header: zero stamp bytes, header CRC re-sealed
+        out = bytearray(data)
+        out[32:64] = bytes(32)
+        struct.pack_into("<I", out, 28, checksum(bytes(out[:28]) + bytes(out[32:64])))
+        return bytes(out)
+    return stamped_header(data, stamp) + data[64:]
+
+
+#: Counts the ``meta`` section of a segment claims (issue 13, item 8).
+COUNT_FIELDS = ("documents", "terms", "postings", "links", "vectors")
+
+
+def count_cases(files: dict[str, bytes], full: bool) -> list[Case]:
+    """Segments whose ``meta`` claims other counts or another vector width, every checksum valid.
+
+    The manifest records each crafted file (size, checksum, and the claimed
+    document count), so only the count rules can refuse it: every count must
+    agree with its sections' lengths, which the file's length bounds, before
+    anything is allocated by it; the vector width must be the manifest's.
+    """
+    magnitudes = [10**k for k in range(2, 19)] if full else [10**4, 10**8, 10**12]
+    cases = []
+    for name in (n for n in files if n.endswith(".wseg")):
+        source = SectionFile(Path(name), files[name])
+        sections = {section: source.array(section).copy() for section in source.names}
+        meta = json.loads(bytes(sections["meta"]))
+        variants: list[tuple[str, dict[str, Any]]] = []
+        for field in COUNT_FIELDS:
+            variants += [(f"meta {field} = {value}", {field: value}) for value in magnitudes]
+            variants.append((f"meta {field} + 1", {field: meta[field] + 1}))
+        matrix_values = meta["vectors"] * meta["vector_dim"]
+        for width in (DIM // 2, DIM * 2, 1):
+            # The matrix still holds what the claimed vectors x width need: only the width is wrong.
+            variants.append(
+                (f"vectors {width} wide", {"vector_dim": width, "vectors": matrix_values // width})
+            )
+        for label, changes in variants:
+            edited = dict(sections)
+            raw = json.dumps({**meta, **changes}, sort_keys=True, separators=(",", ":")).encode("ascii")
+            edited["meta"] = np.frombuffer(raw, dtype=np.uint8)
+            data = _stamped(encode_sections(edited), source.stamp)
+            documents = {"documents": changes["documents"]} if "documents" in changes else {}
+            also = ((MANIFEST, recorded(files[MANIFEST], name, data, **documents)),)
+            cases.append(Case(name, label, data, CorruptIndexError, region="meta", also=also))
     return cases
 
 
@@ -453,6 +623,11 @@ def run_case(directory: Path, golden: Golden, case: Case) -> str:
     except ALLOWED as exc:
         if case.expect is not None and not isinstance(exc, case.expect):
             raise PropertyViolationError(f"expected {case.expect.__name__}, got {exc!r}") from None
+        # The storage-level scrub needs no open index: it must name the damage too.
+        if scrub_directory(directory).ok:
+            raise PropertyViolationError(
+                f"open refused ({exc}) but scrub_directory() reported nothing"
+            ) from None
         return "refused"
     if case.expect is not None:
         raise PropertyViolationError(f"expected {case.expect.__name__} at open, but the index opened")
@@ -528,6 +703,8 @@ def sweep(pristine: Path, workdir: Path, golden: Golden, cases: list[Case]) -> S
     for case in cases:
         target = directory / case.file
         _replace(target, case.data)
+        for other, data in case.also:
+            _replace(directory / other, data)
         began = time.perf_counter()
         try:
             with deadline(CASE_SECONDS):
@@ -553,6 +730,8 @@ def sweep(pristine: Path, workdir: Path, golden: Golden, cases: list[Case]) -> S
         if outcome == "scrub-only":
             scrub_only[case.region] += 1
         _replace(target, originals[case.file])
+        for other, _ in case.also:
+            _replace(directory / other, originals[other])
     assert {p.name: p.read_bytes() for p in directory.iterdir()} == originals, "sweep left damage"
     return SweepResult(outcomes, failures, time.perf_counter() - started, slowest, scrub_only)
 
@@ -583,7 +762,7 @@ def test_byte_flips(name: str, pristine: Path, golden: Golden, tmp_path: Path) -
 @pytest.mark.parametrize("name", FILES)
 def test_truncations_and_versions(name: str, pristine: Path, golden: Golden, tmp_path: Path) -> None:
     data = (pristine / name).read_bytes()
-    cases = [*truncation_cases(name, data), version_case(name, data)]
+    cases = [*truncation_cases(name, data), *version_cases(name, data)]
     result = sweep(pristine, tmp_path, golden, cases)
     assert set(result.outcomes) <= {"refused", "FAIL"}, result.summary(name)  # all fail at open
     check(result, f"truncations, extensions and version of {name}")
@@ -593,7 +772,8 @@ def test_truncations_and_versions(name: str, pristine: Path, golden: Golden, tmp
 def test_inner_checksums(name: str, pristine: Path, golden: Golden, tmp_path: Path) -> None:
     """Per-record and per-term checksums catch what a re-sealed section checksum hides."""
     data = (pristine / name).read_bytes()
-    result = sweep(pristine, tmp_path, golden, inner_checksum_cases(name, data))
+    cases = inner_checksum_cases(name, data, (pristine / MANIFEST).read_bytes())
+    result = sweep(pristine, tmp_path, golden, cases)
     check(result, f"record and postings damage in {name}, sections re-sealed")
     assert result.outcomes["absent"] or result.outcomes["error"], result.summary(name)
 
@@ -612,6 +792,64 @@ def test_deadline_interrupts_a_hang() -> None:
         while True:
             time.sleep(0.01)
     assert time.perf_counter() - started < 5
+
+
+@pytest.fixture(scope="module")
+def foreign(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """The files of another index built from the very same documents (same names and sizes)."""
+    path = tmp_path_factory.mktemp("foreign") / "index"
+    build_index(path)
+    return {name: (path / name).read_bytes() for name in FILES}
+
+
+def files_of(pristine: Path) -> dict[str, bytes]:
+    return {name: (pristine / name).read_bytes() for name in FILES}
+
+
+def test_substitutions(pristine: Path, golden: Golden, foreign: dict[str, bytes], tmp_path: Path) -> None:
+    """Swapped, copied, foreign and forged files and edited manifest identities: all refused, all scrubbed."""
+    cases = substitution_cases(files_of(pristine), foreign, full=False)
+    result = sweep(pristine, tmp_path, golden, cases)
+    check(result, "substituted files")
+    assert set(result.outcomes) == {"refused"}, result.summary("substitutions")
+
+
+def test_crafted_counts(pristine: Path, golden: Golden, tmp_path: Path) -> None:
+    """Inflated or inconsistent counts and other vector widths: refused before any large allocation."""
+    cases = count_cases(files_of(pristine), full=False)
+    tracemalloc.start()
+    try:
+        result = sweep(pristine, tmp_path, golden, cases)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    check(result, "crafted counts")
+    assert set(result.outcomes) == {"refused"}, result.summary("crafted counts")
+    assert peak < 64 << 20, f"peak {peak / 2**20:.0f} MiB while refusing crafted counts"
+
+
+@pytest.mark.slow
+def test_substitutions_full(
+    pristine: Path, golden: Golden, foreign: dict[str, bytes], tmp_path: Path
+) -> None:
+    cases = substitution_cases(files_of(pristine), foreign, full=True)
+    result = sweep(pristine, tmp_path, golden, cases)
+    check(result, "substituted files (full)")
+    assert set(result.outcomes) == {"refused"}, result.summary("substitutions")
+
+
+@pytest.mark.slow
+def test_crafted_counts_full(pristine: Path, golden: Golden, tmp_path: Path) -> None:
+    cases = count_cases(files_of(pristine), full=True)
+    tracemalloc.start()
+    try:
+        result = sweep(pristine, tmp_path, golden, cases)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    check(result, "crafted counts (every magnitude)")
+    assert set(result.outcomes) == {"refused"}, result.summary("crafted counts")
+    assert peak < 64 << 20, f"peak {peak / 2**20:.0f} MiB while refusing crafted counts"
 
 
 def test_files_are_the_expected_ones(pristine: Path) -> None:

@@ -72,7 +72,7 @@ def test_half_precision_scores_are_float32_cosines_of_the_rounded_vectors() -> N
 def test_same_documents_same_bytes_in_half_precision(tmp_path: Path) -> None:
     hashes = []
     for name in ("a", "b"):
-        with Index.create(tmp_path / name, vector_dim=8, vector_dtype="float16") as index:
+        with Index.create(tmp_path / name, vector_dim=8, vector_dtype="float16", index_id="ab" * 16) as index:
             index.add_many(_documents(30)[:: -1 if name == "b" else 1])
             index.commit()
         hashes.append(sorted((p.name, p.read_bytes()) for p in (tmp_path / name).glob("seg-*")))

@@ -1,9 +1,12 @@
-"""The checked-in format-version-1 index: every later version opens it and gives the recorded
-answers, or refuses it with FormatVersionError; the fixture rebuilds byte for byte; newer
-version numbers in the manifest or a file header are refused, not misread.
+"""The checked-in format fixtures (version 1 and version 2): every later version opens each
+with the recorded answers, or refuses it with FormatVersionError naming the upgrade path and
+upgrades it in place to an index that gives those answers; the current version's fixture
+rebuilds byte for byte; newer version numbers in the manifest or a file header are refused,
+not misread.
 
-The fixture is built by ``tests/fixtures/make_format_v1.py``; never regenerate it to make
-these tests pass after a format change (see that script's docstring).
+The fixtures are built by ``tests/fixtures/make_format_v1.py`` and ``make_format_v2.py``;
+never regenerate one to make these tests pass after a format change (see the scripts'
+docstrings): a new version gets a new fixture beside them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import shutil
 import struct
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,35 +28,67 @@ import pytest
 
 from weftsearch import Document, Index
 from weftsearch.errors import CorruptIndexError, FormatVersionError
-from weftsearch.storage import FORMAT_VERSION, INDEX_VERSION, LOCK, MANIFEST, checksum
+from weftsearch.storage import FORMAT_VERSION, INDEX_VERSION, LOCK, MANIFEST, checksum, upgrade_index
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "tests" / "fixtures" / "make_format_v1.py"
-FIXTURE = ROOT / "tests" / "fixtures" / "format_v1"
-INDEX_DIR = FIXTURE / "index"
-EXPECTED: dict[str, Any] = json.loads((FIXTURE / "expected.json").read_text(encoding="utf-8"))
-#: This code wrote the fixture's version, so it must open it (a later version may refuse it).
-CURRENT = EXPECTED["format_version"] == FORMAT_VERSION and EXPECTED["index_version"] == INDEX_VERSION
 
 
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_format_v1", SCRIPT)
+def load_script(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-SCRIPT_MODULE = load_script()
-SEARCH_LABELS = [str(spec["label"]) for spec in EXPECTED["searches"]]
+@dataclass(frozen=True)
+class Fixture:
+    """One checked-in fixture: its script, directory and recorded answers."""
+
+    version: int
+    script: Path
+    root: Path
+    expected: dict[str, Any]
+    module: ModuleType
+
+    @property
+    def index(self) -> Path:
+        return self.root / "index"
+
+    @property
+    def current(self) -> bool:
+        """This code wrote the fixture's version, so it must open it (a later version may refuse it)."""
+        return bool(
+            self.expected["format_version"] == FORMAT_VERSION
+            and self.expected["index_version"] == INDEX_VERSION
+        )
+
+    @property
+    def labels(self) -> list[str]:
+        return [str(spec["label"]) for spec in self.expected["searches"]]
 
 
-def open_fixture(path: Path = INDEX_DIR) -> Index | None:
+def _fixture(version: int) -> Fixture:
+    root = ROOT / "tests" / "fixtures" / f"format_v{version}"
+    script = ROOT / "tests" / "fixtures" / f"make_format_v{version}.py"
+    expected = json.loads((root / "expected.json").read_text(encoding="utf-8"))
+    return Fixture(version, script, root, expected, load_script(script))
+
+
+FIXTURES = {version: _fixture(version) for version in (1, 2)}
+VERSIONS = sorted(FIXTURES)
+#: (version, search label) for every recorded search of every fixture.
+SEARCH_CASES = [(v, label) for v in VERSIONS for label in FIXTURES[v].labels]
+#: (version, key) for every recorded document of every fixture.
+KEY_CASES = [(v, key) for v in VERSIONS for key in FIXTURES[v].expected["keys"]]
+
+
+def open_fixture(fixture: Fixture, path: Path | None = None) -> Index | None:
     """The fixture opened read-only, or None when this version refuses it as too old."""
     try:
-        return Index.open(path, readonly=True)
+        return Index.open(path or fixture.index, readonly=True)
     except FormatVersionError:
-        if CURRENT:
+        if fixture.current:
             raise
         return None
 
@@ -65,44 +101,55 @@ def tree_hashes(root: Path) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def fixture_copy(tmp_path: Path) -> Path:
-    target = tmp_path / "index"
-    shutil.copytree(INDEX_DIR, target)
+def copy_of(fixture: Fixture, tmp_path: Path) -> Path:
+    target = tmp_path / f"index-v{fixture.version}"
+    shutil.copytree(fixture.index, target)
     return target
 
 
 # ---------------------------------------------------------------------------- the recorded answers
 
 
-def test_fixture_is_what_it_claims() -> None:
-    names = sorted(path.name for path in INDEX_DIR.iterdir())
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fixture_is_what_it_claims(version: int) -> None:
+    fixture = FIXTURES[version]
+    names = sorted(path.name for path in fixture.index.iterdir())
     assert names == [MANIFEST, "seg-000001.del-000003", "seg-000001.wseg", "seg-000002.wseg"]
     assert LOCK not in names
-    assert EXPECTED["keys"] == sorted(EXPECTED["documents"])
-    assert len(EXPECTED["keys"]) == 7 and EXPECTED["deleted"] == ["epsilon"]
-    assert {spec["label"] for spec in EXPECTED["searches"]} >= {"text", "hybrid-rrf", "graph", "vector"}
+    expected = fixture.expected
+    assert expected["format_version"] == expected["index_version"] == version
+    assert expected["keys"] == sorted(expected["documents"])
+    assert len(expected["keys"]) == 7 and expected["deleted"] == ["epsilon"]
+    assert {spec["label"] for spec in expected["searches"]} >= {"text", "hybrid-rrf", "graph", "vector"}
+    for name in names[1:]:
+        assert struct.unpack_from("<I", (fixture.index / name).read_bytes(), 8)[0] == version
 
 
-def test_fixture_opens_with_its_keys_and_settings() -> None:
-    index = open_fixture()
-    if index is None:
-        return
-    assert index.keys() == EXPECTED["keys"]
-    assert len(index) == len(EXPECTED["keys"])
-    assert index.analyzer.name == EXPECTED["analyzer"]
-    assert index.vector_dim == EXPECTED["vector_dim"]
-    assert index.segment_count == 2
-    for key in EXPECTED["deleted"]:
+def test_the_current_version_has_a_fixture() -> None:
+    """A format change that bumps the version must add its fixture (make_format_vN.py)."""
+    assert any(fixture.current for fixture in FIXTURES.values())
+
+
+def check_keys_and_settings(index: Index, expected: dict[str, Any], segments: int | None = 2) -> None:
+    assert index.keys() == expected["keys"]
+    assert len(index) == len(expected["keys"])
+    assert index.analyzer.name == expected["analyzer"]
+    assert index.vector_dim == expected["vector_dim"]
+    if segments is not None:
+        assert index.segment_count == segments
+    for key in expected["deleted"]:
         assert key not in index
 
 
-@pytest.mark.parametrize("key", EXPECTED["keys"])
-def test_fixture_documents(key: str) -> None:
-    index = open_fixture()
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fixture_opens_with_its_keys_and_settings(version: int) -> None:
+    index = open_fixture(FIXTURES[version])
     if index is None:
         return
-    expected = EXPECTED["documents"][key]
+    check_keys_and_settings(index, FIXTURES[version].expected)
+
+
+def check_document(index: Index, expected: dict[str, Any], key: str) -> None:
     stored = index.get(key)
     assert stored.key == key
     assert stored.text == expected["text"]
@@ -116,6 +163,14 @@ def test_fixture_documents(key: str) -> None:
     else:
         assert stored.vector is not None
         assert [float(x) for x in stored.vector.tolist()] == expected["vector"]
+
+
+@pytest.mark.parametrize(("version", "key"), KEY_CASES)
+def test_fixture_documents(version: int, key: str) -> None:
+    index = open_fixture(FIXTURES[version])
+    if index is None:
+        return
+    check_document(index, FIXTURES[version].expected["documents"][key], key)
 
 
 #: Scores are compared to a few float32 ulps: vector similarities are float32 sums whose last
@@ -149,32 +204,37 @@ def assert_same_hits(found: list[dict[str, Any]], recorded: list[dict[str, Any]]
             assert signal["contribution"] == contribution
 
 
-def run_recorded(index: Index, label: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    [spec] = [s for s in EXPECTED["searches"] if s["label"] == label]
-    query, k, fuser, scorers = SCRIPT_MODULE.make_search(spec)
+def run_recorded(fixture: Fixture, index: Index, label: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    [spec] = [s for s in fixture.expected["searches"] if s["label"] == label]
+    query, k, fuser, scorers = fixture.module.make_search(spec)
     results = index.search(query, k, fuser, *scorers)
     assert list(results.signals) == spec["signal_labels"]
     assert results.fuser == ("passthrough" if len(scorers) == 1 else fuser.name)
     return [hit.to_dict() for hit in results], spec
 
 
-@pytest.mark.parametrize("label", SEARCH_LABELS)
-def test_fixture_search_answers(label: str) -> None:
-    index = open_fixture()
-    if index is None:
-        return
-    found, spec = run_recorded(index, label)
+def check_search(fixture: Fixture, index: Index, label: str) -> None:
+    found, spec = run_recorded(fixture, index, label)
     assert_same_hits(found, spec["hits"])
     if label == "deleted-term":
         assert found == []
     elif label == "k-larger-than-corpus":
-        assert len(found) == len(EXPECTED["keys"])
+        assert len(found) == len(fixture.expected["keys"])
     else:
         assert found
 
 
-def test_fixture_scrubs_clean() -> None:
-    index = open_fixture()
+@pytest.mark.parametrize(("version", "label"), SEARCH_CASES)
+def test_fixture_search_answers(version: int, label: str) -> None:
+    index = open_fixture(FIXTURES[version])
+    if index is None:
+        return
+    check_search(FIXTURES[version], index, label)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fixture_scrubs_clean(version: int) -> None:
+    index = open_fixture(FIXTURES[version])
     if index is None:
         return
     report = index.scrub()
@@ -182,55 +242,172 @@ def test_fixture_scrubs_clean() -> None:
     assert report.files == 3  # two segments and one tombstone file
 
 
-def test_fixture_upgrades_in_place(fixture_copy: Path) -> None:
-    """A writer on the old index: merge it, add to it, commit; the old answers still hold."""
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fixture_takes_writes_in_place(version: int, tmp_path: Path) -> None:
+    """A writer on the fixture: merge it, add to it, commit; the old answers still hold."""
+    fixture = FIXTURES[version]
+    path = copy_of(fixture, tmp_path)
     try:
-        writer = Index.open(fixture_copy)
+        writer = Index.open(path)
     except FormatVersionError:
-        if CURRENT:
+        if fixture.current:
             raise
         return
     with writer:
         assert writer.merge(force=True) == 2
-        for label in SEARCH_LABELS:
-            found, spec = run_recorded(writer, label)
+        for label in fixture.labels:
+            found, spec = run_recorded(fixture, writer, label)
             assert_same_hits(found, spec["hits"])
         writer.add(Document("omega", "a document added after the upgrade"))
         writer.commit()
-    reopened = Index.open(fixture_copy, readonly=True)
-    assert reopened.keys() == sorted([*EXPECTED["keys"], "omega"])
-    assert reopened.get("alpha").text == EXPECTED["documents"]["alpha"]["text"]
+    reopened = Index.open(path, readonly=True)
+    assert reopened.keys() == sorted([*fixture.expected["keys"], "omega"])
+    assert reopened.get("alpha").text == fixture.expected["documents"]["alpha"]["text"]
+
+
+# ---------------------------------------------------------------------------- older versions: upgrade
+
+
+OLD_VERSIONS = [v for v in VERSIONS if not FIXTURES[v].current]
+
+
+@pytest.mark.parametrize("version", OLD_VERSIONS)
+def test_older_fixture_is_refused_naming_the_upgrade(version: int, tmp_path: Path) -> None:
+    path = copy_of(FIXTURES[version], tmp_path)  # a writer's open creates write.lock
+    for readonly in (True, False):
+        with pytest.raises(FormatVersionError) as info:
+            Index.open(path, readonly=readonly)
+        assert not isinstance(info.value, CorruptIndexError)
+        assert "weft-search upgrade" in str(info.value)
+
+
+@pytest.mark.parametrize("version", OLD_VERSIONS)
+def test_older_fixture_upgrades_to_the_same_answers(version: int, tmp_path: Path) -> None:
+    fixture = FIXTURES[version]
+    path = copy_of(fixture, tmp_path)
+    report = Index.upgrade(path)
+    assert report.changed and (report.from_version, report.to_version) == (version, INDEX_VERSION)
+    assert report.documents == len(fixture.expected["keys"])
+    names = sorted(p.name for p in path.iterdir() if p.name != LOCK)
+    assert names == [MANIFEST, "seg-000003.wseg", "seg-000004.wseg"]  # the deleted document is dropped
+    for name in names[1:]:
+        assert struct.unpack_from("<I", (path / name).read_bytes(), 8)[0] == FORMAT_VERSION
+    index = Index.open(path, readonly=True)
+    check_keys_and_settings(index, fixture.expected)
+    for key in fixture.expected["keys"]:
+        check_document(index, fixture.expected["documents"][key], key)
+    for label in fixture.labels:
+        check_search(fixture, index, label)
+    assert index.scrub().ok
+    # A second upgrade has nothing to do and changes nothing.
+    before = tree_hashes(path)
+    assert not Index.upgrade(path).changed
+    assert tree_hashes(path) == before
+
+
+@pytest.mark.parametrize("version", OLD_VERSIONS)
+def test_failed_upgrade_leaves_the_old_index(
+    version: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure after the first new file is written (a full disk, a kill) leaves the old index as it was."""
+    from weftsearch.errors import IndexStorageError
+    from weftsearch.storage.directory import IndexDirectory
+
+    fixture = FIXTURES[version]
+    path = copy_of(fixture, tmp_path)
+    before = tree_hashes(path)
+    original = IndexDirectory.write_stamped
+    calls: list[str] = []
+
+    def failing(self: IndexDirectory, name: str, data: bytes, stamp: Any) -> tuple[int, int]:
+        calls.append(name)
+        if len(calls) == 2:
+            raise IndexStorageError(f"cannot write {name}: no space left on device")
+        return original(self, name, data, stamp)
+
+    monkeypatch.setattr(IndexDirectory, "write_stamped", failing)
+    with pytest.raises(IndexStorageError):
+        upgrade_index(path)
+    monkeypatch.undo()
+    after = tree_hashes(path)
+    assert {name: after[name] for name in before} == before  # every old file as it was
+    with pytest.raises(FormatVersionError):
+        Index.open(path, readonly=True)
+    assert upgrade_index(path).changed  # and the upgrade can simply be run again
+    check_keys_and_settings(Index.open(path, readonly=True), fixture.expected)
+
+
+@pytest.mark.parametrize("version", OLD_VERSIONS)
+def test_upgrade_stopped_after_publishing(
+    version: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed between the manifest rename and the sweep: the new index, whole; old files are leftovers."""
+    from weftsearch.storage.directory import IndexDirectory
+
+    fixture = FIXTURES[version]
+    path = copy_of(fixture, tmp_path)
+
+    def killed(self: IndexDirectory, manifest: Any) -> list[str]:
+        raise KeyboardInterrupt  # stands in for SIGKILL: nothing after the rename runs
+
+    monkeypatch.setattr(IndexDirectory, "sweep", killed)
+    with pytest.raises(KeyboardInterrupt):
+        upgrade_index(path)
+    monkeypatch.undo()
+    assert (path / "seg-000001.wseg").exists()  # an old file, now named by no manifest
+    index = Index.open(path, readonly=True)
+    check_keys_and_settings(index, fixture.expected)
+    assert index.scrub().ok, index.scrub().problems  # whole leftovers of the old version are not damage
+    Index.open(path).close()  # a writer sweeps them
+    assert not (path / "seg-000001.wseg").exists()
+
+
+@pytest.mark.parametrize("version", OLD_VERSIONS)
+def test_cli_upgrade(version: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from weftsearch.cli import main
+
+    path = copy_of(FIXTURES[version], tmp_path)
+    assert main(["scrub", str(path)]) == 1  # old files are not this version's: reported, not misread
+    assert main(["upgrade", str(path)]) == 0
+    assert "upgraded" in capsys.readouterr().out
+    assert main(["scrub", str(path)]) == 0
+    assert main(["upgrade", str(path)]) == 0
+    assert "nothing to do" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------------- determinism
 
 
 @pytest.mark.parametrize("hash_seed", ["0", "4242"])
-def test_fixture_rebuilds_byte_for_byte(tmp_path: Path, hash_seed: str) -> None:
-    if not CURRENT:
-        pytest.skip("this version writes another format; the v1 fixture is read-only history")
-    out = tmp_path / "format_v1"
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fixture_rebuilds_byte_for_byte(tmp_path: Path, hash_seed: str, version: int) -> None:
+    fixture = FIXTURES[version]
+    if not fixture.current:
+        pytest.skip("this version writes another format; the fixture is read-only history")
+    out = tmp_path / fixture.root.name
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONHASHSEED": hash_seed}
-    subprocess.run([sys.executable, str(SCRIPT), str(out)], check=True, env=env, cwd=tmp_path, timeout=120)
+    subprocess.run(
+        [sys.executable, str(fixture.script), str(out)], check=True, env=env, cwd=tmp_path, timeout=120
+    )
     rebuilt = tree_hashes(out)
-    assert set(rebuilt) == {"expected.json", *(f"index/{p.name}" for p in INDEX_DIR.iterdir())}
+    assert set(rebuilt) == {"expected.json", *(f"index/{p.name}" for p in fixture.index.iterdir())}
     # The index files must be byte-identical. expected.json holds computed
     # scores, whose last bits depend on the CPU's SIMD width (numpy's
     # reductions unroll differently on AVX2 and AVX-512): compare it as data.
-    recorded = tree_hashes(FIXTURE)
+    recorded = tree_hashes(fixture.root)
     assert {p: h for p, h in rebuilt.items() if p != "expected.json"} == {
         p: h for p, h in recorded.items() if p != "expected.json"
     }
     fresh = json.loads((out / "expected.json").read_text(encoding="utf-8"))
     assert {k: v for k, v in fresh.items() if k != "searches"} == {
-        k: v for k, v in EXPECTED.items() if k != "searches"
+        k: v for k, v in fixture.expected.items() if k != "searches"
     }
-    assert [s["label"] for s in fresh["searches"]] == SEARCH_LABELS
-    for new, old in zip(fresh["searches"], EXPECTED["searches"], strict=True):
+    assert [s["label"] for s in fresh["searches"]] == fixture.labels
+    for new, old in zip(fresh["searches"], fixture.expected["searches"], strict=True):
         assert_same_hits(new["hits"], old["hits"])
 
 
-# ---------------------------------------------------------------------------- newer versions are refused
+# ---------------------------------------------------------------------------- other versions are refused
 
 
 def rewrite_manifest(path: Path, **changes: Any) -> None:
@@ -251,50 +428,139 @@ def set_header_version(path: Path, version: int, *, reseal: bool = True) -> None
     path.write_bytes(bytes(data))
 
 
-def test_resealed_but_unchanged_copies_still_open(fixture_copy: Path) -> None:
+FILES = ["seg-000001.wseg", "seg-000002.wseg", "seg-000001.del-000003"]
+#: Version numbers no fixture is written in, relative to each fixture: newer, zero and, for
+#: the current one, every older one.
+OTHER = [99, 0, FORMAT_VERSION + 1]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_resealed_but_unchanged_copies_still_open(version: int, tmp_path: Path) -> None:
     """The re-sealing helpers are faithful: with the version unchanged, everything opens."""
-    rewrite_manifest(fixture_copy, version=EXPECTED["index_version"])
-    for name in ("seg-000001.wseg", "seg-000002.wseg", "seg-000001.del-000003"):
-        before = (fixture_copy / name).read_bytes()
-        set_header_version(fixture_copy / name, EXPECTED["format_version"])
-        assert (fixture_copy / name).read_bytes() == before
-    index = open_fixture(fixture_copy)
+    fixture = FIXTURES[version]
+    path = copy_of(fixture, tmp_path)
+    rewrite_manifest(path, version=fixture.expected["index_version"])
+    for name in FILES:
+        before = (path / name).read_bytes()
+        set_header_version(path / name, fixture.expected["format_version"])
+        assert (path / name).read_bytes() == before
+    index = open_fixture(fixture, path)
     if index is not None:
-        assert index.keys() == EXPECTED["keys"]
+        assert index.keys() == fixture.expected["keys"]
 
 
-@pytest.mark.parametrize("version", [99, 2, 0])
-def test_manifest_of_another_version_is_refused(fixture_copy: Path, version: int) -> None:
-    rewrite_manifest(fixture_copy, version=version)
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("other", OTHER)
+def test_manifest_of_another_version_is_refused(tmp_path: Path, version: int, other: int) -> None:
+    path = copy_of(FIXTURES[version], tmp_path)
+    rewrite_manifest(path, version=other)
     with pytest.raises(FormatVersionError) as info:
-        Index.open(fixture_copy, readonly=True)
+        Index.open(path, readonly=True)
     assert not isinstance(info.value, CorruptIndexError)
-    assert str(version) in str(info.value)
+    assert str(other) in str(info.value)
     with pytest.raises(FormatVersionError):
-        Index.open(fixture_copy)
+        Index.open(path)
 
 
-@pytest.mark.parametrize("name", ["seg-000001.wseg", "seg-000002.wseg", "seg-000001.del-000003"])
-@pytest.mark.parametrize("version", [99, 2, 0])
-def test_file_of_another_version_is_refused(fixture_copy: Path, name: str, version: int) -> None:
-    set_header_version(fixture_copy / name, version)
+@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("other", [*OTHER, *range(1, FORMAT_VERSION)])
+def test_file_of_another_version_is_refused(tmp_path: Path, name: str, other: int) -> None:
+    [current] = [fixture for fixture in FIXTURES.values() if fixture.current]
+    path = copy_of(current, tmp_path)
+    set_header_version(path / name, other)
     with pytest.raises(FormatVersionError) as info:
-        Index.open(fixture_copy, readonly=True)
+        Index.open(path, readonly=True)
     assert not isinstance(info.value, CorruptIndexError)
     assert name in str(info.value)
 
 
-def test_version_changed_without_resealing_is_corruption(fixture_copy: Path) -> None:
-    set_header_version(fixture_copy / "seg-000002.wseg", 99, reseal=False)
-    with pytest.raises(CorruptIndexError):
-        Index.open(fixture_copy, readonly=True)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_version_changed_without_resealing_is_corruption(tmp_path: Path, version: int) -> None:
+    path = copy_of(FIXTURES[version], tmp_path)
+    set_header_version(path / "seg-000002.wseg", 99, reseal=False)
+    if FIXTURES[version].current:
+        with pytest.raises(CorruptIndexError):
+            Index.open(path, readonly=True)
+    else:
+        assert not upgrade_index_quietly(path)  # a damaged old index is not upgraded
 
 
-def test_newer_version_is_refused_by_scrub_too(fixture_copy: Path) -> None:
-    index = open_fixture(fixture_copy)
-    if index is None:
-        return
-    set_header_version(fixture_copy / "seg-000002.wseg", 99)
-    report = index.scrub()
-    assert not report.ok
-    assert any("seg-000002.wseg" in problem for problem in report.problems)
+def upgrade_index_quietly(path: Path) -> bool:
+    """Whether ``upgrade_index`` succeeded (a damaged old index must not be upgraded)."""
+    try:
+        upgrade_index(path)
+    except (CorruptIndexError, FormatVersionError):
+        return False
+    return True
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_newer_version_is_refused_by_scrub_too(tmp_path: Path, version: int) -> None:
+    from weftsearch.storage import scrub_directory
+
+    path = copy_of(FIXTURES[version], tmp_path)
+    index = open_fixture(FIXTURES[version], path)
+    set_header_version(path / "seg-000002.wseg", 99)
+    report = None if index is None else index.scrub()
+
+    for found in (report, scrub_directory(path)):
+        if found is not None:
+            assert not found.ok
+            assert any("seg-000002.wseg" in problem for problem in found.problems)
+
+
+# ---------------------------------------------------------------------------- upgrade under SIGKILL
+
+_UPGRADER = """
+import sys
+from pathlib import Path
+from weftsearch.storage import upgrade_index
+print("ready", flush=True)
+sys.stdin.readline()
+upgrade_index(Path(sys.argv[1]))
+print("done", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", OLD_VERSIONS)
+def test_upgrade_killed_at_any_point_leaves_one_whole_index(version: int, tmp_path: Path) -> None:
+    """SIGKILL during an upgrade: the directory is the old index (and the upgrade reruns) or the new one."""
+    import random
+    import signal
+    import time
+
+    fixture = FIXTURES[version]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    outcomes: set[str] = set()
+    rng = random.Random(13)
+    for trial in range(40):
+        path = copy_of(fixture, tmp_path / f"trial-{trial}")
+        child = subprocess.Popen(
+            [sys.executable, "-c", _UPGRADER, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        assert child.stdin is not None and child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        time.sleep(rng.uniform(0.0, 0.08))
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        child.stdout.close()
+        child.stdin.close()
+        try:
+            index = Index.open(path, readonly=True)
+            outcomes.add("new")
+        except FormatVersionError:
+            outcomes.add("old")
+            assert upgrade_index(path).changed  # the old index, whole: the upgrade simply runs again
+            index = Index.open(path, readonly=True)
+        check_keys_and_settings(index, fixture.expected)
+        for key in fixture.expected["keys"]:
+            check_document(index, fixture.expected["documents"][key], key)
+        assert index.scrub().ok, index.scrub().problems
+    assert outcomes  # which states the kills landed in depends on the machine's speed

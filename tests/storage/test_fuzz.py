@@ -46,6 +46,7 @@ import shutil
 import signal
 import struct
 import tempfile
+import tracemalloc
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
@@ -126,11 +127,12 @@ VALID_MANIFEST = Manifest(
     analyzer="english",
     vector_dim=4,
     segments=(
-        SegmentEntry("seg-000001.wseg", 9, "seg-000001.del-000004", 3),
-        SegmentEntry("seg-000002.wseg", 5),
+        SegmentEntry("seg-000001.wseg", 9, "seg-000001.del-000004", 3, 4096, 0x1234, 320, 0xABCD),
+        SegmentEntry("seg-000002.wseg", 5, None, 0, 2048, 0xFFFFFFFF),
     ),
     next_segment=3,
     extra={"note": "x"},
+    index_id="00112233445566778899aabbccddeeff",
 ).to_bytes()
 PROBE_TERMS = ("graph", "search", "vector", "dense", "ünïcode", "tombstone", "zzz", "", "graph\x00")
 
@@ -350,6 +352,9 @@ def exercise_segment(data: bytes, *, merge: bool = True) -> None:
         return
     assert isinstance(reader.n_docs, int) and reader.n_docs >= 0
     assert isinstance(reader.n_terms, int) and reader.n_terms >= 0
+    # Counts read from the file are bounded by its length before anything is sized by them.
+    assert reader.n_docs <= len(data) and reader.n_terms <= len(data)
+    assert reader.n_vectors * (reader.vector_dim or 0) <= len(data)
     assert reader.vector_dim is None or (isinstance(reader.vector_dim, int) and reader.vector_dim > 0)
     keys = attempt(reader.keys)
     if keys is not None:
@@ -374,9 +379,16 @@ def exercise_manifest(data: bytes) -> None:
     assert isinstance(manifest.generation, int) and isinstance(manifest.next_segment, int)
     assert isinstance(manifest.analyzer, str)
     assert manifest.vector_dim is None or isinstance(manifest.vector_dim, int)
+    numbers = [entry.number for entry in manifest.segments]
     for entry in manifest.segments:
         assert isinstance(entry.name, str) and isinstance(entry.documents, int)
         assert 0 <= entry.deleted <= entry.documents
+        assert entry.size > 0 and 0 <= entry.checksum < 2**32 and 0 <= entry.deletes_checksum < 2**32
+        assert (entry.deletes is None) == (entry.deletes_size == 0) == (entry.deleted == 0)
+    # Identity rules (docs/FORMAT.md): no entry twice, no commit can overwrite a listed file.
+    assert len(set(numbers)) == len(numbers)
+    assert all(number < manifest.next_segment for number in numbers)
+    assert len(manifest.index_id) == 32 and int(manifest.index_id, 16) >= 0
     again = Manifest.from_bytes(manifest.to_bytes(), Path("MANIFEST"))
     assert again.to_bytes() == manifest.to_bytes()
 
@@ -636,15 +648,30 @@ def manifest_bytes(draw: st.DrawFn) -> bytes:
     outer = json.loads(VALID_MANIFEST)
     body = outer["body"]
     for _ in range(draw(st.integers(1, 3))):
-        where = draw(st.sampled_from(["body", "body", "segment", "segments", "outer"]))
+        where = draw(
+            st.sampled_from(["body", "body", "segment", "segment", "duplicate", "segments", "outer"])
+        )
         if where == "body":
             body[draw(st.sampled_from([*sorted(body), "other"]))] = draw(json_values)
         elif where == "segment" and isinstance(body.get("segments"), list) and body["segments"]:
             entry = body["segments"][draw(st.integers(0, len(body["segments"]) - 1))]
             if isinstance(entry, dict):
-                entry[draw(st.sampled_from(["name", "documents", "deletes", "deleted", "x"]))] = draw(
-                    json_values
-                )
+                fields = [
+                    "name",
+                    "documents",
+                    "deletes",
+                    "deleted",
+                    "size",
+                    "checksum",
+                    "deletes_size",
+                    "deletes_checksum",
+                    "x",
+                ]
+                entry[draw(st.sampled_from(fields))] = draw(json_values | st.integers(-1, 2**64))
+        elif where == "duplicate" and isinstance(body.get("segments"), list) and body["segments"]:
+            # The same entry again, under its own name or under another (identity rules).
+            entry = body["segments"][draw(st.integers(0, len(body["segments"]) - 1))]
+            body["segments"].append(dict(entry) if isinstance(entry, dict) else entry)
         elif where == "segments":
             body["segments"] = draw(json_values)
         else:
@@ -796,6 +823,21 @@ def test_segment_meta_edge_cases(data: bytes) -> None:
     check_segment(data)
 
 
+@pytest.mark.parametrize("field", ["documents", "terms", "postings", "links", "vectors"])
+@pytest.mark.parametrize("value", [10**6, 10**9, 10**12, 2**40 - 1])
+def test_claimed_counts_allocate_nothing(field: str, value: int) -> None:
+    """A segment claiming huge counts (valid checksums) is refused at open, before allocating by them."""
+    data = _meta_case(None, **{field: value})
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptIndexError, match="elements"):
+            SegmentReader(FUZZ_PATH, data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20
+
+
 def test_segment_meta_nesting() -> None:
     sections = {name: np.array(array) for name, array in SEGMENT_SECTIONS.items()}
     sections["meta"] = np.frombuffer(b"[" * 100_000, dtype=np.uint8).copy()
@@ -924,7 +966,17 @@ def regression_inputs() -> dict[str, bytes]:
         "crashes/segment-record-time-10e400.bin": b"\x01"
         + encode_sections(_with_record(b'{"fields":{},"text":"x","time":' + b"1" * 401 + b"}")),
         "crashes/segment-record-deep-nesting.bin": b"\x01" + encode_sections(_with_record(b"[" * 5000)),
+        "crashes/segment-claims-1e12-documents.bin": b"\x01" + _meta_case(None, documents=10**12),
+        "crashes/segment-claims-1e11-postings.bin": b"\x01" + _meta_case(None, postings=10**11),
+        "crashes/manifest-duplicate-entry.bin": b"\x02" + _duplicated_manifest(),
     }
+
+
+def _duplicated_manifest() -> bytes:
+    body = json.loads(VALID_MANIFEST)["body"]
+    body["segments"].append(dict(body["segments"][0]))
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return json.dumps({"body": body, "crc32c": checksum(canonical)}).encode()
 
 
 def write_corpus(directory: Path = CORPUS) -> None:

@@ -589,12 +589,12 @@ def test_a_lock_file_replaced_while_it_is_taken_is_not_held(
     Locking the old (now unlinked) file would guard nothing: a second writer would lock the
     new file. Taking the lock must notice (device and inode differ) and lock the new file.
     """
-    import weftsearch.storage.directory as directory_module
+    import fcntl  # the module storage.directory locks with: patching it patches that
 
     path = tmp_path / "index"
     with Index.create(path) as index:
         index.add(doc(1))
-    real_flock = directory_module.fcntl.flock
+    real_flock = fcntl.flock
     replaced: list[int] = []
 
     def replace_then_flock(fd: int, operation: int) -> None:
@@ -604,7 +604,7 @@ def test_a_lock_file_replaced_while_it_is_taken_is_not_held(
             (path / LOCK).touch()
         real_flock(fd, operation)
 
-    monkeypatch.setattr(directory_module.fcntl, "flock", replace_then_flock)
+    monkeypatch.setattr(fcntl, "flock", replace_then_flock)
     lock = WriterLock(path)
     monkeypatch.undo()
     assert replaced

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from tests.storage.crafting import refresh_identities, stamp_of
 from weftsearch import (
     RRF,
     BM25Scorer,
@@ -48,6 +49,7 @@ from weftsearch.errors import (
     InvalidParameterError,
 )
 from weftsearch.storage import LOCK, MANIFEST, IndexDirectory, Manifest, SectionFile, checksum
+from weftsearch.storage.codec import FileStamp, stamped_header
 from weftsearch.storage.pausing import SLICE, sorted_in_slices
 from weftsearch.storage.segment import (
     SegmentDocument,
@@ -192,8 +194,14 @@ def reseal(data: bytes) -> bytes:
 # ---------------------------------------------------------------------------- determinism
 
 
-def build_into(path: Path, batches: Sequence[Sequence[Document]], deletes: Sequence[str]) -> Index:
-    index = Index.create(path, analyzer="english")
+#: Determinism is per index id (docs/FORMAT.md, "Determinism"): the id is stamped into every file.
+FIXED_ID = "0123456789abcdef0123456789abcdef"
+
+
+def build_into(
+    path: Path, batches: Sequence[Sequence[Document]], deletes: Sequence[str], index_id: str = FIXED_ID
+) -> Index:
+    index = Index.create(path, analyzer="english", index_id=index_id)
     for batch in batches:
         index.add_many(batch)
         index.commit()
@@ -226,10 +234,22 @@ def test_same_documents_give_byte_identical_files(tmp_path: Path) -> None:
     assert file_hashes(tmp_path / "c") == hashes
 
 
+def test_index_id_changes_only_the_stamp(tmp_path: Path) -> None:
+    """Another index id: every file differs, but only in header bytes 28..63 (CRC and stamp)."""
+    documents = make_corpus(12)
+    build_into(tmp_path / "a", [documents], ["doc-03"]).close()
+    build_into(tmp_path / "b", [documents], ["doc-03"], index_id="f" * 32).close()
+    for name in os.listdir(tmp_path / "a"):
+        if SEGMENT_FILE.match(name) or TOMBSTONE_FILE.match(name):
+            first, second = (tmp_path / "a" / name).read_bytes(), (tmp_path / "b" / name).read_bytes()
+            assert first != second
+            assert first[:28] == second[:28] and first[64:] == second[64:]
+
+
 def test_one_by_one_adds_in_any_order_give_identical_segments(tmp_path: Path) -> None:
     documents = make_corpus(20)
     for name, order in [("forward", documents), ("backward", list(reversed(documents)))]:
-        index = Index.create(tmp_path / name)
+        index = Index.create(tmp_path / name, index_id=FIXED_ID)
         for document in order:
             index.add(document)
         index.commit()
@@ -327,7 +347,10 @@ def test_index_merge_writes_the_bytes_of_a_fresh_build(tmp_path: Path) -> None:
     assert index.merge(force=True) >= 3
     [name] = manifest_segments(path)
     live = [index.get(key) for key in index.keys()]  # noqa: SIM118 (Index is not a mapping)
-    assert (path / name).read_bytes() == encode_segment(analysed(live), DIM)
+    fresh = encode_segment(analysed(live), DIM)
+    stamp = stamp_of(path / name)
+    assert stamp == FileStamp(index._index_id, int(name[4:10]), 0)
+    assert (path / name).read_bytes() == stamped_header(fresh, stamp) + fresh[64:]
 
 
 # ---------------------------------------------------------------------------- merges never change a ranking
@@ -889,6 +912,8 @@ def test_postings_are_verified_per_term(tmp_path: Path, section: str, resealed: 
     if resealed:
         # Only the per-term checksum can catch it now: the section checksum is correct again.
         (path / name).write_bytes(reseal((path / name).read_bytes()))
+        # ...and a manifest that records the re-sealed table (else open refuses the file).
+        refresh_identities(path)
     index = Index.open(path, readonly=True)
     # An undamaged term answers exactly as before, however the file was damaged elsewhere...
     assert text_hits(index, "graph epsilon") == expected
@@ -1015,7 +1040,7 @@ def test_writes_during_a_seal_wait_and_are_kept(tmp_path: Path, monkeypatch: pyt
 
 
 def _commit_with_fork_threshold(path: Path, threshold: int | None, docs: Sequence[Document]) -> Index:
-    index = Index.create(path)
+    index = Index.create(path, index_id=FIXED_ID)
     index._fork_encode_min = threshold
     index.add_many(docs)
     index.commit()

@@ -51,10 +51,12 @@ from weftsearch.errors import (
     IndexStorageError,
     InvalidDocumentError,
     InvalidParameterError,
+    ManifestRollbackError,
     UncommittedWritesError,
     UnknownKeyError,
     VectorDimensionError,
 )
+from weftsearch.storage.codec import FileStamp
 from weftsearch.storage.directory import (
     MANIFEST,
     IndexDirectory,
@@ -62,8 +64,11 @@ from weftsearch.storage.directory import (
     SegmentEntry,
     WriterLock,
     encode_tombstones,
+    new_index_id,
     read_tombstones,
+    segment_number,
 )
+from weftsearch.storage.integrity import ScrubReport, check_segment, scrub_directory
 from weftsearch.storage.segment import (
     VECTOR_DTYPES,
     SegmentDocument,
@@ -73,6 +78,7 @@ from weftsearch.storage.segment import (
     merge_columns,
     stored_record,
 )
+from weftsearch.storage.upgrade import UpgradeReport, upgrade_index
 
 __all__ = ["Index", "MergePolicy", "ScrubReport"]
 
@@ -147,12 +153,14 @@ def _encode_in_child(
     dtype: str,
     directory: IndexDirectory,
     name: str,
-    priority: str = "idle",
-    lock_fd: int | None = None,
+    priority: str,
+    lock_fd: int | None,
+    stamp: FileStamp,
 ) -> bool:
     """Encode and write a segment in a forked child; return whether it succeeded.
 
     The child shares the parent's memory copy-on-write, so nothing is pickled.
+    The file carries ``stamp`` (index id and segment number) in its header.
     It first closes its copy of the writer lock's descriptor ``lock_fd``: an
     ``flock`` belongs to the open file description, which the parent keeps
     open, so the parent still holds the lock, and a child that outlives a
@@ -180,7 +188,7 @@ def _encode_in_child(
             # A collection here would walk (and so copy-on-write) the parent's
             # whole heap; the child makes no cycles that matter and exits soon.
             gc.disable()
-            directory.write_temporary(name, encode_segment(documents, dim, dtype), os.getpid())
+            directory.write_stamped_temporary(name, encode_segment(documents, dim, dtype), stamp, os.getpid())
             code = 0
         finally:
             os._exit(code)
@@ -313,31 +321,19 @@ class MergePolicy:
         return []
 
 
-@dataclass(frozen=True, slots=True)
-class ScrubReport:
-    """What ``Index.scrub`` checked and what it found damaged.
-
-    Attributes:
-        files: files read in full.
-        bytes: bytes read.
-        problems: one message per damaged file, section, posting list or record.
-
-    """
-
-    files: int
-    bytes: int
-    problems: tuple[str, ...]
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing is damaged."""
-        return not self.problems
-
-
 class _Segment:
     """A segment the index holds: reader, file name once on disk, tombstones."""
 
-    __slots__ = ("committed", "committed_mask", "data", "deleted", "deletes_file", "name", "reader")
+    __slots__ = (
+        "committed",
+        "committed_mask",
+        "data",
+        "deleted",
+        "deletes_file",
+        "deletes_identity",
+        "name",
+        "reader",
+    )
 
     def __init__(self, reader: SegmentReader, data: bytes | None, name: str | None) -> None:
         self.reader = reader
@@ -348,6 +344,7 @@ class _Segment:
         self.committed_mask = self.deleted  # the mask the manifest's tombstone file holds
         self.deletes_file: str | None = None
         self.committed = False  # listed in the last manifest this index published or loaded
+        self.deletes_identity = (0, 0)  # (bytes, checksum) of the tombstone file, for the manifest
 
     @property
     def live(self) -> int:
@@ -358,6 +355,14 @@ class _Segment:
         mask[locals_] = True
         mask.setflags(write=False)
         self.deleted = mask
+
+
+def _entry(segment: _Segment, name: str, deletes: str | None, mask: NDArray[np.bool_]) -> SegmentEntry:
+    """The manifest entry of a segment on disk."""
+    size, crc = segment.reader.identity
+    return SegmentEntry(
+        name, segment.reader.n_docs, deletes, int(mask.sum()), size, crc, *segment.deletes_identity
+    )
 
 
 def _in_memory(data: bytes) -> SegmentReader:
@@ -466,6 +471,7 @@ class Index:
         self._committed: Manifest | None = None  # the last manifest this writer published or loaded
         self._replacing = False  # create(overwrite=True): the old index stays until the first commit
         self._closed = False
+        self._index_id = ""  # the index id of the directory (docs/FORMAT.md, "Identity")
 
     # ------------------------------------------------------------------ opening and closing
 
@@ -481,8 +487,14 @@ class Index:
         merge_policy: MergePolicy | None = None,
         background_merge: bool = False,
         commit_priority: str = "idle",
+        index_id: str | None = None,
     ) -> Index:
         """Create an empty index stored at ``path``, take its writer lock, and commit it.
+
+        ``index_id`` (32 lowercase hex digits) names the index in its manifest
+        and in every file it writes; by default 128 fresh random bits. Give
+        one only for reproducible builds (docs/FORMAT.md, "Determinism"): two
+        indexes with the same id cannot tell each other's files apart.
 
         With ``overwrite=True`` and an index already at ``path``, nothing of the
         old index is removed here: it stays whole, and is what ``open`` reads,
@@ -496,11 +508,20 @@ class Index:
         is refused like any uncommitted write (see the class docstring).
 
         Raises:
+            InvalidParameterError: ``index_id`` is not 32 lowercase hex digits.
             IndexStorageError: ``path`` is a file, or a non-empty directory
                 (unless ``overwrite``), or cannot be written.
             IndexLockedError: another writer holds the directory.
 
         """
+        if index_id is None:
+            index_id = new_index_id()
+        elif not (
+            isinstance(index_id, str)
+            and len(index_id) == 32
+            and all(c in "0123456789abcdef" for c in index_id)
+        ):
+            raise InvalidParameterError(f"index_id must be 32 lowercase hex digits, got {index_id!r}")
         index = cls(
             analyzer,
             vector_dim=vector_dim,
@@ -509,6 +530,7 @@ class Index:
             background_merge=background_merge,
             commit_priority=commit_priority,
         )
+        index._index_id = index_id
         directory = IndexDirectory(Path(path))
         made = directory.prepare_new(overwrite)
         try:
@@ -521,7 +543,7 @@ class Index:
             index._directory = directory
             start = directory.replacement_start()
             if start is None:
-                index._committed = index._manifest([])
+                index._loaded = index._committed = index._manifest([])
                 directory.publish(index._committed)
                 directory.sweep(index._committed)
             else:
@@ -577,6 +599,7 @@ class Index:
             index._directory = directory
             index._writer_lock = writer_lock
             index._readonly = readonly
+            index._index_id = manifest.index_id
             index._load_current(manifest)
             if not readonly:
                 directory.sweep(index._manifest_of_state())
@@ -588,6 +611,21 @@ class Index:
             raise
         return index
 
+    @staticmethod
+    def upgrade(path: str | PathLike[str]) -> UpgradeReport:
+        """Rewrite an index written by an older format version as the current one, in place.
+
+        Takes the writer lock; builds the new files beside the old ones and
+        switches to them with one atomic manifest rename, so a crash leaves
+        either the old index or the new one (:func:`weftsearch.storage.upgrade_index`).
+        A current index is left untouched (``report.changed`` is False).
+
+        Raises:
+            IndexNotFoundError, IndexLockedError, FormatVersionError, CorruptIndexError.
+
+        """
+        return upgrade_index(Path(path))
+
     def _load_current(self, manifest: Manifest) -> None:
         """Load ``manifest``; if a file it names is gone, a newer commit swept it: reread."""
         assert self._directory is not None
@@ -597,8 +635,9 @@ class Index:
                 return
             except FileNotFoundError:
                 newer = self._directory.read_manifest()
-                if newer == manifest:  # a merge keeps the generation: compare all of it
+                if newer == manifest:
                     break
+                self._check_successor(newer)
                 manifest = newer
         try:
             self._load(manifest)
@@ -609,11 +648,34 @@ class Index:
 
     def _manifest_of_state(self) -> Manifest:
         entries = [
-            SegmentEntry(s.name, s.reader.n_docs, s.deletes_file, int(s.committed_mask.sum()))
-            for s in self._segments
-            if s.name is not None
+            _entry(s, s.name, s.deletes_file, s.committed_mask) for s in self._segments if s.name is not None
         ]
         return self._manifest(entries)
+
+    def _check_successor(self, manifest: Manifest) -> None:
+        """Refuse a manifest that cannot follow the one this index shows: generations never go back.
+
+        Raises:
+            ManifestRollbackError: another index's manifest, an older
+                generation, or the same generation with other content
+                (docs/FORMAT.md, "Rollback").
+
+        """
+        seen = self._loaded
+        if seen is None:
+            return
+        where = self._directory.path if self._directory is not None else "the index"
+        if manifest.index_id != seen.index_id:
+            raise ManifestRollbackError(
+                f"{where}: the manifest is now index {manifest.index_id}'s; this index is {seen.index_id}"
+            )
+        if manifest.generation < seen.generation or (
+            manifest.generation == seen.generation and manifest != seen
+        ):
+            raise ManifestRollbackError(
+                f"{where}: the manifest went back from generation {seen.generation} to {manifest.generation} "
+                "(restored from a backup or replaced); reopen the index to accept it"
+            )
 
     def _load(self, manifest: Manifest) -> None:
         """Adopt ``manifest``'s segments, reusing readers of segments already open."""
@@ -622,18 +684,25 @@ class Index:
         segments = []
         for entry in manifest.segments:
             path = self._directory.path / entry.name
-            segment = known.get(entry.name) or _Segment(SegmentReader(path), None, entry.name)
-            if segment.reader.n_docs != entry.documents:
-                raise CorruptIndexError(
-                    f"{path}: holds {segment.reader.n_docs} documents, manifest says {entry.documents}"
-                )
+            old = known.get(entry.name)
+            reader = old.reader if old is not None else SegmentReader(path)
+            # Identity, counts and width before anything is sized by the file's counts.
+            check_segment(reader, entry, manifest)
+            segment = old or _Segment(reader, None, entry.name)
             if entry.deletes is None:
                 mask = np.zeros(entry.documents, dtype=bool)
                 mask.setflags(write=False)
             else:
-                mask = read_tombstones(self._directory.path / entry.deletes, entry.documents, entry.deleted)
+                mask = read_tombstones(
+                    self._directory.path / entry.deletes,
+                    entry.documents,
+                    entry.deleted,
+                    entry=entry,
+                    index_id=manifest.index_id,
+                )
             segment.deleted = segment.committed_mask = mask
             segment.deletes_file = entry.deletes
+            segment.deletes_identity = (entry.deletes_size, entry.deletes_checksum)
             segment.committed = True
             segments.append(segment)
         self._segments = segments
@@ -660,6 +729,7 @@ class Index:
         manifest = self._directory.read_manifest()
         if manifest == self._loaded:
             return False
+        self._check_successor(manifest)
         with self._write_lock:
             self._load_current(manifest)
             self._publish()
@@ -1096,7 +1166,22 @@ class Index:
             segments=tuple(entries),
             next_segment=self._next_segment,
             extra=self._manifest_extra(),
+            index_id=self._index_id,
         )
+
+    def _check_fresh_name(self, name: str) -> None:
+        """A commit never writes over a file the published manifest names (docs/FORMAT.md, "Identity").
+
+        Raises:
+            CorruptIndexError: ``name`` is listed already (a damaged ``next_segment``).
+
+        """
+        listed = self._committed
+        if listed is not None and any(name in (e.name, e.deletes) for e in listed.segments):
+            raise CorruptIndexError(
+                f"{self._directory.path if self._directory else ''}: refusing to write {name}: "
+                "the manifest lists it already (its next_segment or generation is damaged)"
+            )
 
     def commit(self) -> int:
         """Make every write so far durable; return the generation committed.
@@ -1148,17 +1233,29 @@ class Index:
                 deleted = int(mask.sum())
                 if deleted == segment.reader.n_docs:
                     continue  # nothing live: the segment leaves the manifest
+                identity = segment.reader.identity
                 if segment.name is None:
                     assert segment.data is not None
-                    directory.write_file(name, segment.data)
+                    self._check_fresh_name(name)
+                    identity = directory.write_stamped(
+                        name, segment.data, FileStamp(self._index_id, segment_number(name))
+                    )
                 deletes = segment.deletes_file
+                deletes_identity = segment.deletes_identity
                 if mask is not segment.committed_mask:
-                    deletes = None
+                    deletes, deletes_identity = None, (0, 0)
                     if deleted:
                         deletes = f"{name[:-5]}.del-{generation:06d}"
-                        directory.write_file(deletes, encode_tombstones(mask))
-                entries.append(SegmentEntry(name, segment.reader.n_docs, deletes, deleted))
-                installs.append((segment, name, mask, deletes))
+                        self._check_fresh_name(deletes)
+                        deletes_identity = directory.write_stamped(
+                            deletes,
+                            encode_tombstones(mask),
+                            FileStamp(self._index_id, segment_number(name), generation),
+                        )
+                entries.append(
+                    SegmentEntry(name, segment.reader.n_docs, deletes, deleted, *identity, *deletes_identity)
+                )
+                installs.append((segment, name, mask, deletes, deletes_identity))
             manifest = Manifest(
                 generation=generation,
                 analyzer=self._analyzer.name,
@@ -1166,27 +1263,29 @@ class Index:
                 segments=tuple(entries),
                 next_segment=next_segment,
                 extra=self._manifest_extra(),
+                index_id=self._index_id,
             )
             directory.publish(manifest)
             # Same bytes, now from the file: searches see identical data. The
             # new readers are opened and warmed before the lock, so neither
             # writers nor the first searches of the next snapshot wait on that.
             from_file = {}
-            for segment, name, _, _ in installs:
+            for segment, name, _, _, _ in installs:
                 if segment.name is None:
                     reader = SegmentReader(directory.path / name)
                     reader.warm()
                     from_file[id(segment)] = reader
             with self._write_lock:
-                for segment, name, mask, deletes in installs:
+                for segment, name, mask, deletes, deletes_identity in installs:
                     if segment.name is None:
                         segment.reader = from_file[id(segment)]
                         segment.data = None
                         segment.name = name
                     segment.committed_mask = mask
                     segment.deletes_file = deletes
+                    segment.deletes_identity = deletes_identity
                     segment.committed = True
-                self._committed = manifest
+                self._loaded = self._committed = manifest
                 self._replacing = False
                 live = {id(segment) for segment, *_ in installs}
                 self._segments = [s for s in self._segments if id(s) in live or s.live]
@@ -1214,9 +1313,18 @@ class Index:
             generation = self._generation
             dim = self._vector_dim
             name = f"seg-{self._next_segment:06d}.wseg"
+        self._check_fresh_name(name)
+        stamp = FileStamp(self._index_id, segment_number(name))
         lock_fd = None if self._writer_lock is None else self._writer_lock.fileno()
         if not _encode_in_child(
-            list(batch.values()), dim, self._vector_dtype, directory, name, self._commit_priority, lock_fd
+            list(batch.values()),
+            dim,
+            self._vector_dtype,
+            directory,
+            name,
+            self._commit_priority,
+            lock_fd,
+            stamp,
         ):
             return
         try:
@@ -1331,7 +1439,8 @@ class Index:
         if directory is None:
             merged = _Segment(_in_memory(data), data, None)
         else:
-            directory.write_file(name, data)
+            self._check_fresh_name(name)
+            directory.write_stamped(name, data, FileStamp(self._index_id, segment_number(name)))
             merged = _Segment(SegmentReader(directory.path / name), None, name)
         merged.reader.warm()  # here, before any search can reach it
         return merged
@@ -1399,12 +1508,12 @@ class Index:
             if entry.name not in replaced:
                 entries.append(entry)
             elif entry.name == sources[0][0].name:
-                entries.append(SegmentEntry(name, merged.reader.n_docs))
+                entries.append(_entry(merged, name, None, merged.committed_mask))
         manifest = replace(base, generation=generation, segments=tuple(entries), next_segment=next_segment)
         directory.publish(manifest)
         with self._write_lock:
             self._install_merged(sources, merged)
-            self._committed = manifest
+            self._loaded = self._committed = manifest
             if any(self._uncommitted()):
                 self._generation = max(self._generation, generation + 1)
             self._publish()
@@ -1419,33 +1528,16 @@ class Index:
     # ------------------------------------------------------------------ integrity
 
     def scrub(self) -> ScrubReport:
-        """Read every byte of the committed index and check it; report what is damaged."""
+        """Read every byte of the committed index and check it; report what is damaged.
+
+        The storage-level scrub (:func:`weftsearch.storage.integrity.scrub_directory`):
+        the manifest, every file it names (and that each is this index's own),
+        and every other file named like an index file, one message per problem.
+        """
         self._check_open()
         if self._directory is None:
             return ScrubReport(0, 0, ())
-        problems: list[str] = []
-        files = 0
-        size = 0
         try:
-            manifest = self._directory.read_manifest()
-        except (CorruptIndexError, IndexStorageError) as exc:
-            return ScrubReport(1, 0, (str(exc),))
-        for entry in manifest.segments:
-            path = self._directory.path / entry.name
-            files += 1
-            try:
-                size += path.stat().st_size
-                reader = SegmentReader(path)
-                problems.extend(reader.verify())
-                if reader.n_docs != entry.documents:
-                    problems.append(f"{path}: document count disagrees with the manifest")
-            except (CorruptIndexError, IndexStorageError, OSError) as exc:
-                problems.append(str(exc))
-            if entry.deletes:
-                files += 1
-                try:
-                    size += (self._directory.path / entry.deletes).stat().st_size
-                    read_tombstones(self._directory.path / entry.deletes, entry.documents, entry.deleted)
-                except (CorruptIndexError, IndexStorageError, OSError) as exc:
-                    problems.append(str(exc))
-        return ScrubReport(files, size, tuple(problems))
+            return scrub_directory(self._directory.path)
+        except IndexStorageError as exc:
+            return ScrubReport(0, 0, (str(exc),))

@@ -15,7 +15,9 @@ from weftsearch.storage.directory import (
     SegmentEntry,
     WriterLock,
 )
+from weftsearch.storage.integrity import ScrubReport, scrub_directory
 from weftsearch.storage.segment import SegmentDocument, SegmentReader, encode_segment
+from weftsearch.storage.upgrade import UpgradeReport, upgrade_index
 
 __all__ = [
     "FORMAT_VERSION",
@@ -32,4 +34,8 @@ __all__ = [
     "SegmentDocument",
     "SegmentReader",
     "encode_segment",
+    "ScrubReport",
+    "scrub_directory",
+    "UpgradeReport",
+    "upgrade_index",
 ]

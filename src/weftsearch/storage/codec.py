@@ -21,6 +21,7 @@ import os
 import struct
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
@@ -38,11 +39,18 @@ __all__ = [
     "encode_sections",
     "SectionFile",
     "checksum",
+    "FileStamp",
+    "STAMP_OFFSET",
+    "stamped_header",
+    "read_stamp",
+    "file_identity",
 ]
 
 MAGIC = b"WEFTSEC\x00"
 #: Version of the section-file layout and of every section this code writes.
-FORMAT_VERSION = 1
+#: Version 2 added the file stamp (bytes 32..63 of the header, :class:`FileStamp`);
+#: version-1 files are read only by the upgrade path (``versions=(1,)``).
+FORMAT_VERSION = 2
 #: Every section starts at a multiple of this many bytes (cache line; lets any dtype map).
 ALIGNMENT = 64
 
@@ -52,6 +60,9 @@ _HEADER_SIZE = 64
 # name, dtype code, offset, byte length, element count, CRC32C of the section bytes
 _ENTRY = struct.Struct("<24s8sQQQI")
 _ENTRY_SIZE = 64
+#: Where the file stamp starts in the header: index id (16 bytes), number (u64), generation (u64).
+STAMP_OFFSET = 32
+_STAMP = struct.Struct("<16sQQ")
 
 #: The element types a section may hold, by their little-endian numpy codes.
 SECTION_DTYPES = frozenset({"|u1", "<u4", "<i4", "<u8", "<i8", "<f4", "<f8", "<f2"})
@@ -60,6 +71,61 @@ SECTION_DTYPES = frozenset({"|u1", "<u4", "<i4", "<u8", "<i8", "<f4", "<f8", "<f
 def checksum(data: bytes | bytearray | memoryview) -> int:
     """CRC32C (Castagnoli) of a buffer, hardware-accelerated by the ``crc32c`` package."""
     return int(crc32c.crc32c(data))
+
+
+@dataclass(frozen=True, slots=True)
+class FileStamp:
+    """Which index a section file belongs to, and which of its files it is.
+
+    Kept in header bytes 32..63 (covered by the header CRC32C, outside the
+    table and sections), so a file can be stamped after it was encoded
+    without touching its content: the bytes from offset 64 on depend only on
+    the documents (docs/FORMAT.md, "Identity").
+
+    Attributes:
+        index_id: the index's id, 32 lowercase hex digits (128 random bits).
+        number: the segment number (a segment, or the segment a tombstone file belongs to).
+        generation: a tombstone file's generation; 0 in a segment.
+
+    """
+
+    index_id: str
+    number: int
+    generation: int = 0
+
+    def pack(self) -> bytes:
+        """The 32 header bytes of this stamp."""
+        return _STAMP.pack(bytes.fromhex(self.index_id), self.number, self.generation)
+
+
+def read_stamp(header: bytes | memoryview) -> FileStamp:
+    """The stamp in a header's bytes 32..63 (an all-zero id reads as ``""``: unstamped)."""
+    raw_id, number, generation = _STAMP.unpack_from(header, STAMP_OFFSET)
+    return FileStamp("" if not any(raw_id) else bytes(raw_id).hex(), int(number), int(generation))
+
+
+def stamped_header(data: bytes | memoryview, stamp: FileStamp) -> bytes:
+    """The 64-byte header of encoded file ``data`` with ``stamp`` written in and the header CRC resealed.
+
+    O(1): the table and sections are untouched, so a writer writes this
+    header followed by ``data[64:]``.
+    """
+    head = bytes(data[: _HEADER.size - 4])
+    tail = stamp.pack()
+    if len(head) != _HEADER.size - 4 or head[:8] != MAGIC:
+        raise ValueError("not an encoded section file")
+    return head + struct.pack("<I", checksum(head + tail)) + tail
+
+
+def file_identity(header: bytes, data: bytes | memoryview) -> int:
+    """CRC32C of ``header`` and encoded file ``data``'s table: what :attr:`SectionFile.identity` reads.
+
+    O(sections). ``header`` is the file's (stamped) 64-byte header; the table
+    of ``data`` (bytes 64 up to the first section) is the same in every stamp.
+    """
+    count = _HEADER.unpack_from(data, 0)[2]
+    table_end = _HEADER_SIZE + _ENTRY_SIZE * count
+    return int(crc32c.crc32c(data[_HEADER_SIZE : table_end + _pad(table_end)], crc32c.crc32c(header)))
 
 
 def _pad(length: int) -> int:
@@ -143,12 +209,20 @@ class SectionFile:
     Raises:
         IndexStorageError: the file cannot be opened.
         CorruptIndexError: the header or table is damaged or inconsistent.
-        FormatVersionError: written by a newer (or unknown) format version.
+        FormatVersionError: written by a format version not in ``versions``.
+
+    ``versions``: the format versions accepted (only the upgrade path passes
+    an older one). ``stamp`` is the header's :class:`FileStamp`, ``identity``
+    the CRC32C of the header and table (which hold every section's CRC32C:
+    a cheap content identity, docs/FORMAT.md) and ``length`` the file's size.
 
     """
 
-    def __init__(self, path: Path, data: bytes | None = None) -> None:
+    def __init__(
+        self, path: Path, data: bytes | None = None, *, versions: tuple[int, ...] = (FORMAT_VERSION,)
+    ) -> None:
         self.path = path
+        self._versions = versions
         if data is not None:
             # An in-memory file (a segment not yet committed): same checks, no map.
             buffer = memoryview(data)
@@ -166,7 +240,11 @@ class SectionFile:
         if len(buffer) < _HEADER_SIZE:
             raise CorruptIndexError(f"{path}: {len(buffer)} bytes is too short for a section file")
         self._buffer = buffer
+        self.length = len(buffer)
         self._entries = self._read_table(len(buffer))
+        self.version: int = _HEADER.unpack_from(buffer, 0)[1]
+        self.stamp = read_stamp(buffer[:_HEADER_SIZE]) if self.version >= 2 else FileStamp("", 0)
+        self.identity = checksum(buffer[: self._data_start])
         self._verified: dict[str, NDArray[np.generic]] = {}
         self._lock = threading.Lock()
 
@@ -182,9 +260,11 @@ class SectionFile:
         )
         if checksum(header_bytes) != header_crc:
             raise self._corrupt("header checksum mismatch")
-        if version != FORMAT_VERSION:
+        if version not in self._versions:
+            upgrade = " (upgrade the index: weft-search upgrade DIR)" if 0 < version < FORMAT_VERSION else ""
             raise FormatVersionError(
-                f"{self.path}: section format version {version}; this code reads version {FORMAT_VERSION}"
+                f"{self.path}: section format version {version}; "
+                f"this code reads version {FORMAT_VERSION}{upgrade}"
             )
         if file_length != size:
             raise self._corrupt(f"file is {size} bytes, header says {file_length} (truncated or extended)")
@@ -192,6 +272,7 @@ class SectionFile:
         data_start = table_end + _pad(table_end)
         if count > 4096 or data_start > size:
             raise self._corrupt(f"section table of {count} entries does not fit in the file")
+        self._data_start = data_start
         if checksum(self._buffer[_HEADER_SIZE:data_start]) != table_crc:
             raise self._corrupt("section table checksum mismatch")
         entries: dict[str, _Entry] = {}
@@ -219,6 +300,14 @@ class SectionFile:
             previous_end = offset + length
             entries[name] = _Entry(name, dtype, offset, length, elements, crc)
         return entries
+
+    def count(self, name: str) -> int:
+        """Element count of section ``name`` as the (checked) table says, without reading it."""
+        return self._entry(name).count
+
+    def dtype(self, name: str) -> str:
+        """Element type code of section ``name`` as the table says."""
+        return self._entry(name).dtype
 
     @property
     def names(self) -> list[str]:

@@ -22,6 +22,7 @@ import fcntl
 import json
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,15 @@ from weftsearch.errors import (
     IndexNotFoundError,
     IndexStorageError,
 )
-from weftsearch.storage.codec import SectionFile, checksum, encode_sections
+from weftsearch.storage.codec import (
+    FORMAT_VERSION,
+    FileStamp,
+    SectionFile,
+    checksum,
+    encode_sections,
+    file_identity,
+    stamped_header,
+)
 
 __all__ = [
     "MANIFEST",
@@ -50,13 +59,20 @@ __all__ = [
     "IndexDirectory",
     "encode_tombstones",
     "read_tombstones",
+    "new_index_id",
+    "segment_number",
+    "deletes_generation",
+    "check_file",
 ]
 
 MANIFEST = "MANIFEST"
 LOCK = "write.lock"
 INDEX_FORMAT = "weft-search-index"
-#: Version of the manifest and directory layout.
-INDEX_VERSION = 1
+#: Version of the manifest and directory layout. Version 2 added the index id,
+#: each file's size and checksum, and the stamp in every file's header.
+INDEX_VERSION = 2
+#: An index id: 128 random bits as 32 lowercase hex digits.
+_INDEX_ID = re.compile(r"^[0-9a-f]{32}$")
 _SEGMENT_NAME = re.compile(r"^seg-\d{6}\.wseg$")
 _DELETES_NAME = re.compile(r"^seg-\d{6}\.del-\d{6}$")
 # Files the writer may sweep: its own names and their temporaries, nothing else.
@@ -72,6 +88,10 @@ class SegmentEntry:
         documents: documents stored in it, deleted ones included.
         deletes: name of its tombstone file, or ``None`` when nothing is deleted.
         deleted: number of its documents deleted (the tombstone file's popcount).
+        size: the segment file's length in bytes.
+        checksum: CRC32C of the segment file's header and section table (its content identity).
+        deletes_size: the tombstone file's length in bytes (0 without one).
+        deletes_checksum: CRC32C of the tombstone file's header and table (0 without one).
 
     """
 
@@ -79,6 +99,30 @@ class SegmentEntry:
     documents: int
     deletes: str | None = None
     deleted: int = 0
+    size: int = 0
+    checksum: int = 0
+    deletes_size: int = 0
+    deletes_checksum: int = 0
+
+    @property
+    def number(self) -> int:
+        """The segment number its name carries."""
+        return segment_number(self.name)
+
+
+def segment_number(name: str) -> int:
+    """The number in a segment or tombstone file name (``seg-000007.wseg`` -> 7)."""
+    return int(name[4:10])
+
+
+def deletes_generation(name: str) -> int:
+    """The generation in a tombstone file name (``seg-000007.del-000012`` -> 12)."""
+    return int(name[15:])
+
+
+def new_index_id() -> str:
+    """A fresh index id: 128 random bits, as 32 lowercase hex digits."""
+    return os.urandom(16).hex()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,18 +135,29 @@ class Manifest:
     segments: tuple[SegmentEntry, ...] = ()
     next_segment: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    index_id: str = ""
 
     def to_bytes(self) -> bytes:
         """Canonical JSON with a CRC32C of the body, so a damaged manifest is detected."""
         body = {
             "format": INDEX_FORMAT,
             "version": INDEX_VERSION,
+            "index_id": self.index_id,
             "generation": self.generation,
             "analyzer": self.analyzer,
             "vector_dim": self.vector_dim,
             "next_segment": self.next_segment,
             "segments": [
-                {"name": s.name, "documents": s.documents, "deletes": s.deletes, "deleted": s.deleted}
+                {
+                    "name": s.name,
+                    "documents": s.documents,
+                    "size": s.size,
+                    "checksum": s.checksum,
+                    "deletes": s.deletes,
+                    "deleted": s.deleted,
+                    "deletes_size": s.deletes_size,
+                    "deletes_checksum": s.deletes_checksum,
+                }
                 for s in self.segments
             ],
             "extra": self.extra,
@@ -111,8 +166,17 @@ class Manifest:
         return json.dumps({"body": body, "crc32c": checksum(canonical)}, sort_keys=True, indent=1).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes, where: Path) -> Manifest:
+    def from_bytes(
+        cls, data: bytes, where: Path, *, versions: tuple[int, ...] = (INDEX_VERSION,)
+    ) -> Manifest:
         """Decode and check a manifest.
+
+        Besides the checksum and types: the index id is well-formed, no two
+        entries name the same segment (or segment number), ``next_segment``
+        is above every listed number (so the next commit cannot overwrite a
+        live file), and no tombstone file is newer than the generation.
+        ``versions``: the versions accepted (the upgrade path adds 1, whose
+        manifests have no index id and no file identities).
 
         Raises:
             CorruptIndexError: not JSON, checksum mismatch, or impossible content.
@@ -127,20 +191,30 @@ class Manifest:
                 raise CorruptIndexError(f"{where}: manifest checksum mismatch")
             if body.get("format") != INDEX_FORMAT:
                 raise CorruptIndexError(f"{where}: not a weft-search manifest")
-            if body.get("version") != INDEX_VERSION:
+            version = body.get("version")
+            if version not in versions:
+                older = type(version) is int and 0 < version < INDEX_VERSION
                 raise FormatVersionError(
-                    f"{where}: index format version {body.get('version')!r}; "
-                    f"this code reads version {INDEX_VERSION}"
+                    f"{where}: index format version {version!r}; this code reads version {INDEX_VERSION}"
+                    + (f" (upgrade it in place: weft-search upgrade {where.parent})" if older else "")
                 )
+            legacy = version == 1
             segments = tuple(
                 SegmentEntry(
                     name=str(s["name"]),
                     documents=int(s["documents"]),
                     deletes=None if s["deletes"] is None else str(s["deletes"]),
                     deleted=int(s["deleted"]),
+                    size=0 if legacy else int(s["size"]),
+                    checksum=0 if legacy else int(s["checksum"]),
+                    deletes_size=0 if legacy else int(s["deletes_size"]),
+                    deletes_checksum=0 if legacy else int(s["deletes_checksum"]),
                 )
                 for s in body["segments"]
             )
+            index_id = "" if legacy else body["index_id"]
+            if not legacy and not (isinstance(index_id, str) and _INDEX_ID.match(index_id)):
+                raise CorruptIndexError(f"{where}: index id {index_id!r} is not 32 lowercase hex digits")
             manifest = cls(
                 generation=int(body["generation"]),
                 analyzer=str(body["analyzer"]),
@@ -148,6 +222,7 @@ class Manifest:
                 segments=segments,
                 next_segment=int(body["next_segment"]),
                 extra=dict(body.get("extra", {})),
+                index_id=index_id,
             )
         except (CorruptIndexError, FormatVersionError):
             raise
@@ -159,29 +234,106 @@ class Manifest:
                 and not (_DELETES_NAME.match(entry.deletes) and entry.deletes.startswith(entry.name[:10]))
             ):
                 raise CorruptIndexError(f"{where}: manifest names an impossible file {entry.name!r}")
-            if not 0 <= entry.deleted <= entry.documents:
+            if not 0 <= entry.deleted <= entry.documents or (entry.deletes is None) != (entry.deleted == 0):
                 raise CorruptIndexError(f"{where}: segment {entry.name} has impossible counts")
+            if entry.deletes is not None and deletes_generation(entry.deletes) > manifest.generation:
+                raise CorruptIndexError(
+                    f"{where}: {entry.deletes} is newer than the manifest's generation {manifest.generation}"
+                )
+            if not legacy and (
+                not 0 < entry.size < 1 << 62
+                or not 0 <= entry.checksum < 1 << 32
+                or not 0 <= entry.deletes_checksum < 1 << 32
+                or (entry.deletes is None) != (entry.deletes_size == 0)
+                or not 0 <= entry.deletes_size < 1 << 62
+            ):
+                raise CorruptIndexError(f"{where}: segment {entry.name} has an impossible size or checksum")
+        # Duplicates would serve documents twice and make a merge write duplicate keys;
+        # refusing them also bounds every later pass by the number of distinct files.
+        numbers = [entry.number for entry in manifest.segments]
+        if len(set(numbers)) != len(numbers):
+            duplicate = next(n for n, times in Counter(numbers).items() if times > 1)  # O(entries)
+            raise CorruptIndexError(f"{where}: segment number {duplicate} is listed more than once")
+        if numbers and manifest.next_segment <= max(numbers):
+            raise CorruptIndexError(
+                f"{where}: next_segment {manifest.next_segment} is not above the listed segment "
+                f"{max(numbers)} (the next commit would overwrite a live file)"
+            )
+        if not 0 < manifest.next_segment <= 999_999 or manifest.generation < 0:
+            raise CorruptIndexError(f"{where}: impossible next_segment or generation")
         return manifest
 
 
-def encode_tombstones(deleted: NDArray[np.bool_]) -> bytes:
-    """A tombstone file: one bit per document of a segment, set when deleted."""
-    return encode_sections(
+def encode_tombstones(deleted: NDArray[np.bool_], stamp: FileStamp | None = None) -> bytes:
+    """A tombstone file: one bit per document of a segment, set when deleted, stamped with ``stamp``."""
+    data = encode_sections(
         {
             "bits": np.packbits(deleted.astype(np.uint8), bitorder="little"),
             "count": np.array([deleted.shape[0], int(deleted.sum())], dtype=np.uint64),
         }
     )
+    return data if stamp is None else stamped_header(data, stamp) + data[64:]
 
 
-def read_tombstones(path: Path, documents: int, deleted: int) -> NDArray[np.bool_]:
+def check_file(
+    section_file: SectionFile, stamp: FileStamp, size: int | None = None, crc: int | None = None
+) -> None:
+    """Check that ``section_file`` is the file the manifest means: its stamp, size and checksum.
+
+    O(1): the stamp is in the header and the identity was computed at open.
+
+    Raises:
+        CorruptIndexError: naming the file and what disagrees.
+
+    """
+    path, found = section_file.path, section_file.stamp
+    if found.index_id != stamp.index_id:
+        raise CorruptIndexError(
+            f"{path}: belongs to index {found.index_id or '(unstamped)'}, not to this index {stamp.index_id}"
+        )
+    if found.number != stamp.number:
+        raise CorruptIndexError(
+            f"{path}: is segment number {found.number}, the manifest expects {stamp.number}"
+        )
+    if found.generation != stamp.generation:
+        raise CorruptIndexError(
+            f"{path}: is of generation {found.generation}, the manifest expects {stamp.generation}"
+        )
+    if size is not None and section_file.length != size:
+        raise CorruptIndexError(f"{path}: is {section_file.length} bytes, the manifest says {size}")
+    if crc is not None and section_file.identity != crc:
+        raise CorruptIndexError(
+            f"{path}: header and table checksum {section_file.identity:08x}, the manifest says {crc:08x} "
+            "(another file of the same name and size)"
+        )
+
+
+def read_tombstones(
+    path: Path,
+    documents: int,
+    deleted: int,
+    *,
+    entry: SegmentEntry | None = None,
+    index_id: str | None = None,
+    versions: tuple[int, ...] = (FORMAT_VERSION,),
+) -> NDArray[np.bool_]:
     """Read a tombstone file and check it against the manifest's counts.
+
+    With ``entry`` and ``index_id``, the file's stamp (index, segment number,
+    generation), size and checksum must be what the manifest records too.
 
     Raises:
         CorruptIndexError: damaged, or disagreeing with the manifest.
 
     """
-    section_file = SectionFile(path)  # FileNotFoundError propagates: the caller may retry
+    section_file = SectionFile(path, versions=versions)  # FileNotFoundError propagates: the caller may retry
+    if entry is not None and index_id is not None and entry.deletes is not None:
+        check_file(
+            section_file,
+            FileStamp(index_id, entry.number, deletes_generation(entry.deletes)),
+            entry.deletes_size,
+            entry.deletes_checksum,
+        )
     counts = section_file.array("count")
     bits = section_file.array("bits")
     problems = section_file.verify()  # a few bytes: check the padding as well
@@ -455,6 +607,39 @@ class IndexDirectory:
             if isinstance(exc, IndexStorageError):
                 raise
             raise IndexStorageError(f"cannot write {self.path / name}: {exc}") from exc
+
+    def write_stamped(self, name: str, data: bytes, stamp: FileStamp) -> tuple[int, int]:
+        """Write encoded section file ``data`` as ``name`` with ``stamp`` in its header.
+
+        Returns ``(bytes, identity)`` for the manifest. The stamp is written
+        into a new 64-byte header; the rest of ``data`` is written as it is
+        (no copy). Durable as :meth:`write_file`, and like it checks the lock.
+        """
+        self._check_lock()
+        temporary, identity = self.write_stamped_temporary(name, data, stamp, os.getpid())
+        self.install(temporary, name)
+        return identity
+
+    def write_stamped_temporary(
+        self, name: str, data: bytes, stamp: FileStamp, owner: int
+    ) -> tuple[Path, tuple[int, int]]:
+        """:meth:`write_temporary` for a stamped section file; return its path and ``(bytes, identity)``.
+
+        Makes nothing visible (a forked encoder's whole part; see :meth:`write_temporary`).
+        """
+        header = stamped_header(data, stamp)
+        temporary = self.path / f"{name}.tmp-{owner}"
+        body = memoryview(data)[64:]
+        try:
+            with open(temporary, "wb") as handle:
+                handle.write(header)
+                handle.write(body)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            raise IndexStorageError(f"cannot write {self.path / name}: {exc}") from exc
+        return temporary, (len(data), file_identity(header, data))
 
     def publish(self, manifest: Manifest) -> None:
         """Make ``manifest`` the current generation, atomically and durably.

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from weftsearch.engine.documents import Document
 from weftsearch.errors import CorruptIndexError, WeftError
-from weftsearch.storage.codec import SectionFile, checksum, encode_sections
+from weftsearch.storage.codec import FORMAT_VERSION, FileStamp, SectionFile, checksum, encode_sections
 from weftsearch.storage.ivf import IVF_MIN_VECTORS, TRAIN_ITERATIONS, TRAIN_SEED, train_partitions
 from weftsearch.storage.pausing import (
     SLICE,
@@ -335,9 +335,11 @@ class SegmentReader:
     exists only in memory (not yet committed) through the same code.
     """
 
-    def __init__(self, path: Path, data: bytes | None = None) -> None:
+    def __init__(
+        self, path: Path, data: bytes | None = None, *, versions: tuple[int, ...] = (FORMAT_VERSION,)
+    ) -> None:
         self.path = path
-        self._file = SectionFile(path, data)
+        self._file = SectionFile(path, data, versions=versions)
         self._lock = threading.RLock()  # memo builders may call other memos
         self._cache: dict[str, Any] = {}
         self._verified_postings: dict[int, tuple[NDArray[np.uint32], NDArray[np.uint32]]] = {}
@@ -347,6 +349,68 @@ class SegmentReader:
         self.n_docs: int = meta["documents"]
         self.n_terms: int = meta["terms"]
         self.vector_dim: int | None = meta["vector_dim"]
+        self.n_vectors: int = meta["vectors"]
+        self._check_counts(meta)
+
+    @property
+    def stamp(self) -> FileStamp:
+        """The file's stamp: index id and segment number (unstamped while in memory)."""
+        return self._file.stamp
+
+    @property
+    def section_file(self) -> SectionFile:
+        """The underlying section file (header, stamp, table)."""
+        return self._file
+
+    @property
+    def vector_dtype(self) -> str:
+        """How ``vec.matrix`` stores the vectors: ``"float32"`` or ``"float16"``."""
+        return str(self._meta_cache.get("vector_dtype", "float32"))
+
+    @property
+    def identity(self) -> tuple[int, int]:
+        """``(bytes, CRC32C of header and table)``: what the manifest records of this file."""
+        return self._file.length, self._file.identity
+
+    def _check_counts(self, meta: dict[str, Any]) -> None:
+        """Every count ``meta`` claims against the section table, before anything is sized by it.
+
+        The table's element counts are already bounded by the file's length
+        (codec), so after this check no count read from the file can make a
+        reader allocate more than a small multiple of the file's size. O(sections).
+        """
+        n, terms, postings, links = meta["documents"], meta["terms"], meta["postings"], meta["links"]
+        dim = meta["vector_dim"] or 0
+        expected = {
+            "keys.offsets": n + 1,
+            "doc.lengths": n,
+            "doc.times": n,
+            "stored.offsets": n + 1,
+            "stored.crc": n,
+            "links.doc": n + 1,
+            "vec.rows": n,
+            "terms.offsets": terms + 1,
+            "post.offsets": terms + 1,
+            "post.crc": terms,
+            "post.ids": postings,
+            "post.tfs": postings,
+            "links.offsets": links + 1,
+            "vec.matrix": meta["vectors"] * dim,
+        }
+        if meta["vectors"] and not dim:
+            raise self._corrupt(f"meta claims {meta['vectors']} vectors of no width")
+        # The ivf.* sections size nothing (they are read as views, and nlist is
+        # bounded by the vectors); vector_lists() checks them when first read.
+        for name, count in expected.items():
+            if name not in self._file:
+                raise self._corrupt(f"section {name!r} is missing")
+            actual = self._file.count(name)
+            if actual != count:
+                raise self._corrupt(
+                    f"section {name!r} holds {actual} elements; meta's counts "
+                    f"({n} documents, {terms} terms, {postings} postings, {links} links, "
+                    f"{meta['vectors']} vectors of width {dim}) need {count}"
+                )
 
     def _corrupt(self, what: str) -> CorruptIndexError:
         return CorruptIndexError(f"{self.path}: {what}")
@@ -892,6 +956,15 @@ def merge_columns(
         sorted_keys.extend([keys[i] for i in order_list[start:end]])
         sorted_records.extend([records[i] for i in order_list[start:end]])
         pause()
+    expected = sum(int(np.count_nonzero(live)) for _, live in sources)
+    if len(sorted_keys) != expected:
+        raise CorruptIndexError(f"merge produced {len(sorted_keys)} documents from {expected} live ones")
+    for earlier, later in itertools.pairwise(sorted_keys):
+        if earlier >= later:
+            # Two sources hold the same live key: a substituted or duplicated
+            # file. Refused here, so a merge never makes that permanent.
+            names = ", ".join(str(reader.path) for reader, _ in sources)
+            raise CorruptIndexError(f"merging {names}: key {later!r} is live in more than one segment")
     return SegmentColumns(
         keys=sorted_keys,
         lengths=np.concatenate(lengths)[order].astype(np.uint32) if lengths else np.zeros(0, np.uint32),
