@@ -824,6 +824,9 @@ class Index:
     ) -> SearchResults:
         """Search the current snapshot; see :func:`~weftsearch.engine.search.search_snapshot`.
 
+        ``k`` (and ``depth``) must be from 1 to :data:`~weftsearch.engine.stream.MAX_K`
+        (1,000,000), else :class:`~weftsearch.errors.InvalidParameterError`.
+
         Example::
 
             index.search("graph retrieval", 10, RRF(), BM25Scorer(), VectorScorer())
