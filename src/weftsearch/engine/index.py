@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
 from weftsearch.analysis import Analyzer, get_analyzer
-from weftsearch.engine.documents import Document
+from weftsearch.engine.documents import Document, key_problem
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults, search_snapshot
@@ -313,6 +313,17 @@ class _Segment:
 
 def _in_memory(data: bytes) -> SegmentReader:
     return SegmentReader(_IN_MEMORY, data)
+
+
+def _check_lookup_key(key: str) -> None:
+    r"""Refuse a key no document can have (NUL, a control character, ...; see ``check_key``).
+
+    Why here: numpy's ``str_`` drops trailing NULs, so ``"b\x00"`` would find,
+    return or delete document ``"b"``.
+    """
+    problem = key_problem(key)
+    if problem is not None:
+        raise UnknownKeyError(f"no document can have the key {key!r}: a document key {problem}")
 
 
 class Index:
@@ -616,8 +627,8 @@ class Index:
             return sum(segment.live for segment in self._segments) + len(self._pending)
 
     def __contains__(self, key: object) -> bool:
-        if not isinstance(key, str):
-            return False
+        if not isinstance(key, str) or key_problem(key) is not None:
+            return False  # no document has such a key (and numpy would drop a trailing NUL)
         with self._write_lock:
             return key in self._pending or self._locate(key) is not None
 
@@ -633,11 +644,13 @@ class Index:
 
         Raises:
             UnknownKeyError: no such document (or its stored record is damaged,
-                in which case the message says so; run :meth:`scrub`).
+                in which case the message says so; run :meth:`scrub`), or no
+                document can have ``key`` (it holds NUL, a control character, ...).
 
         """
         if not isinstance(key, str):
             raise UnknownKeyError(f"document keys are strings, got {key!r}")
+        _check_lookup_key(key)
         with self._write_lock:
             if key in self._pending:
                 return self._pending[key].document
@@ -737,7 +750,13 @@ class Index:
         return removed
 
     def delete(self, key: str) -> bool:
-        """Delete the document with ``key``; return whether there was one."""
+        """Delete the document with ``key``; return whether there was one.
+
+        Raises:
+            UnknownKeyError: ``key`` is not a string, or no document can have it
+                (it holds NUL or another character a key may not hold).
+
+        """
         if not isinstance(key, str):
             raise UnknownKeyError(f"document keys are strings, got {key!r}")
         return self.delete_many([key]) > 0
@@ -751,6 +770,7 @@ class Index:
         for key in wanted:
             if not isinstance(key, str):
                 raise UnknownKeyError(f"document keys are strings, got {key!r}")
+            _check_lookup_key(key)
         with self._write_lock:
             removed = sum(1 for key in wanted if self._pending.pop(key, None) is not None)
             removed += self._tombstone_keys(wanted)
