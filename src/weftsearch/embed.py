@@ -84,7 +84,8 @@ from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
 from weftsearch._atomic import write_atomic
-from weftsearch.corpus import PROGRESS_DELAY
+from weftsearch.corpus import PROGRESS_DELAY, parse_json_object
+from weftsearch.engine.documents import check_string, key_problem
 from weftsearch.errors import (
     CorpusFormatError,
     DatasetIntegrityError,
@@ -812,15 +813,14 @@ def read_texts_file(path: StrPath) -> tuple[list[str], list[str]]:
 
 
 def _json_text(line: str, where: str) -> tuple[str, str]:
-    try:
-        record = json.loads(line)
-    except ValueError as exc:
-        raise CorpusFormatError(f"{where}: invalid JSON ({exc})") from None
-    if not isinstance(record, dict):
-        raise CorpusFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    key_name = next((name for name in _KEY_NAMES if name in record), None)
-    if key_name is None:
+    # The corpus reader's parser: repeated members, deep nesting and bad numbers are format errors.
+    record = parse_json_object(line, where)
+    key_names = [name for name in _KEY_NAMES if name in record]
+    if not key_names:
         raise CorpusFormatError(f"{where}: no id (give 'id', '_id' or 'key')")
+    if len(key_names) > 1:  # which would win is a guess (the corpus reader refuses it too)
+        raise CorpusFormatError(f"{where}: the id is given twice ({' and '.join(map(repr, key_names))})")
+    key_name = key_names[0]
     key = record[key_name]
     if isinstance(key, int) and not isinstance(key, bool):
         key = str(key)
@@ -828,13 +828,18 @@ def _json_text(line: str, where: str) -> tuple[str, str]:
         raise CorpusFormatError(
             f"{where}: {key_name!r} must be a string or an integer, got {type(key).__name__}"
         )
+    problem = key_problem(key)
+    if problem is not None:  # the id is written one a line to the ids file
+        raise CorpusFormatError(f"{where}: {key_name!r} {problem}, got {key!r}")
     text = record.get("text")
     if not isinstance(text, str):
         raise CorpusFormatError(f"{where}: 'text' must be a string, got {type(text).__name__}")
+    check_string(text, f"{where}: 'text'", CorpusFormatError)
     if "title" in record:
         title = record["title"]
         if not isinstance(title, str):
             raise CorpusFormatError(f"{where}: 'title' must be a string, got {type(title).__name__}")
+        check_string(title, f"{where}: 'title'", CorpusFormatError)
         title, text = title.strip(), text.strip()
         text = f"{title} {text}" if title else text
     return key, text
