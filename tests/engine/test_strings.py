@@ -144,7 +144,7 @@ def test_a_key_ending_in_nul_never_finds_another_document(persisted: bool, key: 
     assert snapshot.ids_of([key, "b"])[0] == -1 and snapshot.ids_of([key, "b"])[1] >= 0
     with pytest.raises(UnknownKeyError):
         snapshot.id_of(key)
-    with pytest.raises(UnknownKeyError, match="NUL|x00"):
+    with pytest.raises(UnknownKeyError, match=r"x00"):
         index.get(key)
     with pytest.raises(UnknownKeyError):
         index.delete(key)
@@ -155,7 +155,7 @@ def test_a_key_ending_in_nul_never_finds_another_document(persisted: bool, key: 
 
 def test_links_and_seeds_ending_in_nul_are_refused() -> None:
     with pytest.raises(InvalidDocumentError):
-        Document("c", "gamma", links=["b\x00"])
+        Document("c", "gamma", links=("b\x00",))
     with pytest.raises(InvalidQueryError):
         Query("alpha", seeds=("a\x00",))
     index = nul_index(None)
