@@ -91,3 +91,12 @@ def test_cli_qrels_that_are_not_utf8_name_the_line(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "qrels.tsv:2: not UTF-8" in err and "Traceback" not in err
+
+
+def test_an_embed_record_nested_too_deeply_is_a_reason_not_a_traceback(tmp_path: Path) -> None:
+    from weftsearch.embed import _read_record  # the reader every embed record goes through
+
+    path = tmp_path / "record.json"
+    path.write_text('{"collection": ' + DEEP + "}", encoding="utf-8")
+    record, reason = _read_record(path)
+    assert record is None and "record.json is not a JSON record" in reason

@@ -103,7 +103,7 @@ static widen_fn choose_widen(void) {
     return widen_portable;
 }
 
-/* Widen n halves to floats (n < 1: nothing): exported so the tests can check it against numpy on every half. */
+/* Widen n halves to floats (n < 1: nothing; out and in hold n items, the caller's promise): exported so the tests can check it against numpy on every half. */
 void weft_widen_halves(float *out, const uint16_t *in, int64_t n) { choose_widen()(out, in, n); }
 
 typedef struct {
@@ -119,6 +119,7 @@ static int worse(scored_id a, scored_id b) { return a.score < b.score || (a.scor
  * to the lower list number) and candidates by score share it.
  */
 static void sift_down(scored_id *heap, int64_t size, int64_t at) {
+    /* Overflow: at < size <= k or nprobe, each checked to fit PTRDIFF_MAX / 16: 2 * at + 2 fits. */
     for (;;) {
         int64_t left = 2 * at + 1, lowest = at;
         if (left < size && worse(heap[left], heap[lowest])) lowest = left;
@@ -132,6 +133,7 @@ static void sift_down(scored_id *heap, int64_t size, int64_t at) {
 }
 
 static void push(scored_id *heap, int64_t *size, scored_id item) {
+    /* Bounds: callers push only while *size < the heap's capacity (k items, or nprobe lists). */
     int64_t at = (*size)++;
     heap[at] = item;
     while (at > 0) {
@@ -231,6 +233,7 @@ static void offer(selection *sel, float score, int64_t id) {
 
 /* Keep the final members at the front of the store; returns their number. */
 static int64_t settle(selection *sel) {
+    /* stored <= seen <= row_count: the store holds every candidate offered at most once. */
     if (sel->seen <= sel->k) return sel->stored; /* n <= k: every candidate, NaN included */
     int full = sel->heap_size == sel->k;
     float kth = full ? sel->heap[0].score : 0.0f;

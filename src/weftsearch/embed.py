@@ -592,7 +592,7 @@ def _load_part(folder: Path, part: _Part, entry: object) -> tuple[NDArray[np.flo
             return None, f"{path} changed since the record was written (its SHA-256 differs)"
     try:
         rows = np.load(io.BytesIO(blobs[part.npy]), allow_pickle=False)
-    except (ValueError, EOFError, OSError) as exc:
+    except (ValueError, EOFError, OSError, MemoryError) as exc:  # MemoryError: a header claiming huge rows
         return None, f"{folder / part.npy} is not a readable .npy array ({exc})"
     if not isinstance(rows, np.ndarray) or rows.dtype != np.float32 or rows.shape != (len(part.texts), DIMS):
         return None, f"{folder / part.npy} is not a float32 ({len(part.texts)}, {DIMS}) matrix"
@@ -603,7 +603,7 @@ def _load_part(folder: Path, part: _Part, entry: object) -> tuple[NDArray[np.flo
 def _read_record(path: Path) -> tuple[dict[str, Any] | None, str]:
     try:
         record = json.loads(path.read_bytes().decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
         return None, f"{path} is not a JSON record ({exc})"
     if not isinstance(record, dict):
         return None, f"{path} is not a JSON object"
