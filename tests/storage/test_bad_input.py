@@ -506,7 +506,7 @@ def test_writes_on_a_readonly_index_are_storage_errors(committed: tuple[Path, In
     assert "d060" in reader
 
 
-# ------------------------------------------------------------------ hostile documents (issue 13 items 5, 11, 14)
+# ------------------------------------------------------------- hostile documents (issue 13 items 5, 11, 14)
 
 HOSTILE_DOCUMENTS: dict[str, dict[str, Any]] = {
     "surrogate key": {"key": "d\ud800"},
