@@ -232,7 +232,8 @@ def _json_lines(path: Path, desc: str, progress: bool | None) -> Iterator[tuple[
             yield number, parse_json_object(raw, _where(path, number))
 
 
-def _key(record: Mapping[str, Any], where: str, what: str) -> str:
+def _key(record: Mapping[str, Any], where: str, what: str, *, check: bool = False) -> str:
+    """The record's key under its one key name; ``check``: also apply the key rule."""
     names = [name for name in _KEY_NAMES if name in record]
     if len(names) > 1:
         raise CorpusFormatError(
@@ -244,9 +245,10 @@ def _key(record: Mapping[str, Any], where: str, what: str) -> str:
             value = str(value)
         if not isinstance(value, str) or not value:
             raise CorpusFormatError(f"{where}: {what} {name!r} must be a non-empty string, got {value!r}")
-        problem = key_problem(value)
-        if problem is not None:
-            raise CorpusFormatError(f"{where}: {what} {name!r} {problem}, got {value!r}")
+        if check:  # (a document's key is checked by Document itself)
+            problem = key_problem(value)
+            if problem is not None:
+                raise CorpusFormatError(f"{where}: {what} {name!r} {problem}, got {value!r}")
         return value
     raise CorpusFormatError(f"{where}: {what} has no key (expected one of {', '.join(_KEY_NAMES)})")
 
@@ -652,7 +654,7 @@ def iter_queries(
     first_line: dict[str, int] = {}
     for number, record in _json_lines(file, "reading queries", progress):
         where = _where(file, number)
-        qid = _key(record, where, "query")
+        qid = _key(record, where, "query", check=True)  # query ids are written to runs and ids files
         if qid in first_line:
             raise CorpusFormatError(f"{where}: query id {qid!r} repeats (first on line {first_line[qid]})")
         first_line[qid] = number
