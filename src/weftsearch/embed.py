@@ -228,11 +228,13 @@ def _check_ids(ids: Sequence[str], count: int) -> list[str]:
         if not isinstance(key, str):
             raise InvalidParameterError(f"ids[{number}] is {type(key).__name__}, not str: {key!r:.60}")
         # Readers strip each line and split on tabs (load_frozen_vectors reads a
-        # second column as "the id as written"), so such ids would not survive.
-        if not key or key != key.strip() or any(ch in key for ch in "\t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"):
+        # second column as "the id as written"), so such ids would not survive: the
+        # document key rule (weftsearch.engine.documents.check_key) says which do.
+        problem = key_problem(key)
+        if problem is not None:
             raise InvalidParameterError(
-                f"ids[{number}] is {key!r}: an id must be non-empty, without surrounding "
-                "whitespace, tabs or line breaks"
+                f"ids[{number}] is {key!r}: an id must be non-empty, without control characters, "
+                f"line separators, surrogates or surrounding whitespace (this one {problem})"
             )
         if key in first:
             raise InvalidParameterError(f"ids[{number}] is {key!r}, which repeats ids[{first[key]}]")
