@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from weftsearch import RRF, BM25Scorer, Document, GraphScorer, Index, Query
-from weftsearch.engine.documents import check_key
+from weftsearch.engine.documents import check_key, stored_document
 from weftsearch.errors import InvalidDocumentError, InvalidQueryError, UnknownKeyError
 
 #: Keys no document may have: each breaks an ids file, a TREC run, UTF-8 or a numpy lookup.
@@ -168,3 +168,30 @@ def test_ids_of_accepts_any_mix(tmp_path: Path) -> None:
     got = snapshot.ids_of(["a", "\x00", "b\x00", "b", "zz"])
     assert (got >= 0).tolist() == [True, False, False, True, False]
     assert np.unique(got[got >= 0]).shape == (2,)
+
+
+# ------------------------------------------------------------------ indexes written before the key rule
+
+
+def test_an_index_written_before_the_key_rule_stays_readable_and_deletable(tmp_path: Path) -> None:
+    # stored_document is how the storage layer builds documents it reads back; here it stands in
+    # for an older weft-search that accepted these keys and links.
+    legacy = [
+        stored_document("a\tb", "tab key", None, (), None, {}),
+        stored_document(" pad", "padded key", None, ("a\tb",), None, {}),
+        stored_document("c", "links to a padded key", None, (" pad", "a\tb"), None, {"f": "v"}),
+    ]
+    index = Index.create(tmp_path / "idx", analyzer="simple")
+    index.add_many(legacy)
+    index.commit()
+    index.close()
+    with pytest.raises(InvalidDocumentError):
+        Document("a\tb", "a new document is held to the rule")
+    index = Index.open(tmp_path / "idx")
+    assert index.scrub().problems == ()
+    assert index.get("a\tb").text == "tab key" and index.get("c").links == (" pad", "a\tb")
+    assert " pad" in index and " pad" in index.snapshot()
+    assert index.delete("a\tb") and "a\tb" not in index
+    index.commit()
+    assert sorted(index.keys()) == [" pad", "c"]
+    index.close()

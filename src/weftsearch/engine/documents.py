@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import MappingProxyType
@@ -29,6 +30,7 @@ __all__ = [
     "check_key",
     "check_string",
     "key_problem",
+    "stored_document",
 ]
 
 #: A value allowed in :attr:`Document.fields`: small scalar metadata.
@@ -146,9 +148,47 @@ def as_key_tuple(values: Iterable[str] | str, what: str, error: type[ValueError]
         keys = tuple(values)
     except TypeError:
         raise error(f"{what} must be a sequence of keys, got {values!r}") from None
+    stored = _READING_STORED.get()
     for key in keys:
-        check_key(key, f"{what}: each key", error)
+        if stored:  # written under an older rule: only what every version required
+            if not isinstance(key, str) or not key:
+                raise error(f"{what} must hold non-empty strings, got {key!r}")
+        else:
+            check_key(key, f"{what}: each key", error)
     return keys
+
+
+#: True while :func:`stored_document` builds a document read back from an index.
+_READING_STORED: ContextVar[bool] = ContextVar("weftsearch_reading_stored", default=False)
+
+
+def stored_document(
+    key: str,
+    text: str,
+    vector: NDArray[np.float32] | None,
+    links: tuple[str, ...],
+    time: TimeLike | None,
+    fields: Mapping[str, FieldValue],
+) -> Document:
+    """A :class:`Document` read back from an index (the storage layer's constructor).
+
+    Every check of :class:`Document` applies except the key rule
+    (:func:`check_key`) on ``key`` and ``links``: an index written before the
+    rule may hold keys it now refuses (a tab, edge whitespace), and such a
+    document must still be readable, and deletable, rather than reported
+    damaged. Keys of new documents always follow the rule. Thread- and
+    task-safe (a context variable).
+
+    Raises:
+        InvalidDocumentError: the stored values are not a document (the caller
+            reports the record as damaged).
+
+    """
+    token = _READING_STORED.set(True)
+    try:
+        return Document(key=key, text=text, vector=vector, links=links, time=time, fields=fields)
+    finally:
+        _READING_STORED.reset(token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +229,10 @@ class Document:
     fields: Mapping[str, FieldValue] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        check_key(self.key, "document key")
+        if not _READING_STORED.get():
+            check_key(self.key, "document key")
+        elif not isinstance(self.key, str) or not self.key:  # stored before the key rule: see stored_document
+            raise InvalidDocumentError(f"document key must be a non-empty string, got {self.key!r}")
         if not isinstance(self.text, str):
             raise InvalidDocumentError(
                 f"document {self.key!r}: text must be str, got {type(self.text).__name__}"

@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
 from weftsearch.analysis import Analyzer, get_analyzer
-from weftsearch.engine.documents import Document, key_problem
+from weftsearch.engine.documents import Document
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults, search_snapshot
@@ -316,14 +316,15 @@ def _in_memory(data: bytes) -> SegmentReader:
 
 
 def _check_lookup_key(key: str) -> None:
-    r"""Refuse a key no document can have (NUL, a control character, ...; see ``check_key``).
+    r"""Refuse a key holding NUL, which no document has ever been allowed.
 
     Why here: numpy's ``str_`` drops trailing NULs, so ``"b\x00"`` would find,
-    return or delete document ``"b"``.
+    return or delete document ``"b"``. (Other characters the key rule refuses
+    are still looked up: an index written before the rule may hold them, and
+    they must stay readable and deletable.)
     """
-    problem = key_problem(key)
-    if problem is not None:
-        raise UnknownKeyError(f"no document can have the key {key!r}: a document key {problem}")
+    if "\x00" in key:
+        raise UnknownKeyError(f"no document can have the key {key!r}: document keys never hold NUL")
 
 
 class Index:
@@ -627,7 +628,7 @@ class Index:
             return sum(segment.live for segment in self._segments) + len(self._pending)
 
     def __contains__(self, key: object) -> bool:
-        if not isinstance(key, str) or key_problem(key) is not None:
+        if not isinstance(key, str) or "\x00" in key:
             return False  # no document has such a key (and numpy would drop a trailing NUL)
         with self._write_lock:
             return key in self._pending or self._locate(key) is not None
@@ -645,7 +646,7 @@ class Index:
         Raises:
             UnknownKeyError: no such document (or its stored record is damaged,
                 in which case the message says so; run :meth:`scrub`), or no
-                document can have ``key`` (it holds NUL, a control character, ...).
+                document can have ``key`` (it holds NUL).
 
         """
         if not isinstance(key, str):
@@ -754,7 +755,7 @@ class Index:
 
         Raises:
             UnknownKeyError: ``key`` is not a string, or no document can have it
-                (it holds NUL or another character a key may not hold).
+                (it holds NUL).
 
         """
         if not isinstance(key, str):

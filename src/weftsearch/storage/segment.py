@@ -26,7 +26,7 @@ import crc32c
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.documents import Document
+from weftsearch.engine.documents import Document, stored_document
 from weftsearch.errors import CorruptIndexError, WeftError
 from weftsearch.storage.codec import SectionFile, checksum, encode_sections
 from weftsearch.storage.ivf import IVF_MIN_VECTORS, TRAIN_ITERATIONS, TRAIN_SEED, train_partitions
@@ -501,7 +501,7 @@ class SegmentReader:
             return None
         try:
             record = json.loads(raw)
-            return Document(
+            return stored_document(
                 key=str(self.keys()[local]),
                 text=record["text"],
                 vector=self.vector(local),
