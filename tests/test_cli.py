@@ -453,3 +453,23 @@ def test_scifact_text_and_hybrid(tmp_path: Path, capsys: pytest.CaptureFixture[s
     # Published BM25 on SciFact is about 0.665 nDCG@10, the frozen MiniLM vectors 0.647.
     assert text_ndcg > 0.64, text_ndcg
     assert hybrid_ndcg > text_ndcg, (text_ndcg, hybrid_ndcg)
+
+
+@pytest.mark.parametrize("option", ["-k", "--depth"])
+@pytest.mark.parametrize(
+    "value", ["1000001", "1152921504606846976", "9223372036854775808", "18446744073709551616"]
+)
+def test_search_refuses_a_k_above_the_maximum(
+    index_dir: Path, option: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 13 item 1: -k 1152921504606846976 --signals vector overwrote the heap in the compiled scan.
+    argv = ["search", "nearest", "--index", str(index_dir), "--signals", "vector", option, value]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "at most 1,000,000" in err and value in err and "Traceback" not in err
+
+
+def test_search_accepts_k_of_the_maximum(index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["search", "nearest", "--index", str(index_dir), "--signals", "text", "-k", "1000000", "--json"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.strip()

@@ -317,3 +317,119 @@ def test_trec_run_lines() -> None:
         list(trec_run_lines("q 1", results))
     with pytest.raises(InvalidParameterError):
         list(trec_run_lines("q1", results, "two words"))
+
+
+# ------------------------------------------------- hostile lines (issues 12.10, 13.5, 13.11, 13.14)
+
+DEEP = "[" * 100_000 + "]" * 100_000  # past the recursion limit: a RecursionError before
+HOSTILE_LINES = [
+    ('{"key": "x", "key": "y"}', "names member 'key' twice"),
+    ('{"key": "x", "text": "a", "text": "b"}', "names member 'text' twice"),
+    ('{"key": "x", "fields": {"a": 1, "a": 2}}', "names member 'a' twice"),
+    ('{"key": "x", "_id": "x"}', "gives its key twice ('key' and '_id')"),
+    ('{"_id": "x", "id": 3}', "gives its key twice ('_id' and 'id')"),
+    ('{"key": "x", "extra": ' + DEEP + "}", "nested deeper than 64"),
+    ('{"key": "x", "extra": ' + "[" * 65 + "]" * 65 + "}", "nested deeper than 64"),
+    ('{"key": "x", "extra": {"a": ' * 70 + "1" + "}" * 140, "nested deeper than 64"),
+    ('{"key": "x", "text": "lone \\ud800 surrogate"}', "surrogate"),
+    ('{"key": "x\\udc00"}', "\\udc00"),
+    ('{"key": "x", "title": "\\ud83d"}', "surrogate"),
+    ('{"key": "x", "links": ["b", "\\ud800"]}', "\\ud800"),
+    ('{"key": "x", "fields": {"n\\ud800": 1}}', "surrogate"),
+    ('{"key": "x", "fields": {"name": "\\udfff"}}', "surrogate"),
+    ('{"key": "b\\u0000"}', "\\x00"),
+    ('{"key": "x", "links": ["b\\u0000"]}', "\\x00"),
+    ('{"key": " "}', "whitespace"),
+    ('{"key": "  padded"}', "whitespace"),
+    ('{"key": "a\\nb"}', "\\n"),
+    ('{"key": "a\\tb"}', "\\t"),
+    ('{"key": "a\\rb"}', "\\r"),
+    ('{"key": "a\\u2028b"}', "\\u2028"),
+    ('{"key": "a\\u0085b"}', "\\x85"),
+    ('{"key": "x", "time": 1e400}', "time must be finite"),
+    ('{"key": "x", "time": -1e400}', "time must be finite"),
+    ('{"key": "x", "time": 1' + "0" * 400 + "}", "out of range"),
+    ('{"key": "x", "time": NaN}', "time must be finite"),
+    ('{"key": "x", "time": Infinity}', "time must be finite"),
+    ('{"key": "x", "fields": {"n": NaN}}', "fields.n is not finite"),
+    ('{"key": "x", "fields": {"n": -Infinity}}', "fields.n is not finite"),
+    ('{"key": "x", "fields": {"n": 1e999}}', "fields.n is not finite"),
+    ('{"key": "x", "fields": {"n": ' + "9" * 5000 + "}}", "invalid JSON"),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"), HOSTILE_LINES, ids=[f"line{i}" for i in range(len(HOSTILE_LINES))]
+)
+def test_hostile_lines_are_typed_errors_naming_file_and_line(tmp_path: Path, line: str, needle: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"key": "ok1", "text": "x"}\n\n' + line + '\n{"key": "ok2"}\n', encoding="utf-8")
+    with pytest.raises(CorpusFormatError) as info:
+        load_documents(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}:3:") and needle in message, message
+    message.encode("utf-8")  # printable: a surrogate is shown escaped
+
+
+def test_nesting_up_to_the_bound_and_big_integer_fields_are_fine(tmp_path: Path) -> None:
+    nested = "[" * 60 + "]" * 60
+    path = write_jsonl(tmp_path / "c.jsonl", [])
+    path.write_text(
+        '{"key": "a", "ignored": ' + nested + ', "fields": {"n": ' + "7" * 400 + "}}\n"
+        '{"key": "b", "text": "brackets [[[[[[[[ in {{{{ text", "fields": {"s": "]]]]"}}\n'
+        '{"key": "c", "text": "quoted \\" [ and \\\\", "title": "t"}\n',
+        encoding="utf-8",
+    )
+    docs = load_documents(path)
+    assert [d.key for d in docs] == ["a", "b", "c"]
+    assert docs[0].fields["n"] == int("7" * 400)
+
+
+def test_hostile_query_lines_are_typed_errors(tmp_path: Path) -> None:
+    cases = [
+        ('{"_id": "q", "text": "x", "text": "y"}', "twice"),
+        ('{"_id": "q", "id": "q", "text": "x"}', "twice"),
+        ('{"_id": "q", "text": ' + DEEP + "}", "nested"),
+        ('{"_id": "q", "text": "bad \\ud800"}', "surrogate"),
+        ('{"_id": "q\\t1", "text": "x"}', "\\t"),
+        ('{"_id": "q\\u0000", "text": "x"}', "\\x00"),
+    ]
+    for line, needle in cases:
+        path = tmp_path / "queries.jsonl"
+        path.write_text('{"_id": "ok", "text": "fine"}\n' + line + "\n", encoding="utf-8")
+        with pytest.raises(CorpusFormatError) as info:
+            load_queries(path)
+        assert str(info.value).startswith(f"{path}:2:") and needle in str(info.value), line
+
+
+def test_ids_and_qrels_files_that_are_not_utf8_name_the_line(tmp_path: Path) -> None:
+    npy = write_vectors(tmp_path, "v", ["a", "b", "c"], np.ones((3, 2), dtype=np.float32))
+    (tmp_path / "v_ids.txt").write_bytes(b"a\nb\xff\xfe\nc\n")
+    with pytest.raises(CorpusFormatError, match=r"v_ids\.txt:2: not UTF-8"):
+        load_vectors(npy)
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_bytes(b"query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td\xe92\t1\n")
+    with pytest.raises(CorpusFormatError, match=r"qrels\.tsv:3: not UTF-8"):
+        load_qrels(qrels)
+
+
+@pytest.mark.parametrize(
+    ("ids", "needle"),
+    [(b"a\nb\x00\nc\n", "\\x00"), (b"a\nb\x0bc\nd\n", "\\x0b"), (b"a\nb\xe2\x80\xa8c\nd\n", "\\u2028")],
+)
+def test_ids_that_break_the_key_rule_are_refused(tmp_path: Path, ids: bytes, needle: str) -> None:
+    npy = write_vectors(tmp_path, "v", ["a", "b", "c"], np.ones((3, 2), dtype=np.float32))
+    (tmp_path / "v_ids.txt").write_bytes(ids)
+    with pytest.raises(CorpusFormatError) as info:
+        load_vectors(npy)
+    assert "v_ids.txt:2:" in str(info.value) and needle in str(info.value)
+
+
+def test_a_query_vector_header_claiming_a_huge_shape_is_refused(tmp_path: Path) -> None:
+    # Read without a map, numpy allocated what the header claimed (3.6 TiB: MemoryError).
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000,), }"
+    header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
+    path = tmp_path / "q.npy"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\0" * 64)
+    with pytest.raises(CorpusFormatError, match=r"not a readable \.npy"):
+        load_query_vector(path)

@@ -196,7 +196,7 @@ def test_embed_texts_to_validates_before_encoding(tmp_path: Path) -> None:
         call(["a", "b"], ["x"])
     with pytest.raises(InvalidParameterError, match="repeats"):
         call(["a", "a"], ["x", "y"])
-    for bad in ("", " a", "a\tb", "a\nb"):
+    for bad in ("", " a", "a\tb", "a\nb", "a\x00b", "a\x7fb", "a\ud800", "\u3000"):
         with pytest.raises(InvalidParameterError, match="an id must be non-empty"):
             call([bad], ["x"])
     for name in ("", "../x", "a/b", ".hidden"):

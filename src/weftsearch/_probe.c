@@ -22,6 +22,15 @@
  *  - selection: with n <= k candidates all are kept; otherwise every score
  *    >= the k-th largest number is kept (NaN never), or every number when
  *    fewer than k are numbers.
+ *
+ * Sizes: every argument is checked before anything is allocated (a negative
+ * size, k < 1, a list offset outside the matrix, a product of sizes that
+ * does not fit in size_t are refused with WEFT_BAD_ARGUMENT); k is clamped to
+ * the rows that exist and nprobe to the lists that exist, so no allocation
+ * is ever larger than the input it describes. A huge k from a caller (issue
+ * 13: k * 16 wrapped for k >= 2^60 and the heap was overwritten) costs
+ * nothing more than k = row_count. Every multiplication that sizes memory or
+ * an address is commented where it is proven not to overflow.
  */
 #include <math.h>
 #include <stddef.h>
@@ -32,6 +41,10 @@
 #include <immintrin.h>
 #define WEFT_X86 1
 #endif
+
+/* Return codes of weft_probe_scan below 0 (kernels.py maps them to typed errors). */
+#define WEFT_NO_MEMORY (-1)
+#define WEFT_BAD_ARGUMENT (-2)
 
 typedef float (*weft_dot_fn)(const float *, const float *, size_t);
 
@@ -90,7 +103,7 @@ static widen_fn choose_widen(void) {
     return widen_portable;
 }
 
-/* Widen n halves to floats: exported so the tests can check it against numpy on every half. */
+/* Widen n halves to floats (n < 1: nothing; out and in hold n items, the caller's promise): exported so the tests can check it against numpy on every half. */
 void weft_widen_halves(float *out, const uint16_t *in, int64_t n) { choose_widen()(out, in, n); }
 
 typedef struct {
@@ -106,6 +119,7 @@ static int worse(scored_id a, scored_id b) { return a.score < b.score || (a.scor
  * to the lower list number) and candidates by score share it.
  */
 static void sift_down(scored_id *heap, int64_t size, int64_t at) {
+    /* Overflow: at < size <= k or nprobe, each checked to fit PTRDIFF_MAX / 16: 2 * at + 2 fits. */
     for (;;) {
         int64_t left = 2 * at + 1, lowest = at;
         if (left < size && worse(heap[left], heap[lowest])) lowest = left;
@@ -119,6 +133,7 @@ static void sift_down(scored_id *heap, int64_t size, int64_t at) {
 }
 
 static void push(scored_id *heap, int64_t *size, scored_id item) {
+    /* Bounds: callers push only while *size < the heap's capacity (k items, or nprobe lists). */
     int64_t at = (*size)++;
     heap[at] = item;
     while (at > 0) {
@@ -151,6 +166,7 @@ static int64_t nearest_lists(weft_dot_fn dot, const float *query, int64_t dim, c
                              int64_t nlist, int64_t nprobe, scored_id *chosen) {
     int64_t size = 0;
     for (int64_t l = 0; l < nlist; l++) {
+        /* Overflow: l < nlist and nlist * dim * sizeof(float) was checked to fit in size_t. */
         scored_id list = {dot(query, centroids + l * dim, (size_t)dim), l};
         if (isnan(list.score)) continue;
         if (size < nprobe) {
@@ -159,7 +175,7 @@ static int64_t nearest_lists(weft_dot_fn dot, const float *query, int64_t dim, c
             replace_root(chosen, size, list);
         }
     }
-    qsort(chosen, (size_t)size, sizeof(scored_id), compare_id);
+    qsort(chosen, (size_t)size, sizeof(scored_id), compare_id); /* size <= nprobe <= nlist */
     return size;
 }
 
@@ -171,7 +187,7 @@ static int64_t nearest_lists(weft_dot_fn dot, const float *query, int64_t dim, c
  * seen (they are kept only when n <= k).
  */
 typedef struct {
-    int64_t k, seen, heap_size, stored, capacity;
+    int64_t k, seen, heap_size, stored, capacity, limit; /* limit: most candidates there can be (rows) */
     scored_id *heap;
     scored_id *store;
     int failed;
@@ -191,7 +207,17 @@ static void offer(selection *sel, float score, int64_t id) {
         return;
     }
     if (sel->stored == sel->capacity) {
-        int64_t capacity = 2 * sel->capacity;
+        /*
+         * Overflow: capacity never exceeds limit (the rows of the block; each
+         * row is offered at most once, so stored <= limit), and limit *
+         * sizeof(scored_id) was checked to fit in size_t before the scan; the
+         * doubling is done only below limit / 2, so 2 * capacity cannot wrap.
+         */
+        if (sel->capacity >= sel->limit) { /* more offers than rows: the lists overlap, refused up front */
+            sel->failed = 1;
+            return;
+        }
+        int64_t capacity = sel->capacity <= sel->limit / 2 ? 2 * sel->capacity : sel->limit;
         scored_id *grown = realloc(sel->store, (size_t)capacity * sizeof(scored_id));
         if (grown == NULL) {
             sel->failed = 1;
@@ -207,6 +233,7 @@ static void offer(selection *sel, float score, int64_t id) {
 
 /* Keep the final members at the front of the store; returns their number. */
 static int64_t settle(selection *sel) {
+    /* stored <= seen <= row_count: the store holds every candidate offered at most once. */
     if (sel->seen <= sel->k) return sel->stored; /* n <= k: every candidate, NaN included */
     int full = sel->heap_size == sel->k;
     float kth = full ? sel->heap[0].score : 0.0f;
@@ -239,6 +266,7 @@ static void scan_range(const rows_view *view, const float *norms, const int64_t 
         float norm = norms[r];
         if (ids[r] < 0 || !(norm > 0.0f)) continue;
         const float *row;
+        /* Overflow: r < row_count and row_count * dim * element size was checked to fit in size_t. */
         if (view->half) {
             view->widen(view->row, (const uint16_t *)view->matrix + r * view->dim, view->dim);
             row = view->row;
@@ -259,30 +287,71 @@ static int compare_scored(const void *a, const void *b) {
 }
 
 /*
+ * Whether count items of size bytes each make an object size (count >= 0, size >= 1): at most
+ * PTRDIFF_MAX bytes, the largest object C allows, which is below both SIZE_MAX and INT64_MAX here,
+ * so the product is then a valid size_t and a valid int64_t offset.
+ */
+static int fits(int64_t count, size_t size) { return (uint64_t)count <= (uint64_t)PTRDIFF_MAX / size; }
+
+/*
  * One segment's candidates for one query.
  *
  * query: the unit query (dim floats). matrix: row_count x dim, C order,
  * floats, or IEEE halves when half is 1. norms, ids: one per row. centroids: nlist x dim floats and offsets:
- * nlist + 1 row offsets; nprobe == 0 scans every row. Returns the number of
- * kept candidates, or -1 when out of memory. When that number is at most
+ * nlist + 1 row offsets, non-decreasing from 0 to at most row_count; nprobe == 0 scans every row. k >= 1
+ * (any size: it is clamped to row_count, as nprobe is to nlist). Returns the number of
+ * kept candidates, WEFT_NO_MEMORY (-1) when out of memory, or WEFT_BAD_ARGUMENT (-2)
+ * for arguments no block has (dim < 1, k < 1, a negative count, offsets out of order or
+ * past the rows, sizes whose product does not fit in size_t); nothing is allocated
+ * before the arguments are checked. When the count is at most
  * out_capacity, ids_out/scores_out hold them as (internal id, cosine), best
  * first: score descending, then id ascending, NaN last; otherwise nothing is
  * written (call again with room for them).
- * O(nlist * dim + scanned * dim + stored * log k + kept * log kept).
+ * O(nlist * dim + scanned * dim + stored * log k + kept * log kept); memory O(min(k, row_count) +
+ * stored + min(nprobe, nlist) + dim), never more than the rows and lists that exist.
  */
 int64_t weft_probe_scan(weft_dot_fn dot, const float *query, int64_t dim, const void *matrix, int64_t half,
                         int64_t row_count, const float *norms, const int64_t *ids, const float *centroids,
                         const uint64_t *offsets, int64_t nlist, int64_t nprobe, int64_t k, int64_t *ids_out,
                         double *scores_out, int64_t out_capacity) {
-    selection sel = {k, 0, 0, 0, 64, NULL, NULL, 0};
+    size_t element = half ? sizeof(uint16_t) : sizeof(float); /* bytes per matrix element */
+    if (dim < 1 || row_count < 0 || k < 1 || nprobe < 0 || nlist < 0 || out_capacity < 0) return WEFT_BAD_ARGUMENT;
+    /* Overflow: row_count * dim elements (every row address, r * dim) must be a size; checked in two steps. */
+    if (!fits(row_count, (size_t)dim) || !fits(row_count * dim, element)) return WEFT_BAD_ARGUMENT;
+    /* Overflow: the candidate store and heap hold at most row_count items of 16 bytes. */
+    if (!fits(row_count, sizeof(scored_id))) return WEFT_BAD_ARGUMENT;
+    /* Overflow: a widened row is dim floats. */
+    if (!fits(dim, sizeof(float))) return WEFT_BAD_ARGUMENT;
+    if (nprobe > 0) {
+        if (centroids == NULL || offsets == NULL || nlist < 1) return WEFT_BAD_ARGUMENT;
+        /* Overflow: centroid addresses l * dim for l < nlist, and the chosen lists (nlist items at most). */
+        if (!fits(nlist, (size_t)dim) || !fits(nlist * dim, sizeof(float))) return WEFT_BAD_ARGUMENT;
+        if (!fits(nlist, sizeof(scored_id))) return WEFT_BAD_ARGUMENT;
+        /*
+         * Offsets come from a file: each list must lie inside the matrix and
+         * lists must not overlap (then every row is offered at most once and
+         * the store never holds more than row_count candidates).
+         */
+        for (int64_t l = 0; l < nlist; l++) {
+            if (offsets[l] > offsets[l + 1] || offsets[l + 1] > (uint64_t)row_count) return WEFT_BAD_ARGUMENT;
+        }
+        if (nprobe > nlist) nprobe = nlist; /* no more lists than exist: bounds `chosen` */
+    }
+    /* The candidates that exist: no more than the rows (k >= 1 keeps the heap non-empty). */
+    if (k > row_count) k = row_count > 0 ? row_count : 1;
+    int64_t first_capacity = row_count < 64 ? (row_count > 0 ? row_count : 1) : 64;
+    selection sel = {k, 0, 0, 0, first_capacity, first_capacity > row_count ? first_capacity : row_count,
+                     NULL, NULL, 0};
     rows_view view = {dot, query, dim, matrix, half != 0, NULL, NULL};
-    sel.heap = malloc((size_t)(k > 0 ? k : 1) * sizeof(scored_id));
+    int64_t kept = WEFT_NO_MEMORY;
+    scored_id *chosen = NULL;
+    /* Sizes below: k <= max(row_count, 1), capacity <= row_count or 64, nprobe <= nlist, dim: all checked above. */
+    sel.heap = malloc((size_t)k * sizeof(scored_id));
     sel.store = malloc((size_t)sel.capacity * sizeof(scored_id));
-    scored_id *chosen = nprobe > 0 ? malloc((size_t)nprobe * sizeof(scored_id)) : NULL;
-    int64_t kept = -1;
+    if (nprobe > 0) chosen = malloc((size_t)nprobe * sizeof(scored_id));
     if (view.half) {
         view.widen = choose_widen();
-        view.row = malloc((size_t)(dim > 0 ? dim : 1) * sizeof(float));
+        view.row = malloc((size_t)dim * sizeof(float));
         if (view.row == NULL) goto done;
     }
     if (sel.heap == NULL || sel.store == NULL || (nprobe > 0 && chosen == NULL)) goto done;
@@ -292,6 +361,7 @@ int64_t weft_probe_scan(weft_dot_fn dot, const float *query, int64_t dim, const 
         int64_t lists = nearest_lists(dot, query, dim, centroids, nlist, nprobe, chosen);
         for (int64_t i = 0; i < lists; i++) {
             int64_t l = chosen[i].id;
+            /* Offsets were checked: within [0, row_count], so the casts keep their values. */
             scan_range(&view, norms, ids, (int64_t)offsets[l], (int64_t)offsets[l + 1], &sel);
         }
     }

@@ -64,6 +64,7 @@ from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import Hit, SearchResults
 from weftsearch.engine.stats import IndexStats
+from weftsearch.engine.stream import MAX_K
 from weftsearch.errors import (
     CorpusFormatError,
     DiscardedWritesWarning,
@@ -737,6 +738,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _count(text: str) -> int:
+    """A -k or --depth value: a positive integer up to MAX_K (the API's own bound)."""
+    value = _positive_int(text)
+    if value > MAX_K:
+        raise argparse.ArgumentTypeError(
+            f"expected at most {MAX_K:,} (the largest k the engine accepts), got {text!r}"
+        )
+    return value
+
+
 def _non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -800,7 +811,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     search.add_argument("query", metavar="QUERY", nargs="?", help="the query text")
     search.add_argument("--index", required=True, metavar="DIR", help="index directory")
-    search.add_argument("-k", type=_positive_int, default=10, help="hits per query (10)")
+    search.add_argument("-k", type=_count, default=10, help="hits per query (10)")
     search.add_argument(
         "--signals", default="text", help=f"comma-separated signals from {', '.join(SIGNALS)} (text)"
     )
@@ -810,7 +821,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     search.add_argument("--rrf-k", type=_non_negative_float, default=60.0, help="RRF constant (60)")
     search.add_argument("--norm", choices=("minmax", "zscore"), default="minmax", help="score fusion norm")
-    search.add_argument("--depth", type=_positive_int, help="candidates per signal (max(k, 100))")
+    search.add_argument("--depth", type=_count, help="candidates per signal (max(k, 100))")
     search.add_argument(
         "--half-life",
         type=_positive_float,
@@ -860,7 +871,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="index the bundled demo corpus and run explained hybrid queries",
         description="Index the bundled demo corpus in a temporary directory and run a few hybrid queries.",
     )
-    demo.add_argument("-k", type=_positive_int, default=5, help="hits per query (5)")
+    demo.add_argument("-k", type=_count, default=5, help="hits per query (5)")
     demo.set_defaults(handler=_cmd_demo)
 
     scrub = commands.add_parser(

@@ -13,7 +13,9 @@ Two corpus layouts are read:
     ``fields`` are optional. ``time`` is an ISO-8601 string (a trailing ``Z``
     and offsets are understood; no offset means UTC) or POSIX seconds.
     ``fields`` is an object of scalars (string, number, boolean); ``null``
-    values are skipped. Other keys are ignored.
+    values are skipped. Other keys are ignored. An object that names a
+    member twice, or gives its key under two names (``key`` and ``_id``), is
+    refused: which one would win is not the reader's guess to make.
 ``beir``
     The BEIR layout, given as its folder: ``corpus.jsonl`` (``_id``,
     ``title``, ``text``, ``metadata``), ``queries.jsonl`` (``_id``, ``text``)
@@ -30,7 +32,10 @@ They are attached to documents (or queries) by key. A document without a row
 simply has no vector; a row whose id is not in the corpus is an error.
 
 Every format problem raises :class:`~weftsearch.errors.CorpusFormatError`
-whose message starts ``<file>:<line>:``. Files are read line by line, and a
+whose message starts ``<file>:<line>:``: bad JSON, JSON nested deeper than
+:data:`MAX_JSON_DEPTH`, bytes that are not UTF-8, a number out of range, a
+string that UTF-8 cannot encode, or a key that breaks the key rule
+(:func:`~weftsearch.engine.documents.check_key`). Files are read line by line, and a
 progress bar appears (on a terminal) for reads that take more than a second.
 """
 
@@ -49,7 +54,7 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
-from weftsearch.engine.documents import Document, FieldValue, TimeLike
+from weftsearch.engine.documents import Document, FieldValue, TimeLike, key_problem
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults
 from weftsearch.errors import CorpusFormatError, InvalidParameterError, WeftError
@@ -61,6 +66,9 @@ __all__ = [
     "NamedQuery",
     "Qrels",
     "PROGRESS_DELAY",
+    "MAX_JSON_DEPTH",
+    "parse_json_object",
+    "text_lines",
     "detect_format",
     "corpus_file",
     "iter_documents",
@@ -84,6 +92,11 @@ CORPUS_FORMATS: tuple[str, ...] = ("auto", "jsonl", "beir")
 Qrels = dict[str, dict[str, int]]
 #: Seconds a step must run before its progress bar appears.
 PROGRESS_DELAY = 1.0
+
+#: The deepest nesting of arrays and objects a JSON line may have. A document needs 3
+#: (the record, ``fields``, a value); the bound keeps the parser's recursion far from
+#: Python's limit, so a crafted line is a format error rather than a ``RecursionError``.
+MAX_JSON_DEPTH = 64
 
 StrPath = Union[str, os.PathLike[str]]
 _KEY_NAMES = ("key", "_id", "id")
@@ -111,6 +124,103 @@ def _progress(total: int | None, desc: str, unit: str, progress: bool | None) ->
     )
 
 
+class _RepeatedMemberError(ValueError):
+    """A JSON object names a member twice (raised inside the decoder, reported with the line)."""
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _RepeatedMemberError(name)
+            seen.add(name)
+    return record
+
+
+def _json_depth(line: str) -> int:
+    """The deepest nesting of ``[`` and ``{`` outside strings, or a bound on it. O(len(line)).
+
+    A line with no more brackets than :data:`MAX_JSON_DEPTH` cannot nest
+    deeper: two counts in C answer for it (nearly every line); only other
+    lines are scanned character by character.
+    """
+    brackets = line.count("[") + line.count("{")
+    if brackets <= MAX_JSON_DEPTH:
+        return brackets
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_json_object(line: bytes | str, where: str) -> dict[str, Any]:
+    """One JSONL line as a JSON object, or :class:`~weftsearch.errors.CorpusFormatError` naming ``where``.
+
+    Refused, each with the reason: bytes that are not UTF-8, invalid JSON, a
+    value that is not an object, an object naming a member twice (at any
+    depth), nesting deeper than :data:`MAX_JSON_DEPTH`, and an integer too
+    long for Python to read (over 4,300 digits). ``NaN`` and ``Infinity``
+    are read as floats, for the caller to refuse where a finite number is
+    needed. O(len(line)).
+    """
+    if isinstance(line, bytes):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorpusFormatError(f"{where}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    else:
+        text = line
+    # Checked before decoding: the decoder recurses once per level.
+    if _json_depth(text) > MAX_JSON_DEPTH:
+        raise CorpusFormatError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        record = json.loads(text, object_pairs_hook=_unique_members)
+    except _RepeatedMemberError as exc:
+        raise CorpusFormatError(f"{where}: the JSON object names member {exc.args[0]!r} twice") from None
+    except RecursionError:  # unreachable after the depth check; kept so no RecursionError escapes
+        raise CorpusFormatError(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:
+        raise CorpusFormatError(f"{where}: invalid JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise CorpusFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` for each line of a UTF-8 text file, line ends removed, streaming.
+
+    Raises:
+        CorpusFormatError: a line that is not UTF-8 (the message names file and line).
+        OSError: the file cannot be read.
+
+    """
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorpusFormatError(
+                    f"{_where(path, number)}: not UTF-8 ({exc.reason} at byte {exc.start} of the line)"
+                ) from None
+            yield number, line.rstrip("\r\n")
+
+
 def _json_lines(path: Path, desc: str, progress: bool | None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` for each non-blank line of a JSONL file, streaming."""
     size = path.stat().st_size
@@ -119,28 +229,27 @@ def _json_lines(path: Path, desc: str, progress: bool | None) -> Iterator[tuple[
             bar.update(len(raw))
             if not raw.strip():
                 continue
-            try:
-                record = json.loads(raw)
-            except UnicodeDecodeError as exc:
-                raise CorpusFormatError(f"{_where(path, number)}: not UTF-8 ({exc.reason})") from None
-            except ValueError as exc:
-                raise CorpusFormatError(f"{_where(path, number)}: invalid JSON ({exc})") from None
-            if not isinstance(record, dict):
-                raise CorpusFormatError(
-                    f"{_where(path, number)}: expected a JSON object, got {type(record).__name__}"
-                )
-            yield number, record
+            yield number, parse_json_object(raw, _where(path, number))
 
 
-def _key(record: Mapping[str, Any], where: str, what: str) -> str:
-    for name in _KEY_NAMES:
-        if name in record:
-            value = record[name]
-            if isinstance(value, int) and not isinstance(value, bool):
-                value = str(value)
-            if not isinstance(value, str) or not value:
-                raise CorpusFormatError(f"{where}: {what} {name!r} must be a non-empty string, got {value!r}")
-            return value
+def _key(record: Mapping[str, Any], where: str, what: str, *, check: bool = False) -> str:
+    """The record's key under its one key name; ``check``: also apply the key rule."""
+    names = [name for name in _KEY_NAMES if name in record]
+    if len(names) > 1:
+        raise CorpusFormatError(
+            f"{where}: {what} gives its key twice ({' and '.join(map(repr, names))}); give exactly one"
+        )
+    for name in names:
+        value = record[name]
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str) or not value:
+            raise CorpusFormatError(f"{where}: {what} {name!r} must be a non-empty string, got {value!r}")
+        if check:  # (a document's key is checked by Document itself)
+            problem = key_problem(value)
+            if problem is not None:
+                raise CorpusFormatError(f"{where}: {what} {name!r} {problem}, got {value!r}")
+        return value
     raise CorpusFormatError(f"{where}: {what} has no key (expected one of {', '.join(_KEY_NAMES)})")
 
 
@@ -167,9 +276,13 @@ def parse_time(value: object, where: str = "time") -> TimeLike | None:
     if isinstance(value, bool):
         raise CorpusFormatError(f"{where}: time must be an ISO-8601 string or POSIX seconds, got {value!r}")
     if isinstance(value, (int, float)):
-        if not math.isfinite(value):
+        try:
+            seconds = float(value)
+        except OverflowError:  # an integer beyond float's range
+            raise CorpusFormatError(f"{where}: time {value!r} is out of range for seconds") from None
+        if not math.isfinite(seconds):
             raise CorpusFormatError(f"{where}: time must be finite, got {value!r}")
-        return float(value)
+        return seconds
     if isinstance(value, str):
         text = value.strip()
         if text.endswith(("Z", "z")):
@@ -266,17 +379,19 @@ class FrozenVectors:
 def _read_ids(path: Path) -> tuple[str, ...]:
     ids: list[str] = []
     first_line: dict[str, int] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, raw in enumerate(handle, start=1):
-            key = raw.strip()
-            if not key:
-                raise CorpusFormatError(f"{_where(path, number)}: empty id")
-            if key in first_line:
-                raise CorpusFormatError(
-                    f"{_where(path, number)}: id {key!r} repeats (first on line {first_line[key]})"
-                )
-            first_line[key] = number
-            ids.append(key)
+    for number, raw in text_lines(path):
+        key = raw.strip()
+        if not key:
+            raise CorpusFormatError(f"{_where(path, number)}: empty id")
+        problem = key_problem(key)
+        if problem is not None:
+            raise CorpusFormatError(f"{_where(path, number)}: id {problem}, got {key!r}")
+        if key in first_line:
+            raise CorpusFormatError(
+                f"{_where(path, number)}: id {key!r} repeats (first on line {first_line[key]})"
+            )
+        first_line[key] = number
+        ids.append(key)
     return tuple(ids)
 
 
@@ -333,7 +448,9 @@ def load_query_vector(path: StrPath) -> NDArray[np.float32]:
     """
     file = Path(path)
     try:
-        array = np.load(file, allow_pickle=False)
+        # Mapped, not read: a header claiming more rows than the file holds is a ValueError
+        # here, not an allocation of whatever size the header names.
+        array = np.load(file, mmap_mode="r", allow_pickle=False)
     except (ValueError, EOFError) as exc:
         raise CorpusFormatError(f"{file}: not a readable .npy array ({exc})") from None
     if not isinstance(array, np.ndarray):
@@ -344,7 +461,7 @@ def load_query_vector(path: StrPath) -> NDArray[np.float32]:
         raise CorpusFormatError(f"{file}: a query vector must be 1-D, got shape {array.shape}")
     if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
         raise CorpusFormatError(f"{file}: expected real numbers, got dtype {array.dtype}")
-    vector = np.asarray(array, dtype=np.float32)
+    vector = np.array(array, dtype=np.float32)  # a copy: the map is not kept open
     if not np.isfinite(vector).all():
         raise CorpusFormatError(f"{file}: the query vector has a non-finite value")
     return vector
@@ -537,7 +654,7 @@ def iter_queries(
     first_line: dict[str, int] = {}
     for number, record in _json_lines(file, "reading queries", progress):
         where = _where(file, number)
-        qid = _key(record, where, "query")
+        qid = _key(record, where, "query", check=True)  # query ids are written to runs and ids files
         if qid in first_line:
             raise CorpusFormatError(f"{where}: query id {qid!r} repeats (first on line {first_line[qid]})")
         first_line[qid] = number
@@ -580,30 +697,30 @@ def load_qrels(path: StrPath) -> Qrels:
     """Read a qrels file: BEIR's TSV (``query-id corpus-id score``, header optional) or TREC's four columns.
 
     Raises:
-        CorpusFormatError: a line with the wrong number of columns or a non-integer grade.
+        CorpusFormatError: a line with the wrong number of columns, a non-integer
+            grade, or bytes that are not UTF-8 (each naming file and line).
         OSError: the file cannot be read.
 
     """
     file = Path(path)
     qrels: Qrels = {}
-    with open(file, encoding="utf-8") as handle:
-        for number, raw in enumerate(handle, start=1):
-            line = raw.strip()
-            if not line:
-                continue
-            parts = line.split()
-            if number == 1 and parts[-1].lower() == "score":
-                continue
-            if len(parts) == 4:
-                qid, docid, grade = parts[0], parts[2], parts[3]
-            elif len(parts) == 3:
-                qid, docid, grade = parts
-            else:
-                raise CorpusFormatError(f"{_where(file, number)}: expected 3 or 4 columns, got {len(parts)}")
-            try:
-                qrels.setdefault(qid, {})[docid] = int(grade)
-            except ValueError:
-                raise CorpusFormatError(f"{_where(file, number)}: grade {grade!r} is no integer") from None
+    for number, raw in text_lines(file):
+        line = raw.strip()
+        if not line:
+            continue
+        parts = line.split()
+        if number == 1 and parts[-1].lower() == "score":
+            continue
+        if len(parts) == 4:
+            qid, docid, grade = parts[0], parts[2], parts[3]
+        elif len(parts) == 3:
+            qid, docid, grade = parts
+        else:
+            raise CorpusFormatError(f"{_where(file, number)}: expected 3 or 4 columns, got {len(parts)}")
+        try:
+            qrels.setdefault(qid, {})[docid] = int(grade)
+        except ValueError:
+            raise CorpusFormatError(f"{_where(file, number)}: grade {grade!r} is no integer") from None
     return qrels
 
 

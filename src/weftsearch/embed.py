@@ -84,7 +84,8 @@ from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
 from weftsearch._atomic import write_atomic
-from weftsearch.corpus import PROGRESS_DELAY
+from weftsearch.corpus import PROGRESS_DELAY, parse_json_object
+from weftsearch.engine.documents import check_string, key_problem
 from weftsearch.errors import (
     CorpusFormatError,
     DatasetIntegrityError,
@@ -227,11 +228,13 @@ def _check_ids(ids: Sequence[str], count: int) -> list[str]:
         if not isinstance(key, str):
             raise InvalidParameterError(f"ids[{number}] is {type(key).__name__}, not str: {key!r:.60}")
         # Readers strip each line and split on tabs (load_frozen_vectors reads a
-        # second column as "the id as written"), so such ids would not survive.
-        if not key or key != key.strip() or any(ch in key for ch in "\t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"):
+        # second column as "the id as written"), so such ids would not survive: the
+        # document key rule (weftsearch.engine.documents.check_key) says which do.
+        problem = key_problem(key)
+        if problem is not None:
             raise InvalidParameterError(
-                f"ids[{number}] is {key!r}: an id must be non-empty, without surrounding "
-                "whitespace, tabs or line breaks"
+                f"ids[{number}] is {key!r}: an id must be non-empty, without control characters, "
+                f"line separators, surrogates or surrounding whitespace (this one {problem})"
             )
         if key in first:
             raise InvalidParameterError(f"ids[{number}] is {key!r}, which repeats ids[{first[key]}]")
@@ -591,7 +594,7 @@ def _load_part(folder: Path, part: _Part, entry: object) -> tuple[NDArray[np.flo
             return None, f"{path} changed since the record was written (its SHA-256 differs)"
     try:
         rows = np.load(io.BytesIO(blobs[part.npy]), allow_pickle=False)
-    except (ValueError, EOFError, OSError) as exc:
+    except (ValueError, EOFError, OSError, MemoryError) as exc:  # MemoryError: a header claiming huge rows
         return None, f"{folder / part.npy} is not a readable .npy array ({exc})"
     if not isinstance(rows, np.ndarray) or rows.dtype != np.float32 or rows.shape != (len(part.texts), DIMS):
         return None, f"{folder / part.npy} is not a float32 ({len(part.texts)}, {DIMS}) matrix"
@@ -602,7 +605,7 @@ def _load_part(folder: Path, part: _Part, entry: object) -> tuple[NDArray[np.flo
 def _read_record(path: Path) -> tuple[dict[str, Any] | None, str]:
     try:
         record = json.loads(path.read_bytes().decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
         return None, f"{path} is not a JSON record ({exc})"
     if not isinstance(record, dict):
         return None, f"{path} is not a JSON object"
@@ -812,15 +815,14 @@ def read_texts_file(path: StrPath) -> tuple[list[str], list[str]]:
 
 
 def _json_text(line: str, where: str) -> tuple[str, str]:
-    try:
-        record = json.loads(line)
-    except ValueError as exc:
-        raise CorpusFormatError(f"{where}: invalid JSON ({exc})") from None
-    if not isinstance(record, dict):
-        raise CorpusFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    key_name = next((name for name in _KEY_NAMES if name in record), None)
-    if key_name is None:
+    # The corpus reader's parser: repeated members, deep nesting and bad numbers are format errors.
+    record = parse_json_object(line, where)
+    key_names = [name for name in _KEY_NAMES if name in record]
+    if not key_names:
         raise CorpusFormatError(f"{where}: no id (give 'id', '_id' or 'key')")
+    if len(key_names) > 1:  # which would win is a guess (the corpus reader refuses it too)
+        raise CorpusFormatError(f"{where}: the id is given twice ({' and '.join(map(repr, key_names))})")
+    key_name = key_names[0]
     key = record[key_name]
     if isinstance(key, int) and not isinstance(key, bool):
         key = str(key)
@@ -828,13 +830,18 @@ def _json_text(line: str, where: str) -> tuple[str, str]:
         raise CorpusFormatError(
             f"{where}: {key_name!r} must be a string or an integer, got {type(key).__name__}"
         )
+    problem = key_problem(key)
+    if problem is not None:  # the id is written one a line to the ids file
+        raise CorpusFormatError(f"{where}: {key_name!r} {problem}, got {key!r}")
     text = record.get("text")
     if not isinstance(text, str):
         raise CorpusFormatError(f"{where}: 'text' must be a string, got {type(text).__name__}")
+    check_string(text, f"{where}: 'text'", CorpusFormatError)
     if "title" in record:
         title = record["title"]
         if not isinstance(title, str):
             raise CorpusFormatError(f"{where}: 'title' must be a string, got {type(title).__name__}")
+        check_string(title, f"{where}: 'title'", CorpusFormatError)
         title, text = title.strip(), text.strip()
         text = f"{title} {text}" if title else text
     return key, text

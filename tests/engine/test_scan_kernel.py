@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from weftsearch import Document, Index, Query, VectorScorer
 from weftsearch.engine import kernels
 from weftsearch.engine.kernels import ScanKernel, compiled_scan_available, inner_products
 from weftsearch.engine.stream import Stream, at_least_kth
+from weftsearch.errors import CorruptIndexError, InvalidParameterError
 
 DISABLED = os.environ.get(kernels.DISABLE_VARIABLE, "") not in ("", "0")
 needs_compiled = pytest.mark.skipif(
@@ -282,3 +284,149 @@ def test_one_segment_from_many_threads(tmp_path: Path) -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         together = list(pool.map(run, range(8)))
     assert together == alone
+
+
+# ------------------------------------------------------------------ sizes (issue 13 item 1)
+
+
+def raw_scan(
+    matrix: NDArray[np.floating],
+    norms: NDArray[np.float32],
+    ids: NDArray[np.int64],
+    centroids: NDArray[np.float32] | None,
+    offsets: NDArray[np.uint64] | None,
+    unit_query: NDArray[np.float32],
+    nprobe: int,
+    k: int,
+    *,
+    rows: int | None = None,
+    dim: int | None = None,
+    nlist: int | None = None,
+) -> tuple[int, list[int], bytes]:
+    """weft_probe_scan called straight through ctypes, no Python-side checks or clamps."""
+    compiled = kernels._compiled_scan()
+    assert compiled is not None
+    function, dot = compiled
+    capacity = 256
+    out_ids = np.zeros(capacity, dtype=np.int64)
+    out_scores = np.zeros(capacity, dtype=np.float64)
+    kept = function(
+        dot,
+        unit_query.ctypes.data,
+        matrix.shape[1] if dim is None else dim,
+        matrix.ctypes.data,
+        int(matrix.dtype == np.float16),
+        matrix.shape[0] if rows is None else rows,
+        norms.ctypes.data,
+        ids.ctypes.data,
+        None if centroids is None else centroids.ctypes.data,
+        None if offsets is None else offsets.ctypes.data,
+        (0 if centroids is None else centroids.shape[0]) if nlist is None else nlist,
+        nprobe,
+        k,
+        out_ids.ctypes.data,
+        out_scores.ctypes.data,
+        capacity,
+    )
+    count = max(kept, 0)
+    return kept, out_ids[:count].tolist(), out_scores[:count].tobytes()
+
+
+def small_block(
+    half: bool = False,
+) -> tuple[
+    NDArray[np.floating], NDArray[np.float32], NDArray[np.int64], NDArray[np.float32], NDArray[np.uint64]
+]:
+    rng = np.random.default_rng(13)
+    matrix: NDArray[np.floating] = rng.standard_normal((40, 8)).astype(np.float16 if half else np.float32)
+    wide = matrix.astype(np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", wide, wide, dtype=np.float32))
+    ids = np.arange(40, dtype=np.int64)
+    centroids = rng.standard_normal((4, 8)).astype(np.float32)
+    offsets = np.array([0, 10, 20, 30, 40], dtype=np.uint64)
+    return matrix, norms, ids, centroids, offsets
+
+
+@needs_compiled
+@pytest.mark.parametrize("half", [False, True])
+@pytest.mark.parametrize("nprobe", [0, 2, 2**62])
+@pytest.mark.parametrize("k", [2**60, 2**60 + 1, 2**62, 2**63 - 1])
+def test_the_c_scan_clamps_a_huge_k_to_the_rows(half: bool, nprobe: int, k: int) -> None:
+    # k * 16 bytes wrapped for k >= 2^60: malloc got a few bytes and the heap was overwritten
+    # (an abort, or a silently wrong answer). Now k is clamped to the rows (and nprobe to the
+    # lists) before anything is allocated: the answer is every usable row of the probed lists.
+    matrix, norms, ids, centroids, offsets = small_block(half)
+    vector = np.random.default_rng(1).standard_normal(8).astype(np.float32)
+    query = (vector / np.sqrt(vector.dot(vector))).astype(np.float32)
+    kept, found, scores = raw_scan(matrix, norms, ids, centroids, offsets, query, nprobe, k)
+    expected = reference(matrix, norms, ids, centroids, offsets, query, min(nprobe, 4), 40)
+    assert (found, scores) == expected
+    assert kept == len(expected[0])
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"k": 0},
+        {"k": -1},
+        {"k": -(2**63)},
+        {"dim": 0},
+        {"rows": -1},
+        {"nprobe": -1},
+        {"rows": 2**62, "dim": 8},  # rows * dim * 4 bytes does not fit in size_t: refused before any read
+        {"rows": 2**40, "dim": 2**30},
+        {"nlist": 2**62, "nprobe": 1},
+        {"offsets": [0, 10, 5, 30, 40]},  # a list that ends before it starts
+        {"offsets": [0, 10, 20, 30, 41]},  # a list past the last row
+        {"offsets": [0, 10, 20, 30, 2**64 - 1]},
+    ],
+)
+def test_the_c_scan_refuses_sizes_no_block_has(change: dict[str, Any]) -> None:
+    matrix, norms, ids, centroids, offsets = small_block()
+    if "offsets" in change:
+        offsets = np.array(change.pop("offsets"), dtype=np.uint64)
+    query = np.zeros(8, dtype=np.float32)
+    query[0] = 1.0
+    k = change.pop("k", 5)
+    nprobe = change.pop("nprobe", 2)
+    kept, found, _ = raw_scan(matrix, norms, ids, centroids, offsets, query, nprobe, k, **change)
+    assert kept == -2 and found == []
+
+
+@needs_compiled
+@pytest.mark.parametrize("k", [2**60, 2**63, 2**64, 2**64 + 3, 10**30])
+def test_the_scan_kernel_clamps_k_before_the_64_bit_call(k: int) -> None:
+    # ctypes wraps a Python int into int64 silently: 2^64 became 0 and 2^63 a negative k.
+    matrix, norms, ids, centroids, offsets = small_block()
+    kernel = ScanKernel.for_block(matrix, norms, ids, centroids, offsets)
+    assert kernel is not None
+    vector = np.random.default_rng(2).standard_normal(8).astype(np.float32)
+    norm = np.sqrt(vector.dot(vector))
+    found, scores = kernel(vector, norm, 0, k)
+    expected = reference(matrix, norms, ids, None, None, (vector / norm).astype(np.float32), 0, 40)
+    assert (found.tolist(), scores.tobytes()) == expected
+    found, _ = kernel(vector, norm, 2**64, k, first=2**64)
+    assert len(found) == 40
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    "arguments", [{"k": 0}, {"k": True}, {"k": 2.5}, {"nprobe": -1}, {"first": -1}, {"width": 7}]
+)
+def test_the_scan_kernel_refuses_bad_arguments_with_a_typed_error(arguments: dict[str, Any]) -> None:
+    matrix, norms, ids, centroids, offsets = small_block()
+    kernel = ScanKernel.for_block(matrix, norms, ids, centroids, offsets)
+    assert kernel is not None
+    vector = np.ones(arguments.pop("width", 8), dtype=np.float32)
+    call = {"nprobe": 1, "k": 3, "first": None} | arguments
+    with pytest.raises(InvalidParameterError):
+        kernel(vector, np.float32(1.0), call["nprobe"], call["k"], first=call["first"])
+
+
+@needs_compiled
+def test_list_offsets_outside_the_matrix_are_a_corrupt_index() -> None:
+    matrix, norms, ids, centroids, _ = small_block()
+    for bad in ([0, 10, 5, 30, 40], [0, 10, 20, 30, 41]):
+        with pytest.raises(CorruptIndexError):
+            ScanKernel.for_block(matrix, norms, ids, centroids, np.array(bad, dtype=np.uint64))

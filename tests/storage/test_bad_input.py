@@ -505,3 +505,41 @@ def test_writes_on_a_readonly_index_are_storage_errors(committed: tuple[Path, In
     index.commit()
     assert reader.refresh()
     assert "d060" in reader
+
+
+# ------------------------------------------------------------- hostile documents (issue 13 items 5, 11, 14)
+
+HOSTILE_DOCUMENTS: dict[str, dict[str, Any]] = {
+    "surrogate key": {"key": "d\ud800"},
+    "surrogate text": {"key": "h1", "text": "alpha \udfff"},
+    "surrogate link": {"key": "h1", "links": ("d001\ud800",)},
+    "surrogate field name": {"key": "h1", "fields": {"\ud800": "x"}},
+    "surrogate field value": {"key": "h1", "fields": {"f": "\ud800"}},
+    "NUL key": {"key": "d001\x00"},
+    "NUL link": {"key": "h1", "links": ("d001\x00",)},
+    "newline key": {"key": "h\n1"},
+    "whitespace key": {"key": "  "},
+    "huge time": {"key": "h1", "time": 10**400},
+    "nan time": {"key": "h1", "time": float("nan")},
+    "inf field": {"key": "h1", "fields": {"f": float("inf")}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_DOCUMENTS))
+def test_a_hostile_document_is_refused_and_the_index_commits_on(
+    committed: tuple[Path, Index], case: str
+) -> None:
+    # Before: a surrogate was accepted and every later commit failed with UnicodeEncodeError; a
+    # NUL link pointed at d001; a huge time raised OverflowError. Now: a typed error at
+    # construction, and the index never sees the document.
+    path, index = committed
+    before = rankings(index)
+    with pytest.raises(WeftError) as caught:
+        index.add(Document(**HOSTILE_DOCUMENTS[case]))
+    assert not isinstance(caught.value, UnicodeError)
+    uncommitted_writes(index)
+    index.commit()
+    with Index.open(path, readonly=True) as reopened:
+        assert rankings(reopened) == rankings(index)
+        assert "d001" in reopened and "d001\x00" not in reopened
+    assert before != rankings(index)  # the uncommitted writes did land

@@ -7,7 +7,9 @@ past this boundary has to re-check them.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Union
@@ -18,7 +20,18 @@ from numpy.typing import ArrayLike, NDArray
 from weftsearch.engine.times import TimeLike, as_timestamp
 from weftsearch.errors import InvalidDocumentError, InvalidVectorError
 
-__all__ = ["Document", "FieldValue", "TimeLike", "as_vector", "as_timestamp", "as_key_tuple"]
+__all__ = [
+    "Document",
+    "FieldValue",
+    "TimeLike",
+    "as_vector",
+    "as_timestamp",
+    "as_key_tuple",
+    "check_key",
+    "check_string",
+    "key_problem",
+    "stored_document",
+]
 
 #: A value allowed in :attr:`Document.fields`: small scalar metadata.
 FieldValue = Union[str, int, float, bool]
@@ -44,26 +57,132 @@ def as_vector(value: ArrayLike, what: str) -> NDArray[np.float32]:
     return array
 
 
+#: Characters no key may hold: controls (Unicode category Cc: NUL, tab, newline, carriage
+#: return, DEL, the C1 block), the line and paragraph separators (Zl, Zp) and surrogates (Cs,
+#: which UTF-8 cannot encode). Each breaks a file a key is written to (one id a line, TREC
+#: runs) or, for NUL, a lookup (numpy's ``str_`` drops trailing NULs, so ``"b\x00"`` would
+#: find ``"b"``).
+_KEY_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+#: Lone surrogates: the only ``str`` values UTF-8 cannot encode.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def key_problem(key: object) -> str | None:
+    """Why ``key`` cannot be a document key, or ``None`` when it can (see :func:`check_key`). O(len)."""
+    if not isinstance(key, str) or not key:
+        return "must be a non-empty string"
+    bad = _KEY_FORBIDDEN.search(key)
+    if bad is not None:
+        return f"must not contain {bad.group()!r} (no control characters, line separators or surrogates)"
+    if key[0].isspace() or key[-1].isspace():
+        return "must not begin or end with whitespace"
+    return None
+
+
+def check_key(key: object, what: str, error: type[ValueError] = InvalidDocumentError) -> str:
+    """Return ``key`` if it may be a document key, else raise ``error`` naming ``what`` and the key.
+
+    The rule (every document key, link target and seed follows it): a
+    non-empty ``str`` that holds no control character (NUL, tab, newline,
+    carriage return, ...: Unicode category Cc), no line or paragraph
+    separator (U+2028, U+2029), no lone surrogate, and neither begins nor
+    ends with whitespace (so a key of only whitespace is refused). Why: a
+    key is written one a line to ids files and read back by stripping the
+    line, and NUL is lost by numpy's string arrays, so such a key would come
+    back as another key. Spaces inside a key are allowed; the writers of
+    whitespace-separated formats (TREC runs) refuse such keys with a typed
+    error instead. O(len(key)).
+    """
+    problem = key_problem(key)
+    if problem is not None:
+        raise error(f"{what} {problem}, got {key!r}")
+    return key  # type: ignore[return-value]  # key_problem checked it is a str
+
+
+def check_string(value: str, what: str, error: type[ValueError] = InvalidDocumentError) -> str:
+    r"""Return ``value`` if UTF-8 can encode it (no lone surrogate), else raise ``error``.
+
+    Every string of a document is stored as UTF-8 and every query text is
+    analysed into terms that are, so a surrogate (``"\ud800"``) would fail
+    every later commit or search; it is refused where it enters. O(len) (a
+    fast ASCII check first).
+    """
+    if not value.isascii():
+        bad = _SURROGATE.search(value)
+        if bad is not None:
+            raise error(
+                f"{what} holds the lone surrogate {bad.group()!r} at position {bad.start()}, "
+                "which UTF-8 cannot encode"
+            )
+    return value
+
+
 def as_key_tuple(values: Iterable[str] | str, what: str, error: type[ValueError]) -> tuple[str, ...]:
-    """Return ``values`` as a tuple of non-empty strings, or raise ``error``."""
+    """Return ``values`` as a tuple of keys that follow :func:`check_key`'s rule, or raise ``error``."""
     if isinstance(values, str):
         raise error(f"{what} must be a sequence of keys, not a single string {values!r}")
     try:
         keys = tuple(values)
     except TypeError:
         raise error(f"{what} must be a sequence of keys, got {values!r}") from None
+    stored = _READING_STORED.get()
     for key in keys:
-        if not isinstance(key, str) or not key:
-            raise error(f"{what} must hold non-empty strings, got {key!r}")
+        if stored:  # written under an older rule: only what every version required
+            if not isinstance(key, str) or not key:
+                raise error(f"{what} must hold non-empty strings, got {key!r}")
+        else:
+            check_key(key, f"{what}: each key", error)
     return keys
+
+
+#: True while :func:`stored_document` builds a document read back from an index.
+_READING_STORED: ContextVar[bool] = ContextVar("weftsearch_reading_stored", default=False)
+
+
+def stored_document(
+    key: str,
+    text: str,
+    vector: NDArray[np.float32] | None,
+    links: tuple[str, ...],
+    time: TimeLike | None,
+    fields: Mapping[str, FieldValue],
+) -> Document:
+    """A :class:`Document` read back from an index (the storage layer's constructor).
+
+    Every check of :class:`Document` applies except the key rule
+    (:func:`check_key`) on ``key`` and ``links``: an index written before the
+    rule may hold keys it now refuses (a tab, edge whitespace), and such a
+    document must still be readable, and deletable, rather than reported
+    damaged. Keys of new documents always follow the rule. Thread- and
+    task-safe (a context variable).
+
+    Raises:
+        InvalidDocumentError: the stored values are not a document (the caller
+            reports the record as damaged).
+
+    """
+    token = _READING_STORED.set(True)
+    try:
+        return Document(key=key, text=text, vector=vector, links=links, time=time, fields=fields)
+    finally:
+        _READING_STORED.reset(token)
 
 
 @dataclass(frozen=True, slots=True)
 class Document:
     """One document to index.
 
+    Every string is checked at construction: UTF-8 must be able to encode it
+    (a lone surrogate is refused), and ``key`` and each link follow the key
+    rule of :func:`check_key`. :class:`~weftsearch.errors.InvalidDocumentError`
+    names the document (its key, escaped) and the part at fault.
+
     Attributes:
-        key: the caller's unique, non-empty identifier. Results are returned by key.
+        key: the caller's unique identifier. Results are returned by key. A
+            non-empty string without control characters (NUL, tab, newline,
+            carriage return, ...), line or paragraph separators or lone
+            surrogates, and without whitespace at either end; inner spaces
+            are allowed (but cannot be written to a TREC run).
         text: the text the analyzer indexes (put a title in here too if it
             should be searchable; ``fields`` is for display and filtering).
         vector: an embedding, stored as float32; every vector in one index
@@ -91,14 +210,15 @@ class Document:
     fields: Mapping[str, FieldValue] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.key, str) or not self.key:
+        if not _READING_STORED.get():
+            check_key(self.key, "document key")
+        elif not isinstance(self.key, str) or not self.key:  # stored before the key rule: see stored_document
             raise InvalidDocumentError(f"document key must be a non-empty string, got {self.key!r}")
-        if "\x00" in self.key:
-            raise InvalidDocumentError(f"document key must not contain NUL: {self.key!r}")
         if not isinstance(self.text, str):
             raise InvalidDocumentError(
                 f"document {self.key!r}: text must be str, got {type(self.text).__name__}"
             )
+        check_string(self.text, f"document {self.key!r}: text")
         if self.vector is not None:
             try:
                 vector = as_vector(self.vector, f"document {self.key!r}")
@@ -116,6 +236,9 @@ class Document:
         for name, value in self.fields.items():
             if not isinstance(name, str) or not name:
                 raise InvalidDocumentError(f"document {self.key!r}: field names must be non-empty str")
+            check_string(name, f"document {self.key!r}: field name {name!r}")
+            if isinstance(value, str):
+                check_string(value, f"document {self.key!r}: field {name!r}")
             if not isinstance(value, (str, int, float, bool)):
                 raise InvalidDocumentError(
                     f"document {self.key!r}: field {name!r} must be str/int/float/bool, "

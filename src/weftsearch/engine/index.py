@@ -369,6 +369,18 @@ def _in_memory(data: bytes) -> SegmentReader:
     return SegmentReader(_IN_MEMORY, data)
 
 
+def _check_lookup_key(key: str) -> None:
+    r"""Refuse a key holding NUL, which no document has ever been allowed.
+
+    Why here: numpy's ``str_`` drops trailing NULs, so ``"b\x00"`` would find,
+    return or delete document ``"b"``. (Other characters the key rule refuses
+    are still looked up: an index written before the rule may hold them, and
+    they must stay readable and deletable.)
+    """
+    if "\x00" in key:
+        raise UnknownKeyError(f"no document can have the key {key!r}: document keys never hold NUL")
+
+
 class Index:
     """A hybrid-search index over :class:`Document` values.
 
@@ -925,8 +937,8 @@ class Index:
 
     def __contains__(self, key: object) -> bool:
         self._check_open()
-        if not isinstance(key, str):
-            return False
+        if not isinstance(key, str) or "\x00" in key:
+            return False  # no document has such a key (and numpy would drop a trailing NUL)
         with self._write_lock:
             return key in self._pending or self._locate(key) is not None
 
@@ -942,12 +954,14 @@ class Index:
 
         Raises:
             UnknownKeyError: no such document (or its stored record is damaged,
-                in which case the message says so; run :meth:`scrub`).
+                in which case the message says so; run :meth:`scrub`), or no
+                document can have ``key`` (it holds NUL).
 
         """
         self._check_open()
         if not isinstance(key, str):
             raise UnknownKeyError(f"document keys are strings, got {key!r}")
+        _check_lookup_key(key)
         with self._write_lock:
             if key in self._pending:
                 return self._pending[key].document
@@ -1049,7 +1063,13 @@ class Index:
         return removed
 
     def delete(self, key: str) -> bool:
-        """Delete the document with ``key``; return whether there was one."""
+        """Delete the document with ``key``; return whether there was one.
+
+        Raises:
+            UnknownKeyError: ``key`` is not a string, or no document can have it
+                (it holds NUL).
+
+        """
         self._check_open()
         if not isinstance(key, str):
             raise UnknownKeyError(f"document keys are strings, got {key!r}")
@@ -1064,6 +1084,7 @@ class Index:
         for key in wanted:
             if not isinstance(key, str):
                 raise UnknownKeyError(f"document keys are strings, got {key!r}")
+            _check_lookup_key(key)
         with self._write_lock:
             self._check_open()
             removed = sum(1 for key in wanted if self._pending.pop(key, None) is not None)
@@ -1143,6 +1164,8 @@ class Index:
 
         With one scorer, its stream passes through with its own scores (the
         fuser is not called; ``results.fuser`` is ``"passthrough"``).
+        ``k`` (and ``depth``) must be from 1 to :data:`~weftsearch.engine.stream.MAX_K`
+        (1,000,000), else :class:`~weftsearch.errors.InvalidParameterError`.
 
         Example::
 

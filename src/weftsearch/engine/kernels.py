@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from weftsearch.errors import CorruptIndexError, InvalidParameterError
+
 __all__ = ["RowKernel", "ScanKernel", "inner_products", "compiled_scan_available"]
 
 
@@ -176,6 +178,10 @@ DISABLE_VARIABLE = "WEFTSEARCH_NO_COMPILED_SCAN"
 
 _POINTER = ctypes.c_void_p
 _INT = ctypes.c_int64
+
+#: ``weft_probe_scan``'s error returns (``_probe.c``): out of memory, and arguments no block has.
+_NO_MEMORY = -1
+_BAD_ARGUMENT = -2
 
 
 def _library_path() -> Path | None:
@@ -316,7 +322,7 @@ class ScanKernel:
     the kernel (it holds references).
     """
 
-    __slots__ = ("_arrays", "_block", "_call", "_dim", "_dot", "_has_lists")
+    __slots__ = ("_arrays", "_block", "_call", "_dim", "_dot", "_has_lists", "_nlist", "_rows")
 
     def __init__(
         self,
@@ -331,6 +337,8 @@ class ScanKernel:
         self._arrays = (matrix, divisors, ids, centroids, offsets)
         self._dim = int(matrix.shape[1])
         self._has_lists = centroids is not None
+        self._rows = int(matrix.shape[0])
+        self._nlist = 0 if centroids is None else int(centroids.shape[0])
         # The block's arguments after the query, in _probe.c's order, addresses taken once.
         self._block = (
             self._dim,
@@ -381,6 +389,15 @@ class ScanKernel:
             or offsets.shape[0] != centroids.shape[0] + 1
         ):
             return None
+        if (
+            offsets is not None
+            and offsets.shape[0]
+            and (bool(np.any(offsets[1:] < offsets[:-1])) or int(offsets[-1]) > matrix.shape[0])
+        ):
+            # Lists outside the matrix or overlapping: the C scan refuses them on every call.
+            raise CorruptIndexError(
+                f"vector block list offsets are not non-decreasing within its {matrix.shape[0]} rows"
+            )
         return cls(matrix, divisors, ids, centroids, offsets, compiled)
 
     def __call__(
@@ -396,10 +413,29 @@ class ScanKernel:
         ``first`` of them. O(nlist * dim + scanned * dim + log k per
         candidate that beats the running k-th).
 
+        ``k`` may be any positive int: it is clamped here to the rows that
+        exist (and ``nprobe`` to the lists), before it reaches C, whose
+        arguments are 64-bit (a larger int would wrap) and whose memory is
+        sized by the clamped values.
+
         Raises:
+            InvalidParameterError: ``k`` is not a positive int, ``nprobe`` not a
+                non-negative int, ``first`` negative, or the query not of the block's width.
+            CorruptIndexError: the library refused the block's own arrays.
             MemoryError: the library could not allocate its working memory.
 
         """
+        k = _count(k, "k", 1)
+        nprobe = _count(nprobe, "nprobe", 0)
+        if first is not None:
+            first = _count(first, "first", 0)
+        if vector.shape != (self._dim,):
+            raise InvalidParameterError(
+                f"query vector has shape {vector.shape}; the block holds width {self._dim}"
+            )
+        rows, nlist = self._rows, self._nlist
+        k = min(k, max(rows, 1))  # the candidates that exist (a larger k keeps the same rows)
+        nprobe = min(nprobe, nlist)
         scratch = _scratch
         np.divide(vector, norm, out=scratch.query_of_width(self._dim))
         if not self._has_lists:
@@ -415,6 +451,8 @@ class ScanKernel:
                 scratch.scores_address,
                 scratch.capacity,
             )
+            if kept == _BAD_ARGUMENT:  # the arguments were checked above: the block's arrays are at fault
+                raise CorruptIndexError(f"the vector scan refused a block of {rows} rows and {nlist} lists")
             if kept < 0:
                 raise MemoryError("the vector scan could not allocate its working memory")
             if kept <= scratch.capacity:
@@ -422,3 +460,15 @@ class ScanKernel:
             scratch.reserve(kept)  # more ties than room: scan again (the same result, now written)
         count = kept if first is None else min(kept, first)
         return scratch.ids[:count].copy(), scratch.scores[:count].copy()
+
+
+def _count(value: int, what: str, least: int) -> int:
+    """``value`` as a Python int if it is an int (not a bool) of at least ``least``.
+
+    Raises:
+        InvalidParameterError: it is not.
+
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise InvalidParameterError(f"{what} must be an integer of at least {least}, got {value!r}")
+    return int(value)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.documents import as_key_tuple, as_vector
+from weftsearch.engine.documents import as_key_tuple, as_vector, check_string
 from weftsearch.engine.times import TimeLike, as_timestamp
 from weftsearch.errors import InvalidQueryError
 
@@ -22,7 +22,11 @@ class Query:
         text: free text, analysed with the index's analyzer by text scorers.
         vector: a query embedding for vector scorers (same width as the index's).
         seeds: document keys to start graph scorers from, instead of (or before)
-            a seed scorer's results. Keys not in the snapshot are ignored.
+            a seed scorer's results. Keys not in the snapshot are ignored; a
+            string no document key can be (NUL, a control character, ...: see
+            :func:`~weftsearch.engine.documents.check_key`) raises
+            :class:`~weftsearch.errors.InvalidQueryError`, as does a text UTF-8
+            cannot encode (a lone surrogate).
         time: "now" for recency scorers, in any form :attr:`Document.time`
             takes (``datetime``, ``date``, ISO-8601 string, POSIX seconds),
             stored as POSIX seconds (float); ``None`` lets the scorer choose
@@ -38,6 +42,7 @@ class Query:
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
             raise InvalidQueryError(f"query text must be str, got {type(self.text).__name__}")
+        check_string(self.text, "query text", InvalidQueryError)
         if self.vector is not None:
             object.__setattr__(self, "vector", as_vector(self.vector, "query vector"))
         object.__setattr__(self, "seeds", as_key_tuple(self.seeds, "query seeds", InvalidQueryError))

@@ -293,14 +293,16 @@ def search_snapshot(
     Args:
         snapshot: the snapshot to search; every scorer reads this one.
         query: a :class:`Query`, or a string taken as ``Query(text=...)``.
-        k: number of fused hits wanted (positive).
+        k: number of fused hits wanted, 1 to :data:`~weftsearch.engine.stream.MAX_K`
+            (1,000,000: each hit is Python objects, and a larger k is a mistake).
         fuser: merges the streams (e.g. ``RRF()``); not called for one scorer.
         scorers: one or more scorers; their streams are fused in this order.
         depth: candidates asked of each scorer; ``None`` means ``max(k, 100)``.
-            Must be at least ``k``.
+            Must be at least ``k`` and at most ``MAX_K``.
 
     Raises:
-        InvalidParameterError: bad ``k``/``depth``, no scorers, or a scorer or
+        InvalidParameterError: bad ``k``/``depth`` (not a positive int, or above
+            ``MAX_K``), no scorers, or a scorer or
             fuser that does not implement the protocol.
         InvalidQueryError: ``query`` is neither a Query nor a str.
         ScorerOutputError: a scorer or the fuser broke its contract.

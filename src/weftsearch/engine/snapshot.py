@@ -344,6 +344,9 @@ class Snapshot:
         result = np.full(len(keys), -1, dtype=np.int64)
         if not len(keys) or not self._parts:
             return result
+        # numpy's str_ drops trailing NULs ("b\x00" would find "b"); no document key holds NUL
+        # (Document refuses it), so such a key is absent.
+        with_nul = [position for position, key in enumerate(keys) if "\x00" in key]
         wanted = np.asarray(list(keys), dtype=np.str_)
         for part in self._parts:
             stored = part.reader.keys()
@@ -353,6 +356,7 @@ class Snapshot:
                 ids = part.to_global(positions[found])
                 alive = ids >= 0
                 result[found[alive]] = ids[alive]
+        result[with_nul] = -1
         return result
 
     def __contains__(self, key: object) -> bool:

@@ -21,16 +21,34 @@ from numpy.typing import ArrayLike, NDArray
 
 from weftsearch.errors import InvalidParameterError
 
-__all__ = ["Stream", "FusedStream", "KeyOrder", "top_k", "at_least_kth", "order_by_score", "check_k"]
+__all__ = ["Stream", "FusedStream", "KeyOrder", "top_k", "at_least_kth", "order_by_score", "check_k", "MAX_K"]
 
 IdArray = NDArray[np.int64]
 ScoreArray = NDArray[np.float64]
 
 
+#: The largest ``k`` (and ``depth``, ``nprobe``, ``seed_n``, graph depth and iterations) any
+#: call accepts. Why a bound: every hit becomes Python objects (a hit with its signals and
+#: fields is about 0.5-1 KB), so a million hits is already about a gigabyte of results, and
+#: a larger number is a mistake rather than a request (issue 13: a k near 2^60 wrapped the
+#: compiled scan's allocation and overwrote the heap). Why this number: it is a round
+#: power of ten above every measured use (evaluation depths are at most 1,000) and far
+#: below where sizes could wrap. A caller who wants every document iterates the snapshot.
+MAX_K = 1_000_000
+
+
 def check_k(k: int, what: str = "k") -> int:
-    """Return ``k`` if it is a positive int, else raise :class:`InvalidParameterError`."""
+    """Return ``k`` as an int if it is an int in ``[1, MAX_K]``, else raise :class:`InvalidParameterError`.
+
+    Used for every count a caller passes (``k``, ``depth``, ``nprobe``, ...);
+    see :data:`MAX_K` for why counts are bounded. O(1).
+    """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
         raise InvalidParameterError(f"{what} must be a positive integer, got {k!r}")
+    if k > MAX_K:
+        raise InvalidParameterError(
+            f"{what} must be at most {MAX_K:,} (weftsearch.engine.stream.MAX_K), got {k!r}"
+        )
     return int(k)
 
 

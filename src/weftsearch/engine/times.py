@@ -74,7 +74,10 @@ def as_timestamp(value: TimeLike, what: str, error: type[ValueError] = InvalidDo
             f"{what}: time must be a datetime, a date, an ISO-8601 string or POSIX seconds, "
             f"got {type(value).__name__} {value!r}"
         )
-    seconds = float(value)
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond float's range (10**400)
+        raise error(f"{what}: time {value!r} is out of range for seconds") from None
     if not math.isfinite(seconds):
         raise error(f"{what}: time must be finite, got {value!r}")
     return seconds
@@ -119,7 +122,10 @@ def as_seconds(value: DurationLike, what: str, error: type[ValueError]) -> float
             f"got {type(value).__name__} {value!r}"
         )
     else:
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int beyond float's range (10**400)
+            raise error(f"{what} {value!r} is out of range for seconds") from None
     if not math.isfinite(seconds) or seconds <= 0:
         raise error(f"{what} must be a positive duration, got {value!r}")
     return seconds

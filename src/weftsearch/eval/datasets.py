@@ -1016,6 +1016,8 @@ def _json_records(data: bytes, path: str) -> Iterator[tuple[str, dict[str, Any]]
         where = f"{path}:{number}"
         try:
             record = json.loads(line)
+        except RecursionError:  # deeply nested: a format error, not a traceback
+            raise CorpusFormatError(f"{where}: JSON nested too deeply") from None
         except ValueError as exc:
             raise CorpusFormatError(f"{where}: invalid JSON ({exc})") from None
         if not isinstance(record, dict):

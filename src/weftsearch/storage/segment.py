@@ -26,7 +26,7 @@ import crc32c
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.documents import Document
+from weftsearch.engine.documents import Document, stored_document
 from weftsearch.errors import CorruptIndexError, WeftError
 from weftsearch.storage.codec import FORMAT_VERSION, FileStamp, SectionFile, checksum, encode_sections
 from weftsearch.storage.ivf import IVF_MIN_VECTORS, TRAIN_ITERATIONS, TRAIN_SEED, train_partitions
@@ -493,6 +493,8 @@ class SegmentReader:
                 keys = [raw[a:b].decode("utf-8") for a, b in itertools.pairwise(bounds)]
             except UnicodeDecodeError:
                 raise self._corrupt("a key is not valid UTF-8") from None
+            if b"\x00" in raw:  # no key holds NUL, and numpy's str_ would drop a trailing one
+                raise self._corrupt("a key holds NUL")
             array = np.array(keys, dtype=np.str_)
             if self.n_docs > 1 and not bool(np.all(array[:-1] < array[1:])):
                 raise self._corrupt("keys are not strictly increasing")
@@ -506,12 +508,27 @@ class SegmentReader:
         if "keys" in self._cache:
             return [str(key) for key in self._cache["keys"][local]]
         blob, offsets = self._strings("keys", self.n_docs)
-        starts = offsets[local].tolist()
-        ends = offsets[local + 1].tolist()
-        try:
-            return [bytes(blob[a:b]).decode("utf-8") for a, b in zip(starts, ends, strict=True)]
-        except UnicodeDecodeError:
-            raise self._corrupt("a key is not valid UTF-8") from None
+        # The rule keys() checks on the whole table, checked around each key asked for: every
+        # key is strictly between its neighbours (UTF-8 bytes order as the strings do), so a
+        # repeated key is refused here too, and no key holds NUL. O(len(local)).
+        positions = np.asarray(local, dtype=np.int64)
+        last = self.n_docs - 1
+        # Offsets of the key before, the key itself and the key after (clipped at the ends).
+        cuts = offsets[np.clip(positions[:, None] + np.arange(-1, 3), 0, self.n_docs)].tolist()
+        keys = []
+        for position, (start_before, start, end, end_after) in zip(positions.tolist(), cuts, strict=True):
+            key = bytes(blob[start:end])
+            if b"\x00" in key:
+                raise self._corrupt("a key holds NUL")
+            before = bytes(blob[start_before:start]) if position > 0 else None
+            after = bytes(blob[end:end_after]) if position < last else None
+            if (before is not None and not before < key) or (after is not None and not key < after):
+                raise self._corrupt("keys are not strictly increasing")
+            try:
+                keys.append(key.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise self._corrupt("a key is not valid UTF-8") from None
+        return keys
 
     def doc_lengths(self) -> NDArray[np.uint32]:
         """Analysed length of each document."""
@@ -548,7 +565,7 @@ class SegmentReader:
             return None
         try:
             record = json.loads(raw)
-            return Document(
+            return stored_document(
                 key=str(self.keys()[local]),
                 text=record["text"],
                 vector=self.vector(local),
