@@ -194,6 +194,42 @@ def test_qrels_trec_form_and_errors(tmp_path: Path) -> None:
         load_qrels(path)
 
 
+def test_qrels_in_the_smart_layout_read_their_document_ids(tmp_path: Path) -> None:
+    # CACM's and CISI's qrels are "qid docid 0 0": read as TREC's "qid iteration docid grade" every
+    # judgement became document "0" with grade 0 (issue 12: found while matching --qrels ids).
+    path = tmp_path / "qrels.text"
+    path.write_text("01 1410  0 0\n01 1572  0 0\n02 2434  0 0\n", encoding="utf-8")
+    assert load_qrels(path) == {"01": {"1410": 1, "1572": 1}, "02": {"2434": 1}}
+    # TREC's layout keeps one iteration value throughout, whatever the grades.
+    path.write_text("1 0 d1 2\n1 0 d2 0\n2 0 d1 1\n", encoding="utf-8")
+    assert load_qrels(path) == {"1": {"d1": 2, "d2": 0}, "2": {"d1": 1}}
+    path.write_text("1 0 d1 1\n", encoding="utf-8")  # one line, iteration 0: TREC
+    assert load_qrels(path) == {"1": {"d1": 1}}
+    for text in ("1 a d1 1\n2 b d2 0\n", "1 d9 0 0\n"):  # fits neither layout / could be either
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(CorpusFormatError, match="neither known layout"):
+            load_qrels(path)
+    path.write_text("1 0 d1 1\n1 d2 1\n", encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=r"qrels\.text:2: 3 columns, but line 1 has 4"):
+        load_qrels(path)
+
+
+def test_cacm_qrels_agree_with_the_pinned_loader() -> None:
+    data = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+    if not (data / "cacm" / "qrels.text").exists():
+        pytest.skip(f"{data / 'cacm'} is absent")
+    from weftsearch.eval import load_collection
+
+    pinned = load_collection("cacm", data).qrels
+    read = load_qrels(data / "cacm" / "qrels.text")
+    # The pinned loader also drops the zero-padding of ids ("0851" is document "851").
+    as_pairs = {(str(int(qid)), str(int(docid))) for qid, docs in read.items() for docid in docs}
+    pinned_pairs = {
+        (str(int(qid)), docid) for qid, docs in pinned.items() for docid, grade in docs.items() if grade
+    }
+    assert as_pairs == pinned_pairs
+
+
 def test_query_errors_name_the_line(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "q.jsonl", [{"_id": "q1", "text": "a"}, {"_id": "q2"}])
     with pytest.raises(CorpusFormatError, match=r"q\.jsonl:2: query 'q2' has no 'text'"):

@@ -694,16 +694,25 @@ def load_queries(
 
 
 def load_qrels(path: StrPath) -> Qrels:
-    """Read a qrels file: BEIR's TSV (``query-id corpus-id score``, header optional) or TREC's four columns.
+    """Read a qrels file: BEIR's TSV (``query-id corpus-id score``, header optional) or four columns.
+
+    Four columns come in two layouts, told apart by the whole file: TREC's
+    ``qid iteration docid grade``, whose second column is the same on every
+    line (the iteration, usually ``0``), and the SMART collections' (CACM,
+    CISI) ``qid docid 0 0``, whose second column varies while the last two
+    are constant (such files carry no grades: every listed pair is graded 1).
+    A file that fits neither, or a single line that could be either (unless
+    its second column is ``0`` or ``Q0``), is refused rather than guessed.
 
     Raises:
         CorpusFormatError: a line with the wrong number of columns, a non-integer
-            grade, or bytes that are not UTF-8 (each naming file and line).
+            grade, four columns in neither layout, or bytes that are not UTF-8
+            (each naming file and line).
         OSError: the file cannot be read.
 
     """
     file = Path(path)
-    qrels: Qrels = {}
+    rows: list[tuple[int, list[str]]] = []
     for number, raw in text_lines(file):
         line = raw.strip()
         if not line:
@@ -711,12 +720,34 @@ def load_qrels(path: StrPath) -> Qrels:
         parts = line.split()
         if number == 1 and parts[-1].lower() == "score":
             continue
-        if len(parts) == 4:
-            qid, docid, grade = parts[0], parts[2], parts[3]
-        elif len(parts) == 3:
-            qid, docid, grade = parts
-        else:
+        if len(parts) not in (3, 4):
             raise CorpusFormatError(f"{_where(file, number)}: expected 3 or 4 columns, got {len(parts)}")
+        if rows and len(parts) != len(rows[0][1]):
+            raise CorpusFormatError(
+                f"{_where(file, number)}: {len(parts)} columns, but line {rows[0][0]} has {len(rows[0][1])}"
+            )
+        rows.append((number, parts))
+    smart = False
+    if rows and len(rows[0][1]) == 4:
+        seconds = {parts[1] for _, parts in rows}
+        tails = {(parts[2], parts[3]) for _, parts in rows}
+        if len(seconds) == 1 and (len(rows) > 1 or seconds <= {"0", "Q0"}):
+            smart = False  # TREC: one iteration value throughout
+        elif len(seconds) > 1 and len(tails) == 1:
+            smart = True  # qid docid 0 0
+        else:
+            raise CorpusFormatError(
+                f"{file}: four columns in neither known layout (TREC's 'qid iteration docid grade' has "
+                "one iteration value throughout; CACM/CISI's 'qid docid 0 0' has constant last columns)"
+            )
+    qrels: Qrels = {}
+    for number, parts in rows:
+        if smart:
+            qid, docid, grade = parts[0], parts[1], "1"
+        elif len(parts) == 4:
+            qid, docid, grade = parts[0], parts[2], parts[3]
+        else:
+            qid, docid, grade = parts
         try:
             qrels.setdefault(qid, {})[docid] = int(grade)
         except ValueError:
