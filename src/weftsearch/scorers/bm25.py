@@ -20,10 +20,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from weftsearch.engine import bm25_kernel
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream, check_k, top_k
@@ -250,9 +252,48 @@ class BM25Scorer:
         hit = np.flatnonzero(dense > 0.0)
         return hit, dense[hit]
 
+    def _score_compiled(self, library: Any, snapshot: Snapshot, query: Query, k: int) -> Stream:
+        """:meth:`score` through the compiled kernel (:mod:`weftsearch.engine.bm25_kernel`).
+
+        Same terms, weights and formula as the numpy path, so the same
+        documents, scores to the bit and order; it reads the postings straight
+        from the segments (no per-term cache) and skips blocks of postings that
+        cannot reach the k-th score. O(lists + scored postings * log k).
+        """
+        terms = snapshot.analyzer.analyze(query.text) if query.text else []
+        if not terms or snapshot.n_docs == 0:
+            return Stream.empty()
+        distinct = sorted(set(terms))
+        if len(distinct) == len(terms):
+            query_tf = np.ones(len(distinct), dtype=np.float64)
+        else:
+            counts = Counter(terms)
+            query_tf = np.array([counts[term] for term in distinct], dtype=np.float64)
+        lists = bm25_kernel.gather(library, snapshot, distinct)
+        if not lists.table.shape[0]:
+            return Stream.empty()
+        # The numpy path's weights, computed by the same numpy expression.
+        weights = query_tf * lucene_idf(snapshot.n_docs, lists.doc_freq)
+        avgdl = snapshot.avgdl if snapshot.avgdl > 0 else 1.0
+        ids, scores, _ = bm25_kernel.search(library, snapshot, lists, weights, self.k1, self.b, avgdl, k)
+        return Stream.adopt(ids, scores)
+
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
-        """The ``k`` best documents for ``query.text``; empty without text."""
+        """The ``k`` best documents for ``query.text``; empty without text.
+
+        Runs compiled with block-max early termination where the kernel is
+        available (:func:`~weftsearch.engine.bm25_kernel.compiled_bm25`; set
+        ``WEFTSEARCH_NO_COMPILED_BM25=1`` to force numpy), else through numpy;
+        both give the same documents, scores to the bit and order.
+        """
         k = check_k(k)
+        library = bm25_kernel.compiled_bm25()
+        if library is not None:
+            return self._score_compiled(library, snapshot, query, k)
+        return self._score_numpy(snapshot, query, k)
+
+    def _score_numpy(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
+        """:meth:`score` through numpy: every posting of the query terms, accumulated (the oracle)."""
         postings = self._contributions(snapshot, query)
         if postings is None:
             return Stream.empty()
