@@ -58,6 +58,8 @@
 
 #define WEFT_BLOCK 128
 #define WEFT_BLOCK_SHIFT 7
+/* Document ids per window at most: the partial sums of a window stay in L1/L2 (32 KiB). */
+#define WEFT_WINDOW 4096
 
 /* One term's postings in one segment, as the Python side lays it out (8 int64 per list). */
 typedef struct {
@@ -73,7 +75,7 @@ typedef struct {
 
 /* One segment (4 int64 per part). */
 typedef struct {
-    int64_t lengths;   /* address of uint32 document lengths, by local id */
+    int64_t norms;     /* address of float64 k1 * (1 - b + b * len / avgdl), by local id (numpy's bits) */
     int64_t to_global; /* address of int64 internal id by local id (-1: deleted), or 0: base + local */
     int64_t base;      /* internal id of local id 0 when to_global is 0 */
     int64_t n_docs;    /* local documents */
@@ -87,7 +89,7 @@ typedef struct {
 /* A cursor over one list while its part is walked. */
 typedef struct {
     const uint32_t *ids, *tfs, *last, *max_tf, *min_len;
-    int64_t count, pos, n_blocks, term, slot, scored_block;
+    int64_t count, pos, exact_pos, n_blocks, term, scored_block;
     double weight, window_bound;
 } cursor;
 
@@ -168,17 +170,17 @@ static double block_bound(const cursor *c, int64_t block, double k1, double b, d
     return tf * (k1 + 1.0) / (tf + norm) * c->weight * scale;
 }
 
-/* Move a cursor to its first posting with id >= target (or the end): whole blocks first, then a binary search. */
-static void seek(cursor *c, uint32_t target) {
-    if (c->pos >= c->count || c->ids[c->pos] >= target) return;
-    int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
+/* The first position at or after *pos whose id is >= target (or count): whole blocks first, then a binary search. */
+static void seek_at(const cursor *c, int64_t *pos, uint32_t target) {
+    if (*pos >= c->count || c->ids[*pos] >= target) return;
+    int64_t block = *pos >> WEFT_BLOCK_SHIFT;
     while (block < c->n_blocks && c->last[block] < target) block++;
     if (block >= c->n_blocks) {
-        c->pos = c->count;
+        *pos = c->count;
         return;
     }
     int64_t low = block << WEFT_BLOCK_SHIFT;
-    if (low < c->pos) low = c->pos;
+    if (low < *pos) low = *pos;
     int64_t high = (block + 1) << WEFT_BLOCK_SHIFT;
     if (high > c->count) high = c->count;
     while (low < high) { /* the block's last id is >= target, so the answer is inside */
@@ -188,7 +190,19 @@ static void seek(cursor *c, uint32_t target) {
         else
             high = middle;
     }
-    c->pos = low;
+    *pos = low;
+}
+
+/* A posting's contribution, in numpy's order of operations: (tf * (k1 + 1)) / (tf + norm) * w. */
+static inline double contribution_of(const cursor *c, int64_t pos, const double *norms, double k1) {
+    double tf = (double)c->tfs[pos];
+    return tf * (k1 + 1.0) / (tf + norms[c->ids[pos]]) * c->weight;
+}
+
+static inline void count_scored(cursor *c, int64_t pos, int64_t *stats) {
+    int64_t block = pos >> WEFT_BLOCK_SHIFT;
+    stats[3]++;
+    if (block != c->scored_block) c->scored_block = block, stats[1]++;
 }
 
 /*
@@ -246,19 +260,19 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     sel.store = malloc((size_t)sel.capacity * sizeof(scored_id));
     size_t width = (size_t)(largest_part > 0 ? largest_part : 1);
     cursor *cursors = malloc(width * sizeof(cursor));
-    int64_t *order = malloc(width * sizeof(int64_t));     /* live lists of the window, by ascending bound */
-    double *contribution = malloc(width * sizeof(double)); /* this document's term contributions */
-    unsigned char *present = calloc(width, 1);
+    int64_t *order = malloc(width * sizeof(int64_t)); /* live lists of the window, by ascending bound */
     /* cum[e]: the bounds of order[0 ..< e] summed by additions only (a running difference could round below). */
     double *cum = malloc((width + 1) * sizeof(double));
+    double *partial = malloc(WEFT_WINDOW * sizeof(double)); /* essential lists' sum per document of the window */
+    uint64_t seen[WEFT_WINDOW / 64];
     int64_t result = -1;
-    if (!sel.heap || !sel.store || !cursors || !order || !contribution || !present || !cum) goto done;
+    if (!sel.heap || !sel.store || !cursors || !order || !cum || !partial) goto done;
 
     double threshold = -INFINITY;
     int64_t first = 0;
     for (int64_t p = 0; p < n_parts && !sel.failed; p++) {
         const part_desc *part = &parts[p];
-        const uint32_t *lengths = (const uint32_t *)(uintptr_t)part->lengths;
+        const double *norms = (const double *)(uintptr_t)part->norms;
         const int64_t *to_global = (const int64_t *)(uintptr_t)part->to_global;
         int64_t n = 0;
         while (first + n < n_lists && lists[first + n].part == p) {
@@ -272,16 +286,21 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
             c->count = l->count;
             c->n_blocks = l->n_blocks;
             c->pos = 0;
+            c->exact_pos = 0;
             c->term = l->term;
-            c->slot = n;
             c->scored_block = -1;
             c->weight = weights[l->term];
             n++;
         }
         first += n;
         if (n == 0) continue;
+        memset(seen, 0, sizeof seen);
         for (;;) {
-            /* The window: from the smallest current id to the end of the first current block to end. */
+            /*
+             * The window: from the smallest current id to the end of the first current block to
+             * end, at most WEFT_WINDOW ids wide. Every list's postings in it lie in its current
+             * block, whose bound therefore bounds them.
+             */
             int64_t low = -1, high = -1;
             for (int64_t j = 0; j < n; j++) {
                 cursor *c = &cursors[j];
@@ -291,6 +310,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                 if (high < 0 || end < high) high = end;
             }
             if (low < 0) break;
+            if (high > low + WEFT_WINDOW - 1) high = low + WEFT_WINDOW - 1;
             int64_t live = 0;
             double sum = 0.0;
             for (int64_t j = 0; j < n; j++) {
@@ -299,8 +319,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                 if (c->pos >= c->count || c->ids[c->pos] > high) continue;
                 c->window_bound = block_bound(c, c->pos >> WEFT_BLOCK_SHIFT, k1, b, avgdl, bound_scale);
                 sum += c->window_bound;
-                /* insertion into order, ascending bound */
-                int64_t at = live++;
+                int64_t at = live++; /* insertion into order, ascending bound */
                 while (at > 0 && cursors[order[at - 1]].window_bound > c->window_bound) {
                     order[at] = order[at - 1];
                     at--;
@@ -308,83 +327,68 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                 order[at] = j;
             }
             if (!(sum * margin < threshold)) {
-                /* Essential lists: order[essential ..< live]; re-split whenever the threshold rises. */
+                /* Non-essential lists: the longest prefix of order whose bounds sum below the threshold. */
                 cum[0] = 0.0;
                 for (int64_t e = 0; e < live; e++) cum[e + 1] = cum[e] + cursors[order[e]].window_bound;
                 int64_t essential = 0;
-                double split_at = NAN;
-                for (;;) {
-                    if (!(split_at == threshold)) {
-                        split_at = threshold;
-                        while (essential < live && cum[essential + 1] * margin < threshold) essential++;
-                    }
-                    if (essential >= live) break;
-                    /* The next candidate: the smallest current id among essential lists, within the window. */
-                    int64_t doc = -1;
-                    for (int64_t e = essential; e < live; e++) {
-                        cursor *c = &cursors[order[e]];
-                        if (c->pos < c->count && c->ids[c->pos] <= high && (doc < 0 || c->ids[c->pos] < doc))
-                            doc = c->ids[c->pos];
-                    }
-                    if (doc < 0) break;
-                    int deleted = to_global != NULL && to_global[doc] < 0;
-                    double partial = 0.0;
-                    int pruned = deleted;
-                    double length_norm = 0.0;
-                    if (!deleted) length_norm = k1 * (1.0 - b + b * (double)lengths[doc] / avgdl);
-                    for (int64_t e = essential; e < live; e++) {
-                        cursor *c = &cursors[order[e]];
-                        if (c->pos < c->count && c->ids[c->pos] == doc) {
-                            if (!deleted) {
-                                double tf = (double)c->tfs[c->pos];
-                                double value = tf * (k1 + 1.0) / (tf + length_norm) * c->weight;
-                                contribution[c->slot] = value;
-                                present[c->slot] = 1;
-                                partial += value;
-                                stats[3]++;
-                                int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
-                                if (block != c->scored_block) c->scored_block = block, stats[1]++;
-                            }
-                            c->pos++;
+                while (essential < live && cum[essential + 1] * margin < threshold) essential++;
+                /* Essential lists, list at a time: their partial sums per document of the window. */
+                for (int64_t e = essential; e < live; e++) {
+                    cursor *c = &cursors[order[e]];
+                    while (c->pos < c->count && c->ids[c->pos] <= high) {
+                        int64_t at = (int64_t)c->ids[c->pos] - low;
+                        uint64_t bit = (uint64_t)1 << (at & 63);
+                        if (!(seen[at >> 6] & bit)) {
+                            seen[at >> 6] |= bit;
+                            partial[at] = 0.0;
                         }
+                        partial[at] += contribution_of(c, c->pos, norms, k1);
+                        count_scored(c, c->pos, stats);
+                        c->pos++;
                     }
-                    if (!pruned) {
-                        /* Non-essential lists, highest bound first, while they can still matter. */
+                }
+                /* Their documents in id order: probe the non-essential lists, then score exactly. */
+                for (int64_t word = 0; word < WEFT_WINDOW / 64; word++) {
+                    uint64_t bits = seen[word];
+                    seen[word] = 0;
+                    while (bits) {
+                        int64_t at = word * 64 + __builtin_ctzll(bits);
+                        bits &= bits - 1;
+                        int64_t doc = low + at;
+                        if (to_global != NULL && to_global[doc] < 0) continue; /* deleted */
+                        double bound = partial[at];
+                        int pruned = 0;
                         for (int64_t e = essential - 1; e >= 0; e--) {
-                            if ((partial + cum[e + 1]) * margin < threshold) {
+                            if ((bound + cum[e + 1]) * margin < threshold) {
                                 pruned = 1;
                                 break;
                             }
                             cursor *c = &cursors[order[e]];
-                            seek(c, (uint32_t)doc);
+                            seek_at(c, &c->pos, (uint32_t)doc);
                             if (c->pos < c->count && c->ids[c->pos] == doc) {
-                                double tf = (double)c->tfs[c->pos];
-                                double value = tf * (k1 + 1.0) / (tf + length_norm) * c->weight;
-                                contribution[c->slot] = value;
-                                present[c->slot] = 1;
-                                partial += value;
-                                stats[3]++;
-                                int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
-                                if (block != c->scored_block) c->scored_block = block, stats[1]++;
+                                bound += contribution_of(c, c->pos, norms, k1);
+                                count_scored(c, c->pos, stats);
                             }
                         }
-                    }
-                    if (!pruned) {
-                        /* The score itself: the sum in sorted term order (slots follow term order). */
+                        if (pruned || bound * margin < threshold) continue;
+                        /* The score itself: contributions summed in sorted term order (cursor order). */
                         double score = 0.0;
-                        for (int64_t j = 0; j < n; j++)
-                            if (present[j]) score += contribution[j];
+                        for (int64_t j = 0; j < n; j++) {
+                            cursor *c = &cursors[j];
+                            seek_at(c, &c->exact_pos, (uint32_t)doc);
+                            if (c->exact_pos < c->count && c->ids[c->exact_pos] == doc)
+                                score += contribution_of(c, c->exact_pos, norms, k1);
+                        }
                         int64_t id = to_global != NULL ? to_global[doc] : part->base + doc;
                         threshold = offer(&sel, score, id);
                         stats[4]++;
                         if (sel.failed) goto done;
                     }
-                    memset(present, 0, (size_t)n);
                 }
             }
             /* Past the window: every list moves to its first id after `high`. */
             if (high >= UINT32_MAX) break;
-            for (int64_t j = 0; j < n; j++) seek(&cursors[j], (uint32_t)(high + 1));
+            for (int64_t j = 0; j < n; j++) seek_at(&cursors[j], &cursors[j].pos, (uint32_t)(high + 1));
         }
     }
     if (sel.failed) goto done;
@@ -403,9 +407,8 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
         }
     }
 done:
+    free(partial);
     free(cum);
-    free(present);
-    free(contribution);
     free(order);
     free(cursors);
     free(sel.store);

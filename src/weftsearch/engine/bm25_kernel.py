@@ -243,16 +243,19 @@ def _term_list(
 
 @dataclass(frozen=True, slots=True)
 class _Parts:
-    """A snapshot's segments as the kernel reads them (built once per snapshot)."""
+    """A snapshot's segments as the kernel reads them (built once per snapshot).
 
-    table: NDArray[np.int64]
+    ``rows``: per part, (address of its internal-id map or 0, base, local documents).
+    """
+
+    rows: tuple[tuple[int, int, int], ...]
     keep: tuple[Any, ...]
     blocks: tuple[_SegmentBlocks, ...]
 
 
 def _parts(snapshot: Snapshot) -> _Parts:
     def build() -> _Parts:
-        rows: list[tuple[int, int, int, int]] = []
+        rows: list[tuple[int, int, int]] = []
         keep: list[Any] = []
         segment_blocks: list[_SegmentBlocks] = []
         for part in snapshot.parts:
@@ -271,12 +274,34 @@ def _parts(snapshot: Snapshot) -> _Parts:
                 )
                 keep.append(mapping)
                 to_global = mapping.ctypes.data
-            rows.append((blocks.lengths.ctypes.data, to_global, part.base, n_docs))
+            rows.append((to_global, part.base, n_docs))
             segment_blocks.append(blocks)
-        table = np.array(rows, dtype=np.int64).reshape(len(rows), _PART_FIELDS)
-        return _Parts(table, tuple(keep), tuple(segment_blocks))
+        return _Parts(tuple(rows), tuple(keep), tuple(segment_blocks))
 
     return snapshot.memo(("bm25_kernel", "parts"), build)
+
+
+def _part_table(
+    snapshot: Snapshot, k1: float, b: float, avgdl: float
+) -> tuple[NDArray[np.int64], tuple[Any, ...]]:
+    """The part descriptors for ``_bm25.c`` with each segment's length norms for (k1, b).
+
+    A norm is ``k1 * (1 - b + b * len / avgdl)``, the numpy path's expression
+    elementwise (so the same bits), over every local document of the segment:
+    8 bytes per document per (k1, b) used on the snapshot, computed once, O(N).
+    """
+
+    def build() -> tuple[NDArray[np.int64], tuple[Any, ...]]:
+        parts = _parts(snapshot)
+        norms = [
+            np.ascontiguousarray(k1 * (1.0 - b + b * blocks.lengths.astype(np.float64) / avgdl))
+            for blocks in parts.blocks
+        ]
+        rows = [(norm.ctypes.data, *row) for norm, row in zip(norms, parts.rows, strict=True)]
+        table = np.array(rows, dtype=np.int64).reshape(len(rows), _PART_FIELDS)
+        return table, (parts, *norms)
+
+    return snapshot.memo(("bm25_kernel", "norms", k1, b, avgdl), build)
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +404,7 @@ def search(
 
     """
     table = lists.table
-    parts = _parts(snapshot).table
+    parts, _ = _part_table(snapshot, k1, b, avgdl)
     weights = np.ascontiguousarray(weights, dtype=np.float64)
     scratch = _scratch
     while True:
@@ -433,6 +458,7 @@ def _agrees_with_numpy(library: _Library) -> bool:
         total_docs = live0 + n_docs[1]
         all_lengths = np.concatenate([lengths[0][~deleted], lengths[1]]).astype(np.float64)
         avgdl = float(all_lengths.sum() / total_docs)
+        local_norms = [k1 * (1.0 - b + b * lengths[part].astype(np.float64) / avgdl) for part in range(2)]
         terms = 4
         postings: list[list[tuple[NDArray[np.uint32], NDArray[np.uint32], NDArray[np.uint32]]]] = []
         for part in range(2):
@@ -490,8 +516,8 @@ def _agrees_with_numpy(library: _Library) -> bool:
         table = np.array(rows, dtype=np.int64)
         parts = np.array(
             [
-                (lengths[0].ctypes.data, to_global.ctypes.data, 0, n_docs[0]),
-                (lengths[1].ctypes.data, 0, live0, n_docs[1]),
+                (local_norms[0].ctypes.data, to_global.ctypes.data, 0, n_docs[0]),
+                (local_norms[1].ctypes.data, 0, live0, n_docs[1]),
             ],
             dtype=np.int64,
         )
