@@ -60,6 +60,9 @@
 #define WEFT_BLOCK_SHIFT 7
 /* Document ids per window at most: the partial sums of a window stay in L1/L2 (32 KiB). */
 #define WEFT_WINDOW 4096
+#ifndef WEFT_MIN_WINDOW
+#define WEFT_MIN_WINDOW 512
+#endif
 
 /* One term's postings in one segment, as the Python side lays it out (8 int64 per list). */
 typedef struct {
@@ -91,6 +94,7 @@ typedef struct {
     const uint32_t *ids, *tfs, *last, *max_tf, *min_len;
     int64_t count, pos, exact_pos, n_blocks, term, scored_block;
     double weight, window_bound;
+    double *bounds; /* per block: w * impact(max_tf, min_len), before the margin */
 } cursor;
 
 typedef struct {
@@ -173,6 +177,11 @@ static double block_bound(const cursor *c, int64_t block, double k1, double b, d
 /* The first position at or after *pos whose id is >= target (or count): whole blocks first, then a binary search. */
 static void seek_at(const cursor *c, int64_t *pos, uint32_t target) {
     if (*pos >= c->count || c->ids[*pos] >= target) return;
+    /* Most seeks land a few postings ahead: look there before skipping blocks. */
+    for (int step = 0; step < 8; step++) {
+        ++*pos;
+        if (*pos >= c->count || c->ids[*pos] >= target) return;
+    }
     int64_t block = *pos >> WEFT_BLOCK_SHIFT;
     while (block < c->n_blocks && c->last[block] < target) block++;
     if (block >= c->n_blocks) {
@@ -264,12 +273,16 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     /* cum[e]: the bounds of order[0 ..< e] summed by additions only (a running difference could round below). */
     double *cum = malloc((width + 1) * sizeof(double));
     double *partial = malloc(WEFT_WINDOW * sizeof(double)); /* essential lists' sum per document of the window */
+    /* Every block's bound, computed once per query: total blocks <= total postings. */
+    int64_t total_blocks = 0;
+    for (int64_t i = 0; i < n_lists; i++) total_blocks += lists[i].n_blocks;
+    double *bounds = malloc((size_t)(total_blocks > 0 ? total_blocks : 1) * sizeof(double));
     uint64_t seen[WEFT_WINDOW / 64];
     int64_t result = -1;
-    if (!sel.heap || !sel.store || !cursors || !order || !cum || !partial) goto done;
+    if (!sel.heap || !sel.store || !cursors || !order || !cum || !partial || !bounds) goto done;
 
     double threshold = -INFINITY;
-    int64_t first = 0;
+    int64_t first = 0, bounds_used = 0;
     for (int64_t p = 0; p < n_parts && !sel.failed; p++) {
         const part_desc *part = &parts[p];
         const double *norms = (const double *)(uintptr_t)part->norms;
@@ -290,6 +303,10 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
             c->term = l->term;
             c->scored_block = -1;
             c->weight = weights[l->term];
+            c->bounds = bounds + bounds_used;
+            bounds_used += l->n_blocks;
+            for (int64_t block = 0; block < c->n_blocks; block++)
+                c->bounds[block] = block_bound(c, block, k1, b, avgdl, bound_scale);
             n++;
         }
         first += n;
@@ -310,6 +327,11 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                 if (high < 0 || end < high) high = end;
             }
             if (low < 0) break;
+            /*
+             * At least WEFT_MIN_WINDOW ids (fewer windows to set up), at most WEFT_WINDOW; a list's
+             * bound is then the largest of its blocks that overlap the window.
+             */
+            if (high < low + WEFT_MIN_WINDOW - 1) high = low + WEFT_MIN_WINDOW - 1;
             if (high > low + WEFT_WINDOW - 1) high = low + WEFT_WINDOW - 1;
             int64_t live = 0;
             double sum = 0.0;
@@ -317,7 +339,13 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                 cursor *c = &cursors[j];
                 c->window_bound = 0.0;
                 if (c->pos >= c->count || c->ids[c->pos] > high) continue;
-                c->window_bound = block_bound(c, c->pos >> WEFT_BLOCK_SHIFT, k1, b, avgdl, bound_scale);
+                int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
+                double bound = c->bounds[block];
+                while (block + 1 < c->n_blocks && c->last[block] < high) {
+                    block++;
+                    if (c->bounds[block] > bound) bound = c->bounds[block];
+                }
+                c->window_bound = bound;
                 sum += c->window_bound;
                 int64_t at = live++; /* insertion into order, ascending bound */
                 while (at > 0 && cursors[order[at - 1]].window_bound > c->window_bound) {
@@ -348,7 +376,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                     }
                 }
                 /* Their documents in id order: probe the non-essential lists, then score exactly. */
-                for (int64_t word = 0; word < WEFT_WINDOW / 64; word++) {
+                for (int64_t word = 0; word <= (high - low) >> 6; word++) {
                     uint64_t bits = seen[word];
                     seen[word] = 0;
                     while (bits) {
@@ -407,6 +435,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
         }
     }
 done:
+    free(bounds);
     free(partial);
     free(cum);
     free(order);

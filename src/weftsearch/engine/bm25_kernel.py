@@ -405,7 +405,8 @@ def search(
     """
     table = lists.table
     parts, _ = _part_table(snapshot, k1, b, avgdl)
-    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    if not (weights.dtype == np.float64 and weights.flags.c_contiguous):
+        weights = np.ascontiguousarray(weights, dtype=np.float64)
     scratch = _scratch
     while True:
         kept = library.top_k(
@@ -432,7 +433,7 @@ def search(
         if kept <= scratch.capacity:
             break
         scratch.reserve(kept)  # more ties than room: run again (the same result, now written)
-    stats = KernelStats(*(int(value) for value in scratch.stats))
+    stats = KernelStats(*scratch.stats.tolist())
     ids = scratch.ids[:kept].copy()
     scores = scratch.scores[:kept].copy()
     if snapshot.ids_follow_keys or kept <= 1:

@@ -274,7 +274,8 @@ class BM25Scorer:
             return Stream.empty()
         # The numpy path's weights, computed by the same numpy expression.
         weights = query_tf * lucene_idf(snapshot.n_docs, lists.doc_freq)
-        avgdl = snapshot.avgdl if snapshot.avgdl > 0 else 1.0
+        # Snapshot.avgdl sums every length on each call: once per snapshot here.
+        avgdl = snapshot.memo(("bm25.avgdl",), lambda: snapshot.avgdl if snapshot.avgdl > 0 else 1.0)
         ids, scores, _ = bm25_kernel.search(library, snapshot, lists, weights, self.k1, self.b, avgdl, k)
         return Stream.adopt(ids, scores)
 
