@@ -46,7 +46,9 @@ def build(workload: Workload, segments: int) -> Snapshot:
     docs = list(zip(workload.doc_keys, workload.doc_tokens, strict=True))
     step = -(-len(docs) // segments)
     for start in range(0, len(docs), step):
-        index.add_many((Document(key, " ".join(tokens)) for key, tokens in docs[start : start + step]), progress=False)
+        index.add_many(
+            (Document(key, " ".join(tokens)) for key, tokens in docs[start : start + step]), progress=False
+        )
         index.snapshot()
     return index.snapshot()
 
@@ -78,16 +80,18 @@ def skipped(snapshot: Snapshot, queries: Sequence[Query], k: int) -> tuple[float
 def run(name: str, workload: Workload, segments: int, repeat: int) -> None:
     started = time.perf_counter()
     snapshot = build(workload, segments)
-    print(f"\n## {name}: {snapshot.n_docs} documents, {len(snapshot.parts)} segment(s), "
-          f"{len(workload.query_tokens)} queries (built in {time.perf_counter() - started:.0f} s)")  # fmt: skip
+    print(
+        f"\n## {name}: {snapshot.n_docs} documents, {len(snapshot.parts)} segment(s), "
+        f"{len(workload.query_tokens)} queries (built in {time.perf_counter() - started:.0f} s)"
+    )
     scorer = BM25Scorer()
     queries = [Query(" ".join(tokens)) for tokens in workload.query_tokens]
     for k in (10, 100):
-        equal = all(
-            (a := scorer.score(snapshot, q, k)).ids.tobytes() == (b := scorer._score_numpy(snapshot, q, k)).ids.tobytes()
-            and a.scores.tobytes() == b.scores.tobytes()
-            for q in queries
-        )  # fmt: skip
+        equal = True
+        for query in queries:
+            got, want = scorer.score(snapshot, query, k), scorer._score_numpy(snapshot, query, k)
+            equal = equal and got.ids.tobytes() == want.ids.tobytes()
+            equal = equal and got.scores.tobytes() == want.scores.tobytes()
 
         def numpy_pass(k: int = k) -> None:
             for query in queries:
@@ -117,11 +121,16 @@ def run(name: str, workload: Workload, segments: int, repeat: int) -> None:
         print(f"\ntop-{k}: compiled == numpy on every query (ids, score bits, order): {equal}")
         print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min)")
         for timing in timings:
-            print(f"  {timing.label:32s} best {timing.best_qps:9.0f} q/s   median {timing.median_qps:9.0f} q/s")
-        print(f"  speed-up (best): {timings[1].best_qps / timings[0].best_qps:.2f}x over numpy, "
-              f"{timings[1].best_qps / timings[2].best_qps:.2f}x over no pruning")  # fmt: skip
-        print(f"  per query, mean: {100 * blocks:.1f}% of blocks and {100 * postings:.1f}% of postings unscored, "
-              f"{100 * documents:.2f}% of documents fully scored")  # fmt: skip
+            best, median = timing.best_qps, timing.median_qps
+            print(f"  {timing.label:32s} best {best:9.0f} q/s   median {median:9.0f} q/s")
+        print(
+            f"  speed-up (best): {timings[1].best_qps / timings[0].best_qps:.2f}x over numpy, "
+            f"{timings[1].best_qps / timings[2].best_qps:.2f}x over no pruning"
+        )
+        print(
+            f"  per query, mean: {100 * blocks:.1f}% of blocks, {100 * postings:.1f}% of postings unscored, "
+            f"{100 * documents:.2f}% of documents fully scored"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -137,12 +146,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bm25_kernel.compiled_bm25() is None:
         print("the compiled BM25 is not available (not built, or WEFTSEARCH_NO_COMPILED_BM25 set)")
         return 1
-    print(f"# BM25Scorer compiled vs numpy, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()}")  # fmt: skip
+    print(
+        f"# BM25Scorer compiled vs numpy, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()}"
+    )
     if not args.no_scifact:
         run("SciFact", load_beir(args.data, None), args.segments, args.repeat)
     if args.synthetic > 0:
-        run(f"synthetic {args.synthetic}", synthetic(args.synthetic, args.synthetic_queries), args.segments, args.repeat)
+        workload = synthetic(args.synthetic, args.synthetic_queries)
+        run(f"synthetic {args.synthetic}", workload, args.segments, args.repeat)
     return 0
 
 

@@ -208,10 +208,11 @@ static inline double contribution_of(const cursor *c, int64_t pos, const double 
     return tf * (k1 + 1.0) / (tf + norms[c->ids[pos]]) * c->weight;
 }
 
-static inline void count_scored(cursor *c, int64_t pos, int64_t *stats) {
+/* Counted in locals (registers), written to stats once at the end. */
+static inline void count_scored(cursor *c, int64_t pos, int64_t *postings_scored, int64_t *blocks_scored) {
     int64_t block = pos >> WEFT_BLOCK_SHIFT;
-    stats[3]++;
-    if (block != c->scored_block) c->scored_block = block, stats[1]++;
+    ++*postings_scored;
+    if (block != c->scored_block) c->scored_block = block, ++*blocks_scored;
 }
 
 /*
@@ -282,7 +283,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     if (!sel.heap || !sel.store || !cursors || !order || !cum || !partial || !bounds) goto done;
 
     double threshold = -INFINITY;
-    int64_t first = 0, bounds_used = 0;
+    int64_t first = 0, bounds_used = 0, postings_scored = 0, blocks_scored = 0, documents_scored = 0;
     for (int64_t p = 0; p < n_parts && !sel.failed; p++) {
         const part_desc *part = &parts[p];
         const double *norms = (const double *)(uintptr_t)part->norms;
@@ -371,7 +372,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                             partial[at] = 0.0;
                         }
                         partial[at] += contribution_of(c, c->pos, norms, k1);
-                        count_scored(c, c->pos, stats);
+                        count_scored(c, c->pos, &postings_scored, &blocks_scored);
                         c->pos++;
                     }
                 }
@@ -395,7 +396,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                             seek_at(c, &c->pos, (uint32_t)doc);
                             if (c->pos < c->count && c->ids[c->pos] == doc) {
                                 bound += contribution_of(c, c->pos, norms, k1);
-                                count_scored(c, c->pos, stats);
+                                count_scored(c, c->pos, &postings_scored, &blocks_scored);
                             }
                         }
                         if (pruned || bound * margin < threshold) continue;
@@ -409,7 +410,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                         }
                         int64_t id = to_global != NULL ? to_global[doc] : part->base + doc;
                         threshold = offer(&sel, score, id);
-                        stats[4]++;
+                        documents_scored++;
                         if (sel.failed) goto done;
                     }
                 }
@@ -419,6 +420,9 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
             for (int64_t j = 0; j < n; j++) seek_at(&cursors[j], &cursors[j].pos, (uint32_t)(high + 1));
         }
     }
+    stats[1] = blocks_scored;
+    stats[3] = postings_scored;
+    stats[4] = documents_scored;
     if (sel.failed) goto done;
     /* Keep every stored document at least the k-th score. */
     int64_t kept = 0;
