@@ -175,7 +175,7 @@ static double block_bound(const cursor *c, int64_t block, double k1, double b, d
 }
 
 /* The first position at or after *pos whose id is >= target (or count): whole blocks first, then a binary search. */
-static void seek_at(const cursor *c, int64_t *pos, uint32_t target) {
+static inline __attribute__((always_inline)) void seek_at(const cursor *c, int64_t *pos, uint32_t target) {
     if (*pos >= c->count || c->ids[*pos] >= target) return;
     /* Most seeks land a few postings ahead: look there before skipping blocks. */
     for (int step = 0; step < 8; step++) {
@@ -332,7 +332,8 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
              * At least WEFT_MIN_WINDOW ids (fewer windows to set up), at most WEFT_WINDOW; a list's
              * bound is then the largest of its blocks that overlap the window.
              */
-            if (high < low + WEFT_MIN_WINDOW - 1) high = low + WEFT_MIN_WINDOW - 1;
+            /* (Until k documents are scored there is no threshold: windows stay one block narrow.) */
+            if (threshold > -INFINITY && high < low + WEFT_MIN_WINDOW - 1) high = low + WEFT_MIN_WINDOW - 1;
             if (high > low + WEFT_WINDOW - 1) high = low + WEFT_WINDOW - 1;
             int64_t live = 0;
             double sum = 0.0;
