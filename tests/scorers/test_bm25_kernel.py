@@ -20,12 +20,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import weftsearch.scorers.bm25 as bm25_module
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, Snapshot
 from weftsearch.engine import bm25_kernel
 from weftsearch.scorers.bm25 import lucene_idf
 
 DISABLED = os.environ.get(bm25_kernel.DISABLE_VARIABLE, "") not in ("", "0")
 needs_compiled = pytest.mark.skipif(DISABLED, reason=f"{bm25_kernel.DISABLE_VARIABLE} turns the kernel off")
+
+
+@pytest.fixture(autouse=True)
+def compiled_at_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BM25Scorer.score goes compiled on these small corpora too (it takes numpy below 20,000 documents)."""
+    monkeypatch.setattr(bm25_module, "_COMPILED_FROM_DOCS", 0)
 
 
 @pytest.fixture

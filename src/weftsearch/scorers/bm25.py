@@ -43,6 +43,15 @@ __all__ = ["BM25Scorer", "lucene_idf"]
 _DENSE_BELOW_DOCS = 20_000
 _DENSE_RATIO = 0.05
 
+# score() runs the compiled kernel (weftsearch.engine.bm25_kernel) on snapshots of at
+# least this many documents, numpy below. Measured on one core (bench/bm25_kernel.py,
+# 2026-12-03, load 2.6-8, so indicative): SciFact (5,183 documents) numpy 11.3k q/s
+# against compiled 9.3k at top-10 (4.9k against 9.7k at top-100): the dense numpy pass
+# over so few documents is cheaper than the kernel's windows and probes; on 100,000
+# synthetic documents the kernel is 1.5x (top-10) and 1.35x (top-100) numpy's speed.
+# Both give the same results to the bit; the kernel also releases the GIL.
+_COMPILED_FROM_DOCS = 20_000
+
 # score() seeds its top-k threshold with one term's documents (see there); a
 # term needs at least this many postings to be preferred as the seed, so that
 # its k-th best document is a useful floor.
@@ -282,15 +291,18 @@ class BM25Scorer:
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` best documents for ``query.text``; empty without text.
 
-        Runs compiled with block-max early termination where the kernel is
+        On snapshots of 20,000 documents or more, runs compiled with
+        block-max early termination and without the GIL where the kernel is
         available (:func:`~weftsearch.engine.bm25_kernel.compiled_bm25`; set
-        ``WEFTSEARCH_NO_COMPILED_BM25=1`` to force numpy), else through numpy;
-        both give the same documents, scores to the bit and order.
+        ``WEFTSEARCH_NO_COMPILED_BM25=1`` to force numpy); otherwise through
+        numpy, which is faster on small snapshots. Both give the same
+        documents, scores to the bit and order.
         """
         k = check_k(k)
-        library = bm25_kernel.compiled_bm25()
-        if library is not None:
-            return self._score_compiled(library, snapshot, query, k)
+        if snapshot.n_docs >= _COMPILED_FROM_DOCS:
+            library = bm25_kernel.compiled_bm25()
+            if library is not None:
+                return self._score_compiled(library, snapshot, query, k)
         return self._score_numpy(snapshot, query, k)
 
     def _score_numpy(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
