@@ -250,6 +250,8 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
             (i > 0 && l->part == lists[i - 1].part && l->term <= lists[i - 1].term))
             return -2;
         if (l->count > INT64_MAX - total) return -2;
+        /* Every id indexes the part's norms and id map: the largest (the last block's last id) must fit. */
+        if ((int64_t)((const uint32_t *)(uintptr_t)l->meta)[l->n_blocks - 1] >= parts[l->part].n_docs) return -2;
         total += l->count;
         stats[0] += l->n_blocks;
     }
@@ -277,7 +279,9 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     /* Every block's bound, computed once per query: total blocks <= total postings. */
     int64_t total_blocks = 0;
     for (int64_t i = 0; i < n_lists; i++) total_blocks += lists[i].n_blocks;
-    double *bounds = malloc((size_t)(total_blocks > 0 ? total_blocks : 1) * sizeof(double));
+    double *bounds = (uint64_t)total_blocks > SIZE_MAX / sizeof(double)
+                         ? NULL
+                         : malloc((size_t)(total_blocks > 0 ? total_blocks : 1) * sizeof(double));
     uint64_t seen[WEFT_WINDOW / 64];
     int64_t result = -1;
     if (!sel.heap || !sel.store || !cursors || !order || !cum || !partial || !bounds) goto done;

@@ -215,3 +215,34 @@ def test_block_metadata_is_bounded_per_segment(monkeypatch: pytest.MonkeyPatch) 
     assert len(blocks.terms) == 4
     # Evicted terms are derived again, with the same results.
     assert mismatches(snapshot, words[:6], [3], [(1.2, 0.75)]) == []
+
+
+@needs_compiled
+def test_the_kernel_refuses_bad_arguments_with_a_code() -> None:
+    """Ids past the segment, k < 1, a bad term index or block count: -2, never a crash or a stray read."""
+    library = bm25_kernel.compiled_bm25()
+    assert library is not None
+    ids = np.array([0, 5], dtype=np.uint32)
+    tfs = np.array([1, 2], dtype=np.uint32)
+    meta = np.array([5, 2, 1], dtype=np.uint32)  # one block: last id 5, max tf 2, min length 1
+    norms = np.ones(8, dtype=np.float64)
+    weights = np.ones(2, dtype=np.float64)
+    out_ids = np.empty(4, dtype=np.int64)
+    out_scores = np.empty(4, dtype=np.float64)
+    stats = np.zeros(5, dtype=np.int64)
+
+    def call(n_docs: int, k: int = 2, term: int = 0, blocks: int = 1, m: int = 2) -> int:
+        lists = np.array(
+            [[ids.ctypes.data, tfs.ctypes.data, 2, meta.ctypes.data, blocks, term, 0, 0]], np.int64
+        )
+        parts = np.array([[norms.ctypes.data, 0, 0, n_docs]], dtype=np.int64)
+        inputs = (lists.ctypes.data, 1, parts.ctypes.data, 1, weights.ctypes.data, m, 1.2, 0.75, 1.0, k, 1.0)
+        return int(library.top_k(*inputs, out_ids.ctypes.data, out_scores.ctypes.data, 4, stats.ctypes.data))
+
+    assert call(n_docs=8) == 2
+    assert out_ids[:2].tolist() == [5, 0]  # tf 2 beats tf 1 at equal lengths
+    assert call(n_docs=5) == -2  # id 5 is past a 5-document segment
+    assert call(n_docs=8, k=0) == -2
+    assert call(n_docs=8, term=2) == -2  # term index past m
+    assert call(n_docs=8, blocks=2) == -2  # 2 postings make 1 block
+    assert call(n_docs=8, k=10**18) == 2  # k is clamped to the postings that exist
