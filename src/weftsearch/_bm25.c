@@ -398,6 +398,18 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                                 break;
                             }
                             cursor *c = &cursors[order[e]];
+                            /*
+                             * The bound of the one block that could hold doc is often well below
+                             * the window's: check it before reading any posting (ids of block
+                             * ends only; all sums are additions, so the margin still covers them).
+                             */
+                            int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
+                            while (block < c->n_blocks && c->last[block] < doc) block++;
+                            if (block >= c->n_blocks) continue; /* past its last id: contributes nothing */
+                            if ((bound + cum[e] + c->bounds[block]) * margin < threshold) {
+                                pruned = 1;
+                                break;
+                            }
                             seek_at(c, &c->pos, (uint32_t)doc);
                             if (c->pos < c->count && c->ids[c->pos] == doc) {
                                 bound += contribution_of(c, c->pos, norms, k1);
