@@ -71,8 +71,8 @@ BLOCK = 128
 #: 0.1 byte per posting of the cached terms.
 BLOCK_CACHE_TERMS = 65_536
 
-#: Live document counts of terms in segments with deletions, remembered per snapshot
-#: up to this many (term, segment) pairs (then computed per query, O(df)).
+#: Terms whose lists (descriptors and live document counts) one snapshot remembers;
+#: past it the oldest is dropped. An entry is about 300 bytes plus 64 per segment.
 _DF_CACHE_ENTRIES = 65_536
 
 #: Multiplies every block bound: 1.0. Tests set it below 1 to break the bound on
@@ -322,39 +322,67 @@ class QueryLists:
     keep: tuple[Any, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class _SnapshotTerm:
+    """One term across a snapshot's segments: its list rows (term column 0), live documents, owners."""
+
+    rows: NDArray[np.int64]
+    doc_freq: int
+    keep: tuple[_TermList, ...]
+
+
+def _snapshot_term(library: _Library, snapshot: Snapshot, parts: _Parts, term: str) -> _SnapshotTerm:
+    """The term's lists in every segment of the snapshot, and its live document count. O(segments + df)."""
+    rows: list[tuple[int, ...]] = []
+    keep: list[_TermList] = []
+    doc_freq = 0
+    for index, (part, blocks) in enumerate(zip(snapshot.parts, parts.blocks, strict=True)):
+        entry = _term_list(library, part.reader, blocks, term)
+        if entry is None:
+            continue
+        count = entry.row[2]
+        if part.deleted is not None:
+            count -= int(np.count_nonzero(part.deleted[entry.ids]))
+        doc_freq += count
+        rows.append((*entry.row, 0, index, 0))
+        keep.append(entry)
+    table = np.array(rows, dtype=np.int64).reshape(len(rows), _LIST_FIELDS)
+    table.setflags(write=False)
+    return _SnapshotTerm(table, doc_freq, tuple(keep))
+
+
 def gather(library: _Library, snapshot: Snapshot, terms: Sequence[str]) -> QueryLists:
     """The postings lists of ``terms`` (distinct, sorted) in every segment of ``snapshot``.
 
-    O(lists) for terms seen before on these segments; the first use of a term
-    on a segment reads and checks its postings and derives its block
-    metadata, O(df). A segment with deletions also counts the term's live
-    documents (O(df), remembered per snapshot).
+    O(terms) dictionary lookups plus O(lists) numpy work for terms seen
+    before on this snapshot (remembered for up to :data:`_DF_CACHE_ENTRIES`
+    terms, first in, first out; each entry holds its lists' descriptors, so a
+    many-segment snapshot costs no more Python per term than a one-segment
+    one). The first use of a term reads and checks its postings in each
+    segment, derives their block metadata and counts its live documents:
+    O(segments + df).
     """
     parts = _parts(snapshot)
-    doc_freq = [0] * len(terms)
-    rows: list[tuple[int, ...]] = []
-    keep: list[Any] = []
-    live_counts: dict[tuple[int, str], int] | None = None
-    for index, (part, blocks) in enumerate(zip(snapshot.parts, parts.blocks, strict=True)):
-        for position, term in enumerate(terms):
-            entry = _term_list(library, part.reader, blocks, term)
-            if entry is None:
-                continue
-            count = entry.row[2]
-            if part.deleted is not None:
-                if live_counts is None:
-                    live_counts = snapshot.memo(("bm25_kernel", "live_counts"), dict)
-                live = live_counts.get((index, term))
-                if live is None:
-                    live = count - int(np.count_nonzero(part.deleted[entry.ids]))
-                    if len(live_counts) < _DF_CACHE_ENTRIES:
-                        live_counts[(index, term)] = live
-                count = live
-            doc_freq[position] += count
-            rows.append((*entry.row, position, index, 0))
-            keep.append(entry)
-    table = np.array(rows, dtype=np.int64).reshape(len(rows), _LIST_FIELDS)
-    return QueryLists(np.array(doc_freq, dtype=np.int64), table, (parts, *keep))
+    cache: dict[str, _SnapshotTerm] = snapshot.memo(("bm25_kernel", "terms"), dict)
+    found: list[_SnapshotTerm] = []
+    for term in terms:
+        entry = cache.get(term)
+        if entry is None:
+            entry = _snapshot_term(library, snapshot, parts, term)
+            with _READERS_LOCK:
+                if term not in cache and len(cache) >= _DF_CACHE_ENTRIES:
+                    del cache[next(iter(cache))]
+                cache[term] = entry
+        found.append(entry)
+    doc_freq = np.array([entry.doc_freq for entry in found], dtype=np.int64)
+    if not found:
+        return QueryLists(doc_freq, np.empty((0, _LIST_FIELDS), np.int64), (parts,))
+    table = np.concatenate([entry.rows for entry in found])  # a new array: the cached rows stay as they are
+    table[:, 5] = np.repeat(np.arange(len(found), dtype=np.int64), [entry.rows.shape[0] for entry in found])
+    if len(found) > 1 and len(snapshot.parts) > 1:
+        # Grouped by segment; the stable sort keeps ascending terms within one (terms come sorted).
+        table = table[np.argsort(table[:, 6], kind="stable")]
+    return QueryLists(doc_freq, table, (parts, *found))
 
 
 class _Scratch(threading.local):
