@@ -32,15 +32,19 @@
  * (bound * margin < threshold), so every document tied with the k-th score is
  * scored and kept.
  *
- * The traversal (block-max MaxScore, as Lucene 9.6+ does): the doc-id space is
- * walked in windows that end where the first current block of any list ends.
- * Per window each list's bound is its current block's; a window whose bounds
- * sum below the threshold is skipped whole (its blocks never read). Otherwise
- * the lists are split by ascending window bound into non-essential ones (the
- * longest prefix whose bounds sum below the threshold) and essential ones:
- * only documents of essential lists are candidates, and the non-essential
- * lists are probed per candidate, highest bound first, until the partial score
- * plus the remaining bounds falls below the threshold.
+ * The traversal (block-max MaxScore, as Lucene 9.6+ does, with window-at-a-time scoring):
+ * the doc-id space is walked in windows that end where the first current block of any list
+ * ends (widened to WEFT_MIN_WINDOW ids once there is a threshold, at most WEFT_WINDOW). Per
+ * window each list's bound is the largest bound of its blocks that overlap the window; a
+ * window whose bounds sum below the threshold is skipped whole (its postings never read).
+ * Otherwise the lists are split by ascending window bound into non-essential ones (the
+ * longest prefix whose bounds sum below the threshold) and essential ones: only documents of
+ * essential lists are candidates. The essential lists are read list at a time into per-window
+ * partial sums. A non-essential list is then either read through the window too (adding only
+ * to candidates) when it holds fewer than WEFT_PROBE_COST postings per candidate there, or
+ * probed per candidate, highest bound first, each probe first checking the bound of the one
+ * block that could hold the candidate, until the partial score plus the remaining bounds falls
+ * below the threshold. A candidate that survives is scored exactly, in sorted term order.
  *
  * Selection: a min-heap of the k best scores so far, and a store of every
  * document that scored at least the heap's minimum on arrival (the minimum
@@ -60,6 +64,9 @@
 #define WEFT_BLOCK_SHIFT 7
 /* Document ids per window at most: the partial sums of a window stay in L1/L2 (32 KiB). */
 #define WEFT_WINDOW 4096
+#ifndef WEFT_PROBE_COST
+#define WEFT_PROBE_COST 32
+#endif
 #ifndef WEFT_MIN_WINDOW
 #define WEFT_MIN_WINDOW 512
 #endif
@@ -379,6 +386,33 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                         partial[at] += contribution_of(c, c->pos, norms, k1);
                         count_scored(c, c->pos, &postings_scored, &blocks_scored);
                         c->pos++;
+                    }
+                }
+                /*
+                 * Probing a non-essential list costs a seek per candidate; reading it through the
+                 * window costs a division per posting. When its postings in the window are fewer
+                 * than WEFT_PROBE_COST times the candidates, read it instead (adding only to
+                 * candidates: a document no essential list holds is below the threshold anyway).
+                 */
+                if (essential > 0) {
+                    int64_t candidates = 0;
+                    for (int64_t word = 0; word <= (high - low) >> 6; word++)
+                        candidates += __builtin_popcountll(seen[word]);
+                    while (essential > 0) {
+                        cursor *c = &cursors[order[essential - 1]];
+                        int64_t last_block = c->pos >> WEFT_BLOCK_SHIFT;
+                        while (last_block + 1 < c->n_blocks && c->last[last_block] < high) last_block++;
+                        int64_t in_window = ((last_block + 1) << WEFT_BLOCK_SHIFT) - c->pos;
+                        if (in_window > WEFT_PROBE_COST * candidates) break;
+                        while (c->pos < c->count && c->ids[c->pos] <= high) {
+                            int64_t at = (int64_t)c->ids[c->pos] - low;
+                            if (seen[at >> 6] & ((uint64_t)1 << (at & 63))) {
+                                partial[at] += contribution_of(c, c->pos, norms, k1);
+                                count_scored(c, c->pos, &postings_scored, &blocks_scored);
+                            }
+                            c->pos++;
+                        }
+                        essential--;
                     }
                 }
                 /* Their documents in id order: probe the non-essential lists, then score exactly. */
