@@ -28,7 +28,7 @@
  * multiplies the bound by `margin` = 1 + (m + 8) * 2^-46 for m query terms:
  * the relative error of the score (m - 1 additions) plus that of the bound
  * (m - 1 additions and 4 roundings per term) is below (2m + 8) * 2^-53, which
- * the margin exceeds 256 times over. Pruning is on a strict inequality
+ * the margin exceeds at least 64 times over. Pruning is on a strict inequality
  * (bound * margin < threshold), so every document tied with the k-th score is
  * scored and kept.
  *
