@@ -73,7 +73,7 @@ BLOCK_CACHE_TERMS = 65_536
 
 #: Terms whose lists (descriptors and live document counts) one snapshot remembers;
 #: past it the oldest is dropped. An entry is about 300 bytes plus 64 per segment.
-_DF_CACHE_ENTRIES = 65_536
+_SNAPSHOT_TERMS = 65_536
 
 #: Multiplies every block bound: 1.0. Tests set it below 1 to break the bound on
 #: purpose and check that the equivalence tests notice; nothing else may change it.
@@ -355,7 +355,7 @@ def gather(library: _Library, snapshot: Snapshot, terms: Sequence[str]) -> Query
     """The postings lists of ``terms`` (distinct, sorted) in every segment of ``snapshot``.
 
     O(terms) dictionary lookups plus O(lists) numpy work for terms seen
-    before on this snapshot (remembered for up to :data:`_DF_CACHE_ENTRIES`
+    before on this snapshot (remembered for up to :data:`_SNAPSHOT_TERMS`
     terms, first in, first out; each entry holds its lists' descriptors, so a
     many-segment snapshot costs no more Python per term than a one-segment
     one). The first use of a term reads and checks its postings in each
@@ -370,7 +370,7 @@ def gather(library: _Library, snapshot: Snapshot, terms: Sequence[str]) -> Query
         if entry is None:
             entry = _snapshot_term(library, snapshot, parts, term)
             with _READERS_LOCK:
-                if term not in cache and len(cache) >= _DF_CACHE_ENTRIES:
+                if term not in cache and len(cache) >= _SNAPSHOT_TERMS:
                     del cache[next(iter(cache))]
                 cache[term] = entry
         found.append(entry)
