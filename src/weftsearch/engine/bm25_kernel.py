@@ -46,6 +46,7 @@ from weftsearch.storage.segment import SegmentReader
 
 __all__ = [
     "BLOCK",
+    "CompiledBM25",
     "BLOCK_CACHE_TERMS",
     "DISABLE_VARIABLE",
     "KernelStats",
@@ -122,13 +123,15 @@ def _library_path() -> Path | None:
 
 
 @dataclass(frozen=True, slots=True)
-class _Library:
+class CompiledBM25:
+    """The loaded library's two functions (see ``_bm25.c``): ``weft_bm25_top_k`` and ``weft_bm25_blocks``."""
+
     top_k: Callable[..., int]
     blocks: Callable[..., int]
 
 
 @cache
-def compiled_bm25() -> _Library | None:
+def compiled_bm25() -> CompiledBM25 | None:
     """The compiled BM25 functions, or ``None`` (the numpy path is used).
 
     ``None`` when turned off (:data:`DISABLE_VARIABLE`), when the library was
@@ -156,7 +159,7 @@ def compiled_bm25() -> _Library | None:
     top.restype = _INT
     blocks.argtypes = [_POINTER, _POINTER, _INT, _POINTER, _INT, _POINTER]
     blocks.restype = _INT
-    bound = _Library(top, blocks)
+    bound = CompiledBM25(top, blocks)
     return bound if _agrees_with_numpy(bound) else None
 
 
@@ -204,7 +207,7 @@ def _segment_blocks(reader: SegmentReader) -> _SegmentBlocks:
 
 
 def _term_list(
-    library: _Library, reader: SegmentReader, blocks: _SegmentBlocks, term: str
+    library: CompiledBM25, reader: SegmentReader, blocks: _SegmentBlocks, term: str
 ) -> _TermList | None:
     """The term's postings in this segment with their block metadata (derived once, O(df)); None if absent."""
     try:
@@ -331,7 +334,7 @@ class _SnapshotTerm:
     keep: tuple[_TermList, ...]
 
 
-def _snapshot_term(library: _Library, snapshot: Snapshot, parts: _Parts, term: str) -> _SnapshotTerm:
+def _snapshot_term(library: CompiledBM25, snapshot: Snapshot, parts: _Parts, term: str) -> _SnapshotTerm:
     """The term's lists in every segment of the snapshot, and its live document count. O(segments + df)."""
     rows: list[tuple[int, ...]] = []
     keep: list[_TermList] = []
@@ -351,7 +354,7 @@ def _snapshot_term(library: _Library, snapshot: Snapshot, parts: _Parts, term: s
     return _SnapshotTerm(table, doc_freq, tuple(keep))
 
 
-def gather(library: _Library, snapshot: Snapshot, terms: Sequence[str]) -> QueryLists:
+def gather(library: CompiledBM25, snapshot: Snapshot, terms: Sequence[str]) -> QueryLists:
     """The postings lists of ``terms`` (distinct, sorted) in every segment of ``snapshot``.
 
     O(terms) dictionary lookups plus O(lists) numpy work for terms seen
@@ -409,7 +412,7 @@ _scratch = _Scratch()
 
 
 def search(
-    library: _Library,
+    library: CompiledBM25,
     snapshot: Snapshot,
     lists: QueryLists,
     weights: NDArray[np.float64],
@@ -474,7 +477,7 @@ def search(
 # --------------------------------------------------------------------------- the self-check
 
 
-def _agrees_with_numpy(library: _Library) -> bool:
+def _agrees_with_numpy(library: CompiledBM25) -> bool:
     """Random two-segment postings with ties and deletions: the kernel against the formula, every bit."""
     rng = np.random.default_rng(0)
     for k1, b in ((1.2, 0.75), (0.0, 1.0), (2.0, 0.0), (0.5, 0.3)):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -261,7 +260,9 @@ class BM25Scorer:
         hit = np.flatnonzero(dense > 0.0)
         return hit, dense[hit]
 
-    def _score_compiled(self, library: Any, snapshot: Snapshot, query: Query, k: int) -> Stream:
+    def _score_compiled(
+        self, library: bm25_kernel.CompiledBM25, snapshot: Snapshot, query: Query, k: int
+    ) -> Stream:
         """:meth:`score` through the compiled kernel (:mod:`weftsearch.engine.bm25_kernel`).
 
         Same terms, weights and formula as the numpy path, so the same
