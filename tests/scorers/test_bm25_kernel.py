@@ -1,0 +1,248 @@
+"""The compiled BM25 top-k (``_bm25.c``, block-max MaxScore) against the exhaustive numpy path.
+
+The numpy path (``BM25Scorer._score_numpy``) reads every posting and is the
+oracle: for random corpora (many exact ties, repeated terms, one-term
+documents, deletions, several segments whose keys interleave) and random
+queries, k, k1 and b, the compiled path must return the same ids, the same
+score bits and the same order. A deliberately broken bound must make that
+comparison fail (so the comparison can see a pruning error), and searches in
+threads must return exactly the sequential results.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import weftsearch.scorers.bm25 as bm25_module
+from weftsearch import RRF, BM25Scorer, Document, Index, Query, Snapshot
+from weftsearch.engine import bm25_kernel
+from weftsearch.scorers.bm25 import lucene_idf
+
+DISABLED = os.environ.get(bm25_kernel.DISABLE_VARIABLE, "") not in ("", "0")
+needs_compiled = pytest.mark.skipif(DISABLED, reason=f"{bm25_kernel.DISABLE_VARIABLE} turns the kernel off")
+
+
+@pytest.fixture(autouse=True)
+def compiled_at_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BM25Scorer.score goes compiled on these small corpora too (it takes numpy below 20,000 documents)."""
+    monkeypatch.setattr(bm25_module, "_COMPILED_FROM_DOCS", 0)
+
+
+@pytest.fixture
+def numpy_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The compiled BM25 turned off for the test (the cached choice restored after)."""
+    monkeypatch.setenv(bm25_kernel.DISABLE_VARIABLE, "1")
+    bm25_kernel.compiled_bm25.cache_clear()
+    yield
+    monkeypatch.delenv(bm25_kernel.DISABLE_VARIABLE)
+    bm25_kernel.compiled_bm25.cache_clear()
+
+
+def corpus(
+    seed: int, segments: int, docs: int, vocabulary: int, deleted: float, lengths: int
+) -> tuple[Index, list[str]]:
+    """An in-memory index of ``segments`` segments, Zipfian words, few distinct lengths (ties), deletions.
+
+    Keys are random, so later segments hold keys that sort before earlier
+    ones (internal ids do not follow keys). Returns the index and the words.
+    """
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(vocabulary)]
+    weights = 1.0 / np.arange(1, vocabulary + 1) ** 1.1
+    weights /= weights.sum()
+    index = Index("simple")
+    serial = 0
+    for _ in range(segments):
+        batch = []
+        for _ in range(docs):
+            # Lengths from a few values only, and a word repeated to fill: many exact ties.
+            length = int(rng.integers(1, lengths + 1))
+            distinct = rng.choice(words, size=int(rng.integers(1, length + 1)), p=weights)
+            text = " ".join(rng.choice(distinct, size=length))
+            batch.append(Document(f"{rng.integers(10**4):04d}-{serial}", text))
+            serial += 1
+        index.add_many(batch)
+        index.snapshot()  # seals the batch into its own in-memory segment
+    keys = index.keys()
+    doomed = [key for key in keys if rng.random() < deleted]
+    if doomed:
+        index.delete_many(doomed)
+    return index, words
+
+
+def queries(seed: int, words: list[str], count: int) -> list[str]:
+    rng = np.random.default_rng(seed + 7)
+    pool = [*words, "absent"]
+    found = [" ".join(rng.choice(pool, size=int(rng.integers(1, 9)))) for _ in range(count)]
+    return [*found, words[0], f"{words[0]} {words[0]} {words[-1]}", " ".join(words[:3])]
+
+
+def mismatches(
+    snapshot: Snapshot, texts: list[str], ks: list[int], params: list[tuple[float, float]]
+) -> list[str]:
+    """Every (query, k, k1, b) where the compiled path differs from the numpy oracle in any bit."""
+    found = []
+    for k1, b in params:
+        scorer = BM25Scorer(k1, b)
+        for text in texts:
+            for k in ks:
+                got = scorer.score(snapshot, Query(text), k)
+                want = scorer._score_numpy(snapshot, Query(text), k)
+                if got.ids.tobytes() != want.ids.tobytes() or got.scores.tobytes() != want.scores.tobytes():
+                    found.append(f"{text!r} k={k} k1={k1} b={b}")
+    return found
+
+
+PARAMS = st.sampled_from([(1.2, 0.75), (0.0, 1.0), (2.0, 0.0), (0.9, 0.4), (1e-9, 1.0), (50.0, 1.0)])
+
+
+@needs_compiled
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    segments=st.integers(1, 4),
+    docs=st.integers(1, 500),
+    vocabulary=st.integers(1, 30),
+    deleted=st.sampled_from([0.0, 0.05, 0.5]),
+    lengths=st.integers(1, 6),
+    ks=st.lists(st.integers(1, 300), min_size=1, max_size=3),
+    params=st.lists(PARAMS, min_size=1, max_size=2),
+)
+def test_compiled_early_termination_returns_exactly_the_exhaustive_results(
+    seed: int,
+    segments: int,
+    docs: int,
+    vocabulary: int,
+    deleted: float,
+    lengths: int,
+    ks: list[int],
+    params: list[tuple[float, float]],
+) -> None:
+    index, words = corpus(seed, segments, docs, vocabulary, deleted, lengths)
+    snapshot = index.snapshot()
+    assert mismatches(snapshot, queries(seed, words, 8), ks, params) == []
+
+
+@needs_compiled
+def test_multi_block_lists_with_skipping_match_and_skip() -> None:
+    """Long lists (many blocks per term) where most postings are never scored, and still every bit matches."""
+    index, words = corpus(11, 3, 2500, 40, 0.1, 12)
+    snapshot = index.snapshot()
+    assert len(snapshot.parts) == 3
+    texts = queries(11, words, 20)
+    assert mismatches(snapshot, texts, [1, 10, 100], [(1.2, 0.75), (0.0, 1.0), (2.0, 0.0)]) == []
+    # Early termination happened: some blocks were never scored.
+    library = bm25_kernel.compiled_bm25()
+    assert library is not None
+    terms = sorted({"w0", "w1", "w25", "w30"})
+    lists = bm25_kernel.gather(library, snapshot, terms)
+    scorer = BM25Scorer()
+    weights = lucene_idf(snapshot.n_docs, lists.doc_freq)
+    _, _, stats = bm25_kernel.search(
+        library, snapshot, lists, weights, scorer.k1, scorer.b, snapshot.avgdl, 10
+    )
+    assert stats.blocks_scored <= stats.blocks
+    assert stats.postings_scored < stats.postings / 2
+
+
+@needs_compiled
+def test_a_broken_bound_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounds scaled below the truth prune documents that belong in the top k: the comparison sees it."""
+    index, words = corpus(5, 2, 1500, 25, 0.05, 8)
+    snapshot = index.snapshot()
+    texts = queries(5, words, 15)
+    assert mismatches(snapshot, texts, [1, 10], [(1.2, 0.75)]) == []
+    monkeypatch.setattr(bm25_kernel, "_BOUND_SCALE", 0.6)
+    assert mismatches(snapshot, texts, [1, 10], [(1.2, 0.75)]) != []
+
+
+@needs_compiled
+def test_searches_in_threads_return_the_sequential_results() -> None:
+    index, words = corpus(3, 3, 1200, 30, 0.05, 8)
+    texts = queries(3, words, 40)
+    scorer = BM25Scorer()
+
+    def run(text: str) -> tuple[list[str], list[float], bytes, bytes]:
+        results = index.search(text, 10, RRF(), scorer)
+        stream = scorer.score(index.snapshot(), Query(text), 25)
+        return (
+            [hit.key for hit in results.hits],
+            [hit.score for hit in results.hits],
+            *(
+                stream.ids.tobytes(),
+                stream.scores.tobytes(),
+            ),
+        )
+
+    sequential = [run(text) for text in texts]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(3):
+            assert list(pool.map(run, texts)) == sequential
+
+
+def test_the_switch_turns_it_off(numpy_path: None) -> None:
+    assert not bm25_kernel.compiled_bm25_available()
+    index, _ = corpus(2, 2, 200, 10, 0.1, 5)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer()
+    stream = scorer.score(snapshot, Query("w0 w1"), 5)
+    want = scorer._score_numpy(snapshot, Query("w0 w1"), 5)
+    assert stream.ids.tobytes() == want.ids.tobytes()
+
+
+@needs_compiled
+def test_the_kernel_is_built_and_passes_its_self_check() -> None:
+    assert bm25_kernel._library_path() is not None
+    assert bm25_kernel.compiled_bm25_available()
+
+
+@needs_compiled
+def test_block_metadata_is_bounded_per_segment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bm25_kernel, "BLOCK_CACHE_TERMS", 4)
+    index, words = corpus(9, 1, 300, 20, 0.0, 6)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer()
+    for word in words:
+        scorer.score(snapshot, Query(word), 3)
+    blocks = bm25_kernel._segment_blocks(snapshot.parts[0].reader)
+    assert len(blocks.terms) == 4
+    # Evicted terms are derived again, with the same results.
+    assert mismatches(snapshot, words[:6], [3], [(1.2, 0.75)]) == []
+
+
+@needs_compiled
+def test_the_kernel_refuses_bad_arguments_with_a_code() -> None:
+    """Ids past the segment, k < 1, a bad term index or block count: -2, never a crash or a stray read."""
+    library = bm25_kernel.compiled_bm25()
+    assert library is not None
+    ids = np.array([0, 5], dtype=np.uint32)
+    tfs = np.array([1, 2], dtype=np.uint32)
+    meta = np.array([5, 2, 1], dtype=np.uint32)  # one block: last id 5, max tf 2, min length 1
+    norms = np.ones(8, dtype=np.float64)
+    weights = np.ones(2, dtype=np.float64)
+    out_ids = np.empty(4, dtype=np.int64)
+    out_scores = np.empty(4, dtype=np.float64)
+    stats = np.zeros(5, dtype=np.int64)
+
+    def call(n_docs: int, k: int = 2, term: int = 0, blocks: int = 1, m: int = 2) -> int:
+        lists = np.array(
+            [[ids.ctypes.data, tfs.ctypes.data, 2, meta.ctypes.data, blocks, term, 0, 0]], np.int64
+        )
+        parts = np.array([[norms.ctypes.data, 0, 0, n_docs]], dtype=np.int64)
+        inputs = (lists.ctypes.data, 1, parts.ctypes.data, 1, weights.ctypes.data, m, 1.2, 0.75, 1.0, k, 1.0)
+        return int(library.top_k(*inputs, out_ids.ctypes.data, out_scores.ctypes.data, 4, stats.ctypes.data))
+
+    assert call(n_docs=8) == 2
+    assert out_ids[:2].tolist() == [5, 0]  # tf 2 beats tf 1 at equal lengths
+    assert call(n_docs=5) == -2  # id 5 is past a 5-document segment
+    assert call(n_docs=8, k=0) == -2
+    assert call(n_docs=8, term=2) == -2  # term index past m
+    assert call(n_docs=8, blocks=2) == -2  # 2 postings make 1 block
+    assert call(n_docs=8, k=10**18) == 2  # k is clamped to the postings that exist
