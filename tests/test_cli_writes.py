@@ -341,3 +341,37 @@ def test_the_installed_script_adds_deletes_and_shows_stats(tmp_path: Path, corpu
     assert stats.returncode == 0 and json.loads(stats.stdout)["documents"] == len(DOCS)
     helped = run("search", "--help")
     assert helped.returncode == 0 and "--allow-unmatched" in helped.stdout
+
+
+def test_one_signal_runs_from_search_and_eval_are_identical(tmp_path: Path) -> None:
+    """Issue 12 item 7: the same arm gives the same run file from `search` and from `eval`.
+
+    Before, `search --signals text` fused BM25 alone with RRF (ties turned into key order, CACM
+    nDCG@10 0.488218) while `eval` wrote BM25's own scores (0.488088).
+    """
+    cacm = DATASETS / "cacm"
+    if not (cacm / "qrels.text").is_file() or not (cacm / "query.text").is_file():
+        pytest.skip(f"CACM not found at {cacm} (../shared/datasets/cacm)")
+    collection = load_collection("cacm", DATASETS)
+    queries = write_jsonl(
+        tmp_path / "queries.jsonl", [{"_id": qid, "text": text} for qid, text in collection.queries.items()]
+    )
+    corpus = write_jsonl(
+        tmp_path / "corpus.jsonl", [{"key": d.key, "text": d.text} for d in collection.documents]
+    )
+    assert main(["index", str(corpus), "--index", str(tmp_path / "idx")]) == 0
+    searched = tmp_path / "search.trec"
+    argv = ["search", "--index", str(tmp_path / "idx"), "--queries", str(queries), "-k", "100"]
+    assert main([*argv, "--signals", "text", "--run-out", str(searched)]) == 0
+    out = tmp_path / "report"
+    argv = ["eval", "cacm", "--data", str(DATASETS), "--arms", "text=bm25", "--vectors", "none"]
+    assert main([*argv, "--k", "100", "--resamples", "10", "--out", str(out)]) == 0
+
+    def lines(path: Path) -> list[tuple[str, ...]]:
+        # Everything but the run tag (weft's default tag against the arm's name).
+        rows = [tuple(line.split()[:5]) for line in path.read_text(encoding="utf-8").splitlines()]
+        return [row for row in rows if row[0] in collection.qrels]  # eval runs judged queries only
+
+    evaluated = lines(next(out.rglob("text.trec")))
+    assert evaluated, "eval wrote no run lines"
+    assert lines(searched) == evaluated
