@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -286,3 +287,34 @@ def test_dense_and_sparse_accumulation_agree() -> None:
     for key, score in common.items():
         tf = 1 + int(key[1:]) % 3
         assert score == pytest.approx(bm25_term(tf, 200, 200, lengths[key], avgdl, 1.2, 0.75), rel=1e-13)
+
+
+def test_the_term_cache_is_bounded_and_changes_no_score(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14 item 6: the per-term cache kept every term ever queried, without end."""
+    import weftsearch.scorers.bm25 as bm25_module
+
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(300)]
+    documents = [
+        Document(f"d{i:04d}", " ".join(rng.choice(words, size=int(rng.integers(3, 30))))) for i in range(400)
+    ]
+    queries = [Query(" ".join(rng.choice(words, size=3))) for _ in range(200)]
+    # The reference: another index of the same documents, its cache never full.
+    reference = Index(SimpleAnalyzer())
+    reference.add_many(documents)
+    expected = [BM25Scorer().score(reference.snapshot(), q, 10) for q in queries]
+
+    budget = 500
+    monkeypatch.setattr(bm25_module, "TERM_CACHE_POSTINGS", budget)
+    index = Index(SimpleAnalyzer())
+    index.add_many(documents)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer()
+    for order in (queries, queries[::-1]):  # the second pass recomputes evicted terms
+        for query in order:
+            got = scorer.score(snapshot, query, 10)
+            want = expected[queries.index(query)]
+            assert got.ids.tolist() == want.ids.tolist()
+            assert got.scores.tobytes() == want.scores.tobytes()
+    cache: Any = snapshot.memo(("bm25.terms", scorer.k1, scorer.b), dict)
+    assert 0 < cache.postings <= budget
