@@ -50,6 +50,7 @@ from weftsearch.analysis import analyzer_names
 from weftsearch.corpus import (
     CORPUS_FORMATS,
     PROGRESS_DELAY,
+    FrozenVectors,
     NamedQuery,
     load_documents,
     load_qrels,
@@ -59,6 +60,7 @@ from weftsearch.corpus import (
     write_trec_run,
 )
 from weftsearch.demo import run_demo
+from weftsearch.engine.documents import Document
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
@@ -281,14 +283,19 @@ def _json_dump(payload: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------- commands
 
 
-def _cmd_index(args: argparse.Namespace) -> int:
-    started = time.perf_counter()
+def _read_corpus(args: argparse.Namespace) -> tuple[list[Document], FrozenVectors | None]:
+    """The documents of ``args.corpus`` with their ``--vectors`` (read and checked whole)."""
     vectors = None
     if args.vectors is not None:
         vectors = load_vectors(args.vectors, args.vector_ids)
     elif args.vector_ids is not None:
         raise InvalidParameterError("--vector-ids needs --vectors")
-    documents = load_documents(args.corpus, args.format, vectors=vectors)
+    return load_documents(args.corpus, args.format, vectors=vectors), vectors
+
+
+def _cmd_index(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    documents, vectors = _read_corpus(args)
     # With --overwrite the old index keeps serving until the commit below
     # replaces it in one rename (Index.create); any error before that leaves
     # it unchanged (the with block discards the new documents).
@@ -601,13 +608,8 @@ def _cmd_merge(args: argparse.Namespace) -> int:
 
 def _cmd_add(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    vectors = None
-    if args.vectors is not None:
-        vectors = load_vectors(args.vectors, args.vector_ids)
-    elif args.vector_ids is not None:
-        raise InvalidParameterError("--vector-ids needs --vectors")
     # Every line is read and checked before the index is opened: a bad line changes nothing.
-    documents = load_documents(args.corpus, args.format, vectors=vectors)
+    documents, _ = _read_corpus(args)
     if not documents:
         raise InvalidParameterError(f"{args.corpus} holds no documents; nothing to add")
     with Index.open(args.index) as index:
