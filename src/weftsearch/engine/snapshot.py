@@ -545,6 +545,20 @@ class Snapshot:
         """
         return self.memo(("engine", "links"), self._build_links)
 
+    def linked(self) -> sp.csr_array:
+        """Links in either direction as a symmetric sparse ``n x n`` 0/1 matrix (``links`` + its transpose).
+
+        Document i and j are linked when either links to the other. Built
+        once per snapshot from :meth:`links`, O(links).
+        """
+        return self.memo(("engine", "linked"), self._build_linked)
+
+    def _build_linked(self) -> sp.csr_array:
+        links = self.links()
+        both: sp.csr_array = sp.csr_array(links + links.T)
+        both.data[:] = 1.0
+        return both
+
     def _build_links(self) -> sp.csr_array:
         n = self._n_docs
         sources, targets = [], []

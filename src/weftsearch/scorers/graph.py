@@ -47,13 +47,8 @@ RESTARTS = ("uniform", "score")
 
 
 def _adjacency(snapshot: Snapshot, directed: bool) -> sp.csr_array:
-    """0/1 adjacency, row = from, column = to; symmetrised unless ``directed``."""
-    links = snapshot.links()
-    if directed:
-        return links
-    both: sp.csr_array = sp.csr_array(links + links.T)
-    both.data[:] = 1.0
-    return both
+    """0/1 adjacency, row = from, column = to; both directions (symmetric) unless ``directed``."""
+    return snapshot.links() if directed else snapshot.linked()
 
 
 class _SeededGraphScorer:
