@@ -74,7 +74,6 @@ from weftsearch.eval.harness import (
 from weftsearch.eval.links import DEFAULT_RANDOM_PAIRS, format_link_independence, link_independence
 from weftsearch.eval.runs import Arm, StreamCache, run_arm
 from weftsearch.eval.specs import ArmBuilder, ArmSpec, parse_arm
-from weftsearch.fusion import RRF, WeightedRRF
 
 __all__ = [
     "PRESET_ARMS",
@@ -244,104 +243,6 @@ def _vectors_for(collection: Any, variant: str | None, any_snapshot: bool) -> Co
     return load_frozen_vectors(collection, variant=variant, any_snapshot=any_snapshot)
 
 
-def _sweep(
-    kind: str,
-    testbed: Testbed,
-    arms: Mapping[str, Arm],
-    baseline: str,
-    builder: ArmBuilder,
-    *,
-    seed: int,
-    resamples: int,
-    cache: StreamCache,
-    k: int,
-) -> list[Sweep]:
-    # Every point keeps the report's k hits (its depth where that is smaller), so
-    # the point at an arm's own parameters reprints the arm's figure in the table:
-    # keeping fewer would cut tied scores at another place than the table does.
-    measure = "nDCG@10"
-    name, _, target = kind.partition(":")
-    if name not in SWEEP_KINDS:
-        raise InvalidParameterError(f"unknown sweep {kind!r} (known: rrf:ARM, weights:ARM, bm25)")
-    reference = run_arm(cache, arms[baseline], testbed.queries, k)
-    if name == "bm25":
-        if target:
-            raise InvalidParameterError("the bm25 sweep takes no arm: --sweep bm25")
-
-        def bm25_arm(k1: float, b: float) -> Arm:
-            return builder.arm(f"bm25-{k1:g}-{b:g}=bm25(k1={k1!r}, b={b!r})")
-
-        grid: dict[str, Sequence[Any]] = {"k1": BM25_K1, "b": BM25_B}
-        return [
-            sweep(
-                testbed,
-                "bm25 k1 x b",
-                bm25_arm,
-                grid,
-                measure=measure,
-                k=k,
-                reference=reference,
-                resamples=resamples,
-                seed=seed,
-                cache=cache,
-            )
-        ]
-    if target not in arms:
-        raise InvalidParameterError(f"sweep {kind!r}: no arm {target!r} (arms: {', '.join(arms)})")
-    arm = arms[target]
-    if name == "rrf" and len(arm.scorers) < 2:
-        raise InvalidParameterError(
-            f"sweep {kind!r}: arm {target!r} has one stream, which passes through unfused; nothing to sweep"
-        )
-    if name == "rrf":
-
-        def rrf_arm(k: float, depth: int) -> Arm:
-            return Arm(f"{arm.name}-k{k:g}-d{depth}", arm.scorers, RRF(k=k), depth=depth)
-
-        return [
-            sweep(
-                testbed,
-                f"{arm.name}: RRF k x depth",
-                rrf_arm,
-                {"k": RRF_KS, "depth": SWEEP_DEPTHS},
-                measure=measure,
-                k=k,
-                reference=reference,
-                resamples=resamples,
-                seed=seed,
-                cache=cache,
-            )
-        ]
-    if len(arm.scorers) < 2:
-        raise InvalidParameterError(f"sweep {kind!r}: arm {target!r} has one stream; nothing to weigh")
-    out = []
-    for stream in range(1, len(arm.scorers)):
-
-        def weighted_arm(weight: float, stream: int = stream) -> Arm:
-            weights = [1.0] * len(arm.scorers)
-            weights[stream] = weight
-            return Arm(
-                f"{arm.name}-w{stream + 1}-{weight:g}", arm.scorers, WeightedRRF(weights), depth=arm.depth
-            )
-
-        label = f"{arm.name}: weight of stream {stream + 1} ({arm.scorers[stream].name}), others 1"
-        out.append(
-            sweep(
-                testbed,
-                label,
-                weighted_arm,
-                {"weight": STREAM_WEIGHTS},
-                measure=measure,
-                k=k,
-                reference=reference,
-                resamples=resamples,
-                seed=seed,
-                cache=cache,
-            )
-        )
-    return out
-
-
 def run_experiment(
     dataset: str | Path,
     data: str | Path | None,
@@ -488,11 +389,6 @@ def run_experiment(
     )
     done: list[Sweep] = []
     for kind in sweeps:
-        if kind.startswith("grid:"):
-            done.extend(
-                _grid_sweep(kind, testbed, built, specs, builder, comparison, cache, seed, resamples, k)
-            )
-            continue
         done.extend(
             _sweep(
                 kind,
@@ -504,6 +400,7 @@ def run_experiment(
                 resamples=resamples,
                 cache=cache,
                 k=k,
+                specs=specs,
             )
         )
     validations: tuple[CrossValidation, ...] = ()
@@ -514,36 +411,45 @@ def run_experiment(
     return Experiment(comparison, tuple(done), learned, seconds, command, validations)
 
 
-def _grid_sweep(
+def _sweep(
     kind: str,
     testbed: Testbed,
     arms: Mapping[str, Arm],
-    specs: Sequence[ArmSpec],
+    baseline: str,
     builder: ArmBuilder,
-    comparison: Comparison,
-    cache: StreamCache,
+    *,
     seed: int,
     resamples: int,
+    cache: StreamCache,
     k: int,
+    specs: Sequence[ArmSpec] = (),
 ) -> list[Sweep]:
-    """``--sweep grid:ARM:NAME=V,V;...`` (see :mod:`weftsearch.eval.grids`), against the baseline."""
-    reference = run_arm(cache, arms[comparison.baseline], testbed.queries, k)
-    out = []
-    for family in families(kind, arms, {s.name: s for s in specs}, builder):
-        out.append(
-            sweep(
-                testbed,
-                family.label,
-                family.make_arm,
-                family.grid,
-                k=k,
-                reference=reference,
-                resamples=resamples,
-                seed=seed,
-                cache=cache,
-            )
+    """One ``--sweep`` (``rrf:ARM``, ``weights:ARM``, ``bm25``, ``grid:ARM:...``) against ``baseline``.
+
+    ``specs`` are the arms' specs, which a ``grid:`` sweep rebuilds its arm from.
+
+    The families and their grids are :func:`weftsearch.eval.grids.families`'. Every
+    point keeps the report's k hits (its depth where that is smaller), so the point
+    at an arm's own parameters reprints the arm's figure in the table: keeping fewer
+    would cut tied scores at another place than the table does.
+    """
+    chosen = families(kind, arms, {s.name: s for s in specs}, builder)
+    reference = run_arm(cache, arms[baseline], testbed.queries, k)
+    return [
+        sweep(
+            testbed,
+            family.label,
+            family.make_arm,
+            family.grid,
+            measure="nDCG@10",
+            k=k,
+            reference=reference,
+            resamples=resamples,
+            seed=seed,
+            cache=cache,
         )
-    return out
+        for family in chosen
+    ]
 
 
 def _cross_validated(

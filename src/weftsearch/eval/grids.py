@@ -215,6 +215,10 @@ def families(
     if target not in arms:
         raise InvalidParameterError(f"sweep {kind!r}: no arm {target!r} (arms: {', '.join(arms)})")
     arm = arms[target]
+    if name == "rrf" and len(arm.scorers) < 2:
+        raise InvalidParameterError(
+            f"sweep {kind!r}: arm {target!r} has one stream, which passes through unfused; nothing to sweep"
+        )
     if name == "rrf":
 
         def rrf_arm(k: float, depth: int) -> Arm:
