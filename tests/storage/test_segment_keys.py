@@ -54,3 +54,38 @@ def test_keys_at_refuses_what_keys_refuses(keys: list[str], asked: list[int]) ->
         segment_with_keys(keys).keys_at(np.array(asked, dtype=np.int64))
     with pytest.raises(CorruptIndexError):
         segment_with_keys(keys).keys()
+
+
+def test_keys_at_checks_the_offsets_once_per_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14 item 6: the O(n) offsets check ran on every lookup; now once per reader, so a
+    lookup costs O(k). Counted, not timed."""
+    import weftsearch.storage.segment as segment
+
+    calls: list[str] = []
+    real = segment._check_offsets
+
+    def counting(offsets: np.ndarray, count: int, limit: int, what: str, path: Path) -> None:
+        calls.append(what)
+        real(offsets, count, limit, what, path)
+
+    monkeypatch.setattr(segment, "_check_offsets", counting)
+    reader = segment_with_keys(VALID_KEYS)
+    for position in range(5):
+        assert reader.keys_at(np.array([position], dtype=np.int64)) == [VALID_KEYS[position]]
+    assert calls.count("keys") == 1
+    # Scrub (verify) checks the table afresh, whatever the reader has seen.
+    assert reader.verify() == []
+    assert calls.count("keys") >= 2
+
+
+def test_bad_key_offsets_are_refused_at_first_use_and_by_verify() -> None:
+    sections = {name: np.array(array) for name, array in SEGMENT_SECTIONS.items()}
+    offsets = sections["keys.offsets"].copy()
+    offsets[2], offsets[3] = offsets[3], offsets[2]  # decreasing: inconsistent
+    sections["keys.offsets"] = offsets
+    reader = SegmentReader(Path("<crafted>"), encode_sections(sections))
+    with pytest.raises(CorruptIndexError, match="offsets are inconsistent"):
+        reader.keys_at(np.array([0], dtype=np.int64))
+    with pytest.raises(CorruptIndexError, match="offsets are inconsistent"):
+        reader.keys_at(np.array([4], dtype=np.int64))  # a failed check is not remembered as passed
+    assert any("offsets are inconsistent" in problem for problem in reader.verify())
