@@ -14,8 +14,8 @@ the key tie-break becomes part of the score) without adding evidence.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
 import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
