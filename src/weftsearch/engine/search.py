@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -35,6 +36,8 @@ __all__ = [
     "SearchResults",
     "ExplainArrays",
     "search_snapshot",
+    "search_snapshot_many",
+    "MAX_THREADS",
     "results_of",
     "in_canonical_order",
     "DEFAULT_DEPTH",
@@ -473,6 +476,32 @@ def fuse_streams(fuser: Fuser, streams: Sequence[Stream], k: int, snapshot: Snap
     return check_fused(fuser.fuse(streams, k, snapshot), snapshot, k, len(streams), str(fuser.name))
 
 
+def _check_call(k: int, fuser: Fuser, scorers: Sequence[Scorer], depth: int | None) -> tuple[int, int]:
+    """``(k, depth)`` checked, once the scorers and the fuser are known to implement their protocols."""
+    k = check_k(k)
+    depth = max(k, DEFAULT_DEPTH) if depth is None else check_k(depth, "depth")
+    if depth < k:
+        raise InvalidParameterError(f"depth ({depth}) must be at least k ({k})")
+    if not scorers:
+        raise InvalidParameterError("search needs at least one scorer")
+    for scorer in scorers:
+        if not _implements(scorer, Scorer):
+            raise InvalidParameterError(f"{scorer!r} is not a Scorer (needs .name and .score)")
+    if not _implements(fuser, Fuser):
+        raise InvalidParameterError(f"{fuser!r} is not a Fuser (needs .name and .fuse)")
+    return k, depth
+
+
+def _as_query(query: object, position: int | None = None) -> Query:
+    """``query`` as a :class:`Query` (a string is its text), else :class:`InvalidQueryError`."""
+    if isinstance(query, Query):
+        return query
+    if isinstance(query, str):
+        return Query(text=query)
+    where = "" if position is None else f" (queries[{position}])"
+    raise InvalidQueryError(f"query must be a Query or str, got {type(query).__name__}{where}")
+
+
 def search_snapshot(
     snapshot: Snapshot,
     query: Query | str,
@@ -507,22 +536,8 @@ def search_snapshot(
         ScorerOutputError: a scorer or the fuser broke its contract.
 
     """
-    k = check_k(k)
-    depth = max(k, DEFAULT_DEPTH) if depth is None else check_k(depth, "depth")
-    if depth < k:
-        raise InvalidParameterError(f"depth ({depth}) must be at least k ({k})")
-    if isinstance(query, str):
-        query = Query(text=query)
-    elif not isinstance(query, Query):
-        raise InvalidQueryError(f"query must be a Query or str, got {type(query).__name__}")
-    if not scorers:
-        raise InvalidParameterError("search needs at least one scorer")
-    for scorer in scorers:
-        if not _implements(scorer, Scorer):
-            raise InvalidParameterError(f"{scorer!r} is not a Scorer (needs .name and .score)")
-    if not _implements(fuser, Fuser):
-        raise InvalidParameterError(f"{fuser!r} is not a Fuser (needs .name and .fuse)")
-
+    k, depth = _check_call(k, fuser, scorers, depth)
+    query = _as_query(query)
     labels = stream_labels(scorers)
     streams = [
         canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label)
@@ -584,3 +599,109 @@ def results_of(
         generation=snapshot.generation,
         depth=depth,
     )
+
+
+#: The most threads :func:`search_snapshot_many` accepts (a larger number is a mistake: the
+#: scoring kernels release the GIL, so threads beyond the machine's cores only queue).
+MAX_THREADS = 256
+
+#: Queries a batch hands to one task: each task scores its queries (through a scorer's
+#: ``score_many`` when it has one), then fuses them. Small enough that ``threads`` tasks
+#: share a batch evenly, large enough that a ``score_many`` amortises its set-up.
+_CHUNK = 64
+
+
+def _score_chunk(
+    snapshot: Snapshot,
+    queries: Sequence[Query],
+    k: int,
+    fuser: Fuser,
+    scorers: Sequence[Scorer],
+    labels: Sequence[str],
+    depth: int,
+) -> list[SearchResults]:
+    """Search each of ``queries``; a scorer offering ``score_many`` is called once for all of them."""
+    columns: list[list[Stream]] = []
+    for scorer, label in zip(scorers, labels, strict=True):
+        many = getattr(scorer, "score_many", None)
+        if callable(many):
+            streams = many(snapshot, queries, depth)
+            if not isinstance(streams, Sequence) or len(streams) != len(queries):
+                raise ScorerOutputError(
+                    f"scorer {label!r}: score_many returned {type(streams).__name__} "
+                    f"of {len(streams) if isinstance(streams, Sequence) else '?'} streams "
+                    f"for {len(queries)} queries"
+                )
+        else:
+            streams = [scorer.score(snapshot, query, depth) for query in queries]
+        columns.append([canonical_stream(stream, snapshot, depth, label) for stream in streams])
+    return [
+        results_of(snapshot, [column[row] for column in columns], labels, k, fuser, depth)
+        for row in range(len(queries))
+    ]
+
+
+def search_snapshot_many(
+    snapshot: Snapshot,
+    queries: Sequence[Query | str],
+    k: int,
+    fuser: Fuser,
+    scorers: Sequence[Scorer],
+    depth: int | None = None,
+    threads: int | None = None,
+) -> list[SearchResults]:
+    """Search ``snapshot`` for each of ``queries``: one :class:`SearchResults` per query, in order.
+
+    Each result is exactly what :func:`search_snapshot` returns for that
+    query on the same snapshot (same hits, scores, explanations), whatever
+    ``threads`` is. Queries go in chunks of 64; each chunk is one task: for
+    each scorer, if it offers the optional batch method
+    ``score_many(snapshot, queries, k) -> Sequence[Stream]`` (one stream per
+    query, in order, each what ``score`` would return for that query) it is
+    called once for the chunk, else ``score`` is called per query; then each
+    query's streams are checked and fused as in a single search.
+
+    Args:
+        snapshot: the one snapshot every query reads.
+        queries: :class:`Query` objects or strings (taken as query text); all
+            are checked before any is searched.
+        k: fused hits wanted per query, as in :func:`search_snapshot`.
+        fuser: merges each query's streams; not called for one scorer.
+        scorers: one or more scorers, fused in this order.
+        depth: candidates asked of each scorer per query; ``None`` means ``max(k, 100)``.
+        threads: ``None`` or 1 runs the chunks in this thread; ``n`` runs them
+            on a pool of ``n`` threads (1 to :data:`MAX_THREADS`). The scoring
+            kernels release the GIL, so threads overlap their scoring.
+
+    Raises:
+        InvalidParameterError: as :func:`search_snapshot`, ``queries`` not a
+            sequence, or a bad ``threads``.
+        InvalidQueryError: an item of ``queries`` is neither a Query nor a str
+            (the message gives its position).
+        ScorerOutputError: a scorer (or its ``score_many``) or the fuser broke its contract.
+
+    """
+    if isinstance(queries, (str, Query)) or not isinstance(queries, Sequence):
+        raise InvalidParameterError(
+            f"queries must be a sequence of Query or str, got {type(queries).__name__}"
+        )
+    k, depth = _check_call(k, fuser, scorers, depth)
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
+    ):
+        raise InvalidParameterError(f"threads must be an integer from 1 to {MAX_THREADS}, got {threads!r}")
+    checked = [_as_query(query, position) for position, query in enumerate(queries)]
+    labels = stream_labels(scorers)
+    chunks = [checked[start : start + _CHUNK] for start in range(0, len(checked), _CHUNK)]
+    results: list[SearchResults] = []
+    if threads is None or threads == 1 or len(chunks) <= 1:
+        for chunk in chunks:
+            results.extend(_score_chunk(snapshot, chunk, k, fuser, scorers, labels, depth))
+        return results
+    with ThreadPoolExecutor(max_workers=min(threads, len(chunks)), thread_name_prefix="weft-search") as pool:
+        futures = [
+            pool.submit(_score_chunk, snapshot, chunk, k, fuser, scorers, labels, depth) for chunk in chunks
+        ]
+        for future in futures:  # in submission order: results stay in query order
+            results.extend(future.result())
+    return results
