@@ -24,7 +24,9 @@ from weftsearch import (
     Stream,
     VectorScorer,
 )
+from weftsearch.analysis import SimpleAnalyzer
 from weftsearch.engine.search import canonical_stream, in_canonical_order
+from weftsearch.engine.snapshot import QUERY_TERMS_ENTRIES, QUERY_TERMS_MAX_TEXT, QueryTerms
 from weftsearch.engine.stream import order_by_score
 from weftsearch.errors import InvalidParameterError, InvalidQueryError, ScorerOutputError
 
@@ -394,3 +396,50 @@ def test_search_many_reads_one_snapshot() -> None:
         for results in index.search_many(queries(100, 1), 5, RRF(), BM25Scorer(), threads=3)
     }
     assert generations == {index.snapshot().generation}
+
+
+# ---------------------------------------------------------------- query analysis cache
+
+
+class CountingAnalyzer:
+    """The simple analyzer, counting the texts it analyses."""
+
+    name = "simple"
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def analyze(self, text: str) -> list[str]:
+        self.texts.append(text)
+        return SimpleAnalyzer().analyze(text)
+
+
+def test_a_query_text_is_analysed_once_across_searches_and_snapshots() -> None:
+    analyzer = CountingAnalyzer()
+    index = Index(analyzer=analyzer)
+    index.add_many(corpus(30, 1))
+    first = index.search("Graph Retrieval", 5, RRF(), BM25Scorer()).to_dict()
+    assert index.search("Graph Retrieval", 5, RRF(), BM25Scorer()).to_dict() == first
+    index.add(Document("zzz-new", "graph graph retrieval"))  # a new snapshot, the same analyzer
+    assert "zzz-new" in index.search("Graph Retrieval", 5, RRF(), BM25Scorer()).keys
+    index.search_many(["Graph Retrieval"] * 50, 5, RRF(), BM25Scorer(), threads=2)
+    assert analyzer.texts.count("Graph Retrieval") == 1
+
+
+def test_query_terms_are_the_analyzers_and_the_cache_is_bounded() -> None:
+    analyzer = CountingAnalyzer()
+    terms = QueryTerms(analyzer, entries=4)
+    got = terms("Dense Vectors, dense!")
+    assert got == SimpleAnalyzer().analyze("Dense Vectors, dense!")
+    got.append("mutated")  # each call hands out a new list
+    assert terms("Dense Vectors, dense!") == ["dense", "vectors", "dense"]
+    for number in range(10):
+        terms(f"text {number}")
+    assert terms.cached() == 4  # least recently used texts dropped
+    assert terms("Dense Vectors, dense!") == ["dense", "vectors", "dense"]
+    assert analyzer.texts.count("Dense Vectors, dense!") == 2  # evicted, analysed again
+    long_text = "word " * (QUERY_TERMS_MAX_TEXT // 5 + 1)
+    terms(long_text)
+    terms(long_text)
+    assert analyzer.texts.count(long_text) == 2  # never cached: the bound holds in memory too
+    assert QUERY_TERMS_ENTRIES > 0

@@ -41,7 +41,7 @@ from weftsearch.engine.documents import Document
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults, search_snapshot, search_snapshot_many
-from weftsearch.engine.snapshot import Snapshot
+from weftsearch.engine.snapshot import QueryTerms, Snapshot
 from weftsearch.engine.stats import IndexStats, SegmentStats, file_bytes, manifest_bytes
 from weftsearch.errors import (
     CorruptIndexError,
@@ -446,6 +446,7 @@ class Index:
         self._analyzer = get_analyzer(analyzer) if isinstance(analyzer, str) else analyzer
         if not isinstance(self._analyzer, Analyzer):
             raise InvalidParameterError(f"{analyzer!r} is not an Analyzer (needs .name and .analyze)")
+        self._query_terms = QueryTerms(self._analyzer)  # shared by every snapshot (bounded LRU)
         if vector_dim is not None and (
             isinstance(vector_dim, bool) or not isinstance(vector_dim, int) or vector_dim <= 0
         ):
@@ -1148,6 +1149,7 @@ class Index:
                 analyzer=self._analyzer,
                 vector_dim=self._vector_dim,
                 segments=[(s.reader, s.deleted) for s in self._segments],
+                query_terms=self._query_terms,
             )
             self._latest = self._snapshot
         return self._snapshot
