@@ -37,6 +37,7 @@ __all__ = [
     "ExplainArrays",
     "search_snapshot",
     "search_snapshot_many",
+    "score_queries",
     "MAX_THREADS",
     "results_of",
     "in_canonical_order",
@@ -611,6 +612,34 @@ MAX_THREADS = 256
 _CHUNK = 64
 
 
+def score_queries(
+    scorer: Scorer, label: str, snapshot: Snapshot, queries: Sequence[Query], depth: int
+) -> list[Stream]:
+    """Each query's checked, canonical stream from ``scorer``, in order.
+
+    Calls the scorer's optional ``score_many(snapshot, queries, depth)`` once
+    when it has one (see :func:`search_snapshot_many`), else ``score`` per
+    query; every stream then goes through :func:`canonical_stream`.
+
+    Raises:
+        ScorerOutputError: ``score_many`` returned other than one stream per
+            query, or a stream broke the contract. The message names ``label``.
+
+    """
+    many = getattr(scorer, "score_many", None)
+    if callable(many):
+        streams = many(snapshot, queries, depth)
+        if not isinstance(streams, Sequence) or len(streams) != len(queries):
+            raise ScorerOutputError(
+                f"scorer {label!r}: score_many returned {type(streams).__name__} "
+                f"of {len(streams) if isinstance(streams, Sequence) else '?'} streams "
+                f"for {len(queries)} queries"
+            )
+    else:
+        streams = [scorer.score(snapshot, query, depth) for query in queries]
+    return [canonical_stream(stream, snapshot, depth, label) for stream in streams]
+
+
 def _score_chunk(
     snapshot: Snapshot,
     queries: Sequence[Query],
@@ -621,20 +650,10 @@ def _score_chunk(
     depth: int,
 ) -> list[SearchResults]:
     """Search each of ``queries``; a scorer offering ``score_many`` is called once for all of them."""
-    columns: list[list[Stream]] = []
-    for scorer, label in zip(scorers, labels, strict=True):
-        many = getattr(scorer, "score_many", None)
-        if callable(many):
-            streams = many(snapshot, queries, depth)
-            if not isinstance(streams, Sequence) or len(streams) != len(queries):
-                raise ScorerOutputError(
-                    f"scorer {label!r}: score_many returned {type(streams).__name__} "
-                    f"of {len(streams) if isinstance(streams, Sequence) else '?'} streams "
-                    f"for {len(queries)} queries"
-                )
-        else:
-            streams = [scorer.score(snapshot, query, depth) for query in queries]
-        columns.append([canonical_stream(stream, snapshot, depth, label) for stream in streams])
+    columns = [
+        score_queries(scorer, label, snapshot, queries, depth)
+        for scorer, label in zip(scorers, labels, strict=True)
+    ]
     return [
         results_of(snapshot, [column[row] for column in columns], labels, k, fuser, depth)
         for row in range(len(queries))
