@@ -64,7 +64,9 @@ def timed(run: Callable[[], object]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="BEIR folder (default: SciFact)")
     parser.add_argument("--passes", type=int, default=5, help="alternating passes over every arm")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N queries")
