@@ -89,3 +89,23 @@ def test_bad_key_offsets_are_refused_at_first_use_and_by_verify() -> None:
     with pytest.raises(CorruptIndexError, match="offsets are inconsistent"):
         reader.keys_at(np.array([4], dtype=np.int64))  # a failed check is not remembered as passed
     assert any("offsets are inconsistent" in problem for problem in reader.verify())
+
+
+def test_each_key_is_checked_once_and_a_refused_key_stays_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    reader = segment_with_keys(VALID_KEYS)
+    checked: list[list[int]] = []
+    real = SegmentReader._check_keys_at
+
+    def counting(self: SegmentReader, blob: np.ndarray, offsets: np.ndarray, positions: np.ndarray) -> None:
+        checked.append(positions.tolist())
+        real(self, blob, offsets, positions)
+
+    monkeypatch.setattr(SegmentReader, "_check_keys_at", counting)
+    assert reader.keys_at(np.array([3, 1], dtype=np.int64)) == ["doc-d", "doc-b"]
+    assert reader.keys_at(np.array([1, 4, 3], dtype=np.int64)) == ["doc-b", "é-key", "doc-d"]
+    assert checked == [[3, 1], [4]]
+    bad = segment_with_keys(["doc-a", "doc-b", "doc-b", "doc-d", "é-key"])
+    for _ in range(2):
+        with pytest.raises(CorruptIndexError):
+            bad.keys_at(np.array([0, 2], dtype=np.int64))
+    assert bad.keys_at(np.array([0], dtype=np.int64)) == ["doc-a"]  # its neighbours are sound

@@ -519,18 +519,41 @@ class SegmentReader:
         return table
 
     def keys_at(self, local: NDArray[np.int64]) -> list[str]:
-        """Keys of some documents, decoded one by one (no full key-table decode). O(len(local))."""
+        """Keys of some documents, decoded one by one (no full key-table decode). O(len(local)).
+
+        Each key is checked the first time it is asked for (see below) and the
+        verdict kept (one byte per document, like :meth:`records_ok`), so a
+        later lookup only slices and decodes.
+        """
         if "keys" in self._cache:
             return [str(key) for key in self._cache["keys"][local]]
         blob, offsets = self._key_table()
-        # The rule keys() checks on the whole table, checked around each key asked for: every
-        # key is strictly between its neighbours (UTF-8 bytes order as the strings do), so a
-        # repeated key is refused here too, and no key holds NUL. O(len(local)).
         positions = np.asarray(local, dtype=np.int64)
+        checked: NDArray[np.bool_] = self._memo("keys.checked", lambda: np.zeros(self.n_docs, dtype=bool))
+        unchecked = positions[~checked[positions]]
+        if unchecked.size:
+            self._check_keys_at(blob, offsets, unchecked)
+            checked[unchecked] = True  # only after every one passed
+        view = memoryview(blob)  # type: ignore[arg-type]
+        bounds = offsets[positions].tolist(), offsets[positions + 1].tolist()
+        return [str(view[start:end], "utf-8") for start, end in zip(*bounds, strict=True)]
+
+    def _check_keys_at(
+        self, blob: NDArray[np.uint8], offsets: NDArray[np.uint64], positions: NDArray[np.int64]
+    ) -> None:
+        """The rule :meth:`keys` checks on the whole table, checked around each of ``positions``.
+
+        Every key is strictly between its neighbours (UTF-8 bytes order as the
+        strings do), so a repeated key is refused here too; no key holds NUL;
+        every key is valid UTF-8. O(len(positions)).
+
+        Raises:
+            CorruptIndexError: a key breaks the rule.
+
+        """
         last = self.n_docs - 1
         # Offsets of the key before, the key itself and the key after (clipped at the ends).
         cuts = offsets[np.clip(positions[:, None] + np.arange(-1, 3), 0, self.n_docs)].tolist()
-        keys = []
         for position, (start_before, start, end, end_after) in zip(positions.tolist(), cuts, strict=True):
             key = bytes(blob[start:end])
             if b"\x00" in key:
@@ -540,10 +563,9 @@ class SegmentReader:
             if (before is not None and not before < key) or (after is not None and not key < after):
                 raise self._corrupt("keys are not strictly increasing")
             try:
-                keys.append(key.decode("utf-8"))
+                key.decode("utf-8")
             except UnicodeDecodeError:
                 raise self._corrupt("a key is not valid UTF-8") from None
-        return keys
 
     def doc_lengths(self) -> NDArray[np.uint32]:
         """Analysed length of each document."""
