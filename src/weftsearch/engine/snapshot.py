@@ -364,7 +364,10 @@ class Snapshot:
     # ------------------------------------------------------------------ keys
 
     def _split(self, ids: IdArray) -> list[tuple[int, NDArray[np.intp], IdArray]]:
-        """Group ``ids`` by part: (part index, positions in ``ids``, local ids)."""
+        """Group ``ids`` by part: (part index, positions in ``ids``, local ids). O(len(ids))."""
+        if len(self._parts) == 1:  # the common case, without the grouping (a search calls this per hit list)
+            part = self._parts[0]
+            return [(0, np.arange(ids.shape[0]), part.live_locals[ids - part.base])]
         which = np.searchsorted(self._bases, ids, side="right") - 1
         groups = []
         for index in np.unique(which).tolist():
