@@ -443,3 +443,15 @@ def test_query_terms_are_the_analyzers_and_the_cache_is_bounded() -> None:
     terms(long_text)
     assert analyzer.texts.count(long_text) == 2  # never cached: the bound holds in memory too
     assert QUERY_TERMS_ENTRIES > 0
+
+
+def test_a_copied_ranked_stream_is_a_plain_stream() -> None:
+    import copy
+    import pickle
+
+    snapshot = segmented_index(1).snapshot()
+    ranked = Stream.ranked(np.arange(5, dtype=np.int64), np.arange(5, dtype=np.float64), 3, snapshot)
+    assert repr(ranked).startswith("Stream(ids=array([4, 3, 2])")
+    for clone in (copy.copy(ranked), pickle.loads(pickle.dumps(ranked))):
+        assert type(clone) is Stream and not clone.ranked_for(snapshot)
+        assert clone.ids.tolist() == [4, 3, 2] and clone.scores.tolist() == [4.0, 3.0, 2.0]

@@ -140,7 +140,7 @@ class Stream:
 
     def ranked_for(self, keys: KeyOrder) -> bool:
         """Whether :meth:`ranked` made this stream, in canonical order for ``keys``. O(1)."""
-        return isinstance(self, _RankedStream) and self._keys is keys
+        return isinstance(self, _RankedStream) and getattr(self, "_keys", None) is keys
 
     @classmethod
     def empty(cls) -> Stream:
@@ -160,6 +160,14 @@ class _RankedStream(Stream):
 
     __slots__ = ("_keys",)
     _keys: KeyOrder
+
+    def __repr__(self) -> str:
+        return f"Stream(ids={self.ids!r}, scores={self.scores!r})"
+
+    def __reduce__(self) -> tuple[type[Stream], tuple[IdArray, ScoreArray]]:
+        # A copy (pickle, copy.copy) is a plain Stream: the mark names one
+        # snapshot object, which a copy does not share.
+        return (Stream, (self.ids, self.scores))
 
 
 @dataclass(frozen=True, slots=True)
