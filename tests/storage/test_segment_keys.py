@@ -109,3 +109,22 @@ def test_each_key_is_checked_once_and_a_refused_key_stays_refused(monkeypatch: p
         with pytest.raises(CorruptIndexError):
             bad.keys_at(np.array([0, 2], dtype=np.int64))
     assert bad.keys_at(np.array([0], dtype=np.int64)) == ["doc-a"]  # its neighbours are sound
+
+
+@pytest.mark.parametrize("count", [1, 31, 32, 80])
+def test_keys_at_decodes_many_keys_at_once_as_one_by_one(count: int) -> None:
+    """Both decoding paths (key by key below 32 keys, one gather from 32) give the table's keys,
+    non-ASCII and one-character keys included, in the order asked, the last key of the table too."""
+    from weftsearch import Document, Index
+
+    keys = sorted({f"k{n:03d}" for n in range(60)} | {"é", "日本語キー", "z", "a", "ß-key", "🙂"})
+    index = Index(analyzer="simple")
+    index.add_many(Document(key, "word") for key in keys)
+    reader = index.snapshot().parts[0].reader
+    rng = np.random.default_rng(count)
+    positions = rng.choice(len(keys), size=min(count, len(keys)), replace=False).astype(np.int64)
+    positions[0] = len(keys) - 1
+    expected = [keys[p] for p in positions.tolist()]
+    assert reader.keys_at(positions) == expected
+    assert reader.keys_at(positions) == expected  # checked keys: the fast path
+    assert reader.keys_at(np.array([], dtype=np.int64)) == []

@@ -385,6 +385,9 @@ class Snapshot:
     def keys_of(self, ids: IdArray) -> list[str]:
         """Keys of many internal ids, in the same order. O(len(ids))."""
         ids = self._check_ids(ids)
+        if len(self._parts) == 1:
+            part = self._parts[0]
+            return part.reader.keys_at(part.live_locals[ids - part.base])
         out = np.empty(ids.shape[0], dtype=object)
         for index, positions, local in self._split(ids):
             out[positions] = self._parts[index].reader.keys_at(local)

@@ -315,6 +315,12 @@ def encode_columns(columns: SegmentColumns, *, pause: Pause = no_pause) -> bytes
     )
 
 
+#: From this many keys on, :meth:`SegmentReader.keys_at` gathers their bytes in one numpy
+#: step and decodes once; below it, decoding key by key is cheaper (measured: equal near 30
+#: keys, the gather 1.3x faster at 100, key by key 2-3x faster at 10).
+_GATHER_KEYS_FROM = 32
+
+
 def _check_offsets(offsets: NDArray[np.uint64], count: int, limit: int, what: str, path: Path) -> None:
     """Offsets must be ``count + 1`` long, start at 0, never decrease and end at ``limit``."""
     if (
@@ -530,13 +536,27 @@ class SegmentReader:
         blob, offsets = self._key_table()
         positions = np.asarray(local, dtype=np.int64)
         checked: NDArray[np.bool_] = self._memo("keys.checked", lambda: np.zeros(self.n_docs, dtype=bool))
-        unchecked = positions[~checked[positions]]
-        if unchecked.size:
+        seen = checked[positions]
+        if not seen.all():
+            unchecked = positions[~seen]
             self._check_keys_at(blob, offsets, unchecked)
             checked[unchecked] = True  # only after every one passed
-        view = memoryview(blob)  # type: ignore[arg-type]
-        bounds = offsets[positions].tolist(), offsets[positions + 1].tolist()
-        return [str(view[start:end], "utf-8") for start, end in zip(*bounds, strict=True)]
+        if positions.shape[0] < _GATHER_KEYS_FROM:
+            view = memoryview(blob)  # type: ignore[arg-type]
+            bounds = offsets[positions].tolist(), offsets[positions + 1].tolist()
+            return [str(view[start:end], "utf-8") for start, end in zip(*bounds, strict=True)]
+        # One vectorised gather and one decode for all the keys: their bytes are
+        # copied side by side with a NUL after each (no key holds NUL: checked
+        # above), decoded once, and split at the NULs.
+        starts = offsets[positions].astype(np.int64)
+        lengths = offsets[positions + 1].astype(np.int64) - starts
+        sizes = lengths + 1
+        first = np.cumsum(sizes) - sizes
+        source = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(starts - first, sizes)
+        np.minimum(source, max(blob.shape[0] - 1, 0), out=source)  # a separator may point past the end
+        gathered = blob[source] if blob.shape[0] else np.zeros(source.shape[0], dtype=np.uint8)
+        gathered[first + lengths] = 0
+        return gathered.tobytes().decode("utf-8").split("\x00")[:-1]
 
     def _check_keys_at(
         self, blob: NDArray[np.uint8], offsets: NDArray[np.uint64], positions: NDArray[np.int64]
