@@ -628,6 +628,15 @@ class Qdrant:
         )
         return [self.keys[int(point.id)] for point in result.points]
 
+    def bm25(self, tokens: Sequence[str], k: int) -> list[str]:
+        """The sparse vector alone: Qdrant's top-k by BM25 (the smoke test checks it against weft's)."""
+        counts = Counter(t for t in tokens if t in self.vocabulary)
+        sparse = self.models.SparseVector(
+            indices=[self.vocabulary[t] for t in counts], values=[float(c) for c in counts.values()]
+        )
+        result = self.client.query_points("docs", query=sparse, using="bm25", limit=k)
+        return [self.keys[int(point.id)] for point in result.points]
+
     def run_many(
         self, queries: Sequence[Sequence[str]], vectors: NDArray[np.float32], k: int
     ) -> list[list[str]]:
