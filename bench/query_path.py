@@ -412,16 +412,20 @@ class Weft:
 
 
 class WeftRaw:
-    """``Index.search`` on raw query text with the english analyzer (analysis included)."""
+    """``Index.search`` on raw query text with the english analyzer (analysis included).
 
-    def __init__(self, workload: Workload) -> None:
+    Built like :class:`Weft` (on disk, committed, one segment), so the difference
+    between the two rows is the analysis of the query text.
+    """
+
+    def __init__(self, workload: Workload, directory: Path) -> None:
         assert workload.raw_docs is not None and workload.raw_queries is not None
-        self.index = Index("english")
+        self.index = Index.create(directory, "english")
         self.index.add_many(
             (Document(key, text) for key, text in zip(workload.doc_keys, workload.raw_docs, strict=True)),
             progress=False,
         )
-        self.index.snapshot()
+        self.index.commit()
         self.scorer = BM25Scorer(k1=K1, b=B)
         self.fuser = RRF(RRF_K)
         self.queries = list(workload.raw_queries)
@@ -534,6 +538,7 @@ class Lance:
     def __init__(self, workload: Workload, directory: Path) -> None:
         import lancedb
         import pyarrow as pa
+        from lancedb.index import FTS
         from lancedb.rerankers import RRFReranker
 
         assert workload.doc_vectors is not None
@@ -546,14 +551,16 @@ class Lance:
             }
         )
         self.table: Any = lancedb.connect(str(directory)).create_table("docs", table)
-        self.table.create_fts_index(
+        self.table.create_index(
             "text",
-            base_tokenizer="whitespace",
-            lower_case=False,
-            stem=False,
-            remove_stop_words=False,
-            ascii_folding=False,
-            with_position=False,
+            config=FTS(
+                base_tokenizer="whitespace",
+                lower_case=False,
+                stem=False,
+                remove_stop_words=False,
+                ascii_folding=False,
+                with_position=False,
+            ),
         )
         self.reranker = RRFReranker(K=RRF_K)
 
@@ -779,7 +786,7 @@ def bm25_tables(
     tables = []
     with tempfile.TemporaryDirectory(prefix="weft-bench-") as tmp:
         weft = Weft(workload, Path(tmp) / "weft", with_vectors=False)
-        raw = WeftRaw(workload) if workload.raw_queries is not None else None
+        raw = WeftRaw(workload, Path(tmp) / "raw") if workload.raw_queries is not None else None
         numba = (
             Bm25s(workload, "numba")
             if "bm25s" in peers and installed("numba") and installed("bm25s")
@@ -891,6 +898,8 @@ def bm25_tables(
                 )
             )
         weft.close()
+        if raw is not None:
+            raw.index.close()
     return tables
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -34,7 +36,7 @@ def _needs(module: str) -> None:
         pytest.skip(f"{module} is not installed (pip install -e '.[bench]')")
 
 
-def _toy(n_docs: int = 400, n_queries: int = 25, dim: int = 16) -> object:
+def _toy(n_docs: int = 400, n_queries: int = 25, dim: int = 16) -> Any:
     """A small synthetic workload, documents shorter than 24 tokens, with vectors and judgements.
 
     Below 24 tokens tantivy stores document lengths exactly, so its BM25 is weft's formula.
@@ -54,12 +56,12 @@ def _toy(n_docs: int = 400, n_queries: int = 25, dim: int = 16) -> object:
 
 
 @pytest.fixture(scope="module")
-def toy() -> object:
+def toy() -> Any:
     return _toy()
 
 
 @pytest.fixture(scope="module")
-def weft(toy: object, tmp_path_factory: pytest.TempPathFactory) -> object:
+def weft(toy: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     engine = qp.Weft(toy, tmp_path_factory.mktemp("weft") / "index")
     yield engine
     engine.close()
@@ -83,7 +85,7 @@ def test_alternate_interleaves_weft_and_peer() -> None:
     assert all(len(row.seconds) == 2 for row in rows.values())
 
 
-def _agree_up_to_ties(weft: object, theirs: list[list[str]], k: int, rel: float) -> None:
+def _agree_up_to_ties(weft: Any, theirs: list[list[str]], k: int, rel: float) -> None:
     """Each peer list scores, under weft's own BM25, what weft's top-k scores, position by position.
 
     Peers break exact ties their own way and bm25s/tantivy round scores to float32, so
@@ -99,19 +101,19 @@ def _agree_up_to_ties(weft: object, theirs: list[list[str]], k: int, rel: float)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
-def test_bm25s_top10_agrees_with_weft(toy: object, weft: object, backend: str) -> None:
+def test_bm25s_top10_agrees_with_weft(toy: Any, weft: Any, backend: str) -> None:
     _needs("bm25s")
     if backend == "numba":
         _needs("numba")
     _agree_up_to_ties(weft, qp.Bm25s(toy, backend).rankings(10), 10, 1e-5)
 
 
-def test_tantivy_top10_agrees_with_weft(toy: object, weft: object, tmp_path: Path) -> None:
+def test_tantivy_top10_agrees_with_weft(toy: Any, weft: Any, tmp_path: Path) -> None:
     _needs("tantivy")
     _agree_up_to_ties(weft, qp.Tantivy(toy, tmp_path / "tantivy").rankings(10), 10, 1e-5)
 
 
-def test_qdrant_bm25_and_rrf_agree_with_weft(toy: object, weft: object) -> None:
+def test_qdrant_bm25_and_rrf_agree_with_weft(toy: Any, weft: Any) -> None:
     _needs("qdrant_client")
     qdrant = qp.Qdrant(toy)
     _agree_up_to_ties(weft, [qdrant.bm25(tokens, 10) for tokens in toy.query_tokens], 10, 1e-5)
@@ -138,7 +140,7 @@ def test_qdrant_bm25_and_rrf_agree_with_weft(toy: object, weft: object) -> None:
     assert checked >= 5, f"only {checked} queries without BM25 ties"
 
 
-def test_lancedb_hybrid_returns_k_keys(toy: object, tmp_path: Path) -> None:
+def test_lancedb_hybrid_returns_k_keys(toy: Any, tmp_path: Path) -> None:
     """LanceDB's FTS BM25 and RRF reranker are its own, so only the shape is checked here."""
     _needs("lancedb")
     lance = qp.Lance(toy, tmp_path / "lance")
@@ -146,7 +148,7 @@ def test_lancedb_hybrid_returns_k_keys(toy: object, tmp_path: Path) -> None:
     assert all(len(keys) == 10 and len(set(keys)) == 10 for keys in ranked)
 
 
-def test_bm25_tables_produce_every_row(toy: object) -> None:
+def test_bm25_tables_produce_every_row(toy: Any) -> None:
     tables = qp.bm25_tables(toy, [10, 100], 1)
     assert [t.title.split("top-")[1].split(",")[0] for t in tables] == ["10", "100"]
     for table in tables:
@@ -173,7 +175,7 @@ def test_bm25_tables_produce_every_row(toy: object) -> None:
         assert table.as_json()["rows"][0]["ratio_weft_scorer_over_row"] == 1.0
 
 
-def test_hybrid_tables_produce_every_row(toy: object) -> None:
+def test_hybrid_tables_produce_every_row(toy: Any) -> None:
     tables = qp.hybrid_tables(toy, [10], 1, 3)
     (table,) = tables
     assert len(table.rows) == 3
@@ -184,7 +186,7 @@ def test_hybrid_tables_produce_every_row(toy: object) -> None:
         assert row.unavailable or row.ndcg10 is not None
 
 
-def test_index_table_builds_in_children(toy: object) -> None:
+def test_index_table_builds_in_children(toy: Any) -> None:
     table = qp.index_table(toy)
     engines = [record["engine"] for record in table.records]
     assert engines[0] == "weft" and engines[0] in table.custom_markdown
