@@ -76,11 +76,12 @@ The slow peers (LanceDB, Qdrant local) are timed on the first ``--slow-queries``
 judged queries only (their nDCG@10 is over all judged queries, from one untimed run).
 
 Indexing (``index``): each build runs in its own child process (``--build-child``), the
-corpus loaded and analysed before the clock starts; docs/s is documents / (add + commit
-seconds, on disk). The parent waits for the child with ``os.wait4``, whose resource usage
-is what ``resource.getrusage(RUSAGE_CHILDREN)`` would report for that one child: its peak
-resident set (``ru_maxrss``) including the descendants it waited for (weft-search's
-forked encoder). A child that only loads the corpus gives the baseline. The size on disk
+token file read before the clock starts; docs/s is documents / (add + commit seconds, on
+disk). A bare launcher interpreter starts each child and, once it has exited, prints
+``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``: the child's peak resident set, including
+the descendants it waited for (weft-search's forked encoder). (Not this process: a child
+forked from it would carry this process's resident set in its high-water mark.) A child
+that only reads the token file gives the baseline. The size on disk
 is the sum of the sizes of the files the build left in its directory.
 
 Usage: ``python bench/query_path.py [--parts scifact,index] [--passes 5] [--out out.json]``.
@@ -727,14 +728,16 @@ class Table:
     def markdown(self) -> str:
         """The table in Markdown, the load average above it."""
         load = ", ".join(f"{x:.2f}" for x in self.load)
+        one = self.scorer_label == self.search_label  # the hybrid table: one weft reference
         lines = [
             f"### {self.title}",
             "",
             f"load average {load}; fastest of {self.passes} alternating passes (median, slowest beside it)",
             "",
             "| row | queries | q/s fastest | q/s median | q/s slowest | nDCG@10 | same top-k as weft scorer "
-            f"| {self._short(self.scorer_label)} ÷ row | {self._short(self.search_label)} ÷ row |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {self._short(self.scorer_label)} ÷ row |"
+            + ("" if one else f" {self._short(self.search_label)} ÷ row |"),
+            "|---|---:|---:|---:|---:|---:|---:|---:|" + ("" if one else "---:|"),
         ]
 
         def fmt(value: float | None, spec: str) -> str:
@@ -742,14 +745,14 @@ class Table:
 
         for row in self.rows:
             if row.unavailable:
-                lines.append(f"| {row.label} | | {row.unavailable} | | | | | | |")
+                lines.append(f"| {row.label} | | {row.unavailable} | | | | |" + ("" if one else " |"))
                 continue
             lines.append(
                 f"| {row.label} | {row.n_queries:,} | {row.best:,.0f} | {row.median:,.0f} "
                 f"| {row.slowest:,.0f} "
                 f"| {fmt(row.ndcg10, '.4f')} | {fmt(row.same_as_weft, '.1%')} "
-                f"| {fmt(self.ratio(self.scorer_label, row), '.2f')} "
-                f"| {fmt(self.ratio(self.search_label, row), '.2f')} |"
+                f"| {fmt(self.ratio(self.scorer_label, row), '.2f')} |"
+                + ("" if one else f" {fmt(self.ratio(self.search_label, row), '.2f')} |")
             )
         lines += ["", *(f"- {note}" for note in self.notes)]
         return "\n".join(lines)
@@ -1047,8 +1050,22 @@ def build_child(engine: str, corpus: Path, directory: Path) -> dict[str, Any]:
     return {"docs": n, "seconds": time.perf_counter() - start if engine != "none" else 0.0}
 
 
+#: Runs its arguments as a child process and prints the child's peak RSS (KiB) as its last line.
+LAUNCHER = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.run(sys.argv[1:]).returncode\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "sys.exit(code)\n"
+)
+
+
 def measure_build(engine: str, corpus: Path) -> Build:
-    """Run one build in a fresh child process; its peak RSS from ``os.wait4``."""
+    """Run one build in a fresh child process; its peak RSS from ``getrusage(RUSAGE_CHILDREN)``.
+
+    The build child's parent is a bare launcher interpreter that waits for it alone, so
+    ``RUSAGE_CHILDREN`` there is that child's peak resident set, including the descendants
+    it waited for (weft-search's forked encoder).
+    """
     with tempfile.TemporaryDirectory(prefix="weft-bench-build-") as tmp:
         directory = Path(tmp) / engine
         directory.mkdir()
@@ -1056,15 +1073,19 @@ def measure_build(engine: str, corpus: Path) -> Build:
         command = [sys.executable, str(Path(__file__).resolve()), "--build-child", engine, str(corpus)]
         command += ["--build-dir", str(directory), "--build-out", str(out)]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        process = subprocess.Popen(command, env=env)
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        if process.returncode != 0:
-            raise RuntimeError(f"build child {engine} on {corpus} failed with {process.returncode}")
+        # A forked child's ru_maxrss counts the forking process's resident set up to its
+        # exec (Linux keeps the old image's high-water mark), so the build child is started
+        # by a bare launcher interpreter, not by this (large) process.
+        launcher = subprocess.run(
+            [sys.executable, "-S", "-c", LAUNCHER, *command], env=env, stdout=subprocess.PIPE, text=True
+        )
+        if launcher.returncode != 0:
+            raise RuntimeError(f"build child {engine} on {corpus} failed with {launcher.returncode}")
+        maxrss_kib = int(launcher.stdout.split()[-1])
         result = json.loads(out.read_text(encoding="utf-8"))
         size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
         # ru_maxrss is in KiB on Linux.
-        return Build(engine, int(result["docs"]), float(result["seconds"]), usage.ru_maxrss / 1024, size)
+        return Build(engine, int(result["docs"]), float(result["seconds"]), maxrss_kib / 1024, size)
 
 
 def index_table(workload: Workload) -> Table:
