@@ -745,7 +745,7 @@ class Table:
 
         for row in self.rows:
             if row.unavailable:
-                lines.append(f"| {row.label} | | {row.unavailable} | | | | |" + ("" if one else " |"))
+                lines.append(f"| {row.label} | | {row.unavailable} | | | | | |" + ("" if one else " |"))
                 continue
             lines.append(
                 f"| {row.label} | {row.n_queries:,} | {row.best:,.0f} | {row.median:,.0f} "

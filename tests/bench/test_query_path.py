@@ -172,6 +172,8 @@ def test_bm25_tables_produce_every_row(toy: Any) -> None:
                 assert "not installed" in row.unavailable or "search_many" in row.label
         markdown = table.markdown()
         assert all(label in markdown for label in expected) and "load average" in markdown
+        widths = {line.count("|") for line in markdown.splitlines() if line.startswith("|")}
+        assert len(widths) == 1, "every table line has the header's number of cells"
         assert table.as_json()["rows"][0]["ratio_weft_scorer_over_row"] == 1.0
 
 
@@ -184,6 +186,8 @@ def test_hybrid_tables_produce_every_row(toy: Any) -> None:
     for row in table.rows[1:]:
         assert bool(row.seconds) != bool(row.unavailable), row.label
         assert row.unavailable or row.ndcg10 is not None
+    widths = {line.count("|") for line in table.markdown().splitlines() if line.startswith("|")}
+    assert len(widths) == 1, "every table line has the header's number of cells"
 
 
 def test_index_table_builds_in_children(toy: Any) -> None:
