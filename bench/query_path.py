@@ -32,6 +32,9 @@ text with the english analyzer, which is the analysis cost the others leave out.
   user calls (one stream), on an index created on disk and committed (one segment).
   With 2 threads the queries are split between two threads searching at once; the
   figure is the aggregate (queries / wall seconds).
+* ``weft Index.search (10 segments)``: the same call on the same documents committed in 10
+  equal parts kept as 10 segments (``--segments N``; 0 leaves the row out), as after an
+  incremental ingest before merging.
 * ``weft Index.search_many``: ``index.search_many(queries, k, RRF(), BM25Scorer(),
   threads=T)`` when the installed weft-search has it (feature-detected); otherwise
   its rows print "not available".
@@ -118,6 +121,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import partial
 from importlib import metadata
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +130,7 @@ from numpy.typing import NDArray
 
 import weftsearch
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, Snapshot, VectorScorer
+from weftsearch.engine.index import MergePolicy
 from weftsearch.eval.metrics import evaluate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -350,12 +355,24 @@ def has_search_many() -> bool:
 class Weft:
     """weft-search through its public API, on an index created on disk and committed."""
 
-    def __init__(self, workload: Workload, directory: Path, *, with_vectors: bool = True) -> None:
+    def __init__(
+        self, workload: Workload, directory: Path, *, with_vectors: bool = True, segments: int = 1
+    ) -> None:
+        """Build the index; ``segments`` > 1 commits the documents in that many equal parts.
+
+        The parts stay separate segments (a merge factor above their number), as after
+        an incremental ingest before merging.
+        """
         vectors = with_vectors and workload.doc_vectors is not None
         dim = workload.doc_vectors.shape[1] if vectors and workload.doc_vectors is not None else None
-        self.index = Index.create(directory, PreTokenizedAnalyzer(), vector_dim=dim)
-        self.index.add_many(_weft_documents(workload, vectors), progress=False)
-        self.index.commit()
+        policy = MergePolicy(factor=max(10, segments + 1))
+        self.index = Index.create(directory, PreTokenizedAnalyzer(), vector_dim=dim, merge_policy=policy)
+        documents = _weft_documents(workload, vectors)
+        bounds = np.linspace(0, len(documents), segments + 1).astype(int)
+        for start, stop in pairwise(bounds.tolist()):
+            self.index.add_many(documents[start:stop], progress=False)
+            self.index.commit()
+        del documents
         self.snapshot: Snapshot = self.index.snapshot()
         self.scorer = BM25Scorer(k1=K1, b=B)
         self.vector = VectorScorer()
@@ -784,11 +801,22 @@ def bm25_tables(
     *,
     peers: Sequence[str] = ("bm25s", "tantivy"),
     threads: Sequence[int] = (1, 2),
+    segments: int = 10,
 ) -> list[Table]:
-    """Time every BM25 row on ``workload`` at each k; one table per k."""
+    """Time every BM25 row on ``workload`` at each k; one table per k.
+
+    ``segments`` > 1 adds ``Index.search`` on the same documents committed in that many
+    segments (issue 14's target: >= 0.8x the one-segment q/s); 0 or 1 leaves it out.
+    """
     tables = []
     with tempfile.TemporaryDirectory(prefix="weft-bench-") as tmp:
         weft = Weft(workload, Path(tmp) / "weft", with_vectors=False)
+        split = (
+            Weft(workload, Path(tmp) / "split", with_vectors=False, segments=segments)
+            if segments > 1
+            else None
+        )
+        split_label = f"weft Index.search ({segments} segments)"
         raw = WeftRaw(workload, Path(tmp) / "raw") if workload.raw_queries is not None else None
         numba = (
             Bm25s(workload, "numba")
@@ -816,6 +844,8 @@ def bm25_tables(
                             n,
                         )
                     )
+            if split is not None:
+                arms.append(Arm(split_label, "weft", partial(split.run_search, k), n))
             for t in threads:
                 label = f"weft Index.search_many (threads={t})"
                 if has_search_many():
@@ -871,6 +901,8 @@ def bm25_tables(
             everyone = list(range(n))
             mine = weft.rankings(k)
             rankings: dict[str, list[list[str]]] = {SCORER: mine, SEARCH: weft.search_rankings(k)}
+            if split is not None:
+                rankings[split_label] = split.search_rankings(k)
             if numba is not None:
                 rankings["bm25s numba, one call per query"] = rankings["bm25s numba, batch"] = numba.rankings(
                     k
@@ -901,6 +933,8 @@ def bm25_tables(
                 )
             )
         weft.close()
+        if split is not None:
+            split.close()
         if raw is not None:
             raw.index.close()
     return tables
@@ -1249,12 +1283,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 workload.raw_queries = workload.raw_queries[: args.queries]
             if workload.query_vectors is not None:
                 workload.query_vectors = workload.query_vectors[: args.queries]
-        emit(bm25_tables(workload, ks, args.passes))
+        emit(bm25_tables(workload, ks, args.passes, segments=args.segments))
         if workload.query_vectors is not None and workload.qrels is not None and not args.no_hybrid:
             emit(hybrid_tables(workload, ks, args.hybrid_passes, args.slow_queries))
     for part, size in (("synth100k", 100_000), ("synth1m", 1_000_000)):
         if part in args.parts:
-            emit(bm25_tables(synthetic(size, args.synthetic_queries), ks, args.passes))
+            emit(
+                bm25_tables(synthetic(size, args.synthetic_queries), ks, args.passes, segments=args.segments)
+            )
     if "index" in args.parts:
         emit([index_table(load_scifact(args.data, with_vectors=False))])
     if "index1m" in args.parts:
@@ -1282,6 +1318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--synthetic-queries", type=int, default=1000, help="queries of the synthetic corpora"
     )
     parser.add_argument("--no-hybrid", action="store_true", help="skip the hybrid arm")
+    parser.add_argument(
+        "--segments", type=int, default=10, help="also time Index.search on N segments (0: skip)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
     parser.add_argument("--build-child", nargs=2, metavar=("ENGINE", "CORPUS"), help=argparse.SUPPRESS)
     parser.add_argument("--build-dir", type=Path, help=argparse.SUPPRESS)

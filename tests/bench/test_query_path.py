@@ -148,6 +148,16 @@ def test_lancedb_hybrid_returns_k_keys(toy: Any, tmp_path: Path) -> None:
     assert all(len(keys) == 10 and len(set(keys)) == 10 for keys in ranked)
 
 
+def test_split_index_has_its_segments_and_the_same_results(toy: Any, weft: Any, tmp_path: Path) -> None:
+    split = qp.Weft(toy, tmp_path / "split", segments=4)
+    try:
+        assert split.index.segment_count == 4 and weft.index.segment_count == 1
+        # Collection statistics are global, so the rankings are the one-segment index's.
+        assert split.search_rankings(10) == weft.search_rankings(10)
+    finally:
+        split.close()
+
+
 def test_bm25_tables_produce_every_row(toy: Any) -> None:
     tables = qp.bm25_tables(toy, [10, 100], 1)
     assert [t.title.split("top-")[1].split(",")[0] for t in tables] == ["10", "100"]
@@ -164,6 +174,7 @@ def test_bm25_tables_produce_every_row(toy: Any) -> None:
             "bm25s numpy, one call per query",
             "bm25s numpy, batch",
             "tantivy, one call per query",
+            "weft Index.search (10 segments)",
         ]
         assert sorted(labels) == sorted(expected)
         for row in table.rows:
