@@ -46,7 +46,8 @@ text with the english analyzer, which is the analysis cost the others leave out.
   twice, as BM25's qtf), ``searcher.search(query, k)``, one segment, one call per query.
   Its BM25 is weft's, but on document lengths stored in one lossy byte.
 * hybrid ``weft``: ``index.search(Query(text, vector), k, RRF(), BM25Scorer(),
-  VectorScorer(), depth=100)`` (the vector scorer's default nprobe).
+  VectorScorer(), depth=100)`` (the vector scorer's default nprobe), and the same with
+  ``VectorScorer(nprobe=None)`` (the exact scan the peers run), to compare at equal nDCG@10.
 * hybrid ``LanceDB``: a table with the text (native FTS index, whitespace tokenizer,
   BM25) and the vectors (no vector index: an exact flat scan, L2 on unit vectors, the
   same order as cosine), ``search(query_type="hybrid").vector(v).text(t)
@@ -415,9 +416,15 @@ class Weft:
         search_many: Any = getattr(self.index, "search_many")  # noqa: B009  (feature-detected)
         search_many(self.queries, k, self.fuser, self.scorer, threads=threads)
 
-    def run_hybrid(self, k: int, queries: Sequence[Query]) -> list[list[str]]:
-        """BM25 + vector fused by RRF at depth 100; the keys of each query's hits."""
-        index, fuser, bm25, vector = self.index, self.fuser, self.scorer, self.vector
+    def run_hybrid(
+        self, k: int, queries: Sequence[Query], vector: VectorScorer | None = None
+    ) -> list[list[str]]:
+        """BM25 + vector fused by RRF at depth 100; the keys of each query's hits.
+
+        ``vector`` defaults to ``VectorScorer()`` (its default nprobe on partitioned segments).
+        """
+        index, fuser, bm25 = self.index, self.fuser, self.scorer
+        vector = self.vector if vector is None else vector
         return [[hit.key for hit in index.search(q, k, fuser, bm25, vector, depth=DEPTH)] for q in queries]
 
     def rankings(self, k: int) -> list[list[str]]:
@@ -966,7 +973,10 @@ def hybrid_tables(workload: Workload, ks: Sequence[int], passes: int, slow_queri
             "LanceDB hybrid (FTS BM25 + flat vector, RRFReranker)",
             "Qdrant local (sparse BM25 + dense, RRF k=60)",
         )
+        exact_label = "weft Index.search, BM25 + exact vector scan (nprobe=None), RRF, depth 100"
+        exact = VectorScorer(nprobe=None)
         quality[weft_label] = ndcg10(workload, weft.run_hybrid(10, queries), judged)
+        quality[exact_label] = ndcg10(workload, weft.run_hybrid(10, queries, exact), judged)
         if lance is not None:
             ranked = lance.run_many([texts[i] for i in judged], vectors[judged], 10)
             quality[lance_label] = ndcg10(workload, ranked, judged)
@@ -974,7 +984,10 @@ def hybrid_tables(workload: Workload, ks: Sequence[int], passes: int, slow_queri
             ranked = qdrant.run_many([workload.query_tokens[i] for i in judged], vectors[judged], 10)
             quality[qdrant_label] = ndcg10(workload, ranked, judged)
         for k in ks:
-            arms = [Arm(weft_label, "weft", partial(weft.run_hybrid, k, queries), len(queries))]
+            arms = [
+                Arm(weft_label, "weft", partial(weft.run_hybrid, k, queries), len(queries)),
+                Arm(exact_label, "weft", partial(weft.run_hybrid, k, queries, exact), len(queries)),
+            ]
             unavailable = []
             if lance is not None:
                 arms.append(

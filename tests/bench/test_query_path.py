@@ -191,10 +191,10 @@ def test_bm25_tables_produce_every_row(toy: Any) -> None:
 def test_hybrid_tables_produce_every_row(toy: Any) -> None:
     tables = qp.hybrid_tables(toy, [10], 1, 3)
     (table,) = tables
-    assert len(table.rows) == 3
-    weft_row = table.rows[0]
-    assert weft_row.seconds and weft_row.ndcg10 is not None
-    for row in table.rows[1:]:
+    assert len(table.rows) == 4
+    for weft_row in table.rows[:2]:  # VectorScorer() and the exact scan
+        assert weft_row.side == "weft" and weft_row.seconds and weft_row.ndcg10 is not None
+    for row in table.rows[2:]:
         assert bool(row.seconds) != bool(row.unavailable), row.label
         assert row.unavailable or row.ndcg10 is not None
     widths = {line.count("|") for line in table.markdown().splitlines() if line.startswith("|")}
