@@ -40,7 +40,7 @@ slow: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q -m slow
 
 bench: $(VENV)/.installed-bench
-	$(BIN)/python bench/bm25_vs_bm25s.py
+	$(BIN)/python bench/query_path.py
 	$(BIN)/python bench/persistence.py
 
 # Reprint every number in docs/EVAL.md (rewriting its tables) and write the full

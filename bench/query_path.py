@@ -1,0 +1,1361 @@
+"""The query path, side by side: weft-search against bm25s, tantivy, LanceDB and Qdrant (issue 14).
+
+Prints Markdown tables (and writes them as JSON with ``--out FILE``). A script that
+prints figures, not a test: nothing here asserts a speed. ``make bench`` runs it.
+
+Parts (``--parts``, comma separated; default ``scifact,index``):
+
+``scifact``     SciFact (BEIR layout, 5,183 documents, 1,109 queries): the BM25 rows at
+                top-10 and top-100, and the hybrid arm (BM25 + MiniLM vectors, RRF, depth
+                100) against LanceDB and Qdrant local on the 300 judged test queries.
+``synth100k``   a synthetic corpus of 100,000 documents (Zipfian vocabulary, lengths
+                around 100 tokens, fixed seed), 1,000 queries, the BM25 rows.
+``synth1m``     the same with 1,000,000 documents (long: minutes and several GB).
+``index``       indexing docs/s on SciFact (add + commit on disk) for weft-search, bm25s
+                and tantivy, the peak RSS of each build and its size on disk.
+``index1m``     the same on the 1,000,000-document synthetic corpus.
+
+What each row computes
+----------------------
+Every engine gets the same tokens: documents (``title + " " + text``) and queries are
+analysed once, beforehand, with weft-search's ``english`` analyzer; weft-search indexes
+them joined by spaces under an analyzer that only splits on whitespace, bm25s gets the
+token lists, tantivy, LanceDB and Qdrant get the space-joined tokens (tantivy and
+LanceDB with their ``whitespace`` tokenizers, no stemming, lower-casing or stop words).
+So the BM25 rows compare scoring, top-k selection and the call around them, not
+tokenisers; one extra row (``raw text``) shows ``Index.search`` analysing raw query
+text with the english analyzer, which is the analysis cost the others leave out.
+
+* ``weft BM25Scorer.score``: the scorer alone on the committed snapshot
+  (``scorer.score(snapshot, Query(text), k)``, k1 = 1.2, b = 0.75).
+* ``weft Index.search``: ``index.search(Query(text), k, RRF(), BM25Scorer())``, what a
+  user calls (one stream), on an index created on disk and committed (one segment).
+  With 2 threads the queries are split between two threads searching at once; the
+  figure is the aggregate (queries / wall seconds).
+* ``weft Index.search (10 segments)``: the same call on the same documents committed in 10
+  equal parts kept as 10 segments (``--segments N``; 0 leaves the row out), as after an
+  incremental ingest before merging.
+* ``weft Index.search_many``: ``index.search_many(queries, k, RRF(), BM25Scorer(),
+  threads=T)`` when the installed weft-search has it (feature-detected); otherwise
+  its rows print "not available".
+* ``bm25s numba`` / ``bm25s numpy``: ``bm25s.BM25(method="lucene", k1=1.2, b=0.75)``,
+  one ``retrieve`` call per query and (numba) all queries in one call, one thread
+  (``n_threads=1`` for numba, ``0`` for numpy: its fastest single-thread mode). bm25s's
+  Lucene BM25 is weft's divided by ``k1 + 1``, in float32.
+* ``tantivy``: tantivy-py, a disjunction of term queries (a repeated query term counts
+  twice, as BM25's qtf), ``searcher.search(query, k)``, one segment, one call per query.
+  Its BM25 is weft's, but on document lengths stored in one lossy byte.
+* hybrid ``weft``: ``index.search(Query(text, vector), k, RRF(), BM25Scorer(),
+  VectorScorer(), depth=100)`` (the vector scorer's default nprobe), and the same with
+  ``VectorScorer(nprobe=None)`` (the exact scan the peers run), to compare at equal nDCG@10.
+* hybrid ``LanceDB``: a table with the text (native FTS index, whitespace tokenizer,
+  BM25) and the vectors (no vector index: an exact flat scan, L2 on unit vectors, the
+  same order as cosine), ``search(query_type="hybrid").vector(v).text(t)
+  .rerank(RRFReranker(K=60)).limit(100)``, the first k kept.
+* hybrid ``Qdrant local``: ``QdrantClient(":memory:")`` (the pure-Python local mode),
+  a dense vector (dot product, exact) and a sparse vector per point holding BM25's
+  document factor ``tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl))`` computed here, with
+  the collection's ``Modifier.IDF`` supplying BM25's idf ``ln(1 + (N - n + 0.5) / (n + 0.5))``
+  at query time; the query's sparse vector holds each term's count. Two prefetches of
+  100 (sparse, dense) fused with ``RrfQuery(rrf=Rrf(k=60))``. So Qdrant computes the
+  same BM25 and the same RRF as weft-search.
+  LanceDB's BM25 and its RRF reranker are its own (its FTS scores are not weft's to the
+  bit), so their nDCG@10 is printed beside each q/s to show the quality they reach.
+
+How it is timed
+---------------
+One run, every row on the same machine state. Each row first answers every query once,
+untimed (caches, numba's JIT, page faults). Then ``--passes`` rounds; in each round every
+row runs one full pass over its queries, weft rows and peer rows alternating (weft,
+peer, weft, peer, ...), and the order is reversed every other round, so a slow spell of
+a shared machine falls on both sides alike. The table reports the **fastest** pass: the
+other jobs on a shared machine only ever add time to a pass, never remove it, so the
+fastest pass is the closest estimate of the engine's own cost; the median and the
+spread (slowest to fastest pass, in q/s) are printed beside it to show how noisy the
+run was. The load average (``os.getloadavg()``) is printed beside every table. Python
+thread pools and numeric libraries are pinned to one thread (``*_NUM_THREADS=1``)
+except where a row says 2 threads.
+
+The slow peers (LanceDB, Qdrant local) are timed on the first ``--slow-queries``
+judged queries only (their nDCG@10 is over all judged queries, from one untimed run).
+
+Indexing (``index``): each build runs in its own child process (``--build-child``), the
+token file read before the clock starts; docs/s is documents / (add + commit seconds, on
+disk). A bare launcher interpreter starts each child and, once it has exited, prints
+``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``: the child's peak resident set, including
+the descendants it waited for (weft-search's forked encoder). (Not this process: a child
+forked from it would carry this process's resident set in its high-water mark.) A child
+that only reads the token file gives the baseline. The size on disk
+is the sum of the sizes of the files the build left in its directory.
+
+Usage: ``python bench/query_path.py [--parts scifact,index] [--passes 5] [--out out.json]``.
+"""
+
+# ruff: noqa: E402  (the thread variables must be set before numpy is imported)
+from __future__ import annotations
+
+import os
+
+for _variable in (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+):
+    os.environ.setdefault(_variable, "1")
+
+import argparse
+import gc
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from functools import partial
+from importlib import metadata
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+import weftsearch
+from weftsearch import RRF, BM25Scorer, Document, Index, Query, Snapshot, VectorScorer
+from weftsearch.engine.index import MergePolicy
+from weftsearch.eval.metrics import evaluate
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "scifact"
+VECTORS = Path("vectors") / "all-minilm-l6-v2-int8"
+K1 = 1.2
+B = 0.75
+RRF_K = 60
+DEPTH = 100
+SEED = 20261203
+PARTS = ("scifact", "synth100k", "synth1m", "index", "index1m")
+NOT_INSTALLED = "not installed"
+
+
+# --------------------------------------------------------------------------- data
+
+
+class PreTokenizedAnalyzer:
+    """An analyzer for text that is already analysed: it only splits on whitespace.
+
+    The english analyzer never emits a token containing whitespace, so joining its
+    tokens with spaces and splitting them again gives the same tokens back.
+    """
+
+    @property
+    def name(self) -> str:
+        """Registry name: ``"pretokenized"``."""
+        return "pretokenized"
+
+    def analyze(self, text: str) -> list[str]:
+        """Split ``text`` on whitespace."""
+        return text.split()
+
+
+@dataclass
+class Workload:
+    """A corpus and its queries, analysed into tokens, with optional vectors and judgements."""
+
+    name: str
+    doc_keys: list[str]
+    doc_tokens: list[list[str]]
+    query_ids: list[str]
+    query_tokens: list[list[str]]
+    raw_docs: list[str] | None = None
+    raw_queries: list[str] | None = None
+    doc_vectors: NDArray[np.float32] | None = None
+    query_vectors: NDArray[np.float32] | None = None
+    #: query id -> document key -> grade (the test split), when judged.
+    qrels: dict[str, dict[str, int]] | None = None
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def load_scifact(data: Path, with_vectors: bool = True) -> Workload:
+    """SciFact in BEIR layout, analysed once with the english analyzer; vectors if present."""
+    analyzer = weftsearch.get_analyzer("english")
+    corpus = _read_jsonl(data / "corpus.jsonl")
+    keys = [str(r["_id"]) for r in corpus]
+    texts = [f"{r.get('title', '')} {r.get('text', '')}" for r in corpus]
+    queries = _read_jsonl(data / "queries.jsonl")
+    query_ids = [str(r["_id"]) for r in queries]
+    query_texts = [str(r["text"]) for r in queries]
+    qrels: dict[str, dict[str, int]] | None = None
+    test = data / "qrels" / "test.tsv"
+    if test.is_file():
+        qrels = {}
+        for number, line in enumerate(test.read_text(encoding="utf-8").splitlines()):
+            parts = line.split("\t")
+            if number == 0 and parts[0] == "query-id":
+                continue
+            qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+    workload = Workload(
+        name="SciFact",
+        doc_keys=keys,
+        doc_tokens=[analyzer.analyze(t) for t in texts],
+        query_ids=query_ids,
+        query_tokens=[analyzer.analyze(q) for q in query_texts],
+        raw_docs=texts,
+        raw_queries=query_texts,
+        qrels=qrels,
+    )
+    folder = data / VECTORS
+    if with_vectors and (folder / "corpus.npy").is_file():
+        workload.doc_vectors = _aligned(folder, "corpus", keys)
+        workload.query_vectors = _aligned(folder, "queries", query_ids)
+    return workload
+
+
+def _aligned(folder: Path, name: str, ids: Sequence[str]) -> NDArray[np.float32]:
+    """The rows of ``name.npy`` in the order of ``ids`` (the file's own order is ``name_ids.txt``)."""
+    matrix = np.load(folder / f"{name}.npy").astype(np.float32, copy=False)
+    order = (folder / f"{name}_ids.txt").read_text(encoding="utf-8").split()
+    row = {key: i for i, key in enumerate(order)}
+    return np.ascontiguousarray(matrix[[row[key] for key in ids]])
+
+
+def synthetic(n_docs: int, n_queries: int, seed: int = SEED) -> Workload:
+    """A reproducible corpus drawn from a Zipfian vocabulary (same seed, same corpus).
+
+    50,000 terms, term rank r drawn with probability proportional to ``1 / r**1.07``
+    (close to English word frequencies); document lengths log-normal with median 100
+    tokens (sigma 0.4, clipped to 5..1000); queries of 2 to 8 terms from the same
+    distribution without its 50 most frequent terms (queries rarely are stopwords).
+    """
+    rng = np.random.default_rng(seed)
+    vocabulary = 50_000
+    weights = 1.0 / np.arange(1, vocabulary + 1, dtype=np.float64) ** 1.07
+    weights /= weights.sum()
+    words = np.array([f"t{rank}" for rank in range(vocabulary)], dtype=object)
+    lengths = np.clip(rng.lognormal(np.log(100.0), 0.4, n_docs), 5, 1000).astype(np.int64)
+    bounds = np.concatenate(([0], np.cumsum(lengths)))
+    doc_tokens: list[list[str]] = []
+    chunk = 100_000  # draw per chunk of documents: bounded memory for the 1M corpus
+    for start in range(0, n_docs, chunk):
+        stop = min(start + chunk, n_docs)
+        draws = rng.choice(vocabulary, size=int(bounds[stop] - bounds[start]), p=weights).astype(np.int32)
+        offsets = bounds[start : stop + 1] - bounds[start]
+        doc_tokens.extend(words[draws[offsets[i] : offsets[i + 1]]].tolist() for i in range(stop - start))
+    tail = weights[50:] / weights[50:].sum()
+    query_tokens = [
+        words[50 + rng.choice(vocabulary - 50, size=int(m), p=tail)].tolist()
+        for m in rng.integers(2, 9, size=n_queries)
+    ]
+    width = len(str(n_docs - 1))
+    return Workload(
+        name=f"synthetic {n_docs:,} (seed {seed})",
+        doc_keys=[f"d{i:0{width}d}" for i in range(n_docs)],
+        doc_tokens=doc_tokens,
+        query_ids=[f"q{i}" for i in range(n_queries)],
+        query_tokens=query_tokens,
+    )
+
+
+# --------------------------------------------------------------------------- rows and timing
+
+
+@dataclass
+class Arm:
+    """One row to time: ``run()`` is one full pass over ``n_queries`` queries."""
+
+    label: str
+    side: str  # "weft" or "peer"
+    run: Callable[[], object]
+    n_queries: int
+    note: str = ""
+
+
+@dataclass
+class Row:
+    """One table row: the timed passes and what they give."""
+
+    label: str
+    side: str
+    n_queries: int
+    seconds: list[float] = field(default_factory=list)
+    note: str = ""
+    ndcg10: float | None = None
+    #: Fraction of queries whose top-k set equals weft BM25Scorer's (BM25 rows only).
+    same_as_weft: float | None = None
+    unavailable: str = ""  # why the row has no figures ("not installed", ...)
+
+    @property
+    def best(self) -> float:
+        """Queries per second of the fastest pass (0.0 without passes)."""
+        return self.n_queries / min(self.seconds) if self.seconds else 0.0
+
+    @property
+    def median(self) -> float:
+        """Queries per second of the median pass."""
+        return self.n_queries / statistics.median(self.seconds) if self.seconds else 0.0
+
+    @property
+    def slowest(self) -> float:
+        """Queries per second of the slowest pass."""
+        return self.n_queries / max(self.seconds) if self.seconds else 0.0
+
+
+def alternate(arms: Sequence[Arm]) -> list[Arm]:
+    """Interleave weft and peer arms: weft, peer, weft, peer, ... then whichever is left."""
+    weft = [a for a in arms if a.side == "weft"]
+    peer = [a for a in arms if a.side != "weft"]
+    order: list[Arm] = []
+    for i in range(max(len(weft), len(peer))):
+        order += weft[i : i + 1] + peer[i : i + 1]
+    return order
+
+
+def measure(arms: Sequence[Arm], passes: int) -> dict[str, Row]:
+    """Warm every arm up once, then time ``passes`` rounds of alternating passes."""
+    rows = {a.label: Row(a.label, a.side, a.n_queries, note=a.note) for a in arms}
+    order = alternate(arms)
+    for arm in order:
+        arm.run()
+    for number in range(passes):
+        for arm in order if number % 2 == 0 else reversed(order):
+            gc.collect()
+            start = time.perf_counter()
+            arm.run()
+            rows[arm.label].seconds.append(time.perf_counter() - start)
+    return rows
+
+
+# --------------------------------------------------------------------------- weft-search
+
+
+def _weft_documents(workload: Workload, with_vectors: bool) -> list[Document]:
+    vectors = workload.doc_vectors if with_vectors else None
+    return [
+        Document(key, " ".join(tokens), vector=None if vectors is None else vectors[i])
+        for i, (key, tokens) in enumerate(zip(workload.doc_keys, workload.doc_tokens, strict=True))
+    ]
+
+
+def has_search_many() -> bool:
+    """Whether the installed weft-search has ``Index.search_many`` (issue 14, item 4)."""
+    return hasattr(Index, "search_many")
+
+
+class Weft:
+    """weft-search through its public API, on an index created on disk and committed."""
+
+    def __init__(
+        self, workload: Workload, directory: Path, *, with_vectors: bool = True, segments: int = 1
+    ) -> None:
+        """Build the index; ``segments`` > 1 commits the documents in that many equal parts.
+
+        The parts stay separate segments (a merge factor above their number), as after
+        an incremental ingest before merging.
+        """
+        vectors = with_vectors and workload.doc_vectors is not None
+        dim = workload.doc_vectors.shape[1] if vectors and workload.doc_vectors is not None else None
+        policy = MergePolicy(factor=max(10, segments + 1))
+        self.index = Index.create(directory, PreTokenizedAnalyzer(), vector_dim=dim, merge_policy=policy)
+        documents = _weft_documents(workload, vectors)
+        bounds = np.linspace(0, len(documents), segments + 1).astype(int)
+        for start, stop in pairwise(bounds.tolist()):
+            self.index.add_many(documents[start:stop], progress=False)
+            self.index.commit()
+        del documents
+        self.snapshot: Snapshot = self.index.snapshot()
+        self.scorer = BM25Scorer(k1=K1, b=B)
+        self.vector = VectorScorer()
+        self.fuser = RRF(RRF_K)
+        self.queries = [Query(text=" ".join(tokens)) for tokens in workload.query_tokens]
+        self.hybrid: list[Query] = []
+        if vectors and workload.query_vectors is not None:
+            self.hybrid = [
+                Query(text=q.text, vector=workload.query_vectors[i]) for i, q in enumerate(self.queries)
+            ]
+
+    def close(self) -> None:
+        """Close the index (it holds a writer lock)."""
+        self.index.close()
+
+    def run_scorer(self, k: int) -> None:
+        """Every query through ``BM25Scorer.score`` alone."""
+        scorer, snapshot = self.scorer, self.snapshot
+        for query in self.queries:
+            scorer.score(snapshot, query, k)
+
+    def run_search(self, k: int, queries: Sequence[Query] | None = None) -> None:
+        """Every query through ``Index.search`` with the one BM25 stream."""
+        index, fuser, scorer = self.index, self.fuser, self.scorer
+        for query in self.queries if queries is None else queries:
+            index.search(query, k, fuser, scorer)
+
+    def run_search_threads(self, k: int, threads: int) -> None:
+        """The queries split between ``threads`` threads calling ``Index.search`` at once."""
+        if threads == 1:
+            self.run_search(k)
+            return
+        shares = [self.queries[i::threads] for i in range(threads)]
+        with ThreadPoolExecutor(threads) as pool:
+            for future in [pool.submit(self.run_search, k, share) for share in shares]:
+                future.result()
+
+    def run_search_many(self, k: int, threads: int) -> None:
+        """All queries in one ``Index.search_many`` call (only when it exists)."""
+        search_many: Any = getattr(self.index, "search_many")  # noqa: B009  (feature-detected)
+        search_many(self.queries, k, self.fuser, self.scorer, threads=threads)
+
+    def run_hybrid(
+        self, k: int, queries: Sequence[Query], vector: VectorScorer | None = None
+    ) -> list[list[str]]:
+        """BM25 + vector fused by RRF at depth 100; the keys of each query's hits.
+
+        ``vector`` defaults to ``VectorScorer()`` (its default nprobe on partitioned segments).
+        """
+        index, fuser, bm25 = self.index, self.fuser, self.scorer
+        vector = self.vector if vector is None else vector
+        return [[hit.key for hit in index.search(q, k, fuser, bm25, vector, depth=DEPTH)] for q in queries]
+
+    def rankings(self, k: int) -> list[list[str]]:
+        """The scorer's top-k keys per query."""
+        return [self.snapshot.keys_of(self.scorer.score(self.snapshot, q, k).ids) for q in self.queries]
+
+    def search_rankings(self, k: int) -> list[list[str]]:
+        """``Index.search``'s top-k keys per query."""
+        return [[h.key for h in self.index.search(q, k, self.fuser, self.scorer)] for q in self.queries]
+
+
+class WeftRaw:
+    """``Index.search`` on raw query text with the english analyzer (analysis included).
+
+    Built like :class:`Weft` (on disk, committed, one segment), so the difference
+    between the two rows is the analysis of the query text.
+    """
+
+    def __init__(self, workload: Workload, directory: Path) -> None:
+        assert workload.raw_docs is not None and workload.raw_queries is not None
+        self.index = Index.create(directory, "english")
+        self.index.add_many(
+            (Document(key, text) for key, text in zip(workload.doc_keys, workload.raw_docs, strict=True)),
+            progress=False,
+        )
+        self.index.commit()
+        self.scorer = BM25Scorer(k1=K1, b=B)
+        self.fuser = RRF(RRF_K)
+        self.queries = list(workload.raw_queries)
+
+    def run_search(self, k: int) -> None:
+        """Every raw query string through ``Index.search``."""
+        index, fuser, scorer = self.index, self.fuser, self.scorer
+        for text in self.queries:
+            index.search(text, k, fuser, scorer)
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported (a peer that is missing prints "not installed")."""
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+class Bm25s:
+    """bm25s, Lucene BM25 (weft's score / (k1 + 1), float32), on one backend."""
+
+    def __init__(self, workload: Workload, backend: str) -> None:
+        import bm25s
+
+        self.backend = backend
+        self.retriever: Any = bm25s.BM25(method="lucene", k1=K1, b=B, backend=backend)
+        self.retriever.index(workload.doc_tokens, show_progress=False)
+        self.queries = workload.query_tokens
+        self.doc_keys = workload.doc_keys
+
+    def retrieve(self, queries: list[list[str]], k: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """Top-k document numbers and scores, one ``retrieve`` call, one thread."""
+        documents, scores = self.retriever.retrieve(
+            queries,
+            k=min(k, len(self.doc_keys)),
+            show_progress=False,
+            n_threads=0 if self.backend == "numpy" else 1,
+            backend_selection=self.backend,
+        )
+        return np.asarray(documents), np.asarray(scores)
+
+    def run_each(self, k: int) -> None:
+        """One ``retrieve`` call per query (as weft-search is called)."""
+        for query in self.queries:
+            self.retrieve([query], k)
+
+    def run_batch(self, k: int) -> None:
+        """All queries in one ``retrieve`` call."""
+        self.retrieve(self.queries, k)
+
+    def rankings(self, k: int) -> list[list[str]]:
+        """Top-k keys per query; documents scored 0 (no query term) are dropped."""
+        documents, scores = self.retrieve(self.queries, k)
+        return [[self.doc_keys[int(i)] for i in row[s > 0]] for row, s in zip(documents, scores, strict=True)]
+
+
+class Tantivy:
+    """tantivy-py: whitespace tokenizer, BM25, a disjunction of term queries, one segment."""
+
+    def __init__(self, workload: Workload, directory: Path) -> None:
+        import tantivy
+
+        self.tantivy: Any = tantivy
+        builder = tantivy.SchemaBuilder()
+        builder.add_text_field("key", stored=True, tokenizer_name="raw", index_option="basic")
+        builder.add_text_field("body", stored=False, tokenizer_name="whitespace", index_option="freq")
+        self.schema = builder.build()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.index = tantivy.Index(self.schema, path=str(directory))
+        writer = self.index.writer(heap_size=1_000_000_000, num_threads=1)
+        for key, tokens in zip(workload.doc_keys, workload.doc_tokens, strict=True):
+            writer.add_document(tantivy.Document(key=key, body=" ".join(tokens)))
+        writer.commit()
+        writer.wait_merging_threads()
+        self.index.reload()
+        self.searcher = self.index.searcher()
+        self.prepared = [self.query(tokens) for tokens in workload.query_tokens]
+
+    def query(self, tokens: Sequence[str]) -> Any:
+        """The disjunction of ``tokens`` (a repeated token counts twice)."""
+        query_type = self.tantivy.Query
+        if not tokens:
+            return query_type.empty_query()
+        terms = [query_type.term_query(self.schema, "body", t, index_option="freq") for t in tokens]
+        if len(terms) == 1:
+            return terms[0]
+        return query_type.boolean_query([(self.tantivy.Occur.Should, term) for term in terms])
+
+    def run(self, k: int) -> None:
+        """Every query: build its term disjunction, search the top k."""
+        searcher = self.searcher
+        for prepared in self.prepared:
+            searcher.search(prepared, k, count=False)
+
+    def rankings(self, k: int) -> list[list[str]]:
+        """Top-k keys per query."""
+        out = []
+        for prepared in self.prepared:
+            hits = self.searcher.search(prepared, k, count=False).hits
+            out.append([str(self.searcher.doc(address)["key"][0]) for _, address in hits])
+        return out
+
+
+class Lance:
+    """LanceDB: native FTS (BM25) + exact vector scan, fused by its RRFReranker."""
+
+    def __init__(self, workload: Workload, directory: Path) -> None:
+        import lancedb
+        import pyarrow as pa
+        from lancedb.index import FTS
+        from lancedb.rerankers import RRFReranker
+
+        assert workload.doc_vectors is not None
+        vectors = workload.doc_vectors
+        table = pa.table(
+            {
+                "key": workload.doc_keys,
+                "text": [" ".join(tokens) for tokens in workload.doc_tokens],
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), vectors.shape[1]),
+            }
+        )
+        self.table: Any = lancedb.connect(str(directory)).create_table("docs", table)
+        self.table.create_index(
+            "text",
+            config=FTS(
+                base_tokenizer="whitespace",
+                lower_case=False,
+                stem=False,
+                remove_stop_words=False,
+                ascii_folding=False,
+                with_position=False,
+            ),
+        )
+        self.reranker = RRFReranker(K=RRF_K)
+
+    def search(self, text: str, vector: NDArray[np.float32], k: int) -> list[str]:
+        """One hybrid query: the first ``k`` keys of the RRF of 100 + 100 candidates."""
+        rows = (
+            self.table.search(query_type="hybrid")
+            .vector(vector)
+            .text(text)
+            .rerank(self.reranker)
+            .limit(max(DEPTH, k))
+            .select(["key"])
+            .to_list()
+        )
+        return [str(row["key"]) for row in rows[:k]]
+
+    def run_many(self, texts: Sequence[str], vectors: NDArray[np.float32], k: int) -> list[list[str]]:
+        """One hybrid query per text (one call each); the keys of each."""
+        return [self.search(text, vectors[i], k) for i, text in enumerate(texts)]
+
+
+class Qdrant:
+    """Qdrant local mode: exact dense + sparse BM25 (IDF modifier), fused by RRF (k = 60)."""
+
+    def __init__(self, workload: Workload) -> None:
+        from qdrant_client import QdrantClient, models
+
+        assert workload.doc_vectors is not None
+        self.models: Any = models
+        self.client: Any = QdrantClient(":memory:")
+        self.vocabulary: dict[str, int] = {}
+        dim = int(workload.doc_vectors.shape[1])
+        self.client.create_collection(
+            "docs",
+            vectors_config={"dense": models.VectorParams(size=dim, distance=models.Distance.DOT)},
+            sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)},
+        )
+        avgdl = sum(len(t) for t in workload.doc_tokens) / len(workload.doc_tokens)
+        points = []
+        for number, tokens in enumerate(workload.doc_tokens):
+            counts = Counter(tokens)
+            norm = K1 * (1.0 - B + B * len(tokens) / avgdl)
+            indices = [self.vocabulary.setdefault(t, len(self.vocabulary)) for t in counts]
+            values = [tf * (K1 + 1.0) / (tf + norm) for tf in counts.values()]
+            points.append(
+                models.PointStruct(
+                    id=number,
+                    vector={
+                        "dense": workload.doc_vectors[number].tolist(),
+                        "bm25": models.SparseVector(indices=indices, values=values),
+                    },
+                )
+            )
+        self.client.upload_points("docs", points)
+        self.keys = workload.doc_keys
+
+    def search(self, tokens: Sequence[str], vector: NDArray[np.float32], k: int) -> list[str]:
+        """One hybrid query: RRF of the sparse and dense top 100, the first ``k`` keys."""
+        models = self.models
+        counts = Counter(t for t in tokens if t in self.vocabulary)
+        sparse = models.SparseVector(
+            indices=[self.vocabulary[t] for t in counts], values=[float(c) for c in counts.values()]
+        )
+        result = self.client.query_points(
+            "docs",
+            prefetch=[
+                models.Prefetch(query=sparse, using="bm25", limit=DEPTH),
+                models.Prefetch(query=vector.tolist(), using="dense", limit=DEPTH),
+            ],
+            query=models.RrfQuery(rrf=models.Rrf(k=RRF_K)),
+            limit=k,
+        )
+        return [self.keys[int(point.id)] for point in result.points]
+
+    def bm25(self, tokens: Sequence[str], k: int) -> list[str]:
+        """The sparse vector alone: Qdrant's top-k by BM25 (the smoke test checks it against weft's)."""
+        counts = Counter(t for t in tokens if t in self.vocabulary)
+        sparse = self.models.SparseVector(
+            indices=[self.vocabulary[t] for t in counts], values=[float(c) for c in counts.values()]
+        )
+        result = self.client.query_points("docs", query=sparse, using="bm25", limit=k)
+        return [self.keys[int(point.id)] for point in result.points]
+
+    def run_many(
+        self, queries: Sequence[Sequence[str]], vectors: NDArray[np.float32], k: int
+    ) -> list[list[str]]:
+        """One hybrid query per token list (one call each); the keys of each."""
+        return [self.search(tokens, vectors[i], k) for i, tokens in enumerate(queries)]
+
+
+# --------------------------------------------------------------------------- quality
+
+
+def ndcg10(
+    workload: Workload, rankings: Sequence[Sequence[str]], query_numbers: Sequence[int]
+) -> float | None:
+    """Mean nDCG@10 (trec_eval semantics) of ``rankings`` over the judged queries among them."""
+    if workload.qrels is None:
+        return None
+    run: dict[str, dict[str, float]] = {}
+    for number, ranking in zip(query_numbers, rankings, strict=True):
+        qid = workload.query_ids[number]
+        if qid in workload.qrels:
+            # Scores from ranks, so the engine's own order (its tie-breaks) is what is judged.
+            run[qid] = {key: float(len(ranking) - rank) for rank, key in enumerate(ranking)}
+    if not run:
+        return None
+    return float(np.mean(evaluate(workload.qrels, run, ["nDCG@10"], complete=True).values["nDCG@10"]))
+
+
+def same_sets(mine: Sequence[Sequence[str]], theirs: Sequence[Sequence[str]]) -> float:
+    """Fraction of queries whose two top-k lists hold the same documents (order aside)."""
+    same = sum(set(a) == set(b) for a, b in zip(mine, theirs, strict=True))
+    return same / max(len(mine), 1)
+
+
+# --------------------------------------------------------------------------- tables
+
+
+@dataclass
+class Table:
+    """One printed table: its rows, the load average when it was measured, notes."""
+
+    title: str
+    load: tuple[float, float, float]
+    rows: list[Row]
+    passes: int
+    notes: list[str] = field(default_factory=list)
+    #: Reference rows for the ratio columns: label of the weft scorer and search rows.
+    scorer_label: str = ""
+    search_label: str = ""
+    #: A table with its own layout (indexing): its Markdown body and JSON records.
+    custom_markdown: str = ""
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def ratio(self, label: str, row: Row) -> float | None:
+        """``label``'s fastest q/s over ``row``'s (``None`` when either has no figure)."""
+        mine = next((r for r in self.rows if r.label == label), None)
+        if mine is None or not mine.seconds or not row.seconds or not row.best:
+            return None
+        return mine.best / row.best
+
+    def as_json(self) -> dict[str, Any]:
+        """The table as plain data (each row with its q/s and its ratios)."""
+        rows = []
+        for row in self.rows:
+            data = asdict(row)
+            data.update(
+                qps_fastest=row.best,
+                qps_median=row.median,
+                qps_slowest=row.slowest,
+                ratio_weft_scorer_over_row=self.ratio(self.scorer_label, row),
+                ratio_weft_search_over_row=self.ratio(self.search_label, row),
+            )
+            rows.append(data)
+        return {
+            "title": self.title,
+            "loadavg": list(self.load),
+            "passes": self.passes,
+            "rows": rows,
+            "notes": self.notes,
+        }
+
+    def markdown(self) -> str:
+        """The table in Markdown, the load average above it."""
+        load = ", ".join(f"{x:.2f}" for x in self.load)
+        one = self.scorer_label == self.search_label  # the hybrid table: one weft reference
+        lines = [
+            f"### {self.title}",
+            "",
+            f"load average {load}; fastest of {self.passes} alternating passes (median, slowest beside it)",
+            "",
+            "| row | queries | q/s fastest | q/s median | q/s slowest | nDCG@10 | same top-k as weft scorer "
+            f"| {self._short(self.scorer_label)} ÷ row |"
+            + ("" if one else f" {self._short(self.search_label)} ÷ row |"),
+            "|---|---:|---:|---:|---:|---:|---:|---:|" + ("" if one else "---:|"),
+        ]
+
+        def fmt(value: float | None, spec: str) -> str:
+            return "" if value is None else format(value, spec)
+
+        for row in self.rows:
+            if row.unavailable:
+                lines.append(f"| {row.label} | | {row.unavailable} | | | | | |" + ("" if one else " |"))
+                continue
+            lines.append(
+                f"| {row.label} | {row.n_queries:,} | {row.best:,.0f} | {row.median:,.0f} "
+                f"| {row.slowest:,.0f} "
+                f"| {fmt(row.ndcg10, '.4f')} | {fmt(row.same_as_weft, '.1%')} "
+                f"| {fmt(self.ratio(self.scorer_label, row), '.2f')} |"
+                + ("" if one else f" {fmt(self.ratio(self.search_label, row), '.2f')} |")
+            )
+        lines += ["", *(f"- {note}" for note in self.notes)]
+        return "\n".join(lines)
+
+    @staticmethod
+    def _short(label: str) -> str:
+        return label.replace("weft ", "weft `").replace(" (", "` (") + ("`" if "(" not in label else "")
+
+
+def loadavg() -> tuple[float, float, float]:
+    """``os.getloadavg()``, or zeros where there is none."""
+    try:
+        return os.getloadavg()
+    except OSError:
+        return (0.0, 0.0, 0.0)
+
+
+# --------------------------------------------------------------------------- the BM25 tables
+
+
+SCORER = "weft BM25Scorer.score"
+SEARCH = "weft Index.search (1 thread)"
+
+
+def bm25_tables(
+    workload: Workload,
+    ks: Sequence[int],
+    passes: int,
+    *,
+    peers: Sequence[str] = ("bm25s", "tantivy"),
+    threads: Sequence[int] = (1, 2),
+    segments: int = 10,
+) -> list[Table]:
+    """Time every BM25 row on ``workload`` at each k; one table per k.
+
+    ``segments`` > 1 adds ``Index.search`` on the same documents committed in that many
+    segments (issue 14's target: >= 0.8x the one-segment q/s); 0 or 1 leaves it out.
+    """
+    tables = []
+    with tempfile.TemporaryDirectory(prefix="weft-bench-") as tmp:
+        weft = Weft(workload, Path(tmp) / "weft", with_vectors=False)
+        split = (
+            Weft(workload, Path(tmp) / "split", with_vectors=False, segments=segments)
+            if segments > 1
+            else None
+        )
+        split_label = f"weft Index.search ({segments} segments)"
+        raw = WeftRaw(workload, Path(tmp) / "raw") if workload.raw_queries is not None else None
+        numba = (
+            Bm25s(workload, "numba")
+            if "bm25s" in peers and installed("numba") and installed("bm25s")
+            else None
+        )
+        numpy_ = Bm25s(workload, "numpy") if "bm25s" in peers and installed("bm25s") else None
+        tantivy = (
+            Tantivy(workload, Path(tmp) / "tantivy") if "tantivy" in peers and installed("tantivy") else None
+        )
+        n = len(workload.query_tokens)
+        for k in ks:
+            arms: list[Arm] = [
+                Arm(SCORER, "weft", partial(weft.run_scorer, k), n),
+                Arm(SEARCH, "weft", partial(weft.run_search, k), n),
+            ]
+            unavailable: list[Row] = []
+            for t in threads:
+                if t != 1:
+                    arms.append(
+                        Arm(
+                            f"weft Index.search ({t} threads)",
+                            "weft",
+                            partial(weft.run_search_threads, k, t),
+                            n,
+                        )
+                    )
+            if split is not None:
+                arms.append(Arm(split_label, "weft", partial(split.run_search, k), n))
+            for t in threads:
+                label = f"weft Index.search_many (threads={t})"
+                if has_search_many():
+                    arms.append(Arm(label, "weft", partial(weft.run_search_many, k, t), n))
+                else:
+                    unavailable.append(
+                        Row(label, "weft", n, unavailable="not available (no Index.search_many)")
+                    )
+            if raw is not None:
+                arms.append(
+                    Arm(
+                        "weft Index.search, raw text (english analysis)",
+                        "weft",
+                        partial(raw.run_search, k),
+                        n,
+                    )
+                )
+            peer_rows: list[tuple[str, Callable[[], object] | None, str]] = [
+                (
+                    "bm25s numba, one call per query",
+                    None if numba is None else (partial(numba.run_each, k)),
+                    "bm25s/numba",
+                ),
+                (
+                    "bm25s numba, batch",
+                    None if numba is None else (partial(numba.run_batch, k)),
+                    "bm25s/numba",
+                ),
+                (
+                    "bm25s numpy, one call per query",
+                    None if numpy_ is None else (partial(numpy_.run_each, k)),
+                    "bm25s",
+                ),
+                (
+                    "bm25s numpy, batch",
+                    None if numpy_ is None else (partial(numpy_.run_batch, k)),
+                    "bm25s",
+                ),
+                (
+                    "tantivy, one call per query",
+                    None if tantivy is None else (partial(tantivy.run, k)),
+                    "tantivy",
+                ),
+            ]
+            for label, run, package in peer_rows:
+                if run is None:
+                    unavailable.append(Row(label, "peer", n, unavailable=f"{package} {NOT_INSTALLED}"))
+                else:
+                    arms.append(Arm(label, "peer", run, n))
+            load = loadavg()
+            rows = measure(arms, passes)
+            # Quality and agreement, untimed.
+            everyone = list(range(n))
+            mine = weft.rankings(k)
+            rankings: dict[str, list[list[str]]] = {SCORER: mine, SEARCH: weft.search_rankings(k)}
+            if split is not None:
+                rankings[split_label] = split.search_rankings(k)
+            if numba is not None:
+                rankings["bm25s numba, one call per query"] = rankings["bm25s numba, batch"] = numba.rankings(
+                    k
+                )
+            if numpy_ is not None:
+                rankings["bm25s numpy, one call per query"] = rankings["bm25s numpy, batch"] = (
+                    numpy_.rankings(k)
+                )
+            if tantivy is not None:
+                rankings["tantivy, one call per query"] = tantivy.rankings(k)
+            for label, ranking in rankings.items():
+                rows[label].ndcg10 = ndcg10(workload, ranking, everyone)
+                rows[label].same_as_weft = same_sets(mine, ranking)
+            ordered = [rows[a.label] for a in arms] + unavailable
+            tables.append(
+                Table(
+                    f"{workload.name}: {len(workload.doc_keys):,} documents, {n:,} queries, top-{k}, BM25",
+                    load,
+                    ordered,
+                    passes,
+                    notes=[
+                        f"load average after the passes: {', '.join(f'{x:.2f}' for x in loadavg())}",
+                        "same top-k: bm25s's float32 scores and tantivy's one-byte lengths break near ties "
+                        "differently; nDCG@10 only where the corpus is judged",
+                    ],
+                    scorer_label=SCORER,
+                    search_label=SEARCH,
+                )
+            )
+        weft.close()
+        if split is not None:
+            split.close()
+        if raw is not None:
+            raw.index.close()
+    return tables
+
+
+# --------------------------------------------------------------------------- the hybrid table
+
+
+def hybrid_tables(workload: Workload, ks: Sequence[int], passes: int, slow_queries: int) -> list[Table]:
+    """weft hybrid against LanceDB and Qdrant local on the judged queries, at each k."""
+    assert workload.qrels is not None and workload.query_vectors is not None
+    judged = [i for i, qid in enumerate(workload.query_ids) if qid in workload.qrels]
+    slow = judged[:slow_queries]
+    tables: list[Table] = []
+    if not judged:
+        return tables
+    with tempfile.TemporaryDirectory(prefix="weft-bench-hybrid-") as tmp:
+        weft = Weft(workload, Path(tmp) / "weft")
+        queries = [weft.hybrid[i] for i in judged]
+        lance = Lance(workload, Path(tmp) / "lance") if installed("lancedb") else None
+        qdrant = Qdrant(workload) if installed("qdrant_client") else None
+        vectors = workload.query_vectors
+        texts = [" ".join(t) for t in workload.query_tokens]
+        quality: dict[str, float | None] = {}
+        # nDCG@10 once per engine over every judged query (untimed): top-10 is the same
+        # prefix of every engine's depth-100 fusion whatever k the table shows.
+        weft_label, lance_label, qdrant_label = (
+            "weft Index.search, BM25 + vector, RRF, depth 100",
+            "LanceDB hybrid (FTS BM25 + flat vector, RRFReranker)",
+            "Qdrant local (sparse BM25 + dense, RRF k=60)",
+        )
+        exact_label = "weft Index.search, BM25 + exact vector scan (nprobe=None), RRF, depth 100"
+        exact = VectorScorer(nprobe=None)
+        quality[weft_label] = ndcg10(workload, weft.run_hybrid(10, queries), judged)
+        quality[exact_label] = ndcg10(workload, weft.run_hybrid(10, queries, exact), judged)
+        if lance is not None:
+            ranked = lance.run_many([texts[i] for i in judged], vectors[judged], 10)
+            quality[lance_label] = ndcg10(workload, ranked, judged)
+        if qdrant is not None:
+            ranked = qdrant.run_many([workload.query_tokens[i] for i in judged], vectors[judged], 10)
+            quality[qdrant_label] = ndcg10(workload, ranked, judged)
+        for k in ks:
+            arms = [
+                Arm(weft_label, "weft", partial(weft.run_hybrid, k, queries), len(queries)),
+                Arm(exact_label, "weft", partial(weft.run_hybrid, k, queries, exact), len(queries)),
+            ]
+            unavailable = []
+            if lance is not None:
+                arms.append(
+                    Arm(
+                        lance_label,
+                        "peer",
+                        partial(lance.run_many, [texts[i] for i in slow], vectors[slow], k),
+                        len(slow),
+                    )
+                )
+            else:
+                unavailable.append(Row(lance_label, "peer", 0, unavailable=f"lancedb {NOT_INSTALLED}"))
+            if qdrant is not None:
+                arms.append(
+                    Arm(
+                        qdrant_label,
+                        "peer",
+                        partial(qdrant.run_many, [workload.query_tokens[i] for i in slow], vectors[slow], k),
+                        len(slow),
+                    )
+                )
+            else:
+                unavailable.append(Row(qdrant_label, "peer", 0, unavailable=f"qdrant-client {NOT_INSTALLED}"))
+            load = loadavg()
+            rows = measure(arms, passes)
+            for label, row in rows.items():
+                row.ndcg10 = quality.get(label)
+            tables.append(
+                Table(
+                    f"{workload.name} hybrid: {len(workload.doc_keys):,} documents, judged queries, top-{k}",
+                    load,
+                    [rows[a.label] for a in arms] + unavailable,
+                    passes,
+                    notes=[
+                        f"load average after the passes: {', '.join(f'{x:.2f}' for x in loadavg())}",
+                        f"weft timed on the {len(queries)} judged queries, the peers on the first "
+                        f"{len(slow)} of them; nDCG@10 over all judged queries (one untimed run)",
+                    ],
+                    scorer_label=weft_label,
+                    search_label=weft_label,
+                )
+            )
+        weft.close()
+    return tables
+
+
+# --------------------------------------------------------------------------- indexing
+
+
+@dataclass
+class Build:
+    """One indexing run in a child process."""
+
+    engine: str
+    docs: int
+    seconds: float
+    maxrss_mb: float
+    bytes_on_disk: int
+    unavailable: str = ""
+
+    @property
+    def docs_per_second(self) -> float:
+        """Documents per second of add + commit (0.0 for the load-only baseline)."""
+        return self.docs / self.seconds if self.seconds > 0 else 0.0
+
+
+def write_tokens(workload: Workload, path: Path) -> None:
+    """The corpus as the build children read it: ``key<TAB>space-joined tokens`` per line."""
+    with path.open("w", encoding="utf-8") as handle:
+        for key, tokens in zip(workload.doc_keys, workload.doc_tokens, strict=True):
+            handle.write(f"{key}\t{' '.join(tokens)}\n")
+
+
+def read_tokens(path: Path) -> Workload:
+    """What :func:`write_tokens` wrote (keys and token lists only: a small load-only baseline)."""
+    keys: list[str] = []
+    tokens: list[list[str]] = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            key, _, text = line.rstrip("\n").partition("\t")
+            keys.append(key)
+            tokens.append(text.split())
+    return Workload(path.stem, keys, tokens, [], [])
+
+
+def build_child(engine: str, corpus: Path, directory: Path) -> dict[str, Any]:
+    """In the child: read the token file ``corpus``, time ``engine``'s add + commit into ``directory``."""
+    workload = read_tokens(corpus)
+    n = len(workload.doc_keys)
+    gc.collect()
+    start = time.perf_counter()
+    if engine == "weft":
+        index = Index.create(directory, PreTokenizedAnalyzer())
+        index.add_many(_weft_documents(workload, False), progress=False)
+        index.commit()
+        index.close()
+    elif engine == "bm25s":
+        import bm25s
+
+        retriever: Any = bm25s.BM25(method="lucene", k1=K1, b=B)
+        retriever.index(workload.doc_tokens, show_progress=False)
+        retriever.save(str(directory))
+    elif engine == "tantivy":
+        Tantivy(workload, directory)
+    elif engine != "none":
+        raise SystemExit(f"unknown engine {engine!r}")
+    return {"docs": n, "seconds": time.perf_counter() - start if engine != "none" else 0.0}
+
+
+#: Runs its arguments as a child process and prints the child's peak RSS (KiB) as its last line.
+LAUNCHER = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.run(sys.argv[1:]).returncode\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "sys.exit(code)\n"
+)
+
+
+def measure_build(engine: str, corpus: Path) -> Build:
+    """Run one build in a fresh child process; its peak RSS from ``getrusage(RUSAGE_CHILDREN)``.
+
+    The build child's parent is a bare launcher interpreter that waits for it alone, so
+    ``RUSAGE_CHILDREN`` there is that child's peak resident set, including the descendants
+    it waited for (weft-search's forked encoder).
+    """
+    with tempfile.TemporaryDirectory(prefix="weft-bench-build-") as tmp:
+        directory = Path(tmp) / engine
+        directory.mkdir()
+        out = Path(tmp) / "result.json"
+        command = [sys.executable, str(Path(__file__).resolve()), "--build-child", engine, str(corpus)]
+        command += ["--build-dir", str(directory), "--build-out", str(out)]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        # A forked child's ru_maxrss counts the forking process's resident set up to its
+        # exec (Linux keeps the old image's high-water mark), so the build child is started
+        # by a bare launcher interpreter, not by this (large) process.
+        launcher = subprocess.run(
+            [sys.executable, "-S", "-c", LAUNCHER, *command], env=env, stdout=subprocess.PIPE, text=True
+        )
+        if launcher.returncode != 0:
+            raise RuntimeError(f"build child {engine} on {corpus} failed with {launcher.returncode}")
+        maxrss_kib = int(launcher.stdout.split()[-1])
+        result = json.loads(out.read_text(encoding="utf-8"))
+        size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+        # ru_maxrss is in KiB on Linux.
+        return Build(engine, int(result["docs"]), float(result["seconds"]), maxrss_kib / 1024, size)
+
+
+def index_table(workload: Workload) -> Table:
+    """Indexing docs/s, peak RSS and size on disk: weft-search against bm25s and tantivy."""
+    load = loadavg()
+    with tempfile.TemporaryDirectory(prefix="weft-bench-corpus-") as tmp:
+        corpus = Path(tmp) / "corpus.tsv"
+        write_tokens(workload, corpus)
+        builds = [measure_build("none", corpus)]
+        for engine, module in (("weft", "weftsearch"), ("bm25s", "bm25s"), ("tantivy", "tantivy")):
+            if installed(module):
+                builds.append(measure_build(engine, corpus))
+            else:
+                builds.append(Build(engine, 0, 0.0, 0.0, 0, unavailable=f"{engine} {NOT_INSTALLED}"))
+    base = builds[0].maxrss_mb
+    weft = builds[1]
+    title = (
+        f"Indexing {workload.name}, {len(workload.doc_keys):,} documents: add + commit on disk, pre-analysed"
+    )
+    table = Table(title, load, [], 1)
+    lines = [
+        "| engine | docs | docs/s | weft ÷ engine (docs/s) | peak RSS MB (above load-only) | on disk MB "
+        "| weft ÷ engine (disk) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    records = []
+    for build in builds[1:]:
+        if build.unavailable:
+            lines.append(f"| {build.engine} | | {build.unavailable} | | | | |")
+            continue
+        speed = weft.docs_per_second / build.docs_per_second
+        disk = weft.bytes_on_disk / build.bytes_on_disk if build.bytes_on_disk else float("nan")
+        lines.append(
+            f"| {build.engine} | {build.docs:,} | {build.docs_per_second:,.0f} | {speed:.2f} "
+            f"| {build.maxrss_mb:,.0f} ({build.maxrss_mb - base:+,.0f}) | {build.bytes_on_disk / 1e6:,.1f} "
+            f"| {disk:.2f} |"
+        )
+        records.append(
+            asdict(build)
+            | {
+                "docs_per_second": build.docs_per_second,
+                "weft_over_engine_docs_s": speed,
+                "weft_over_engine_disk": disk,
+            }
+        )
+    table.notes = [
+        f"load-only child (token file read, modules imported, nothing built): peak RSS {base:,.0f} MB",
+        "bm25s's on-disk size is its saved index (retriever.save); weft's includes the stored text, "
+        "tantivy stores only the key",
+        f"load average after the builds: {', '.join(f'{x:.2f}' for x in loadavg())}",
+    ]
+    table.custom_markdown = "\n".join(lines)
+    table.records = records
+    return table
+
+
+# --------------------------------------------------------------------------- report
+
+
+def version_of(distribution: str) -> str:
+    """The installed version of ``distribution``, or "not installed"."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return NOT_INSTALLED
+
+
+def git_commit() -> str:
+    """The checkout's HEAD commit (with ``+dirty`` when the work tree has changes)."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def header() -> dict[str, Any]:
+    """Date, commit, machine, versions, load average."""
+    versions = {
+        name: version_of(name)
+        for name in (
+            "weft-search",
+            "numpy",
+            "bm25s",
+            "numba",
+            "tantivy",
+            "lancedb",
+            "qdrant-client",
+            "pyarrow",
+        )
+    }
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.lower().startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}",
+        "git_commit": git_commit(),
+        "machine": f"{cpu}, {os.cpu_count()} logical cores",
+        "python": platform.python_version(),
+        "versions": versions,
+        "loadavg": list(loadavg()),
+        "search_many": has_search_many(),
+    }
+
+
+def render(table: Table) -> str:
+    """A table's Markdown (the indexing table keeps its own layout)."""
+    custom = table.custom_markdown
+    if not custom:
+        return table.markdown()
+    load = ", ".join(f"{x:.2f}" for x in table.load)
+    return "\n".join(
+        [f"### {table.title}", "", f"load average {load}", "", custom, "", *(f"- {n}" for n in table.notes)]
+    )
+
+
+def table_json(table: Table) -> dict[str, Any]:
+    """A table's JSON (the indexing table keeps its own records)."""
+    if not table.custom_markdown:
+        return table.as_json()
+    return {"title": table.title, "loadavg": list(table.load), "builds": table.records, "notes": table.notes}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the selected parts, printing each table as it is done; return the JSON report."""
+    report = header()
+    print(f"# weft-search query path, {report['date']}")
+    print()
+    print(f"commit {report['git_commit']}; {report['machine']}; Python {report['python']}")
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()))
+    print(f"load average at start: {', '.join(f'{x:.2f}' for x in report['loadavg'])}")
+    print()
+    tables: list[Table] = []
+
+    def emit(new: Sequence[Table]) -> None:
+        for table in new:
+            print(render(table))
+            print(flush=True)
+            tables.append(table)
+
+    ks = args.k
+    if "scifact" in args.parts:
+        workload = load_scifact(args.data)
+        if args.queries:
+            workload.query_ids = workload.query_ids[: args.queries]
+            workload.query_tokens = workload.query_tokens[: args.queries]
+            if workload.raw_queries is not None:
+                workload.raw_queries = workload.raw_queries[: args.queries]
+            if workload.query_vectors is not None:
+                workload.query_vectors = workload.query_vectors[: args.queries]
+        emit(bm25_tables(workload, ks, args.passes, segments=args.segments))
+        if workload.query_vectors is not None and workload.qrels is not None and not args.no_hybrid:
+            emit(hybrid_tables(workload, ks, args.hybrid_passes, args.slow_queries))
+    for part, size in (("synth100k", 100_000), ("synth1m", 1_000_000)):
+        if part in args.parts:
+            emit(
+                bm25_tables(synthetic(size, args.synthetic_queries), ks, args.passes, segments=args.segments)
+            )
+    if "index" in args.parts:
+        emit([index_table(load_scifact(args.data, with_vectors=False))])
+    if "index1m" in args.parts:
+        emit([index_table(synthetic(1_000_000, 10))])
+    report["tables"] = [table_json(t) for t in tables]
+    report["markdown"] = "\n\n".join(render(t) for t in tables)
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the options and run (or, with ``--build-child``, be one indexing child)."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--parts", default="scifact,index", help=f"comma-separated, of {', '.join(PARTS)}")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="SciFact in BEIR layout")
+    parser.add_argument(
+        "--k", type=lambda s: [int(x) for x in s.split(",")], default=[10, 100], help="top-k list"
+    )
+    parser.add_argument(
+        "--passes", type=int, default=5, help="timed passes per row (the fastest is reported)"
+    )
+    parser.add_argument("--hybrid-passes", type=int, default=3, help="timed passes of the hybrid rows")
+    parser.add_argument("--slow-queries", type=int, default=30, help="queries timed for LanceDB and Qdrant")
+    parser.add_argument("--queries", type=int, default=0, help="only the first N SciFact queries")
+    parser.add_argument(
+        "--synthetic-queries", type=int, default=1000, help="queries of the synthetic corpora"
+    )
+    parser.add_argument("--no-hybrid", action="store_true", help="skip the hybrid arm")
+    parser.add_argument(
+        "--segments", type=int, default=10, help="also time Index.search on N segments (0: skip)"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
+    parser.add_argument("--build-child", nargs=2, metavar=("ENGINE", "CORPUS"), help=argparse.SUPPRESS)
+    parser.add_argument("--build-dir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--build-out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.build_child:
+        engine, corpus = args.build_child
+        result = build_child(engine, Path(corpus), args.build_dir)
+        args.build_out.write_text(json.dumps(result), encoding="utf-8")
+        return 0
+    args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = [p for p in args.parts if p not in PARTS]
+    if unknown or args.passes < 1 or args.hybrid_passes < 1 or args.slow_queries < 1 or min(args.k) < 1:
+        parser.error(f"unknown parts {unknown} or a count below 1" if unknown else "counts must be >= 1")
+    if "scifact" in args.parts and not (args.data / "corpus.jsonl").is_file():
+        parser.error(f"no corpus.jsonl under {args.data}; pass --data DIR")
+    report = run(args)
+    if args.out is not None:
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(f"JSON written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
