@@ -20,9 +20,11 @@ that an index which records its name can be reopened.
 
 from __future__ import annotations
 
+import operator
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Protocol, runtime_checkable
 
 import Stemmer
@@ -34,6 +36,7 @@ __all__ = [
     "EnglishAnalyzer",
     "SimpleAnalyzer",
     "LUCENE_ENGLISH_STOPWORDS",
+    "WORD_MEMO_SIZE",
     "register_analyzer",
     "get_analyzer",
     "analyzer_names",
@@ -84,6 +87,17 @@ _WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
 _NON_WORD = re.compile(r"\W+")
 _POSSESSIVE_SUFFIXES = ("'s", "\u2019s")
 
+#: Words an :class:`EnglishAnalyzer` remembers the analysis of (word -> stem,
+#: or dropped), per instance. A bound on its memory (about 200 bytes a word,
+#: so some 26 MB when full); when full it is emptied and refills from the
+#: words that follow. It never changes a term, only how fast they come.
+WORD_MEMO_SIZE = 1 << 17
+
+_UNKNOWN = object()
+
+#: True for a memo value that is a term (``None`` marks a dropped word).
+_IS_TERM = partial(operator.is_not, None)
+
 
 @runtime_checkable
 class Analyzer(Protocol):
@@ -120,8 +134,14 @@ class EnglishAnalyzer:
     ) -> None:
         self._stopwords = frozenset(stopwords)
         self._name = name
-        # PyStemmer caches stems internally; one stemmer per analyzer instance.
+        # One stemmer per analyzer instance.
         self._stemmer = Stemmer.Stemmer("english")
+        # word (case folded, as the tokenizer yields it) -> its term, or None
+        # when the word is dropped (a stopword, or nothing left once the
+        # possessive is removed). Bounded by WORD_MEMO_SIZE. Thread-safe: each
+        # dict call is atomic, and a miss is resolved into a table local to
+        # the call, so a concurrent clear cannot lose a word.
+        self._memo: dict[str, str | None] = {}
 
     @property
     def name(self) -> str:
@@ -129,16 +149,44 @@ class EnglishAnalyzer:
         return self._name
 
     def analyze(self, text: str) -> list[str]:
-        """Return the stemmed, stopword-free terms of ``text``."""
-        folded = unicodedata.normalize("NFKC", text).casefold()
-        words: list[str] = []
-        for word in _WORD.findall(folded):
-            if word.endswith(_POSSESSIVE_SUFFIXES):
-                word = word[:-2]
-            if word and word not in self._stopwords:
-                words.append(word)
-        stems: list[str] = self._stemmer.stemWords(words)
-        return stems
+        """Return the stemmed, stopword-free terms of ``text``.
+
+        Each distinct word is folded, filtered and stemmed once and remembered
+        (:data:`WORD_MEMO_SIZE`), so a text of known words costs one regex
+        scan and one dict lookup a word, all in C. O(len(text)).
+        """
+        # NFKC leaves ASCII unchanged and casefold() is lower() on it.
+        folded = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
+        words: list[str] = _WORD.findall(folded)
+        try:
+            return list(filter(_IS_TERM, map(self._memo.__getitem__, words)))  # type: ignore[arg-type]
+        except KeyError:
+            return self._analyze_new_words(words)
+
+    def _analyze_new_words(self, words: list[str]) -> list[str]:
+        """``analyze`` for words some of which are not in the memo yet: resolve and remember them."""
+        memo = self._memo
+        table: dict[str, str | None] = {}
+        new: list[str] = []
+        for word in dict.fromkeys(words):  # first-seen order: deterministic batches
+            known = memo.get(word, _UNKNOWN)
+            if known is _UNKNOWN:
+                new.append(word)
+            else:
+                table[word] = known  # type: ignore[assignment]
+        # The rule, per word: drop a possessive 's, then drop what is empty or
+        # a stopword, and stem the rest (in one call for all new words).
+        bases = [word[:-2] if word.endswith(_POSSESSIVE_SUFFIXES) else word for word in new]
+        kept = [base for base in bases if base and base not in self._stopwords]
+        stems: list[str] = self._stemmer.stemWords(kept)
+        stem_of = dict(zip(kept, stems, strict=True))
+        resolved = {word: stem_of.get(base) for word, base in zip(new, bases, strict=True)}
+        if len(memo) + len(resolved) > WORD_MEMO_SIZE:
+            memo.clear()
+        if len(resolved) <= WORD_MEMO_SIZE:
+            memo.update(resolved)
+        table.update(resolved)
+        return list(filter(_IS_TERM, map(table.__getitem__, words)))  # type: ignore[arg-type]
 
 
 class SimpleAnalyzer:
