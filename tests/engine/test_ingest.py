@@ -1,0 +1,207 @@
+"""Bulk analysis across forked workers: same bytes whatever the count, typed errors, any analyzer."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from weftsearch import Document, Index
+from weftsearch.analysis import EnglishAnalyzer, SimpleAnalyzer
+from weftsearch.engine import ingest
+from weftsearch.engine.ingest import PARALLEL_MIN_DOCUMENTS, analyse_documents, resolve_workers
+from weftsearch.errors import AnalysisError, InvalidParameterError
+from weftsearch.storage.segment import encode_segment
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="parallel analysis forks workers (POSIX)")
+
+WORDS = [
+    *["graph", "retrieval", "ranking", "fusion", "cat's", "dogs", "running", "ran", "the", "of", "don't"],
+    *("\u00e9t\u00e9", "Stra\u00dfe", "\ufb01le", "x\u00b2"),
+]
+
+
+def corpus(n: int, seed: int = 7) -> list[Document]:
+    rng = random.Random(seed)
+    documents = []
+    for i in range(n):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 30)))
+        fields: dict[str, str | int] = {"title": f"T{i}", "year": 2000 + i % 20} if i % 3 else {}
+        time = None if i % 4 == 0 else 1_600_000_000.0 + i
+        documents.append(Document(key=f"d{i:05d}", text=text, fields=fields, time=time))
+    return documents
+
+
+def segment_bytes(documents: list[Document], workers: int, analyzer: object | None = None) -> bytes:
+    index = Index(analyzer or "english")  # type: ignore[arg-type]
+    index.add_many(documents, workers=workers)
+    index.snapshot()
+    data = index._segments[0].data
+    assert data is not None
+    return data
+
+
+@pytest.mark.parametrize("workers", [2, 3, 7])
+def test_segment_bytes_are_identical_whatever_the_number_of_workers(workers: int) -> None:
+    documents = corpus(301)
+    assert segment_bytes(documents, workers) == segment_bytes(documents, 1)
+
+
+def test_analysed_documents_are_identical_and_in_input_order() -> None:
+    documents = corpus(97, seed=3)
+    one = analyse_documents(EnglishAnalyzer(), documents, 1)
+    two = analyse_documents(EnglishAnalyzer(), documents, 2)
+    assert [d.document for d in two] == documents
+    assert [(dict(d.terms), d.length, d.record) for d in two] == [
+        (dict(d.terms), d.length, d.record) for d in one
+    ]
+    assert encode_segment(one, None) == encode_segment(two, None)
+
+
+def test_committed_index_reads_back_the_same_with_two_workers(tmp_path: Path) -> None:
+    documents = corpus(120)
+    for workers in (1, 2):
+        with Index.create(tmp_path / f"w{workers}") as index:
+            index.add_many(documents, workers=workers)
+            index.commit()
+    with Index.open(tmp_path / "w1") as one, Index.open(tmp_path / "w2") as two:
+        assert one.keys() == two.keys()
+        for key in one.keys():  # noqa: SIM118 - an Index is not iterable
+            assert one.get(key) == two.get(key)
+        snapshot_one, snapshot_two = one.snapshot(), two.snapshot()
+        frequencies = {}
+        for term in ("graph", "cat", "run", "\u00e9t\u00e9", "strass", "file"):
+            frequencies[term] = snapshot_one.doc_freq(term)
+            assert frequencies[term] == snapshot_two.doc_freq(term)
+        assert all(frequencies.values()), frequencies
+
+
+class UnpicklableAnalyzer:
+    """A custom analyzer holding a lock and a lambda: pickle refuses it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.split: Callable[[str], list[str]] = lambda text: text.lower().split()
+
+    @property
+    def name(self) -> str:
+        return "unpicklable"
+
+    def analyze(self, text: str) -> list[str]:
+        with self.lock:
+            return list(self.split(text))
+
+
+def test_an_analyzer_that_cannot_be_pickled_works_with_workers() -> None:
+    import pickle
+
+    analyzer = UnpicklableAnalyzer()
+    with pytest.raises((TypeError, pickle.PicklingError, AttributeError)):
+        pickle.dumps(analyzer)
+    documents = corpus(50)
+    assert segment_bytes(documents, 2, analyzer) == segment_bytes(documents, 1, UnpicklableAnalyzer())
+
+
+class FailingAnalyzer(SimpleAnalyzer):
+    """Raises on texts holding a marker word."""
+
+    def analyze(self, text: str) -> list[str]:
+        if "boom" in text:
+            raise RuntimeError(f"cannot analyse {len(text)} characters")
+        return super().analyze(text)
+
+
+@pytest.mark.parametrize("failing", [[3], [45], [45, 70], [10, 80]])
+def test_an_analyzer_error_names_the_first_failing_document_whatever_the_workers(failing: list[int]) -> None:
+    documents = corpus(90)
+    for position in failing:
+        documents[position] = Document(key=documents[position].key, text="a boom here")
+    messages = []
+    for workers in (1, 2, 3):
+        index = Index(FailingAnalyzer())
+        with pytest.raises(AnalysisError) as caught:
+            index.add_many(documents, workers=workers)
+        messages.append(str(caught.value))
+        assert len(index) == 0  # all or nothing
+    first = documents[failing[0]].key
+    assert (
+        messages
+        == [f"document {first!r}: analyzer 'simple' raised RuntimeError: cannot analyse 11 characters"] * 3
+    )
+
+
+def test_analysis_error_is_an_invalid_document_error() -> None:
+    from weftsearch.errors import InvalidDocumentError
+
+    assert issubclass(AnalysisError, InvalidDocumentError)
+
+
+class DiesInWorkers(SimpleAnalyzer):
+    """Kills the process it runs in unless that is the process that made it."""
+
+    def __init__(self) -> None:
+        self.home = os.getpid()
+
+    def analyze(self, text: str) -> list[str]:
+        if os.getpid() != self.home:
+            os._exit(3)
+        return super().analyze(text)
+
+
+def test_a_worker_that_dies_costs_time_never_a_term() -> None:
+    documents = corpus(60)
+    assert segment_bytes(documents, 3, DiesInWorkers()) == segment_bytes(documents, 1, SimpleAnalyzer())
+
+
+def test_workers_are_reaped() -> None:
+    analyse_documents(EnglishAnalyzer(), corpus(40), 3)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+def test_workers_must_be_a_positive_int(bad: object) -> None:
+    with pytest.raises(InvalidParameterError, match="workers"):
+        Index().add_many(corpus(3), workers=bad)  # type: ignore[arg-type]
+
+
+def test_default_worker_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingest, "usable_cpus", lambda: 2)
+    english = EnglishAnalyzer()
+    assert resolve_workers(None, PARALLEL_MIN_DOCUMENTS - 1, english) == 1
+    assert resolve_workers(None, PARALLEL_MIN_DOCUMENTS, english) == 2
+    assert resolve_workers(1, PARALLEL_MIN_DOCUMENTS, english) == 1
+    assert resolve_workers(4, 3, english) == 3
+    assert resolve_workers(4, 1, english) == 1
+    monkeypatch.setattr(ingest, "usable_cpus", lambda: 1)
+    assert resolve_workers(None, 10 * PARALLEL_MIN_DOCUMENTS, english) == 1
+
+
+def test_default_keeps_custom_analyzers_in_process_while_threads_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingest, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(threading, "active_count", lambda: 3)
+    assert resolve_workers(None, PARALLEL_MIN_DOCUMENTS, UnpicklableAnalyzer()) == 1
+    assert resolve_workers(None, PARALLEL_MIN_DOCUMENTS, EnglishAnalyzer()) == 2
+    assert resolve_workers(2, PARALLEL_MIN_DOCUMENTS, UnpicklableAnalyzer()) == 2  # asked for explicitly
+
+
+def test_default_uses_workers_for_a_large_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = ingest._analyse_in_workers
+
+    def spy(*args: object) -> object:
+        calls.append(args[2])  # type: ignore[arg-type]
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_DOCUMENTS", 100)
+    monkeypatch.setattr(ingest, "_analyse_in_workers", spy)
+    documents = corpus(150)
+    index = Index()
+    index.add_many(documents)
+    assert calls == [2]
+    assert len(index) == 150
