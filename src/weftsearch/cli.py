@@ -303,7 +303,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
         raise IndexExistsError(f"{args.index} is not empty; pass --overwrite to replace it") from None
     with warnings.catch_warnings(), index:
         warnings.simplefilter("ignore", DiscardedWritesWarning)  # the error itself is reported
-        index.add_many(documents)
+        index.add_many(documents, workers=args.workers)
         index.commit()
         count = len(index)
     with_vectors = sum(1 for document in documents if document.vector is not None)
@@ -614,7 +614,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
         before = len(index)
         replaced = sum(1 for document in documents if document.key in index)
         # add_many checks the whole batch (vector widths) before applying any of it.
-        index.add_many(documents)
+        index.add_many(documents, workers=args.workers)
         generation = index.commit()
         total = len(index)
     with_vectors = sum(1 for document in documents if document.vector is not None)
@@ -796,6 +796,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     index.add_argument("--analyzer", choices=analyzer_names(), default="english", help="analyzer (english)")
     index.add_argument("--overwrite", action="store_true", help="replace an existing index at DIR")
+    index.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="processes that analyse the documents (default: every CPU from 2,000 documents; "
+        "the index is the same whatever the count)",
+    )
     index.set_defaults(handler=_cmd_index)
 
     search = commands.add_parser(
@@ -915,6 +923,14 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--vectors", metavar="FILE.npy", help="frozen document vectors, one row per id")
     add.add_argument(
         "--vector-ids", metavar="FILE", help="row ids of --vectors, one a line (default: <stem>_ids.txt)"
+    )
+    add.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="processes that analyse the documents (default: every CPU from 2,000 documents; "
+        "the index is the same whatever the count)",
     )
     add.set_defaults(handler=_cmd_add)
 

@@ -205,3 +205,33 @@ def test_default_uses_workers_for_a_large_batch(monkeypatch: pytest.MonkeyPatch)
     index.add_many(documents)
     assert calls == [2]
     assert len(index) == 150
+
+
+def test_cli_index_and_add_take_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from weftsearch.cli import main
+    from weftsearch.storage.codec import SectionFile
+
+    corpus_path, more_path = tmp_path / "corpus.jsonl", tmp_path / "more.jsonl"
+    with corpus_path.open("w", encoding="utf-8") as handle:
+        for document in corpus(80):
+            handle.write(json.dumps({"key": document.key, "text": document.text}) + "\n")
+    with more_path.open("w", encoding="utf-8") as handle:
+        for i, document in enumerate(corpus(70, seed=9)):  # 10 keys replaced, 60 new
+            key = document.key if i < 10 else f"m{i:05d}"
+            handle.write(json.dumps({"key": key, "text": document.text}) + "\n")
+    sections = []
+    for workers in ("1", "2"):
+        directory = tmp_path / f"w{workers}"
+        assert main(["index", str(corpus_path), "--index", str(directory), "--workers", workers]) == 0
+        assert main(["add", str(more_path), "--index", str(directory), "--workers", workers]) == 0
+        files = sorted(directory.glob("seg-*.wseg"))
+        assert len(files) == 2
+        # Files differ in their stamp (each index has its own id); every section is equal.
+        readers = [SectionFile(path, None) for path in files]
+        sections.append([{name: bytes(r.raw(name)) for name in r.names} for r in readers])
+    assert sections[0] == sections[1]
+    capsys.readouterr()
+    assert main(["index", str(corpus_path), "--index", str(tmp_path / "w0"), "--workers", "0"]) == 2
+    assert "--workers: expected a positive integer, got '0'" in capsys.readouterr().err
