@@ -23,7 +23,7 @@ from __future__ import annotations
 import operator
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Protocol, runtime_checkable
 
@@ -93,8 +93,6 @@ _POSSESSIVE_SUFFIXES = ("'s", "\u2019s")
 #: words that follow. It never changes a term, only how fast they come.
 WORD_MEMO_SIZE = 1 << 17
 
-_UNKNOWN = object()
-
 #: True for a memo value that is a term (``None`` marks a dropped word).
 _IS_TERM = partial(operator.is_not, None)
 
@@ -158,35 +156,35 @@ class EnglishAnalyzer:
         # NFKC leaves ASCII unchanged and casefold() is lower() on it.
         folded = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
         words: list[str] = _WORD.findall(folded)
-        try:
-            return list(filter(_IS_TERM, map(self._memo.__getitem__, words)))  # type: ignore[arg-type]
-        except KeyError:
-            return self._analyze_new_words(words)
-
-    def _analyze_new_words(self, words: list[str]) -> list[str]:
-        """``analyze`` for words some of which are not in the memo yet: resolve and remember them."""
         memo = self._memo
-        table: dict[str, str | None] = {}
-        new: list[str] = []
-        for word in dict.fromkeys(words):  # first-seen order: deterministic batches
-            known = memo.get(word, _UNKNOWN)
-            if known is _UNKNOWN:
-                new.append(word)
-            else:
-                table[word] = known  # type: ignore[assignment]
-        # The rule, per word: drop a possessive 's, then drop what is empty or
-        # a stopword, and stem the rest (in one call for all new words).
-        bases = [word[:-2] if word.endswith(_POSSESSIVE_SUFFIXES) else word for word in new]
-        kept = [base for base in bases if base and base not in self._stopwords]
-        stems: list[str] = self._stemmer.stemWords(kept)
-        stem_of = dict(zip(kept, stems, strict=True))
-        resolved = {word: stem_of.get(base) for word, base in zip(new, bases, strict=True)}
+        try:
+            return list(filter(_IS_TERM, map(memo.__getitem__, words)))  # type: ignore[arg-type]
+        except KeyError:
+            pass
+        # Some words are new: resolve them (a C-level set difference finds
+        # them), remember them, and look the text's words up again.
+        resolved = self._resolve(set(words).difference(memo))
         if len(memo) + len(resolved) > WORD_MEMO_SIZE:
             memo.clear()
         if len(resolved) <= WORD_MEMO_SIZE:
             memo.update(resolved)
-        table.update(resolved)
-        return list(filter(_IS_TERM, map(table.__getitem__, words)))  # type: ignore[arg-type]
+        try:
+            return list(filter(_IS_TERM, map(memo.__getitem__, words)))  # type: ignore[arg-type]
+        except KeyError:  # emptied meanwhile (it was full, or by another thread): no memo
+            table = self._resolve(set(words))
+            return list(filter(_IS_TERM, map(table.__getitem__, words)))  # type: ignore[arg-type]
+
+    def _resolve(self, words: Collection[str]) -> dict[str, str | None]:
+        """Map each of ``words`` to its term, or to ``None`` if dropped (stemmed in one call).
+
+        The rule, per word: drop a possessive ``'s``, then drop what is empty
+        or a stopword, and stem the rest.
+        """
+        bases = [word[:-2] if word.endswith(_POSSESSIVE_SUFFIXES) else word for word in words]
+        kept = [base for base in bases if base and base not in self._stopwords]
+        stems: list[str] = self._stemmer.stemWords(kept)
+        stem_of = dict(zip(kept, stems, strict=True))
+        return {word: stem_of.get(base) for word, base in zip(words, bases, strict=True)}
 
 
 class SimpleAnalyzer:
