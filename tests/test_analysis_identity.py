@@ -88,6 +88,16 @@ def test_random_unicode_texts_match_the_reference() -> None:
     check_same(texts, EnglishAnalyzer(), ReferenceEnglish())
 
 
+def test_random_ascii_texts_match_the_reference() -> None:
+    # Every ASCII character, words and stopwords among them: the translate-and-split path.
+    rng = random.Random(15)
+    pieces = [chr(c) for c in range(128)] + ["the", "cat's", "running", "don't", "A_B", "x9"] * 8
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(3000)]
+    assert all(text.isascii() for text in texts)
+    assert sum("'" not in text for text in texts) > 300
+    check_same(texts, EnglishAnalyzer(), ReferenceEnglish())
+
+
 def test_custom_stopwords_match_the_reference() -> None:
     stopwords = frozenset({"cat", "dog", "\u00e9t\u00e9", "strasse"})
     analyzer = EnglishAnalyzer(stopwords, name="english-pets")
