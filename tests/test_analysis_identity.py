@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import re
 import unicodedata
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -67,8 +68,25 @@ UNICODE_TEXTS = [
 
 
 def check_same(texts: list[str], analyzer: EnglishAnalyzer, reference: ReferenceEnglish) -> None:
+    """``analyze`` and ``term_counts`` (compiled or not) give the reference's terms exactly."""
+    plain = EnglishAnalyzer(analyzer._stopwords, analyzer.name)
     for text in texts:
-        assert analyzer.analyze(text) == reference.analyze(text), text
+        expected = reference.analyze(text)
+        assert analyzer.analyze(text) == expected, text
+        counts, length = analyzer.term_counts(text)
+        assert length == len(expected), text
+        assert list(counts.items()) == list(Counter(expected).items()), text  # order too
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(analysis, "_compiled", None)
+            assert plain.term_counts(text) == (Counter(expected), len(expected)), text
+
+
+def test_the_compiled_loop_is_checked_where_it_is_built() -> None:
+    # Says so when the checks of this file ran against Python alone.
+    if vars(analysis)["_compiled"] is None:
+        pytest.skip("weftsearch._analysis is not built (setup.py build_ext --inplace): Python path only")
+    counts = EnglishAnalyzer().term_counts("The walkers' walks, walking")
+    assert counts == ({"walker": 1, "walk": 2}, 3)
 
 
 def test_unicode_texts_match_the_reference() -> None:
@@ -114,6 +132,18 @@ def test_full_memo_is_emptied_and_terms_stay_the_same(monkeypatch: pytest.Monkey
     # A text with more distinct words than the memo holds is analysed without it.
     check_same(["alpha beta gamma delta epsilon zeta eta theta"], analyzer, reference)
     assert len(analyzer._memo) <= 5
+    # term_counts after the memo was emptied between its two lookups (another thread).
+    fresh = EnglishAnalyzer()
+    real = fresh._remember
+
+    def remember_then_lose(resolved: dict[str, str | None]) -> None:
+        real(resolved)
+        fresh._memo.clear()
+
+    monkeypatch.setattr(fresh, "_remember", remember_then_lose)
+    text = "graphs ranked by the walkers' walks"
+    expected = reference.analyze(text)
+    assert fresh.term_counts(text) == (Counter(expected), len(expected))
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from __future__ import annotations
 import operator
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Protocol, runtime_checkable
@@ -30,6 +31,11 @@ from typing import Protocol, runtime_checkable
 import Stemmer
 
 from weftsearch.errors import InvalidParameterError, UnknownAnalyzerError
+
+try:  # the compiled inner loop of EnglishAnalyzer.term_counts (setup.py builds it)
+    from weftsearch import _analysis as _compiled
+except ImportError:  # not built: the same counts from Python
+    _compiled = None  # type: ignore[assignment]
 
 __all__ = [
     "Analyzer",
@@ -171,16 +177,48 @@ class EnglishAnalyzer:
             pass
         # Some words are new: resolve them (a C-level set difference finds
         # them), remember them, and look the text's words up again.
-        resolved = self._resolve(set(words).difference(memo))
-        if len(memo) + len(resolved) > WORD_MEMO_SIZE:
-            memo.clear()
-        if len(resolved) <= WORD_MEMO_SIZE:
-            memo.update(resolved)
+        self._remember(self._resolve(set(words).difference(memo)))
         try:
             return list(filter(_IS_TERM, map(memo.__getitem__, words)))  # type: ignore[arg-type]
         except KeyError:  # emptied meanwhile (it was full, or by another thread): no memo
             table = self._resolve(set(words))
             return list(filter(_IS_TERM, map(table.__getitem__, words)))  # type: ignore[arg-type]
+
+    def term_counts(self, text: str) -> tuple[dict[str, int], int]:
+        """The terms of ``text`` counted: ``(term -> frequency, number of terms)``.
+
+        Equal to ``Counter(analyze(text))`` (terms in first-seen order) and
+        ``len(analyze(text))``; what ``Index.add_many`` stores. Where the
+        compiled loop (``weftsearch._analysis``) is built, words are found,
+        looked up in the memo and counted in one pass in C. O(len(text)).
+        """
+        compiled = _compiled
+        if compiled is None:
+            terms = self.analyze(text)
+            return Counter(terms), len(terms)
+        # NFKC leaves ASCII unchanged and casefold() is lower() on it.
+        folded = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
+        counted = compiled.term_counts(folded, self._memo)
+        if isinstance(counted, tuple):
+            return counted
+        self._remember(self._resolve(set(counted)))  # the words that were not in the memo
+        counted = compiled.term_counts(folded, self._memo)
+        if isinstance(counted, tuple):
+            return counted
+        # Emptied meanwhile (it was full, or by another thread): a table for this text alone.
+        words = compiled.term_counts(folded, {})
+        assert isinstance(words, list)
+        counted = compiled.term_counts(folded, self._resolve(set(words)))
+        assert isinstance(counted, tuple)
+        return counted
+
+    def _remember(self, resolved: dict[str, str | None]) -> None:
+        """Add ``resolved`` to the memo, emptying it first if it would hold over :data:`WORD_MEMO_SIZE`."""
+        memo = self._memo
+        if len(memo) + len(resolved) > WORD_MEMO_SIZE:
+            memo.clear()
+        if len(resolved) <= WORD_MEMO_SIZE:
+            memo.update(resolved)
 
     def _resolve(self, words: Collection[str]) -> dict[str, str | None]:
         """Map each of ``words`` to its term, or to ``None`` if dropped (stemmed in one call).

@@ -235,3 +235,28 @@ def test_cli_index_and_add_take_workers(tmp_path: Path, capsys: pytest.CaptureFi
     capsys.readouterr()
     assert main(["index", str(corpus_path), "--index", str(tmp_path / "w0"), "--workers", "0"]) == 2
     assert "--workers: expected a positive integer, got '0'" in capsys.readouterr().err
+
+
+def test_compiled_and_python_counting_give_the_same_segment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from weftsearch import analysis
+
+    documents = corpus(200, seed=11)
+    compiled = segment_bytes(documents, 1)
+    monkeypatch.setattr(analysis, "_compiled", None)
+    assert segment_bytes(documents, 1) == compiled
+    assert segment_bytes(documents, 2) == compiled
+
+
+class EveryWordIsCat(EnglishAnalyzer):
+    """A subclass that overrides analyze: its terms, not term_counts', are indexed."""
+
+    def analyze(self, text: str) -> list[str]:
+        return ["cat"] * len(text.split())
+
+
+def test_a_subclass_overriding_analyze_is_counted_from_analyze() -> None:
+    index = Index(EveryWordIsCat(name="cats"))
+    index.add_many([Document(key="a", text="graph walk ranking"), Document(key="b", text="x")], workers=1)
+    snapshot = index.snapshot()
+    assert snapshot.doc_freq("cat") == 2
+    assert snapshot.doc_freq("graph") == 0

@@ -30,7 +30,7 @@ import pickle
 import signal
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from weftsearch.analysis import Analyzer, EnglishAnalyzer, SimpleAnalyzer
 from weftsearch.engine.documents import Document
@@ -49,7 +49,7 @@ PARALLEL_MIN_DOCUMENTS = 2000
 _LOCK_FREE_ANALYZERS = (EnglishAnalyzer, SimpleAnalyzer)
 
 #: One analysed document as a worker sends it: term counts, length, stored record.
-_Analysed = tuple[Counter[str], int, bytes]
+_Analysed = tuple[Mapping[str, int], int, bytes]
 
 
 def usable_cpus() -> int:
@@ -94,21 +94,44 @@ def _analysis_error(analyzer: Analyzer, document: Document, exc: Exception) -> A
     )
 
 
-def _analyse(analyzer: Analyzer, document: Document) -> _Analysed:
-    """Terms counted, length and stored record of one document. O(len(text))."""
-    try:
-        terms = analyzer.analyze(document.text)
-    except Exception as exc:  # any failure of user code: reported naming the document
-        raise _analysis_error(analyzer, document, exc) from exc
-    return Counter(terms), len(terms), stored_record(document)
+#: How one text's terms are counted: ``text -> (term -> frequency, number of terms)``.
+_Counter = Callable[[str], tuple[Mapping[str, int], int]]
+
+
+def _term_counter(analyzer: Analyzer) -> _Counter:
+    """How ``analyzer``'s terms of a text are counted.
+
+    ``EnglishAnalyzer.term_counts`` (one compiled pass) where that counts what
+    ``analyze`` gives (not for a subclass that overrides ``analyze``), else
+    ``Counter(analyzer.analyze(text))``.
+    """
+    if isinstance(analyzer, EnglishAnalyzer) and type(analyzer).analyze is EnglishAnalyzer.analyze:
+        return analyzer.term_counts
+
+    def count(text: str) -> tuple[Mapping[str, int], int]:
+        terms = analyzer.analyze(text)
+        return Counter(terms), len(terms)
+
+    return count
 
 
 def _analyse_chunk(
     analyzer: Analyzer, documents: Sequence[Document], tick: Callable[[], object]
 ) -> list[_Analysed]:
+    """Terms counted, length and stored record of each document, in order, calling ``tick`` after each.
+
+    Raises:
+        AnalysisError: the analyzer raised on a document (the first one is named).
+
+    """
+    count = _term_counter(analyzer)
     analysed = []
     for document in documents:
-        analysed.append(_analyse(analyzer, document))
+        try:
+            terms, length = count(document.text)
+        except Exception as exc:  # any failure of user code: reported naming the document
+            raise _analysis_error(analyzer, document, exc) from exc
+        analysed.append((terms, length, stored_record(document)))
         tick()
     return analysed
 

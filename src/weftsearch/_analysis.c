@@ -1,0 +1,107 @@
+/* The english analyzer's inner loop, compiled: words of a folded text looked up in the
+ * analyzer's memo and counted (weftsearch.analysis.EnglishAnalyzer.term_counts).
+ *
+ * Words are what the regex  \w+(?:['\u2019]\w+)*  finds: runs of word characters, an
+ * apostrophe (' or U+2019) kept only between word characters. A word character is what
+ * Python's re module calls one in a str pattern: Py_UNICODE_ISALNUM(ch) or '_' (sre's
+ * SRE_UNI_IS_WORD), so the words are the regex's exactly.
+ *
+ * term_counts(folded, memo) -> (counts, length) | missing
+ *   memo maps a word to its term (str) or None (dropped). When every word is in the memo,
+ *   returns counts (term -> frequency, terms in first-seen order, as collections.Counter
+ *   would give) and length (the number of terms kept). Otherwise returns the list of words
+ *   not in the memo (in text order, repeats possible) and counts nothing; the caller
+ *   resolves them, adds them to the memo and calls again.
+ *
+ * Holds the GIL throughout (it builds Python objects); O(len(folded)).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static inline int is_word(Py_UCS4 ch) { return ch == '_' || Py_UNICODE_ISALNUM(ch); }
+
+static PyObject *term_counts(PyObject *self, PyObject *args) {
+    PyObject *text, *memo;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "UO!:term_counts", &text, &PyDict_Type, &memo)) return NULL;
+    if (PyUnicode_READY(text) == -1) return NULL;
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    PyObject *counts = PyDict_New();
+    PyObject *missing = NULL;
+    PyObject *one = PyLong_FromLong(1);
+    Py_ssize_t length = 0;
+    Py_ssize_t i = 0;
+    if (counts == NULL || one == NULL) goto error;
+    while (i < n) {
+        if (!is_word(PyUnicode_READ(kind, data, i))) {
+            i++;
+            continue;
+        }
+        const Py_ssize_t start = i;
+        while (i < n && is_word(PyUnicode_READ(kind, data, i))) i++;
+        while (i + 1 < n) {
+            const Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+            if ((ch != '\'' && ch != 0x2019) || !is_word(PyUnicode_READ(kind, data, i + 1))) break;
+            i++;
+            while (i < n && is_word(PyUnicode_READ(kind, data, i))) i++;
+        }
+        PyObject *word = PyUnicode_Substring(text, start, i);
+        if (word == NULL) goto error;
+        PyObject *term = PyDict_GetItemWithError(memo, word); /* borrowed */
+        if (term == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(word);
+                goto error;
+            }
+            if (missing == NULL && (missing = PyList_New(0)) == NULL) {
+                Py_DECREF(word);
+                goto error;
+            }
+            int failed = PyList_Append(missing, word);
+            Py_DECREF(word);
+            if (failed) goto error;
+            continue;
+        }
+        Py_DECREF(word);
+        if (term == Py_None || missing != NULL) continue;
+        Py_INCREF(term); /* the memo may lose it while the counts are updated */
+        PyObject *count = PyDict_GetItemWithError(counts, term);
+        int failed;
+        if (count == NULL) {
+            failed = PyErr_Occurred() ? -1 : PyDict_SetItem(counts, term, one);
+        } else {
+            PyObject *next = PyNumber_Add(count, one);
+            failed = next == NULL ? -1 : PyDict_SetItem(counts, term, next);
+            Py_XDECREF(next);
+        }
+        Py_DECREF(term);
+        if (failed) goto error;
+        length++;
+    }
+    Py_DECREF(one);
+    if (missing != NULL) {
+        Py_DECREF(counts);
+        return missing;
+    }
+    return Py_BuildValue("(Nn)", counts, length);
+error:
+    Py_XDECREF(counts);
+    Py_XDECREF(missing);
+    Py_XDECREF(one);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"term_counts", term_counts, METH_VARARGS,
+     "term_counts(folded, memo) -> (counts, length) | missing words (see the module source)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "weftsearch._analysis", "The english analyzer's compiled inner loop.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__analysis(void) { return PyModule_Create(&module); }
