@@ -132,16 +132,17 @@ def test_full_memo_is_emptied_and_terms_stay_the_same(monkeypatch: pytest.Monkey
     # A text with more distinct words than the memo holds is analysed without it.
     check_same(["alpha beta gamma delta epsilon zeta eta theta"], analyzer, reference)
     assert len(analyzer._memo) <= 5
-    # term_counts after the memo was emptied between its two lookups (another thread).
+    # term_counts while the memo is emptied after every new word (as another thread might).
     fresh = EnglishAnalyzer()
-    real = fresh._remember
+    real = fresh._resolve_word
 
-    def remember_then_lose(resolved: dict[str, str | None]) -> None:
-        real(resolved)
+    def resolve_then_lose(word: str) -> str | None:
+        term = real(word)
         fresh._memo.clear()
+        return term
 
-    monkeypatch.setattr(fresh, "_remember", remember_then_lose)
-    text = "graphs ranked by the walkers' walks"
+    monkeypatch.setattr(fresh, "_resolve_word", resolve_then_lose)
+    text = "graphs ranked by the walkers' walks, graphs walks"
     expected = reference.analyze(text)
     assert fresh.term_counts(text) == (Counter(expected), len(expected))
 

@@ -6,30 +6,33 @@
  * Python's re module calls one in a str pattern: Py_UNICODE_ISALNUM(ch) or '_' (sre's
  * SRE_UNI_IS_WORD), so the words are the regex's exactly.
  *
- * term_counts(folded, memo) -> (counts, length) | missing
- *   memo maps a word to its term (str) or None (dropped). When every word is in the memo,
- *   returns counts (term -> frequency, terms in first-seen order, as collections.Counter
- *   would give) and length (the number of terms kept). Otherwise returns the list of words
- *   not in the memo (in text order, repeats possible) and counts nothing; the caller
- *   resolves them, adds them to the memo and calls again.
+ * term_counts(folded, memo, resolve) -> (counts, length)
+ *   memo maps a word to its term (str) or None (dropped); a word not in it is passed to
+ *   resolve(word), which returns the term or None (and may remember it in the memo). Returns
+ *   counts (term -> frequency, terms in first-seen order, as collections.Counter gives) and
+ *   length (the number of terms kept).
  *
  * Holds the GIL throughout (it builds Python objects); O(len(folded)).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-static inline int is_word(Py_UCS4 ch) { return ch == '_' || Py_UNICODE_ISALNUM(ch); }
+/* \w for the ASCII range: [0-9A-Za-z_]. */
+static unsigned char ascii_word[128];
+
+static inline int is_word(Py_UCS4 ch) {
+    return ch < 128 ? ascii_word[ch] : Py_UNICODE_ISALNUM(ch);
+}
 
 static PyObject *term_counts(PyObject *self, PyObject *args) {
-    PyObject *text, *memo;
+    PyObject *text, *memo, *resolve;
     (void)self;
-    if (!PyArg_ParseTuple(args, "UO!:term_counts", &text, &PyDict_Type, &memo)) return NULL;
+    if (!PyArg_ParseTuple(args, "UO!O:term_counts", &text, &PyDict_Type, &memo, &resolve)) return NULL;
     if (PyUnicode_READY(text) == -1) return NULL;
     const int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     PyObject *counts = PyDict_New();
-    PyObject *missing = NULL;
     PyObject *one = PyLong_FromLong(1);
     Py_ssize_t length = 0;
     Py_ssize_t i = 0;
@@ -50,23 +53,29 @@ static PyObject *term_counts(PyObject *self, PyObject *args) {
         PyObject *word = PyUnicode_Substring(text, start, i);
         if (word == NULL) goto error;
         PyObject *term = PyDict_GetItemWithError(memo, word); /* borrowed */
-        if (term == NULL) {
-            if (PyErr_Occurred()) {
-                Py_DECREF(word);
-                goto error;
-            }
-            if (missing == NULL && (missing = PyList_New(0)) == NULL) {
-                Py_DECREF(word);
-                goto error;
-            }
-            int failed = PyList_Append(missing, word);
+        if (term != NULL) {
+            Py_INCREF(term); /* owned from here, as resolve's result is */
+        } else if (PyErr_Occurred()) {
             Py_DECREF(word);
-            if (failed) goto error;
-            continue;
+            goto error;
+        } else {
+            term = PyObject_CallOneArg(resolve, word);
+            if (term == NULL) {
+                Py_DECREF(word);
+                goto error;
+            }
+            if (term != Py_None && !PyUnicode_Check(term)) {
+                PyErr_Format(PyExc_TypeError, "resolve(%R) returned %R, not a str or None", word, term);
+                Py_DECREF(term);
+                Py_DECREF(word);
+                goto error;
+            }
         }
         Py_DECREF(word);
-        if (term == Py_None || missing != NULL) continue;
-        Py_INCREF(term); /* the memo may lose it while the counts are updated */
+        if (term == Py_None) {
+            Py_DECREF(term);
+            continue;
+        }
         PyObject *count = PyDict_GetItemWithError(counts, term);
         int failed;
         if (count == NULL) {
@@ -81,21 +90,16 @@ static PyObject *term_counts(PyObject *self, PyObject *args) {
         length++;
     }
     Py_DECREF(one);
-    if (missing != NULL) {
-        Py_DECREF(counts);
-        return missing;
-    }
     return Py_BuildValue("(Nn)", counts, length);
 error:
     Py_XDECREF(counts);
-    Py_XDECREF(missing);
     Py_XDECREF(one);
     return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"term_counts", term_counts, METH_VARARGS,
-     "term_counts(folded, memo) -> (counts, length) | missing words (see the module source)."},
+     "term_counts(folded, memo, resolve) -> (counts, length) (see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -104,4 +108,9 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__analysis(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__analysis(void) {
+    for (int ch = 0; ch < 128; ch++)
+        ascii_word[ch] = (unsigned char)(ch == '_' || (ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z') ||
+                                         (ch >= 'a' && ch <= 'z'));
+    return PyModule_Create(&module);
+}

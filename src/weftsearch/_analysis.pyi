@@ -1,4 +1,8 @@
 """The english analyzer's compiled inner loop (src/weftsearch/_analysis.c)."""
 
-def term_counts(folded: str, memo: dict[str, str | None], /) -> tuple[dict[str, int], int] | list[str]:
-    """Counts of the memo's terms for the words of ``folded``, or the words not in the memo."""
+from collections.abc import Callable
+
+def term_counts(
+    folded: str, memo: dict[str, str | None], resolve: Callable[[str], str | None], /
+) -> tuple[dict[str, int], int]:
+    """Terms of the words of ``folded`` (from ``memo``, else ``resolve(word)``), counted."""

@@ -198,19 +198,17 @@ class EnglishAnalyzer:
             return Counter(terms), len(terms)
         # NFKC leaves ASCII unchanged and casefold() is lower() on it.
         folded = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
-        counted = compiled.term_counts(folded, self._memo)
-        if isinstance(counted, tuple):
-            return counted
-        self._remember(self._resolve(set(counted)))  # the words that were not in the memo
-        counted = compiled.term_counts(folded, self._memo)
-        if isinstance(counted, tuple):
-            return counted
-        # Emptied meanwhile (it was full, or by another thread): a table for this text alone.
-        words = compiled.term_counts(folded, {})
-        assert isinstance(words, list)
-        counted = compiled.term_counts(folded, self._resolve(set(words)))
-        assert isinstance(counted, tuple)
-        return counted
+        return compiled.term_counts(folded, self._memo, self._resolve_word)
+
+    def _resolve_word(self, word: str) -> str | None:
+        """One word's term (``None``: dropped), remembered; what the compiled loop calls for a new word."""
+        base = word[:-2] if word.endswith(_POSSESSIVE_SUFFIXES) else word
+        term: str | None = self._stemmer.stemWord(base) if base and base not in self._stopwords else None
+        memo = self._memo
+        if len(memo) >= WORD_MEMO_SIZE:
+            memo.clear()
+        memo[word] = term
+        return term
 
     def _remember(self, resolved: dict[str, str | None]) -> None:
         """Add ``resolved`` to the memo, emptying it first if it would hold over :data:`WORD_MEMO_SIZE`."""
