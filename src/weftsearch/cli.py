@@ -293,11 +293,14 @@ def _cmd_index(args: argparse.Namespace) -> int:
     # replaces it in one rename (Index.create); any error before that leaves
     # it unchanged (the with block discards the new documents).
     try:
+        # No search runs in this process: the commit's encoder child need not yield the
+        # CPU (at "idle" it would wait behind every other process on a busy machine).
         index = Index.create(
             args.index,
             args.analyzer,
             vector_dim=None if vectors is None else vectors.dim,
             overwrite=args.overwrite,
+            commit_priority="normal",
         )
     except IndexExistsError:  # the library's message names the keyword; here the flag is the way
         raise IndexExistsError(f"{args.index} is not empty; pass --overwrite to replace it") from None
@@ -610,7 +613,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
     documents = load_documents(args.corpus, args.format, vectors=vectors)
     if not documents:
         raise InvalidParameterError(f"{args.corpus} holds no documents; nothing to add")
-    with Index.open(args.index) as index:
+    with Index.open(args.index, commit_priority="normal") as index:  # no search here (see index)
         before = len(index)
         replaced = sum(1 for document in documents if document.key in index)
         # add_many checks the whole batch (vector widths) before applying any of it.

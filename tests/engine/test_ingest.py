@@ -260,3 +260,32 @@ def test_a_subclass_overriding_analyze_is_counted_from_analyze() -> None:
     snapshot = index.snapshot()
     assert snapshot.doc_freq("cat") == 2
     assert snapshot.doc_freq("graph") == 0
+
+
+def test_cli_commits_with_the_encoder_at_normal_priority(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The CLI runs no search: its encoder child must not wait at idle priority behind other processes.
+    import json
+
+    from weftsearch import cli
+
+    priorities: list[str] = []
+    real_create, real_open = Index.create.__func__, Index.open.__func__  # type: ignore[attr-defined]
+
+    def create(cls: type[Index], /, *args: object, **kwargs: object) -> Index:
+        priorities.append(str(kwargs.get("commit_priority", "idle")))
+        return real_create(cls, *args, **kwargs)  # type: ignore[no-any-return]
+
+    def open_(cls: type[Index], /, *args: object, **kwargs: object) -> Index:
+        priorities.append(str(kwargs.get("commit_priority", "idle")))
+        return real_open(cls, *args, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Index, "create", classmethod(create))
+    monkeypatch.setattr(Index, "open", classmethod(open_))
+    corpus_path = tmp_path / "corpus.jsonl"
+    corpus_path.write_text(json.dumps({"key": "a", "text": "graph walk"}) + "\n", encoding="utf-8")
+    assert cli.main(["index", str(corpus_path), "--index", str(tmp_path / "i")]) == 0
+    assert cli.main(["add", str(corpus_path), "--index", str(tmp_path / "i")]) == 0
+    assert priorities == ["normal", "normal"]
+    capsys.readouterr()
