@@ -804,8 +804,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=None,
         metavar="N",
-        help="processes that analyse the documents (default: every CPU from 2,000 documents; "
-        "the index is the same whatever the count)",
+        help="processes that analyse the documents (default: from 2,000 documents, one more per "
+        "idle CPU; the index is the same whatever the count)",
     )
     index.set_defaults(handler=_cmd_index)
 
@@ -932,8 +932,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=None,
         metavar="N",
-        help="processes that analyse the documents (default: every CPU from 2,000 documents; "
-        "the index is the same whatever the count)",
+        help="processes that analyse the documents (default: from 2,000 documents, one more per "
+        "idle CPU; the index is the same whatever the count)",
     )
     add.set_defaults(handler=_cmd_add)
 

@@ -171,6 +171,7 @@ def test_workers_must_be_a_positive_int(bad: object) -> None:
 
 def test_default_worker_count(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ingest, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.5, 0.5))  # this process alone
     english = EnglishAnalyzer()
     assert resolve_workers(None, PARALLEL_MIN_DOCUMENTS - 1, english) == 1
     assert resolve_workers(None, PARALLEL_MIN_DOCUMENTS, english) == 2
@@ -181,8 +182,32 @@ def test_default_worker_count(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_workers(None, 10 * PARALLEL_MIN_DOCUMENTS, english) == 1
 
 
+@pytest.mark.parametrize(
+    ("cpus", "load", "expected"),
+    [(2, 0.0, 2), (2, 1.0, 2), (2, 1.5, 1), (2, 4.7, 1), (8, 3.2, 5), (8, 0.1, 8), (4, 40.0, 1)],
+)
+def test_default_takes_only_idle_cpus(
+    monkeypatch: pytest.MonkeyPatch, cpus: int, load: float, expected: int
+) -> None:
+    # On a busy machine a worker costs more CPU than it saves (measured on SciFact).
+    monkeypatch.setattr(ingest, "usable_cpus", lambda: cpus)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    assert resolve_workers(None, PARALLEL_MIN_DOCUMENTS, EnglishAnalyzer()) == expected
+    assert resolve_workers(3, PARALLEL_MIN_DOCUMENTS, EnglishAnalyzer()) == 3  # explicit: as given
+
+
+def test_without_a_load_average_every_cpu_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_load() -> tuple[float, float, float]:
+        raise OSError("no load average")
+
+    monkeypatch.setattr(ingest, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(os, "getloadavg", no_load)
+    assert resolve_workers(None, PARALLEL_MIN_DOCUMENTS, EnglishAnalyzer()) == 4
+
+
 def test_default_keeps_custom_analyzers_in_process_while_threads_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ingest, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     monkeypatch.setattr(threading, "active_count", lambda: 3)
     assert resolve_workers(None, PARALLEL_MIN_DOCUMENTS, UnpicklableAnalyzer()) == 1
     assert resolve_workers(None, PARALLEL_MIN_DOCUMENTS, EnglishAnalyzer()) == 2
@@ -198,6 +223,7 @@ def test_default_uses_workers_for_a_large_batch(monkeypatch: pytest.MonkeyPatch)
         return real(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ingest, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     monkeypatch.setattr(ingest, "PARALLEL_MIN_DOCUMENTS", 100)
     monkeypatch.setattr(ingest, "_analyse_in_workers", spy)
     documents = corpus(150)

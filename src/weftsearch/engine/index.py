@@ -1003,9 +1003,10 @@ class Index:
             progress: show a progress bar; ``None`` shows one for large batches
                 on a terminal.
             workers: processes that analyse the batch. ``None`` (the default):
-                every CPU this process may use for a batch of at least
+                for a batch of at least
                 :data:`~weftsearch.engine.ingest.PARALLEL_MIN_DOCUMENTS`
-                (2,000) documents, one process below that (and for a custom
+                (2,000) documents, this process and one worker per idle CPU
+                (by the load average), else one process (and one for a custom
                 analyzer while other threads run); see
                 :func:`~weftsearch.engine.ingest.resolve_workers`. ``1``: this
                 thread only. Workers are forked (POSIX; elsewhere always one
