@@ -6,11 +6,13 @@
  * Python's re module calls one in a str pattern: Py_UNICODE_ISALNUM(ch) or '_' (sre's
  * SRE_UNI_IS_WORD), so the words are the regex's exactly.
  *
- * term_counts(folded, memo, resolve) -> (counts, length)
- *   memo maps a word to its term (str) or None (dropped); a word not in it is passed to
- *   resolve(word), which returns the term or None (and may remember it in the memo). Returns
- *   counts (term -> frequency, terms in first-seen order, as collections.Counter gives) and
- *   length (the number of terms kept).
+ * term_counts(folded, memo, stopwords, stem, limit) -> (counts, length)
+ *   memo maps a word to its term (str) or None (dropped). A word not in it is resolved by
+ *   the english rule (EnglishAnalyzer._resolve_word, the same steps): a final 's or \u2019s
+ *   removed, then dropped (None) if nothing is left or it is in the frozenset stopwords, else
+ *   stem(base) (PyStemmer's stemWord); the memo is emptied first if it holds limit words, then
+ *   the word is remembered. Returns counts (term -> frequency, terms in first-seen order, as
+ *   collections.Counter gives) and length (the number of terms kept).
  *
  * Holds the GIL throughout (it builds Python objects); O(len(folded)).
  */
@@ -24,10 +26,59 @@ static inline int is_word(Py_UCS4 ch) {
     return ch < 128 ? ascii_word[ch] : Py_UNICODE_ISALNUM(ch);
 }
 
+/* A new word's term (new reference; None when dropped), remembered in memo. */
+static PyObject *resolve(PyObject *word, PyObject *memo, PyObject *stopwords, PyObject *stem,
+                         Py_ssize_t limit) {
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(word);
+    const int kind = PyUnicode_KIND(word);
+    const void *data = PyUnicode_DATA(word);
+    PyObject *base;
+    if (n >= 2 && PyUnicode_READ(kind, data, n - 1) == 's' &&
+        (PyUnicode_READ(kind, data, n - 2) == '\'' || PyUnicode_READ(kind, data, n - 2) == 0x2019)) {
+        base = PyUnicode_Substring(word, 0, n - 2);
+    } else {
+        base = word;
+        Py_INCREF(base);
+    }
+    if (base == NULL) return NULL;
+    PyObject *term;
+    int stop = PyUnicode_GET_LENGTH(base) == 0 ? 1 : PySet_Contains(stopwords, base);
+    if (stop < 0) {
+        Py_DECREF(base);
+        return NULL;
+    }
+    if (stop) {
+        term = Py_None;
+        Py_INCREF(term);
+    } else {
+        term = PyObject_CallOneArg(stem, base);
+        if (term == NULL) {
+            Py_DECREF(base);
+            return NULL;
+        }
+        if (!PyUnicode_Check(term)) {
+            PyErr_Format(PyExc_TypeError, "stem(%R) returned %R, not a str", base, term);
+            Py_DECREF(term);
+            Py_DECREF(base);
+            return NULL;
+        }
+    }
+    Py_DECREF(base);
+    if (PyDict_GET_SIZE(memo) >= limit) PyDict_Clear(memo);
+    if (PyDict_SetItem(memo, word, term) < 0) {
+        Py_DECREF(term);
+        return NULL;
+    }
+    return term;
+}
+
 static PyObject *term_counts(PyObject *self, PyObject *args) {
-    PyObject *text, *memo, *resolve;
+    PyObject *text, *memo, *stopwords, *stem;
+    Py_ssize_t limit;
     (void)self;
-    if (!PyArg_ParseTuple(args, "UO!O:term_counts", &text, &PyDict_Type, &memo, &resolve)) return NULL;
+    if (!PyArg_ParseTuple(args, "UO!O!On:term_counts", &text, &PyDict_Type, &memo, &PyFrozenSet_Type,
+                          &stopwords, &stem, &limit))
+        return NULL;
     if (PyUnicode_READY(text) == -1) return NULL;
     const int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
@@ -59,14 +110,8 @@ static PyObject *term_counts(PyObject *self, PyObject *args) {
             Py_DECREF(word);
             goto error;
         } else {
-            term = PyObject_CallOneArg(resolve, word);
+            term = resolve(word, memo, stopwords, stem, limit);
             if (term == NULL) {
-                Py_DECREF(word);
-                goto error;
-            }
-            if (term != Py_None && !PyUnicode_Check(term)) {
-                PyErr_Format(PyExc_TypeError, "resolve(%R) returned %R, not a str or None", word, term);
-                Py_DECREF(term);
                 Py_DECREF(word);
                 goto error;
             }
@@ -99,7 +144,7 @@ error:
 
 static PyMethodDef methods[] = {
     {"term_counts", term_counts, METH_VARARGS,
-     "term_counts(folded, memo, resolve) -> (counts, length) (see the module source)."},
+     "term_counts(folded, memo, stopwords, stem, limit) -> (counts, length) (see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -198,17 +198,9 @@ class EnglishAnalyzer:
             return Counter(terms), len(terms)
         # NFKC leaves ASCII unchanged and casefold() is lower() on it.
         folded = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
-        return compiled.term_counts(folded, self._memo, self._resolve_word)
-
-    def _resolve_word(self, word: str) -> str | None:
-        """One word's term (``None``: dropped), remembered; what the compiled loop calls for a new word."""
-        base = word[:-2] if word.endswith(_POSSESSIVE_SUFFIXES) else word
-        term: str | None = self._stemmer.stemWord(base) if base and base not in self._stopwords else None
-        memo = self._memo
-        if len(memo) >= WORD_MEMO_SIZE:
-            memo.clear()
-        memo[word] = term
-        return term
+        return compiled.term_counts(
+            folded, self._memo, self._stopwords, self._stemmer.stemWord, WORD_MEMO_SIZE
+        )
 
     def _remember(self, resolved: dict[str, str | None]) -> None:
         """Add ``resolved`` to the memo, emptying it first if it would hold over :data:`WORD_MEMO_SIZE`."""
