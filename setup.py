@@ -1,10 +1,12 @@
-"""Build step for the compiled parts: the vector scorer's scan (src/weftsearch/_probe.c) and
-the BM25 top-k with block-max early termination (src/weftsearch/_bm25.c).
+"""Build step for the compiled parts: the vector scorer's scan (src/weftsearch/_probe.c),
+the BM25 top-k with block-max early termination (src/weftsearch/_bm25.c), and the english
+analyzer's inner loop (src/weftsearch/_analysis.c).
 
-Everything else is in pyproject.toml. The library has no Python.h dependency
-(it is loaded with ctypes) and is optional: where it cannot be compiled, the
-install still succeeds and the scorers compute the same scores with numpy
-(see weftsearch.engine.kernels and weftsearch.engine.bm25_kernel).
+Everything else is in pyproject.toml. The first two have no Python.h dependency
+(they are loaded with ctypes); the third is a CPython extension module. All are
+optional: where one cannot be compiled, the install still succeeds and the same
+results come from numpy or Python (see weftsearch.engine.kernels,
+weftsearch.engine.bm25_kernel and weftsearch.analysis).
 """
 
 import sys
@@ -22,6 +24,12 @@ setup(
         ),
         Extension(
             "weftsearch._bm25", sources=["src/weftsearch/_bm25.c"], extra_compile_args=FLAGS, optional=True
+        ),
+        Extension(
+            "weftsearch._analysis",
+            sources=["src/weftsearch/_analysis.c"],
+            extra_compile_args=FLAGS,
+            optional=True,
         ),
     ]
 )

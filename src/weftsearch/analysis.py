@@ -20,20 +20,29 @@ that an index which records its name can be reopened.
 
 from __future__ import annotations
 
+import operator
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
+from functools import partial
 from typing import Protocol, runtime_checkable
 
 import Stemmer
 
 from weftsearch.errors import InvalidParameterError, UnknownAnalyzerError
 
+try:  # the compiled inner loop of EnglishAnalyzer.term_counts (setup.py builds it)
+    from weftsearch import _analysis as _compiled
+except ImportError:  # not built: the same counts from Python
+    _compiled = None  # type: ignore[assignment]
+
 __all__ = [
     "Analyzer",
     "EnglishAnalyzer",
     "SimpleAnalyzer",
     "LUCENE_ENGLISH_STOPWORDS",
+    "WORD_MEMO_SIZE",
     "register_analyzer",
     "get_analyzer",
     "analyzer_names",
@@ -83,6 +92,17 @@ LUCENE_ENGLISH_STOPWORDS: frozenset[str] = frozenset(
 _WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
 _NON_WORD = re.compile(r"\W+")
 _POSSESSIVE_SUFFIXES = ("'s", "\u2019s")
+#: ASCII characters \w does not match (and that are not an apostrophe) -> space.
+_ASCII_NON_WORD = str.maketrans({chr(c): " " for c in range(128) if not (chr(c).isalnum() or chr(c) in "_'")})
+
+#: Words an :class:`EnglishAnalyzer` remembers the analysis of (word -> stem,
+#: or dropped), per instance. A bound on its memory (about 200 bytes a word,
+#: so some 26 MB when full); when full it is emptied and refills from the
+#: words that follow. It never changes a term, only how fast they come.
+WORD_MEMO_SIZE = 1 << 17
+
+#: True for a memo value that is a term (``None`` marks a dropped word).
+_IS_TERM = partial(operator.is_not, None)
 
 
 @runtime_checkable
@@ -120,8 +140,14 @@ class EnglishAnalyzer:
     ) -> None:
         self._stopwords = frozenset(stopwords)
         self._name = name
-        # PyStemmer caches stems internally; one stemmer per analyzer instance.
+        # One stemmer per analyzer instance.
         self._stemmer = Stemmer.Stemmer("english")
+        # word (case folded, as the tokenizer yields it) -> its term, or None
+        # when the word is dropped (a stopword, or nothing left once the
+        # possessive is removed). Bounded by WORD_MEMO_SIZE. Thread-safe: each
+        # dict call is atomic, and a miss is resolved into a table local to
+        # the call, so a concurrent clear cannot lose a word.
+        self._memo: dict[str, str | None] = {}
 
     @property
     def name(self) -> str:
@@ -129,16 +155,72 @@ class EnglishAnalyzer:
         return self._name
 
     def analyze(self, text: str) -> list[str]:
-        """Return the stemmed, stopword-free terms of ``text``."""
-        folded = unicodedata.normalize("NFKC", text).casefold()
-        words: list[str] = []
-        for word in _WORD.findall(folded):
-            if word.endswith(_POSSESSIVE_SUFFIXES):
-                word = word[:-2]
-            if word and word not in self._stopwords:
-                words.append(word)
-        stems: list[str] = self._stemmer.stemWords(words)
-        return stems
+        """Return the stemmed, stopword-free terms of ``text``.
+
+        Each distinct word is folded, filtered and stemmed once and remembered
+        (:data:`WORD_MEMO_SIZE`), so a text of known words costs one regex
+        scan and one dict lookup a word, all in C. O(len(text)).
+        """
+        words: list[str]
+        if text.isascii():
+            # NFKC leaves ASCII unchanged and casefold() is lower() on it. Without
+            # an apostrophe the words are the runs of [a-z0-9_], which a
+            # translate to spaces and a split find faster than the regex.
+            folded = text.lower()
+            words = _WORD.findall(folded) if "'" in folded else folded.translate(_ASCII_NON_WORD).split()
+        else:
+            words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+        memo = self._memo
+        try:
+            return list(filter(_IS_TERM, map(memo.__getitem__, words)))  # type: ignore[arg-type]
+        except KeyError:
+            pass
+        # Some words are new: resolve them (a C-level set difference finds
+        # them), remember them, and look the text's words up again.
+        self._remember(self._resolve(set(words).difference(memo)))
+        try:
+            return list(filter(_IS_TERM, map(memo.__getitem__, words)))  # type: ignore[arg-type]
+        except KeyError:  # emptied meanwhile (it was full, or by another thread): no memo
+            table = self._resolve(set(words))
+            return list(filter(_IS_TERM, map(table.__getitem__, words)))  # type: ignore[arg-type]
+
+    def term_counts(self, text: str) -> tuple[dict[str, int], int]:
+        """The terms of ``text`` counted: ``(term -> frequency, number of terms)``.
+
+        Equal to ``Counter(analyze(text))`` (terms in first-seen order) and
+        ``len(analyze(text))``; what ``Index.add_many`` stores. Where the
+        compiled loop (``weftsearch._analysis``) is built, words are found,
+        looked up in the memo and counted in one pass in C. O(len(text)).
+        """
+        compiled = _compiled
+        if compiled is None:
+            terms = self.analyze(text)
+            return Counter(terms), len(terms)
+        # NFKC leaves ASCII unchanged and casefold() is lower() on it.
+        folded = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
+        return compiled.term_counts(
+            folded, self._memo, self._stopwords, self._stemmer.stemWord, WORD_MEMO_SIZE
+        )
+
+    def _remember(self, resolved: dict[str, str | None]) -> None:
+        """Add ``resolved`` to the memo, emptying it first if it would hold over :data:`WORD_MEMO_SIZE`."""
+        memo = self._memo
+        if len(memo) + len(resolved) > WORD_MEMO_SIZE:
+            memo.clear()
+        if len(resolved) <= WORD_MEMO_SIZE:
+            memo.update(resolved)
+
+    def _resolve(self, words: Collection[str]) -> dict[str, str | None]:
+        """Map each of ``words`` to its term, or to ``None`` if dropped (stemmed in one call).
+
+        The rule, per word: drop a possessive ``'s``, then drop what is empty
+        or a stopword, and stem the rest.
+        """
+        bases = [word[:-2] if word.endswith(_POSSESSIVE_SUFFIXES) else word for word in words]
+        kept = [base for base in bases if base and base not in self._stopwords]
+        stems: list[str] = self._stemmer.stemWords(kept)
+        stem_of = dict(zip(kept, stems, strict=True))
+        return {word: stem_of.get(base) for word, base in zip(words, bases, strict=True)}
 
 
 class SimpleAnalyzer:

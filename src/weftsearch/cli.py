@@ -302,17 +302,20 @@ def _cmd_index(args: argparse.Namespace) -> int:
     # replaces it in one rename (Index.create); any error before that leaves
     # it unchanged (the with block discards the new documents).
     try:
+        # No search runs in this process: the commit's encoder child need not yield the
+        # CPU (at "idle" it would wait behind every other process on a busy machine).
         index = Index.create(
             args.index,
             args.analyzer,
             vector_dim=None if vectors is None else vectors.dim,
             overwrite=args.overwrite,
+            commit_priority="normal",
         )
     except IndexExistsError:  # the library's message names the keyword; here the flag is the way
         raise IndexExistsError(f"{args.index} is not empty; pass --overwrite to replace it") from None
     with warnings.catch_warnings(), index:
         warnings.simplefilter("ignore", DiscardedWritesWarning)  # the error itself is reported
-        index.add_many(documents)
+        index.add_many(documents, workers=args.workers)
         index.commit()
         count = len(index)
     with_vectors = sum(1 for document in documents if document.vector is not None)
@@ -636,11 +639,11 @@ def _cmd_add(args: argparse.Namespace) -> int:
     documents, _ = _read_corpus(args)
     if not documents:
         raise InvalidParameterError(f"{args.corpus} holds no documents; nothing to add")
-    with Index.open(args.index) as index:
+    with Index.open(args.index, commit_priority="normal") as index:  # no search here (see index)
         before = len(index)
         replaced = sum(1 for document in documents if document.key in index)
         # add_many checks the whole batch (vector widths) before applying any of it.
-        index.add_many(documents)
+        index.add_many(documents, workers=args.workers)
         generation = index.commit()
         total = len(index)
     with_vectors = sum(1 for document in documents if document.vector is not None)
@@ -830,6 +833,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     index.add_argument("--analyzer", choices=analyzer_names(), default="english", help="analyzer (english)")
     index.add_argument("--overwrite", action="store_true", help="replace an existing index at DIR")
+    index.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="processes that analyse the documents (default: from 2,000 documents, one more per "
+        "idle CPU; the index is the same whatever the count)",
+    )
     index.set_defaults(handler=_cmd_index)
 
     search = commands.add_parser(
@@ -955,6 +966,14 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--vectors", metavar="FILE.npy", help="frozen document vectors, one row per id")
     add.add_argument(
         "--vector-ids", metavar="FILE", help="row ids of --vectors, one a line (default: <stem>_ids.txt)"
+    )
+    add.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="processes that analyse the documents (default: from 2,000 documents, one more per "
+        "idle CPU; the index is the same whatever the count)",
     )
     add.set_defaults(handler=_cmd_add)
 

@@ -40,6 +40,7 @@ __all__ = [
     "UncommittedWritesError",
     "DiscardedWritesWarning",
     "ManifestRollbackError",
+    "AnalysisError",
 ]
 
 
@@ -198,4 +199,12 @@ class ManifestRollbackError(CorruptIndexError):
     Also raised for the same generation with other content, or another index's
     manifest (a directory restored from a backup or replaced). Generation
     numbers never go backwards; reopen the index to accept the restored state.
+    """
+
+
+class AnalysisError(InvalidDocumentError):
+    """The analyzer raised on a document's text; the message names the document, analyzer and error.
+
+    ``Index.add_many`` raises it for the first such document in input order,
+    with the same message whether analysis ran in one process or several.
     """

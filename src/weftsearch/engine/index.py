@@ -24,7 +24,6 @@ import signal
 import threading
 import time
 import warnings
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from os import PathLike
@@ -38,6 +37,7 @@ from tqdm.auto import tqdm
 
 from weftsearch.analysis import Analyzer, get_analyzer
 from weftsearch.engine.documents import Document
+from weftsearch.engine.ingest import analyse_documents, resolve_workers
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults, search_snapshot, search_snapshot_many
@@ -76,7 +76,6 @@ from weftsearch.storage.segment import (
     encode_columns,
     encode_segment,
     merge_columns,
-    stored_record,
 )
 from weftsearch.storage.upgrade import UpgradeReport, upgrade_index
 
@@ -989,22 +988,40 @@ class Index:
         """Add ``document``, replacing any document with the same key (upsert)."""
         self.add_many([document], progress=False)
 
-    def add_many(self, documents: Iterable[Document], *, progress: bool | None = None) -> int:
+    def add_many(
+        self, documents: Iterable[Document], *, progress: bool | None = None, workers: int | None = None
+    ) -> int:
         """Add many documents at once (upsert); all or nothing.
 
         The whole batch is validated before any of it is applied: a repeated
         key within the batch raises :class:`DuplicateKeyError`, a vector of the
-        wrong width :class:`VectorDimensionError`, and the index is unchanged.
+        wrong width :class:`VectorDimensionError`, an analyzer failing on a
+        text :class:`~weftsearch.errors.AnalysisError` (naming the first such
+        document), and the index is unchanged.
 
         Args:
             documents: the documents; any iterable, consumed once.
             progress: show a progress bar; ``None`` shows one for large batches
                 on a terminal.
+            workers: processes that analyse the batch. ``None`` (the default):
+                for a batch of at least
+                :data:`~weftsearch.engine.ingest.PARALLEL_MIN_DOCUMENTS`
+                (2,000) documents, this process and one worker per idle CPU
+                (by the load average), else one process (and one for a custom
+                analyzer while other threads run); see
+                :func:`~weftsearch.engine.ingest.resolve_workers`. ``1``: this
+                thread only. Workers are forked (POSIX; elsewhere always one
+                process) and their results are gathered in input order, so the
+                index is byte-identical whatever the count.
 
         Returns:
             The number of documents added or replaced.
 
-        Complexity: O(total text length) for analysis, outside any lock.
+        Raises:
+            InvalidParameterError: ``workers`` is not ``None`` or a positive int.
+
+        Complexity: O(total text length) for analysis, outside any lock,
+        divided among the workers.
 
         """
         self._check_writable()
@@ -1025,13 +1042,19 @@ class Index:
                     raise VectorDimensionError(
                         f"document {document.key!r} has a vector of width {width}; the index holds {dim}"
                     )
+        processes = resolve_workers(workers, len(batch), self._analyzer)
         # tqdm's disable=None means "only on a terminal".
         disable = (not progress) if progress is not None else (len(batch) < PROGRESS_THRESHOLD or None)
-        analysed = []
-        for document in tqdm(batch, desc="analysing", unit="doc", disable=disable, leave=False):
-            terms = self._analyzer.analyze(document.text)
-            # The stored record is made now, outside any lock, not in the commit.
-            analysed.append(SegmentDocument(document, Counter(terms), len(terms), stored_record(document)))
+        lock_fd = None if self._writer_lock is None else self._writer_lock.fileno()
+        with tqdm(total=len(batch), desc="analysing", unit="doc", disable=disable, leave=False) as bar:
+            # Terms and stored records are made now, outside any lock, not in the commit.
+            analysed = analyse_documents(
+                self._analyzer,
+                batch,
+                processes,
+                tick=bar.update,
+                close_fds=() if lock_fd is None else (lock_fd,),
+            )
         if not analysed:
             return 0
         with self._write_lock:

@@ -1,0 +1,218 @@
+"""Benchmark: indexing throughput (add + commit, on disk) against bm25s and tantivy.
+
+Builds the same corpus (SciFact by default: ``corpus.jsonl`` of a BEIR folder)
+with each engine in turn, in alternating passes, and prints documents per
+second (median and spread over the passes) and the load average, since the
+machine may be shared (figures are indicative, not tests).
+
+- weft-search: ``Index.create(dir)``, ``add_many`` (analysis with the
+  ``english`` analyzer: NFKC, Unicode words, Lucene stopwords, Snowball
+  stems; stored records), ``commit`` (seal, encode, write; the encoder runs in
+  a forked child from 2,000 buffered documents). One arm per ``--workers``
+  value (``auto`` is the library's default).
+- bm25s: ``bm25s.tokenize`` (English stopwords, the same PyStemmer stemmer) and
+  ``BM25.index``, in memory (bm25s has no on-disk build step).
+- tantivy: ``add_document`` of key and text (stored, ``en_stem`` tokenizer),
+  ``commit``, on disk; one writer thread and tantivy's default thread count.
+
+Loading the JSONL file is timed once, apart: every arm indexes the same texts.
+A breakdown pass times the parts of weft-search's ``add_many`` in one process:
+analysis, term counting, stored records, and ``encode_segment`` in this
+process (the commit forks a child to run it).
+
+Usage::
+
+    python bench/ingest.py [--corpus PATH] [--repeat 5] [--workers 1,auto]
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import statistics
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from weftsearch.analysis import EnglishAnalyzer
+from weftsearch.corpus import load_documents
+from weftsearch.engine.documents import Document
+from weftsearch.engine.index import Index
+from weftsearch.storage.segment import SegmentDocument, encode_segment, stored_record
+
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact" / "corpus.jsonl"
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, formatted."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of its reaped children (workers, encoder)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def weft_arm(documents: list[Document], workers: str, priority: str = "idle") -> Callable[[], float]:
+    """A pass of weft-search: create, add_many, commit, close; returns seconds."""
+    takes_workers = "workers" in inspect.signature(Index.add_many).parameters
+
+    def run() -> float:
+        with tempfile.TemporaryDirectory(prefix="weft-bench-ingest-") as directory:
+            started = time.perf_counter()
+            index = Index.create(Path(directory) / "index", "english", commit_priority=priority)
+            kwargs: dict[str, Any] = {"progress": False}
+            if takes_workers:
+                kwargs["workers"] = None if workers == "auto" else int(workers)
+            index.add_many(documents, **kwargs)
+            index.commit()
+            index.close()
+            return time.perf_counter() - started
+
+    return run
+
+
+def bm25s_arm(texts: list[str]) -> Callable[[], float]:
+    """A pass of bm25s: tokenize (English stopwords, Snowball stems) and index; returns seconds."""
+    import bm25s
+    import Stemmer
+
+    def run() -> float:
+        started = time.perf_counter()
+        stemmer = Stemmer.Stemmer("english")
+        tokens = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False)
+        retriever = bm25s.BM25()
+        retriever.index(tokens, show_progress=False)
+        return time.perf_counter() - started
+
+    return run
+
+
+def tantivy_arm(keys: list[str], texts: list[str], threads: int) -> Callable[[], float]:
+    """A pass of tantivy: add_document of key and stored text, commit, on disk; returns seconds."""
+    import tantivy
+
+    def run() -> float:
+        with tempfile.TemporaryDirectory(prefix="weft-bench-tantivy-") as directory:
+            started = time.perf_counter()
+            builder = tantivy.SchemaBuilder()
+            builder.add_text_field("key", stored=True, tokenizer_name="raw")
+            builder.add_text_field("body", stored=True, tokenizer_name="en_stem")
+            schema = builder.build()
+            index = tantivy.Index(schema, path=directory)
+            writer = index.writer(heap_size=500_000_000, num_threads=threads)
+            for key, text in zip(keys, texts, strict=True):
+                writer.add_document(tantivy.Document(key=key, body=text))
+            writer.commit()
+            writer.wait_merging_threads()
+            return time.perf_counter() - started
+
+    return run
+
+
+def breakdown(documents: list[Document]) -> None:
+    """Time the parts of add_many and of the commit's encoding, in this process."""
+    analyzer = EnglishAnalyzer()
+    parts: dict[str, float] = {}
+    clock = time.process_time  # CPU time of this process: steadier than wall time on a shared machine
+    started = clock()
+    analysed = [analyzer.analyze(document.text) for document in documents]
+    parts["analyze, cold analyzer (terms as lists)"] = clock() - started
+    started = clock()
+    analysed = [analyzer.analyze(document.text) for document in documents]
+    parts["analyze, warm analyzer (same texts again)"] = clock() - started
+    started = clock()
+    counts = [Counter(terms) for terms in analysed]
+    parts["Counter of each analyze list"] = clock() - started
+    if hasattr(analyzer, "term_counts"):  # what add_many uses: words counted in one pass
+        fresh = EnglishAnalyzer()
+        started = clock()
+        [fresh.term_counts(document.text) for document in documents]
+        parts["term_counts, cold analyzer (add_many's path)"] = clock() - started
+        started = clock()
+        [fresh.term_counts(document.text) for document in documents]
+        parts["term_counts, warm analyzer"] = clock() - started
+    started = clock()
+    records = [stored_record(document) for document in documents]
+    parts["stored records (stored_record)"] = clock() - started
+    entries = [
+        SegmentDocument(document, count, len(terms), record)
+        for document, count, terms, record in zip(documents, counts, analysed, records, strict=True)
+    ]
+    started = clock()
+    encode_segment(entries, None)
+    parts["encode_segment (in this process)"] = clock() - started
+    for name, seconds in parts.items():
+        print(f"  {name:<52} {seconds:7.3f} CPU s  {len(documents) / seconds:10,.0f} docs/CPU s")
+
+
+def main() -> None:
+    """Run the passes and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="a JSONL corpus or BEIR folder")
+    parser.add_argument("--repeat", type=int, default=5, help="passes per arm (alternating)")
+    parser.add_argument("--workers", default="1,auto", help="weft add_many worker counts, comma-separated")
+    parser.add_argument("--no-peers", action="store_true", help="time weft-search only")
+    args = parser.parse_args()
+
+    print(f"load average before: {load_average()}; cpus: {os.cpu_count()}")
+    started = time.perf_counter()
+    documents = load_documents(args.corpus, progress=False)
+    load_seconds = time.perf_counter() - started
+    n = len(documents)
+    rate = n / load_seconds
+    print(f"corpus: {args.corpus}, {n:,} documents; load_documents {load_seconds:.3f} s ({rate:,.0f} docs/s)")
+    print("breakdown of weft-search's work, one process:")
+    breakdown(documents)
+
+    texts = [document.text for document in documents]
+    keys = [document.key for document in documents]
+    arms: list[tuple[str, Callable[[], float]]] = [
+        (f"weft-search add_many+commit, workers={w}", weft_arm(documents, w)) for w in args.workers.split(",")
+    ]
+    if "commit_priority" in inspect.signature(Index.create).parameters:
+        # As `weft-search index` runs it: no searches to yield to, so the encoder child runs at
+        # normal priority (the library's default, "idle", waits behind other processes).
+        arms.append(("weft-search, workers=auto, priority normal", weft_arm(documents, "auto", "normal")))
+    if not args.no_peers:
+        arms.append(("bm25s tokenize+index (in memory)", bm25s_arm(texts)))
+        arms.append(("tantivy add+commit, 1 thread", tantivy_arm(keys, texts, 1)))
+        arms.append(("tantivy add+commit, default threads", tantivy_arm(keys, texts, 0)))
+    for _, run in arms:  # warm-up pass (imports, first-touch allocations)
+        run()
+    seconds: dict[str, list[float]] = {name: [] for name, _ in arms}
+    cpu: dict[str, list[float]] = {name: [] for name, _ in arms}
+    for _ in range(args.repeat):
+        for name, run in arms:
+            before = cpu_seconds()
+            seconds[name].append(run())
+            cpu[name].append(cpu_seconds() - before)
+    print(f"\n{args.repeat} alternating passes; load average after: {load_average()}")
+    reference = {name: n / statistics.median(values) for name, values in seconds.items()}
+    bm25s_rate = reference.get("bm25s tokenize+index (in memory)")
+    tantivy_rate = reference.get("tantivy add+commit, 1 thread")
+    print(
+        f"  {'arm':<44} {'docs/s median':>13} {'(min - max)':>20} {'x bm25s':>8} {'x tantivy1':>10}"
+        f" {'CPU s':>6} {'docs/CPU s':>10}"
+    )
+    for name, values in seconds.items():
+        rates = sorted(n / value for value in values)
+        ratio_b = f"{reference[name] / bm25s_rate:.2f}" if bm25s_rate else "-"
+        ratio_t = f"{reference[name] / tantivy_rate:.2f}" if tantivy_rate else "-"
+        spread = f"({rates[0]:,.0f} - {rates[-1]:,.0f})"
+        busy = statistics.median(cpu[name])
+        print(
+            f"  {name:<44} {reference[name]:13,.0f} {spread:>20} {ratio_b:>8} {ratio_t:>10}"
+            f" {busy:6.2f} {n / busy:10,.0f}"
+        )
+    print("  (CPU s: median CPU seconds a pass, this process and its reaped children, all threads)")
+
+
+if __name__ == "__main__":
+    main()

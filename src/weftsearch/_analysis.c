@@ -1,0 +1,161 @@
+/* The english analyzer's inner loop, compiled: words of a folded text looked up in the
+ * analyzer's memo and counted (weftsearch.analysis.EnglishAnalyzer.term_counts).
+ *
+ * Words are what the regex  \w+(?:['\u2019]\w+)*  finds: runs of word characters, an
+ * apostrophe (' or U+2019) kept only between word characters. A word character is what
+ * Python's re module calls one in a str pattern: Py_UNICODE_ISALNUM(ch) or '_' (sre's
+ * SRE_UNI_IS_WORD), so the words are the regex's exactly.
+ *
+ * term_counts(folded, memo, stopwords, stem, limit) -> (counts, length)
+ *   memo maps a word to its term (str) or None (dropped). A word not in it is resolved by
+ *   the english rule (EnglishAnalyzer._resolve_word, the same steps): a final 's or \u2019s
+ *   removed, then dropped (None) if nothing is left or it is in the frozenset stopwords, else
+ *   stem(base) (PyStemmer's stemWord); the memo is emptied first if it holds limit words, then
+ *   the word is remembered. Returns counts (term -> frequency, terms in first-seen order, as
+ *   collections.Counter gives) and length (the number of terms kept).
+ *
+ * Holds the GIL throughout (it builds Python objects); O(len(folded)).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* \w for the ASCII range: [0-9A-Za-z_]. */
+static unsigned char ascii_word[128];
+
+static inline int is_word(Py_UCS4 ch) {
+    return ch < 128 ? ascii_word[ch] : Py_UNICODE_ISALNUM(ch);
+}
+
+/* A new word's term (new reference; None when dropped), remembered in memo. */
+static PyObject *resolve(PyObject *word, PyObject *memo, PyObject *stopwords, PyObject *stem,
+                         Py_ssize_t limit) {
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(word);
+    const int kind = PyUnicode_KIND(word);
+    const void *data = PyUnicode_DATA(word);
+    PyObject *base;
+    if (n >= 2 && PyUnicode_READ(kind, data, n - 1) == 's' &&
+        (PyUnicode_READ(kind, data, n - 2) == '\'' || PyUnicode_READ(kind, data, n - 2) == 0x2019)) {
+        base = PyUnicode_Substring(word, 0, n - 2);
+    } else {
+        base = word;
+        Py_INCREF(base);
+    }
+    if (base == NULL) return NULL;
+    PyObject *term;
+    int stop = PyUnicode_GET_LENGTH(base) == 0 ? 1 : PySet_Contains(stopwords, base);
+    if (stop < 0) {
+        Py_DECREF(base);
+        return NULL;
+    }
+    if (stop) {
+        term = Py_None;
+        Py_INCREF(term);
+    } else {
+        term = PyObject_CallOneArg(stem, base);
+        if (term == NULL) {
+            Py_DECREF(base);
+            return NULL;
+        }
+        if (!PyUnicode_Check(term)) {
+            PyErr_Format(PyExc_TypeError, "stem(%R) returned %R, not a str", base, term);
+            Py_DECREF(term);
+            Py_DECREF(base);
+            return NULL;
+        }
+    }
+    Py_DECREF(base);
+    if (PyDict_GET_SIZE(memo) >= limit) PyDict_Clear(memo);
+    if (PyDict_SetItem(memo, word, term) < 0) {
+        Py_DECREF(term);
+        return NULL;
+    }
+    return term;
+}
+
+static PyObject *term_counts(PyObject *self, PyObject *args) {
+    PyObject *text, *memo, *stopwords, *stem;
+    Py_ssize_t limit;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "UO!O!On:term_counts", &text, &PyDict_Type, &memo, &PyFrozenSet_Type,
+                          &stopwords, &stem, &limit))
+        return NULL;
+    if (PyUnicode_READY(text) == -1) return NULL;
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    PyObject *counts = PyDict_New();
+    PyObject *one = PyLong_FromLong(1);
+    Py_ssize_t length = 0;
+    Py_ssize_t i = 0;
+    if (counts == NULL || one == NULL) goto error;
+    while (i < n) {
+        if (!is_word(PyUnicode_READ(kind, data, i))) {
+            i++;
+            continue;
+        }
+        const Py_ssize_t start = i;
+        while (i < n && is_word(PyUnicode_READ(kind, data, i))) i++;
+        while (i + 1 < n) {
+            const Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+            if ((ch != '\'' && ch != 0x2019) || !is_word(PyUnicode_READ(kind, data, i + 1))) break;
+            i++;
+            while (i < n && is_word(PyUnicode_READ(kind, data, i))) i++;
+        }
+        PyObject *word = PyUnicode_Substring(text, start, i);
+        if (word == NULL) goto error;
+        PyObject *term = PyDict_GetItemWithError(memo, word); /* borrowed */
+        if (term != NULL) {
+            Py_INCREF(term); /* owned from here, as resolve's result is */
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(word);
+            goto error;
+        } else {
+            term = resolve(word, memo, stopwords, stem, limit);
+            if (term == NULL) {
+                Py_DECREF(word);
+                goto error;
+            }
+        }
+        Py_DECREF(word);
+        if (term == Py_None) {
+            Py_DECREF(term);
+            continue;
+        }
+        PyObject *count = PyDict_GetItemWithError(counts, term);
+        int failed;
+        if (count == NULL) {
+            failed = PyErr_Occurred() ? -1 : PyDict_SetItem(counts, term, one);
+        } else {
+            PyObject *next = PyNumber_Add(count, one);
+            failed = next == NULL ? -1 : PyDict_SetItem(counts, term, next);
+            Py_XDECREF(next);
+        }
+        Py_DECREF(term);
+        if (failed) goto error;
+        length++;
+    }
+    Py_DECREF(one);
+    return Py_BuildValue("(Nn)", counts, length);
+error:
+    Py_XDECREF(counts);
+    Py_XDECREF(one);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"term_counts", term_counts, METH_VARARGS,
+     "term_counts(folded, memo, stopwords, stem, limit) -> (counts, length) (see the module source)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "weftsearch._analysis", "The english analyzer's compiled inner loop.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__analysis(void) {
+    for (int ch = 0; ch < 128; ch++)
+        ascii_word[ch] = (unsigned char)(ch == '_' || (ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z') ||
+                                         (ch >= 'a' && ch <= 'z'));
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,322 @@
+"""Analysis of a batch of documents for the index, in this process or across forked workers.
+
+``Index.add_many`` hands its batch here: every document's text is analysed
+(terms counted, length taken) and its stored record made, which is nearly all
+of the CPU an ingest costs before the commit. Both are pure functions of the
+document (an analyzer's contract: the same name gives the same terms for
+every text), so the batch can be cut into contiguous chunks analysed in
+parallel.
+
+Parallel analysis forks workers (POSIX): each inherits the analyzer and the
+documents copy-on-write, so nothing is pickled on the way in and an analyzer
+that cannot be pickled works as well as one that can. This process analyses
+the first chunk itself while worker ``i`` analyses chunk ``i`` and sends back
+its terms, lengths and records (pickled over a pipe). Determinism: the
+results are put back in input order, chunk after chunk, so the index built is
+byte-identical whatever the number of workers; an analyzer error is reported
+for the first failing document in input order, with the same type
+(:class:`~weftsearch.errors.AnalysisError`) and message as in one process. A
+worker that dies or cannot send its results costs time, never a term: its
+chunk is analysed again here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import itertools
+import os
+import pickle
+import signal
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+
+from weftsearch.analysis import Analyzer, EnglishAnalyzer, SimpleAnalyzer
+from weftsearch.engine.documents import Document
+from weftsearch.errors import AnalysisError, InvalidParameterError
+from weftsearch.storage.segment import SegmentDocument, stored_record
+
+__all__ = ["PARALLEL_MIN_DOCUMENTS", "analyse_documents", "idle_cpus", "resolve_workers", "usable_cpus"]
+
+#: With ``workers=None``, batches of at least this many documents may be
+#: analysed by several processes (see :func:`resolve_workers`); smaller ones in
+#: this process (a fork and the pickled results cost more than they save below it).
+PARALLEL_MIN_DOCUMENTS = 2000
+
+#: Analyzers whose code takes no lock, so a worker forked while other threads
+#: run cannot wait forever on one (see :func:`resolve_workers`).
+_LOCK_FREE_ANALYZERS = (EnglishAnalyzer, SimpleAnalyzer)
+
+#: One analysed document as a worker sends it: term counts, length, stored record.
+_Analysed = tuple[Mapping[str, int], int, bytes]
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one). At least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def idle_cpus() -> int:
+    """CPUs free for more work: :func:`usable_cpus` less the 1-minute load average, rounded down.
+
+    The load average counts this process's own running thread, so one
+    process working alone on a 2-CPU machine sees 1 idle CPU. Where the OS
+    has no load average, every usable CPU but one.
+    """
+    cpus = usable_cpus()
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return cpus - 1
+    return max(0, int(cpus - load))
+
+
+def resolve_workers(workers: int | None, documents: int, analyzer: Analyzer) -> int:
+    """How many processes analyse a batch of ``documents`` for ``add_many(..., workers=workers)``.
+
+    ``None`` (the default) picks, for a batch of at least
+    :data:`PARALLEL_MIN_DOCUMENTS` documents, this process plus one worker
+    per idle CPU (:func:`idle_cpus`), at most :func:`usable_cpus` in all; for
+    a smaller batch, 1. A worker costs CPU (its results are pickled back, its
+    word memo starts cold: about 25% more CPU in all on SciFact), so it pays
+    only where a CPU would otherwise idle: on a machine already busy, one
+    process is faster. Also 1 when other threads are running and the
+    analyzer is not a built-in one (a worker is forked, and a fork copies
+    locks other threads may hold: a custom analyzer that takes one could wait
+    forever). An explicit count is used as given, capped at the number of
+    documents. Without ``os.fork`` (Windows) it is always 1. The count never
+    changes the index, only how fast it is built.
+
+    Raises:
+        InvalidParameterError: ``workers`` is not ``None`` or a positive int.
+
+    """
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise InvalidParameterError(f"workers must be None or a positive integer, got {workers!r}")
+    if not hasattr(os, "fork") or documents < 2:
+        return 1
+    if workers is None:
+        if documents < PARALLEL_MIN_DOCUMENTS:
+            return 1
+        if threading.active_count() > 1 and type(analyzer) not in _LOCK_FREE_ANALYZERS:
+            return 1
+        workers = max(1, min(usable_cpus(), 1 + idle_cpus()))
+    return min(workers, documents)
+
+
+def _analysis_error(analyzer: Analyzer, document: Document, exc: Exception) -> AnalysisError:
+    return AnalysisError(
+        f"document {document.key!r}: analyzer {analyzer.name!r} raised {type(exc).__name__}: {exc}"
+    )
+
+
+#: How one text's terms are counted: ``text -> (term -> frequency, number of terms)``.
+_Counter = Callable[[str], tuple[Mapping[str, int], int]]
+
+
+def _term_counter(analyzer: Analyzer) -> _Counter:
+    """How ``analyzer``'s terms of a text are counted.
+
+    ``EnglishAnalyzer.term_counts`` (one compiled pass) where that counts what
+    ``analyze`` gives (not for a subclass that overrides ``analyze``), else
+    ``Counter(analyzer.analyze(text))``.
+    """
+    if isinstance(analyzer, EnglishAnalyzer) and type(analyzer).analyze is EnglishAnalyzer.analyze:
+        return analyzer.term_counts
+
+    def count(text: str) -> tuple[Mapping[str, int], int]:
+        terms = analyzer.analyze(text)
+        return Counter(terms), len(terms)
+
+    return count
+
+
+def _analyse_chunk(
+    analyzer: Analyzer, documents: Sequence[Document], tick: Callable[[], object]
+) -> list[_Analysed]:
+    """Terms counted, length and stored record of each document, in order, calling ``tick`` after each.
+
+    Raises:
+        AnalysisError: the analyzer raised on a document (the first one is named).
+
+    """
+    count = _term_counter(analyzer)
+    analysed = []
+    for document in documents:
+        try:
+            terms, length = count(document.text)
+        except Exception as exc:  # any failure of user code: reported naming the document
+            raise _analysis_error(analyzer, document, exc) from exc
+        analysed.append((terms, length, stored_record(document)))
+        tick()
+    return analysed
+
+
+def _worker(
+    analyzer: Analyzer,
+    documents: Sequence[Document],
+    write_fd: int,
+    close_fds: Sequence[int],
+    die_with_parent: Callable[[], None],
+) -> None:  # pragma: no cover - runs in a forked child
+    """The body of a forked worker: analyse ``documents``, pickle the outcome to ``write_fd``, exit.
+
+    It imports nothing (an import could wait on a lock another thread held at the fork).
+    """
+    code = 1
+    try:
+        for fd in close_fds:  # e.g. the writer lock: a worker outliving us must not hold it
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        die_with_parent()
+        # A collection would walk (and so copy) the parent's whole heap.
+        gc.disable()
+        outcome: tuple[str, object]
+        try:
+            outcome = ("ok", _analyse_chunk(analyzer, documents, _no_tick))
+        except AnalysisError as exc:
+            outcome = ("error", str(exc))
+        with os.fdopen(write_fd, "wb") as pipe:
+            pickle.dump(outcome, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _no_tick() -> None:
+    return None
+
+
+def _chunks(n: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous ``(start, end)`` ranges covering ``0 .. n``, sizes differing by at most one."""
+    base, extra = divmod(n, parts)
+    bounds = [0]
+    for part in range(parts):
+        bounds.append(bounds[-1] + base + (1 if part < extra else 0))
+    return list(itertools.pairwise(bounds))
+
+
+def _receive(pid: int, read_fd: int) -> tuple[str, object] | None:
+    """The outcome worker ``pid`` sent, or ``None`` if it sent none (it died); reaps the worker."""
+    outcome: tuple[str, object] | None = None
+    try:
+        with os.fdopen(read_fd, "rb") as pipe:
+            received = pickle.load(pipe)
+        if isinstance(received, tuple) and len(received) == 2 and received[0] in ("ok", "error"):
+            outcome = received
+    except (EOFError, OSError, pickle.UnpicklingError, ValueError, TypeError, AttributeError):
+        outcome = None
+    finally:
+        _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        return None
+    return outcome
+
+
+def analyse_documents(
+    analyzer: Analyzer,
+    documents: Sequence[Document],
+    workers: int,
+    *,
+    tick: Callable[[int], object] | None = None,
+    close_fds: Sequence[int] = (),
+) -> list[SegmentDocument]:
+    """Analyse ``documents`` (terms counted, length, stored record) in input order.
+
+    Args:
+        analyzer: analyses each document's text.
+        documents: the batch.
+        workers: processes to use (see :func:`resolve_workers`); 1 analyses
+            here, in this thread.
+        tick: called with a number of documents done, for a progress bar.
+        close_fds: descriptors a worker closes first (the writer lock's).
+
+    Returns:
+        One :class:`SegmentDocument` per document, in input order, the same
+        whatever ``workers`` is.
+
+    Raises:
+        AnalysisError: the analyzer raised on a document; the first such
+            document in input order is named.
+
+    Complexity: O(total text length), divided among the workers.
+
+    """
+    count: Callable[[int], object] = tick or (lambda done: None)
+    if workers <= 1 or len(documents) < 2 or not hasattr(os, "fork"):
+        analysed = _analyse_chunk(analyzer, documents, lambda: count(1))
+    else:
+        analysed = _analyse_in_workers(analyzer, documents, workers, count, close_fds)
+    return [
+        SegmentDocument(document, terms, length, record)
+        for document, (terms, length, record) in zip(documents, analysed, strict=True)
+    ]
+
+
+def _analyse_in_workers(
+    analyzer: Analyzer,
+    documents: Sequence[Document],
+    workers: int,
+    count: Callable[[int], object],
+    close_fds: Sequence[int],
+) -> list[_Analysed]:
+    """Chunk 0 here, chunk ``i`` in forked worker ``i``; results gathered in chunk order."""
+    # Imported here, not at the top: index imports this module.
+    from weftsearch.engine.index import _die_with_parent, _prctl
+
+    _prctl()  # looked up before forking (see its docstring)
+    chunks = _chunks(len(documents), workers)
+    parent = os.getpid()
+
+    def die_with_parent() -> None:  # pragma: no cover - runs in a forked child
+        _die_with_parent(parent)
+
+    started: list[tuple[int, int] | None] = [None]  # (pid, read end) per chunk; chunk 0 is ours
+    try:
+        for start, end in chunks[1:]:
+            read_fd, write_fd = os.pipe()
+            try:
+                pid = os.fork()
+            except OSError:  # no process to spare: this chunk is analysed here
+                os.close(read_fd)
+                os.close(write_fd)
+                started.append(None)
+                continue
+            if pid == 0:  # pragma: no cover - the child
+                os.close(read_fd)
+                _worker(analyzer, documents[start:end], write_fd, close_fds, die_with_parent)
+            os.close(write_fd)
+            started.append((pid, read_fd))
+        results: list[_Analysed] = []
+        for position, (start, end) in enumerate(chunks):
+            worker = started[position]
+            started[position] = None  # received (or about to be analysed here): not cleaned up below
+            outcome = None if worker is None else _receive(*worker)
+            if outcome is None:  # ours, or a worker that died: analysed here
+                results.extend(_analyse_chunk(analyzer, documents[start:end], lambda: count(1)))
+                continue
+            kind, payload = outcome
+            if kind == "error":
+                raise AnalysisError(str(payload))
+            assert isinstance(payload, list)
+            if len(payload) != end - start:  # cannot happen; never trust it silently
+                results.extend(_analyse_chunk(analyzer, documents[start:end], lambda: count(1)))
+                continue
+            results.extend(payload)
+            count(end - start)
+        return results
+    finally:
+        # On an error (ours or a worker's) the remaining workers are stopped and reaped.
+        for worker in started:
+            if worker is not None:
+                pid, read_fd = worker
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(OSError):
+                    os.close(read_fd)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
