@@ -3,6 +3,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# The compiled parts: a change to any of them rebuilds the editable install.
+C_SOURCES := $(wildcard src/weftsearch/*.c)
 
 .PHONY: demo test lint typecheck pytest slow bench eval wheel clean
 
@@ -10,15 +12,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed-base: pyproject.toml setup.py src/weftsearch/_probe.c | $(BIN)/python
+$(VENV)/.installed-base: pyproject.toml setup.py $(C_SOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml setup.py src/weftsearch/_probe.c | $(BIN)/python
+$(VENV)/.installed-dev: pyproject.toml setup.py $(C_SOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed-base
 
-$(VENV)/.installed-bench: pyproject.toml setup.py src/weftsearch/_probe.c | $(BIN)/python
+$(VENV)/.installed-bench: pyproject.toml setup.py $(C_SOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	touch $@ $(VENV)/.installed-dev $(VENV)/.installed-base
 
