@@ -962,7 +962,7 @@ def test_clean_verify_means_clean_reads(data: bytes) -> None:
 
 @pytest.mark.parametrize("label", sorted(BLOCK_CASES))
 def test_crafted_block_metadata_is_caught(label: str) -> None:
-    """Block metadata that disagrees with its postings (checksums valid): scrub names it, first use refuses it."""
+    """Block metadata unlike its postings (checksums valid): scrub names it, first use refuses it."""
     data = BLOCK_CASES[label]
     with deadline():
         exercise_segment(data)
