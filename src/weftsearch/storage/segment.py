@@ -137,10 +137,10 @@ _BLOCK_SLICE = 16_384
 
 
 def derive_blocks(
-    ids: NDArray[np.uint32],
-    tfs: NDArray[np.uint32],
-    offsets: NDArray[np.uint64],
-    lengths: NDArray[np.uint32],
+    ids: NDArray[Any],
+    tfs: NDArray[Any],
+    offsets: NDArray[Any],
+    lengths: NDArray[Any],
     pause: Pause = no_pause,
 ) -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
     """The block metadata of postings laid out as a segment lays them out.
