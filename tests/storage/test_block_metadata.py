@@ -135,6 +135,29 @@ def test_stored_blocks_equal_every_derivation(tmp_path: Path, segments: int) -> 
     assert multi_block  # some list spans several blocks (the last one shorter)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_the_vectorised_derivations_equal_a_plain_loop(seed: int) -> None:
+    """Whole-segment and one-term derivations at every block edge (127..129, 255..257) and empty terms."""
+    from weftsearch.storage.segment import _term_blocks_of
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 40, 2000).astype(np.uint32)
+    sizes = [1, 127, 128, 129, 0, 255, 256, 257, 0, 0, 1000, 2, int(rng.integers(1, 2000))]
+    id_parts, tf_parts = [], []
+    for size in sizes:
+        id_parts.append(np.sort(rng.choice(2000, size, replace=False)).astype(np.uint32))
+        tf_parts.append(rng.integers(1, 9, size).astype(np.uint32))
+    ids, tfs = np.concatenate(id_parts), np.concatenate(tf_parts)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.uint64)
+    block_offsets, table = derive_blocks(ids, tfs, offsets, lengths, pause=lambda: None)
+    assert np.diff(block_offsets.astype(np.int64)).tolist() == [math.ceil(n / POSTINGS_BLOCK) for n in sizes]
+    for term, (part_ids, part_tfs) in enumerate(zip(id_parts, tf_parts, strict=True)):
+        stored = table[3 * int(block_offsets[term]) : 3 * int(block_offsets[term + 1])].tolist()
+        assert stored == naive_blocks(part_ids, part_tfs, lengths)
+        if part_ids.size:
+            assert _term_blocks_of(part_ids, part_tfs, lengths).tolist() == stored
+
+
 def test_absent_term_has_no_blocks(tmp_path: Path) -> None:
     reader = SegmentReader(segment_files(build(tmp_path / "index"))[0])
     ids, tfs, blocks = reader.term_blocks("absent")
