@@ -570,17 +570,19 @@ class SegmentReader:
         return blob, offsets  # type: ignore[return-value]
 
     def warm(self) -> None:
-        """Check and map now what the first search of this segment reads: the term tables and lengths.
+        """Check and map now what the first search of this segment reads: term and block tables, lengths.
 
         The index calls this on a segment before it publishes a snapshot that
         reads it, so no search of the new snapshot pays for the checksums of
-        those sections. O(V) in C (the checksums); no term is decoded (see
+        those sections. O(V + B) (checksums in C, B blocks); no term is decoded (see
         :meth:`term_position`). Best effort: a damaged table is left for the
         read that needs it to report, as it would be without warming.
         """
         try:
             self._term_tables()
             self.doc_lengths()
+            if self.has_blocks:
+                self._block_tables()  # O(B) checksum and shape checks, B = postings / 128 or fewer
         except CorruptIndexError:
             pass
 
