@@ -213,7 +213,7 @@ def test_block_metadata_is_bounded_per_segment(monkeypatch: pytest.MonkeyPatch) 
         scorer.score(snapshot, Query(word), 3)
     blocks = bm25_kernel._segment_blocks(snapshot.parts[0].reader)
     assert len(blocks.terms) == 4
-    # Evicted terms are derived again, with the same results.
+    # Evicted terms are read (and checked) again, with the same results.
     assert mismatches(snapshot, words[:6], [3], [(1.2, 0.75)]) == []
 
 

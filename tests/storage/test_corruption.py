@@ -34,7 +34,10 @@ zero bytes. Version cases set the header's (or manifest's) format version to
 2 with every checksum re-sealed, and must end in ``FormatVersionError``.
 Inner-checksum cases damage each stored record and each term's postings and
 re-seal the section checksum, so only the per-record and per-term checksums
-can notice. ``write.lock`` (empty, never read by readers) is not swept.
+can notice. Block-metadata cases move every value of ``post.blocks`` and
+``post.block_offsets`` by one either way with every checksum re-sealed, so only
+the block checks can notice, with BM25 both exhaustive and compiled (the path
+that reads the blocks). ``write.lock`` (empty, never read by readers) is not swept.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import weftsearch.scorers.bm25 as bm25_module
 from weftsearch import (
     RRF,
     BM25Scorer,
@@ -76,6 +80,7 @@ from weftsearch import (
     SearchResults,
     VectorScorer,
 )
+from weftsearch.engine import bm25_kernel
 from weftsearch.errors import CorruptIndexError, FormatVersionError, UnknownKeyError
 from weftsearch.storage import FORMAT_VERSION, LOCK, MANIFEST, SectionFile, checksum, scrub_directory
 from weftsearch.storage.codec import FileStamp, encode_sections, read_stamp, stamped_header
@@ -414,6 +419,32 @@ def inner_checksum_cases(name: str, data: bytes, manifest: bytes) -> list[Case]:
             label = f"postings of term {term} damaged, section checksum re-sealed"
             also = ((MANIFEST, recorded(manifest, name, bytes(damaged))),)
             cases.append(Case(name, label, bytes(damaged), region="postings", also=also))
+    return cases
+
+
+def block_metadata_cases(name: str, data: bytes, manifest: bytes) -> list[Case]:
+    """Every value of ``post.blocks`` and ``post.block_offsets`` moved by +1 and by -1, everything re-sealed.
+
+    The section checksum, the table's, the header's and the manifest's record of
+    the file are all recomputed: a crafted file that only the block checks (first
+    use of a term, scrub's re-derivation) can notice. A bound moved either way is
+    damage; one moved down (a max tf understated, a min length overstated) could
+    make the compiled BM25 skip a block it must read.
+    """
+    spans = {section: (start, end) for start, end, section in regions(data)}
+    cases = []
+    for section, dtype in (("post.blocks", "<u4"), ("post.block_offsets", "<u8")):
+        start, end = spans[section]
+        width = np.dtype(dtype).itemsize
+        for at in range(start, end, width):
+            value = int.from_bytes(data[at : at + width], "little")
+            for delta in (1, -1):
+                damaged = bytearray(data)
+                damaged[at : at + width] = ((value + delta) % 2 ** (8 * width)).to_bytes(width, "little")
+                reseal_section(damaged, section)
+                label = f"{section}[{(at - start) // width}] {delta:+d}, re-sealed"
+                also = ((MANIFEST, recorded(manifest, name, bytes(damaged))),)
+                cases.append(Case(name, label, bytes(damaged), region=section, also=also))
     return cases
 
 
@@ -776,6 +807,31 @@ def test_inner_checksums(name: str, pristine: Path, golden: Golden, tmp_path: Pa
     result = sweep(pristine, tmp_path, golden, cases)
     check(result, f"record and postings damage in {name}, sections re-sealed")
     assert result.outcomes["absent"] or result.outcomes["error"], result.summary(name)
+
+
+@pytest.mark.parametrize("path", ["numpy", "compiled"])
+@pytest.mark.parametrize("name", ["seg-000001.wseg", "seg-000002.wseg"])
+def test_block_metadata_damage(
+    name: str, path: str, pristine: Path, golden: Golden, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Crafted block metadata (every checksum valid) never changes an answer; scrub names every case.
+
+    ``compiled``: BM25 runs through the block-max kernel, which reads the block
+    metadata, so a query reading a damaged term must fail (``error``), not rank
+    differently. ``numpy``: the exhaustive path never reads it (``scrub-only``).
+    """
+    if path == "compiled":
+        if bm25_kernel.compiled_bm25() is None:
+            pytest.skip("the compiled BM25 is not available")
+        monkeypatch.setattr(bm25_module, "_COMPILED_FROM_DOCS", 0)
+    data = (pristine / name).read_bytes()
+    cases = block_metadata_cases(name, data, (pristine / MANIFEST).read_bytes())
+    result = sweep(pristine, tmp_path, golden, cases)
+    check(result, f"block metadata of {name} crafted ({path} BM25)")
+    if path == "compiled":
+        assert result.outcomes["error"], result.summary(name)  # the queries' terms were refused
+    else:
+        assert set(result.outcomes) <= {"scrub-only", "refused"}, result.summary(name)
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -28,7 +29,16 @@ import pytest
 
 from weftsearch import Document, Index
 from weftsearch.errors import CorruptIndexError, FormatVersionError
-from weftsearch.storage import FORMAT_VERSION, INDEX_VERSION, LOCK, MANIFEST, checksum, upgrade_index
+from weftsearch.storage import (
+    FORMAT_VERSION,
+    INDEX_VERSION,
+    LOCK,
+    MANIFEST,
+    SectionFile,
+    checksum,
+    upgrade_index,
+)
+from weftsearch.storage.segment import POSTINGS_BLOCK
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -265,6 +275,39 @@ def test_fixture_takes_writes_in_place(version: int, tmp_path: Path) -> None:
     assert reopened.get("alpha").text == fixture.expected["documents"]["alpha"]["text"]
 
 
+def assert_block_metadata(index: Path) -> None:
+    """Every segment of ``index`` carries block metadata (``post.block_offsets``, ``post.blocks``,
+    meta ``blocks``) equal to a plain per-block derivation from its postings and lengths."""
+    segments = sorted(index.glob("seg-*.wseg"))
+    assert segments
+    for file in segments:
+        sections = SectionFile(file)
+        assert {"post.block_offsets", "post.blocks"} <= set(sections.names), file
+        meta = json.loads(bytes(sections.array("meta")))
+        postings = sections.array("post.offsets").tolist()
+        ids, tfs = sections.array("post.ids"), sections.array("post.tfs")
+        lengths = sections.array("doc.lengths")
+        want_offsets, want_blocks = [0], []
+        for start, end in itertools.pairwise(postings):
+            cuts = list(range(start, end, POSTINGS_BLOCK))
+            want_offsets.append(want_offsets[-1] + len(cuts))
+            ends = [min(cut + POSTINGS_BLOCK, end) for cut in cuts]
+            want_blocks += [int(ids[e - 1]) for e in ends]
+            want_blocks += [int(tfs[c:e].max()) for c, e in zip(cuts, ends, strict=True)]
+            want_blocks += [int(lengths[ids[c:e]].min()) for c, e in zip(cuts, ends, strict=True)]
+        assert sections.array("post.block_offsets").tolist() == want_offsets, file
+        assert sections.array("post.blocks").tolist() == want_blocks, file
+        assert meta["blocks"] == want_offsets[-1]
+
+
+def test_current_fixture_carries_block_metadata() -> None:
+    """Format version 2 holds the block metadata (added before version 2 was released, docs/FORMAT.md)."""
+    current = [fixture for fixture in FIXTURES.values() if fixture.current]
+    assert current
+    for fixture in current:
+        assert_block_metadata(fixture.index)
+
+
 # ---------------------------------------------------------------------------- older versions: upgrade
 
 
@@ -292,6 +335,7 @@ def test_older_fixture_upgrades_to_the_same_answers(version: int, tmp_path: Path
     assert names == [MANIFEST, "seg-000003.wseg", "seg-000004.wseg"]  # the deleted document is dropped
     for name in names[1:]:
         assert struct.unpack_from("<I", (path / name).read_bytes(), 8)[0] == FORMAT_VERSION
+    assert_block_metadata(path)  # the upgrade writes the block metadata of the current format
     index = Index.open(path, readonly=True)
     check_keys_and_settings(index, fixture.expected)
     for key in fixture.expected["keys"]:
@@ -371,6 +415,7 @@ def test_cli_upgrade(version: int, tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["upgrade", str(path)]) == 0
     assert "upgraded" in capsys.readouterr().out
     assert main(["scrub", str(path)]) == 0
+    assert_block_metadata(path)
     assert main(["upgrade", str(path)]) == 0
     assert "nothing to do" in capsys.readouterr().out
 

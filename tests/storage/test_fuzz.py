@@ -323,6 +323,7 @@ def read_everything(reader: SegmentReader) -> list[str]:
     terms = attempt(reader.terms) or []
     for term in [*PROBE_TERMS, *terms[:32]]:
         calls.append((f"postings({term!r})", partial(reader.postings, term)))
+        calls.append((f"term_blocks({term!r})", partial(reader.term_blocks, term)))
     for local in range(min(reader.n_docs, 24)):
         calls.append((f"document({local})", partial(_present, reader.document, local)))
         calls.append((f"fields({local})", partial(_present, reader.fields, local)))
@@ -823,7 +824,7 @@ def test_segment_meta_edge_cases(data: bytes) -> None:
     check_segment(data)
 
 
-@pytest.mark.parametrize("field", ["documents", "terms", "postings", "links", "vectors"])
+@pytest.mark.parametrize("field", ["documents", "terms", "postings", "links", "vectors", "blocks"])
 @pytest.mark.parametrize("value", [10**6, 10**9, 10**12, 2**40 - 1])
 def test_claimed_counts_allocate_nothing(field: str, value: int) -> None:
     """A segment claiming huge counts (valid checksums) is refused at open, before allocating by them."""
@@ -912,6 +913,34 @@ def _with_posting(position: int, value: int) -> bytes:
     return encode(sections, inner=True)
 
 
+def _with_block_value(position: int, delta: int) -> bytes:
+    """The valid segment with ``post.blocks[position]`` moved by ``delta``, every checksum valid."""
+    sections = {name: np.array(array) for name, array in SEGMENT_SECTIONS.items()}
+    blocks = sections["post.blocks"]
+    blocks[position] = (int(blocks[position]) + delta) % 2**32
+    return encode(sections, inner=True)
+
+
+def _with_block_offsets(offsets: list[int]) -> bytes:
+    sections = {name: np.array(array) for name, array in SEGMENT_SECTIONS.items()}
+    sections["post.block_offsets"] = np.array(offsets, dtype=np.uint64)
+    return encode(sections, inner=True)
+
+
+#: Crafted block metadata (every checksum valid): each bound of the first term's one
+#: block understated or overstated, and block offsets that cut the table wrongly.
+_BLOCK_TERMS = int(json.loads(bytes(SEGMENT_SECTIONS["meta"]))["terms"])
+BLOCK_CASES = {
+    "last-id-minus-1": _with_block_value(0, -1),
+    "last-id-plus-1": _with_block_value(0, 1),
+    "max-tf-minus-1": _with_block_value(1, -1),
+    "max-tf-plus-1": _with_block_value(1, 1),
+    "min-length-plus-1": _with_block_value(2, 1),
+    "min-length-minus-1": _with_block_value(2, -1),
+    "offsets-shifted": _with_block_offsets([0, 0, *range(2, _BLOCK_TERMS + 1)]),
+}
+
+
 @FAST
 @given(
     st.sampled_from([VALID_SEGMENT, EMPTY_SEGMENT]).flatmap(byte_mutations)
@@ -919,6 +948,7 @@ def _with_posting(position: int, value: int) -> bytes:
 )
 @example(VALID_SEGMENT)
 @example(_with_posting(0, 7))  # a posting past the last document, checksums re-derived
+@example(BLOCK_CASES["max-tf-minus-1"])  # a bound understated, checksums re-derived
 def test_clean_verify_means_clean_reads(data: bytes) -> None:
     """If ``verify()`` (scrub) reports nothing, no read of the segment may fail."""
     with deadline():
@@ -928,6 +958,22 @@ def test_clean_verify_means_clean_reads(data: bytes) -> None:
             return
         failed = read_everything(reader)
         assert not failed, f"verify() found nothing, but these reads failed: {failed}"
+
+
+@pytest.mark.parametrize("label", sorted(BLOCK_CASES))
+def test_crafted_block_metadata_is_caught(label: str) -> None:
+    """Block metadata unlike its postings (checksums valid): scrub names it, first use refuses it."""
+    data = BLOCK_CASES[label]
+    with deadline():
+        exercise_segment(data)
+        reader = open_segment(data)
+        assert reader is not None  # the counts are all consistent: the damage is only in the values
+        assert any("block" in problem for problem in reader.verify()), reader.verify()
+        clean = SegmentReader(FUZZ_PATH, VALID_SEGMENT)
+        first = clean.terms()[0]
+        with pytest.raises(CorruptIndexError, match="block"):
+            reader.term_blocks(first)
+        assert clean.term_blocks(first)[2].size == 3  # one block: last id, max tf, min length
 
 
 # ---------------------------------------------------------------------- the corpus
@@ -969,6 +1015,8 @@ def regression_inputs() -> dict[str, bytes]:
         "crashes/segment-claims-1e12-documents.bin": b"\x01" + _meta_case(None, documents=10**12),
         "crashes/segment-claims-1e11-postings.bin": b"\x01" + _meta_case(None, postings=10**11),
         "crashes/manifest-duplicate-entry.bin": b"\x02" + _duplicated_manifest(),
+        "crashes/segment-block-max-tf-understated.bin": b"\x01" + BLOCK_CASES["max-tf-minus-1"],
+        "crashes/segment-block-offsets-shifted.bin": b"\x01" + BLOCK_CASES["offsets-shifted"],
     }
 
 

@@ -398,8 +398,8 @@ def damage_table(file: Path) -> None:
 
 def damage_meta(file: Path) -> None:
     data = bytearray(file.read_bytes())
-    at = data.index(b'{"documents"')
-    data[at + 2] ^= 0x01
+    at = data.index(b'"documents"')  # the meta JSON (sorted keys, so not always its first key)
+    data[at + 1] ^= 0x01
     file.write_bytes(bytes(data))
 
 

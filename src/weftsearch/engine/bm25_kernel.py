@@ -11,13 +11,16 @@ load) and every document tied with the k-th score is returned, so the caller
 applies the key tie rule exactly as before.
 
 Block metadata (per block: last local id, largest tf, smallest document
-length) is derived in memory, per segment and term, the first time a query
-uses the term: O(postings of the term), 12 bytes per 128 postings, and cached
-on the segment reader (see :data:`BLOCK_CACHE_TERMS` for the bound). It does
-not depend on k1, b or the snapshot, so one derivation serves every scorer
-and every later snapshot that reads the segment. It belongs in the segment
-format (written by the segment writer, checked by scrub); until then it lives
-here.
+length) is written by the segment writer (``post.block_offsets``,
+``post.blocks``; docs/FORMAT.md, "Block metadata") and read here as a view of
+the segment file: no per-term arrays are derived or held. It does not depend
+on k1, b or the snapshot, so one stored table serves every scorer. The reader
+checks each term's stored blocks against its postings the first time the term
+is read (:meth:`~weftsearch.storage.segment.SegmentReader.term_blocks`), so a
+bound that understates, even in a crafted file with every checksum valid,
+fails the query instead of pruning a document that belongs in the top k. The
+C derivation (``weft_bm25_blocks``) stays as the oracle of the self-check and
+the tests.
 
 The compiled path is optional: where the library was not built, where
 :data:`DISABLE_VARIABLE` is set, or where its self-check disagrees with numpy
@@ -42,7 +45,7 @@ from numpy.typing import NDArray
 
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import top_k
-from weftsearch.storage.segment import SegmentReader
+from weftsearch.storage.segment import POSTINGS_BLOCK, SegmentReader
 
 __all__ = [
     "BLOCK",
@@ -53,6 +56,7 @@ __all__ = [
     "QueryLists",
     "compiled_bm25",
     "compiled_bm25_available",
+    "derive_blocks",
     "gather",
     "search",
 ]
@@ -60,16 +64,17 @@ __all__ = [
 #: Set to ``1`` to turn the compiled BM25 off (the numpy path computes the same results).
 DISABLE_VARIABLE = "WEFTSEARCH_NO_COMPILED_BM25"
 
-#: Postings per block (fixed in ``_bm25.c`` as WEFT_BLOCK). 128 is what Lucene and
-#: PISA use: small enough that a block's bound is tight (one long or high-tf document
+#: Postings per block (fixed in ``_bm25.c`` as WEFT_BLOCK, and in the segment format as
+#: :data:`~weftsearch.storage.segment.POSTINGS_BLOCK`). 128 is what Lucene and PISA
+#: use: small enough that a block's bound is tight (one long or high-tf document
 #: loosens the bound of only 127 neighbours), large enough that the metadata is under
 #: 0.1 byte per posting and a window's bookkeeping is amortised over many postings.
-BLOCK = 128
+BLOCK = POSTINGS_BLOCK
 
-#: Terms whose block metadata one segment reader keeps; past it the oldest entry is
-#: dropped (first in, first out). One entry is about 250 bytes of Python objects plus
-#: 12 bytes per 128 postings, so a segment's cache stays under about 17 MB plus
-#: 0.1 byte per posting of the cached terms.
+#: Terms whose lists (views of the file and their addresses) one segment reader keeps;
+#: past it the oldest entry is dropped (first in, first out). One entry is about 400
+#: bytes of Python objects (the arrays are views of the map), so a segment's cache stays
+#: under about 26 MB.
 BLOCK_CACHE_TERMS = 65_536
 
 #: Terms whose lists (descriptors and live document counts) one snapshot remembers;
@@ -209,28 +214,29 @@ def _segment_blocks(reader: SegmentReader) -> _SegmentBlocks:
 def _term_list(
     library: CompiledBM25, reader: SegmentReader, blocks: _SegmentBlocks, term: str
 ) -> _TermList | None:
-    """The term's postings in this segment with their block metadata (derived once, O(df)); None if absent."""
+    """The term's postings in this segment with their stored block metadata; None if absent.
+
+    All three are views of the segment file, checked by the reader the first
+    time the term is read (checksum, ranges, and the blocks against a
+    derivation from the postings: O(df) once per segment and term).
+    """
     try:
         return blocks.terms[term]
     except KeyError:
         pass
-    local, tfs = reader.postings(term)  # checksum-verified views
+    local, tfs, stored = reader.term_blocks(term)
     entry: _TermList | None = None
     count = int(local.shape[0])
     if count:
+        # '<u4' views of the map are already contiguous native uint32: no copy.
         ids = np.ascontiguousarray(local, dtype=np.uint32)
         freqs = np.ascontiguousarray(tfs, dtype=np.uint32)
+        meta = np.ascontiguousarray(stored, dtype=np.uint32)
         n_blocks = (count + BLOCK - 1) // BLOCK
-        meta = np.empty(3 * n_blocks, dtype=np.uint32)
-        lengths = blocks.lengths
-        code = library.blocks(
-            ids.ctypes.data, freqs.ctypes.data, count, lengths.ctypes.data, lengths.shape[0], meta.ctypes.data
-        )
-        if code != 0:  # the reader checks ids < n_docs; this is a second line
+        if meta.shape[0] != 3 * n_blocks:  # the reader checks it; the kernel would read past the table
             from weftsearch.errors import CorruptIndexError
 
-            raise CorruptIndexError(f"{reader.path}: postings of term {term!r} are out of range")
-        meta.setflags(write=False)
+            raise CorruptIndexError(f"{reader.path}: block metadata of term {term!r} has the wrong size")
         entry = _TermList(
             ids, freqs, meta, (ids.ctypes.data, freqs.ctypes.data, count, meta.ctypes.data, n_blocks)
         )
@@ -239,6 +245,37 @@ def _term_list(
             del blocks.terms[next(iter(blocks.terms))]
         blocks.terms[term] = entry
     return entry
+
+
+def derive_blocks(
+    library: CompiledBM25, ids: NDArray[np.uint32], tfs: NDArray[np.uint32], lengths: NDArray[np.uint32]
+) -> NDArray[np.uint32]:
+    """One list's block metadata derived by ``_bm25.c`` (``weft_bm25_blocks``), the stored one's oracle.
+
+    ``ids`` (< ``len(lengths)``) and ``tfs`` are one term's postings in one
+    segment; returns ``3 * ceil(len(ids) / 128)`` uint32 laid out as
+    ``post.blocks`` lays a term out. O(len(ids)).
+
+    Raises:
+        ValueError: an id is past ``lengths``.
+
+    """
+    ids = np.ascontiguousarray(ids, dtype=np.uint32)
+    tfs = np.ascontiguousarray(tfs, dtype=np.uint32)
+    lengths = np.ascontiguousarray(lengths, dtype=np.uint32)
+    meta = np.empty(3 * ((ids.shape[0] + BLOCK - 1) // BLOCK), dtype=np.uint32)
+    if ids.shape[0]:
+        code = library.blocks(
+            ids.ctypes.data,
+            tfs.ctypes.data,
+            ids.shape[0],
+            lengths.ctypes.data,
+            lengths.shape[0],
+            meta.ctypes.data,
+        )
+        if code != 0:
+            raise ValueError("a posting names a document past the lengths")
+    return meta
 
 
 # --------------------------------------------------------------------------- one query
@@ -361,8 +398,8 @@ def gather(library: CompiledBM25, snapshot: Snapshot, terms: Sequence[str]) -> Q
     before on this snapshot (remembered for up to :data:`_SNAPSHOT_TERMS`
     terms, first in, first out; each entry holds its lists' descriptors, so a
     many-segment snapshot costs no more Python per term than a one-segment
-    one). The first use of a term reads and checks its postings in each
-    segment, derives their block metadata and counts its live documents:
+    one). The first use of a term reads and checks its postings and their
+    stored block metadata in each segment and counts its live documents:
     O(segments + df).
     """
     parts = _parts(snapshot)

@@ -48,6 +48,8 @@ __all__ = [
     "merge_columns",
     "stored_record",
     "SegmentReader",
+    "POSTINGS_BLOCK",
+    "derive_blocks",
 ]
 
 
@@ -148,6 +150,84 @@ _NORM_CHUNK = 65_536
 
 #: How a segment may store its vectors (``vec.matrix`` as ``<f4`` or ``<f2``).
 VECTOR_DTYPES = ("float32", "float16")
+
+#: Postings per block of the block metadata (``post.block_offsets``, ``post.blocks``;
+#: docs/FORMAT.md, "Block metadata"). The compiled BM25 kernel (``_bm25.c``,
+#: WEFT_BLOCK) walks the same blocks; the two must agree.
+POSTINGS_BLOCK = 128
+
+#: Blocks derived per slice of :func:`derive_blocks` (bounds its temporaries: about
+#: 8 MiB of postings, and lets a pausing writer pause between slices).
+_BLOCK_SLICE = 16_384
+
+
+def _term_blocks_of(ids: NDArray[Any], tfs: NDArray[Any], lengths: NDArray[Any]) -> NDArray[np.uint32]:
+    """One term's block metadata (``post.blocks``' layout), as :func:`derive_blocks` gives it.
+
+    The reader's first-use check runs this per term: a handful of numpy calls
+    (about 10 us for a short list) instead of the whole-segment bookkeeping. O(df).
+    """
+    count = ids.shape[0]
+    starts = np.arange(0, count, POSTINGS_BLOCK)
+    n_blocks = starts.shape[0]
+    out = np.empty(3 * n_blocks, dtype=np.uint32)
+    out[: n_blocks - 1] = ids[POSTINGS_BLOCK - 1 : count - 1 : POSTINGS_BLOCK][: n_blocks - 1]
+    out[n_blocks - 1] = ids[count - 1]
+    np.maximum.reduceat(tfs, starts, out=out[n_blocks : 2 * n_blocks])
+    np.minimum.reduceat(lengths[ids], starts, out=out[2 * n_blocks :])
+    return out
+
+
+def derive_blocks(
+    ids: NDArray[Any],
+    tfs: NDArray[Any],
+    offsets: NDArray[Any],
+    lengths: NDArray[Any],
+    pause: Pause = no_pause,
+) -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
+    """The block metadata of postings laid out as a segment lays them out.
+
+    Term ``t``'s postings ``offsets[t] ..< offsets[t+1]`` of ``ids`` (local
+    ids, each ``< len(lengths)``) and ``tfs`` are cut into blocks of
+    :data:`POSTINGS_BLOCK` (the last block of a term may be shorter). Returns
+    ``block_offsets`` (``<u8`` x (V + 1): term t's blocks are
+    ``block_offsets[t] ..< block_offsets[t+1]``, ``ceil(df_t / 128)`` of them)
+    and ``blocks`` (``<u4`` x 3B): per term, at ``3 * block_offsets[t]``, the
+    last local id of each of its blocks, then the largest tf of each, then the
+    smallest document length of each (the layout ``_bm25.c`` reads, so a
+    term's metadata is one slice of the file).
+
+    The writer, the reader's first-use check and scrub all call this one
+    function. Vectorised (``reduceat`` over block starts, no Python per block
+    or posting), slice by slice. O(P + V).
+    """
+    bounds = offsets.astype(np.int64)
+    per_term = (np.diff(bounds) + (POSTINGS_BLOCK - 1)) // POSTINGS_BLOCK
+    block_offsets = np.zeros(bounds.shape[0], dtype=np.uint64)
+    np.cumsum(per_term, out=block_offsets[1:])
+    total = int(block_offsets[-1]) if block_offsets.shape[0] else 0
+    blocks = np.empty(3 * total, dtype=np.uint32)
+    if not total:
+        return block_offsets, blocks
+    first_block = block_offsets[:-1].astype(np.int64)
+    term_of = np.repeat(np.arange(per_term.shape[0], dtype=np.int64), per_term)
+    within = np.arange(total, dtype=np.int64) - first_block[term_of]
+    starts = bounds[:-1][term_of] + POSTINGS_BLOCK * within
+    ends = np.minimum(starts + POSTINGS_BLOCK, bounds[1:][term_of])
+    # Where each block's three values go: term t's lasts, then its max tfs, then its min lengths.
+    at_last = 3 * first_block[term_of] + within
+    stride = per_term[term_of]
+    for start, end in slices(total, _BLOCK_SLICE):
+        # Blocks tile the postings (terms back to back), so blocks start ..< end are
+        # exactly postings starts[start] ..< ends[end - 1], cut at their starts.
+        low, high = int(starts[start]), int(ends[end - 1])
+        cuts = starts[start:end] - low
+        where = at_last[start:end]
+        blocks[where] = ids[ends[start:end] - 1]
+        blocks[where + stride[start:end]] = np.maximum.reduceat(tfs[low:high], cuts)
+        blocks[where + 2 * stride[start:end]] = np.minimum.reduceat(lengths[ids[low:high]], cuts)
+        pause()
+    return block_offsets, blocks
 
 
 def encode_segment(
@@ -268,6 +348,10 @@ def encode_columns(columns: SegmentColumns, *, pause: Pause = no_pause) -> bytes
             for a, b in itertools.pairwise(bounds[start : end + 1])
         ]
         pause()
+    lengths = np.asarray(columns.lengths, dtype=np.uint32)
+    if posting_ids.shape[0] and int(posting_ids.max()) >= n:
+        raise ValueError("a posting names a document past the end")
+    block_offsets, blocks = derive_blocks(posting_ids, posting_tfs, term_offsets, lengths, pause)
     keys_blob, keys_offsets = _blob(columns.keys, pause)
     terms_blob, terms_offsets = _blob(columns.vocabulary, pause)
     stored_blob, stored_offsets = _bytes_blob(columns.records, pause)
@@ -282,6 +366,7 @@ def encode_columns(columns: SegmentColumns, *, pause: Pause = no_pause) -> bytes
         "documents": n,
         "terms": vocabulary_size,
         "postings": int(posting_ids.shape[0]),
+        "blocks": int(block_offsets[-1]),
         "links": len(columns.link_targets),
         "vectors": int(columns.matrix.shape[0]),
         "vector_dim": columns.vector_dim,
@@ -318,7 +403,7 @@ def encode_columns(columns: SegmentColumns, *, pause: Pause = no_pause) -> bytes
             "meta": np.frombuffer(meta_bytes, dtype=np.uint8),
             "keys.blob": keys_blob,
             "keys.offsets": keys_offsets,
-            "doc.lengths": np.asarray(columns.lengths, dtype=np.uint32),
+            "doc.lengths": lengths,
             "doc.times": np.asarray(columns.times, dtype=np.float64),
             "terms.blob": terms_blob,
             "terms.offsets": terms_offsets,
@@ -326,6 +411,8 @@ def encode_columns(columns: SegmentColumns, *, pause: Pause = no_pause) -> bytes
             "post.crc": term_crcs,
             "post.ids": posting_ids,
             "post.tfs": posting_tfs,
+            "post.block_offsets": block_offsets,
+            "post.blocks": blocks,
             "stored.blob": stored_blob,
             "stored.offsets": stored_offsets,
             "stored.crc": stored_crcs,
@@ -374,6 +461,8 @@ class SegmentReader:
         self._lock = threading.RLock()  # memo builders may call other memos
         self._cache: dict[str, Any] = {}
         self._verified_postings: dict[int, tuple[NDArray[np.uint32], NDArray[np.uint32]]] = {}
+        # Term position -> its block metadata, checked against its postings (at most V entries of views).
+        self._verified_blocks: dict[int, NDArray[np.uint32]] = {}
         self._term_cache: dict[str, int] = {}
         meta = self._meta()
         self._meta_cache = meta
@@ -392,6 +481,14 @@ class SegmentReader:
     def section_file(self) -> SectionFile:
         """The underlying section file (header, stamp, table)."""
         return self._file
+
+    @property
+    def has_blocks(self) -> bool:
+        """Whether the file carries block metadata (``post.block_offsets``, ``post.blocks``): version 2 on.
+
+        Only a version-1 file, which only the upgrade path reads, has none.
+        """
+        return self._file.version >= 2
 
     @property
     def vector_dtype(self) -> str:
@@ -428,6 +525,9 @@ class SegmentReader:
             "links.offsets": links + 1,
             "vec.matrix": meta["vectors"] * dim,
         }
+        if self.has_blocks:
+            expected["post.block_offsets"] = terms + 1
+            expected["post.blocks"] = 3 * meta["blocks"]
         if meta["vectors"] and not dim:
             raise self._corrupt(f"meta claims {meta['vectors']} vectors of no width")
         # The ivf.* sections size nothing (they are read as views, and nlist is
@@ -442,6 +542,8 @@ class SegmentReader:
                     f"({n} documents, {terms} terms, {postings} postings, {links} links, "
                     f"{meta['vectors']} vectors of width {dim}) need {count}"
                 )
+        if self.has_blocks and meta["blocks"] > postings:  # every block holds at least one posting
+            raise self._corrupt(f"meta claims {meta['blocks']} blocks of {postings} postings")
 
     def _corrupt(self, what: str) -> CorruptIndexError:
         return CorruptIndexError(f"{self.path}: {what}")
@@ -449,7 +551,9 @@ class SegmentReader:
     def _meta(self) -> dict[str, Any]:
         try:
             meta = json.loads(bytes(self._file.array("meta")))
-            fields = ("documents", "terms", "postings", "links", "vectors")
+            fields: tuple[str, ...] = ("documents", "terms", "postings", "links", "vectors")
+            if self.has_blocks:
+                fields += ("blocks",)
             if not isinstance(meta, dict) or not all(
                 type(meta.get(f)) is int and 0 <= meta[f] < 2**40 for f in fields
             ):
@@ -497,17 +601,19 @@ class SegmentReader:
         return blob, offsets  # type: ignore[return-value]
 
     def warm(self) -> None:
-        """Check and map now what the first search of this segment reads: the term tables and lengths.
+        """Check and map now what the first search of this segment reads: term and block tables, lengths.
 
         The index calls this on a segment before it publishes a snapshot that
         reads it, so no search of the new snapshot pays for the checksums of
-        those sections. O(V) in C (the checksums); no term is decoded (see
+        those sections. O(V + B) (checksums in C, B blocks); no term is decoded (see
         :meth:`term_position`). Best effort: a damaged table is left for the
         read that needs it to report, as it would be without warming.
         """
         try:
             self._term_tables()
             self.doc_lengths()
+            if self.has_blocks:
+                self._block_tables()  # O(B) checksum and shape checks, B = postings / 128 or fewer
         except CorruptIndexError:
             pass
 
@@ -894,6 +1000,76 @@ class SegmentReader:
         self._verified_postings[position] = (ids, tfs)
         return ids, tfs
 
+    def _block_tables(self) -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
+        """``post.block_offsets`` and ``post.blocks``, checksum-verified, shaped as ``post.offsets`` needs."""
+
+        def build() -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
+            if not self.has_blocks:
+                raise self._corrupt("a version-1 segment has no block metadata")
+            _, _, postings, _ = self._term_tables()
+            blocks = int(self._meta_cache["blocks"])
+            block_offsets = self._array("post.block_offsets", "<u8", self.n_terms + 1)
+            _check_offsets(block_offsets, self.n_terms, blocks, "block", self.path)
+            # Term t has exactly ceil(df_t / 128) blocks: a list the kernel walks block by block
+            # never reads past its postings or its metadata.
+            wanted = (np.diff(postings.astype(np.int64)) + (POSTINGS_BLOCK - 1)) // POSTINGS_BLOCK
+            if not np.array_equal(np.diff(block_offsets.astype(np.int64)), wanted):
+                raise self._corrupt("block offsets disagree with the postings counts")
+            table = self._array("post.blocks", "<u4", 3 * blocks)
+            return block_offsets, table
+
+        result: tuple[NDArray[np.uint64], NDArray[np.uint32]] = self._memo("blocks", build)
+        return result
+
+    def term_blocks(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32], NDArray[np.uint32]]:
+        """``term``'s postings (as :meth:`postings`) and their block metadata; all empty if absent.
+
+        The metadata is ``post.blocks``' slice of the term, a read-only view of
+        the file: ``ceil(df / 128)`` last local ids, then as many largest tfs,
+        then as many smallest document lengths (docs/FORMAT.md, "Block
+        metadata"). Its section is checksum-verified when first read, and the
+        first time each term is asked for, its blocks are compared with a
+        derivation from its postings and ``doc.lengths`` (:func:`derive_blocks`,
+        O(df), the same order of cost as the postings' own CRC and range checks
+        that :meth:`postings` runs then): a bound that disagrees by one bit,
+        even in a file whose checksums were all recomputed, raises here and is
+        never used to skip a block. Later calls are one dict lookup.
+
+        Raises:
+            CorruptIndexError: the postings or the block metadata are damaged or disagree.
+
+        """
+        ids, tfs = self.postings(term)
+        if not ids.size:
+            return ids, tfs, np.empty(0, np.uint32)
+        position = self.term_position(term)
+        cached = self._verified_blocks.get(position)
+        if cached is not None:
+            return ids, tfs, cached
+        block_offsets, table = self._block_tables()
+        first, last = int(block_offsets[position]), int(block_offsets[position + 1])
+        stored = table[3 * first : 3 * last]
+        if not np.array_equal(stored, _term_blocks_of(ids, tfs, self.doc_lengths())):
+            raise self._corrupt(f"block metadata of term {term!r} disagrees with its postings")
+        self._verified_blocks[position] = stored
+        return ids, tfs, stored
+
+    def _block_problems(self) -> list[str]:
+        """Every term whose stored block metadata differs from a fresh derivation (scrub). O(P + V)."""
+        block_offsets, table = self._block_tables()
+        _, _, postings, _ = self._term_tables()
+        total = int(postings[-1])
+        ids = self._array("post.ids", "<u4", total)
+        tfs = self._array("post.tfs", "<u4", total)
+        _, derived = derive_blocks(ids, tfs, postings, self.doc_lengths())
+        if np.array_equal(table, derived):
+            return []
+        wrong = np.flatnonzero(table != derived) // 3  # a position of 3 * block_offsets[t] .. maps to term t
+        terms = np.unique(np.searchsorted(block_offsets.astype(np.int64), wrong, side="right") - 1)
+        shown = ", ".join(str(t) for t in terms[:10].tolist())
+        more = f" and {terms.shape[0] - 10} more" if terms.shape[0] > 10 else ""
+        return [f"{self.path}: block metadata of term {shown}{more} disagrees with its postings"]
+
     def terms(self) -> list[str]:
         """All terms of the segment, ascending, decoded once."""
 
@@ -945,6 +1121,11 @@ class SegmentReader:
                 if checksum(data) != int(crcs[position]):
                     problems.append(f"{self.path}: postings of term {position} fail their checksum")
             self.all_postings()
+            if self.has_blocks:
+                try:  # re-derived from the postings and lengths: a bound that understates is named here
+                    problems.extend(self._block_problems())
+                except CorruptIndexError as exc:
+                    problems.append(str(exc))
             self.all_links()
             terms = self.terms()
             if any(earlier >= later for earlier, later in itertools.pairwise(terms)):
