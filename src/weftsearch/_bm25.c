@@ -259,6 +259,20 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
         if (l->count > INT64_MAX - total) return -2;
         /* Every id indexes the part's norms and id map: the largest (the last block's last id) must fit. */
         if ((int64_t)((const uint32_t *)(uintptr_t)l->meta)[l->n_blocks - 1] >= parts[l->part].n_docs) return -2;
+        /*
+         * The traversal moves forward by the blocks' last ids: each must be the id that ends its
+         * block, and they must increase, or a seek could stand still for ever. The reader checks
+         * this already (docs/FORMAT.md, "Block metadata"); an O(blocks) check here keeps the kernel
+         * safe whoever calls it.
+         */
+        {
+            const uint32_t *last = (const uint32_t *)(uintptr_t)l->meta;
+            const uint32_t *list_ids = (const uint32_t *)(uintptr_t)l->ids;
+            for (int64_t block = 0; block < l->n_blocks; block++) {
+                int64_t end = (block + 1) * WEFT_BLOCK < l->count ? (block + 1) * WEFT_BLOCK : l->count;
+                if (last[block] != list_ids[end - 1] || (block > 0 && last[block] <= last[block - 1])) return -2;
+            }
+        }
         total += l->count;
         stats[0] += l->n_blocks;
     }

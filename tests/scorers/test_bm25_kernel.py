@@ -246,3 +246,9 @@ def test_the_kernel_refuses_bad_arguments_with_a_code() -> None:
     assert call(n_docs=8, term=2) == -2  # term index past m
     assert call(n_docs=8, blocks=2) == -2  # 2 postings make 1 block
     assert call(n_docs=8, k=10**18) == 2  # k is clamped to the postings that exist
+    # A block whose last id is not the id that ends it could make a seek stand still (a hang
+    # inside C, found with the reader's check bypassed): refused before anything is read.
+    meta[0] = 4
+    assert call(n_docs=8) == -2
+    meta[0] = 5
+    assert call(n_docs=8) == 2
