@@ -490,21 +490,47 @@ OVERWRITE_TRIALS = 20
 OVERWRITE_OUTCOMES: list[str] = []
 
 
+def _overwrite_until_exit(old: Path, new: Path, index_dir: Path) -> tuple[subprocess.Popen[str], float]:
+    """Index ``old`` at ``index_dir``, start ``--overwrite`` with ``new``; return it once it holds the lock.
+
+    The second value is the monotonic time at which the lock was seen held: the replacement
+    (add, encode, commit) runs from then on, not the start-up (imports, reading the corpus).
+    """
+    assert cli("index", str(old), "--index", str(index_dir)).wait(timeout=120) == 0
+    run = cli("index", str(new), "--index", str(index_dir), "--overwrite")
+    while run.poll() is None and not _descriptors_on(run.pid, index_dir / LOCK):
+        time.sleep(0.001)
+    return run, time.monotonic()
+
+
+@pytest.fixture(scope="module")
+def overwrite_window(tmp_path_factory: pytest.TempPathFactory) -> float:
+    """Seconds an uninterrupted ``--overwrite`` of the trials' corpus runs once it holds the lock.
+
+    Kill delays are drawn relative to it, so that kills land before the commit's manifest
+    rename and after it whatever the speed of the machine (a fixed range of delays stopped
+    reaching the commit once indexing got faster).
+    """
+    folder = tmp_path_factory.mktemp("overwrite-window")
+    old = corpus(folder / "old.jsonl", 300, "old")
+    new = corpus(folder / "new.jsonl", 3000, "new")
+    run, held = _overwrite_until_exit(old, new, folder / "index")
+    assert run.wait(timeout=120) == 0
+    return max(time.monotonic() - held, 0.01)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("trial", range(OVERWRITE_TRIALS))
-def test_overwrite_killed_at_random_moments(trial: int, tmp_path: Path) -> None:
+def test_overwrite_killed_at_random_moments(trial: int, tmp_path: Path, overwrite_window: float) -> None:
     """SIGKILL ``weft-search index --overwrite`` anywhere: DIR opens as the old or the new index."""
     index_dir = tmp_path / "index"
     old = corpus(tmp_path / "old.jsonl", 300, "old")
     new = corpus(tmp_path / "new.jsonl", 3000, "new")
-    assert cli("index", str(old), "--index", str(index_dir)).wait(timeout=120) == 0
-    old_keys = keys_on_disk(index_dir)
-    delay = random.Random(f"overwrite-kill/{trial}").uniform(0.0, 1.0)
-    run = cli("index", str(new), "--index", str(index_dir), "--overwrite")
-    # Aim at the replacement, not the start-up: wait until the command holds the lock
-    # (the corpus is read, the new index created), then kill within its add and commit.
-    while run.poll() is None and not _descriptors_on(run.pid, index_dir / LOCK):
-        time.sleep(0.001)
+    # From the moment the lock is held to half as long again as a whole replacement takes:
+    # about two thirds of the kills land before the manifest rename, the rest after.
+    delay = random.Random(f"overwrite-kill/{trial}").uniform(0.0, 1.5 * overwrite_window)
+    run, _ = _overwrite_until_exit(old, new, index_dir)
+    old_keys = [f"old{i:05d}" for i in range(300)]
     time.sleep(delay)
     if run.poll() is None:
         os.kill(run.pid, signal.SIGKILL)
