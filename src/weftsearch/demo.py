@@ -31,7 +31,7 @@ from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults
 from weftsearch.errors import InvalidParameterError
-from weftsearch.fusion import RRF
+from weftsearch.fusion import WeightedRRF
 from weftsearch.scorers import BM25Scorer, GraphScorer, RecencyScorer, VectorScorer
 
 __all__ = [
@@ -160,13 +160,16 @@ def run_demo(
             explained table).
         k: hits per query.
         queries: the query texts.
-        fuser: the fuser (``RRF()`` by default).
+        fuser: the fuser; by default weighted RRF with the graph and recency
+            streams at 0.2 and 0.1 of text's and vector's vote, as README advises
+            (at equal weight they lowered nDCG@10 in every experiment of
+            docs/EVAL.md that tried them).
 
     Returns:
         The results of each query, in order.
 
     """
-    fuser = fuser or RRF()
+    fuser = fuser or WeightedRRF([1.0, 1.0, 0.2, 0.1])
     scorers = demo_scorers()
     all_results = []
     with tempfile.TemporaryDirectory(prefix="weft-demo-") as directory:
