@@ -321,7 +321,7 @@ class BM25Scorer:
         from the segments (no per-term cache) and skips blocks of postings that
         cannot reach the k-th score. O(lists + scored postings * log k).
         """
-        terms = snapshot.query_terms(query.text) if query.text else []
+        terms = snapshot.analyzer.analyze(query.text) if query.text else []
         if not terms or snapshot.n_docs == 0:
             return Stream.empty()
         distinct = sorted(set(terms))
