@@ -319,6 +319,7 @@ class Snapshot:
         self._parts = tuple(parts)
         self._bases = np.array([p.base for p in parts], dtype=np.int64)
         self._n_docs = base
+        self._all_keys: tuple[str, ...] | None = None
         self._memo: dict[Hashable, object] = {}
         self._memo_lock = threading.RLock()
 
@@ -400,8 +401,21 @@ class Snapshot:
         return self.keys_of(np.array([doc_id], dtype=np.int64))[0]
 
     def keys(self) -> list[str]:
-        """All live keys, in id order."""
-        return self.keys_of(np.arange(self._n_docs, dtype=np.int64))
+        """All live keys, in id order (a new list each call).
+
+        Resolved once per snapshot (it is immutable) and copied after: O(n)
+        the first time, then one list copy with no numpy call. Why memoised
+        beyond speed: numpy releases the GIL inside even tiny calls, and a
+        thread that lets go of the GIL and takes it back many times a
+        millisecond keeps every other thread (a committing writer among them)
+        from ever forcing a switch; a loop over ``keys()`` starved a writer
+        for seconds.
+        """
+        cached = self._all_keys
+        if cached is None:
+            cached = tuple(self.keys_of(np.arange(self._n_docs, dtype=np.int64)))
+            self._all_keys = cached  # two racing threads store equal tuples
+        return list(cached)
 
     def id_of(self, key: str) -> int:
         """The internal id of ``key``. Raises :class:`UnknownKeyError` if absent."""
