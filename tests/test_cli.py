@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from weftsearch import RRF, BM25Scorer, Index
 from weftsearch.cli import main, parse_signals
 from weftsearch.corpus import load_documents, load_qrels
 from weftsearch.demo import DEMO_DIM, DEMO_QUERIES, demo_documents, hash_embedding
@@ -344,6 +345,36 @@ def test_batch_to_stdout_and_json_lines(
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [row["qid"] for row in rows] == ["q1", "q2", "q3"]
     assert all(len(row["hits"]) <= 2 for row in rows)
+
+
+def test_batch_threads_give_the_same_output_as_one_search_per_query(
+    index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch runs through Index.search_many (in slices, on threads): the same bytes as
+    one Index.search per query, for more queries than one slice holds."""
+    import weftsearch.cli as cli
+
+    monkeypatch.setattr(cli, "_BATCH_SLICE", 2)  # four slices for seven queries
+    many = [{"_id": f"m{n}", "text": QUERIES[n % len(QUERIES)]["text"]} for n in range(7)]
+    queries = write_jsonl(tmp_path / "queries.jsonl", many)
+    argv = ["search", "--index", str(index_dir), "--queries", str(queries), "-k", "3", "--json"]
+    outputs = []
+    for threads in ([], ["--threads", "1"], ["--threads", "4"]):
+        assert main([*argv, *threads]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] == outputs[2]
+    index = Index.open(index_dir, readonly=True)
+    rows = [json.loads(line) for line in outputs[0].splitlines()]
+    assert [row["qid"] for row in rows] == [f"m{n}" for n in range(7)]
+    for row, query in zip(rows, many, strict=True):
+        one = index.search(
+            query["text"], 3, RRF(), BM25Scorer(name="text")
+        ).to_dict()  # the CLI's text signal
+        assert {key: row[key] for key in one} == json.loads(json.dumps(one))
+    assert main([*argv, "--threads", "0"]) == 2
+    assert "positive integer" in capsys.readouterr().err
+    assert main(["search", "x", "--index", str(index_dir), "--threads", "2"]) == 2
+    assert "--threads needs --queries" in error_line(capsys)
 
 
 def test_batch_bad_query_file(index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

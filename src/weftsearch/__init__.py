@@ -24,7 +24,7 @@ from weftsearch.engine.documents import Document
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
-from weftsearch.engine.search import Hit, SearchResults, SignalHit
+from weftsearch.engine.search import ExplainArrays, Hit, SearchResults, SignalHit
 from weftsearch.engine.snapshot import Postings, Snapshot, VectorBlock
 from weftsearch.engine.stream import FusedStream, KeyOrder, Stream, top_k
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF, make_fuser
@@ -60,6 +60,7 @@ __all__ = [
     "Hit",
     "SignalHit",
     "SearchResults",
+    "ExplainArrays",
     "RRF",
     "WeightedRRF",
     "ScoreFusion",

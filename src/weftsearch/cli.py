@@ -64,7 +64,7 @@ from weftsearch.engine.documents import Document
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
-from weftsearch.engine.search import Hit, SearchResults
+from weftsearch.engine.search import MAX_THREADS, Hit, SearchResults
 from weftsearch.engine.stats import IndexStats
 from weftsearch.engine.stream import MAX_K
 from weftsearch.errors import (
@@ -104,6 +104,8 @@ _SHOWN = 5
 SIGNALS: tuple[str, ...] = ("text", "vector", "graph", "pagerank", "recency")
 _SECONDS_PER_DAY = 86400.0
 _TITLE_WIDTH = 60
+#: Queries a batch search hands to ``Index.search_many`` at once (the progress bar moves per slice).
+_BATCH_SLICE = 256
 _KEY_WIDTH = 32
 
 
@@ -357,6 +359,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             ("--run-out", args.run_out),
             ("--qrels", args.qrels),
             ("--allow-unmatched", args.allow_unmatched or None),
+            ("--threads", args.threads),
         ):
             if value is not None:
                 raise InvalidParameterError(f"{option} needs --queries (batch mode)")
@@ -441,15 +444,36 @@ def _search_batch(args: argparse.Namespace) -> int:
         out: TextIO = (
             stack.enter_context(open(args.run_out, "w", encoding="utf-8")) if to_file else sys.stdout
         )
-        for named in tqdm(
-            queries, desc="searching", unit="query", delay=PROGRESS_DELAY, leave=False, disable=None
-        ):
-            results = index.search(named.query, args.k, fuser, *scorers, depth=args.depth)
-            if args.json and args.run_out is None:
-                out.write(_json_dump({"qid": named.qid, "query": named.query.text, **results.to_dict()}))
-                out.write("\n")
-            else:
-                lines += write_trec_run(out, named.qid, results, args.run_tag)
+        progress = stack.enter_context(
+            tqdm(
+                total=len(queries),
+                desc="searching",
+                unit="query",
+                delay=PROGRESS_DELAY,
+                leave=False,
+                disable=None,
+            )
+        )
+        # Index.search_many in slices, so the progress bar moves and only a slice's
+        # results are held at once; the index is read-only, so every slice reads
+        # the same snapshot.
+        for start in range(0, len(queries), _BATCH_SLICE):
+            batch = queries[start : start + _BATCH_SLICE]
+            many = index.search_many(
+                [named.query for named in batch],
+                args.k,
+                fuser,
+                *scorers,
+                depth=args.depth,
+                threads=args.threads,
+            )
+            for named, results in zip(batch, many, strict=True):
+                if args.json and args.run_out is None:
+                    out.write(_json_dump({"qid": named.qid, "query": named.query.text, **results.to_dict()}))
+                    out.write("\n")
+                else:
+                    lines += write_trec_run(out, named.qid, results, args.run_tag)
+            progress.update(len(batch))
     if to_file:
         elapsed = time.perf_counter() - started
         print(
@@ -753,6 +777,14 @@ def _count(text: str) -> int:
     return value
 
 
+def _threads(text: str) -> int:
+    """A --threads value: a positive integer up to MAX_THREADS."""
+    value = _positive_int(text)
+    if value > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_THREADS} threads, got {text!r}")
+    return value
+
+
 def _non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -877,6 +909,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     search.add_argument("--run-out", metavar="FILE", help="batch: write the TREC run here ('-': stdout)")
     search.add_argument("--run-tag", type=_run_tag, default="weft", help="batch: run tag (weft)")
+    search.add_argument(
+        "--threads",
+        type=_threads,
+        default=None,
+        help="batch: search on this many threads (default 1; the output is the same for any number)",
+    )
     search.set_defaults(handler=_cmd_search)
 
     demo = commands.add_parser(

@@ -317,6 +317,41 @@ def test_a_scorer_shared_by_two_arms_is_called_once_per_query_and_depth(snapshot
     }
 
 
+class BatchCountingScorer(CountingScorer):
+    """A counting scorer that also offers the optional ``score_many`` batch method."""
+
+    def __init__(self, inner: Scorer, name: str = "batched") -> None:
+        super().__init__(inner, name)
+        self.batches: list[tuple[tuple[str, ...], int]] = []
+
+    def score_many(self, snapshot: Snapshot, queries: Sequence[Query], k: int) -> list[Stream]:
+        self.batches.append((tuple(query.text for query in queries), k))
+        return [self.inner.score(snapshot, query, k) for query in queries]
+
+
+def test_a_scorer_with_score_many_fills_the_cache_in_one_batch(snapshot: Snapshot) -> None:
+    """Issue 14 item 4: run_arm asks a batch-capable scorer once for every uncached query;
+    the run is the same as one call per query."""
+    batched = BatchCountingScorer(BM25Scorer())
+    cache = StreamCache(snapshot)
+    arm = Arm("a", (batched, RecencyScorer(half_life=100.0)), RRF(), depth=10)
+    first = dict(list(QUERIES.items())[:2])
+    cache.stream(batched, "batched", "q1", QUERIES["q1"], 10)  # one already cached: not asked again
+    assert batched.calls == [("apple", 10)]
+    result = run_arm(cache, arm, QUERIES, 5)
+    assert batched.batches == [(tuple(q.text for qid, q in QUERIES.items() if qid != "q1"), 10)]
+    assert batched.calls == [("apple", 10)]  # score was never called per query in the run
+    plain = run(snapshot, Arm("a", (BM25Scorer(), RecencyScorer(half_life=100.0)), RRF(), depth=10), 5)
+    assert result.keys == plain.keys
+    assert {q: s.tolist() for q, s in result.scores.items()} == {
+        q: s.tolist() for q, s in plain.scores.items()
+    }
+    run_arm(cache, arm, first, 5)  # everything cached: no batch
+    assert len(batched.batches) == 1
+    with pytest.raises(InvalidParameterError, match="cached with another query"):
+        cache.fill(batched, "batched", {"q1": Query(text="other")}, 10)
+
+
 def test_two_equal_looking_scorer_objects_are_computed_separately(snapshot: Snapshot) -> None:
     inner = BM25Scorer()
     one, two = CountingScorer(inner), CountingScorer(inner)

@@ -134,13 +134,20 @@ class _FailingWrite:
 
 
 class Faults:
-    """An ``open`` for ``weftsearch.storage.directory`` that fails writes of one kind of file."""
+    """Fail the writes of one kind of file in ``weftsearch.storage.directory``.
+
+    The directory writes files two ways: ``open()`` (the lock file) and plain
+    ``os.open``/``os.writev`` (segments, tombstones, the manifest: fewer system
+    calls, so fewer GIL hand-offs during a commit). Both are intercepted, and a
+    failing write stores half of its bytes first, like a disk that fills up.
+    """
 
     def __init__(self, kind: str, error: OSError, at_open: bool) -> None:
         self.pattern = KINDS[kind]
         self.error = error
         self.at_open = at_open
         self.hits: list[str] = []
+        self.failing: set[int] = set()
 
     def open(self, file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         name = Path(file).name
@@ -151,8 +158,39 @@ class Faults:
             return _FailingWrite(builtins.open(file, mode, *args, **kwargs), self.error)
         return builtins.open(file, mode, *args, **kwargs)
 
+    def os_open(self, file: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        name = Path(file).name
+        writing = bool(flags & (os.O_WRONLY | os.O_RDWR))
+        if writing and self.pattern.match(name):
+            self.hits.append(name)
+            if self.at_open:
+                raise self.error
+            fd = REAL_OS_OPEN(file, flags, *args, **kwargs)
+            self.failing.add(fd)
+            return fd
+        return REAL_OS_OPEN(file, flags, *args, **kwargs)
+
+    def os_writev(self, fd: int, buffers: Any) -> int:
+        if fd in self.failing:
+            data = b"".join(bytes(buffer) for buffer in buffers)
+            os.write(fd, data[: len(data) // 2])
+            raise self.error
+        return REAL_OS_WRITEV(fd, buffers)
+
+    def os_close(self, fd: int) -> None:
+        self.failing.discard(fd)
+        REAL_OS_CLOSE(fd)
+
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(directory_module, "open", self.open, raising=False)
+        monkeypatch.setattr(os, "open", self.os_open)
+        monkeypatch.setattr(os, "writev", self.os_writev)
+        monkeypatch.setattr(os, "close", self.os_close)
+
+
+REAL_OS_OPEN = os.open
+REAL_OS_WRITEV = os.writev
+REAL_OS_CLOSE = os.close
 
 
 def disk_full(name: str) -> OSError:

@@ -40,8 +40,8 @@ from weftsearch.engine.documents import Document
 from weftsearch.engine.ingest import analyse_documents, resolve_workers
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
-from weftsearch.engine.search import SearchResults, search_snapshot
-from weftsearch.engine.snapshot import Snapshot
+from weftsearch.engine.search import SearchResults, search_snapshot, search_snapshot_many
+from weftsearch.engine.snapshot import QueryTerms, Snapshot
 from weftsearch.engine.stats import IndexStats, SegmentStats, file_bytes, manifest_bytes
 from weftsearch.errors import (
     CorruptIndexError,
@@ -445,6 +445,7 @@ class Index:
         self._analyzer = get_analyzer(analyzer) if isinstance(analyzer, str) else analyzer
         if not isinstance(self._analyzer, Analyzer):
             raise InvalidParameterError(f"{analyzer!r} is not an Analyzer (needs .name and .analyze)")
+        self._query_terms = QueryTerms(self._analyzer)  # shared by every snapshot (bounded LRU)
         if vector_dim is not None and (
             isinstance(vector_dim, bool) or not isinstance(vector_dim, int) or vector_dim <= 0
         ):
@@ -1171,6 +1172,7 @@ class Index:
                 analyzer=self._analyzer,
                 vector_dim=self._vector_dim,
                 segments=[(s.reader, s.deleted) for s in self._segments],
+                query_terms=self._query_terms,
             )
             self._latest = self._snapshot
         return self._snapshot
@@ -1196,6 +1198,43 @@ class Index:
         """
         with self._searches:  # commits and merges yield to running searches
             return search_snapshot(self.snapshot(), query, k, fuser, scorers, depth)
+
+    def search_many(
+        self,
+        queries: Sequence[Query | str],
+        k: int,
+        fuser: Fuser,
+        *scorers: Scorer,
+        depth: int | None = None,
+        threads: int | None = None,
+    ) -> list[SearchResults]:
+        """Search one snapshot for many queries: one :class:`SearchResults` per query, in order.
+
+        Every query reads the same snapshot (taken once, at the call), so the
+        batch sees one state of the index even while writers commit. Each
+        result equals what :meth:`search` returns for that query on that
+        snapshot, whatever ``threads`` is; see
+        :func:`~weftsearch.engine.search.search_snapshot_many` for the
+        optional ``score_many`` batch method a scorer may offer, and the
+        errors. The batch counts as one search in flight (commits and merges
+        yield to it).
+
+        Example::
+
+            batch = index.search_many(["graph retrieval", "bm25"], 10, RRF(), BM25Scorer(), threads=2)
+
+        Args:
+            queries: :class:`Query` objects or strings (query text).
+            k: hits wanted per query (1 to ``MAX_K``).
+            fuser: merges each query's streams; not called for one scorer.
+            *scorers: one or more scorers.
+            depth: candidates asked of each scorer per query; ``None`` means ``max(k, 100)``.
+            threads: ``None``/1 for this thread, or a pool of that many threads
+                (at most :data:`~weftsearch.engine.search.MAX_THREADS`).
+
+        """
+        with self._searches:  # commits and merges yield to running searches
+            return search_snapshot_many(self.snapshot(), queries, k, fuser, scorers, depth, threads)
 
     # ------------------------------------------------------------------ commit
 

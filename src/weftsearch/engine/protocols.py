@@ -27,7 +27,16 @@ class Scorer(Protocol):
     scorer has no evidence for is left out rather than given a score of 0, and
     a scorer with no opinion on the query (no text, no vector, ...) returns
     :meth:`Stream.empty`. The engine re-orders each stream by descending
-    score with ties broken by key, so scores must express the scorer's order.
+    score with ties broken by key, so scores must express the scorer's order
+    (a stream already in that order, e.g. one made by :meth:`Stream.ranked`,
+    is checked in O(k) and not re-sorted).
+
+    Optional batch method (not part of the protocol check): a scorer may also
+    offer ``score_many(snapshot, queries, k) -> Sequence[Stream]``, one stream
+    per query in order, each exactly what ``score`` returns for that query.
+    :meth:`~weftsearch.engine.index.Index.search_many` calls it once per chunk
+    of queries instead of ``score`` per query, so a scorer can share work (a
+    compiled loop, term lookups) across a batch.
     """
 
     @property

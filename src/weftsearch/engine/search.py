@@ -14,7 +14,9 @@ the key tie-break becomes part of the score) without adding evidence.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -32,7 +34,13 @@ __all__ = [
     "SignalHit",
     "Hit",
     "SearchResults",
+    "ExplainArrays",
     "search_snapshot",
+    "search_snapshot_many",
+    "score_queries",
+    "MAX_THREADS",
+    "results_of",
+    "in_canonical_order",
     "DEFAULT_DEPTH",
     "canonical_stream",
     "stream_labels",
@@ -99,11 +107,49 @@ class Hit:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class ExplainArrays:
+    """Every hit's explanation as arrays: row ``i`` is hit ``i`` (best first), column ``j`` is stream ``j``.
+
+    What :attr:`Hit.signals` says, without building one object per hit and
+    stream. The arrays are read-only and shared with the results.
+
+    Attributes:
+        signals: stream labels, one per column (as :attr:`SearchResults.signals`).
+        ranks: int64 ``(hits, streams)``: the hit's 1-based rank in the stream,
+            0 where the stream does not hold it (:attr:`SignalHit.rank` ``None``).
+        scores: float64 ``(hits, streams)``: the stream's raw score of the hit,
+            NaN where the stream does not hold it (:attr:`SignalHit.score` ``None``).
+        contributions: float64 ``(hits, streams)``: the part of the fused score
+            owed to each stream (:attr:`SignalHit.contribution`).
+
+    """
+
+    signals: tuple[str, ...]
+    ranks: NDArray[np.int64]
+    scores: NDArray[np.float64]
+    contributions: NDArray[np.float64]
+
+
+def _frozen_array(values: NDArray[Any]) -> NDArray[Any]:
+    values.setflags(write=False)
+    return values
+
+
 class SearchResults(Sequence[Hit]):
     """The hits of one search, best first, with the context that produced them.
 
+    A search fills the results with arrays (keys, fused scores, and each
+    stream's ranks, scores and contributions) and builds a :class:`Hit`
+    (with its :class:`SignalHit` explanation and its fields) only when one
+    is read: by indexing, iteration, :attr:`hits` or :meth:`to_dict`. A
+    caller that needs only :attr:`keys`, :attr:`scores`, :attr:`score_array`
+    or :meth:`explain_arrays` never pays for Hit objects. The results built
+    by a search keep a reference to the snapshot searched until every hit's
+    fields have been handed out (fields are read from its segments), so hold
+    them no longer than needed. Safe to read from many threads.
+
     Attributes:
-        hits: the fused hits.
         signals: stream labels, in the order scorers were given.
         fuser: the fuser's name, or :data:`PASSTHROUGH` when one scorer's
             stream was passed through without calling the fuser.
@@ -112,42 +158,164 @@ class SearchResults(Sequence[Hit]):
 
     """
 
-    __slots__ = ("depth", "fuser", "generation", "hits", "signals")
+    __slots__ = (
+        "_built",
+        "_contributions",
+        "_field_rows",
+        "_fields",
+        "_keys",
+        "_ranks",
+        "_scores",
+        "_signal_scores",
+        "depth",
+        "fuser",
+        "generation",
+        "signals",
+    )
 
     def __init__(
         self, hits: Sequence[Hit], signals: Sequence[str], fuser: str, generation: int, depth: int
     ) -> None:
-        self.hits = tuple(hits)
+        hits = tuple(hits)
         self.signals = tuple(signals)
         self.fuser = fuser
         self.generation = generation
         self.depth = depth
+        width = len(self.signals)
+        self._keys: tuple[str, ...] = tuple(hit.key for hit in hits)
+        self._scores: NDArray[np.float64] = _frozen_array(np.array([hit.score for hit in hits], np.float64))
+        ranks = np.zeros((len(hits), width), dtype=np.int64)
+        scores = np.full((len(hits), width), np.nan, dtype=np.float64)
+        contributions = np.zeros((len(hits), width), dtype=np.float64)
+        for row, hit in enumerate(hits):
+            for column, signal in enumerate(hit.signals[:width]):
+                ranks[row, column] = signal.rank or 0
+                scores[row, column] = np.nan if signal.score is None else signal.score
+                contributions[row, column] = signal.contribution
+        self._ranks: NDArray[np.int64] = _frozen_array(ranks)
+        self._signal_scores: NDArray[np.float64] = _frozen_array(scores)
+        self._contributions: NDArray[np.float64] = _frozen_array(contributions)
+        self._fields: Callable[[], Sequence[Mapping[str, FieldValue]]] | None = None
+        self._field_rows: Sequence[Mapping[str, FieldValue]] = tuple(hit.fields for hit in hits)
+        self._built: list[Hit | None] = list(hits)
+
+    @classmethod
+    def _from_arrays(
+        cls,
+        *,
+        keys: Sequence[str],
+        scores: NDArray[np.float64],
+        ranks: NDArray[np.int64],
+        signal_scores: NDArray[np.float64],
+        contributions: NDArray[np.float64],
+        fields: Callable[[], Sequence[Mapping[str, FieldValue]]],
+        signals: Sequence[str],
+        fuser: str,
+        generation: int,
+        depth: int,
+    ) -> SearchResults:
+        """Results over arrays (the search's own constructor); hits are built when read.
+
+        ``fields`` returns every hit's fields mapping, in hit order; it is
+        called at most once, when the first hit is built. O(1): nothing is
+        copied.
+        """
+        results = object.__new__(cls)
+        results.signals = tuple(signals)
+        results.fuser = fuser
+        results.generation = generation
+        results.depth = depth
+        results._keys = tuple(keys)
+        results._scores = _frozen_array(scores)
+        results._ranks = _frozen_array(ranks)
+        results._signal_scores = _frozen_array(signal_scores)
+        results._contributions = _frozen_array(contributions)
+        results._fields = fields
+        results._field_rows = ()
+        results._built = [None] * len(results._keys)
+        return results
+
+    def _hit(self, row: int) -> Hit:
+        """Hit ``row`` (0-based), built on first read and kept. O(streams)."""
+        built = self._built[row]
+        if built is not None:
+            return built
+        if self._fields is not None:
+            # Every hit's (lazily decoded) fields at once: one O(k) pass, and the
+            # snapshot reference is dropped as soon as all hits hold theirs.
+            # Another thread may do the same at once: both get equal fields, and
+            # the rows are in place before the source is dropped.
+            source = self._fields
+            if source is not None:
+                self._field_rows = source()
+                self._fields = None
+        fields = self._field_rows[row]
+        signals = []
+        for column, label in enumerate(self.signals):
+            rank = int(self._ranks[row, column])
+            signals.append(
+                SignalHit(
+                    signal=label,
+                    rank=rank or None,
+                    score=float(self._signal_scores[row, column]) if rank else None,
+                    contribution=float(self._contributions[row, column]),
+                )
+            )
+        hit = Hit(
+            key=self._keys[row],
+            rank=row + 1,
+            score=float(self._scores[row]),
+            signals=tuple(signals),
+            fields=fields,
+        )
+        self._built[row] = hit
+        return hit
+
+    @property
+    def hits(self) -> tuple[Hit, ...]:
+        """Every hit, best first (built now if not yet read). O(k * streams) the first time."""
+        return tuple(self._hit(row) for row in range(len(self._keys)))
 
     @overload
     def __getitem__(self, index: int) -> Hit: ...
     @overload
     def __getitem__(self, index: slice) -> Sequence[Hit]: ...
     def __getitem__(self, index: int | slice) -> Hit | Sequence[Hit]:
-        return self.hits[index]
+        if isinstance(index, slice):
+            return tuple(self._hit(row) for row in range(len(self._keys))[index])
+        return self._hit(range(len(self._keys))[index])  # IndexError and negative indices as a tuple's
 
     def __len__(self) -> int:
-        return len(self.hits)
+        return len(self._keys)
 
     def __iter__(self) -> Iterator[Hit]:
-        return iter(self.hits)
+        return (self._hit(row) for row in range(len(self._keys)))
 
     def __repr__(self) -> str:
-        return f"SearchResults({len(self.hits)} hits, signals={self.signals}, fuser={self.fuser!r})"
+        return f"SearchResults({len(self._keys)} hits, signals={self.signals}, fuser={self.fuser!r})"
 
     @property
     def keys(self) -> list[str]:
-        """Keys of the hits, best first."""
-        return [hit.key for hit in self.hits]
+        """Keys of the hits, best first (a new list; no Hit is built). O(k)."""
+        return list(self._keys)
 
     @property
     def scores(self) -> NDArray[np.float64]:
-        """Fused scores of the hits, best first."""
-        return np.array([hit.score for hit in self.hits], dtype=np.float64)
+        """Fused scores of the hits, best first (a new array; no Hit is built). O(k)."""
+        return self._scores.copy()
+
+    @property
+    def score_array(self) -> NDArray[np.float64]:
+        """Fused scores of the hits, best first, as the results' own read-only array. O(1), no copy."""
+        return self._scores
+
+    def explain_arrays(self) -> ExplainArrays:
+        """Every hit's explanation (ranks, raw scores, contributions per stream) as arrays. O(1), no copy.
+
+        The same facts as each hit's :attr:`Hit.signals`, without building
+        any Hit; see :class:`ExplainArrays` for the layout.
+        """
+        return ExplainArrays(self.signals, self._ranks, self._signal_scores, self._contributions)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the whole result."""
@@ -156,7 +324,7 @@ class SearchResults(Sequence[Hit]):
             "fuser": self.fuser,
             "signals": list(self.signals),
             "depth": self.depth,
-            "hits": [hit.to_dict() for hit in self.hits],
+            "hits": [hit.to_dict() for hit in self],
         }
 
 
@@ -194,6 +362,15 @@ def stream_labels(scorers: Sequence[Scorer]) -> list[str]:
 def canonical_stream(stream: object, snapshot: Snapshot, depth: int, label: str) -> Stream:
     """Check a scorer's output against the contract and put it in canonical order.
 
+    Every stream is checked: a Stream, at most ``depth`` long, ids in
+    ``0 .. n_docs - 1``, no id twice, no NaN score. Then the canonical order
+    (score descending, key ascending): a stream made by
+    :meth:`Stream.ranked` for this snapshot is in it by construction and is
+    returned as is; any other stream is checked for it in O(k) (scores never
+    increase, and neighbours with equal scores are in key order) and sorted
+    only when it is not. The checks cost O(k log k) in the stream's length
+    (the repeat check sorts the ids), never anything in the snapshot's size.
+
     Raises:
         ScorerOutputError: not a Stream, longer than asked, ids out of range or
             repeated, or a NaN score. The message names the scorer.
@@ -208,12 +385,38 @@ def canonical_stream(stream: object, snapshot: Snapshot, depth: int, label: str)
         return stream
     if int(ids.min()) < 0 or int(ids.max()) >= snapshot.n_docs:
         raise ScorerOutputError(f"scorer {label!r} returned an id outside 0..{snapshot.n_docs - 1}")
-    if np.unique(ids).size != ids.size:
-        raise ScorerOutputError(f"scorer {label!r} returned the same document twice")
+    if ids.size > 1:
+        ascending = np.sort(ids)
+        if bool((ascending[1:] == ascending[:-1]).any()):
+            raise ScorerOutputError(f"scorer {label!r} returned the same document twice")
     if bool(np.isnan(scores).any()):
         raise ScorerOutputError(f"scorer {label!r} returned a NaN score")
+    if stream.ranked_for(snapshot) or in_canonical_order(ids, scores, snapshot):
+        return stream
     order = order_by_score(ids, scores, snapshot)
     return Stream(ids[order], scores[order])
+
+
+def in_canonical_order(ids: NDArray[np.int64], scores: NDArray[np.float64], snapshot: Snapshot) -> bool:
+    """Whether unique ``ids`` with non-NaN ``scores`` are already in canonical order.
+
+    Scores must never increase, and each pair of neighbours with equal
+    scores must be in ascending key order (by id when the snapshot's ids
+    follow its keys, else by the keys of the tied neighbours only). O(k)
+    plus O(t log t) for t tied neighbours in a multi-segment snapshot.
+    """
+    if ids.shape[0] <= 1:
+        return True
+    earlier, later = scores[:-1], scores[1:]
+    if bool((later > earlier).any()):
+        return False
+    ties = np.flatnonzero(later == earlier)
+    if not ties.size:
+        return True
+    if snapshot.ids_follow_keys:
+        return bool((ids[ties] < ids[ties + 1]).all())
+    ranks = snapshot.key_rank(np.concatenate((ids[ties], ids[ties + 1])))
+    return bool((ranks[: ties.shape[0]] < ranks[ties.shape[0] :]).all())
 
 
 def check_fused(fused: object, snapshot: Snapshot, k: int, streams: int, label: str) -> FusedStream:
@@ -274,6 +477,32 @@ def fuse_streams(fuser: Fuser, streams: Sequence[Stream], k: int, snapshot: Snap
     return check_fused(fuser.fuse(streams, k, snapshot), snapshot, k, len(streams), str(fuser.name))
 
 
+def _check_call(k: int, fuser: Fuser, scorers: Sequence[Scorer], depth: int | None) -> tuple[int, int]:
+    """``(k, depth)`` checked, once the scorers and the fuser are known to implement their protocols."""
+    k = check_k(k)
+    depth = max(k, DEFAULT_DEPTH) if depth is None else check_k(depth, "depth")
+    if depth < k:
+        raise InvalidParameterError(f"depth ({depth}) must be at least k ({k})")
+    if not scorers:
+        raise InvalidParameterError("search needs at least one scorer")
+    for scorer in scorers:
+        if not _implements(scorer, Scorer):
+            raise InvalidParameterError(f"{scorer!r} is not a Scorer (needs .name and .score)")
+    if not _implements(fuser, Fuser):
+        raise InvalidParameterError(f"{fuser!r} is not a Fuser (needs .name and .fuse)")
+    return k, depth
+
+
+def _as_query(query: object, position: int | None = None) -> Query:
+    """``query`` as a :class:`Query` (a string is its text), else :class:`InvalidQueryError`."""
+    if isinstance(query, Query):
+        return query
+    if isinstance(query, str):
+        return Query(text=query)
+    where = "" if position is None else f" (queries[{position}])"
+    raise InvalidQueryError(f"query must be a Query or str, got {type(query).__name__}{where}")
+
+
 def search_snapshot(
     snapshot: Snapshot,
     query: Query | str,
@@ -308,59 +537,190 @@ def search_snapshot(
         ScorerOutputError: a scorer or the fuser broke its contract.
 
     """
-    k = check_k(k)
-    depth = max(k, DEFAULT_DEPTH) if depth is None else check_k(depth, "depth")
-    if depth < k:
-        raise InvalidParameterError(f"depth ({depth}) must be at least k ({k})")
-    if isinstance(query, str):
-        query = Query(text=query)
-    elif not isinstance(query, Query):
-        raise InvalidQueryError(f"query must be a Query or str, got {type(query).__name__}")
-    if not scorers:
-        raise InvalidParameterError("search needs at least one scorer")
-    for scorer in scorers:
-        if not _implements(scorer, Scorer):
-            raise InvalidParameterError(f"{scorer!r} is not a Scorer (needs .name and .score)")
-    if not _implements(fuser, Fuser):
-        raise InvalidParameterError(f"{fuser!r} is not a Fuser (needs .name and .fuse)")
-
+    k, depth = _check_call(k, fuser, scorers, depth)
+    query = _as_query(query)
     labels = stream_labels(scorers)
     streams = [
         canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label)
         for scorer, label in zip(scorers, labels, strict=False)
     ]
-    fused = fuse_streams(fuser, streams, k, snapshot)
-    fuser_name = PASSTHROUGH if len(streams) == 1 else str(fuser.name)
+    return results_of(snapshot, streams, labels, k, fuser, depth)
 
+
+def results_of(
+    snapshot: Snapshot, streams: Sequence[Stream], labels: Sequence[str], k: int, fuser: Fuser, depth: int
+) -> SearchResults:
+    """Fuse canonical ``streams`` to ``k`` and wrap them as :class:`SearchResults` (hits built when read).
+
+    A hit whose stored record is damaged is left out, as ``Index.get``
+    reports it absent (O(k): each record's verdict is remembered per
+    segment). Keys are resolved here, once, for the hits kept; fields, Hit
+    objects and their explanations wait until read. O(k) for one stream;
+    O(d log d) per stream for several (each hit's rank in each stream of
+    ``d`` candidates).
+    """
+    fused = fuse_streams(fuser, streams, k, snapshot)
+    single = len(streams) == 1
+    fuser_name = PASSTHROUGH if single else str(fuser.name)
+    ids = fused.ids
+    scores = fused.scores
+    contributions = fused.contributions
     # A document whose stored record is damaged is reported absent, as
     # Index.get does; the others keep their places and scores.
-    damaged = snapshot.damaged(fused.ids)
+    damaged = snapshot.damaged(ids)
+    keep: NDArray[np.bool_] | None = None
     if damaged.any():
         keep = ~damaged
-        fused = FusedStream(fused.ids[keep], fused.scores[keep], fused.contributions[keep])
-    ranks = [_rank_lookup(stream, fused.ids) for stream in streams]
-    keys = snapshot.keys_of(fused.ids)
-    fields = snapshot.fields_of(fused.ids)
-    hits = []
-    for row in range(len(fused)):
-        signals = []
-        for column, (stream, label) in enumerate(zip(streams, labels, strict=False)):
-            rank = int(ranks[column][row])
-            signals.append(
-                SignalHit(
-                    signal=label,
-                    rank=rank or None,
-                    score=float(stream.scores[rank - 1]) if rank else None,
-                    contribution=float(fused.contributions[row, column]),
-                )
+        ids, scores, contributions = ids[keep], scores[keep], contributions[keep]
+    if single:
+        # The hits are the stream's head: rank i + 1, score the stream's own.
+        ranks = np.arange(1, len(fused) + 1, dtype=np.int64)
+        if keep is not None:
+            ranks = ranks[keep]
+        rank_table = ranks.reshape(-1, 1)
+        score_table = scores.reshape(-1, 1)
+    else:
+        rank_table = np.zeros((ids.shape[0], len(streams)), dtype=np.int64)
+        score_table = np.full((ids.shape[0], len(streams)), np.nan, dtype=np.float64)
+        for column, stream in enumerate(streams):
+            ranks = _rank_lookup(stream, ids)
+            rank_table[:, column] = ranks
+            found = ranks > 0
+            score_table[found, column] = stream.scores[ranks[found] - 1]
+    keys = snapshot.keys_of(ids)
+    return SearchResults._from_arrays(
+        keys=keys,
+        scores=scores,
+        ranks=rank_table,
+        signal_scores=score_table,
+        contributions=contributions,
+        fields=functools.partial(snapshot.fields_of, ids),
+        signals=labels,
+        fuser=fuser_name,
+        generation=snapshot.generation,
+        depth=depth,
+    )
+
+
+#: The most threads :func:`search_snapshot_many` accepts (a larger number is a mistake: the
+#: scoring kernels release the GIL, so threads beyond the machine's cores only queue).
+MAX_THREADS = 256
+
+#: Queries a batch hands to one task: each task scores its queries (through a scorer's
+#: ``score_many`` when it has one), then fuses them. Small enough that ``threads`` tasks
+#: share a batch evenly, large enough that a ``score_many`` amortises its set-up.
+_CHUNK = 64
+
+
+def score_queries(
+    scorer: Scorer, label: str, snapshot: Snapshot, queries: Sequence[Query], depth: int
+) -> list[Stream]:
+    """Each query's checked, canonical stream from ``scorer``, in order.
+
+    Calls the scorer's optional ``score_many(snapshot, queries, depth)`` once
+    when it has one (see :func:`search_snapshot_many`), else ``score`` per
+    query; every stream then goes through :func:`canonical_stream`.
+
+    Raises:
+        ScorerOutputError: ``score_many`` returned other than one stream per
+            query, or a stream broke the contract. The message names ``label``.
+
+    """
+    many = getattr(scorer, "score_many", None)
+    if callable(many):
+        streams = many(snapshot, queries, depth)
+        if not isinstance(streams, Sequence) or len(streams) != len(queries):
+            raise ScorerOutputError(
+                f"scorer {label!r}: score_many returned {type(streams).__name__} "
+                f"of {len(streams) if isinstance(streams, Sequence) else '?'} streams "
+                f"for {len(queries)} queries"
             )
-        hits.append(
-            Hit(
-                key=keys[row],
-                rank=row + 1,
-                score=float(fused.scores[row]),
-                signals=tuple(signals),
-                fields=fields[row],
-            )
+    else:
+        streams = [scorer.score(snapshot, query, depth) for query in queries]
+    return [canonical_stream(stream, snapshot, depth, label) for stream in streams]
+
+
+def _score_chunk(
+    snapshot: Snapshot,
+    queries: Sequence[Query],
+    k: int,
+    fuser: Fuser,
+    scorers: Sequence[Scorer],
+    labels: Sequence[str],
+    depth: int,
+) -> list[SearchResults]:
+    """Search each of ``queries``; a scorer offering ``score_many`` is called once for all of them."""
+    columns = [
+        score_queries(scorer, label, snapshot, queries, depth)
+        for scorer, label in zip(scorers, labels, strict=True)
+    ]
+    return [
+        results_of(snapshot, [column[row] for column in columns], labels, k, fuser, depth)
+        for row in range(len(queries))
+    ]
+
+
+def search_snapshot_many(
+    snapshot: Snapshot,
+    queries: Sequence[Query | str],
+    k: int,
+    fuser: Fuser,
+    scorers: Sequence[Scorer],
+    depth: int | None = None,
+    threads: int | None = None,
+) -> list[SearchResults]:
+    """Search ``snapshot`` for each of ``queries``: one :class:`SearchResults` per query, in order.
+
+    Each result is exactly what :func:`search_snapshot` returns for that
+    query on the same snapshot (same hits, scores, explanations), whatever
+    ``threads`` is. Queries go in chunks of 64; each chunk is one task: for
+    each scorer, if it offers the optional batch method
+    ``score_many(snapshot, queries, k) -> Sequence[Stream]`` (one stream per
+    query, in order, each what ``score`` would return for that query) it is
+    called once for the chunk, else ``score`` is called per query; then each
+    query's streams are checked and fused as in a single search.
+
+    Args:
+        snapshot: the one snapshot every query reads.
+        queries: :class:`Query` objects or strings (taken as query text); all
+            are checked before any is searched.
+        k: fused hits wanted per query, as in :func:`search_snapshot`.
+        fuser: merges each query's streams; not called for one scorer.
+        scorers: one or more scorers, fused in this order.
+        depth: candidates asked of each scorer per query; ``None`` means ``max(k, 100)``.
+        threads: ``None`` or 1 runs the chunks in this thread; ``n`` runs them
+            on a pool of ``n`` threads (1 to :data:`MAX_THREADS`). The scoring
+            kernels release the GIL, so threads overlap their scoring.
+
+    Raises:
+        InvalidParameterError: as :func:`search_snapshot`, ``queries`` not a
+            sequence, or a bad ``threads``.
+        InvalidQueryError: an item of ``queries`` is neither a Query nor a str
+            (the message gives its position).
+        ScorerOutputError: a scorer (or its ``score_many``) or the fuser broke its contract.
+
+    """
+    if isinstance(queries, (str, Query)) or not isinstance(queries, Sequence):
+        raise InvalidParameterError(
+            f"queries must be a sequence of Query or str, got {type(queries).__name__}"
         )
-    return SearchResults(hits, labels, fuser_name, snapshot.generation, depth)
+    k, depth = _check_call(k, fuser, scorers, depth)
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
+    ):
+        raise InvalidParameterError(f"threads must be an integer from 1 to {MAX_THREADS}, got {threads!r}")
+    checked = [_as_query(query, position) for position, query in enumerate(queries)]
+    labels = stream_labels(scorers)
+    chunks = [checked[start : start + _CHUNK] for start in range(0, len(checked), _CHUNK)]
+    results: list[SearchResults] = []
+    if threads is None or threads == 1 or len(chunks) <= 1:
+        for chunk in chunks:
+            results.extend(_score_chunk(snapshot, chunk, k, fuser, scorers, labels, depth))
+        return results
+    with ThreadPoolExecutor(max_workers=min(threads, len(chunks)), thread_name_prefix="weft-search") as pool:
+        futures = [
+            pool.submit(_score_chunk, snapshot, chunk, k, fuser, scorers, labels, depth) for chunk in chunks
+        ]
+        for future in futures:  # in submission order: results stay in query order
+            results.extend(future.result())
+    return results

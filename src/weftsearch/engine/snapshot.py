@@ -37,7 +37,7 @@ from weftsearch.errors import CorruptIndexError, UnknownKeyError
 from weftsearch.storage.ivf import worth_probing
 from weftsearch.storage.segment import SegmentReader
 
-__all__ = ["Snapshot", "SnapshotPart", "Postings", "VectorBlock"]
+__all__ = ["Snapshot", "SnapshotPart", "Postings", "VectorBlock", "QueryTerms", "QUERY_TERMS_ENTRIES"]
 
 T = TypeVar("T")
 IdArray = NDArray[np.int64]
@@ -165,6 +165,58 @@ class VectorBlock:
         return ranges
 
 
+#: Analysed query texts a :class:`QueryTerms` keeps, least recently used dropped first.
+#: Analysing a SciFact query takes 7-35 us (about 10 terms, EnglishAnalyzer, this
+#: shared 2-core machine), 2-3% of a BM25 ``Index.search`` today and a larger share
+#: as scoring gets faster; a cached text costs a dictionary lookup and a list copy
+#: (well under 1 us). It pays where texts repeat: evaluation arms and sweeps run the
+#: same queries many times, and real traffic repeats its popular queries. Why 4,096:
+#: an LRU smaller than a query set cycled in order misses every time (SciFact's test
+#: queries are 1,109 of them), and 4,096 typical entries (about 1 KB each) are 4 MB.
+QUERY_TERMS_ENTRIES = 4096
+
+#: Texts longer than this many characters are analysed each time and never cached, so
+#: one entry holds at most about 2 KB of text and 15 KB of terms, and the whole cache
+#: at most about 70 MB; typical queries (under 100 characters) keep it near 4 MB.
+QUERY_TERMS_MAX_TEXT = 500
+
+
+class QueryTerms:
+    """An analyzer's terms of query texts, cached: at most :data:`QUERY_TERMS_ENTRIES` texts (LRU).
+
+    Sound because an analyzer is a pure function of the text (two analyzers
+    with one name give the same terms, see
+    :class:`~weftsearch.analysis.Analyzer`). An index keeps one for the life
+    of its analyzer and shares it with every snapshot, so a query's text is
+    analysed once however many snapshots or arms search it. Thread-safe
+    (``functools.lru_cache``).
+    """
+
+    __slots__ = ("_analyzer", "_cached")
+
+    def __init__(self, analyzer: Analyzer, entries: int = QUERY_TERMS_ENTRIES) -> None:
+        self._analyzer = analyzer
+        self._cached = functools.lru_cache(maxsize=entries)(self._analyse)
+
+    def _analyse(self, text: str) -> tuple[str, ...]:
+        return tuple(self._analyzer.analyze(text))
+
+    def __call__(self, text: str) -> list[str]:
+        """The terms of ``text`` (a new list each call). O(1) for a cached text, else the analyzer's cost."""
+        if len(text) > QUERY_TERMS_MAX_TEXT:
+            return list(self._analyzer.analyze(text))
+        return list(self._cached(text))
+
+    @property
+    def analyzer(self) -> Analyzer:
+        """The analyzer whose terms are cached."""
+        return self._analyzer
+
+    def cached(self) -> int:
+        """How many texts are cached now (at most :data:`QUERY_TERMS_ENTRIES`)."""
+        return int(self._cached.cache_info().currsize)
+
+
 _NO_FIELDS: Mapping[str, FieldValue] = MappingProxyType({})
 
 
@@ -249,9 +301,13 @@ class Snapshot:
         analyzer: Analyzer,
         vector_dim: int | None,
         segments: Sequence[tuple[SegmentReader, NDArray[np.bool_] | None]],
+        query_terms: QueryTerms | None = None,
     ) -> None:
         self._generation = generation
         self._analyzer = analyzer
+        if query_terms is None or query_terms.analyzer is not analyzer:
+            query_terms = QueryTerms(analyzer)
+        self._query_terms = query_terms
         self._vector_dim = vector_dim
         parts = []
         base = 0
@@ -263,6 +319,7 @@ class Snapshot:
         self._parts = tuple(parts)
         self._bases = np.array([p.base for p in parts], dtype=np.int64)
         self._n_docs = base
+        self._all_keys: tuple[str, ...] | None = None
         self._memo: dict[Hashable, object] = {}
         self._memo_lock = threading.RLock()
 
@@ -277,6 +334,15 @@ class Snapshot:
     def analyzer(self) -> Analyzer:
         """The analyzer the documents were indexed with; analyse queries with it."""
         return self._analyzer
+
+    def query_terms(self, text: str) -> list[str]:
+        """The analyzer's terms of a query ``text``, cached (see :class:`QueryTerms`).
+
+        What ``self.analyzer.analyze(text)`` returns (a new list each call),
+        from a bounded LRU cache that the index shares across its snapshots.
+        O(1) for a recently seen text.
+        """
+        return self._query_terms(text)
 
     @property
     def n_docs(self) -> int:
@@ -299,7 +365,10 @@ class Snapshot:
     # ------------------------------------------------------------------ keys
 
     def _split(self, ids: IdArray) -> list[tuple[int, NDArray[np.intp], IdArray]]:
-        """Group ``ids`` by part: (part index, positions in ``ids``, local ids)."""
+        """Group ``ids`` by part: (part index, positions in ``ids``, local ids). O(len(ids))."""
+        if len(self._parts) == 1:  # the common case, without the grouping (a search calls this per hit list)
+            part = self._parts[0]
+            return [(0, np.arange(ids.shape[0]), part.live_locals[ids - part.base])]
         which = np.searchsorted(self._bases, ids, side="right") - 1
         groups = []
         for index in np.unique(which).tolist():
@@ -317,6 +386,9 @@ class Snapshot:
     def keys_of(self, ids: IdArray) -> list[str]:
         """Keys of many internal ids, in the same order. O(len(ids))."""
         ids = self._check_ids(ids)
+        if len(self._parts) == 1:
+            part = self._parts[0]
+            return part.reader.keys_at(part.live_locals[ids - part.base])
         out = np.empty(ids.shape[0], dtype=object)
         for index, positions, local in self._split(ids):
             out[positions] = self._parts[index].reader.keys_at(local)
@@ -329,8 +401,21 @@ class Snapshot:
         return self.keys_of(np.array([doc_id], dtype=np.int64))[0]
 
     def keys(self) -> list[str]:
-        """All live keys, in id order."""
-        return self.keys_of(np.arange(self._n_docs, dtype=np.int64))
+        """All live keys, in id order (a new list each call).
+
+        Resolved once per snapshot (it is immutable) and copied after: O(n)
+        the first time, then one list copy with no numpy call. Why memoised
+        beyond speed: numpy releases the GIL inside even tiny calls, and a
+        thread that lets go of the GIL and takes it back many times a
+        millisecond keeps every other thread (a committing writer among them)
+        from ever forcing a switch; a loop over ``keys()`` starved a writer
+        for seconds.
+        """
+        cached = self._all_keys
+        if cached is None:
+            cached = tuple(self.keys_of(np.arange(self._n_docs, dtype=np.int64)))
+            self._all_keys = cached  # two racing threads store equal tuples
+        return list(cached)
 
     def id_of(self, key: str) -> int:
         """The internal id of ``key``. Raises :class:`UnknownKeyError` if absent."""

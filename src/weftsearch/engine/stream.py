@@ -119,6 +119,30 @@ class Stream:
         return stream
 
     @classmethod
+    def ranked(cls, ids: IdArray, scores: NDArray[np.floating], k: int, keys: KeyOrder) -> Stream:
+        """The best ``k`` of ``(ids, scores)`` as a stream in canonical order for ``keys``.
+
+        :func:`top_k` then a stream of its output, with one difference: the
+        stream remembers that the engine itself put it in canonical order
+        (score descending, key ascending) for ``keys`` (the snapshot), so a
+        search does not check or redo that order
+        (:func:`~weftsearch.engine.search.canonical_stream`). The mark cannot
+        be wrong: only this constructor sets it, after sorting, and the
+        stream's arrays are read-only. Streams built any other way are
+        checked in O(k) and re-ordered only when they are not canonical.
+        The other contract checks (ids in range, no repeats, no NaN) run on
+        every stream. O(n + m log m) as :func:`top_k`.
+        """
+        top_ids, top_scores = top_k(ids, scores, k, keys)
+        stream = _RankedStream(top_ids, top_scores)
+        object.__setattr__(stream, "_keys", keys)
+        return stream
+
+    def ranked_for(self, keys: KeyOrder) -> bool:
+        """Whether :meth:`ranked` made this stream, in canonical order for ``keys``. O(1)."""
+        return isinstance(self, _RankedStream) and getattr(self, "_keys", None) is keys
+
+    @classmethod
     def empty(cls) -> Stream:
         """A stream with no candidates (a scorer with no opinion on this query)."""
         return cls(np.empty(0, np.int64), np.empty(0, np.float64))
@@ -129,6 +153,21 @@ class Stream:
     def head(self, k: int) -> Stream:
         """The first ``k`` candidates."""
         return Stream(self.ids[:k], self.scores[:k])
+
+
+class _RankedStream(Stream):
+    """A :class:`Stream` that :meth:`Stream.ranked` put in canonical order for ``_keys``."""
+
+    __slots__ = ("_keys",)
+    _keys: KeyOrder
+
+    def __repr__(self) -> str:
+        return f"Stream(ids={self.ids!r}, scores={self.scores!r})"
+
+    def __reduce__(self) -> tuple[type[Stream], tuple[IdArray, ScoreArray]]:
+        # A copy (pickle, copy.copy) is a plain Stream: the mark names one
+        # snapshot object, which a copy does not share.
+        return (Stream, (self.ids, self.scores))
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,7 @@ from tqdm.auto import tqdm
 
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
-from weftsearch.engine.search import canonical_stream, fuse_streams, stream_labels
+from weftsearch.engine.search import canonical_stream, fuse_streams, score_queries, stream_labels
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream, check_k
 from weftsearch.errors import InvalidParameterError, MissingInputError, PairingError
@@ -221,6 +221,36 @@ class StreamCache:
             cached = canonical_stream(scorer.score(self.snapshot, query, depth), self.snapshot, depth, label)
             self._streams[key] = cached
         return cached
+
+    def fill(self, scorer: Scorer, label: str, queries: Mapping[str, Query], depth: int) -> None:
+        """Compute, in one batch, the streams of ``queries`` this cache lacks for ``scorer`` at ``depth``.
+
+        A scorer with the optional ``score_many`` batch method (see
+        :func:`~weftsearch.engine.search.search_snapshot_many`) is called once
+        for all the missing queries, so a compiled batch loop serves the whole
+        query set; any other scorer is called per query, as :meth:`stream`
+        would. Either way each stream is checked and canonical, and equals
+        what :meth:`stream` computes. O(missing queries) scorer work.
+
+        Raises:
+            ScorerOutputError: the scorer broke its contract (the message names ``label``).
+            InvalidParameterError: a query id cached with another query.
+
+        """
+        owner = id(scorer)
+        for qid, query in queries.items():
+            known = self._queries.setdefault(qid, query)
+            if known is not query and not _same_query(known, query):
+                raise InvalidParameterError(
+                    f"query id {qid!r} was cached with another query; use one cache per query set"
+                )
+        wanted = [(qid, query) for qid, query in queries.items() if (owner, qid, depth) not in self._streams]
+        if not wanted:
+            return
+        self._owners[owner] = scorer
+        streams = score_queries(scorer, label, self.snapshot, [query for _, query in wanted], depth)
+        for (qid, _), stream in zip(wanted, streams, strict=True):
+            self._streams[(owner, qid, depth)] = stream
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -424,6 +454,12 @@ def run_arm(
             )
     disable = None if progress is None else not progress
     missing: list[Counter[str]] = [Counter() for _ in arm.scorers]
+    # Streams not yet cached are computed per scorer in one batch: a scorer's
+    # score_many (when it has one) serves every query at once; the streams are
+    # the same as one call per query, so the run is too.
+    for scorer, label in zip(arm.scorers, labels, strict=True):
+        if callable(getattr(scorer, "score_many", None)):
+            cache.fill(scorer, label, queries, depth)
     for qid, query in tqdm(queries.items(), desc=arm.name, unit="q", disable=disable, leave=False):
         streams = [
             cache.stream(scorer, label, qid, query, depth)

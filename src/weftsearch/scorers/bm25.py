@@ -220,7 +220,7 @@ class BM25Scorer:
         cached impact there, so a query looks its terms up, multiplies, and
         concatenates: nothing per posting is recomputed.
         """
-        terms = snapshot.analyzer.analyze(query.text) if query.text else []
+        terms = snapshot.query_terms(query.text) if query.text else []
         if not terms or snapshot.n_docs == 0:
             return None
         # Distinct terms in sorted order: each document's score is summed over

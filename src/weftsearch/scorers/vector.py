@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 from weftsearch.engine.kernels import RowKernel, ScanKernel
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot, VectorBlock
-from weftsearch.engine.stream import Stream, at_least_kth, check_k, top_k
+from weftsearch.engine.stream import Stream, at_least_kth, check_k
 from weftsearch.errors import VectorDimensionError
 
 __all__ = ["VectorScorer", "DEFAULT_NPROBE"]
@@ -174,4 +174,4 @@ class VectorScorer:
         if ids.size == 0:
             return Stream.empty()
         scores = score_parts[0] if len(score_parts) == 1 else np.concatenate(score_parts)
-        return Stream(*top_k(ids, scores, k, snapshot))
+        return Stream.ranked(ids, scores, k, snapshot)  # canonical by construction: not re-checked

@@ -446,6 +446,34 @@ class WriterLock:
         self.release()
 
 
+def _write_durably(path: Path, *parts: bytes | memoryview) -> None:
+    """Create ``path`` holding ``parts`` one after another, and fsync it.
+
+    Plain ``os`` calls, not ``open()``: a buffered file adds an ``fstat``, an
+    ``ioctl`` and an ``lseek`` per file, and every system call hands the GIL
+    over and must win it back. A commit that searching threads compete with
+    pays for each hand-off (CPython's convoy effect), so the commit makes as
+    few as it can: open, write (looping only on a short write), fsync, close.
+
+    Raises:
+        OSError: as the system calls raise it (the caller names the file).
+
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        pending = [memoryview(part).cast("B") for part in parts if len(part)]
+        while pending:
+            written = os.writev(fd, pending)
+            while pending and written >= len(pending[0]):
+                written -= len(pending[0])
+                pending.pop(0)
+            if pending and written:
+                pending[0] = pending[0][written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _fsync_directory(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -588,10 +616,7 @@ class IndexDirectory:
         """
         temporary = self.path / f"{name}.tmp-{owner}"
         try:
-            with open(temporary, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
+            _write_durably(temporary, data)
         except OSError as exc:
             temporary.unlink(missing_ok=True)
             raise IndexStorageError(f"cannot write {self.path / name}: {exc}") from exc
@@ -631,11 +656,7 @@ class IndexDirectory:
         temporary = self.path / f"{name}.tmp-{owner}"
         body = memoryview(data)[64:]
         try:
-            with open(temporary, "wb") as handle:
-                handle.write(header)
-                handle.write(body)
-                handle.flush()
-                os.fsync(handle.fileno())
+            _write_durably(temporary, header, body)
         except OSError as exc:
             temporary.unlink(missing_ok=True)
             raise IndexStorageError(f"cannot write {self.path / name}: {exc}") from exc
@@ -655,10 +676,7 @@ class IndexDirectory:
         temporary = self.path / f"{MANIFEST}.tmp"
         try:
             _fsync_directory(self.path)  # new segment files are durable before they are named
-            with open(temporary, "wb") as handle:
-                handle.write(manifest.to_bytes())
-                handle.flush()
-                os.fsync(handle.fileno())
+            _write_durably(temporary, manifest.to_bytes())
             self._check_lock()
             os.replace(temporary, self.path / MANIFEST)
             _fsync_directory(self.path)
