@@ -290,6 +290,8 @@ class And(Filter):
 
     def __post_init__(self) -> None:
         _check_parts(self.parts, "and")
+        # Nested ands flatten, so equal meaning gives an equal tree and one string form.
+        object.__setattr__(self, "parts", tuple(p for part in self.parts for p in _flatten(part, And)))
 
     def to_string(self) -> str:
         """The canonical string form (see :meth:`Filter.to_string`)."""
@@ -309,6 +311,8 @@ class Or(Filter):
 
     def __post_init__(self) -> None:
         _check_parts(self.parts, "or")
+        # Nested ors flatten, so equal meaning gives an equal tree and one string form.
+        object.__setattr__(self, "parts", tuple(p for part in self.parts for p in _flatten(part, Or)))
 
     def to_string(self) -> str:
         """The canonical string form (see :meth:`Filter.to_string`)."""
