@@ -627,7 +627,7 @@ def _conditions(node: Filter) -> Iterator[Compare | IsIn | Exists]:
         yield from _conditions(node.part)
 
 
-def check_filter(node: Filter, schema: Mapping[str, FieldKind]) -> None:
+def check_filter(node: Filter, schema: Mapping[str, str]) -> None:
     """Refuse a filter that names an unknown field or mixes types; O(size of the filter).
 
     ``schema`` maps each field of the index to its :data:`FieldKind`

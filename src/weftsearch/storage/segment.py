@@ -27,8 +27,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.engine.documents import Document, stored_document
-from weftsearch.errors import CorruptIndexError, WeftError
+from weftsearch.errors import CorruptIndexError, FieldTypeError, WeftError
 from weftsearch.storage.codec import FORMAT_VERSION, FileStamp, SectionFile, checksum, encode_sections
+from weftsearch.storage.fields import FieldIndex, field_kind
 from weftsearch.storage.ivf import IVF_MIN_VECTORS, TRAIN_ITERATIONS, TRAIN_SEED, train_partitions
 from weftsearch.storage.pausing import (
     SLICE,
@@ -1100,6 +1101,38 @@ class SegmentReader:
         position = int(np.searchsorted(keys, key))
         return position if position < keys.shape[0] and keys[position] == key else -1
 
+    def field_index(self) -> FieldIndex:
+        """The field indexes of this segment (:mod:`weftsearch.storage.fields`), once per reader.
+
+        Read from the ``fld.*`` sections when the file has them (checked
+        structurally before use); a file written before they existed has its
+        index derived from the stored records once, on first use (O(documents),
+        then memoised for the reader's life). A damaged record counts as a
+        document without fields there; scrub names it either way.
+
+        Raises:
+            CorruptIndexError: the ``fld.*`` sections are damaged.
+
+        """
+
+        def build() -> FieldIndex:
+            if "fld.names" in self._file:
+                return FieldIndex.from_sections(self._file.array, self.n_docs, str(self.path))
+            fields: list[Mapping[str, Any]] = []
+            for local in range(self.n_docs):
+                raw = self._checked_record(local)
+                record = json.loads(raw) if raw is not None else {}
+                fields.append(record.get("fields") or {})
+            try:
+                return FieldIndex.build(fields)
+            except FieldTypeError:
+                # Older writers let a field change type between documents; such
+                # a segment filters on the first type seen and skips the others.
+                return FieldIndex.build(_first_type_only(fields))
+
+        result: FieldIndex = self._memo("fields", build)
+        return result
+
     def verify(self) -> list[str]:
         """Every checksum and structural rule of the segment; one message per problem."""
         problems = self._file.verify()
@@ -1127,6 +1160,8 @@ class SegmentReader:
                 except CorruptIndexError as exc:
                     problems.append(str(exc))
             self.all_links()
+            if "fld.names" in self._file:  # afresh: field_index() trusts its once-per-reader check
+                FieldIndex.from_sections(self._file.array, self.n_docs, str(self.path))
             terms = self.terms()
             if any(earlier >= later for earlier, later in itertools.pairwise(terms)):
                 # Lookups binary-search the table: out of order, they could miss a term.
@@ -1142,6 +1177,21 @@ class SegmentReader:
         except WeftError as exc:
             problems.append(str(exc))
         return problems
+
+
+def _first_type_only(fields: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``fields`` without the values whose type differs from the field's first one."""
+    first: dict[str, str | None] = {}
+    kept = []
+    for mapping in fields:
+        own = {}
+        for name, value in mapping.items():
+            kind = first.setdefault(name, field_kind(value))
+            inexact = isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53
+            if field_kind(value) == kind and kind is not None and not inexact:
+                own[name] = value
+        kept.append(own)
+    return kept
 
 
 def merge_columns(
