@@ -359,7 +359,9 @@ def stream_labels(scorers: Sequence[Scorer]) -> list[str]:
     return labels
 
 
-def canonical_stream(stream: object, snapshot: Snapshot, depth: int, label: str) -> Stream:
+def canonical_stream(
+    stream: object, snapshot: Snapshot, depth: int, label: str, allowed: NDArray[np.bool_] | None = None
+) -> Stream:
     """Check a scorer's output against the contract and put it in canonical order.
 
     Every stream is checked: a Stream, at most ``depth`` long, ids in
@@ -373,7 +375,8 @@ def canonical_stream(stream: object, snapshot: Snapshot, depth: int, label: str)
 
     Raises:
         ScorerOutputError: not a Stream, longer than asked, ids out of range or
-            repeated, or a NaN score. The message names the scorer.
+            repeated, a NaN score, or (given ``allowed``, the query's filter
+            mask) a document the filter excludes. The message names the scorer.
 
     """
     if not isinstance(stream, Stream):
@@ -391,6 +394,11 @@ def canonical_stream(stream: object, snapshot: Snapshot, depth: int, label: str)
             raise ScorerOutputError(f"scorer {label!r} returned the same document twice")
     if bool(np.isnan(scores).any()):
         raise ScorerOutputError(f"scorer {label!r} returned a NaN score")
+    if allowed is not None and not bool(allowed[ids].all()):
+        raise ScorerOutputError(
+            f"scorer {label!r} returned a document the query's filter excludes "
+            "(a scorer applies Snapshot.allowed(query) before its top k; docs/ARCHITECTURE.md)"
+        )
     if stream.ranked_for(snapshot) or in_canonical_order(ids, scores, snapshot):
         return stream
     order = order_by_score(ids, scores, snapshot)
@@ -540,8 +548,9 @@ def search_snapshot(
     k, depth = _check_call(k, fuser, scorers, depth)
     query = _as_query(query)
     labels = stream_labels(scorers)
+    allowed = snapshot.allowed(query)  # a bad filter is refused before any scorer runs
     streams = [
-        canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label)
+        canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label, allowed)
         for scorer, label in zip(scorers, labels, strict=False)
     ]
     return results_of(snapshot, streams, labels, k, fuser, depth)
@@ -637,7 +646,10 @@ def score_queries(
             )
     else:
         streams = [scorer.score(snapshot, query, depth) for query in queries]
-    return [canonical_stream(stream, snapshot, depth, label) for stream in streams]
+    return [
+        canonical_stream(stream, snapshot, depth, label, snapshot.allowed(query))
+        for stream, query in zip(streams, queries, strict=True)
+    ]
 
 
 def _score_chunk(
@@ -710,6 +722,9 @@ def search_snapshot_many(
     ):
         raise InvalidParameterError(f"threads must be an integer from 1 to {MAX_THREADS}, got {threads!r}")
     checked = [_as_query(query, position) for position, query in enumerate(queries)]
+    for query in checked:
+        if query.filter is not None:
+            snapshot.allowed(query)  # every bad filter is refused before any query is searched
     labels = stream_labels(scorers)
     chunks = [checked[start : start + _CHUNK] for start in range(0, len(checked), _CHUNK)]
     results: list[SearchResults] = []

@@ -351,6 +351,14 @@ class BM25Scorer:
         documents, scores to the bit and order.
         """
         k = check_k(k)
+        allowed = snapshot.allowed(query)
+        if allowed is not None:
+            # Filtered: every matching document's exact score, the filter
+            # applied before the top k (never after), so a search returns
+            # min(k, matching documents). Same scores to the bit as both paths.
+            ids, scores = self.score_all(snapshot, query)
+            keep = allowed[ids]
+            return Stream(*top_k(ids[keep], scores[keep], k, snapshot))
         if snapshot.n_docs >= _COMPILED_FROM_DOCS:
             library = bm25_kernel.compiled_bm25()
             if library is not None:
