@@ -249,3 +249,26 @@ def test_ivf_probing_continues_past_nprobe_until_k_matching_rows() -> None:
         # The selective filters are scanned exactly (recall 1).
         if name == "rare":
             assert VectorScorer(nprobe=1).score(snapshot, query, 10).ids.tolist() == exact.ids.tolist()
+
+
+def test_a_fields_type_is_fixed_by_its_first_document(tmp_path: Path) -> None:
+    from weftsearch.errors import FieldTypeError
+
+    index = Index.create(tmp_path / "typed", "english")
+    index.add(Document("a", "x", fields={"year": 1990, "lang": "en"}))
+    with pytest.raises(FieldTypeError, match="document 'b': field 'year' holds number values"):
+        index.add(Document("b", "x", fields={"year": "1991"}))
+    with pytest.raises(FieldTypeError, match="'lang' holds keyword values"):
+        index.add_many([Document("c", "x", fields={"lang": "de"}), Document("d", "x", fields={"lang": True})])
+    assert "c" not in index  # the refused batch added nothing
+    with pytest.raises(FieldTypeError, match="2\\*\\*53"):
+        index.add(Document("e", "x", fields={"id": 2**60}))
+    index.add(Document("f", "x", fields={"year": 1991.5, "open": False}))
+    index.commit()
+    assert index.field_kinds() == {"lang": "keyword", "open": "boolean", "year": "number"}
+    index.close()
+    reopened = Index.open(tmp_path / "typed")
+    assert reopened.field_kinds() == {"lang": "keyword", "open": "boolean", "year": "number"}
+    with pytest.raises(FieldTypeError, match="'open' holds boolean values"):
+        reopened.add(Document("g", "x", fields={"open": 1}))
+    reopened.close()
