@@ -298,3 +298,36 @@ def test_a_damaged_field_index_is_refused(section: str, damage: Any, message: st
     damage(sections[section])
     with pytest.raises(CorruptIndexError, match=message):
         FieldIndex.from_sections(lambda name: sections[name], len(docs), "seg-1.wseg")
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    parts=st.lists(
+        st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={"kw": st.sampled_from(KEYWORDS), "num": st.integers(-3, 3), "flag": st.booleans()},
+            ),
+            min_size=1,
+            max_size=15,
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    seed=st.integers(0, 1000),
+)
+def test_merged_field_indexes_equal_a_fresh_build(parts: list[list[dict[str, Any]]], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    maps = []
+    survivors: list[dict[str, Any]] = []
+    for docs in parts:
+        keep = rng.random(len(docs)) < 0.7
+        new_ids = np.full(len(docs), -1, dtype=np.int64)
+        for local in np.flatnonzero(keep).tolist():
+            new_ids[local] = len(survivors)
+            survivors.append(docs[local])
+        maps.append((FieldIndex.build(docs), new_ids))
+    merged = FieldIndex.merge(maps, len(survivors)).sections()
+    fresh = FieldIndex.build(survivors).sections()
+    for name in FIELD_SECTIONS:
+        assert merged[name].tobytes() == fresh[name].tobytes(), name

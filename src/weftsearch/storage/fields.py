@@ -160,6 +160,71 @@ class FieldIndex:
             numbers[name] = _Numbers(value_array[order], id_array[order])
         return cls(len(fields), seen, keyword, numbers)
 
+    @classmethod
+    def merge(cls, parts: Sequence[tuple[FieldIndex, NDArray[np.int64]]], n_docs: int) -> FieldIndex:
+        """The field index of a merged segment: each part's ids renumbered through its map.
+
+        ``parts``: (field index, new local id of each old local id, ``-1`` for
+        a document the merge drops). Equal to :meth:`build` over the merged
+        documents' fields (tested), without decoding a stored record: O(total
+        values * log) in numpy, plus one Python step per distinct keyword value.
+
+        Raises:
+            FieldTypeError: two parts give one field different types.
+
+        """
+        kinds: dict[str, str] = {}
+        for index, _ in parts:
+            for name, kind in index._kinds.items():
+                if kinds.setdefault(name, kind) != kind:
+                    raise FieldTypeError(
+                        f"field {name!r} is {kinds[name]} in one segment and {kind} in another"
+                    )
+        keyword: dict[str, _Keyword] = {}
+        numbers: dict[str, _Numbers] = {}
+        for name, kind in kinds.items():
+            if kind == "keyword":
+                by_value: dict[str, list[NDArray[np.int64]]] = {}
+                for index, new_ids in parts:
+                    own = index._keyword.get(name)
+                    if own is None:
+                        continue
+                    for position, value in enumerate(own.values):
+                        ids = new_ids[
+                            own.ids[int(own.id_offsets[position]) : int(own.id_offsets[position + 1])]
+                        ]
+                        ids = ids[ids >= 0]
+                        if ids.shape[0]:
+                            by_value.setdefault(value, []).append(ids)
+                if not by_value:
+                    continue
+                ordered = sorted(by_value)
+                runs = [np.sort(np.concatenate(by_value[value])) for value in ordered]
+                offsets = np.zeros(len(ordered) + 1, dtype=np.uint64)
+                np.cumsum([run.shape[0] for run in runs], out=offsets[1:])
+                keyword[name] = _Keyword(ordered, offsets, np.concatenate(runs).astype(np.uint32))
+            else:
+                value_parts = []
+                id_parts = []
+                for index, new_ids in parts:
+                    own_numbers = index._numbers.get(name)
+                    if own_numbers is None:
+                        continue
+                    renumbered = new_ids[own_numbers.ids]
+                    keep = renumbered >= 0
+                    value_parts.append(own_numbers.values[keep])
+                    id_parts.append(renumbered[keep])
+                if not value_parts:
+                    continue
+                values = np.concatenate(value_parts)
+                ids = np.concatenate(id_parts)
+                if not values.shape[0]:
+                    continue
+                order = np.lexsort((ids, values))
+                numbers[name] = _Numbers(values[order].astype(np.float64), ids[order].astype(np.uint32))
+        present = {name: kind for name, kind in kinds.items() if name in keyword or name in numbers}
+        return cls(n_docs, present, keyword, numbers)
+
     # ------------------------------------------------------------------ storage
 
     def sections(self) -> dict[str, NDArray[Any]]:
