@@ -1107,8 +1107,8 @@ class SegmentReader:
         Read from the ``fld.*`` sections when the file has them (checked
         structurally before use); a file written before they existed has its
         index derived from the stored records once, on first use (O(documents),
-        then memoised for the reader's life). A damaged record counts as a
-        document without fields there; scrub names it either way.
+        then memoised for the reader's life); there a damaged record makes the
+        segment's filters refuse (its fields are unknown), and scrub names it.
 
         Raises:
             CorruptIndexError: the ``fld.*`` sections are damaged.
@@ -1121,7 +1121,16 @@ class SegmentReader:
             fields: list[Mapping[str, Any]] = []
             for local in range(self.n_docs):
                 raw = self._checked_record(local)
-                record = json.loads(raw) if raw is not None else {}
+                if raw is None:
+                    # Its fields are unknown: any mask built without them could be
+                    # wrong for it, so filters on this segment are refused instead.
+                    raise self._corrupt(
+                        f"stored document {local} is damaged; its fields cannot be filtered on"
+                    )
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    raise self._corrupt(f"stored document {local} is not valid JSON") from None
                 fields.append(record.get("fields") or {})
             try:
                 return FieldIndex.build(fields)
