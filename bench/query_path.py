@@ -443,7 +443,9 @@ class Weft:
         vectors = with_vectors and workload.doc_vectors is not None
         dim = workload.doc_vectors.shape[1] if vectors and workload.doc_vectors is not None else None
         policy = MergePolicy(factor=max(10, segments + 1))
-        self.index = Index.create(directory, PreTokenizedAnalyzer(), vector_dim=dim, merge_policy=policy)
+        self.index = Index.create(
+            directory, PreTokenizedAnalyzer(), vector_dim=dim, merge_policy=policy, **create_options()
+        )
         documents = _weft_documents(workload, vectors)
         bounds = np.linspace(0, len(documents), segments + 1).astype(int)
         for start, stop in pairwise(bounds.tolist()):
@@ -521,7 +523,7 @@ class WeftRaw:
 
     def __init__(self, workload: Workload, directory: Path) -> None:
         assert workload.raw_docs is not None and workload.raw_queries is not None
-        self.index = Index.create(directory, "english")
+        self.index = Index.create(directory, "english", **create_options())
         self.index.add_many(
             (Document(key, text) for key, text in zip(workload.doc_keys, workload.raw_docs, strict=True)),
             progress=False,
@@ -1512,6 +1514,18 @@ BUILD_ENGINES = (
 )
 
 
+def create_options() -> dict[str, Any]:
+    """``Index.create`` options every build of this script passes: the commit's encoder child
+    at normal priority where the option exists (as ``weft-search index`` runs it).
+
+    The library's default, the idle scheduling class, lets every other process on a busy
+    machine run first: under load, a build would measure the other jobs, not weft-search.
+    """
+    if "commit_priority" in inspect.signature(Index.create).parameters:
+        return {"commit_priority": "normal"}
+    return {}
+
+
 def store_text_option() -> str | None:
     """Where this weft-search takes ``store_text`` (``"create"`` for ``Index.create``), or ``None``.
 
@@ -1561,7 +1575,7 @@ def build_child(engine: str, corpus: Path, directory: Path) -> dict[str, Any]:
     gc.collect()
     start = time.perf_counter()
     if engine in ("weft", "weft-no-text"):
-        options: dict[str, Any] = {"store_text": False} if engine == "weft-no-text" else {}
+        options = create_options() | ({"store_text": False} if engine == "weft-no-text" else {})
         index = Index.create(directory, PreTokenizedAnalyzer(), **options)
         index.add_many((Document(key, text) for key, text in zip(keys, texts, strict=True)), progress=False)
         index.commit()
@@ -1683,7 +1697,8 @@ def index_table(workload: Workload, passes: int = 1) -> Table:
         "every build child reads the corpus lines before its clock starts (the load-only child too); "
         "peak RSS: the launcher's RUSAGE_CHILDREN maxrss (the build and the processes it waited for, "
         "weft's forked encoder included); VmHWM: the build process alone",
-        "bm25s's on-disk size is its saved index (retriever.save); weft stores the document text "
+        "weft's commit encoder runs at normal priority (commit_priority='normal', as `weft-search index` "
+        "runs it); bm25s's on-disk size is its saved index (retriever.save); weft stores the document text "
         "(weft-no-text: store_text=False), tantivy only the key",
         f"load average after the builds: {', '.join(f'{x:.2f}' for x in loadavg())}; "
         f"wall time of this table {time.perf_counter() - started:,.0f} s",
@@ -1945,7 +1960,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     ks,
                     args.passes,
                     segments=args.segments,
-                    numpy_queries=args.numpy_queries,
+                    numpy_queries=args.numpy_queries or max(50, 20_000_000 // size),
                     rss_queries=args.rss_queries if largest else 0,
                 )
             )
@@ -1994,7 +2009,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--synthetic-queries", type=int, default=1000, help="queries of the synthetic corpora"
     )
     parser.add_argument(
-        "--numpy-queries", type=int, default=200, help="synthetic corpora: queries timed for bm25s numpy"
+        "--numpy-queries",
+        type=int,
+        default=None,
+        help="synthetic corpora: bm25s numpy's timed queries (default 20,000,000 / documents, at least 50)",
     )
     parser.add_argument(
         "--rss-queries",
@@ -2059,7 +2077,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         min(counts) < 1
         or min(args.k) < 1
         or min(args.sizes) < 1
-        or args.numpy_queries < 1
+        or (args.numpy_queries is not None and args.numpy_queries < 1)
         or args.rss_queries < 0
     ):
         parser.error("passes, query counts, sizes and k must be >= 1")
