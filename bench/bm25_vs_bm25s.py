@@ -1,7 +1,8 @@
 """Benchmark: weft-search BM25 against bm25s (numpy and numba backends) and tantivy.
 
 Run with ``.venv/bin/python bench/bm25_vs_bm25s.py``: it made the first tables of
-docs/BENCHMARKS.md. Its successor, ``bench/query_path.py``, is what ``make bench`` runs.
+docs/BENCHMARKS.md (kept there as history). Its successor, ``bench/query_path.py``, is the
+one benchmark command (``make bench``); this script stays for its ranking-agreement analysis.
 This is a script that prints figures, not a test: nothing here asserts a speed.
 
 What is measured, and how the comparison is kept fair:

@@ -1,19 +1,32 @@
-"""The query path, side by side: weft-search against bm25s, tantivy, LanceDB and Qdrant (issue 14).
+"""Every figure of issue 14, side by side: weft-search against bm25s, tantivy, LanceDB and Qdrant.
 
-Prints Markdown tables (and writes them as JSON with ``--out FILE``). A script that
-prints figures, not a test: nothing here asserts a speed. ``make bench`` runs it.
+The one benchmark command (``make bench``). Prints Markdown tables, each with the load
+average, and ends with one line per issue-14 target (MET / MISSED by how much / NOT
+MEASURED); ``--json PATH`` writes the same as JSON. A script that prints figures, not a
+test: nothing here asserts a speed.
 
-Parts (``--parts``, comma separated; default ``scifact,index``):
+Usage::
 
-``scifact``     SciFact (BEIR layout, 5,183 documents, 1,109 queries): the BM25 rows at
-                top-10 and top-100, and the hybrid arm (BM25 + MiniLM vectors, RRF, depth
-                100) against LanceDB and Qdrant local on the 300 judged test queries.
-``synth100k``   a synthetic corpus of 100,000 documents (Zipfian vocabulary, lengths
-                around 100 tokens, fixed seed), 1,000 queries, the BM25 rows.
-``synth1m``     the same with 1,000,000 documents (long: minutes and several GB).
-``index``       indexing docs/s on SciFact (add + commit on disk) for weft-search, bm25s
-                and tantivy, the peak RSS of each build and its size on disk.
-``index1m``     the same on the 1,000,000-document synthetic corpus.
+    python bench/query_path.py [--json bench.json]     # the full run (idle machine, 1M corpus)
+    python bench/query_path.py --quick [--json q.json] # SciFact only, few passes: 1-2 minutes
+
+Parts (``--parts``, comma separated; default all, ``--quick``: ``scifact,index``):
+
+``scifact``          SciFact (BEIR layout, 5,183 documents, 1,109 queries): the BM25 rows at
+                     top-10 and top-100, and the hybrid arm (BM25 + MiniLM vectors, RRF, depth
+                     100) against LanceDB and Qdrant local on the 300 judged test queries;
+                     with ``--quick`` also the RSS growth over distinct queries.
+``index``            indexing docs/s on SciFact (add + commit on disk) for weft-search (text
+                     stored, and ``store_text=False`` where the option exists), bm25s and
+                     tantivy, the peak RSS of each build and its size on disk.
+``synthetic``        the BM25 rows on each ``--sizes`` corpus (default 100,000 and 1,000,000
+                     documents from ``bench/synthetic_corpus.py``: Zipfian vocabulary, lengths
+                     around 100 tokens, fixed seed; ``--synthetic-queries`` queries), and the
+                     RSS growth over ``--rss-queries`` distinct queries on the largest.
+``index-synthetic``  the indexing table on the largest ``--sizes`` corpus.
+
+Each BM25 table also gives the share of postings and of blocks each query's compiled
+BM25 pass skipped (``KernelStats``, captured by :func:`kernel_skips`, no public API).
 
 What each row computes
 ----------------------
@@ -77,18 +90,22 @@ thread pools and numeric libraries are pinned to one thread (``*_NUM_THREADS=1``
 except where a row says 2 threads.
 
 The slow peers (LanceDB, Qdrant local) are timed on the first ``--slow-queries``
-judged queries only (their nDCG@10 is over all judged queries, from one untimed run).
+judged queries only; every hybrid row's nDCG@10 is over the first ``--ndcg-queries``
+judged queries (all of them by default), from one untimed run.
 
-Indexing (``index``): each build runs in its own child process (``--build-child``), the
-token file read before the clock starts; docs/s is documents / (add + commit seconds, on
-disk). A bare launcher interpreter starts each child and, once it has exited, prints
+Indexing (``index``, ``index-synthetic``): ``--build-passes`` builds of each engine,
+round-robin, each in its own child process (``--build-child``) that reads the corpus
+lines before its clock starts; docs/s is documents / (add + commit seconds, on disk).
+weft-search's commit encoder runs at normal priority (see :func:`create_options`). A
+bare launcher interpreter starts each child and, once it has exited, prints
 ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``: the child's peak resident set, including
-the descendants it waited for (weft-search's forked encoder). (Not this process: a child
-forked from it would carry this process's resident set in its high-water mark.) A child
-that only reads the token file gives the baseline. The size on disk
-is the sum of the sizes of the files the build left in its directory.
+the descendants it waited for (weft-search's forked encoder); the child also reports its
+own ``VmHWM``. (Not this process: a child forked from it would carry this process's
+resident set in its high-water mark.) A child that only reads the lines gives the
+baseline. The size on disk is the sum of the sizes of the files the build left.
 
-Usage: ``python bench/query_path.py [--parts scifact,index] [--passes 5] [--out out.json]``.
+Ratios against targets are fastest pass over fastest pass, with the same ratio taken
+round by round (:func:`round_ratios`) beside them to show the noise.
 """
 
 # ruff: noqa: E402  (the thread variables must be set before numpy is imported)
