@@ -796,7 +796,9 @@ def ndcg10(
             run[qid] = {key: float(len(ranking) - rank) for rank, key in enumerate(ranking)}
     if not run:
         return None
-    return float(np.mean(evaluate(workload.qrels, run, ["nDCG@10"], complete=True).values["nDCG@10"]))
+    # Only the judged queries asked: ``complete=True`` scores a judged query with no run as 0.
+    asked = {qid: workload.qrels[qid] for qid in run}
+    return float(np.mean(evaluate(asked, run, ["nDCG@10"], complete=True).values["nDCG@10"]))
 
 
 def same_sets(mine: Sequence[Sequence[str]], theirs: Sequence[Sequence[str]]) -> float:

@@ -155,3 +155,13 @@ def test_distinct_queries_are_distinct_and_reproducible() -> None:
     assert len({tuple(q) for q in first}) == 300 and all(2 <= len(q) <= 6 for q in first)
     with pytest.raises(ValueError, match="distinct queries"):
         qp.distinct_queries([["a", "b"]], 10)
+
+
+def test_ndcg_over_a_subset_of_judged_queries_is_the_mean_over_that_subset() -> None:
+    """``--ndcg-queries`` asks part of the judged queries: the others must not count as 0."""
+    workload = qp.synthetic(20, 3, seed=2)
+    workload.qrels = {"q0": {"d00": 1}, "q1": {"d01": 1}, "q2": {"d02": 1}}
+    perfect = [["d00", "d05"]]
+    assert qp.ndcg10(workload, perfect, [0]) == pytest.approx(1.0)
+    both = qp.ndcg10(workload, [["d00"], ["d09", "d08"]], [0, 1])
+    assert both == pytest.approx(0.5)
