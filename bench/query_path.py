@@ -1531,6 +1531,14 @@ BUILD_ENGINES = (
     ("bm25s", "bm25s"),
     ("tantivy", "tantivy"),
 )
+#: The raw-text build arms (SciFact): each engine runs its own English analysis inside the
+#: clock (weft's ``english`` analyzer; ``bm25s.tokenize`` with English stopwords and the
+#: PyStemmer stemmer; tantivy's ``en_stem`` tokenizer), as ``bench/ingest.py`` builds.
+RAW_ENGINES = (
+    ("weft english", "weftsearch"),
+    ("bm25s english", "Stemmer"),
+    ("tantivy en_stem", "tantivy"),
+)
 
 
 def create_options() -> dict[str, Any]:
@@ -1607,6 +1615,34 @@ def build_child(engine: str, corpus: Path, directory: Path) -> dict[str, Any]:
         retriever.save(str(directory))
     elif engine == "tantivy":
         Tantivy(Workload("build", [], [], [], []), directory, rows=zip(keys, texts, strict=True))
+    elif engine == "weft english":
+        index = Index.create(directory, "english", **create_options())
+        index.add_many((Document(key, text) for key, text in zip(keys, texts, strict=True)), progress=False)
+        index.commit()
+        index.close()
+    elif engine == "bm25s english":
+        import bm25s
+        import Stemmer
+
+        analysed = bm25s.tokenize(
+            texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), show_progress=False
+        )
+        retriever = bm25s.BM25(method="lucene", k1=K1, b=B)
+        retriever.index(analysed, show_progress=False)
+        retriever.save(str(directory))
+    elif engine == "tantivy en_stem":
+        import tantivy
+
+        builder = tantivy.SchemaBuilder()
+        builder.add_text_field("key", stored=True, tokenizer_name="raw", index_option="basic")
+        builder.add_text_field("body", stored=False, tokenizer_name="en_stem", index_option="freq")
+        writer = tantivy.Index(builder.build(), path=str(directory)).writer(
+            heap_size=1_000_000_000, num_threads=1
+        )
+        for key, text in zip(keys, texts, strict=True):
+            writer.add_document(tantivy.Document(key=key, body=text))
+        writer.commit()
+        writer.wait_merging_threads()
     elif engine != "none":
         raise SystemExit(f"unknown engine {engine!r}")
     seconds = time.perf_counter() - start if engine != "none" else 0.0
@@ -1659,25 +1695,34 @@ def index_table(workload: Workload, passes: int = 1) -> Table:
     started = time.perf_counter()
     n_docs = len(workload.doc_keys)
     builds: dict[str, Build] = {}
+    raw = workload.raw_docs is not None
     with tempfile.TemporaryDirectory(prefix="weft-bench-corpus-") as tmp:
         corpus = Path(tmp) / "corpus.tsv"
         write_tokens(workload, corpus)
+        raw_corpus = Path(tmp) / "raw.tsv"
+        if workload.raw_docs is not None:
+            with raw_corpus.open("w", encoding="utf-8") as handle:
+                for key, text in zip(workload.doc_keys, workload.raw_docs, strict=True):
+                    handle.write(f"{key}\t{' '.join(text.split())}\n")  # no tab or newline inside
         baseline = Build("load only", n_docs)
         measure_build("none", corpus, baseline)
-        engines: list[str] = []
-        for engine, module in BUILD_ENGINES:
+        engines: list[tuple[str, Path]] = []
+        for engine, module in BUILD_ENGINES + (RAW_ENGINES if raw else ()):
             if engine == "weft-no-text" and store_text_option() is None:
                 builds[engine] = Build(engine, n_docs, unavailable="no store_text option in this weft-search")
-            elif not installed(module):
-                builds[engine] = Build(engine, n_docs, unavailable=f"{module} {NOT_INSTALLED}")
+            elif not installed(module) or (module == "Stemmer" and not installed("bm25s")):
+                package = "PyStemmer/bm25s" if module == "Stemmer" else module
+                builds[engine] = Build(engine, n_docs, unavailable=f"{package} {NOT_INSTALLED}")
             else:
                 builds[engine] = Build(engine, n_docs)
-                engines.append(engine)
+                engines.append((engine, raw_corpus if engine in dict(RAW_ENGINES) else corpus))
         for number in range(passes):  # round-robin, the order reversed every other round
-            for engine in engines if number % 2 == 0 else reversed(engines):
-                measure_build(engine, corpus, builds[engine])
+            for engine, path in engines if number % 2 == 0 else reversed(engines):
+                measure_build(engine, path, builds[engine])
     weft = builds["weft"]
     title = f"Indexing {workload.name}, {n_docs:,} documents: add + commit on disk, pre-analysed tokens"
+    if raw:
+        title += " (and raw text, each engine's English analysis)"
     table = Table(title, load, [], passes)
     lines = [
         "| engine | docs/s fastest | median | slowest | weft ÷ engine (docs/s) "
@@ -1691,8 +1736,9 @@ def index_table(workload: Workload, passes: int = 1) -> Table:
             lines.append(f"| {build.engine} | {build.unavailable} | | | | | | | |")
             records.append(asdict(build))
             continue
-        speed = weft.docs_per_second / build.docs_per_second if build.docs_per_second else float("nan")
-        disk = weft.bytes_on_disk / build.bytes_on_disk if build.bytes_on_disk else float("nan")
+        mine = builds["weft english"] if build.engine in dict(RAW_ENGINES) else weft
+        speed = mine.docs_per_second / build.docs_per_second if build.docs_per_second else float("nan")
+        disk = mine.bytes_on_disk / build.bytes_on_disk if build.bytes_on_disk else float("nan")
         lines.append(
             f"| {build.engine} | {build.docs_per_second:,.0f} | {build.median_docs_per_second:,.0f} "
             f"| {build.slowest_docs_per_second:,.0f} | {speed:.2f} "
@@ -1716,6 +1762,9 @@ def index_table(workload: Workload, passes: int = 1) -> Table:
         "every build child reads the corpus lines before its clock starts (the load-only child too); "
         "peak RSS: the launcher's RUSAGE_CHILDREN maxrss (the build and the processes it waited for, "
         "weft's forked encoder included); VmHWM: the build process alone",
+        "raw-text rows (SciFact only): each engine's own English analysis inside the clock (weft `english`, "
+        "bm25s.tokenize with English stopwords and PyStemmer, tantivy `en_stem`), their ratios against "
+        "`weft english`",
         "weft's commit encoder runs at normal priority (commit_priority='normal', as `weft-search index` "
         "runs it); bm25s's on-disk size is its saved index (retriever.save); weft stores the document text "
         "(weft-no-text: store_text=False), tantivy only the key",
@@ -1734,21 +1783,28 @@ def index_targets(workload: Workload, builds: dict[str, Build]) -> list[Target]:
     weft = builds["weft"]
     n_docs = len(workload.doc_keys)
     targets = []
-    for engine, needed in (("bm25s", 1.0), ("tantivy", 0.7)):
-        other = builds[engine]
-        if other.unavailable or not other.seconds or not weft.seconds:
-            targets.append(
-                Target(f"indexing docs/s ÷ {engine}", corpus, None, needed, detail=other.unavailable)
-            )
+    pairs = [("weft", "bm25s", 1.0, "pre-analysed"), ("weft", "tantivy", 0.7, "pre-analysed")]
+    if "weft english" in builds:
+        pairs += [
+            ("weft english", "bm25s english", 1.0, "raw text"),
+            ("weft english", "tantivy en_stem", 0.7, "raw text"),
+        ]
+    for mine_name, engine, needed, kind in pairs:
+        mine, other = builds[mine_name], builds[engine]
+        name = f"indexing docs/s ÷ {engine.split()[0]} ({kind})"
+        if mine.unavailable or other.unavailable or not other.seconds or not mine.seconds:
+            reason = mine.unavailable or other.unavailable or "no build"
+            targets.append(Target(name, corpus, None, needed, row=mine_name, detail=reason))
             continue
-        per_round = [other_s / weft_s for weft_s, other_s in zip(weft.seconds, other.seconds, strict=False)]
+        per_round = [other_s / mine_s for mine_s, other_s in zip(mine.seconds, other.seconds, strict=False)]
         targets.append(
             Target(
-                f"indexing docs/s ÷ {engine}",
+                name,
                 corpus,
-                weft.docs_per_second / other.docs_per_second,
+                mine.docs_per_second / other.docs_per_second,
                 needed,
                 spread=(min(per_round), max(per_round)),
+                row=mine_name,
             )
         )
     if workload.name != "SciFact":

@@ -165,3 +165,27 @@ def test_ndcg_over_a_subset_of_judged_queries_is_the_mean_over_that_subset() -> 
     assert qp.ndcg10(workload, perfect, [0]) == pytest.approx(1.0)
     both = qp.ndcg10(workload, [["d00"], ["d09", "d08"]], [0, 1])
     assert both == pytest.approx(0.5)
+
+
+def test_index_table_has_raw_text_arms_where_the_corpus_has_raw_text() -> None:
+    """SciFact's indexing table also builds from raw text, each engine with its own analysis."""
+    workload = qp.synthetic(60, 2, seed=4)
+    workload.name = "SciFact"  # the SciFact targets: docs/s only, no disk or RSS ceiling
+    workload.raw_docs = [
+        "The " + " ".join(tokens[:20]) + " and\ttabs\nnewlines" for tokens in workload.doc_tokens
+    ]
+    table = qp.index_table(workload)
+    by_engine = {record["engine"]: record for record in table.records}
+    assert {"weft", "weft english", "bm25s english", "tantivy en_stem"} <= set(by_engine)
+    for engine in ("weft english", "bm25s english", "tantivy en_stem"):
+        record = by_engine[engine]
+        assert record["unavailable"] or (record["seconds"] and record["bytes_on_disk"] > 0), engine
+        assert engine in table.custom_markdown
+    names = [t.name for t in table.targets]
+    assert names == [
+        "indexing docs/s ÷ bm25s (pre-analysed)",
+        "indexing docs/s ÷ tantivy (pre-analysed)",
+        "indexing docs/s ÷ bm25s (raw text)",
+        "indexing docs/s ÷ tantivy (raw text)",
+    ]
+    assert by_engine["weft english"]["weft_over_engine_docs_s"] == pytest.approx(1.0)
