@@ -219,7 +219,7 @@ def test_block_metadata_is_bounded_per_segment(monkeypatch: pytest.MonkeyPatch) 
 
 @needs_compiled
 def test_the_kernel_refuses_bad_arguments_with_a_code() -> None:
-    """Bad arguments: -2; packed postings that do not decode: -3 naming the list; never a crash or a stray read."""
+    """Bad arguments: -2; packed postings that do not decode: -3 naming the list; never a crash."""
     from weftsearch.storage.postings import pack_postings
 
     library = bm25_kernel.compiled_bm25()

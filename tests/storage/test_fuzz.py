@@ -907,7 +907,7 @@ def test_tombstones_decode_or_refuse(case: tuple[bytes, int, int]) -> None:
 
 
 def _with_posting(position: int, value: int) -> bytes:
-    """The valid segment with ``post.data[position]`` (packed gaps or tfs) set to ``value``, checksums valid."""
+    """The valid segment with ``post.data[position]`` (packed words) set to ``value``, checksums valid."""
     sections = {name: np.array(array) for name, array in SEGMENT_SECTIONS.items()}
     sections["post.data"][position] = value
     return encode(sections, inner=True)
@@ -962,7 +962,9 @@ BLOCK_CASES = {
     "data-offsets-shifted": _with_data_offsets(
         [*_DATA_OFFSETS[: _WITH_WORDS + 1], *[o + 1 for o in _DATA_OFFSETS[_WITH_WORDS + 1 : -1]], _WORDS]
     ),
-    "word-flipped": _with_posting(int(_DATA_OFFSETS[_WITH_WORDS]), int(SEGMENT_SECTIONS["post.data"][0]) ^ 0x5),
+    "word-flipped": _with_posting(
+        _DATA_OFFSETS[_WITH_WORDS], int(SEGMENT_SECTIONS["post.data"][_DATA_OFFSETS[_WITH_WORDS]]) ^ 0x5
+    ),
 }
 
 

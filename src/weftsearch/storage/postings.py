@@ -293,6 +293,18 @@ def unpack_postings(
     np.cumsum(id_words + tf_words, out=word_start[1:])
     if not np.array_equal(word_start[first_block], data_offsets):
         raise PostingsDecodeError("a term's blocks do not fill its words")
+    # Bits past a run's last value (in its last word) are zero: the writer leaves them so, and
+    # a reader that let them vary would accept a file that scrub cannot tell from the original.
+    for run_start, run_words, width in (
+        (word_start[:-1], id_words, width_id),
+        (word_start[:-1] + id_words, tf_words, width_tf),
+    ):
+        used = (counts * width) & 31
+        ragged = np.flatnonzero((run_words > 0) & (used > 0))
+        if ragged.shape[0]:
+            tail = data[run_start[ragged] + run_words[ragged] - 1].astype(np.uint64)
+            if bool(np.any(tail >> used[ragged].astype(np.uint64))):
+                raise PostingsDecodeError("bits past a block's last value are not zero")
     padded = np.zeros(data.shape[0] + 2, dtype=np.uint64)  # a 0-bit run at the end reads 2 past
     padded[: data.shape[0]] = data
     block = np.repeat(np.arange(total, dtype=np.int64), counts)

@@ -598,7 +598,9 @@ class SegmentReader:
         if self.has_blocks and meta["blocks"] > postings:  # every block holds at least one posting
             raise self._corrupt(f"meta claims {meta['blocks']} blocks of {postings} postings")
         if self.packed and postings > POSTINGS_BLOCK * meta["blocks"]:
-            # No section holds one element per posting any more: the block table bounds them.
+            # No section holds one element per posting any more: the block table bounds them (at
+            # open; opening reads meta only). The exact count is post.offsets' last entry,
+            # checked when the term table is first read (_term_tables).
             raise self._corrupt(
                 f"meta claims {postings} postings in {meta['blocks']} blocks "
                 f"(section 'post.blocks' holds {self._file.count('post.blocks')} elements)"
