@@ -13,6 +13,7 @@ over a memory map and validates every offset before following it.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -56,6 +57,7 @@ __all__ = [
     "encode_columns",
     "merge_columns",
     "stored_record",
+    "without_text",
     "SegmentReader",
     "POSTINGS_BLOCK",
     "derive_blocks",
@@ -118,6 +120,17 @@ def stored_record(document: Document) -> bytes:
             "}",
         )
     ).encode("utf-8")
+
+
+def without_text(entry: SegmentDocument) -> SegmentDocument:
+    """``entry`` as an index with ``store_text=False`` keeps it: its terms and length, its text gone.
+
+    The document's text becomes ``""`` and its stored record is made again from
+    that document (``"text":""``), so what is read back says no text was
+    stored; the analysed terms and length (what search and scores use) are kept.
+    """
+    document = dataclasses.replace(entry.document, text="")
+    return SegmentDocument(document, entry.terms, entry.length, stored_record(document))
 
 
 #: JSON string encoder ``json.dumps(..., ensure_ascii=False)`` uses (C where available).
