@@ -1044,6 +1044,9 @@ def regression_inputs() -> dict[str, bytes]:
         "crashes/manifest-duplicate-entry.bin": b"\x02" + _duplicated_manifest(),
         "crashes/segment-block-max-tf-understated.bin": b"\x01" + BLOCK_CASES["max-tf-minus-1"],
         "crashes/segment-block-offsets-shifted.bin": b"\x01" + BLOCK_CASES["offsets-shifted"],
+        "crashes/segment-packed-width-33.bin": b"\x01" + BLOCK_CASES["id-width-33"],
+        "crashes/segment-packed-word-flipped.bin": b"\x01" + BLOCK_CASES["word-flipped"],
+        "crashes/segment-packed-data-offsets-shifted.bin": b"\x01" + BLOCK_CASES["data-offsets-shifted"],
     }
 
 
