@@ -75,8 +75,11 @@ def measure(documents: list[Document], analyzer: str, store_text: bool) -> dict[
     """Bytes per section group of the one-segment index of ``documents``."""
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "index"
-        options = {} if store_text else {"store_text": False}
-        with Index.create(path, analyzer, **options) as index:
+        # Older code has no store_text: pass it only when it is not the default.
+        created = (
+            Index.create(path, analyzer) if store_text else Index.create(path, analyzer, store_text=False)
+        )
+        with created as index:
             index.add_many(documents, progress=False)
             index.commit()
             if index.segment_count > 1:

@@ -880,7 +880,7 @@ def single_segment_index(path: Path) -> tuple[str, str]:
 
 
 def flip_in_term(segment: Path, term: str, section: str, word: int) -> None:
-    """Flip one bit inside ``term``'s run of ``section`` (``post.data``: its packed words), ``word`` words in."""
+    """Flip one bit inside ``term``'s run of ``section`` (``post.data``), ``word`` words in."""
     reader = SegmentReader(segment)
     position = reader.term_position(term)
     assert position >= 0

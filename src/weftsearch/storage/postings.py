@@ -316,8 +316,8 @@ def unpack_postings(
         value = (padded[word] >> shift) | (
             (padded[word + 1] << (np.uint64(32) - shift)) & np.uint64(0xFFFFFFFF)
         )
-        value &= (np.uint64(1) << width.astype(np.uint64)) - np.uint64(1)
-        return value
+        masked: NDArray[np.uint64] = value & ((np.uint64(1) << width.astype(np.uint64)) - np.uint64(1))
+        return masked
 
     gaps = unpack(word_start[block] * 32 + position * width_id[block], width_id[block]).astype(np.int64)
     tf_less = unpack((word_start[block] + id_words[block]) * 32 + position * width_tf[block], width_tf[block])
