@@ -106,6 +106,7 @@ typedef struct {
 /* One decoded block. */
 typedef struct {
     int64_t block; /* which block the buffers hold, -1: none */
+    int64_t tfs_ready; /* tfs holds the block's tfs (else read them with tf_at) */
     uint32_t ids[WEFT_BLOCK];
     uint32_t tfs[WEFT_BLOCK];
 } lane;
@@ -119,12 +120,13 @@ typedef struct {
  */
 typedef struct {
     const uint32_t *data, *last, *max_tf, *min_len, *widths;
-    int64_t count, pos, exact_pos, n_blocks, term, scored_block, list;
+    int64_t count, words, pos, exact_pos, n_blocks, term, scored_block, list;
     int64_t resolved, pending;
     double weight, window_bound;
     double *bounds;        /* per block: w * impact(max_tf, min_len), before the margin */
     int64_t *word_start;   /* per block: first word in data */
     lane *main, *exact;
+    const lane *exact_from; /* main or exact: the lane holding the exact position's block */
     int *corrupt;          /* set (to the list's index + 1) when a block does not decode */
 } cursor;
 
@@ -142,16 +144,38 @@ static inline __attribute__((always_inline)) void unpack_width(const uint32_t *w
     }
 }
 
+/*
+ * The same, reading each value with one unaligned 8-byte load at its byte (its bits start at most
+ * 7 bits in, and 7 + 32 < 64): no branch per value. Only when 8 bytes past the run's last
+ * value's byte are still inside the list's words (the caller checks: `slack`).
+ */
+static inline __attribute__((always_inline)) void unpack_width_fast(const uint32_t *words, int64_t n,
+                                                                     unsigned width, uint32_t *out) {
+    const unsigned char *bytes = (const unsigned char *)words;
+    uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t bit = (uint64_t)i * width;
+        uint64_t value;
+        memcpy(&value, bytes + (bit >> 3), sizeof value); /* little-endian, as the format */
+        out[i] = (uint32_t)((value >> (bit & 7)) & mask);
+    }
+}
+
 #define WEFT_CASE(W) \
     case W: \
-        if (n == WEFT_BLOCK) \
-            unpack_width(words, WEFT_BLOCK, W, out); \
+        if (slack && n == WEFT_BLOCK) \
+            unpack_width_fast(words, WEFT_BLOCK, W, out); \
+        else if (slack) \
+            unpack_width_fast(words, n, W, out); \
         else \
             unpack_width(words, n, W, out); \
         break;
 
-/* Dispatch on the width so that a full block's loop has constant bounds and shifts (unrolled). */
-static void unpack(const uint32_t *words, int64_t n, unsigned width, uint32_t *out) {
+/*
+ * Dispatch on the width so that a full block's loop has constant bounds and shifts. `slack`:
+ * at least 8 bytes of the list follow the run's last word, so the 8-byte loads stay inside it.
+ */
+static void unpack(const uint32_t *words, int64_t n, unsigned width, uint32_t *out, int slack) {
     switch (width) {
     case 0:
         memset(out, 0, (size_t)n * sizeof(uint32_t));
@@ -183,15 +207,15 @@ static inline int64_t block_count(const cursor *c, int64_t block) {
 static int decode_block(cursor *c, lane *into, int64_t block) {
     if (into->block == block) return 1;
     int64_t n = block_count(c, block);
-    unsigned width_id = c->widths[block] & 0xFF, width_tf = (c->widths[block] >> 8) & 0xFF;
+    unsigned width_id = c->widths[block] & 0xFF;
     const uint32_t *words = c->data + c->word_start[block];
-    unpack(words, n, width_id, into->ids);
-    unpack(words + run_words(n, width_id), n, width_tf, into->tfs);
+    int64_t id_words = run_words(n, width_id);
+    int64_t left = c->words - c->word_start[block]; /* the list's words from this block on */
+    unpack(words, n, width_id, into->ids, left - id_words >= 2);
     int64_t id = block > 0 ? (int64_t)c->last[block - 1] : -1;
     for (int64_t i = 0; i < n; i++) {
         id += (int64_t)into->ids[i] + 1;
         into->ids[i] = (uint32_t)id;
-        into->tfs[i] += 1;
     }
     if (id != (int64_t)c->last[block]) {
         *c->corrupt = (int)(c->list + 1);
@@ -200,7 +224,37 @@ static int decode_block(cursor *c, lane *into, int64_t block) {
         return 0;
     }
     into->block = block;
+    into->tfs_ready = 0; /* the tf run is decoded when a loop reads many (block_tfs), else one by one (tf_at) */
     return 1;
+}
+
+/* The decoded block's tfs, all of them (a window's read-through scores most of a block). */
+static inline const uint32_t *block_tfs(const cursor *c, lane *l) {
+    if (!l->tfs_ready) {
+        int64_t block = l->block, n = block_count(c, block);
+        unsigned width_id = c->widths[block] & 0xFF, width_tf = (c->widths[block] >> 8) & 0xFF;
+        int64_t id_words = run_words(n, width_id), tf_words = run_words(n, width_tf);
+        int64_t left = c->words - c->word_start[block];
+        unpack(c->data + c->word_start[block] + id_words, n, width_tf, l->tfs, left - id_words - tf_words >= 2);
+        for (int64_t i = 0; i < n; i++) l->tfs[i] += 1;
+        l->tfs_ready = 1;
+    }
+    return l->tfs;
+}
+
+/* One tf of a decoded block, at index i: read from its run alone (a probe or an exact score needs one). */
+static inline uint32_t tf_at(const cursor *c, const lane *l, int64_t i) {
+    if (l->tfs_ready) return l->tfs[i];
+    int64_t block = l->block, n = block_count(c, block);
+    unsigned width_id = c->widths[block] & 0xFF, width = (c->widths[block] >> 8) & 0xFF;
+    if (width == 0) return 1;
+    const uint32_t *run = c->data + c->word_start[block] + run_words(n, width_id);
+    uint64_t bit = (uint64_t)i * width, at = bit >> 5;
+    unsigned shift = (unsigned)(bit & 31);
+    uint64_t value = (uint64_t)run[at] >> shift;
+    if (shift + width > 32) value |= (uint64_t)run[at + 1] << (32 - shift); /* inside the run: i < n */
+    uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
+    return (uint32_t)(value & mask) + 1;
 }
 
 /* The first index in [from, n) of a decoded block whose id is >= target (the caller knows one exists). */
@@ -236,7 +290,7 @@ static inline int64_t lower_id(const cursor *c) {
 
 /* The main position's id; the cursor must be resolved and not at the end. */
 static inline uint32_t id_now(const cursor *c) { return c->main->ids[c->pos & (WEFT_BLOCK - 1)]; }
-static inline uint32_t tf_now(const cursor *c) { return c->main->tfs[c->pos & (WEFT_BLOCK - 1)]; }
+static inline uint32_t tf_now(const cursor *c) { return tf_at(c, c->main, c->pos & (WEFT_BLOCK - 1)); }
 
 /*
  * Move the main position to the first id >= target without decoding: whole blocks by their
@@ -264,17 +318,12 @@ static inline void seek_lazy(cursor *c, uint32_t target) {
     c->pending = target;
 }
 
-/* Step the resolved main position by one; a new block is left pending (its first id > the last one). */
-static inline void step(cursor *c) {
-    int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
-    c->pos++;
-    if ((c->pos & (WEFT_BLOCK - 1)) == 0 && c->pos < c->count) {
-        c->resolved = 0;
-        c->pending = (int64_t)c->last[block] + 1;
-    }
-}
-
-/* Move the exact position to the first id >= target, decoding the one block that may hold it. */
+/*
+ * Move the exact position to the first id >= target, decoding the one block that may hold it
+ * (or reading it from the main lane when that holds the block already: most candidates are
+ * scored in the window whose postings the main position just read). `exact_from` is the lane
+ * that holds the exact position's block.
+ */
 static inline int seek_exact(cursor *c, uint32_t target) {
     if (c->exact_pos >= c->count) return 1;
     int64_t block = c->exact_pos >> WEFT_BLOCK_SHIFT;
@@ -286,9 +335,14 @@ static inline int seek_exact(cursor *c, uint32_t target) {
         }
         c->exact_pos = block << WEFT_BLOCK_SHIFT;
     }
-    if (!decode_block(c, c->exact, block)) return 0;
+    if (c->main->block == block) {
+        c->exact_from = c->main;
+    } else {
+        if (!decode_block(c, c->exact, block)) return 0;
+        c->exact_from = c->exact;
+    }
     c->exact_pos = (block << WEFT_BLOCK_SHIFT) +
-                   first_at_least(c->exact, c->exact_pos & (WEFT_BLOCK - 1), block_count(c, block), target);
+                   first_at_least(c->exact_from, c->exact_pos & (WEFT_BLOCK - 1), block_count(c, block), target);
     return 1;
 }
 
@@ -501,6 +555,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
             c->min_len = c->max_tf + l->n_blocks;
             c->widths = c->min_len + l->n_blocks;
             c->count = l->count;
+            c->words = l->words;
             c->n_blocks = l->n_blocks;
             c->pos = 0;
             c->exact_pos = 0;
@@ -515,6 +570,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
             c->main = &lanes[2 * n];
             c->exact = &lanes[2 * n + 1];
             c->main->block = c->exact->block = -1;
+            c->exact_from = c->exact;
             c->corrupt = &corrupt;
             bounds_used += l->n_blocks;
             int64_t word = 0;
@@ -582,20 +638,30 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                 /* Essential lists, list at a time: their partial sums per document of the window. */
                 for (int64_t e = essential; e < live; e++) {
                     cursor *c = &cursors[order[e]];
+                    /* Block by block: a tight loop over each decoded block's postings in the window. */
                     while (c->pos < c->count && lower_id(c) <= high) {
                         if (!resolve(c)) break;
                         if (c->pos >= c->count) break;
-                        uint32_t id = id_now(c);
-                        if ((int64_t)id > high) break;
-                        int64_t at = (int64_t)id - low;
-                        uint64_t bit = (uint64_t)1 << (at & 63);
-                        if (!(seen[at >> 6] & bit)) {
-                            seen[at >> 6] |= bit;
-                            partial[at] = 0.0;
+                        int64_t block = c->pos >> WEFT_BLOCK_SHIFT, start = block << WEFT_BLOCK_SHIFT;
+                        int64_t i = c->pos - start, n = block_count(c, block);
+                        const uint32_t *ids = c->main->ids;
+                        const uint32_t *tfs = i < n && (int64_t)ids[i] <= high ? block_tfs(c, c->main) : NULL;
+                        if (i < n && (int64_t)ids[i] <= high && block != c->scored_block)
+                            c->scored_block = block, blocks_scored++;
+                        int64_t from = i;
+                        for (; i < n && (int64_t)ids[i] <= high; i++) {
+                            int64_t at = (int64_t)ids[i] - low;
+                            uint64_t bit = (uint64_t)1 << (at & 63);
+                            if (!(seen[at >> 6] & bit)) {
+                                seen[at >> 6] |= bit;
+                                partial[at] = 0.0;
+                            }
+                            partial[at] += contribution(c, ids[i], tfs[i], norms, k1);
                         }
-                        partial[at] += contribution(c, id, tf_now(c), norms, k1);
-                        count_scored(c, c->pos, &postings_scored, &blocks_scored);
-                        step(c);
+                        postings_scored += i - from;
+                        c->pos = start + i;
+                        if (i < n) break; /* the next id is past the window: still resolved */
+                        if (c->pos < c->count) c->resolved = 0, c->pending = (int64_t)c->last[block] + 1;
                     }
                 }
                 if (corrupt) break;
@@ -618,14 +684,21 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                         while (c->pos < c->count && lower_id(c) <= high) {
                             if (!resolve(c)) break;
                             if (c->pos >= c->count) break;
-                            uint32_t id = id_now(c);
-                            if ((int64_t)id > high) break;
-                            int64_t at = (int64_t)id - low;
-                            if (seen[at >> 6] & ((uint64_t)1 << (at & 63))) {
-                                partial[at] += contribution(c, id, tf_now(c), norms, k1);
-                                count_scored(c, c->pos, &postings_scored, &blocks_scored);
+                            int64_t block = c->pos >> WEFT_BLOCK_SHIFT, start = block << WEFT_BLOCK_SHIFT;
+                            int64_t i = c->pos - start, n = block_count(c, block);
+                            const uint32_t *ids = c->main->ids;
+                            const uint32_t *tfs =
+                                i < n && (int64_t)ids[i] <= high ? block_tfs(c, c->main) : NULL;
+                            for (; i < n && (int64_t)ids[i] <= high; i++) {
+                                int64_t at = (int64_t)ids[i] - low;
+                                if (seen[at >> 6] & ((uint64_t)1 << (at & 63))) {
+                                    partial[at] += contribution(c, ids[i], tfs[i], norms, k1);
+                                    count_scored(c, start + i, &postings_scored, &blocks_scored);
+                                }
                             }
-                            step(c);
+                            c->pos = start + i;
+                            if (i < n) break;
+                            if (c->pos < c->count) c->resolved = 0, c->pending = (int64_t)c->last[block] + 1;
                         }
                         essential--;
                     }
@@ -676,8 +749,10 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                         for (int64_t j = 0; j < n; j++) {
                             cursor *c = &cursors[j];
                             if (!seek_exact(c, (uint32_t)doc)) break;
-                            if (c->exact_pos < c->count && c->exact->ids[c->exact_pos & (WEFT_BLOCK - 1)] == doc)
-                                score += contribution(c, (uint32_t)doc, c->exact->tfs[c->exact_pos & (WEFT_BLOCK - 1)],
+                            if (c->exact_pos < c->count &&
+                                c->exact_from->ids[c->exact_pos & (WEFT_BLOCK - 1)] == doc)
+                                score += contribution(c, (uint32_t)doc,
+                                                      tf_at(c, c->exact_from, c->exact_pos & (WEFT_BLOCK - 1)),
                                                       norms, k1);
                         }
                         if (corrupt) break;
