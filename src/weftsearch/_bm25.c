@@ -514,6 +514,8 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     if (total == 0) return 0;
     if (k > total) k = total;
     if ((uint64_t)k > SIZE_MAX / sizeof(scored_id)) return -2;
+    /* Lists per part are at most m: never near this, but every size below is checked. */
+    if ((uint64_t)largest_part > SIZE_MAX / 2 / sizeof(lane)) return -2;
 
     double margin = 1.0 + ((double)m + 8.0) * ldexp(1.0, -46);
     selection sel = {k, 0, 0, 64, NULL, NULL, 0};
