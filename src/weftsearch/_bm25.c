@@ -293,6 +293,25 @@ static inline uint32_t id_now(const cursor *c) { return c->main->ids[c->pos & (W
 static inline uint32_t tf_now(const cursor *c) { return tf_at(c, c->main, c->pos & (WEFT_BLOCK - 1)); }
 
 /*
+ * Leave the main position pending at the start of `block` (not decoded), its id at least `target`.
+ * The block's first id is its frame of reference plus its first gap, read alone from the id run
+ * (one word, no decoding): the pending bound is then the first id itself whenever target is not
+ * above it, so windows start where postings are rather than at a stale lower bound.
+ */
+static inline void pend(cursor *c, int64_t block, int64_t target) {
+    c->pos = block << WEFT_BLOCK_SHIFT;
+    c->resolved = 0;
+    int64_t first = (block > 0 ? (int64_t)c->last[block - 1] : -1) + 1;
+    unsigned width = c->widths[block] & 0xFF;
+    if (width) {
+        uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
+        first += (int64_t)(c->data[c->word_start[block]] & mask); /* value 0 of the run: bits 0 ..< width */
+    }
+    c->pending = first > target ? first : target;
+    if (c->pending > (int64_t)c->last[block]) c->pending = c->last[block]; /* a corrupt first gap: decoding will say */
+}
+
+/*
  * Move the main position to the first id >= target without decoding: whole blocks by their
  * last ids; inside a decoded block by its ids; a block not decoded is left pending.
  */
@@ -313,9 +332,7 @@ static inline void seek_lazy(cursor *c, uint32_t target) {
         c->pos = c->count;
         return;
     }
-    c->pos = block << WEFT_BLOCK_SHIFT;
-    c->resolved = 0;
-    c->pending = target;
+    pend(c, block, target);
 }
 
 /*
@@ -582,6 +599,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                 int64_t count = block_count(c, block);
                 word += run_words(count, c->widths[block] & 0xFF) + run_words(count, (c->widths[block] >> 8) & 0xFF);
             }
+            pend(c, 0, 0); /* at the first block, its first id read from its run */
             n++;
         }
         first += n;
@@ -663,7 +681,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                         postings_scored += i - from;
                         c->pos = start + i;
                         if (i < n) break; /* the next id is past the window: still resolved */
-                        if (c->pos < c->count) c->resolved = 0, c->pending = (int64_t)c->last[block] + 1;
+                        if (c->pos < c->count) pend(c, block + 1, (int64_t)c->last[block] + 1);
                     }
                 }
                 if (corrupt) break;
@@ -700,7 +718,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                             }
                             c->pos = start + i;
                             if (i < n) break;
-                            if (c->pos < c->count) c->resolved = 0, c->pending = (int64_t)c->last[block] + 1;
+                            if (c->pos < c->count) pend(c, block + 1, (int64_t)c->last[block] + 1);
                         }
                         essential--;
                     }
