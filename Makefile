@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # The compiled parts: a change to any of them rebuilds the editable install.
 C_SOURCES := $(wildcard src/weftsearch/*.c)
 
-.PHONY: demo test lint typecheck pytest slow bench eval wheel clean
+.PHONY: demo test lint typecheck pytest slow bench bench-quick eval wheel clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,9 +41,14 @@ test: lint typecheck pytest
 slow: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q -m slow
 
+# Every figure of issue 14 side by side (SciFact, 100k, 1M; about 12 GB at its peak: an idle
+# machine), then persistence. bench-quick: SciFact only, few passes, 1-2 minutes.
 bench: $(VENV)/.installed-bench
-	$(BIN)/python bench/query_path.py
+	$(BIN)/python bench/query_path.py --json bench.json
 	$(BIN)/python bench/persistence.py
+
+bench-quick: $(VENV)/.installed-bench
+	$(BIN)/python bench/query_path.py --quick
 
 # Reprint every number in docs/EVAL.md (rewriting its tables) and write the full
 # reports under eval-out/. DATA defaults to the shared copies beside the checkout.

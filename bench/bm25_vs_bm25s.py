@@ -1,7 +1,8 @@
 """Benchmark: weft-search BM25 against bm25s (numpy and numba backends) and tantivy.
 
 Run with ``.venv/bin/python bench/bm25_vs_bm25s.py``: it made the first tables of
-docs/BENCHMARKS.md. Its successor, ``bench/query_path.py``, is what ``make bench`` runs.
+docs/BENCHMARKS.md (kept there as history). Its successor, ``bench/query_path.py``, is the
+one benchmark command (``make bench``); this script stays for its ranking-agreement analysis.
 This is a script that prints figures, not a test: nothing here asserts a speed.
 
 What is measured, and how the comparison is kept fair:
@@ -73,6 +74,9 @@ from numpy.typing import NDArray  # noqa: E402
 import weftsearch  # noqa: E402
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, Snapshot  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared generator beside this file
+from synthetic_corpus import SEED, zipf_corpus  # noqa: E402
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "scifact"
 K = 10
@@ -142,36 +146,18 @@ def load_beir(data: Path, n_queries: int | None) -> Workload:
     )
 
 
-def synthetic(n_docs: int, n_queries: int, seed: int = 20240601) -> Workload:
-    """A reproducible corpus drawn from a Zipfian vocabulary.
+def synthetic(n_docs: int, n_queries: int, seed: int = SEED) -> Workload:
+    """The shared synthetic corpus (``bench/synthetic_corpus.py``, the one ``make bench`` uses).
 
-    Vocabulary of 50,000 terms with term rank r drawn with probability
-    proportional to ``1 / r**1.07`` (close to English word frequencies);
-    document lengths log-normal around 120 tokens (SciFact's documents average
-    about 130 analysed tokens); queries of 2 to 8 terms drawn from the same
-    distribution, skipping the 50 most frequent terms (a query rarely consists
-    of stopword-like terms).
+    Until 2026-12-03 this script drew its own (lengths around 120 tokens, seed
+    20240601); the tables of docs/BENCHMARKS.md made with it say so.
     """
-    rng = np.random.default_rng(seed)
-    vocabulary_size = 50_000
-    weights = 1.0 / np.arange(1, vocabulary_size + 1, dtype=np.float64) ** 1.07
-    weights /= weights.sum()
-    words = np.array([f"t{rank}" for rank in range(vocabulary_size)])
-    lengths = np.clip(rng.lognormal(mean=np.log(120.0), sigma=0.5, size=n_docs), 5, 1000).astype(np.int64)
-    draws = rng.choice(vocabulary_size, size=int(lengths.sum()), p=weights)
-    bounds = np.concatenate(([0], np.cumsum(lengths)))
-    doc_tokens = [words[draws[bounds[i] : bounds[i + 1]]].tolist() for i in range(n_docs)]
-    tail = weights[50:] / weights[50:].sum()
-    query_lengths = rng.integers(2, 9, size=n_queries)
-    query_tokens = [
-        words[50 + rng.choice(vocabulary_size - 50, size=int(m), p=tail)].tolist() for m in query_lengths
-    ]
-    width = len(str(n_docs - 1))
+    corpus = zipf_corpus(n_docs, n_queries, seed)
     return Workload(
-        name=f"synthetic Zipfian corpus (seed {seed})",
-        doc_keys=[f"d{i:0{width}d}" for i in range(n_docs)],
-        doc_tokens=doc_tokens,
-        query_tokens=query_tokens,
+        name=corpus.name,
+        doc_keys=corpus.doc_keys,
+        doc_tokens=corpus.doc_tokens,
+        query_tokens=corpus.query_tokens,
     )
 
 

@@ -1,19 +1,32 @@
-"""The query path, side by side: weft-search against bm25s, tantivy, LanceDB and Qdrant (issue 14).
+"""Every figure of issue 14, side by side: weft-search against bm25s, tantivy, LanceDB and Qdrant.
 
-Prints Markdown tables (and writes them as JSON with ``--out FILE``). A script that
-prints figures, not a test: nothing here asserts a speed. ``make bench`` runs it.
+The one benchmark command (``make bench``). Prints Markdown tables, each with the load
+average, and ends with one line per issue-14 target (MET / MISSED by how much / NOT
+MEASURED); ``--json PATH`` writes the same as JSON. A script that prints figures, not a
+test: nothing here asserts a speed.
 
-Parts (``--parts``, comma separated; default ``scifact,index``):
+Usage::
 
-``scifact``     SciFact (BEIR layout, 5,183 documents, 1,109 queries): the BM25 rows at
-                top-10 and top-100, and the hybrid arm (BM25 + MiniLM vectors, RRF, depth
-                100) against LanceDB and Qdrant local on the 300 judged test queries.
-``synth100k``   a synthetic corpus of 100,000 documents (Zipfian vocabulary, lengths
-                around 100 tokens, fixed seed), 1,000 queries, the BM25 rows.
-``synth1m``     the same with 1,000,000 documents (long: minutes and several GB).
-``index``       indexing docs/s on SciFact (add + commit on disk) for weft-search, bm25s
-                and tantivy, the peak RSS of each build and its size on disk.
-``index1m``     the same on the 1,000,000-document synthetic corpus.
+    python bench/query_path.py [--json bench.json]     # the full run (idle machine, 1M corpus)
+    python bench/query_path.py --quick [--json q.json] # SciFact only, few passes: 1-2 minutes
+
+Parts (``--parts``, comma separated; default all, ``--quick``: ``scifact,index``):
+
+``scifact``          SciFact (BEIR layout, 5,183 documents, 1,109 queries): the BM25 rows at
+                     top-10 and top-100, and the hybrid arm (BM25 + MiniLM vectors, RRF, depth
+                     100) against LanceDB and Qdrant local on the 300 judged test queries;
+                     with ``--quick`` also the RSS growth over distinct queries.
+``index``            indexing docs/s on SciFact (add + commit on disk) for weft-search (text
+                     stored, and ``store_text=False`` where the option exists), bm25s and
+                     tantivy, the peak RSS of each build and its size on disk.
+``synthetic``        the BM25 rows on each ``--sizes`` corpus (default 100,000 and 1,000,000
+                     documents from ``bench/synthetic_corpus.py``: Zipfian vocabulary, lengths
+                     around 100 tokens, fixed seed; ``--synthetic-queries`` queries), and the
+                     RSS growth over ``--rss-queries`` distinct queries on the largest.
+``index-synthetic``  the indexing table on the largest ``--sizes`` corpus.
+
+Each BM25 table also gives the share of postings and of blocks each query's compiled
+BM25 pass skipped (``KernelStats``, captured by :func:`kernel_skips`, no public API).
 
 What each row computes
 ----------------------
@@ -77,18 +90,22 @@ thread pools and numeric libraries are pinned to one thread (``*_NUM_THREADS=1``
 except where a row says 2 threads.
 
 The slow peers (LanceDB, Qdrant local) are timed on the first ``--slow-queries``
-judged queries only (their nDCG@10 is over all judged queries, from one untimed run).
+judged queries only; every hybrid row's nDCG@10 is over the first ``--ndcg-queries``
+judged queries (all of them by default), from one untimed run.
 
-Indexing (``index``): each build runs in its own child process (``--build-child``), the
-token file read before the clock starts; docs/s is documents / (add + commit seconds, on
-disk). A bare launcher interpreter starts each child and, once it has exited, prints
+Indexing (``index``, ``index-synthetic``): ``--build-passes`` builds of each engine,
+round-robin, each in its own child process (``--build-child``) that reads the corpus
+lines before its clock starts; docs/s is documents / (add + commit seconds, on disk).
+weft-search's commit encoder runs at normal priority (see :func:`create_options`). A
+bare launcher interpreter starts each child and, once it has exited, prints
 ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``: the child's peak resident set, including
-the descendants it waited for (weft-search's forked encoder). (Not this process: a child
-forked from it would carry this process's resident set in its high-water mark.) A child
-that only reads the token file gives the baseline. The size on disk
-is the sum of the sizes of the files the build left in its directory.
+the descendants it waited for (weft-search's forked encoder); the child also reports its
+own ``VmHWM``. (Not this process: a child forked from it would carry this process's
+resident set in its high-water mark.) A child that only reads the lines gives the
+baseline. The size on disk is the sum of the sizes of the files the build left.
 
-Usage: ``python bench/query_path.py [--parts scifact,index] [--passes 5] [--out out.json]``.
+Ratios against targets are fastest pass over fastest pass, with the same ratio taken
+round by round (:func:`round_ratios`) beside them to show the noise.
 """
 
 # ruff: noqa: E402  (the thread variables must be set before numpy is imported)
@@ -105,9 +122,12 @@ for _variable in (
     "NUMEXPR_NUM_THREADS",
 ):
     os.environ.setdefault(_variable, "1")
+# LanceDB's Rust logger warns on every hybrid query about a column-projection change to come.
+os.environ.setdefault("LANCEDB_LOG", "error")
 
 import argparse
 import gc
+import inspect
 import json
 import platform
 import statistics
@@ -116,7 +136,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -134,6 +154,9 @@ from weftsearch import RRF, BM25Scorer, Document, Index, Query, Snapshot, Vector
 from weftsearch.engine.index import MergePolicy
 from weftsearch.eval.metrics import evaluate
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared generator beside this file
+from synthetic_corpus import SEED, distinct_queries, zipf_corpus
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "scifact"
 VECTORS = Path("vectors") / "all-minilm-l6-v2-int8"
@@ -141,9 +164,15 @@ K1 = 1.2
 B = 0.75
 RRF_K = 60
 DEPTH = 100
-SEED = 20261203
-PARTS = ("scifact", "synth100k", "synth1m", "index", "index1m")
+PARTS = ("scifact", "index", "synthetic", "index-synthetic")
 NOT_INSTALLED = "not installed"
+#: Hybrid ``Index.search`` (BM25 + vector, RRF, depth 100) on SciFact before issue 14, q/s
+#: (the issue's own side-by-side run); the target is twice this.
+HYBRID_BASELINE_QPS = 1442.0
+#: Its nDCG@10 on SciFact's judged test queries (pre-analysed tokens, frozen MiniLM vectors,
+#: default nprobe), which must stay unchanged: measured by this script on the tree the
+#: issue-14 work started from (commit 78faf31).
+HYBRID_BASELINE_NDCG10 = 0.7124
 
 
 # --------------------------------------------------------------------------- data
@@ -232,39 +261,14 @@ def _aligned(folder: Path, name: str, ids: Sequence[str]) -> NDArray[np.float32]
 
 
 def synthetic(n_docs: int, n_queries: int, seed: int = SEED) -> Workload:
-    """A reproducible corpus drawn from a Zipfian vocabulary (same seed, same corpus).
-
-    50,000 terms, term rank r drawn with probability proportional to ``1 / r**1.07``
-    (close to English word frequencies); document lengths log-normal with median 100
-    tokens (sigma 0.4, clipped to 5..1000); queries of 2 to 8 terms from the same
-    distribution without its 50 most frequent terms (queries rarely are stopwords).
-    """
-    rng = np.random.default_rng(seed)
-    vocabulary = 50_000
-    weights = 1.0 / np.arange(1, vocabulary + 1, dtype=np.float64) ** 1.07
-    weights /= weights.sum()
-    words = np.array([f"t{rank}" for rank in range(vocabulary)], dtype=object)
-    lengths = np.clip(rng.lognormal(np.log(100.0), 0.4, n_docs), 5, 1000).astype(np.int64)
-    bounds = np.concatenate(([0], np.cumsum(lengths)))
-    doc_tokens: list[list[str]] = []
-    chunk = 100_000  # draw per chunk of documents: bounded memory for the 1M corpus
-    for start in range(0, n_docs, chunk):
-        stop = min(start + chunk, n_docs)
-        draws = rng.choice(vocabulary, size=int(bounds[stop] - bounds[start]), p=weights).astype(np.int32)
-        offsets = bounds[start : stop + 1] - bounds[start]
-        doc_tokens.extend(words[draws[offsets[i] : offsets[i + 1]]].tolist() for i in range(stop - start))
-    tail = weights[50:] / weights[50:].sum()
-    query_tokens = [
-        words[50 + rng.choice(vocabulary - 50, size=int(m), p=tail)].tolist()
-        for m in rng.integers(2, 9, size=n_queries)
-    ]
-    width = len(str(n_docs - 1))
+    """The shared synthetic corpus (``bench/synthetic_corpus.py``) as a :class:`Workload`."""
+    corpus = zipf_corpus(n_docs, n_queries, seed)
     return Workload(
-        name=f"synthetic {n_docs:,} (seed {seed})",
-        doc_keys=[f"d{i:0{width}d}" for i in range(n_docs)],
-        doc_tokens=doc_tokens,
+        name=corpus.name,
+        doc_keys=corpus.doc_keys,
+        doc_tokens=corpus.doc_tokens,
         query_ids=[f"q{i}" for i in range(n_queries)],
-        query_tokens=query_tokens,
+        query_tokens=corpus.query_tokens,
     )
 
 
@@ -310,6 +314,95 @@ class Row:
     def slowest(self) -> float:
         """Queries per second of the slowest pass."""
         return self.n_queries / max(self.seconds) if self.seconds else 0.0
+
+
+def round_ratios(mine: Row, other: Row) -> list[float]:
+    """``mine``'s q/s over ``other``'s, round by round (both rows timed in the same rounds)."""
+    return [
+        (mine.n_queries / a) / (other.n_queries / b)
+        for a, b in zip(mine.seconds, other.seconds, strict=False)
+        if a > 0 and b > 0
+    ]
+
+
+@dataclass
+class Target:
+    """One of issue 14's targets, checked against what this run measured.
+
+    ``value`` is the measured figure (a ratio, or MB), ``needed`` the target;
+    ``at_least`` says which side of it meets the target. ``spread`` is the
+    range of the same ratio computed round by round (the rows' passes of one
+    round against each other), when the figure comes from timed rows.
+    """
+
+    name: str
+    corpus: str
+    value: float | None
+    needed: float
+    at_least: bool = True
+    unit: str = "x"
+    spread: tuple[float, float] | None = None
+    row: str = ""  # the table row the figure belongs to (its "target" cell)
+    detail: str = ""
+
+    @property
+    def met(self) -> bool | None:
+        """Whether the target is met (``None`` when nothing was measured)."""
+        if self.value is None:
+            return None
+        return self.value >= self.needed if self.at_least else self.value <= self.needed
+
+    def _fmt(self, value: float) -> str:
+        if self.unit == "x":
+            return f"{value:.2f}x"
+        if self.unit == "MB":
+            return f"{value:,.1f} MB"
+        return f"{value:.4f} {self.unit}"
+
+    def cell(self) -> str:
+        """A short table cell: measured against needed."""
+        if self.value is None:
+            return f"{self.name}: n/a ({'>=' if self.at_least else '<='} {self._fmt(self.needed)})"
+        sign = ">=" if self.at_least else "<="
+        mark = "met" if self.met else "MISSED"
+        return f"{self.name}: {self._fmt(self.value)} ({sign} {self._fmt(self.needed)}: {mark})"
+
+    def line(self) -> str:
+        """One line of the targets summary: MET / MISSED by how much."""
+        sign = ">=" if self.at_least else "<="
+        head = f"{self.name} [{self.corpus}] (needs {sign} {self._fmt(self.needed)})"
+        if self.value is None:
+            return f"- NOT MEASURED: {head}{': ' + self.detail if self.detail else ''}"
+        spread = ""
+        if self.spread is not None:
+            spread = f"; round by round {self._fmt(self.spread[0])} to {self._fmt(self.spread[1])}"
+        if self.met:
+            verdict = "MET"
+        elif self.unit == "x" and self.at_least:
+            verdict = (
+                f"MISSED by {self.needed - self.value:.2f}x ({self.value / self.needed:.0%} of the target)"
+            )
+        else:
+            verdict = f"MISSED by {self._fmt(abs(self.value - self.needed))}"
+        detail = f"; {self.detail}" if self.detail else ""
+        return f"- {verdict}: {head}: measured {self._fmt(self.value)}{spread}{detail}"
+
+    def as_json(self) -> dict[str, Any]:
+        """The target as plain data."""
+        return asdict(self) | {"met": self.met}
+
+
+def ratio_target(
+    name: str, corpus: str, rows: dict[str, Row], mine: str, other: str, needed: float, detail: str = ""
+) -> Target:
+    """A ``>= needed`` target on row ``mine``'s fastest q/s over row ``other``'s."""
+    a, b = rows.get(mine), rows.get(other)
+    if a is None or b is None or not a.seconds or not b.seconds:
+        missing = [label for label, row in ((mine, a), (other, b)) if row is None or not row.seconds]
+        return Target(name, corpus, None, needed, row=mine, detail=f"no figure for {', '.join(missing)}")
+    ratios = round_ratios(a, b)
+    spread = (min(ratios), max(ratios)) if ratios else None
+    return Target(name, corpus, a.best / b.best, needed, spread=spread, row=mine, detail=detail)
 
 
 def alternate(arms: Sequence[Arm]) -> list[Arm]:
@@ -367,7 +460,9 @@ class Weft:
         vectors = with_vectors and workload.doc_vectors is not None
         dim = workload.doc_vectors.shape[1] if vectors and workload.doc_vectors is not None else None
         policy = MergePolicy(factor=max(10, segments + 1))
-        self.index = Index.create(directory, PreTokenizedAnalyzer(), vector_dim=dim, merge_policy=policy)
+        self.index = Index.create(
+            directory, PreTokenizedAnalyzer(), vector_dim=dim, merge_policy=policy, **create_options()
+        )
         documents = _weft_documents(workload, vectors)
         bounds = np.linspace(0, len(documents), segments + 1).astype(int)
         for start, stop in pairwise(bounds.tolist()):
@@ -445,7 +540,7 @@ class WeftRaw:
 
     def __init__(self, workload: Workload, directory: Path) -> None:
         assert workload.raw_docs is not None and workload.raw_queries is not None
-        self.index = Index.create(directory, "english")
+        self.index = Index.create(directory, "english", **create_options())
         self.index.add_many(
             (Document(key, text) for key, text in zip(workload.doc_keys, workload.raw_docs, strict=True)),
             progress=False,
@@ -495,14 +590,14 @@ class Bm25s:
         )
         return np.asarray(documents), np.asarray(scores)
 
-    def run_each(self, k: int) -> None:
-        """One ``retrieve`` call per query (as weft-search is called)."""
-        for query in self.queries:
+    def run_each(self, k: int, limit: int | None = None) -> None:
+        """One ``retrieve`` call per query (as weft-search is called); the first ``limit`` queries."""
+        for query in self.queries[:limit]:
             self.retrieve([query], k)
 
-    def run_batch(self, k: int) -> None:
-        """All queries in one ``retrieve`` call."""
-        self.retrieve(self.queries, k)
+    def run_batch(self, k: int, limit: int | None = None) -> None:
+        """The queries (the first ``limit``) in one ``retrieve`` call."""
+        self.retrieve(self.queries[:limit], k)
 
     def rankings(self, k: int) -> list[list[str]]:
         """Top-k keys per query; documents scored 0 (no query term) are dropped."""
@@ -513,7 +608,10 @@ class Bm25s:
 class Tantivy:
     """tantivy-py: whitespace tokenizer, BM25, a disjunction of term queries, one segment."""
 
-    def __init__(self, workload: Workload, directory: Path) -> None:
+    def __init__(
+        self, workload: Workload, directory: Path, rows: Iterable[tuple[str, str]] | None = None
+    ) -> None:
+        """Index ``workload``'s documents (or ``rows`` of key and space-joined tokens) in ``directory``."""
         import tantivy
 
         self.tantivy: Any = tantivy
@@ -524,8 +622,13 @@ class Tantivy:
         directory.mkdir(parents=True, exist_ok=True)
         self.index = tantivy.Index(self.schema, path=str(directory))
         writer = self.index.writer(heap_size=1_000_000_000, num_threads=1)
-        for key, tokens in zip(workload.doc_keys, workload.doc_tokens, strict=True):
-            writer.add_document(tantivy.Document(key=key, body=" ".join(tokens)))
+        if rows is None:
+            rows = (
+                (key, " ".join(tokens))
+                for key, tokens in zip(workload.doc_keys, workload.doc_tokens, strict=True)
+            )
+        for key, text in rows:
+            writer.add_document(tantivy.Document(key=key, body=text))
         writer.commit()
         writer.wait_merging_threads()
         self.index.reload()
@@ -693,7 +796,9 @@ def ndcg10(
             run[qid] = {key: float(len(ranking) - rank) for rank, key in enumerate(ranking)}
     if not run:
         return None
-    return float(np.mean(evaluate(workload.qrels, run, ["nDCG@10"], complete=True).values["nDCG@10"]))
+    # Only the judged queries asked: ``complete=True`` scores a judged query with no run as 0.
+    asked = {qid: workload.qrels[qid] for qid in run}
+    return float(np.mean(evaluate(asked, run, ["nDCG@10"], complete=True).values["nDCG@10"]))
 
 
 def same_sets(mine: Sequence[Sequence[str]], theirs: Sequence[Sequence[str]]) -> float:
@@ -720,6 +825,10 @@ class Table:
     #: A table with its own layout (indexing): its Markdown body and JSON records.
     custom_markdown: str = ""
     records: list[dict[str, Any]] = field(default_factory=list)
+    #: Issue 14's targets this table's figures check (also collected in the summary).
+    targets: list[Target] = field(default_factory=list)
+    #: Other measurements of the table (kernel statistics, RSS growth), as plain data.
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def ratio(self, label: str, row: Row) -> float | None:
         """``label``'s fastest q/s over ``row``'s (``None`` when either has no figure)."""
@@ -747,7 +856,13 @@ class Table:
             "passes": self.passes,
             "rows": rows,
             "notes": self.notes,
+            "targets": [t.as_json() for t in self.targets],
+            "extra": self.extra,
         }
+
+    def target_cell(self, row: Row) -> str:
+        """The targets whose figure is ``row``'s, as one cell."""
+        return "; ".join(t.cell() for t in self.targets if t.row == row.label)
 
     def markdown(self) -> str:
         """The table in Markdown, the load average above it."""
@@ -760,8 +875,9 @@ class Table:
             "",
             "| row | queries | q/s fastest | q/s median | q/s slowest | nDCG@10 | same top-k as weft scorer "
             f"| {self._short(self.scorer_label)} ÷ row |"
-            + ("" if one else f" {self._short(self.search_label)} ÷ row |"),
-            "|---|---:|---:|---:|---:|---:|---:|---:|" + ("" if one else "---:|"),
+            + ("" if one else f" {self._short(self.search_label)} ÷ row |")
+            + " issue 14 target (fastest ÷ fastest) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|" + ("" if one else "---:|") + "---|",
         ]
 
         def fmt(value: float | None, spec: str) -> str:
@@ -769,7 +885,9 @@ class Table:
 
         for row in self.rows:
             if row.unavailable:
-                lines.append(f"| {row.label} | | {row.unavailable} | | | | | |" + ("" if one else " |"))
+                lines.append(
+                    f"| {row.label} | | {row.unavailable} | | | | | |" + ("" if one else " |") + " |"
+                )
                 continue
             lines.append(
                 f"| {row.label} | {row.n_queries:,} | {row.best:,.0f} | {row.median:,.0f} "
@@ -777,6 +895,7 @@ class Table:
                 f"| {fmt(row.ndcg10, '.4f')} | {fmt(row.same_as_weft, '.1%')} "
                 f"| {fmt(self.ratio(self.scorer_label, row), '.2f')} |"
                 + ("" if one else f" {fmt(self.ratio(self.search_label, row), '.2f')} |")
+                + f" {self.target_cell(row)} |"
             )
         lines += ["", *(f"- {note}" for note in self.notes)]
         return "\n".join(lines)
@@ -794,11 +913,266 @@ def loadavg() -> tuple[float, float, float]:
         return (0.0, 0.0, 0.0)
 
 
+# --------------------------------------------------------------------------- kernel statistics, memory
+
+
+def kernel_skips(snapshot: Snapshot, scorer: BM25Scorer, queries: Sequence[Query], k: int) -> dict[str, Any]:
+    """The share of postings and of blocks each query's compiled BM25 pass skipped (untimed).
+
+    A bench-only path, no public API: ``weftsearch.engine.bm25_kernel.search`` (which
+    returns a ``KernelStats`` beside the results ``BM25Scorer.score`` keeps) is wrapped
+    for the duration, and every query goes through ``scorer.score`` as a user's would.
+    Where ``score`` takes its numpy path (snapshots below its compiled threshold), the
+    scorer's compiled method is called instead, so the figures say what the kernel
+    would skip there (``path`` tells which). Returns ``{"unavailable": reason}`` when
+    the kernel is not built or its interface is not the one expected.
+    """
+    try:
+        from weftsearch.engine import bm25_kernel
+    except ImportError as error:  # pragma: no cover - the module ships with the package
+        return {"unavailable": f"no bm25_kernel module ({error})"}
+    library = bm25_kernel.compiled_bm25() if hasattr(bm25_kernel, "compiled_bm25") else None
+    if library is None or not hasattr(bm25_kernel, "search"):
+        return {"unavailable": "compiled BM25 kernel not built (or WEFTSEARCH_NO_COMPILED_BM25 set)"}
+    original = bm25_kernel.search
+    seen: list[Any] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        seen.append(result[2])
+        return result
+
+    compiled: Any = getattr(scorer, "_score_compiled", None)
+    per_query: list[tuple[int, int, int, int, int]] = []
+    path = "BM25Scorer.score (compiled: its own path on this snapshot)"
+    setattr(bm25_kernel, "search", spy)  # noqa: B010  (the spy must replace the module attribute)
+    try:
+        for query in queries:
+            before = len(seen)
+            scorer.score(snapshot, query, k)
+            if len(seen) == before and compiled is not None:
+                path = "kernel called through the scorer's compiled method (score() runs numpy here)"
+                compiled(library, snapshot, query, k)
+            stats = seen[-1] if len(seen) > before else None
+            if stats is not None:
+                per_query.append(
+                    tuple(
+                        int(getattr(stats, name, 0))
+                        for name in (
+                            "blocks",
+                            "blocks_scored",
+                            "postings",
+                            "postings_scored",
+                            "documents_scored",
+                        )
+                    )  # type: ignore[arg-type]
+                )
+    except Exception as error:
+        return {"unavailable": f"kernel statistics failed: {type(error).__name__}: {error}"}
+    finally:
+        setattr(bm25_kernel, "search", original)  # noqa: B010
+    counted = [q for q in per_query if q[0] > 0 and q[2] > 0]
+    if not counted:
+        return {"unavailable": "no query reached the compiled kernel"}
+    blocks_skipped = [1.0 - q[1] / q[0] for q in counted]
+    postings_skipped = [1.0 - q[3] / q[2] for q in counted]
+    return {
+        "path": path,
+        "queries": len(counted),
+        "blocks_skipped_mean": statistics.fmean(blocks_skipped),
+        "blocks_skipped_median": statistics.median(blocks_skipped),
+        "postings_skipped_mean": statistics.fmean(postings_skipped),
+        "postings_skipped_median": statistics.median(postings_skipped),
+        "blocks_skipped_total": 1.0 - sum(q[1] for q in counted) / sum(q[0] for q in counted),
+        "postings_skipped_total": 1.0 - sum(q[3] for q in counted) / sum(q[2] for q in counted),
+        "documents_scored_mean": statistics.fmean(q[4] for q in counted),
+    }
+
+
+def skips_note(label: str, skips: dict[str, Any]) -> str:
+    """One table note from :func:`kernel_skips`."""
+    if "unavailable" in skips:
+        return f"skipped by {label}: not measured ({skips['unavailable']})"
+    return (
+        f"skipped by {label} ({skips['queries']:,} queries; {skips['path']}): postings "
+        f"{skips['postings_skipped_mean']:.1%} a query on average "
+        f"(median {skips['postings_skipped_median']:.1%}, "
+        f"{skips['postings_skipped_total']:.1%} of all), blocks {skips['blocks_skipped_mean']:.1%} "
+        f"(median {skips['blocks_skipped_median']:.1%}, {skips['blocks_skipped_total']:.1%} of all); "
+        f"{skips['documents_scored_mean']:,.0f} documents fully scored a query"
+    )
+
+
+def proc_status_kib(field_name: str) -> int:
+    """A ``kB`` field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``, ``RssAnon``...), 0 where absent."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def rss_growth(weft: Weft, workload: Workload, n_queries: int, k: int = 10) -> dict[str, Any]:
+    """Resident memory before and after ``n_queries`` distinct ``Index.search`` calls (untimed).
+
+    The queries are drawn from the corpus's own tokens (``synthetic_corpus.distinct_queries``),
+    pairwise distinct, so every per-term or per-query cache is asked to grow. ``RssAnon``
+    (memory the process owns: caches) is what the target is checked on; ``VmRSS`` also
+    counts the pages of the index's memory map the queries touched (file pages, shared
+    and reclaimable), printed beside it.
+    """
+    queries = [Query(" ".join(tokens)) for tokens in distinct_queries(workload.doc_tokens, n_queries)]
+    weft.run_search(k, weft.queries[:100])  # the code paths warm before the first reading
+    gc.collect()
+    anon0, rss0 = proc_status_kib("RssAnon"), proc_status_kib("VmRSS")
+    peak_anon = 0
+    index, fuser, scorer = weft.index, weft.fuser, weft.scorer
+    step = max(1, n_queries // 10)
+    start = time.perf_counter()
+    for number, query in enumerate(queries, start=1):
+        index.search(query, k, fuser, scorer)
+        if number % step == 0:
+            peak_anon = max(peak_anon, proc_status_kib("RssAnon") - anon0)
+    seconds = time.perf_counter() - start
+    gc.collect()
+    anon1, rss1 = proc_status_kib("RssAnon"), proc_status_kib("VmRSS")
+    return {
+        "queries": n_queries,
+        "k": k,
+        "rss_anon_growth_mb": (anon1 - anon0) / 1024,
+        "rss_anon_growth_peak_mb": max(peak_anon, anon1 - anon0) / 1024,
+        "vm_rss_growth_mb": (rss1 - rss0) / 1024,
+        "rss_anon_before_mb": anon0 / 1024,
+        "vm_rss_before_mb": rss0 / 1024,
+        "seconds": seconds,
+    }
+
+
+def memory_table(workload: Workload, growth: dict[str, Any], load: tuple[float, float, float]) -> Table:
+    """The RSS growth as a small table with its target."""
+    n = len(workload.doc_keys)
+    title = (
+        f"{workload.name}: RSS growth over {growth['queries']:,} distinct Index.search queries "
+        f"(top-{growth['k']})"
+    )
+    table = Table(title, load, [], 1)
+    table.custom_markdown = "\n".join(
+        [
+            "| documents | queries | RssAnon growth MB (end) | RssAnon growth MB (largest reading) "
+            "| VmRSS growth MB | RssAnon before MB | seconds |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {n:,} | {growth['queries']:,} | {growth['rss_anon_growth_mb']:+,.1f} "
+            f"| {growth['rss_anon_growth_peak_mb']:+,.1f} | {growth['vm_rss_growth_mb']:+,.1f} "
+            f"| {growth['rss_anon_before_mb']:,.0f} | {growth['seconds']:.1f} |",
+        ]
+    )
+    table.records = [growth]
+    table.extra = {"rss_growth": growth}
+    table.notes = [
+        "RssAnon: memory the process owns (caches); VmRSS adds the index's memory-mapped pages "
+        "the queries touched",
+        f"load average after: {', '.join(f'{x:.2f}' for x in loadavg())}",
+    ]
+    at_1m = "" if n >= 1_000_000 else f" (the target is stated for 1M documents; this corpus has {n:,})"
+    table.targets = [
+        Target(
+            "RSS growth over 10,000 distinct queries",
+            workload.name,
+            growth["rss_anon_growth_peak_mb"],
+            100.0,
+            at_least=False,
+            unit="MB",
+            detail=(
+                f"{growth['queries']:,} queries, RssAnon; VmRSS {growth['vm_rss_growth_mb']:+,.1f} MB{at_1m}"
+            ),
+        )
+    ]
+    return table
+
+
 # --------------------------------------------------------------------------- the BM25 tables
 
 
 SCORER = "weft BM25Scorer.score"
 SEARCH = "weft Index.search (1 thread)"
+
+
+def bm25_targets(workload: Workload, k: int, rows: dict[str, Row], split_label: str | None) -> list[Target]:
+    """Issue 14's BM25 targets on this table's rows (see "Targets" in issue 14).
+
+    On every corpus: ``Index.search`` >= 1.0x tantivy one call per query; two threads
+    >= 1.6x one thread (concurrent ``search``, and ``search_many``); 10 segments >= 0.8x
+    one segment. On SciFact: the scorer >= 1.0x bm25s numba one call per query, and
+    ``search_many`` (one thread) >= 1.0x bm25s numba batch. On a corpus of 1M documents
+    or more, at top-10: the scorer >= 2.0x bm25s numba one call per query.
+    """
+    corpus = f"{workload.name}, top-{k}"
+    n_docs = len(workload.doc_keys)
+    targets = [
+        ratio_target(
+            "Index.search (one BM25 stream) ÷ tantivy one call",
+            corpus,
+            rows,
+            SEARCH,
+            "tantivy, one call per query",
+            1.0,
+        ),
+        ratio_target(
+            "Index.search 2 threads ÷ 1 thread (aggregate q/s)",
+            corpus,
+            rows,
+            "weft Index.search (2 threads)",
+            SEARCH,
+            1.6,
+        ),
+        ratio_target(
+            "Index.search_many threads=2 ÷ threads=1 (aggregate q/s)",
+            corpus,
+            rows,
+            "weft Index.search_many (threads=2)",
+            "weft Index.search_many (threads=1)",
+            1.6,
+        ),
+    ]
+    if split_label is not None:
+        targets.append(
+            ratio_target("Index.search, 10 segments ÷ 1 segment", corpus, rows, split_label, SEARCH, 0.8)
+        )
+    if workload.name == "SciFact":
+        targets.append(
+            ratio_target(
+                "BM25Scorer.score ÷ bm25s numba one call",
+                corpus,
+                rows,
+                SCORER,
+                "bm25s numba, one call per query",
+                1.0,
+            )
+        )
+        targets.append(
+            ratio_target(
+                "Index.search_many (threads=1) ÷ bm25s numba batch",
+                corpus,
+                rows,
+                "weft Index.search_many (threads=1)",
+                "bm25s numba, batch",
+                1.0,
+            )
+        )
+    if n_docs >= 1_000_000 and k == 10:
+        targets.append(
+            ratio_target(
+                "BM25Scorer.score ÷ bm25s numba one call (early termination)",
+                corpus,
+                rows,
+                SCORER,
+                "bm25s numba, one call per query",
+                2.0,
+            )
+        )
+    return targets
 
 
 def bm25_tables(
@@ -809,13 +1183,21 @@ def bm25_tables(
     peers: Sequence[str] = ("bm25s", "tantivy"),
     threads: Sequence[int] = (1, 2),
     segments: int = 10,
+    numpy_queries: int | None = None,
+    rss_queries: int = 0,
 ) -> list[Table]:
     """Time every BM25 row on ``workload`` at each k; one table per k.
 
     ``segments`` > 1 adds ``Index.search`` on the same documents committed in that many
     segments (issue 14's target: >= 0.8x the one-segment q/s); 0 or 1 leaves it out.
+    ``numpy_queries`` times bm25s numpy (which scores every document of a query term) on
+    that many queries only. ``rss_queries`` > 0 adds, after the timed passes, the RSS
+    growth of the one-segment index over that many distinct queries (its own table).
+    Each table also carries the share of postings and blocks the compiled BM25 pass
+    skipped (:func:`kernel_skips`) and the targets of issue 14 its figures check.
     """
     tables = []
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="weft-bench-") as tmp:
         weft = Weft(workload, Path(tmp) / "weft", with_vectors=False)
         split = (
@@ -835,6 +1217,8 @@ def bm25_tables(
             Tantivy(workload, Path(tmp) / "tantivy") if "tantivy" in peers and installed("tantivy") else None
         )
         n = len(workload.query_tokens)
+        numpy_n = n if numpy_queries is None else min(n, numpy_queries)
+        setup_seconds = time.perf_counter() - started
         for k in ks:
             arms: list[Arm] = [
                 Arm(SCORER, "weft", partial(weft.run_scorer, k), n),
@@ -883,12 +1267,12 @@ def bm25_tables(
                 ),
                 (
                     "bm25s numpy, one call per query",
-                    None if numpy_ is None else (partial(numpy_.run_each, k)),
+                    None if numpy_ is None else (partial(numpy_.run_each, k, numpy_n)),
                     "bm25s",
                 ),
                 (
                     "bm25s numpy, batch",
-                    None if numpy_ is None else (partial(numpy_.run_batch, k)),
+                    None if numpy_ is None else (partial(numpy_.run_batch, k, numpy_n)),
                     "bm25s",
                 ),
                 (
@@ -901,8 +1285,9 @@ def bm25_tables(
                 if run is None:
                     unavailable.append(Row(label, "peer", n, unavailable=f"{package} {NOT_INSTALLED}"))
                 else:
-                    arms.append(Arm(label, "peer", run, n))
+                    arms.append(Arm(label, "peer", run, numpy_n if "numpy" in label else n))
             load = loadavg()
+            timed_from = time.perf_counter()
             rows = measure(arms, passes)
             # Quality and agreement, untimed.
             everyone = list(range(n))
@@ -914,7 +1299,7 @@ def bm25_tables(
                 rankings["bm25s numba, one call per query"] = rankings["bm25s numba, batch"] = numba.rankings(
                     k
                 )
-            if numpy_ is not None:
+            if numpy_ is not None and numpy_n == n:
                 rankings["bm25s numpy, one call per query"] = rankings["bm25s numpy, batch"] = (
                     numpy_.rankings(k)
                 )
@@ -924,21 +1309,47 @@ def bm25_tables(
                 rows[label].ndcg10 = ndcg10(workload, ranking, everyone)
                 rows[label].same_as_weft = same_sets(mine, ranking)
             ordered = [rows[a.label] for a in arms] + unavailable
-            tables.append(
-                Table(
-                    f"{workload.name}: {len(workload.doc_keys):,} documents, {n:,} queries, top-{k}, BM25",
-                    load,
-                    ordered,
-                    passes,
-                    notes=[
-                        f"load average after the passes: {', '.join(f'{x:.2f}' for x in loadavg())}",
-                        "same top-k: bm25s's float32 scores and tantivy's one-byte lengths break near ties "
-                        "differently; nDCG@10 only where the corpus is judged",
-                    ],
-                    scorer_label=SCORER,
-                    search_label=SEARCH,
-                )
+            notes = [
+                f"load average after the passes: {', '.join(f'{x:.2f}' for x in loadavg())}",
+                "same top-k: bm25s's float32 scores and tantivy's one-byte lengths break near ties "
+                "differently; nDCG@10 only where the corpus is judged",
+            ]
+            notes.append(
+                f"wall time: building every engine {setup_seconds:,.0f} s (once for all k), "
+                f"this table's passes and checks {time.perf_counter() - timed_from:,.0f} s"
             )
+            if numpy_ is not None and numpy_n < n:
+                notes.append(
+                    f"bm25s numpy rows timed on the first {numpy_n:,} queries (it scores every document)"
+                )
+            extra: dict[str, Any] = {
+                "skips": {"1 segment": kernel_skips(weft.snapshot, weft.scorer, weft.queries, k)}
+            }
+            notes.append(skips_note("BM25Scorer.score, 1 segment", extra["skips"]["1 segment"]))
+            if split is not None:
+                extra["skips"][f"{segments} segments"] = kernel_skips(
+                    split.snapshot, split.scorer, split.queries, k
+                )
+                notes.append(
+                    skips_note(
+                        f"BM25Scorer.score, {segments} segments", extra["skips"][f"{segments} segments"]
+                    )
+                )
+            table = Table(
+                f"{workload.name}: {len(workload.doc_keys):,} documents, {n:,} queries, top-{k}, BM25",
+                load,
+                ordered,
+                passes,
+                notes=notes,
+                scorer_label=SCORER,
+                search_label=SEARCH,
+                extra=extra,
+            )
+            table.targets = bm25_targets(workload, k, rows, split_label if split is not None else None)
+            tables.append(table)
+        if rss_queries > 0:
+            load = loadavg()
+            tables.append(memory_table(workload, rss_growth(weft, workload, rss_queries), load))
         weft.close()
         if split is not None:
             split.close()
@@ -950,17 +1361,25 @@ def bm25_tables(
 # --------------------------------------------------------------------------- the hybrid table
 
 
-def hybrid_tables(workload: Workload, ks: Sequence[int], passes: int, slow_queries: int) -> list[Table]:
-    """weft hybrid against LanceDB and Qdrant local on the judged queries, at each k."""
+def hybrid_tables(
+    workload: Workload, ks: Sequence[int], passes: int, slow_queries: int, ndcg_queries: int | None = None
+) -> list[Table]:
+    """weft hybrid against LanceDB and Qdrant local on the judged queries, at each k.
+
+    ``ndcg_queries`` computes every arm's nDCG@10 on the first that many judged queries
+    only (``--quick``: Qdrant's local mode answers a few queries a second); the target
+    "nDCG@10 unchanged" is always checked on weft's nDCG@10 over every judged query.
+    """
     assert workload.qrels is not None and workload.query_vectors is not None
-    judged = [i for i, qid in enumerate(workload.query_ids) if qid in workload.qrels]
+    everything = [i for i, qid in enumerate(workload.query_ids) if qid in workload.qrels]
+    judged = everything[:ndcg_queries] if ndcg_queries else everything
     slow = judged[:slow_queries]
     tables: list[Table] = []
     if not judged:
         return tables
     with tempfile.TemporaryDirectory(prefix="weft-bench-hybrid-") as tmp:
         weft = Weft(workload, Path(tmp) / "weft")
-        queries = [weft.hybrid[i] for i in judged]
+        queries = [weft.hybrid[i] for i in everything]
         lance = Lance(workload, Path(tmp) / "lance") if installed("lancedb") else None
         qdrant = Qdrant(workload) if installed("qdrant_client") else None
         vectors = workload.query_vectors
@@ -975,8 +1394,9 @@ def hybrid_tables(workload: Workload, ks: Sequence[int], passes: int, slow_queri
         )
         exact_label = "weft Index.search, BM25 + exact vector scan (nprobe=None), RRF, depth 100"
         exact = VectorScorer(nprobe=None)
-        quality[weft_label] = ndcg10(workload, weft.run_hybrid(10, queries), judged)
-        quality[exact_label] = ndcg10(workload, weft.run_hybrid(10, queries, exact), judged)
+        quality[weft_label] = ndcg10(workload, weft.run_hybrid(10, queries[: len(judged)]), judged)
+        quality[exact_label] = ndcg10(workload, weft.run_hybrid(10, queries[: len(judged)], exact), judged)
+        weft_all = ndcg10(workload, weft.run_hybrid(10, queries), everything)
         if lance is not None:
             ranked = lance.run_many([texts[i] for i in judged], vectors[judged], 10)
             quality[lance_label] = ndcg10(workload, ranked, judged)
@@ -1015,6 +1435,35 @@ def hybrid_tables(workload: Workload, ks: Sequence[int], passes: int, slow_queri
             rows = measure(arms, passes)
             for label, row in rows.items():
                 row.ndcg10 = quality.get(label)
+            targets: list[Target] = []
+            if k == 10:
+                mine = rows[weft_label]
+                qps_ratio = mine.best / HYBRID_BASELINE_QPS
+                per_round = [mine.n_queries / sec / HYBRID_BASELINE_QPS for sec in mine.seconds]
+                targets.append(
+                    Target(
+                        f"hybrid Index.search q/s ÷ before issue 14 ({HYBRID_BASELINE_QPS:,.0f} q/s)",
+                        f"{workload.name}, top-10",
+                        qps_ratio,
+                        2.0,
+                        spread=(min(per_round), max(per_round)),
+                        row=weft_label,
+                        detail="the baseline is the issue's own run, not re-measured here",
+                    )
+                )
+                got = weft_all
+                if workload.name == "SciFact" and got is not None:
+                    targets.append(
+                        Target(
+                            f"hybrid nDCG@10 unchanged (|measured - {HYBRID_BASELINE_NDCG10:.4f}|)",
+                            f"{workload.name}, judged queries",
+                            abs(got - HYBRID_BASELINE_NDCG10),
+                            0.0005,
+                            at_least=False,
+                            unit="nDCG@10",
+                            detail=f"measured {got:.4f}",
+                        )
+                    )
             tables.append(
                 Table(
                     f"{workload.name} hybrid: {len(workload.doc_keys):,} documents, judged queries, top-{k}",
@@ -1024,10 +1473,12 @@ def hybrid_tables(workload: Workload, ks: Sequence[int], passes: int, slow_queri
                     notes=[
                         f"load average after the passes: {', '.join(f'{x:.2f}' for x in loadavg())}",
                         f"weft timed on the {len(queries)} judged queries, the peers on the first "
-                        f"{len(slow)} of them; nDCG@10 over all judged queries (one untimed run)",
+                        f"{len(slow)} of them; nDCG@10 over the first {len(judged)} of the {len(everything)} "
+                        "judged queries for every row (one untimed run)",
                     ],
                     scorer_label=weft_label,
                     search_label=weft_label,
+                    targets=targets,
                 )
             )
         weft.close()
@@ -1039,19 +1490,78 @@ def hybrid_tables(workload: Workload, ks: Sequence[int], passes: int, slow_queri
 
 @dataclass
 class Build:
-    """One indexing run in a child process."""
+    """One engine's indexing runs, each in a child process."""
 
     engine: str
     docs: int
-    seconds: float
-    maxrss_mb: float
-    bytes_on_disk: int
+    seconds: list[float] = field(default_factory=list)
+    #: Peak RSS of each build: the launcher's ``getrusage(RUSAGE_CHILDREN).ru_maxrss`` (the build
+    #: child and the descendants it waited for, e.g. weft-search's forked encoder), MiB.
+    maxrss_mb: list[float] = field(default_factory=list)
+    #: The build process's own ``VmHWM`` (``/proc/self/status``) at its end, MiB.
+    vmhwm_mb: list[float] = field(default_factory=list)
+    bytes_on_disk: int = 0
     unavailable: str = ""
 
     @property
     def docs_per_second(self) -> float:
-        """Documents per second of add + commit (0.0 for the load-only baseline)."""
-        return self.docs / self.seconds if self.seconds > 0 else 0.0
+        """Documents per second of the fastest add + commit (0.0 without builds)."""
+        return self.docs / min(self.seconds) if self.seconds and min(self.seconds) > 0 else 0.0
+
+    @property
+    def median_docs_per_second(self) -> float:
+        """Documents per second of the median build."""
+        return self.docs / statistics.median(self.seconds) if self.seconds else 0.0
+
+    @property
+    def slowest_docs_per_second(self) -> float:
+        """Documents per second of the slowest build."""
+        return self.docs / max(self.seconds) if self.seconds and max(self.seconds) > 0 else 0.0
+
+    @property
+    def peak_mb(self) -> float:
+        """The largest peak RSS over the builds (child and its descendants), MiB."""
+        return max([*self.maxrss_mb, *self.vmhwm_mb], default=0.0)
+
+
+#: The build arms: engine name in the child, module that must be importable.
+BUILD_ENGINES = (
+    ("weft", "weftsearch"),
+    ("weft-no-text", "weftsearch"),
+    ("bm25s", "bm25s"),
+    ("tantivy", "tantivy"),
+)
+#: The raw-text build arms (SciFact): each engine runs its own English analysis inside the
+#: clock (weft's ``english`` analyzer; ``bm25s.tokenize`` with English stopwords and the
+#: PyStemmer stemmer; tantivy's ``en_stem`` tokenizer), as ``bench/ingest.py`` builds.
+RAW_ENGINES = (
+    ("weft english", "weftsearch"),
+    ("bm25s english", "Stemmer"),
+    ("tantivy en_stem", "tantivy"),
+)
+
+
+def create_options() -> dict[str, Any]:
+    """``Index.create`` options every build of this script passes: the commit's encoder child
+    at normal priority where the option exists (as ``weft-search index`` runs it).
+
+    The library's default, the idle scheduling class, lets every other process on a busy
+    machine run first: under load, a build would measure the other jobs, not weft-search.
+    """
+    if "commit_priority" in inspect.signature(Index.create).parameters:
+        return {"commit_priority": "normal"}
+    return {}
+
+
+def store_text_option() -> str | None:
+    """Where this weft-search takes ``store_text`` (``"create"`` for ``Index.create``), or ``None``.
+
+    Feature-detected so the script runs on trees with and without the option
+    (issue 14 item 7: an index without the stored document text).
+    """
+    if "store_text" in inspect.signature(Index.create).parameters:
+        return "create"
+    return None
 
 
 def write_tokens(workload: Workload, path: Path) -> None:
@@ -1061,40 +1571,82 @@ def write_tokens(workload: Workload, path: Path) -> None:
             handle.write(f"{key}\t{' '.join(tokens)}\n")
 
 
-def read_tokens(path: Path) -> Workload:
-    """What :func:`write_tokens` wrote (keys and token lists only: a small load-only baseline)."""
+def read_lines(path: Path) -> tuple[list[str], list[str]]:
+    """What :func:`write_tokens` wrote: the keys and the space-joined token strings."""
     keys: list[str] = []
-    tokens: list[list[str]] = []
+    texts: list[str] = []
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             key, _, text = line.rstrip("\n").partition("\t")
             keys.append(key)
-            tokens.append(text.split())
-    return Workload(path.stem, keys, tokens, [], [])
+            texts.append(text)
+    return keys, texts
 
 
 def build_child(engine: str, corpus: Path, directory: Path) -> dict[str, Any]:
-    """In the child: read the token file ``corpus``, time ``engine``'s add + commit into ``directory``."""
-    workload = read_tokens(corpus)
-    n = len(workload.doc_keys)
+    """In the child: read the token file ``corpus``, time ``engine``'s add + commit into ``directory``.
+
+    Every engine gets the lines (key, space-joined tokens) read before the clock starts,
+    as the load-only child (``none``) does; weft-search and tantivy are fed one document
+    at a time from them (weft through a generator, so its peak RSS is its own), bm25s gets
+    token lists split before the clock (its API takes lists; the strings are interned so
+    the lists cost 8 bytes a token).
+    """
+    keys, texts = read_lines(corpus)
+    n = len(keys)
+    tokens: list[list[str]] = []
+    if engine == "bm25s":
+        vocabulary: dict[str, str] = {}
+        tokens = [[vocabulary.setdefault(t, t) for t in text.split()] for text in texts]
+        del vocabulary
     gc.collect()
     start = time.perf_counter()
-    if engine == "weft":
-        index = Index.create(directory, PreTokenizedAnalyzer())
-        index.add_many(_weft_documents(workload, False), progress=False)
+    if engine in ("weft", "weft-no-text"):
+        options = create_options() | ({"store_text": False} if engine == "weft-no-text" else {})
+        index = Index.create(directory, PreTokenizedAnalyzer(), **options)
+        index.add_many((Document(key, text) for key, text in zip(keys, texts, strict=True)), progress=False)
         index.commit()
         index.close()
     elif engine == "bm25s":
         import bm25s
 
         retriever: Any = bm25s.BM25(method="lucene", k1=K1, b=B)
-        retriever.index(workload.doc_tokens, show_progress=False)
+        retriever.index(tokens, show_progress=False)
         retriever.save(str(directory))
     elif engine == "tantivy":
-        Tantivy(workload, directory)
+        Tantivy(Workload("build", [], [], [], []), directory, rows=zip(keys, texts, strict=True))
+    elif engine == "weft english":
+        index = Index.create(directory, "english", **create_options())
+        index.add_many((Document(key, text) for key, text in zip(keys, texts, strict=True)), progress=False)
+        index.commit()
+        index.close()
+    elif engine == "bm25s english":
+        import bm25s
+        import Stemmer
+
+        analysed = bm25s.tokenize(
+            texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), show_progress=False
+        )
+        retriever = bm25s.BM25(method="lucene", k1=K1, b=B)
+        retriever.index(analysed, show_progress=False)
+        retriever.save(str(directory))
+    elif engine == "tantivy en_stem":
+        import tantivy
+
+        builder = tantivy.SchemaBuilder()
+        builder.add_text_field("key", stored=True, tokenizer_name="raw", index_option="basic")
+        builder.add_text_field("body", stored=False, tokenizer_name="en_stem", index_option="freq")
+        writer = tantivy.Index(builder.build(), path=str(directory)).writer(
+            heap_size=1_000_000_000, num_threads=1
+        )
+        for key, text in zip(keys, texts, strict=True):
+            writer.add_document(tantivy.Document(key=key, body=text))
+        writer.commit()
+        writer.wait_merging_threads()
     elif engine != "none":
         raise SystemExit(f"unknown engine {engine!r}")
-    return {"docs": n, "seconds": time.perf_counter() - start if engine != "none" else 0.0}
+    seconds = time.perf_counter() - start if engine != "none" else 0.0
+    return {"docs": n, "seconds": seconds, "vmhwm_kib": proc_status_kib("VmHWM")}
 
 
 #: Runs its arguments as a child process and prints the child's peak RSS (KiB) as its last line.
@@ -1106,12 +1658,14 @@ LAUNCHER = (
 )
 
 
-def measure_build(engine: str, corpus: Path) -> Build:
-    """Run one build in a fresh child process; its peak RSS from ``getrusage(RUSAGE_CHILDREN)``.
+def measure_build(engine: str, corpus: Path, build: Build) -> None:
+    """Run one build of ``engine`` in a fresh child process; add its figures to ``build``.
 
     The build child's parent is a bare launcher interpreter that waits for it alone, so
     ``RUSAGE_CHILDREN`` there is that child's peak resident set, including the descendants
-    it waited for (weft-search's forked encoder).
+    it waited for (weft-search's forked encoder); the child also reports its own
+    ``VmHWM``. (A child forked from this large process would carry its resident set in
+    its high-water mark up to the exec, hence the launcher.)
     """
     with tempfile.TemporaryDirectory(prefix="weft-bench-build-") as tmp:
         directory = Path(tmp) / engine
@@ -1120,73 +1674,172 @@ def measure_build(engine: str, corpus: Path) -> Build:
         command = [sys.executable, str(Path(__file__).resolve()), "--build-child", engine, str(corpus)]
         command += ["--build-dir", str(directory), "--build-out", str(out)]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        # A forked child's ru_maxrss counts the forking process's resident set up to its
-        # exec (Linux keeps the old image's high-water mark), so the build child is started
-        # by a bare launcher interpreter, not by this (large) process.
         launcher = subprocess.run(
             [sys.executable, "-S", "-c", LAUNCHER, *command], env=env, stdout=subprocess.PIPE, text=True
         )
         if launcher.returncode != 0:
             raise RuntimeError(f"build child {engine} on {corpus} failed with {launcher.returncode}")
-        maxrss_kib = int(launcher.stdout.split()[-1])
         result = json.loads(out.read_text(encoding="utf-8"))
-        size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
-        # ru_maxrss is in KiB on Linux.
-        return Build(engine, int(result["docs"]), float(result["seconds"]), maxrss_kib / 1024, size)
+        build.docs = int(result["docs"])
+        build.seconds.append(float(result["seconds"]))
+        build.maxrss_mb.append(int(launcher.stdout.split()[-1]) / 1024)  # ru_maxrss is KiB on Linux
+        build.vmhwm_mb.append(int(result.get("vmhwm_kib", 0)) / 1024)
+        build.bytes_on_disk = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
 
 
-def index_table(workload: Workload) -> Table:
-    """Indexing docs/s, peak RSS and size on disk: weft-search against bm25s and tantivy."""
+def index_table(workload: Workload, passes: int = 1) -> Table:
+    """Indexing docs/s, peak RSS and size on disk: weft-search (with and without stored text)
+    against bm25s and tantivy, ``passes`` builds of each in round-robin order.
+    """
     load = loadavg()
+    started = time.perf_counter()
+    n_docs = len(workload.doc_keys)
+    builds: dict[str, Build] = {}
+    raw = workload.raw_docs is not None
     with tempfile.TemporaryDirectory(prefix="weft-bench-corpus-") as tmp:
         corpus = Path(tmp) / "corpus.tsv"
         write_tokens(workload, corpus)
-        builds = [measure_build("none", corpus)]
-        for engine, module in (("weft", "weftsearch"), ("bm25s", "bm25s"), ("tantivy", "tantivy")):
-            if installed(module):
-                builds.append(measure_build(engine, corpus))
+        raw_corpus = Path(tmp) / "raw.tsv"
+        if workload.raw_docs is not None:
+            with raw_corpus.open("w", encoding="utf-8") as handle:
+                for key, text in zip(workload.doc_keys, workload.raw_docs, strict=True):
+                    handle.write(f"{key}\t{' '.join(text.split())}\n")  # no tab or newline inside
+        baseline = Build("load only", n_docs)
+        measure_build("none", corpus, baseline)
+        engines: list[tuple[str, Path]] = []
+        for engine, module in BUILD_ENGINES + (RAW_ENGINES if raw else ()):
+            if engine == "weft-no-text" and store_text_option() is None:
+                builds[engine] = Build(engine, n_docs, unavailable="no store_text option in this weft-search")
+            elif not installed(module) or (module == "Stemmer" and not installed("bm25s")):
+                package = "PyStemmer/bm25s" if module == "Stemmer" else module
+                builds[engine] = Build(engine, n_docs, unavailable=f"{package} {NOT_INSTALLED}")
             else:
-                builds.append(Build(engine, 0, 0.0, 0.0, 0, unavailable=f"{engine} {NOT_INSTALLED}"))
-    base = builds[0].maxrss_mb
-    weft = builds[1]
-    title = (
-        f"Indexing {workload.name}, {len(workload.doc_keys):,} documents: add + commit on disk, pre-analysed"
-    )
-    table = Table(title, load, [], 1)
+                builds[engine] = Build(engine, n_docs)
+                engines.append((engine, raw_corpus if engine in dict(RAW_ENGINES) else corpus))
+        for number in range(passes):  # round-robin, the order reversed every other round
+            for engine, path in engines if number % 2 == 0 else reversed(engines):
+                measure_build(engine, path, builds[engine])
+    weft = builds["weft"]
+    title = f"Indexing {workload.name}, {n_docs:,} documents: add + commit on disk, pre-analysed tokens"
+    if raw:
+        title += " (and raw text, each engine's English analysis)"
+    table = Table(title, load, [], passes)
     lines = [
-        "| engine | docs | docs/s | weft ÷ engine (docs/s) | peak RSS MB (above load-only) | on disk MB "
-        "| weft ÷ engine (disk) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| engine | docs/s fastest | median | slowest | weft ÷ engine (docs/s) "
+        "| peak RSS MB (above load-only) | build VmHWM MB | on disk MB | weft ÷ engine (disk) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    base = baseline.peak_mb
     records = []
-    for build in builds[1:]:
+    for build in builds.values():
         if build.unavailable:
-            lines.append(f"| {build.engine} | | {build.unavailable} | | | | |")
+            lines.append(f"| {build.engine} | {build.unavailable} | | | | | | | |")
+            records.append(asdict(build))
             continue
-        speed = weft.docs_per_second / build.docs_per_second
-        disk = weft.bytes_on_disk / build.bytes_on_disk if build.bytes_on_disk else float("nan")
+        mine = builds["weft english"] if build.engine in dict(RAW_ENGINES) else weft
+        speed = mine.docs_per_second / build.docs_per_second if build.docs_per_second else float("nan")
+        disk = mine.bytes_on_disk / build.bytes_on_disk if build.bytes_on_disk else float("nan")
         lines.append(
-            f"| {build.engine} | {build.docs:,} | {build.docs_per_second:,.0f} | {speed:.2f} "
-            f"| {build.maxrss_mb:,.0f} ({build.maxrss_mb - base:+,.0f}) | {build.bytes_on_disk / 1e6:,.1f} "
-            f"| {disk:.2f} |"
+            f"| {build.engine} | {build.docs_per_second:,.0f} | {build.median_docs_per_second:,.0f} "
+            f"| {build.slowest_docs_per_second:,.0f} | {speed:.2f} "
+            f"| {build.peak_mb:,.0f} ({build.peak_mb - base:+,.0f}) | {max(build.vmhwm_mb, default=0):,.0f} "
+            f"| {build.bytes_on_disk / 1e6:,.1f} | {disk:.2f} |"
         )
         records.append(
             asdict(build)
             | {
                 "docs_per_second": build.docs_per_second,
+                "docs_per_second_median": build.median_docs_per_second,
+                "docs_per_second_slowest": build.slowest_docs_per_second,
+                "peak_mb": build.peak_mb,
                 "weft_over_engine_docs_s": speed,
                 "weft_over_engine_disk": disk,
             }
         )
     table.notes = [
-        f"load-only child (token file read, modules imported, nothing built): peak RSS {base:,.0f} MB",
-        "bm25s's on-disk size is its saved index (retriever.save); weft's includes the stored text, "
-        "tantivy stores only the key",
-        f"load average after the builds: {', '.join(f'{x:.2f}' for x in loadavg())}",
+        f"{passes} build(s) of each engine, round-robin; load-only child (token file read, modules imported, "
+        f"nothing built): peak RSS {base:,.0f} MB",
+        "every build child reads the corpus lines before its clock starts (the load-only child too); "
+        "peak RSS: the launcher's RUSAGE_CHILDREN maxrss (the build and the processes it waited for, "
+        "weft's forked encoder included); VmHWM: the build process alone",
+        "raw-text rows (SciFact only): each engine's own English analysis inside the clock (weft `english`, "
+        "bm25s.tokenize with English stopwords and PyStemmer, tantivy `en_stem`), their ratios against "
+        "`weft english`",
+        "weft's commit encoder runs at normal priority (commit_priority='normal', as `weft-search index` "
+        "runs it); bm25s's on-disk size is its saved index (retriever.save); weft stores the document text "
+        "(weft-no-text: store_text=False), tantivy only the key",
+        f"load average after the builds: {', '.join(f'{x:.2f}' for x in loadavg())}; "
+        f"wall time of this table {time.perf_counter() - started:,.0f} s",
     ]
     table.custom_markdown = "\n".join(lines)
     table.records = records
+    table.targets = index_targets(workload, builds)
     return table
+
+
+def index_targets(workload: Workload, builds: dict[str, Build]) -> list[Target]:
+    """Issue 14's indexing targets: docs/s against bm25s and tantivy; at 1M, disk and peak RSS."""
+    corpus = f"{workload.name}, indexing"
+    weft = builds["weft"]
+    n_docs = len(workload.doc_keys)
+    targets = []
+    pairs = [("weft", "bm25s", 1.0, "pre-analysed"), ("weft", "tantivy", 0.7, "pre-analysed")]
+    if "weft english" in builds:
+        pairs += [
+            ("weft english", "bm25s english", 1.0, "raw text"),
+            ("weft english", "tantivy en_stem", 0.7, "raw text"),
+        ]
+    for mine_name, engine, needed, kind in pairs:
+        mine, other = builds[mine_name], builds[engine]
+        name = f"indexing docs/s ÷ {engine.split()[0]} ({kind})"
+        if mine.unavailable or other.unavailable or not other.seconds or not mine.seconds:
+            reason = mine.unavailable or other.unavailable or "no build"
+            targets.append(Target(name, corpus, None, needed, row=mine_name, detail=reason))
+            continue
+        per_round = [other_s / mine_s for mine_s, other_s in zip(mine.seconds, other.seconds, strict=False)]
+        targets.append(
+            Target(
+                name,
+                corpus,
+                mine.docs_per_second / other.docs_per_second,
+                needed,
+                spread=(min(per_round), max(per_round)),
+                row=mine_name,
+            )
+        )
+    if workload.name != "SciFact":
+        at_1m = "" if n_docs >= 1_000_000 else f" (stated for 1M documents; this corpus has {n_docs:,})"
+        tantivy = builds["tantivy"]
+        for engine, label in (("weft", "text stored"), ("weft-no-text", "store_text=False")):
+            build = builds[engine]
+            value = (
+                build.bytes_on_disk / tantivy.bytes_on_disk
+                if build.seconds and tantivy.seconds and tantivy.bytes_on_disk
+                else None
+            )
+            reason = build.unavailable or tantivy.unavailable
+            targets.append(
+                Target(
+                    f"index on disk ÷ tantivy ({label})",
+                    corpus,
+                    value,
+                    2.0,
+                    at_least=False,
+                    detail="; ".join(part for part in (reason, at_1m.strip()) if part),
+                )
+            )
+        targets.append(
+            Target(
+                "peak build RSS (weft, text stored)",
+                corpus,
+                weft.peak_mb if weft.seconds else None,
+                2000.0,
+                at_least=False,
+                unit="MB",
+                detail="2 GB read as 2,000 MiB" + (f"; {at_1m.strip()}" if at_1m else ""),
+            )
+        )
+    return targets
 
 
 # --------------------------------------------------------------------------- report
@@ -1252,28 +1905,77 @@ def header() -> dict[str, Any]:
 
 
 def render(table: Table) -> str:
-    """A table's Markdown (the indexing table keeps its own layout)."""
+    """A table's Markdown (the indexing and memory tables keep their own layout), its targets below."""
     custom = table.custom_markdown
     if not custom:
         return table.markdown()
     load = ", ".join(f"{x:.2f}" for x in table.load)
+    targets = [f"- target: {t.cell()}" for t in table.targets]
     return "\n".join(
-        [f"### {table.title}", "", f"load average {load}", "", custom, "", *(f"- {n}" for n in table.notes)]
+        [
+            f"### {table.title}",
+            "",
+            f"load average {load}",
+            "",
+            custom,
+            "",
+            *(f"- {n}" for n in table.notes),
+            *targets,
+        ]
     )
 
 
 def table_json(table: Table) -> dict[str, Any]:
-    """A table's JSON (the indexing table keeps its own records)."""
+    """A table's JSON (the indexing and memory tables keep their own records)."""
     if not table.custom_markdown:
         return table.as_json()
-    return {"title": table.title, "loadavg": list(table.load), "builds": table.records, "notes": table.notes}
+    return {
+        "title": table.title,
+        "loadavg": list(table.load),
+        "passes": table.passes,
+        "builds": table.records,
+        "notes": table.notes,
+        "targets": [t.as_json() for t in table.targets],
+        "extra": table.extra,
+    }
+
+
+def targets_summary(tables: Sequence[Table]) -> str:
+    """Every target checked in the run, one line each: MET / MISSED by how much / NOT MEASURED."""
+    lines = [
+        "## Issue 14 targets",
+        "",
+        f"load average now {', '.join(f'{x:.2f}' for x in loadavg())}; "
+        "ratios are fastest pass ÷ fastest pass, with the same ratio computed round by round beside them",
+        "",
+    ]
+    targets = [t for table in tables for t in table.targets]
+    lines += [t.line() for t in targets] or ["- (no target is checked by the parts that ran)"]
+    met = sum(t.met is True for t in targets)
+    missed = sum(t.met is False for t in targets)
+    lines += ["", f"{met} met, {missed} missed, {len(targets) - met - missed} not measured"]
+    return "\n".join(lines)
+
+
+#: What ``--quick`` runs: SciFact only, few passes (about 1-2 minutes on 2 idle cores).
+QUICK = {
+    "parts": "scifact,index",
+    "passes": 3,
+    "hybrid_passes": 2,
+    "slow_queries": 10,
+    "build_passes": 1,
+    "rss_queries": 2000,
+    "ndcg_queries": 60,
+}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the selected parts, printing each table as it is done; return the JSON report."""
     report = header()
+    report["command"] = " ".join([Path(sys.argv[0]).name if sys.argv else "query_path.py", *args.argv])
     print(f"# weft-search query path, {report['date']}")
     print()
+    print(f"command: python bench/query_path.py {' '.join(args.argv)}")
     print(f"commit {report['git_commit']}; {report['machine']}; Python {report['python']}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()))
     print(f"load average at start: {', '.join(f'{x:.2f}' for x in report['loadavg'])}")
@@ -1287,73 +1989,179 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             tables.append(table)
 
     ks = args.k
-    if "scifact" in args.parts:
-        workload = load_scifact(args.data)
-        if args.queries:
-            workload.query_ids = workload.query_ids[: args.queries]
-            workload.query_tokens = workload.query_tokens[: args.queries]
-            if workload.raw_queries is not None:
-                workload.raw_queries = workload.raw_queries[: args.queries]
-            if workload.query_vectors is not None:
-                workload.query_vectors = workload.query_vectors[: args.queries]
-        emit(bm25_tables(workload, ks, args.passes, segments=args.segments))
-        if workload.query_vectors is not None and workload.qrels is not None and not args.no_hybrid:
-            emit(hybrid_tables(workload, ks, args.hybrid_passes, args.slow_queries))
-    for part, size in (("synth100k", 100_000), ("synth1m", 1_000_000)):
-        if part in args.parts:
+    if "scifact" in args.parts or "index" in args.parts:
+        scifact = load_scifact(args.data, with_vectors="scifact" in args.parts)
+        if "scifact" in args.parts:
+            workload = scifact
+            if args.queries:
+                workload = Workload(
+                    workload.name,
+                    workload.doc_keys,
+                    workload.doc_tokens,
+                    workload.query_ids[: args.queries],
+                    workload.query_tokens[: args.queries],
+                    workload.raw_docs,
+                    None if workload.raw_queries is None else workload.raw_queries[: args.queries],
+                    workload.doc_vectors,
+                    None if workload.query_vectors is None else workload.query_vectors[: args.queries],
+                    workload.qrels,
+                )
             emit(
-                bm25_tables(synthetic(size, args.synthetic_queries), ks, args.passes, segments=args.segments)
+                bm25_tables(
+                    workload,
+                    ks,
+                    args.passes,
+                    segments=args.segments,
+                    rss_queries=args.rss_queries if args.quick else 0,
+                )
             )
-    if "index" in args.parts:
-        emit([index_table(load_scifact(args.data, with_vectors=False))])
-    if "index1m" in args.parts:
-        emit([index_table(synthetic(1_000_000, 10))])
+            if workload.query_vectors is not None and workload.qrels is not None and not args.no_hybrid:
+                emit(
+                    hybrid_tables(
+                        workload, ks, args.hybrid_passes, args.slow_queries, args.ndcg_queries or None
+                    )
+                )
+        if "index" in args.parts:
+            emit([index_table(scifact, args.build_passes)])
+        del scifact
+    sizes = sorted(args.sizes)
+    for size in sizes if ("synthetic" in args.parts or "index-synthetic" in args.parts) else []:
+        workload = synthetic(size, args.synthetic_queries)
+        largest = size == sizes[-1]
+        if "synthetic" in args.parts:
+            emit(
+                bm25_tables(
+                    workload,
+                    ks,
+                    args.passes,
+                    segments=args.segments,
+                    numpy_queries=args.numpy_queries or max(50, 20_000_000 // size),
+                    rss_queries=args.rss_queries if largest else 0,
+                )
+            )
+        if "index-synthetic" in args.parts and largest:
+            emit([index_table(workload, args.synthetic_build_passes)])
+        del workload
+        gc.collect()
+    summary = targets_summary(tables)
+    print(summary)
+    print()
     report["tables"] = [table_json(t) for t in tables]
-    report["markdown"] = "\n\n".join(render(t) for t in tables)
+    report["targets"] = [t.as_json() for table in tables for t in table.targets]
+    report["markdown"] = "\n\n".join([*(render(t) for t in tables), summary])
+    report["loadavg_end"] = list(loadavg())
     return report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the options and run (or, with ``--build-child``, be one indexing child)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--parts", default="scifact,index", help=f"comma-separated, of {', '.join(PARTS)}")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="SciFact only, few passes (about 1-2 minutes): "
+        + ", ".join(f"{k}={v}" for k, v in QUICK.items()),
+    )
+    parser.add_argument(
+        "--parts", default=None, help=f"comma-separated, of {', '.join(PARTS)} (default: all of them)"
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="SciFact in BEIR layout")
     parser.add_argument(
         "--k", type=lambda s: [int(x) for x in s.split(",")], default=[10, 100], help="top-k list"
     )
     parser.add_argument(
-        "--passes", type=int, default=5, help="timed passes per row (the fastest is reported)"
+        "--sizes",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[100_000, 1_000_000],
+        help="synthetic corpus sizes (the largest also gets the RSS and indexing parts)",
     )
-    parser.add_argument("--hybrid-passes", type=int, default=3, help="timed passes of the hybrid rows")
-    parser.add_argument("--slow-queries", type=int, default=30, help="queries timed for LanceDB and Qdrant")
+    parser.add_argument("--passes", type=int, default=None, help="timed passes per row (default 5; quick 3)")
+    parser.add_argument("--hybrid-passes", type=int, default=None, help="timed passes of the hybrid rows")
+    parser.add_argument("--slow-queries", type=int, default=None, help="queries timed for LanceDB and Qdrant")
     parser.add_argument("--queries", type=int, default=0, help="only the first N SciFact queries")
     parser.add_argument(
         "--synthetic-queries", type=int, default=1000, help="queries of the synthetic corpora"
     )
+    parser.add_argument(
+        "--numpy-queries",
+        type=int,
+        default=None,
+        help="synthetic corpora: bm25s numpy's timed queries (default 20,000,000 / documents, at least 50)",
+    )
+    parser.add_argument(
+        "--rss-queries",
+        type=int,
+        default=None,
+        help="distinct queries of the RSS growth part (default 10,000)",
+    )
+    parser.add_argument(
+        "--build-passes", type=int, default=None, help="SciFact builds per engine (default 3)"
+    )
+    parser.add_argument(
+        "--synthetic-build-passes",
+        type=int,
+        default=1,
+        help="builds per engine of the largest synthetic corpus",
+    )
     parser.add_argument("--no-hybrid", action="store_true", help="skip the hybrid arm")
+    parser.add_argument(
+        "--ndcg-queries", type=int, default=None, help="hybrid nDCG@10 on the first N judged queries (0: all)"
+    )
     parser.add_argument(
         "--segments", type=int, default=10, help="also time Index.search on N segments (0: skip)"
     )
-    parser.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
+    parser.add_argument(
+        "--json", "--out", dest="json", type=Path, default=None, help="write the report as JSON here"
+    )
     parser.add_argument("--build-child", nargs=2, metavar=("ENGINE", "CORPUS"), help=argparse.SUPPRESS)
     parser.add_argument("--build-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--build-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.argv = argv
     if args.build_child:
         engine, corpus = args.build_child
         result = build_child(engine, Path(corpus), args.build_dir)
         args.build_out.write_text(json.dumps(result), encoding="utf-8")
         return 0
-    args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    full = {
+        "passes": 5,
+        "hybrid_passes": 3,
+        "slow_queries": 30,
+        "build_passes": 3,
+        "rss_queries": 10_000,
+        "ndcg_queries": 0,
+    }
+    defaults = QUICK if args.quick else full
+    for name in ("passes", "hybrid_passes", "slow_queries", "build_passes", "rss_queries", "ndcg_queries"):
+        if getattr(args, name) is None:
+            setattr(args, name, defaults[name])
+    parts = args.parts or (str(QUICK["parts"]) if args.quick else ",".join(PARTS))
+    args.parts = [p.strip() for p in parts.split(",") if p.strip()]
     unknown = [p for p in args.parts if p not in PARTS]
-    if unknown or args.passes < 1 or args.hybrid_passes < 1 or args.slow_queries < 1 or min(args.k) < 1:
-        parser.error(f"unknown parts {unknown} or a count below 1" if unknown else "counts must be >= 1")
-    if "scifact" in args.parts and not (args.data / "corpus.jsonl").is_file():
+    counts = (
+        args.passes,
+        args.hybrid_passes,
+        args.slow_queries,
+        args.build_passes,
+        args.synthetic_build_passes,
+    )
+    if unknown:
+        parser.error(f"unknown parts {unknown}; choose from {', '.join(PARTS)}")
+    if (
+        min(counts) < 1
+        or min(args.k) < 1
+        or min(args.sizes) < 1
+        or (args.numpy_queries is not None and args.numpy_queries < 1)
+        or args.rss_queries < 0
+    ):
+        parser.error("passes, query counts, sizes and k must be >= 1")
+    if {"scifact", "index"} & set(args.parts) and not (args.data / "corpus.jsonl").is_file():
         parser.error(f"no corpus.jsonl under {args.data}; pass --data DIR")
     report = run(args)
-    if args.out is not None:
-        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        print(f"JSON written to {args.out}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+        print(f"JSON written to {args.json}")
     return 0
 
 

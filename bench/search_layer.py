@@ -18,6 +18,9 @@ worktree), and read the figures as indicative.
 Then the share of a fast query spent analysing its text: ``analyzer.analyze`` of
 every query text, against one BM25 ``Index.search`` top-10 per query.
 
+The side-by-side figures of issue 14 (with peers, targets and load averages) come from
+``bench/query_path.py`` (``make bench``); this is a quicker probe of the search layer alone.
+
 Usage::
 
     PYTHONPATH=$PWD/src python bench/search_layer.py [--data DIR] [--passes 5] [--limit N]

@@ -71,12 +71,19 @@
 #define WEFT_MIN_WINDOW 512
 #endif
 
-/* One term's postings in one segment, as the Python side lays it out (8 int64 per list). */
+/*
+ * One term's postings in one segment, as the Python side lays it out (8 int64 per list).
+ *
+ * Postings are compressed (format version 3, docs/FORMAT.md "Compressed postings"): per block
+ * of WEFT_BLOCK, id gaps then tf - 1, bit-packed LSB first at the block's two widths. A block
+ * is decoded only when a posting of it is read (a window's essential lists, a probe, the exact
+ * score); blocks skipped by their bounds or passed over by a seek are never decoded.
+ */
 typedef struct {
-    int64_t ids;      /* address of uint32 local ids, ascending */
-    int64_t tfs;      /* address of uint32 term frequencies (>= 1) */
+    int64_t data;     /* address of uint32 packed words of the term */
+    int64_t words;    /* length of data in words: every read is bounded by it */
     int64_t count;    /* postings */
-    int64_t meta;     /* address of uint32[3 * n_blocks]: last ids, max tfs, min lengths */
+    int64_t meta;     /* address of uint32[4 * n_blocks]: last ids, max tfs, min lengths, widths */
     int64_t n_blocks; /* ceil(count / WEFT_BLOCK) */
     int64_t term;     /* index of the term in sorted order, 0 .. m - 1 */
     int64_t part;     /* index of the segment, 0 .. n_parts - 1 (lists are grouped by part) */
@@ -96,13 +103,265 @@ typedef struct {
     int64_t id;
 } scored_id;
 
-/* A cursor over one list while its part is walked. */
+/* One decoded block. */
 typedef struct {
-    const uint32_t *ids, *tfs, *last, *max_tf, *min_len;
-    int64_t count, pos, exact_pos, n_blocks, term, scored_block;
+    int64_t block; /* which block the buffers hold, -1: none */
+    int64_t tfs_ready; /* tfs holds the block's tfs (else read them with tf_at) */
+    uint32_t ids[WEFT_BLOCK];
+    uint32_t tfs[WEFT_BLOCK];
+} lane;
+
+/*
+ * A cursor over one list while its part is walked. Its main position `pos` is either resolved
+ * (the block of pos is decoded in `main` and ids[pos] is its id) or pending: pos is the start
+ * of a block not yet decoded and `pending` is a lower bound of the cursor's id (the first id
+ * >= pending is where the cursor stands, and the block's last id is >= pending). The exact
+ * score reads through `exact_pos` and its own decoded block.
+ */
+typedef struct {
+    const uint32_t *data, *last, *max_tf, *min_len, *widths;
+    int64_t count, words, pos, exact_pos, n_blocks, term, scored_block, list;
+    int64_t resolved, pending;
     double weight, window_bound;
-    double *bounds; /* per block: w * impact(max_tf, min_len), before the margin */
+    double *bounds;        /* per block: w * impact(max_tf, min_len), before the margin */
+    int64_t *word_start;   /* per block: first word in data */
+    lane *main, *exact;
+    const lane *exact_from; /* main or exact: the lane holding the exact position's block */
+    int *corrupt;          /* set (to the list's index + 1) when a block does not decode */
 } cursor;
+
+/* Unpack n values of `width` bits (LSB first, value i at bit i * width) from words. */
+static inline __attribute__((always_inline)) void unpack_width(const uint32_t *words, int64_t n, unsigned width,
+                                                                uint32_t *out) {
+    uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t bit = (uint64_t)i * width;
+        uint64_t at = bit >> 5;
+        unsigned shift = (unsigned)(bit & 31);
+        uint64_t value = (uint64_t)words[at] >> shift;
+        if (shift + width > 32) value |= (uint64_t)words[at + 1] << (32 - shift);
+        out[i] = (uint32_t)(value & mask);
+    }
+}
+
+/*
+ * The same, reading each value with one unaligned 8-byte load at its byte (its bits start at most
+ * 7 bits in, and 7 + 32 < 64): no branch per value. Only when 8 bytes past the run's last
+ * value's byte are still inside the list's words (the caller checks: `slack`).
+ */
+static inline __attribute__((always_inline)) void unpack_width_fast(const uint32_t *words, int64_t n,
+                                                                     unsigned width, uint32_t *out) {
+    const unsigned char *bytes = (const unsigned char *)words;
+    uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t bit = (uint64_t)i * width;
+        uint64_t value;
+        memcpy(&value, bytes + (bit >> 3), sizeof value); /* little-endian, as the format */
+        out[i] = (uint32_t)((value >> (bit & 7)) & mask);
+    }
+}
+
+#define WEFT_CASE(W) \
+    case W: \
+        if (slack && n == WEFT_BLOCK) \
+            unpack_width_fast(words, WEFT_BLOCK, W, out); \
+        else if (slack) \
+            unpack_width_fast(words, n, W, out); \
+        else \
+            unpack_width(words, n, W, out); \
+        break;
+
+/*
+ * Dispatch on the width so that a full block's loop has constant bounds and shifts. `slack`:
+ * at least 8 bytes of the list follow the run's last word, so the 8-byte loads stay inside it.
+ */
+static void unpack(const uint32_t *words, int64_t n, unsigned width, uint32_t *out, int slack) {
+    switch (width) {
+    case 0:
+        memset(out, 0, (size_t)n * sizeof(uint32_t));
+        break;
+        WEFT_CASE(1) WEFT_CASE(2) WEFT_CASE(3) WEFT_CASE(4) WEFT_CASE(5) WEFT_CASE(6) WEFT_CASE(7) WEFT_CASE(8)
+        WEFT_CASE(9) WEFT_CASE(10) WEFT_CASE(11) WEFT_CASE(12) WEFT_CASE(13) WEFT_CASE(14) WEFT_CASE(15)
+        WEFT_CASE(16) WEFT_CASE(17) WEFT_CASE(18) WEFT_CASE(19) WEFT_CASE(20) WEFT_CASE(21) WEFT_CASE(22)
+        WEFT_CASE(23) WEFT_CASE(24) WEFT_CASE(25) WEFT_CASE(26) WEFT_CASE(27) WEFT_CASE(28) WEFT_CASE(29)
+        WEFT_CASE(30) WEFT_CASE(31) WEFT_CASE(32)
+    default:
+        memset(out, 0, (size_t)n * sizeof(uint32_t)); /* widths are checked before: not reached */
+    }
+}
+
+/* Words of a block's id run and tf run (count <= WEFT_BLOCK, widths <= 32: no overflow). */
+static inline int64_t run_words(int64_t count, unsigned width) { return (count * (int64_t)width + 31) >> 5; }
+
+static inline int64_t block_count(const cursor *c, int64_t block) {
+    int64_t start = block << WEFT_BLOCK_SHIFT;
+    return c->count - start < WEFT_BLOCK ? c->count - start : WEFT_BLOCK;
+}
+
+/*
+ * Decode block `block` into `into`. Its ids are the previous block's last id (-1 for the first)
+ * plus the running sum of gap + 1; the last must be the table's last id, or the list is corrupt
+ * (the cursor then reads as exhausted and the call fails). Words read are inside the block's
+ * run, which the setup check placed inside the list's `words`.
+ */
+static int decode_block(cursor *c, lane *into, int64_t block) {
+    if (into->block == block) return 1;
+    int64_t n = block_count(c, block);
+    unsigned width_id = c->widths[block] & 0xFF;
+    const uint32_t *words = c->data + c->word_start[block];
+    int64_t id_words = run_words(n, width_id);
+    int64_t left = c->words - c->word_start[block]; /* the list's words from this block on */
+    unpack(words, n, width_id, into->ids, left - id_words >= 2);
+    int64_t id = block > 0 ? (int64_t)c->last[block - 1] : -1;
+    for (int64_t i = 0; i < n; i++) {
+        id += (int64_t)into->ids[i] + 1;
+        into->ids[i] = (uint32_t)id;
+    }
+    if (id != (int64_t)c->last[block]) {
+        *c->corrupt = (int)(c->list + 1);
+        into->block = -1;
+        c->pos = c->exact_pos = c->count; /* reads as exhausted from here on */
+        return 0;
+    }
+    into->block = block;
+    into->tfs_ready = 0; /* the tf run is decoded when a loop reads many (block_tfs), else one by one (tf_at) */
+    return 1;
+}
+
+/* The decoded block's tfs, all of them (a window's read-through scores most of a block). */
+static inline const uint32_t *block_tfs(const cursor *c, lane *l) {
+    if (!l->tfs_ready) {
+        int64_t block = l->block, n = block_count(c, block);
+        unsigned width_id = c->widths[block] & 0xFF, width_tf = (c->widths[block] >> 8) & 0xFF;
+        int64_t id_words = run_words(n, width_id), tf_words = run_words(n, width_tf);
+        int64_t left = c->words - c->word_start[block];
+        unpack(c->data + c->word_start[block] + id_words, n, width_tf, l->tfs, left - id_words - tf_words >= 2);
+        for (int64_t i = 0; i < n; i++) l->tfs[i] += 1;
+        l->tfs_ready = 1;
+    }
+    return l->tfs;
+}
+
+/* One tf of a decoded block, at index i: read from its run alone (a probe or an exact score needs one). */
+static inline uint32_t tf_at(const cursor *c, const lane *l, int64_t i) {
+    if (l->tfs_ready) return l->tfs[i];
+    int64_t block = l->block, n = block_count(c, block);
+    unsigned width_id = c->widths[block] & 0xFF, width = (c->widths[block] >> 8) & 0xFF;
+    if (width == 0) return 1;
+    const uint32_t *run = c->data + c->word_start[block] + run_words(n, width_id);
+    uint64_t bit = (uint64_t)i * width, at = bit >> 5;
+    unsigned shift = (unsigned)(bit & 31);
+    uint64_t value = (uint64_t)run[at] >> shift;
+    if (shift + width > 32) value |= (uint64_t)run[at + 1] << (32 - shift); /* inside the run: i < n */
+    uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
+    return (uint32_t)(value & mask) + 1;
+}
+
+/* The first index in [from, n) of a decoded block whose id is >= target (the caller knows one exists). */
+static inline int64_t first_at_least(const lane *l, int64_t from, int64_t n, uint32_t target) {
+    for (int step = 0; step < 8 && from < n; step++, from++)
+        if (l->ids[from] >= target) return from;
+    int64_t low = from, high = n;
+    while (low < high) {
+        int64_t middle = low + (high - low) / 2;
+        if (l->ids[middle] < target)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    return low;
+}
+
+/* Make the main position resolved: decode its block, move to the first id >= pending. 0: corrupt. */
+static inline int resolve(cursor *c) {
+    if (c->resolved || c->pos >= c->count) return 1;
+    int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
+    if (!decode_block(c, c->main, block)) return 0;
+    int64_t n = block_count(c, block);
+    c->pos = (block << WEFT_BLOCK_SHIFT) + first_at_least(c->main, c->pos & (WEFT_BLOCK - 1), n, (uint32_t)c->pending);
+    c->resolved = 1;
+    return 1;
+}
+
+/* A lower bound of the main position's id (its id when resolved). */
+static inline int64_t lower_id(const cursor *c) {
+    return c->resolved ? (int64_t)c->main->ids[c->pos & (WEFT_BLOCK - 1)] : c->pending;
+}
+
+/* The main position's id; the cursor must be resolved and not at the end. */
+static inline uint32_t id_now(const cursor *c) { return c->main->ids[c->pos & (WEFT_BLOCK - 1)]; }
+static inline uint32_t tf_now(const cursor *c) { return tf_at(c, c->main, c->pos & (WEFT_BLOCK - 1)); }
+
+/*
+ * Leave the main position pending at the start of `block` (not decoded), its id at least `target`.
+ * The block's first id is its frame of reference plus its first gap, read alone from the id run
+ * (one word, no decoding): the pending bound is then the first id itself whenever target is not
+ * above it, so windows start where postings are rather than at a stale lower bound.
+ */
+static inline void pend(cursor *c, int64_t block, int64_t target) {
+    c->pos = block << WEFT_BLOCK_SHIFT;
+    c->resolved = 0;
+    int64_t first = (block > 0 ? (int64_t)c->last[block - 1] : -1) + 1;
+    unsigned width = c->widths[block] & 0xFF;
+    if (width) {
+        uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
+        first += (int64_t)(c->data[c->word_start[block]] & mask); /* value 0 of the run: bits 0 ..< width */
+    }
+    c->pending = first > target ? first : target;
+    if (c->pending > (int64_t)c->last[block]) c->pending = c->last[block]; /* a corrupt first gap: decoding will say */
+}
+
+/*
+ * Move the main position to the first id >= target without decoding: whole blocks by their
+ * last ids; inside a decoded block by its ids; a block not decoded is left pending.
+ */
+static inline void seek_lazy(cursor *c, uint32_t target) {
+    if (c->pos >= c->count || lower_id(c) >= (int64_t)target) return;
+    int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
+    if (c->last[block] >= target) {
+        if (c->resolved) {
+            c->pos = (block << WEFT_BLOCK_SHIFT) +
+                     first_at_least(c->main, c->pos & (WEFT_BLOCK - 1), block_count(c, block), target);
+        } else {
+            c->pending = target;
+        }
+        return;
+    }
+    while (block < c->n_blocks && c->last[block] < target) block++;
+    if (block >= c->n_blocks) {
+        c->pos = c->count;
+        return;
+    }
+    pend(c, block, target);
+}
+
+/*
+ * Move the exact position to the first id >= target, decoding the one block that may hold it
+ * (or reading it from the main lane when that holds the block already: most candidates are
+ * scored in the window whose postings the main position just read). `exact_from` is the lane
+ * that holds the exact position's block.
+ */
+static inline int seek_exact(cursor *c, uint32_t target) {
+    if (c->exact_pos >= c->count) return 1;
+    int64_t block = c->exact_pos >> WEFT_BLOCK_SHIFT;
+    if (c->last[block] < target) {
+        while (block < c->n_blocks && c->last[block] < target) block++;
+        if (block >= c->n_blocks) {
+            c->exact_pos = c->count;
+            return 1;
+        }
+        c->exact_pos = block << WEFT_BLOCK_SHIFT;
+    }
+    if (c->main->block == block) {
+        c->exact_from = c->main;
+    } else {
+        if (!decode_block(c, c->exact, block)) return 0;
+        c->exact_from = c->exact;
+    }
+    c->exact_pos = (block << WEFT_BLOCK_SHIFT) +
+                   first_at_least(c->exact_from, c->exact_pos & (WEFT_BLOCK - 1), block_count(c, block), target);
+    return 1;
+}
 
 typedef struct {
     int64_t k, heap_size, stored, capacity;
@@ -181,38 +440,10 @@ static double block_bound(const cursor *c, int64_t block, double k1, double b, d
     return tf * (k1 + 1.0) / (tf + norm) * c->weight * scale;
 }
 
-/* The first position at or after *pos whose id is >= target (or count): whole blocks first, then a binary search. */
-static inline __attribute__((always_inline)) void seek_at(const cursor *c, int64_t *pos, uint32_t target) {
-    if (*pos >= c->count || c->ids[*pos] >= target) return;
-    /* Most seeks land a few postings ahead: look there before skipping blocks. */
-    for (int step = 0; step < 8; step++) {
-        ++*pos;
-        if (*pos >= c->count || c->ids[*pos] >= target) return;
-    }
-    int64_t block = *pos >> WEFT_BLOCK_SHIFT;
-    while (block < c->n_blocks && c->last[block] < target) block++;
-    if (block >= c->n_blocks) {
-        *pos = c->count;
-        return;
-    }
-    int64_t low = block << WEFT_BLOCK_SHIFT;
-    if (low < *pos) low = *pos;
-    int64_t high = (block + 1) << WEFT_BLOCK_SHIFT;
-    if (high > c->count) high = c->count;
-    while (low < high) { /* the block's last id is >= target, so the answer is inside */
-        int64_t middle = low + (high - low) / 2;
-        if (c->ids[middle] < target)
-            low = middle + 1;
-        else
-            high = middle;
-    }
-    *pos = low;
-}
-
 /* A posting's contribution, in numpy's order of operations: (tf * (k1 + 1)) / (tf + norm) * w. */
-static inline double contribution_of(const cursor *c, int64_t pos, const double *norms, double k1) {
-    double tf = (double)c->tfs[pos];
-    return tf * (k1 + 1.0) / (tf + norms[c->ids[pos]]) * c->weight;
+static inline double contribution(const cursor *c, uint32_t id, uint32_t tf_raw, const double *norms, double k1) {
+    double tf = (double)tf_raw;
+    return tf * (k1 + 1.0) / (tf + norms[id]) * c->weight;
 }
 
 /* Counted in locals (registers), written to stats once at the end. */
@@ -235,8 +466,12 @@ static inline void count_scored(cursor *c, int64_t pos, int64_t *postings_scored
  * Returns the number of results; when it is at most out_capacity they are
  * written to ids_out/scores_out (internal ids, scores), best first; otherwise
  * nothing is written (call again with room for them). -1: out of memory;
- * -2: bad arguments. Results are every document whose score is at least the
- * k-th best score (ties included), so there may be more than k.
+ * -2: bad arguments; -3: a list's packed postings are corrupt (a width above
+ * 32 or stray bits, blocks that need more or fewer words than the list has,
+ * last ids that do not increase or run past the part, a block whose decoded
+ * ids do not end at its last id): stats[0] is then the index of that list.
+ * Results are every document whose score is at least the k-th best score
+ * (ties included), so there may be more than k.
  */
 int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t *parts_raw, int64_t n_parts,
                         const double *weights, int64_t m, double k1, double b, double avgdl, int64_t k,
@@ -252,26 +487,36 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     int64_t total = 0, largest_part = 0;
     for (int64_t i = 0; i < n_lists; i++) {
         const list_desc *l = &lists[i];
-        if (l->count <= 0 || l->term < 0 || l->term >= m || l->part < 0 || l->part >= n_parts ||
-            l->n_blocks != (l->count + WEFT_BLOCK - 1) / WEFT_BLOCK || (i > 0 && l->part < lists[i - 1].part) ||
+        if (l->count <= 0 || l->term < 0 || l->term >= m || l->part < 0 || l->part >= n_parts || l->words < 0 ||
+            l->count > INT64_MAX - WEFT_BLOCK || l->n_blocks != (l->count + WEFT_BLOCK - 1) / WEFT_BLOCK ||
+            (i > 0 && l->part < lists[i - 1].part) ||
             (i > 0 && l->part == lists[i - 1].part && l->term <= lists[i - 1].term))
             return -2;
         if (l->count > INT64_MAX - total) return -2;
-        /* Every id indexes the part's norms and id map: the largest (the last block's last id) must fit. */
-        if ((int64_t)((const uint32_t *)(uintptr_t)l->meta)[l->n_blocks - 1] >= parts[l->part].n_docs) return -2;
         /*
-         * The traversal moves forward by the blocks' last ids: each must be the id that ends its
-         * block, and they must increase, or a seek could stand still for ever. The reader checks
-         * this already (docs/FORMAT.md, "Block metadata"); an O(blocks) check here keeps the kernel
-         * safe whoever calls it.
+         * The traversal moves forward by the blocks' last ids: they must increase, or a seek
+         * could stand still for ever, and the largest must be a document of the part (every
+         * decoded id is checked to end at its block's last id, so none is larger). Every block's
+         * run must lie inside the list's words. The reader checks all of this and more at a
+         * term's first use (docs/FORMAT.md, "Compressed postings"); an O(blocks) check here
+         * keeps the kernel safe whoever calls it.
          */
-        {
-            const uint32_t *last = (const uint32_t *)(uintptr_t)l->meta;
-            const uint32_t *list_ids = (const uint32_t *)(uintptr_t)l->ids;
-            for (int64_t block = 0; block < l->n_blocks; block++) {
-                int64_t end = (block + 1) * WEFT_BLOCK < l->count ? (block + 1) * WEFT_BLOCK : l->count;
-                if (last[block] != list_ids[end - 1] || (block > 0 && last[block] <= last[block - 1])) return -2;
+        const uint32_t *last = (const uint32_t *)(uintptr_t)l->meta;
+        const uint32_t *widths = last + 3 * l->n_blocks;
+        int64_t words = 0;
+        for (int64_t block = 0; block < l->n_blocks; block++) {
+            uint32_t width = widths[block];
+            int64_t n = block + 1 < l->n_blocks ? WEFT_BLOCK : l->count - block * WEFT_BLOCK;
+            if ((width & 0xFF) > 32 || ((width >> 8) & 0xFF) > 32 || (width >> 16) != 0 ||
+                (block > 0 && last[block] <= last[block - 1])) {
+                stats[0] = i;
+                return -3;
             }
+            words += run_words(n, width & 0xFF) + run_words(n, (width >> 8) & 0xFF);
+        }
+        if (words != l->words || (int64_t)last[l->n_blocks - 1] >= parts[l->part].n_docs) {
+            stats[0] = i;
+            return -3;
         }
         total += l->count;
         stats[0] += l->n_blocks;
@@ -286,6 +531,8 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     if (total == 0) return 0;
     if (k > total) k = total;
     if ((uint64_t)k > SIZE_MAX / sizeof(scored_id)) return -2;
+    /* Lists per part are at most m: never near this, but every size below is checked. */
+    if ((uint64_t)largest_part > SIZE_MAX / 2 / sizeof(lane)) return -2;
 
     double margin = 1.0 + ((double)m + 8.0) * ldexp(1.0, -46);
     selection sel = {k, 0, 0, 64, NULL, NULL, 0};
@@ -293,23 +540,27 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     sel.store = malloc((size_t)sel.capacity * sizeof(scored_id));
     size_t width = (size_t)(largest_part > 0 ? largest_part : 1);
     cursor *cursors = malloc(width * sizeof(cursor));
+    lane *lanes = malloc(2 * width * sizeof(lane)); /* each cursor's main and exact decoded block */
     int64_t *order = malloc(width * sizeof(int64_t)); /* live lists of the window, by ascending bound */
     /* cum[e]: the bounds of order[0 ..< e] summed by additions only (a running difference could round below). */
     double *cum = malloc((width + 1) * sizeof(double));
     double *partial = malloc(WEFT_WINDOW * sizeof(double)); /* essential lists' sum per document of the window */
-    /* Every block's bound, computed once per query: total blocks <= total postings. */
+    /* Every block's bound and first word, computed once per query: total blocks <= total postings. */
     int64_t total_blocks = 0;
     for (int64_t i = 0; i < n_lists; i++) total_blocks += lists[i].n_blocks;
-    double *bounds = (uint64_t)total_blocks > SIZE_MAX / sizeof(double)
-                         ? NULL
-                         : malloc((size_t)(total_blocks > 0 ? total_blocks : 1) * sizeof(double));
+    size_t block_slots = (size_t)(total_blocks > 0 ? total_blocks : 1);
+    double *bounds = (uint64_t)total_blocks > SIZE_MAX / sizeof(double) ? NULL : malloc(block_slots * sizeof(double));
+    int64_t *word_starts =
+        (uint64_t)total_blocks > SIZE_MAX / sizeof(int64_t) ? NULL : malloc(block_slots * sizeof(int64_t));
     uint64_t seen[WEFT_WINDOW / 64];
     int64_t result = -1;
-    if (!sel.heap || !sel.store || !cursors || !order || !cum || !partial || !bounds) goto done;
+    int corrupt = 0;
+    if (!sel.heap || !sel.store || !cursors || !lanes || !order || !cum || !partial || !bounds || !word_starts)
+        goto done;
 
     double threshold = -INFINITY;
     int64_t first = 0, bounds_used = 0, postings_scored = 0, blocks_scored = 0, documents_scored = 0;
-    for (int64_t p = 0; p < n_parts && !sel.failed; p++) {
+    for (int64_t p = 0; p < n_parts && !sel.failed && !corrupt; p++) {
         const part_desc *part = &parts[p];
         const double *norms = (const double *)(uintptr_t)part->norms;
         const int64_t *to_global = (const int64_t *)(uintptr_t)part->to_global;
@@ -317,22 +568,38 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
         while (first + n < n_lists && lists[first + n].part == p) {
             const list_desc *l = &lists[first + n];
             cursor *c = &cursors[n];
-            c->ids = (const uint32_t *)(uintptr_t)l->ids;
-            c->tfs = (const uint32_t *)(uintptr_t)l->tfs;
+            c->data = (const uint32_t *)(uintptr_t)l->data;
             c->last = (const uint32_t *)(uintptr_t)l->meta;
             c->max_tf = c->last + l->n_blocks;
             c->min_len = c->max_tf + l->n_blocks;
+            c->widths = c->min_len + l->n_blocks;
             c->count = l->count;
+            c->words = l->words;
             c->n_blocks = l->n_blocks;
             c->pos = 0;
             c->exact_pos = 0;
+            c->resolved = 0;
+            c->pending = 0;
             c->term = l->term;
+            c->list = first + n;
             c->scored_block = -1;
             c->weight = weights[l->term];
             c->bounds = bounds + bounds_used;
+            c->word_start = word_starts + bounds_used;
+            c->main = &lanes[2 * n];
+            c->exact = &lanes[2 * n + 1];
+            c->main->block = c->exact->block = -1;
+            c->exact_from = c->exact;
+            c->corrupt = &corrupt;
             bounds_used += l->n_blocks;
-            for (int64_t block = 0; block < c->n_blocks; block++)
+            int64_t word = 0;
+            for (int64_t block = 0; block < c->n_blocks; block++) {
                 c->bounds[block] = block_bound(c, block, k1, b, avgdl, bound_scale);
+                c->word_start[block] = word;
+                int64_t count = block_count(c, block);
+                word += run_words(count, c->widths[block] & 0xFF) + run_words(count, (c->widths[block] >> 8) & 0xFF);
+            }
+            pend(c, 0, 0); /* at the first block, its first id read from its run */
             n++;
         }
         first += n;
@@ -340,19 +607,20 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
         memset(seen, 0, sizeof seen);
         for (;;) {
             /*
-             * The window: from the smallest current id to the end of the first current block to
-             * end, at most WEFT_WINDOW ids wide. Every list's postings in it lie in its current
-             * block, whose bound therefore bounds them.
+             * The window: from the smallest current id (a lower bound of it, for a cursor whose
+             * block is not decoded) to the end of the first current block to end, at most
+             * WEFT_WINDOW ids wide. Every list's postings in it lie in its current block, whose
+             * bound therefore bounds them.
              */
             int64_t low = -1, high = -1;
             for (int64_t j = 0; j < n; j++) {
                 cursor *c = &cursors[j];
                 if (c->pos >= c->count) continue;
-                int64_t id = c->ids[c->pos], end = c->last[c->pos >> WEFT_BLOCK_SHIFT];
+                int64_t id = lower_id(c), end = c->last[c->pos >> WEFT_BLOCK_SHIFT];
                 if (low < 0 || id < low) low = id;
                 if (high < 0 || end < high) high = end;
             }
-            if (low < 0) break;
+            if (low < 0 || corrupt) break;
             /*
              * At least WEFT_MIN_WINDOW ids (fewer windows to set up), at most WEFT_WINDOW; a list's
              * bound is then the largest of its blocks that overlap the window.
@@ -365,7 +633,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
             for (int64_t j = 0; j < n; j++) {
                 cursor *c = &cursors[j];
                 c->window_bound = 0.0;
-                if (c->pos >= c->count || c->ids[c->pos] > high) continue;
+                if (c->pos >= c->count || lower_id(c) > high) continue;
                 int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
                 double bound = c->bounds[block];
                 while (block + 1 < c->n_blocks && c->last[block] < high) {
@@ -390,18 +658,33 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                 /* Essential lists, list at a time: their partial sums per document of the window. */
                 for (int64_t e = essential; e < live; e++) {
                     cursor *c = &cursors[order[e]];
-                    while (c->pos < c->count && c->ids[c->pos] <= high) {
-                        int64_t at = (int64_t)c->ids[c->pos] - low;
-                        uint64_t bit = (uint64_t)1 << (at & 63);
-                        if (!(seen[at >> 6] & bit)) {
-                            seen[at >> 6] |= bit;
-                            partial[at] = 0.0;
+                    /* Block by block: a tight loop over each decoded block's postings in the window. */
+                    while (c->pos < c->count && lower_id(c) <= high) {
+                        if (!resolve(c)) break;
+                        if (c->pos >= c->count) break;
+                        int64_t block = c->pos >> WEFT_BLOCK_SHIFT, start = block << WEFT_BLOCK_SHIFT;
+                        int64_t i = c->pos - start, n = block_count(c, block);
+                        const uint32_t *ids = c->main->ids;
+                        const uint32_t *tfs = i < n && (int64_t)ids[i] <= high ? block_tfs(c, c->main) : NULL;
+                        if (i < n && (int64_t)ids[i] <= high && block != c->scored_block)
+                            c->scored_block = block, blocks_scored++;
+                        int64_t from = i;
+                        for (; i < n && (int64_t)ids[i] <= high; i++) {
+                            int64_t at = (int64_t)ids[i] - low;
+                            uint64_t bit = (uint64_t)1 << (at & 63);
+                            if (!(seen[at >> 6] & bit)) {
+                                seen[at >> 6] |= bit;
+                                partial[at] = 0.0;
+                            }
+                            partial[at] += contribution(c, ids[i], tfs[i], norms, k1);
                         }
-                        partial[at] += contribution_of(c, c->pos, norms, k1);
-                        count_scored(c, c->pos, &postings_scored, &blocks_scored);
-                        c->pos++;
+                        postings_scored += i - from;
+                        c->pos = start + i;
+                        if (i < n) break; /* the next id is past the window: still resolved */
+                        if (c->pos < c->count) pend(c, block + 1, (int64_t)c->last[block] + 1);
                     }
                 }
+                if (corrupt) break;
                 /*
                  * Probing a non-essential list costs a seek per candidate; reading it through the
                  * window costs a division per posting. When its postings in the window are fewer
@@ -418,22 +701,34 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                         while (last_block + 1 < c->n_blocks && c->last[last_block] < high) last_block++;
                         int64_t in_window = ((last_block + 1) << WEFT_BLOCK_SHIFT) - c->pos;
                         if (in_window > WEFT_PROBE_COST * candidates) break;
-                        while (c->pos < c->count && c->ids[c->pos] <= high) {
-                            int64_t at = (int64_t)c->ids[c->pos] - low;
-                            if (seen[at >> 6] & ((uint64_t)1 << (at & 63))) {
-                                partial[at] += contribution_of(c, c->pos, norms, k1);
-                                count_scored(c, c->pos, &postings_scored, &blocks_scored);
+                        while (c->pos < c->count && lower_id(c) <= high) {
+                            if (!resolve(c)) break;
+                            if (c->pos >= c->count) break;
+                            int64_t block = c->pos >> WEFT_BLOCK_SHIFT, start = block << WEFT_BLOCK_SHIFT;
+                            int64_t i = c->pos - start, n = block_count(c, block);
+                            const uint32_t *ids = c->main->ids;
+                            const uint32_t *tfs =
+                                i < n && (int64_t)ids[i] <= high ? block_tfs(c, c->main) : NULL;
+                            for (; i < n && (int64_t)ids[i] <= high; i++) {
+                                int64_t at = (int64_t)ids[i] - low;
+                                if (seen[at >> 6] & ((uint64_t)1 << (at & 63))) {
+                                    partial[at] += contribution(c, ids[i], tfs[i], norms, k1);
+                                    count_scored(c, start + i, &postings_scored, &blocks_scored);
+                                }
                             }
-                            c->pos++;
+                            c->pos = start + i;
+                            if (i < n) break;
+                            if (c->pos < c->count) pend(c, block + 1, (int64_t)c->last[block] + 1);
                         }
                         essential--;
                     }
+                    if (corrupt) break;
                 }
                 /* Their documents in id order: probe the non-essential lists, then score exactly. */
-                for (int64_t word = 0; word <= (high - low) >> 6; word++) {
+                for (int64_t word = 0; word <= (high - low) >> 6 && !corrupt; word++) {
                     uint64_t bits = seen[word];
                     seen[word] = 0;
-                    while (bits) {
+                    while (bits && !corrupt) {
                         int64_t at = word * 64 + __builtin_ctzll(bits);
                         bits &= bits - 1;
                         int64_t doc = low + at;
@@ -448,8 +743,8 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                             cursor *c = &cursors[order[e]];
                             /*
                              * The bound of the one block that could hold doc is often well below
-                             * the window's: check it before reading any posting (ids of block
-                             * ends only; all sums are additions, so the margin still covers them).
+                             * the window's: check it before decoding or reading any posting (ids of
+                             * block ends only; all sums are additions, so the margin still covers them).
                              */
                             int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
                             while (block < c->n_blocks && c->last[block] < doc) block++;
@@ -458,36 +753,50 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                                 pruned = 1;
                                 break;
                             }
-                            seek_at(c, &c->pos, (uint32_t)doc);
-                            if (c->pos < c->count && c->ids[c->pos] == doc) {
-                                bound += contribution_of(c, c->pos, norms, k1);
-                                count_scored(c, c->pos, &postings_scored, &blocks_scored);
+                            seek_lazy(c, (uint32_t)doc);
+                            if (c->pos < c->count && lower_id(c) <= doc) {
+                                if (!resolve(c)) break;
+                                if (c->pos < c->count && id_now(c) == doc) {
+                                    bound += contribution(c, (uint32_t)doc, tf_now(c), norms, k1);
+                                    count_scored(c, c->pos, &postings_scored, &blocks_scored);
+                                }
                             }
                         }
+                        if (corrupt) break;
                         if (pruned || bound * margin < threshold) continue;
                         /* The score itself: contributions summed in sorted term order (cursor order). */
                         double score = 0.0;
                         for (int64_t j = 0; j < n; j++) {
                             cursor *c = &cursors[j];
-                            seek_at(c, &c->exact_pos, (uint32_t)doc);
-                            if (c->exact_pos < c->count && c->ids[c->exact_pos] == doc)
-                                score += contribution_of(c, c->exact_pos, norms, k1);
+                            if (!seek_exact(c, (uint32_t)doc)) break;
+                            if (c->exact_pos < c->count &&
+                                c->exact_from->ids[c->exact_pos & (WEFT_BLOCK - 1)] == doc)
+                                score += contribution(c, (uint32_t)doc,
+                                                      tf_at(c, c->exact_from, c->exact_pos & (WEFT_BLOCK - 1)),
+                                                      norms, k1);
                         }
+                        if (corrupt) break;
                         int64_t id = to_global != NULL ? to_global[doc] : part->base + doc;
                         threshold = offer(&sel, score, id);
                         documents_scored++;
                         if (sel.failed) goto done;
                     }
                 }
+                if (corrupt) break;
             }
             /* Past the window: every list moves to its first id after `high`. */
             if (high >= UINT32_MAX) break;
-            for (int64_t j = 0; j < n; j++) seek_at(&cursors[j], &cursors[j].pos, (uint32_t)(high + 1));
+            for (int64_t j = 0; j < n; j++) seek_lazy(&cursors[j], (uint32_t)(high + 1));
         }
     }
     stats[1] = blocks_scored;
     stats[3] = postings_scored;
     stats[4] = documents_scored;
+    if (corrupt) {
+        stats[0] = corrupt - 1;
+        result = -3;
+        goto done;
+    }
     if (sel.failed) goto done;
     /* Keep every stored document at least the k-th score. */
     int64_t kept = 0;
@@ -504,39 +813,56 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
         }
     }
 done:
+    free(word_starts);
     free(bounds);
     free(partial);
     free(cum);
     free(order);
+    free(lanes);
     free(cursors);
     free(sel.store);
     free(sel.heap);
     return result;
 }
 
+/* Bits needed for v (0 for 0). */
+static unsigned bit_width(uint64_t v) {
+    unsigned width = 0;
+    while (v) width++, v >>= 1;
+    return width;
+}
+
 /*
  * Block metadata of one term's postings in one segment: for each block of
- * WEFT_BLOCK postings, its last local id, largest tf and smallest document
- * length, into meta (3 * ceil(count / WEFT_BLOCK) uint32: lasts, then max tfs,
- * then min lengths). Returns 0, or -2 when an id is outside the n_docs lengths.
- * O(count).
+ * WEFT_BLOCK postings, its last local id, largest tf, smallest document
+ * length and widths (bits of its largest id gap | bits of its largest tf - 1
+ * << 8), into meta (4 * ceil(count / WEFT_BLOCK) uint32: lasts, then max tfs,
+ * then min lengths, then widths; format version 3's `post.blocks` of a term).
+ * Returns 0, or -2 when an id is outside the n_docs lengths, ids do not
+ * increase or a tf is 0. O(count). The stored tables' oracle in the tests.
  */
 int64_t weft_bm25_blocks(const uint32_t *ids, const uint32_t *tfs, int64_t count, const uint32_t *lengths,
                          int64_t n_docs, uint32_t *meta) {
     if (count < 0 || n_docs < 0) return -2;
     int64_t n_blocks = (count + WEFT_BLOCK - 1) / WEFT_BLOCK;
+    int64_t previous = -1;
     for (int64_t block = 0; block < n_blocks; block++) {
         int64_t start = block << WEFT_BLOCK_SHIFT, end = start + WEFT_BLOCK;
         if (end > count) end = count;
         uint32_t max_tf = 0, min_len = UINT32_MAX;
+        uint64_t max_gap = 0;
         for (int64_t i = start; i < end; i++) {
-            if ((int64_t)ids[i] >= n_docs) return -2;
+            if ((int64_t)ids[i] >= n_docs || (int64_t)ids[i] <= previous || tfs[i] == 0) return -2;
+            uint64_t gap = (uint64_t)((int64_t)ids[i] - previous - 1);
+            if (gap > max_gap) max_gap = gap;
+            previous = ids[i];
             if (tfs[i] > max_tf) max_tf = tfs[i];
             if (lengths[ids[i]] < min_len) min_len = lengths[ids[i]];
         }
         meta[block] = ids[end - 1];
         meta[n_blocks + block] = max_tf;
         meta[2 * n_blocks + block] = min_len;
+        meta[3 * n_blocks + block] = bit_width(max_gap) | (bit_width((uint64_t)max_tf - 1) << 8);
     }
     return 0;
 }

@@ -236,6 +236,8 @@ def _title(hit: Hit, index: Index | None) -> str:
     title = hit.fields.get("title")
     if isinstance(title, str) and title:
         return title
+    if index is not None and not index.store_text:
+        return "(text not stored)"
     if index is not None and hit.key in index:
         return index.get(hit.key).text
     return ""
@@ -312,6 +314,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
             vector_dim=None if vectors is None else vectors.dim,
             overwrite=args.overwrite,
             commit_priority="normal",
+            store_text=not args.no_store_text,
         )
     except IndexExistsError:  # the library's message names the keyword; here the flag is the way
         raise IndexExistsError(f"{args.index} is not empty; pass --overwrite to replace it") from None
@@ -842,6 +845,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     index.add_argument("--analyzer", choices=analyzer_names(), default="english", help="analyzer (english)")
     index.add_argument("--overwrite", action="store_true", help="replace an existing index at DIR")
+    index.add_argument(
+        "--no-store-text",
+        action="store_true",
+        help="index the text but do not store it (smaller index; hits show no text; docs/FORMAT.md)",
+    )
     index.add_argument(
         "--workers",
         type=_positive_int,

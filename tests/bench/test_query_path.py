@@ -206,4 +206,7 @@ def test_index_table_builds_in_children(toy: Any) -> None:
     engines = [record["engine"] for record in table.records]
     assert engines[0] == "weft" and engines[0] in table.custom_markdown
     for record in table.records:
-        assert record["docs"] == len(toy.doc_keys) and record["maxrss_mb"] > 0 and record["bytes_on_disk"] > 0
+        if record["unavailable"]:  # a peer not installed, or no store_text option
+            continue
+        assert record["docs"] == len(toy.doc_keys) and record["bytes_on_disk"] > 0
+        assert record["peak_mb"] > 0 and min(record["maxrss_mb"]) > 0 and len(record["seconds"]) == 1

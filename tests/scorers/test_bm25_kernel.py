@@ -219,36 +219,49 @@ def test_block_metadata_is_bounded_per_segment(monkeypatch: pytest.MonkeyPatch) 
 
 @needs_compiled
 def test_the_kernel_refuses_bad_arguments_with_a_code() -> None:
-    """Ids past the segment, k < 1, a bad term index or block count: -2, never a crash or a stray read."""
+    """Bad arguments: -2; packed postings that do not decode: -3 naming the list; never a crash."""
+    from weftsearch.storage.postings import pack_postings
+
     library = bm25_kernel.compiled_bm25()
     assert library is not None
     ids = np.array([0, 5], dtype=np.uint32)
     tfs = np.array([1, 2], dtype=np.uint32)
-    meta = np.array([5, 2, 1], dtype=np.uint32)  # one block: last id 5, max tf 2, min length 1
+    packed = pack_postings(ids, tfs, np.array([0, 2], dtype=np.uint64), np.ones(8, dtype=np.uint32))
+    data = packed.data.copy()
+    meta = packed.blocks.copy()
+    # one block: last id 5, max tf 2, min length 1; gaps 0, 4 in 3 bits, tf - 1 in 1 bit
+    assert meta.tolist() == [5, 2, 1, 3 | 1 << 8] and data.tolist() == [4 << 3, 1 << 1]
     norms = np.ones(8, dtype=np.float64)
     weights = np.ones(2, dtype=np.float64)
     out_ids = np.empty(4, dtype=np.int64)
     out_scores = np.empty(4, dtype=np.float64)
     stats = np.zeros(5, dtype=np.int64)
 
-    def call(n_docs: int, k: int = 2, term: int = 0, blocks: int = 1, m: int = 2) -> int:
-        lists = np.array(
-            [[ids.ctypes.data, tfs.ctypes.data, 2, meta.ctypes.data, blocks, term, 0, 0]], np.int64
-        )
+    def call(n_docs: int, k: int = 2, term: int = 0, blocks: int = 1, m: int = 2, words: int = 2) -> int:
+        lists = np.array([[data.ctypes.data, words, 2, meta.ctypes.data, blocks, term, 0, 0]], np.int64)
         parts = np.array([[norms.ctypes.data, 0, 0, n_docs]], dtype=np.int64)
         inputs = (lists.ctypes.data, 1, parts.ctypes.data, 1, weights.ctypes.data, m, 1.2, 0.75, 1.0, k, 1.0)
         return int(library.top_k(*inputs, out_ids.ctypes.data, out_scores.ctypes.data, 4, stats.ctypes.data))
 
     assert call(n_docs=8) == 2
     assert out_ids[:2].tolist() == [5, 0]  # tf 2 beats tf 1 at equal lengths
-    assert call(n_docs=5) == -2  # id 5 is past a 5-document segment
+    assert call(n_docs=5) == -3 and stats[0] == 0  # id 5 is past a 5-document segment
     assert call(n_docs=8, k=0) == -2
     assert call(n_docs=8, term=2) == -2  # term index past m
     assert call(n_docs=8, blocks=2) == -2  # 2 postings make 1 block
     assert call(n_docs=8, k=10**18) == 2  # k is clamped to the postings that exist
+    assert call(n_docs=8, words=3) == -3  # the widths need 2 words, the list claims 3
+    assert call(n_docs=8, words=1) == -3  # ... or 1: a run would be read past the list
     # A block whose last id is not the id that ends it could make a seek stand still (a hang
-    # inside C, found with the reader's check bypassed): refused before anything is read.
+    # inside C, found with the reader's check bypassed): the decoded block disagrees, refused.
     meta[0] = 4
-    assert call(n_docs=8) == -2
+    assert call(n_docs=8) == -3
     meta[0] = 5
+    for width in (33 | 1 << 8, 3 | 33 << 8, 3 | 1 << 8 | 1 << 16):  # above 32 bits, or stray bits
+        meta[3] = width
+        assert call(n_docs=8) == -3
+    meta[3] = 3 | 1 << 8
+    data[0] = 5 << 3  # a gap of 5 after id 0: ids 0, 6 end past the stored last id 5
+    assert call(n_docs=8) == -3
+    data[0] = 4 << 3
     assert call(n_docs=8) == 2

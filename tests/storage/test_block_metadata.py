@@ -80,14 +80,17 @@ def segment_files(path: Path) -> list[Path]:
 
 
 def naive_blocks(ids: NDArray[Any], tfs: NDArray[Any], lengths: NDArray[Any]) -> list[int]:
-    """One term's metadata by a plain loop: lasts, then max tfs, then min lengths."""
-    lasts, tops, shortest = [], [], []
+    """One term's metadata by a plain loop: lasts, then max tfs, then min lengths, then widths."""
+    lasts, tops, shortest, widths = [], [], [], []
     for start in range(0, len(ids), POSTINGS_BLOCK):
         block = slice(start, start + POSTINGS_BLOCK)
         lasts.append(int(ids[block][-1]))
         tops.append(int(tfs[block].max()))
         shortest.append(int(lengths[ids[block]].min()))
-    return lasts + tops + shortest
+        previous = [int(ids[start - 1]) if start else -1, *ids[block][:-1].tolist()]
+        gap = max(int(i) - p - 1 for i, p in zip(ids[block].tolist(), previous, strict=True))
+        widths.append(gap.bit_length() | (int(tfs[block].max()) - 1).bit_length() << 8)
+    return lasts + tops + shortest + widths
 
 
 @pytest.fixture
@@ -118,18 +121,17 @@ def test_stored_blocks_equal_every_derivation(tmp_path: Path, segments: int) -> 
         lengths = reader.doc_lengths()
         offsets = sections.array("post.block_offsets")
         table = sections.array("post.blocks")
-        assert meta["blocks"] == int(offsets[-1]) == table.shape[0] // 3
+        assert meta["blocks"] == int(offsets[-1]) == table.shape[0] // 4
         for position, term in enumerate(reader.terms()):
             ids, tfs = reader.postings(term)
-            stored = table[3 * int(offsets[position]) : 3 * int(offsets[position + 1])]
+            stored = table[4 * int(offsets[position]) : 4 * int(offsets[position + 1])]
             assert stored.tolist() == naive_blocks(ids, tfs, lengths), term
             assert reader.term_blocks(term)[2].tolist() == stored.tolist()
             if library is not None:
                 assert bm25_kernel.derive_blocks(library, ids, tfs, lengths).tolist() == stored.tolist()
             multi_block += int(offsets[position + 1] - offsets[position]) > 1
-        _, derived = derive_blocks(
-            sections.array("post.ids"), sections.array("post.tfs"), sections.array("post.offsets"), lengths
-        )
+        _, _, all_ids, all_tfs = reader.all_postings()
+        _, derived = derive_blocks(all_ids, all_tfs, sections.array("post.offsets"), lengths)
         assert derived.tolist() == table.tolist()
         assert reader.verify() == []
     assert multi_block  # some list spans several blocks (the last one shorter)
@@ -138,8 +140,6 @@ def test_stored_blocks_equal_every_derivation(tmp_path: Path, segments: int) -> 
 @pytest.mark.parametrize("seed", range(3))
 def test_the_vectorised_derivations_equal_a_plain_loop(seed: int) -> None:
     """Whole-segment and one-term derivations at every block edge (127..129, 255..257) and empty terms."""
-    from weftsearch.storage.segment import _term_blocks_of
-
     rng = np.random.default_rng(seed)
     lengths = rng.integers(1, 40, 2000).astype(np.uint32)
     sizes = [1, 127, 128, 129, 0, 255, 256, 257, 0, 0, 1000, 2, int(rng.integers(1, 2000))]
@@ -152,10 +152,11 @@ def test_the_vectorised_derivations_equal_a_plain_loop(seed: int) -> None:
     block_offsets, table = derive_blocks(ids, tfs, offsets, lengths, pause=lambda: None)
     assert np.diff(block_offsets.astype(np.int64)).tolist() == [math.ceil(n / POSTINGS_BLOCK) for n in sizes]
     for term, (part_ids, part_tfs) in enumerate(zip(id_parts, tf_parts, strict=True)):
-        stored = table[3 * int(block_offsets[term]) : 3 * int(block_offsets[term + 1])].tolist()
+        stored = table[4 * int(block_offsets[term]) : 4 * int(block_offsets[term + 1])].tolist()
         assert stored == naive_blocks(part_ids, part_tfs, lengths)
         if part_ids.size:
-            assert _term_blocks_of(part_ids, part_tfs, lengths).tolist() == stored
+            one = np.array([0, part_ids.shape[0]], dtype=np.uint64)
+            assert derive_blocks(part_ids, part_tfs, one, lengths)[1].tolist() == stored
 
 
 def test_absent_term_has_no_blocks(tmp_path: Path) -> None:
@@ -204,7 +205,7 @@ def craft(path: Path, edit: Callable[[dict[str, Any], int, int, int], None]) -> 
 
 
 def _first(sections: dict[str, Any], position: int) -> int:
-    return 3 * int(sections["post.block_offsets"][position])
+    return 4 * int(sections["post.block_offsets"][position])
 
 
 def understate_max_tf(sections: dict[str, Any], position: int, n_blocks: int, block: int) -> None:
@@ -225,8 +226,8 @@ def swap_term_blocks(sections: dict[str, Any], position: int, n_blocks: int, blo
     sizes = np.diff(offsets)
     other = next(t for t in range(sizes.shape[0]) if t != position and sizes[t] == sizes[position])
     table = sections["post.blocks"]
-    mine = slice(3 * offsets[position], 3 * offsets[position + 1])
-    theirs = slice(3 * offsets[other], 3 * offsets[other + 1])
+    mine = slice(4 * offsets[position], 4 * offsets[position + 1])
+    theirs = slice(4 * offsets[other], 4 * offsets[other + 1])
     table[mine], table[theirs] = table[theirs].copy(), table[mine].copy()
 
 
@@ -273,26 +274,43 @@ def test_without_the_first_use_check_the_crafted_bound_prunes_the_best_document(
     golden = top(Index.open(path, readonly=True))
     craft(path, CRAFTS[label])
 
-    def trusting(self: SegmentReader, term: str) -> tuple[Any, Any, Any]:
-        ids, tfs = self.postings(term)
-        offsets = self.section_file.array("post.block_offsets")
+    def trusting(self: SegmentReader, term: str) -> tuple[Any, Any, int] | None:
+        """term_packed without its first-use check: the stored table taken as it is."""
         position = self.term_position(term)
+        if position < 0:
+            return None
+        offsets = self.section_file.array("post.block_offsets")
+        data_offsets = self.section_file.array("post.data_offsets")
+        postings = self.section_file.array("post.offsets")
         table = self.section_file.array("post.blocks")
-        return ids, tfs, table[3 * int(offsets[position]) : 3 * int(offsets[position + 1])]
+        words = self.section_file.array("post.data")[
+            int(data_offsets[position]) : int(data_offsets[position + 1])
+        ]
+        stored = table[4 * int(offsets[position]) : 4 * int(offsets[position + 1])]
+        return words, stored, int(postings[position + 1] - postings[position])
 
-    monkeypatch.setattr(SegmentReader, "term_blocks", trusting)
+    monkeypatch.setattr(SegmentReader, "term_packed", trusting)
     wrong = top(Index.open(path, readonly=True))
     assert wrong != golden and TARGET not in [key for key, _ in wrong]
 
 
-def test_numpy_path_is_unaffected_and_scrub_names_it(tmp_path: Path) -> None:
-    """The exhaustive path never reads the blocks: its answers stay right; scrub still names the damage."""
-    path = build(tmp_path / "index")
-    golden = top(Index.open(path, readonly=True))
-    craft(path, understate_max_tf)
-    index = Index.open(path, readonly=True)
-    assert top(index) == golden
-    assert not index.scrub().ok
+def test_numpy_path_refuses_too_and_scrub_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exhaustive path decodes through the same table (version 3): it refuses the term too, never
+    answers differently; scrub names the damage. Another term still answers as before."""
+    monkeypatch.setenv(bm25_kernel.DISABLE_VARIABLE, "1")
+    bm25_kernel.compiled_bm25.cache_clear()
+    try:
+        path = build(tmp_path / "index")
+        golden_rare = top(Index.open(path, readonly=True), "rare", 5)
+        craft(path, understate_max_tf)
+        index = Index.open(path, readonly=True)
+        with pytest.raises(CorruptIndexError, match="block"):
+            top(index)
+        assert top(index, "rare", 5) == golden_rare
+        assert not index.scrub().ok
+    finally:
+        monkeypatch.delenv(bm25_kernel.DISABLE_VARIABLE)
+        bm25_kernel.compiled_bm25.cache_clear()
 
 
 def test_block_sections_are_required(tmp_path: Path) -> None:

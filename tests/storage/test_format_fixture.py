@@ -1,10 +1,11 @@
-"""The checked-in format fixtures (version 1 and version 2): every later version opens each
+"""The checked-in format fixtures (versions 1, 2 and 3): every later version opens each
 with the recorded answers, or refuses it with FormatVersionError naming the upgrade path and
 upgrades it in place to an index that gives those answers; the current version's fixture
 rebuilds byte for byte; newer version numbers in the manifest or a file header are refused,
 not misread.
 
-The fixtures are built by ``tests/fixtures/make_format_v1.py`` and ``make_format_v2.py``;
+The fixtures are built by ``tests/fixtures/make_format_v1.py``, ``make_format_v2.py`` and
+``make_format_v3.py``;
 never regenerate one to make these tests pass after a format change (see the scripts'
 docstrings): a new version gets a new fixture beside them.
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import itertools
 import json
 import os
 import shutil
@@ -38,7 +38,7 @@ from weftsearch.storage import (
     checksum,
     upgrade_index,
 )
-from weftsearch.storage.segment import POSTINGS_BLOCK
+from weftsearch.storage.segment import POSTINGS_BLOCK, SegmentReader
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,7 +85,7 @@ def _fixture(version: int) -> Fixture:
     return Fixture(version, script, root, expected, load_script(script))
 
 
-FIXTURES = {version: _fixture(version) for version in (1, 2)}
+FIXTURES = {version: _fixture(version) for version in (1, 2, 3)}
 VERSIONS = sorted(FIXTURES)
 #: (version, search label) for every recorded search of every fixture.
 SEARCH_CASES = [(v, label) for v in VERSIONS for label in FIXTURES[v].labels]
@@ -277,31 +277,42 @@ def test_fixture_takes_writes_in_place(version: int, tmp_path: Path) -> None:
 
 def assert_block_metadata(index: Path) -> None:
     """Every segment of ``index`` carries block metadata (``post.block_offsets``, ``post.blocks``,
-    meta ``blocks``) equal to a plain per-block derivation from its postings and lengths."""
+    meta ``blocks``) equal to a plain per-block derivation from its (decoded) postings and lengths:
+    last id, max tf, min length and the two bit widths of the packed block (docs/FORMAT.md)."""
     segments = sorted(index.glob("seg-*.wseg"))
     assert segments
     for file in segments:
         sections = SectionFile(file)
-        assert {"post.block_offsets", "post.blocks"} <= set(sections.names), file
+        assert {"post.block_offsets", "post.blocks", "post.data", "post.data_offsets"} <= set(sections.names)
+        assert not {"post.ids", "post.tfs"} & set(sections.names), file  # compressed, not raw
         meta = json.loads(bytes(sections.array("meta")))
-        postings = sections.array("post.offsets").tolist()
-        ids, tfs = sections.array("post.ids"), sections.array("post.tfs")
+        reader = SegmentReader(file)
         lengths = sections.array("doc.lengths")
-        want_offsets, want_blocks = [0], []
-        for start, end in itertools.pairwise(postings):
-            cuts = list(range(start, end, POSTINGS_BLOCK))
+        want_offsets, want_blocks, words = [0], [], 0
+        for term in reader.terms():
+            ids, tfs = reader.postings(term)
+            cuts = list(range(0, len(ids), POSTINGS_BLOCK))
             want_offsets.append(want_offsets[-1] + len(cuts))
-            ends = [min(cut + POSTINGS_BLOCK, end) for cut in cuts]
+            ends = [min(cut + POSTINGS_BLOCK, len(ids)) for cut in cuts]
             want_blocks += [int(ids[e - 1]) for e in ends]
             want_blocks += [int(tfs[c:e].max()) for c, e in zip(cuts, ends, strict=True)]
             want_blocks += [int(lengths[ids[c:e]].min()) for c, e in zip(cuts, ends, strict=True)]
+            for c, e in zip(cuts, ends, strict=True):
+                previous = [int(ids[c - 1]) if c else -1, *ids[c : e - 1].tolist()]
+                width_id = max(
+                    int(i) - p - 1 for i, p in zip(ids[c:e].tolist(), previous, strict=True)
+                ).bit_length()
+                width_tf = (int(tfs[c:e].max()) - 1).bit_length()
+                want_blocks.append(width_id | width_tf << 8)
+                words += (-(-(e - c) * width_id // 32)) + (-(-(e - c) * width_tf // 32))
         assert sections.array("post.block_offsets").tolist() == want_offsets, file
         assert sections.array("post.blocks").tolist() == want_blocks, file
         assert meta["blocks"] == want_offsets[-1]
+        assert meta["words"] == words == sections.array("post.data").shape[0]
 
 
 def test_current_fixture_carries_block_metadata() -> None:
-    """Format version 2 holds the block metadata (added before version 2 was released, docs/FORMAT.md)."""
+    """Format version 3 holds the block metadata, widths included, and packed postings (docs/FORMAT.md)."""
     current = [fixture for fixture in FIXTURES.values() if fixture.current]
     assert current
     for fixture in current:

@@ -172,17 +172,16 @@ def _reseal_inner(buffer: bytearray, extents: Mapping[str, tuple[int, int]]) -> 
                 start, end = bounds[i], bounds[i + 1]
                 if start <= end <= len(blob):
                     crcs[i] = checksum(blob[start:end].tobytes())
-    if all(n in extents for n in ("post.offsets", "post.ids", "post.tfs", "post.crc")):
-        offsets = _view(buffer, extents["post.offsets"], "<u8")
-        ids = _view(buffer, extents["post.ids"], "<u4")
-        tfs = _view(buffer, extents["post.tfs"], "<u4")
+    if all(n in extents for n in ("post.data_offsets", "post.data", "post.crc")):
+        offsets = _view(buffer, extents["post.data_offsets"], "<u8")
+        words = _view(buffer, extents["post.data"], "<u4")
         crcs = _view(buffer, extents["post.crc"], "<u4")
-        if offsets is not None and ids is not None and tfs is not None and crcs is not None:
+        if offsets is not None and words is not None and crcs is not None:
             bounds = offsets.tolist()
             for t in range(min(len(crcs), len(bounds) - 1)):
                 start, end = bounds[t], bounds[t + 1]
-                if start <= end <= min(len(ids), len(tfs)):
-                    crcs[t] = checksum(ids[start:end].tobytes() + tfs[start:end].tobytes())
+                if start <= end <= len(words):
+                    crcs[t] = checksum(words[start:end].tobytes())
 
 
 def reseal(data: bytes) -> bytes:
@@ -218,7 +217,7 @@ def reseal(data: bytes) -> bytes:
 def test_reseal_keeps_valid_files_valid() -> None:
     for data in (VALID_SEGMENT, EMPTY_SEGMENT, VALID_TOMBSTONES):
         assert reseal(data) == data
-    for name in ("doc.times", "stored.blob", "post.ids"):
+    for name in ("doc.times", "stored.blob", "post.data"):
         damaged = bytearray(VALID_SEGMENT)
         start = VALID_SEGMENT.index(SectionFile(FUZZ_PATH, VALID_SEGMENT).raw(name).tobytes())
         damaged[start + 1] ^= 0xFF
@@ -908,8 +907,9 @@ def test_tombstones_decode_or_refuse(case: tuple[bytes, int, int]) -> None:
 
 
 def _with_posting(position: int, value: int) -> bytes:
+    """The valid segment with ``post.data[position]`` (packed words) set to ``value``, checksums valid."""
     sections = {name: np.array(array) for name, array in SEGMENT_SECTIONS.items()}
-    sections["post.ids"][position] = value
+    sections["post.data"][position] = value
     return encode(sections, inner=True)
 
 
@@ -927,9 +927,26 @@ def _with_block_offsets(offsets: list[int]) -> bytes:
     return encode(sections, inner=True)
 
 
-#: Crafted block metadata (every checksum valid): each bound of the first term's one
-#: block understated or overstated, and block offsets that cut the table wrongly.
+def _with_data_offsets(offsets: list[int]) -> bytes:
+    sections = {name: np.array(array) for name, array in SEGMENT_SECTIONS.items()}
+    sections["post.data_offsets"] = np.array(offsets, dtype=np.uint64)
+    return encode(sections, inner=True)
+
+
+def _first_term_with_words() -> int:
+    """The first term whose packed run is not empty (its block header has a non-zero width)."""
+    offsets = SEGMENT_SECTIONS["post.data_offsets"].astype(np.int64)
+    return int(np.flatnonzero(np.diff(offsets))[0])
+
+
+#: Crafted block metadata and packed postings (every checksum valid): each bound of the
+#: first term's one block understated or overstated, its widths (the block header) wrong or
+#: above 32 bits, block offsets and data offsets that cut the tables wrongly, packed words
+#: changed.
 _BLOCK_TERMS = int(json.loads(bytes(SEGMENT_SECTIONS["meta"]))["terms"])
+_WORDS = int(SEGMENT_SECTIONS["post.data"].shape[0])
+_WITH_WORDS = _first_term_with_words()
+_DATA_OFFSETS = SEGMENT_SECTIONS["post.data_offsets"].astype(np.int64).tolist()
 BLOCK_CASES = {
     "last-id-minus-1": _with_block_value(0, -1),
     "last-id-plus-1": _with_block_value(0, 1),
@@ -937,7 +954,17 @@ BLOCK_CASES = {
     "max-tf-plus-1": _with_block_value(1, 1),
     "min-length-plus-1": _with_block_value(2, 1),
     "min-length-minus-1": _with_block_value(2, -1),
+    "id-width-plus-1": _with_block_value(3, 1),
+    "tf-width-plus-1": _with_block_value(3, 1 << 8),
+    "id-width-33": _with_block_value(3, 33 - int(SEGMENT_SECTIONS["post.blocks"][3] & 0xFF)),
+    "width-stray-bits": _with_block_value(3, 1 << 16),
     "offsets-shifted": _with_block_offsets([0, 0, *range(2, _BLOCK_TERMS + 1)]),
+    "data-offsets-shifted": _with_data_offsets(
+        [*_DATA_OFFSETS[: _WITH_WORDS + 1], *[o + 1 for o in _DATA_OFFSETS[_WITH_WORDS + 1 : -1]], _WORDS]
+    ),
+    "word-flipped": _with_posting(
+        _DATA_OFFSETS[_WITH_WORDS], int(SEGMENT_SECTIONS["post.data"][_DATA_OFFSETS[_WITH_WORDS]]) ^ 0x5
+    ),
 }
 
 
@@ -947,7 +974,7 @@ BLOCK_CASES = {
     | section_edits(SEGMENT_SECTIONS).map(lambda sections: encode(sections, True))
 )
 @example(VALID_SEGMENT)
-@example(_with_posting(0, 7))  # a posting past the last document, checksums re-derived
+@example(_with_posting(0, 7 << 3))  # packed words changed, checksums re-derived
 @example(BLOCK_CASES["max-tf-minus-1"])  # a bound understated, checksums re-derived
 def test_clean_verify_means_clean_reads(data: bytes) -> None:
     """If ``verify()`` (scrub) reports nothing, no read of the segment may fail."""
@@ -973,7 +1000,7 @@ def test_crafted_block_metadata_is_caught(label: str) -> None:
         first = clean.terms()[0]
         with pytest.raises(CorruptIndexError, match="block"):
             reader.term_blocks(first)
-        assert clean.term_blocks(first)[2].size == 3  # one block: last id, max tf, min length
+        assert clean.term_blocks(first)[2].size == 4  # one block: last id, max tf, min length, widths
 
 
 # ---------------------------------------------------------------------- the corpus
@@ -1017,6 +1044,9 @@ def regression_inputs() -> dict[str, bytes]:
         "crashes/manifest-duplicate-entry.bin": b"\x02" + _duplicated_manifest(),
         "crashes/segment-block-max-tf-understated.bin": b"\x01" + BLOCK_CASES["max-tf-minus-1"],
         "crashes/segment-block-offsets-shifted.bin": b"\x01" + BLOCK_CASES["offsets-shifted"],
+        "crashes/segment-packed-width-33.bin": b"\x01" + BLOCK_CASES["id-width-33"],
+        "crashes/segment-packed-word-flipped.bin": b"\x01" + BLOCK_CASES["word-flipped"],
+        "crashes/segment-packed-data-offsets-shifted.bin": b"\x01" + BLOCK_CASES["data-offsets-shifted"],
     }
 
 

@@ -879,18 +879,18 @@ def single_segment_index(path: Path) -> tuple[str, str]:
     return name, "beta"
 
 
-def flip_in_term(segment: Path, term: str, section: str) -> None:
-    """Flip one byte inside ``term``'s run of ``section`` (post.ids or post.tfs)."""
+def flip_in_term(segment: Path, term: str, section: str, word: int) -> None:
+    """Flip one bit inside ``term``'s run of ``section`` (``post.data``), ``word`` words in."""
     reader = SegmentReader(segment)
     position = reader.term_position(term)
     assert position >= 0
-    offsets = reader._term_tables()[2]
-    start = int(offsets[position])
-    assert int(offsets[position + 1]) > start
+    offsets = reader.section_file.array("post.data_offsets")
+    start, end = int(offsets[position]), int(offsets[position + 1])
+    assert end - start > word
     del reader
     data = bytearray(segment.read_bytes())
     offset, _ = section_extents(bytes(data))[section]
-    data[offset + 4 * start] ^= 0x04
+    data[offset + 4 * (start + word)] ^= 0x04
     segment.write_bytes(bytes(data))
 
 
@@ -898,9 +898,10 @@ def text_hits(index: Index, text: str) -> list[dict[str, Any]]:
     return hits(index.search(text, 10, RRF(), BM25Scorer()))
 
 
-@pytest.mark.parametrize("section", ["post.ids", "post.tfs"])
+@pytest.mark.parametrize("word", [0, -1], ids=["first-word", "last-word"])
 @pytest.mark.parametrize("resealed", [True, False], ids=["section-crc-resealed", "raw-flip"])
-def test_postings_are_verified_per_term(tmp_path: Path, section: str, resealed: bool) -> None:
+def test_postings_are_verified_per_term(tmp_path: Path, word: int, resealed: bool) -> None:
+    section = "post.data"
     clean = tmp_path / "clean"
     name, damaged_term = single_segment_index(clean)
     reference = Index.open(clean, readonly=True)
@@ -908,7 +909,12 @@ def test_postings_are_verified_per_term(tmp_path: Path, section: str, resealed: 
     assert len(expected) == 4
     path = tmp_path / "damaged"
     shutil.copytree(clean, path)
-    flip_in_term(path / name, damaged_term, section)
+    reader = SegmentReader(path / name)
+    position = reader.term_position(damaged_term)
+    offsets = reader.section_file.array("post.data_offsets")
+    words = int(offsets[position + 1] - offsets[position])
+    del reader
+    flip_in_term(path / name, damaged_term, section, word % words)
     if resealed:
         # Only the per-term checksum can catch it now: the section checksum is correct again.
         (path / name).write_bytes(reseal((path / name).read_bytes()))

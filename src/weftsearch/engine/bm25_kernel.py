@@ -45,6 +45,8 @@ from numpy.typing import NDArray
 
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import top_k
+from weftsearch.errors import CorruptIndexError
+from weftsearch.storage.postings import BLOCK_ROWS, pack_postings
 from weftsearch.storage.segment import POSTINGS_BLOCK, SegmentReader
 
 __all__ = [
@@ -184,16 +186,23 @@ class _SegmentBlocks:
     def __init__(self, reader: SegmentReader) -> None:
         self.lengths: NDArray[np.uint32] = np.ascontiguousarray(reader.doc_lengths(), dtype=np.uint32)
         self.lock = threading.Lock()
-        # term -> (ids, tfs, meta, (ids address, tfs address, count, meta address, blocks)), or None if absent
+        # term -> its packed words, block table and descriptor row, or None if absent
         self.terms: dict[str, _TermList | None] = {}
 
 
 @dataclass(frozen=True, slots=True)
 class _TermList:
-    ids: NDArray[np.uint32]
-    tfs: NDArray[np.uint32]
+    """One term in one segment: packed words and block table (views of the file), and the descriptor row.
+
+    ``row``: (words address, words, postings, table address, blocks), the first five
+    fields of ``_bm25.c``'s list descriptor. ``reader``: where the term lives (named in errors).
+    """
+
+    data: NDArray[np.uint32]
     meta: NDArray[np.uint32]
     row: tuple[int, int, int, int, int]
+    reader: SegmentReader
+    term: str
 
 
 _READERS: weakref.WeakKeyDictionary[SegmentReader, _SegmentBlocks] = weakref.WeakKeyDictionary()
@@ -214,31 +223,32 @@ def _segment_blocks(reader: SegmentReader) -> _SegmentBlocks:
 def _term_list(
     library: CompiledBM25, reader: SegmentReader, blocks: _SegmentBlocks, term: str
 ) -> _TermList | None:
-    """The term's postings in this segment with their stored block metadata; None if absent.
+    """The term's packed postings in this segment with their stored block table; None if absent.
 
-    All three are views of the segment file, checked by the reader the first
-    time the term is read (checksum, ranges, and the blocks against a
-    derivation from the postings: O(df) once per segment and term).
+    Both are views of the segment file, checked by the reader the first time
+    the term is read (checksum, a full decode with every range check, and the
+    table against a derivation from the decoded postings: O(df) once per
+    segment and term). The kernel decodes a block only when it scores it.
     """
     try:
         return blocks.terms[term]
     except KeyError:
         pass
-    local, tfs, stored = reader.term_blocks(term)
+    packed = reader.term_packed(term)
     entry: _TermList | None = None
-    count = int(local.shape[0])
-    if count:
-        # '<u4' views of the map are already contiguous native uint32: no copy.
-        ids = np.ascontiguousarray(local, dtype=np.uint32)
-        freqs = np.ascontiguousarray(tfs, dtype=np.uint32)
+    if packed is not None and packed[2]:
+        words, stored, count = packed
+        data = np.ascontiguousarray(words, dtype=np.uint32)  # '<u4' views of the map: no copy
         meta = np.ascontiguousarray(stored, dtype=np.uint32)
         n_blocks = (count + BLOCK - 1) // BLOCK
-        if meta.shape[0] != 3 * n_blocks:  # the reader checks it; the kernel would read past the table
-            from weftsearch.errors import CorruptIndexError
-
+        if (
+            meta.shape[0] != BLOCK_ROWS * n_blocks
+        ):  # the reader checks it; the kernel would read past the table
             raise CorruptIndexError(f"{reader.path}: block metadata of term {term!r} has the wrong size")
+        # An empty run has no address of its own: any valid one will do (nothing is read).
+        address = data.ctypes.data if data.shape[0] else meta.ctypes.data
         entry = _TermList(
-            ids, freqs, meta, (ids.ctypes.data, freqs.ctypes.data, count, meta.ctypes.data, n_blocks)
+            data, meta, (address, data.shape[0], count, meta.ctypes.data, n_blocks), reader, term
         )
     with blocks.lock:
         if term not in blocks.terms and len(blocks.terms) >= BLOCK_CACHE_TERMS:
@@ -254,7 +264,7 @@ def derive_blocks(
 
     ``ids`` (< ``len(lengths)``) and ``tfs`` are one term's postings in one
     segment; returns ``3 * ceil(len(ids) / 128)`` uint32 laid out as
-    ``post.blocks`` lays a term out. O(len(ids)).
+    ``post.blocks`` lays a term out (version 3: four rows, widths last). O(len(ids)).
 
     Raises:
         ValueError: an id is past ``lengths``.
@@ -263,7 +273,7 @@ def derive_blocks(
     ids = np.ascontiguousarray(ids, dtype=np.uint32)
     tfs = np.ascontiguousarray(tfs, dtype=np.uint32)
     lengths = np.ascontiguousarray(lengths, dtype=np.uint32)
-    meta = np.empty(3 * ((ids.shape[0] + BLOCK - 1) // BLOCK), dtype=np.uint32)
+    meta = np.empty(BLOCK_ROWS * ((ids.shape[0] + BLOCK - 1) // BLOCK), dtype=np.uint32)
     if ids.shape[0]:
         code = library.blocks(
             ids.ctypes.data,
@@ -274,7 +284,7 @@ def derive_blocks(
             meta.ctypes.data,
         )
         if code != 0:
-            raise ValueError("a posting names a document past the lengths")
+            raise ValueError("a posting names a document past the lengths, ids do not increase or a tf is 0")
     return meta
 
 
@@ -382,7 +392,8 @@ def _snapshot_term(library: CompiledBM25, snapshot: Snapshot, parts: _Parts, ter
             continue
         count = entry.row[2]
         if part.deleted is not None:
-            count -= int(np.count_nonzero(part.deleted[entry.ids]))
+            ids, _ = part.reader.postings(term)  # decoded (checked already by term_packed)
+            count -= int(np.count_nonzero(part.deleted[ids]))
         doc_freq += count
         rows.append((*entry.row, 0, index, 0))
         keep.append(entry)
@@ -496,6 +507,8 @@ def search(
         )
         if kept == -1:
             raise MemoryError("the BM25 kernel could not allocate its working memory")
+        if kept == -3:
+            raise _corrupt_list(lists, int(scratch.stats[0]))
         if kept < 0:
             raise ValueError(f"the BM25 kernel refused its arguments (code {kept})")  # a bug on this side
         if kept <= scratch.capacity:
@@ -509,6 +522,19 @@ def search(
         return ids[:k], scores[:k], stats
     found_ids, found_scores = top_k(ids, scores, k, snapshot)
     return found_ids, found_scores.astype(np.float64, copy=False), stats
+
+
+def _corrupt_list(lists: QueryLists, index: int) -> CorruptIndexError:
+    """The error for list ``index`` of ``lists.table``, which ``_bm25.c`` found corrupt (code -3)."""
+    address = int(lists.table[index, 0]) if 0 <= index < lists.table.shape[0] else -1
+    for found in lists.keep:
+        for entry in getattr(found, "keep", ()):
+            if isinstance(entry, _TermList) and entry.row[0] == address:
+                return CorruptIndexError(
+                    f"{entry.reader.path}: packed postings of term {entry.term!r} do not decode"
+                    " (the block table disagrees with the data)"
+                )
+    return CorruptIndexError("packed postings of a query term do not decode")
 
 
 # --------------------------------------------------------------------------- the self-check
@@ -529,7 +555,7 @@ def _agrees_with_numpy(library: CompiledBM25) -> bool:
         avgdl = float(all_lengths.sum() / total_docs)
         local_norms = [k1 * (1.0 - b + b * lengths[part].astype(np.float64) / avgdl) for part in range(2)]
         terms = 4
-        postings: list[list[tuple[NDArray[np.uint32], NDArray[np.uint32], NDArray[np.uint32]]]] = []
+        postings: list[list[tuple[NDArray[np.uint32], NDArray[np.uint32]]]] = []
         for part in range(2):
             per_term = []
             for term in range(terms):
@@ -537,19 +563,31 @@ def _agrees_with_numpy(library: CompiledBM25) -> bool:
                     np.uint32
                 )
                 tfs = rng.integers(1, 4, ids.shape[0]).astype(np.uint32)
-                meta = np.empty(3 * ((ids.shape[0] + BLOCK - 1) // BLOCK), dtype=np.uint32)
+                if term == 0 and ids.shape[0]:
+                    tfs[::7] = rng.integers(1, 1 << 20, tfs[::7].shape[0])  # wide tf runs too
+                per_term.append((ids, tfs))
+            postings.append(per_term)
+        packed = []
+        for part in range(2):
+            per_term_packed = []
+            for ids, tfs in postings[part]:
+                offsets = np.array([0, ids.shape[0]], dtype=np.uint64)
+                pack = pack_postings(ids, tfs, offsets, lengths[part])
+                meta = pack.blocks
                 if ids.shape[0]:
-                    address = lengths[part].ctypes.data
+                    oracle = np.empty_like(meta)
                     library.blocks(
                         ids.ctypes.data,
                         tfs.ctypes.data,
                         ids.shape[0],
-                        address,
+                        lengths[part].ctypes.data,
                         n_docs[part],
-                        meta.ctypes.data,
+                        oracle.ctypes.data,
                     )
-                per_term.append((ids, tfs, meta))
-            postings.append(per_term)
+                    if oracle.tobytes() != meta.tobytes():
+                        return False
+                per_term_packed.append((ids.shape[0], pack.data, meta))
+            packed.append(per_term_packed)
         weights = rng.integers(1, 3, terms).astype(np.float64) * 1.5
         # The numpy formula, term by term in term order.
         norm = k1 * (1.0 - b + b * all_lengths / avgdl)
@@ -557,7 +595,7 @@ def _agrees_with_numpy(library: CompiledBM25) -> bool:
         matched = np.zeros(total_docs, dtype=bool)
         for term in range(terms):
             for part in range(2):
-                ids, tfs, _ = postings[part][term]
+                ids, tfs = postings[part][term]
                 glob = to_global[ids] if part == 0 else ids.astype(np.int64) + live0
                 alive = glob >= 0
                 glob, tf = glob[alive], tfs[alive].astype(np.float64)
@@ -569,18 +607,18 @@ def _agrees_with_numpy(library: CompiledBM25) -> bool:
         want_ids, want_scores = want_ids[order], want_scores[order]
         rows = [
             (
-                ids.ctypes.data,
-                tfs.ctypes.data,
-                ids.shape[0],
+                data.ctypes.data if data.shape[0] else meta.ctypes.data,
+                data.shape[0],
+                count,
                 meta.ctypes.data,
-                meta.shape[0] // 3,
+                meta.shape[0] // BLOCK_ROWS,
                 term,
                 part,
                 0,
             )
             for part in range(2)
-            for term, (ids, tfs, meta) in enumerate(postings[part])
-            if ids.shape[0]
+            for term, (count, data, meta) in enumerate(packed[part])
+            if count
         ]
         table = np.array(rows, dtype=np.int64)
         parts = np.array(

@@ -78,6 +78,7 @@ from weftsearch.storage.segment import (
     encode_columns,
     encode_segment,
     merge_columns,
+    without_text,
 )
 from weftsearch.storage.upgrade import UpgradeReport, upgrade_index
 
@@ -400,6 +401,14 @@ class Index:
             :meth:`merge`). Searches never wait for it; writes wait only for
             its short install step. An error in it is raised by the next
             :meth:`commit` or :meth:`wait_for_merges`.
+        store_text: keep each document's text in the index (default). With
+            ``False`` the text is analysed (search, scores, keys, fields,
+            links, times and vectors all work as before) but not stored:
+            :meth:`get`, hits and :meth:`Snapshot.document` give ``text`` as
+            the empty string ``""``. For users who keep documents elsewhere;
+            docs/FORMAT.md ("Stored text") says what the text costs. Fixed for
+            the life of the index (recorded in the manifest; merges and
+            upgrades keep it).
         commit_priority: the CPU priority of the child process that encodes a
             large commit (2,000 or more buffered documents, on systems with
             ``fork``): ``"idle"`` (default) runs it only on CPU time nothing
@@ -443,6 +452,7 @@ class Index:
         merge_policy: MergePolicy | None = None,
         background_merge: bool = False,
         commit_priority: str = "idle",
+        store_text: bool = True,
     ) -> None:
         self._analyzer = get_analyzer(analyzer) if isinstance(analyzer, str) else analyzer
         if not isinstance(self._analyzer, Analyzer):
@@ -462,6 +472,9 @@ class Index:
         # has the field; None until first needed on an opened index (then read from the
         # manifest, or derived from the segments of an index written before it was recorded).
         self._field_kinds: dict[str, str] | None = {}
+        if not isinstance(store_text, bool):
+            raise InvalidParameterError(f"store_text must be True or False, got {store_text!r}")
+        self._store_text = store_text
         if commit_priority not in COMMIT_PRIORITIES:
             raise InvalidParameterError(
                 f"commit_priority must be one of {', '.join(COMMIT_PRIORITIES)}, got {commit_priority!r}"
@@ -506,6 +519,7 @@ class Index:
         background_merge: bool = False,
         commit_priority: str = "idle",
         index_id: str | None = None,
+        store_text: bool = True,
     ) -> Index:
         """Create an empty index stored at ``path``, take its writer lock, and commit it.
 
@@ -547,6 +561,7 @@ class Index:
             merge_policy=merge_policy,
             background_merge=background_merge,
             commit_priority=commit_priority,
+            store_text=store_text,
         )
         index._index_id = index_id
         directory = IndexDirectory(Path(path))
@@ -613,6 +628,7 @@ class Index:
                 merge_policy=merge_policy,
                 background_merge=background_merge and not readonly,
                 commit_priority=commit_priority,
+                store_text=manifest.extra.get("store_text", True) is not False,
             )
             index._directory = directory
             index._writer_lock = writer_lock
@@ -1069,6 +1085,9 @@ class Index:
             )
         if not analysed:
             return 0
+        if not self._store_text:
+            # Analysed above with the text; stored (and held until the commit) without it.
+            analysed = [without_text(entry) for entry in analysed]
         with self._write_lock:
             self._check_open()  # closed by another thread meanwhile
             if self._vector_dim is not None and dim != self._vector_dim:
@@ -1259,14 +1278,21 @@ class Index:
 
     def _manifest_extra(self) -> dict[str, Any]:
         # Recorded only when it differs from the default, so float32 manifests
-        # keep the bytes they always had (and an index without fields too).
+        # (and those that store text, and an index without fields) keep the bytes they always had.
         extra: dict[str, Any] = {}
         if self._vector_dtype != "float32":
             extra["vector_dtype"] = self._vector_dtype
+        if not self._store_text:
+            extra["store_text"] = False
         kinds = self._known_field_kinds()
         if kinds:
             extra["fields"] = dict(sorted(kinds.items()))
         return extra
+
+    @property
+    def store_text(self) -> bool:
+        """Whether document text is stored (``False``: hits and :meth:`get` give ``text`` as ``""``)."""
+        return self._store_text
 
     def _known_field_kinds(self) -> dict[str, str]:
         """Field name -> type for the whole index (the live dict; callers copy before changing)."""

@@ -50,7 +50,7 @@ MAGIC = b"WEFTSEC\x00"
 #: Version of the section-file layout and of every section this code writes.
 #: Version 2 added the file stamp (bytes 32..63 of the header, :class:`FileStamp`);
 #: version-1 files are read only by the upgrade path (``versions=(1,)``).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: Every section starts at a multiple of this many bytes (cache line; lets any dtype map).
 ALIGNMENT = 64
 

@@ -88,7 +88,7 @@ def check_segment(reader: SegmentReader, entry: SegmentEntry, manifest: Manifest
 
 #: Versions a file the manifest does not name may have without being damage: an upgrade
 #: killed after publishing, before sweeping, leaves whole files of the older version behind.
-_UNNAMED_VERSIONS = (1, FORMAT_VERSION)
+_UNNAMED_VERSIONS = (1, 2, FORMAT_VERSION)
 
 
 def _scrub_segment(path: Path, entry: SegmentEntry | None, manifest: Manifest | None) -> list[str]:

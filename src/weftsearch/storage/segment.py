@@ -13,6 +13,7 @@ over a memory map and validates every offset before following it.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -40,14 +41,24 @@ from weftsearch.storage.pausing import (
     sorted_in_slices,
     strings_array,
 )
+from weftsearch.storage.postings import (
+    BLOCK_ROWS,
+    POSTINGS_BLOCK,
+    PostingsDecodeError,
+    derive_blocks,
+    pack_postings,
+    unpack_postings,
+)
 
 __all__ = [
     "SegmentDocument",
     "SegmentColumns",
     "encode_segment",
+    "encode_postings",
     "encode_columns",
     "merge_columns",
     "stored_record",
+    "without_text",
     "SegmentReader",
     "POSTINGS_BLOCK",
     "derive_blocks",
@@ -112,6 +123,17 @@ def stored_record(document: Document) -> bytes:
     ).encode("utf-8")
 
 
+def without_text(entry: SegmentDocument) -> SegmentDocument:
+    """``entry`` as an index with ``store_text=False`` keeps it: its terms and length, its text gone.
+
+    The document's text becomes ``""`` and its stored record is made again from
+    that document (``"text":""``), so what is read back says no text was
+    stored; the analysed terms and length (what search and scores use) are kept.
+    """
+    document = dataclasses.replace(entry.document, text="")
+    return SegmentDocument(document, entry.terms, entry.length, stored_record(document))
+
+
 #: JSON string encoder ``json.dumps(..., ensure_ascii=False)`` uses (C where available).
 _encode_json_string = json.encoder.encode_basestring
 
@@ -146,23 +168,22 @@ class SegmentColumns:
 #: Term lookups a segment reader remembers (a bound on its memory, about 100 bytes each).
 TERM_CACHE_SIZE = 1 << 17
 
+#: Decoded postings one segment reader keeps (version 3; 8 bytes each, so 32 MiB),
+#: first in, first out; a longer list is decoded on every read and not kept.
+DECODED_CACHE_POSTINGS = 1 << 22
+
 #: Rows whose norms are computed together (bounds the float32 temporaries of half-precision rows).
 _NORM_CHUNK = 65_536
 
 #: How a segment may store its vectors (``vec.matrix`` as ``<f4`` or ``<f2``).
 VECTOR_DTYPES = ("float32", "float16")
 
-#: Postings per block of the block metadata (``post.block_offsets``, ``post.blocks``;
-#: docs/FORMAT.md, "Block metadata"). The compiled BM25 kernel (``_bm25.c``,
-#: WEFT_BLOCK) walks the same blocks; the two must agree.
-POSTINGS_BLOCK = 128
-
 #: Blocks derived per slice of :func:`derive_blocks` (bounds its temporaries: about
 #: 8 MiB of postings, and lets a pausing writer pause between slices).
 _BLOCK_SLICE = 16_384
 
 
-def _term_blocks_of(ids: NDArray[Any], tfs: NDArray[Any], lengths: NDArray[Any]) -> NDArray[np.uint32]:
+def _term_blocks_of_v2(ids: NDArray[Any], tfs: NDArray[Any], lengths: NDArray[Any]) -> NDArray[np.uint32]:
     """One term's block metadata (``post.blocks``' layout), as :func:`derive_blocks` gives it.
 
     The reader's first-use check runs this per term: a handful of numpy calls
@@ -179,14 +200,17 @@ def _term_blocks_of(ids: NDArray[Any], tfs: NDArray[Any], lengths: NDArray[Any])
     return out
 
 
-def derive_blocks(
+def _derive_blocks_v2(
     ids: NDArray[Any],
     tfs: NDArray[Any],
     offsets: NDArray[Any],
     lengths: NDArray[Any],
     pause: Pause = no_pause,
 ) -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
-    """The block metadata of postings laid out as a segment lays them out.
+    """The version-2 block metadata (three rows per block) of postings laid out as a segment lays them out.
+
+    Only the upgrade path reads version-2 files (and scrub reports on them);
+    version 3 stores a fourth row (:func:`~weftsearch.storage.postings.derive_blocks`).
 
     Term ``t``'s postings ``offsets[t] ..< offsets[t+1]`` of ``ids`` (local
     ids, each ``< len(lengths)``) and ``tfs`` are cut into blocks of
@@ -324,6 +348,48 @@ def _key_of(document: SegmentDocument) -> str:
     return document.document.key
 
 
+def encode_postings(
+    ids: NDArray[np.uint32],
+    tfs: NDArray[np.uint32],
+    term_offsets: NDArray[np.uint64],
+    lengths: NDArray[np.uint32],
+    pause: Pause = no_pause,
+) -> tuple[dict[str, NDArray[Any]], dict[str, int]]:
+    """The postings sections of a segment (format version 3) and their ``meta`` counts.
+
+    ``ids`` and ``tfs`` are the postings sorted by (term, local id), term t's
+    at ``term_offsets[t] ..< term_offsets[t+1]``; ``lengths`` the documents'
+    analysed lengths. Writes ``post.offsets``, ``post.block_offsets``,
+    ``post.blocks`` (four rows per block), ``post.data_offsets``, ``post.data``
+    (the packed blocks, :mod:`~weftsearch.storage.postings`) and ``post.crc``
+    (CRC32C of each term's words). Deterministic. O(P + V).
+    """
+    packed = pack_postings(ids, tfs, term_offsets, lengths, pause)
+    vocabulary_size = term_offsets.shape[0] - 1
+    bounds = (packed.data_offsets * 4).tolist()
+    data_view = memoryview(packed.data.view(np.uint8))  # type: ignore[arg-type]
+    term_crcs = np.empty(vocabulary_size, dtype=np.uint32)
+    for start, end in slices(vocabulary_size, 4 * SLICE):
+        term_crcs[start:end] = [
+            crc32c.crc32c(data_view[a:b]) for a, b in itertools.pairwise(bounds[start : end + 1])
+        ]
+        pause()
+    sections: dict[str, NDArray[Any]] = {
+        "post.offsets": term_offsets,
+        "post.crc": term_crcs,
+        "post.block_offsets": packed.block_offsets,
+        "post.blocks": packed.blocks,
+        "post.data_offsets": packed.data_offsets,
+        "post.data": packed.data,
+    }
+    meta = {
+        "postings": int(term_offsets[-1]) if term_offsets.shape[0] else 0,
+        "blocks": int(packed.block_offsets[-1]) if packed.block_offsets.shape[0] else 0,
+        "words": int(packed.data.shape[0]),
+    }
+    return sections, meta
+
+
 def encode_columns(columns: SegmentColumns, *, pause: Pause = no_pause) -> bytes:
     """Encode a segment given as columns. Deterministic: O(P log P) for P postings.
 
@@ -335,24 +401,14 @@ def encode_columns(columns: SegmentColumns, *, pause: Pause = no_pause) -> bytes
     order = np.lexsort((columns.doc_of_posting, columns.term_of_posting))
     posting_ids = columns.doc_of_posting[order].astype(np.uint32)
     posting_tfs = columns.tf_of_posting[order].astype(np.uint32)
+    del order
     term_offsets = np.zeros(vocabulary_size + 1, dtype=np.uint64)
     np.cumsum(np.bincount(columns.term_of_posting, minlength=vocabulary_size), out=term_offsets[1:])
-    # Byte offsets into views of the two sections: a term's CRC runs over its
-    # ids then its frequencies, without copying either slice.
-    bounds = (term_offsets * 4).tolist()
-    ids_view = memoryview(posting_ids.view(np.uint8))  # type: ignore[arg-type]
-    tfs_view = memoryview(posting_tfs.view(np.uint8))  # type: ignore[arg-type]
-    term_crcs = np.empty(vocabulary_size, dtype=np.uint32)
-    for start, end in slices(vocabulary_size, 4 * SLICE):
-        term_crcs[start:end] = [
-            crc32c.crc32c(tfs_view[a:b], crc32c.crc32c(ids_view[a:b]))
-            for a, b in itertools.pairwise(bounds[start : end + 1])
-        ]
-        pause()
     lengths = np.asarray(columns.lengths, dtype=np.uint32)
     if posting_ids.shape[0] and int(posting_ids.max()) >= n:
         raise ValueError("a posting names a document past the end")
-    block_offsets, blocks = derive_blocks(posting_ids, posting_tfs, term_offsets, lengths, pause)
+    postings_sections, postings_meta = encode_postings(posting_ids, posting_tfs, term_offsets, lengths, pause)
+    del posting_ids, posting_tfs
     keys_blob, keys_offsets = _blob(columns.keys, pause)
     terms_blob, terms_offsets = _blob(columns.vocabulary, pause)
     stored_blob, stored_offsets = _bytes_blob(columns.records, pause)
@@ -366,8 +422,7 @@ def encode_columns(columns: SegmentColumns, *, pause: Pause = no_pause) -> bytes
     meta: dict[str, Any] = {
         "documents": n,
         "terms": vocabulary_size,
-        "postings": int(posting_ids.shape[0]),
-        "blocks": int(block_offsets[-1]),
+        **postings_meta,
         "links": len(columns.link_targets),
         "vectors": int(columns.matrix.shape[0]),
         "vector_dim": columns.vector_dim,
@@ -408,12 +463,7 @@ def encode_columns(columns: SegmentColumns, *, pause: Pause = no_pause) -> bytes
             "doc.times": np.asarray(columns.times, dtype=np.float64),
             "terms.blob": terms_blob,
             "terms.offsets": terms_offsets,
-            "post.offsets": term_offsets,
-            "post.crc": term_crcs,
-            "post.ids": posting_ids,
-            "post.tfs": posting_tfs,
-            "post.block_offsets": block_offsets,
-            "post.blocks": blocks,
+            **postings_sections,
             "stored.blob": stored_blob,
             "stored.offsets": stored_offsets,
             "stored.crc": stored_crcs,
@@ -464,6 +514,11 @@ class SegmentReader:
         self._verified_postings: dict[int, tuple[NDArray[np.uint32], NDArray[np.uint32]]] = {}
         # Term position -> its block metadata, checked against its postings (at most V entries of views).
         self._verified_blocks: dict[int, NDArray[np.uint32]] = {}
+        # Version 3: decoded postings of recently read terms, first in first out, at most
+        # DECODED_CACHE_POSTINGS postings (8 bytes each) in all; the verdict of the first-use
+        # check lives in _verified_blocks and outlives an evicted decoding.
+        self._decoded: dict[int, tuple[NDArray[np.uint32], NDArray[np.uint32]]] = {}
+        self._decoded_postings = 0
         self._term_cache: dict[str, int] = {}
         meta = self._meta()
         self._meta_cache = meta
@@ -490,6 +545,11 @@ class SegmentReader:
         Only a version-1 file, which only the upgrade path reads, has none.
         """
         return self._file.version >= 2
+
+    @property
+    def packed(self) -> bool:
+        """Whether the postings are compressed (``post.data``; format version 3 on)."""
+        return self._file.version >= 3
 
     @property
     def vector_dtype(self) -> str:
@@ -521,14 +581,20 @@ class SegmentReader:
             "terms.offsets": terms + 1,
             "post.offsets": terms + 1,
             "post.crc": terms,
-            "post.ids": postings,
-            "post.tfs": postings,
             "links.offsets": links + 1,
             "vec.matrix": meta["vectors"] * dim,
         }
-        if self.has_blocks:
+        if self.packed:
             expected["post.block_offsets"] = terms + 1
-            expected["post.blocks"] = 3 * meta["blocks"]
+            expected["post.blocks"] = BLOCK_ROWS * meta["blocks"]
+            expected["post.data_offsets"] = terms + 1
+            expected["post.data"] = meta["words"]
+        else:
+            expected["post.ids"] = postings
+            expected["post.tfs"] = postings
+            if self.has_blocks:
+                expected["post.block_offsets"] = terms + 1
+                expected["post.blocks"] = 3 * meta["blocks"]
         if meta["vectors"] and not dim:
             raise self._corrupt(f"meta claims {meta['vectors']} vectors of no width")
         # The ivf.* sections size nothing (they are read as views, and nlist is
@@ -545,6 +611,14 @@ class SegmentReader:
                 )
         if self.has_blocks and meta["blocks"] > postings:  # every block holds at least one posting
             raise self._corrupt(f"meta claims {meta['blocks']} blocks of {postings} postings")
+        if self.packed and postings > POSTINGS_BLOCK * meta["blocks"]:
+            # No section holds one element per posting any more: the block table bounds them (at
+            # open; opening reads meta only). The exact count is post.offsets' last entry,
+            # checked when the term table is first read (_term_tables).
+            raise self._corrupt(
+                f"meta claims {postings} postings in {meta['blocks']} blocks "
+                f"(section 'post.blocks' holds {self._file.count('post.blocks')} elements)"
+            )
 
     def _corrupt(self, what: str) -> CorruptIndexError:
         return CorruptIndexError(f"{self.path}: {what}")
@@ -555,6 +629,8 @@ class SegmentReader:
             fields: tuple[str, ...] = ("documents", "terms", "postings", "links", "vectors")
             if self.has_blocks:
                 fields += ("blocks",)
+            if self.packed:
+                fields += ("words",)
             if not isinstance(meta, dict) or not all(
                 type(meta.get(f)) is int and 0 <= meta[f] < 2**40 for f in fields
             ):
@@ -925,7 +1001,7 @@ class SegmentReader:
             blob, offsets = self._strings("terms", self.n_terms)
             # The size, not the array: reading the array would verify the whole
             # section, and postings are verified term by term.
-            total = self._file.size("post.ids") // 4
+            total = int(self._meta_cache["postings"]) if self.packed else self._file.size("post.ids") // 4
             postings = self._array("post.offsets", "<u8", self.n_terms + 1)
             _check_offsets(postings, self.n_terms, total, "postings", self.path)
             crcs = self._array("post.crc", "<u4", self.n_terms)
@@ -976,7 +1052,26 @@ class SegmentReader:
 
         The term's postings are checked against their own CRC32C before use,
         so reading one term never needs the whole postings section verified.
+        Version 3 (compressed): the first read of a term also decodes it with
+        every size and range check and compares its whole block table with a
+        derivation from the decoded postings (:meth:`term_blocks`); decoded
+        lists are kept for reuse up to :data:`DECODED_CACHE_POSTINGS` postings
+        per reader (first in, first out), later reads decode again (O(df),
+        vectorised). The arrays are read-only.
+
+        Raises:
+            CorruptIndexError: the postings (or, version 3, their block table) are damaged.
+
         """
+        if self.packed:
+            position = self.term_position(term)
+            if position < 0:
+                return np.empty(0, np.uint32), np.empty(0, np.uint32)
+            return self._packed_postings(position, term)
+        return self._raw_postings(term)
+
+    def _raw_postings(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
+        """Versions 1 and 2: the term's ``post.ids`` and ``post.tfs`` views, checked once."""
         position = self.term_position(term)
         if position < 0:
             return np.empty(0, np.uint32), np.empty(0, np.uint32)
@@ -1001,6 +1096,93 @@ class SegmentReader:
         self._verified_postings[position] = (ids, tfs)
         return ids, tfs
 
+    def _term_extent(self, position: int) -> tuple[int, int, int, int, int, int]:
+        """Term ``position``'s postings, blocks and words: (first, end) of each, bounds checked."""
+        _, _, offsets, _ = self._term_tables()
+        block_offsets, _, data_offsets = self._packed_tables()
+        return (
+            int(offsets[position]),
+            int(offsets[position + 1]),
+            int(block_offsets[position]),
+            int(block_offsets[position + 1]),
+            int(data_offsets[position]),
+            int(data_offsets[position + 1]),
+        )
+
+    def _packed_postings(self, position: int, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
+        """Version 3: term ``position``'s decoded postings (checked at first use, then cached, bounded)."""
+        cached = self._decoded.get(position)
+        if cached is not None:
+            return cached
+        first, end, block_first, block_end, word_first, word_end = self._term_extent(position)
+        _, table, _ = self._packed_tables()
+        data = self._packed_data()
+        words = data[word_first:word_end]
+        verified = position in self._verified_blocks
+        if not verified:
+            crcs = self._term_tables()[3]
+            if checksum(words.tobytes()) != int(crcs[position]):
+                raise self._corrupt(f"postings of term {term!r} fail their checksum")
+        stored = table[BLOCK_ROWS * block_first : BLOCK_ROWS * block_end]
+        try:
+            ids, tfs = unpack_postings(
+                words,
+                np.array([first, end], dtype=np.int64),
+                np.array([block_first, block_end], dtype=np.int64),
+                stored,
+                np.array([word_first, word_end], dtype=np.int64),
+                self.n_docs,
+            )
+        except PostingsDecodeError as exc:
+            raise self._corrupt(f"postings of term {term!r} do not decode ({exc})") from None
+        if not verified:
+            derived = derive_blocks(ids, tfs, np.array([0, end - first], dtype=np.int64), self.doc_lengths())[
+                1
+            ]
+            if not np.array_equal(stored, derived):
+                raise self._corrupt(f"block metadata of term {term!r} disagrees with its postings")
+            self._verified_blocks[position] = stored
+        ids.setflags(write=False)
+        tfs.setflags(write=False)
+        size = ids.shape[0]
+        if size <= DECODED_CACHE_POSTINGS:
+            with self._lock:
+                while self._decoded and self._decoded_postings + size > DECODED_CACHE_POSTINGS:
+                    evicted = self._decoded.pop(next(iter(self._decoded)))
+                    self._decoded_postings -= evicted[0].shape[0]
+                self._decoded[position] = (ids, tfs)
+                self._decoded_postings += size
+        return ids, tfs
+
+    def _packed_data(self) -> NDArray[np.uint32]:
+        """``post.data`` as ``<u4`` words, *not* verified as a whole section (each term has its CRC32C)."""
+
+        def build() -> NDArray[np.uint32]:
+            raw = self._file.raw("post.data")
+            words = int(self._meta_cache["words"])
+            if len(raw) != 4 * words:
+                raise self._corrupt("section 'post.data' has the wrong size")
+            return np.frombuffer(raw, dtype="<u4")
+
+        result: NDArray[np.uint32] = self._memo("post.data", build)
+        return result
+
+    def _packed_tables(self) -> tuple[NDArray[np.uint64], NDArray[np.uint32], NDArray[np.uint64]]:
+        """Version 3: ``post.block_offsets``, ``post.blocks`` and ``post.data_offsets``, shape-checked."""
+
+        def build() -> tuple[NDArray[np.uint64], NDArray[np.uint32], NDArray[np.uint64]]:
+            block_offsets, table = self._block_tables()
+            data_offsets = self._array("post.data_offsets", "<u8", self.n_terms + 1)
+            _check_offsets(
+                data_offsets, self.n_terms, int(self._meta_cache["words"]), "postings data", self.path
+            )
+            return block_offsets, table, data_offsets
+
+        result: tuple[NDArray[np.uint64], NDArray[np.uint32], NDArray[np.uint64]] = self._memo(
+            "packed", build
+        )
+        return result
+
     def _block_tables(self) -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
         """``post.block_offsets`` and ``post.blocks``, checksum-verified, shaped as ``post.offsets`` needs."""
 
@@ -1016,7 +1198,8 @@ class SegmentReader:
             wanted = (np.diff(postings.astype(np.int64)) + (POSTINGS_BLOCK - 1)) // POSTINGS_BLOCK
             if not np.array_equal(np.diff(block_offsets.astype(np.int64)), wanted):
                 raise self._corrupt("block offsets disagree with the postings counts")
-            table = self._array("post.blocks", "<u4", 3 * blocks)
+            rows = BLOCK_ROWS if self.packed else 3
+            table = self._array("post.blocks", "<u4", rows * blocks)
             return block_offsets, table
 
         result: tuple[NDArray[np.uint64], NDArray[np.uint32]] = self._memo("blocks", build)
@@ -1027,14 +1210,15 @@ class SegmentReader:
 
         The metadata is ``post.blocks``' slice of the term, a read-only view of
         the file: ``ceil(df / 128)`` last local ids, then as many largest tfs,
-        then as many smallest document lengths (docs/FORMAT.md, "Block
-        metadata"). Its section is checksum-verified when first read, and the
-        first time each term is asked for, its blocks are compared with a
-        derivation from its postings and ``doc.lengths`` (:func:`derive_blocks`,
-        O(df), the same order of cost as the postings' own CRC and range checks
-        that :meth:`postings` runs then): a bound that disagrees by one bit,
-        even in a file whose checksums were all recomputed, raises here and is
-        never used to skip a block. Later calls are one dict lookup.
+        then as many smallest document lengths, then (version 3) as many
+        widths (docs/FORMAT.md, "Block metadata"). Its section is
+        checksum-verified when first read, and the first time each term is
+        asked for, its blocks are compared with a derivation from its postings
+        and ``doc.lengths`` (:func:`derive_blocks`, O(df), the same order of
+        cost as the postings' own CRC and range checks that :meth:`postings`
+        runs then): a bound that disagrees by one bit, even in a file whose
+        checksums were all recomputed, raises here and is never used to skip
+        a block.
 
         Raises:
             CorruptIndexError: the postings or the block metadata are damaged or disagree.
@@ -1047,25 +1231,71 @@ class SegmentReader:
         cached = self._verified_blocks.get(position)
         if cached is not None:
             return ids, tfs, cached
-        block_offsets, table = self._block_tables()
+        block_offsets, table = self._block_tables()  # version 2 (version 3 verified in postings())
         first, last = int(block_offsets[position]), int(block_offsets[position + 1])
         stored = table[3 * first : 3 * last]
-        if not np.array_equal(stored, _term_blocks_of(ids, tfs, self.doc_lengths())):
+        if not np.array_equal(stored, _term_blocks_of_v2(ids, tfs, self.doc_lengths())):
             raise self._corrupt(f"block metadata of term {term!r} disagrees with its postings")
         self._verified_blocks[position] = stored
         return ids, tfs, stored
+
+    def term_packed(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32], int] | None:
+        """Version 3: ``term``'s packed words, block table (views of the file) and count; None if absent.
+
+        What the compiled BM25 reads: it decodes a block only when it scores
+        it. Checked first exactly as :meth:`term_blocks` checks (CRC32C, a full
+        decode, the table against a derivation), once per reader and term.
+
+        Raises:
+            CorruptIndexError: the postings or the block table are damaged or disagree.
+
+        """
+        position = self.term_position(term)
+        if position < 0:
+            return None
+        if position not in self._verified_blocks:
+            self._packed_postings(position, term)
+        first, end, block_first, block_end, word_first, word_end = self._term_extent(position)
+        _, table, _ = self._packed_tables()
+        stored = table[BLOCK_ROWS * block_first : BLOCK_ROWS * block_end]
+        return self._packed_data()[word_first:word_end], stored, end - first
+
+    def _decode_all(self) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
+        """Version 3: every posting decoded (merges, scrub). O(P), vectorised.
+
+        Raises:
+            CorruptIndexError: the postings do not decode.
+
+        """
+        _, _, postings, _ = self._term_tables()
+        block_offsets, table, data_offsets = self._packed_tables()
+        data = self._array("post.data", "<u4", int(self._meta_cache["words"]))
+        try:
+            return unpack_postings(data, postings, block_offsets, table, data_offsets, self.n_docs)
+        except PostingsDecodeError as exc:
+            raise self._corrupt(f"postings do not decode ({exc})") from None
+
+    def _all_raw(self) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
+        _, _, offsets, _ = self._term_tables()
+        if self.packed:
+            return self._decode_all()
+        return self._array("post.ids", "<u4", int(offsets[-1])), self._array(
+            "post.tfs", "<u4", int(offsets[-1])
+        )
 
     def _block_problems(self) -> list[str]:
         """Every term whose stored block metadata differs from a fresh derivation (scrub). O(P + V)."""
         block_offsets, table = self._block_tables()
         _, _, postings, _ = self._term_tables()
-        total = int(postings[-1])
-        ids = self._array("post.ids", "<u4", total)
-        tfs = self._array("post.tfs", "<u4", total)
-        _, derived = derive_blocks(ids, tfs, postings, self.doc_lengths())
+        ids, tfs = self._all_raw()
+        rows = BLOCK_ROWS if self.packed else 3
+        derive = derive_blocks if self.packed else _derive_blocks_v2
+        _, derived = derive(ids, tfs, postings, self.doc_lengths())
         if np.array_equal(table, derived):
             return []
-        wrong = np.flatnonzero(table != derived) // 3  # a position of 3 * block_offsets[t] .. maps to term t
+        wrong = (
+            np.flatnonzero(table != derived) // rows
+        )  # a position of rows * block_offsets[t] .. maps to term t
         terms = np.unique(np.searchsorted(block_offsets.astype(np.int64), wrong, side="right") - 1)
         shown = ", ".join(str(t) for t in terms[:10].tolist())
         more = f" and {terms.shape[0] - 10} more" if terms.shape[0] > 10 else ""
@@ -1088,8 +1318,7 @@ class SegmentReader:
     def all_postings(self) -> tuple[list[str], NDArray[np.int64], NDArray[np.int64], NDArray[np.uint32]]:
         """Every posting as columns: (terms, term index, local id, frequency). For merges."""
         _, _, offsets, _ = self._term_tables()
-        ids = self._array("post.ids", "<u4", int(offsets[-1]))
-        tfs = self._array("post.tfs", "<u4", int(offsets[-1]))
+        ids, tfs = self._all_raw()
         if ids.size and int(ids.max()) >= self.n_docs:
             raise self._corrupt("a posting names a document past the end")
         term_of = np.repeat(np.arange(self.n_terms, dtype=np.int64), np.diff(offsets).astype(np.int64))
@@ -1155,13 +1384,21 @@ class SegmentReader:
             self.vector_rows()
             self.vector_lists()
             _, _, postings, crcs = self._term_tables()
-            ids = self._file.array("post.ids")
-            tfs = self._file.array("post.tfs")
-            for position in range(self.n_terms):
-                start, end = int(postings[position]), int(postings[position + 1])
-                data = ids[start:end].tobytes() + tfs[start:end].tobytes()
-                if checksum(data) != int(crcs[position]):
-                    problems.append(f"{self.path}: postings of term {position} fail their checksum")
+            if self.packed:
+                _, _, data_offsets = self._packed_tables()
+                words = self._file.array("post.data")
+                for position in range(self.n_terms):
+                    start, end = int(data_offsets[position]), int(data_offsets[position + 1])
+                    if checksum(words[start:end].tobytes()) != int(crcs[position]):
+                        problems.append(f"{self.path}: postings of term {position} fail their checksum")
+            else:
+                ids = self._file.array("post.ids")
+                tfs = self._file.array("post.tfs")
+                for position in range(self.n_terms):
+                    start, end = int(postings[position]), int(postings[position + 1])
+                    data = ids[start:end].tobytes() + tfs[start:end].tobytes()
+                    if checksum(data) != int(crcs[position]):
+                        problems.append(f"{self.path}: postings of term {position} fail their checksum")
             self.all_postings()
             if self.has_blocks:
                 try:  # re-derived from the postings and lengths: a bound that understates is named here

@@ -1,28 +1,34 @@
 """Upgrading an index written by an older format version in place.
 
 Format version 2 (docs/FORMAT.md, "Identity") added the index id, the stamp in
-every file's header and each file's size and checksum in the manifest; a
-version-1 reader would misread such files, and this code refuses version-1
-files. :func:`upgrade_index` rewrites a version-1 index as version 2:
+every file's header and each file's size and checksum in the manifest; version
+3 compressed the postings (docs/FORMAT.md, "Compressed postings"). An older
+reader would misread newer files, and this code refuses older ones.
+:func:`upgrade_index` rewrites a version-1 or version-2 index as version 3:
 
-1. take the writer lock and read the version-1 manifest;
-2. read every listed segment in full through the version-1-tolerant path (the
-   only code that accepts version 1), checking every checksum and structure
-   rule, and its tombstones;
+1. take the writer lock and read the old manifest;
+2. read every listed segment in full through the old-version-tolerant path
+   (the only code that accepts versions 1 and 2), checking every checksum and
+   structure rule (a version-2 file also its stamp, size and checksum against
+   the manifest), and its tombstones;
 3. write each segment's live documents (stored records, vectors, links,
    times, postings; :func:`~weftsearch.storage.segment.merge_columns`) as a new
-   version-2 segment, stamped with a fresh index id, under a segment number
-   the old manifest does not use;
-4. publish the version-2 manifest with one atomic rename (as a commit does),
-   then sweep the version-1 files.
+   version-3 segment, stamped with the index id (a version-1 index gets a
+   fresh one, a version-2 index keeps its own), under a segment number the old
+   manifest does not use;
+4. publish the version-3 manifest with one atomic rename (as a commit does),
+   then sweep the old files.
 
-A crash before step 4 leaves the version-1 index as it was (the new files are
-unnamed and swept by the next upgrade or writer); after it, the version-2
+A crash before step 4 leaves the old index as it was (the new files are
+unnamed and swept by the next upgrade or writer); after it, the version-3
 index. Deleted documents are dropped, so no tombstone files are carried over.
+Whatever the manifest's ``extra`` records (``vector_dtype``, ``store_text``)
+is kept.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +43,7 @@ from weftsearch.storage.directory import (
     Manifest,
     SegmentEntry,
     WriterLock,
+    check_file,
     new_index_id,
     read_tombstones,
 )
@@ -45,7 +52,7 @@ from weftsearch.storage.segment import SegmentReader, encode_columns, merge_colu
 __all__ = ["UpgradeReport", "upgrade_index"]
 
 #: The versions this module can upgrade from.
-UPGRADABLE = (1,)
+UPGRADABLE = (1, 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,17 +79,18 @@ class UpgradeReport:
 
 
 def upgrade_index(path: Path, *, index_id: str | None = None) -> UpgradeReport:
-    """Rewrite the version-1 index at ``path`` as version 2, in place and crash-safely.
+    """Rewrite the version-1 or version-2 index at ``path`` as version 3, in place and crash-safely.
 
-    An index that is current already is left untouched. ``index_id``: the new
-    index's id (default: fresh random bits; give one only for reproducible builds).
+    An index that is current already is left untouched. ``index_id``: the
+    upgraded index's id (default: a version-2 index keeps its own, a version-1
+    index gets fresh random bits; give one only for reproducible builds).
     O(size of the index): every segment is read and re-encoded.
 
     Raises:
         IndexNotFoundError: no index at ``path``.
         IndexLockedError: a writer holds the index.
         FormatVersionError: a version this code can neither read nor upgrade.
-        CorruptIndexError: a version-1 file fails its checks (nothing is changed).
+        CorruptIndexError: an old file fails its checks (nothing is changed).
 
     """
     directory = IndexDirectory(Path(path))
@@ -96,10 +104,11 @@ def upgrade_index(path: Path, *, index_id: str | None = None) -> UpgradeReport:
         except OSError as exc:
             raise IndexStorageError(f"{where}: cannot read ({exc})") from None
         old = Manifest.from_bytes(data, where, versions=(*UPGRADABLE, INDEX_VERSION))
-        if old.index_id:  # a version-2 manifest: nothing to do
+        version = _manifest_version(data)
+        if version == INDEX_VERSION:
             return UpgradeReport(INDEX_VERSION, INDEX_VERSION, 0, 0)
-        identity = new_index_id() if index_id is None else index_id
-        legacy = (*UPGRADABLE,)
+        identity = index_id if index_id is not None else old.index_id or new_index_id()
+        legacy = (version,)
         entries: list[SegmentEntry] = []
         number = old.next_segment
         documents = 0
@@ -109,6 +118,10 @@ def upgrade_index(path: Path, *, index_id: str | None = None) -> UpgradeReport:
                 reader = SegmentReader(segment_path, versions=legacy)
             except FileNotFoundError:
                 raise CorruptIndexError(f"{segment_path}: listed in the manifest, missing") from None
+            if old.index_id:  # version 2: the file must be the one the manifest names
+                check_file(
+                    reader.section_file, FileStamp(old.index_id, entry.number), entry.size, entry.checksum
+                )
             problems = reader.verify()
             if problems:
                 raise CorruptIndexError(f"cannot upgrade: {problems[0]}")
@@ -125,7 +138,12 @@ def upgrade_index(path: Path, *, index_id: str | None = None) -> UpgradeReport:
             else:
                 try:
                     live = ~read_tombstones(
-                        directory.path / entry.deletes, entry.documents, entry.deleted, versions=legacy
+                        directory.path / entry.deletes,
+                        entry.documents,
+                        entry.deleted,
+                        entry=entry if old.index_id else None,
+                        index_id=old.index_id or None,
+                        versions=legacy,
                     )
                 except FileNotFoundError:
                     raise CorruptIndexError(f"{directory.path / entry.deletes}: listed, missing") from None
@@ -149,6 +167,11 @@ def upgrade_index(path: Path, *, index_id: str | None = None) -> UpgradeReport:
         )
         directory.publish(new)
         directory.sweep(new)
-        return UpgradeReport(1, INDEX_VERSION, len(entries), documents)
+        return UpgradeReport(version, INDEX_VERSION, len(entries), documents)
     finally:
         lock.release()
+
+
+def _manifest_version(data: bytes) -> int:
+    """The ``version`` of a manifest :meth:`Manifest.from_bytes` has accepted."""
+    return int(json.loads(data)["body"]["version"])

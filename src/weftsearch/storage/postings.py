@@ -1,0 +1,334 @@
+"""Compressed postings (format version 3): blocks of 128, delta-coded ids, bit-packed.
+
+Layout (docs/FORMAT.md, "Compressed postings"). A term's postings are cut into
+blocks of :data:`POSTINGS_BLOCK` (the last block of a term may be shorter).
+Per block the table ``post.blocks`` holds four ``<u4`` values, stored per term
+as four runs (all lasts, all max tfs, all min lengths, all widths): the last
+local id, the largest tf, the smallest document length, and the two bit widths
+``w_id | w_tf << 8`` (each 0..32, the other bits zero). ``post.data`` (``<u4``
+words) holds, block after block, ``ceil(c * w_id / 32)`` words of id gaps
+(``id - previous id - 1``; the previous id of a term's first posting is -1, so
+a block's base is the previous block's last id, its frame of reference) then
+``ceil(c * w_tf / 32)`` words of ``tf - 1``, value ``i`` of a run at bits
+``i * w ..< (i + 1) * w`` counted from the low bit of the first word (a value
+may straddle two words). ``c`` is the block's postings (128 but for a term's
+last block). The widths are the smallest that hold the block's values, so a
+writer has one encoding only (deterministic bytes) and a reader can re-derive
+the whole table from the decoded postings and compare it bit for bit.
+
+A full block's runs are ``4 * w`` words: every block starts on a word, so a
+block is decoded without its neighbours (the compiled BM25 decodes only the
+blocks it scores, and finds a block's words from the widths of the blocks
+before it in the term). The last, partial block uses the same packing with
+fewer values (the "simpler coding" it could have had would save at most a
+word, and one decoder serves every block).
+
+Why not a codec from PyPI: the maintained SIMD codecs (FastPFor, streamvbyte)
+are C++ or C libraries whose Python bindings are sdists (no wheels for this
+platform) exposing whole-array calls to Python only; the BM25 kernel must
+decode one block in C without the GIL and without a second native dependency,
+and the numpy path must decode without a compiler. Frame-of-reference
+bit-packing per block of 128 is the scheme those codecs vectorise (BP128); the
+loops here and in ``_bm25.c`` are plain, and the compiler unrolls the
+fixed-width ones.
+
+Everything here is vectorised numpy: no Python runs per posting or per block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from weftsearch.storage.pausing import Pause, no_pause, slices
+
+__all__ = [
+    "POSTINGS_BLOCK",
+    "BLOCK_ROWS",
+    "PackedPostings",
+    "PostingsDecodeError",
+    "bit_widths",
+    "derive_blocks",
+    "pack_postings",
+    "unpack_postings",
+]
+
+#: Postings per block (the compiled BM25's WEFT_BLOCK is the same number; see
+#: ``engine/bm25_kernel.py`` for why 128).
+POSTINGS_BLOCK = 128
+
+#: Values per block in ``post.blocks``: last id, max tf, min length, widths.
+BLOCK_ROWS = 4
+
+#: Blocks handled per slice (bounds the temporaries: about 2M postings, some 100 MB
+#: of int64 scratch at most, and lets a pausing writer pause between slices).
+_BLOCK_SLICE = 16_384
+
+
+class PostingsDecodeError(ValueError):
+    """Compressed postings that do not decode (the reader turns it into ``CorruptIndexError``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PackedPostings:
+    """One segment's postings as format version 3 stores them.
+
+    Attributes:
+        block_offsets: ``<u8`` x (V + 1): term t's blocks are ``block_offsets[t] ..< block_offsets[t+1]``.
+        blocks: ``<u4`` x 4B: per term, at ``4 * block_offsets[t]``, its blocks' last ids,
+            max tfs, min lengths and widths (``w_id | w_tf << 8``).
+        data_offsets: ``<u8`` x (V + 1): term t's words are ``data[data_offsets[t] ..< data_offsets[t+1]]``.
+        data: ``<u4`` x W: the packed blocks.
+
+    """
+
+    block_offsets: NDArray[np.uint64]
+    blocks: NDArray[np.uint32]
+    data_offsets: NDArray[np.uint64]
+    data: NDArray[np.uint32]
+
+
+def bit_widths(values: NDArray[Any]) -> NDArray[np.int64]:
+    """Bits needed for each non-negative integer below 2^53 (0 for 0): ``int.bit_length`` elementwise.
+
+    ``frexp`` gives ``x = m * 2^e`` with ``0.5 <= m < 1`` for an exactly
+    representable ``x > 0``, so ``e`` is the bit length, exactly.
+    """
+    return np.frexp(np.asarray(values, dtype=np.float64))[1].astype(np.int64)
+
+
+def _block_geometry(offsets: NDArray[Any]) -> tuple[NDArray[np.int64], ...]:
+    """Per-term block counts and first blocks; per block (global order): term, index in term, start, end."""
+    bounds = offsets.astype(np.int64)
+    per_term = (np.diff(bounds) + (POSTINGS_BLOCK - 1)) // POSTINGS_BLOCK
+    first_block = np.zeros(per_term.shape[0] + 1, dtype=np.int64)
+    np.cumsum(per_term, out=first_block[1:])
+    total = int(first_block[-1])
+    term_of = np.repeat(np.arange(per_term.shape[0], dtype=np.int64), per_term)
+    within = np.arange(total, dtype=np.int64) - first_block[:-1][term_of]
+    starts = bounds[:-1][term_of] + POSTINGS_BLOCK * within
+    ends = np.minimum(starts + POSTINGS_BLOCK, bounds[1:][term_of])
+    return per_term, first_block, term_of, within, starts, ends
+
+
+def _gaps(ids: NDArray[Any], low: int, high: int, term_firsts: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Gaps ``id - previous id - 1`` of postings ``low ..< high``; -1 precedes ``term_firsts`` (absolute)."""
+    part = ids[low:high].astype(np.int64)
+    previous = np.empty_like(part)
+    previous[1:] = part[:-1]
+    previous[:1] = -1
+    previous[term_firsts - low] = -1
+    return part - previous - 1
+
+
+def derive_blocks(
+    ids: NDArray[Any],
+    tfs: NDArray[Any],
+    offsets: NDArray[Any],
+    lengths: NDArray[Any],
+    pause: Pause = no_pause,
+) -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
+    """The block table of postings laid out as a segment lays them out (four rows per block).
+
+    Term ``t``'s postings ``offsets[t] ..< offsets[t+1]`` of ``ids`` (local
+    ids, ascending within a term, each ``< len(lengths)``) and ``tfs`` (>= 1)
+    are cut into blocks of :data:`POSTINGS_BLOCK`. Returns ``block_offsets``
+    and ``blocks`` as :class:`PackedPostings` holds them: per term its last
+    ids, max tfs, min lengths, then widths (``w_id | w_tf << 8``, the
+    smallest that hold the block's id gaps and ``tf - 1``).
+
+    The writer, the reader's first-use check and scrub all call this one
+    function. Vectorised (``reduceat`` over block starts), slice by slice. O(P + V).
+    """
+    per_term, first_block, term_of, within, starts, ends = _block_geometry(offsets)
+    total = int(first_block[-1])
+    block_offsets = first_block.astype(np.uint64)
+    blocks = np.empty(BLOCK_ROWS * total, dtype=np.uint32)
+    if not total:
+        return block_offsets, blocks
+    at_last = BLOCK_ROWS * first_block[:-1][term_of] + within
+    stride = per_term[term_of]
+    for start, end in slices(total, _BLOCK_SLICE):
+        # Blocks tile the postings (terms back to back), so blocks start ..< end are
+        # exactly postings starts[start] ..< ends[end - 1], cut at their starts.
+        low, high = int(starts[start]), int(ends[end - 1])
+        cuts = starts[start:end] - low
+        where = at_last[start:end]
+        step = stride[start:end]
+        # A slice starts on a block, so its first posting's gap needs the posting before it.
+        gaps = _gaps(ids, low, high, starts[start:end][within[start:end] == 0])
+        if low > 0 and within[start] != 0:
+            gaps[0] -= int(ids[low - 1]) + 1
+        max_tf = np.maximum.reduceat(tfs[low:high], cuts)
+        blocks[where] = ids[ends[start:end] - 1]
+        blocks[where + step] = max_tf
+        blocks[where + 2 * step] = np.minimum.reduceat(lengths[ids[low:high]], cuts)
+        width_id = bit_widths(np.maximum.reduceat(gaps, cuts))
+        width_tf = bit_widths(max_tf.astype(np.int64) - 1)
+        blocks[where + 3 * step] = (width_id | (width_tf << 8)).astype(np.uint32)
+        pause()
+    return block_offsets, blocks
+
+
+def _block_words(counts: NDArray[np.int64], width_id: NDArray[np.int64], width_tf: NDArray[np.int64]) -> Any:
+    """Words of each block's id run and of its tf run."""
+    return (counts * width_id + 31) // 32, (counts * width_tf + 31) // 32
+
+
+def _block_columns(
+    block_offsets: NDArray[Any],
+    blocks: NDArray[np.uint32],
+    per_term: NDArray[np.int64],
+    term_of: NDArray[np.int64],
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Per block in global order: last id, id width, tf width (read out of the per-term layout)."""
+    first = block_offsets.astype(np.int64)[:-1]
+    within = np.arange(term_of.shape[0], dtype=np.int64) - first[term_of]
+    at_last = BLOCK_ROWS * first[term_of] + within
+    stride = per_term[term_of]
+    lasts = blocks[at_last].astype(np.int64)
+    widths = blocks[at_last + 3 * stride].astype(np.int64)
+    return lasts, widths & 0xFF, widths >> 8
+
+
+def pack_postings(
+    ids: NDArray[Any],
+    tfs: NDArray[Any],
+    offsets: NDArray[Any],
+    lengths: NDArray[Any],
+    pause: Pause = no_pause,
+) -> PackedPostings:
+    """Compress postings laid out as :func:`derive_blocks` takes them. Deterministic. O(P + V).
+
+    Each value's bits are placed by a float64 ``bincount`` over word indices:
+    the bit fields of one word are disjoint and the word is below 2^32, so the
+    sum is exact and equals their OR.
+    """
+    block_offsets, blocks = derive_blocks(ids, tfs, offsets, lengths, pause)
+    per_term, first_block, term_of, within, starts, ends = _block_geometry(offsets)
+    total = int(first_block[-1])
+    _, width_id, width_tf = _block_columns(block_offsets, blocks, per_term, term_of)
+    counts = ends - starts
+    id_words, tf_words = _block_words(counts, width_id, width_tf)
+    word_start = np.zeros(total + 1, dtype=np.int64)
+    np.cumsum(id_words + tf_words, out=word_start[1:])
+    words = int(word_start[-1])
+    data = np.zeros(words, dtype=np.uint32)
+    data_offsets = word_start[first_block].astype(np.uint64)
+    for start, end in slices(total, _BLOCK_SLICE):
+        low, high = int(starts[start]), int(ends[end - 1])
+        if high == low:
+            continue
+        base = int(word_start[start])
+        size = int(word_start[end]) - base
+        block = np.repeat(np.arange(start, end, dtype=np.int64), counts[start:end])
+        position = np.arange(low, high, dtype=np.int64) - starts[block]
+        gaps_signed = _gaps(ids, low, high, starts[start:end][within[start:end] == 0])
+        if low > 0 and within[start] != 0:
+            gaps_signed[0] -= int(ids[low - 1]) + 1
+        gaps = gaps_signed.astype(np.uint64)
+        id_bits = (word_start[block] - base) * 32 + position * width_id[block]
+        tf_bits = (word_start[block] + id_words[block] - base) * 32 + position * width_tf[block]
+        packed = np.zeros(size + 1, dtype=np.float64)
+        for values, bits in ((gaps, id_bits), (tfs[low:high].astype(np.uint64) - 1, tf_bits)):
+            word = bits >> 5
+            shift = (bits & 31).astype(np.uint64)
+            low_part = (values << shift) & np.uint64(0xFFFFFFFF)
+            high_part = values >> (np.uint64(32) - shift)  # 0 unless the value straddles two words
+            packed += np.bincount(word, weights=low_part.astype(np.float64), minlength=size + 1)[: size + 1]
+            packed += np.bincount(word + 1, weights=high_part.astype(np.float64), minlength=size + 2)[
+                : size + 1
+            ]
+        data[base : base + size] = packed[:size].astype(np.uint32)
+        pause()
+    return PackedPostings(block_offsets, blocks, data_offsets, data)
+
+
+def unpack_postings(
+    data: NDArray[np.uint32],
+    offsets: NDArray[Any],
+    block_offsets: NDArray[Any],
+    blocks: NDArray[np.uint32],
+    data_offsets: NDArray[Any],
+    n_docs: int,
+) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
+    """Decode the postings of consecutive terms: their local ids and term frequencies.
+
+    ``offsets``, ``block_offsets`` and ``data_offsets`` are (T + 1)-long cuts
+    of the terms (each may start above 0: they are rebased), ``blocks`` and
+    ``data`` the matching slices of ``post.blocks`` and ``post.data``. Every
+    width, size and id is checked before it is used: widths above 32 or with
+    stray bits, a term whose blocks need other than its words, ids that run
+    past ``n_docs`` or past 2^32, a block whose last id is not the stored one,
+    a tf of 2^32: :class:`PostingsDecodeError`, never a read out of range.
+    The rest of the table (max tf, min length, exact widths) is the caller's
+    to compare against :func:`derive_blocks` of the result. O(postings).
+
+    Raises:
+        PostingsDecodeError: the postings do not decode as their table says.
+
+    """
+    offsets = offsets.astype(np.int64) - int(offsets[0])
+    block_offsets = block_offsets.astype(np.int64) - int(block_offsets[0])
+    data_offsets = data_offsets.astype(np.int64) - int(data_offsets[0])
+    per_term, first_block, term_of, _, starts, ends = _block_geometry(offsets)
+    if not np.array_equal(first_block, block_offsets):
+        raise PostingsDecodeError("block offsets disagree with the postings counts")
+    total = int(first_block[-1])
+    if blocks.shape[0] != BLOCK_ROWS * total or int(data_offsets[-1]) != data.shape[0]:
+        raise PostingsDecodeError("the block table or the data has the wrong size")
+    count = int(offsets[-1])
+    if not total:
+        return np.empty(0, np.uint32), np.empty(0, np.uint32)
+    lasts, width_id, width_tf = _block_columns(block_offsets.astype(np.uint64), blocks, per_term, term_of)
+    widths_raw = np.asarray(width_id | (width_tf << 8))
+    if int(width_id.max()) > 32 or int(width_tf.max()) > 32 or bool(np.any(widths_raw >> 16)):
+        raise PostingsDecodeError("a block's bit width is above 32")
+    counts = ends - starts
+    id_words, tf_words = _block_words(counts, width_id, width_tf)
+    word_start = np.zeros(total + 1, dtype=np.int64)
+    np.cumsum(id_words + tf_words, out=word_start[1:])
+    if not np.array_equal(word_start[first_block], data_offsets):
+        raise PostingsDecodeError("a term's blocks do not fill its words")
+    # Bits past a run's last value (in its last word) are zero: the writer leaves them so, and
+    # a reader that let them vary would accept a file that scrub cannot tell from the original.
+    for run_start, run_words, width in (
+        (word_start[:-1], id_words, width_id),
+        (word_start[:-1] + id_words, tf_words, width_tf),
+    ):
+        used = (counts * width) & 31
+        ragged = np.flatnonzero((run_words > 0) & (used > 0))
+        if ragged.shape[0]:
+            tail = data[run_start[ragged] + run_words[ragged] - 1].astype(np.uint64)
+            if bool(np.any(tail >> used[ragged].astype(np.uint64))):
+                raise PostingsDecodeError("bits past a block's last value are not zero")
+    padded = np.zeros(data.shape[0] + 2, dtype=np.uint64)  # a 0-bit run at the end reads 2 past
+    padded[: data.shape[0]] = data
+    block = np.repeat(np.arange(total, dtype=np.int64), counts)
+    position = np.arange(count, dtype=np.int64) - starts[block]
+
+    def unpack(bits: NDArray[np.int64], width: NDArray[np.int64]) -> NDArray[np.uint64]:
+        word = bits >> 5
+        shift = (bits & 31).astype(np.uint64)
+        value = (padded[word] >> shift) | (
+            (padded[word + 1] << (np.uint64(32) - shift)) & np.uint64(0xFFFFFFFF)
+        )
+        masked: NDArray[np.uint64] = value & ((np.uint64(1) << width.astype(np.uint64)) - np.uint64(1))
+        return masked
+
+    gaps = unpack(word_start[block] * 32 + position * width_id[block], width_id[block]).astype(np.int64)
+    tf_less = unpack((word_start[block] + id_words[block]) * 32 + position * width_tf[block], width_tf[block])
+    # ids = running sum of (gap + 1) within each term, from -1.
+    steps = np.cumsum(gaps + 1)
+    present = per_term > 0
+    term_first = offsets[:-1][present]
+    base = np.where(term_first > 0, steps[np.maximum(term_first - 1, 0)], 0)
+    ids = steps - np.repeat(base, np.diff(offsets)[present]) - 1
+    if int(ids.max()) >= min(n_docs, 1 << 32) or not np.array_equal(ids[ends - 1], lasts):
+        raise PostingsDecodeError("ids run past the documents or past their blocks' last ids")
+    if int(tf_less.max()) >= 0xFFFFFFFF:
+        raise PostingsDecodeError("a term frequency is 2^32")
+    return ids.astype(np.uint32), (tf_less + np.uint64(1)).astype(np.uint32)
