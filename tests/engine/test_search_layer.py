@@ -29,6 +29,7 @@ from weftsearch.engine.search import canonical_stream, in_canonical_order
 from weftsearch.engine.snapshot import QUERY_TERMS_ENTRIES, QUERY_TERMS_MAX_TEXT, QueryTerms
 from weftsearch.engine.stream import order_by_score
 from weftsearch.errors import InvalidParameterError, InvalidQueryError, ScorerOutputError
+from weftsearch.storage.segment import SegmentReader
 
 WORDS = ["graph", "retrieval", "sparse", "dense", "vector", "bm25", "time", "decay", "cite", "link"]
 
@@ -281,17 +282,22 @@ def test_damaged_records_still_leave_the_hits() -> None:
     snapshot = index.snapshot()
     results = index.search("graph", 5, RRF(), BM25Scorer())
     victim = snapshot.id_of(results.keys[1])
-    original = Snapshot.damaged
+    [part] = snapshot.parts
+    victim_local = int(part.live_locals[victim])
+    # The record verdicts come from the segment reader (what both Snapshot.damaged and
+    # the search's one-pass key lookup read): flag the victim's record there.
+    original = SegmentReader.records_ok
 
-    def damaged(self: Snapshot, ids: np.ndarray) -> np.ndarray:
-        flagged: np.ndarray = original(self, ids) | (np.asarray(ids) == victim)
-        return flagged
+    def records_ok(self: SegmentReader, local: np.ndarray) -> np.ndarray:
+        sound: np.ndarray = original(self, local) & (np.asarray(local) != victim_local)
+        return sound
 
-    Snapshot.damaged = damaged  # type: ignore[method-assign]
+    SegmentReader.records_ok = records_ok  # type: ignore[method-assign]
     try:
         again = index.search("graph", 5, RRF(), BM25Scorer())
+        assert bool(snapshot.damaged(np.array([victim]))[0])
     finally:
-        Snapshot.damaged = original  # type: ignore[method-assign]
+        SegmentReader.records_ok = original  # type: ignore[method-assign]
     assert again.keys == results.keys[:1] + results.keys[2:]
     assert again.explain_arrays().ranks[:, 0].tolist() == [1, 3, 4, 5]
     assert [hit.rank for hit in again] == [1, 2, 3, 4]

@@ -27,7 +27,7 @@ from weftsearch.engine.documents import FieldValue
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
-from weftsearch.engine.stream import FusedStream, Stream, check_k, order_by_score
+from weftsearch.engine.stream import FusedStream, Stream, _is_vouched, check_k, order_by_score
 from weftsearch.errors import InvalidParameterError, InvalidQueryError, ScorerOutputError
 
 __all__ = [
@@ -363,7 +363,10 @@ def canonical_stream(stream: object, snapshot: Snapshot, depth: int, label: str)
     """Check a scorer's output against the contract and put it in canonical order.
 
     Every stream is checked: a Stream, at most ``depth`` long, ids in
-    ``0 .. n_docs - 1``, no id twice, no NaN score. Then the canonical order
+    ``0 .. n_docs - 1``, no id twice, no NaN score (a stream a built-in scorer
+    vouches for, made for this snapshot, is checked for its length only: its
+    construction guarantees the rest, see ``_VouchedStream`` in
+    :mod:`weftsearch.engine.stream`; user scorers cannot make one). Then the canonical order
     (score descending, key ascending): a stream made by
     :meth:`Stream.ranked` for this snapshot is in it by construction and is
     returned as is; any other stream is checked for it in O(k) (scores never
@@ -380,6 +383,10 @@ def canonical_stream(stream: object, snapshot: Snapshot, depth: int, label: str)
         raise ScorerOutputError(f"scorer {label!r} returned {type(stream).__name__}, not a Stream")
     if len(stream) > depth:
         raise ScorerOutputError(f"scorer {label!r} returned {len(stream)} candidates for depth {depth}")
+    if _is_vouched(stream, snapshot):
+        # A built-in scorer's stream for this very snapshot: in range, unique, no NaN
+        # and canonical by construction (see weftsearch.engine.stream._VouchedStream).
+        return stream
     ids, scores = stream.ids, stream.scores
     if ids.size == 0:
         return stream
@@ -480,7 +487,10 @@ def fuse_streams(fuser: Fuser, streams: Sequence[Stream], k: int, snapshot: Snap
 def _check_call(k: int, fuser: Fuser, scorers: Sequence[Scorer], depth: int | None) -> tuple[int, int]:
     """``(k, depth)`` checked, once the scorers and the fuser are known to implement their protocols."""
     k = check_k(k)
-    depth = max(k, DEFAULT_DEPTH) if depth is None else check_k(depth, "depth")
+    # One scorer's stream passes through cut to k, so candidates past k would be
+    # thrown away: ask for k (the first k of a deeper stream are the same k).
+    default = k if len(scorers) == 1 else max(k, DEFAULT_DEPTH)
+    depth = default if depth is None else check_k(depth, "depth")
     if depth < k:
         raise InvalidParameterError(f"depth ({depth}) must be at least k ({k})")
     if not scorers:
@@ -526,8 +536,10 @@ def search_snapshot(
             (1,000,000: each hit is Python objects, and a larger k is a mistake).
         fuser: merges the streams (e.g. ``RRF()``); not called for one scorer.
         scorers: one or more scorers; their streams are fused in this order.
-        depth: candidates asked of each scorer; ``None`` means ``max(k, 100)``.
-            Must be at least ``k`` and at most ``MAX_K``.
+        depth: candidates asked of each scorer; ``None`` means ``max(k, 100)``
+            with two or more scorers and ``k`` with one (its stream passes
+            through cut to ``k``, so deeper candidates would be dropped
+            unread). Must be at least ``k`` and at most ``MAX_K``.
 
     Raises:
         InvalidParameterError: bad ``k``/``depth`` (not a positive int, or above
@@ -559,6 +571,8 @@ def results_of(
     O(d log d) per stream for several (each hit's rank in each stream of
     ``d`` candidates).
     """
+    if len(streams) == 1:
+        return _passthrough(snapshot, streams[0], labels, k, depth)
     fused = fuse_streams(fuser, streams, k, snapshot)
     single = len(streams) == 1
     fuser_name = PASSTHROUGH if single else str(fuser.name)
@@ -597,6 +611,44 @@ def results_of(
         fields=functools.partial(snapshot.fields_of, ids),
         signals=labels,
         fuser=fuser_name,
+        generation=snapshot.generation,
+        depth=depth,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _rank_column(count: int) -> NDArray[np.int64]:
+    """``[[1], [2], ..., [count]]`` as int64, read-only, shared (one per hit count)."""
+    return _frozen_array(np.arange(1, count + 1, dtype=np.int64).reshape(-1, 1))
+
+
+def _passthrough(
+    snapshot: Snapshot, stream: Stream, labels: Sequence[str], k: int, depth: int
+) -> SearchResults:
+    """:func:`results_of` for one stream: its head as the hits, its scores as theirs. O(k).
+
+    What :func:`fuse_streams` and the general path give for one stream (rank
+    ``i + 1``, score and contribution the stream's own, damaged records left
+    out), with no fused copy: the results hold views of the stream's
+    read-only arrays, and the keys and record verdicts come from one
+    :meth:`~weftsearch.engine.snapshot.Snapshot.sound_keys` call.
+    """
+    ids = stream.ids[:k]
+    scores = stream.scores[:k]
+    keep, keys = snapshot.sound_keys(ids)
+    ranks = _rank_column(int(ids.shape[0]))
+    if keep is not None:
+        ids, scores, ranks = ids[keep], scores[keep], ranks[keep]
+    column = scores.reshape(-1, 1)
+    return SearchResults._from_arrays(
+        keys=keys,
+        scores=scores,
+        ranks=ranks,
+        signal_scores=column,
+        contributions=column,
+        fields=functools.partial(snapshot.fields_of, ids),
+        signals=labels,
+        fuser=PASSTHROUGH,
         generation=snapshot.generation,
         depth=depth,
     )
@@ -687,7 +739,8 @@ def search_snapshot_many(
         k: fused hits wanted per query, as in :func:`search_snapshot`.
         fuser: merges each query's streams; not called for one scorer.
         scorers: one or more scorers, fused in this order.
-        depth: candidates asked of each scorer per query; ``None`` means ``max(k, 100)``.
+        depth: candidates asked of each scorer per query; ``None`` means ``max(k, 100)``,
+            or ``k`` with one scorer (as :func:`search_snapshot`).
         threads: ``None`` or 1 runs the chunks in this thread; ``n`` runs them
             on a pool of ``n`` threads (1 to :data:`MAX_THREADS`). The scoring
             kernels release the GIL, so threads overlap their scoring.

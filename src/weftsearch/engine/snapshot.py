@@ -491,6 +491,29 @@ class Snapshot:
             out[positions] = ~reader.records_ok(local)
         return out
 
+    def sound_keys(self, ids: IdArray) -> tuple[NDArray[np.bool_] | None, list[str]]:
+        """The keys of those of ``ids`` whose stored record is sound, and which those are.
+
+        Returns ``(keep, keys)``: ``keep`` is ``None`` when every record passes
+        its checksum (the common case; ``keys`` are then those of all ``ids``,
+        in order), else a boolean mask of the sound ones and ``keys`` holds
+        theirs only. What :meth:`damaged` then :meth:`keys_of` give, in one
+        pass over the ids' segments. O(len(ids)).
+        """
+        ids = self._check_ids(ids)
+        if len(self._parts) == 1:
+            part = self._parts[0]
+            local = ids if part.deleted is None else part.live_locals[ids]
+            ok = part.reader.records_ok(local)
+            if bool(ok.all()):
+                return None, part.reader.keys_at(local)
+            return ok, part.reader.keys_at(local[ok])
+        damaged = self.damaged(ids)
+        if not bool(damaged.any()):
+            return None, self.keys_of(ids)
+        keep = ~damaged
+        return keep, self.keys_of(ids[keep])
+
     def fields_of(self, ids: IdArray) -> list[Mapping[str, FieldValue]]:
         """Stored fields of many documents, decoded only when first read. O(len(ids)).
 

@@ -170,6 +170,55 @@ class _RankedStream(Stream):
         return (Stream, (self.ids, self.scores))
 
 
+class _VouchedStream(_RankedStream):
+    """A stream a built-in scorer vouches for: canonical for ``_keys`` AND within the whole contract.
+
+    Made only by :func:`_vouched_stream`, which only the engine's own scorers
+    call, on output their construction guarantees: ids are the snapshot's own
+    internal ids (read from its parts' id maps), each at most once (one
+    document is scored once), scores are finite numbers (no NaN: finite
+    weights times finite impacts), and the order is score descending then key
+    ascending (sorted so by the kernel's (score, id) sort on one segment, by
+    :func:`top_k` with the snapshot's key order otherwise). So a search skips
+    every check of such a stream but its length (see
+    :func:`~weftsearch.engine.search.canonical_stream`); user scorers never
+    produce one and stay fully checked. A copy (pickle) is a plain Stream.
+    """
+
+    __slots__ = ()
+
+
+def _vouched_stream(ids: IdArray, scores: ScoreArray, keys: KeyOrder) -> Stream:
+    """A :class:`_VouchedStream` over these arrays (no copy; made read-only). Engine scorers only.
+
+    ``ids``: C-contiguous int64, ``scores``: C-contiguous float64 of the same
+    length, meeting everything :class:`_VouchedStream` says, for the snapshot
+    ``keys``. Arrays in another layout go through the checked constructor and
+    come back as a plain (checked) Stream. O(1).
+    """
+    if not (
+        ids.dtype == np.int64
+        and scores.dtype == np.float64
+        and ids.ndim == 1
+        and ids.shape == scores.shape
+        and ids.flags.c_contiguous
+        and scores.flags.c_contiguous
+    ):
+        return Stream(ids, scores)
+    ids.setflags(write=False)
+    scores.setflags(write=False)
+    stream = object.__new__(_VouchedStream)
+    object.__setattr__(stream, "ids", ids)
+    object.__setattr__(stream, "scores", scores)
+    object.__setattr__(stream, "_keys", keys)
+    return stream
+
+
+def _is_vouched(stream: object, keys: KeyOrder) -> bool:
+    """Whether ``stream`` came from :func:`_vouched_stream` for exactly ``keys``. O(1)."""
+    return type(stream) is _VouchedStream and stream._keys is keys
+
+
 @dataclass(frozen=True, slots=True)
 class FusedStream:
     """The fuser's output: one ranked list, and where each score came from.

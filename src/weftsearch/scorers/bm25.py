@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter, OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +29,7 @@ from numpy.typing import NDArray
 from weftsearch.engine import bm25_kernel
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
-from weftsearch.engine.stream import Stream, check_k, top_k
+from weftsearch.engine.stream import Stream, _vouched_stream, check_k, top_k
 from weftsearch.errors import InvalidParameterError
 
 __all__ = ["TERM_CACHE_POSTINGS", "BM25Scorer", "lucene_idf"]
@@ -56,6 +57,9 @@ _COMPILED_FROM_DOCS = 20_000
 # term needs at least this many postings to be preferred as the seed, so that
 # its k-th best document is a useful floor.
 _MIN_SEED = 64
+
+#: The stream of a query with no matching term (streams are immutable: one is shared).
+_EMPTY = Stream.empty()
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +315,34 @@ class BM25Scorer:
         hit = np.flatnonzero(dense > 0.0)
         return hit, dense[hit]
 
+    def _prepared(
+        self, library: bm25_kernel.CompiledBM25, snapshot: Snapshot, query: Query
+    ) -> tuple[bm25_kernel.QueryLists, NDArray[np.float64]] | None:
+        """The query's lists and term weights for the compiled kernel, or ``None`` when nothing matches.
+
+        The numpy path's terms (the snapshot's cached analysis of the text,
+        distinct, sorted) and weights (the same numpy expression, so the same
+        bits). O(terms) for terms seen before on the snapshot.
+        """
+        terms = snapshot.query_terms(query.text) if query.text else []
+        if not terms or snapshot.n_docs == 0:
+            return None
+        distinct = sorted(set(terms))
+        if len(distinct) == len(terms):
+            query_tf = np.ones(len(distinct), dtype=np.float64)
+        else:
+            counts = Counter(terms)
+            query_tf = np.array([counts[term] for term in distinct], dtype=np.float64)
+        lists = bm25_kernel.gather(library, snapshot, distinct)
+        if not lists.table.shape[0]:
+            return None
+        return lists, query_tf * lucene_idf(snapshot.n_docs, lists.doc_freq)
+
+    @staticmethod
+    def _avgdl(snapshot: Snapshot) -> float:
+        # Snapshot.avgdl sums every length on each call: once per snapshot here.
+        return snapshot.memo(("bm25.avgdl",), lambda: snapshot.avgdl if snapshot.avgdl > 0 else 1.0)
+
     def _score_compiled(
         self, library: bm25_kernel.CompiledBM25, snapshot: Snapshot, query: Query, k: int
     ) -> Stream:
@@ -321,24 +353,48 @@ class BM25Scorer:
         from the segments (no per-term cache) and skips blocks of postings that
         cannot reach the k-th score. O(lists + scored postings * log k).
         """
-        terms = snapshot.analyzer.analyze(query.text) if query.text else []
-        if not terms or snapshot.n_docs == 0:
+        prepared = self._prepared(library, snapshot, query)
+        if prepared is None:
             return Stream.empty()
-        distinct = sorted(set(terms))
-        if len(distinct) == len(terms):
-            query_tf = np.ones(len(distinct), dtype=np.float64)
-        else:
-            counts = Counter(terms)
-            query_tf = np.array([counts[term] for term in distinct], dtype=np.float64)
-        lists = bm25_kernel.gather(library, snapshot, distinct)
-        if not lists.table.shape[0]:
-            return Stream.empty()
-        # The numpy path's weights, computed by the same numpy expression.
-        weights = query_tf * lucene_idf(snapshot.n_docs, lists.doc_freq)
-        # Snapshot.avgdl sums every length on each call: once per snapshot here.
-        avgdl = snapshot.memo(("bm25.avgdl",), lambda: snapshot.avgdl if snapshot.avgdl > 0 else 1.0)
+        lists, weights = prepared
+        avgdl = self._avgdl(snapshot)
         ids, scores, _ = bm25_kernel.search(library, snapshot, lists, weights, self.k1, self.b, avgdl, k)
-        return Stream.adopt(ids, scores)
+        return _vouched_stream(ids, scores, snapshot)
+
+    def score_many(self, snapshot: Snapshot, queries: Sequence[Query], k: int) -> list[Stream]:
+        """:meth:`score` of each of ``queries``, in order, in one compiled call where it can.
+
+        The optional batch method of the scorer protocol (see
+        :func:`~weftsearch.engine.search.search_snapshot_many`). Where the
+        compiled kernel and its batch entry point are loaded, every query
+        with a matching term is scored in one call to ``_bm25.c`` that holds
+        no GIL for the whole batch (:func:`~weftsearch.engine.bm25_kernel.search_many`),
+        whatever the snapshot's size; elsewhere each query goes through
+        :meth:`score`. Each stream is what :meth:`score` returns for that
+        query: the same documents, scores to the bit and order (the kernel
+        and numpy agree to the bit, checked when the kernel loads).
+        """
+        k = check_k(k)
+        library = bm25_kernel.compiled_bm25()
+        if library is None or not bm25_kernel.search_many_available():
+            return [self.score(snapshot, query, k) for query in queries]
+        streams: list[Stream] = [_EMPTY] * len(queries)
+        positions: list[int] = []
+        lists: list[bm25_kernel.QueryLists] = []
+        weights: list[NDArray[np.float64]] = []
+        for position, query in enumerate(queries):
+            prepared = self._prepared(library, snapshot, query)
+            if prepared is not None:
+                positions.append(position)
+                lists.append(prepared[0])
+                weights.append(prepared[1])
+        if positions:
+            found = bm25_kernel.search_many(
+                library, snapshot, lists, weights, self.k1, self.b, self._avgdl(snapshot), k
+            )
+            for position, (ids, scores) in zip(positions, found, strict=True):
+                streams[position] = _vouched_stream(ids, scores, snapshot)
+        return streams
 
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` best documents for ``query.text``; empty without text.
@@ -363,10 +419,10 @@ class BM25Scorer:
         if postings is None:
             return Stream.empty()
         if postings.single:
-            return Stream(*top_k(postings.ids, postings.contributions, k, snapshot))
+            return _vouched_stream(*top_k(postings.ids, postings.contributions, k, snapshot), snapshot)
         dense = self._dense(snapshot, postings)
         if dense is None:
-            return Stream(*top_k(*self._sparse(postings), k, snapshot))
+            return _vouched_stream(*top_k(*self._sparse(postings), k, snapshot), snapshot)
         seed_ids = postings.seed_ids
         if seed_ids is not None and seed_ids.shape[0] >= k:
             # Threshold seeding: the seed term's documents are >= k distinct
@@ -382,4 +438,4 @@ class BM25Scorer:
             survivors = np.flatnonzero(dense >= floor)
         else:
             survivors = np.flatnonzero(dense > 0.0)
-        return Stream(*top_k(survivors, dense[survivors], k, snapshot))
+        return _vouched_stream(*top_k(survivors, dense[survivors], k, snapshot), snapshot)
