@@ -260,9 +260,31 @@ class FusedStream:
 def order_by_score(ids: IdArray, scores: NDArray[np.floating], keys: KeyOrder) -> NDArray[np.intp]:
     """Positions that sort ``(ids, scores)`` by descending score, then ascending key.
 
-    O(n log n) in ``len(ids)``.
+    O(n log n) in ``len(ids)``. Keys are looked up only for documents whose
+    score another one shares (the key decides nothing else), so a list
+    without ties never reads a key: on a multi-segment snapshot that saves a
+    key lookup in each segment the documents come from.
     """
-    return np.lexsort((keys.key_rank(ids), -scores))
+    n = ids.shape[0]
+    if n <= 1 or getattr(keys, "ids_follow_keys", False):
+        # Ids are key ranks here (one segment): nothing to look up.
+        return np.lexsort((keys.key_rank(ids), -scores))
+    by_score = np.argsort(-scores, kind="stable")
+    ordered = scores[by_score]
+    tied = ordered[1:] == ordered[:-1]
+    if np.isnan(ordered[-1]):  # NaN sorts last; lexsort's rule for it stays the rule
+        return np.lexsort((keys.key_rank(ids), -scores))
+    if not tied.any():
+        return by_score
+    # Members of a run of equal scores get their key ranks (relative to each other, which
+    # is all a run compares); the others never meet an equal score, so theirs is moot.
+    member = np.zeros(n, dtype=bool)
+    member[1:] = tied
+    member[:-1] |= tied
+    positions = by_score[member]
+    ranks = np.zeros(n, dtype=np.int64)
+    ranks[positions] = keys.key_rank(ids[positions])
+    return np.lexsort((ranks, -scores))
 
 
 def at_least_kth(scores: NDArray[np.floating], k: int) -> NDArray[np.intp]:
