@@ -481,7 +481,12 @@ def fuse_streams(fuser: Fuser, streams: Sequence[Stream], k: int, snapshot: Snap
     if len(streams) == 1:
         head = streams[0].head(k)
         return FusedStream(head.ids, head.scores, head.scores.reshape(-1, 1))
-    return check_fused(fuser.fuse(streams, k, snapshot), snapshot, k, len(streams), str(fuser.name))
+    # The fuser sees plain Streams (the same arrays, no copy): what a stream's maker
+    # vouched for is the engine's business, never the fuser's.
+    plain = [
+        stream if type(stream) is Stream else Stream.adopt(stream.ids, stream.scores) for stream in streams
+    ]
+    return check_fused(fuser.fuse(plain, k, snapshot), snapshot, k, len(streams), str(fuser.name))
 
 
 def _check_call(k: int, fuser: Fuser, scorers: Sequence[Scorer], depth: int | None) -> tuple[int, int]:
