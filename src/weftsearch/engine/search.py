@@ -579,34 +579,22 @@ def results_of(
     if len(streams) == 1:
         return _passthrough(snapshot, streams[0], labels, k, depth)
     fused = fuse_streams(fuser, streams, k, snapshot)
-    single = len(streams) == 1
-    fuser_name = PASSTHROUGH if single else str(fuser.name)
     ids = fused.ids
     scores = fused.scores
     contributions = fused.contributions
     # A document whose stored record is damaged is reported absent, as
-    # Index.get does; the others keep their places and scores.
-    damaged = snapshot.damaged(ids)
-    keep: NDArray[np.bool_] | None = None
-    if damaged.any():
-        keep = ~damaged
+    # Index.get does; the others keep their places and scores. The keys of
+    # the kept ones come from the same pass over their segments.
+    keep, keys = snapshot.sound_keys(ids)
+    if keep is not None:
         ids, scores, contributions = ids[keep], scores[keep], contributions[keep]
-    if single:
-        # The hits are the stream's head: rank i + 1, score the stream's own.
-        ranks = np.arange(1, len(fused) + 1, dtype=np.int64)
-        if keep is not None:
-            ranks = ranks[keep]
-        rank_table = ranks.reshape(-1, 1)
-        score_table = scores.reshape(-1, 1)
-    else:
-        rank_table = np.zeros((ids.shape[0], len(streams)), dtype=np.int64)
-        score_table = np.full((ids.shape[0], len(streams)), np.nan, dtype=np.float64)
-        for column, stream in enumerate(streams):
-            ranks = _rank_lookup(stream, ids)
-            rank_table[:, column] = ranks
-            found = ranks > 0
-            score_table[found, column] = stream.scores[ranks[found] - 1]
-    keys = snapshot.keys_of(ids)
+    rank_table = np.zeros((ids.shape[0], len(streams)), dtype=np.int64)
+    score_table = np.full((ids.shape[0], len(streams)), np.nan, dtype=np.float64)
+    for column, stream in enumerate(streams):
+        ranks = _rank_lookup(stream, ids)
+        rank_table[:, column] = ranks
+        found = ranks > 0
+        score_table[found, column] = stream.scores[ranks[found] - 1]
     return SearchResults._from_arrays(
         keys=keys,
         scores=scores,
@@ -615,7 +603,7 @@ def results_of(
         contributions=contributions,
         fields=functools.partial(snapshot.fields_of, ids),
         signals=labels,
-        fuser=fuser_name,
+        fuser=str(fuser.name),
         generation=snapshot.generation,
         depth=depth,
     )
