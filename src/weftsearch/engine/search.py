@@ -584,8 +584,9 @@ def results_of(
     contributions = fused.contributions
     # A document whose stored record is damaged is reported absent, as
     # Index.get does; the others keep their places and scores. The keys of
-    # the kept ones come from the same pass over their segments.
-    keep, keys = snapshot.sound_keys(ids)
+    # the kept ones come from the same pass over their segments (the ids are
+    # in range: the fuser's output was checked).
+    keep, keys = snapshot._sound_keys(ids)
     if keep is not None:
         ids, scores, contributions = ids[keep], scores[keep], contributions[keep]
     rank_table = np.zeros((ids.shape[0], len(streams)), dtype=np.int64)
@@ -628,7 +629,7 @@ def _passthrough(
     """
     ids = stream.ids[:k]
     scores = stream.scores[:k]
-    keep, keys = snapshot.sound_keys(ids)
+    keep, keys = snapshot._sound_keys(ids)
     ranks = _rank_column(int(ids.shape[0]))
     if keep is not None:
         ids, scores, ranks = ids[keep], scores[keep], ranks[keep]

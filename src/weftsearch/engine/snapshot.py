@@ -516,7 +516,10 @@ class Snapshot:
         theirs only. What :meth:`damaged` then :meth:`keys_of` give, in one
         pass over the ids' segments. O(len(ids)).
         """
-        ids = self._check_ids(ids)
+        return self._sound_keys(self._check_ids(ids))
+
+    def _sound_keys(self, ids: IdArray) -> tuple[NDArray[np.bool_] | None, list[str]]:
+        """:meth:`sound_keys` of int64 ``ids`` already known to be in range (a checked stream's)."""
         if len(self._parts) == 1:
             part = self._parts[0]
             local = ids if part.deleted is None else part.live_locals[ids]

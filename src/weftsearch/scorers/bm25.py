@@ -315,28 +315,46 @@ class BM25Scorer:
         hit = np.flatnonzero(dense > 0.0)
         return hit, dense[hit]
 
-    def _prepared(
+    def _lists(
         self, library: bm25_kernel.CompiledBM25, snapshot: Snapshot, query: Query
-    ) -> tuple[bm25_kernel.QueryLists, NDArray[np.float64]] | None:
-        """The query's lists and term weights for the compiled kernel, or ``None`` when nothing matches.
+    ) -> tuple[bm25_kernel.QueryLists, NDArray[np.float64] | None] | None:
+        """The query's lists and per-term counts for the kernel (``None`` counts: each term once).
 
-        The numpy path's terms (the snapshot's cached analysis of the text,
-        distinct, sorted) and weights (the same numpy expression, so the same
-        bits). O(terms) for terms seen before on the snapshot.
+        ``None`` when nothing matches. The numpy path's terms: the snapshot's
+        cached analysis of the text, distinct, sorted. O(terms) for terms
+        seen before on the snapshot.
         """
         terms = snapshot.query_terms(query.text) if query.text else []
         if not terms or snapshot.n_docs == 0:
             return None
         distinct = sorted(set(terms))
-        if len(distinct) == len(terms):
-            query_tf = np.ones(len(distinct), dtype=np.float64)
-        else:
+        query_tf: NDArray[np.float64] | None = None
+        if len(distinct) != len(terms):
             counts = Counter(terms)
             query_tf = np.array([counts[term] for term in distinct], dtype=np.float64)
         lists = bm25_kernel.gather(library, snapshot, distinct)
         if not lists.table.shape[0]:
             return None
-        return lists, query_tf * lucene_idf(snapshot.n_docs, lists.doc_freq)
+        return lists, query_tf
+
+    @staticmethod
+    def _weights(query_tf: NDArray[np.float64] | None, idf: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``qtf * idf``, the numpy path's weights (every qtf 1: ``idf`` itself, as 1.0 * x is x exactly)."""
+        return idf if query_tf is None else query_tf * idf
+
+    def _prepared(
+        self, library: bm25_kernel.CompiledBM25, snapshot: Snapshot, query: Query
+    ) -> tuple[bm25_kernel.QueryLists, NDArray[np.float64]] | None:
+        """The query's lists and term weights for the compiled kernel, or ``None`` when nothing matches.
+
+        The numpy path's terms and weights (the same numpy expressions, so
+        the same bits). O(terms) for terms seen before on the snapshot.
+        """
+        found = self._lists(library, snapshot, query)
+        if found is None:
+            return None
+        lists, query_tf = found
+        return lists, self._weights(query_tf, lucene_idf(snapshot.n_docs, lists.doc_freq))
 
     @staticmethod
     def _avgdl(snapshot: Snapshot) -> float:
@@ -381,18 +399,28 @@ class BM25Scorer:
         streams: list[Stream] = [_EMPTY] * len(queries)
         positions: list[int] = []
         lists: list[bm25_kernel.QueryLists] = []
-        weights: list[NDArray[np.float64]] = []
+        counts: list[NDArray[np.float64] | None] = []
         for position, query in enumerate(queries):
-            prepared = self._prepared(library, snapshot, query)
-            if prepared is not None:
+            found = self._lists(library, snapshot, query)
+            if found is not None:
                 positions.append(position)
-                lists.append(prepared[0])
-                weights.append(prepared[1])
+                lists.append(found[0])
+                counts.append(found[1])
         if positions:
-            found = bm25_kernel.search_many(
+            # Every query's IDFs in one numpy call (instead of one per query): each is
+            # the same elementwise expression of its own df, whatever else is in the
+            # array, so the same bits as score()'s per-query call.
+            idf = lucene_idf(snapshot.n_docs, np.concatenate([entry.doc_freq for entry in lists]))
+            weights: list[NDArray[np.float64]] = []
+            start = 0
+            for entry, query_tf in zip(lists, counts, strict=True):
+                stop = start + int(entry.doc_freq.shape[0])
+                weights.append(self._weights(query_tf, idf[start:stop]))
+                start = stop
+            results = bm25_kernel.search_many(
                 library, snapshot, lists, weights, self.k1, self.b, self._avgdl(snapshot), k
             )
-            for position, (ids, scores) in zip(positions, found, strict=True):
+            for position, (ids, scores) in zip(positions, results, strict=True):
                 streams[position] = _vouched_stream(ids, scores, snapshot)
         return streams
 
