@@ -70,6 +70,12 @@ def batch_mismatches(
 PARAMS = st.sampled_from([(1.2, 0.75), (0.0, 1.0), (2.0, 0.0), (0.9, 0.4), (50.0, 1.0)])
 
 
+@pytest.fixture(autouse=True)
+def batch_at_any_k(monkeypatch: pytest.MonkeyPatch) -> None:
+    """score_many takes the compiled batch at every k on these small corpora (else numpy above k = 10)."""
+    monkeypatch.setattr(bm25_module, "_BATCH_COMPILED_MAX_K", 10**9)
+
+
 @needs_batch
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -256,3 +262,23 @@ def test_one_scorer_without_a_depth_is_asked_for_k_and_gives_the_deeper_results(
     assert set(asked) == {7, 100}
     two = index.search("w0", 7, RRF(), Asking(), Asking())
     assert two.depth == 100  # fusion still reads max(k, 100) candidates per stream
+
+
+def test_score_many_on_small_snapshots_at_large_k_scores_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below 20,000 documents and above k = 10 the batch goes query by query (numpy), same results."""
+    monkeypatch.setattr(bm25_module, "_BATCH_COMPILED_MAX_K", 10)
+    calls: list[int] = []
+    real = bm25_kernel.search_many
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bm25_kernel, "search_many", counting)
+    index, words = corpus(6, 2, 300, 12, 0.1, 5)
+    snapshot = index.snapshot()
+    assert batch_mismatches(snapshot, queries(6, words, 20), [11, 50], [(1.2, 0.75)]) == []
+    assert calls == []
+    if not DISABLED and bm25_kernel.search_many_available():
+        assert batch_mismatches(snapshot, queries(6, words, 20), [10], [(1.2, 0.75)]) == []
+        assert calls

@@ -53,6 +53,13 @@ _DENSE_RATIO = 0.05
 # Both give the same results to the bit; the kernel also releases the GIL.
 _COMPILED_FROM_DOCS = 20_000
 
+# score_many() runs the compiled batch below _COMPILED_FROM_DOCS too when k is at most
+# this: one call for the batch saves the per-query call overhead, which is what the numpy
+# path's lead at small k is made of (SciFact, CPU time per query, 2026-12-03, load 4:
+# numpy 55/60/62/73 us against compiled 48/62/74/115 us at k = 1/10/20/100, each compiled
+# call paying 5-8 us of set-up the batch pays once), and the batch runs without the GIL.
+_BATCH_COMPILED_MAX_K = 10
+
 # score() seeds its top-k threshold with one term's documents (see there); a
 # term needs at least this many postings to be preferred as the seed, so that
 # its k-th best document is a useful floor.
@@ -387,14 +394,16 @@ class BM25Scorer:
         compiled kernel and its batch entry point are loaded, every query
         with a matching term is scored in one call to ``_bm25.c`` that holds
         no GIL for the whole batch (:func:`~weftsearch.engine.bm25_kernel.search_many`),
-        whatever the snapshot's size; elsewhere each query goes through
-        :meth:`score`. Each stream is what :meth:`score` returns for that
+        on snapshots of 20,000 documents or more, and on smaller ones for
+        ``k`` up to 10 (beyond that numpy is faster there); elsewhere each
+        query goes through :meth:`score`. Each stream is what :meth:`score` returns for that
         query: the same documents, scores to the bit and order (the kernel
         and numpy agree to the bit, checked when the kernel loads).
         """
         k = check_k(k)
         library = bm25_kernel.compiled_bm25()
-        if library is None or not bm25_kernel.search_many_available():
+        small = snapshot.n_docs < _COMPILED_FROM_DOCS and k > _BATCH_COMPILED_MAX_K
+        if library is None or small or not bm25_kernel.search_many_available():
             return [self.score(snapshot, query, k) for query in queries]
         streams: list[Stream] = [_EMPTY] * len(queries)
         positions: list[int] = []
