@@ -28,7 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 
@@ -41,7 +41,7 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def table(title: str, arms: dict[str, tuple[Callable[[], object], int]], passes: int) -> dict[str, float]:
+def table(title: str, arms: Mapping[str, tuple[Callable[[], object], int]], passes: int) -> dict[str, float]:
     """Median q/s of each arm over ``passes`` alternating passes (one warm-up pass first)."""
     for run, _ in arms.values():
         run()
