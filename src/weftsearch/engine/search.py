@@ -165,6 +165,7 @@ class SearchResults(Sequence[Hit]):
         "_fields",
         "_keys",
         "_ranks",
+        "_rows",
         "_scores",
         "_signal_scores",
         "depth",
@@ -198,6 +199,7 @@ class SearchResults(Sequence[Hit]):
         self._fields: Callable[[], Sequence[Mapping[str, FieldValue]]] | None = None
         self._field_rows: Sequence[Mapping[str, FieldValue]] = tuple(hit.fields for hit in hits)
         self._built: list[Hit | None] = list(hits)
+        self._rows: tuple[list[Any], list[Any], list[Any], list[Any]] | None = None
 
     @classmethod
     def _from_arrays(
@@ -233,6 +235,7 @@ class SearchResults(Sequence[Hit]):
         results._fields = fields
         results._field_rows = ()
         results._built = [None] * len(results._keys)
+        results._rows = None
         return results
 
     def _hit(self, row: int) -> Hit:
@@ -250,24 +253,29 @@ class SearchResults(Sequence[Hit]):
                 self._field_rows = source()
                 self._fields = None
         fields = self._field_rows[row]
-        signals = []
-        for column, label in enumerate(self.signals):
-            rank = int(self._ranks[row, column])
-            signals.append(
-                SignalHit(
-                    signal=label,
-                    rank=rank or None,
-                    score=float(self._signal_scores[row, column]) if rank else None,
-                    contribution=float(self._contributions[row, column]),
-                )
+        rows = self._rows
+        if rows is None:
+            # The arrays as Python numbers, once for all hits (one tolist per array instead
+            # of a numpy scalar read per hit and stream; the same values: tolist gives
+            # the float of each float64 and the int of each int64).
+            rows = (
+                self._ranks.tolist(),
+                self._signal_scores.tolist(),
+                self._contributions.tolist(),
+                self._scores.tolist(),
             )
-        hit = Hit(
-            key=self._keys[row],
-            rank=row + 1,
-            score=float(self._scores[row]),
-            signals=tuple(signals),
-            fields=fields,
+            self._rows = rows  # two racing threads store equal lists
+        ranks, scores, contributions, fused = rows[0][row], rows[1][row], rows[2][row], rows[3][row]
+        signals = tuple(
+            SignalHit(
+                signal=label,
+                rank=ranks[column] or None,
+                score=scores[column] if ranks[column] else None,
+                contribution=contributions[column],
+            )
+            for column, label in enumerate(self.signals)
         )
+        hit = Hit(key=self._keys[row], rank=row + 1, score=fused, signals=signals, fields=fields)
         self._built[row] = hit
         return hit
 
