@@ -883,7 +883,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     search.add_argument("--rrf-k", type=_non_negative_float, default=60.0, help="RRF constant (60)")
     search.add_argument("--norm", choices=("minmax", "zscore"), default="minmax", help="score fusion norm")
-    search.add_argument("--depth", type=_count, help="candidates per signal (max(k, 100))")
+    search.add_argument("--depth", type=_count, help="candidates per signal (max(k, 100); k with one signal)")
     search.add_argument(
         "--half-life",
         type=_positive_float,

@@ -387,7 +387,8 @@ def test_one_stream_passes_through_with_its_own_scores(fuser: object) -> None:
     index = make_index()
     # Out of order, with ties: the canonical order is score desc, then key asc.
     scorer = FixedScorer(["gamma", "delta", "alpha", "beta"], [1.0, 2.0, 2.0, 0.5])
-    results = index.search("anything", 3, fuser, scorer)  # type: ignore[arg-type]
+    # depth 4: the stream (4 long) is deeper than k, and cut to k after the canonical order.
+    results = index.search("anything", 3, fuser, scorer, depth=4)  # type: ignore[arg-type]
     assert results.fuser == "passthrough"
     assert results.signals == ("fixed",)
     assert results.keys == ["alpha", "delta", "gamma"]

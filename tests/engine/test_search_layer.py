@@ -29,6 +29,7 @@ from weftsearch.engine.search import canonical_stream, in_canonical_order
 from weftsearch.engine.snapshot import QUERY_TERMS_ENTRIES, QUERY_TERMS_MAX_TEXT, QueryTerms
 from weftsearch.engine.stream import order_by_score
 from weftsearch.errors import InvalidParameterError, InvalidQueryError, ScorerOutputError
+from weftsearch.storage.segment import SegmentReader
 
 WORDS = ["graph", "retrieval", "sparse", "dense", "vector", "bm25", "time", "decay", "cite", "link"]
 
@@ -281,17 +282,22 @@ def test_damaged_records_still_leave_the_hits() -> None:
     snapshot = index.snapshot()
     results = index.search("graph", 5, RRF(), BM25Scorer())
     victim = snapshot.id_of(results.keys[1])
-    original = Snapshot.damaged
+    [part] = snapshot.parts
+    victim_local = int(part.live_locals[victim])
+    # The record verdicts come from the segment reader (what both Snapshot.damaged and
+    # the search's one-pass key lookup read): flag the victim's record there.
+    original = SegmentReader.records_ok
 
-    def damaged(self: Snapshot, ids: np.ndarray) -> np.ndarray:
-        flagged: np.ndarray = original(self, ids) | (np.asarray(ids) == victim)
-        return flagged
+    def records_ok(self: SegmentReader, local: np.ndarray) -> np.ndarray:
+        sound: np.ndarray = original(self, local) & (np.asarray(local) != victim_local)
+        return sound
 
-    Snapshot.damaged = damaged  # type: ignore[method-assign]
+    SegmentReader.records_ok = records_ok  # type: ignore[method-assign]
     try:
         again = index.search("graph", 5, RRF(), BM25Scorer())
+        assert bool(snapshot.damaged(np.array([victim]))[0])
     finally:
-        Snapshot.damaged = original  # type: ignore[method-assign]
+        SegmentReader.records_ok = original  # type: ignore[method-assign]
     assert again.keys == results.keys[:1] + results.keys[2:]
     assert again.explain_arrays().ranks[:, 0].tolist() == [1, 3, 4, 5]
     assert [hit.rank for hit in again] == [1, 2, 3, 4]
@@ -455,3 +461,44 @@ def test_a_copied_ranked_stream_is_a_plain_stream() -> None:
     for clone in (copy.copy(ranked), pickle.loads(pickle.dumps(ranked))):
         assert type(clone) is Stream and not clone.ranked_for(snapshot)
         assert clone.ids.tolist() == [4, 3, 2] and clone.scores.tolist() == [4.0, 3.0, 2.0]
+
+
+@pytest.mark.parametrize("segments", [1, 3])
+def test_sound_keys_is_damaged_then_keys_of(segments: int) -> None:
+    """The one-pass key lookup of a search equals Snapshot.damaged then Snapshot.keys_of, damage or not."""
+    index = segmented_index(segments, per_segment=120)
+    index.delete_many(index.keys()[::5])
+    snapshot = index.snapshot()
+    rng = np.random.default_rng(segments)
+    victims = set(rng.choice(snapshot.n_docs, size=6, replace=False).tolist())
+    original = SegmentReader.records_ok
+    locals_of = {
+        (id(part.reader), int(part.live_locals[doc - part.base]))
+        for part in snapshot.parts
+        for doc in victims
+        if part.base <= doc < part.base + part.n_live
+    }
+
+    def records_ok(self: SegmentReader, local: np.ndarray) -> np.ndarray:
+        flagged = np.array(
+            [(id(self), int(doc)) in locals_of for doc in np.asarray(local).tolist()], dtype=bool
+        )
+        sound: np.ndarray = original(self, local) & ~flagged
+        return sound
+
+    for size in (0, 1, 7, 40, snapshot.n_docs):  # the Python grouping and the numpy one (over 256 ids)
+        ids = rng.choice(snapshot.n_docs, size=min(size, snapshot.n_docs), replace=False).astype(np.int64)
+        keep, keys = snapshot.sound_keys(ids)
+        assert keep is None and keys == snapshot.keys_of(ids)
+        SegmentReader.records_ok = records_ok  # type: ignore[method-assign]
+        try:
+            keep, keys = snapshot.sound_keys(ids)
+            damaged = snapshot.damaged(ids)
+        finally:
+            SegmentReader.records_ok = original  # type: ignore[method-assign]
+        assert damaged.tolist() == [int(doc) in victims for doc in ids.tolist()]
+        if not damaged.any():
+            assert keep is None and keys == snapshot.keys_of(ids)
+        else:
+            assert keep is not None and keep.tolist() == (~damaged).tolist()
+            assert keys == snapshot.keys_of(ids[~damaged])

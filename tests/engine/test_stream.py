@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from weftsearch.engine.stream import at_least_kth, top_k
+from weftsearch.engine.stream import at_least_kth, order_by_score, top_k
 
 
 class IdsAreKeys:
@@ -82,3 +82,42 @@ def test_top_k_orders_by_score_then_key(values: list[int], k: int) -> None:
     expected = sorted(zip(values, ids.tolist(), strict=True), key=lambda pair: (-pair[0], pair[1]))[:k]
     assert got_ids.tolist() == [i for _, i in expected]
     assert got_scores.tolist() == [float(v) for v, _ in expected]
+
+
+class ShuffledKeys:
+    """Key order unrelated to id order (several segments), recording the ids it was asked to rank."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.rank_of = np.random.default_rng(seed).permutation(n).astype(np.int64)
+        self.asked: list[int] = []
+
+    def key_rank(self, ids: NDArray[np.int64]) -> NDArray[np.int64]:
+        self.asked.extend(ids.tolist())
+        ranks: NDArray[np.int64] = self.rank_of[ids]
+        return ranks
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(st.integers(-6, 6), min_size=0, max_size=300),
+    nan_at=st.lists(st.integers(0, 10_000), max_size=2),
+    zeros=st.booleans(),
+)
+def test_order_by_score_is_the_lexsort_and_reads_keys_only_for_ties(
+    values: list[int], nan_at: list[int], zeros: bool
+) -> None:
+    n = len(values)
+    scores = np.array(values, dtype=np.float64) / 4
+    if zeros and n:
+        scores[scores == 0.0] = -0.0  # -0.0 ties with 0.0
+    if nan_at and n:
+        scores[np.array(nan_at) % n] = np.nan
+    ids = np.random.default_rng(n).permutation(max(n, 1))[:n].astype(np.int64)
+    keys = ShuffledKeys(max(n, 1), n + 3)
+    got = order_by_score(ids, scores, keys)
+    want = np.lexsort((keys.rank_of[ids], -scores))
+    assert got.tolist() == want.tolist()
+    if n > 1 and not np.isnan(scores).any():
+        # Keys were read for documents sharing a score with another one, and no others.
+        shared = {int(i) for i, s in zip(ids, scores, strict=True) if np.count_nonzero(scores == s) > 1}
+        assert set(keys.asked) == shared

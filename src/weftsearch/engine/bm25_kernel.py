@@ -647,3 +647,120 @@ def _agrees_with_numpy(library: CompiledBM25) -> bool:
             if out_scores[:kept].tobytes() != want_scores[:kept].tobytes():
                 return False
     return True
+
+
+# --------------------------------------------------------------------------- many queries
+
+
+@cache
+def _top_k_many() -> Callable[..., int] | None:
+    """``weft_bm25_top_k_many`` of the loaded library, or ``None`` (no compiled BM25, or an older build)."""
+    if compiled_bm25() is None:
+        return None
+    path = _library_path()
+    if path is None:
+        return None
+    try:
+        function = ctypes.CDLL(str(path)).weft_bm25_top_k_many
+    except (OSError, AttributeError):
+        return None
+    # lists, list_starts, parts, n_parts, weights, weight_starts, n_queries, k1, b, avgdl, k,
+    # bound_scale, ids_out, scores_out, out_capacity, counts_out, written, stats.
+    function.argtypes = [_POINTER, _POINTER, _POINTER, _INT, _POINTER, _POINTER, _INT]
+    function.argtypes += [_DOUBLE, _DOUBLE, _DOUBLE, _INT, _DOUBLE, _POINTER, _POINTER, _INT]
+    function.argtypes += [_POINTER, _POINTER, _POINTER]
+    function.restype = _INT
+    return function
+
+
+def search_many_available() -> bool:
+    """Whether :func:`search_many` can run (the compiled library has its batch function)."""
+    return _top_k_many() is not None
+
+
+def search_many(
+    library: CompiledBM25,
+    snapshot: Snapshot,
+    lists: Sequence[QueryLists],
+    weights: Sequence[NDArray[np.float64]],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+) -> list[tuple[NDArray[np.int64], NDArray[np.float64]]]:
+    """:func:`search` for many queries in ONE compiled call (the GIL released for the whole batch).
+
+    ``lists[i]`` and ``weights[i]`` are query ``i``'s, as :func:`search` takes
+    them; each must have at least one list. Returns what :func:`search`
+    returns for each query (ids, scores), to the bit: the C side calls the
+    same routine per query. A query with more tied results than the batch
+    left room for is run again alone through :func:`search`.
+
+    Raises:
+        MemoryError: the library could not allocate its working memory.
+        RuntimeError: the library has no batch function (see :func:`search_many_available`).
+
+    """
+    function = _top_k_many()
+    if function is None:
+        raise RuntimeError("the compiled BM25 library has no weft_bm25_top_k_many")
+    count = len(lists)
+    if count == 0:
+        return []
+    parts, _ = _part_table(snapshot, k1, b, avgdl)
+    table = np.concatenate([query.table for query in lists])
+    list_starts = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum([query.table.shape[0] for query in lists], out=list_starts[1:])
+    weight_array = np.concatenate(weights).astype(np.float64, copy=False)
+    weight_starts = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum([weight.shape[0] for weight in weights], out=weight_starts[1:])
+    capacity = count * (k + 8)  # room for k results and a few ties each; more ties are run again
+    ids = np.empty(capacity, dtype=np.int64)
+    scores = np.empty(capacity, dtype=np.float64)
+    counts = np.empty(count, dtype=np.int64)
+    written = np.empty(count, dtype=np.int64)
+    stats = np.zeros(5, dtype=np.int64)
+    code = function(
+        table.ctypes.data,
+        list_starts.ctypes.data,
+        parts.ctypes.data,
+        parts.shape[0],
+        weight_array.ctypes.data,
+        weight_starts.ctypes.data,
+        count,
+        k1,
+        b,
+        avgdl,
+        k,
+        _BOUND_SCALE,
+        ids.ctypes.data,
+        scores.ctypes.data,
+        capacity,
+        counts.ctypes.data,
+        written.ctypes.data,
+        stats.ctypes.data,
+    )
+    if code == -1:
+        raise MemoryError("the BM25 kernel could not allocate its working memory")
+    if code < 0:
+        raise ValueError(f"the BM25 kernel refused its arguments (code {code})")  # a bug on this side
+    canonical = snapshot.ids_follow_keys
+    results: list[tuple[NDArray[np.int64], NDArray[np.float64]]] = []
+    start = 0
+    for query, (kept, done) in enumerate(zip(counts.tolist(), written.tolist(), strict=True)):
+        if not done:
+            found_ids, found_scores, _ = search(
+                library, snapshot, lists[query], weights[query], k1, b, avgdl, k
+            )
+            results.append((found_ids, found_scores))
+            continue
+        stop = start + kept
+        # Slices of the batch's own arrays (nothing else holds them): no copy per query.
+        query_ids, query_scores = ids[start:stop], scores[start:stop]
+        start = stop
+        if canonical or kept <= 1:
+            results.append((query_ids[:k], query_scores[:k]))
+        else:
+            found_ids, found_scores = top_k(query_ids, query_scores, k, snapshot)
+            results.append((found_ids, found_scores.astype(np.float64, copy=False)))
+    return results

@@ -1266,7 +1266,8 @@ class Index:
             k: hits wanted per query (1 to ``MAX_K``).
             fuser: merges each query's streams; not called for one scorer.
             *scorers: one or more scorers.
-            depth: candidates asked of each scorer per query; ``None`` means ``max(k, 100)``.
+            depth: candidates asked of each scorer per query; ``None`` means ``max(k, 100)``,
+                or ``k`` with one scorer.
             threads: ``None``/1 for this thread, or a pool of that many threads
                 (at most :data:`~weftsearch.engine.search.MAX_THREADS`).
 

@@ -27,7 +27,7 @@ from weftsearch.engine.documents import FieldValue
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
-from weftsearch.engine.stream import FusedStream, Stream, check_k, order_by_score
+from weftsearch.engine.stream import FusedStream, Stream, _is_vouched, check_k, order_by_score
 from weftsearch.errors import InvalidParameterError, InvalidQueryError, ScorerOutputError
 
 __all__ = [
@@ -165,6 +165,7 @@ class SearchResults(Sequence[Hit]):
         "_fields",
         "_keys",
         "_ranks",
+        "_rows",
         "_scores",
         "_signal_scores",
         "depth",
@@ -198,6 +199,7 @@ class SearchResults(Sequence[Hit]):
         self._fields: Callable[[], Sequence[Mapping[str, FieldValue]]] | None = None
         self._field_rows: Sequence[Mapping[str, FieldValue]] = tuple(hit.fields for hit in hits)
         self._built: list[Hit | None] = list(hits)
+        self._rows: tuple[list[Any], list[Any], list[Any], list[Any]] | None = None
 
     @classmethod
     def _from_arrays(
@@ -233,6 +235,7 @@ class SearchResults(Sequence[Hit]):
         results._fields = fields
         results._field_rows = ()
         results._built = [None] * len(results._keys)
+        results._rows = None
         return results
 
     def _hit(self, row: int) -> Hit:
@@ -250,24 +253,29 @@ class SearchResults(Sequence[Hit]):
                 self._field_rows = source()
                 self._fields = None
         fields = self._field_rows[row]
-        signals = []
-        for column, label in enumerate(self.signals):
-            rank = int(self._ranks[row, column])
-            signals.append(
-                SignalHit(
-                    signal=label,
-                    rank=rank or None,
-                    score=float(self._signal_scores[row, column]) if rank else None,
-                    contribution=float(self._contributions[row, column]),
-                )
+        rows = self._rows
+        if rows is None:
+            # The arrays as Python numbers, once for all hits (one tolist per array instead
+            # of a numpy scalar read per hit and stream; the same values: tolist gives
+            # the float of each float64 and the int of each int64).
+            rows = (
+                self._ranks.tolist(),
+                self._signal_scores.tolist(),
+                self._contributions.tolist(),
+                self._scores.tolist(),
             )
-        hit = Hit(
-            key=self._keys[row],
-            rank=row + 1,
-            score=float(self._scores[row]),
-            signals=tuple(signals),
-            fields=fields,
+            self._rows = rows  # two racing threads store equal lists
+        ranks, scores, contributions, fused = rows[0][row], rows[1][row], rows[2][row], rows[3][row]
+        signals = tuple(
+            SignalHit(
+                signal=label,
+                rank=ranks[column] or None,
+                score=scores[column] if ranks[column] else None,
+                contribution=contributions[column],
+            )
+            for column, label in enumerate(self.signals)
         )
+        hit = Hit(key=self._keys[row], rank=row + 1, score=fused, signals=signals, fields=fields)
         self._built[row] = hit
         return hit
 
@@ -365,7 +373,10 @@ def canonical_stream(
     """Check a scorer's output against the contract and put it in canonical order.
 
     Every stream is checked: a Stream, at most ``depth`` long, ids in
-    ``0 .. n_docs - 1``, no id twice, no NaN score. Then the canonical order
+    ``0 .. n_docs - 1``, no id twice, no NaN score (a stream a built-in scorer
+    vouches for, made for this snapshot, is checked for its length only: its
+    construction guarantees the rest, see ``_VouchedStream`` in
+    :mod:`weftsearch.engine.stream`; user scorers cannot make one). Then the canonical order
     (score descending, key ascending): a stream made by
     :meth:`Stream.ranked` for this snapshot is in it by construction and is
     returned as is; any other stream is checked for it in O(k) (scores never
@@ -383,6 +394,10 @@ def canonical_stream(
         raise ScorerOutputError(f"scorer {label!r} returned {type(stream).__name__}, not a Stream")
     if len(stream) > depth:
         raise ScorerOutputError(f"scorer {label!r} returned {len(stream)} candidates for depth {depth}")
+    if _is_vouched(stream, snapshot):
+        # A built-in scorer's stream for this very snapshot: in range, unique, no NaN
+        # and canonical by construction (see weftsearch.engine.stream._VouchedStream).
+        return stream
     ids, scores = stream.ids, stream.scores
     if ids.size == 0:
         return stream
@@ -482,13 +497,21 @@ def fuse_streams(fuser: Fuser, streams: Sequence[Stream], k: int, snapshot: Snap
     if len(streams) == 1:
         head = streams[0].head(k)
         return FusedStream(head.ids, head.scores, head.scores.reshape(-1, 1))
-    return check_fused(fuser.fuse(streams, k, snapshot), snapshot, k, len(streams), str(fuser.name))
+    # The fuser sees plain Streams (the same arrays, no copy): what a stream's maker
+    # vouched for is the engine's business, never the fuser's.
+    plain = [
+        stream if type(stream) is Stream else Stream.adopt(stream.ids, stream.scores) for stream in streams
+    ]
+    return check_fused(fuser.fuse(plain, k, snapshot), snapshot, k, len(streams), str(fuser.name))
 
 
 def _check_call(k: int, fuser: Fuser, scorers: Sequence[Scorer], depth: int | None) -> tuple[int, int]:
     """``(k, depth)`` checked, once the scorers and the fuser are known to implement their protocols."""
     k = check_k(k)
-    depth = max(k, DEFAULT_DEPTH) if depth is None else check_k(depth, "depth")
+    # One scorer's stream passes through cut to k, so candidates past k would be
+    # thrown away: ask for k (the first k of a deeper stream are the same k).
+    default = k if len(scorers) == 1 else max(k, DEFAULT_DEPTH)
+    depth = default if depth is None else check_k(depth, "depth")
     if depth < k:
         raise InvalidParameterError(f"depth ({depth}) must be at least k ({k})")
     if not scorers:
@@ -534,8 +557,10 @@ def search_snapshot(
             (1,000,000: each hit is Python objects, and a larger k is a mistake).
         fuser: merges the streams (e.g. ``RRF()``); not called for one scorer.
         scorers: one or more scorers; their streams are fused in this order.
-        depth: candidates asked of each scorer; ``None`` means ``max(k, 100)``.
-            Must be at least ``k`` and at most ``MAX_K``.
+        depth: candidates asked of each scorer; ``None`` means ``max(k, 100)``
+            with two or more scorers and ``k`` with one (its stream passes
+            through cut to ``k``, so deeper candidates would be dropped
+            unread). Must be at least ``k`` and at most ``MAX_K``.
 
     Raises:
         InvalidParameterError: bad ``k``/``depth`` (not a positive int, or above
@@ -568,35 +593,26 @@ def results_of(
     O(d log d) per stream for several (each hit's rank in each stream of
     ``d`` candidates).
     """
+    if len(streams) == 1:
+        return _passthrough(snapshot, streams[0], labels, k, depth)
     fused = fuse_streams(fuser, streams, k, snapshot)
-    single = len(streams) == 1
-    fuser_name = PASSTHROUGH if single else str(fuser.name)
     ids = fused.ids
     scores = fused.scores
     contributions = fused.contributions
     # A document whose stored record is damaged is reported absent, as
-    # Index.get does; the others keep their places and scores.
-    damaged = snapshot.damaged(ids)
-    keep: NDArray[np.bool_] | None = None
-    if damaged.any():
-        keep = ~damaged
+    # Index.get does; the others keep their places and scores. The keys of
+    # the kept ones come from the same pass over their segments (the ids are
+    # in range: the fuser's output was checked).
+    keep, keys = snapshot._sound_keys(ids)
+    if keep is not None:
         ids, scores, contributions = ids[keep], scores[keep], contributions[keep]
-    if single:
-        # The hits are the stream's head: rank i + 1, score the stream's own.
-        ranks = np.arange(1, len(fused) + 1, dtype=np.int64)
-        if keep is not None:
-            ranks = ranks[keep]
-        rank_table = ranks.reshape(-1, 1)
-        score_table = scores.reshape(-1, 1)
-    else:
-        rank_table = np.zeros((ids.shape[0], len(streams)), dtype=np.int64)
-        score_table = np.full((ids.shape[0], len(streams)), np.nan, dtype=np.float64)
-        for column, stream in enumerate(streams):
-            ranks = _rank_lookup(stream, ids)
-            rank_table[:, column] = ranks
-            found = ranks > 0
-            score_table[found, column] = stream.scores[ranks[found] - 1]
-    keys = snapshot.keys_of(ids)
+    rank_table = np.zeros((ids.shape[0], len(streams)), dtype=np.int64)
+    score_table = np.full((ids.shape[0], len(streams)), np.nan, dtype=np.float64)
+    for column, stream in enumerate(streams):
+        ranks = _rank_lookup(stream, ids)
+        rank_table[:, column] = ranks
+        found = ranks > 0
+        score_table[found, column] = stream.scores[ranks[found] - 1]
     return SearchResults._from_arrays(
         keys=keys,
         scores=scores,
@@ -605,7 +621,45 @@ def results_of(
         contributions=contributions,
         fields=functools.partial(snapshot.fields_of, ids),
         signals=labels,
-        fuser=fuser_name,
+        fuser=str(fuser.name),
+        generation=snapshot.generation,
+        depth=depth,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _rank_column(count: int) -> NDArray[np.int64]:
+    """``[[1], [2], ..., [count]]`` as int64, read-only, shared (one per hit count)."""
+    return _frozen_array(np.arange(1, count + 1, dtype=np.int64).reshape(-1, 1))
+
+
+def _passthrough(
+    snapshot: Snapshot, stream: Stream, labels: Sequence[str], k: int, depth: int
+) -> SearchResults:
+    """:func:`results_of` for one stream: its head as the hits, its scores as theirs. O(k).
+
+    What :func:`fuse_streams` and the general path give for one stream (rank
+    ``i + 1``, score and contribution the stream's own, damaged records left
+    out), with no fused copy: the results hold views of the stream's
+    read-only arrays, and the keys and record verdicts come from one
+    :meth:`~weftsearch.engine.snapshot.Snapshot.sound_keys` call.
+    """
+    ids = stream.ids[:k]
+    scores = stream.scores[:k]
+    keep, keys = snapshot._sound_keys(ids)
+    ranks = _rank_column(int(ids.shape[0]))
+    if keep is not None:
+        ids, scores, ranks = ids[keep], scores[keep], ranks[keep]
+    column = scores.reshape(-1, 1)
+    return SearchResults._from_arrays(
+        keys=keys,
+        scores=scores,
+        ranks=ranks,
+        signal_scores=column,
+        contributions=column,
+        fields=functools.partial(snapshot.fields_of, ids),
+        signals=labels,
+        fuser=PASSTHROUGH,
         generation=snapshot.generation,
         depth=depth,
     )
@@ -699,7 +753,8 @@ def search_snapshot_many(
         k: fused hits wanted per query, as in :func:`search_snapshot`.
         fuser: merges each query's streams; not called for one scorer.
         scorers: one or more scorers, fused in this order.
-        depth: candidates asked of each scorer per query; ``None`` means ``max(k, 100)``.
+        depth: candidates asked of each scorer per query; ``None`` means ``max(k, 100)``,
+            or ``k`` with one scorer (as :func:`search_snapshot`).
         threads: ``None`` or 1 runs the chunks in this thread; ``n`` runs them
             on a pool of ``n`` threads (1 to :data:`MAX_THREADS`). The scoring
             kernels release the GIL, so threads overlap their scoring.

@@ -73,6 +73,10 @@ class Postings:
     term_index: NDArray[np.int64]
 
 
+#: :meth:`Snapshot._split` groups at most this many ids by segment in Python (a loop
+#: over a search's few hits costs less than numpy's per-segment passes).
+_SPLIT_IN_PYTHON = 256
+
 #: Blocks with at most this many lists rank them with one stable sort; more
 #: lists go through the O(nlist) selection (a sort of 256 costs about as much).
 _SORT_LISTS_BELOW = 256
@@ -445,6 +449,18 @@ class Snapshot:
             part = self._parts[0]
             return [(0, np.arange(ids.shape[0]), part.live_locals[ids - part.base])]
         which = np.searchsorted(self._bases, ids, side="right") - 1
+        if ids.shape[0] <= _SPLIT_IN_PYTHON:
+            # A search's hits: grouped in Python (one numpy call per group instead of
+            # a unique and a comparison over all ids per group).
+            grouped: dict[int, list[int]] = {}
+            for position, index in enumerate(which.tolist()):
+                grouped.setdefault(index, []).append(position)
+            groups = []
+            for index in sorted(grouped):
+                positions = np.array(grouped[index], dtype=np.intp)
+                part = self._parts[index]
+                groups.append((index, positions, part.live_locals[ids[positions] - part.base]))
+            return groups
         groups = []
         for index in np.unique(which).tolist():
             positions = np.flatnonzero(which == index)
@@ -565,6 +581,45 @@ class Snapshot:
             reader = self._parts[index].reader
             out[positions] = ~reader.records_ok(local)
         return out
+
+    def sound_keys(self, ids: IdArray) -> tuple[NDArray[np.bool_] | None, list[str]]:
+        """The keys of those of ``ids`` whose stored record is sound, and which those are.
+
+        Returns ``(keep, keys)``: ``keep`` is ``None`` when every record passes
+        its checksum (the common case; ``keys`` are then those of all ``ids``,
+        in order), else a boolean mask of the sound ones and ``keys`` holds
+        theirs only. What :meth:`damaged` then :meth:`keys_of` give, in one
+        pass over the ids' segments. O(len(ids)).
+        """
+        return self._sound_keys(self._check_ids(ids))
+
+    def _sound_keys(self, ids: IdArray) -> tuple[NDArray[np.bool_] | None, list[str]]:
+        """:meth:`sound_keys` of int64 ``ids`` already known to be in range (a checked stream's)."""
+        if len(self._parts) == 1:
+            part = self._parts[0]
+            local = ids if part.deleted is None else part.live_locals[ids]
+            ok = part.reader.records_ok(local)
+            if bool(ok.all()):
+                return None, part.reader.keys_at(local)
+            return ok, part.reader.keys_at(local[ok])
+        # Several segments: each segment's hits are looked up once, records then keys.
+        keep = np.ones(ids.shape[0], dtype=bool)
+        found: list[tuple[NDArray[np.intp], NDArray[np.bool_], list[str]]] = []
+        for index, positions, local in self._split(ids):
+            reader = self._parts[index].reader
+            ok = reader.records_ok(local)
+            if bool(ok.all()):
+                found.append((positions, ok, reader.keys_at(local)))
+            else:
+                keep[positions] = ok
+                found.append((positions, ok, reader.keys_at(local[ok])))
+        keys: list[str] = [""] * int(ids.shape[0])
+        for positions, ok, part_keys in found:
+            for position, key in zip(positions[ok].tolist(), part_keys, strict=True):
+                keys[position] = key
+        if bool(keep.all()):
+            return None, keys
+        return keep, [key for key, kept in zip(keys, keep.tolist(), strict=True) if kept]
 
     def fields_of(self, ids: IdArray) -> list[Mapping[str, FieldValue]]:
         """Stored fields of many documents, decoded only when first read. O(len(ids)).

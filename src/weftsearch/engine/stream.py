@@ -170,6 +170,55 @@ class _RankedStream(Stream):
         return (Stream, (self.ids, self.scores))
 
 
+class _VouchedStream(_RankedStream):
+    """A stream a built-in scorer vouches for: canonical for ``_keys`` AND within the whole contract.
+
+    Made only by :func:`_vouched_stream`, which only the engine's own scorers
+    call, on output their construction guarantees: ids are the snapshot's own
+    internal ids (read from its parts' id maps), each at most once (one
+    document is scored once), scores are finite numbers (no NaN: finite
+    weights times finite impacts), and the order is score descending then key
+    ascending (sorted so by the kernel's (score, id) sort on one segment, by
+    :func:`top_k` with the snapshot's key order otherwise). So a search skips
+    every check of such a stream but its length (see
+    :func:`~weftsearch.engine.search.canonical_stream`); user scorers never
+    produce one and stay fully checked. A copy (pickle) is a plain Stream.
+    """
+
+    __slots__ = ()
+
+
+def _vouched_stream(ids: IdArray, scores: ScoreArray, keys: KeyOrder) -> Stream:
+    """A :class:`_VouchedStream` over these arrays (no copy; made read-only). Engine scorers only.
+
+    ``ids``: C-contiguous int64, ``scores``: C-contiguous float64 of the same
+    length, meeting everything :class:`_VouchedStream` says, for the snapshot
+    ``keys``. Arrays in another layout go through the checked constructor and
+    come back as a plain (checked) Stream. O(1).
+    """
+    if not (
+        ids.dtype == np.int64
+        and scores.dtype == np.float64
+        and ids.ndim == 1
+        and ids.shape == scores.shape
+        and ids.flags.c_contiguous
+        and scores.flags.c_contiguous
+    ):
+        return Stream(ids, scores)
+    ids.setflags(write=False)
+    scores.setflags(write=False)
+    stream = object.__new__(_VouchedStream)
+    object.__setattr__(stream, "ids", ids)
+    object.__setattr__(stream, "scores", scores)
+    object.__setattr__(stream, "_keys", keys)
+    return stream
+
+
+def _is_vouched(stream: object, keys: KeyOrder) -> bool:
+    """Whether ``stream`` came from :func:`_vouched_stream` for exactly ``keys``. O(1)."""
+    return type(stream) is _VouchedStream and stream._keys is keys
+
+
 @dataclass(frozen=True, slots=True)
 class FusedStream:
     """The fuser's output: one ranked list, and where each score came from.
@@ -211,9 +260,31 @@ class FusedStream:
 def order_by_score(ids: IdArray, scores: NDArray[np.floating], keys: KeyOrder) -> NDArray[np.intp]:
     """Positions that sort ``(ids, scores)`` by descending score, then ascending key.
 
-    O(n log n) in ``len(ids)``.
+    O(n log n) in ``len(ids)``. Keys are looked up only for documents whose
+    score another one shares (the key decides nothing else), so a list
+    without ties never reads a key: on a multi-segment snapshot that saves a
+    key lookup in each segment the documents come from.
     """
-    return np.lexsort((keys.key_rank(ids), -scores))
+    n = ids.shape[0]
+    if n <= 1 or getattr(keys, "ids_follow_keys", False):
+        # Ids are key ranks here (one segment): nothing to look up.
+        return np.lexsort((keys.key_rank(ids), -scores))
+    by_score = np.argsort(-scores, kind="stable")
+    ordered = scores[by_score]
+    tied = ordered[1:] == ordered[:-1]
+    if np.isnan(ordered[-1]):  # NaN sorts last; lexsort's rule for it stays the rule
+        return np.lexsort((keys.key_rank(ids), -scores))
+    if not tied.any():
+        return by_score
+    # Members of a run of equal scores get their key ranks (relative to each other, which
+    # is all a run compares); the others never meet an equal score, so theirs is moot.
+    member = np.zeros(n, dtype=bool)
+    member[1:] = tied
+    member[:-1] |= tied
+    positions = by_score[member]
+    ranks = np.zeros(n, dtype=np.int64)
+    ranks[positions] = keys.key_rank(ids[positions])
+    return np.lexsort((ranks, -scores))
 
 
 def at_least_kth(scores: NDArray[np.floating], k: int) -> NDArray[np.intp]:

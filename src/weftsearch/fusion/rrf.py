@@ -13,10 +13,12 @@ influence RRF. A document absent from a stream gets nothing from it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from weftsearch.engine.stream import FusedStream, KeyOrder, Stream
 from weftsearch.errors import InvalidParameterError
@@ -30,6 +32,18 @@ def check_rrf_constant(c: float) -> float:
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
         raise InvalidParameterError(f"RRF k must be a finite number >= 0, got {c!r}")
     return float(c)
+
+
+@functools.lru_cache(maxsize=256)
+def _reciprocal_ranks(weight: float, c: float, n: int) -> NDArray[np.float64]:
+    """``weight / (c + rank)`` for ranks 1 .. n, read-only and shared (the same few per workload).
+
+    The expression a fusion would evaluate (float64 throughout), so the same
+    bits; at most 256 (weight, c, n) triples are kept, each 8n bytes.
+    """
+    values = np.float64(weight) / (c + np.arange(1, n + 1, dtype=np.float64))
+    values.setflags(write=False)
+    return values
 
 
 def reciprocal_rank_fusion(
@@ -53,8 +67,7 @@ def reciprocal_rank_fusion(
     contributions = np.zeros((candidates.shape[0], len(streams)), dtype=np.float64)
     for column, (stream, row) in enumerate(zip(streams, rows, strict=False)):
         if weight[column] > 0 and len(stream):
-            ranks = np.arange(1, len(stream) + 1, dtype=np.float64)
-            contributions[row, column] = weight[column] / (c + ranks)
+            contributions[row, column] = _reciprocal_ranks(float(weight[column]), c, len(stream))
     return select(candidates, contributions, k, keys)
 
 

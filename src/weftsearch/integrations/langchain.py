@@ -77,7 +77,7 @@ class WeftRetriever(BaseRetriever):
             on the text, plus the vector signal when ``embed_query`` is given.
         fuser: how the signals' streams are merged; ``None`` means ``RRF()``.
         k: documents returned per query (positive; default 4).
-        depth: candidates asked of each scorer; ``None`` means ``max(k, 100)``
+        depth: candidates asked of each scorer; ``None`` means ``max(k, 100)``, ``k`` with one scorer
             (see :func:`~weftsearch.engine.search.search_snapshot`). At least ``k``.
         embed_query: makes the query vector: a function from the query text to
             its embedding, or a LangChain ``Embeddings`` object (its
@@ -133,7 +133,7 @@ class WeftRetriever(BaseRetriever):
     k: int = DEFAULT_K
     """Documents returned per query."""
     depth: int | None = None
-    """Candidates asked of each scorer (``None``: ``max(k, 100)``)."""
+    """Candidates asked of each scorer (``None``: ``max(k, 100)``; ``k`` with one scorer)."""
     embed_query: EmbedFunction | Embeddings | None = None
     """What makes the query vector, or ``None``."""
     refresh: bool = True

@@ -1,0 +1,284 @@
+"""BM25's batch path (``BM25Scorer.score_many``, one compiled call for many queries) and batch search.
+
+``score_many`` must give, for every query, exactly what ``score`` gives (ids,
+score bits, order) and what the exhaustive numpy path gives; ``search_many``
+must give exactly what one ``search`` per query gives, for every built-in
+scorer, on multi-segment snapshots with deletions, in threads or not.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import weftsearch.scorers.bm25 as bm25_module
+from tests.scorers.test_bm25_kernel import DISABLED, corpus, queries
+from weftsearch import (
+    RRF,
+    BM25Scorer,
+    Document,
+    GraphScorer,
+    Index,
+    PageRankScorer,
+    PropagationScorer,
+    Query,
+    RecencyScorer,
+    Scorer,
+    Snapshot,
+    Stream,
+    VectorScorer,
+)
+from weftsearch.engine import bm25_kernel
+from weftsearch.engine.search import canonical_stream
+from weftsearch.engine.stream import _is_vouched, _vouched_stream
+from weftsearch.errors import ScorerOutputError
+
+needs_batch = pytest.mark.skipif(
+    DISABLED or not bm25_kernel.search_many_available(), reason="no compiled BM25 batch function"
+)
+
+
+def same(one: Stream, other: Stream) -> bool:
+    return one.ids.tobytes() == other.ids.tobytes() and one.scores.tobytes() == other.scores.tobytes()
+
+
+def batch_mismatches(
+    snapshot: Snapshot, texts: list[str], ks: list[int], params: list[tuple[float, float]]
+) -> list[str]:
+    """Every (query, k, k1, b) where ``score_many`` differs from ``score`` or the numpy oracle in any bit."""
+    found = []
+    batch = [Query(text) for text in texts]
+    for k1, b in params:
+        scorer = BM25Scorer(k1, b)
+        for k in ks:
+            many = scorer.score_many(snapshot, batch, k)
+            assert len(many) == len(batch)
+            for query, got in zip(batch, many, strict=True):
+                if not same(got, scorer.score(snapshot, query, k)) or not same(
+                    got, scorer._score_numpy(snapshot, query, k)
+                ):
+                    found.append(f"{query.text!r} k={k} k1={k1} b={b}")
+    return found
+
+
+PARAMS = st.sampled_from([(1.2, 0.75), (0.0, 1.0), (2.0, 0.0), (0.9, 0.4), (50.0, 1.0)])
+
+
+@pytest.fixture(autouse=True)
+def batch_at_any_k(monkeypatch: pytest.MonkeyPatch) -> None:
+    """score_many takes the compiled batch at every k on these small corpora (else numpy above k = 10)."""
+    monkeypatch.setattr(bm25_module, "_BATCH_COMPILED_MAX_K", 10**9)
+
+
+@needs_batch
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    segments=st.integers(1, 4),
+    docs=st.integers(1, 400),
+    vocabulary=st.integers(1, 30),
+    deleted=st.sampled_from([0.0, 0.05, 0.5]),
+    lengths=st.integers(1, 6),
+    ks=st.lists(st.integers(1, 300), min_size=1, max_size=3),
+    params=st.lists(PARAMS, min_size=1, max_size=2),
+)
+def test_score_many_is_score_for_each_query_to_the_bit(
+    seed: int,
+    segments: int,
+    docs: int,
+    vocabulary: int,
+    deleted: float,
+    lengths: int,
+    ks: list[int],
+    params: list[tuple[float, float]],
+) -> None:
+    index, words = corpus(seed, segments, docs, vocabulary, deleted, lengths)
+    texts = [*queries(seed, words, 12), "", "absent-term only"]
+    assert batch_mismatches(index.snapshot(), texts, ks, params) == []
+
+
+@needs_batch
+def test_score_many_on_the_compiled_single_path_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where ``score`` itself goes compiled (large snapshots), the batch still matches it bit for bit."""
+    monkeypatch.setattr(bm25_module, "_COMPILED_FROM_DOCS", 0)
+    index, words = corpus(21, 3, 900, 25, 0.1, 8)
+    assert batch_mismatches(index.snapshot(), queries(21, words, 60), [1, 10, 100], [(1.2, 0.75)]) == []
+
+
+@needs_batch
+def test_queries_with_more_ties_than_the_batch_has_room_for_run_again_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every document ties: each query keeps all of them (far more than k + 8), and still matches."""
+    index = Index("simple")
+    index.add_many([Document(f"d{n:03d}", "same words here") for n in range(150)])
+    index.add_many([Document(f"e{n:03d}", "same words") for n in range(150)])
+    snapshot = index.snapshot()
+    alone: list[int] = []
+    real_search = bm25_kernel.search
+
+    def counting(*args: object, **kwargs: object) -> object:
+        alone.append(1)
+        return real_search(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bm25_kernel, "search", counting)
+    batch = [Query("same"), Query("words here"), Query("nothing"), Query("same same words")]
+    scorer = BM25Scorer()
+    for k in (1, 5, 299):
+        many = scorer.score_many(snapshot, batch, k)
+        assert [len(stream) for stream in many][2] == 0
+        for query, got in zip(batch, many, strict=True):
+            assert same(got, scorer._score_numpy(snapshot, query, k))
+    assert alone  # the overflow path ran (and its results matched)
+
+
+def test_score_many_without_the_batch_function_scores_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bm25_kernel, "search_many_available", lambda: False)
+    index, words = corpus(4, 2, 300, 12, 0.1, 5)
+    assert batch_mismatches(index.snapshot(), queries(4, words, 20), [3, 50], [(1.2, 0.75)]) == []
+
+
+def test_a_vouched_stream_is_trusted_only_for_its_own_snapshot() -> None:
+    """The engine skips its checks only for a built-in scorer's stream made for this very snapshot."""
+    index, words = corpus(2, 2, 200, 10, 0.0, 4)
+    snapshot = index.snapshot()
+    stream = BM25Scorer().score(snapshot, Query(words[0]), 10)
+    assert _is_vouched(stream, snapshot)
+    assert canonical_stream(stream, snapshot, 10, "bm25") is stream
+    with pytest.raises(ScorerOutputError, match="candidates for depth"):
+        canonical_stream(stream, snapshot, len(stream) - 1, "bm25")  # the length is still checked
+    index.add(Document("zz-new", words[0]))
+    newer = index.snapshot()
+    assert not _is_vouched(stream, newer)
+    # For another snapshot a vouched stream is checked like any other: an id out of range is refused.
+    bad = _vouched_stream(np.array([0, 10**6], dtype=np.int64), np.array([2.0, 1.0]), snapshot)
+    with pytest.raises(ScorerOutputError, match="outside"):
+        canonical_stream(bad, newer, 10, "x")
+    # A plain Stream with the same arrays is never vouched for.
+    assert not _is_vouched(Stream(stream.ids, stream.scores), snapshot)
+
+
+def rich_index() -> Index:
+    """Three segments with vectors, links and times, keys interleaved, and deletions."""
+    rng = np.random.default_rng(5)
+    words = ["graph", "dense", "sparse", "retrieval", "time", "decay", "vector", "bm25"]
+    index = Index("simple")
+    keys = [f"k{n:03d}" for n in range(180)]
+    start = dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)
+    for segment in range(3):
+        batch = []
+        for key in keys[segment::3]:
+            text = " ".join(rng.choice(words, size=int(rng.integers(1, 5))).tolist())
+            vector = rng.integers(-2, 3, size=4).astype(np.float32)
+            vector[0] = vector[0] or 1.0
+            links = tuple(rng.choice(keys, size=int(rng.integers(0, 4))).tolist())
+            time = start + dt.timedelta(days=int(rng.integers(0, 50)))
+            batch.append(Document(key, text, vector=vector, links=links, time=time))
+        index.add_many(batch)
+        index.snapshot()
+    index.delete_many(keys[::7])
+    assert len(index.snapshot().parts) == 3
+    return index
+
+
+SCORERS: dict[str, Callable[[], list[Scorer]]] = {
+    "bm25": lambda: [BM25Scorer()],
+    "bm25 k1=0": lambda: [BM25Scorer(0.0, 1.0)],
+    "vector": lambda: [VectorScorer()],
+    "graph": lambda: [GraphScorer(BM25Scorer())],
+    "pagerank": lambda: [PageRankScorer(BM25Scorer())],
+    "propagation": lambda: [PropagationScorer(BM25Scorer())],
+    "recency": lambda: [RecencyScorer(dt.timedelta(days=10))],
+    "hybrid": lambda: [BM25Scorer(), VectorScorer(), RecencyScorer(dt.timedelta(days=10))],
+}
+
+
+@pytest.mark.parametrize("threads", [None, 2])
+@pytest.mark.parametrize("name", list(SCORERS))
+def test_search_many_is_one_search_per_query_for_every_built_in_scorer(
+    name: str, threads: int | None
+) -> None:
+    index = rich_index()
+    rng = np.random.default_rng(9)
+    words = ["graph", "dense", "sparse", "retrieval", "time", "vector", "absent"]
+    batch = [
+        Query(
+            " ".join(rng.choice(words, size=int(rng.integers(0, 4))).tolist()),
+            vector=rng.normal(size=4).astype(np.float32),
+        )
+        for _ in range(150)
+    ]
+    for k in (1, 7):
+        many = index.search_many(batch, k, RRF(), *SCORERS[name](), threads=threads)
+        for query, results in zip(batch, many, strict=True):
+            alone = index.search(query, k, RRF(), *SCORERS[name]())
+            assert results.to_dict() == alone.to_dict()
+            assert results.score_array.tobytes() == alone.score_array.tobytes()
+            got, want = results.explain_arrays(), alone.explain_arrays()
+            assert got.ranks.tobytes() == want.ranks.tobytes()
+            assert got.scores.tobytes() == want.scores.tobytes()
+            assert got.contributions.tobytes() == want.contributions.tobytes()
+
+
+def test_concurrent_searches_return_the_sequential_results() -> None:
+    """Threads calling Index.search at once (one BM25 stream, hybrid) get exactly the sequential results."""
+    index = rich_index()
+    texts = ["graph retrieval", "dense", "time decay vector", "bm25 sparse graph", "absent"] * 8
+    vectors = np.random.default_rng(1).normal(size=(len(texts), 4)).astype(np.float32)
+    batch = [Query(text, vector=vector) for text, vector in zip(texts, vectors, strict=True)]
+
+    def run(query: Query) -> tuple[object, object]:
+        return (
+            index.search(query, 10, RRF(), BM25Scorer()).to_dict(),
+            index.search(query, 5, RRF(), BM25Scorer(), VectorScorer()).to_dict(),
+        )
+
+    sequential = [run(query) for query in batch]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(3):
+            assert list(pool.map(run, batch)) == sequential
+
+
+def test_one_scorer_without_a_depth_is_asked_for_k_and_gives_the_deeper_results() -> None:
+    index, words = corpus(8, 2, 300, 15, 0.1, 5)
+    asked: list[int] = []
+
+    class Asking(BM25Scorer):
+        def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
+            asked.append(k)
+            return super().score(snapshot, query, k)
+
+    for text in queries(8, words, 10):
+        shallow = index.search(text, 7, RRF(), Asking())
+        deep = index.search(text, 7, RRF(), Asking(), depth=100)
+        assert shallow.depth == 7 and deep.depth == 100
+        assert (shallow.keys, shallow.score_array.tobytes()) == (deep.keys, deep.score_array.tobytes())
+    assert set(asked) == {7, 100}
+    two = index.search("w0", 7, RRF(), Asking(), Asking())
+    assert two.depth == 100  # fusion still reads max(k, 100) candidates per stream
+
+
+def test_score_many_on_small_snapshots_at_large_k_scores_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below 20,000 documents and above k = 10 the batch goes query by query (numpy), same results."""
+    monkeypatch.setattr(bm25_module, "_BATCH_COMPILED_MAX_K", 10)
+    calls: list[int] = []
+    real = bm25_kernel.search_many
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bm25_kernel, "search_many", counting)
+    index, words = corpus(6, 2, 300, 12, 0.1, 5)
+    snapshot = index.snapshot()
+    assert batch_mismatches(snapshot, queries(6, words, 20), [11, 50], [(1.2, 0.75)]) == []
+    assert calls == []
+    if not DISABLED and bm25_kernel.search_many_available():
+        assert batch_mismatches(snapshot, queries(6, words, 20), [10], [(1.2, 0.75)]) == []
+        assert calls
