@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import weftsearch.scorers.bm25 as bm25_module
 from weftsearch import (
     RRF,
     BM25Scorer,
@@ -31,6 +32,7 @@ from weftsearch import (
     Stream,
     VectorScorer,
 )
+from weftsearch.engine import bm25_kernel
 from weftsearch.engine.filters import F, parse_filter
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import FilterSyntaxError, FilterTypeError, ScorerOutputError, UnknownFieldError
@@ -84,6 +86,7 @@ FILTERS = [
 
 SCORERS: dict[str, Callable[[], Any]] = {
     "bm25": lambda: BM25Scorer(),
+    "bm25-compiled": lambda: BM25Scorer(),  # the compiled kernel forced on (see the test)
     "vector-exact": lambda: VectorScorer(nprobe=None),
     "vector-ivf": lambda: VectorScorer(nprobe=1),
     "recency": lambda: RecencyScorer(half_life=86400.0),
@@ -121,6 +124,25 @@ def test_filtered_scorer_equals_the_filtered_exhaustive_ranking(
     index = build(tmp_path, seed, n, segments, deletes)
     snapshot = index.snapshot()
     scorer = SCORERS[scorer_name]()
+    compiled = bm25_kernel.compiled_bm25()
+    if scorer_name == "bm25-compiled":
+        if compiled is None:
+            pytest.skip("the compiled BM25 kernel is not built")
+        filtered_query = Query(text=query_for(np.random.default_rng(seed), 3).text, filter=filter_text)
+        try:
+            mask = snapshot.filter_mask(filter_text)
+        except UnknownFieldError:
+            return
+        assert mask is not None
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(bm25_module, "_COMPILED_FROM_DOCS", 0)
+            got = scorer.score(snapshot, filtered_query, k)
+            batch = scorer.score_many(snapshot, [filtered_query, Query(filtered_query.text)], k)
+        want = oracle(scorer, snapshot, Query(filtered_query.text), mask, k)
+        assert got.ids.tolist() == want.ids.tolist()
+        assert got.scores.tobytes() == want.scores.tobytes()
+        assert batch[0].ids.tolist() == want.ids.tolist()
+        return
     query = query_for(np.random.default_rng(seed), 3)
     filtered = Query(text=query.text, vector=query.vector, filter=filter_text)
     try:

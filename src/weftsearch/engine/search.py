@@ -367,6 +367,14 @@ def stream_labels(scorers: Sequence[Scorer]) -> list[str]:
     return labels
 
 
+def _in_range(stream: Stream, snapshot: Snapshot, label: str) -> NDArray[np.int64]:
+    """``stream.ids``, refused with :class:`ScorerOutputError` if any is outside the snapshot. O(k)."""
+    ids = stream.ids
+    if int(ids.min()) < 0 or int(ids.max()) >= snapshot.n_docs:
+        raise ScorerOutputError(f"scorer {label!r} returned an id outside 0..{snapshot.n_docs - 1}")
+    return ids
+
+
 def canonical_stream(
     stream: object, snapshot: Snapshot, depth: int, label: str, allowed: NDArray[np.bool_] | None = None
 ) -> Stream:
@@ -394,6 +402,16 @@ def canonical_stream(
         raise ScorerOutputError(f"scorer {label!r} returned {type(stream).__name__}, not a Stream")
     if len(stream) > depth:
         raise ScorerOutputError(f"scorer {label!r} returned {len(stream)} candidates for depth {depth}")
+    if (
+        allowed is not None
+        and stream.ids.size
+        and not bool(allowed[_in_range(stream, snapshot, label)].all())
+    ):
+        # Checked for every stream, vouched or not: O(k), and a filter is a promise to the caller.
+        raise ScorerOutputError(
+            f"scorer {label!r} returned a document the query's filter excludes "
+            "(a scorer applies Snapshot.allowed(query) before its top k; docs/ARCHITECTURE.md)"
+        )
     if _is_vouched(stream, snapshot):
         # A built-in scorer's stream for this very snapshot: in range, unique, no NaN
         # and canonical by construction (see weftsearch.engine.stream._VouchedStream).
@@ -409,11 +427,6 @@ def canonical_stream(
             raise ScorerOutputError(f"scorer {label!r} returned the same document twice")
     if bool(np.isnan(scores).any()):
         raise ScorerOutputError(f"scorer {label!r} returned a NaN score")
-    if allowed is not None and not bool(allowed[ids].all()):
-        raise ScorerOutputError(
-            f"scorer {label!r} returned a document the query's filter excludes "
-            "(a scorer applies Snapshot.allowed(query) before its top k; docs/ARCHITECTURE.md)"
-        )
     if stream.ranked_for(snapshot) or in_canonical_order(ids, scores, snapshot):
         return stream
     order = order_by_score(ids, scores, snapshot)
