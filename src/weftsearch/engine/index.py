@@ -1631,7 +1631,8 @@ class Index:
     ) -> _Segment:
         """The merged segment of ``sources`` (each with the mask of documents to drop)."""
         pause = _YieldToSearches(self._searches)
-        columns = merge_columns([(s.reader, ~mask) for s, mask in sources], pause=pause)
+        spill = None if directory is None else directory.path  # the merged postings wait on disk
+        columns = merge_columns([(s.reader, ~mask) for s, mask in sources], pause=pause, spill=spill)
         if directory is None:
             data = encode_columns(columns, pause=pause)
             merged = _Segment(_in_memory(data), data, None)

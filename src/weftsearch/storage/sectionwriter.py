@@ -46,15 +46,18 @@ _WRITE_BATCH = 8 << 20
 
 @dataclass(frozen=True, slots=True)
 class ByteChunks:
-    """A ``|u1`` section given as the chunks ``produce()`` yields, ``length`` bytes in all.
+    """A section given as the chunks of bytes ``produce()`` yields, ``length`` bytes in all.
 
-    ``produce`` is called once by :func:`write_section_file` (twice by
-    :func:`materialize`'s callers if they also write); the chunks must total
-    exactly ``length`` bytes (checked).
+    ``produce`` is called once by :func:`write_section_file` or
+    :func:`materialize`; the chunks must total exactly ``length`` bytes
+    (checked). ``dtype`` is the section's element type (a code of
+    :data:`~weftsearch.storage.codec.SECTION_DTYPES`; the bytes are already
+    little-endian), ``length`` a multiple of its size.
     """
 
     length: int
     produce: Callable[[], Iterable[bytes | memoryview]]
+    dtype: str = "|u1"
 
 
 #: What a section may be: an array (any supported dtype, 1-D) or bytes in chunks.
@@ -73,7 +76,7 @@ def materialize(section: Section) -> NDArray[np.generic]:
         position += view.shape[0]
     if position != section.length:
         raise ValueError(f"chunks total {position} bytes, not {section.length}")
-    return out
+    return out.view(np.dtype(section.dtype))
 
 
 def _raw(name: str, array: NDArray[np.generic]) -> tuple[str, memoryview, int]:
@@ -148,7 +151,11 @@ def write_section_file(
             if len(encoded_name) > 24:
                 raise ValueError(f"section name too long: {name!r}")
             if isinstance(section, ByteChunks):
-                code, count, crc, length = "|u1", section.length, 0, 0
+                code, crc, length = section.dtype, 0, 0
+                size = np.dtype(code).itemsize
+                if code not in SECTION_DTYPES or section.length % size:
+                    raise ValueError(f"section {name!r}: {section.length} bytes of {code}")
+                count = section.length // size
                 for chunk in section.produce():
                     crc = crc32c.crc32c(chunk, crc)
                     length += len(chunk)

@@ -16,8 +16,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import mmap
+import os
+import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +53,7 @@ __all__ = [
     "write_columns",
     "segment_sections",
     "postings_sections",
+    "PostingsBuilder",
     "merge_columns",
     "stored_record",
     "SegmentReader",
@@ -129,12 +133,10 @@ class SegmentColumns:
     """A segment's content as columns, the form both the writer and a merge produce.
 
     Documents are numbered by position in ``keys``, which must be strictly
-    increasing. Postings may come in any order; the encoder sorts them. Or,
-    with ``term_offsets`` (V + 1 offsets), they come grouped already: term
-    ``t``'s postings are ``term_offsets[t] ..< term_offsets[t+1]`` of
-    ``doc_of_posting`` / ``tf_of_posting``, local ids ascending within a term,
-    and ``term_of_posting`` is not read (a merge makes them so, and skips a
-    sort and 8 bytes a posting). ``records`` may be any sequence of bytes
+    increasing. Postings may come in any order; the encoder sorts them. Or
+    they come encoded already as ``post_sections`` (a merge builds them a
+    range of terms at a time, :class:`PostingsBuilder`), and the three
+    posting columns are not read. ``records`` may be any sequence of bytes
     (a merge's gathers them from the sources a slice at a time).
     """
 
@@ -151,7 +153,7 @@ class SegmentColumns:
     term_of_posting: NDArray[np.int64]
     doc_of_posting: NDArray[np.int64]
     tf_of_posting: NDArray[np.uint32]
-    term_offsets: NDArray[np.uint64] | None = None
+    post_sections: Mapping[str, Section] | None = None
 
 
 #: Term lookups a segment reader remembers (a bound on its memory, about 100 bytes each).
@@ -407,6 +409,91 @@ def postings_sections(
     }
 
 
+#: Bytes read back from a spill file at a time.
+_SPILL_READ = 8 << 20
+
+
+class PostingsBuilder:
+    """The ``post.*`` sections of a segment, built a range of terms at a time (a merge's postings).
+
+    Each range (terms in order, each with its postings, local ids ascending)
+    is encoded by :func:`postings_sections`, the one place the layout lives.
+    Every term's bytes depend only on its own postings and the document
+    lengths, so the ranges concatenate into the sections one call over all
+    terms gives, byte for byte, once the offset tables are rebased. The ids
+    and frequencies (8 bytes a posting) go to an unlinked temporary file in
+    ``folder`` (``None``: kept in memory) and are read back a few megabytes at
+    a time when the segment is written; what stays in memory is O(V + P/128):
+    per term its offset and CRC, per block its metadata.
+    """
+
+    def __init__(self, lengths: NDArray[np.uint32], folder: Path | None) -> None:
+        self._lengths = lengths
+        # Unlinked files, closed when the builder is collected (after the segment is written):
+        # nothing is left behind, even by a crash.
+        self._spill = (
+            {name: tempfile.TemporaryFile(dir=folder) for name in ("post.ids", "post.tfs")}  # noqa: SIM115
+            if folder
+            else None
+        )
+        self._kept: dict[str, list[NDArray[np.uint32]]] = {"post.ids": [], "post.tfs": []}
+        self._offsets: list[NDArray[np.uint64]] = []
+        self._block_offsets: list[NDArray[np.uint64]] = []
+        self._crcs: list[NDArray[np.uint32]] = []
+        self._blocks: list[NDArray[np.uint32]] = []
+        self._postings = 0
+        self._block_count = 0
+
+    def add(self, ids: NDArray[np.uint32], tfs: NDArray[np.uint32], offsets: NDArray[np.uint64]) -> None:
+        """Append the next terms: term ``t``'s postings are ``offsets[t] ..< offsets[t+1]``, from 0."""
+        sections = postings_sections(ids, tfs, offsets, self._lengths)
+        self._offsets.append(offsets[:-1] + np.uint64(self._postings))
+        block_offsets = sections["post.block_offsets"]
+        assert isinstance(block_offsets, np.ndarray)
+        self._block_offsets.append(block_offsets[:-1].astype(np.uint64) + np.uint64(self._block_count))
+        self._crcs.append(sections["post.crc"])  # type: ignore[arg-type]
+        self._blocks.append(sections["post.blocks"])  # type: ignore[arg-type]
+        for name in ("post.ids", "post.tfs"):
+            array = np.ascontiguousarray(sections[name], dtype=np.uint32)
+            if self._spill is not None:
+                self._spill[name].write(memoryview(array.view(np.uint8)))  # type: ignore[arg-type]
+            else:
+                self._kept[name].append(array)
+        self._postings += int(ids.shape[0])
+        self._block_count += int(block_offsets[-1])
+
+    def sections(self) -> dict[str, Section]:
+        """The ``post.*`` sections of every term added, in order."""
+        offsets = np.concatenate([*self._offsets, np.array([self._postings], dtype=np.uint64)])
+        block_offsets = np.concatenate([*self._block_offsets, np.array([self._block_count], dtype=np.uint64)])
+        out: dict[str, Section] = {
+            "post.offsets": offsets,
+            "post.crc": np.concatenate(self._crcs) if self._crcs else np.zeros(0, np.uint32),
+            "post.block_offsets": block_offsets,
+            "post.blocks": np.concatenate(self._blocks) if self._blocks else np.zeros(0, np.uint32),
+        }
+        for name in ("post.ids", "post.tfs"):
+            out[name] = ByteChunks(4 * self._postings, self._chunks(name), "<u4")
+        return out
+
+    def _chunks(self, name: str) -> Callable[[], Iterator[bytes | memoryview]]:
+        spill = None if self._spill is None else self._spill[name]
+        kept = self._kept[name]
+
+        def produce() -> Iterator[bytes | memoryview]:
+            if spill is None:
+                for array in kept:
+                    yield memoryview(array.view(np.uint8))  # type: ignore[arg-type]
+                return
+            spill.flush()
+            fd, position = spill.fileno(), 0
+            while chunk := os.pread(fd, _SPILL_READ, position):
+                yield chunk
+                position += len(chunk)
+
+        return produce
+
+
 class _RecordChunks:
     """The stored blob as chunks of joined records (a slice of records at a time)."""
 
@@ -424,16 +511,15 @@ class _RecordChunks:
 def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dict[str, Section]:
     """The sections of the segment of ``columns`` (arrays, and the stored blob in chunks).
 
-    Postings come sorted by (term, doc) here unless ``columns.term_offsets``
-    says they are grouped already; the ``post.*`` sections are then
-    :func:`postings_sections`'. O(P log P) (O(P) when grouped), plus the stored text.
+    Postings are sorted by (term, doc) here and encoded by
+    :func:`postings_sections`, unless ``columns.post_sections`` holds them
+    encoded already. O(P log P) (O(1) for encoded postings), plus the stored text.
     """
     n = len(columns.keys)
     vocabulary_size = len(columns.vocabulary)
-    if columns.term_offsets is not None:
-        term_offsets = np.asarray(columns.term_offsets, dtype=np.uint64)
-        posting_ids = np.asarray(columns.doc_of_posting, dtype=np.uint32)
-        posting_tfs = np.asarray(columns.tf_of_posting, dtype=np.uint32)
+    lengths = np.asarray(columns.lengths, dtype=np.uint32)
+    if columns.post_sections is not None:
+        post = dict(columns.post_sections)
     else:
         # Sorting by (term, doc) makes the bytes independent of the order postings came in.
         order = np.lexsort((columns.doc_of_posting, columns.term_of_posting))
@@ -442,10 +528,9 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
         del order
         term_offsets = np.zeros(vocabulary_size + 1, dtype=np.uint64)
         np.cumsum(np.bincount(columns.term_of_posting, minlength=vocabulary_size), out=term_offsets[1:])
-    lengths = np.asarray(columns.lengths, dtype=np.uint32)
-    if posting_ids.shape[0] and int(posting_ids.max()) >= n:
-        raise ValueError("a posting names a document past the end")
-    post = postings_sections(posting_ids, posting_tfs, term_offsets, lengths, pause)
+        if posting_ids.shape[0] and int(posting_ids.max()) >= n:
+            raise ValueError("a posting names a document past the end")
+        post = postings_sections(posting_ids, posting_tfs, term_offsets, lengths, pause)
     keys_blob, keys_offsets = _blob(columns.keys, pause)
     terms_blob, terms_offsets = _blob(columns.vocabulary, pause)
     records = columns.records
@@ -464,7 +549,7 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
     meta: dict[str, Any] = {
         "documents": n,
         "terms": vocabulary_size,
-        "postings": int(posting_ids.shape[0]),
+        "postings": int(post["post.offsets"][-1]),  # type: ignore[index]
         "blocks": int(post["post.block_offsets"][-1]),  # type: ignore[index]
         "links": len(columns.link_targets),
         "vectors": int(columns.matrix.shape[0]),
@@ -690,6 +775,21 @@ class SegmentReader:
         offsets = self._array(f"{prefix}.offsets", "<u8", count + 1)
         _check_offsets(offsets, count, int(blob.shape[0]), prefix, self.path)
         return blob, offsets  # type: ignore[return-value]
+
+    def release_pages(self) -> None:
+        """Unmap the pages of the file this process has read; they stay in the page cache.
+
+        A merge reads every source segment from end to end; the pages it
+        touched would stay mapped (counted in this process's resident set)
+        until the reader is closed. ``MADV_DONTNEED`` on a read-only file
+        mapping only drops them from this process's page tables: a later read
+        maps them again from the page cache (or the file), with the same bytes.
+        No-op for an in-memory segment or where ``madvise`` is unavailable.
+        """
+        owner = getattr(self._file._buffer, "obj", None)  # the mmap behind the file's buffer
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        if isinstance(owner, mmap.mmap) and advice is not None and hasattr(owner, "madvise"):
+            owner.madvise(advice)
 
     def warm(self) -> None:
         """Check and map now what the first search of this segment reads: term and block tables, lengths.
@@ -1239,6 +1339,10 @@ class SegmentReader:
 MERGE_CHUNK_POSTINGS = 1 << 21
 
 
+#: Records a merge reads between two releases of the sources' pages (:meth:`SegmentReader.release_pages`).
+_RELEASE_EVERY = 1 << 16
+
+
 class _GatheredRecords(Sequence[bytes]):
     """The stored records of merged documents, read (and checked) from the sources when asked.
 
@@ -1246,7 +1350,7 @@ class _GatheredRecords(Sequence[bytes]):
     :func:`segment_sections` reads them a slice at a time.
     """
 
-    __slots__ = ("_local", "_readers", "_source")
+    __slots__ = ("_local", "_read", "_readers", "_source")
 
     def __init__(
         self, readers: Sequence[SegmentReader], source: NDArray[np.int32], local: NDArray[np.int64]
@@ -1254,6 +1358,7 @@ class _GatheredRecords(Sequence[bytes]):
         self._readers = readers
         self._source = source
         self._local = local
+        self._read = 0
 
     def __len__(self) -> int:
         return int(self._source.shape[0])
@@ -1261,13 +1366,23 @@ class _GatheredRecords(Sequence[bytes]):
     def __getitem__(self, item: Any) -> Any:
         if isinstance(item, slice):
             readers = self._readers
-            pairs = zip(self._source[item].tolist(), self._local[item].tolist(), strict=True)
-            return [readers[source].record(local) for source, local in pairs]
+            sources = self._source[item]
+            pairs = zip(sources.tolist(), self._local[item].tolist(), strict=True)
+            records = [readers[source].record(local) for source, local in pairs]
+            self._read += len(records)
+            if self._read >= _RELEASE_EVERY:
+                self._read = 0
+                for source in np.unique(sources).tolist():
+                    readers[source].release_pages()
+            return records
         return self._readers[int(self._source[item])].record(int(self._local[item]))
 
 
 def merge_columns(
-    sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]], *, pause: Pause = no_pause
+    sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]],
+    *,
+    pause: Pause = no_pause,
+    spill: Path | None = None,
 ) -> SegmentColumns:
     """The live documents of several segments as one segment's columns.
 
@@ -1278,13 +1393,16 @@ def merge_columns(
     ``pause`` is called between slices of work; it never changes the result.
 
     Memory (the merge is term by term, never whole columns of Python objects):
-    the merged postings grouped by term (8 bytes a posting: local id and
-    frequency, ``uint32``), O(documents) arrays (keys, lengths, times, where
-    each document comes from) and the merged vocabulary, plus temporaries of
-    :data:`MERGE_CHUNK_POSTINGS` postings; stored records are read from the
-    sources' memory maps a slice at a time when the segment is written
-    (:func:`write_columns`), never held together. O(P log C + D log D) for P
-    postings, chunks of C postings and D documents.
+    O(D) arrays for D documents (keys, lengths, times, where each comes
+    from), the merged vocabulary, O(V + P/128) postings tables
+    (:class:`PostingsBuilder`) and temporaries of :data:`MERGE_CHUNK_POSTINGS`
+    postings (about 40 bytes each). The merged postings themselves (8 bytes
+    each) go to an unlinked temporary file in the folder ``spill`` (``None``:
+    they stay in memory), and stored records are read from the sources'
+    memory maps a slice at a time when the segment is written
+    (:func:`write_columns`), never held together; pages of the sources read
+    are unmapped as the merge goes (:meth:`SegmentReader.release_pages`).
+    O(P log C + D log D) for P postings in chunks of C.
 
     Raises:
         CorruptIndexError: a source fails its checks (a merge never launders damage).
@@ -1362,7 +1480,8 @@ def merge_columns(
         if has.any():
             block = reader.vector_matrix()[rows[has]]
             matrix[vector_rows[mapping[local[has]]]] = block.reshape(block.shape[0], dim)
-    vocabulary, term_offsets, posting_ids, posting_tfs = _merge_postings(sources, new_index, pause)
+    builder = PostingsBuilder(lengths, spill)
+    vocabulary = _merge_postings(sources, new_index, builder, pause)
     return SegmentColumns(
         keys=sorted_keys.tolist(),
         lengths=lengths,
@@ -1375,18 +1494,19 @@ def merge_columns(
         vector_dim=vector_dim,
         vocabulary=vocabulary,
         term_of_posting=np.zeros(0, np.int64),
-        doc_of_posting=posting_ids,  # type: ignore[arg-type]
-        tf_of_posting=posting_tfs,
-        term_offsets=term_offsets,
+        doc_of_posting=np.zeros(0, np.int64),
+        tf_of_posting=np.zeros(0, np.uint32),
+        post_sections=builder.sections(),
     )
 
 
 def _merge_postings(
     sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]],
     new_index: Sequence[NDArray[np.int64]],
+    builder: PostingsBuilder,
     pause: Pause,
-) -> tuple[list[str], NDArray[np.uint64], NDArray[np.uint32], NDArray[np.uint32]]:
-    """The merged vocabulary and postings grouped by term: (terms, offsets, local ids, frequencies).
+) -> list[str]:
+    """The merged vocabulary; its postings go to ``builder``, a range of terms at a time.
 
     Terms only deleted documents held do not survive (a fresh build of the
     same documents would not have them either). Merged terms are taken in
@@ -1420,6 +1540,7 @@ def _merge_postings(
             used_terms.update([terms[t] for t in used[start:end]])
             pause()
         tables.append((terms, bounds, ids, tfs, live_postings))
+        reader.release_pages()
     vocabulary = sorted_in_slices(list(used_terms), None, pause)
     del used_terms
     merged = strings_array(vocabulary, pause)
@@ -1438,10 +1559,8 @@ def _merge_postings(
     del merged
     term_offsets = np.zeros(size + 1, dtype=np.uint64)
     np.cumsum(df, out=term_offsets[1:])
-    total = int(term_offsets[-1])
-    posting_ids = np.empty(total, dtype=np.uint32)
-    posting_tfs = np.empty(total, dtype=np.uint32)
     cumulative = term_offsets.astype(np.int64)
+    del term_offsets
     a = 0
     while a < size:
         # The next range of merged terms: about MERGE_CHUNK_POSTINGS postings, at least one term.
@@ -1470,8 +1589,13 @@ def _merge_postings(
         low, high = int(cumulative[a]), int(cumulative[b])
         if sort.shape[0] != high - low:  # cannot happen: counted above from the same arrays
             raise CorruptIndexError("a merge's postings do not add up")
-        posting_ids[low:high] = docs[sort]
-        posting_tfs[low:high] = np.concatenate(tf_parts)[sort]
+        builder.add(
+            docs[sort].astype(np.uint32),
+            np.concatenate(tf_parts)[sort].astype(np.uint32),
+            (cumulative[a : b + 1] - low).astype(np.uint64),
+        )
         a = b
+        for reader, _ in sources:  # what was read is not needed again: out of the resident set
+            reader.release_pages()
         pause()
-    return vocabulary, term_offsets, posting_ids, posting_tfs
+    return vocabulary
