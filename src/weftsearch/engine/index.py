@@ -197,7 +197,9 @@ def _encode_in_child(
             # A collection here would walk (and so copy-on-write) the parent's
             # whole heap; the child makes no cycles that matter and exits soon.
             gc.disable()
-            directory.write_stamped_temporary(name, encode_segment(documents, dim, dtype), stamp, os.getpid())
+            # Section by section to the file: the child never holds the encoded segment whole.
+            columns = segment_columns(documents, dim, dtype)
+            write_columns(columns, directory.path / f"{name}.tmp-{os.getpid()}", stamp)
             code = 0
         finally:
             os._exit(code)
