@@ -124,8 +124,14 @@ def stored_record(document: Document) -> bytes:
 _encode_json_string = json.encoder.encode_basestring
 
 
+#: ``json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))`` is
+#: ``JSONEncoder(...).encode(value)`` with a new encoder per call; one made once writes the
+#: same text without that cost (about 3 us a record).
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
 def _dumps_canonical(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return _CANONICAL.encode(value)
 
 
 @dataclass(frozen=True, slots=True)
