@@ -23,7 +23,7 @@ from weftsearch.fusion import RRF
 from weftsearch.scorers import BM25Scorer
 from weftsearch.storage import segment as segment_module
 from weftsearch.storage.codec import FileStamp, encode_sections, stamped_header
-from weftsearch.storage.sectionwriter import ByteChunks, materialize, write_section_file
+from weftsearch.storage.sectionwriter import ByteChunks, Section, materialize, write_section_file
 from weftsearch.storage.segment import (
     SegmentDocument,
     SegmentReader,
@@ -171,7 +171,7 @@ def test_the_section_writer_writes_the_codec_bytes(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     blob = rng.integers(0, 256, 1000, dtype=np.uint8).tobytes()
     ids = rng.integers(0, 2**32, 77, dtype=np.uint32)
-    sections = {
+    sections: dict[str, Section] = {
         "b.chunks": ByteChunks(len(blob), lambda: [blob[:1], blob[1:500], b"", blob[500:]]),
         "a.floats": rng.standard_normal(13),
         "c.ids": ByteChunks(4 * 77, lambda: [ids[:10].tobytes(), ids[10:].tobytes()], "<u4"),
