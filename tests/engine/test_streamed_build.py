@@ -218,3 +218,18 @@ def test_bad_input_in_a_later_run_leaves_the_index_and_folder_unchanged(tmp_path
     index.commit()
     assert len(index) == 60
     index.close()
+
+
+@pytest.mark.parametrize("flush", [1, 7])
+def test_runs_drop_the_text_when_store_text_is_false(tmp_path: Path, flush: int) -> None:
+    """A large add_many cut into runs stores no text either: the committed segment is a single build's."""
+    documents = corpus(60)
+    single = Index.create(tmp_path / "single", store_text=False)
+    single.add_many(documents)
+    single.commit()
+    runs = Index.create(tmp_path / "runs", store_text=False)
+    runs._flush_documents = flush
+    runs.add_many(documents)
+    runs.commit()
+    assert [body(path) for path in segment_files(runs)] == [body(path) for path in segment_files(single)]
+    assert all(runs.get(document.key).text == "" for document in documents)
