@@ -1588,7 +1588,7 @@ class SegmentReader:
         return problems
 
 
-#: Postings a merge gathers and sorts at a time (bounds its temporaries: about 40 bytes each).
+#: Postings a merge decodes, gathers, sorts and re-encodes at a time (bounds its temporaries).
 MERGE_CHUNK_POSTINGS = 1 << 21
 
 
@@ -1649,9 +1649,10 @@ def merge_columns(
     O(D) arrays for D documents (keys, lengths, times, where each comes
     from), the merged vocabulary, O(V + P/128) postings tables
     (:class:`PostingsBuilder`) and temporaries of :data:`MERGE_CHUNK_POSTINGS`
-    postings (about 40 bytes each). The merged postings themselves (8 bytes
-    each) go to an unlinked temporary file in the folder ``spill`` (``None``:
-    they stay in memory), and stored records are read from the sources'
+    postings (each source's range decoded, gathered, sorted and re-encoded:
+    some 150 bytes a posting at the peak). The merged postings themselves
+    (their packed words) go to an unlinked temporary file in the folder
+    ``spill`` (``None``: they stay in memory), and stored records are read from the sources'
     memory maps a slice at a time when the segment is written
     (:func:`write_columns`), never held together; pages of the sources read
     are unmapped as the merge goes (:meth:`SegmentReader.release_pages`).
