@@ -1589,7 +1589,7 @@ class SegmentReader:
 
 
 #: Postings a merge decodes, gathers, sorts and re-encodes at a time (bounds its temporaries).
-MERGE_CHUNK_POSTINGS = 1 << 21
+MERGE_CHUNK_POSTINGS = 1 << 19
 
 
 #: Records a merge reads between two releases of the sources' pages (:meth:`SegmentReader.release_pages`).
