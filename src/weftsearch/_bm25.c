@@ -67,6 +67,10 @@
 #ifndef WEFT_PROBE_COST
 #define WEFT_PROBE_COST 32
 #endif
+/* Partial blocks shorter than this are decoded value by value, longer ones padded to a full block. */
+#ifndef WEFT_SHORT_RUN
+#define WEFT_SHORT_RUN 32
+#endif
 #ifndef WEFT_MIN_WINDOW
 #define WEFT_MIN_WINDOW 512
 #endif
@@ -129,66 +133,6 @@ typedef struct {
     const lane *exact_from; /* main or exact: the lane holding the exact position's block */
     int *corrupt;          /* set (to the list's index + 1) when a block does not decode */
 } cursor;
-
-/* Unpack n values of `width` bits (LSB first, value i at bit i * width) from words. */
-static inline __attribute__((always_inline)) void unpack_width(const uint32_t *words, int64_t n, unsigned width,
-                                                                uint32_t *out) {
-    uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t bit = (uint64_t)i * width;
-        uint64_t at = bit >> 5;
-        unsigned shift = (unsigned)(bit & 31);
-        uint64_t value = (uint64_t)words[at] >> shift;
-        if (shift + width > 32) value |= (uint64_t)words[at + 1] << (32 - shift);
-        out[i] = (uint32_t)(value & mask);
-    }
-}
-
-/*
- * The same, reading each value with one unaligned 8-byte load at its byte (its bits start at most
- * 7 bits in, and 7 + 32 < 64): no branch per value. Only when 8 bytes past the run's last
- * value's byte are still inside the list's words (the caller checks: `slack`).
- */
-static inline __attribute__((always_inline)) void unpack_width_fast(const uint32_t *words, int64_t n,
-                                                                     unsigned width, uint32_t *out) {
-    const unsigned char *bytes = (const unsigned char *)words;
-    uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t bit = (uint64_t)i * width;
-        uint64_t value;
-        memcpy(&value, bytes + (bit >> 3), sizeof value); /* little-endian, as the format */
-        out[i] = (uint32_t)((value >> (bit & 7)) & mask);
-    }
-}
-
-#define WEFT_CASE(W) \
-    case W: \
-        if (slack && n == WEFT_BLOCK) \
-            unpack_width_fast(words, WEFT_BLOCK, W, out); \
-        else if (slack) \
-            unpack_width_fast(words, n, W, out); \
-        else \
-            unpack_width(words, n, W, out); \
-        break;
-
-/*
- * Dispatch on the width so that a full block's loop has constant bounds and shifts. `slack`:
- * at least 8 bytes of the list follow the run's last word, so the 8-byte loads stay inside it.
- */
-static void unpack(const uint32_t *words, int64_t n, unsigned width, uint32_t *out, int slack) {
-    switch (width) {
-    case 0:
-        memset(out, 0, (size_t)n * sizeof(uint32_t));
-        break;
-        WEFT_CASE(1) WEFT_CASE(2) WEFT_CASE(3) WEFT_CASE(4) WEFT_CASE(5) WEFT_CASE(6) WEFT_CASE(7) WEFT_CASE(8)
-        WEFT_CASE(9) WEFT_CASE(10) WEFT_CASE(11) WEFT_CASE(12) WEFT_CASE(13) WEFT_CASE(14) WEFT_CASE(15)
-        WEFT_CASE(16) WEFT_CASE(17) WEFT_CASE(18) WEFT_CASE(19) WEFT_CASE(20) WEFT_CASE(21) WEFT_CASE(22)
-        WEFT_CASE(23) WEFT_CASE(24) WEFT_CASE(25) WEFT_CASE(26) WEFT_CASE(27) WEFT_CASE(28) WEFT_CASE(29)
-        WEFT_CASE(30) WEFT_CASE(31) WEFT_CASE(32)
-    default:
-        memset(out, 0, (size_t)n * sizeof(uint32_t)); /* widths are checked before: not reached */
-    }
-}
 
 /*
  * A full block's run (WEFT_BLOCK = 4 groups of 32 values; a group of 32 values of W bits is
@@ -263,6 +207,43 @@ static inline int64_t block_count(const cursor *c, int64_t block) {
 }
 
 /*
+ * A partial block's run (the last block of a list, n < WEFT_BLOCK values) through the same
+ * unrolled routine: its words are copied into a zeroed block-sized buffer, bits past value n - 1
+ * cleared, so the padding decodes as gaps of 0 (each adding exactly 1 to the running id: the id
+ * after n values is the returned one minus the padding, exact in 64 bits) and nothing past the
+ * run is read. Values n .. WEFT_BLOCK - 1 of `out` are padding, never read.
+ */
+static uint64_t unpack_partial(const uint32_t *run, int64_t n, unsigned width, uint32_t *out, uint64_t acc,
+                               int kind) {
+    if (n < WEFT_SHORT_RUN) {
+        /* A short run: value by value (decoding a whole padded block would cost more). */
+        uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t bit = (uint64_t)i * width, at = bit >> 5;
+            unsigned shift = (unsigned)(bit & 31);
+            uint64_t value = width ? (uint64_t)run[at] >> shift : 0; /* width 0: no words */
+            if (shift + width > 32) value |= (uint64_t)run[at + 1] << (32 - shift); /* inside the run */
+            value &= mask;
+            if (kind) {
+                acc += value + 1;
+                out[i] = (uint32_t)acc;
+            } else {
+                out[i] = (uint32_t)value + 1;
+            }
+        }
+        return acc;
+    }
+    uint32_t buf[WEFT_BLOCK]; /* 4 * width <= WEFT_BLOCK words */
+    int64_t words = run_words(n, width), used = 4 * (int64_t)width;
+    memcpy(buf, run, (size_t)words * sizeof(uint32_t));
+    memset(buf + words, 0, (size_t)(used - words) * sizeof(uint32_t));
+    unsigned tail = (unsigned)(((uint64_t)n * width) & 31);
+    if (tail) buf[words - 1] &= ((uint32_t)1 << tail) - 1;
+    acc = unpack_full_any(buf, width, out, acc, kind);
+    return kind ? acc - (uint64_t)(WEFT_BLOCK - n) : acc;
+}
+
+/*
  * Decode block `block` into `into`. Its ids are the previous block's last id (-1 for the first)
  * plus the running sum of gap + 1; the last must be the table's last id, or the list is corrupt
  * (the cursor then reads as exhausted and the call fails). Words read are inside the block's
@@ -273,18 +254,12 @@ static int decode_block(cursor *c, lane *into, int64_t block) {
     int64_t n = block_count(c, block);
     unsigned width_id = c->widths[block] & 0xFF;
     const uint32_t *words = c->data + c->word_start[block];
-    int64_t id_words = run_words(n, width_id);
-    int64_t left = c->words - c->word_start[block]; /* the list's words from this block on */
     int64_t id = block > 0 ? (int64_t)c->last[block - 1] : -1;
     if (n == WEFT_BLOCK) {
         /* At most 128 gaps of 32 bits plus 1 each from id >= -1: no overflow in 64 bits. */
         id = (int64_t)unpack_full_any(words, width_id, into->ids, (uint64_t)id, 1);
     } else {
-        unpack(words, n, width_id, into->ids, left - id_words >= 2);
-        for (int64_t i = 0; i < n; i++) {
-            id += (int64_t)into->ids[i] + 1;
-            into->ids[i] = (uint32_t)id;
-        }
+        id = (int64_t)unpack_partial(words, n, width_id, into->ids, (uint64_t)id, 1);
     }
     if (id != (int64_t)c->last[block]) {
         *c->corrupt = (int)(c->list + 1);
@@ -302,14 +277,11 @@ static inline const uint32_t *block_tfs(const cursor *c, lane *l) {
     if (!l->tfs_ready) {
         int64_t block = l->block, n = block_count(c, block);
         unsigned width_id = c->widths[block] & 0xFF, width_tf = (c->widths[block] >> 8) & 0xFF;
-        int64_t id_words = run_words(n, width_id), tf_words = run_words(n, width_tf);
-        int64_t left = c->words - c->word_start[block];
+        int64_t id_words = run_words(n, width_id);
         if (n == WEFT_BLOCK) {
             unpack_full_any(c->data + c->word_start[block] + id_words, width_tf, l->tfs, 0, 0);
         } else {
-            unpack(c->data + c->word_start[block] + id_words, n, width_tf, l->tfs,
-                   left - id_words - tf_words >= 2);
-            for (int64_t i = 0; i < n; i++) l->tfs[i] += 1;
+            unpack_partial(c->data + c->word_start[block] + id_words, n, width_tf, l->tfs, 0, 0);
         }
         l->tfs_ready = 1;
     }
