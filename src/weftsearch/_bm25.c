@@ -322,6 +322,18 @@ static inline int64_t first_at_least(const lane *l, int64_t from, int64_t n, uin
 static inline int resolve(cursor *c) {
     if (c->resolved || c->pos >= c->count) return 1;
     int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
+    /*
+     * The two lanes hold the two most recent blocks: the main position moving on to a new block
+     * leaves its old one to the exact lane (the window's exact scores, which run after its
+     * read-through, mostly need that block: it is not decoded twice), unless the exact lane
+     * already holds a later block; a block the exact lane holds already becomes main's undecoded.
+     * Positions only move forward, so the older block dropped is never needed again.
+     */
+    lane *m = c->main, *x = c->exact;
+    if (x->block == block || (m->block != block && m->block > x->block)) {
+        c->main = x;
+        c->exact = m;
+    }
     if (!decode_block(c, c->main, block)) return 0;
     int64_t n = block_count(c, block);
     c->pos = (block << WEFT_BLOCK_SHIFT) + first_at_least(c->main, c->pos & (WEFT_BLOCK - 1), n, (uint32_t)c->pending);
