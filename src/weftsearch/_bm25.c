@@ -551,31 +551,6 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
             (i > 0 && l->part == lists[i - 1].part && l->term <= lists[i - 1].term))
             return -2;
         if (l->count > INT64_MAX - total) return -2;
-        /*
-         * The traversal moves forward by the blocks' last ids: they must increase, or a seek
-         * could stand still for ever, and the largest must be a document of the part (every
-         * decoded id is checked to end at its block's last id, so none is larger). Every block's
-         * run must lie inside the list's words. The reader checks all of this and more at a
-         * term's first use (docs/FORMAT.md, "Compressed postings"); an O(blocks) check here
-         * keeps the kernel safe whoever calls it.
-         */
-        const uint32_t *last = (const uint32_t *)(uintptr_t)l->meta;
-        const uint32_t *widths = last + 3 * l->n_blocks;
-        int64_t words = 0;
-        for (int64_t block = 0; block < l->n_blocks; block++) {
-            uint32_t width = widths[block];
-            int64_t n = block + 1 < l->n_blocks ? WEFT_BLOCK : l->count - block * WEFT_BLOCK;
-            if ((width & 0xFF) > 32 || ((width >> 8) & 0xFF) > 32 || (width >> 16) != 0 ||
-                (block > 0 && last[block] <= last[block - 1])) {
-                stats[0] = i;
-                return -3;
-            }
-            words += run_words(n, width & 0xFF) + run_words(n, (width >> 8) & 0xFF);
-        }
-        if (words != l->words || (int64_t)last[l->n_blocks - 1] >= parts[l->part].n_docs) {
-            stats[0] = i;
-            return -3;
-        }
         total += l->count;
         stats[0] += l->n_blocks;
     }
@@ -650,17 +625,37 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
             c->exact_from = c->exact;
             c->corrupt = &corrupt;
             bounds_used += l->n_blocks;
+            /*
+             * The traversal moves forward by the blocks' last ids: they must increase, or a seek
+             * could stand still for ever, and the largest must be a document of the part (every
+             * decoded id is checked to end at its block's last id, so none is larger). Every
+             * block's run must lie inside the list's words. The reader checks all of this and more
+             * at a term's first use (docs/FORMAT.md, "Compressed postings"); this O(blocks) check,
+             * in the pass that computes the bounds and first words (one pass over the table, not
+             * two) and before any of the list's blocks is read, keeps the kernel safe whoever
+             * calls it.
+             */
             int64_t word = 0;
             for (int64_t block = 0; block < c->n_blocks; block++) {
+                uint32_t widths = c->widths[block];
+                if ((widths & 0xFF) > 32 || ((widths >> 8) & 0xFF) > 32 || (widths >> 16) != 0 ||
+                    (block > 0 && c->last[block] <= c->last[block - 1])) {
+                    corrupt = (int)(c->list + 1);
+                    break;
+                }
                 c->bounds[block] = block_bound(c, block, k1, b, avgdl, bound_scale);
                 c->word_start[block] = word;
                 int64_t count = block_count(c, block);
-                word += run_words(count, c->widths[block] & 0xFF) + run_words(count, (c->widths[block] >> 8) & 0xFF);
+                word += run_words(count, widths & 0xFF) + run_words(count, (widths >> 8) & 0xFF);
             }
+            if (!corrupt && (word != c->words || (int64_t)c->last[c->n_blocks - 1] >= part->n_docs))
+                corrupt = (int)(c->list + 1);
+            if (corrupt) break;
             pend(c, 0, 0); /* at the first block, its first id read from its run */
             n++;
         }
         first += n;
+        if (corrupt) break;
         if (n == 0) continue;
         memset(seen, 0, sizeof seen);
         for (;;) {
