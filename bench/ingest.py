@@ -16,13 +16,18 @@ machine may be shared (figures are indicative, not tests).
   ``commit``, on disk; one writer thread and tantivy's default thread count.
 
 Loading the JSONL file is timed once, apart: every arm indexes the same texts.
+``--synthetic N`` indexes N generated documents instead (Zipfian vocabulary of
+50,000 words, lengths log-normal around 100 words, fixed seed; the corpus the
+issue-14 figures use). ``--memory`` also builds once per arm in a forked child
+and reports its peak resident set (``VmHWM``, which includes the corpus the
+caller holds, as in real use) and that of its own children (workers, encoder).
 A breakdown pass times the parts of weft-search's ``add_many`` in one process:
 analysis, term counting, stored records, and ``encode_segment`` in this
 process (the commit forks a child to run it).
 
 Usage::
 
-    python bench/ingest.py [--corpus PATH] [--repeat 5] [--workers 1,auto]
+    python bench/ingest.py [--corpus PATH | --synthetic N] [--repeat 5] [--workers 1,auto] [--memory]
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
+import pickle
+import resource
 import statistics
 import tempfile
 import time
@@ -44,6 +51,8 @@ from weftsearch.engine.documents import Document
 from weftsearch.engine.index import Index
 from weftsearch.storage.segment import SegmentDocument, encode_segment, stored_record
 
+SEED = 20240601
+
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact" / "corpus.jsonl"
 
 
@@ -51,6 +60,58 @@ def load_average() -> str:
     """The 1, 5 and 15 minute load averages, formatted."""
     one, five, fifteen = os.getloadavg()
     return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def synthetic_documents(n: int, seed: int = SEED) -> list[Document]:
+    """``n`` documents drawn from a Zipfian vocabulary (fixed seed: the same corpus every run).
+
+    50,000 words ``w0 .. w49999``, rank r drawn with probability proportional
+    to ``1 / r**1.07``; lengths log-normal with median 100 words (sigma 0.4,
+    clipped to 5..1000). Drawn 100,000 documents at a time (bounded memory).
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    size = 50_000
+    weights = 1.0 / np.arange(1, size + 1, dtype=np.float64) ** 1.07
+    weights /= weights.sum()
+    words = np.array([f"w{rank}" for rank in range(size)], dtype=object)
+    lengths = np.clip(rng.lognormal(np.log(100.0), 0.4, n), 5, 1000).astype(np.int64)
+    bounds = np.concatenate(([0], np.cumsum(lengths)))
+    width = len(str(n - 1))
+    documents = []
+    for start in range(0, n, 100_000):
+        stop = min(start + 100_000, n)
+        draws = rng.choice(size, size=int(bounds[stop] - bounds[start]), p=weights)
+        cuts = bounds[start : stop + 1] - bounds[start]
+        for i in range(stop - start):
+            text = " ".join(words[draws[cuts[i] : cuts[i + 1]]].tolist())
+            documents.append(Document(key=f"d{start + i:0{width}d}", text=text))
+    return documents
+
+
+def peak_memory(run: Callable[[], float]) -> tuple[float, float, float]:
+    """Run ``run`` once in a forked child: (seconds, its peak RSS in MB, its children's peak RSS in MB)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run, report, exit
+        os.close(read_fd)
+        code = 1
+        try:
+            seconds = run()
+            with open("/proc/self/status", encoding="ascii") as status:
+                hwm = next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
+            children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            with os.fdopen(write_fd, "wb") as pipe:
+                pickle.dump((seconds, hwm, children), pipe)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        result: tuple[float, float, float] = pickle.load(pipe)
+    os.waitpid(pid, 0)
+    return result
 
 
 def cpu_seconds() -> float:
@@ -159,17 +220,28 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="passes per arm (alternating)")
     parser.add_argument("--workers", default="1,auto", help="weft add_many worker counts, comma-separated")
     parser.add_argument("--no-peers", action="store_true", help="time weft-search only")
+    parser.add_argument(
+        "--synthetic", type=int, default=0, help="index N synthetic Zipfian documents instead"
+    )
+    parser.add_argument("--memory", action="store_true", help="peak RSS of one build per arm (forked child)")
+    parser.add_argument("--no-breakdown", action="store_true", help="skip the one-process breakdown")
     args = parser.parse_args()
 
     print(f"load average before: {load_average()}; cpus: {os.cpu_count()}")
     started = time.perf_counter()
-    documents = load_documents(args.corpus, progress=False)
+    if args.synthetic:
+        documents = synthetic_documents(args.synthetic)
+        source = f"synthetic Zipfian, seed {SEED}"
+    else:
+        documents = load_documents(args.corpus, progress=False)
+        source = str(args.corpus)
     load_seconds = time.perf_counter() - started
     n = len(documents)
     rate = n / load_seconds
-    print(f"corpus: {args.corpus}, {n:,} documents; load_documents {load_seconds:.3f} s ({rate:,.0f} docs/s)")
-    print("breakdown of weft-search's work, one process:")
-    breakdown(documents)
+    print(f"corpus: {source}, {n:,} documents; loaded in {load_seconds:.3f} s ({rate:,.0f} docs/s)")
+    if not args.no_breakdown:
+        print("breakdown of weft-search's work, one process:")
+        breakdown(documents)
 
     texts = [document.text for document in documents]
     keys = [document.key for document in documents]
@@ -184,6 +256,16 @@ def main() -> None:
         arms.append(("bm25s tokenize+index (in memory)", bm25s_arm(texts)))
         arms.append(("tantivy add+commit, 1 thread", tantivy_arm(keys, texts, 1)))
         arms.append(("tantivy add+commit, default threads", tantivy_arm(keys, texts, 0)))
+    if args.memory:
+        print(f"\npeak memory, one build per arm in a forked child (load average {load_average()}):")
+        for name, run in arms:
+            seconds_once, hwm, children = peak_memory(run)
+            print(
+                f"  {name:<44} {n / seconds_once:10,.0f} docs/s  peak RSS {hwm:8,.0f} MB"
+                f"  children {children:8,.0f} MB"
+            )
+        if args.repeat <= 0:
+            return
     for _, run in arms:  # warm-up pass (imports, first-touch allocations)
         run()
     seconds: dict[str, list[float]] = {name: [] for name, _ in arms}

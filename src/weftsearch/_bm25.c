@@ -67,6 +67,10 @@
 #ifndef WEFT_PROBE_COST
 #define WEFT_PROBE_COST 32
 #endif
+/* Partial blocks shorter than this are decoded value by value, longer ones padded to a full block. */
+#ifndef WEFT_SHORT_RUN
+#define WEFT_SHORT_RUN 32
+#endif
 #ifndef WEFT_MIN_WINDOW
 #define WEFT_MIN_WINDOW 512
 #endif
@@ -130,63 +134,67 @@ typedef struct {
     int *corrupt;          /* set (to the list's index + 1) when a block does not decode */
 } cursor;
 
-/* Unpack n values of `width` bits (LSB first, value i at bit i * width) from words. */
-static inline __attribute__((always_inline)) void unpack_width(const uint32_t *words, int64_t n, unsigned width,
-                                                                uint32_t *out) {
-    uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t bit = (uint64_t)i * width;
-        uint64_t at = bit >> 5;
-        unsigned shift = (unsigned)(bit & 31);
-        uint64_t value = (uint64_t)words[at] >> shift;
-        if (shift + width > 32) value |= (uint64_t)words[at + 1] << (32 - shift);
-        out[i] = (uint32_t)(value & mask);
-    }
-}
-
 /*
- * The same, reading each value with one unaligned 8-byte load at its byte (its bits start at most
- * 7 bits in, and 7 + 32 < 64): no branch per value. Only when 8 bytes past the run's last
- * value's byte are still inside the list's words (the caller checks: `slack`).
+ * A full block's run (WEFT_BLOCK = 4 groups of 32 values; a group of 32 values of W bits is
+ * exactly W words), decoded in one pass with the gap prefix sum (kind 1: ids from `acc`, each
+ * the previous plus gap + 1) or the tf offset (kind 0: value + 1). W is a constant at each call
+ * (one switch case per width) and the 32 values of a group are unrolled, so every word index,
+ * shift and mask folds to a constant: no per-value address arithmetic, no branch, and the run's
+ * words are read with aligned 4-byte loads inside it (a group reads words 0 ..< W only).
+ * Returns the last id (kind 1).
  */
-static inline __attribute__((always_inline)) void unpack_width_fast(const uint32_t *words, int64_t n,
-                                                                     unsigned width, uint32_t *out) {
-    const unsigned char *bytes = (const unsigned char *)words;
-    uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t bit = (uint64_t)i * width;
-        uint64_t value;
-        memcpy(&value, bytes + (bit >> 3), sizeof value); /* little-endian, as the format */
-        out[i] = (uint32_t)((value >> (bit & 7)) & mask);
+static inline __attribute__((always_inline)) uint64_t unpack_full(const uint32_t *in, const unsigned W,
+                                                                   uint32_t *out, uint64_t acc, const int kind) {
+    const uint32_t mask = (uint32_t)(((uint64_t)1 << W) - 1);
+    for (int g = 0; g < WEFT_BLOCK / 32; g++, in += W, out += 32) {
+#pragma GCC unroll 32
+        for (unsigned j = 0; j < 32; j++) {
+            const unsigned bit = j * W, at = bit >> 5, shift = bit & 31;
+            uint32_t v = in[at] >> shift;
+            if (shift + W > 32) v |= in[at + 1] << ((32 - shift) & 31); /* shift > 0 here */
+            v &= mask;
+            if (kind) {
+                acc += (uint64_t)v + 1;
+                out[j] = (uint32_t)acc;
+            } else {
+                out[j] = v + 1;
+            }
+        }
     }
+    return acc;
 }
 
-#define WEFT_CASE(W) \
+#define WEFT_FULL_CASE(W) \
     case W: \
-        if (slack && n == WEFT_BLOCK) \
-            unpack_width_fast(words, WEFT_BLOCK, W, out); \
-        else if (slack) \
-            unpack_width_fast(words, n, W, out); \
-        else \
-            unpack_width(words, n, W, out); \
-        break;
+        return unpack_full(in, W, out, acc, kind);
 
-/*
- * Dispatch on the width so that a full block's loop has constant bounds and shifts. `slack`:
- * at least 8 bytes of the list follow the run's last word, so the 8-byte loads stay inside it.
- */
-static void unpack(const uint32_t *words, int64_t n, unsigned width, uint32_t *out, int slack) {
+/* The dispatch of unpack_full on the width (0 ..= 32, checked at setup). */
+static uint64_t unpack_full_any(const uint32_t *in, unsigned width, uint32_t *out, uint64_t acc, int kind) {
+    if (kind) {
+        switch (width) {
+            WEFT_FULL_CASE(1) WEFT_FULL_CASE(2) WEFT_FULL_CASE(3) WEFT_FULL_CASE(4) WEFT_FULL_CASE(5)
+            WEFT_FULL_CASE(6) WEFT_FULL_CASE(7) WEFT_FULL_CASE(8) WEFT_FULL_CASE(9) WEFT_FULL_CASE(10)
+            WEFT_FULL_CASE(11) WEFT_FULL_CASE(12) WEFT_FULL_CASE(13) WEFT_FULL_CASE(14) WEFT_FULL_CASE(15)
+            WEFT_FULL_CASE(16) WEFT_FULL_CASE(17) WEFT_FULL_CASE(18) WEFT_FULL_CASE(19) WEFT_FULL_CASE(20)
+            WEFT_FULL_CASE(21) WEFT_FULL_CASE(22) WEFT_FULL_CASE(23) WEFT_FULL_CASE(24) WEFT_FULL_CASE(25)
+            WEFT_FULL_CASE(26) WEFT_FULL_CASE(27) WEFT_FULL_CASE(28) WEFT_FULL_CASE(29) WEFT_FULL_CASE(30)
+            WEFT_FULL_CASE(31) WEFT_FULL_CASE(32)
+        default: /* width 0: every gap is 0 */
+            for (int i = 0; i < WEFT_BLOCK; i++) out[i] = (uint32_t)++acc;
+            return acc;
+        }
+    }
     switch (width) {
-    case 0:
-        memset(out, 0, (size_t)n * sizeof(uint32_t));
-        break;
-        WEFT_CASE(1) WEFT_CASE(2) WEFT_CASE(3) WEFT_CASE(4) WEFT_CASE(5) WEFT_CASE(6) WEFT_CASE(7) WEFT_CASE(8)
-        WEFT_CASE(9) WEFT_CASE(10) WEFT_CASE(11) WEFT_CASE(12) WEFT_CASE(13) WEFT_CASE(14) WEFT_CASE(15)
-        WEFT_CASE(16) WEFT_CASE(17) WEFT_CASE(18) WEFT_CASE(19) WEFT_CASE(20) WEFT_CASE(21) WEFT_CASE(22)
-        WEFT_CASE(23) WEFT_CASE(24) WEFT_CASE(25) WEFT_CASE(26) WEFT_CASE(27) WEFT_CASE(28) WEFT_CASE(29)
-        WEFT_CASE(30) WEFT_CASE(31) WEFT_CASE(32)
-    default:
-        memset(out, 0, (size_t)n * sizeof(uint32_t)); /* widths are checked before: not reached */
+        WEFT_FULL_CASE(1) WEFT_FULL_CASE(2) WEFT_FULL_CASE(3) WEFT_FULL_CASE(4) WEFT_FULL_CASE(5)
+        WEFT_FULL_CASE(6) WEFT_FULL_CASE(7) WEFT_FULL_CASE(8) WEFT_FULL_CASE(9) WEFT_FULL_CASE(10)
+        WEFT_FULL_CASE(11) WEFT_FULL_CASE(12) WEFT_FULL_CASE(13) WEFT_FULL_CASE(14) WEFT_FULL_CASE(15)
+        WEFT_FULL_CASE(16) WEFT_FULL_CASE(17) WEFT_FULL_CASE(18) WEFT_FULL_CASE(19) WEFT_FULL_CASE(20)
+        WEFT_FULL_CASE(21) WEFT_FULL_CASE(22) WEFT_FULL_CASE(23) WEFT_FULL_CASE(24) WEFT_FULL_CASE(25)
+        WEFT_FULL_CASE(26) WEFT_FULL_CASE(27) WEFT_FULL_CASE(28) WEFT_FULL_CASE(29) WEFT_FULL_CASE(30)
+        WEFT_FULL_CASE(31) WEFT_FULL_CASE(32)
+    default: /* width 0: every tf is 1 */
+        for (int i = 0; i < WEFT_BLOCK; i++) out[i] = 1;
+        return acc;
     }
 }
 
@@ -196,6 +204,43 @@ static inline int64_t run_words(int64_t count, unsigned width) { return (count *
 static inline int64_t block_count(const cursor *c, int64_t block) {
     int64_t start = block << WEFT_BLOCK_SHIFT;
     return c->count - start < WEFT_BLOCK ? c->count - start : WEFT_BLOCK;
+}
+
+/*
+ * A partial block's run (the last block of a list, n < WEFT_BLOCK values) through the same
+ * unrolled routine: its words are copied into a zeroed block-sized buffer, bits past value n - 1
+ * cleared, so the padding decodes as gaps of 0 (each adding exactly 1 to the running id: the id
+ * after n values is the returned one minus the padding, exact in 64 bits) and nothing past the
+ * run is read. Values n .. WEFT_BLOCK - 1 of `out` are padding, never read.
+ */
+static uint64_t unpack_partial(const uint32_t *run, int64_t n, unsigned width, uint32_t *out, uint64_t acc,
+                               int kind) {
+    if (n < WEFT_SHORT_RUN) {
+        /* A short run: value by value (decoding a whole padded block would cost more). */
+        uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t bit = (uint64_t)i * width, at = bit >> 5;
+            unsigned shift = (unsigned)(bit & 31);
+            uint64_t value = width ? (uint64_t)run[at] >> shift : 0; /* width 0: no words */
+            if (shift + width > 32) value |= (uint64_t)run[at + 1] << (32 - shift); /* inside the run */
+            value &= mask;
+            if (kind) {
+                acc += value + 1;
+                out[i] = (uint32_t)acc;
+            } else {
+                out[i] = (uint32_t)value + 1;
+            }
+        }
+        return acc;
+    }
+    uint32_t buf[WEFT_BLOCK]; /* 4 * width <= WEFT_BLOCK words */
+    int64_t words = run_words(n, width), used = 4 * (int64_t)width;
+    memcpy(buf, run, (size_t)words * sizeof(uint32_t));
+    memset(buf + words, 0, (size_t)(used - words) * sizeof(uint32_t));
+    unsigned tail = (unsigned)(((uint64_t)n * width) & 31);
+    if (tail) buf[words - 1] &= ((uint32_t)1 << tail) - 1;
+    acc = unpack_full_any(buf, width, out, acc, kind);
+    return kind ? acc - (uint64_t)(WEFT_BLOCK - n) : acc;
 }
 
 /*
@@ -209,13 +254,12 @@ static int decode_block(cursor *c, lane *into, int64_t block) {
     int64_t n = block_count(c, block);
     unsigned width_id = c->widths[block] & 0xFF;
     const uint32_t *words = c->data + c->word_start[block];
-    int64_t id_words = run_words(n, width_id);
-    int64_t left = c->words - c->word_start[block]; /* the list's words from this block on */
-    unpack(words, n, width_id, into->ids, left - id_words >= 2);
     int64_t id = block > 0 ? (int64_t)c->last[block - 1] : -1;
-    for (int64_t i = 0; i < n; i++) {
-        id += (int64_t)into->ids[i] + 1;
-        into->ids[i] = (uint32_t)id;
+    if (n == WEFT_BLOCK) {
+        /* At most 128 gaps of 32 bits plus 1 each from id >= -1: no overflow in 64 bits. */
+        id = (int64_t)unpack_full_any(words, width_id, into->ids, (uint64_t)id, 1);
+    } else {
+        id = (int64_t)unpack_partial(words, n, width_id, into->ids, (uint64_t)id, 1);
     }
     if (id != (int64_t)c->last[block]) {
         *c->corrupt = (int)(c->list + 1);
@@ -233,10 +277,12 @@ static inline const uint32_t *block_tfs(const cursor *c, lane *l) {
     if (!l->tfs_ready) {
         int64_t block = l->block, n = block_count(c, block);
         unsigned width_id = c->widths[block] & 0xFF, width_tf = (c->widths[block] >> 8) & 0xFF;
-        int64_t id_words = run_words(n, width_id), tf_words = run_words(n, width_tf);
-        int64_t left = c->words - c->word_start[block];
-        unpack(c->data + c->word_start[block] + id_words, n, width_tf, l->tfs, left - id_words - tf_words >= 2);
-        for (int64_t i = 0; i < n; i++) l->tfs[i] += 1;
+        int64_t id_words = run_words(n, width_id);
+        if (n == WEFT_BLOCK) {
+            unpack_full_any(c->data + c->word_start[block] + id_words, width_tf, l->tfs, 0, 0);
+        } else {
+            unpack_partial(c->data + c->word_start[block] + id_words, n, width_tf, l->tfs, 0, 0);
+        }
         l->tfs_ready = 1;
     }
     return l->tfs;
@@ -276,6 +322,18 @@ static inline int64_t first_at_least(const lane *l, int64_t from, int64_t n, uin
 static inline int resolve(cursor *c) {
     if (c->resolved || c->pos >= c->count) return 1;
     int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
+    /*
+     * The two lanes hold the two most recent blocks: the main position moving on to a new block
+     * leaves its old one to the exact lane (the window's exact scores, which run after its
+     * read-through, mostly need that block: it is not decoded twice), unless the exact lane
+     * already holds a later block; a block the exact lane holds already becomes main's undecoded.
+     * Positions only move forward, so the older block dropped is never needed again.
+     */
+    lane *m = c->main, *x = c->exact;
+    if (x->block == block || (m->block != block && m->block > x->block)) {
+        c->main = x;
+        c->exact = m;
+    }
     if (!decode_block(c, c->main, block)) return 0;
     int64_t n = block_count(c, block);
     c->pos = (block << WEFT_BLOCK_SHIFT) + first_at_least(c->main, c->pos & (WEFT_BLOCK - 1), n, (uint32_t)c->pending);
@@ -493,31 +551,6 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
             (i > 0 && l->part == lists[i - 1].part && l->term <= lists[i - 1].term))
             return -2;
         if (l->count > INT64_MAX - total) return -2;
-        /*
-         * The traversal moves forward by the blocks' last ids: they must increase, or a seek
-         * could stand still for ever, and the largest must be a document of the part (every
-         * decoded id is checked to end at its block's last id, so none is larger). Every block's
-         * run must lie inside the list's words. The reader checks all of this and more at a
-         * term's first use (docs/FORMAT.md, "Compressed postings"); an O(blocks) check here
-         * keeps the kernel safe whoever calls it.
-         */
-        const uint32_t *last = (const uint32_t *)(uintptr_t)l->meta;
-        const uint32_t *widths = last + 3 * l->n_blocks;
-        int64_t words = 0;
-        for (int64_t block = 0; block < l->n_blocks; block++) {
-            uint32_t width = widths[block];
-            int64_t n = block + 1 < l->n_blocks ? WEFT_BLOCK : l->count - block * WEFT_BLOCK;
-            if ((width & 0xFF) > 32 || ((width >> 8) & 0xFF) > 32 || (width >> 16) != 0 ||
-                (block > 0 && last[block] <= last[block - 1])) {
-                stats[0] = i;
-                return -3;
-            }
-            words += run_words(n, width & 0xFF) + run_words(n, (width >> 8) & 0xFF);
-        }
-        if (words != l->words || (int64_t)last[l->n_blocks - 1] >= parts[l->part].n_docs) {
-            stats[0] = i;
-            return -3;
-        }
         total += l->count;
         stats[0] += l->n_blocks;
     }
@@ -592,17 +625,37 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
             c->exact_from = c->exact;
             c->corrupt = &corrupt;
             bounds_used += l->n_blocks;
+            /*
+             * The traversal moves forward by the blocks' last ids: they must increase, or a seek
+             * could stand still for ever, and the largest must be a document of the part (every
+             * decoded id is checked to end at its block's last id, so none is larger). Every
+             * block's run must lie inside the list's words. The reader checks all of this and more
+             * at a term's first use (docs/FORMAT.md, "Compressed postings"); this O(blocks) check,
+             * in the pass that computes the bounds and first words (one pass over the table, not
+             * two) and before any of the list's blocks is read, keeps the kernel safe whoever
+             * calls it.
+             */
             int64_t word = 0;
             for (int64_t block = 0; block < c->n_blocks; block++) {
+                uint32_t widths = c->widths[block];
+                if ((widths & 0xFF) > 32 || ((widths >> 8) & 0xFF) > 32 || (widths >> 16) != 0 ||
+                    (block > 0 && c->last[block] <= c->last[block - 1])) {
+                    corrupt = (int)(c->list + 1);
+                    break;
+                }
                 c->bounds[block] = block_bound(c, block, k1, b, avgdl, bound_scale);
                 c->word_start[block] = word;
                 int64_t count = block_count(c, block);
-                word += run_words(count, c->widths[block] & 0xFF) + run_words(count, (c->widths[block] >> 8) & 0xFF);
+                word += run_words(count, widths & 0xFF) + run_words(count, (widths >> 8) & 0xFF);
             }
+            if (!corrupt && (word != c->words || (int64_t)c->last[c->n_blocks - 1] >= part->n_docs))
+                corrupt = (int)(c->list + 1);
+            if (corrupt) break;
             pend(c, 0, 0); /* at the first block, its first id read from its run */
             n++;
         }
         first += n;
+        if (corrupt) break;
         if (n == 0) continue;
         memset(seen, 0, sizeof seen);
         for (;;) {

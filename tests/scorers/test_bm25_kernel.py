@@ -265,3 +265,21 @@ def test_the_kernel_refuses_bad_arguments_with_a_code() -> None:
     assert call(n_docs=8) == -3
     data[0] = 4 << 3
     assert call(n_docs=8) == 2
+    # The tables are checked part by part, before a part's blocks are read: a bad list in a
+    # later part is still refused, named by its index, after an earlier part was searched.
+    lists = np.array(
+        [
+            [data.ctypes.data, 2, 2, meta.ctypes.data, 1, 0, 0, 0],
+            [data.ctypes.data, 2, 2, meta.ctypes.data, 1, 1, 1, 0],
+        ],
+        np.int64,
+    )
+    for part_docs, width_words in ((8, 2), (5, 2), (8, 3)):
+        parts = np.array([[norms.ctypes.data, 0, 0, 8], [norms.ctypes.data, 0, 8, part_docs]], dtype=np.int64)
+        lists[1, 1] = width_words
+        inputs = (lists.ctypes.data, 2, parts.ctypes.data, 2, weights.ctypes.data, 2, 1.2, 0.75, 1.0, 2, 1.0)
+        code = int(library.top_k(*inputs, out_ids.ctypes.data, out_scores.ctypes.data, 4, stats.ctypes.data))
+        if (part_docs, width_words) == (8, 2):
+            assert (code, out_ids[:2].tolist()) == (2, [5, 13])  # tf 2 in either part
+        else:
+            assert (code, stats[0]) == (-3, 1)

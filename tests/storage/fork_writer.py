@@ -6,7 +6,7 @@ Usage::
 
 Creates an index at DIRECTORY, buffers DOCUMENTS documents, prints ``committing``
 (one flushed line) and commits through the forked encoder (the path a large
-commit takes). ``encode_segment`` is wrapped here, before the fork, so that the
+commit takes). ``segment_columns`` (what the child encodes with) is wrapped here, before the fork, so that the
 child, as it starts encoding, creates ``encoding-<child pid>`` beside DIRECTORY
 and then sleeps HOLD_SECONDS (so a kill can certainly land while it lives). Prints ``committed``
 if the commit returns, then waits to be killed.
@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
         [Document(f"d{i:07d}", f"common text w{i % 97} w{i % 89} number {i}") for i in range(documents)],
         progress=False,
     )
-    encode = getattr(index_module, "encode_segment")  # noqa: B009 - patched below, in this process only
+    encode = getattr(index_module, "segment_columns")  # noqa: B009 - patched below, in this process only
 
     def marked(*args: Any, **kwargs: Any) -> Any:
         # Only the child encodes (the parent waits in waitpid): say "encoding" with a
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
         time.sleep(hold)
         return encode(*args, **kwargs)
 
-    setattr(index_module, "encode_segment", marked)  # noqa: B010
+    setattr(index_module, "segment_columns", marked)  # noqa: B010
     sys.stdout.write("committing\n")
     sys.stdout.flush()
     index.commit()

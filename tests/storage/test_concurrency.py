@@ -280,7 +280,7 @@ def _hold(monkeypatch: pytest.MonkeyPatch, method: str) -> tuple[threading.Event
 
 @pytest.mark.parametrize(
     ("operation", "method"),
-    [("commit", "write_stamped"), ("commit", "publish"), ("merge", "write_stamped"), ("merge", "publish")],
+    [("commit", "write_stamped"), ("commit", "publish"), ("merge", "write_streamed"), ("merge", "publish")],
 )
 def test_snapshots_and_searches_never_wait_on_a_commit(
     operation: str, method: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -1208,14 +1208,14 @@ def test_the_child_encoder_runs_at_the_commit_priority(
     import weftsearch.engine.index as index_module
 
     report = tmp_path / "policy"
-    from weftsearch.storage.segment import encode_segment as real
+    from weftsearch.storage.segment import segment_columns as real
 
-    def encode_and_report(*args: Any, **kwargs: Any) -> bytes:
-        # Runs in the forked child: the parent's own class never changes.
+    def encode_and_report(*args: Any, **kwargs: Any) -> Any:
+        # Runs in the forked child (what it builds the segment with): the parent's own class never changes.
         report.write_text(str(os.sched_getscheduler(0)))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(index_module, "encode_segment", encode_and_report)
+    monkeypatch.setattr(index_module, "segment_columns", encode_and_report)
     index = Index.create(tmp_path / "index", commit_priority=priority)
     index._fork_encode_min = 10
     index.add_many(make_corpus(20))

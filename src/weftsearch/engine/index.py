@@ -78,7 +78,9 @@ from weftsearch.storage.segment import (
     encode_columns,
     encode_segment,
     merge_columns,
+    segment_columns,
     without_text,
+    write_columns,
 )
 from weftsearch.storage.upgrade import UpgradeReport, upgrade_index
 
@@ -89,6 +91,14 @@ PROGRESS_THRESHOLD = 2000
 #: A commit whose buffer holds at least this many documents encodes it in a
 #: forked child process, so searching threads keep this interpreter's GIL.
 FORK_ENCODE_MIN_DOCUMENTS = 2000
+#: A persistent index's ``add_many`` of more documents than this analyses and
+#: writes them this many at a time, each chunk as a *run* (an uncommitted
+#: segment file), and the next commit merges the runs into one segment
+#: (term by term, never whole columns in memory). So a bulk build holds at
+#: most one chunk's analysed documents (about 3 KB each) at a time instead of
+#: the whole batch; the committed segment's bytes are the same whatever this is
+#: (a merge writes the bytes of a fresh build).
+FLUSH_DOCUMENTS = 50_000
 
 
 _PRCTL: Any = None
@@ -190,7 +200,9 @@ def _encode_in_child(
             # A collection here would walk (and so copy-on-write) the parent's
             # whole heap; the child makes no cycles that matter and exits soon.
             gc.disable()
-            directory.write_stamped_temporary(name, encode_segment(documents, dim, dtype), stamp, os.getpid())
+            # Section by section to the file: the child never holds the encoded segment whole.
+            columns = segment_columns(documents, dim, dtype)
+            write_columns(columns, directory.path / f"{name}.tmp-{os.getpid()}", stamp)
             code = 0
         finally:
             os._exit(code)
@@ -335,6 +347,7 @@ class _Segment:
         "deletes_identity",
         "name",
         "reader",
+        "run",
     )
 
     def __init__(self, reader: SegmentReader, data: bytes | None, name: str | None) -> None:
@@ -347,6 +360,7 @@ class _Segment:
         self.deletes_file: str | None = None
         self.committed = False  # listed in the last manifest this index published or loaded
         self.deletes_identity = (0, 0)  # (bytes, checksum) of the tombstone file, for the manifest
+        self.run = False  # a chunk of a large add_many, merged with the other runs by the next commit
 
     @property
     def live(self) -> int:
@@ -494,6 +508,7 @@ class Index:
         self._write_lock = threading.RLock()
         self._searches = _SearchesInFlight()
         self._fork_encode_min: int | None = FORK_ENCODE_MIN_DOCUMENTS if hasattr(os, "fork") else None
+        self._flush_documents = FLUSH_DOCUMENTS
         self._commit_lock = threading.RLock()
         self._directory: IndexDirectory | None = None
         self._writer_lock: WriterLock | None = None
@@ -1074,6 +1089,9 @@ class Index:
         # tqdm's disable=None means "only on a terminal".
         disable = (not progress) if progress is not None else (len(batch) < PROGRESS_THRESHOLD or None)
         lock_fd = None if self._writer_lock is None else self._writer_lock.fileno()
+        if self._directory is not None and len(batch) > self._flush_documents:
+            with tqdm(total=len(batch), desc="analysing", unit="doc", disable=disable, leave=False) as bar:
+                return self._add_in_runs(batch, self._directory, processes, dim, bar.update, lock_fd)
         with tqdm(total=len(batch), desc="analysing", unit="doc", disable=disable, leave=False) as bar:
             # Terms and stored records are made now, outside any lock, not in the commit.
             analysed = analyse_documents(
@@ -1105,6 +1123,103 @@ class Index:
                 self._pending[entry.document.key] = entry
             self._bump()
         return len(batch)
+
+    def _add_in_runs(
+        self,
+        batch: Sequence[Document],
+        directory: IndexDirectory,
+        processes: int,
+        dim: int | None,
+        tick: Any,
+        lock_fd: int | None,
+    ) -> int:
+        """``add_many`` of a batch over :data:`FLUSH_DOCUMENTS`: analysed and written a chunk at a time.
+
+        Each chunk becomes a run (an uncommitted segment file, see
+        :data:`FLUSH_DOCUMENTS`); the batch is applied only once every chunk
+        is written (all or nothing: on any error the runs are removed and the
+        index is unchanged). Holds the commit lock throughout, so no commit's
+        sweep can remove a run before it is listed.
+        """
+        flush = self._flush_documents
+        runs: list[_Segment] = []
+        with self._commit_lock:
+            self._check_open()
+            try:
+                for start in range(0, len(batch), flush):
+                    analysed = analyse_documents(
+                        self._analyzer,
+                        batch[start : start + flush],
+                        min(processes, len(batch[start : start + flush])),
+                        tick=tick,
+                        close_fds=() if lock_fd is None else (lock_fd,),
+                    )
+                    if not self._store_text:
+                        analysed = [without_text(entry) for entry in analysed]
+                    runs.append(self._write_run(directory, analysed, dim))
+                    del analysed
+                with self._write_lock:
+                    self._check_open()  # closed by another thread meanwhile
+                    if self._vector_dim is not None and dim != self._vector_dim:
+                        raise VectorDimensionError(f"vector width changed to {dim} during add_many")
+                    self._vector_dim = dim
+                    keys = [document.key for document in batch]
+                    self._tombstone_keys(keys)
+                    for key in keys:
+                        self._pending.pop(key, None)
+                    self._segments.extend(runs)
+                    self._bump()
+            except BaseException:
+                for run in runs:
+                    assert run.name is not None
+                    (directory.path / run.name).unlink(missing_ok=True)
+                raise
+        return len(batch)
+
+    def _write_run(
+        self, directory: IndexDirectory, analysed: Sequence[SegmentDocument], dim: int | None
+    ) -> _Segment:
+        """Write ``analysed`` as a run: a segment file of its own, uncommitted (see :meth:`_add_in_runs`)."""
+        with self._write_lock:
+            name = f"seg-{self._next_segment:06d}.wseg"
+            self._next_segment += 1
+        self._check_fresh_name(name)
+        stamp = FileStamp(self._index_id, segment_number(name))
+        pause = _YieldToSearches(self._searches)
+        columns = segment_columns(analysed, dim, self._vector_dtype, pause=pause)
+        directory.write_streamed(name, lambda path: write_columns(columns, path, stamp, pause=pause))
+        segment = _Segment(SegmentReader(directory.path / name), None, name)
+        segment.run = True
+        return segment
+
+    def _merge_runs(self, directory: IndexDirectory) -> None:
+        """Merge the runs of large ``add_many`` calls, and the buffered documents, into one segment.
+
+        Called by :meth:`commit` (under the commit lock): the committed
+        segment is then the one a single build of the same documents writes,
+        however the batches were cut into runs. Deletes made since apply (the
+        merge drops those documents, as a fresh build would not hold them).
+        """
+        with self._write_lock:
+            runs = [segment for segment in self._segments if segment.run]
+            if not runs:
+                return
+            if self._pending:
+                pending = list(self._pending.values())
+                run = self._write_run(directory, pending, self._vector_dim)
+                self._segments.append(run)
+                self._pending = {}
+                runs.append(run)
+                self._snapshot = None
+            if len(runs) == 1 and not runs[0].deleted.any():
+                runs[0].run = False  # already the segment a single build writes
+                return
+            sources = [(segment, segment.deleted) for segment in runs]
+            name = f"seg-{self._next_segment:06d}.wseg"
+            self._next_segment += 1
+        merged = self._merged(sources, directory, name)
+        with self._write_lock:
+            self._install_merged(sources, merged)
 
     def _tombstone_keys(self, keys: Sequence[str]) -> int:
         """Mark every live copy of ``keys`` in the segments deleted; return how many."""
@@ -1366,6 +1481,7 @@ class Index:
         directory = self._directory
         with self._commit_lock:
             self._check_open()
+            self._merge_runs(directory)
             self._encode_pending_in_child(directory)
             with self._write_lock:
                 self._seal()
@@ -1593,13 +1709,16 @@ class Index:
     ) -> _Segment:
         """The merged segment of ``sources`` (each with the mask of documents to drop)."""
         pause = _YieldToSearches(self._searches)
-        columns = merge_columns([(s.reader, ~mask) for s, mask in sources], pause=pause)
-        data = encode_columns(columns, pause=pause)
+        spill = None if directory is None else directory.path  # the merged postings wait on disk
+        columns = merge_columns([(s.reader, ~mask) for s, mask in sources], pause=pause, spill=spill)
         if directory is None:
+            data = encode_columns(columns, pause=pause)
             merged = _Segment(_in_memory(data), data, None)
         else:
+            # Written section by section: the merged file is never whole in memory.
             self._check_fresh_name(name)
-            directory.write_stamped(name, data, FileStamp(self._index_id, segment_number(name)))
+            stamp = FileStamp(self._index_id, segment_number(name))
+            directory.write_streamed(name, lambda path: write_columns(columns, path, stamp, pause=pause))
             merged = _Segment(SegmentReader(directory.path / name), None, name)
         merged.reader.warm()  # here, before any search can reach it
         return merged

@@ -23,6 +23,7 @@ import json
 import os
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -642,6 +643,27 @@ class IndexDirectory:
         """
         self._check_lock()
         temporary, identity = self.write_stamped_temporary(name, data, stamp, os.getpid())
+        self.install(temporary, name)
+        return identity
+
+    def write_streamed(self, name: str, write: Callable[[Path], tuple[int, int]]) -> tuple[int, int]:
+        """Write file ``name`` by ``write(temporary_path)`` (returns ``(bytes, identity)``) and install it.
+
+        For a segment written section by section (never whole in memory,
+        :func:`~weftsearch.storage.segment.write_columns`). Durable and
+        lock-checked as :meth:`write_stamped`; on any failure the temporary
+        file is removed (an ``OSError`` becomes :class:`IndexStorageError`).
+        """
+        self._check_lock()
+        temporary = self.path / f"{name}.tmp-{os.getpid()}"
+        try:
+            identity = write(temporary)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            raise IndexStorageError(f"cannot write {self.path / name}: {exc}") from exc
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
         self.install(temporary, name)
         return identity
 

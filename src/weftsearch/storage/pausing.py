@@ -67,7 +67,8 @@ def sorted_in_slices(items: Sequence[T], key: Callable[[T], Any] | None, pause: 
     are stable otherwise too: merge takes equal keys from earlier slices first).
     O(n log n).
     """
-    if len(items) <= SLICE:
+    if len(items) <= SLICE or pause is no_pause:
+        # Nobody to pause for (a forked encoder, a bulk build): one C-level sort, the same order.
         return sorted(items, key=key)  # type: ignore[type-var, arg-type]
     runs = []
     for start, end in slices(len(items)):
