@@ -678,7 +678,15 @@ def _field_sections(columns: SegmentColumns) -> dict[str, NDArray[Any]]:
     """The ``fld.*`` sections (docs/FORMAT.md, "Field indexes") of ``columns``."""
     index = columns.field_index
     if index is None:  # columns made without one (the upgrade path): from the stored records
-        fields = [json.loads(record).get("fields") or {} for record in columns.records]
+        fields = []
+        for position, record in enumerate(columns.records):
+            try:
+                found = json.loads(record).get("fields")
+            except (ValueError, RecursionError, AttributeError):
+                found = None
+            if not isinstance(found, dict) or not all(field_kind(v) for v in found.values()):
+                raise CorruptIndexError(f"stored record {position} has no valid fields to index")
+            fields.append(found)
         index = FieldIndex.build(_first_type_only(fields))
     return index.sections()
 
@@ -1578,9 +1586,12 @@ class SegmentReader:
                     )
                 try:
                     record = json.loads(raw)
-                except ValueError:
+                except (ValueError, RecursionError):
                     raise self._corrupt(f"stored document {local} is not valid JSON") from None
-                fields.append(record.get("fields") or {})
+                found = record.get("fields") if isinstance(record, dict) else None
+                if not isinstance(found, dict) or not all(field_kind(v) for v in found.values()):
+                    raise self._corrupt(f"stored document {local} has no valid fields")
+                fields.append(found)
             try:
                 return FieldIndex.build(fields)
             except FieldTypeError:
