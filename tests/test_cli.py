@@ -504,3 +504,41 @@ def test_search_accepts_k_of_the_maximum(index_dir: Path, capsys: pytest.Capture
     argv = ["search", "nearest", "--index", str(index_dir), "--signals", "text", "-k", "1000000", "--json"]
     assert main(argv) == 0
     assert capsys.readouterr().out.strip()
+
+
+def test_search_filter_applies_inside_every_signal(
+    index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["search", "rank fusion", "--index", str(index_dir), "--json", "--signals", "text,graph,recency"]
+    assert main([*argv, "--filter", "topic == 'lexical'"]) == 0
+    hits = json.loads(capsys.readouterr().out)["hits"]
+    assert hits and all(hit["fields"]["topic"] == "lexical" for hit in hits)
+    # The same filter in a batch: every run line is a lexical document.
+    queries = write_jsonl(tmp_path / "queries.jsonl", QUERIES)
+    run = tmp_path / "run.txt"
+    batch = ["search", "--index", str(index_dir), "--queries", str(queries), "--run-out", str(run)]
+    assert main([*batch, "--filter", "topic == 'lexical'"]) == 0
+    lexical = {row["key"] for row in DOCS if row.get("fields", {}).get("topic") == "lexical"}
+    docids = {line.split()[2] for line in run.read_text(encoding="utf-8").splitlines()}
+    assert docids and docids <= lexical
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("topic >", "ends too early (at character 7)"),
+        ("topik == 'lexical'", "no document has field 'topik' (at character 0); did you mean 'topic'"),
+        ("topic >= 3", "'topic' holds keyword values"),
+    ],
+)
+def test_search_bad_filters_are_one_line_errors(
+    index_dir: Path, expression: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        status = main(["search", "rank", "--index", str(index_dir), "--filter", expression])
+    except SystemExit as exit_:  # argparse's own exit, for a value its type check refuses
+        status = int(exit_.code or 0)
+    assert status == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err

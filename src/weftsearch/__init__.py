@@ -21,6 +21,7 @@ from weftsearch.analysis import (
     register_analyzer,
 )
 from weftsearch.engine.documents import Document
+from weftsearch.engine.filters import F, Filter, parse_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
@@ -47,6 +48,9 @@ __all__ = [
     "register_analyzer",
     "Document",
     "Query",
+    "F",
+    "Filter",
+    "parse_filter",
     "Index",
     "Snapshot",
     "Postings",

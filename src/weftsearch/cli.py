@@ -30,6 +30,7 @@ an unknown signal, a missing index, ...), printed as one line,
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -61,6 +62,7 @@ from weftsearch.corpus import (
 )
 from weftsearch.demo import run_demo
 from weftsearch.engine.documents import Document
+from weftsearch.engine.filters import Filter, parse_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
@@ -397,7 +399,7 @@ def _search_one(args: argparse.Namespace) -> int:
         _warn(f"the index at {args.index} holds no vectors; the vector signal will be empty")
     options = _options(args)
     scorers = [make_scorer(name, options) for name in names]
-    query = Query(text=args.query, vector=vector)
+    query = Query(text=args.query, vector=vector, filter=args.filter)
     results = index.search(query, args.k, fuser, *scorers, depth=args.depth)
     if args.json:
         print(_json_dump({"query": args.query, "k": args.k, **results.to_dict()}))
@@ -463,7 +465,7 @@ def _search_batch(args: argparse.Namespace) -> int:
         for start in range(0, len(queries), _BATCH_SLICE):
             batch = queries[start : start + _BATCH_SLICE]
             many = index.search_many(
-                [named.query for named in batch],
+                [dataclasses.replace(named.query, filter=args.filter) for named in batch],
                 args.k,
                 fuser,
                 *scorers,
@@ -815,6 +817,13 @@ def _run_tag(text: str) -> str:
     return text
 
 
+def _filter(text: str) -> Filter:
+    try:
+        return parse_filter(text)
+    except WeftError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``weft-search`` (exposed for documentation and tests)."""
     parser = argparse.ArgumentParser(
@@ -896,6 +905,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="IVF lists the vector signal reads (%(default)s)",
     )
     search.add_argument("--exact-vectors", action="store_true", help="scan every vector (no IVF lists)")
+    search.add_argument(
+        "--filter",
+        type=_filter,
+        metavar="EXPR",
+        help="only documents matching EXPR, applied inside every signal before its top k: "
+        "e.g. \"year >= 1990 and source in ('pubmed', 'arxiv') and not exists(retracted)\" "
+        "(grammar: docs/ARCHITECTURE.md, 'Filters')",
+    )
     search.add_argument("--explain", action="store_true", help="show each signal's rank, score, share")
     search.add_argument("--json", action="store_true", help="print JSON")
     search.add_argument("--query-vector", metavar="FILE.npy", help="1-D vector for a single QUERY")

@@ -41,6 +41,11 @@ __all__ = [
     "DiscardedWritesWarning",
     "ManifestRollbackError",
     "AnalysisError",
+    "InvalidFilterError",
+    "FilterSyntaxError",
+    "UnknownFieldError",
+    "FilterTypeError",
+    "FieldTypeError",
 ]
 
 
@@ -207,4 +212,28 @@ class AnalysisError(InvalidDocumentError):
 
     ``Index.add_many`` raises it for the first such document in input order,
     with the same message whether analysis ran in one process or several.
+    """
+
+
+class InvalidFilterError(InvalidQueryError):
+    """A filter expression is not valid (see :mod:`weftsearch.engine.filters`)."""
+
+
+class FilterSyntaxError(InvalidFilterError):
+    """The string form of a filter is malformed; the message names the character position."""
+
+
+class UnknownFieldError(InvalidFilterError):
+    """A filter names a field no document of the index has; the message lists close names."""
+
+
+class FilterTypeError(InvalidFilterError):
+    """A filter compares a field with a value of another type, or ranges over a non-number field."""
+
+
+class FieldTypeError(InvalidDocumentError):
+    """A document's field holds another type than the index recorded for that field.
+
+    A field's type (keyword, number or boolean) is fixed by the first document
+    that has it; see :mod:`weftsearch.engine.filters`.
     """

@@ -696,3 +696,31 @@ def test_partial_inputs_are_counted_per_stream() -> None:
     ]
     assert [c.signal for c in got.partial_coverage()] == ["vector"]
     assert got.keys["b"]  # the query without a vector still ranks by BM25
+
+
+def test_a_filtered_arm_runs_its_own_streams_beside_the_unfiltered_one() -> None:
+    index = Index()
+    index.add_many(
+        [
+            Document(f"d{i:02d}", "alpha beta" if i % 2 else "alpha", fields={"year": 1990 + i % 5})
+            for i in range(30)
+        ],
+        progress=False,
+    )
+    snapshot = index.snapshot()
+    cache = StreamCache(snapshot)
+    queries = {"q1": Query("alpha"), "q2": Query("alpha beta")}
+    bm25 = BM25Scorer()
+    plain = run_arm(cache, Arm("plain", (bm25,), RRF()), queries, 10)
+    recent = run_arm(cache, Arm("recent", (bm25,), RRF(), filter="year >= 1993"), queries, 10)
+    again = run_arm(cache, Arm("plain2", (bm25,), RRF()), queries, 10)
+    assert again.keys == plain.keys  # the filtered arm did not overwrite the cached unfiltered streams
+    allowed = {
+        d.key for d in (snapshot.document(i) for i in range(snapshot.n_docs)) if int(d.fields["year"]) >= 1993
+    }
+    for qid in queries:
+        assert recent.keys[qid] and set(recent.keys[qid]) <= allowed
+        assert len(recent.keys[qid]) == 10
+        # What Index.search returns for the filtered query, exactly.
+        direct = index.search(Query(queries[qid].text, filter="year >= 1993"), 10, RRF(), bm25)
+        assert recent.keys[qid] == tuple(direct.keys)

@@ -125,3 +125,18 @@ def test_register_a_user_scorer() -> None:
             register_scorer("not a name", lambda builder, expr: _Constant())
     finally:
         SCORER_FACTORIES.pop("constant_test", None)
+
+
+def test_an_arm_can_carry_a_filter() -> None:
+    from weftsearch.engine.filters import F
+    from weftsearch.eval.specs import ArmBuilder, parse_arm
+
+    spec = parse_arm("recent=rrf(bm25, vector)@50 where year >= 1990 and not exists(retracted)")
+    assert spec.depth == 50
+    assert spec.filter == (F("year") >= 1990) & ~F("retracted").exists()
+    assert str(spec) == "recent=rrf(bm25, vector)@50 where year >= 1990 and not exists(retracted)"
+    arm = ArmBuilder().arm(spec)
+    assert arm.filter == spec.filter
+    assert arm.describe()["filter"] == "year >= 1990 and not exists(retracted)"
+    with pytest.raises(InvalidParameterError, match=r"its filter: .*character"):
+        parse_arm("recent=bm25 where year >")

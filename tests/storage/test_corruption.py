@@ -177,6 +177,26 @@ PROBES: tuple[tuple[str, Callable[[Index], object]], ...] = (
         _probe(Query("index term"), 10, ScoreFusion(), BM25Scorer(), RecencyScorer(timedelta(days=3))),
     ),
     ("upserted-text", _probe(Query("upserted"), 10, RRF(), BM25Scorer())),
+    # Filters read the field indexes (fld.* sections) and the time column.
+    (
+        "filtered-hybrid",
+        _probe(
+            Query("vector retrieval", vector=QUERY_VECTOR, filter="year >= 2004 and even == true"),
+            10,
+            RRF(),
+            BM25Scorer(),
+            VectorScorer(),
+        ),
+    ),
+    (
+        "filtered-text",
+        _probe(
+            Query("index term", filter="title in ('Title 3 é', 'Title 8 é') or weight < 1"),
+            10,
+            RRF(),
+            BM25Scorer(),
+        ),
+    ),
     ("empty-result", _probe(Query("zzzunknownword"), 10, RRF(), BM25Scorer(), VectorScorer())),
     ("keys", lambda index: index.keys()),
     ("len", len),

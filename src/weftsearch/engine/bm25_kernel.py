@@ -29,6 +29,7 @@ in any bit, :func:`compiled_bm25` returns ``None`` and the scorer uses numpy.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import importlib.machinery
 import os
@@ -459,6 +460,45 @@ class _Scratch(threading.local):
 _scratch = _Scratch()
 
 
+#: Filter masks whose per-segment id maps a snapshot keeps for the kernel (least recently
+#: used dropped first); each map is 8 bytes per document of its segment.
+FILTER_MAPS = 8
+
+_filter_maps_lock = threading.Lock()
+
+
+def _filtered_maps(snapshot: Snapshot, allowed: NDArray[np.bool_]) -> list[NDArray[np.int64]]:
+    """Per segment, the internal id of each local document, ``-1`` where it is deleted or filtered out.
+
+    The kernel skips a document whose map entry is negative exactly as it
+    skips a deleted one, so a filter costs nothing in the traversal itself:
+    the bounds stay upper bounds and only allowed documents reach the top k.
+    O(N) to build, once per snapshot and filter mask (a small LRU keyed by the
+    mask, which the snapshot's own filter cache keeps alive).
+    """
+    cache: collections.OrderedDict[int, tuple[weakref.ref[NDArray[np.bool_]], list[NDArray[np.int64]]]]
+    cache = snapshot.memo(("bm25_kernel", "filter maps"), collections.OrderedDict)
+    key = id(allowed)
+    with _filter_maps_lock:
+        entry = cache.get(key)
+        if entry is not None and entry[0]() is allowed:
+            cache.move_to_end(key)
+            return entry[1]
+    maps = []
+    for part in snapshot.parts:
+        n_docs = int(part.reader.n_docs)
+        internal = part.to_global(np.arange(n_docs, dtype=np.int64))
+        live = internal >= 0
+        keep = np.zeros(n_docs, dtype=np.bool_)
+        keep[live] = allowed[internal[live]]
+        maps.append(np.ascontiguousarray(np.where(keep, internal, -1), dtype=np.int64))
+    with _filter_maps_lock:
+        cache[key] = (weakref.ref(allowed), maps)
+        while len(cache) > FILTER_MAPS:
+            cache.popitem(last=False)
+    return maps
+
+
 def search(
     library: CompiledBM25,
     snapshot: Snapshot,
@@ -468,12 +508,16 @@ def search(
     b: float,
     avgdl: float,
     k: int,
+    allowed: NDArray[np.bool_] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64], KernelStats]:
     """The ``k`` best documents of the query, canonical order (score descending, key ascending).
 
     ``weights``: float64 ``qtf * idf`` of each term, in :func:`gather`'s term
     order; ``avgdl`` > 0 as the numpy path uses it. The threshold carries
     from segment to segment inside the one call. Runs without the GIL.
+
+    ``allowed`` (a filter's mask over internal ids, or ``None``): only those
+    documents can enter the top k (see :func:`_filtered_maps`).
 
     Complexity: O(lists + windows * terms + scored postings * log k); blocks
     whose bound cannot reach the running k-th score are not read.
@@ -484,6 +528,12 @@ def search(
     """
     table = lists.table
     parts, _ = _part_table(snapshot, k1, b, avgdl)
+    maps: list[NDArray[np.int64]] = []
+    if allowed is not None:
+        # The filter as id maps: filtered-out documents are skipped like deleted ones.
+        maps = _filtered_maps(snapshot, allowed)
+        parts = parts.copy()
+        parts[:, 1] = [mapping.ctypes.data for mapping in maps]
     if not (weights.dtype == np.float64 and weights.flags.c_contiguous):
         weights = np.ascontiguousarray(weights, dtype=np.float64)
     scratch = _scratch

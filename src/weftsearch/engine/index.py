@@ -47,6 +47,7 @@ from weftsearch.errors import (
     CorruptIndexError,
     DiscardedWritesWarning,
     DuplicateKeyError,
+    FieldTypeError,
     IndexClosedError,
     IndexStorageError,
     InvalidDocumentError,
@@ -68,6 +69,7 @@ from weftsearch.storage.directory import (
     read_tombstones,
     segment_number,
 )
+from weftsearch.storage.fields import field_kind
 from weftsearch.storage.integrity import ScrubReport, check_segment, scrub_directory
 from weftsearch.storage.segment import (
     VECTOR_DTYPES,
@@ -480,6 +482,10 @@ class Index:
                 f"vector_dtype must be one of {', '.join(VECTOR_DTYPES)}, got {vector_dtype!r}"
             )
         self._vector_dtype = vector_dtype
+        # Field name -> type (keyword, number, boolean), fixed by the first document that
+        # has the field; None until first needed on an opened index (then read from the
+        # manifest, or derived from the segments of an index written before it was recorded).
+        self._field_kinds: dict[str, str] | None = {}
         if not isinstance(store_text, bool):
             raise InvalidParameterError(f"store_text must be True or False, got {store_text!r}")
         self._store_text = store_text
@@ -643,6 +649,8 @@ class Index:
             index._writer_lock = writer_lock
             index._readonly = readonly
             index._index_id = manifest.index_id
+            recorded = manifest.extra.get("fields")
+            index._field_kinds = dict(recorded) if isinstance(recorded, dict) else None
             index._load_current(manifest)
             if not readonly:
                 directory.sweep(index._manifest_of_state())
@@ -1059,12 +1067,16 @@ class Index:
         batch = list(documents)
         seen: set[str] = set()
         dim = self._vector_dim
+        kinds = dict(self._known_field_kinds())
+        known = len(kinds)
         for position, document in enumerate(batch):
             if not isinstance(document, Document):
                 raise InvalidDocumentError(f"item {position} is {type(document).__name__}, not a Document")
             if document.key in seen:
                 raise DuplicateKeyError(f"key {document.key!r} appears twice in one add_many call")
             seen.add(document.key)
+            if document.fields:
+                _check_field_types(document, kinds)
             if document.vector is not None:
                 width = int(document.vector.shape[0])
                 if dim is None:
@@ -1099,6 +1111,13 @@ class Index:
             if self._vector_dim is not None and dim != self._vector_dim:
                 raise VectorDimensionError(f"vector width changed to {dim} during add_many")
             self._vector_dim = dim
+            if len(kinds) != known:
+                current = self._known_field_kinds()
+                for name, kind in kinds.items():
+                    if current.setdefault(name, kind) != kind:  # another thread added it meanwhile
+                        raise FieldTypeError(
+                            f"field {name!r} became {current[name]} during add_many; this batch gives {kind}"
+                        )
             self._tombstone_keys([d.document.key for d in analysed])
             for entry in analysed:
                 self._pending[entry.document.key] = entry
@@ -1375,18 +1394,43 @@ class Index:
 
     def _manifest_extra(self) -> dict[str, Any]:
         # Recorded only when it differs from the default, so float32 manifests
-        # (and those that store text) keep the bytes they always had.
-        extra: dict[str, Any] = (
-            {} if self._vector_dtype == "float32" else {"vector_dtype": self._vector_dtype}
-        )
+        # (and those that store text, and an index without fields) keep the bytes they always had.
+        extra: dict[str, Any] = {}
+        if self._vector_dtype != "float32":
+            extra["vector_dtype"] = self._vector_dtype
         if not self._store_text:
             extra["store_text"] = False
+        kinds = self._known_field_kinds()
+        if kinds:
+            extra["fields"] = dict(sorted(kinds.items()))
         return extra
 
     @property
     def store_text(self) -> bool:
         """Whether document text is stored (``False``: hits and :meth:`get` give ``text`` as ``""``)."""
         return self._store_text
+
+    def _known_field_kinds(self) -> dict[str, str]:
+        """Field name -> type for the whole index (the live dict; callers copy before changing)."""
+        kinds = self._field_kinds
+        if kinds is None:  # an index written before the manifest recorded them
+            kinds = {}
+            for segment in self._segments:
+                for name, kind in segment.reader.field_index().kinds().items():
+                    kinds.setdefault(name, kind)
+            self._field_kinds = kinds
+        return kinds
+
+    def field_kinds(self) -> dict[str, str]:
+        """Every field the index has seen, with its type: ``keyword``, ``number`` or ``boolean``.
+
+        A field's type is fixed by the first document that has it (a later
+        document giving it another type is refused with
+        :class:`~weftsearch.errors.FieldTypeError`), and recorded in the
+        manifest at commit. Filters check against it.
+        """
+        self._check_open()
+        return dict(self._known_field_kinds())
 
     def _manifest(self, entries: Sequence[SegmentEntry]) -> Manifest:
         return Manifest(
@@ -1775,3 +1819,26 @@ class Index:
             return scrub_directory(self._directory.path)
         except IndexStorageError as exc:
             return ScrubReport(0, 0, (str(exc),))
+
+
+#: Integers beyond this magnitude would compare inexactly once stored as float64.
+_EXACT_INTEGER = 2**53
+
+
+def _check_field_types(document: Document, kinds: dict[str, str]) -> None:
+    """Refuse a field value whose type differs from the field's; record new fields in ``kinds``."""
+    for name, value in document.fields.items():
+        kind = field_kind(value)
+        if kind is None:  # Document validation refuses these first; kept as a second guard
+            raise FieldTypeError(f"document {document.key!r}: field {name!r} holds a {type(value).__name__}")
+        if kind == "number" and isinstance(value, int) and abs(value) > _EXACT_INTEGER:
+            raise FieldTypeError(
+                f"document {document.key!r}: field {name!r} = {value} is beyond 2**53 and would "
+                "compare inexactly (store it as a string)"
+            )
+        fixed = kinds.setdefault(name, kind)
+        if fixed != kind:
+            raise FieldTypeError(
+                f"document {document.key!r}: field {name!r} holds {fixed} values in this index; "
+                f"{value!r} is a {kind} (a field's type is fixed by the first document that has it)"
+            )

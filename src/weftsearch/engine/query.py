@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.engine.documents import as_key_tuple, as_vector, check_string
+from weftsearch.engine.filters import Filter, as_filter
 from weftsearch.engine.times import TimeLike, as_timestamp
 from weftsearch.errors import InvalidQueryError
 
@@ -31,6 +32,11 @@ class Query:
             takes (``datetime``, ``date``, ISO-8601 string, POSIX seconds),
             stored as POSIX seconds (float); ``None`` lets the scorer choose
             (the built-in one uses the newest document time, so results reproduce).
+        filter: which documents may be returned: a :class:`~weftsearch.engine.filters.Filter`
+            (``F("year") >= 1990``) or its string form (``"year >= 1990"``), parsed
+            here (a malformed one raises :class:`~weftsearch.errors.FilterSyntaxError`);
+            ``None`` for no filter. Every built-in scorer applies it before its top k,
+            so a search returns ``min(k, matching documents)`` results.
 
     """
 
@@ -38,6 +44,7 @@ class Query:
     vector: NDArray[np.float32] | None = None
     seeds: tuple[str, ...] = ()
     time: TimeLike | None = None
+    filter: Filter | str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -48,6 +55,8 @@ class Query:
         object.__setattr__(self, "seeds", as_key_tuple(self.seeds, "query seeds", InvalidQueryError))
         if self.time is not None:
             object.__setattr__(self, "time", as_timestamp(self.time, "query time", InvalidQueryError))
+        if self.filter is not None:
+            object.__setattr__(self, "filter", as_filter(self.filter))
 
     @property
     def timestamp(self) -> float | None:

@@ -367,7 +367,17 @@ def stream_labels(scorers: Sequence[Scorer]) -> list[str]:
     return labels
 
 
-def canonical_stream(stream: object, snapshot: Snapshot, depth: int, label: str) -> Stream:
+def _in_range(stream: Stream, snapshot: Snapshot, label: str) -> NDArray[np.int64]:
+    """``stream.ids``, refused with :class:`ScorerOutputError` if any is outside the snapshot. O(k)."""
+    ids = stream.ids
+    if int(ids.min()) < 0 or int(ids.max()) >= snapshot.n_docs:
+        raise ScorerOutputError(f"scorer {label!r} returned an id outside 0..{snapshot.n_docs - 1}")
+    return ids
+
+
+def canonical_stream(
+    stream: object, snapshot: Snapshot, depth: int, label: str, allowed: NDArray[np.bool_] | None = None
+) -> Stream:
     """Check a scorer's output against the contract and put it in canonical order.
 
     Every stream is checked: a Stream, at most ``depth`` long, ids in
@@ -384,13 +394,24 @@ def canonical_stream(stream: object, snapshot: Snapshot, depth: int, label: str)
 
     Raises:
         ScorerOutputError: not a Stream, longer than asked, ids out of range or
-            repeated, or a NaN score. The message names the scorer.
+            repeated, a NaN score, or (given ``allowed``, the query's filter
+            mask) a document the filter excludes. The message names the scorer.
 
     """
     if not isinstance(stream, Stream):
         raise ScorerOutputError(f"scorer {label!r} returned {type(stream).__name__}, not a Stream")
     if len(stream) > depth:
         raise ScorerOutputError(f"scorer {label!r} returned {len(stream)} candidates for depth {depth}")
+    if (
+        allowed is not None
+        and stream.ids.size
+        and not bool(allowed[_in_range(stream, snapshot, label)].all())
+    ):
+        # Checked for every stream, vouched or not: O(k), and a filter is a promise to the caller.
+        raise ScorerOutputError(
+            f"scorer {label!r} returned a document the query's filter excludes "
+            "(a scorer applies Snapshot.allowed(query) before its top k; docs/ARCHITECTURE.md)"
+        )
     if _is_vouched(stream, snapshot):
         # A built-in scorer's stream for this very snapshot: in range, unique, no NaN
         # and canonical by construction (see weftsearch.engine.stream._VouchedStream).
@@ -565,8 +586,9 @@ def search_snapshot(
     k, depth = _check_call(k, fuser, scorers, depth)
     query = _as_query(query)
     labels = stream_labels(scorers)
+    allowed = snapshot.allowed(query)  # a bad filter is refused before any scorer runs
     streams = [
-        canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label)
+        canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label, allowed)
         for scorer, label in zip(scorers, labels, strict=False)
     ]
     return results_of(snapshot, streams, labels, k, fuser, depth)
@@ -691,7 +713,10 @@ def score_queries(
             )
     else:
         streams = [scorer.score(snapshot, query, depth) for query in queries]
-    return [canonical_stream(stream, snapshot, depth, label) for stream in streams]
+    return [
+        canonical_stream(stream, snapshot, depth, label, snapshot.allowed(query))
+        for stream, query in zip(streams, queries, strict=True)
+    ]
 
 
 def _score_chunk(
@@ -765,6 +790,9 @@ def search_snapshot_many(
     ):
         raise InvalidParameterError(f"threads must be an integer from 1 to {MAX_THREADS}, got {threads!r}")
     checked = [_as_query(query, position) for position, query in enumerate(queries)]
+    for query in checked:
+        if query.filter is not None:
+            snapshot.allowed(query)  # every bad filter is refused before any query is searched
     labels = stream_labels(scorers)
     chunks = [checked[start : start + _CHUNK] for start in range(0, len(checked), _CHUNK)]
     results: list[SearchResults] = []

@@ -18,6 +18,7 @@ cached for the life of the snapshot.
 
 from __future__ import annotations
 
+import collections
 import functools
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -31,13 +32,22 @@ from numpy.typing import NDArray
 
 from weftsearch.analysis import Analyzer
 from weftsearch.engine.documents import Document, FieldValue
+from weftsearch.engine.filters import Filter, SegmentFields, as_filter, check_filter, segment_mask
 from weftsearch.engine.kernels import inner_products
 from weftsearch.engine.stream import at_least_kth
 from weftsearch.errors import CorruptIndexError, UnknownKeyError
 from weftsearch.storage.ivf import worth_probing
 from weftsearch.storage.segment import SegmentReader
 
-__all__ = ["Snapshot", "SnapshotPart", "Postings", "VectorBlock", "QueryTerms", "QUERY_TERMS_ENTRIES"]
+__all__ = [
+    "Snapshot",
+    "SnapshotPart",
+    "Postings",
+    "VectorBlock",
+    "QueryTerms",
+    "QUERY_TERMS_ENTRIES",
+    "FILTER_MASKS",
+]
 
 T = TypeVar("T")
 IdArray = NDArray[np.int64]
@@ -168,6 +178,10 @@ class VectorBlock:
                 ranges.append((start, end))
         return ranges
 
+
+#: Filter masks a snapshot keeps (least recently used dropped first); each is one byte
+#: per document (1 MB at a million documents), so 32 of them bound the cache at 32 MB there.
+FILTER_MASKS = 32
 
 #: Analysed query texts a :class:`QueryTerms` keeps, least recently used dropped first.
 #: Analysing a SciFact query takes 7-35 us (about 10 terms, EnglishAnalyzer, this
@@ -326,6 +340,8 @@ class Snapshot:
         self._all_keys: tuple[str, ...] | None = None
         self._memo: dict[Hashable, object] = {}
         self._memo_lock = threading.RLock()
+        self._filter_masks: collections.OrderedDict[Filter, NDArray[np.bool_]] = collections.OrderedDict()
+        self._filter_lock = threading.Lock()
 
     # ------------------------------------------------------------------ identity
 
@@ -347,6 +363,65 @@ class Snapshot:
         O(1) for a recently seen text.
         """
         return self._query_terms(text)
+
+    # ------------------------------------------------------------------ filters
+
+    def field_kinds(self) -> dict[str, str]:
+        """Every field the snapshot's documents have, with its type (``keyword``, ``number``, ``boolean``).
+
+        The union over segments (deleted documents' fields included: a field's
+        type stays fixed for the life of the index). O(segments), memoised.
+        """
+
+        def build() -> dict[str, str]:
+            kinds: dict[str, str] = {}
+            for part in self._parts:
+                for name, kind in part.reader.field_index().kinds().items():
+                    kinds.setdefault(name, kind)
+            return kinds
+
+        return dict(self.memo(("snapshot.field_kinds",), build))
+
+    def filter_mask(self, filter: Filter | str | None) -> NDArray[np.bool_] | None:
+        """The live documents ``filter`` matches: a read-only mask over internal ids (``None``: no filter).
+
+        Every scorer applies it before its top k (docs/ARCHITECTURE.md,
+        "Filters"). Computed once per snapshot and filter and kept in a bounded
+        cache (:data:`FILTER_MASKS` filters, least recently used dropped; a
+        mask is one byte per document). Cost on a miss: per segment, a binary
+        search and a slice per condition, and elementwise ``and``/``or``/``not``
+        over the segment's documents.
+
+        Raises:
+            UnknownFieldError: the filter names a field no document has.
+            FilterTypeError: it compares a field with a value of another type.
+            FilterSyntaxError: a string form is malformed.
+
+        """
+        node = as_filter(filter)
+        if node is None:
+            return None
+        with self._filter_lock:
+            cached = self._filter_masks.get(node)
+            if cached is not None:
+                self._filter_masks.move_to_end(node)
+                return cached
+        check_filter(node, self.field_kinds())
+        mask = np.zeros(self._n_docs, dtype=np.bool_)
+        for part in self._parts:
+            reader = part.reader
+            local = segment_mask(node, SegmentFields(reader.field_index(), reader.times()))
+            mask[part.base : part.base + part.n_live] = part.live(local)
+        mask.flags.writeable = False
+        with self._filter_lock:
+            self._filter_masks[node] = mask
+            while len(self._filter_masks) > FILTER_MASKS:
+                self._filter_masks.popitem(last=False)
+        return mask
+
+    def allowed(self, query: Any) -> NDArray[np.bool_] | None:
+        """:meth:`filter_mask` of ``query.filter``: what a scorer may return for ``query`` (``None``: all)."""
+        return self.filter_mask(getattr(query, "filter", None))
 
     @property
     def n_docs(self) -> int:

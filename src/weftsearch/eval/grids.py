@@ -178,9 +178,9 @@ def _grid_family(kind: str, spec: ArmSpec, builder: ArmBuilder) -> Family:
                 fuser: Any = WeightedRRF(weights, k=k)
             else:
                 fuser = RRF(k=k)
-            arm = Arm(arm.name, arm.scorers, fuser, depth=arm.depth)
+            arm = Arm(arm.name, arm.scorers, fuser, depth=arm.depth, filter=arm.filter)
         index = order[tuple(point[n] for n in names)]
-        return Arm(f"{spec.name}-g{index}", arm.scorers, arm.fuser, depth=arm.depth)
+        return Arm(f"{spec.name}-g{index}", arm.scorers, arm.fuser, depth=arm.depth, filter=arm.filter)
 
     return Family(f"{target}: {' x '.join(grid)}", target, "grid", grid, make_arm)
 
@@ -222,7 +222,7 @@ def families(
     if name == "rrf":
 
         def rrf_arm(k: float, depth: int) -> Arm:
-            return Arm(f"{arm.name}-k{k:g}-d{depth}", arm.scorers, RRF(k=k), depth=depth)
+            return Arm(f"{arm.name}-k{k:g}-d{depth}", arm.scorers, RRF(k=k), depth=depth, filter=arm.filter)
 
         return [
             Family(f"{arm.name}: RRF k x depth", target, "rrf", {"k": RRF_KS, "depth": SWEEP_DEPTHS}, rrf_arm)
@@ -236,7 +236,11 @@ def families(
             weights = [1.0] * len(arm.scorers)
             weights[stream] = weight
             return Arm(
-                f"{arm.name}-w{stream + 1}-{weight:g}", arm.scorers, WeightedRRF(weights), depth=arm.depth
+                f"{arm.name}-w{stream + 1}-{weight:g}",
+                arm.scorers,
+                WeightedRRF(weights),
+                depth=arm.depth,
+                filter=arm.filter,
             )
 
         label = f"{arm.name}: weight of stream {stream + 1} ({arm.scorers[stream].name}), others 1"

@@ -55,6 +55,7 @@ tie-break, not by score), which is the tie diagnostic the reports print.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -65,6 +66,7 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
+from weftsearch.engine.filters import Filter, as_filter
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import canonical_stream, fuse_streams, score_queries, stream_labels
@@ -106,6 +108,10 @@ class Arm:
         depth: candidates asked of each scorer per query (the over-fetch
             depth); at least the run length ``k`` it is run with.
         notes: free text for reports (why the arm exists).
+        filter: which documents the arm may return (a
+            :class:`~weftsearch.engine.filters.Filter` or its string form);
+            it replaces each query's own filter, so every scorer applies it
+            before its top k, as in :meth:`Index.search`. ``None``: no filter.
 
     Raises:
         InvalidParameterError: a bad name, no scorer, an object that does not
@@ -118,6 +124,7 @@ class Arm:
     fuser: Fuser
     depth: int = 100
     notes: str = ""
+    filter: Filter | str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or ARM_NAME_PATTERN.fullmatch(self.name) is None:
@@ -137,6 +144,7 @@ class Arm:
         if not isinstance(self.fuser, Fuser):
             raise InvalidParameterError(f"arm {self.name!r}: {self.fuser!r} is not a Fuser")
         object.__setattr__(self, "depth", check_k(self.depth, f"arm {self.name!r} depth"))
+        object.__setattr__(self, "filter", as_filter(self.filter))
 
     def describe(self) -> dict[str, Any]:
         """Every parameter of the arm, as a JSON-ready record (reprs of its parts).
@@ -155,6 +163,7 @@ class Arm:
             "fuser": fuser,
             "depth": self.depth,
             "notes": self.notes,
+            **({} if self.filter is None else {"filter": str(self.filter)}),
         }
 
 
@@ -164,6 +173,11 @@ def _same_query(a: Query, b: Query) -> bool:
     if a.vector is None or b.vector is None:
         return a.vector is None and b.vector is None
     return bool(np.array_equal(a.vector, b.vector))
+
+
+def _filter_of(query: Query) -> Filter | None:
+    found = query.filter
+    return found if isinstance(found, Filter) else None
 
 
 class StreamCache:
@@ -177,7 +191,8 @@ class StreamCache:
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self._streams: dict[tuple[int, str, int], Stream] = {}
+        # (scorer, query id, depth, the query's filter): an arm with a filter has streams of its own.
+        self._streams: dict[tuple[int, str, int, Filter | None], Stream] = {}
         self._owners: dict[int, Scorer] = {}  # keeps ids stable: a cached scorer is never collected
         self._writable_keys: set[str] = set()
         self._queries: dict[str, Query] = {}
@@ -209,7 +224,7 @@ class StreamCache:
             ScorerOutputError: the scorer broke its contract (the message names ``label``).
 
         """
-        key = (id(scorer), qid, depth)
+        key = (id(scorer), qid, depth, _filter_of(query))
         cached = self._streams.get(key)
         known = self._queries.setdefault(qid, query)
         if known is not query and not _same_query(known, query):
@@ -218,7 +233,8 @@ class StreamCache:
             )
         if cached is None:
             self._owners[id(scorer)] = scorer
-            cached = canonical_stream(scorer.score(self.snapshot, query, depth), self.snapshot, depth, label)
+            stream = scorer.score(self.snapshot, query, depth)
+            cached = canonical_stream(stream, self.snapshot, depth, label, self.snapshot.allowed(query))
             self._streams[key] = cached
         return cached
 
@@ -244,13 +260,17 @@ class StreamCache:
                 raise InvalidParameterError(
                     f"query id {qid!r} was cached with another query; use one cache per query set"
                 )
-        wanted = [(qid, query) for qid, query in queries.items() if (owner, qid, depth) not in self._streams]
+        wanted = [
+            (qid, query)
+            for qid, query in queries.items()
+            if (owner, qid, depth, _filter_of(query)) not in self._streams
+        ]
         if not wanted:
             return
         self._owners[owner] = scorer
         streams = score_queries(scorer, label, self.snapshot, [query for _, query in wanted], depth)
-        for (qid, _), stream in zip(wanted, streams, strict=True):
-            self._streams[(owner, qid, depth)] = stream
+        for (qid, query), stream in zip(wanted, streams, strict=True):
+            self._streams[(owner, qid, depth, _filter_of(query))] = stream
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -441,6 +461,8 @@ def run_arm(
     if depth < k:
         raise InvalidParameterError(f"arm {arm.name!r}: depth ({depth}) must be at least k ({k})")
     fuser = arm.fuser if fuser is None else fuser
+    if arm.filter is not None:  # the arm's filter replaces each query's own
+        queries = {qid: dataclasses.replace(query, filter=arm.filter) for qid, query in queries.items()}
     labels = stream_labels(arm.scorers)
     snapshot = cache.snapshot
     keys: dict[str, tuple[str, ...]] = {}

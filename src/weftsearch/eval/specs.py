@@ -6,7 +6,7 @@ turns ``"hybrid=rrf(bm25, vector, k=60)@100"`` into an
 
 Grammar::
 
-    arm    := NAME "=" expr ["@" DEPTH]
+    arm    := NAME "=" expr ["@" DEPTH] ["where" FILTER]
     expr   := IDENT ["(" [item ("," item)*] ")"]
     item   := IDENT "=" value | expr
     value  := NUMBER | "true" | "false" | IDENT | "[" value ("," value)* "]" | expr
@@ -45,8 +45,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Union
 
+from weftsearch.engine.filters import Filter, parse_filter
 from weftsearch.engine.protocols import Fuser, Scorer
-from weftsearch.errors import InvalidParameterError, UnknownSignalError
+from weftsearch.errors import InvalidParameterError, UnknownSignalError, WeftError
 from weftsearch.eval.runs import Arm
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
 from weftsearch.scorers import (
@@ -109,6 +110,7 @@ class ArmSpec:
     name: str
     expr: Expr
     depth: int | None
+    filter: Filter | None = None
 
     @property
     def learned(self) -> bool:
@@ -116,8 +118,12 @@ class ArmSpec:
         return self.expr.name == LEARNED
 
     def __str__(self) -> str:
-        return f"{self.name}={self.expr}" + ("" if self.depth is None else f"@{self.depth}")
+        text = f"{self.name}={self.expr}" + ("" if self.depth is None else f"@{self.depth}")
+        return text if self.filter is None else f"{text} where {self.filter}"
 
+
+#: Where an arm's filter starts: the word ``where`` between spaces (the rest is the filter).
+_WHERE = re.compile(r"\s+where\s+", re.IGNORECASE)
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<number>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)|(?P<ident>[A-Za-z_][A-Za-z0-9_.\-]*)"
@@ -214,7 +220,9 @@ class _Parser:
 
 
 def parse_arm(text: str) -> ArmSpec:
-    """Parse ``NAME=EXPR[@DEPTH]``.
+    """Parse ``NAME=EXPR[@DEPTH] [where FILTER]``.
+
+    FILTER is the string form of :func:`~weftsearch.engine.filters.parse_filter`.
 
     Raises:
         InvalidParameterError: the text does not follow the grammar (the
@@ -223,6 +231,14 @@ def parse_arm(text: str) -> ArmSpec:
     """
     if not isinstance(text, str):
         raise InvalidParameterError(f"an arm spec must be a string, got {text!r}")
+    where = _WHERE.search(text)
+    filter_ = None
+    if where is not None:
+        try:
+            filter_ = parse_filter(text[where.end() :])
+        except WeftError as exc:
+            raise InvalidParameterError(f"arm spec {text!r}: its filter: {exc}") from None
+        text = text[: where.start()]
     parser = _Parser(text)
     name = parser.take("ident")
     parser.take("punct", "=")
@@ -236,7 +252,7 @@ def parse_arm(text: str) -> ArmSpec:
         depth = int(raw)
     if parser.peek()[0] != "end":
         raise parser.error(f"unexpected {parser.peek()[1]!r}")
-    return ArmSpec(name, expr, depth)
+    return ArmSpec(name, expr, depth, filter_)
 
 
 # ---------------------------------------------------------------------- building
@@ -472,4 +488,4 @@ class ArmBuilder:
             scorers = (self.scorer(spec.expr),)
             fuser = RRF()  # never called: one stream passes through (weftsearch.eval.runs)
         notes = "fuser chosen on development queries" if spec.learned else ""
-        return Arm(spec.name, scorers, fuser, depth=depth, notes=notes)
+        return Arm(spec.name, scorers, fuser, depth=depth, notes=notes, filter=spec.filter)

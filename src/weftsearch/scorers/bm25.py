@@ -369,7 +369,12 @@ class BM25Scorer:
         return snapshot.memo(("bm25.avgdl",), lambda: snapshot.avgdl if snapshot.avgdl > 0 else 1.0)
 
     def _score_compiled(
-        self, library: bm25_kernel.CompiledBM25, snapshot: Snapshot, query: Query, k: int
+        self,
+        library: bm25_kernel.CompiledBM25,
+        snapshot: Snapshot,
+        query: Query,
+        k: int,
+        allowed: NDArray[np.bool_] | None = None,
     ) -> Stream:
         """:meth:`score` through the compiled kernel (:mod:`weftsearch.engine.bm25_kernel`).
 
@@ -383,7 +388,9 @@ class BM25Scorer:
             return Stream.empty()
         lists, weights = prepared
         avgdl = self._avgdl(snapshot)
-        ids, scores, _ = bm25_kernel.search(library, snapshot, lists, weights, self.k1, self.b, avgdl, k)
+        ids, scores, _ = bm25_kernel.search(
+            library, snapshot, lists, weights, self.k1, self.b, avgdl, k, allowed
+        )
         return _vouched_stream(ids, scores, snapshot)
 
     def score_many(self, snapshot: Snapshot, queries: Sequence[Query], k: int) -> list[Stream]:
@@ -410,6 +417,9 @@ class BM25Scorer:
         lists: list[bm25_kernel.QueryLists] = []
         counts: list[NDArray[np.float64] | None] = []
         for position, query in enumerate(queries):
+            if query.filter is not None:  # a filtered query takes score()'s filtered path
+                streams[position] = self.score(snapshot, query, k)
+                continue
             found = self._lists(library, snapshot, query)
             if found is not None:
                 positions.append(position)
@@ -444,17 +454,35 @@ class BM25Scorer:
         documents, scores to the bit and order.
         """
         k = check_k(k)
+        # A filter (Query.filter) applies before the top k on both paths, never
+        # after: only allowed documents compete, so a search returns min(k,
+        # matching documents with a query term). Same scores to the bit.
+        allowed = snapshot.allowed(query)
         if snapshot.n_docs >= _COMPILED_FROM_DOCS:
             library = bm25_kernel.compiled_bm25()
             if library is not None:
-                return self._score_compiled(library, snapshot, query, k)
-        return self._score_numpy(snapshot, query, k)
+                return self._score_compiled(library, snapshot, query, k, allowed)
+        return self._score_numpy(snapshot, query, k, allowed)
 
-    def _score_numpy(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
+    def _score_numpy(
+        self, snapshot: Snapshot, query: Query, k: int, allowed: NDArray[np.bool_] | None = None
+    ) -> Stream:
         """:meth:`score` through numpy: every posting of the query terms, accumulated (the oracle)."""
         postings = self._contributions(snapshot, query)
         if postings is None:
             return Stream.empty()
+        if allowed is not None:
+            if postings.single:
+                ids, scores = postings.ids, postings.contributions
+            else:
+                dense = self._dense(snapshot, postings)
+                if dense is None:
+                    ids, scores = self._sparse(postings)
+                else:
+                    ids = np.flatnonzero((dense > 0.0) & allowed)
+                    return _vouched_stream(*top_k(ids, dense[ids], k, snapshot), snapshot)
+            keep = allowed[ids]
+            return _vouched_stream(*top_k(ids[keep], scores[keep], k, snapshot), snapshot)
         if postings.single:
             return _vouched_stream(*top_k(postings.ids, postings.contributions, k, snapshot), snapshot)
         dense = self._dense(snapshot, postings)

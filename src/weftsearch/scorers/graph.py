@@ -28,6 +28,7 @@ one per hop or iteration, never a Python loop per edge.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -97,7 +98,11 @@ class _SeededGraphScorer:
             ids = snapshot.ids_of(query.seeds)
             ids = ids[ids >= 0]
         elif self.seed_scorer is not None:
-            stream = self.seed_scorer.score(snapshot, query, self.seed_n)
+            # Seeds are evidence, not results: a filter limits what this scorer
+            # returns (see _finish), not where the walk starts, so a seed
+            # scorer sees the query without it (docs/ARCHITECTURE.md, "Filters").
+            unfiltered = query if query.filter is None else dataclasses.replace(query, filter=None)
+            stream = self.seed_scorer.score(snapshot, unfiltered, self.seed_n)
             ids, scores = stream.ids[: self.seed_n], stream.scores[: self.seed_n]
         else:
             return np.empty(0, np.int64), None
@@ -106,11 +111,15 @@ class _SeededGraphScorer:
         return ids[keep].astype(np.int64), None if scores is None else scores[keep].astype(np.float64)
 
     def _finish(
-        self, snapshot: Snapshot, scores: NDArray[np.float64], seeds: NDArray[np.int64], k: int
+        self, snapshot: Snapshot, query: Query, scores: NDArray[np.float64], seeds: NDArray[np.int64], k: int
     ) -> Stream:
         if not self.keep_seeds:
             scores[seeds] = 0.0
-        ids = np.flatnonzero(scores > 0.0).astype(np.int64)
+        allowed = snapshot.allowed(query)
+        reached = scores > 0.0
+        if allowed is not None:
+            reached &= allowed  # the filter applies before the top k
+        ids = np.flatnonzero(reached).astype(np.int64)
         if ids.size == 0:
             return Stream.empty()
         return Stream(*top_k(ids, scores[ids], k, snapshot))
@@ -182,7 +191,7 @@ class GraphScorer(_SeededGraphScorer):
         if seeds.size == 0:
             return Stream.empty()
         scores = (1.0 / (1.0 + self.hops(snapshot, seeds))).sum(axis=1)
-        return self._finish(snapshot, scores, seeds, k)
+        return self._finish(snapshot, query, scores, seeds, k)
 
 
 class PageRankScorer(_SeededGraphScorer):
@@ -311,4 +320,4 @@ class PageRankScorer(_SeededGraphScorer):
         weights = None
         if self.restart == "score":
             weights = self.restart_weights(seed_scores, seeds.shape[0])
-        return self._finish(snapshot, self.distribution(snapshot, seeds, weights), seeds, k)
+        return self._finish(snapshot, query, self.distribution(snapshot, seeds, weights), seeds, k)

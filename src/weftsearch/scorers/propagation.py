@@ -182,4 +182,8 @@ class PropagationScorer:
             is_seed = np.isin(ids, seed.ids, assume_unique=True)
             keep = is_seed | (scores > 0.0)
             ids, scores = ids[keep], scores[keep]
+        allowed = snapshot.allowed(query)
+        if allowed is not None:  # the seed scorer filtered its candidates; expansion may add others
+            keep = allowed[ids]
+            ids, scores = ids[keep], scores[keep]
         return Stream(*top_k(ids, scores, k, snapshot))

@@ -69,12 +69,20 @@ class RecencyScorer:
         """The ``k`` most recent documents, scored by decay from "now"."""
         k = check_k(k)
         times = snapshot.times()
-        ids = np.flatnonzero(~np.isnan(times)).astype(np.int64)
+        timed = ~np.isnan(times)
+        now = query.timestamp if query.time is not None else self.now
+        if now is None:
+            if not bool(timed.any()):
+                return Stream.empty()
+            # The newest time of the whole snapshot, filter or not: a document's
+            # score never depends on which others the filter lets through.
+            now = float(np.nanmax(times))
+        allowed = snapshot.allowed(query)
+        if allowed is not None:
+            timed &= allowed  # the filter applies before the top k
+        ids = np.flatnonzero(timed).astype(np.int64)
         if ids.size == 0:
             return Stream.empty()
         stamps = times[ids]
-        now = query.timestamp if query.time is not None else self.now
-        if now is None:
-            now = float(stamps.max())
         age = np.maximum(now - stamps, 0.0)
         return Stream(*top_k(ids, np.exp2(-age / self.half_life), k, snapshot))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.kernels import RowKernel, ScanKernel
+from weftsearch.engine.kernels import RowKernel, ScanKernel, inner_products
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot, VectorBlock
 from weftsearch.engine.stream import Stream, at_least_kth, check_k
@@ -138,6 +138,9 @@ class VectorScorer:
         if norm == 0.0 or dim is None:
             return Stream.empty()
         views = snapshot.memo(("vector.scannable",), lambda: _scannable(snapshot.vector_blocks()))
+        allowed = snapshot.allowed(query)
+        if allowed is not None:
+            return self._score_filtered(snapshot, views, query.vector / norm, allowed, k)
         only = views[0].scan if len(views) == 1 else None
         if only is not None and snapshot.ids_follow_keys:
             # One compiled call: probe, score, keep the k best and their ties,
@@ -175,3 +178,83 @@ class VectorScorer:
             return Stream.empty()
         scores = score_parts[0] if len(score_parts) == 1 else np.concatenate(score_parts)
         return Stream.ranked(ids, scores, k, snapshot)  # canonical by construction: not re-checked
+
+    def _score_filtered(
+        self,
+        snapshot: Snapshot,
+        views: list[_Scannable],
+        unit_query: NDArray[np.float32],
+        allowed: NDArray[np.bool_],
+        k: int,
+    ) -> Stream:
+        """:meth:`score` under a filter: only matching rows are candidates, before the top k.
+
+        The plan, per segment (the filter decides it, not a guess):
+
+        * **exact** when the scorer is exact (``nprobe=None``), the segment has
+          no lists, or the matching rows are no more than the rows the probe
+          would read (``nprobe`` lists of average size): every matching row is
+          scored, so recall is 1 and the cost is O(matching rows * dim);
+        * **probed** otherwise: lists in order of closeness to the query, the
+          ``nprobe`` nearest first, then on past ``nprobe`` until the lists read
+          hold at least ``k`` matching rows (or every list was read: a segment
+          with ``k`` matching rows always yields ``k``). Only matching rows of
+          the probed lists are scored.
+
+        Scores are the same kernel's as the unfiltered path's, to the bit.
+        """
+        id_parts: list[NDArray[np.int64]] = []
+        score_parts: list[NDArray[np.float64]] = []
+        for view in views:
+            block = view.block
+            matching = allowed[block.ids[view.rows]]  # view.rows are live rows: ids >= 0
+            if not bool(matching.any()):
+                continue
+            probe = block.lists_to_probe(self.nprobe)
+            nlist = len(view.list_rows)
+            if not probe or not nlist or int(matching.sum()) * nlist <= probe * view.rows.shape[0]:
+                rows = view.rows[matching]
+            else:
+                rows = _probe_until(view, unit_query, matching, probe, k)
+            similarity = view.kernel(unit_query, rows)
+            np.divide(similarity, view.norms[rows], out=similarity)
+            if rows.shape[0] > k:
+                keep = at_least_kth(similarity, k)
+                rows, similarity = rows[keep], similarity[keep]
+            id_parts.append(block.ids[rows])
+            score_parts.append(similarity.astype(np.float64))
+        if not id_parts:
+            return Stream.empty()
+        ids = np.concatenate(id_parts)
+        scores = np.concatenate(score_parts)
+        return Stream.ranked(ids, scores, k, snapshot)
+
+
+def _probe_until(
+    view: _Scannable, unit_query: NDArray[np.float32], matching: NDArray[np.bool_], nprobe: int, k: int
+) -> NDArray[np.int64]:
+    """The matching rows of the lists nearest ``unit_query``: ``nprobe`` lists, then more until ``k`` rows.
+
+    Lists rank as :meth:`VectorBlock.nearest_lists` ranks them (closeness
+    descending, the lower list first on ties), with lists whose closeness is
+    NaN last. O(nlist * dim + nlist log nlist) plus the rows gathered.
+    """
+    block = view.block
+    assert block.centroids is not None
+    nlist = len(view.list_rows)
+    closeness = inner_products(block.centroids, unit_query, np.arange(nlist, dtype=np.int64))
+    ranked_key = np.where(np.isnan(closeness), np.inf, -closeness.astype(np.float64))
+    order = np.lexsort((np.arange(nlist), ranked_key))
+    # Matching rows per list: view.list_rows split view.rows into consecutive runs.
+    sizes = np.array([rows.shape[0] for rows in view.list_rows], dtype=np.int64)
+    bounds = np.concatenate(([0], np.cumsum(sizes)))
+    running = np.concatenate(([0], np.cumsum(matching)))
+    per_list = running[bounds[1:]] - running[bounds[:-1]]
+    gathered = np.cumsum(per_list[order])
+    enough = int(np.searchsorted(gathered, k, side="left")) + 1  # lists needed for k matching rows
+    take = order[: min(nlist, max(nprobe, enough))]
+    runs = [
+        view.list_rows[position][matching[bounds[position] : bounds[position + 1]]]
+        for position in np.sort(take).tolist()
+    ]
+    return np.concatenate(runs) if runs else np.empty(0, dtype=np.int64)

@@ -31,8 +31,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.engine.documents import Document, stored_document
-from weftsearch.errors import CorruptIndexError, WeftError
+from weftsearch.errors import CorruptIndexError, FieldTypeError, WeftError
 from weftsearch.storage.codec import FORMAT_VERSION, FileStamp, SectionFile, checksum, encode_sections
+from weftsearch.storage.fields import FieldIndex, field_kind
 from weftsearch.storage.ivf import IVF_MIN_VECTORS, TRAIN_ITERATIONS, TRAIN_SEED, train_partitions
 from weftsearch.storage.pausing import (
     SLICE,
@@ -182,6 +183,8 @@ class SegmentColumns:
     doc_of_posting: NDArray[np.int64]
     tf_of_posting: NDArray[np.uint32]
     post_sections: Mapping[str, Section] | None = None
+    #: The documents' field indexes (:mod:`weftsearch.storage.fields`); ``None``: derived from ``records``.
+    field_index: FieldIndex | None = None
 
 
 #: Term lookups a segment reader remembers (a bound on its memory, about 100 bytes each).
@@ -371,6 +374,7 @@ def segment_columns(
         term_of_posting=np.concatenate(term_parts) if term_parts else np.zeros(0, np.int64),
         doc_of_posting=np.repeat(np.arange(n, dtype=np.int64), counts),
         tf_of_posting=np.concatenate(tf_parts) if tf_parts else np.zeros(0, np.uint32),
+        field_index=FieldIndex.build([d.document.fields for d in ordered]),
     )
 
 
@@ -666,7 +670,25 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
         "vec.rows": vector_rows,
         "vec.matrix": matrix.reshape(-1),
         **ivf_sections,
+        **_field_sections(columns),
     }
+
+
+def _field_sections(columns: SegmentColumns) -> dict[str, NDArray[Any]]:
+    """The ``fld.*`` sections (docs/FORMAT.md, "Field indexes") of ``columns``."""
+    index = columns.field_index
+    if index is None:  # columns made without one (the upgrade path): from the stored records
+        fields = []
+        for position, record in enumerate(columns.records):
+            try:
+                found = json.loads(record).get("fields")
+            except (ValueError, RecursionError, AttributeError):
+                found = None
+            if not isinstance(found, dict) or not all(field_kind(v) for v in found.values()):
+                raise CorruptIndexError(f"stored record {position} has no valid fields to index")
+            fields.append(found)
+        index = FieldIndex.build(_first_type_only(fields))
+    return index.sections()
 
 
 #: From this many keys on, :meth:`SegmentReader.keys_at` gathers their bytes in one numpy
@@ -1536,6 +1558,50 @@ class SegmentReader:
         position = int(np.searchsorted(keys, key))
         return position if position < keys.shape[0] and keys[position] == key else -1
 
+    def field_index(self) -> FieldIndex:
+        """The field indexes of this segment (:mod:`weftsearch.storage.fields`), once per reader.
+
+        Read from the ``fld.*`` sections when the file has them (checked
+        structurally before use); a file written before they existed has its
+        index derived from the stored records once, on first use (O(documents),
+        then memoised for the reader's life); there a damaged record makes the
+        segment's filters refuse (its fields are unknown), and scrub names it.
+
+        Raises:
+            CorruptIndexError: the ``fld.*`` sections are damaged.
+
+        """
+
+        def build() -> FieldIndex:
+            if "fld.names" in self._file:
+                return FieldIndex.from_sections(self._file.array, self.n_docs, str(self.path))
+            fields: list[Mapping[str, Any]] = []
+            for local in range(self.n_docs):
+                raw = self._checked_record(local)
+                if raw is None:
+                    # Its fields are unknown: any mask built without them could be
+                    # wrong for it, so filters on this segment are refused instead.
+                    raise self._corrupt(
+                        f"stored document {local} is damaged; its fields cannot be filtered on"
+                    )
+                try:
+                    record = json.loads(raw)
+                except (ValueError, RecursionError):
+                    raise self._corrupt(f"stored document {local} is not valid JSON") from None
+                found = record.get("fields") if isinstance(record, dict) else None
+                if not isinstance(found, dict) or not all(field_kind(v) for v in found.values()):
+                    raise self._corrupt(f"stored document {local} has no valid fields")
+                fields.append(found)
+            try:
+                return FieldIndex.build(fields)
+            except FieldTypeError:
+                # Older writers let a field change type between documents; such
+                # a segment filters on the first type seen and skips the others.
+                return FieldIndex.build(_first_type_only(fields))
+
+        result: FieldIndex = self._memo("fields", build)
+        return result
+
     def verify(self) -> list[str]:
         """Every checksum and structural rule of the segment; one message per problem."""
         problems = self._file.verify()
@@ -1571,6 +1637,8 @@ class SegmentReader:
                 except CorruptIndexError as exc:
                     problems.append(str(exc))
             self.all_links()
+            if "fld.names" in self._file:  # afresh: field_index() trusts its once-per-reader check
+                FieldIndex.from_sections(self._file.array, self.n_docs, str(self.path))
             terms = self.terms()
             if any(earlier >= later for earlier, later in itertools.pairwise(terms)):
                 # Lookups binary-search the table: out of order, they could miss a term.
@@ -1586,6 +1654,21 @@ class SegmentReader:
         except WeftError as exc:
             problems.append(str(exc))
         return problems
+
+
+def _first_type_only(fields: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``fields`` without the values whose type differs from the field's first one."""
+    first: dict[str, str | None] = {}
+    kept = []
+    for mapping in fields:
+        own = {}
+        for name, value in mapping.items():
+            kind = first.setdefault(name, field_kind(value))
+            inexact = isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53
+            if field_kind(value) == kind and kind is not None and not inexact:
+                own[name] = value
+        kept.append(own)
+    return kept
 
 
 #: Postings a merge decodes, gathers, sorts and re-encodes at a time (bounds its temporaries).
@@ -1751,6 +1834,11 @@ def merge_columns(
         doc_of_posting=np.zeros(0, np.int64),
         tf_of_posting=np.zeros(0, np.uint32),
         post_sections=builder.sections(),
+        # The sources' field indexes renumbered (no stored record decoded); a source whose
+        # field index is damaged fails here, as its postings or records would.
+        field_index=FieldIndex.merge(
+            [(reader.field_index(), mapping) for reader, mapping in zip(readers, new_index, strict=True)], n
+        ),
     )
 
 

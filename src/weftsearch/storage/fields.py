@@ -1,0 +1,433 @@
+"""Field indexes: one segment's :attr:`Document.fields`, laid out for filtering.
+
+A segment keeps, for every field any of its documents has:
+
+* **keyword** fields (``str`` values): a sorted dictionary of the values, and
+  for each value the ascending local ids of the documents holding it (an id
+  list; equality and ``in`` are binary searches in the dictionary, then a slice);
+* **number** fields (``int``/``float``, compared as float64) and **boolean**
+  fields (``False``/``True`` as 0/1): the values sorted ascending with the id of
+  each (ties by id), so a range is two binary searches and a slice.
+
+All of it lives in eight sections of the segment file (docs/FORMAT.md, "Field
+indexes"), whatever the number of fields, each checksummed like every section.
+:meth:`FieldIndex.from_sections` checks the structure (offsets monotone and in
+bounds, dictionaries strictly increasing, ids in range and ascending within a
+value) before any of it is used, and scrub checks it again.
+
+Why id lists and not compressed bitmaps (pyroaring): a filter is evaluated once
+per query into one boolean mask over the segment, so what counts is the cost
+of turning a value's documents into that mask; numpy's fancy assignment from a
+uint32 slice of the memory map needs no copy and no decoding, and the lists
+take 4 bytes per (document, field) pair. This module knows nothing of scoring.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from weftsearch.errors import CorruptIndexError, FieldTypeError
+
+__all__ = ["FieldIndex", "FIELD_KINDS", "FIELD_SECTIONS", "field_kind"]
+
+#: The field types a segment records, by code (the ``fld.kinds`` section).
+FIELD_KINDS = ("keyword", "number", "boolean")
+
+#: The section names and dtypes of the field index (see docs/FORMAT.md).
+FIELD_SECTIONS = {
+    "fld.names": "|u1",  # field names, UTF-8, concatenated in sorted order
+    "fld.name_offsets": "<u8",  # F + 1 offsets into fld.names
+    "fld.kinds": "|u1",  # F codes into FIELD_KINDS
+    "fld.kw_start": "<u8",  # F + 1: each field's range of dictionary entries
+    "fld.kw_values": "|u1",  # dictionary values, UTF-8, concatenated
+    "fld.kw_value_offsets": "<u8",  # V + 1 offsets into fld.kw_values
+    "fld.kw_id_offsets": "<u8",  # V + 1 offsets into fld.kw_ids
+    "fld.kw_ids": "<u4",  # local ids per dictionary value, ascending
+    "fld.num_start": "<u8",  # F + 1: each field's range of fld.num_values
+    "fld.num_values": "<f8",  # values per field, ascending
+    "fld.num_ids": "<u4",  # the local id of each value (ties by id)
+}
+
+_EXACT_FLOAT = 2.0**53
+
+
+def field_kind(value: object) -> str | None:
+    """The field type a value makes (``keyword``, ``number``, ``boolean``), or ``None``. O(1)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, str):
+        return "keyword"
+    if isinstance(value, (int, float)):
+        return "number"
+    return None
+
+
+def _number(value: object) -> float:
+    number = float(value)  # type: ignore[arg-type]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _EXACT_FLOAT:
+        raise FieldTypeError(
+            f"integer field value {value} is beyond 2**53: it would compare inexactly as float64"
+        )
+    return number
+
+
+@dataclass(frozen=True, slots=True)
+class _Keyword:
+    values: list[str]  # sorted
+    id_offsets: NDArray[np.uint64]  # len(values) + 1, relative to ids
+    ids: NDArray[np.uint32]
+
+
+@dataclass(frozen=True, slots=True)
+class _Numbers:
+    values: NDArray[np.float64]  # ascending
+    ids: NDArray[np.uint32]
+
+
+class FieldIndex:
+    """The field indexes of one segment (see the module docstring). Immutable, thread-safe.
+
+    Build with :meth:`build` (the writer) or read with :meth:`from_sections`
+    (a segment reader); :meth:`sections` gives what the writer stores.
+    """
+
+    __slots__ = ("_keyword", "_kinds", "_numbers", "n_docs")
+
+    def __init__(
+        self, n_docs: int, kinds: dict[str, str], keyword: dict[str, _Keyword], numbers: dict[str, _Numbers]
+    ) -> None:
+        self.n_docs = n_docs
+        self._kinds = kinds
+        self._keyword = keyword
+        self._numbers = numbers
+
+    # ------------------------------------------------------------------ build
+
+    @classmethod
+    def build(cls, fields: Sequence[Mapping[str, Any]], kinds: Mapping[str, str] | None = None) -> FieldIndex:
+        """Index ``fields`` (one mapping per local id, in id order).
+
+        ``kinds``: field types already fixed (by the index); a value of another
+        type is refused. O(total values * log).
+
+        Raises:
+            FieldTypeError: a field holds two types, or another type than ``kinds`` says,
+                naming the field and the document position.
+
+        """
+        fixed: dict[str, str] = dict(kinds or {})
+        keyword_docs: dict[str, dict[str, list[int]]] = {}
+        number_docs: dict[str, tuple[list[float], list[int]]] = {}
+        seen: dict[str, str] = {}
+        for doc, mapping in enumerate(fields):
+            for name, value in mapping.items():
+                kind = field_kind(value)
+                if kind is None:
+                    raise FieldTypeError(f"document {doc}: field {name!r} holds a {type(value).__name__}")
+                want = seen.get(name) or fixed.get(name)
+                if want is not None and want != kind:
+                    raise FieldTypeError(
+                        f"field {name!r} holds {want} values; document {doc} gives it {value!r}, a {kind} "
+                        "(a field's type is fixed by the first document that has it)"
+                    )
+                seen[name] = kind
+                if kind == "keyword":
+                    keyword_docs.setdefault(name, {}).setdefault(value, []).append(doc)
+                else:
+                    values, docs = number_docs.setdefault(name, ([], []))
+                    values.append(_number(value))
+                    docs.append(doc)
+        keyword = {}
+        for name, by_value in keyword_docs.items():
+            ordered = sorted(by_value)
+            counts = np.array([len(by_value[v]) for v in ordered], dtype=np.uint64)
+            offsets = np.zeros(len(ordered) + 1, dtype=np.uint64)
+            np.cumsum(counts, out=offsets[1:])
+            ids = np.array([d for v in ordered for d in by_value[v]], dtype=np.uint32)
+            keyword[name] = _Keyword(ordered, offsets, ids)
+        numbers = {}
+        for name, (values, docs) in number_docs.items():
+            value_array = np.array(values, dtype=np.float64)
+            id_array = np.array(docs, dtype=np.uint32)
+            order = np.lexsort((id_array, value_array))
+            numbers[name] = _Numbers(value_array[order], id_array[order])
+        return cls(len(fields), seen, keyword, numbers)
+
+    @classmethod
+    def merge(cls, parts: Sequence[tuple[FieldIndex, NDArray[np.int64]]], n_docs: int) -> FieldIndex:
+        """The field index of a merged segment: each part's ids renumbered through its map.
+
+        ``parts``: (field index, new local id of each old local id, ``-1`` for
+        a document the merge drops). Equal to :meth:`build` over the merged
+        documents' fields (tested), without decoding a stored record: O(total
+        values * log) in numpy, plus one Python step per distinct keyword value.
+
+        Raises:
+            FieldTypeError: two parts give one field different types.
+
+        """
+        kinds: dict[str, str] = {}
+        for index, _ in parts:
+            for name, kind in index._kinds.items():
+                if kinds.setdefault(name, kind) != kind:
+                    raise FieldTypeError(
+                        f"field {name!r} is {kinds[name]} in one segment and {kind} in another"
+                    )
+        keyword: dict[str, _Keyword] = {}
+        numbers: dict[str, _Numbers] = {}
+        for name, kind in kinds.items():
+            if kind == "keyword":
+                by_value: dict[str, list[NDArray[np.int64]]] = {}
+                for index, new_ids in parts:
+                    own = index._keyword.get(name)
+                    if own is None:
+                        continue
+                    for position, value in enumerate(own.values):
+                        ids = new_ids[
+                            own.ids[int(own.id_offsets[position]) : int(own.id_offsets[position + 1])]
+                        ]
+                        ids = ids[ids >= 0]
+                        if ids.shape[0]:
+                            by_value.setdefault(value, []).append(ids)
+                if not by_value:
+                    continue
+                ordered = sorted(by_value)
+                runs = [np.sort(np.concatenate(by_value[value])) for value in ordered]
+                offsets = np.zeros(len(ordered) + 1, dtype=np.uint64)
+                np.cumsum([run.shape[0] for run in runs], out=offsets[1:])
+                keyword[name] = _Keyword(ordered, offsets, np.concatenate(runs).astype(np.uint32))
+            else:
+                value_parts = []
+                id_parts = []
+                for index, new_ids in parts:
+                    own_numbers = index._numbers.get(name)
+                    if own_numbers is None:
+                        continue
+                    renumbered = new_ids[own_numbers.ids]
+                    keep = renumbered >= 0
+                    value_parts.append(own_numbers.values[keep])
+                    id_parts.append(renumbered[keep])
+                if not value_parts:
+                    continue
+                values = np.concatenate(value_parts)
+                ids = np.concatenate(id_parts)
+                if not values.shape[0]:
+                    continue
+                order = np.lexsort((ids, values))
+                numbers[name] = _Numbers(values[order].astype(np.float64), ids[order].astype(np.uint32))
+        present = {name: kind for name, kind in kinds.items() if name in keyword or name in numbers}
+        return cls(n_docs, present, keyword, numbers)
+
+    # ------------------------------------------------------------------ storage
+
+    def sections(self) -> dict[str, NDArray[Any]]:
+        """The sections :data:`FIELD_SECTIONS` names, for the segment file. Deterministic."""
+        names = sorted(self._kinds)
+        name_blob, name_offsets = _blob(names)
+        kinds = np.array([FIELD_KINDS.index(self._kinds[n]) for n in names], dtype=np.uint8)
+        kw_start = np.zeros(len(names) + 1, dtype=np.uint64)
+        num_start = np.zeros(len(names) + 1, dtype=np.uint64)
+        values: list[str] = []
+        id_offsets = [np.zeros(1, dtype=np.uint64)]
+        ids: list[NDArray[np.uint32]] = []
+        number_values: list[NDArray[np.float64]] = []
+        number_ids: list[NDArray[np.uint32]] = []
+        id_base = 0
+        for position, name in enumerate(names):
+            keyword = self._keyword.get(name)
+            numbers = self._numbers.get(name)
+            if keyword is not None:
+                values.extend(keyword.values)
+                id_offsets.append(keyword.id_offsets[1:] + np.uint64(id_base))
+                ids.append(keyword.ids)
+                id_base += int(keyword.ids.shape[0])
+            if numbers is not None:
+                number_values.append(numbers.values)
+                number_ids.append(numbers.ids)
+            kw_start[position + 1] = len(values)
+            num_start[position + 1] = num_start[position] + (
+                0 if numbers is None else numbers.values.shape[0]
+            )
+        value_blob, value_offsets = _blob(values)
+        return {
+            "fld.names": name_blob,
+            "fld.name_offsets": name_offsets,
+            "fld.kinds": kinds,
+            "fld.kw_start": kw_start,
+            "fld.kw_values": value_blob,
+            "fld.kw_value_offsets": value_offsets,
+            "fld.kw_id_offsets": np.concatenate(id_offsets),
+            "fld.kw_ids": np.concatenate(ids) if ids else np.zeros(0, dtype=np.uint32),
+            "fld.num_start": num_start,
+            "fld.num_values": np.concatenate(number_values) if number_values else np.zeros(0, np.float64),
+            "fld.num_ids": np.concatenate(number_ids) if number_ids else np.zeros(0, dtype=np.uint32),
+        }
+
+    @classmethod
+    def from_sections(cls, array: Callable[[str], NDArray[Any]], n_docs: int, where: str) -> FieldIndex:
+        """Read the field index back through ``array(name)`` (a checked section), validating it.
+
+        O(total values). Raises :class:`CorruptIndexError` naming ``where``
+        and what is wrong, never a wrong filter result.
+        """
+
+        def corrupt(what: str) -> CorruptIndexError:
+            return CorruptIndexError(f"{where}: field index: {what}")
+
+        names = _strings(array("fld.names"), array("fld.name_offsets"), "field names", corrupt)
+        if any(a >= b for a, b in itertools.pairwise(names)):
+            raise corrupt("field names are not strictly increasing")
+        kind_codes = array("fld.kinds")
+        kw_start = array("fld.kw_start")
+        num_start = array("fld.num_start")
+        count = len(names)
+        if kind_codes.shape[0] != count or kw_start.shape[0] != count + 1 or num_start.shape[0] != count + 1:
+            raise corrupt("the per-field tables disagree on the number of fields")
+        if count and int(kind_codes.max()) >= len(FIELD_KINDS):
+            raise corrupt("unknown field kind code")
+        values = _strings(array("fld.kw_values"), array("fld.kw_value_offsets"), "keyword values", corrupt)
+        id_offsets = array("fld.kw_id_offsets")
+        kw_ids = array("fld.kw_ids")
+        num_values = array("fld.num_values")
+        num_ids = array("fld.num_ids")
+        _monotone(kw_start, len(values), "fld.kw_start", corrupt)
+        _monotone(num_start, num_values.shape[0], "fld.num_start", corrupt)
+        if id_offsets.shape[0] != len(values) + 1:
+            raise corrupt("fld.kw_id_offsets has the wrong length")
+        _monotone(id_offsets, kw_ids.shape[0], "fld.kw_id_offsets", corrupt)
+        if num_ids.shape[0] != num_values.shape[0]:
+            raise corrupt("fld.num_ids and fld.num_values differ in length")
+        for ids, what in ((kw_ids, "fld.kw_ids"), (num_ids, "fld.num_ids")):
+            if ids.shape[0] and int(ids.max()) >= n_docs:
+                raise corrupt(f"{what} names a document past the segment's {n_docs}")
+        if np.isnan(num_values).any():
+            raise corrupt("a number value is NaN")
+        kinds: dict[str, str] = {}
+        keyword: dict[str, _Keyword] = {}
+        numbers: dict[str, _Numbers] = {}
+        starts = kw_start.tolist()
+        num_bounds = num_start.tolist()
+        offsets = id_offsets.tolist()
+        for position, name in enumerate(names):
+            kind = FIELD_KINDS[int(kind_codes[position])]
+            kinds[name] = kind
+            first, last = starts[position], starts[position + 1]
+            low, high = num_bounds[position], num_bounds[position + 1]
+            if kind == "keyword":
+                if low != high:
+                    raise corrupt(f"keyword field {name!r} has number values")
+                if first == last:
+                    raise corrupt(f"keyword field {name!r} has no values")
+                own = values[first:last]
+                if any(a >= b for a, b in itertools.pairwise(own)):
+                    raise corrupt(f"the values of field {name!r} are not strictly increasing")
+                base = offsets[first]
+                ids = kw_ids[base : offsets[last]]
+                relative = id_offsets[first : last + 1] - np.uint64(base)
+                for a, b in itertools.pairwise(relative.tolist()):
+                    if a == b or (b - a > 1 and bool(np.any(ids[a + 1 : b] <= ids[a : b - 1]))):
+                        raise corrupt(f"the ids of a value of field {name!r} are empty or not ascending")
+                seen = np.zeros(n_docs, dtype=np.int32)
+                np.add.at(seen, ids.astype(np.int64), 1)
+                if ids.shape[0] and int(seen.max()) > 1:
+                    raise corrupt(f"a document holds two values of field {name!r}")
+                keyword[name] = _Keyword(own, relative, ids)
+            else:
+                if first != last:
+                    raise corrupt(f"{kind} field {name!r} has keyword values")
+                if low == high:
+                    raise corrupt(f"{kind} field {name!r} has no values")
+                own_values = num_values[low:high]
+                own_ids = num_ids[low:high]
+                if own_values.shape[0] > 1:
+                    later = own_values[1:]
+                    earlier = own_values[:-1]
+                    if bool(np.any((later < earlier) | ((later == earlier) & (own_ids[1:] <= own_ids[:-1])))):
+                        raise corrupt(f"the values of field {name!r} are not in (value, id) order")
+                if np.unique(own_ids).shape[0] != own_ids.shape[0]:
+                    raise corrupt(f"a document holds two values of field {name!r}")
+                if kind == "boolean" and bool(np.any((own_values != 0.0) & (own_values != 1.0))):
+                    raise corrupt(f"boolean field {name!r} holds a value other than 0 and 1")
+                numbers[name] = _Numbers(own_values, own_ids)
+        return cls(n_docs, kinds, keyword, numbers)
+
+    # ------------------------------------------------------------------ reading
+
+    def kinds(self) -> dict[str, str]:
+        """Field name -> type, for the fields this segment's documents have."""
+        return dict(self._kinds)
+
+    def present(self, name: str) -> NDArray[np.uint32]:
+        """Ids of the documents that have field ``name`` (any order). O(those documents)."""
+        keyword = self._keyword.get(name)
+        if keyword is not None:
+            return keyword.ids
+        numbers = self._numbers.get(name)
+        return numbers.ids if numbers is not None else np.zeros(0, dtype=np.uint32)
+
+    def equal(self, name: str, value: object) -> NDArray[np.uint32]:
+        """Ids of the documents whose field ``name`` equals ``value``. O(log values + matches)."""
+        kind = self._kinds.get(name)
+        if kind is None or field_kind(value) != kind:
+            return np.zeros(0, dtype=np.uint32)
+        if kind == "keyword":
+            keyword = self._keyword[name]
+            at = bisect.bisect_left(keyword.values, str(value))
+            if at == len(keyword.values) or keyword.values[at] != value:
+                return np.zeros(0, dtype=np.uint32)
+            return keyword.ids[int(keyword.id_offsets[at]) : int(keyword.id_offsets[at + 1])]
+        return self.between(name, _number(value), True, _number(value), True)
+
+    def between(
+        self, name: str, low: float | None, low_inclusive: bool, high: float | None, high_inclusive: bool
+    ) -> NDArray[np.uint32]:
+        """Ids of the documents whose number (or boolean) field lies in the range. O(log n + matches)."""
+        numbers = self._numbers.get(name)
+        if numbers is None:
+            return np.zeros(0, dtype=np.uint32)
+        start = 0
+        stop = numbers.values.shape[0]
+        if low is not None:
+            start = int(np.searchsorted(numbers.values, low, side="left" if low_inclusive else "right"))
+        if high is not None:
+            stop = int(np.searchsorted(numbers.values, high, side="right" if high_inclusive else "left"))
+        return numbers.ids[start:stop] if start < stop else np.zeros(0, dtype=np.uint32)
+
+
+def _blob(strings: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.uint64]]:
+    encoded = [s.encode("utf-8") for s in strings]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.uint64)
+    if encoded:
+        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), offsets
+
+
+def _monotone(
+    offsets: NDArray[Any], end: int, what: str, corrupt: Callable[[str], CorruptIndexError]
+) -> None:
+    if offsets.shape[0] == 0 or int(offsets[0]) != 0 or int(offsets[-1]) != end:
+        raise corrupt(f"{what} does not run from 0 to {end}")
+    if offsets.shape[0] > 1 and bool(np.any(offsets[1:] < offsets[:-1])):
+        raise corrupt(f"{what} goes backwards")
+
+
+def _strings(
+    blob: NDArray[np.uint8],
+    offsets: NDArray[np.uint64],
+    what: str,
+    corrupt: Callable[[str], CorruptIndexError],
+) -> list[str]:
+    _monotone(offsets, blob.shape[0], f"the offsets of the {what}", corrupt)
+    raw = blob.tobytes()
+    bounds = offsets.tolist()
+    try:
+        return [raw[a:b].decode("utf-8") for a, b in itertools.pairwise(bounds)]
+    except UnicodeDecodeError:
+        raise corrupt(f"one of the {what} is not valid UTF-8") from None
