@@ -23,8 +23,8 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -187,6 +187,9 @@ def _field(name: str | None) -> Iterator[None]:
 
 # ---------------------------------------------------------------------- request models
 
+#: Profile names in request models; anchored, since pydantic's ``pattern`` searches.
+_NAME_PATTERN = "^" + PROFILE_NAME.pattern + "$"
+
 _NO_EXTRA = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 FieldValue = Union[bool, int, float, str]
@@ -196,7 +199,7 @@ class ProfileRef(BaseModel):
     """A stored profile by name and (optionally) version; the newest version when ``version`` is absent."""
 
     model_config = _NO_EXTRA
-    name: str = Field(pattern=PROFILE_NAME.pattern, description="the profile's name")
+    name: str = Field(pattern=_NAME_PATTERN, description="the profile's name")
     version: int | None = Field(default=None, ge=1, description="a version; absent: the newest")
 
 
@@ -264,7 +267,7 @@ class ProfileIn(BaseModel):
     """``POST /v1/profiles``: the next version of a profile."""
 
     model_config = _NO_EXTRA
-    name: str = Field(pattern=PROFILE_NAME.pattern)
+    name: str = Field(pattern=_NAME_PATTERN)
     spec: str = Field(description="a ranking expression, as in rrf(bm25, vector, k=60)@100")
     depth: int | None = Field(default=None, ge=1)
     filter: str | None = Field(default=None, description="a default filter, used when a request gives none")
@@ -303,6 +306,11 @@ class RankEvalRequest(BaseModel):
     seed: int = Field(default=0, ge=0)
     confidence: float = Field(default=0.95, gt=0, lt=1)
 
+
+#: Names pydantic puts in an error's location for the branch of a union it tried: not fields.
+_BRANCHES = frozenset(
+    {"str", "int", "float", "bool", "list[float]", "ProfileRef", "QueryIn", "RankingIn", "DocumentIn"}
+)
 
 # ---------------------------------------------------------------------- the server state
 
@@ -633,7 +641,14 @@ def create_app(
         raise
     state = _Server(index, profiles, limits)
 
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        with state.writes:
+            index.close(discard=True)  # what was not committed was never acknowledged as durable
+
     app = FastAPI(
+        lifespan=lifespan,
         title="weft-search",
         version="1",
         summary="Hybrid retrieval over one index: search, documents, ranking profiles, compare and evaluate.",
@@ -705,17 +720,14 @@ def create_app(
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = []
         for error in exc.errors():
-            location = [str(part) for part in error.get("loc", ()) if part != "body"]
+            location = [
+                str(part) for part in error.get("loc", ()) if part != "body" and part not in _BRANCHES
+            ]
             problems.append({"field": ".".join(location) or None, "message": str(error.get("msg", ""))})
         first = problems[0] if problems else {"field": None, "message": "invalid request"}
         body = _error_body("ValidationError", f"{first['field']}: {first['message']}", first["field"])
         body["error"]["problems"] = problems
         return JSONResponse(body, status_code=422)
-
-    @app.on_event("shutdown")
-    def close_index() -> None:
-        with state.writes:
-            index.close(discard=True)  # what was not committed was never acknowledged as durable
 
     # ---- search
 
@@ -755,7 +767,7 @@ def create_app(
 
     # ---- documents
 
-    @app.get("/v1/documents/{key}", tags=["documents"], summary="One stored document")
+    @app.get("/v1/documents/{key:path}", tags=["documents"], summary="One stored document")
     def get_document(key: str) -> dict[str, Any]:
         with _field("key"):
             return _document_body(index.get(key))
@@ -787,7 +799,7 @@ def create_app(
             index.refresh()  # published: every client's next search sees these documents
             return {"upserted": len(made), "generation": index.generation}
 
-    @app.delete("/v1/documents/{key}", tags=["documents"], summary="Delete a document by key")
+    @app.delete("/v1/documents/{key:path}", tags=["documents"], summary="Delete a document by key")
     def delete(key: str) -> dict[str, Any]:
         state.check_writable()
         with state.writes, _field("key"):
@@ -847,13 +859,13 @@ def create_app(
             }
 
     @app.get("/v1/profiles/{name}", tags=["profiles"], summary="A profile's newest version")
-    def get_profile(name: Annotated[str, Field(pattern=PROFILE_NAME.pattern)]) -> dict[str, Any]:
+    def get_profile(name: Annotated[str, Field(pattern=_NAME_PATTERN)]) -> dict[str, Any]:
         with _field("name"):
             return profiles.get(name).to_dict()
 
     @app.get("/v1/profiles/{name}/{version}", tags=["profiles"], summary="One version of a profile")
     def get_profile_version(
-        name: Annotated[str, Field(pattern=PROFILE_NAME.pattern)], version: Annotated[int, Field(ge=1)]
+        name: Annotated[str, Field(pattern=_NAME_PATTERN)], version: Annotated[int, Field(ge=1)]
     ) -> dict[str, Any]:
         with _field("version"):
             return profiles.get(name, version).to_dict()
