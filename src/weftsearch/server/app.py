@@ -171,6 +171,8 @@ def _field_of(exc: WeftError, default: str | None) -> str | None:
         return prefix + "filter"
     if isinstance(exc, InvalidVectorError):
         return prefix + "vector"
+    if isinstance(exc, UnknownMeasureError):
+        return prefix + "measures"
     return default
 
 
