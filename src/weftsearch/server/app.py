@@ -447,7 +447,10 @@ def _vector(values: list[float] | None) -> Any:
         return None
     import numpy as np
 
-    return np.asarray(values, dtype=np.float32)
+    wide = np.asarray(values, dtype=np.float64)
+    if wide.size and float(np.abs(wide).max()) > float(np.finfo(np.float32).max):
+        raise InvalidVectorError("a vector value is beyond float32's range (vectors are stored as float32)")
+    return wide.astype(np.float32)
 
 
 def _hits(results: SearchResults, explain: bool) -> list[dict[str, Any]]:
