@@ -580,7 +580,7 @@ def _needs_key(method: str, path: str, reads_too: bool) -> bool:
         return False
     if method in ("POST", "PUT", "PATCH", "DELETE") and _WRITE_PATHS.match(path):
         return True
-    return reads_too and path != "/openapi.json" and not path.startswith("/docs")
+    return reads_too and path != "/openapi.json"
 
 
 def _endpoint(app: FastAPI, request: Request) -> str:
@@ -658,6 +658,8 @@ def create_app(
         version="1",
         summary="Hybrid retrieval over one index: search, documents, ranking profiles, compare and evaluate.",
         openapi_url="/openapi.json",
+        docs_url=None,  # FastAPI's documentation pages load scripts from a CDN; the server works offline
+        redoc_url=None,
     )
     app.state.weft = state
 
