@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.server.conftest import KEY, WRITE, vector
-from weftsearch import Index, Query
+from weftsearch import Document, Index, Query
 from weftsearch.eval.specs import ArmBuilder
 from weftsearch.server.app import ServerLimits, create_app
 
@@ -181,15 +181,22 @@ def test_stats_health_and_metrics(client: TestClient) -> None:
     assert "weft_index_documents 6.0" in text
 
 
+def test_uncommitted_writes_are_committed_at_a_graceful_shutdown(index_path: Path) -> None:
+    with TestClient(create_app(index_path, api_key=KEY)) as client:
+        client.post("/v1/documents", json={"documents": [{"key": "late", "text": "t"}]}, headers=WRITE)
+    with Index.open(index_path, readonly=True) as index:
+        assert "late" in index
+
+
 def test_readonly_server_refuses_writes_and_sees_new_commits(index_path: Path) -> None:
     with TestClient(create_app(index_path, readonly=True)) as reader, Index.open(index_path) as writer:
         assert reader.post("/v1/documents", json={"documents": [{"key": "z"}]}).status_code == 409
-        writer.add(__import__("weftsearch").Document("z", "zebra"))
+        writer.add(Document("z", "zebra"))
         writer.commit()
-        assert reader.get("/v1/stats").json()["documents"] == 7  # stats refreshes a read-only index
-        assert (
-            reader.post("/v1/search", json={"text": "zebra", "spec": "bm25"}).json()["hits"][0]["key"] == "z"
-        )
+        hits = reader.post("/v1/search", json={"text": "zebra", "spec": "bm25"}).json()["hits"]
+        assert hits[0]["key"] == "z"  # the search itself adopted the commit
+        assert reader.get("/v1/documents/z").status_code == 200
+        assert reader.get("/v1/stats").json()["documents"] == 7
 
 
 def test_limits_are_configurable(index_path: Path) -> None:

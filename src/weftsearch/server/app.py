@@ -15,6 +15,7 @@ its snapshot before it answers, so the next search of any client sees it.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import logging
@@ -568,8 +569,9 @@ def _offered_key(request: Request) -> str | None:
 
 
 def _key_matches(offered: str, expected: bytes) -> bool:
-    """Constant-time comparison (its time depends only on the lengths)."""
-    return hmac.compare_digest(offered.encode("utf-8", "surrogateescape"), expected)
+    """Constant-time comparison of the SHA-256 digests (so not even the key's length shows in the time)."""
+    digest = hashlib.sha256(offered.encode("utf-8", "surrogateescape")).digest()
+    return hmac.compare_digest(digest, hashlib.sha256(expected).digest())
 
 
 _WRITE_PATHS = re.compile(r"^/v1/(documents|commit|profiles)(/|$)")
@@ -622,8 +624,12 @@ def create_app(
         read_key_required: reads (search, documents, stats, compare, rank_eval,
             metrics) need the key as well (``/health`` never does).
         limits: bounds on requests (:class:`ServerLimits`).
-        readonly: open the index read-only (writes answer 409; searches see
-            new commits of the writer, which :meth:`Index.refresh` adopts).
+        readonly: open the index read-only (writes answer 409; every read first
+            adopts the writer's newest commit with :meth:`Index.refresh`).
+
+    At shutdown the index is committed (when writable) and closed: writes
+    acknowledged but not yet committed are kept by a graceful stop, and lost
+    by a crash, as with the library.
 
     Raises:
         IndexNotFoundError: no index at ``index_path``.
@@ -650,7 +656,12 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         with state.writes:
-            index.close(discard=True)  # what was not committed was never acknowledged as durable
+            if not index.readonly:
+                try:
+                    index.commit()  # a graceful shutdown keeps what was written (a no-op when nothing was)
+                except WeftError as exc:
+                    LOG.error("the commit at shutdown failed; uncommitted writes are lost: %s", exc)
+            index.close(discard=True)
 
     app = FastAPI(
         lifespan=lifespan,
@@ -738,7 +749,14 @@ def create_app(
 
     # ---- search
 
+    def adopt_commits() -> None:
+        """A read-only server adopts the writer's newest commit before each read (one manifest read)."""
+        if index.readonly:
+            with _field(None):
+                index.refresh()
+
     def run_search(ranking: _Ranking, queries: list[Query], k: int) -> list[SearchResults]:
+        adopt_commits()
         arm = ranking.arm
         if len(queries) == 1:
             return [index.search(queries[0], k, arm.fuser, *arm.scorers, depth=max(arm.depth, k))]
@@ -761,6 +779,7 @@ def create_app(
         state.check_batch(len(body.queries), "queries")
         ranking = state.ranking(body)
         queries = [state.query(q, ranking.filter, f"queries.{i}.") for i, q in enumerate(body.queries)]
+        adopt_commits()
         with _field("queries"):
             results = index.search_many(
                 queries,
@@ -776,6 +795,7 @@ def create_app(
 
     @app.get("/v1/documents/{key:path}", tags=["documents"], summary="One stored document")
     def get_document(key: str) -> dict[str, Any]:
+        adopt_commits()
         with _field("key"):
             return _document_body(index.get(key))
 
@@ -825,9 +845,7 @@ def create_app(
 
     @app.get("/v1/stats", tags=["index"], summary="Index.stats(): documents, segments, generation, bytes")
     def stats() -> dict[str, Any]:
-        if index.readonly:
-            with _field(None):
-                index.refresh()
+        adopt_commits()
         s = index.stats()
         return {
             "documents": s.documents,
