@@ -58,7 +58,7 @@ def test_serve_reads_the_key_from_the_named_variable(
     [
         (["--api-key-env", "WEFT_NOT_SET_ANYWHERE"], "WEFT_NOT_SET_ANYWHERE"),
         (["--require-key-for-reads"], "--api-key-env"),
-        (["--workers", "2"], "--workers 2"),
+        (["--workers", "2", "--readonly"], "--readonly"),
     ],
 )
 def test_serve_refuses_what_it_cannot_do(

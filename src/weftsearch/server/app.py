@@ -577,10 +577,14 @@ def _key_matches(offered: str, expected: bytes) -> bool:
 _WRITE_PATHS = re.compile(r"^/v1/(documents|commit|profiles)(/|$)")
 
 
+def _is_write(method: str, path: str) -> bool:
+    return method in ("POST", "PUT", "PATCH", "DELETE") and _WRITE_PATHS.match(path) is not None
+
+
 def _needs_key(method: str, path: str, reads_too: bool) -> bool:
     if path in ("/health",):
         return False
-    if method in ("POST", "PUT", "PATCH", "DELETE") and _WRITE_PATHS.match(path):
+    if _is_write(method, path):
         return True
     return reads_too and path != "/openapi.json"
 
@@ -613,6 +617,7 @@ def create_app(
     read_key_required: bool = False,
     limits: ServerLimits | None = None,
     readonly: bool = False,
+    writer_socket: str | None = None,
 ) -> FastAPI:
     """The weft-search HTTP API over the index at ``index_path`` (opened here, closed at shutdown).
 
@@ -627,6 +632,11 @@ def create_app(
         readonly: open the index read-only (writes answer 409; every read first
             adopts the writer's newest commit with :meth:`Index.refresh`).
 
+        writer_socket: with ``readonly``, the Unix socket of the one writer
+            process (``weft-search serve --workers N``): write requests that
+            pass the key check here are forwarded there whole and its answer
+            is returned.
+
     At shutdown the index is committed (when writable) and closed: writes
     acknowledged but not yet committed are kept by a graceful stop, and lost
     by a crash, as with the library.
@@ -640,6 +650,8 @@ def create_app(
     limits = limits or ServerLimits()
     if api_key is not None and (not isinstance(api_key, str) or not api_key):
         raise InvalidParameterError("api_key must be a non-empty string")
+    if writer_socket is not None and not readonly:
+        raise InvalidParameterError("writer_socket is for read-only servers (the writer writes itself)")
     if read_key_required and api_key is None:
         raise InvalidParameterError("read_key_required needs an api_key")
     expected = None if api_key is None else api_key.encode("utf-8", "surrogateescape")
@@ -693,6 +705,27 @@ def create_app(
     )
     documents.set_function(lambda: float(len(index)) if not index.closed else math.nan)
 
+    async def forward_or_handle(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        if writer_socket is None or not _is_write(request.method, request.url.path):
+            return await call_next(request)
+        import httpx  # the multi-process server's readers only
+
+        headers = {
+            name: value
+            for name, value in request.headers.items()
+            if name.lower() in ("content-type", "authorization", API_KEY_HEADER.lower())
+        }
+        transport = httpx.AsyncHTTPTransport(uds=writer_socket)
+        async with httpx.AsyncClient(transport=transport, base_url="http://writer", timeout=None) as client:
+            answer = await client.request(
+                request.method, request.url.path, content=await request.body(), headers=headers
+            )
+        return Response(
+            answer.content, status_code=answer.status_code, media_type=answer.headers.get("content-type")
+        )
+
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         started = time.perf_counter()
@@ -713,9 +746,9 @@ def create_app(
                     _error_body("Forbidden", "the API key is not valid", None), status_code=403
                 )
             else:
-                response = await call_next(request)
+                response = await forward_or_handle(request, call_next)
         else:
-            response = await call_next(request)
+            response = await forward_or_handle(request, call_next)
         endpoint = _endpoint(app, request)
         seconds = time.perf_counter() - started
         requests_total.labels(endpoint, request.method, str(response.status_code)).inc()
