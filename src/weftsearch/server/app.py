@@ -50,19 +50,14 @@ from weftsearch.engine.index import Index
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults
 from weftsearch.errors import (
-    CorruptIndexError,
     IndexClosedError,
     IndexLockedError,
     IndexStorageError,
-    InvalidDocumentError,
     InvalidFilterError,
     InvalidParameterError,
-    InvalidQueryError,
     InvalidVectorError,
-    PairingError,
     UnknownKeyError,
     UnknownMeasureError,
-    UnknownSignalError,
     WeftError,
 )
 from weftsearch.eval.runs import Arm
@@ -154,14 +149,10 @@ def _status_of(exc: WeftError) -> int:
         return 409
     if isinstance(exc, IndexClosedError):
         return 503
-    if isinstance(exc, CorruptIndexError):
-        return 500  # the server's files, not the request, are at fault
     if isinstance(exc, IndexStorageError):
-        return 500
-    if isinstance(exc, InvalidFilterError | InvalidQueryError | InvalidVectorError | InvalidDocumentError):
-        return 400
-    if isinstance(exc, InvalidParameterError | UnknownSignalError | UnknownMeasureError | PairingError):
-        return 400
+        return 500  # the server's files (damaged, unreadable), not the request, are at fault
+    # Everything else the library raises deliberately is about its input: a bad filter, query,
+    # vector, document, spec, measure or parameter.
     return 400
 
 
