@@ -374,6 +374,47 @@ def test_nothing_in_the_library_imports_an_integration() -> None:
     assert problems == []
 
 
+SERVER = "weftsearch.server"
+#: The command-line entry points: they may reach the server (``serve``, ``eval --save-profile``).
+SERVER_ENTRY_POINTS = frozenset({"weftsearch.cli", "weftsearch.eval.command"})
+#: The web framework and friends, needed only by the ``server`` extra.
+WEB_STACK = ("fastapi", "starlette", "uvicorn", "prometheus_client", "pydantic")
+
+
+def test_nothing_in_the_library_imports_the_server() -> None:
+    """The server sits above the library: it may import anything, and no library module
+    (the facade included) imports it, except the command line's entry points."""
+    library = [p for p in _library_modules() if not _within(_module_name(p)[0], SERVER)]
+    names = {_module_name(p)[0] for p in library}
+    assert {FACADE, "weftsearch.engine.index", "weftsearch.eval.harness", *SERVER_ENTRY_POINTS} <= names
+    server = {_module_name(p)[0] for p in _modules_under("server")}
+    assert {f"{SERVER}.app", f"{SERVER}.profiles"} <= server  # the rule is about real modules
+    problems: list[str] = []
+    for path in library:
+        module, is_package = _module_name(path)
+        if module in SERVER_ENTRY_POINTS:
+            continue
+        source = path.read_text(encoding="utf-8")
+        problems.extend(imports_reaching(source, module, SERVER, is_package=is_package))
+    assert problems == []
+
+
+def test_the_web_stack_stays_inside_the_server_app() -> None:
+    """Only ``server.app`` (and ``serve``, when it runs) import the web framework, so the library,
+    profiles and ``eval --save-profile`` work without the ``server`` extra."""
+    problems: list[str] = []
+    for path in _library_modules():
+        module, is_package = _module_name(path)
+        if module == f"{SERVER}.app":
+            continue
+        source = path.read_text(encoding="utf-8")
+        for ref in imports_of(source, module, is_package):
+            top = ref.target.split(".")[0]
+            if top in WEB_STACK and not (module == f"{SERVER}.command" and top == "uvicorn"):
+                problems.append(f"{module}:{ref.line} imports {ref.target!r}")
+    assert problems == []
+
+
 def test_no_scorer_imports_another_scorer() -> None:
     problems: list[str] = []
     for path in _modules_under("scorers"):

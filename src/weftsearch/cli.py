@@ -1034,6 +1034,9 @@ def build_parser() -> argparse.ArgumentParser:
     from weftsearch.bench.recall import add_subcommand as add_recall_command
 
     add_recall_command(commands)
+    from weftsearch.server.command import add_subcommand as add_serve_command
+
+    add_serve_command(commands)
     return parser
 
 

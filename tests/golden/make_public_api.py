@@ -29,6 +29,9 @@ MODULES = (
     "weftsearch.scorers",
     "weftsearch.eval",
     "weftsearch.integrations.langchain",
+    "weftsearch.server.app",
+    "weftsearch.server.profiles",
+    "weftsearch.server.compare",
 )
 
 #: Where the golden file lives.

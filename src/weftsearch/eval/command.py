@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import shlex
 import sys
 import time
@@ -136,6 +137,10 @@ class Experiment:
     seconds: float = 0.0
     command: str = ""
     validations: tuple[CrossValidation, ...] = ()
+    #: The spec of each ``learned`` arm whose fuser was chosen on development queries, by arm name.
+    learned_specs: Mapping[str, ArmSpec] = field(default_factory=dict)
+    #: The development split learned fusion read (split, queries, duplicates removed), if any.
+    development: Mapping[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------- a user's own folder and scorers
@@ -347,6 +352,7 @@ def run_experiment(
     built: dict[str, Arm] = {}
     cache = StreamCache(testbed.snapshot)
     learned: dict[str, LearnedFusion] = {}
+    learned_specs: dict[str, ArmSpec] = {}
     extra: dict[str, Any] = {}
     deferred: list[ArmSpec] = []
     for spec in specs:
@@ -363,6 +369,7 @@ def run_experiment(
             dev = testbed.with_split(dev_split, development.qids)
             choice = learn_fusion(dev, arm, k=k, cache=cache)
             learned[spec.name] = choice
+            learned_specs[spec.name] = spec
             arm = replace(arm, fuser=choice.fuser)
             extra["development_split"] = {
                 "split": dev_split,
@@ -408,7 +415,16 @@ def run_experiment(
         validations = _cross_validated(cv, testbed, built, specs, deferred, sweeps, builder, cache, seed, k)
         comparison = add_to_comparison(comparison, testbed, validations)
     seconds = time.perf_counter() - started
-    return Experiment(comparison, tuple(done), learned, seconds, command, validations)
+    return Experiment(
+        comparison,
+        tuple(done),
+        learned,
+        seconds,
+        command,
+        validations,
+        learned_specs,
+        dict(extra.get("development_split", {})),
+    )
 
 
 def _sweep(
@@ -556,6 +572,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                 f"  fold {fold}: {picked.label} "
                 f"({validation.measure} {picked.train_mean:.4f} on the other folds)"
             )
+    if getattr(args, "save_profile", None) is not None:
+        _save_profile(args, experiment)
     if args.out is not None:
         files = reports.write_report(
             experiment.comparison,
@@ -569,6 +587,56 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(f"\nwrote {files}")
     print(f"\n{collection}: {len(experiment.comparison.arms)} arms in {experiment.seconds:.1f} s")
     return 0
+
+
+def _save_profile(args: argparse.Namespace, experiment: Experiment) -> None:
+    """``--save-profile NAME``: store the learned arm's chosen fuser as the next version of profile NAME.
+
+    The profile's spec is the arm's scorers under the fuser learned fusion chose,
+    written in the spec language, so the server builds what was measured; its
+    provenance records the testbed (files and hashes), the development split and
+    the development score.
+    """
+    from weftsearch.server.profiles import ProfileStore, spec_of_fuser
+
+    if args.profile_index is None:
+        raise InvalidParameterError("--save-profile needs --profile-index DIR (the index that serves it)")
+    chosen = list(experiment.learned_specs)
+    if args.save_arm is not None:
+        if args.save_arm not in experiment.learned_specs:
+            raise InvalidParameterError(
+                f"--save-arm {args.save_arm!r} is not a learned arm (learned: {', '.join(chosen) or 'none'})"
+            )
+        chosen = [args.save_arm]
+    if len(chosen) != 1:
+        raise InvalidParameterError(
+            "--save-profile saves the fuser of one learned(...) arm chosen on development queries; "
+            f"this run has {len(chosen)} ({', '.join(chosen) or 'none'}): name one with --save-arm"
+        )
+    arm_name = chosen[0]
+    spec = experiment.learned_specs[arm_name]
+    choice = experiment.learned[arm_name]
+    scorers = ", ".join(str(item) for item in spec.expr.args)
+    depth = spec.depth if spec.depth is not None else args.k
+    text = f"{spec_of_fuser(choice.fuser, scorers)}@{depth}"
+    provenance = {
+        "source": "weft-search eval --save-profile",
+        "command": experiment.command,
+        "arm": str(spec),
+        "testbed": dict(experiment.comparison.testbed),
+        "development": dict(experiment.development),
+        "learned": {k: v for k, v in choice.record().items() if k != "tried"},
+        "code": dict(experiment.comparison.code),
+    }
+    profile = ProfileStore(args.profile_index).create(
+        args.save_profile,
+        text,
+        depth=depth,
+        filter=None if spec.filter is None else str(spec.filter),
+        description=f"arm {arm_name}: fuser chosen on {choice.dev_queries} development queries",
+        provenance=json.loads(json.dumps(provenance, default=str)),
+    )
+    print(f"\nsaved profile {profile.name} version {profile.version}: {profile.spec}")
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
@@ -714,6 +782,14 @@ def add_subcommands(commands: Any) -> None:
     evaluate.add_argument("--out", type=Path, metavar="DIR", help="write report.md, report.json, runs, plots")
     evaluate.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     evaluate.add_argument("--progress", action="store_true", help="show progress bars")
+    evaluate.add_argument(
+        "--save-profile",
+        metavar="NAME",
+        help="store the fuser the learned(...) arm chose on development queries as the next version "
+        "of ranking profile NAME in --profile-index (what weft-search serve runs), with its provenance",
+    )
+    evaluate.add_argument("--profile-index", metavar="DIR", help="the index --save-profile writes to")
+    evaluate.add_argument("--save-arm", metavar="ARM", help="which learned arm --save-profile saves")
     evaluate.set_defaults(handler=_cmd_eval)
 
     datasets = commands.add_parser("datasets", help="fetch or verify judged collections")

@@ -1,0 +1,205 @@
+"""``weft-search serve``: the HTTP API of :mod:`weftsearch.server.app` under uvicorn.
+
+Importing this module needs no web framework; ``serve`` imports FastAPI and
+uvicorn when it runs and names the ``server`` extra when they are missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import tempfile
+import time
+from typing import Any
+
+from weftsearch.errors import InvalidParameterError, MissingDependencyError
+
+__all__ = ["add_subcommand", "serve", "reader_app"]
+
+
+def serve(
+    index: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    api_key_env: str | None = None,
+    read_key_required: bool = False,
+    workers: int = 1,
+    readonly: bool = False,
+) -> None:
+    """Serve the index at ``index`` until interrupted (see :func:`weftsearch.server.app.create_app`).
+
+    With ``workers`` above 1: one writer process serves the write endpoints on
+    a Unix socket in a private (0700) temporary folder, and ``workers``
+    uvicorn worker processes share ``host:port``, each opening the index
+    read-only and adopting the newest commit before every read. A write
+    request reaches any worker, passes the key check there, and is forwarded
+    whole to the writer over the socket; so writes serialise on the one
+    writer and searches scale over processes (one GIL each).
+
+    Args:
+        index: the index directory.
+        host: the address to bind (loopback by default).
+        port: the TCP port.
+        api_key_env: the name of the environment variable holding the API key
+            (the key itself never appears on a command line).
+        read_key_required: reads need the key too.
+        workers: processes that serve searches.
+        readonly: open the index read-only (one process only).
+
+    Raises:
+        MissingDependencyError: the ``server`` extra is not installed.
+        InvalidParameterError: the variable is unset, or a bad combination.
+
+    """
+    from weftsearch.server.app import create_app
+
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "weft-search serve needs the 'server' extra: "
+            "pip install 'weft-search[server]' (uvicorn is missing)"
+        ) from exc
+    api_key = _key_from(api_key_env)
+    if read_key_required and api_key is None:
+        raise InvalidParameterError("--require-key-for-reads needs --api-key-env")
+    if workers == 1:
+        app = create_app(index, api_key=api_key, read_key_required=read_key_required, readonly=readonly)
+        # uvicorn's access log prints the request line only (never headers), so the key stays out of it.
+        uvicorn.run(app, host=host, port=port, log_level="info")
+        return
+    if readonly:
+        raise InvalidParameterError("--workers N runs its own writer; --readonly is for one process")
+    from weftsearch.engine.index import Index
+
+    Index.open(index, readonly=True).close()  # a missing or unreadable index fails here, before any process
+    with tempfile.TemporaryDirectory(prefix="weft-serve-") as folder:  # mode 0700
+        socket_path = os.path.join(folder, "writer.sock")
+        writer = multiprocessing.get_context("spawn").Process(
+            target=_run_writer, args=(index, socket_path, api_key_env, read_key_required), daemon=False
+        )
+        writer.start()
+        try:
+            while not os.path.exists(socket_path):
+                if not writer.is_alive():
+                    raise InvalidParameterError(
+                        f"the writer process for {index} stopped at start (see its log)"
+                    )
+                time.sleep(0.05)
+            os.environ[_ENV_INDEX] = str(index)
+            os.environ[_ENV_SOCKET] = socket_path
+            os.environ[_ENV_KEY_NAME] = api_key_env or ""
+            os.environ[_ENV_READS] = "1" if read_key_required else ""
+            uvicorn.run(
+                "weftsearch.server.command:reader_app",
+                factory=True,
+                host=host,
+                port=port,
+                workers=workers,
+                log_level="info",
+            )
+        finally:
+            writer.terminate()  # SIGTERM: uvicorn shuts down gracefully, and the writer commits
+            writer.join()
+
+
+_ENV_INDEX = "WEFT_SERVE_INDEX"
+_ENV_SOCKET = "WEFT_SERVE_WRITER_SOCKET"
+_ENV_KEY_NAME = "WEFT_SERVE_API_KEY_ENV"
+_ENV_READS = "WEFT_SERVE_KEY_FOR_READS"
+
+
+def _key_from(name: str | None) -> str | None:
+    if name is None or name == "":
+        return None
+    key = os.environ.get(name)
+    if not key:
+        raise InvalidParameterError(f"--api-key-env {name}: that environment variable is not set")
+    return key
+
+
+def _run_writer(index: str, socket_path: str, api_key_env: str | None, read_key_required: bool) -> None:
+    """The writer process of ``--workers N``: the full API on a Unix socket only the server reaches."""
+    import uvicorn
+
+    from weftsearch.server.app import create_app
+
+    app = create_app(index, api_key=_key_from(api_key_env), read_key_required=read_key_required)
+    uvicorn.run(app, uds=socket_path, log_level="warning")
+
+
+def reader_app() -> Any:
+    """The app of one ``--workers N`` reader process (uvicorn calls it in each worker)."""
+    from weftsearch.server.app import create_app
+
+    return create_app(
+        os.environ[_ENV_INDEX],
+        api_key=_key_from(os.environ.get(_ENV_KEY_NAME) or None),
+        read_key_required=bool(os.environ.get(_ENV_READS)),
+        readonly=True,
+        writer_socket=os.environ[_ENV_SOCKET],
+    )
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a port is a number from 1 to 65535, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is a number from 1 to 65535, got {text!r}")
+    return value
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--workers takes a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--workers takes a positive integer, got {text!r}")
+    return value
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    serve(
+        args.index,
+        host=args.host,
+        port=args.port,
+        api_key_env=args.api_key_env,
+        read_key_required=args.require_key_for_reads,
+        workers=args.workers,
+        readonly=args.readonly,
+    )
+    return 0
+
+
+def add_subcommand(commands: Any) -> None:
+    """Add ``serve`` to the ``weft-search`` subcommand parser."""
+    parser = commands.add_parser(
+        "serve",
+        help="serve an index over HTTP (JSON API under /v1; needs the 'server' extra)",
+        description="Serve the index at DIR over HTTP: search, batch search, documents, commit, stats, "
+        "ranking profiles, compare and rank_eval under /v1, /health, /metrics (Prometheus), /openapi.json. "
+        "Binds 127.0.0.1 unless --host says otherwise. With --api-key-env NAME, every write needs the key "
+        "held in the environment variable NAME (X-API-Key or Authorization: Bearer).",
+    )
+    parser.add_argument("--index", required=True, metavar="DIR", help="index directory")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    parser.add_argument("--port", type=_port, default=8080, help="port (default: %(default)s)")
+    parser.add_argument(
+        "--api-key-env", metavar="NAME", help="the environment variable holding the API key (never a file)"
+    )
+    parser.add_argument("--require-key-for-reads", action="store_true", help="reads need the key too")
+    parser.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        help="search processes; above 1, a writer process beside them takes the writes (default: 1)",
+    )
+    parser.add_argument(
+        "--readonly", action="store_true", help="open the index read-only (writes answer 409)"
+    )
+    parser.set_defaults(handler=_cmd_serve)

@@ -1,0 +1,211 @@
+"""The HTTP API against the library: same answers, typed errors as 4xx JSON naming the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.server.conftest import KEY, WRITE, vector
+from weftsearch import Document, Index, Query
+from weftsearch.eval.specs import ArmBuilder
+from weftsearch.server.app import ServerLimits, create_app
+
+
+def library_search(path: Path, spec: str, query: Query, k: int) -> tuple[list[str], list[float]]:
+    arm = ArmBuilder().arm(f"x={spec}")
+    with Index.open(path, readonly=True) as index:
+        results = index.search(query, k, arm.fuser, *arm.scorers, depth=max(arm.depth, k))
+        return list(results.keys), [float(s) for s in results.scores]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "bm25",
+        "rrf(bm25, vector, k=60)@100",
+        "weighted(bm25, vector, weights=[1, 0.5])",
+        "recency(half_life=30)",
+    ],
+)
+def test_search_answers_what_index_search_answers(index_path: Path, spec: str) -> None:
+    client_vector = [float(x) for x in vector(3)]
+    with TestClient(create_app(index_path)) as client:
+        response = client.post(
+            "/v1/search",
+            json={
+                "text": "graph ranking",
+                "vector": client_vector,
+                "spec": spec,
+                "k": 4,
+                "filter": "year >= 1991",
+            },
+        )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    query = Query(text="graph ranking", vector=vector(3), filter="year >= 1991")
+    keys, scores = library_search(index_path, spec, query, 4)
+    assert [hit["key"] for hit in body["hits"]] == keys
+    assert [hit["score"] for hit in body["hits"]] == scores
+    assert body["ranking"] == {"spec": spec}
+    assert all("signals" not in hit for hit in body["hits"])
+
+
+def test_explain_gives_each_signals_rank_and_contribution(open_client: TestClient) -> None:
+    body = open_client.post(
+        "/v1/search", json={"text": "graph", "spec": "rrf(bm25, recency(half_life=30))", "explain": True}
+    ).json()
+    hit = body["hits"][0]
+    assert [s["signal"] for s in hit["signals"]] == body["signals"]
+    assert sum(s["contribution"] for s in hit["signals"]) == pytest.approx(hit["score"])
+
+
+def test_batch_search_equals_single_searches(open_client: TestClient) -> None:
+    queries = [
+        {"text": "graph"},
+        {"text": "vector search", "filter": "source == 'a'"},
+        {"text": "nothing matches zzz"},
+    ]
+    batch = open_client.post("/v1/search/batch", json={"queries": queries, "spec": "bm25", "k": 3}).json()[
+        "results"
+    ]
+    singles = [open_client.post("/v1/search", json={**q, "spec": "bm25", "k": 3}).json() for q in queries]
+    assert [r["hits"] for r in batch] == [s["hits"] for s in singles]
+    assert batch[2]["hits"] == []
+
+
+def test_filter_errors_name_the_field_and_the_position(open_client: TestClient) -> None:
+    syntax = open_client.post("/v1/search", json={"text": "graph", "filter": "year >= "})
+    assert syntax.status_code == 400
+    error = syntax.json()["error"]
+    assert (error["type"], error["field"]) == ("FilterSyntaxError", "filter")
+    assert "character 8" in error["message"]
+    unknown = open_client.post("/v1/search", json={"text": "graph", "filter": "yeer >= 1"}).json()["error"]
+    assert unknown["type"] == "UnknownFieldError" and "year" in unknown["message"]
+    batch = open_client.post(
+        "/v1/search/batch", json={"queries": [{"text": "a"}, {"text": "b", "filter": "(("}]}
+    )
+    assert batch.status_code == 400 and batch.json()["error"]["field"] == "queries.1.filter"
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "status"),
+    [
+        ({"text": "x", "k": 0}, "k", 422),
+        ({"text": "x", "k": 51}, "k", 422),
+        ({"text": "x", "vector": [1.0, 2.0]}, "vector", 400),
+        ({"text": "x", "seeds": ["bad\nkey"]}, "seeds", 400),
+        ({"text": "x", "time": "not a time"}, "time", 400),
+        ({"text": "x", "spec": "rrf(bm25, nosuch)"}, "spec", 400),
+        ({"text": "x", "spec": "learned(bm25, vector)"}, "spec", 400),
+        ({"text": "x", "profile": "nosuch"}, "profile", 404),
+        ({"text": "x", "profile": "../../etc/passwd"}, "profile", 400),
+        ({"text": "x", "profile": {"name": "../etc", "version": 1}}, "profile", 422),
+        ({"text": "x", "spec": "bm25", "profile": "p"}, "profile", 400),
+        ({"text": "x", "index": "/tmp"}, "index", 422),
+        ({"text": "x", "k": "ten"}, "k", 422),
+    ],
+)
+def test_bad_requests_are_4xx_naming_the_field(
+    open_client: TestClient, body: dict[str, object], field: str, status: int
+) -> None:
+    response = open_client.post("/v1/search", json=body)
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["field"] == field
+
+
+def test_a_lone_surrogate_in_the_text_is_refused_naming_it(open_client: TestClient) -> None:
+    body = b'{"text": "a \\ud800 b"}'
+    response = open_client.post("/v1/search", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400 and response.json()["error"]["field"] == "text"
+
+
+def test_malformed_json_is_422(open_client: TestClient) -> None:
+    response = open_client.post(
+        "/v1/search", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422
+
+
+def test_documents_upsert_get_delete_commit_round_trip(index_path: Path) -> None:
+    with TestClient(create_app(index_path, api_key=KEY)) as client:
+        doc = {
+            "key": "n1",
+            "text": "fresh graph note",
+            "fields": {"year": 2020},
+            "links": ["d1"],
+            "time": "2020-01-02",
+        }
+        response = client.post("/v1/documents", json={"documents": [doc]}, headers=WRITE)
+        assert response.status_code == 200 and response.json()["upserted"] == 1
+        # visible to the next search at once (published), before any commit
+        hits = client.post("/v1/search", json={"text": "fresh note", "spec": "bm25"}).json()["hits"]
+        assert hits[0]["key"] == "n1"
+        got = client.get("/v1/documents/n1").json()
+        assert got["fields"] == {"year": 2020} and got["links"] == ["d1"] and got["time"] == 1577923200.0
+        assert client.delete("/v1/documents/d2", headers=WRITE).status_code == 200
+        assert client.get("/v1/documents/d2").status_code == 404
+        assert client.delete("/v1/documents/d2", headers=WRITE).status_code == 404
+        assert client.post("/v1/commit", headers=WRITE).status_code == 200
+        assert client.get("/v1/stats").json()["documents"] == 6
+    with Index.open(index_path, readonly=True) as index:
+        assert "n1" in index and "d2" not in index
+
+
+def test_a_bad_document_leaves_the_batch_unapplied(client: TestClient) -> None:
+    docs = [{"key": "ok", "text": "fine"}, {"key": "bad", "fields": {"year": "not a number"}}]
+    response = client.post("/v1/documents", json={"documents": docs}, headers=WRITE)
+    assert response.status_code == 400 and response.json()["error"]["type"] == "FieldTypeError"
+    assert client.get("/v1/documents/ok").status_code == 404
+
+
+def test_document_keys_are_keys_never_paths(client: TestClient) -> None:
+    assert client.get("/v1/documents/..%2F..%2Fetc%2Fpasswd").status_code == 404
+    response = client.post("/v1/documents", json={"documents": [{"key": "../x", "text": "t"}]}, headers=WRITE)
+    assert response.status_code == 200
+    assert client.get("/v1/documents/..%2Fx").json()["key"] == "../x"
+
+
+def test_stats_health_and_metrics(client: TestClient) -> None:
+    stats = client.get("/v1/stats").json()
+    assert stats["documents"] == 6 and stats["vector_dim"] == 8 and "path" not in stats
+    assert client.get("/health").json() == {"status": "ok"}
+    client.post("/v1/search", json={"text": "graph"})
+    client.post("/v1/search", json={"text": "graph", "k": 0})
+    text = client.get("/metrics").text
+    assert 'weft_requests_total{endpoint="/v1/search",method="POST",status="200"} 1.0' in text
+    assert 'weft_requests_total{endpoint="/v1/search",method="POST",status="422"} 1.0' in text
+    assert 'weft_request_seconds_bucket{endpoint="/v1/search",le="+Inf"} 2.0' in text
+    assert f"weft_index_generation {float(stats['generation'])}" in text
+    assert "weft_index_documents 6.0" in text
+
+
+def test_uncommitted_writes_are_committed_at_a_graceful_shutdown(index_path: Path) -> None:
+    with TestClient(create_app(index_path, api_key=KEY)) as client:
+        client.post("/v1/documents", json={"documents": [{"key": "late", "text": "t"}]}, headers=WRITE)
+    with Index.open(index_path, readonly=True) as index:
+        assert "late" in index
+
+
+def test_readonly_server_refuses_writes_and_sees_new_commits(index_path: Path) -> None:
+    with TestClient(create_app(index_path, readonly=True)) as reader, Index.open(index_path) as writer:
+        assert reader.post("/v1/documents", json={"documents": [{"key": "z"}]}).status_code == 409
+        writer.add(Document("z", "zebra"))
+        writer.commit()
+        hits = reader.post("/v1/search", json={"text": "zebra", "spec": "bm25"}).json()["hits"]
+        assert hits[0]["key"] == "z"  # the search itself adopted the commit
+        assert reader.get("/v1/documents/z").status_code == 200
+        assert reader.get("/v1/stats").json()["documents"] == 7
+
+
+def test_limits_are_configurable(index_path: Path) -> None:
+    limits = ServerLimits(max_query_chars=10, max_documents=1, max_batch=2)
+    with TestClient(create_app(index_path, limits=limits)) as client:
+        assert client.post("/v1/search", json={"text": "x" * 11}).json()["error"]["field"] == "text"
+        two = [{"key": "a1"}, {"key": "a2"}]
+        assert client.post("/v1/documents", json={"documents": two}).status_code == 422
+        queries = [{"text": "a"}] * 3
+        assert client.post("/v1/search/batch", json={"queries": queries}).status_code == 422
+    with pytest.raises(Exception, match="max_k"):
+        ServerLimits(max_k=0)

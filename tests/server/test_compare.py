@@ -1,0 +1,160 @@
+"""Compare and rank_eval: overlap measures, moves, and the eval package's measures and intervals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
+
+from weftsearch.errors import InvalidParameterError
+from weftsearch.eval.metrics import evaluate, run_from_rankings
+from weftsearch.eval.stats import paired_bootstrap
+from weftsearch.server.app import create_app
+from weftsearch.server.compare import jaccard, moved, rank_biased_overlap
+
+
+def reference_rbo(a: list[str], b: list[str], p: float) -> float:
+    """Webber et al. (2010) eq. 32, by sets at every depth."""
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    s, length = len(short), len(long_)
+
+    def overlap(d: int) -> int:
+        return len(set(short[: min(d, s)]) & set(long_[:d]))
+
+    total = sum(overlap(d) / d * p**d for d in range(1, length + 1))
+    total += sum(overlap(s) * (d - s) / (s * d) * p**d for d in range(s + 1, length + 1))
+    return (1 - p) / p * total + ((overlap(length) - overlap(s)) / length + overlap(s) / s) * p**length
+
+
+def test_rbo_known_values() -> None:
+    assert rank_biased_overlap(list("abc"), list("abc")) == pytest.approx(1.0)
+    assert rank_biased_overlap(list("abcdefghij"), list("abcdefghij"), 0.5) == pytest.approx(1.0)
+    assert rank_biased_overlap(list("abc"), list("xyz")) == 0.0
+    # X = 1, 1, 3: (1/9)(0.9 + 0.405 + 0.729) + 0.729
+    assert rank_biased_overlap(list("abc"), list("acb")) == pytest.approx(2.034 / 9 + 0.729)
+    assert rank_biased_overlap([], []) == 1.0 and rank_biased_overlap(["a"], []) == 0.0
+    with pytest.raises(InvalidParameterError):
+        rank_biased_overlap(["a", "a"], ["a"])
+    with pytest.raises(InvalidParameterError):
+        rank_biased_overlap(["a"], ["a"], 1.0)
+
+
+rankings = st.lists(st.sampled_from("abcdefghijkl"), min_size=1, max_size=12, unique=True)
+
+
+@given(rankings, rankings, st.sampled_from([0.5, 0.9, 0.98]))
+def test_rbo_matches_the_formula_and_is_symmetric(a: list[str], b: list[str], p: float) -> None:
+    value = rank_biased_overlap(a, b, p)
+    assert value == pytest.approx(reference_rbo(a, b, p), abs=1e-12)
+    assert value == pytest.approx(rank_biased_overlap(b, a, p), abs=1e-12)
+    assert -1e-12 <= value <= 1 + 1e-12
+
+
+def test_jaccard_and_moved() -> None:
+    assert jaccard(["a", "b"], ["b", "c"]) == pytest.approx(1 / 3)
+    assert jaccard([], []) == 1.0
+    assert moved(["a", "b", "c"], ["c", "a", "d"]) == [
+        {"key": "c", "rank_a": 3, "rank_b": 1, "change": 2},
+        {"key": "a", "rank_a": 1, "rank_b": 2, "change": -1},
+        {"key": "d", "rank_a": None, "rank_b": 3, "change": None},
+        {"key": "b", "rank_a": 2, "rank_b": None, "change": None},
+    ]
+
+
+QUERIES = {"q1": {"text": "graph ranking"}, "q2": {"text": "vector search"}, "q3": {"text": "hybrid text"}}
+QRELS = {"q1": {"d1": 1, "d4": 2}, "q2": {"d3": 1}, "q3": {"d6": 2, "d2": 1}}
+
+
+def test_compare_one_query(index_path: Path) -> None:
+    with TestClient(create_app(index_path)) as client:
+        body = {
+            "a": {"spec": "bm25"},
+            "b": {"spec": "rrf(bm25, recency(half_life=1))"},
+            "query": QUERIES["q1"],
+            "k": 4,
+        }
+        out = client.post("/v1/compare", json=body).json()
+        a_keys = [
+            h["key"]
+            for h in client.post("/v1/search", json={**QUERIES["q1"], "spec": "bm25", "k": 4}).json()["hits"]
+        ]
+    result = out["queries"]["q"]
+    assert [row["key"] for row in result["a"]] == a_keys
+    b_keys = [row["key"] for row in result["b"]]
+    assert result["moved"] == moved(a_keys, b_keys)
+    assert result["jaccard"] == jaccard(a_keys, b_keys)
+    assert result["rbo"] == rank_biased_overlap(a_keys, b_keys, 0.9)
+    assert out["a"] == {"spec": "bm25"} and "judged" not in out
+
+
+def test_compare_a_query_set_with_judgements_uses_the_eval_measures_and_bootstrap(index_path: Path) -> None:
+    with TestClient(create_app(index_path)) as client:
+        body = {
+            "a": {"spec": "bm25"},
+            "b": {"spec": "rrf(bm25, vector, k=60)"},
+            "queries": QUERIES,
+            "k": 5,
+            "judgements": QRELS,
+            "measures": ["nDCG@10", "P@5"],
+            "resamples": 200,
+            "seed": 7,
+        }
+        out = client.post("/v1/compare", json=body).json()
+    keys_a = {qid: [h["key"] for h in q["a"]] for qid, q in out["queries"].items()}
+    keys_b = {qid: [h["key"] for h in q["b"]] for qid, q in out["queries"].items()}
+    ndcg_a = evaluate(QRELS, run_from_rankings(keys_a), ["nDCG@10"]).per_query("nDCG@10")
+    ndcg_b = evaluate(QRELS, run_from_rankings(keys_b), ["nDCG@10"]).per_query("nDCG@10")
+    judged = out["judged"]["measures"]["nDCG@10"]
+    assert {qid: v["delta"] for qid, v in judged["per_query"].items()} == {
+        q: ndcg_b[q] - ndcg_a[q] for q in QRELS
+    }
+    expected = paired_bootstrap(ndcg_b, ndcg_a, resamples=200, seed=7)
+    assert (judged["difference"]["low"], judged["difference"]["high"]) == (expected.low, expected.high)
+    assert judged["difference"]["mean"] == expected.mean_difference
+    assert set(out["judged"]["measures"]) == {"nDCG@10", "P@5"}
+
+
+def test_rank_eval_reports_ir_measures_with_intervals(index_path: Path) -> None:
+    with TestClient(create_app(index_path)) as client:
+        body = {
+            "ranking": {"spec": "bm25"},
+            "queries": QUERIES,
+            "judgements": QRELS,
+            "resamples": 100,
+            "seed": 3,
+        }
+        out = client.post("/v1/rank_eval", json=body).json()
+        keys = {
+            qid: [
+                h["key"]
+                for h in client.post("/v1/search", json={**q, "spec": "bm25", "k": 100}).json()["hits"]
+            ]
+            for qid, q in QUERIES.items()
+        }
+        bad = client.post("/v1/rank_eval", json={**body, "measures": ["F1"]})
+        unjudged = client.post("/v1/rank_eval", json={**body, "judgements": {"zz": {"d1": 1}}})
+    assert set(out["measures"]) == {"nDCG@10", "P@10", "RR", "R@100"}
+    expected = evaluate(QRELS, run_from_rankings(keys), ["nDCG@10", "RR"])
+    for name in ("nDCG@10", "RR"):
+        got = out["measures"][name]
+        assert got["mean"] == expected.mean(name) and got["per_query"] == expected.per_query(name)
+        zeros = dict.fromkeys(QRELS, 0.0)
+        interval = paired_bootstrap(expected.per_query(name), zeros, resamples=100, seed=3)
+        assert (got["low"], got["high"]) == (interval.low, interval.high)
+        assert got["low"] <= got["mean"] <= got["high"]
+    assert bad.status_code == 400 and bad.json()["error"] == {
+        "type": "UnknownMeasureError",
+        "field": "measures",
+        "message": bad.json()["error"]["message"],
+    }
+    assert unjudged.status_code == 400 and "no query to evaluate" in unjudged.json()["error"]["message"]
+
+
+def test_compare_refuses_both_or_neither_query(index_path: Path) -> None:
+    with TestClient(create_app(index_path)) as client:
+        both = {"a": {}, "b": {}, "query": {"text": "x"}, "queries": {"q": {"text": "x"}}}
+        assert client.post("/v1/compare", json=both).status_code == 422
+        assert client.post("/v1/compare", json={"a": {}, "b": {}}).status_code == 422
