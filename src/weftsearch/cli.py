@@ -1026,6 +1026,9 @@ def build_parser() -> argparse.ArgumentParser:
     from weftsearch.bench.recall import add_subcommand as add_recall_command
 
     add_recall_command(commands)
+    from weftsearch.bench.loadgen import add_subcommand as add_bench_command
+
+    add_bench_command(commands)
     return parser
 
 
