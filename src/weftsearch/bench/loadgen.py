@@ -526,6 +526,9 @@ class NoopTarget:
 
 _REQUEST = struct.Struct("<qq")
 _REPLY = struct.Struct("<qdd?")
+#: Tells a worker to exit. Closing the pipe is not enough: while the collector thread polls a
+#: connection, Linux keeps the socket open after close(), so the worker would never see EOF.
+_STOP = b"stop"
 
 
 def _process_worker(searcher: Searcher, connection: Connection, threads: int) -> None:
@@ -552,6 +555,8 @@ def _process_worker(searcher: Searcher, connection: Connection, threads: int) ->
                 data = connection.recv_bytes()
             except EOFError:
                 return
+            if data == _STOP:
+                return
             answer(*_REQUEST.unpack(data))
     jobs: queue.SimpleQueue[tuple[int, int] | None] = queue.SimpleQueue()
 
@@ -566,6 +571,8 @@ def _process_worker(searcher: Searcher, connection: Connection, threads: int) ->
         try:
             data = connection.recv_bytes()
         except EOFError:
+            break
+        if data == _STOP:
             break
         request, item = _REQUEST.unpack(data)
         jobs.put((request, item))
@@ -595,6 +602,8 @@ class ProcessTarget:
         self._callbacks: dict[int, Done] = {}
         self._lock = threading.Lock()
         self._collector: threading.Thread | None = None
+        #: The workers' exit codes after :meth:`close` (0: each stopped when told to).
+        self.exit_codes: list[int | None] = []
 
     @property
     def name(self) -> str:
@@ -665,16 +674,20 @@ class ProcessTarget:
         return [int(p.pid) for p in self._processes]
 
     def close(self) -> None:
-        """Close the pipes (the workers exit at EOF) and wait for them."""
+        """Tell the workers to stop, wait for them (and the collector), close the pipes."""
         for connection in self._connections:
-            connection.close()
+            with suppress(OSError):
+                connection.send_bytes(_STOP)
         for process in self._processes:
             process.join(timeout=30)
             if process.is_alive():
                 process.terminate()
                 process.join(timeout=5)
+        self.exit_codes = [process.exitcode for process in self._processes]
         if self._collector is not None:
-            self._collector.join(timeout=5)
+            self._collector.join(timeout=5)  # it ends when every worker's end has closed
+        for connection in self._connections:
+            connection.close()
         self._connections.clear()
         self._processes.clear()
         self._collector = None
@@ -1598,7 +1611,14 @@ def load_command(args: argparse.Namespace) -> int:
         for arm in arms:
             for kind in args.target:
                 searcher = WeftSearcher(str(root / "weft"), workload, arm, args.k, args.depth)
-                target = _target(kind, searcher, "weft")
+                target: Target
+                if kind.startswith(("http://", "https://")):
+                    target = HttpTarget(
+                        kind, workload, k=args.k, hybrid=arm == "hybrid", path=args.http_path, cap=args.cap,
+                        server_pids=args.server_pid or (),
+                    )  # fmt: skip
+                else:
+                    target = _target(kind, searcher, "weft")
                 target.start()
                 try:
                     mine = run_ladder(target, len(workload), arm=arm, engine="weft-search", **common)
@@ -1608,8 +1628,8 @@ def load_command(args: argparse.Namespace) -> int:
                 sys.stdout.write(format_ladder(mine) + "\n")
                 sys.stdout.flush()
                 highest = max(highest, max(r.offered for r in mine.rungs))
-                if not args.peer:
-                    continue
+                if not args.peer or isinstance(target, HttpTarget):
+                    continue  # a server's peer is run by whoever runs the peer's server
                 peer: Searcher
                 if arm == "bm25":
                     peer, engine = TantivySearcher(str(root / "tantivy"), workload, args.k), "tantivy"
@@ -1761,7 +1781,13 @@ def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     load.add_argument(
         "--target", action="append", default=None, metavar="KIND",
-        help="threads:N, processes:N or processes:NxT (repeatable; default threads:2)",
+        help="threads:N, processes:N, processes:NxT or a server's base URL http://HOST:PORT "
+        "(repeatable; default threads:2)",
+    )  # fmt: skip
+    load.add_argument("--http-path", default="/search", help="the search path of an HTTP target (/search)")
+    load.add_argument(
+        "--server-pid", type=_positive_int, action="append", metavar="PID",
+        help="a process of the HTTP server, whose memory, CPU and faults to measure (repeatable)",
     )  # fmt: skip
     load.add_argument("--arms", default="bm25", help="bm25, hybrid or bm25,hybrid (default bm25)")
     load.add_argument("--no-peer", dest="peer", action="store_false", help="leave out tantivy / LanceDB")
