@@ -378,6 +378,9 @@ class LanceSearcher:
 
     def open(self) -> Callable[[int], object]:
         """Open the LanceDB table ``docs`` at ``path``; the search function of query number ``item``."""
+        # LanceDB's Rust side logs a deprecation warning per hybrid query on stderr unless told not
+        # to (read at import): it would drown the progress lines and charge the peer for the writes.
+        os.environ.setdefault("LANCEDB_LOG", "error")
         try:
             import lancedb
             from lancedb.rerankers import RRFReranker
@@ -1510,6 +1513,7 @@ def _build_tantivy(path: Path, keys: Sequence[str], texts: Sequence[str]) -> Non
 
 
 def _build_lance(path: Path, keys: Sequence[str], texts: Sequence[str], vectors: NDArray[np.float32]) -> None:
+    os.environ.setdefault("LANCEDB_LOG", "error")  # see LanceSearcher.open
     try:
         import lancedb
         import pyarrow as pa
@@ -1602,6 +1606,9 @@ def load_command(args: argparse.Namespace) -> int:
         root = Path(tmp)
         print(f"[load] building the indexes in {root}", file=out, flush=True)
         _build_weft(root / "weft", keys, texts, doc_vectors)
+        if args.commit_under_load:
+            # First, before a peer is imported into this process: the commit forks its encoder.
+            commit_result = _commit_run(args, root, keys, texts, workload, doc_vectors, arms[0], out)
         if args.peer and "bm25" in arms:
             _build_tantivy(root / "tantivy", keys, texts)
         if args.peer and "hybrid" in arms:
@@ -1657,8 +1664,6 @@ def load_command(args: argparse.Namespace) -> int:
                 f"{_ms(calibration.latency['max'])} ms; dispatcher lag p99 {_ms(calibration.lag['p99'])} ms; "
                 f"achieved {calibration.achieved:,.1f} q/s; CPU {calibration.cpu_seconds:.2f} s"
             )
-        if args.commit_under_load:
-            commit_result = _commit_run(args, root, keys, texts, workload, doc_vectors, arms[0], results, out)
     payload = {
         "machine": state,
         "machine_after": _machine_state(),
@@ -1686,14 +1691,16 @@ def _commit_run(
     workload: Workload,
     doc_vectors: NDArray[np.float32] | None,
     arm: str,
-    results: Sequence[LadderResult],
     out: TextIO,
 ) -> CommitResult:
-    """The 50% rung of the first in-process ladder, with one commit of ``--commit-docs`` and a merge."""
+    """The 50% rung of an in-process target, with one commit of ``--commit-docs`` and a merge.
+
+    The rate is half the target's own sequential throughput, measured on the
+    writer before the documents to commit are added.
+    """
     from weftsearch.engine.documents import Document
     from weftsearch.engine.index import Index
 
-    mine = next((r for r in results if r.engine == "weft-search" and r.arm == arm), None)
     path = root / "commit"
     _build_weft(path, keys, texts, doc_vectors if arm == "hybrid" else None)
     index = Index.open(path)
@@ -1702,10 +1709,7 @@ def _commit_run(
         target = ThreadTarget(weft_search_function(index, workload, arm, args.k, args.depth), threads, "weft")
         target.start()
         try:
-            if mine is not None and mine.target == target.name:
-                sequential = mine.sequential_qps
-            else:
-                sequential = sequential_throughput(target, len(workload), seconds=args.sequential_seconds)
+            sequential = sequential_throughput(target, len(workload), seconds=args.sequential_seconds)
             rate = sequential * 0.5
             n = args.commit_docs
             vectors = doc_vectors if arm == "hybrid" else None
@@ -1721,7 +1725,7 @@ def _commit_run(
                 ),
                 progress=False,
             )
-            seconds = rung_seconds_for(rate, args.rung_seconds, args.min_requests)
+            seconds = args.commit_seconds or rung_seconds_for(rate, args.rung_seconds, args.min_requests)
             result = commit_under_load(
                 target, index, len(workload), rate, seconds, cap=args.cap, seed=args.seed, progress=out
             )
@@ -1813,6 +1817,11 @@ def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     load.add_argument("--commit-under-load", action="store_true", help="one commit + merge at the 50%% rung")
     load.add_argument("--commit-docs", type=_positive_int, default=20_000, metavar="N")
+    load.add_argument(
+        "--commit-seconds", type=_positive_float, metavar="S",
+        help="length of the commit-under-load rung (default: as the other rungs); the commit starts "
+        "a third of the way in",
+    )  # fmt: skip
     load.add_argument(
         "--workdir", metavar="DIR", help="where the temporary indexes go (default: the system's)"
     )
