@@ -1652,6 +1652,7 @@ def load_command(args: argparse.Namespace) -> int:
                 finally:
                     peer_target.close()
                 results.append(theirs)
+                highest = max(highest, *(r.offered for r in (*theirs.rungs, *theirs.absolute)))
                 sys.stdout.write(format_ladder(theirs) + "\n")
                 sys.stdout.flush()
         if args.calibrate and highest > 0:
