@@ -230,6 +230,19 @@ def test_a_progress_line_appears_while_a_rung_runs() -> None:
     assert all("sent" in line and "shed" in line and "in flight" in line for line in lines)
 
 
+@pytest.mark.parametrize("seconds", [0.0, 10.5, 60.0])
+def test_progress_lines_cannot_be_spaced_beyond_ten_seconds(seconds: float) -> None:
+    with pytest.raises(InvalidParameterError, match="at least every 10 s"):
+        run_rung(HoldingTarget(), _fixed([0.0]), progress_seconds=seconds)
+
+
+def test_the_command_refuses_progress_lines_spaced_beyond_ten_seconds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert weft_cli.main(["bench", "load", "--data", "x", "--progress-seconds", "30"]) == 2
+    assert "--progress-seconds 30" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------------- ladder math
 
 

@@ -98,6 +98,7 @@ from weftsearch.errors import InvalidParameterError, MissingDependencyError
 
 __all__ = [
     "DEFAULT_CAP",
+    "MAX_PROGRESS_SECONDS",
     "DEFAULT_RUNGS",
     "Schedule",
     "poisson_schedule",
@@ -133,6 +134,8 @@ __all__ = [
 DEFAULT_CAP = 32
 #: The ladder's rungs, as fractions of the measured sequential throughput.
 DEFAULT_RUNGS: tuple[float, ...] = (0.125, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+#: A rung prints a progress line at least this often (seconds), so it never looks hung.
+MAX_PROGRESS_SECONDS = 10.0
 #: Histogram range: 1 microsecond to one hour, 3 significant digits.
 _HIST_MAX_US = 3_600_000_000
 _US = 1e6
@@ -970,6 +973,10 @@ def run_rung(
     """
     if cap <= 0:
         raise InvalidParameterError(f"the in-flight cap must be positive, got {cap}")
+    if not 0 < progress_seconds <= MAX_PROGRESS_SECONDS:
+        raise InvalidParameterError(
+            f"progress lines come at least every {MAX_PROGRESS_SECONDS:g} s; got {progress_seconds!r}"
+        )
     n = len(schedule)
     starts = np.zeros(n)
     ends = np.zeros(n)
@@ -1838,6 +1845,11 @@ def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 def _load_handler(args: argparse.Namespace) -> int:
     if args.target is None:
         args.target = ["threads:2"]
+    if args.progress_seconds > MAX_PROGRESS_SECONDS:
+        raise InvalidParameterError(
+            f"--progress-seconds {args.progress_seconds:g}: a progress line comes at least every "
+            f"{MAX_PROGRESS_SECONDS:g} s"
+        )
     if args.headline not in args.rungs:
         raise InvalidParameterError(f"--headline {args.headline} is not one of --rungs {args.rungs}")
     return load_command(args)
