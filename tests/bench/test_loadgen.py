@@ -338,6 +338,8 @@ def test_a_tiny_in_process_ladder_runs_end_to_end(
     assert len(ladder.repetitions) == 2 and ladder.repetitions[0] is ladder.rungs[2]
     assert ladder.repetitions[1].seed != ladder.repetitions[0].seed
     assert [r.offered for r in ladder.absolute] == [50.0]
+    # At another target's rate i, the very schedule that target's rung i had (seed + i).
+    assert ladder.absolute[0].seed == ladder.rungs[0].seed
     for rung in [*ladder.rungs, *ladder.repetitions, *ladder.absolute]:
         assert rung.completed + rung.shed + rung.unfinished == rung.scheduled
         assert rung.errors == 0
@@ -349,7 +351,26 @@ def test_a_tiny_in_process_ladder_runs_end_to_end(
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_a_process_target_answers_through_its_workers(small_index: tuple[str, Workload]) -> None:
+@pytest.fixture
+def no_leftover_children() -> Iterator[None]:
+    """Stop multiprocessing's resource tracker afterwards if this test started it.
+
+    Spawning a worker starts the tracker, a child of this process that outlives
+    the workers; other tests (tests/engine/test_ingest.py) check that this
+    process has no children left.
+    """
+    from multiprocessing import resource_tracker
+
+    tracker: Any = resource_tracker._resource_tracker
+    running_before = tracker._fd is not None
+    yield
+    if not running_before:
+        tracker._stop()
+
+
+def test_a_process_target_answers_through_its_workers(
+    small_index: tuple[str, Workload], no_leftover_children: None
+) -> None:
     path, workload = small_index
     target = ProcessTarget(WeftSearcher(path, workload, "bm25"), 2)
     target.start()

@@ -1228,8 +1228,10 @@ def run_ladder(
     ``target`` must be started. Rung ``i`` uses seed ``seed + i``; repetition
     ``j`` of the headline rung (``j`` >= 1; the ladder's own rung is the first)
     uses ``seed + 1000 + j``; ``absolute_rates`` (a peer run at another
-    target's rates) use ``seed + 2000 + i``. ``sequential`` skips the
-    measurement and uses that throughput.
+    target's rates, in that target's rung order) use ``seed + i`` too, so at
+    the same rate and length the peer receives the very schedule, arrival for
+    arrival and query for query, that the other target's rung ``i`` received.
+    ``sequential`` skips the measurement and uses that throughput.
 
     Raises:
         InvalidParameterError: bad fractions, lengths or counts.
@@ -1268,7 +1270,7 @@ def run_ladder(
         for j in range(1, repetitions)
     ]
     absolute = [
-        rung(rate, seed + 2000 + i, None, f"{target.name} {arm} at {rate:,.1f} q/s")
+        rung(rate, seed + i, None, f"{target.name} {arm} at {rate:,.1f} q/s")
         for i, rate in enumerate(absolute_rates)
     ]
     return LadderResult(
