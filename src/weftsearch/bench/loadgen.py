@@ -113,6 +113,7 @@ __all__ = [
     "NoopTarget",
     "Workload",
     "WeftSearcher",
+    "weft_search_function",
     "TantivySearcher",
     "LanceSearcher",
     "SleepSearcher",
@@ -1445,7 +1446,7 @@ def plot_ladder(results: Sequence[LadderResult], path: str | Path, *, title: str
             color = f"C{number}"
             rungs = sorted(result.rungs, key=lambda r: r.offered)
             x = [r.offered for r in rungs]
-            label = f"{result.engine} {result.target}"
+            label = result.target  # "weft threads:2", "tantivy processes:2", ...
             axes.plot(x, [r.latency["p50"] for r in rungs], "o-", color=color, label=f"{label} p50")
             axes.plot(x, [r.latency["p99"] for r in rungs], "s--", color=color, label=f"{label} p99")
             shed = [r for r in rungs if r.shed]
