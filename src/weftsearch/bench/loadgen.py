@@ -1449,6 +1449,11 @@ def plot_ladder(results: Sequence[LadderResult], path: str | Path, *, title: str
             label = result.target  # "weft threads:2", "tantivy processes:2", ...
             axes.plot(x, [r.latency["p50"] for r in rungs], "o-", color=color, label=f"{label} p50")
             axes.plot(x, [r.latency["p99"] for r in rungs], "s--", color=color, label=f"{label} p99")
+            if result.absolute:  # a peer at the other target's rates: p99 only, hollow triangles
+                axes.plot(
+                    [r.offered for r in result.absolute], [r.latency["p99"] for r in result.absolute], "^",
+                    color=color, mfc="none", label=f"{label} p99 at the engine's rates",
+                )  # fmt: skip
             shed = [r for r in rungs if r.shed]
             if shed:
                 axes.plot(
