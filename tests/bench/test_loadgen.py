@@ -282,6 +282,29 @@ def test_the_unloaded_denominator_is_the_lowest_open_loop_rung() -> None:
     assert "2.00x" in table and "3.00x" in table
 
 
+def test_the_denominator_is_the_larger_of_through_the_target_and_the_bare_search() -> None:
+    # A pool whose every request sleeps 5 ms, and a bare function that does not: the rungs are
+    # fractions of whichever sequential figure is larger, and both are reported.
+    calls: list[int] = []
+    target = ThreadTarget(SleepSearcher(0.005), 1, "sleep")
+    target.start()
+    try:
+        ladder = run_ladder(
+            target, 3, arm="bm25", engine="e", fractions=(0.25,), headline=0.25, rung_seconds=0.2,
+            min_requests=1, sequential_seconds=0.2, repetitions=1, direct=calls.append,
+            progress=io.StringIO(),
+        )  # fmt: skip
+    finally:
+        target.close()
+    assert calls  # the bare function was called in the tight loop
+    assert ladder.through_target_qps is not None and ladder.direct_qps is not None
+    assert ladder.sequential_qps == max(ladder.through_target_qps, ladder.direct_qps)
+    assert ladder.rungs[0].offered == pytest.approx(0.25 * ladder.sequential_qps)
+    record = ladder.to_dict()
+    assert record["sequential_direct_qps"] == ladder.direct_qps
+    assert "the larger of" in format_ladder(ladder)
+
+
 def test_the_headline_must_be_one_of_the_rungs() -> None:
     with pytest.raises(InvalidParameterError, match="headline"):
         run_ladder(

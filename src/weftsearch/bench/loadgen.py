@@ -122,6 +122,7 @@ __all__ = [
     "CommitResult",
     "run_rung",
     "sequential_throughput",
+    "direct_throughput",
     "calibrate",
     "run_ladder",
     "commit_under_load",
@@ -484,6 +485,13 @@ class ThreadTarget:
             except Exception:
                 ok = False
             done(request, started, clock(), ok)
+
+    @property
+    def search_function(self) -> Callable[[int], object]:
+        """The search function the threads call (after :meth:`start`)."""
+        if self._search is None:
+            raise InvalidParameterError("start the target before asking for its search function")
+        return self._search
 
     def submit(self, request: int, item: int, done: Done) -> None:
         """Queue the request for the first free thread."""
@@ -1144,6 +1152,29 @@ def sequential_throughput(
             return count / (now - began)
 
 
+def direct_throughput(
+    search: Callable[[int], object], n_items: int, *, seconds: float = 10.0, warmup: int = 200, seed: int = 0
+) -> float:
+    """Calls per second of ``search`` in a tight loop on the calling thread (no target, no handoff).
+
+    The same queries as :func:`sequential_throughput` (drawn from ``seed``),
+    after ``warmup`` untimed calls.
+    """
+    rng = np.random.Generator(np.random.PCG64(seed))
+    items = rng.integers(0, n_items, size=max(warmup, 1) + 65_536).tolist()  # cycled
+    for item in items[:warmup]:
+        search(item)
+    count = 0
+    began = time.perf_counter()
+    deadline = began + seconds
+    while True:
+        search(items[(warmup + count) % len(items)])
+        count += 1
+        now = time.perf_counter()
+        if now >= deadline:
+            return count / (now - began)
+
+
 def calibrate(rate: float, seconds: float, *, seed: int = 0, progress: TextIO | None = None) -> RungResult:
     """The driver against :class:`NoopTarget` at ``rate``: its own overhead, as latency and lag."""
     schedule = poisson_schedule(rate, seconds, seed, 1)
@@ -1166,6 +1197,10 @@ class LadderResult:
     repetitions: list[RungResult]
     headline: float
     absolute: list[RungResult] = field(default_factory=list)
+    #: One request at a time through the target, and the bare search function in a tight
+    #: loop (``None`` when not measured); ``sequential_qps`` is the larger of the two.
+    through_target_qps: float | None = None
+    direct_qps: float | None = None
 
     @property
     def lowest(self) -> RungResult:
@@ -1189,6 +1224,8 @@ class LadderResult:
             "engine": self.engine,
             "rss_scope": self.rss_scope,
             "sequential_qps": self.sequential_qps,
+            "sequential_through_target_qps": self.through_target_qps,
+            "sequential_direct_qps": self.direct_qps,
             "unloaded_denominator": f"lowest open-loop rung ({lowest.offered:.1f} q/s)",
             "rungs": [
                 {
@@ -1223,6 +1260,7 @@ def run_ladder(
     progress: TextIO | None = None,
     progress_seconds: float = 5.0,
     sequential: float | None = None,
+    direct: Callable[[int], object] | None = None,
 ) -> LadderResult:
     """Sequential throughput, then a rung at each fraction of it, then the headline rung again.
 
@@ -1234,6 +1272,13 @@ def run_ladder(
     arrival and query for query, that the other target's rung ``i`` received.
     ``sequential`` skips the measurement and uses that throughput.
 
+    Sequential throughput is measured one request at a time through ``target``
+    and, when ``direct`` (the bare search function) is given, in a tight loop
+    calling it; the rungs are fractions of the **larger** figure. Handing a
+    request to a thread or a process costs time a tight loop does not pay, so
+    a denominator measured through the target alone would offer every rung a
+    lower rate than the engine's own speed: the larger one never flatters.
+
     Raises:
         InvalidParameterError: bad fractions, lengths or counts.
 
@@ -1243,13 +1288,21 @@ def run_ladder(
     if headline not in fractions:
         raise InvalidParameterError(f"the headline rung {headline} is not one of the rungs {list(fractions)}")
     out = sys.stderr if progress is None else progress
+    through: float | None = None
+    tight: float | None = None
     if sequential is None:
         print(
             f"[load] {target.name} {arm}: sequential throughput ({sequential_seconds:g} s)",
             file=out,
             flush=True,
         )
-        sequential = sequential_throughput(target, n_items, seconds=sequential_seconds, seed=seed)
+        through = sequential_throughput(target, n_items, seconds=sequential_seconds, seed=seed)
+        tight = (
+            None
+            if direct is None
+            else direct_throughput(direct, n_items, seconds=sequential_seconds, seed=seed)
+        )
+        sequential = max(through, tight or 0.0)
     rates = ladder_rates(sequential, fractions)
 
     def rung(rate: float, rung_seed: int, fraction: float | None, label: str) -> RungResult:
@@ -1275,7 +1328,17 @@ def run_ladder(
         for i, rate in enumerate(absolute_rates)
     ]
     return LadderResult(
-        target.name, arm, engine, target.rss_scope, sequential, rungs, reps, headline, absolute
+        target.name,
+        arm,
+        engine,
+        target.rss_scope,
+        sequential,
+        rungs,
+        reps,
+        headline,
+        absolute,
+        through,
+        tight,
     )
 
 
@@ -1406,7 +1469,13 @@ def format_ladder(result: LadderResult) -> str:
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     lines = [
         f"{result.engine} {result.arm} on {result.target}: "
-        f"sequential throughput {result.sequential_qps:,.1f} q/s",
+        f"sequential throughput {result.sequential_qps:,.1f} q/s"
+        + (
+            f" (the larger of: one at a time through the target {result.through_target_qps:,.1f}, "
+            f"the bare search in a tight loop {result.direct_qps:,.1f})"
+            if result.through_target_qps is not None and result.direct_qps is not None
+            else ""
+        ),
         "latency from each request's scheduled arrival (ms); svc = service time; "
         "lag = dispatcher lateness (ms); "
         f"unloaded denominator (/low) = the lowest open-loop rung, {lowest.offered:,.1f} q/s; "
@@ -1568,6 +1637,15 @@ def _target(kind: str, searcher: Searcher, label: str) -> Target:
     raise InvalidParameterError(f"unknown target {kind!r}: expected threads:N, processes:N or processes:NxT")
 
 
+def _direct(target: Target, searcher: Searcher) -> Callable[[int], object] | None:
+    """The bare search function for the tight sequential loop: the pool's own, or opened here."""
+    if isinstance(target, ThreadTarget):
+        return target.search_function
+    if isinstance(target, ProcessTarget):
+        return searcher.open()  # in this process, which a process target's figures leave out
+    return None
+
+
 def _fractions(text: str) -> list[float]:
     try:
         values = [float(p) for p in text.split(",") if p.strip()]
@@ -1645,7 +1723,10 @@ def load_command(args: argparse.Namespace) -> int:
                     target = _target(kind, searcher, "weft")
                 target.start()
                 try:
-                    mine = run_ladder(target, len(workload), arm=arm, engine="weft-search", **common)
+                    direct = _direct(target, searcher)
+                    mine = run_ladder(
+                        target, len(workload), arm=arm, engine="weft-search", direct=direct, **common
+                    )
                 finally:
                     target.close()
                 results.append(mine)
@@ -1663,7 +1744,7 @@ def load_command(args: argparse.Namespace) -> int:
                 peer_target.start()
                 try:
                     theirs = run_ladder(
-                        peer_target, len(workload), arm=arm, engine=engine,
+                        peer_target, len(workload), arm=arm, engine=engine, direct=_direct(peer_target, peer),
                         absolute_rates=[r.offered for r in mine.rungs], **common,
                     )  # fmt: skip
                 finally:
