@@ -302,7 +302,13 @@ def test_the_denominator_is_the_larger_of_through_the_target_and_the_bare_search
     assert ladder.rungs[0].offered == pytest.approx(0.25 * ladder.sequential_qps)
     record = ladder.to_dict()
     assert record["sequential_direct_qps"] == ladder.direct_qps
-    assert "the larger of" in format_ladder(ladder)
+    assert "tight loop" in format_ladder(ladder)
+
+
+@pytest.mark.parametrize(("choice", "direct"), [("fastest", None), ("direct", None)])
+def test_an_unknown_or_impossible_denominator_is_refused(choice: str, direct: Any) -> None:
+    with pytest.raises(InvalidParameterError, match="sequential_from"):
+        run_ladder(HoldingTarget(), 1, arm="bm25", engine="e", sequential_from=choice, direct=direct)
 
 
 def test_the_headline_must_be_one_of_the_rungs() -> None:
@@ -499,6 +505,7 @@ def test_the_command_is_wired_with_the_documented_defaults() -> None:
         60.0, 5000, 32, 3, 1.0,
     )  # fmt: skip
     assert args.peer and args.calibrate and not args.commit_under_load
+    assert args.denominator == "max"
 
 
 def test_a_headline_outside_the_rungs_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:

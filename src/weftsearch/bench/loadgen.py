@@ -1261,6 +1261,7 @@ def run_ladder(
     progress_seconds: float = 5.0,
     sequential: float | None = None,
     direct: Callable[[int], object] | None = None,
+    sequential_from: str = "max",
 ) -> LadderResult:
     """Sequential throughput, then a rung at each fraction of it, then the headline rung again.
 
@@ -1278,6 +1279,7 @@ def run_ladder(
     request to a thread or a process costs time a tight loop does not pay, so
     a denominator measured through the target alone would offer every rung a
     lower rate than the engine's own speed: the larger one never flatters.
+    ``sequential_from`` chooses otherwise: ``"target"`` or ``"direct"`` alone.
 
     Raises:
         InvalidParameterError: bad fractions, lengths or counts.
@@ -1285,6 +1287,11 @@ def run_ladder(
     """
     if repetitions < 1:
         raise InvalidParameterError(f"repetitions must be at least 1, got {repetitions}")
+    if sequential_from not in ("max", "target", "direct") or (sequential_from == "direct" and direct is None):
+        raise InvalidParameterError(
+            "sequential_from must be max, target or direct (direct needs a search function), "
+            f"got {sequential_from!r}"
+        )
     if headline not in fractions:
         raise InvalidParameterError(f"the headline rung {headline} is not one of the rungs {list(fractions)}")
     out = sys.stderr if progress is None else progress
@@ -1302,7 +1309,12 @@ def run_ladder(
             if direct is None
             else direct_throughput(direct, n_items, seconds=sequential_seconds, seed=seed)
         )
-        sequential = max(through, tight or 0.0)
+        if sequential_from == "target" or tight is None:
+            sequential = through
+        elif sequential_from == "direct":
+            sequential = tight
+        else:
+            sequential = max(through, tight)
     rates = ladder_rates(sequential, fractions)
 
     def rung(rate: float, rung_seed: int, fraction: float | None, label: str) -> RungResult:
@@ -1471,7 +1483,7 @@ def format_ladder(result: LadderResult) -> str:
         f"{result.engine} {result.arm} on {result.target}: "
         f"sequential throughput {result.sequential_qps:,.1f} q/s"
         + (
-            f" (the larger of: one at a time through the target {result.through_target_qps:,.1f}, "
+            f" (one at a time through the target {result.through_target_qps:,.1f}, "
             f"the bare search in a tight loop {result.direct_qps:,.1f})"
             if result.through_target_qps is not None and result.direct_qps is not None
             else ""
@@ -1690,11 +1702,13 @@ def load_command(args: argparse.Namespace) -> int:
     print(f"[load] machine: {state}", file=out, flush=True)
     results: list[LadderResult] = []
     calibration: RungResult | None = None
+    handoffs: list[RungResult] = []
     commit_result: CommitResult | None = None
     keys, texts, workload, doc_vectors = _scifact(args.data, "hybrid" in arms)
     common = dict(
         fractions=args.rungs, rung_seconds=args.rung_seconds, min_requests=args.min_requests,
         sequential_seconds=args.sequential_seconds, repetitions=args.repetitions, headline=args.headline,
+        sequential_from=args.denominator,
         cap=args.cap, seed=args.seed, progress=out, progress_seconds=args.progress_seconds,
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="weft-load-", dir=args.workdir) as tmp:
@@ -1754,15 +1768,26 @@ def load_command(args: argparse.Namespace) -> int:
                 sys.stdout.write(format_ladder(theirs) + "\n")
                 sys.stdout.flush()
         if args.calibrate and highest > 0:
-            print(f"[load] dispatcher overhead: no-op target at {highest:,.1f} q/s", file=out, flush=True)
-            calibration = calibrate(highest, min(args.rung_seconds, 10.0), seed=args.seed, progress=out)
-            print(
-                f"driver alone (no-op target) at {highest:,.1f} q/s: "
-                f"latency p50 {_ms(calibration.latency['p50'])}, "
-                f"p99 {_ms(calibration.latency['p99'])}, p99.9 {_ms(calibration.latency['p99.9'])}, max "
-                f"{_ms(calibration.latency['max'])} ms; dispatcher lag p99 {_ms(calibration.lag['p99'])} ms; "
-                f"achieved {calibration.achieved:,.1f} q/s; CPU {calibration.cpu_seconds:.2f} s"
-            )
+            seconds = min(args.rung_seconds, 10.0)
+            print(f"[load] dispatcher overhead: no-op targets at {highest:,.1f} q/s", file=out, flush=True)
+            calibration = calibrate(highest, seconds, seed=args.seed, progress=out)
+            _print_calibration("driver alone (no-op on its own thread)", calibration)
+            for kind in args.target:
+                if kind.startswith(("http://", "https://")):
+                    continue
+                # The same pool or workers with a search that does nothing: the ceiling of the
+                # driver plus the handoff (queue, pipes), which no engine behind it can beat.
+                noop = _target(kind, SleepSearcher(0.0), "no-op")
+                noop.start()
+                try:
+                    schedule = poisson_schedule(highest, seconds, args.seed, 1)
+                    result = run_rung(
+                        noop, schedule, cap=args.cap, label=f"{noop.name} (no-op search)", progress=out
+                    )
+                finally:
+                    noop.close()
+                handoffs.append(result)
+                _print_calibration(f"driver + {noop.name} with a no-op search", result)
     payload = {
         "machine": state,
         "machine_after": _machine_state(),
@@ -1771,6 +1796,7 @@ def load_command(args: argparse.Namespace) -> int:
         "unloaded_denominator": "the lowest open-loop rung",
         "ladders": [r.to_dict() for r in results],
         "driver_overhead": None if calibration is None else calibration.to_dict(),
+        "driver_and_handoff_overhead": [r.to_dict() for r in handoffs],
         "commit_under_load": None if commit_result is None else commit_result.to_dict(),
     }
     if args.json is not None:
@@ -1780,6 +1806,15 @@ def load_command(args: argparse.Namespace) -> int:
         plot_ladder(results, args.plot, title=f"SciFact, {state['date_utc']}")
         print(f"wrote {args.plot}", file=out)
     return 0
+
+
+def _print_calibration(what: str, result: RungResult) -> None:
+    print(
+        f"{what} at {result.offered:,.1f} q/s: latency p50 {_ms(result.latency['p50'])}, "
+        f"p99 {_ms(result.latency['p99'])}, p99.9 {_ms(result.latency['p99.9'])}, max "
+        f"{_ms(result.latency['max'])} ms; dispatcher lag p99 {_ms(result.lag['p99'])} ms; "
+        f"achieved {result.achieved:,.1f} q/s, shed {result.shed:,}; CPU {result.cpu_seconds:.2f} s"
+    )
 
 
 def _commit_run(
@@ -1898,6 +1933,11 @@ def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     load.add_argument("--rung-seconds", type=_positive_float, default=60.0, metavar="S")
     load.add_argument("--min-requests", type=_positive_int, default=5_000, metavar="N")
     load.add_argument("--sequential-seconds", type=_positive_float, default=10.0, metavar="S")
+    load.add_argument(
+        "--denominator", choices=("max", "target", "direct"), default="max",
+        help="the sequential throughput the rungs are fractions of: the larger of one at a time through "
+        "the target and the bare search in a tight loop (max, the default), or either alone",
+    )  # fmt: skip
     load.add_argument(
         "--repetitions", type=_positive_int, default=3, metavar="N", help="of the headline rung"
     )
