@@ -412,6 +412,23 @@ def test_the_web_stack_stays_inside_the_server_app() -> None:
             top = ref.target.split(".")[0]
             if top in WEB_STACK and not (module == f"{SERVER}.command" and top == "uvicorn"):
                 problems.append(f"{module}:{ref.line} imports {ref.target!r}")
+
+
+BENCH = "weftsearch.bench"
+
+
+def test_only_the_command_line_imports_the_benchmarks() -> None:
+    """``weftsearch.bench`` (the load ladder, recall) sits on top: it may import the engine,
+    scorers, fusion and the harness, and nothing in the library but ``cli`` imports it."""
+    bench = {_module_name(p)[0] for p in _modules_under("bench")}
+    assert {f"{BENCH}.loadgen", f"{BENCH}.recall"} <= bench  # the rule is about real modules
+    problems: list[str] = []
+    for path in _library_modules():
+        module, is_package = _module_name(path)
+        if _within(module, BENCH) or module == "weftsearch.cli":
+            continue
+        source = path.read_text(encoding="utf-8")
+        problems.extend(imports_reaching(source, module, BENCH, is_package=is_package))
     assert problems == []
 
 

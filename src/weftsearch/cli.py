@@ -1037,6 +1037,9 @@ def build_parser() -> argparse.ArgumentParser:
     from weftsearch.server.command import add_subcommand as add_serve_command
 
     add_serve_command(commands)
+    from weftsearch.bench.loadgen import add_subcommand as add_bench_command
+
+    add_bench_command(commands)
     return parser
 
 

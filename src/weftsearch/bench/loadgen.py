@@ -1,0 +1,1984 @@
+r"""An open-loop load ladder: latency under a given arrival rate, ``weft-search bench load``.
+
+A latency measured in a tight loop says little about a service: what a user
+meets is the latency at a given arrival rate, including the time a request
+waited. This module drives a *target* (something that answers searches) with
+requests that arrive on a schedule fixed in advance, whatever the target does,
+and measures each request from the moment it was **scheduled** to arrive.
+
+The driver (:func:`run_rung`)
+    * **Poisson arrivals** (:func:`poisson_schedule`): gaps drawn from an
+      exponential distribution of mean ``1 / rate``, from a seeded
+      :class:`numpy.random.Generator`; the query of each arrival is drawn from
+      the same seed. Same seed, same rate, same duration: the same schedule to
+      the bit.
+    * **Latency from the scheduled time** (the coordinated-omission
+      correction, as wrk2 makes it): ``latency = completion - scheduled
+      arrival``. A request the driver dispatched late, or that waited in a
+      queue of the target, carries that wait in its latency. **Service time**
+      (``completion - the moment a worker started it``) is reported beside it.
+      For the HTTP target, service time is the client's request time (send to
+      response), which includes any queueing inside the server.
+    * **In-flight cap** (default 32): an arrival that finds ``cap`` requests in
+      flight is **shed** and counted, never delayed; a shed request has no
+      latency. Requests still unfinished ``drain_seconds`` after the last
+      arrival are counted as **unfinished** and recorded with the latency they
+      had reached (a lower bound), not dropped.
+    * Latencies go into HDR histograms (:mod:`hdrh`, microseconds, 3
+      significant digits) per rung: p50, p90, p99, p99.9 and max, for latency
+      and for service time.
+    * Per rung the target's processes are measured through ``/proc``: peak
+      resident set (``VmHWM`` after resetting it through ``clear_refs`` where
+      the kernel allows, and the largest ``VmRSS`` sampled every 0.1 s), CPU
+      seconds (user + system) and major page faults. For an in-process target
+      that is this process (the driver included); for a multi-process target
+      the **sum over its workers** of each worker's peak, and their summed CPU
+      and faults (the driver process is not included).
+    * A progress line on stderr at least every 10 s (``progress_seconds``,
+      default 5).
+    * The dispatcher's own lag (``dispatched - scheduled``) is kept for every
+      request and reported (p50/p99/max); :func:`calibrate` runs the highest
+      rung against a target that does nothing, so the driver's overhead is a
+      measured figure beside the results.
+
+The ladder (:func:`run_ladder`)
+    Sequential throughput first (one request at a time through the same
+    target, :func:`sequential_throughput`), then one rung at each fraction of
+    it (default 12.5%, 25%, 50%, 75%, 100%, 125%, 150%), each lasting
+    ``max(rung_seconds, min_requests / rate)``. The **unloaded denominator is
+    the lowest open-loop rung**, not the sequential loop: a tight loop measures
+    a warm machine that no rung reproduces. Ratios ``p50 / lowest p50`` and
+    ``peak RSS / lowest peak RSS`` are printed for every rung. The headline
+    rung (100% by default) is run ``repetitions`` times in all (different
+    seeds) and the spread reported.
+
+Targets (all behind :class:`Target`)
+    :class:`ThreadTarget` (N threads in this process), :class:`ProcessTarget`
+    (N worker processes, each opening the index read-only, optionally with
+    threads each; a request goes to the worker with the fewest outstanding
+    requests, the lowest-numbered first, over a pipe), :class:`HttpTarget`
+    (``POST`` to a base URL through :mod:`httpx`'s async client). Engines:
+    weft-search (BM25 alone, or BM25 + vector fused by RRF), tantivy-py (the
+    BM25 peer), LanceDB (the hybrid peer); every engine returns the keys of its
+    top k, so every engine pays for fetching them.
+
+Commit under load (:func:`commit_under_load`)
+    One commit of 20,000 documents and a forced merge, dropped into a read load
+    at the 50% rung of an in-process target; p50/p99 of the requests scheduled
+    inside the commit window against those outside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import math
+import multiprocessing
+import os
+import platform
+import queue
+import struct
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+import numpy as np
+from numpy.typing import NDArray
+
+from weftsearch.errors import InvalidParameterError, MissingDependencyError
+
+__all__ = [
+    "DEFAULT_CAP",
+    "MAX_PROGRESS_SECONDS",
+    "DEFAULT_RUNGS",
+    "Schedule",
+    "poisson_schedule",
+    "rung_seconds_for",
+    "ladder_rates",
+    "Done",
+    "Target",
+    "Searcher",
+    "ThreadTarget",
+    "ProcessTarget",
+    "HttpTarget",
+    "NoopTarget",
+    "Workload",
+    "WeftSearcher",
+    "weft_search_function",
+    "TantivySearcher",
+    "LanceSearcher",
+    "SleepSearcher",
+    "RungResult",
+    "LadderResult",
+    "CommitResult",
+    "run_rung",
+    "sequential_throughput",
+    "direct_throughput",
+    "calibrate",
+    "run_ladder",
+    "commit_under_load",
+    "format_ladder",
+    "plot_ladder",
+    "add_subcommand",
+    "load_command",
+]
+
+#: Requests in flight at most; an arrival that finds this many is shed.
+DEFAULT_CAP = 32
+#: The ladder's rungs, as fractions of the measured sequential throughput.
+DEFAULT_RUNGS: tuple[float, ...] = (0.125, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+#: A rung prints a progress line at least this often (seconds), so it never looks hung.
+MAX_PROGRESS_SECONDS = 10.0
+#: Histogram range: 1 microsecond to one hour, 3 significant digits.
+_HIST_MAX_US = 3_600_000_000
+_US = 1e6
+_PENDING, _OK, _ERROR, _SHED = 0, 1, 2, 3
+PLOT_INSTALL_HINT = "pip install 'weft-search[eval]'"
+
+# ---------------------------------------------------------------------- the schedule
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """When each request of a rung arrives, and which query it carries.
+
+    Attributes:
+        rate: the mean arrival rate, requests per second.
+        seconds: the rung's length; every arrival is before it.
+        seed: the seed the arrivals and queries were drawn from.
+        offsets: float64 arrival times, seconds from the rung's start, increasing.
+        items: int64 query numbers, one per arrival.
+
+    """
+
+    rate: float
+    seconds: float
+    seed: int
+    offsets: NDArray[np.float64]
+    items: NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return int(self.offsets.size)
+
+
+def poisson_schedule(rate: float, seconds: float, seed: int, n_items: int) -> Schedule:
+    """A Poisson arrival process of mean ``rate`` over ``seconds``, queries drawn uniformly.
+
+    Gaps are exponential with mean ``1 / rate`` (seconds), drawn from
+    ``PCG64(SeedSequence(seed))``'s first child; the query numbers from its
+    second. Same arguments, same schedule to the bit.
+
+    Raises:
+        InvalidParameterError: a rate or length that is not a positive finite
+            number, or no queries.
+
+    Complexity: O(rate * seconds).
+
+    """
+    if not (math.isfinite(rate) and rate > 0):
+        raise InvalidParameterError(f"an arrival rate must be a positive number, got {rate!r}")
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise InvalidParameterError(f"a rung's length must be a positive number of seconds, got {seconds!r}")
+    if n_items <= 0:
+        raise InvalidParameterError("the schedule needs at least one query to draw from")
+    gaps_seed, items_seed = np.random.SeedSequence(seed).spawn(2)
+    gaps_rng = np.random.Generator(np.random.PCG64(gaps_seed))
+    chunk = int(rate * seconds * 1.1) + 64
+    parts: list[NDArray[np.float64]] = []
+    last = 0.0
+    while last < seconds:
+        times = last + np.cumsum(gaps_rng.exponential(1.0 / rate, chunk))
+        parts.append(times)
+        last = float(times[-1])
+    offsets = np.concatenate(parts)
+    offsets = offsets[offsets < seconds]
+    items_rng = np.random.Generator(np.random.PCG64(items_seed))
+    items = items_rng.integers(0, n_items, size=offsets.size, dtype=np.int64)
+    return Schedule(float(rate), float(seconds), int(seed), offsets, items)
+
+
+def rung_seconds_for(rate: float, rung_seconds: float, min_requests: int) -> float:
+    """A rung's length: ``rung_seconds``, or longer if that would schedule fewer than ``min_requests``."""
+    return max(rung_seconds, min_requests / rate)
+
+
+def ladder_rates(sequential: float, fractions: Sequence[float]) -> list[float]:
+    """The offered rates of a ladder: each fraction of the measured sequential throughput (q/s).
+
+    Raises:
+        InvalidParameterError: a throughput or fraction that is not positive.
+
+    """
+    if not (math.isfinite(sequential) and sequential > 0):
+        raise InvalidParameterError(f"sequential throughput must be positive, got {sequential!r}")
+    if not fractions or any(not (math.isfinite(f) and f > 0) for f in fractions):
+        raise InvalidParameterError(f"rung fractions must be positive numbers, got {list(fractions)!r}")
+    return [sequential * f for f in fractions]
+
+
+# ---------------------------------------------------------------------- targets
+
+#: Called by a target when a request completes: (request, service start, service end, ok);
+#: times from :func:`time.perf_counter` (CLOCK_MONOTONIC on Linux, shared across processes).
+Done = Callable[[int, float, float, bool], None]
+
+
+class Target(Protocol):
+    """Something that answers requests: the driver submits, the target calls ``done`` once each."""
+
+    @property
+    def name(self) -> str:
+        """A label for tables ("weft threads:2")."""
+        ...
+
+    @property
+    def rss_scope(self) -> str:
+        """What the resource figures cover ("this process", "sum over 2 workers", ...)."""
+        ...
+
+    def start(self) -> None:
+        """Open what the target needs (indexes, processes, connections)."""
+        ...
+
+    def submit(self, request: int, item: int, done: Done) -> None:
+        """Start query ``item`` as request ``request`` without waiting for it."""
+        ...
+
+    def pids(self) -> list[int]:
+        """The processes whose memory, CPU and faults are measured."""
+        ...
+
+    def close(self) -> None:
+        """Release everything; idempotent."""
+        ...
+
+
+class Searcher(Protocol):
+    """A picklable recipe for a search function: ``open()`` returns ``f(item) -> keys``."""
+
+    def open(self) -> Callable[[int], object]:
+        """Open the engine (in the calling process) and return its search function."""
+        ...
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Queries a ladder sends: analysed text (space-joined tokens) and, for hybrid arms, vectors."""
+
+    texts: tuple[str, ...]
+    vectors: NDArray[np.float32] | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+@dataclass(frozen=True)
+class WeftSearcher:
+    """weft-search on an index directory opened read-only: BM25, or BM25 + vector by RRF.
+
+    Each request is ``index.search(Query(text[, vector]), k, RRF(), BM25Scorer()[,
+    VectorScorer()], depth=depth)`` and reads the hits' keys (what a user gets).
+    """
+
+    path: str
+    workload: Workload
+    arm: str = "bm25"
+    k: int = 10
+    depth: int = 100
+
+    def open(self) -> Callable[[int], object]:
+        """Open the index read-only; the search function of query number ``item``."""
+        from weftsearch.engine.index import Index
+
+        return weft_search_function(
+            Index.open(self.path, readonly=True), self.workload, self.arm, self.k, self.depth
+        )
+
+
+def weft_search_function(
+    index: Any, workload: Workload, arm: str, k: int, depth: int
+) -> Callable[[int], object]:
+    """The search function of ``arm`` over an open :class:`~weftsearch.engine.index.Index`."""
+    from weftsearch.engine.query import Query
+    from weftsearch.fusion.rrf import RRF
+    from weftsearch.scorers.bm25 import BM25Scorer
+    from weftsearch.scorers.vector import VectorScorer
+
+    fuser = RRF()
+    if arm == "bm25":
+        queries = [Query(text=t) for t in workload.texts]
+        scorers: tuple[Any, ...] = (BM25Scorer(),)
+    elif arm == "hybrid":
+        if workload.vectors is None:
+            raise InvalidParameterError("the hybrid arm needs query vectors")
+        queries = [Query(text=t, vector=workload.vectors[i]) for i, t in enumerate(workload.texts)]
+        scorers = (BM25Scorer(), VectorScorer())
+    else:
+        raise InvalidParameterError(f"unknown arm {arm!r} (known: bm25, hybrid)")
+
+    def search(item: int) -> object:
+        return index.search(queries[item], k, fuser, *scorers, depth=depth).keys
+
+    return search
+
+
+@dataclass(frozen=True)
+class TantivySearcher:
+    """tantivy-py (the BM25 peer): a disjunction of term queries on a whitespace-tokenized field.
+
+    Each request builds the query, searches the top ``k`` and reads their stored keys.
+    """
+
+    path: str
+    workload: Workload
+    k: int = 10
+
+    def open(self) -> Callable[[int], object]:
+        """Open the tantivy index at ``path``; the search function of query number ``item``."""
+        try:
+            import tantivy
+        except ImportError:
+            raise MissingDependencyError(
+                "the tantivy peer needs tantivy: pip install 'weft-search[bench]'"
+            ) from None
+        index = tantivy.Index.open(self.path)
+        index.reload()
+        searcher = index.searcher()
+        schema = index.schema
+        texts = self.workload.texts
+        k = self.k
+
+        def search(item: int) -> object:
+            tokens = texts[item].split()
+            terms = [tantivy.Query.term_query(schema, "body", t, index_option="freq") for t in tokens]
+            if not terms:
+                query = tantivy.Query.empty_query()
+            elif len(terms) == 1:
+                query = terms[0]
+            else:
+                query = tantivy.Query.boolean_query([(tantivy.Occur.Should, t) for t in terms])
+            hits = searcher.search(query, k, count=False).hits
+            return [searcher.doc(address)["key"][0] for _, address in hits]
+
+        return search
+
+
+@dataclass(frozen=True)
+class LanceSearcher:
+    """LanceDB (the hybrid peer): native FTS + exact vector scan fused by its RRFReranker (K = 60)."""
+
+    path: str
+    workload: Workload
+    k: int = 10
+    depth: int = 100
+
+    def open(self) -> Callable[[int], object]:
+        """Open the LanceDB table ``docs`` at ``path``; the search function of query number ``item``."""
+        # LanceDB's Rust side logs a deprecation warning per hybrid query on stderr unless told not
+        # to (read at import): it would drown the progress lines and charge the peer for the writes.
+        os.environ.setdefault("LANCEDB_LOG", "error")
+        try:
+            import lancedb
+            from lancedb.rerankers import RRFReranker
+        except ImportError:
+            raise MissingDependencyError(
+                "the LanceDB peer needs lancedb: pip install 'weft-search[bench]'"
+            ) from None
+        table = lancedb.connect(self.path).open_table("docs")
+        reranker = RRFReranker(K=60)
+        texts, vectors = self.workload.texts, self.workload.vectors
+        if vectors is None:
+            raise InvalidParameterError("the LanceDB hybrid peer needs query vectors")
+        k, depth = self.k, max(self.depth, self.k)
+
+        def search(item: int) -> object:
+            rows = (
+                table.search(query_type="hybrid")
+                .vector(vectors[item])
+                .text(texts[item])
+                .rerank(reranker)
+                .limit(depth)
+                .select(["key"])
+                .to_list()
+            )
+            return [row["key"] for row in rows[:k]]
+
+        return search
+
+
+@dataclass(frozen=True)
+class SleepSearcher:
+    """A stand-in engine for tests: each request sleeps ``seconds`` (releasing the GIL)."""
+
+    seconds: float
+
+    def open(self) -> Callable[[int], object]:
+        """The sleeping function."""
+        seconds = self.seconds
+
+        def search(item: int) -> object:
+            time.sleep(seconds)
+            return item
+
+        return search
+
+
+class ThreadTarget:
+    """N threads in this process, each taking requests from one queue and calling ``search``.
+
+    The driver runs in the same process, so its dispatcher competes with the
+    searches for the GIL; its lag is reported per rung (and counted in latency).
+    """
+
+    def __init__(self, searcher: Searcher | Callable[[int], object], threads: int, label: str = "") -> None:
+        """``searcher``: a :class:`Searcher` (opened at :meth:`start`) or a search function."""
+        if threads <= 0:
+            raise InvalidParameterError(f"a thread pool needs at least one thread, got {threads}")
+        self._searcher = searcher
+        self._threads_n = threads
+        self._label = label or "threads"
+        self._queue: queue.SimpleQueue[tuple[int, int, Done] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._search: Callable[[int], object] | None = None
+
+    @property
+    def name(self) -> str:
+        """``"<label> threads:N"``."""
+        return f"{self._label} threads:{self._threads_n}"
+
+    @property
+    def rss_scope(self) -> str:
+        """The driver's own process (the driver included)."""
+        return "this process (driver included)"
+
+    def start(self) -> None:
+        """Open the searcher and start the threads."""
+        if self._search is not None:
+            return
+        opener = getattr(self._searcher, "open", None)
+        self._search = opener() if callable(opener) else self._searcher  # type: ignore[assignment]
+        for number in range(self._threads_n):
+            thread = threading.Thread(target=self._work, name=f"load-worker-{number}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _work(self) -> None:
+        search = self._search
+        assert search is not None
+        take = self._queue.get
+        clock = time.perf_counter
+        while (job := take()) is not None:
+            request, item, done = job
+            started = clock()
+            try:
+                search(item)
+                ok = True
+            except Exception:
+                ok = False
+            done(request, started, clock(), ok)
+
+    @property
+    def search_function(self) -> Callable[[int], object]:
+        """The search function the threads call (after :meth:`start`)."""
+        if self._search is None:
+            raise InvalidParameterError("start the target before asking for its search function")
+        return self._search
+
+    def submit(self, request: int, item: int, done: Done) -> None:
+        """Queue the request for the first free thread."""
+        self._queue.put((request, item, done))
+
+    def pids(self) -> list[int]:
+        """The driver's own process."""
+        return [os.getpid()]
+
+    def close(self) -> None:
+        """Stop the threads (after the requests already queued)."""
+        for _ in self._threads:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join(timeout=60)
+        self._threads.clear()
+
+
+class NoopTarget:
+    """A target that answers at once, on the dispatcher's own thread: the driver's overhead alone."""
+
+    @property
+    def name(self) -> str:
+        """``"no-op"``."""
+        return "no-op"
+
+    @property
+    def rss_scope(self) -> str:
+        """The driver's own process."""
+        return "this process (driver included)"
+
+    def start(self) -> None:
+        """Nothing to open."""
+
+    def submit(self, request: int, item: int, done: Done) -> None:
+        """Complete the request at once."""
+        now = time.perf_counter()
+        done(request, now, now, True)
+
+    def pids(self) -> list[int]:
+        """The driver's own process."""
+        return [os.getpid()]
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+_REQUEST = struct.Struct("<qq")
+_REPLY = struct.Struct("<qdd?")
+#: Tells a worker to exit. Closing the pipe is not enough: while the collector thread polls a
+#: connection, Linux keeps the socket open after close(), so the worker would never see EOF.
+_STOP = b"stop"
+
+
+def _process_worker(searcher: Searcher, connection: Connection, threads: int) -> None:
+    """A worker process: open the searcher, answer (request, item) pairs with timings until EOF."""
+    search = searcher.open()
+    connection.send_bytes(b"ready")
+    clock = time.perf_counter
+    send_lock = threading.Lock()
+
+    def answer(request: int, item: int) -> None:
+        started = clock()
+        try:
+            search(item)
+            ok = True
+        except Exception:
+            ok = False
+        reply = _REPLY.pack(request, started, clock(), ok)
+        with send_lock:
+            connection.send_bytes(reply)
+
+    if threads == 1:
+        while True:
+            try:
+                data = connection.recv_bytes()
+            except EOFError:
+                return
+            if data == _STOP:
+                return
+            answer(*_REQUEST.unpack(data))
+    jobs: queue.SimpleQueue[tuple[int, int] | None] = queue.SimpleQueue()
+
+    def work() -> None:
+        while (job := jobs.get()) is not None:
+            answer(*job)
+
+    pool = [threading.Thread(target=work, daemon=True) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    while True:
+        try:
+            data = connection.recv_bytes()
+        except EOFError:
+            break
+        if data == _STOP:
+            break
+        request, item = _REQUEST.unpack(data)
+        jobs.put((request, item))
+    for _ in pool:
+        jobs.put(None)
+
+
+class ProcessTarget:
+    """N worker processes (spawned), each opening the engine itself, fed over one pipe each.
+
+    A request goes to the worker with the fewest outstanding requests (the
+    lowest-numbered among equals: the first free one when any is free). A
+    collector thread in this process reads the replies.
+    """
+
+    def __init__(self, searcher: Searcher, processes: int, threads: int = 1, label: str = "") -> None:
+        """``threads``: threads inside each worker (1: the worker's main thread answers)."""
+        if processes <= 0 or threads <= 0:
+            raise InvalidParameterError(f"need at least one process and thread, got {processes} x {threads}")
+        self._searcher = searcher
+        self._n = processes
+        self._threads = threads
+        self._label = label or "processes"
+        self._connections: list[Connection] = []
+        self._processes: list[Any] = []
+        self._outstanding: list[int] = []
+        self._callbacks: dict[int, Done] = {}
+        self._lock = threading.Lock()
+        self._collector: threading.Thread | None = None
+        #: The workers' exit codes after :meth:`close` (0: each stopped when told to).
+        self.exit_codes: list[int | None] = []
+
+    @property
+    def name(self) -> str:
+        """``"<label> processes:N"`` (``xT`` with threads per worker)."""
+        suffix = f"x{self._threads}" if self._threads > 1 else ""
+        return f"{self._label} processes:{self._n}{suffix}"
+
+    @property
+    def rss_scope(self) -> str:
+        """The sum over the workers of each one's peak."""
+        return f"sum over {self._n} worker processes (driver not included)"
+
+    def start(self) -> None:
+        """Spawn the workers and wait until each has opened the engine."""
+        if self._processes:
+            return
+        context = multiprocessing.get_context("spawn")
+        for _ in range(self._n):
+            mine, theirs = context.Pipe()
+            process = context.Process(
+                target=_process_worker, args=(self._searcher, theirs, self._threads), daemon=True
+            )
+            process.start()
+            theirs.close()
+            self._connections.append(mine)
+            self._processes.append(process)
+            self._outstanding.append(0)
+        for connection, process in zip(self._connections, self._processes, strict=True):
+            try:
+                ready = connection.recv_bytes()
+            except EOFError:
+                process.join(timeout=5)
+                raise InvalidParameterError(
+                    f"a worker process exited before it was ready (exit code {process.exitcode})"
+                ) from None
+            assert ready == b"ready"
+        self._collector = threading.Thread(target=self._collect, name="load-collector", daemon=True)
+        self._collector.start()
+
+    def _collect(self) -> None:
+        owner = {id(c): n for n, c in enumerate(self._connections)}
+        live = list(self._connections)
+        while live:
+            for ready in wait(live):
+                assert isinstance(ready, Connection)
+                try:
+                    data = ready.recv_bytes()
+                except (EOFError, OSError):
+                    live.remove(ready)
+                    continue
+                request, started, ended, ok = _REPLY.unpack(data)
+                with self._lock:
+                    self._outstanding[owner[id(ready)]] -= 1
+                    done = self._callbacks.pop(request)
+                done(request, started, ended, ok)
+
+    def submit(self, request: int, item: int, done: Done) -> None:
+        """Send the request to the least-loaded worker."""
+        with self._lock:
+            outstanding = self._outstanding
+            worker = outstanding.index(min(outstanding))
+            outstanding[worker] += 1
+            self._callbacks[request] = done
+        self._connections[worker].send_bytes(_REQUEST.pack(request, item))
+
+    def pids(self) -> list[int]:
+        """The workers' process ids."""
+        return [int(p.pid) for p in self._processes]
+
+    def close(self) -> None:
+        """Tell the workers to stop, wait for them (and the collector), close the pipes."""
+        for connection in self._connections:
+            with suppress(OSError):
+                connection.send_bytes(_STOP)
+        for process in self._processes:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout=5)
+        self.exit_codes = [process.exitcode for process in self._processes]
+        if self._collector is not None:
+            self._collector.join(timeout=5)  # it ends when every worker's end has closed
+        for connection in self._connections:
+            connection.close()
+        self._connections.clear()
+        self._processes.clear()
+        self._collector = None
+
+
+class HttpTarget:
+    """A search server at ``base_url``: ``POST base_url + path`` with a JSON body per request.
+
+    The body is ``{"query": text, "k": k}``, plus ``"vector": [...]`` when the
+    workload has vectors and ``hybrid`` is set. Requests are sent by one
+    :class:`httpx.AsyncClient` (at most ``cap`` connections) on an event loop in
+    a thread of its own; a response whose status is not 2xx counts as an error.
+    Service time is the client's (send to full response).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        workload: Workload,
+        *,
+        k: int = 10,
+        hybrid: bool = False,
+        path: str = "/search",
+        cap: int = DEFAULT_CAP,
+        server_pids: Sequence[int] = (),
+        timeout: float = 60.0,
+    ) -> None:
+        """``server_pids``: the server's processes, to measure (none: no resource figures)."""
+        self._base = base_url.rstrip("/")
+        self._path = path if path.startswith("/") else "/" + path
+        self._workload = workload
+        self._k = k
+        self._hybrid = hybrid
+        self._cap = cap
+        self._server_pids = list(server_pids)
+        self._timeout = timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._client: Any = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def name(self) -> str:
+        """``"http <url>"``."""
+        return f"http {self._base}"
+
+    @property
+    def rss_scope(self) -> str:
+        """The server processes given, if any."""
+        if not self._server_pids:
+            return "not measured (no server pid given)"
+        return f"sum over {len(self._server_pids)} server process(es)"
+
+    def body(self, item: int) -> dict[str, Any]:
+        """The JSON body of query number ``item``."""
+        body: dict[str, Any] = {"query": self._workload.texts[item], "k": self._k}
+        if self._hybrid and self._workload.vectors is not None:
+            body["vector"] = [float(x) for x in self._workload.vectors[item]]
+        return body
+
+    def start(self) -> None:
+        """Start the event loop thread and the client."""
+        if self._loop is not None:
+            return
+        try:
+            import httpx
+        except ImportError:
+            raise MissingDependencyError("the HTTP target needs httpx: pip install httpx") from None
+        loop = asyncio.new_event_loop()
+        started = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            limits = httpx.Limits(max_connections=self._cap, max_keepalive_connections=self._cap)
+            self._client = httpx.AsyncClient(base_url=self._base, limits=limits, timeout=self._timeout)
+            loop.call_soon(started.set)
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="load-http", daemon=True)
+        self._thread.start()
+        started.wait()
+        self._loop = loop
+
+    async def _send(self, request: int, item: int, done: Done) -> None:
+        started = time.perf_counter()
+        try:
+            response = await self._client.post(self._path, json=self.body(item))
+            await response.aread()
+            ok = 200 <= response.status_code < 300
+        except Exception:
+            ok = False
+        done(request, started, time.perf_counter(), ok)
+
+    def _spawn(self, request: int, item: int, done: Done) -> None:
+        task = asyncio.ensure_future(self._send(request, item, done))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def submit(self, request: int, item: int, done: Done) -> None:
+        """Hand the request to the event loop."""
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._spawn, request, item, done)
+
+    def pids(self) -> list[int]:
+        """The server processes given."""
+        return list(self._server_pids)
+
+    def close(self) -> None:
+        """Close the client and stop the loop."""
+        loop = self._loop
+        if loop is None:
+            return
+        if self._client is not None:
+            asyncio.run_coroutine_threadsafe(self._client.aclose(), loop).result(timeout=30)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        loop.close()
+        self._loop = None
+
+
+# ---------------------------------------------------------------------- resources
+
+
+def _proc_stat(pid: int) -> tuple[float, int]:
+    """CPU seconds (user + system) and major faults of ``pid`` so far, from ``/proc/PID/stat``."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2 :].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    # After the command: state(0) ppid ... majflt is field 12 of stat (index 9 here), utime 14, stime 15.
+    return (int(fields[11]) + int(fields[12])) / ticks, int(fields[9])
+
+
+def _status_kb(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+class _Resources:
+    """CPU, faults and peak resident set of a set of processes over a rung."""
+
+    def __init__(self, pids: Sequence[int]) -> None:
+        self.pids = list(pids)
+        self.reset_ok = True
+        for pid in self.pids:
+            try:
+                Path(f"/proc/{pid}/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+            except OSError:
+                self.reset_ok = False
+        self.start = {pid: _proc_stat(pid) for pid in self.pids}
+        self.peak_kb = {pid: _status_kb(pid, "VmRSS") for pid in self.pids}
+
+    def sample(self) -> None:
+        for pid in self.pids:
+            with suppress(OSError):
+                self.peak_kb[pid] = max(self.peak_kb[pid], _status_kb(pid, "VmRSS"))
+
+    def finish(self) -> tuple[float, float, int]:
+        """(peak RSS MB summed over the processes, CPU seconds, major faults)."""
+        self.sample()
+        cpu = 0.0
+        faults = 0
+        peak = 0.0
+        for pid in self.pids:
+            try:
+                now_cpu, now_faults = _proc_stat(pid)
+                hwm = _status_kb(pid, "VmHWM") if self.reset_ok else 0
+            except OSError:
+                continue
+            cpu += now_cpu - self.start[pid][0]
+            faults += now_faults - self.start[pid][1]
+            peak += max(self.peak_kb[pid], hwm) / 1024
+        return peak, cpu, faults
+
+
+# ---------------------------------------------------------------------- one rung
+
+
+def _percentiles(values_s: NDArray[np.float64]) -> dict[str, float]:
+    """p50, p90, p99, p99.9 and max in milliseconds, through an HDR histogram (microseconds)."""
+    from hdrh.histogram import HdrHistogram
+
+    histogram = HdrHistogram(1, _HIST_MAX_US, 3)
+    micros = np.clip(np.rint(values_s * _US), 1, _HIST_MAX_US).astype(np.int64)
+    values, counts = np.unique(micros, return_counts=True)  # one call per distinct value
+    for value, count in zip(values.tolist(), counts.tolist(), strict=True):
+        histogram.record_value(value, count)
+    if histogram.get_total_count() == 0:
+        return {name: math.nan for name in ("p50", "p90", "p99", "p99.9", "max")}
+    out = {
+        name: histogram.get_value_at_percentile(q) / 1e3
+        for name, q in (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99.9", 99.9))
+    }
+    out["max"] = histogram.get_max_value() / 1e3
+    return out
+
+
+@dataclass
+class RungResult:
+    """One rung's measurements (milliseconds, seconds, MB, requests per second).
+
+    ``latency`` and ``service`` hold p50, p90, p99, p99.9 and max (ms); ``lag``
+    is the dispatcher's lateness (p50, p99, max, ms). ``scheduled`` counts
+    every arrival, ``completed`` those answered (``errors`` of them failed),
+    ``shed`` those refused at the cap, ``unfinished`` those still running at
+    the end of the drain (their latency is recorded as reached).
+    """
+
+    label: str
+    fraction: float | None
+    offered: float
+    seconds: float
+    scheduled: int
+    completed: int
+    errors: int
+    shed: int
+    unfinished: int
+    achieved: float
+    latency: dict[str, float]
+    service: dict[str, float]
+    lag: dict[str, float]
+    peak_rss_mb: float
+    cpu_seconds: float
+    major_faults: int
+    seed: int
+    #: Per-request scheduled offsets (s) and latencies (s) of completed requests, for windows.
+    arrivals: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0), repr=False)
+    latencies: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0), repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record (without the per-request arrays)."""
+        return {
+            "label": self.label,
+            "fraction": self.fraction,
+            "offered_qps": self.offered,
+            "seconds": self.seconds,
+            "scheduled": self.scheduled,
+            "completed": self.completed,
+            "errors": self.errors,
+            "shed": self.shed,
+            "unfinished": self.unfinished,
+            "achieved_qps": self.achieved,
+            "latency_ms": self.latency,
+            "service_ms": self.service,
+            "dispatch_lag_ms": self.lag,
+            "peak_rss_mb": self.peak_rss_mb,
+            "cpu_seconds": self.cpu_seconds,
+            "major_faults": self.major_faults,
+            "seed": self.seed,
+        }
+
+
+def run_rung(
+    target: Target,
+    schedule: Schedule,
+    *,
+    cap: int = DEFAULT_CAP,
+    label: str = "",
+    fraction: float | None = None,
+    progress: TextIO | None = None,
+    progress_seconds: float = 5.0,
+    drain_seconds: float = 30.0,
+    events: Sequence[tuple[float, Callable[[], None]]] = (),
+) -> RungResult:
+    """Drive ``target`` (already started) through ``schedule``; measure every request.
+
+    The dispatcher (this thread) sleeps until each arrival's scheduled time,
+    sheds it if ``cap`` requests are in flight, otherwise submits it.
+    ``events``: (offset seconds, action) pairs, each run once in a thread of its
+    own when the rung reaches its offset (commit under load).
+
+    Raises:
+        InvalidParameterError: ``cap`` is not positive.
+
+    """
+    if cap <= 0:
+        raise InvalidParameterError(f"the in-flight cap must be positive, got {cap}")
+    if not 0 < progress_seconds <= MAX_PROGRESS_SECONDS:
+        raise InvalidParameterError(
+            f"progress lines come at least every {MAX_PROGRESS_SECONDS:g} s; got {progress_seconds!r}"
+        )
+    n = len(schedule)
+    starts = np.zeros(n)
+    ends = np.zeros(n)
+    status = np.zeros(n, dtype=np.int8)
+    dispatched = np.zeros(n)
+    slots = threading.BoundedSemaphore(cap)
+    finished: list[int] = []
+    all_done = threading.Event()
+    sent = [0]
+    shed = [0]
+
+    def done(request: int, started: float, ended: float, ok: bool) -> None:
+        starts[request] = started
+        ends[request] = ended
+        status[request] = _OK if ok else _ERROR
+        finished.append(request)
+        slots.release()
+        if len(finished) == sent[0] and dispatching_over.is_set():
+            all_done.set()
+
+    dispatching_over = threading.Event()
+    resources = _Resources(target.pids())
+    stop_sampler = threading.Event()
+    origin = time.perf_counter() + 0.05
+    out = sys.stderr if progress is None else progress
+    name = label or target.name
+
+    def sampler() -> None:
+        next_line = time.perf_counter() + progress_seconds
+        while not stop_sampler.wait(0.1):
+            resources.sample()
+            now = time.perf_counter()
+            if now >= next_line:
+                next_line = now + progress_seconds
+                elapsed = now - origin
+                print(
+                    f"[load] {name} {schedule.rate:,.1f} q/s: {elapsed:,.1f}/{schedule.seconds:,.1f} s, "
+                    f"sent {sent[0]:,} of {n:,}, done {len(finished):,}, shed {shed[0]:,}, "
+                    f"in flight {sent[0] - len(finished)}",
+                    file=out,
+                    flush=True,
+                )
+
+    watcher = threading.Thread(target=sampler, name="load-progress", daemon=True)
+    watcher.start()
+    helpers: list[threading.Thread] = []
+    pending_events = sorted(events, key=lambda e: e[0])
+    offsets = schedule.offsets.tolist()
+    items = schedule.items.tolist()
+    clock, sleep = time.perf_counter, time.sleep
+    try:
+        for request in range(n):
+            due = origin + offsets[request]
+            while pending_events and origin + pending_events[0][0] <= due:
+                at, action = pending_events.pop(0)
+                delay = origin + at - clock()
+                if delay > 0:
+                    sleep(delay)
+                helper = threading.Thread(target=action, name="load-event", daemon=True)
+                helper.start()
+                helpers.append(helper)
+            delay = due - clock()
+            if delay > 50e-6:
+                sleep(delay)
+            now = clock()
+            dispatched[request] = now
+            if not slots.acquire(blocking=False):
+                status[request] = _SHED
+                shed[0] += 1
+                continue
+            sent[0] += 1
+            target.submit(request, items[request], done)
+        for at, action in pending_events:  # events after the last arrival still run
+            delay = origin + at - clock()
+            if delay > 0:
+                sleep(delay)
+            helper = threading.Thread(target=action, name="load-event", daemon=True)
+            helper.start()
+            helpers.append(helper)
+        dispatching_over.set()
+        if len(finished) == sent[0]:
+            all_done.set()
+        all_done.wait(timeout=drain_seconds)
+    finally:
+        stop_sampler.set()
+        watcher.join()
+    for helper in helpers:
+        helper.join()
+    cut = clock()
+    peak, cpu, faults = resources.finish()
+    scheduled_at = origin + schedule.offsets
+    ok_mask = status == _OK
+    pending_mask = status == _PENDING
+    unfinished = int(np.count_nonzero(pending_mask))
+    latencies = np.concatenate([ends[ok_mask] - scheduled_at[ok_mask], cut - scheduled_at[pending_mask]])
+    service = ends[ok_mask] - starts[ok_mask]
+    completed_mask = ok_mask | (status == _ERROR)
+    last = float(ends[completed_mask].max()) if completed_mask.any() else cut
+    span = max(last - origin, 1e-9)
+    sent_mask = status != _SHED
+    lag = dispatched[sent_mask] - scheduled_at[sent_mask]
+    lag_ms = (
+        {
+            "p50": float(np.percentile(lag, 50)) * 1e3,
+            "p99": float(np.percentile(lag, 99)) * 1e3,
+            "max": float(lag.max()) * 1e3,
+        }
+        if lag.size
+        else {"p50": math.nan, "p99": math.nan, "max": math.nan}
+    )
+    return RungResult(
+        label=name,
+        fraction=fraction,
+        offered=schedule.rate,
+        seconds=schedule.seconds,
+        scheduled=n,
+        completed=int(np.count_nonzero(completed_mask)),
+        errors=int(np.count_nonzero(status == _ERROR)),
+        shed=shed[0],
+        unfinished=unfinished,
+        achieved=int(np.count_nonzero(completed_mask)) / span,
+        latency=_percentiles(latencies),
+        service=_percentiles(service),
+        lag=lag_ms,
+        peak_rss_mb=peak,
+        cpu_seconds=cpu,
+        major_faults=faults,
+        seed=schedule.seed,
+        arrivals=schedule.offsets[ok_mask],
+        latencies=ends[ok_mask] - scheduled_at[ok_mask],
+    )
+
+
+def sequential_throughput(
+    target: Target, n_items: int, *, seconds: float = 10.0, warmup: int = 200, seed: int = 0
+) -> float:
+    """Requests per second with one request at a time through ``target`` (closed loop).
+
+    ``warmup`` requests are answered first, untimed; then requests follow each
+    other for ``seconds``. The queries are drawn from ``seed`` as the rungs' are.
+    """
+    rng = np.random.Generator(np.random.PCG64(seed))
+    items = rng.integers(0, n_items, size=max(warmup, 1) + 65_536).tolist()  # cycled
+    finished = threading.Event()
+
+    def done(request: int, started: float, ended: float, ok: bool) -> None:
+        finished.set()
+
+    def one(request: int) -> None:
+        finished.clear()
+        target.submit(request, items[request % len(items)], done)
+        finished.wait()
+
+    for request in range(warmup):
+        one(request)
+    count = 0
+    began = time.perf_counter()
+    deadline = began + seconds
+    while True:
+        one(warmup + count)
+        count += 1
+        now = time.perf_counter()
+        if now >= deadline:
+            return count / (now - began)
+
+
+def direct_throughput(
+    search: Callable[[int], object], n_items: int, *, seconds: float = 10.0, warmup: int = 200, seed: int = 0
+) -> float:
+    """Calls per second of ``search`` in a tight loop on the calling thread (no target, no handoff).
+
+    The same queries as :func:`sequential_throughput` (drawn from ``seed``),
+    after ``warmup`` untimed calls.
+    """
+    rng = np.random.Generator(np.random.PCG64(seed))
+    items = rng.integers(0, n_items, size=max(warmup, 1) + 65_536).tolist()  # cycled
+    for item in items[:warmup]:
+        search(item)
+    count = 0
+    began = time.perf_counter()
+    deadline = began + seconds
+    while True:
+        search(items[(warmup + count) % len(items)])
+        count += 1
+        now = time.perf_counter()
+        if now >= deadline:
+            return count / (now - began)
+
+
+def calibrate(rate: float, seconds: float, *, seed: int = 0, progress: TextIO | None = None) -> RungResult:
+    """The driver against :class:`NoopTarget` at ``rate``: its own overhead, as latency and lag."""
+    schedule = poisson_schedule(rate, seconds, seed, 1)
+    return run_rung(NoopTarget(), schedule, label="driver (no-op target)", progress=progress)
+
+
+# ---------------------------------------------------------------------- the ladder
+
+
+@dataclass
+class LadderResult:
+    """A ladder on one target and arm: sequential throughput, rungs, repetitions of the headline rung."""
+
+    target: str
+    arm: str
+    engine: str
+    rss_scope: str
+    sequential_qps: float
+    rungs: list[RungResult]
+    repetitions: list[RungResult]
+    headline: float
+    absolute: list[RungResult] = field(default_factory=list)
+    #: One request at a time through the target, and the bare search function in a tight
+    #: loop (``None`` when not measured); ``sequential_qps`` is the larger of the two.
+    through_target_qps: float | None = None
+    direct_qps: float | None = None
+
+    @property
+    def lowest(self) -> RungResult:
+        """The lowest open-loop rung: the "unloaded" denominator."""
+        return min(self.rungs, key=lambda r: r.offered)
+
+    def spread(self) -> dict[str, list[float]]:
+        """p50 and p99 (ms) of each repetition of the headline rung."""
+        return {
+            "p50_ms": [r.latency["p50"] for r in self.repetitions],
+            "p99_ms": [r.latency["p99"] for r in self.repetitions],
+            "shed": [float(r.shed) for r in self.repetitions],
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record."""
+        lowest = self.lowest
+        return {
+            "target": self.target,
+            "arm": self.arm,
+            "engine": self.engine,
+            "rss_scope": self.rss_scope,
+            "sequential_qps": self.sequential_qps,
+            "sequential_through_target_qps": self.through_target_qps,
+            "sequential_direct_qps": self.direct_qps,
+            "unloaded_denominator": f"lowest open-loop rung ({lowest.offered:.1f} q/s)",
+            "rungs": [
+                {
+                    **r.to_dict(),
+                    "p50_over_lowest": r.latency["p50"] / lowest.latency["p50"],
+                    "rss_over_lowest": r.peak_rss_mb / lowest.peak_rss_mb if lowest.peak_rss_mb else None,
+                }
+                for r in self.rungs
+            ],
+            "headline_fraction": self.headline,
+            "repetitions": [r.to_dict() for r in self.repetitions],
+            "spread": self.spread(),
+            "absolute_rungs": [r.to_dict() for r in self.absolute],
+        }
+
+
+def run_ladder(
+    target: Target,
+    n_items: int,
+    *,
+    arm: str,
+    engine: str,
+    fractions: Sequence[float] = DEFAULT_RUNGS,
+    rung_seconds: float = 60.0,
+    min_requests: int = 5_000,
+    sequential_seconds: float = 10.0,
+    repetitions: int = 3,
+    headline: float = 1.0,
+    absolute_rates: Sequence[float] = (),
+    cap: int = DEFAULT_CAP,
+    seed: int = 20261203,
+    progress: TextIO | None = None,
+    progress_seconds: float = 5.0,
+    sequential: float | None = None,
+    direct: Callable[[int], object] | None = None,
+    sequential_from: str = "max",
+) -> LadderResult:
+    """Sequential throughput, then a rung at each fraction of it, then the headline rung again.
+
+    ``target`` must be started. Rung ``i`` uses seed ``seed + i``; repetition
+    ``j`` of the headline rung (``j`` >= 1; the ladder's own rung is the first)
+    uses ``seed + 1000 + j``; ``absolute_rates`` (a peer run at another
+    target's rates, in that target's rung order) use ``seed + i`` too, so at
+    the same rate and length the peer receives the very schedule, arrival for
+    arrival and query for query, that the other target's rung ``i`` received.
+    ``sequential`` skips the measurement and uses that throughput.
+
+    Sequential throughput is measured one request at a time through ``target``
+    and, when ``direct`` (the bare search function) is given, in a tight loop
+    calling it; the rungs are fractions of the **larger** figure. Handing a
+    request to a thread or a process costs time a tight loop does not pay, so
+    a denominator measured through the target alone would offer every rung a
+    lower rate than the engine's own speed: the larger one never flatters.
+    ``sequential_from`` chooses otherwise: ``"target"`` or ``"direct"`` alone.
+
+    Raises:
+        InvalidParameterError: bad fractions, lengths or counts.
+
+    """
+    if repetitions < 1:
+        raise InvalidParameterError(f"repetitions must be at least 1, got {repetitions}")
+    if sequential_from not in ("max", "target", "direct") or (sequential_from == "direct" and direct is None):
+        raise InvalidParameterError(
+            "sequential_from must be max, target or direct (direct needs a search function), "
+            f"got {sequential_from!r}"
+        )
+    if headline not in fractions:
+        raise InvalidParameterError(f"the headline rung {headline} is not one of the rungs {list(fractions)}")
+    out = sys.stderr if progress is None else progress
+    through: float | None = None
+    tight: float | None = None
+    if sequential is None:
+        print(
+            f"[load] {target.name} {arm}: sequential throughput ({sequential_seconds:g} s)",
+            file=out,
+            flush=True,
+        )
+        through = sequential_throughput(target, n_items, seconds=sequential_seconds, seed=seed)
+        tight = (
+            None
+            if direct is None
+            else direct_throughput(direct, n_items, seconds=sequential_seconds, seed=seed)
+        )
+        if sequential_from == "target" or tight is None:
+            sequential = through
+        elif sequential_from == "direct":
+            sequential = tight
+        else:
+            sequential = max(through, tight)
+    rates = ladder_rates(sequential, fractions)
+
+    def rung(rate: float, rung_seed: int, fraction: float | None, label: str) -> RungResult:
+        seconds = rung_seconds_for(rate, rung_seconds, min_requests)
+        schedule = poisson_schedule(rate, seconds, rung_seed, n_items)
+        print(f"[load] {label}: {rate:,.1f} q/s for {seconds:,.1f} s", file=out, flush=True)
+        return run_rung(
+            target, schedule, cap=cap, label=label, fraction=fraction, progress=out,
+            progress_seconds=progress_seconds,
+        )  # fmt: skip
+
+    rungs = [
+        rung(rate, seed + i, fraction, f"{target.name} {arm} {fraction:.1%}")
+        for i, (rate, fraction) in enumerate(zip(rates, fractions, strict=True))
+    ]
+    head = rungs[list(fractions).index(headline)]
+    reps = [head] + [
+        rung(head.offered, seed + 1000 + j, headline, f"{target.name} {arm} {headline:.1%} rep {j + 1}")
+        for j in range(1, repetitions)
+    ]
+    absolute = [
+        rung(rate, seed + i, None, f"{target.name} {arm} at {rate:,.1f} q/s")
+        for i, rate in enumerate(absolute_rates)
+    ]
+    return LadderResult(
+        target.name,
+        arm,
+        engine,
+        target.rss_scope,
+        sequential,
+        rungs,
+        reps,
+        headline,
+        absolute,
+        through,
+        tight,
+    )
+
+
+# ---------------------------------------------------------------------- commit under load
+
+
+@dataclass
+class CommitResult:
+    """Latency inside a commit (+ merge) window against outside it, at one rung."""
+
+    rung: RungResult
+    commit_seconds: float
+    merge_seconds: float
+    window: tuple[float, float]
+    inside: dict[str, float]
+    outside: dict[str, float]
+    inside_count: int
+    outside_count: int
+
+    @property
+    def p99_ratio(self) -> float:
+        """p99 inside over p99 outside."""
+        return self.inside["p99"] / self.outside["p99"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record."""
+        return {
+            "rung": self.rung.to_dict(),
+            "commit_seconds": self.commit_seconds,
+            "merge_seconds": self.merge_seconds,
+            "window_s": list(self.window),
+            "inside_ms": self.inside,
+            "outside_ms": self.outside,
+            "inside_count": self.inside_count,
+            "outside_count": self.outside_count,
+            "p99_ratio": self.p99_ratio,
+        }
+
+
+def commit_under_load(
+    target: Target,
+    index: Any,
+    n_items: int,
+    rate: float,
+    seconds: float,
+    *,
+    at: float | None = None,
+    cap: int = DEFAULT_CAP,
+    seed: int = 20261203,
+    progress: TextIO | None = None,
+) -> CommitResult:
+    """One ``index.commit()`` and ``index.merge(force=True)`` at offset ``at`` of a rung at ``rate``.
+
+    The documents to commit must already be added to ``index`` (the writer the
+    in-process ``target`` searches), so both windows search the same published
+    snapshot until the commit publishes. The window runs from the commit's
+    start to the merge's end; requests are split by their scheduled arrival.
+    """
+    window: list[float] = []
+    timings: list[float] = []
+
+    def commit() -> None:
+        began = time.perf_counter()
+        index.commit()
+        committed = time.perf_counter()
+        index.merge(force=True)
+        ended = time.perf_counter()
+        window.extend([began, ended])
+        timings.extend([committed - began, ended - committed])
+
+    schedule = poisson_schedule(rate, seconds, seed, n_items)
+    started = time.perf_counter()
+    result = run_rung(
+        target, schedule, cap=cap, label=f"{target.name} commit under load", progress=progress,
+        events=[(seconds / 3 if at is None else at, commit)],
+    )  # fmt: skip
+    # run_rung's origin is 0.05 s after its call; offsets are relative to it.
+    origin = started + 0.05
+    begin, end = window[0] - origin, window[1] - origin
+    inside_mask = (result.arrivals >= begin) & (result.arrivals <= end)
+    inside = _percentiles(result.latencies[inside_mask])
+    outside = _percentiles(result.latencies[~inside_mask])
+    return CommitResult(
+        result, timings[0], timings[1], (begin, end), inside, outside,
+        int(np.count_nonzero(inside_mask)), int(np.count_nonzero(~inside_mask)),
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------- output
+
+
+def _ms(value: float) -> str:
+    if not math.isfinite(value):
+        return "-"
+    return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
+
+
+def format_ladder(result: LadderResult) -> str:
+    """A ladder as a text table; ratios are against the lowest open-loop rung (the unloaded denominator)."""
+    lowest = result.lowest
+    headers = [
+        "rung", "offered q/s", "achieved", "done", "shed", "p50", "p90", "p99", "p99.9", "max",
+        "svc p50", "svc p99", "p50/low", "RSS MB", "RSS/low", "CPU s", "majflt", "lag p99",
+    ]  # fmt: skip
+    rows = []
+    for r in [*result.rungs, *result.repetitions[1:], *result.absolute]:
+        label = f"{r.fraction:.1%}" if r.fraction is not None else "abs"
+        if r in result.repetitions[1:]:
+            label += f" rep{result.repetitions.index(r) + 1}"
+        rows.append(
+            [
+                label,
+                f"{r.offered:,.1f}",
+                f"{r.achieved:,.1f}",
+                f"{r.completed:,}",
+                f"{r.shed:,}" + (f" +{r.unfinished} unf" if r.unfinished else ""),
+                *(_ms(r.latency[p]) for p in ("p50", "p90", "p99", "p99.9", "max")),
+                _ms(r.service["p50"]),
+                _ms(r.service["p99"]),
+                f"{r.latency['p50'] / lowest.latency['p50']:.2f}x",
+                f"{r.peak_rss_mb:,.0f}",
+                f"{r.peak_rss_mb / lowest.peak_rss_mb:.2f}x" if lowest.peak_rss_mb else "-",
+                f"{r.cpu_seconds:,.1f}",
+                f"{r.major_faults:,}",
+                _ms(r.lag["p99"]),
+            ]
+        )
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    lines = [
+        f"{result.engine} {result.arm} on {result.target}: "
+        f"sequential throughput {result.sequential_qps:,.1f} q/s"
+        + (
+            f" (one at a time through the target {result.through_target_qps:,.1f}, "
+            f"the bare search in a tight loop {result.direct_qps:,.1f})"
+            if result.through_target_qps is not None and result.direct_qps is not None
+            else ""
+        ),
+        "latency from each request's scheduled arrival (ms); svc = service time; "
+        "lag = dispatcher lateness (ms); "
+        f"unloaded denominator (/low) = the lowest open-loop rung, {lowest.offered:,.1f} q/s; "
+        f"RSS: {result.rss_scope}",
+        "  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)),
+    ]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    spread = result.spread()
+    if len(result.repetitions) > 1:
+        lines.append(
+            f"headline rung {result.headline:.1%} x{len(result.repetitions)}: p50 "
+            f"{_ms(min(spread['p50_ms']))}-{_ms(max(spread['p50_ms']))} ms, p99 "
+            f"{_ms(min(spread['p99_ms']))}-{_ms(max(spread['p99_ms']))} ms, shed "
+            f"{', '.join(str(int(s)) for s in spread['shed'])}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot_ladder(results: Sequence[LadderResult], path: str | Path, *, title: str = "") -> None:
+    """A PNG: latency p50 and p99 against offered load, one panel per arm, every target (and peer) in it.
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed (the ``eval`` extra).
+
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise MissingDependencyError(f"--plot needs matplotlib: {PLOT_INSTALL_HINT}") from None
+    arms = sorted({r.arm for r in results})
+    figure = Figure(figsize=(6.5 * len(arms), 4.8))
+    FigureCanvasAgg(figure)
+    for position, arm in enumerate(arms, start=1):
+        axes = figure.add_subplot(1, len(arms), position)
+        for number, result in enumerate(r for r in results if r.arm == arm):
+            color = f"C{number}"
+            rungs = sorted(result.rungs, key=lambda r: r.offered)
+            x = [r.offered for r in rungs]
+            label = result.target  # "weft threads:2", "tantivy processes:2", ...
+            axes.plot(x, [r.latency["p50"] for r in rungs], "o-", color=color, label=f"{label} p50")
+            axes.plot(x, [r.latency["p99"] for r in rungs], "s--", color=color, label=f"{label} p99")
+            if result.absolute:  # a peer at the other target's rates: p99 only, hollow triangles
+                axes.plot(
+                    [r.offered for r in result.absolute], [r.latency["p99"] for r in result.absolute], "^",
+                    color=color, mfc="none", label=f"{label} p99 at the engine's rates",
+                )  # fmt: skip
+            shed = [r for r in rungs if r.shed]
+            if shed:
+                axes.plot(
+                    [r.offered for r in shed], [r.latency["p99"] for r in shed], "x", color="black", ms=9
+                )
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.set_xlabel("offered load (queries / second, Poisson)")
+        axes.set_ylabel("latency from scheduled arrival (ms)")
+        axes.set_title(f"{arm}" + (f": {title}" if title else "") + " (x: requests shed)", fontsize=9)
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend(fontsize=7)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
+    Path(path).write_bytes(buffer.getvalue())
+
+
+# ---------------------------------------------------------------------- SciFact and the command
+
+
+def _scifact(data: str, hybrid: bool) -> tuple[list[str], list[str], Workload, NDArray[np.float32] | None]:
+    """SciFact's keys, analysed document texts, queries and document vectors (english analyzer, once)."""
+    from weftsearch.analysis import get_analyzer
+    from weftsearch.eval.datasets import load_collection, load_frozen_vectors
+
+    collection = load_collection("scifact", data)
+    analyzer = get_analyzer("english")
+    keys = [d.key for d in collection.documents]
+    texts = [" ".join(analyzer.analyze(d.text)) for d in collection.documents]
+    query_texts = tuple(" ".join(analyzer.analyze(t)) for t in collection.queries.values())
+    doc_vectors = query_vectors = None
+    if hybrid:
+        vectors = load_frozen_vectors(collection)
+        doc_vectors = np.ascontiguousarray(vectors.documents, dtype=np.float32)
+        query_vectors = np.ascontiguousarray(vectors.queries, dtype=np.float32)
+    return keys, texts, Workload(query_texts, query_vectors), doc_vectors
+
+
+def _build_weft(
+    path: Path, keys: Sequence[str], texts: Sequence[str], vectors: NDArray[np.float32] | None
+) -> None:
+    from weftsearch.engine.documents import Document
+    from weftsearch.engine.index import Index
+
+    dim = None if vectors is None else int(vectors.shape[1])
+    with Index.create(path, "simple", vector_dim=dim) as index:
+        index.add_many(
+            (
+                Document(k, t, vector=None if vectors is None else vectors[i])
+                for i, (k, t) in enumerate(zip(keys, texts, strict=True))
+            ),
+            progress=False,
+        )
+        index.commit()
+
+
+def _build_tantivy(path: Path, keys: Sequence[str], texts: Sequence[str]) -> None:
+    try:
+        import tantivy
+    except ImportError:
+        raise MissingDependencyError(
+            "the tantivy peer needs tantivy: pip install 'weft-search[bench]'"
+        ) from None
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("key", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("body", stored=False, tokenizer_name="whitespace", index_option="freq")
+    path.mkdir(parents=True, exist_ok=True)
+    index = tantivy.Index(builder.build(), path=str(path))
+    writer = index.writer(heap_size=500_000_000, num_threads=1)
+    for key, text in zip(keys, texts, strict=True):
+        writer.add_document(tantivy.Document(key=key, body=text))
+    writer.commit()
+    writer.wait_merging_threads()
+
+
+def _build_lance(path: Path, keys: Sequence[str], texts: Sequence[str], vectors: NDArray[np.float32]) -> None:
+    os.environ.setdefault("LANCEDB_LOG", "error")  # see LanceSearcher.open
+    try:
+        import lancedb
+        import pyarrow as pa
+        from lancedb.index import FTS
+    except ImportError:
+        raise MissingDependencyError(
+            "the LanceDB peer needs lancedb: pip install 'weft-search[bench]'"
+        ) from None
+    table = pa.table(
+        {
+            "key": list(keys),
+            "text": list(texts),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), vectors.shape[1]),
+        }
+    )
+    created = lancedb.connect(str(path)).create_table("docs", table)
+    created.create_index(
+        "text",
+        config=FTS(base_tokenizer="whitespace", lower_case=False, stem=False, remove_stop_words=False,
+                   ascii_folding=False, with_position=False),
+    )  # fmt: skip
+
+
+def _target(kind: str, searcher: Searcher, label: str) -> Target:
+    """``threads:N``, ``processes:N`` or ``processes:NxT``."""
+    name, _, count = kind.partition(":")
+    try:
+        if name == "threads":
+            return ThreadTarget(searcher, int(count or 1), label)
+        if name == "processes":
+            processes, _, threads = count.partition("x")
+            return ProcessTarget(searcher, int(processes or 1), int(threads or 1), label)
+    except ValueError:
+        pass
+    raise InvalidParameterError(f"unknown target {kind!r}: expected threads:N, processes:N or processes:NxT")
+
+
+def _direct(target: Target, searcher: Searcher) -> Callable[[int], object] | None:
+    """The bare search function for the tight sequential loop: the pool's own, or opened here."""
+    if isinstance(target, ThreadTarget):
+        return target.search_function
+    if isinstance(target, ProcessTarget):
+        return searcher.open()  # in this process, which a process target's figures leave out
+    return None
+
+
+def _fractions(text: str) -> list[float]:
+    try:
+        values = [float(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected fractions like 0.125,0.5,1, got {text!r}") from None
+    if not values or any(not (math.isfinite(v) and v > 0) for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive fractions like 0.125,0.5,1, got {text!r}")
+    return values
+
+
+def _machine_state() -> dict[str, Any]:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def load_command(args: argparse.Namespace) -> int:
+    """Handler of ``weft-search bench load`` (errors propagate as :class:`WeftError`/``OSError``)."""
+    if args.plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise MissingDependencyError(f"--plot needs matplotlib: {PLOT_INSTALL_HINT}") from None
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    for arm in arms:
+        if arm not in ("bm25", "hybrid"):
+            raise InvalidParameterError(f"unknown arm {arm!r} (known: bm25, hybrid)")
+    out = sys.stderr
+    state = _machine_state()
+    print(f"[load] machine: {state}", file=out, flush=True)
+    results: list[LadderResult] = []
+    calibration: RungResult | None = None
+    handoffs: list[RungResult] = []
+    commit_result: CommitResult | None = None
+    keys, texts, workload, doc_vectors = _scifact(args.data, "hybrid" in arms)
+    common = dict(
+        fractions=args.rungs, rung_seconds=args.rung_seconds, min_requests=args.min_requests,
+        sequential_seconds=args.sequential_seconds, repetitions=args.repetitions, headline=args.headline,
+        sequential_from=args.denominator,
+        cap=args.cap, seed=args.seed, progress=out, progress_seconds=args.progress_seconds,
+    )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="weft-load-", dir=args.workdir) as tmp:
+        root = Path(tmp)
+        print(f"[load] building the indexes in {root}", file=out, flush=True)
+        _build_weft(root / "weft", keys, texts, doc_vectors)
+        if args.commit_under_load:
+            # First, before a peer is imported into this process: the commit forks its encoder.
+            commit_result = _commit_run(args, root, keys, texts, workload, doc_vectors, arms[0], out)
+        if args.peer and "bm25" in arms:
+            _build_tantivy(root / "tantivy", keys, texts)
+        if args.peer and "hybrid" in arms:
+            assert doc_vectors is not None
+            _build_lance(root / "lance", keys, texts, doc_vectors)
+        highest = 0.0
+        for arm in arms:
+            for kind in args.target:
+                searcher = WeftSearcher(str(root / "weft"), workload, arm, args.k, args.depth)
+                target: Target
+                if kind.startswith(("http://", "https://")):
+                    target = HttpTarget(
+                        kind, workload, k=args.k, hybrid=arm == "hybrid", path=args.http_path, cap=args.cap,
+                        server_pids=args.server_pid or (),
+                    )  # fmt: skip
+                else:
+                    target = _target(kind, searcher, "weft")
+                target.start()
+                try:
+                    direct = _direct(target, searcher)
+                    mine = run_ladder(
+                        target, len(workload), arm=arm, engine="weft-search", direct=direct, **common
+                    )
+                finally:
+                    target.close()
+                results.append(mine)
+                sys.stdout.write(format_ladder(mine) + "\n")
+                sys.stdout.flush()
+                highest = max(highest, max(r.offered for r in mine.rungs))
+                if not args.peer or isinstance(target, HttpTarget):
+                    continue  # a server's peer is run by whoever runs the peer's server
+                peer: Searcher
+                if arm == "bm25":
+                    peer, engine = TantivySearcher(str(root / "tantivy"), workload, args.k), "tantivy"
+                else:
+                    peer, engine = LanceSearcher(str(root / "lance"), workload, args.k, args.depth), "LanceDB"
+                peer_target = _target(kind, peer, engine)
+                peer_target.start()
+                try:
+                    theirs = run_ladder(
+                        peer_target, len(workload), arm=arm, engine=engine, direct=_direct(peer_target, peer),
+                        absolute_rates=[r.offered for r in mine.rungs], **common,
+                    )  # fmt: skip
+                finally:
+                    peer_target.close()
+                results.append(theirs)
+                highest = max(highest, *(r.offered for r in (*theirs.rungs, *theirs.absolute)))
+                sys.stdout.write(format_ladder(theirs) + "\n")
+                sys.stdout.flush()
+        if args.calibrate and highest > 0:
+            seconds = min(args.rung_seconds, 10.0)
+            print(f"[load] dispatcher overhead: no-op targets at {highest:,.1f} q/s", file=out, flush=True)
+            calibration = calibrate(highest, seconds, seed=args.seed, progress=out)
+            _print_calibration("driver alone (no-op on its own thread)", calibration)
+            for kind in args.target:
+                if kind.startswith(("http://", "https://")):
+                    continue
+                # The same pool or workers with a search that does nothing: the ceiling of the
+                # driver plus the handoff (queue, pipes), which no engine behind it can beat.
+                noop = _target(kind, SleepSearcher(0.0), "no-op")
+                noop.start()
+                try:
+                    schedule = poisson_schedule(highest, seconds, args.seed, 1)
+                    result = run_rung(
+                        noop, schedule, cap=args.cap, label=f"{noop.name} (no-op search)", progress=out
+                    )
+                finally:
+                    noop.close()
+                handoffs.append(result)
+                _print_calibration(f"driver + {noop.name} with a no-op search", result)
+    payload = {
+        "machine": state,
+        "machine_after": _machine_state(),
+        "command": "weft-search " + " ".join(getattr(args, "argv", [])),
+        "latency": "from each request's scheduled (Poisson) arrival; service time beside it",
+        "unloaded_denominator": "the lowest open-loop rung",
+        "ladders": [r.to_dict() for r in results],
+        "driver_overhead": None if calibration is None else calibration.to_dict(),
+        "driver_and_handoff_overhead": [r.to_dict() for r in handoffs],
+        "commit_under_load": None if commit_result is None else commit_result.to_dict(),
+    }
+    if args.json is not None:
+        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}", file=out)
+    if args.plot is not None and results:
+        plot_ladder(results, args.plot, title=f"SciFact, {state['date_utc']}")
+        print(f"wrote {args.plot}", file=out)
+    return 0
+
+
+def _print_calibration(what: str, result: RungResult) -> None:
+    print(
+        f"{what} at {result.offered:,.1f} q/s: latency p50 {_ms(result.latency['p50'])}, "
+        f"p99 {_ms(result.latency['p99'])}, p99.9 {_ms(result.latency['p99.9'])}, max "
+        f"{_ms(result.latency['max'])} ms; dispatcher lag p99 {_ms(result.lag['p99'])} ms; "
+        f"achieved {result.achieved:,.1f} q/s, shed {result.shed:,}; CPU {result.cpu_seconds:.2f} s"
+    )
+
+
+def _commit_run(
+    args: argparse.Namespace,
+    root: Path,
+    keys: Sequence[str],
+    texts: Sequence[str],
+    workload: Workload,
+    doc_vectors: NDArray[np.float32] | None,
+    arm: str,
+    out: TextIO,
+) -> CommitResult:
+    """The 50% rung of an in-process target, with one commit of ``--commit-docs`` and a merge.
+
+    The rate is half the target's own sequential throughput, measured on the
+    writer before the documents to commit are added.
+    """
+    from weftsearch.engine.documents import Document
+    from weftsearch.engine.index import Index
+
+    path = root / "commit"
+    _build_weft(path, keys, texts, doc_vectors if arm == "hybrid" else None)
+    index = Index.open(path)
+    try:
+        threads = next((int(k.split(":")[1]) for k in args.target if k.startswith("threads:")), 2)
+        target = ThreadTarget(weft_search_function(index, workload, arm, args.k, args.depth), threads, "weft")
+        target.start()
+        try:
+            sequential = sequential_throughput(target, len(workload), seconds=args.sequential_seconds)
+            rate = sequential * 0.5
+            n = args.commit_docs
+            vectors = doc_vectors if arm == "hybrid" else None
+            print(f"[load] adding {n:,} documents to commit under load", file=out, flush=True)
+            index.add_many(
+                (
+                    Document(
+                        f"load-{i:07d}",
+                        texts[i % len(texts)],
+                        vector=None if vectors is None else vectors[i % len(texts)],
+                    )
+                    for i in range(n)
+                ),
+                progress=False,
+            )
+            seconds = args.commit_seconds or rung_seconds_for(rate, args.rung_seconds, args.min_requests)
+            result = commit_under_load(
+                target, index, len(workload), rate, seconds, cap=args.cap, seed=args.seed, progress=out
+            )
+        finally:
+            target.close()
+    finally:
+        index.close(discard=True)
+    print(
+        f"commit under load ({target.name}, {arm}, 50% rung = {rate:,.1f} q/s): "
+        f"commit of {args.commit_docs:,} "
+        f"documents {result.commit_seconds:.2f} s + merge {result.merge_seconds:.2f} s; p50 outside "
+        f"{_ms(result.outside['p50'])} -> inside {_ms(result.inside['p50'])} ms; p99 outside "
+        f"{_ms(result.outside['p99'])} -> inside {_ms(result.inside['p99'])} ms "
+        f"(ratio {result.p99_ratio:.2f}; "
+        f"{result.inside_count:,} requests inside, {result.outside_count:,} outside; shed {result.rung.shed})"
+    )
+    return result
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``bench`` (with ``bench load``) to the subcommands of a ``weft-search`` parser."""
+    bench = commands.add_parser("bench", help="benchmarks that ship with the library (bench load)")
+    sub = bench.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
+    load = sub.add_parser(
+        "load",
+        help="an open-loop load ladder (Poisson arrivals, latency from the scheduled time), peer beside",
+        description=(
+            "Build weft-search (and peer) indexes of a SciFact folder in a temporary directory, measure each "
+            "target's sequential throughput, then drive it with Poisson arrivals at each fraction of it "
+            "(--rungs), latency measured from each request's scheduled arrival, an in-flight cap with shed "
+            "requests counted; print a table per target and arm. The unloaded denominator is the lowest "
+            "open-loop rung."
+        ),
+    )
+    load.add_argument(
+        "--data", required=True, metavar="DIR", help="SciFact folder (BEIR layout, frozen vectors)"
+    )
+    load.add_argument(
+        "--target", action="append", default=None, metavar="KIND",
+        help="threads:N, processes:N, processes:NxT or a server's base URL http://HOST:PORT "
+        "(repeatable; default threads:2)",
+    )  # fmt: skip
+    load.add_argument("--http-path", default="/search", help="the search path of an HTTP target (/search)")
+    load.add_argument(
+        "--server-pid", type=_positive_int, action="append", metavar="PID",
+        help="a process of the HTTP server, whose memory, CPU and faults to measure (repeatable)",
+    )  # fmt: skip
+    load.add_argument("--arms", default="bm25", help="bm25, hybrid or bm25,hybrid (default bm25)")
+    load.add_argument("--no-peer", dest="peer", action="store_false", help="leave out tantivy / LanceDB")
+    load.add_argument("--rungs", type=_fractions, default=list(DEFAULT_RUNGS), metavar="F,F,...")
+    load.add_argument("--rung-seconds", type=_positive_float, default=60.0, metavar="S")
+    load.add_argument("--min-requests", type=_positive_int, default=5_000, metavar="N")
+    load.add_argument("--sequential-seconds", type=_positive_float, default=10.0, metavar="S")
+    load.add_argument(
+        "--denominator", choices=("max", "target", "direct"), default="max",
+        help="the sequential throughput the rungs are fractions of: the larger of one at a time through "
+        "the target and the bare search in a tight loop (max, the default), or either alone",
+    )  # fmt: skip
+    load.add_argument(
+        "--repetitions", type=_positive_int, default=3, metavar="N", help="of the headline rung"
+    )
+    load.add_argument(
+        "--headline", type=_positive_float, default=1.0, metavar="F", help="default 1.0 (100%%)"
+    )
+    load.add_argument(
+        "--cap", type=_positive_int, default=DEFAULT_CAP, metavar="N", help="in-flight cap (32)"
+    )
+    load.add_argument("--seed", type=int, default=20261203)
+    load.add_argument("--k", type=_positive_int, default=10)
+    load.add_argument("--depth", type=_positive_int, default=100, help="per-stream depth of the hybrid arm")
+    load.add_argument("--progress-seconds", type=_positive_float, default=5.0, metavar="S")
+    load.add_argument(
+        "--no-calibrate", dest="calibrate", action="store_false", help="skip the no-op driver run"
+    )
+    load.add_argument("--commit-under-load", action="store_true", help="one commit + merge at the 50%% rung")
+    load.add_argument("--commit-docs", type=_positive_int, default=20_000, metavar="N")
+    load.add_argument(
+        "--commit-seconds", type=_positive_float, metavar="S",
+        help="length of the commit-under-load rung (default: as the other rungs); the commit starts "
+        "a third of the way in",
+    )  # fmt: skip
+    load.add_argument(
+        "--workdir", metavar="DIR", help="where the temporary indexes go (default: the system's)"
+    )
+    load.add_argument("--json", metavar="FILE", help="write every measurement as JSON")
+    load.add_argument(
+        "--plot", metavar="FILE.png", help=f"latency against offered load (needs {PLOT_INSTALL_HINT})"
+    )
+    load.set_defaults(handler=_load_handler)
+
+
+def _load_handler(args: argparse.Namespace) -> int:
+    if args.target is None:
+        args.target = ["threads:2"]
+    if args.progress_seconds > MAX_PROGRESS_SECONDS:
+        raise InvalidParameterError(
+            f"--progress-seconds {args.progress_seconds:g}: a progress line comes at least every "
+            f"{MAX_PROGRESS_SECONDS:g} s"
+        )
+    if args.headline not in args.rungs:
+        raise InvalidParameterError(f"--headline {args.headline} is not one of --rungs {args.rungs}")
+    return load_command(args)
