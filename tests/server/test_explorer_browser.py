@@ -152,6 +152,15 @@ def test_explorer_page_in_headless_chromium(server: str, tmp_path: Path) -> None
             text = keys(page, "#results .hit")
             assert text != graph
 
+            # A filter narrows the same ranking; clearing it restores the list.
+            page.fill("#filter", "topic == 'graph'")
+            page.press("#filter", "Enter")
+            narrowed = wait_for_change(page, "#results .hit", text)
+            assert narrowed and set(narrowed) < set(text)
+            page.fill("#filter", "")
+            page.press("#q", "Enter")
+            assert wait_for_change(page, "#results .hit", narrowed) == text
+
             # Open a document.
             page.click(f"#results .hit[data-key='{text[0]}']")
             page.wait_for_selector(f"#doc[data-key='{text[0]}']")

@@ -16,6 +16,7 @@
     fuser: "rrf",       // the selected ranking's fuser
     fuserParams: {},    // its keyword parameters (k, norm)
     depth: null,        // its depth
+    filter: null,       // the selected profile's default filter (kept when searching with an inline spec)
     baseSpec: null,     // the selected ranking's spec text (null until known)
     custom: false,      // the user changed a toggle or weight: search with an inline spec
     lastQuery: "",
@@ -90,7 +91,7 @@
 
   function signalName(expr) { return expr.split("(")[0].trim(); }
 
-  function useSpec(spec, depth) {
+  function useSpec(spec, depth, filter) {
     const parsed = parseSpec(spec);
     let weights = null;
     if (parsed.params.weights) {
@@ -99,6 +100,7 @@
     state.fuser = parsed.fuser === "score" ? "score" : "rrf";
     state.fuserParams = parsed.params;
     state.depth = depth || parsed.depth;
+    state.filter = filter || null;
     state.baseSpec = spec;
     state.custom = false;
     state.signals = parsed.scorers.map((expr, i) => ({
@@ -154,7 +156,7 @@
       const swatch = el("span", { className: "swatch" });
       swatch.style.background = COLOURS[i % COLOURS.length];
       box.append(el("div", { className: "signal" + (signal.on ? "" : " off") },
-        el("label", {}, toggle, swatch, " " + signal.expr), weight));
+        el("label", { title: signal.expr }, toggle, swatch, " " + signal.expr), weight));
     });
     $("spec").textContent = state.custom ? (customSpec() || "(no signal on)") : (state.baseSpec || "");
     $("reset").hidden = !state.custom;
@@ -174,10 +176,13 @@
     state.lastQuery = text;
     if (!text) { status("type a query"); return; }
     const body = { text, k: Number($("k").value) || 10, explain: true };
+    const filter = $("filter").value.trim();
+    if (filter) body.filter = filter;
     if (state.custom) {
       const spec = customSpec();
       if (!spec) { status("turn on at least one signal", true); return; }
       body.spec = spec;
+      if (!filter && state.filter) body.filter = state.filter;  // the profile's default filter
     } else if ($("profile").value) {
       body.profile = $("profile").value;
     }
@@ -298,8 +303,8 @@
   function selectRanking() {
     const name = $("profile").value;
     const profile = state.profiles.find((p) => p.name === name);
-    if (profile) useSpec(profile.spec, profile.depth);
-    else { state.baseSpec = null; state.custom = false; state.signals = []; renderSignals(); }
+    if (profile) useSpec(profile.spec, profile.depth, profile.filter);
+    else { state.baseSpec = null; state.custom = false; state.filter = null; state.signals = []; renderSignals(); }
     if (state.lastQuery) search();
   }
 
@@ -323,9 +328,12 @@
   async function compare() {
     const text = $("q").value.trim();
     if (!text) { status("type a query to compare on", true); return; }
+    const query = { text };
+    const filter = $("filter").value.trim();
+    if (filter) query.filter = filter;  // for both sides (otherwise each profile's own default)
     const body = {
       a: selected($("compare-a").value), b: selected($("compare-b").value),
-      query: { text }, k: Number($("k").value) || 10,
+      query, k: Number($("k").value) || 10,
     };
     try {
       const result = await api("POST", "/v1/compare", body);
