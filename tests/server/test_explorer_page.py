@@ -22,7 +22,7 @@ def test_the_page_and_its_files_are_served_without_the_key_and_the_api_still_nee
         assert page.headers["content-type"].startswith("text/html")
         assert page.headers["content-security-policy"] == "default-src 'self'"
         for ref in re.findall(r'(?:src|href)="([^"]+)"', page.text):
-            asset = client.get(ref)
+            asset = client.get("/" + ref.lstrip("/"))  # relative to the page at /
             assert asset.status_code == 200, ref
             assert asset.headers["content-type"].split(";")[0] in ("text/javascript", "text/css")
         assert client.get("/v1/profiles").status_code == 401

@@ -907,15 +907,19 @@ def create_app(
 
     # ---- the explorer page (not part of the API's schema)
 
-    def page_file(request: Request) -> Response:
-        name, media_type = _PAGE_FILES[request.url.path]
-        body = (Path(__file__).with_name("static") / name).read_bytes()
-        # Everything the page loads comes from this server (no CDN; it works offline).
-        headers = {"Content-Security-Policy": "default-src 'self'", "X-Content-Type-Options": "nosniff"}
-        return Response(body, media_type=media_type, headers=headers)
+    def page_file(name: str, media_type: str) -> Callable[[], Response]:
+        def serve() -> Response:
+            body = (Path(__file__).with_name("static") / name).read_bytes()
+            # Everything the page loads comes from this server (no CDN; it works offline).
+            headers = {"Content-Security-Policy": "default-src 'self'", "X-Content-Type-Options": "nosniff"}
+            return Response(body, media_type=media_type, headers=headers)
 
-    for page_path in _PAGE_FILES:
-        app.add_api_route(page_path, page_file, methods=["GET"], include_in_schema=False)
+        return serve
+
+    for page_path, (file_name, media_type) in _PAGE_FILES.items():
+        app.add_api_route(
+            page_path, page_file(file_name, media_type), methods=["GET"], include_in_schema=False
+        )
 
     # ---- profiles
 

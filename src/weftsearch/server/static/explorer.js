@@ -1,5 +1,6 @@
-// weft-search explorer: plain DOM code over the HTTP API (/v1/search, /v1/profiles,
-// /v1/compare, /v1/documents/{key}). No framework, no build step, nothing from a CDN.
+// weft-search explorer: plain DOM code over the HTTP API (v1/search, v1/profiles,
+// v1/compare, v1/documents/{key}; relative URLs, so a proxy may mount the server under a
+// prefix). No framework, no build step, nothing from a CDN.
 // Text from the server is only ever set with textContent, never parsed as HTML.
 "use strict";
 
@@ -188,7 +189,7 @@
     }
     status("searching…");
     try {
-      const result = await api("POST", "/v1/search", body);
+      const result = await api("POST", "v1/search", body);
       if (!state.custom && state.baseSpec === null && result.ranking.spec) useSpec(result.ranking.spec);
       renderResults(result);
       status(result.hits.length + " hits, generation " + result.generation);
@@ -252,7 +253,7 @@
   async function openDocument(key) {
     const box = $("doc");
     try {
-      const doc = await api("GET", "/v1/documents/" + encodeURIComponent(key));
+      const doc = await api("GET", "v1/documents/" + encodeURIComponent(key));
       for (const li of $("results").children) li.classList.toggle("open", li.dataset.key === key);
       const title = typeof doc.fields.title === "string" ? doc.fields.title : doc.key;
       const meta = el("dl", {});
@@ -283,7 +284,7 @@
 
   async function loadProfiles() {
     try {
-      const data = await api("GET", "/v1/profiles");
+      const data = await api("GET", "v1/profiles");
       state.profiles = data.profiles;
       const select = $("profile");
       const current = select.value;
@@ -336,7 +337,7 @@
       query, k: Number($("k").value) || 10,
     };
     try {
-      const result = await api("POST", "/v1/compare", body);
+      const result = await api("POST", "v1/compare", body);
       renderCompare(result);
     } catch (e) {
       status(e.message, true);
