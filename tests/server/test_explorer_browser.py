@@ -112,6 +112,8 @@ def test_explorer_page_in_headless_chromium(server: str, tmp_path: Path) -> None
             page.fill("#key", KEY)
             page.click("#key-form button")
             page.wait_for_selector("body[data-ready='1']")
+            stored = page.evaluate("() => [localStorage.length, sessionStorage.length, document.cookie]")
+            assert stored == [0, 0, ""], "the key must stay in the page's memory only"
             options = page.eval_on_selector_all("#profile option", "els => els.map(e => e.value)")
             assert options == ["", "graph-v1", "text-v1"]
 
@@ -136,6 +138,18 @@ def test_explorer_page_in_headless_chromium(server: str, tmp_path: Path) -> None
                 "#results .hit:first-child .bar", "els => els.map(e => e.dataset.signal)"
             )
             assert "pagerank" in bars
+
+            # A weight: the spec carries it and the fused scores change.
+            scores = page.eval_on_selector_all("#results .hit .score", "els => els.map(e => e.textContent)")
+            page.fill("#signals .signal:has(input[data-signal='pagerank']) .weight", "5")
+            page.press("#signals .signal:has(input[data-signal='pagerank']) .weight", "Tab")
+            page.wait_for_function(
+                "before => JSON.stringify(Array.from(document.querySelectorAll('#results .hit .score'))"
+                ".map(e => e.textContent)) !== JSON.stringify(before)",
+                arg=scores,
+            )
+            assert "weights=[1, 1, 5]" in page.inner_text("#spec")
+            toggled = keys(page, "#results .hit")
 
             # Switch profile: the toggles follow the profile and the results change again.
             page.select_option("#profile", "graph-v1")
