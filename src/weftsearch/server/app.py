@@ -572,8 +572,17 @@ def _is_write(method: str, path: str) -> bool:
     return method in ("POST", "PUT", "PATCH", "DELETE") and _WRITE_PATHS.match(path) is not None
 
 
+#: The explorer page's files (``static/``), by URL path: served to anyone, since they hold no
+#: data; the page asks for the key itself when the API answers 401.
+_PAGE_FILES = {
+    "/": ("explorer.html", "text/html; charset=utf-8"),
+    "/explorer/explorer.js": ("explorer.js", "text/javascript; charset=utf-8"),
+    "/explorer/explorer.css": ("explorer.css", "text/css; charset=utf-8"),
+}
+
+
 def _needs_key(method: str, path: str, reads_too: bool) -> bool:
-    if path in ("/health",):
+    if path == "/health" or (method in ("GET", "HEAD") and path in _PAGE_FILES):
         return False
     if _is_write(method, path):
         return True
@@ -894,6 +903,22 @@ def create_app(
     def metrics() -> Response:
         return Response(
             prometheus_client.generate_latest(registry), media_type=prometheus_client.CONTENT_TYPE_LATEST
+        )
+
+    # ---- the explorer page (not part of the API's schema)
+
+    def page_file(name: str, media_type: str) -> Callable[[], Response]:
+        def serve() -> Response:
+            body = (Path(__file__).with_name("static") / name).read_bytes()
+            # Everything the page loads comes from this server (no CDN; it works offline).
+            headers = {"Content-Security-Policy": "default-src 'self'", "X-Content-Type-Options": "nosniff"}
+            return Response(body, media_type=media_type, headers=headers)
+
+        return serve
+
+    for page_path, (file_name, media_type) in _PAGE_FILES.items():
+        app.add_api_route(
+            page_path, page_file(file_name, media_type), methods=["GET"], include_in_schema=False
         )
 
     # ---- profiles
