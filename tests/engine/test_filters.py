@@ -331,3 +331,15 @@ def test_merged_field_indexes_equal_a_fresh_build(parts: list[list[dict[str, Any
     fresh = FieldIndex.build(survivors).sections()
     for name in FIELD_SECTIONS:
         assert merged[name].tobytes() == fresh[name].tobytes(), name
+
+
+@pytest.mark.parametrize("section", sorted(FIELD_SECTIONS))
+def test_a_field_section_of_another_type_or_missing_is_refused(section: str) -> None:
+    docs: list[dict[str, Any]] = [{"a": 2, "b": "x"}, {"a": 1, "b": "y"}]
+    sections: dict[str, Any] = dict(FieldIndex.build(docs).sections())
+    sections[section] = sections[section].astype(np.float32)  # the fuzzer found this one
+    with pytest.raises(CorruptIndexError, match=section):
+        FieldIndex.from_sections(lambda name: sections[name], len(docs), "seg")
+    del sections[section]
+    with pytest.raises(CorruptIndexError, match="missing"):
+        FieldIndex.from_sections(lambda name: sections[name], len(docs), "seg")

@@ -281,22 +281,38 @@ class FieldIndex:
         def corrupt(what: str) -> CorruptIndexError:
             return CorruptIndexError(f"{where}: field index: {what}")
 
-        names = _strings(array("fld.names"), array("fld.name_offsets"), "field names", corrupt)
+        def checked(name: str) -> NDArray[Any]:
+            try:
+                found = array(name)
+            except KeyError:
+                raise corrupt(f"section {name} is missing") from None
+            want = np.dtype(FIELD_SECTIONS[name])
+            if (
+                found.ndim != 1
+                or found.dtype.str.lstrip("<>|=") != want.str.lstrip("<>|=")
+                or (found.dtype.itemsize > 1 and found.dtype.str[0] != want.str[0])
+            ):
+                raise corrupt(f"section {name} is {found.dtype}, not {want}")
+            return found
+
+        names = _strings(checked("fld.names"), checked("fld.name_offsets"), "field names", corrupt)
         if any(a >= b for a, b in itertools.pairwise(names)):
             raise corrupt("field names are not strictly increasing")
-        kind_codes = array("fld.kinds")
-        kw_start = array("fld.kw_start")
-        num_start = array("fld.num_start")
+        kind_codes = checked("fld.kinds")
+        kw_start = checked("fld.kw_start")
+        num_start = checked("fld.num_start")
         count = len(names)
         if kind_codes.shape[0] != count or kw_start.shape[0] != count + 1 or num_start.shape[0] != count + 1:
             raise corrupt("the per-field tables disagree on the number of fields")
         if count and int(kind_codes.max()) >= len(FIELD_KINDS):
             raise corrupt("unknown field kind code")
-        values = _strings(array("fld.kw_values"), array("fld.kw_value_offsets"), "keyword values", corrupt)
-        id_offsets = array("fld.kw_id_offsets")
-        kw_ids = array("fld.kw_ids")
-        num_values = array("fld.num_values")
-        num_ids = array("fld.num_ids")
+        values = _strings(
+            checked("fld.kw_values"), checked("fld.kw_value_offsets"), "keyword values", corrupt
+        )
+        id_offsets = checked("fld.kw_id_offsets")
+        kw_ids = checked("fld.kw_ids")
+        num_values = checked("fld.num_values")
+        num_ids = checked("fld.num_ids")
         _monotone(kw_start, len(values), "fld.kw_start", corrupt)
         _monotone(num_start, num_values.shape[0], "fld.num_start", corrupt)
         if id_offsets.shape[0] != len(values) + 1:
