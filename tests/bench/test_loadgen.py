@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,7 +43,7 @@ from weftsearch.bench.loadgen import (
     run_rung,
     rung_seconds_for,
 )
-from weftsearch.errors import InvalidParameterError
+from weftsearch.errors import InvalidParameterError, MissingDependencyError
 
 # ---------------------------------------------------------------------- the schedule
 
@@ -520,6 +521,7 @@ def test_the_command_on_scifact(tmp_path: Path, capsys: pytest.CaptureFixture[st
     data = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "scifact"
     if not (data / "corpus.jsonl").is_file():
         pytest.skip(f"SciFact not found at {data}")
+    pytest.importorskip("tantivy", reason="the BM25 peer needs the bench extra")
     out = tmp_path / "load.json"
     status = weft_cli.main(
         ["bench", "load", "--data", str(data), "--target", "threads:1", "--rungs", "0.5,1",
@@ -540,3 +542,19 @@ def test_percentiles_come_from_an_hdr_histogram_of_every_value() -> None:
     for name, exact in (("p50", 500.0), ("p90", 900.0), ("p99", 990.0), ("p99.9", 999.0), ("max", 1000.0)):
         assert result[name] == pytest.approx(exact, rel=1e-3), name
     assert all(np.isnan(v) for v in loadgen._percentiles(np.zeros(0)).values())
+
+
+def test_without_the_histogram_library_the_ladder_names_the_extra_before_sending_anything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "hdrh", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "hdrh.histogram", None)
+    calls: list[int] = []
+    target = ThreadTarget(SleepSearcher(0.0), 1, "sleep")
+    target.start()
+    try:
+        with pytest.raises(MissingDependencyError, match=r"weft-search\[bench\]"):
+            run_ladder(target, 3, arm="bm25", engine="e", direct=calls.append, progress=io.StringIO())
+    finally:
+        target.close()
+    assert calls == []

@@ -348,7 +348,7 @@ class TantivySearcher:
             import tantivy
         except ImportError:
             raise MissingDependencyError(
-                "the tantivy peer needs tantivy: pip install 'weft-search[bench]'"
+                "the tantivy peer needs tantivy: pip install 'weft-search[bench]' (or leave peers out: --no-peer)"
             ) from None
         index = tantivy.Index.open(self.path)
         index.reload()
@@ -391,7 +391,7 @@ class LanceSearcher:
             from lancedb.rerankers import RRFReranker
         except ImportError:
             raise MissingDependencyError(
-                "the LanceDB peer needs lancedb: pip install 'weft-search[bench]'"
+                "the LanceDB peer needs lancedb: pip install 'weft-search[bench]' (or leave peers out: --no-peer)"
             ) from None
         table = lancedb.connect(self.path).open_table("docs")
         reranker = RRFReranker(K=60)
@@ -883,9 +883,20 @@ class _Resources:
 # ---------------------------------------------------------------------- one rung
 
 
+def _hdr_histogram_class() -> Any:
+    """The HDR histogram class, or a :class:`MissingDependencyError` naming the extra."""
+    try:
+        from hdrh.histogram import HdrHistogram
+    except ImportError:
+        raise MissingDependencyError(
+            "the load ladder keeps latencies in HDR histograms: pip install 'weft-search[bench]'"
+        ) from None
+    return HdrHistogram
+
+
 def _percentiles(values_s: NDArray[np.float64]) -> dict[str, float]:
     """p50, p90, p99, p99.9 and max in milliseconds, through an HDR histogram (microseconds)."""
-    from hdrh.histogram import HdrHistogram
+    HdrHistogram = _hdr_histogram_class()  # noqa: N806 (a class)
 
     histogram = HdrHistogram(1, _HIST_MAX_US, 3)
     micros = np.clip(np.rint(values_s * _US), 1, _HIST_MAX_US).astype(np.int64)
@@ -1287,6 +1298,7 @@ def run_ladder(
     """
     if repetitions < 1:
         raise InvalidParameterError(f"repetitions must be at least 1, got {repetitions}")
+    _hdr_histogram_class()  # before any request is sent: a missing extra fails at once, not after a rung
     if sequential_from not in ("max", "target", "direct") or (sequential_from == "direct" and direct is None):
         raise InvalidParameterError(
             "sequential_from must be max, target or direct (direct needs a search function), "
@@ -1596,7 +1608,7 @@ def _build_tantivy(path: Path, keys: Sequence[str], texts: Sequence[str]) -> Non
         import tantivy
     except ImportError:
         raise MissingDependencyError(
-            "the tantivy peer needs tantivy: pip install 'weft-search[bench]'"
+            "the tantivy peer needs tantivy: pip install 'weft-search[bench]' (or leave peers out: --no-peer)"
         ) from None
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("key", stored=True, tokenizer_name="raw", index_option="basic")
@@ -1618,7 +1630,7 @@ def _build_lance(path: Path, keys: Sequence[str], texts: Sequence[str], vectors:
         from lancedb.index import FTS
     except ImportError:
         raise MissingDependencyError(
-            "the LanceDB peer needs lancedb: pip install 'weft-search[bench]'"
+            "the LanceDB peer needs lancedb: pip install 'weft-search[bench]' (or leave peers out: --no-peer)"
         ) from None
     table = pa.table(
         {
