@@ -348,7 +348,8 @@ class TantivySearcher:
             import tantivy
         except ImportError:
             raise MissingDependencyError(
-                "the tantivy peer needs tantivy: pip install 'weft-search[bench]' (or leave peers out: --no-peer)"
+                "the tantivy peer needs tantivy: pip install 'weft-search[bench]' "
+                "(or leave the peers out: --no-peer)"
             ) from None
         index = tantivy.Index.open(self.path)
         index.reload()
@@ -391,7 +392,8 @@ class LanceSearcher:
             from lancedb.rerankers import RRFReranker
         except ImportError:
             raise MissingDependencyError(
-                "the LanceDB peer needs lancedb: pip install 'weft-search[bench]' (or leave peers out: --no-peer)"
+                "the LanceDB peer needs lancedb: pip install 'weft-search[bench]' "
+                "(or leave the peers out: --no-peer)"
             ) from None
         table = lancedb.connect(self.path).open_table("docs")
         reranker = RRFReranker(K=60)
@@ -1608,7 +1610,8 @@ def _build_tantivy(path: Path, keys: Sequence[str], texts: Sequence[str]) -> Non
         import tantivy
     except ImportError:
         raise MissingDependencyError(
-            "the tantivy peer needs tantivy: pip install 'weft-search[bench]' (or leave peers out: --no-peer)"
+            "the tantivy peer needs tantivy: pip install 'weft-search[bench]' "
+            "(or leave the peers out: --no-peer)"
         ) from None
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("key", stored=True, tokenizer_name="raw", index_option="basic")
@@ -1630,7 +1633,8 @@ def _build_lance(path: Path, keys: Sequence[str], texts: Sequence[str], vectors:
         from lancedb.index import FTS
     except ImportError:
         raise MissingDependencyError(
-            "the LanceDB peer needs lancedb: pip install 'weft-search[bench]' (or leave peers out: --no-peer)"
+            "the LanceDB peer needs lancedb: pip install 'weft-search[bench]' "
+            "(or leave the peers out: --no-peer)"
         ) from None
     table = pa.table(
         {
