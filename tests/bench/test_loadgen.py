@@ -558,3 +558,40 @@ def test_without_the_histogram_library_the_ladder_names_the_extra_before_sending
     finally:
         target.close()
     assert calls == []
+
+
+def test_the_command_on_the_synthetic_corpus_runs_both_arms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "load.json"
+    status = weft_cli.main(
+        ["bench", "load", "--synthetic", "300", "--queries", "20", "--arms", "bm25,hybrid", "--no-peer",
+         "--target", "threads:1", "--rungs", "0.5,1", "--rung-seconds", "0.3", "--min-requests", "1",
+         "--sequential-seconds", "0.3", "--repetitions", "1", "--no-calibrate", "--json", str(out)]
+    )  # fmt: skip
+    assert status == 0
+    record = json.loads(out.read_text())
+    assert [(ladder["engine"], ladder["arm"]) for ladder in record["ladders"]] == [
+        ("weft-search", "bm25"),
+        ("weft-search", "hybrid"),
+    ]
+    for ladder in record["ladders"]:
+        assert all(rung["errors"] == 0 for rung in ladder["rungs"])
+    assert "synthetic 300" in capsys.readouterr().err
+
+
+def test_the_command_wants_one_corpus(capsys: pytest.CaptureFixture[str]) -> None:
+    assert weft_cli.main(["bench", "load", "--arms", "bm25"]) == 2
+    assert "one of the arguments --data --synthetic is required" in capsys.readouterr().err
+    assert weft_cli.main(["bench", "load", "--data", "x", "--synthetic", "10"]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_synthetic_vectors_are_seeded_unit_rows() -> None:
+    from weftsearch.bench.synthetic import unit_vectors
+
+    first, again = unit_vectors(250, 8), unit_vectors(250, 8)
+    assert first.dtype == np.float32 and first.shape == (250, 8)
+    assert first.tobytes() == again.tobytes()
+    assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-6)
+    assert unit_vectors(250, 8, seed=1).tobytes() != first.tobytes()

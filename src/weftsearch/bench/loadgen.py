@@ -1587,6 +1587,26 @@ def _scifact(data: str, hybrid: bool) -> tuple[list[str], list[str], Workload, N
     return keys, texts, Workload(query_texts, query_vectors), doc_vectors
 
 
+def _synthetic(
+    n_docs: int, n_queries: int, hybrid: bool
+) -> tuple[list[str], list[str], Workload, NDArray[np.float32] | None]:
+    """The shared synthetic corpus (:mod:`weftsearch.bench.synthetic`) as :func:`_scifact` gives SciFact.
+
+    Its tokens are the analysed text already; for the hybrid arm, seeded random unit
+    vectors of width 384 (cost, not quality: they mean nothing).
+    """
+    from weftsearch.bench.synthetic import SEED, unit_vectors, zipf_corpus
+
+    corpus = zipf_corpus(n_docs, n_queries)
+    texts = [" ".join(tokens) for tokens in corpus.doc_tokens]
+    query_texts = tuple(" ".join(tokens) for tokens in corpus.query_tokens)
+    doc_vectors = query_vectors = None
+    if hybrid:
+        doc_vectors = unit_vectors(n_docs)
+        query_vectors = unit_vectors(n_queries, seed=SEED + 2)
+    return corpus.doc_keys, texts, Workload(query_texts, query_vectors), doc_vectors
+
+
 def _build_weft(
     path: Path, keys: Sequence[str], texts: Sequence[str], vectors: NDArray[np.float32] | None
 ) -> None:
@@ -1720,7 +1740,13 @@ def load_command(args: argparse.Namespace) -> int:
     calibration: RungResult | None = None
     handoffs: list[RungResult] = []
     commit_result: CommitResult | None = None
-    keys, texts, workload, doc_vectors = _scifact(args.data, "hybrid" in arms)
+    if args.synthetic:
+        corpus_name = f"synthetic {args.synthetic:,}"
+        print(f"[load] drawing the {corpus_name} corpus", file=out, flush=True)
+        keys, texts, workload, doc_vectors = _synthetic(args.synthetic, args.queries, "hybrid" in arms)
+    else:
+        corpus_name = "SciFact"
+        keys, texts, workload, doc_vectors = _scifact(args.data, "hybrid" in arms)
     common = dict(
         fractions=args.rungs, rung_seconds=args.rung_seconds, min_requests=args.min_requests,
         sequential_seconds=args.sequential_seconds, repetitions=args.repetitions, headline=args.headline,
@@ -1819,7 +1845,7 @@ def load_command(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}", file=out)
     if args.plot is not None and results:
-        plot_ladder(results, args.plot, title=f"SciFact, {state['date_utc']}")
+        plot_ladder(results, args.plot, title=f"{corpus_name}, {state['date_utc']}")
         print(f"wrote {args.plot}", file=out)
     return 0
 
@@ -1923,15 +1949,23 @@ def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "load",
         help="an open-loop load ladder (Poisson arrivals, latency from the scheduled time), peer beside",
         description=(
-            "Build weft-search (and peer) indexes of a SciFact folder in a temporary directory, measure each "
+            "Build weft-search (and peer) indexes of a SciFact folder (or of the synthetic corpus) in a "
+            "temporary directory, measure each "
             "target's sequential throughput, then drive it with Poisson arrivals at each fraction of it "
             "(--rungs), latency measured from each request's scheduled arrival, an in-flight cap with shed "
             "requests counted; print a table per target and arm. The unloaded denominator is the lowest "
             "open-loop rung."
         ),
     )
+    corpus = load.add_mutually_exclusive_group(required=True)
+    corpus.add_argument("--data", metavar="DIR", help="SciFact folder (BEIR layout, frozen vectors)")
+    corpus.add_argument(
+        "--synthetic", type=_positive_int, metavar="N",
+        help="the shared synthetic corpus of N documents instead (Zipfian tokens, seed 20261203; the hybrid "
+        "arm gets random unit vectors of width 384: cost, not quality)",
+    )  # fmt: skip
     load.add_argument(
-        "--data", required=True, metavar="DIR", help="SciFact folder (BEIR layout, frozen vectors)"
+        "--queries", type=_positive_int, default=1_000, metavar="N", help="queries of --synthetic (1,000)"
     )
     load.add_argument(
         "--target", action="append", default=None, metavar="KIND",
