@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import weftsearch.scorers.vector as vector_module
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, Stream, VectorScorer
 from weftsearch.cli import format_results
 from weftsearch.engine import kernels
@@ -133,7 +134,7 @@ def _expected_plan(
     rows = int(live.sum())
     if not total:
         return "none", 0, 0, False
-    if total * nlist <= nprobe * rows:
+    if total * nlist <= vector_module.EXACT_SCAN_FACTOR * nprobe * rows:
         return "exact", 0, total, False
     unit = query.vector / np.sqrt(query.vector.dot(query.vector))
     every = np.arange(nlist, dtype=np.int64)

@@ -30,6 +30,18 @@ DEFAULT_NPROBE = 20
 #: probe of the largest segments measured; a segment smaller than the budget is never cut.
 DEFAULT_PROBE_BUDGET = 65_536
 
+#: The planner's rule under a filter, per partitioned segment: scan the matching rows exactly
+#: when they are at most ``EXACT_SCAN_FACTOR`` times the rows an unfiltered probe reads
+#: (``nprobe`` lists of average size), else probe. Below that, the exact scan (recall 1)
+#: costs no more than the unfiltered search would; above it, probing is cheaper. Set from
+#: ``bench/filters.py --crossover`` (docs/BENCHMARKS.md, "Filters"): the exact scan of the
+#: matching rows took as long as the unfiltered probe at ratios of about 0.71 (SciFact),
+#: 0.76 (20,000 x 384) and 1.16 (100,000 x 384); 0.7 is the lowest, rounded down, so on every
+#: set measured a filtered vector search is never dearer than the unfiltered one. (The probe
+#: also ranks ``nlist`` centroids, a cost the scan does not pay, which may be why the ratio
+#: grows with the segment; the machine was shared and noisy, so the points are rough.)
+EXACT_SCAN_FACTOR = 0.7
+
 #: Filters whose matching rows the scorer keeps per snapshot (least recently used dropped):
 #: the rows are the same for every query with the same filter, and finding them reads the
 #: whole segment's ids (about 3 ns a vector), more than scoring a selective filter's rows.
@@ -311,9 +323,10 @@ class VectorScorer:
         The plan, per segment (the filter decides it, not a guess):
 
         * **exact** when the scorer is exact (``nprobe=None``), the segment has
-          no lists, or the matching rows are no more than the rows the probe
-          would read (``nprobe`` lists of average size): every matching row is
-          scored, so recall is 1 and the cost is O(matching rows * dim);
+          no lists, or the matching rows are no more than
+          :data:`EXACT_SCAN_FACTOR` times the rows an unfiltered probe reads
+          (``nprobe`` lists of average size): every matching row is scored, so
+          recall is 1 and the cost is O(matching rows * dim);
         * **probed** otherwise: lists in order of closeness to the query, the
           ``nprobe`` nearest always, then on past ``nprobe`` until the lists
           read hold ``min(k, matching rows)`` matching rows, as long as the
@@ -342,7 +355,7 @@ class VectorScorer:
             block = view.block
             probe = block.lists_to_probe(self.nprobe)
             nlist = len(view.list_rows)
-            if not probe or not nlist or count * nlist <= probe * view.rows.shape[0]:
+            if not probe or not nlist or count * nlist <= EXACT_SCAN_FACTOR * probe * view.rows.shape[0]:
                 rows = matching.rows
                 plan.exact(count)
             else:
