@@ -439,7 +439,7 @@ def targets(rows: Sequence[dict[str, Any]], corpus: str) -> list[str]:
         for peer in peers:
             pairs = [
                 (row["selectivity"], row["qps"] / by[(peer, row["selectivity"])]["qps"])
-                for row in rows
+                for row in filtered
                 if row["arm"] == arm and (peer, row["selectivity"]) in by
             ]
             if not pairs:

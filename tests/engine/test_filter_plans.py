@@ -355,3 +355,18 @@ def test_filter_masks_are_type_strict_and_found_by_identity(monkeypatch: pytest.
     monkeypatch.setattr(type(node), "to_string", counting)
     assert snap.filter_mask(node) is first and printed == []
     assert snap.filter_mask((F("n") >= 1) & (F("flag") == True)) is first and len(printed) == 1  # noqa: E712
+
+
+def test_filter_strings_are_parsed_once_and_errors_every_time() -> None:
+    from weftsearch.engine.filters import PARSE_CACHE_CHARS, parse_filter
+    from weftsearch.errors import FilterSyntaxError
+
+    text = "u < 10 and cluster in (1, 2)"
+    assert parse_filter(text) is parse_filter(text)
+    assert Query(vector=np.ones(DIM, np.float32), filter=text).filter is parse_filter(text)
+    for _ in range(2):  # a refused string is refused again, never served from the cache
+        with pytest.raises(FilterSyntaxError, match="character 4"):
+            parse_filter("u < and")
+    long = " or ".join(f"u == {i}" for i in range(PARSE_CACHE_CHARS // 8))
+    assert len(long) > PARSE_CACHE_CHARS
+    assert parse_filter(long) == parse_filter(long) and parse_filter(long) is not parse_filter(long)
