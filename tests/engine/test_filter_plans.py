@@ -370,3 +370,31 @@ def test_filter_strings_are_parsed_once_and_errors_every_time() -> None:
     long = " or ".join(f"u == {i}" for i in range(PARSE_CACHE_CHARS // 8))
     assert len(long) > PARSE_CACHE_CHARS
     assert parse_filter(long) == parse_filter(long) and parse_filter(long) is not parse_filter(long)
+
+
+def test_over_several_segments_cut_short_means_fewer_than_min_k_matching() -> None:
+    index = Index("english", vector_dim=DIM)
+    index.add_many(_documents(21), progress=False)
+    index.snapshot()
+    index.add_many(
+        [Document("z" + d.key, d.text, vector=d.vector, fields=d.fields) for d in _documents(22)],
+        progress=False,
+    )
+    index.add_many(_documents(23)[:500], progress=False)  # replaces some of the first: tombstones
+    snap = index.snapshot()
+    assert sum(block.centroids is not None for block in snap.vector_blocks()) >= 2
+    rng = np.random.default_rng(3)
+    seen = set()
+    for _ in range(60):
+        cs = [int(c) for c in rng.choice(CLUSTERS, int(rng.integers(1, 4)), replace=False)]
+        query = Query(vector=rng.normal(size=DIM).astype(np.float32), filter=F("cluster").isin(cs))
+        k = int(rng.integers(1, 80))
+        results = search_snapshot(
+            snap, query, k, RRF(), [VectorScorer(nprobe=1, probe_budget=int(rng.integers(1, 60)))]
+        )
+        short = len(results) < min(k, _matching(snap, query))
+        assert results.cut_short == (("vector",) if short else ())
+        plan = results.plans["vector"]
+        assert plan is not None and (plan["budget_stops"] or 0) >= int(short)
+        seen.add(short)
+    assert seen == {True, False}
