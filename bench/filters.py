@@ -395,9 +395,8 @@ def targets(rows: Sequence[dict[str, Any]], corpus: str) -> list[str]:
 
     def line(met: bool | None, name: str, needs: str, measured: str) -> None:
         verdict = "NOT MEASURED" if met is None else ("MET" if met else "MISSED")
-        lines.append(
-            f"- {verdict}: {name} [{corpus}] (needs {needs}){': measured ' + measured if measured else ''}"
-        )
+        said = "" if not measured else (f": {measured}" if met is None else f": measured {measured}")
+        lines.append(f"- {verdict}: {name} [{corpus}] (needs {needs}){said}")
 
     for arm in WEFT_ARMS:
         mine = [row for row in filtered if row["arm"] == arm]
