@@ -146,6 +146,8 @@ def _expected_plan(
             break
         size = int(matching_per_list[position])
         if lists >= nprobe and budget is not None and read + size > budget:
+            if budget > read:  # the crossing list is read in part, up to the budget
+                lists, read = lists + 1, budget
             return "probed", lists, read, read < wanted
         read += size
         lists += 1

@@ -166,8 +166,10 @@ class VectorScorer:
     Under a filter (``Query.filter``), a probe goes on past ``nprobe`` lists
     until the lists read hold ``k`` matching rows; ``probe_budget`` (default
     :data:`DEFAULT_PROBE_BUDGET`, in vector rows scored per segment; ``None``:
-    no budget) bounds that: lists past the ``nprobe`` nearest are read only
-    while the matching rows scored in the segment stay within it. When the
+    no budget) bounds that: past the ``nprobe`` nearest lists, matching rows
+    are scored only while the segment's count stays within it (the list
+    that crosses it is read in part, so ``k`` up to the budget always comes
+    back from the lists the probe reaches). When the
     budget stops a search with fewer than ``min(k, matching documents with a
     vector)`` results, the stream says so (``complete=False``, reported as
     :attr:`SearchResults.cut_short <weftsearch.engine.search.SearchResults.cut_short>`).
@@ -330,9 +332,10 @@ class VectorScorer:
         * **probed** otherwise: lists in order of closeness to the query, the
           ``nprobe`` nearest always, then on past ``nprobe`` until the lists
           read hold ``min(k, matching rows)`` matching rows, as long as the
-          matching rows scored stay within ``probe_budget`` (a list that
-          would cross it is not read, nor any after it). Only matching rows
-          of the probed lists are scored; a list without any costs nothing.
+          matching rows scored stay within ``probe_budget`` (the list that
+          would cross it is read in part, its first matching rows in storage
+          order up to the budget; none after it). Only matching rows of the
+          probed lists are scored; a list without any costs nothing.
 
         Scores are the same kernel's as the unfiltered path's, to the bit: the
         compiled scan over the chosen rows (``ScanKernel.rows``) where it is
@@ -476,7 +479,10 @@ def _probe_until(
     descending, the lower list first on ties), with lists whose closeness is
     NaN last. Past the ``nprobe`` nearest, lists are read in that order until
     they hold ``min(k, matching rows)`` matching rows, while the matching rows
-    read stay within ``budget`` (``None``: no bound).
+    read stay within ``budget`` (``None``: no bound); the list that would
+    cross the budget is read in part (its first matching rows in storage
+    order, up to the budget), so a probe is cut short only when ``k`` is
+    more than the budget (or the ``nprobe`` nearest lists already spent it).
 
     Returns:
         ``(rows, lists, cut)``: the matching rows to score, ascending; how many
@@ -498,14 +504,25 @@ def _probe_until(
     wanted = min(k, int(matching.rows.shape[0]))
     enough = int(np.searchsorted(gathered, wanted, side="left")) + 1  # lists needed for the rows wanted
     take = min(nlist, max(nprobe, enough))
-    cut = False
+    partial: tuple[int, int] | None = None  # (list, matching rows read of it) when read in part
     if budget is not None and take > nprobe:
-        # The most lists whose matching rows fit the budget (the nprobe nearest are always read).
+        # The whole lists whose matching rows fit the budget (the nprobe nearest are always read),
+        # then the list that would cross it, in part: its first matching rows in storage order,
+        # up to the budget. So the budget is spent exactly, and k <= budget rows always come back.
         fits = int(np.searchsorted(gathered, budget, side="right"))
         if fits < take:
             take = max(nprobe, fits)
-            cut = take < enough
-    chosen = np.sort(order[:take]).tolist()
-    runs = [matching.rows[starts[position] : starts[position + 1]] for position in chosen]
+            left = budget - (int(gathered[take - 1]) if take else 0)
+            if left > 0 and take < nlist:
+                partial = (int(order[take]), left)
+    chosen = order[:take].tolist()
+    if partial is not None:
+        chosen.append(partial[0])
+    runs = []
+    for position in sorted(chosen):
+        run = matching.rows[starts[position] : starts[position + 1]]
+        if partial is not None and position == partial[0]:
+            run = run[: partial[1]]
+        runs.append(run)
     rows = np.concatenate(runs) if runs else np.empty(0, dtype=np.int64)
-    return rows, take, cut
+    return rows, len(chosen), int(rows.shape[0]) < wanted
