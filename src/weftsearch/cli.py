@@ -297,7 +297,7 @@ def _plan_lines(results: SearchResults) -> list[str]:
             rest = ", ".join(f"{key} {_plan_value(value)}" for key, value in plan.items() if key != "path")
             text = f"{path}" + (f", {rest}" if rest else "") if path is not None else rest
         if label in results.cut_short:
-            text += "  CUT SHORT by its budget: fewer results than the filter matches"
+            text += "  CUT SHORT by its budget: fewer candidates than it could have found"
         lines.append(f"  plan {label}: {text}")
     return lines
 
