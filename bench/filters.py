@@ -20,6 +20,15 @@ an exact scan of the matching rows for selective filters), weft hybrid (both, RR
 100); LanceDB (``where(..., prefilter=True)`` on an exact vector scan, and on its FTS);
 Qdrant local (payload ``Range`` filter, exact dense). Peers not installed are skipped
 with a reason. The load average is printed beside every table.
+
+``--crossover`` measures instead where the vector planner should switch from scanning
+the matching rows exactly to probing IVF lists: per selectivity (0.1% to 50%), the
+scorer's own time (``VectorScorer.score``, top 10) with the exact path forced, with the
+probed path forced, and unfiltered (the default probe), in alternating passes, with the
+probed path's recall@10 against the exact one. Vectors only (no text), one partitioned
+segment: SciFact's frozen MiniLM vectors (5,183 x 384) and ``--synthetic N`` random unit
+vectors (``--dim``, 384 by default). The planner's constant
+(``weftsearch.scorers.vector.EXACT_SCAN_FACTOR``) is set from the printed crossover.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from query_path import PreTokenizedAnalyzer, Workload, installed, load_scifact, synthetic
 
+import weftsearch.scorers.vector as vector_module
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, VectorScorer
 
 SELECTIVITIES = (0.001, 0.01, 0.1, 0.5, 0.99)
@@ -254,6 +264,235 @@ def render(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+CROSSOVER_SELECTIVITIES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
+
+
+def crossover(
+    name: str, doc_vectors: NDArray[np.float32], query_vectors: NDArray[np.float32], passes: int
+) -> tuple[list[dict[str, Any]], str]:
+    """Exact scan vs probe vs unfiltered, per selectivity: rows, and the crossover in one sentence."""
+    field = buckets(doc_vectors.shape[0])
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        index = Index.create(Path(tmp) / "weft", "simple", vector_dim=int(doc_vectors.shape[1]))
+        index.add_many(
+            [
+                Document(f"d{i:07d}", "", vector=doc_vectors[i], fields={"bucket": int(field[i])})
+                for i in range(doc_vectors.shape[0])
+            ],
+            progress=False,
+        )
+        index.commit()
+        snapshot = index.snapshot()
+        blocks = snapshot.vector_blocks()
+        assert len(blocks) == 1 and blocks[0].centroids is not None, "one partitioned segment expected"
+        nlist = int(blocks[0].centroids.shape[0])
+        scorer = VectorScorer()
+        assert scorer.nprobe is not None
+        probe_rows = scorer.nprobe * doc_vectors.shape[0] / nlist
+        unfiltered = [Query(vector=vector) for vector in query_vectors]
+        saved = vector_module.EXACT_SCAN_FACTOR
+        try:
+            for selectivity in CROSSOVER_SELECTIVITIES:
+                below = max(1, round(selectivity * BUCKETS))
+                queries = [Query(vector=vector, filter=f"bucket < {below}") for vector in query_vectors]
+                matching = int((field < below).sum())
+                arms = {"exact": float("inf"), "probed": 0.0, "unfiltered": saved}
+                answers: dict[str, list[list[int]]] = {}
+                times: dict[str, list[float]] = {arm: [] for arm in arms}
+                for round_ in range(passes + 1):  # round 0 warms (caches, the matching rows)
+                    for arm, factor in arms.items():
+                        vector_module.EXACT_SCAN_FACTOR = factor
+                        batch = unfiltered if arm == "unfiltered" else queries
+                        started = time.perf_counter()
+                        got = [scorer.score(snapshot, query, K).ids.tolist() for query in batch]
+                        elapsed = time.perf_counter() - started
+                        if round_:
+                            times[arm].append(elapsed / len(batch) * 1e6)
+                        answers[arm] = got
+                vector_module.EXACT_SCAN_FACTOR = saved
+                probe_recall = float(
+                    np.mean(
+                        [
+                            1.0 if not want else len(set(got) & set(want)) / len(want)
+                            for got, want in zip(answers["probed"], answers["exact"], strict=True)
+                        ]
+                    )
+                )
+                rows.append(
+                    {
+                        "selectivity": f"{selectivity:.1%}",
+                        "matching": matching,
+                        "ratio": matching / probe_rows,
+                        "exact_us": min(times["exact"]),
+                        "probed_us": min(times["probed"]),
+                        "unfiltered_us": min(times["unfiltered"]),
+                        "exact_spread": max(times["exact"]) - min(times["exact"]),
+                        "probed_recall": probe_recall,
+                    }
+                )
+                print(f"  done: crossover {selectivity:.1%}", file=sys.stderr, flush=True)
+        finally:
+            vector_module.EXACT_SCAN_FACTOR = saved
+        index.close()
+    return rows, _crossover_sentence(name, rows, nlist, probe_rows)
+
+
+def _crossover_sentence(name: str, rows: Sequence[dict[str, Any]], nlist: int, probe_rows: float) -> str:
+    """Where the exact scan stops being cheaper than the unfiltered probe, and than the filtered probe."""
+
+    def first_dearer(against: str) -> str:
+        for before, row in zip([None, *rows[:-1]], rows, strict=True):
+            if row["exact_us"] > row[against]:
+                if before is None:
+                    return f"already at {row['selectivity']} (ratio {row['ratio']:.2f})"
+                # Linear in the ratio between the two points that bracket the crossing.
+                low = before["exact_us"] - before[against]
+                high = row["exact_us"] - row[against]
+                at = before["ratio"] + (row["ratio"] - before["ratio"]) * (-low) / (high - low)
+                return (
+                    f"at ratio ~{at:.2f} (between {before['selectivity']} and {row['selectivity']}, "
+                    f"ratio {before['ratio']:.2f} to {row['ratio']:.2f})"
+                )
+        return "nowhere in the range measured"
+
+    return (
+        f"{name}: nlist {nlist}, an unfiltered probe reads {probe_rows:,.0f} rows; the exact scan of the "
+        f"matching rows becomes dearer than the unfiltered probe {first_dearer('unfiltered_us')}, and "
+        f"dearer than the filtered probe {first_dearer('probed_us')} (ratio: matching rows / rows an "
+        f"unfiltered probe reads; the planner scans exactly up to ratio "
+        f"{vector_module.EXACT_SCAN_FACTOR:g})"
+    )
+
+
+def render_crossover(rows: Sequence[dict[str, Any]]) -> str:
+    lines = [
+        "| selectivity | matching | matching / probe rows | exact scan us/q | probed us/q | "
+        "unfiltered us/q | probed recall@10 |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['selectivity']} | {row['matching']:,} | {row['ratio']:.2f} | {row['exact_us']:,.0f} | "
+            f"{row['probed_us']:,.0f} | {row['unfiltered_us']:,.0f} | {row['probed_recall']:.4f} |"
+        )
+    return "\n".join(lines)
+
+
+WEFT_ARMS = ("weft BM25", "weft vector (IVF)", "weft hybrid (IVF)")
+#: Each weft arm and the peers' arms of the same kind it must beat at every selectivity.
+PEERS = {
+    "weft vector (IVF)": ("LanceDB vector (prefilter)", "Qdrant vector (payload filter)"),
+    "weft BM25": ("LanceDB FTS (prefilter)",),
+}
+
+
+def targets(rows: Sequence[dict[str, Any]], corpus: str) -> list[str]:
+    """Issue 15's targets, one line each: MET / MISSED by how much / NOT MEASURED (as bench/query_path.py)."""
+    by = {(row["arm"], row["selectivity"]): row for row in rows}
+    filtered = [row for row in rows if row["selectivity"] != "none"]
+    lines = []
+
+    def line(met: bool | None, name: str, needs: str, measured: str) -> None:
+        verdict = "NOT MEASURED" if met is None else ("MET" if met else "MISSED")
+        said = "" if not measured else (f": {measured}" if met is None else f": measured {measured}")
+        lines.append(f"- {verdict}: {name} [{corpus}] (needs {needs}){said}")
+
+    for arm in WEFT_ARMS:
+        mine = [row for row in filtered if row["arm"] == arm]
+        if not mine:
+            line(None, f"{arm} recall@10 vs exact filtered, every selectivity", ">= 0.99", "")
+            continue
+        worst = min(mine, key=lambda row: row["recall@10"])
+        value = worst["recall@10"]
+        gap = "" if value >= 0.99 else f" (MISSED by {0.99 - value:.4f})"
+        line(
+            value >= 0.99,
+            f"{arm} recall@10 vs exact filtered, every selectivity",
+            ">= 0.99",
+            f"lowest {value:.4f} at {worst['selectivity']}{gap}",
+        )
+    weft_rows = [row for row in filtered if row["arm"] in WEFT_ARMS]
+    short = [row for row in weft_rows if row["full"] < 1.0]
+    line(
+        not short if weft_rows else None,
+        "never fewer than k results where k match (weft arms)",
+        "every query, every selectivity",
+        "all full"
+        if not short
+        else ", ".join(f"{r['arm']} at {r['selectivity']}: {r['full']:.0%}" for r in short),
+    )
+    for arm in WEFT_ARMS:
+        one, none = by.get((arm, "1.0%")), by.get((arm, "none"))
+        if one is None or none is None:
+            line(None, f"{arm} q/s at 1% >= unfiltered q/s", ">= 1.00x", "")
+            continue
+        ratio = one["qps"] / none["qps"]
+        line(
+            ratio >= 1.0,
+            f"{arm} q/s at 1% / unfiltered q/s",
+            ">= 1.00x",
+            f"{ratio:.2f}x ({one['qps']:,.0f} vs {none['qps']:,.0f} q/s)",
+        )
+    for arm, peers in PEERS.items():
+        for peer in peers:
+            pairs = [
+                (row["selectivity"], row["qps"] / by[(peer, row["selectivity"])]["qps"])
+                for row in filtered
+                if row["arm"] == arm and (peer, row["selectivity"]) in by
+            ]
+            if not pairs:
+                line(None, f"{arm} ahead of {peer} at every selectivity", ">= 1.00x", "peer not run")
+                continue
+            where, ratio = min(pairs, key=lambda pair: pair[1])
+            line(
+                ratio >= 1.0,
+                f"{arm} ahead of {peer} at every selectivity",
+                ">= 1.00x",
+                f"lowest {ratio:.2f}x at {where}",
+            )
+    return lines
+
+
+def main_crossover(args: argparse.Namespace) -> int:
+    """``--crossover``: SciFact's frozen vectors (unless ``--synthetic``) and ``--synthetic N`` if given."""
+    sets: list[tuple[str, NDArray[np.float32], NDArray[np.float32]]] = []
+    if not args.synthetic_only:
+        if (args.data / "corpus.jsonl").is_file():
+            workload = load_scifact(args.data)
+            if workload.doc_vectors is not None and workload.query_vectors is not None:
+                sets.append(
+                    (
+                        "SciFact",
+                        workload.doc_vectors,
+                        workload.query_vectors[: args.queries],
+                    )
+                )
+        if not sets:
+            print(f"no SciFact with frozen vectors at {args.data}; skipped", file=sys.stderr)
+    if args.synthetic:
+        rng = np.random.default_rng(SEED)
+        docs = _unit(rng.normal(size=(args.synthetic, args.dim)).astype(np.float32))
+        queries = _unit(rng.normal(size=(args.queries, args.dim)).astype(np.float32))
+        sets.append((f"synthetic {args.synthetic:,} x {args.dim}", docs, queries))
+    if not sets:
+        return 2
+    payload = []
+    for name, docs, queries in sets:
+        load = os.getloadavg()
+        rows, sentence = crossover(name, docs, queries, args.passes)
+        after = os.getloadavg()[0]
+        print(f"## Exact scan vs probe under a filter: {name}, {docs.shape[0]:,} vectors, top {K}")
+        print(f"load average before/after: {load[0]:.2f} / {after:.2f}; {os.cpu_count()} CPUs; ")
+        print(f"{len(queries)} queries, best of {args.passes} alternating passes\n")
+        print(render_crossover(rows))
+        print(f"\n{sentence}\n")
+        payload.append({"set": name, "load": [load[0], after], "rows": rows, "crossover": sentence})
+    if args.json is not None:
+        args.json.write_text(json.dumps({"crossover": payload}, indent=1), encoding="utf-8")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -264,7 +503,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=300, help="queries per pass (300)")
     parser.add_argument("--no-peers", action="store_true", help="weft-search only")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the rows as JSON")
+    parser.add_argument(
+        "--crossover", action="store_true", help="time exact scan vs probe per selectivity (vectors only)"
+    )
+    parser.add_argument("--dim", type=int, default=384, help="--crossover: synthetic vector width (384)")
+    parser.add_argument(
+        "--synthetic-only", action="store_true", help="--crossover: skip SciFact, only --synthetic N"
+    )
     args = parser.parse_args(argv)
+    if args.crossover:
+        return main_crossover(args)
     if args.synthetic:
         workload = synthetic(args.synthetic, args.queries)
         rng = np.random.default_rng(SEED)
@@ -283,8 +531,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"## Filtered search: {workload.name}, {len(workload.doc_keys):,} documents, top {K}")
     print(f"load average before/after: {load[0]:.2f} / {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs\n")
     print(render(rows))
+    summary = targets(rows, f"{workload.name}, {len(workload.doc_keys):,} documents")
+    print("\n## Issue 15 targets\n")
+    print("\n".join(summary))
     if args.json is not None:
-        args.json.write_text(json.dumps({"load": load, "rows": rows}, indent=1), encoding="utf-8")
+        payload = {"load": load, "rows": rows, "targets": summary}
+        args.json.write_text(json.dumps(payload, indent=1), encoding="utf-8")
     return 0
 
 

@@ -381,3 +381,62 @@ done:
     free(sel.heap);
     return kept;
 }
+
+/*
+ * The same scan over chosen rows: rows[0 .. row_total) are strictly ascending row numbers in
+ * [0, row_count) (a filter's matching rows, or those of the probed lists), each scored and
+ * selected exactly as weft_probe_scan scores and selects a row it reads, so a row's score is
+ * the same bits on both and the same rules keep the same candidates. Unusable rows (id < 0,
+ * norm not > 0) are skipped, as there.
+ *
+ * Returns as weft_probe_scan: the number kept (written when at most out_capacity),
+ * WEFT_NO_MEMORY, or WEFT_BAD_ARGUMENT for arguments no call has (dim < 1, k < 1, a negative
+ * count, a row out of range or out of order, sizes whose product does not fit in size_t);
+ * the rows are checked before anything is allocated. O(row_total * dim + stored * log k +
+ * kept * log kept); memory O(min(k, row_total) + stored + dim).
+ */
+int64_t weft_rows_scan(weft_dot_fn dot, const float *query, int64_t dim, const void *matrix, int64_t half,
+                       int64_t row_count, const float *norms, const int64_t *ids, const int64_t *rows,
+                       int64_t row_total, int64_t k, int64_t *ids_out, double *scores_out, int64_t out_capacity) {
+    size_t element = half ? sizeof(uint16_t) : sizeof(float);
+    if (dim < 1 || row_count < 0 || row_total < 0 || k < 1 || out_capacity < 0) return WEFT_BAD_ARGUMENT;
+    if (!fits(row_count, (size_t)dim) || !fits(row_count * dim, element)) return WEFT_BAD_ARGUMENT;
+    if (!fits(row_total, sizeof(scored_id)) || !fits(dim, sizeof(float))) return WEFT_BAD_ARGUMENT;
+    if (row_total > row_count) return WEFT_BAD_ARGUMENT; /* ascending and in range: at most row_count */
+    for (int64_t i = 0; i < row_total; i++) {
+        if (rows[i] < 0 || rows[i] >= row_count || (i > 0 && rows[i] <= rows[i - 1])) return WEFT_BAD_ARGUMENT;
+    }
+    if (k > row_total) k = row_total > 0 ? row_total : 1; /* candidates that exist: bounds the heap */
+    int64_t first_capacity = row_total < 64 ? (row_total > 0 ? row_total : 1) : 64;
+    /* limit: each listed row is offered at most once (strictly ascending), so stored <= row_total. */
+    selection sel = {k, 0, 0, 0, first_capacity, first_capacity > row_total ? first_capacity : row_total,
+                     NULL, NULL, 0};
+    rows_view view = {dot, query, dim, matrix, half != 0, NULL, NULL};
+    int64_t kept = WEFT_NO_MEMORY;
+    sel.heap = malloc((size_t)k * sizeof(scored_id));
+    sel.store = malloc((size_t)sel.capacity * sizeof(scored_id));
+    if (view.half) {
+        view.widen = choose_widen();
+        view.row = malloc((size_t)dim * sizeof(float));
+        if (view.row == NULL) goto done;
+    }
+    if (sel.heap == NULL || sel.store == NULL) goto done;
+    for (int64_t i = 0; i < row_total && !sel.failed; i++) {
+        /* One row through the very loop weft_probe_scan runs: the same checks, dot and division. */
+        scan_range(&view, norms, ids, rows[i], rows[i] + 1, &sel);
+    }
+    if (sel.failed) goto done;
+    kept = settle(&sel);
+    if (kept <= out_capacity) {
+        qsort(sel.store, (size_t)kept, sizeof(scored_id), compare_scored);
+        for (int64_t i = 0; i < kept; i++) {
+            ids_out[i] = sel.store[i].id;
+            scores_out[i] = (double)sel.store[i].score;
+        }
+    }
+done:
+    free(view.row);
+    free(sel.store);
+    free(sel.heap);
+    return kept;
+}

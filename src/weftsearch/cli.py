@@ -249,11 +249,15 @@ def format_results(results: SearchResults, index: Index | None = None, *, explai
     Args:
         results: what :meth:`Index.search` returned.
         index: used to show a text snippet for documents without a title.
-        explain: add a rank column per signal and one line per signal under each hit.
+        explain: add a rank column per signal, one line per signal under each
+            hit, and one line per signal with the plan its scorer took
+            (exact scan / lists probed / budget; "CUT SHORT by its budget" when
+            a budget left it short).
 
     """
+    plan_lines = _plan_lines(results) if explain else []
     if not results.hits:
-        return "  (no results)\n"
+        return "".join(line + "\n" for line in ["  (no results)", *plan_lines])
     key_width = min(_KEY_WIDTH, max(3, *(len(hit.key) for hit in results)))
     header = f"{'rank':>4}  {'key':<{key_width}}  {'score':>10}"
     signal_widths = [max(4, len(label)) for label in results.signals]
@@ -279,7 +283,31 @@ def format_results(results: SearchResults, index: Index | None = None, *, explai
                     f"{'':>6}{signal.signal:<{label_width}}  {detail}  "
                     f"contribution {_number(signal.contribution)}"
                 )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + plan_lines) + "\n"
+
+
+def _plan_lines(results: SearchResults) -> list[str]:
+    """One line per signal: the plan its scorer took (``plan LABEL: path, key value, ...``)."""
+    lines = []
+    for label, plan in results.plans.items():
+        if plan is None:
+            text = "(not described by its scorer)"
+        else:
+            path = plan.get("path")
+            rest = ", ".join(f"{key} {_plan_value(value)}" for key, value in plan.items() if key != "path")
+            text = f"{path}" + (f", {rest}" if rest else "") if path is not None else rest
+        if label in results.cut_short:
+            text += "  CUT SHORT by its budget: fewer candidates than it could have found"
+        lines.append(f"  plan {label}: {text}")
+    return lines
+
+
+def _plan_value(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return _number(value)
+    return str(value)
 
 
 def _json_dump(payload: dict[str, Any]) -> str:

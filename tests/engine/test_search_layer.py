@@ -143,8 +143,18 @@ def test_the_arrays_say_what_the_hits_say() -> None:
 def test_results_built_from_hits_keep_the_old_constructor() -> None:
     index = segmented_index(2)
     lazy = index.search(queries(1, 5)[0], 8, RRF(), BM25Scorer(), VectorScorer())
-    eager = SearchResults(list(lazy), lazy.signals, lazy.fuser, lazy.generation, lazy.depth)
+    eager = SearchResults(
+        list(lazy),
+        lazy.signals,
+        lazy.fuser,
+        lazy.generation,
+        lazy.depth,
+        plans=list(lazy.plans.values()),
+        cut_short=lazy.cut_short,
+    )
     assert eager.to_dict() == lazy.to_dict()
+    bare = SearchResults(list(lazy), lazy.signals, lazy.fuser, lazy.generation, lazy.depth)
+    assert bare.plans == {"bm25": None, "vector": None} and bare.cut_short == ()
     assert eager.keys == lazy.keys and eager.scores.tolist() == lazy.scores.tolist()
     for name in ("ranks", "contributions"):
         assert np.array_equal(getattr(eager.explain_arrays(), name), getattr(lazy.explain_arrays(), name))

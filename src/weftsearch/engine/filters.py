@@ -570,17 +570,37 @@ def _build(tree: object) -> Filter:
     return walk(tree)
 
 
+#: Filter strings whose parse is kept (least recently used dropped): parsing costs about
+#: 100-250 us (lark), more than a selective filtered search, and a service or a benchmark
+#: sends the same few filter strings again and again. Filters are immutable, so queries
+#: may share one parsed tree (and the snapshot then finds its mask by identity).
+PARSED_FILTERS = 1024
+
+#: Longer filter strings are parsed every time (the cache holds at most
+#: ``PARSED_FILTERS * PARSE_CACHE_CHARS`` characters of text, and trees of that size).
+PARSE_CACHE_CHARS = 1_000
+
+
 def parse_filter(text: str) -> Filter:
     """Parse the string form (see the module docstring for the grammar).
 
-    O(len(text)). Raises :class:`FilterSyntaxError` naming the character
+    O(len(text)), or O(1) for one of the last :data:`PARSED_FILTERS` strings
+    of at most :data:`PARSE_CACHE_CHARS` characters (the same immutable tree
+    is returned). Raises :class:`FilterSyntaxError` naming the character
     position of a malformed expression, and the errors of the node types for
-    bad values (a time that is no time, a non-finite number).
+    bad values (a time that is no time, a non-finite number); errors are never cached.
     """
     if not isinstance(text, str):
         raise InvalidFilterError(f"a filter is a str or a Filter, got {type(text).__name__}")
     if len(text) > MAX_FILTER_CHARS:
         raise FilterSyntaxError(f"a filter is at most {MAX_FILTER_CHARS} characters, got {len(text)}")
+    if len(text) <= PARSE_CACHE_CHARS:
+        return _parse_cached(text)
+    return _parse(text)
+
+
+def _parse(text: str) -> Filter:
+    """:func:`parse_filter` of a str of at most :data:`MAX_FILTER_CHARS` characters, uncached."""
     if not text.strip():
         raise FilterSyntaxError("the filter is empty")
     from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -606,6 +626,9 @@ def parse_filter(text: str) -> Filter:
     except RecursionError:
         raise FilterSyntaxError("the filter nests too deeply") from None
     return _build(tree)
+
+
+_parse_cached = functools.lru_cache(maxsize=PARSED_FILTERS)(_parse)
 
 
 def as_filter(value: Filter | str | None) -> Filter | None:

@@ -242,6 +242,51 @@ def _compiled_scan() -> tuple[Callable[..., int], int] | None:
     return bound if _agrees_with_numpy(bound) else None
 
 
+@cache
+def _compiled_rows_scan() -> Callable[..., int] | None:
+    """``weft_rows_scan`` (the scan over chosen rows), or ``None`` (the numpy path serves chosen rows).
+
+    Available only where :func:`_compiled_scan` is, and only if its own
+    self-check agrees to the bit with :func:`inner_products` divided by the
+    norms on every row of a sample, chosen rows in order.
+    """
+    compiled = _compiled_scan()
+    path = _library_path()
+    if compiled is None or path is None:
+        return None
+    try:
+        function = ctypes.CDLL(str(path)).weft_rows_scan
+    except (OSError, AttributeError):  # a library built before the function existed
+        return None
+    # dot, query, dim, matrix, half, row_count, norms, ids, rows, row_total, k, ids_out,
+    # scores_out, out_capacity (see _probe.c).
+    function.argtypes = [_POINTER, _POINTER, _INT, _POINTER, _INT, _INT, _POINTER, _POINTER]
+    function.argtypes += [_POINTER, _INT, _INT, _POINTER, _POINTER, _INT]
+    function.restype = _INT
+    return function if _rows_agree_with_numpy(compiled, function) else None
+
+
+def _rows_agree_with_numpy(compiled: tuple[Callable[..., int], int], rows_scan: Callable[..., int]) -> bool:
+    rng = np.random.default_rng(1)
+    for dim, dtype in itertools.product((1, 3, 16, 33, 384), (np.float32, np.float16)):
+        matrix = rng.standard_normal((50, dim)).astype(dtype)
+        wide = matrix.astype(np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", wide, wide, dtype=np.float32))
+        ids = np.arange(50, dtype=np.int64)
+        chosen = np.flatnonzero(rng.random(50) < 0.5).astype(np.int64)
+        query = rng.standard_normal(dim).astype(np.float32)
+        norm = np.sqrt(query.dot(query))
+        kernel = ScanKernel(matrix, norms, ids, None, None, compiled, rows_scan)
+        got_ids, got = kernel.rows(query, norm, chosen, 50)
+        expected = inner_products(matrix, query / norm, chosen) / norms[chosen]
+        order = np.lexsort((chosen, -expected.astype(np.float64)))  # score desc, then id (ids are rows)
+        if got_ids.tolist() != chosen[order].tolist():
+            return False
+        if got.tobytes() != expected[order].astype(np.float64).tobytes():
+            return False
+    return True
+
+
 def _agrees_with_numpy(compiled: tuple[Callable[..., int], int]) -> bool:
     rng = np.random.default_rng(0)
     for dim, dtype in itertools.product((1, 3, 16, 33, 384), (np.float32, np.float16)):
@@ -322,7 +367,7 @@ class ScanKernel:
     the kernel (it holds references).
     """
 
-    __slots__ = ("_arrays", "_block", "_call", "_dim", "_dot", "_has_lists", "_nlist", "_rows")
+    __slots__ = ("_arrays", "_block", "_call", "_dim", "_dot", "_has_lists", "_nlist", "_rows", "_rows_call")
 
     def __init__(
         self,
@@ -332,8 +377,10 @@ class ScanKernel:
         centroids: NDArray[np.float32] | None,
         offsets: NDArray[np.uint64] | None,
         compiled: tuple[Callable[..., int], int],
+        rows_scan: Callable[..., int] | None = None,
     ) -> None:
         self._call, self._dot = compiled
+        self._rows_call = rows_scan
         self._arrays = (matrix, divisors, ids, centroids, offsets)
         self._dim = int(matrix.shape[1])
         self._has_lists = centroids is not None
@@ -398,7 +445,75 @@ class ScanKernel:
             raise CorruptIndexError(
                 f"vector block list offsets are not non-decreasing within its {matrix.shape[0]} rows"
             )
-        return cls(matrix, divisors, ids, centroids, offsets, compiled)
+        return cls(matrix, divisors, ids, centroids, offsets, compiled, _compiled_rows_scan())
+
+    @property
+    def scans_rows(self) -> bool:
+        """Whether :meth:`rows` runs compiled here (``False``: the caller's numpy path serves chosen rows)."""
+        return self._rows_call is not None
+
+    def rows(
+        self, vector: NDArray[np.float32], norm: np.float32, rows: NDArray[np.int64], k: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """``(ids, scores)`` of the ``k`` best chosen ``rows`` and their ties, best first (ties: lower id).
+
+        The scan of :meth:`__call__` over exactly ``rows`` (strictly ascending
+        row numbers of the block: a filter's matching rows, or the matching
+        rows of the lists probed): each row scored with the same kernel and
+        division, selected by the same rules, so a row's score is the same
+        bits whichever call reads it. Unusable rows (id < 0, norm 0) are
+        skipped. O(len(rows) * dim + log k per candidate that beats the
+        running k-th).
+
+        Raises:
+            InvalidParameterError: ``k`` is not a positive int, the query not of
+                the block's width, or ``rows`` not strictly ascending int64 rows
+                of the block; or this kernel has no compiled row scan
+                (:attr:`scans_rows` is ``False``).
+            MemoryError: the library could not allocate its working memory.
+
+        """
+        k = _count(k, "k", 1)
+        if self._rows_call is None:
+            raise InvalidParameterError("this kernel has no compiled row scan (see ScanKernel.scans_rows)")
+        if vector.shape != (self._dim,):
+            raise InvalidParameterError(
+                f"query vector has shape {vector.shape}; the block holds width {self._dim}"
+            )
+        if rows.dtype != np.int64 or rows.ndim != 1 or not rows.flags.c_contiguous:
+            rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
+        total = int(rows.shape[0])
+        k = min(k, max(total, 1))
+        scratch = _scratch
+        np.divide(vector, norm, out=scratch.query_of_width(self._dim))
+        dim, matrix, half, row_count, divisors, ids = self._block[:6]
+        while True:
+            kept = self._rows_call(
+                self._dot,
+                scratch.query_address,
+                dim,
+                matrix,
+                half,
+                row_count,
+                divisors,
+                ids,
+                rows.ctypes.data,
+                total,
+                k,
+                scratch.ids_address,
+                scratch.scores_address,
+                scratch.capacity,
+            )
+            if kept == _BAD_ARGUMENT:
+                raise InvalidParameterError(
+                    f"rows must be strictly ascending rows of the block's {row_count}, got {total} rows"
+                )
+            if kept < 0:
+                raise MemoryError("the vector scan could not allocate its working memory")
+            if kept <= scratch.capacity:
+                break
+            scratch.reserve(kept)
+        return scratch.ids[:kept].copy(), scratch.scores[:kept].copy()
 
     def __call__(
         self, vector: NDArray[np.float32], norm: np.float32, nprobe: int, k: int, first: int | None = None

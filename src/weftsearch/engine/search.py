@@ -27,7 +27,7 @@ from weftsearch.engine.documents import FieldValue
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
-from weftsearch.engine.stream import FusedStream, Stream, _is_vouched, check_k, order_by_score
+from weftsearch.engine.stream import FusedStream, PlanValue, Stream, _is_vouched, check_k, order_by_score
 from weftsearch.errors import InvalidParameterError, InvalidQueryError, ScorerOutputError
 
 __all__ = [
@@ -155,6 +155,11 @@ class SearchResults(Sequence[Hit]):
             stream was passed through without calling the fuser.
         generation: the snapshot generation searched.
         depth: candidates asked of each scorer.
+        cut_short: labels of the streams a budget stopped before they found
+            ``min(depth, documents they have evidence for)`` candidates (their
+            :attr:`Stream.complete <weftsearch.engine.stream.Stream.complete>`
+            is ``False``), in scorer order; empty when no budget was hit, and
+            then every stream is as long as the filter and its evidence allow.
 
     """
 
@@ -164,10 +169,12 @@ class SearchResults(Sequence[Hit]):
         "_field_rows",
         "_fields",
         "_keys",
+        "_plans",
         "_ranks",
         "_rows",
         "_scores",
         "_signal_scores",
+        "cut_short",
         "depth",
         "fuser",
         "generation",
@@ -175,13 +182,23 @@ class SearchResults(Sequence[Hit]):
     )
 
     def __init__(
-        self, hits: Sequence[Hit], signals: Sequence[str], fuser: str, generation: int, depth: int
+        self,
+        hits: Sequence[Hit],
+        signals: Sequence[str],
+        fuser: str,
+        generation: int,
+        depth: int,
+        *,
+        plans: Sequence[Mapping[str, PlanValue] | None] | None = None,
+        cut_short: Sequence[str] = (),
     ) -> None:
         hits = tuple(hits)
         self.signals = tuple(signals)
         self.fuser = fuser
         self.generation = generation
         self.depth = depth
+        self._plans: tuple[dict[str, PlanValue] | None, ...] = _plan_copies(plans, len(self.signals))
+        self.cut_short: tuple[str, ...] = tuple(cut_short)
         width = len(self.signals)
         self._keys: tuple[str, ...] = tuple(hit.key for hit in hits)
         self._scores: NDArray[np.float64] = _frozen_array(np.array([hit.score for hit in hits], np.float64))
@@ -215,18 +232,25 @@ class SearchResults(Sequence[Hit]):
         fuser: str,
         generation: int,
         depth: int,
+        streams: Sequence[Stream] = (),
     ) -> SearchResults:
         """Results over arrays (the search's own constructor); hits are built when read.
 
         ``fields`` returns every hit's fields mapping, in hit order; it is
-        called at most once, when the first hit is built. O(1): nothing is
-        copied.
+        called at most once, when the first hit is built. ``streams``: the
+        canonical streams searched, in label order, for their plans and
+        completeness (their plans are already private copies). O(streams):
+        nothing else is copied.
         """
         results = object.__new__(cls)
         results.signals = tuple(signals)
         results.fuser = fuser
         results.generation = generation
         results.depth = depth
+        results._plans = tuple(stream.plan for stream in streams) or (None,) * len(results.signals)
+        results.cut_short = tuple(
+            label for label, stream in zip(results.signals, streams, strict=False) if not stream.complete
+        )
         results._keys = tuple(keys)
         results._scores = _frozen_array(scores)
         results._ranks = _frozen_array(ranks)
@@ -325,15 +349,42 @@ class SearchResults(Sequence[Hit]):
         """
         return ExplainArrays(self.signals, self._ranks, self._signal_scores, self._contributions)
 
+    @property
+    def plans(self) -> dict[str, dict[str, PlanValue] | None]:
+        """Each stream's plan (what its scorer did: exact scan, lists probed, budget spent), by label.
+
+        ``None`` for a scorer that does not describe its plan; see
+        :attr:`Stream.plan <weftsearch.engine.stream.Stream.plan>`. New dicts
+        on every read. O(streams).
+        """
+        return {
+            label: None if plan is None else dict(plan)
+            for label, plan in zip(self.signals, self._plans, strict=True)
+        }
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of the whole result."""
+        """A JSON-ready dict of the whole result (with each stream's plan and the streams cut short)."""
         return {
             "generation": self.generation,
             "fuser": self.fuser,
             "signals": list(self.signals),
             "depth": self.depth,
+            "cut_short": list(self.cut_short),
+            "plans": self.plans,
             "hits": [hit.to_dict() for hit in self],
         }
+
+
+def _plan_copies(
+    plans: Sequence[Mapping[str, PlanValue] | None] | None, width: int
+) -> tuple[dict[str, PlanValue] | None, ...]:
+    """Private copies of ``plans`` (one per signal; ``None``: no plans), checked as a Stream checks one."""
+    if plans is None:
+        return (None,) * width
+    copies = tuple(Stream.empty(plan=plan).plan for plan in plans)
+    if len(copies) != width:
+        raise InvalidParameterError(f"{len(copies)} plans for {width} signals")
+    return copies
 
 
 _CHECKED: set[tuple[type, type]] = set()
@@ -429,8 +480,7 @@ def canonical_stream(
         raise ScorerOutputError(f"scorer {label!r} returned a NaN score")
     if stream.ranked_for(snapshot) or in_canonical_order(ids, scores, snapshot):
         return stream
-    order = order_by_score(ids, scores, snapshot)
-    return Stream(ids[order], scores[order])
+    return stream.reordered(order_by_score(ids, scores, snapshot))
 
 
 def in_canonical_order(ids: NDArray[np.int64], scores: NDArray[np.float64], snapshot: Snapshot) -> bool:
@@ -513,7 +563,10 @@ def fuse_streams(fuser: Fuser, streams: Sequence[Stream], k: int, snapshot: Snap
     # The fuser sees plain Streams (the same arrays, no copy): what a stream's maker
     # vouched for is the engine's business, never the fuser's.
     plain = [
-        stream if type(stream) is Stream else Stream.adopt(stream.ids, stream.scores) for stream in streams
+        stream
+        if type(stream) is Stream
+        else Stream.adopt(stream.ids, stream.scores, plan=stream.plan, complete=stream.complete)
+        for stream in streams
     ]
     return check_fused(fuser.fuse(plain, k, snapshot), snapshot, k, len(streams), str(fuser.name))
 
@@ -637,6 +690,7 @@ def results_of(
         fuser=str(fuser.name),
         generation=snapshot.generation,
         depth=depth,
+        streams=streams,
     )
 
 
@@ -675,6 +729,7 @@ def _passthrough(
         fuser=PASSTHROUGH,
         generation=snapshot.generation,
         depth=depth,
+        streams=(stream,),
     )
 
 

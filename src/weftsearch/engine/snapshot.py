@@ -340,7 +340,12 @@ class Snapshot:
         self._all_keys: tuple[str, ...] | None = None
         self._memo: dict[Hashable, object] = {}
         self._memo_lock = threading.RLock()
-        self._filter_masks: collections.OrderedDict[Filter, NDArray[np.bool_]] = collections.OrderedDict()
+        # Masks by the filter's canonical string (type-strict: ``n == 1`` and ``n == true`` are
+        # equal Filters, as 1 == True in Python, but not one filter), and the filter objects
+        # seen lately by identity, so the scorers of one query find its mask without hashing
+        # or printing the tree again (each entry holds its filter: the identity stays unique).
+        self._filter_masks: collections.OrderedDict[str, NDArray[np.bool_]] = collections.OrderedDict()
+        self._filter_seen: collections.OrderedDict[int, tuple[Filter, str]] = collections.OrderedDict()
         self._filter_lock = threading.Lock()
 
     # ------------------------------------------------------------------ identity
@@ -388,7 +393,13 @@ class Snapshot:
         Every scorer applies it before its top k (docs/ARCHITECTURE.md,
         "Filters"). Computed once per snapshot and filter and kept in a bounded
         cache (:data:`FILTER_MASKS` filters, least recently used dropped; a
-        mask is one byte per document). Cost on a miss: per segment, a binary
+        mask is one byte per document), keyed by the filter's canonical string
+        (so ``n == 1`` and ``n == true``, equal as Python values, stay two
+        filters, and the second is refused on a number field). The same filter
+        object again (the several scorers of one query) is found by identity
+        in O(1), without printing or hashing the tree; another object costs its
+        :meth:`~weftsearch.engine.filters.Filter.to_string` (a few
+        microseconds). Cost on a miss: per segment, a binary
         search and a slice per condition, and elementwise ``and``/``or``/``not``
         over the segment's documents.
 
@@ -402,9 +413,18 @@ class Snapshot:
         if node is None:
             return None
         with self._filter_lock:
-            cached = self._filter_masks.get(node)
+            seen = self._filter_seen.get(id(node))
+            if seen is not None and seen[0] is node:
+                cached = self._filter_masks.get(seen[1])
+                if cached is not None:
+                    self._filter_masks.move_to_end(seen[1])
+                    return cached
+        key = node.to_string()  # equal strings parse to one filter: the same mask, the same verdict
+        with self._filter_lock:
+            cached = self._filter_masks.get(key)
             if cached is not None:
-                self._filter_masks.move_to_end(node)
+                self._filter_masks.move_to_end(key)
+                self._remember_filter(node, key)
                 return cached
         check_filter(node, self.field_kinds())
         mask = np.zeros(self._n_docs, dtype=np.bool_)
@@ -414,10 +434,19 @@ class Snapshot:
             mask[part.base : part.base + part.n_live] = part.live(local)
         mask.flags.writeable = False
         with self._filter_lock:
-            self._filter_masks[node] = mask
+            mask = self._filter_masks.setdefault(key, mask)  # a racing thread's equal mask wins
+            self._filter_masks.move_to_end(key)
             while len(self._filter_masks) > FILTER_MASKS:
                 self._filter_masks.popitem(last=False)
+            self._remember_filter(node, key)
         return mask
+
+    def _remember_filter(self, node: Filter, key: str) -> None:
+        """Note ``node``'s mask key by the object's identity (caller holds the lock); O(1)."""
+        self._filter_seen[id(node)] = (node, key)
+        self._filter_seen.move_to_end(id(node))
+        while len(self._filter_seen) > FILTER_MASKS:
+            self._filter_seen.popitem(last=False)
 
     def allowed(self, query: Any) -> NDArray[np.bool_] | None:
         """:meth:`filter_mask` of ``query.filter``: what a scorer may return for ``query`` (``None``: all)."""

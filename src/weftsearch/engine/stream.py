@@ -13,18 +13,50 @@ the order documents were added in or how the index is laid out.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from weftsearch.errors import InvalidParameterError
 
-__all__ = ["Stream", "FusedStream", "KeyOrder", "top_k", "at_least_kth", "order_by_score", "check_k", "MAX_K"]
+__all__ = [
+    "Stream",
+    "FusedStream",
+    "KeyOrder",
+    "PlanValue",
+    "top_k",
+    "at_least_kth",
+    "order_by_score",
+    "check_k",
+    "MAX_K",
+]
 
 IdArray = NDArray[np.int64]
 ScoreArray = NDArray[np.float64]
+
+#: A value in a stream's plan description: a JSON scalar, so a plan prints and serialises as it is.
+PlanValue: TypeAlias = str | int | float | bool | None
+
+
+def _checked_plan(plan: Mapping[str, PlanValue] | None) -> dict[str, PlanValue] | None:
+    """A private copy of ``plan``; :class:`InvalidParameterError` unless it maps str to scalars. O(len)."""
+    if plan is None:
+        return None
+    if not isinstance(plan, Mapping):
+        raise InvalidParameterError(
+            f"a stream's plan is a mapping of str to scalars, got {type(plan).__name__}"
+        )
+    copy: dict[str, PlanValue] = {}
+    for key, value in plan.items():
+        if not isinstance(key, str) or not (value is None or isinstance(value, (str, int, float, bool))):
+            raise InvalidParameterError(
+                f"a stream's plan maps str to str, int, float, bool or None; got {key!r}: {value!r}"
+            )
+        copy[key] = value
+    return copy
 
 
 #: The largest ``k`` (and ``depth``, ``nprobe``, ``seed_n``, graph depth and iterations) any
@@ -68,17 +100,37 @@ def _frozen(array: NDArray[np.generic]) -> None:
 class Stream:
     """A ranked list of candidates from one scorer.
 
+    Two optional facts about how the stream was made, which any scorer (a
+    user's included) may set and the engine reports without asking what the
+    scorer is (:attr:`~weftsearch.engine.search.SearchResults.plans` and
+    :attr:`~weftsearch.engine.search.SearchResults.cut_short`):
+
     Attributes:
         ids: int64 internal document ids, unique, best first.
         scores: float64 scores, same length, non-increasing. Their scale is the
             scorer's own business; rank-based fusers never read them.
+        plan: what the scorer did for this query, as a flat mapping of names
+            to JSON scalars (``{"path": "probed", "rows_read": 4096}``), or
+            ``None`` (not described). A copy of what was given; explain shows it.
+        complete: ``False`` when a budget stopped the scorer before it found
+            every candidate it should have (fewer than ``min(k, documents it
+            has evidence for)``); ``True`` otherwise, the default.
 
     """
 
     ids: IdArray
     scores: ScoreArray
+    plan: dict[str, PlanValue] | None
+    complete: bool
 
-    def __init__(self, ids: ArrayLike, scores: ArrayLike) -> None:
+    def __init__(
+        self,
+        ids: ArrayLike,
+        scores: ArrayLike,
+        *,
+        plan: Mapping[str, PlanValue] | None = None,
+        complete: bool = True,
+    ) -> None:
         id_array = np.ascontiguousarray(ids, dtype=np.int64)
         score_array = np.ascontiguousarray(scores, dtype=np.float64)
         if id_array.ndim != 1 or score_array.ndim != 1 or id_array.shape != score_array.shape:
@@ -90,9 +142,18 @@ class Stream:
         _frozen(score_array)
         object.__setattr__(self, "ids", id_array)
         object.__setattr__(self, "scores", score_array)
+        object.__setattr__(self, "plan", _checked_plan(plan))
+        object.__setattr__(self, "complete", bool(complete))
 
     @classmethod
-    def adopt(cls, ids: IdArray, scores: ScoreArray) -> Stream:
+    def adopt(
+        cls,
+        ids: IdArray,
+        scores: ScoreArray,
+        *,
+        plan: Mapping[str, PlanValue] | None = None,
+        complete: bool = True,
+    ) -> Stream:
         """A stream over these arrays themselves: no copy, no conversion (they are made read-only).
 
         For scorers on a hot path that already hold what the constructor would
@@ -101,6 +162,7 @@ class Stream:
         of that (about 1 us more per stream); this checks only the layout, and
         arrays in any other layout go through the constructor (converted, or
         refused with :class:`~weftsearch.errors.InvalidParameterError`).
+        ``plan`` and ``complete`` as the constructor's.
         """
         if not (
             ids.dtype == np.int64
@@ -110,16 +172,28 @@ class Stream:
             and ids.flags.c_contiguous
             and scores.flags.c_contiguous
         ):
-            return cls(ids, scores)  # converts, or raises with the constructor's message
+            # converts, or raises with the constructor's message
+            return cls(ids, scores, plan=plan, complete=complete)
         ids.setflags(write=False)
         scores.setflags(write=False)
         stream = object.__new__(cls)
         object.__setattr__(stream, "ids", ids)
         object.__setattr__(stream, "scores", scores)
+        object.__setattr__(stream, "plan", _checked_plan(plan))
+        object.__setattr__(stream, "complete", bool(complete))
         return stream
 
     @classmethod
-    def ranked(cls, ids: IdArray, scores: NDArray[np.floating], k: int, keys: KeyOrder) -> Stream:
+    def ranked(
+        cls,
+        ids: IdArray,
+        scores: NDArray[np.floating],
+        k: int,
+        keys: KeyOrder,
+        *,
+        plan: Mapping[str, PlanValue] | None = None,
+        complete: bool = True,
+    ) -> Stream:
         """The best ``k`` of ``(ids, scores)`` as a stream in canonical order for ``keys``.
 
         :func:`top_k` then a stream of its output, with one difference: the
@@ -131,10 +205,11 @@ class Stream:
         stream's arrays are read-only. Streams built any other way are
         checked in O(k) and re-ordered only when they are not canonical.
         The other contract checks (ids in range, no repeats, no NaN) run on
-        every stream. O(n + m log m) as :func:`top_k`.
+        every stream. O(n + m log m) as :func:`top_k`. ``plan`` and
+        ``complete`` as the constructor's.
         """
         top_ids, top_scores = top_k(ids, scores, k, keys)
-        stream = _RankedStream(top_ids, top_scores)
+        stream = _RankedStream(top_ids, top_scores, plan=plan, complete=complete)
         object.__setattr__(stream, "_keys", keys)
         return stream
 
@@ -143,16 +218,27 @@ class Stream:
         return isinstance(self, _RankedStream) and getattr(self, "_keys", None) is keys
 
     @classmethod
-    def empty(cls) -> Stream:
-        """A stream with no candidates (a scorer with no opinion on this query)."""
-        return cls(np.empty(0, np.int64), np.empty(0, np.float64))
+    def empty(cls, *, plan: Mapping[str, PlanValue] | None = None, complete: bool = True) -> Stream:
+        """A stream with no candidates (a scorer with no opinion on this query, or nothing matched)."""
+        return cls(np.empty(0, np.int64), np.empty(0, np.float64), plan=plan, complete=complete)
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 
     def head(self, k: int) -> Stream:
-        """The first ``k`` candidates."""
-        return Stream(self.ids[:k], self.scores[:k])
+        """The first ``k`` candidates (with this stream's plan and completeness)."""
+        return Stream(self.ids[:k], self.scores[:k], plan=self.plan, complete=self.complete)
+
+    def reordered(self, order: NDArray[np.intp]) -> Stream:
+        """The candidates at positions ``order``: a plain stream with this one's plan and completeness."""
+        return Stream(self.ids[order], self.scores[order], plan=self.plan, complete=self.complete)
+
+
+def _plain_stream(
+    ids: IdArray, scores: ScoreArray, plan: dict[str, PlanValue] | None, complete: bool
+) -> Stream:
+    """A plain :class:`Stream` (what a pickled or copied marked stream becomes)."""
+    return Stream(ids, scores, plan=plan, complete=complete)
 
 
 class _RankedStream(Stream):
@@ -162,12 +248,14 @@ class _RankedStream(Stream):
     _keys: KeyOrder
 
     def __repr__(self) -> str:
-        return f"Stream(ids={self.ids!r}, scores={self.scores!r})"
+        return (
+            f"Stream(ids={self.ids!r}, scores={self.scores!r}, plan={self.plan!r}, complete={self.complete})"
+        )
 
-    def __reduce__(self) -> tuple[type[Stream], tuple[IdArray, ScoreArray]]:
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         # A copy (pickle, copy.copy) is a plain Stream: the mark names one
         # snapshot object, which a copy does not share.
-        return (Stream, (self.ids, self.scores))
+        return (_plain_stream, (self.ids, self.scores, self.plan, self.complete))
 
 
 class _VouchedStream(_RankedStream):
@@ -188,7 +276,14 @@ class _VouchedStream(_RankedStream):
     __slots__ = ()
 
 
-def _vouched_stream(ids: IdArray, scores: ScoreArray, keys: KeyOrder) -> Stream:
+def _vouched_stream(
+    ids: IdArray,
+    scores: ScoreArray,
+    keys: KeyOrder,
+    *,
+    plan: Mapping[str, PlanValue] | None = None,
+    complete: bool = True,
+) -> Stream:
     """A :class:`_VouchedStream` over these arrays (no copy; made read-only). Engine scorers only.
 
     ``ids``: C-contiguous int64, ``scores``: C-contiguous float64 of the same
@@ -204,12 +299,14 @@ def _vouched_stream(ids: IdArray, scores: ScoreArray, keys: KeyOrder) -> Stream:
         and ids.flags.c_contiguous
         and scores.flags.c_contiguous
     ):
-        return Stream(ids, scores)
+        return Stream(ids, scores, plan=plan, complete=complete)
     ids.setflags(write=False)
     scores.setflags(write=False)
     stream = object.__new__(_VouchedStream)
     object.__setattr__(stream, "ids", ids)
     object.__setattr__(stream, "scores", scores)
+    object.__setattr__(stream, "plan", _checked_plan(plan))
+    object.__setattr__(stream, "complete", bool(complete))
     object.__setattr__(stream, "_keys", keys)
     return stream
 
