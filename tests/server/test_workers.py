@@ -15,20 +15,19 @@ from weftsearch import Index
 
 @pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="the writer listens on a Unix socket")
 def test_two_workers_share_the_port_and_writes_reach_the_one_writer(index_path: Path) -> None:
-    with running_server(
-        index_path, "--workers", "2", "--api-key-env", "WEFT_TEST_KEY", env={"WEFT_TEST_KEY": KEY}
-    ) as base, httpx.Client(base_url=base, timeout=30) as client:
+    with (
+        running_server(
+            index_path, "--workers", "2", "--api-key-env", "WEFT_TEST_KEY", env={"WEFT_TEST_KEY": KEY}
+        ) as base,
+        httpx.Client(base_url=base, timeout=30) as client,
+    ):
         assert client.post("/v1/documents", json={"documents": [{"key": "x"}]}).status_code == 401
         for i in range(10):  # spread over both readers by the kernel; each forwards to the writer
             doc = {"key": f"w{i}", "text": f"walrus number {i}"}
-            assert (
-                client.post("/v1/documents", json={"documents": [doc]}, headers=WRITE).status_code == 200
-            )
+            assert client.post("/v1/documents", json={"documents": [doc]}, headers=WRITE).status_code == 200
         assert client.post("/v1/commit", headers=WRITE).status_code == 200
         for _ in range(6):  # whichever reader answers has adopted the commit
-            hits = client.post("/v1/search", json={"text": "walrus", "spec": "bm25", "k": 20}).json()[
-                "hits"
-            ]
+            hits = client.post("/v1/search", json={"text": "walrus", "spec": "bm25", "k": 20}).json()["hits"]
             assert sorted(h["key"] for h in hits) == sorted(f"w{i}" for i in range(10))
         created = client.post("/v1/profiles", json={"name": "p", "spec": "bm25"}, headers=WRITE)
         assert created.status_code == 201
