@@ -26,11 +26,16 @@ def free_port() -> int:
 
 @contextmanager
 def running_server(
-    index: Path, *args: str, env: dict[str, str] | None = None, start_seconds: float = 120.0
+    index: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    start_seconds: float = 120.0,
+    log: Path | None = None,
 ) -> Iterator[str]:
     """``weft-search serve --index INDEX --port P ARGS`` until the block ends; yields its base URL.
 
-    The child's output goes to the null device. The wait for it to answer
+    The child's output (stdout and stderr, the access log included) goes to
+    ``log`` when given, else to the null device. The wait for it to answer
     ``/health`` is bounded (a start-up bound, not a speed check); at the end
     it gets SIGINT (uvicorn's graceful stop) and, after 60 s, SIGKILL.
     """
@@ -38,7 +43,8 @@ def running_server(
     environment = {**os.environ, "PYTHONPATH": SRC, **(env or {})}
     argv = [sys.executable, "-c", "from weftsearch.cli import main; raise SystemExit(main())"]
     argv += ["serve", "--index", str(index), "--port", str(port), *args]
-    server = subprocess.Popen(argv, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    output = subprocess.DEVNULL if log is None else log.open("wb")
+    server = subprocess.Popen(argv, env=environment, stdout=output, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + start_seconds
@@ -59,3 +65,5 @@ def running_server(
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+        if log is not None and not isinstance(output, int):
+            output.close()

@@ -40,6 +40,7 @@ try:
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
     from pydantic import BaseModel, ConfigDict, Field
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError(
         f"the server needs the 'server' extra: pip install 'weft-search[server]' ({exc.name} is missing)"
@@ -1278,6 +1279,14 @@ def create_app(
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(_error_body(exc.kind, exc.message, exc.field), status_code=exc.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Routing's own answers (404 no such route, 405 wrong method) in the API's error shape.
+        kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
+        return JSONResponse(
+            _error_body(kind, str(exc.detail), None), status_code=exc.status_code, headers=exc.headers
+        )
 
     @app.exception_handler(WeftError)
     async def weft_error(request: Request, exc: WeftError) -> JSONResponse:
