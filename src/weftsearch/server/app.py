@@ -70,7 +70,7 @@ from weftsearch.server.compare import (
     moved,
     rank_biased_overlap,
 )
-from weftsearch.server.embedding import QueryEmbedder, read_vector_model
+from weftsearch.server.embedding import QueryEmbedder, check_fits, read_vector_model
 from weftsearch.server.profiles import PROFILE_NAME, Profile, ProfileStore, build_arm
 
 __all__ = ["ServerLimits", "create_app", "DEFAULT_SPEC", "API_KEY_HEADER"]
@@ -1148,11 +1148,8 @@ def create_app(
     try:
         profiles = ProfileStore(index_path)
         index.refresh()  # publish a snapshot, so the first search takes no lock
-        if model is not None and index.vector_dim is not None and model.dims != index.vector_dim:
-            raise InvalidParameterError(
-                f"{vectors_record}: the record is of {model.describe()}, but the index at {index_path} "
-                f"holds vectors of {index.vector_dim} dims; give the record of the index's vectors"
-            )
+        if model is not None:
+            check_fits(model, index.vector_dim, vectors_record, index_path)
         embedder = None if model is None else QueryEmbedder(model)
     except BaseException:
         index.close(discard=True)

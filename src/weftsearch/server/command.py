@@ -87,11 +87,13 @@ def serve(
         raise InvalidParameterError("--workers N runs its own writer; --readonly is for one process")
     from weftsearch.engine.index import Index
 
-    Index.open(index, readonly=True).close()  # a missing or unreadable index fails here, before any process
-    if vectors_record is not None:  # a bad record fails here too, not in each worker
-        from weftsearch.server.embedding import read_vector_model
+    # A missing or unreadable index, or a record that does not fit it, fails here, before any
+    # process: uvicorn would restart a worker that fails at start, again and again.
+    with Index.open(index, readonly=True) as opened:
+        if vectors_record is not None:
+            from weftsearch.server.embedding import check_fits, read_vector_model
 
-        read_vector_model(vectors_record)
+            check_fits(read_vector_model(vectors_record), opened.vector_dim, vectors_record, index)
     # The writer keeps its metrics to itself (the readers count the writes they forward), so it
     # must not inherit a multiprocess folder: prometheus_client reads the variable at import.
     for name in ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"):

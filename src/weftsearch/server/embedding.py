@@ -45,7 +45,7 @@ from weftsearch.errors import CorpusFormatError, InvalidParameterError, WeftErro
 if TYPE_CHECKING:
     from weftsearch.embed import Encoder
 
-__all__ = ["EMBED_HINT", "QueryEmbedder", "VectorModel", "read_vector_model"]
+__all__ = ["EMBED_HINT", "QueryEmbedder", "VectorModel", "check_fits", "read_vector_model"]
 
 LOG = logging.getLogger("weftsearch.server")
 
@@ -105,6 +105,20 @@ def read_vector_model(path: str | PathLike[str]) -> VectorModel:
         raise CorpusFormatError(f"{where}: the record's width (dims) is {dims!r}, not a positive integer")
     vectors = record.get("vectors")
     return VectorModel(name, vectors if isinstance(vectors, str) and vectors else name, dims, record)
+
+
+def check_fits(model: VectorModel, vector_dim: int | None, record: object, index: object) -> None:
+    """Refuse a record whose width is not the index's (``vector_dim``; ``None``: no vectors yet).
+
+    Raises:
+        InvalidParameterError: the widths differ; the message names the record, the index and both widths.
+
+    """
+    if vector_dim is not None and model.dims != vector_dim:
+        raise InvalidParameterError(
+            f"{record}: the record is of {model.describe()}, but the index at {index} holds vectors of "
+            f"{vector_dim} dims; give the record of the index's vectors"
+        )
 
 
 class QueryEmbedder:
