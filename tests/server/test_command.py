@@ -22,8 +22,9 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         from fastapi.testclient import TestClient
 
         with TestClient(app) as client:  # its shutdown closes the index
-            stats = client.get("/v1/stats").status_code
-        calls.append({"stats": stats, **kwargs})
+            answer = client.get("/v1/stats")
+        stats, model = answer.status_code, answer.json().get("query_model")
+        calls.append({"stats": stats, "query_model": model, **kwargs})
 
     monkeypatch.setattr(uvicorn, "run", fake_run)
     return calls
@@ -94,3 +95,36 @@ def test_without_the_extra_the_error_names_it() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": src}, check=True
     ).stdout
     assert "pip install 'weft-search[server]'" in out and "fastapi" in out and "library ok" in out
+
+
+def _record(path: Path, dims: int) -> Path:
+    path.write_text(f'{{"vectors": "tiny", "model": {{"name": "acme/tiny"}}, "dims": {dims}}}')
+    return path
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_vectors_record_that_does_not_fit_stops_serve_before_any_process(
+    index_path: Path,
+    tmp_path: Path,
+    served: list[dict[str, Any]],
+    capsys: pytest.CaptureFixture[str],
+    workers: str,
+) -> None:
+    """With --workers N the check runs before the writer and the readers start: a reader that
+    failed it would be restarted by uvicorn again and again."""
+    record = _record(tmp_path / "wide.json", 384)
+    argv = ["serve", "--index", str(index_path), "--workers", workers, "--vectors-record", str(record)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "384 dims" in err and "holds vectors of 8 dims" in err and str(record) in err
+    assert served == []
+    assert main([*argv[:-1], str(tmp_path / "missing.json")]) == 2
+    assert "missing.json" in capsys.readouterr().err and served == []
+
+
+def test_serve_passes_the_vectors_record_on(
+    index_path: Path, tmp_path: Path, served: list[dict[str, Any]]
+) -> None:
+    record = _record(tmp_path / "tiny.json", 8)
+    assert main(["serve", "--index", str(index_path), "--vectors-record", str(record)]) == 0
+    assert served[0]["stats"] == 200 and served[0]["query_model"]["model"] == "acme/tiny"

@@ -5,9 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from tests.server.conftest import KEY, make_index
 from weftsearch.server.app import create_app
@@ -44,13 +50,46 @@ def test_the_schema_is_served_and_lists_the_api() -> None:
     } <= paths
 
 
-def test_no_generated_request_is_a_server_error(tmp_path: Path) -> None:
-    """Requests generated from the schema, each operation in turn, with the key: never a 500.
+#: What every generated request's answer is checked for: no 5xx, a status the schema documents for
+#: the operation, the documented content type, and a body valid under the documented response schema.
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+
+def test_every_route_documents_its_responses() -> None:
+    """Each operation documents its 200/201 body by a named model and its 4xx answers as the error model."""
+    import json
+
+    schema = json.loads(DOCS.read_text(encoding="utf-8"))
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            success = responses.get("200") or responses.get("201")
+            assert success is not None, (method, path)
+            content = success["content"]
+            if path == "/metrics":
+                continue  # Prometheus text, not JSON
+            ref = content["application/json"]["schema"].get("$ref", "")
+            assert ref.startswith("#/components/schemas/"), (method, path, content)
+            for status in ("400", "422") if path.startswith("/v1/") else ():
+                error_ref = responses[status]["content"]["application/json"]["schema"]["$ref"]
+                assert error_ref.endswith("/ErrorResponse"), (method, path, status)
+
+
+@pytest.mark.parametrize("record", [False, True], ids=["no-record", "vectors-record"])
+def test_no_generated_request_is_a_server_error(tmp_path: Path, record: bool) -> None:
+    """Requests generated from the schema, each operation in turn, with the key: never a 500, and
+    every answer (2xx and 4xx) conforms to the response the schema documents for its status.
 
     Few examples per operation (the test stays well under a minute); derandomised, so a
-    failure reproduces. Writes run too (upserts, deletes, commits, profiles).
+    failure reproduces. Writes run too (upserts, deletes, commits, profiles). With a vectors
+    record (of a model this package cannot encode, so no model loads), generated vector_model
+    values and text-only vector searches meet the model checks.
     """
-    app = create_app(make_index(tmp_path / "idx"), api_key=KEY)
+    vectors_record = None
+    if record:
+        vectors_record = tmp_path / "record.json"
+        vectors_record.write_text('{"vectors": "tiny", "model": {"name": "acme/tiny"}, "dims": 8}')
+    app = create_app(make_index(tmp_path / "idx"), api_key=KEY, vectors_record=vectors_record)
     try:
         schema = schemathesis.openapi.from_asgi("/openapi.json", app)
         operations = [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]
@@ -62,7 +101,7 @@ def test_no_generated_request_is_a_server_error(tmp_path: Path) -> None:
                 max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
             )
             def run(case: schemathesis.Case[Any]) -> None:
-                case.call_and_validate(headers={"X-API-Key": KEY}, checks=[not_a_server_error])
+                case.call_and_validate(headers={"X-API-Key": KEY}, checks=CHECKS)
 
             run()
     finally:

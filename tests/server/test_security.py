@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.server.conftest import KEY, WRITE
+from tests.server.serving import running_server
 from weftsearch import Index
 from weftsearch.server.app import ServerLimits, create_app
 
@@ -202,3 +203,62 @@ def test_a_search_never_waits_on_a_commit(index_path: Path, monkeypatch: pytest.
         finally:
             release.set()
             committing.join()
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/v1/documents/"),
+        ("POST", "/v1/%64ocuments"),  # percent-encoded: the check sees the decoded path the router sees
+        ("POST", "/v1/commit/"),
+        ("POST", "/v1/./commit"),
+        ("POST", "/v1/x/../commit"),
+        ("PUT", "/v1/documents"),
+        ("PATCH", "/v1/documents/d1"),
+        ("DELETE", "/v1/documents/%64%31"),
+        ("POST", "/v1/profiles/"),
+        ("DELETE", "/v1/profiles/p"),
+    ],
+)
+def test_no_spelling_of_a_write_path_slips_past_the_key(
+    client: TestClient, index_path: Path, method: str, path: str
+) -> None:
+    body = {"documents": [{"key": "slipped", "text": "x"}]}
+    response = client.request(method, path, json=body)
+    assert response.status_code == 401, (method, path, response.text)
+    assert client.get("/v1/documents/d1").status_code == 200
+    assert client.get("/v1/documents/slipped").status_code == 404
+
+
+def test_unknown_routes_and_methods_answer_in_the_error_shape(open_client: TestClient) -> None:
+    """Every 4xx is {"error": {type, field, message}}, routing errors included (not FastAPI's {"detail"})."""
+    missing = open_client.get("/v1/nothing-here")
+    assert missing.status_code == 404
+    assert missing.json() == {"error": {"type": "NotFound", "field": None, "message": "Not Found"}}
+    method = open_client.put("/v1/search", json={})
+    assert method.status_code == 405 and method.json()["error"]["type"] == "MethodNotAllowed"
+    assert "allow" in {name.lower() for name in method.headers}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_key_never_reaches_a_real_servers_output(index_path: Path, tmp_path: Path, workers: int) -> None:
+    """``weft-search serve`` for real: uvicorn's access log, the server's log and, with two workers, the
+    forwarding to the writer; requests with the right key, a wrong one that contains it, and a bearer."""
+    log = tmp_path / "serve.log"
+    args = ["--api-key-env", "WEFT_TEST_KEY", "--workers", str(workers)]
+    with running_server(index_path, *args, env={"WEFT_TEST_KEY": KEY}, log=log) as base:
+        import httpx
+
+        with httpx.Client(base_url=base, timeout=30) as http:
+            for headers in (
+                {"X-API-Key": KEY},
+                {"Authorization": f"Bearer {KEY}"},
+                {"X-API-Key": KEY + "-x"},
+            ):
+                http.post("/v1/documents", json={"documents": [{"key": "k", "text": "t"}]}, headers=headers)
+                http.post("/v1/commit", headers=headers)
+                http.post("/v1/search", json={"text": "t", "k": 0}, headers=headers)  # a 422
+            assert http.post("/v1/commit", headers=WRITE).status_code == 200
+    text = log.read_text(encoding="utf-8", errors="replace")
+    assert "POST /v1/commit" in text and "403" in text  # the access log is there, and shows refusals
+    assert KEY not in text

@@ -2,68 +2,75 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.server.conftest import KEY, WRITE
+from tests.server.serving import running_server
 from weftsearch import Index
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="the writer listens on a Unix socket")
 def test_two_workers_share_the_port_and_writes_reach_the_one_writer(index_path: Path) -> None:
-    port = free_port()
-    src = str(Path(__file__).resolve().parents[2] / "src")
-    env = {**os.environ, "PYTHONPATH": src, "WEFT_TEST_KEY": KEY}
-    argv = [sys.executable, "-c", "from weftsearch.cli import main; raise SystemExit(main())"]
-    argv += ["serve", "--index", str(index_path), "--port", str(port), "--workers", "2"]
-    argv += ["--api-key-env", "WEFT_TEST_KEY"]
-    server = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):  # start-up: a bounded wait for the processes, not a speed check
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None, "the server stopped at start"
-            time.sleep(0.1)
-        with httpx.Client(base_url=base, timeout=30) as client:
-            assert client.post("/v1/documents", json={"documents": [{"key": "x"}]}).status_code == 401
-            for i in range(10):  # spread over both readers by the kernel; each forwards to the writer
-                doc = {"key": f"w{i}", "text": f"walrus number {i}"}
-                assert (
-                    client.post("/v1/documents", json={"documents": [doc]}, headers=WRITE).status_code == 200
-                )
-            assert client.post("/v1/commit", headers=WRITE).status_code == 200
-            for _ in range(6):  # whichever reader answers has adopted the commit
-                hits = client.post("/v1/search", json={"text": "walrus", "spec": "bm25", "k": 20}).json()[
-                    "hits"
-                ]
-                assert sorted(h["key"] for h in hits) == sorted(f"w{i}" for i in range(10))
-            created = client.post("/v1/profiles", json={"name": "p", "spec": "bm25"}, headers=WRITE)
-            assert created.status_code == 201
-            assert client.get("/v1/profiles/p").json()["version"] == 1
-    finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    with (
+        running_server(
+            index_path, "--workers", "2", "--api-key-env", "WEFT_TEST_KEY", env={"WEFT_TEST_KEY": KEY}
+        ) as base,
+        httpx.Client(base_url=base, timeout=30) as client,
+    ):
+        assert client.post("/v1/documents", json={"documents": [{"key": "x"}]}).status_code == 401
+        for i in range(10):  # spread over both readers by the kernel; each forwards to the writer
+            doc = {"key": f"w{i}", "text": f"walrus number {i}"}
+            assert client.post("/v1/documents", json={"documents": [doc]}, headers=WRITE).status_code == 200
+        assert client.post("/v1/commit", headers=WRITE).status_code == 200
+        for _ in range(6):  # whichever reader answers has adopted the commit
+            hits = client.post("/v1/search", json={"text": "walrus", "spec": "bm25", "k": 20}).json()["hits"]
+            assert sorted(h["key"] for h in hits) == sorted(f"w{i}" for i in range(10))
+        created = client.post("/v1/profiles", json={"name": "p", "spec": "bm25"}, headers=WRITE)
+        assert created.status_code == 201
+        assert client.get("/v1/profiles/p").json()["version"] == 1
     with Index.open(index_path, readonly=True) as index:
         assert all(f"w{i}" in index for i in range(10))
+
+
+def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """The samples of metric ``name`` in Prometheus text, as (labels, value)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [
+        (dict(sample.labels), float(sample.value))
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name
+    ]
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="the writer listens on a Unix socket")
+def test_metrics_report_every_worker_whichever_answers(index_path: Path) -> None:
+    """With two readers, /metrics sums both: N searches count N, on every scrape, and two processes show.
+
+    Before the multiprocess metrics each reader reported its own requests only, so a scrape
+    counted the searches that one reader happened to receive, and weft_server_processes was 1.
+    """
+    searches = 24
+    with running_server(index_path, "--workers", "2") as base:
+        for i in range(searches):  # a new connection each: the kernel hands them to either reader
+            with httpx.Client(base_url=base, timeout=30) as client:
+                body = {"text": "graph ranking", "spec": "bm25", "k": 3 + i % 3}
+                assert client.post("/v1/search", json=body).status_code == 200
+        for _ in range(6):  # every scrape, whichever reader answers it, reports the whole server
+            with httpx.Client(base_url=base, timeout=30) as client:
+                text = client.get("/metrics").text
+            counted = _samples(text, "weft_requests_total")
+            search_counts = [v for labels, v in counted if labels["endpoint"] == "/v1/search"]
+            assert sum(search_counts) == searches, counted
+            assert all(
+                labels["status"] == "200" for labels, _ in counted if labels["endpoint"] == "/v1/search"
+            )
+            latency = _samples(text, "weft_request_seconds_count")
+            assert sum(v for labels, v in latency if labels["endpoint"] == "/v1/search") == searches
+            assert _samples(text, "weft_server_processes") == [({}, 2.0)]
+            assert [v for _, v in _samples(text, "weft_index_documents")] == [6.0]

@@ -710,11 +710,19 @@ class ProcessTarget:
         self._collector = None
 
 
+#: The request bodies :class:`HttpTarget` can send, with each one's default search path.
+HTTP_APIS = {"generic": "/search", "weft": "/v1/search"}
+
+
 class HttpTarget:
     """A search server at ``base_url``: ``POST base_url + path`` with a JSON body per request.
 
     The body is ``{"query": text, "k": k}``, plus ``"vector": [...]`` when the
-    workload has vectors and ``hybrid`` is set. Requests are sent by one
+    workload has vectors and ``hybrid`` is set. With ``api="weft"`` it is what
+    ``weft-search serve`` answers at ``/v1/search`` (the default path then):
+    ``{"text": text, "k": k, "spec": ...}``, the spec being the arm's ranking
+    (``bm25@DEPTH``, or ``rrf(bm25, vector, k=60)@DEPTH`` with the vector).
+    Requests are sent by one
     :class:`httpx.AsyncClient` (at most ``cap`` connections) on an event loop in
     a thread of its own; a response whose status is not 2xx counts as an error.
     Service time is the client's (send to full response).
@@ -727,14 +735,21 @@ class HttpTarget:
         *,
         k: int = 10,
         hybrid: bool = False,
-        path: str = "/search",
+        path: str | None = None,
         cap: int = DEFAULT_CAP,
         server_pids: Sequence[int] = (),
         timeout: float = 60.0,
+        api: str = "generic",
+        depth: int = 100,
     ) -> None:
         """``server_pids``: the server's processes, to measure (none: no resource figures)."""
+        if api not in HTTP_APIS:
+            raise InvalidParameterError(f"unknown HTTP API {api!r} (known: {', '.join(HTTP_APIS)})")
         self._base = base_url.rstrip("/")
+        path = path or HTTP_APIS[api]
         self._path = path if path.startswith("/") else "/" + path
+        self._api = api
+        self._depth = depth
         self._workload = workload
         self._k = k
         self._hybrid = hybrid
@@ -760,8 +775,13 @@ class HttpTarget:
 
     def body(self, item: int) -> dict[str, Any]:
         """The JSON body of query number ``item``."""
+        hybrid = self._hybrid and self._workload.vectors is not None
         body: dict[str, Any] = {"query": self._workload.texts[item], "k": self._k}
-        if self._hybrid and self._workload.vectors is not None:
+        if self._api == "weft":
+            spec = "rrf(bm25, vector, k=60)" if hybrid else "bm25"
+            body = {"text": self._workload.texts[item], "k": self._k, "spec": f"{spec}@{self._depth}"}
+        if hybrid:
+            assert self._workload.vectors is not None
             body["vector"] = [float(x) for x in self._workload.vectors[item]]
         return body
 
@@ -1466,7 +1486,7 @@ def format_ladder(result: LadderResult) -> str:
     """A ladder as a text table; ratios are against the lowest open-loop rung (the unloaded denominator)."""
     lowest = result.lowest
     headers = [
-        "rung", "offered q/s", "achieved", "done", "shed", "p50", "p90", "p99", "p99.9", "max",
+        "rung", "offered q/s", "achieved", "done", "errors", "shed", "p50", "p90", "p99", "p99.9", "max",
         "svc p50", "svc p99", "p50/low", "RSS MB", "RSS/low", "CPU s", "majflt", "lag p99",
     ]  # fmt: skip
     rows = []
@@ -1480,6 +1500,7 @@ def format_ladder(result: LadderResult) -> str:
                 f"{r.offered:,.1f}",
                 f"{r.achieved:,.1f}",
                 f"{r.completed:,}",
+                f"{r.errors:,}",  # of done: a failed call, or an HTTP status other than 2xx
                 f"{r.shed:,}" + (f" +{r.unfinished} unf" if r.unfinished else ""),
                 *(_ms(r.latency[p]) for p in ("p50", "p90", "p99", "p99.9", "max")),
                 _ms(r.service["p50"]),
@@ -1773,7 +1794,7 @@ def load_command(args: argparse.Namespace) -> int:
                 if kind.startswith(("http://", "https://")):
                     target = HttpTarget(
                         kind, workload, k=args.k, hybrid=arm == "hybrid", path=args.http_path, cap=args.cap,
-                        server_pids=args.server_pid or (),
+                        server_pids=args.server_pid or (), api=args.http_api, depth=args.depth,
                     )  # fmt: skip
                 else:
                     target = _target(kind, searcher, "weft")
@@ -1972,7 +1993,15 @@ def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         help="threads:N, processes:N, processes:NxT or a server's base URL http://HOST:PORT "
         "(repeatable; default threads:2)",
     )  # fmt: skip
-    load.add_argument("--http-path", default="/search", help="the search path of an HTTP target (/search)")
+    load.add_argument(
+        "--http-path",
+        help="the search path of an HTTP target (default: /search, or /v1/search with --http-api weft)",
+    )
+    load.add_argument(
+        "--http-api", choices=tuple(HTTP_APIS), default="generic",
+        help="an HTTP target's request body: generic {query, k[, vector]}, or weft (weft-search serve: "
+        "{text, k, spec[, vector]})",
+    )  # fmt: skip
     load.add_argument(
         "--server-pid", type=_positive_int, action="append", metavar="PID",
         help="a process of the HTTP server, whose memory, CPU and faults to measure (repeatable)",

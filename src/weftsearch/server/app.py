@@ -20,11 +20,12 @@ import hmac
 import json
 import logging
 import math
+import os
 import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from os import PathLike
@@ -39,6 +40,7 @@ try:
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
     from pydantic import BaseModel, ConfigDict, Field
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError(
         f"the server needs the 'server' extra: pip install 'weft-search[server]' ({exc.name} is missing)"
@@ -68,6 +70,7 @@ from weftsearch.server.compare import (
     moved,
     rank_biased_overlap,
 )
+from weftsearch.server.embedding import QueryEmbedder, check_fits, read_vector_model
 from weftsearch.server.profiles import PROFILE_NAME, Profile, ProfileStore, build_arm
 
 __all__ = ["ServerLimits", "create_app", "DEFAULT_SPEC", "API_KEY_HEADER"]
@@ -202,7 +205,17 @@ class QueryIn(BaseModel):
 
     model_config = _NO_EXTRA
     text: str = Field(default="", description="free text")
-    vector: list[float] | None = Field(default=None, description="a query embedding, the index's width")
+    vector: list[float] | None = Field(
+        default=None,
+        description="a query embedding of the index's width; absent: the server embeds the text when the "
+        "ranking needs a vector and it knows the index's model (see query_vector in the response)",
+    )
+    vector_model: str | None = Field(
+        default=None,
+        max_length=200,
+        description="the model that made vector (its name, or its vector-set name); another model than "
+        "the index's is refused (400)",
+    )
     seeds: list[str] = Field(default_factory=list, description="document keys graph scorers start from")
     filter: str | None = Field(default=None, description="a filter in string form: year >= 1990 and ...")
     time: str | float | None = Field(default=None, description="'now' for recency: ISO-8601 or POSIX seconds")
@@ -301,6 +314,347 @@ class RankEvalRequest(BaseModel):
     confidence: float = Field(default=0.95, gt=0, lt=1)
 
 
+# ---------------------------------------------------------------------- response models
+
+#: Response models keep keys they do not declare (a new key is never silently dropped).
+_OUT = ConfigDict(extra="allow")
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: the error's type, the request field it is about (or null) and a message."""
+
+    model_config = _OUT
+    type: str = Field(description="ValidationError, LimitExceeded, Unauthorized, InvalidFilterError, ...")
+    field: str | None = Field(description="the request field, dotted (queries.0.filter), or null")
+    message: str
+    problems: list[dict[str, Any]] | None = Field(
+        default=None, description="validation errors: every problem found, each with field and message"
+    )
+
+
+class ErrorResponse(BaseModel):
+    """Every 4xx answer: ``{"error": {"type", "field", "message"}}``."""
+
+    model_config = _OUT
+    error: ErrorDetail
+
+
+class SignalOut(BaseModel):
+    """One stream's part in a hit (with ``explain``)."""
+
+    model_config = _OUT
+    signal: str = Field(description="the stream's label (the scorer's name)")
+    rank: int | None = Field(description="1-based rank in that stream; null where it did not return the hit")
+    score: float | None = Field(description="the scorer's raw score; null where absent")
+    contribution: float = Field(description="the part of the fused score owed to this stream")
+
+
+class HitOut(BaseModel):
+    """One result."""
+
+    model_config = _OUT
+    key: str
+    rank: int = Field(description="1-based position in the fused ranking")
+    score: float = Field(description="the fused score")
+    fields: dict[str, FieldValue] = Field(description="the document's fields")
+    signals: list[SignalOut] | None = Field(default=None, description="per stream, with explain only")
+
+
+class RankingLabel(BaseModel):
+    """The ranking that ran: an inline spec, or a profile's name and version."""
+
+    model_config = _OUT
+    spec: str | None = None
+    profile: str | None = None
+    version: int | None = None
+
+
+class QueryVectorOut(BaseModel):
+    """Where the query's vector came from, and which model made it."""
+
+    model_config = _OUT
+    source: str = Field(
+        description="'request' (sent with the query), 'server' (the server embedded the text) or "
+        "'none' (no vector: the ranking needs none, the text is empty, or the server knows no model)"
+    )
+    model: str | None = Field(
+        description="the model that made the vector: the server's (source 'server') or the one the "
+        "request's vector_model names; null when neither says"
+    )
+    vectors: str | None = Field(description="the vector set's name (all-minilm-l6-v2-int8), when known")
+    dims: int | None = Field(description="the vector's width")
+
+
+class SearchResponse(BaseModel):
+    """``POST /v1/search``: the fused ranking, best first."""
+
+    model_config = _OUT
+    generation: int = Field(description="the snapshot generation searched")
+    ranking: RankingLabel
+    fuser: str
+    signals: list[str] = Field(description="stream labels, in the order of the ranking's scorers")
+    depth: int = Field(description="candidates asked of each scorer")
+    hits: list[HitOut]
+    query_vector: QueryVectorOut
+
+
+class BatchSearchResponse(BaseModel):
+    """``POST /v1/search/batch``: one result per query, in order."""
+
+    model_config = _OUT
+    results: list[SearchResponse]
+
+
+class DocumentOut(BaseModel):
+    """A stored document."""
+
+    model_config = _OUT
+    key: str
+    text: str
+    vector: list[float] | None
+    links: list[str]
+    time: float | None = Field(description="POSIX seconds, or null")
+    fields: dict[str, FieldValue]
+
+
+class UpsertResponse(BaseModel):
+    """``POST /v1/documents``: how many documents were added or replaced."""
+
+    model_config = _OUT
+    upserted: int
+    generation: int
+
+
+class DeleteResponse(BaseModel):
+    """``DELETE /v1/documents/{key}``."""
+
+    model_config = _OUT
+    deleted: str
+    generation: int
+
+
+class CommitResponse(BaseModel):
+    """``POST /v1/commit``: the generation now durable."""
+
+    model_config = _OUT
+    generation: int
+
+
+class SegmentOut(BaseModel):
+    """One segment of the index."""
+
+    model_config = _OUT
+    name: str
+    documents: int
+    deleted: int
+    bytes: int
+
+
+class StatsResponse(BaseModel):
+    """``GET /v1/stats``: :meth:`Index.stats`."""
+
+    model_config = _OUT
+    documents: int
+    pending: int
+    generation: int
+    analyzer: str
+    vector_dim: int | None
+    vector_dtype: str | None
+    segments: list[SegmentOut]
+    bytes_on_disk: int
+    readonly: bool
+    query_model: QueryModelOut | None = Field(
+        description="the model of the index's vectors, when the server was given its record"
+    )
+
+
+class QueryModelOut(BaseModel):
+    """The index's vector model, and whether this server can embed query texts with it."""
+
+    model_config = _OUT
+    model: str
+    vectors: str
+    dims: int
+    embeds_queries: bool
+    problem: str | None = Field(description="why the server cannot embed queries, or null")
+
+
+class HealthResponse(BaseModel):
+    """``GET /health``."""
+
+    model_config = _OUT
+    status: str = Field(description="'ok' while the index is open")
+
+
+class ProfileOut(BaseModel):
+    """One version of a ranking profile."""
+
+    model_config = _OUT
+    name: str
+    version: int
+    spec: str
+    depth: int
+    filter: str | None
+    description: str
+    provenance: dict[str, Any]
+    created: float = Field(description="POSIX seconds")
+
+
+class ProfileSummary(ProfileOut):
+    """The newest version of a profile, with every version's number."""
+
+    versions: list[int]
+
+
+class ProfileListResponse(BaseModel):
+    """``GET /v1/profiles``."""
+
+    model_config = _OUT
+    profiles: list[ProfileSummary]
+
+
+class ScoredKey(BaseModel):
+    """A key and its fused score."""
+
+    model_config = _OUT
+    key: str
+    score: float
+
+
+class MovedKey(BaseModel):
+    """A key's rank under A and B (null where absent); ``change`` is ``rank_a - rank_b``."""
+
+    model_config = _OUT
+    key: str
+    rank_a: int | None
+    rank_b: int | None
+    change: int | None
+
+
+class ComparedQuery(BaseModel):
+    """Both rankings of one query and how they differ."""
+
+    model_config = _OUT
+    a: list[ScoredKey]
+    b: list[ScoredKey]
+    moved: list[MovedKey]
+    jaccard: float
+    rbo: float
+
+
+class Difference(BaseModel):
+    """The paired bootstrap of B - A over queries."""
+
+    model_config = _OUT
+    mean: float
+    low: float
+    high: float
+    p_value: float
+    confidence: float
+    resamples: int
+    seed: int
+    excludes_zero: bool
+
+
+class PairedValues(BaseModel):
+    """One query's measure under A and B."""
+
+    model_config = _OUT
+    a: float
+    b: float
+    delta: float
+
+
+class ComparedMeasure(BaseModel):
+    """One measure: means, per-query deltas and the interval of the difference."""
+
+    model_config = _OUT
+    mean_a: float
+    mean_b: float
+    per_query: dict[str, PairedValues]
+    difference: Difference
+
+
+class JudgedComparison(BaseModel):
+    """Compare with judgements."""
+
+    model_config = _OUT
+    queries: list[str]
+    unjudged: list[str]
+    measures: dict[str, ComparedMeasure]
+
+
+class GenerationPair(BaseModel):
+    """The snapshot generation each side searched."""
+
+    model_config = _OUT
+    a: int
+    b: int
+
+
+class CompareResponse(BaseModel):
+    """``POST /v1/compare``."""
+
+    model_config = _OUT
+    a: RankingLabel
+    b: RankingLabel
+    k: int
+    p: float
+    generation: GenerationPair
+    queries: dict[str, ComparedQuery]
+    mean_jaccard: float
+    mean_rbo: float
+    query_model: str | None = Field(
+        description="the model that embedded query texts on the server, or null when none was"
+    )
+    judged: JudgedComparison | None = Field(default=None, description="with judgements only")
+
+
+class EvaluatedMeasure(BaseModel):
+    """One measure: its mean with a percentile bootstrap interval, and per-query values."""
+
+    model_config = _OUT
+    mean: float
+    low: float
+    high: float
+    confidence: float
+    resamples: int
+    seed: int
+    per_query: dict[str, float]
+
+
+class RankEvalResponse(BaseModel):
+    """``POST /v1/rank_eval``."""
+
+    model_config = _OUT
+    ranking: RankingLabel
+    k: int
+    generation: int
+    query_model: str | None = Field(
+        description="the model that embedded query texts on the server, or null when none was"
+    )
+    queries: list[str]
+    unjudged: list[str]
+    missing: list[str]
+    measures: dict[str, EvaluatedMeasure]
+
+
+StatsResponse.model_rebuild()
+
+#: The error answers every API route may give (documented in the schema).
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": description}
+    for status, description in (
+        (400, "a bad value (filter, spec, a vector of another width or model, ...)"),
+        (401, "no API key where one is needed"),
+        (403, "a wrong API key"),
+        (404, "no such document or profile"),
+        (409, "the index is read-only here, or locked"),
+        (413, "the request body is over the limit"),
+        (422, "the request does not validate, or is over a limit; error.field names the field"),
+    )
+}
+
 #: Names pydantic puts in an error's location for the branch of a union it tried: not fields.
 _BRANCHES = frozenset(
     {"str", "int", "float", "bool", "list[float]", "ProfileRef", "QueryIn", "RankingIn", "DocumentIn"}
@@ -319,10 +673,13 @@ class _Ranking:
 class _Server:
     """What the handlers share: the index, its profiles, the write lock and the compiled rankings."""
 
-    def __init__(self, index: Index, profiles: ProfileStore, limits: ServerLimits) -> None:
+    def __init__(
+        self, index: Index, profiles: ProfileStore, limits: ServerLimits, embedder: QueryEmbedder | None
+    ) -> None:
         self.index = index
         self.profiles = profiles
         self.limits = limits
+        self.embedder = embedder
         self.writes = threading.Lock()
         self._rankings: OrderedDict[tuple[Any, ...], _Ranking] = OrderedDict()
         self._rankings_lock = threading.Lock()
@@ -406,11 +763,12 @@ class _Server:
             raise ApiError(422, "InvalidParameterError", f"{field} is empty", field)
 
     def query(self, q: QueryIn, default_filter: str | None, where: str = "") -> Query:
-        """The :class:`Query` of ``q``, each part checked under its own field name."""
+        """The :class:`Query` of ``q``, each part checked under its own field name (no embedding)."""
         self.check_length(q.text, where + "text")
         self.check_length(q.filter, where + "filter")
         if q.vector is not None and len(q.vector) > self.limits.max_vector_dim:
             raise self.too_large(where + "vector", len(q.vector), self.limits.max_vector_dim)
+        self.check_vector_source(q, where)
         if len(q.seeds) > self.limits.max_seeds:
             raise self.too_large(where + "seeds", len(q.seeds), self.limits.max_seeds)
         with _field(where + "text"):
@@ -426,6 +784,88 @@ class _Server:
             return Query(
                 text=q.text, vector=_vector(q.vector), seeds=tuple(q.seeds), time=q.time, filter=parsed
             )
+
+    def check_vector_source(self, q: QueryIn, where: str) -> None:
+        """Refuse a vector of another width than the index's, or declared to come from another model."""
+        model = self.embedder.model if self.embedder is not None else None
+        if q.vector_model is not None:
+            if q.vector is None:
+                raise ApiError(
+                    422,
+                    "InvalidParameterError",
+                    "vector_model says which model made the vector, and no vector was sent",
+                    where + "vector_model",
+                )
+            if model is not None and not model.accepts(q.vector_model):
+                raise ApiError(
+                    400,
+                    "VectorModelMismatch",
+                    f"the query vector was made with {q.vector_model!r} ({len(q.vector)} dims), but "
+                    f"this index's vectors were made with {model.describe()}; embed the query with "
+                    "that model, or send the text only and let the server embed it",
+                    where + "vector_model",
+                )
+        width = self.index.vector_dim
+        if q.vector is not None and width is not None and len(q.vector) != width:
+            declared = f"made with {q.vector_model!r}, " if q.vector_model is not None else ""
+            made = f"made with {model.describe()}" if model is not None else "of unrecorded model"
+            raise ApiError(
+                400,
+                "VectorModelMismatch",
+                f"the query vector ({declared}{len(q.vector)} dims) is not of this index's width: "
+                f"its vectors have {width} dims ({made})",
+                where + "vector",
+            )
+
+    def queries(
+        self, items: Sequence[tuple[QueryIn, str]], ranking: _Ranking
+    ) -> tuple[list[Query], list[dict[str, Any]]]:
+        """The :class:`Query` of each ``(query, field prefix)`` and where its vector came from.
+
+        A query without a vector whose ranking needs one (a scorer's
+        ``missing_input`` says ``"a query vector"``) and with text gets the
+        text embedded with the index's model, when the server knows it; the
+        texts of one request are embedded in one batch.
+        """
+        built = [self.query(q, ranking.filter, where) for q, where in items]
+        model = self.embedder.model if self.embedder is not None else None
+        sources: list[dict[str, Any]] = []
+        for q in (q for q, _ in items):
+            if q.vector is None:
+                sources.append({"source": "none", "model": None, "vectors": None, "dims": None})
+                continue
+            named, vectors = q.vector_model, None  # a vector that names no model: only its width is known
+            if model is not None and q.vector_model is not None:  # accepted by check_vector_source
+                named, vectors = model.name, model.vectors
+            sources.append({"source": "request", "model": named, "vectors": vectors, "dims": len(q.vector)})
+        todo = [i for i, query in enumerate(built) if query.vector is None and query.text.strip()]
+        if not todo or self.embedder is None or not self.needs_vector(ranking):
+            return built, sources
+        embedder = self.embedder
+        with _field(items[todo[0]][1] + "text"):
+            rows = embedder.embed([built[i].text for i in todo])
+        for i, row in zip(todo, rows, strict=True):
+            query = built[i]
+            built[i] = Query(
+                text=query.text, vector=row, seeds=query.seeds, time=query.time, filter=query.filter
+            )
+            sources[i] = {
+                "source": "server",
+                "model": embedder.model.name,
+                "vectors": embedder.model.vectors,
+                "dims": embedder.model.dims,
+            }
+        return built, sources
+
+    def needs_vector(self, ranking: _Ranking) -> bool:
+        """Whether a scorer of ``ranking`` lacks a query vector (not merely vectors in the index)."""
+        snapshot = self.index.snapshot()
+        probe = Query()
+        for scorer in ranking.arm.scorers:
+            missing = getattr(scorer, "missing_input", None)
+            if callable(missing) and missing(snapshot, probe) == "a query vector":
+                return True
+        return False
 
     # ---- writing
 
@@ -459,14 +899,45 @@ def _hits(results: SearchResults, explain: bool) -> list[dict[str, Any]]:
     return out
 
 
-def _search_body(results: SearchResults, ranking: _Ranking, explain: bool) -> dict[str, Any]:
+def _search_body(
+    results: SearchResults, ranking: _Ranking, explain: bool, source: dict[str, Any]
+) -> dict[str, Any]:
     return {
+        "query_vector": source,
         "generation": results.generation,
         "ranking": ranking.label,
         "fuser": results.fuser,
         "signals": list(results.signals),
         "depth": results.depth,
         "hits": _hits(results, explain),
+    }
+
+
+def _check_multiprocess_metrics(folder: str | PathLike[str]) -> None:
+    """Refuse a metrics folder prometheus_client will not write to (it decides when first imported)."""
+    from prometheus_client import values
+
+    named = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if values.ValueClass is values.MutexValue or named is None or Path(named) != Path(folder):
+        raise InvalidParameterError(
+            f"metrics_dir {str(folder)!r} needs PROMETHEUS_MULTIPROC_DIR set to it before "
+            "prometheus_client is first imported in this process (weft-search serve --workers N does that)"
+        )
+    if not Path(folder).is_dir():
+        raise InvalidParameterError(f"metrics_dir {str(folder)!r} is not a folder")
+
+
+def _answers(model: type[BaseModel], *, errors: bool = True) -> dict[str, Any]:
+    """A route's response model and documented error answers.
+
+    The handlers return dicts; FastAPI validates each against ``model`` and
+    drops nothing (the models keep undeclared keys, and keys a dict does not
+    have are not added: ``response_model_exclude_unset``).
+    """
+    return {
+        "response_model": model,
+        "response_model_exclude_unset": True,
+        "responses": dict(_ERRORS) if errors else {},
     }
 
 
@@ -618,6 +1089,8 @@ def create_app(
     limits: ServerLimits | None = None,
     readonly: bool = False,
     writer_socket: str | None = None,
+    vectors_record: str | PathLike[str] | None = None,
+    metrics_dir: str | PathLike[str] | None = None,
 ) -> FastAPI:
     """The weft-search HTTP API over the index at ``index_path`` (opened here, closed at shutdown).
 
@@ -636,6 +1109,17 @@ def create_app(
             process (``weft-search serve --workers N``): write requests that
             pass the key check here are forwarded there whole and its answer
             is returned.
+        vectors_record: the record ``weft-search embed`` wrote for the index's
+            vectors (:mod:`weftsearch.server.embedding`): a search sending text
+            only is then embedded with that model when its ranking needs a
+            vector, and a vector declared (``vector_model``) to come from
+            another model is refused. Without the ``embed`` extra the server
+            still serves, and such a search gets a 400 naming the extra.
+        metrics_dir: with several processes serving one port (``--workers N``),
+            the folder every process writes its metric values to
+            (prometheus_client's multiprocess mode: ``PROMETHEUS_MULTIPROC_DIR``
+            must name it before prometheus_client is first imported), so
+            ``/metrics`` reports the whole server, whichever process answers.
 
     At shutdown the index is committed (when writable) and closed: writes
     acknowledged but not yet committed are kept by a graceful stop, and lost
@@ -644,10 +1128,14 @@ def create_app(
     Raises:
         IndexNotFoundError: no index at ``index_path``.
         IndexLockedError: another writer holds it (and not ``readonly``).
-        InvalidParameterError: ``read_key_required`` without a key, or an empty key.
+        InvalidParameterError: ``read_key_required`` without a key, or an empty
+            key, or a ``vectors_record`` of another width than the index's vectors.
+        CorpusFormatError: ``vectors_record`` is not such a record.
 
     """
     limits = limits or ServerLimits()
+    if metrics_dir is not None:
+        _check_multiprocess_metrics(metrics_dir)
     if api_key is not None and (not isinstance(api_key, str) or not api_key):
         raise InvalidParameterError("api_key must be a non-empty string")
     if writer_socket is not None and not readonly:
@@ -655,18 +1143,28 @@ def create_app(
     if read_key_required and api_key is None:
         raise InvalidParameterError("read_key_required needs an api_key")
     expected = None if api_key is None else api_key.encode("utf-8", "surrogateescape")
+    model = None if vectors_record is None else read_vector_model(vectors_record)
     index = Index.open(Path(index_path), readonly=readonly, background_merge=not readonly)
     try:
         profiles = ProfileStore(index_path)
         index.refresh()  # publish a snapshot, so the first search takes no lock
+        if model is not None:
+            check_fits(model, index.vector_dim, vectors_record, index_path)
+        embedder = None if model is None else QueryEmbedder(model)
     except BaseException:
         index.close(discard=True)
         raise
-    state = _Server(index, profiles, limits)
+    state = _Server(index, profiles, limits, embedder)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        if metrics_dir is not None:
+            # This process no longer answers: its live gauges (weft_server_processes) go;
+            # its counts stay in the files, since the server did serve those requests.
+            from prometheus_client import multiprocess
+
+            multiprocess.mark_process_dead(os.getpid(), str(metrics_dir))  # type: ignore[no-untyped-call]
         with state.writes:
             if not index.readonly:
                 try:
@@ -687,6 +1185,9 @@ def create_app(
     app.state.weft = state
 
     registry = prometheus_client.CollectorRegistry()
+    # With metrics_dir (the --workers N readers), every metric below writes its values to files in
+    # that folder (prometheus_client's multiprocess mode, chosen by PROMETHEUS_MULTIPROC_DIR when
+    # prometheus_client is imported), and /metrics sums the files of every process.
     requests_total = prometheus_client.Counter(
         "weft_requests",
         "HTTP requests by endpoint and status",
@@ -696,14 +1197,27 @@ def create_app(
     latency = prometheus_client.Histogram(
         "weft_request_seconds", "request latency in seconds by endpoint", ["endpoint"], registry=registry
     )
+    # Gauges are set when /metrics is scraped, by the process that answers: with several
+    # processes the most recently written value wins (each first adopts the newest commit).
     generation = prometheus_client.Gauge(
-        "weft_index_generation", "the index generation searches see", registry=registry
+        "weft_index_generation",
+        "the index generation searches see",
+        registry=registry,
+        multiprocess_mode="mostrecent",
     )
-    generation.set_function(lambda: float(index.snapshot().generation) if not index.closed else math.nan)
     documents = prometheus_client.Gauge(
-        "weft_index_documents", "live documents in the index", registry=registry
+        "weft_index_documents",
+        "live documents in the index",
+        registry=registry,
+        multiprocess_mode="mostrecent",
     )
-    documents.set_function(lambda: float(len(index)) if not index.closed else math.nan)
+    processes = prometheus_client.Gauge(
+        "weft_server_processes",
+        "processes answering requests (the --workers; 1 for one process)",
+        registry=registry,
+        multiprocess_mode="livesum",
+    )
+    processes.set(1)
 
     async def forward_or_handle(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
@@ -763,6 +1277,14 @@ def create_app(
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(_error_body(exc.kind, exc.message, exc.field), status_code=exc.status)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Routing's own answers (404 no such route, 405 wrong method) in the API's error shape.
+        kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
+        return JSONResponse(
+            _error_body(kind, str(exc.detail), None), status_code=exc.status_code, headers=exc.headers
+        )
+
     @app.exception_handler(WeftError)
     async def weft_error(request: Request, exc: WeftError) -> JSONResponse:
         return JSONResponse(_error_body(type(exc).__name__, str(exc), None), status_code=_status_of(exc))
@@ -789,7 +1311,7 @@ def create_app(
                 index.refresh()
 
     def run_search(ranking: _Ranking, queries: list[Query], k: int) -> list[SearchResults]:
-        adopt_commits()
+        """Search (callers adopt the newest commit first, before building the queries)."""
         arm = ranking.arm
         if len(queries) == 1:
             return [index.search(queries[0], k, arm.fuser, *arm.scorers, depth=max(arm.depth, k))]
@@ -797,22 +1319,33 @@ def create_app(
             queries, k, arm.fuser, *arm.scorers, depth=max(arm.depth, k), threads=limits.search_threads
         )
 
-    @app.post("/v1/search", tags=["search"], summary="Search with a profile, a spec or the default ranking")
+    @app.post(
+        "/v1/search",
+        tags=["search"],
+        summary="Search with a profile, a spec or the default ranking",
+        **_answers(SearchResponse),
+    )
     def search(body: SearchRequest) -> dict[str, Any]:
         state.check_k(body.k)
         ranking = state.ranking(body)
-        query = state.query(body, ranking.filter)
+        adopt_commits()
+        (query,), (source,) = state.queries([(body, "")], ranking)
         with _field(None):
             (results,) = run_search(ranking, [query], body.k)
-        return _search_body(results, ranking, body.explain)
+        return _search_body(results, ranking, body.explain, source)
 
-    @app.post("/v1/search/batch", tags=["search"], summary="Many queries on one snapshot (Index.search_many)")
+    @app.post(
+        "/v1/search/batch",
+        tags=["search"],
+        summary="Many queries on one snapshot (Index.search_many)",
+        **_answers(BatchSearchResponse),
+    )
     def search_batch(body: BatchSearchRequest) -> dict[str, Any]:
         state.check_k(body.k)
         state.check_batch(len(body.queries), "queries")
         ranking = state.ranking(body)
-        queries = [state.query(q, ranking.filter, f"queries.{i}.") for i, q in enumerate(body.queries)]
         adopt_commits()
+        queries, sources = state.queries([(q, f"queries.{i}.") for i, q in enumerate(body.queries)], ranking)
         with _field("queries"):
             results = index.search_many(
                 queries,
@@ -822,18 +1355,28 @@ def create_app(
                 depth=max(ranking.arm.depth, body.k),
                 threads=limits.search_threads,
             )
-        return {"results": [_search_body(r, ranking, body.explain) for r in results]}
+        return {
+            "results": [
+                _search_body(r, ranking, body.explain, source)
+                for r, source in zip(results, sources, strict=True)
+            ]
+        }
 
     # ---- documents
 
-    @app.get("/v1/documents/{key:path}", tags=["documents"], summary="One stored document")
+    @app.get(
+        "/v1/documents/{key:path}", tags=["documents"], summary="One stored document", **_answers(DocumentOut)
+    )
     def get_document(key: str) -> dict[str, Any]:
         adopt_commits()
         with _field("key"):
             return _document_body(index.get(key))
 
     @app.post(
-        "/v1/documents", tags=["documents"], summary="Add or replace documents (upsert), all or nothing"
+        "/v1/documents",
+        tags=["documents"],
+        summary="Add or replace documents (upsert), all or nothing",
+        **_answers(UpsertResponse),
     )
     def upsert(body: UpsertRequest) -> dict[str, Any]:
         state.check_writable()
@@ -859,7 +1402,12 @@ def create_app(
             index.refresh()  # published: every client's next search sees these documents
             return {"upserted": len(made), "generation": index.generation}
 
-    @app.delete("/v1/documents/{key:path}", tags=["documents"], summary="Delete a document by key")
+    @app.delete(
+        "/v1/documents/{key:path}",
+        tags=["documents"],
+        summary="Delete a document by key",
+        **_answers(DeleteResponse),
+    )
     def delete(key: str) -> dict[str, Any]:
         state.check_writable()
         with state.writes, _field("key"):
@@ -868,7 +1416,12 @@ def create_app(
             index.refresh()
             return {"deleted": key, "generation": index.generation}
 
-    @app.post("/v1/commit", tags=["documents"], summary="Make every write so far durable")
+    @app.post(
+        "/v1/commit",
+        tags=["documents"],
+        summary="Make every write so far durable",
+        **_answers(CommitResponse),
+    )
     def commit() -> dict[str, Any]:
         state.check_writable()
         with state.writes, _field(None):
@@ -876,7 +1429,12 @@ def create_app(
             index.refresh()
             return {"generation": committed}
 
-    @app.get("/v1/stats", tags=["index"], summary="Index.stats(): documents, segments, generation, bytes")
+    @app.get(
+        "/v1/stats",
+        tags=["index"],
+        summary="Index.stats(): documents, segments, generation, bytes",
+        **_answers(StatsResponse),
+    )
     def stats() -> dict[str, Any]:
         adopt_commits()
         s = index.stats()
@@ -893,17 +1451,53 @@ def create_app(
             ],
             "bytes_on_disk": s.bytes_on_disk,
             "readonly": index.readonly,
+            "query_model": None
+            if embedder is None
+            else {
+                "model": embedder.model.name,
+                "vectors": embedder.model.vectors,
+                "dims": embedder.model.dims,
+                "embeds_queries": embedder.problem is None,
+                "problem": embedder.problem,
+            },
         }
 
-    @app.get("/health", tags=["index"], summary="Liveness: the index is open")
+    @app.get(
+        "/health",
+        tags=["index"],
+        summary="Liveness: the index is open",
+        **_answers(HealthResponse, errors=False),
+    )
     def health() -> dict[str, Any]:
         return {"status": "ok" if not index.closed else "closed"}
 
-    @app.get("/metrics", tags=["index"], summary="Prometheus text format", response_class=Response)
+    @app.get(
+        "/metrics",
+        tags=["index"],
+        summary="Prometheus text format: requests, latency, index generation (every process of the server)",
+        response_class=Response,
+        responses={
+            200: {
+                "description": "Prometheus text exposition format",
+                "content": {prometheus_client.CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+            },
+            **{status: _ERRORS[status] for status in (401, 403)},
+        },
+    )
     def metrics() -> Response:
-        return Response(
-            prometheus_client.generate_latest(registry), media_type=prometheus_client.CONTENT_TYPE_LATEST
-        )
+        adopt_commits()
+        if not index.closed:
+            generation.set(float(index.snapshot().generation))
+            documents.set(float(len(index)))
+        if metrics_dir is None:
+            text = prometheus_client.generate_latest(registry)
+        else:
+            from prometheus_client import multiprocess
+
+            merged = prometheus_client.CollectorRegistry()
+            multiprocess.MultiProcessCollector(merged, path=str(metrics_dir))  # type: ignore[no-untyped-call]
+            text = prometheus_client.generate_latest(merged)
+        return Response(text, media_type=prometheus_client.CONTENT_TYPE_LATEST)
 
     # ---- the explorer page (not part of the API's schema)
 
@@ -923,7 +1517,12 @@ def create_app(
 
     # ---- profiles
 
-    @app.get("/v1/profiles", tags=["profiles"], summary="The newest version of every profile")
+    @app.get(
+        "/v1/profiles",
+        tags=["profiles"],
+        summary="The newest version of every profile",
+        **_answers(ProfileListResponse),
+    )
     def list_profiles() -> dict[str, Any]:
         with _field(None):
             return {
@@ -932,12 +1531,19 @@ def create_app(
                 ]
             }
 
-    @app.get("/v1/profiles/{name}", tags=["profiles"], summary="A profile's newest version")
+    @app.get(
+        "/v1/profiles/{name}", tags=["profiles"], summary="A profile's newest version", **_answers(ProfileOut)
+    )
     def get_profile(name: Annotated[str, Field(pattern=_NAME_PATTERN)]) -> dict[str, Any]:
         with _field("name"):
             return profiles.get(name).to_dict()
 
-    @app.get("/v1/profiles/{name}/{version}", tags=["profiles"], summary="One version of a profile")
+    @app.get(
+        "/v1/profiles/{name}/{version}",
+        tags=["profiles"],
+        summary="One version of a profile",
+        **_answers(ProfileOut),
+    )
     def get_profile_version(
         name: Annotated[str, Field(pattern=_NAME_PATTERN)], version: Annotated[int, Field(ge=1)]
     ) -> dict[str, Any]:
@@ -945,7 +1551,11 @@ def create_app(
             return profiles.get(name, version).to_dict()
 
     @app.post(
-        "/v1/profiles", tags=["profiles"], summary="Create the next version of a profile", status_code=201
+        "/v1/profiles",
+        tags=["profiles"],
+        summary="Create the next version of a profile",
+        status_code=201,
+        **_answers(ProfileOut),
     )
     def create_profile(body: ProfileIn) -> dict[str, Any]:
         state.check_length(body.spec, "spec")
@@ -969,14 +1579,17 @@ def create_app(
 
     def rankings_of(
         ranking: _Ranking, queries: dict[str, QueryIn], k: int, where: str
-    ) -> tuple[dict[str, list[str]], dict[str, list[float]], int]:
-        built = {qid: state.query(q, ranking.filter, f"{where}{qid}.") for qid, q in queries.items()}
-        qids = list(built)
+    ) -> tuple[dict[str, list[str]], dict[str, list[float]], int, str | None]:
+        """Keys and scores per query id, the generation searched, and the model that embedded texts."""
+        qids = list(queries)
+        adopt_commits()
+        built, sources = state.queries([(queries[qid], f"{where}{qid}.") for qid in qids], ranking)
         with _field(where.rstrip(".")):
-            results = run_search(ranking, [built[qid] for qid in qids], k)
+            results = run_search(ranking, built, k)
         keys = {qid: list(r.keys) for qid, r in zip(qids, results, strict=True)}
         scores = {qid: [float(s) for s in r.scores] for qid, r in zip(qids, results, strict=True)}
-        return keys, scores, results[0].generation if results else index.generation
+        embedded = next((s["model"] for s in sources if s["source"] == "server"), None)
+        return keys, scores, results[0].generation if results else index.generation, embedded
 
     def check_judgements(judgements: dict[str, dict[str, int]] | None) -> None:
         if (
@@ -988,7 +1601,10 @@ def create_app(
             )
 
     @app.post(
-        "/v1/compare", tags=["evaluate"], summary="Rankings A and B side by side: moves, overlap, deltas"
+        "/v1/compare",
+        tags=["evaluate"],
+        summary="Rankings A and B side by side: moves, overlap, deltas",
+        **_answers(CompareResponse),
     )
     def compare(body: CompareRequest) -> dict[str, Any]:
         state.check_k(body.k)
@@ -1001,8 +1617,8 @@ def create_app(
         check_judgements(body.judgements)
         ranking_a = state.ranking(body.a, "a.")
         ranking_b = state.ranking(body.b, "b.")
-        keys_a, scores_a, generation_a = rankings_of(ranking_a, queries, body.k, "queries.")
-        keys_b, scores_b, generation_b = rankings_of(ranking_b, queries, body.k, "queries.")
+        keys_a, scores_a, generation_a, embedded_a = rankings_of(ranking_a, queries, body.k, "queries.")
+        keys_b, scores_b, generation_b, embedded_b = rankings_of(ranking_b, queries, body.k, "queries.")
         per_query: dict[str, dict[str, Any]] = {}
         for qid in queries:
             a, b = keys_a[qid], keys_b[qid]
@@ -1022,6 +1638,7 @@ def create_app(
             "queries": per_query,
             "mean_jaccard": sum(float(q["jaccard"]) for q in per_query.values()) / len(per_query),
             "mean_rbo": sum(float(q["rbo"]) for q in per_query.values()) / len(per_query),
+            "query_model": embedded_a or embedded_b,
         }
         if body.judgements is not None:
             with _field("judgements"):
@@ -1037,7 +1654,10 @@ def create_app(
         return out
 
     @app.post(
-        "/v1/rank_eval", tags=["evaluate"], summary="Evaluate one ranking on judged queries, with intervals"
+        "/v1/rank_eval",
+        tags=["evaluate"],
+        summary="Evaluate one ranking on judged queries, with intervals",
+        **_answers(RankEvalResponse),
     )
     def rank_eval(body: RankEvalRequest) -> dict[str, Any]:
         state.check_k(body.k)
@@ -1046,7 +1666,7 @@ def create_app(
             raise state.too_large("resamples", body.resamples, limits.max_resamples)
         check_judgements(body.judgements)
         ranking = state.ranking(body.ranking, "ranking.")
-        keys, _scores, generation_seen = rankings_of(ranking, body.queries, body.k, "queries.")
+        keys, _scores, generation_seen, embedded = rankings_of(ranking, body.queries, body.k, "queries.")
         with _field("judgements"):
             result = judged_evaluation(
                 keys,
@@ -1056,6 +1676,12 @@ def create_app(
                 seed=body.seed,
                 confidence=body.confidence,
             )
-        return {"ranking": ranking.label, "k": body.k, "generation": generation_seen, **result}
+        return {
+            "ranking": ranking.label,
+            "k": body.k,
+            "generation": generation_seen,
+            "query_model": embedded,
+            **result,
+        }
 
     return app

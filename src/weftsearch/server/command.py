@@ -27,6 +27,7 @@ def serve(
     read_key_required: bool = False,
     workers: int = 1,
     readonly: bool = False,
+    vectors_record: str | None = None,
 ) -> None:
     """Serve the index at ``index`` until interrupted (see :func:`weftsearch.server.app.create_app`).
 
@@ -36,7 +37,10 @@ def serve(
     read-only and adopting the newest commit before every read. A write
     request reaches any worker, passes the key check there, and is forwarded
     whole to the writer over the socket; so writes serialise on the one
-    writer and searches scale over processes (one GIL each).
+    writer and searches scale over processes (one GIL each). The readers
+    write their metrics to files in a second private folder
+    (prometheus_client's multiprocess mode), so ``/metrics`` reports every
+    reader, whichever answers; both folders are removed at exit.
 
     Args:
         index: the index directory.
@@ -47,6 +51,9 @@ def serve(
         read_key_required: reads need the key too.
         workers: processes that serve searches.
         readonly: open the index read-only (one process only).
+        vectors_record: the ``weft-search embed`` record of the index's vectors:
+            queries sent as text only are embedded with that model (see
+            :mod:`weftsearch.server.embedding`).
 
     Raises:
         MissingDependencyError: the ``server`` extra is not installed.
@@ -66,7 +73,13 @@ def serve(
     if read_key_required and api_key is None:
         raise InvalidParameterError("--require-key-for-reads needs --api-key-env")
     if workers == 1:
-        app = create_app(index, api_key=api_key, read_key_required=read_key_required, readonly=readonly)
+        app = create_app(
+            index,
+            api_key=api_key,
+            read_key_required=read_key_required,
+            readonly=readonly,
+            vectors_record=vectors_record,
+        )
         # uvicorn's access log prints the request line only (never headers), so the key stays out of it.
         uvicorn.run(app, host=host, port=port, log_level="info")
         return
@@ -74,7 +87,17 @@ def serve(
         raise InvalidParameterError("--workers N runs its own writer; --readonly is for one process")
     from weftsearch.engine.index import Index
 
-    Index.open(index, readonly=True).close()  # a missing or unreadable index fails here, before any process
+    # A missing or unreadable index, or a record that does not fit it, fails here, before any
+    # process: uvicorn would restart a worker that fails at start, again and again.
+    with Index.open(index, readonly=True) as opened:
+        if vectors_record is not None:
+            from weftsearch.server.embedding import check_fits, read_vector_model
+
+            check_fits(read_vector_model(vectors_record), opened.vector_dim, vectors_record, index)
+    # The writer keeps its metrics to itself (the readers count the writes they forward), so it
+    # must not inherit a multiprocess folder: prometheus_client reads the variable at import.
+    for name in ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"):
+        os.environ.pop(name, None)
     with tempfile.TemporaryDirectory(prefix="weft-serve-") as folder:  # mode 0700
         socket_path = os.path.join(folder, "writer.sock")
         writer = multiprocessing.get_context("spawn").Process(
@@ -92,6 +115,11 @@ def serve(
             os.environ[_ENV_SOCKET] = socket_path
             os.environ[_ENV_KEY_NAME] = api_key_env or ""
             os.environ[_ENV_READS] = "1" if read_key_required else ""
+            os.environ[_ENV_RECORD] = vectors_record or ""
+            metrics_dir = os.path.join(folder, "metrics")
+            os.mkdir(metrics_dir, 0o700)
+            # Set before uvicorn spawns the readers, which import prometheus_client afresh.
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
             uvicorn.run(
                 "weftsearch.server.command:reader_app",
                 factory=True,
@@ -109,6 +137,7 @@ _ENV_INDEX = "WEFT_SERVE_INDEX"
 _ENV_SOCKET = "WEFT_SERVE_WRITER_SOCKET"
 _ENV_KEY_NAME = "WEFT_SERVE_API_KEY_ENV"
 _ENV_READS = "WEFT_SERVE_KEY_FOR_READS"
+_ENV_RECORD = "WEFT_SERVE_VECTORS_RECORD"
 
 
 def _key_from(name: str | None) -> str | None:
@@ -140,6 +169,8 @@ def reader_app() -> Any:
         read_key_required=bool(os.environ.get(_ENV_READS)),
         readonly=True,
         writer_socket=os.environ[_ENV_SOCKET],
+        vectors_record=os.environ.get(_ENV_RECORD) or None,
+        metrics_dir=os.environ["PROMETHEUS_MULTIPROC_DIR"],
     )
 
 
@@ -172,6 +203,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         read_key_required=args.require_key_for_reads,
         workers=args.workers,
         readonly=args.readonly,
+        vectors_record=args.vectors_record,
     )
     return 0
 
@@ -201,5 +233,12 @@ def add_subcommand(commands: Any) -> None:
     )
     parser.add_argument(
         "--readonly", action="store_true", help="open the index read-only (writes answer 409)"
+    )
+    parser.add_argument(
+        "--vectors-record",
+        metavar="FILE",
+        help="the record weft-search embed wrote for the index's vectors (NAME.json or record.json): "
+        "searches sending text only are embedded with that model (needs the 'embed' extra), and vectors "
+        "declared to come from another model are refused",
     )
     parser.set_defaults(handler=_cmd_serve)
