@@ -61,6 +61,23 @@ def test_explain_gives_each_signals_rank_and_contribution(open_client: TestClien
     assert sum(s["contribution"] for s in hit["signals"]) == pytest.approx(hit["score"])
 
 
+def test_explain_shows_each_signals_plan_and_the_result_says_what_was_cut_short(
+    open_client: TestClient,
+) -> None:
+    from tests.server.conftest import vector
+
+    request = {"text": "graph", "vector": vector(3).tolist(), "filter": "source == 'a'", "k": 3}
+    spec = "rrf(bm25, vector)"
+    plain = open_client.post("/v1/search", json={**request, "spec": spec}).json()
+    assert plain["cut_short"] == [] and "plans" not in plain
+    explained = open_client.post("/v1/search", json={**request, "spec": spec, "explain": True}).json()
+    assert explained["cut_short"] == []
+    assert set(explained["plans"]) == set(explained["signals"])
+    vector_plan = explained["plans"][explained["signals"][1]]
+    assert vector_plan is not None and vector_plan["path"] == "exact"  # a handful of rows: scanned exactly
+    assert [hit["key"] for hit in explained["hits"]] == [hit["key"] for hit in plain["hits"]]
+
+
 def test_batch_search_equals_single_searches(open_client: TestClient) -> None:
     queries = [
         {"text": "graph"},

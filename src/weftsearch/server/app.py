@@ -51,6 +51,7 @@ from weftsearch.engine.filters import parse_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults
+from weftsearch.engine.stream import PlanValue
 from weftsearch.errors import (
     IndexClosedError,
     IndexLockedError,
@@ -394,6 +395,15 @@ class SearchResponse(BaseModel):
     fuser: str
     signals: list[str] = Field(description="stream labels, in the order of the ranking's scorers")
     depth: int = Field(description="candidates asked of each scorer")
+    cut_short: list[str] = Field(
+        description="signals a budget stopped before they found every candidate they could "
+        "(an approximate search under a filter); empty when none was"
+    )
+    plans: dict[str, dict[str, PlanValue] | None] | None = Field(
+        default=None,
+        description="with explain: each signal's plan (exact scan, lists probed, rows read, budget), "
+        "by label; null for a scorer that does not describe its plan",
+    )
     hits: list[HitOut]
     query_vector: QueryVectorOut
 
@@ -909,6 +919,8 @@ def _search_body(
         "fuser": results.fuser,
         "signals": list(results.signals),
         "depth": results.depth,
+        "cut_short": list(results.cut_short),
+        **({"plans": results.plans} if explain else {}),
         "hits": _hits(results, explain),
     }
 
