@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # The compiled parts: a change to any of them rebuilds the editable install.
 C_SOURCES := $(wildcard src/weftsearch/*.c)
 
-.PHONY: demo test lint typecheck pytest slow bench bench-quick eval wheel clean
+.PHONY: demo test lint typecheck pytest slow bench bench-load bench-quick eval wheel clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,17 @@ slow: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/query_path.py --json bench.json
 	$(BIN)/python bench/persistence.py
+
+# Every load-ladder figure of docs/BENCHMARKS.md (issues 16 and 17): in-process and
+# multi-process targets with their peers and a commit under load, the server with 1 and 2
+# workers, then the 1M synthetic corpus. Hours on a quiet machine (60 s rungs).
+bench-load: $(VENV)/.installed-bench
+	$(BIN)/weft-search bench load --data $(DATA)/scifact --arms bm25,hybrid --target threads:2 \
+	    --target processes:2 --commit-under-load --json load-scifact.json --plot docs/load-ladder-scifact.png
+	$(BIN)/weft-search bench load --data $(DATA)/scifact --arms bm25,hybrid --target serve:1 \
+	    --target serve:2 --json load-server.json --plot docs/load-ladder-server.png
+	$(BIN)/weft-search bench load --synthetic 1000000 --arms bm25,hybrid --target threads:2 \
+	    --target processes:2 --json load-1m.json --plot docs/load-ladder-1m.png
 
 bench-quick: $(VENV)/.installed-bench
 	$(BIN)/python bench/query_path.py --quick

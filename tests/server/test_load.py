@@ -9,7 +9,9 @@ reader and through two (``--workers 2``). The figures for docs/BENCHMARKS.md com
 from __future__ import annotations
 
 import io
+import json
 import socket
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -65,3 +67,36 @@ def test_the_weft_body_is_what_the_server_validates(open_client: object) -> None
         response = open_client.post("/v1/search", json=body)
         assert response.status_code == 200, response.text
         assert response.json()["query_vector"]["source"] == ("request" if hybrid else "none")
+
+
+def test_the_command_starts_and_stops_a_served_target_itself(tmp_path: Path) -> None:
+    """``--target serve:2``: the ladder's own server, on loopback, gone when the command ends."""
+    from weftsearch import cli as weft_cli
+
+    out = tmp_path / "load.json"
+    status = weft_cli.main(
+        ["bench", "load", "--synthetic", "300", "--queries", "20", "--arms", "bm25,hybrid",
+         "--target", "serve:2", "--rungs", "0.5", "--headline", "0.5", "--rung-seconds", "0.5",
+         "--min-requests", "1", "--sequential-seconds", "0.5", "--repetitions", "1", "--no-calibrate",
+         "--json", str(out), "--workdir", str(tmp_path)]
+    )  # fmt: skip
+    assert status == 0
+    ladders = json.loads(out.read_text())["ladders"]
+    assert [(ladder["target"], ladder["arm"]) for ladder in ladders] == [
+        ("serve:2", "bm25"),
+        ("serve:2", "hybrid"),
+    ]
+    for ladder in ladders:
+        for rung in ladder["rungs"]:
+            assert rung["errors"] == 0 and rung["completed"] > 0
+            assert rung["peak_rss_mb"] > 0  # the server's own processes were measured
+    leftover = subprocess.run(["pgrep", "-f", f"serve --index {tmp_path}"], capture_output=True, text=True)
+    assert leftover.stdout == "", "the served target's processes outlived the command"
+
+
+def test_a_served_target_needs_at_least_one_worker() -> None:
+    from weftsearch.bench.loadgen import ServeTarget, Workload
+    from weftsearch.errors import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="at least one worker"):
+        ServeTarget("x", 0, Workload(("a",)))

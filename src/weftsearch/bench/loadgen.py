@@ -79,7 +79,10 @@ import multiprocessing
 import os
 import platform
 import queue
+import signal
+import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -88,6 +91,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from os import PathLike
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -844,6 +848,116 @@ class HttpTarget:
             self._thread.join(timeout=30)
         loop.close()
         self._loop = None
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it, from ``/proc`` (Linux; elsewhere ``[pid]``). O(processes)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return [pid]
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        # The command name (field 2) may hold spaces and parentheses: the parent id follows the last ')'.
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children.setdefault(parent, []).append(int(entry))
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(children.get(current, ()))
+    return sorted(found)
+
+
+class ServeTarget(HttpTarget):
+    """``weft-search serve --workers N`` started on a free loopback port, driven as an :class:`HttpTarget`.
+
+    :meth:`start` runs the server in a child process on ``127.0.0.1`` (never
+    another address) over the index directory ``index``, waits until it
+    answers ``/health`` (at most ``start_seconds``; the child's output is
+    shown if it stops), and measures the server's own processes: the
+    launcher and every worker below it. :meth:`close` stops it with SIGINT
+    (uvicorn's graceful stop) and, after 60 seconds, SIGKILL. Requests are
+    what the server validates (``api="weft"``, ``POST /v1/search``).
+    """
+
+    def __init__(
+        self,
+        index: str | PathLike[str],
+        workers: int,
+        workload: Workload,
+        *,
+        start_seconds: float = 120.0,
+        **http: Any,
+    ) -> None:
+        """``http``: :class:`HttpTarget`'s keyword arguments (``k``, ``hybrid``, ``cap``, ``depth``)."""
+        if workers < 1:
+            raise InvalidParameterError(f"a served target needs at least one worker, got {workers}")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        super().__init__(f"http://127.0.0.1:{port}", workload, api="weft", **http)
+        self._index = str(index)
+        self._workers = workers
+        self._port = port
+        self._start_seconds = start_seconds
+        self._server: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
+
+    @property
+    def name(self) -> str:
+        """``"serve:N"``."""
+        return f"serve:{self._workers}"
+
+    def start(self) -> None:
+        """Start the server, wait for it to answer, then the client."""
+        if self._server is not None:
+            return
+        import httpx
+
+        argv = [sys.executable, "-c", "from weftsearch.cli import main; raise SystemExit(main())", "serve",
+                "--index", self._index, "--host", "127.0.0.1", "--port", str(self._port),
+                "--workers", str(self._workers)]  # fmt: skip
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (kept open while the server runs; closed in close())
+        self._server = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self._start_seconds
+        while True:
+            try:
+                if httpx.get(f"{self._base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if self._server.poll() is not None or time.monotonic() > deadline:
+                self._log.seek(0)
+                said = self._log.read().decode("utf-8", "replace")[-2000:]
+                self.close()
+                raise InvalidParameterError(f"weft-search serve did not start on {self._base}:\n{said}")
+            time.sleep(0.1)
+        # The launcher and the workers it spawned (with --workers N, the writer and N readers).
+        self._server_pids = _descendants(self._server.pid)
+        super().start()
+
+    def close(self) -> None:
+        """Stop the client, then the server (SIGINT, SIGKILL after 60 seconds)."""
+        super().close()
+        server, self._server = self._server, None
+        if server is not None:
+            if server.poll() is None:
+                server.send_signal(signal.SIGINT)
+            try:
+                server.wait(60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
 
 # ---------------------------------------------------------------------- resources
@@ -1706,6 +1820,17 @@ def _target(kind: str, searcher: Searcher, label: str) -> Target:
     raise InvalidParameterError(f"unknown target {kind!r}: expected threads:N, processes:N or processes:NxT")
 
 
+def _served_workers(kind: str) -> int:
+    """N of ``serve:N``."""
+    try:
+        workers = int(kind.partition(":")[2])
+    except ValueError:
+        workers = 0
+    if workers < 1:
+        raise InvalidParameterError(f"unknown target {kind!r}: expected serve:N with N >= 1 workers")
+    return workers
+
+
 def _direct(target: Target, searcher: Searcher) -> Callable[[int], object] | None:
     """The bare search function for the tight sequential loop: the pool's own, or opened here."""
     if isinstance(target, ThreadTarget):
@@ -1791,7 +1916,12 @@ def load_command(args: argparse.Namespace) -> int:
             for kind in args.target:
                 searcher = WeftSearcher(str(root / "weft"), workload, arm, args.k, args.depth)
                 target: Target
-                if kind.startswith(("http://", "https://")):
+                if kind.startswith("serve:"):
+                    target = ServeTarget(
+                        root / "weft", _served_workers(kind), workload, k=args.k, hybrid=arm == "hybrid",
+                        cap=args.cap, depth=args.depth,
+                    )  # fmt: skip
+                elif kind.startswith(("http://", "https://")):
                     target = HttpTarget(
                         kind, workload, k=args.k, hybrid=arm == "hybrid", path=args.http_path, cap=args.cap,
                         server_pids=args.server_pid or (), api=args.http_api, depth=args.depth,
@@ -1836,7 +1966,7 @@ def load_command(args: argparse.Namespace) -> int:
             calibration = calibrate(highest, seconds, seed=args.seed, progress=out)
             _print_calibration("driver alone (no-op on its own thread)", calibration)
             for kind in args.target:
-                if kind.startswith(("http://", "https://")):
+                if kind.startswith(("http://", "https://", "serve:")):
                     continue
                 # The same pool or workers with a search that does nothing: the ceiling of the
                 # driver plus the handoff (queue, pipes), which no engine behind it can beat.
@@ -1990,8 +2120,9 @@ def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     load.add_argument(
         "--target", action="append", default=None, metavar="KIND",
-        help="threads:N, processes:N, processes:NxT or a server's base URL http://HOST:PORT "
-        "(repeatable; default threads:2)",
+        help="threads:N, processes:N, processes:NxT, serve:N (weft-search serve --workers N on the built "
+        "index, started on a free 127.0.0.1 port and stopped after) or a running server's base URL "
+        "http://HOST:PORT (repeatable; default threads:2)",
     )  # fmt: skip
     load.add_argument(
         "--http-path",
