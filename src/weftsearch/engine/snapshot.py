@@ -76,6 +76,9 @@ class CollectionStatistics:
             every term a query scored under these statistics uses.
         latest_time: the newest document time (POSIX seconds), ``None`` if no
             document has one.
+        field_kinds: every field of the collection with its type, so a filter
+            naming a field only other shards hold is checked as the whole
+            collection would check it (``None``: the snapshot's own).
 
     """
 
@@ -83,6 +86,7 @@ class CollectionStatistics:
     total_length: int
     doc_freq: Mapping[str, int]
     latest_time: float | None = None
+    field_kinds: Mapping[str, str] | None = None
 
     @property
     def avgdl(self) -> float:
@@ -411,6 +415,9 @@ class Snapshot:
         type stays fixed for the life of the index). O(segments), memoised.
         """
 
+        if self._statistics is not None and self._statistics.field_kinds is not None:
+            return dict(self._statistics.field_kinds)  # a shard's view: the whole collection's fields
+
         def build() -> dict[str, str]:
             kinds: dict[str, str] = {}
             for part in self._parts:
@@ -707,8 +714,8 @@ class Snapshot:
     def with_statistics(self, statistics: CollectionStatistics) -> Snapshot:
         """This snapshot, scoring with a whole collection's ``statistics`` (a shard of it).
 
-        The view shares everything with this snapshot (segments, caches,
-        filter masks; O(1), no copy), so a scorer that memoises something
+        The view shares everything with this snapshot but the filter masks
+        (segments, caches; O(1), no copy), so a scorer that memoises something
         derived from the statistics must put them in its memo key (BM25 keys
         its caches by the average length). Documents, ids and keys are this
         snapshot's; only the ``collection_*`` values and :attr:`latest_time`
@@ -716,6 +723,9 @@ class Snapshot:
         """
         view = copy.copy(self)
         view._statistics = statistics
+        # Its own filter masks: they are checked against the collection's field kinds.
+        view._filter_masks = collections.OrderedDict()
+        view._filter_lock = threading.Lock()
         return view
 
     @property
