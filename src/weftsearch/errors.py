@@ -48,6 +48,7 @@ __all__ = [
     "FieldTypeError",
     "ShardUnavailableError",
     "ShardedCutError",
+    "PartialGraphError",
 ]
 
 
@@ -260,3 +261,7 @@ class ShardedCutError(CorruptIndexError):
     A writer stopped between committing its shards and recording the cut; the
     message names each shard and both generations (docs/SCALING.md).
     """
+
+
+class PartialGraphError(InvalidParameterError):
+    """A scorer read the link graph of a snapshot that holds only part of it (one shard of several)."""

@@ -551,7 +551,7 @@ class ShardedIndex:
         found = self._group.call("statistics", {n: (cut.refs[n], texts) for n in everyone}, read=True)
         missing = self._missing(found, allow_partial)
         live = [n for n in everyone if n not in missing]
-        statistics = _combine([found[n] for n in live])
+        statistics = _combine([found[n] for n in live], len(self._names))
         streams = self._group.call(
             "search", {n: (cut.refs[n], batch, list(scorers), depth, statistics) for n in live}, read=True
         )
@@ -654,7 +654,7 @@ class ShardedIndex:
         return results
 
 
-def _combine(parts: Sequence[ShardStatistics]) -> CollectionStatistics:
+def _combine(parts: Sequence[ShardStatistics], shards: int) -> CollectionStatistics:
     """The collection's statistics from its shards' (sums; the newest time; the union of fields)."""
     doc_freq: dict[str, int] = {}
     kinds: dict[str, str] = {}
@@ -672,6 +672,7 @@ def _combine(parts: Sequence[ShardStatistics]) -> CollectionStatistics:
         doc_freq=doc_freq,
         latest_time=latest,
         field_kinds=kinds,
+        links_complete=len(parts) == 1 and shards == 1,
     )
 
 

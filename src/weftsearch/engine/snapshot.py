@@ -36,7 +36,7 @@ from weftsearch.engine.documents import Document, FieldValue
 from weftsearch.engine.filters import Filter, SegmentFields, as_filter, check_filter, segment_mask
 from weftsearch.engine.kernels import inner_products
 from weftsearch.engine.stream import at_least_kth
-from weftsearch.errors import CorruptIndexError, InvalidParameterError, UnknownKeyError
+from weftsearch.errors import CorruptIndexError, InvalidParameterError, PartialGraphError, UnknownKeyError
 from weftsearch.storage.ivf import worth_probing
 from weftsearch.storage.segment import SegmentReader
 
@@ -79,6 +79,10 @@ class CollectionStatistics:
         field_kinds: every field of the collection with its type, so a filter
             naming a field only other shards hold is checked as the whole
             collection would check it (``None``: the snapshot's own).
+        links_complete: whether the snapshot holds every document a link can
+            reach; when False (one shard of several), :meth:`Snapshot.links`
+            and :meth:`Snapshot.linked` refuse rather than give a part of the
+            graph as if it were the whole.
 
     """
 
@@ -87,6 +91,7 @@ class CollectionStatistics:
     doc_freq: Mapping[str, int]
     latest_time: float | None = None
     field_kinds: Mapping[str, str] | None = None
+    links_complete: bool = True
 
     @property
     def avgdl(self) -> float:
@@ -873,7 +878,15 @@ class Snapshot:
         a link repeated in one document counts once. Built once per snapshot,
         O(links log n), vectorised.
         """
+        self._check_links_complete()
         return self.memo(("engine", "links"), self._build_links)
+
+    def _check_links_complete(self) -> None:
+        if self._statistics is not None and not self._statistics.links_complete:
+            raise PartialGraphError(
+                "this snapshot is one shard of a collection and holds only part of its link graph: "
+                "a scorer that reads links cannot run on shards (docs/SCALING.md, 'Graph')"
+            )
 
     def linked(self) -> sp.csr_array:
         """Links in either direction as a symmetric sparse ``n x n`` 0/1 matrix (``links`` + its transpose).
@@ -881,6 +894,7 @@ class Snapshot:
         Document i and j are linked when either links to the other. Built
         once per snapshot from :meth:`links`, O(links).
         """
+        self._check_links_complete()
         return self.memo(("engine", "linked"), self._build_linked)
 
     def _build_linked(self) -> sp.csr_array:
