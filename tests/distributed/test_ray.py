@@ -258,3 +258,37 @@ def test_a_removed_node_is_reported_by_name(cluster: str) -> None:
     assert outcome["before"] == 10
     assert outcome["shards"] == ["shard-0001"]
     assert "shard-0001" in outcome["error"] and outcome["worker"][:12] in outcome["error"]
+
+
+DATA = ROOT.parent / "shared" / "datasets"
+
+
+@pytest.mark.skipif(not (DATA / "cacm").is_dir(), reason=f"CACM is not at {DATA / 'cacm'}")
+def test_eval_on_the_cluster_equals_a_local_run(cluster: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CACM (3,204 documents with links and dates): text, graph and recency arms, spread over two workers."""
+    from weftsearch.distributed import cluster_eval
+    from weftsearch.eval.command import run_experiment
+
+    filled: list[int] = []
+    real = cluster_eval.fill_streams_on_ray
+
+    def spy(*args: object, **kwargs: object) -> int:
+        filled.append(real(*args, **kwargs))  # type: ignore[arg-type]
+        return filled[-1]
+
+    monkeypatch.setattr(cluster_eval, "fill_streams_on_ray", spy)
+
+    arms = ["text=bm25", "graph=rrf(bm25, graph(seed=bm25))", "recency=rrf(bm25, recency(half_life=1825))"]
+    options = {"arms": arms, "resamples": 50, "k": 20, "measures": ["nDCG@10"]}
+    local = run_experiment("cacm", DATA, **options)  # type: ignore[arg-type]
+    remote = run_experiment("cacm", DATA, ray=cluster, **options)  # type: ignore[arg-type]
+    assert list(remote.comparison.arms) == list(local.comparison.arms)
+    queries = len(local.comparison.arms["text"].run.qids)
+    assert filled == [queries * 3]  # bm25 (one object, shared by the arms), graph, recency: from the cluster
+    for name, result in local.comparison.arms.items():
+        other = remote.comparison.arms[name].run
+        assert other.qids == result.run.qids
+        assert other.keys == result.run.keys
+        for qid in result.run.qids:
+            assert other.scores[qid].tobytes() == result.run.scores[qid].tobytes()
+        assert remote.comparison.mean(name, "nDCG@10") == local.comparison.mean(name, "nDCG@10")
