@@ -292,3 +292,17 @@ def test_eval_on_the_cluster_equals_a_local_run(cluster: str, monkeypatch: pytes
         for qid in result.run.qids:
             assert other.scores[qid].tobytes() == result.run.scores[qid].tobytes()
         assert remote.comparison.mean(name, "nDCG@10") == local.comparison.mean(name, "nDCG@10")
+
+
+def test_the_ray_example_of_docs_scaling_runs(cluster: str, tmp_path: Path) -> None:
+    """docs/SCALING.md's Ray block (marked no-run for the docs runner, which has no Ray) runs
+    here, in a fresh process (it starts and stops its own cluster)."""
+    text = (ROOT / "docs" / "SCALING.md").read_text(encoding="utf-8")
+    marker = "<!-- no-run: starts a Ray cluster (the ray extra); tests/distributed/test_ray.py runs this block -->"
+    block = text.split(marker, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "10 True"
