@@ -24,12 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.distributed.corpus import scifact_documents, scifact_queries  # noqa: E402
-from weftsearch import RRF, BM25Scorer, Index, VectorScorer  # noqa: E402
-from weftsearch.distributed import ShardedIndex  # noqa: E402
+from tests.distributed.corpus import scifact_documents, scifact_queries
+
+from weftsearch import RRF, BM25Scorer, Index, Query, Scorer, VectorScorer
+from weftsearch.distributed import ShardedIndex
 
 
-def _queries_per_second(index: Index | ShardedIndex, queries: list, scorers: list) -> float:
+def _queries_per_second(index: Index | ShardedIndex, queries: list[Query], scorers: list[Scorer]) -> float:
     index.search(queries[0], 10, RRF(), *scorers)  # warm
     start = time.perf_counter()
     for query in queries:
@@ -68,9 +69,14 @@ def main() -> None:
             sharded.add_many(documents, progress=False)
             sharded.commit()
             built = time.perf_counter() - start
-            row = {"config": f"{'ray' if args.ray else 'local'} x{count}", "docs_per_s": len(documents) / built}
+            row = {
+                "config": f"{'ray' if args.ray else 'local'} x{count}",
+                "docs_per_s": len(documents) / built,
+            }
             row["bm25_qps"] = _queries_per_second(sharded, queries, [BM25Scorer()])
-            row["hybrid_qps"] = _queries_per_second(sharded, queries, [BM25Scorer(), VectorScorer(nprobe=None)])
+            row["hybrid_qps"] = _queries_per_second(
+                sharded, queries, [BM25Scorer(), VectorScorer(nprobe=None)]
+            )
             print(json.dumps(row))
             sharded.close()
     print(json.dumps({"load_end": os.getloadavg()}))

@@ -416,7 +416,9 @@ def test_the_web_stack_stays_inside_the_server_app() -> None:
 
 DISTRIBUTED = "weftsearch.distributed"
 #: What may reach the scale-out package: the command line (``eval --ray``, ``serve --ray``).
-DISTRIBUTED_ENTRY_POINTS = frozenset({"weftsearch.cli", "weftsearch.eval.command", "weftsearch.server.command"})
+DISTRIBUTED_ENTRY_POINTS = frozenset(
+    {"weftsearch.cli", "weftsearch.eval.command", "weftsearch.server.command"}
+)
 
 
 def test_the_distributed_package_sits_above_the_library_and_adds_no_semantics() -> None:

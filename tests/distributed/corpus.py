@@ -48,7 +48,10 @@ def scifact_documents(limit: int | None) -> list[Document]:
                 vector=np.asarray(matrix[row[key]], dtype=np.float32),
                 links=links,
                 time=1_600_000_000 + (_number(key, "time") % 100_000) * 60,
-                fields={"year": 1990 + _number(key, "year") % 30, "source": ("a", "b", "c")[_number(key, "src") % 3]},
+                fields={
+                    "year": 1990 + _number(key, "year") % 30,
+                    "source": ("a", "b", "c")[_number(key, "src") % 3],
+                },
             )
         )
     return documents
@@ -65,7 +68,9 @@ def scifact_queries(limit: int) -> list[Query]:
             record = json.loads(line)
             key = str(record["_id"])
             if key in row:
-                queries.append(Query(text=record["text"], vector=np.asarray(matrix[row[key]], dtype=np.float32)))
+                queries.append(
+                    Query(text=record["text"], vector=np.asarray(matrix[row[key]], dtype=np.float32))
+                )
             if len(queries) >= limit:
                 break
     return queries

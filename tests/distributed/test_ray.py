@@ -32,7 +32,7 @@ from weftsearch.errors import ShardUnavailableError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 # The slow scorer below is defined here: send it to the actors by value (they cannot import tests/).
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,10 @@ def test_ray_shards_equal_the_single_index(small: tuple[Index, ShardedIndex]) ->
     single, sharded = small
     queries = scifact_queries(15)
     for scorers in ([BM25Scorer()], [BM25Scorer(), VectorScorer(nprobe=None)]):
-        assert_same(single.search_many(queries, 10, RRF(), *scorers), sharded.search_many(queries, 10, RRF(), *scorers))
+        assert_same(
+            single.search_many(queries, 10, RRF(), *scorers),
+            sharded.search_many(queries, 10, RRF(), *scorers),
+        )
 
 
 class SlowScorer:
@@ -151,7 +154,7 @@ def _kill_during_search(sharded: ShardedIndex, shard: int, query: Query) -> obje
     def run() -> None:
         try:
             outcome["result"] = sharded.search(query, 10, RRF(), SlowScorer(1.5))
-        except Exception as error:  # noqa: BLE001 - the test inspects it
+        except Exception as error:
             outcome["result"] = error
 
     thread = threading.Thread(target=run)
@@ -163,7 +166,9 @@ def _kill_during_search(sharded: ShardedIndex, shard: int, query: Query) -> obje
     return outcome["result"]
 
 
-def test_a_shard_killed_mid_query_is_retried_on_its_restarted_actor(small: tuple[Index, ShardedIndex]) -> None:
+def test_a_shard_killed_mid_query_is_retried_on_its_restarted_actor(
+    small: tuple[Index, ShardedIndex],
+) -> None:
     single, sharded = small
     query = scifact_queries(1)[0]
     actor = sharded._group.actors[0]  # type: ignore[attr-defined]
@@ -173,7 +178,9 @@ def test_a_shard_killed_mid_query_is_retried_on_its_restarted_actor(small: tuple
     assert not isinstance(result, Exception), result
     assert_same([single.search(query, 10, RRF(), SlowScorer(0.0))], [result])  # type: ignore[list-item]
     # The restarted actor reopened its last commit and serves the cut again.
-    assert_same([single.search(query, 10, RRF(), BM25Scorer())], [sharded.search(query, 10, RRF(), BM25Scorer())])
+    assert_same(
+        [single.search(query, 10, RRF(), BM25Scorer())], [sharded.search(query, 10, RRF(), BM25Scorer())]
+    )
 
 
 def test_writes_to_a_restarted_shard_are_refused_naming_it(cluster: str, tmp_path: Path) -> None:
@@ -183,7 +190,7 @@ def test_writes_to_a_restarted_shard_are_refused_naming_it(cluster: str, tmp_pat
     actor = sharded._group.actors[1]  # type: ignore[attr-defined]
     ray.kill(actor, no_restart=False)
     assert len(sharded.search("apple", 20, RRF(), BM25Scorer())) == 10  # reads: the committed cut
-    with pytest.raises(ShardUnavailableError, match="shard-0001.*restarted") as caught:
+    with pytest.raises(ShardUnavailableError, match=r"shard-0001.*restarted") as caught:
         sharded.add_many([Document(key=f"e{i}", text="apple") for i in range(10)])
     assert caught.value.shards == ("shard-0001",)
     sharded.close()
@@ -228,7 +235,8 @@ ray.init(address=cluster.address, logging_level="warning", log_to_driver=False)
 cluster.wait_for_nodes()
 head_id, worker_id = cluster.head_node.node_id, worker.node_id
 root = tempfile.mkdtemp()
-sharded = ShardedIndex.create(root + "/s", 2, factory=ray_shards(max_restarts=0, timeout=20, nodes=[head_id, worker_id]))
+factory = ray_shards(max_restarts=0, timeout=20, nodes=[head_id, worker_id])
+sharded = ShardedIndex.create(root + "/s", 2, factory=factory)
 sharded.add_many([Document(key=f"d{i}", text="apple") for i in range(10)])
 sharded.commit()
 before = len(sharded.search("apple", 20, RRF(), BM25Scorer()))
@@ -298,11 +306,19 @@ def test_the_ray_example_of_docs_scaling_runs(cluster: str, tmp_path: Path) -> N
     """docs/SCALING.md's Ray block (marked no-run for the docs runner, which has no Ray) runs
     here, in a fresh process (it starts and stops its own cluster)."""
     text = (ROOT / "docs" / "SCALING.md").read_text(encoding="utf-8")
-    marker = "<!-- no-run: starts a Ray cluster (the ray extra); tests/distributed/test_ray.py runs this block -->"
+    marker = (
+        "<!-- no-run: starts a Ray cluster (the ray extra); tests/distributed/test_ray.py runs this block -->"
+    )
     block = text.split(marker, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run(
-        [sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, "-c", block],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "10 True"

@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -23,11 +23,14 @@ from weftsearch import (
     BM25Scorer,
     Document,
     F,
+    Filter,
+    Fuser,
     GraphScorer,
     Index,
     Query,
     RecencyScorer,
     ScoreFusion,
+    Scorer,
     SearchResults,
     VectorScorer,
     WeightedRRF,
@@ -44,7 +47,7 @@ from weftsearch.errors import (
 SLICE = 500
 DAY = 86_400.0
 
-ARMS = {
+ARMS: dict[str, Callable[[], list[Scorer]]] = {
     "text": lambda: [BM25Scorer()],
     "text-k1": lambda: [BM25Scorer(k1=0.9, b=0.4)],
     "vector": lambda: [VectorScorer(nprobe=None)],
@@ -52,7 +55,7 @@ ARMS = {
     "hybrid": lambda: [BM25Scorer(), VectorScorer(nprobe=None)],
     "hybrid3": lambda: [BM25Scorer(), VectorScorer(nprobe=None), RecencyScorer(half_life=30 * DAY)],
 }
-FUSERS = [RRF(), WeightedRRF([2.0, 1.0]), ScoreFusion()]
+FUSERS: list[Fuser] = [RRF(), WeightedRRF([2.0, 1.0]), ScoreFusion()]
 
 
 def assert_same(expected: Sequence[SearchResults], got: Sequence[SearchResults]) -> None:
@@ -82,7 +85,7 @@ def queries() -> list[Query]:
 @pytest.fixture(scope="module")
 def built(
     tmp_path_factory: pytest.TempPathFactory, documents: list[Document]
-) -> tuple[Index, dict[int, ShardedIndex]]:
+) -> Iterator[tuple[Index, dict[int, ShardedIndex]]]:
     root = tmp_path_factory.mktemp("sharded")
     single = Index.create(root / "single", vector_dim=384)
     single.add_many(documents)
@@ -120,7 +123,7 @@ def test_filtered_arms_equal_the_single_index(
     built: tuple[Index, dict[int, ShardedIndex]], queries: list[Query], count: int
 ) -> None:
     single, sharded = built
-    filters = [
+    filters: list[Filter | str] = [
         "year >= 2005 and source in ('a', 'b')",
         (F("source") == "c") | (F("year") < 1995),
         "not exists(year)",
@@ -145,7 +148,9 @@ def test_a_filter_on_a_field_one_shard_lacks_is_checked_as_the_whole_collection(
     single = Index(analyzer="english")
     single.add_many(docs)
     query = Query(text="alpha", filter="rare == 'x'")
-    assert_same([single.search(query, 5, RRF(), BM25Scorer())], [sharded.search(query, 5, RRF(), BM25Scorer())])
+    assert_same(
+        [single.search(query, 5, RRF(), BM25Scorer())], [sharded.search(query, 5, RRF(), BM25Scorer())]
+    )
     with pytest.raises(UnknownFieldError):
         sharded.search(Query(text="alpha", filter="nope == 1"), 5, RRF(), BM25Scorer())
     sharded.close()
@@ -176,11 +181,17 @@ def test_after_deletes_replacements_and_merges_the_rankings_still_equal(
     single.commit()
     sharded.commit()
     for scorers in (ARMS["text"], ARMS["hybrid3"]):
-        assert_same(single.search_many(queries, 10, RRF(), *scorers()), sharded.search_many(queries, 10, RRF(), *scorers()))
+        assert_same(
+            single.search_many(queries, 10, RRF(), *scorers()),
+            sharded.search_many(queries, 10, RRF(), *scorers()),
+        )
     single.merge(force=True)
     sharded.merge(force=True)
     for scorers in (ARMS["text"], ARMS["vector"], ARMS["hybrid3"]):
-        assert_same(single.search_many(queries, 10, RRF(), *scorers()), sharded.search_many(queries, 10, RRF(), *scorers()))
+        assert_same(
+            single.search_many(queries, 10, RRF(), *scorers()),
+            sharded.search_many(queries, 10, RRF(), *scorers()),
+        )
     sharded.close()
     single.close()
 
@@ -203,9 +214,12 @@ def test_graph_scorers_are_exact_on_one_shard_and_refused_on_several(
     built: tuple[Index, dict[int, ShardedIndex]], queries: list[Query]
 ) -> None:
     single, sharded = built
-    graph = [BM25Scorer(), GraphScorer(BM25Scorer(), max_depth=2)]
-    assert_same(single.search_many(queries[:5], 10, RRF(), *graph), sharded[1].search_many(queries[:5], 10, RRF(), *graph))
-    with pytest.raises(PartialGraphError, match="SCALING.md"):
+    graph: list[Scorer] = [BM25Scorer(), GraphScorer(BM25Scorer(), max_depth=2)]
+    assert_same(
+        single.search_many(queries[:5], 10, RRF(), *graph),
+        sharded[1].search_many(queries[:5], 10, RRF(), *graph),
+    )
+    with pytest.raises(PartialGraphError, match=r"SCALING\.md"):
         sharded[2].search(queries[0], 10, RRF(), *graph)
 
 
@@ -216,7 +230,11 @@ def test_shard_of_is_stable_across_processes_and_spreads_keys() -> None:
         "print(json.dumps([shard_of(f'doc-{i}', 7) for i in range(2000)]))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    there = json.loads(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stdout)
+    there = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+        ).stdout
+    )
     assert here == there
     counts = np.bincount(here, minlength=7)
     assert counts.min() > 2000 / 7 * 0.8
@@ -279,12 +297,20 @@ def test_full_scifact_text_vector_ivf_and_hybrid_equal_the_single_index(tmp_path
     single.add_many(documents)
     single.commit()
     everything = VectorScorer(nprobe=1_000_000)
-    arms = [[BM25Scorer()], [VectorScorer(nprobe=None)], [everything], [BM25Scorer(), everything]]
+    arms: list[list[Scorer]] = [
+        [BM25Scorer()],
+        [VectorScorer(nprobe=None)],
+        [everything],
+        [BM25Scorer(), everything],
+    ]
     for count in (1, 2, 4):
         sharded = ShardedIndex.create(tmp_path / f"s{count}", count, vector_dim=384)
         sharded.add_many(documents, progress=False)
         sharded.commit()
         for scorers in arms:
-            assert_same(single.search_many(queries, 10, RRF(), *scorers), sharded.search_many(queries, 10, RRF(), *scorers))
+            assert_same(
+                single.search_many(queries, 10, RRF(), *scorers),
+                sharded.search_many(queries, 10, RRF(), *scorers),
+            )
         sharded.close()
     single.close()

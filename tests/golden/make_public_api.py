@@ -32,6 +32,7 @@ MODULES = (
     "weftsearch.server.app",
     "weftsearch.server.profiles",
     "weftsearch.server.compare",
+    "weftsearch.distributed",
 )
 
 #: Where the golden file lives.

@@ -30,11 +30,17 @@ from weftsearch.engine.protocols import Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import score_queries, stream_labels
 from weftsearch.engine.stream import Stream
+from weftsearch.errors import MissingDependencyError, ShardUnavailableError
 from weftsearch.eval.harness import Testbed
 from weftsearch.eval.runs import Arm, StreamCache
-from weftsearch.errors import ShardUnavailableError
 
-from .ray_shard import connect, ray
+from .ray_shard import connect
+
+try:
+    import ray
+    import ray.exceptions
+except ImportError as error:  # pragma: no cover - .ray_shard above already names the extra
+    raise MissingDependencyError("eval --ray needs Ray: pip install 'weft-search[ray]'") from error
 
 __all__ = ["fill_streams_on_ray"]
 
@@ -51,7 +57,9 @@ class _EvalWorker:
         self, scorer: Scorer, label: str, queries: list[Query], depth: int
     ) -> list[tuple[list[str], NDArray[np.float64]]]:
         streams = score_queries(scorer, label, self._snapshot, queries, depth)
-        return [(self._snapshot.keys_of(stream.ids), np.asarray(stream.scores, np.float64)) for stream in streams]
+        return [
+            (self._snapshot.keys_of(stream.ids), np.asarray(stream.scores, np.float64)) for stream in streams
+        ]
 
 
 def fill_streams_on_ray(
@@ -73,10 +81,10 @@ def fill_streams_on_ray(
     connect(address)
     snapshot = testbed.snapshot
     documents = [snapshot.document(doc) for doc in range(snapshot.n_docs)]
-    count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))  # type: ignore[no-untyped-call]
     shared = ray.put(documents)
     remote = ray.remote(num_cpus=1, max_restarts=0)(_EvalWorker)
-    actors = [remote.remote(shared, testbed.analyzer, snapshot.vector_dim) for _ in range(count)]
+    actors: list[Any] = [remote.remote(shared, testbed.analyzer, snapshot.vector_dim) for _ in range(count)]
     try:
         return _fill(actors, cache, testbed.queries, arms)
     finally:
@@ -110,7 +118,8 @@ def _fill(actors: list[Any], cache: StreamCache, queries: Mapping[str, Query], a
                     raise error.cause if isinstance(error.cause, Exception) else error from None
                 except ray.exceptions.RayError as error:
                     raise ShardUnavailableError(
-                        f"evaluation worker {position} did not answer: {type(error).__name__}", (f"worker-{position}",)
+                        f"evaluation worker {position} did not answer: {type(error).__name__}",
+                        (f"worker-{position}",),
                     ) from None
                 for (qid, query), (keys, scores) in zip(share, answers, strict=True):
                     ids = cache.snapshot.ids_of(keys)

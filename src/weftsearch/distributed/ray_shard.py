@@ -18,6 +18,8 @@ node. See docs/SCALING.md.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -73,16 +75,16 @@ def start_local_cluster(num_cpus: int = 2, **options: Any) -> str:
 
     ray_constants.ENABLE_RAY_CLUSTER = False  # read at call time by get_node_ip_address
     options.setdefault("include_dashboard", False)
-    options.setdefault("logging_level", "warning")
+    options.setdefault("logging_level", logging.WARNING)
     options.setdefault("log_to_driver", False)
-    context = ray.init(num_cpus=num_cpus, **options)
-    return str(context.address_info["gcs_address"])
+    ray.init(num_cpus=num_cpus, **options)
+    return str(ray.get_runtime_context().gcs_address)
 
 
 def connect(address: str) -> None:
     """Join the Ray cluster at ``address`` (``HOST:PORT``) if this process is not in one yet."""
     if not ray.is_initialized():
-        ray.init(address=address, logging_level="warning", log_to_driver=False)
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
 
 
 class _ShardActor:
@@ -171,10 +173,10 @@ class RayShards:
 
     def node_of(self, number: int) -> str:
         """The node (id prefix) shard ``number`` was placed on when opened."""
-        return self._nodes[number]
+        return str(self._nodes[number])
 
     def call(self, method: str, arguments: Mapping[int, tuple[Any, ...]], *, read: bool) -> dict[int, Any]:
-        """Call ``method`` on the shards concurrently; a shard that does not answer gives a ShardUnavailableError."""
+        """Call ``method`` on the shards concurrently; a silent shard gives a ShardUnavailableError."""
         incarnation = {n: (self._incarnations[n] if method in _WRITES else None) for n in arguments}
         pending = {
             n: self._actors[n].call.remote(method, incarnation[n], *args) for n, args in arguments.items()
@@ -214,17 +216,15 @@ class RayShards:
     def close(self) -> None:
         """Close every shard's index and end its actor."""
         for actor in self._actors:
-            try:
+            with contextlib.suppress(ray.exceptions.RayError):  # a dead shard has nothing left to close
                 ray.get(actor.call.remote("close", None), timeout=self._timeout)
-            except ray.exceptions.RayError:
-                pass  # a dead shard has nothing left to close
             ray.kill(actor, no_restart=True)
 
 
 def ray_shards(
     *, max_restarts: int = 2, timeout: float = 60.0, read_retries: int = 1, nodes: Sequence[str] | None = None
 ) -> ShardFactory:
-    """A :data:`~weftsearch.distributed.sharded.ShardFactory` making :class:`RayShards` (Ray must be running)."""
+    """A :data:`~weftsearch.distributed.sharded.ShardFactory` of :class:`RayShards` (Ray must run)."""
 
     def make(directories: Sequence[Path], options: Mapping[str, Any] | None, readonly: bool) -> ShardGroup:
         return RayShards(

@@ -170,7 +170,7 @@ class LocalShard:
         )
 
     def statistics(self, cut: CutRef, texts: Sequence[str]) -> ShardStatistics:
-        """This shard's N, total length, latest time, fields, and df of every term of ``texts``."""
+        """Return this shard's N, total length, latest time, fields, and df of every term of ``texts``."""
         snapshot = self._snapshot(cut)
         terms = sorted({term for text in texts for term in snapshot.query_terms(text)})
         counts = snapshot.postings(terms).doc_freq if terms else np.zeros(0, np.int64)
@@ -190,7 +190,7 @@ class LocalShard:
         depth: int,
         statistics: CollectionStatistics,
     ) -> ShardStreams:
-        """Each query's checked, canonical stream from each scorer, scored with the collection's ``statistics``.
+        """Each query's checked, canonical stream from each scorer, with the collection's ``statistics``.
 
         The streams the engine's own search would fuse (``score_queries``: a
         scorer's ``score_many`` once for the batch, or ``score`` per query,
@@ -203,7 +203,10 @@ class LocalShard:
             for scorer, label in zip(scorers, labels, strict=True)
         ]
         return [
-            [(view.keys_of(column[row].ids), np.asarray(column[row].scores, np.float64)) for column in columns]
+            [
+                (view.keys_of(column[row].ids), np.asarray(column[row].scores, np.float64))
+                for column in columns
+            ]
             for row in range(len(queries))
         ]
 

@@ -26,6 +26,7 @@ exactness argument and the failure model.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -63,7 +64,7 @@ from weftsearch.errors import (
     ShardUnavailableError,
 )
 
-from .shard import CutRef, LocalShard, ShardStatistics, ShardStreams
+from .shard import CutRef, LocalShard, ShardStatistics
 from .sharding import HASH_NAME, check_shards, shard_of
 
 __all__ = ["RECORD", "ShardGroup", "LocalShards", "ShardedIndex", "ShardedResults", "local_shards"]
@@ -94,10 +95,8 @@ class ShardGroup(Protocol):
         """The shards' names, in shard order."""
         ...
 
-    def call(
-        self, method: str, arguments: Mapping[int, tuple[Any, ...]], *, read: bool
-    ) -> dict[int, Any]:
-        """Call ``method`` on each shard in ``arguments`` with its arguments; ``read``: idempotent, retried."""
+    def call(self, method: str, arguments: Mapping[int, tuple[Any, ...]], *, read: bool) -> dict[int, Any]:
+        """Call ``method`` on each shard in ``arguments``; ``read``: idempotent, so retried."""
         ...
 
     def close(self) -> None:
@@ -116,9 +115,7 @@ class LocalShards:
         """The shards' names, in shard order."""
         return tuple(shard.name for shard in self._shards)
 
-    def call(
-        self, method: str, arguments: Mapping[int, tuple[Any, ...]], *, read: bool
-    ) -> dict[int, Any]:
+    def call(self, method: str, arguments: Mapping[int, tuple[Any, ...]], *, read: bool) -> dict[int, Any]:
         """Call ``method`` on each shard; a :class:`ShardUnavailableError` is returned, not raised."""
         results: dict[int, Any] = {}
         for number, args in arguments.items():
@@ -138,7 +135,9 @@ class LocalShards:
 ShardFactory = Callable[[Sequence[Path], Mapping[str, Any] | None, bool], ShardGroup]
 
 
-def local_shards(directories: Sequence[Path], options: Mapping[str, Any] | None, readonly: bool) -> ShardGroup:
+def local_shards(
+    directories: Sequence[Path], options: Mapping[str, Any] | None, readonly: bool
+) -> ShardGroup:
     """The default :data:`ShardFactory`: every shard an :class:`Index` in this process."""
     if options is not None:
         return LocalShards([LocalShard.create(p.name, p, options) for p in directories])
@@ -390,7 +389,10 @@ class ShardedIndex:
             parts[shard_of(document.key, len(self._names))].append(document)
         show = progress if progress is not None else None
         with tqdm(
-            total=len(batch), desc="indexing", unit="doc", disable=show is False or (show is None and len(batch) < 10_000)
+            total=len(batch),
+            desc="indexing",
+            unit="doc",
+            disable=show is False or (show is None and len(batch) < 10_000),
         ) as bar:
             start = 0
             while any(start < len(part) for part in parts):
@@ -426,7 +428,7 @@ class ShardedIndex:
         return int(sum(results.values()))
 
     def merge(self, *, force: bool = False) -> int:
-        """Merge each shard's segments (``force``: into one each) and commit the new cut; return the merges."""
+        """Merge each shard's segments (``force``: into one each), commit the new cut; return the merges."""
         self._check_writable()
         results = self._group.call("merge", {n: (force,) for n in range(len(self._names))}, read=False)
         self._raise_missing(results)
@@ -466,7 +468,9 @@ class ShardedIndex:
             self._cut = _Cut(number, refs)
             self._durable_cut = number
             self._dirty = False
-            self._group.call("release", {n: ((previous, number),) for n in range(len(self._names))}, read=False)
+            self._group.call(
+                "release", {n: ((previous, number),) for n in range(len(self._names))}, read=False
+            )
             return number
 
     def refresh(self) -> int:
@@ -483,7 +487,11 @@ class ShardedIndex:
             self._raise_missing(results)
             previous = self._cut
             refs = tuple(
-                CutRef(number, int(results[n]), previous.refs[n].durable and int(results[n]) == previous.refs[n].generation)
+                CutRef(
+                    number,
+                    int(results[n]),
+                    previous.refs[n].durable and int(results[n]) == previous.refs[n].generation,
+                )
                 for n in range(len(self._names))
             )
             self._cut = _Cut(number, refs)
@@ -558,8 +566,13 @@ class ShardedIndex:
         missing |= self._missing(streams, allow_partial)
         live = [n for n in live if n not in missing]
         labels = stream_labels(scorers)
-        merged = [self._merge(row, [streams[n][row] for n in live], k, depth, fuser, labels) for row in range(len(batch))]
-        return self._fetch(cut, merged, labels, depth, tuple(self._names[n] for n in sorted(missing)), allow_partial)
+        merged = [
+            self._merge(row, [streams[n][row] for n in live], k, depth, fuser, labels)
+            for row in range(len(batch))
+        ]
+        return self._fetch(
+            cut, merged, labels, depth, tuple(self._names[n] for n in sorted(missing)), allow_partial
+        )
 
     def _missing(self, results: Mapping[int, Any], allow_partial: bool) -> set[int]:
         missing = {n for n, value in results.items() if isinstance(value, ShardUnavailableError)}
@@ -568,7 +581,13 @@ class ShardedIndex:
         return missing
 
     def _merge(
-        self, row: int, parts: Sequence[list[tuple[list[str], NDArray[np.float64]]]], k: int, depth: int, fuser: Fuser, labels: Sequence[str]
+        self,
+        row: int,
+        parts: Sequence[list[tuple[list[str], NDArray[np.float64]]]],
+        k: int,
+        depth: int,
+        fuser: Fuser,
+        labels: Sequence[str],
     ) -> tuple[list[str], NDArray[np.float64], list[Stream], FusedStream, str]:
         universe = sorted({key for part in parts for keys, _ in part for key in keys})
         position = {key: index for index, key in enumerate(universe)}
@@ -591,7 +610,11 @@ class ShardedIndex:
         else:
             fused = fuser.fuse(merged, k, order_keys)
             name = str(fuser.name)
-            if not isinstance(fused, FusedStream) or len(fused) > k or fused.contributions.shape[1] != len(merged):
+            if (
+                not isinstance(fused, FusedStream)
+                or len(fused) > k
+                or fused.contributions.shape[1] != len(merged)
+            ):
                 raise ScorerOutputError(f"fuser {name!r} did not return at most {k} fused candidates")
             if fused.ids.size and (int(fused.ids.min()) < 0 or int(fused.ids.max()) >= len(universe)):
                 raise ScorerOutputError(f"fuser {name!r} returned an id outside its streams")
@@ -636,22 +659,27 @@ class ShardedIndex:
                 ranks[:, column] = rank
                 hit = rank > 0
                 signal_scores[hit, column] = stream.scores[rank[hit] - 1]
-            rows = [fields[key] or {} for key in keys]
+            rows: Sequence[Mapping[str, FieldValue]] = [fields[key] or {} for key in keys]
             result = ShardedResults._from_arrays(
                 keys=keys,
                 scores=np.asarray(scores, np.float64),
                 ranks=ranks,
                 signal_scores=signal_scores,
                 contributions=np.asarray(contributions, np.float64),
-                fields=lambda rows=rows: rows,
+                fields=functools.partial(_same, rows),
                 signals=labels,
                 fuser=name,
                 generation=cut.number,
                 depth=depth,
             )
+            assert isinstance(result, ShardedResults)  # _from_arrays builds its own class
             result.missing_shards = missing
             results.append(result)
         return results
+
+
+def _same(rows: Sequence[Mapping[str, FieldValue]]) -> Sequence[Mapping[str, FieldValue]]:
+    return rows
 
 
 def _combine(parts: Sequence[ShardStatistics], shards: int) -> CollectionStatistics:
@@ -690,7 +718,9 @@ def _read_record(root: Path) -> dict[str, Any]:
     if not isinstance(record, dict) or record.get("format") != _FORMAT or record.get("version") != _VERSION:
         raise CorruptIndexError(f"{target}: not a version {_VERSION} {_FORMAT} record")
     if record.get("hash") != HASH_NAME:
-        raise CorruptIndexError(f"{target}: keys hashed by {record.get('hash')!r}, this version uses {HASH_NAME}")
+        raise CorruptIndexError(
+            f"{target}: keys hashed by {record.get('hash')!r}, this version uses {HASH_NAME}"
+        )
     shards = record.get("shards")
     generations = record.get("generations")
     cut = record.get("cut")
@@ -705,4 +735,3 @@ def _read_record(root: Path) -> dict[str, Any]:
         raise CorruptIndexError(f"{target}: malformed shards, cut or generations")
     check_shards(shards)
     return record
-

@@ -419,7 +419,6 @@ class Snapshot:
         The union over segments (deleted documents' fields included: a field's
         type stays fixed for the life of the index). O(segments), memoised.
         """
-
         if self._statistics is not None and self._statistics.field_kinds is not None:
             return dict(self._statistics.field_kinds)  # a shard's view: the whole collection's fields
 
@@ -717,7 +716,7 @@ class Snapshot:
     # ------------------------------------------------------------------ collection statistics
 
     def with_statistics(self, statistics: CollectionStatistics) -> Snapshot:
-        """This snapshot, scoring with a whole collection's ``statistics`` (a shard of it).
+        """Return this snapshot, scoring with a whole collection's ``statistics`` (a shard of it).
 
         The view shares everything with this snapshot but the filter masks
         (segments, caches; O(1), no copy), so a scorer that memoises something
@@ -751,7 +750,7 @@ class Snapshot:
         return self.memo(("engine", "avgdl"), lambda: self.avgdl)
 
     def collection_doc_freq(self, terms: Sequence[str], local: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Document frequencies of ``terms`` for scoring; ``local`` (this snapshot's, aligned) unless overridden.
+        """Document frequencies of ``terms`` for scoring: ``local`` (this snapshot's) unless overridden.
 
         Raises:
             InvalidParameterError: the overriding statistics lack a term that

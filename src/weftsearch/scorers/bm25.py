@@ -355,7 +355,9 @@ class BM25Scorer:
             return None
         if snapshot.statistics is not None:
             # The collection's df for the IDF (the kernel reads doc_freq for nothing else).
-            lists = dataclasses.replace(lists, doc_freq=snapshot.collection_doc_freq(distinct, lists.doc_freq))
+            lists = dataclasses.replace(
+                lists, doc_freq=snapshot.collection_doc_freq(distinct, lists.doc_freq)
+            )
         return lists, query_tf
 
     @staticmethod
