@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -322,3 +323,22 @@ def test_the_ray_example_of_docs_scaling_runs(cluster: str, tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "10 True"
+
+
+@pytest.mark.skipif(not (DATA / "cacm").is_dir(), reason=f"CACM is not at {DATA / 'cacm'}")
+def test_the_eval_command_takes_ray_and_prints_a_local_runs_table(
+    cluster: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from weftsearch.cli import main
+
+    argv = ["eval", "cacm", "--data", str(DATA), "--arms", "text=bm25", "--resamples", "20", "--k", "10"]
+    assert main(argv) == 0
+    local = capsys.readouterr().out
+    assert main([*argv, "--ray", cluster]) == 0
+    remote = capsys.readouterr().out
+    # The table (everything but the timing line, "cacm: 1 arms in 0.4 s") is the same.
+    timing = re.compile(r"arms in [\d.]+ s$")
+    assert "nDCG@10" in local
+    assert [line for line in remote.splitlines() if not timing.search(line)] == [
+        line for line in local.splitlines() if not timing.search(line)
+    ]
