@@ -6,7 +6,8 @@ Usage (from the repository root, the ray extra installed for --ray)::
 
 SciFact (5,183 documents, frozen vectors) from ../shared/datasets/scifact; for
 each shard count 1, 2, 4: add_many + commit (docs/s), then BM25 top-10 and
-BM25 + vector (RRF) top-10 one query at a time (q/s), and the same on one
+BM25 + vector (RRF) top-10 one query at a time (q/s), BM25 top-10 as one
+``search_many`` batch (q/s), and the same on one
 ordinary Index for reference. Prints one JSON line per configuration and the
 load average at start and end (the machine may be shared: read the figures
 with it).
@@ -38,6 +39,14 @@ def _queries_per_second(index: Index | ShardedIndex, queries: list[Query], score
     return len(queries) / (time.perf_counter() - start)
 
 
+def _batch_queries_per_second(
+    index: Index | ShardedIndex, queries: list[Query], scorers: list[Scorer]
+) -> float:
+    start = time.perf_counter()
+    index.search_many(queries, 10, RRF(), *scorers)
+    return len(queries) / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ray", action="store_true", help="shards as Ray actors on a local cluster")
@@ -61,6 +70,7 @@ def main() -> None:
         row = {"config": "Index", "docs_per_s": len(documents) / built}
         row["bm25_qps"] = _queries_per_second(single, queries, [BM25Scorer()])
         row["hybrid_qps"] = _queries_per_second(single, queries, [BM25Scorer(), VectorScorer(nprobe=None)])
+        row["bm25_batch_qps"] = _batch_queries_per_second(single, queries, [BM25Scorer()])
         print(json.dumps(row))
         single.close()
         for count in (1, 2, 4):
@@ -77,6 +87,7 @@ def main() -> None:
             row["hybrid_qps"] = _queries_per_second(
                 sharded, queries, [BM25Scorer(), VectorScorer(nprobe=None)]
             )
+            row["bm25_batch_qps"] = _batch_queries_per_second(sharded, queries, [BM25Scorer()])
             print(json.dumps(row))
             sharded.close()
     print(json.dumps({"load_end": os.getloadavg()}))

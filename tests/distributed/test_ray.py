@@ -1,7 +1,7 @@
 """ShardedIndex on Ray actors: loopback only, exact, and the failure model.
 
-One local Ray cluster serves the whole module (starting one costs seconds) and
-is always shut down at the end. Skipped where the ``ray`` extra is absent.
+One local Ray cluster serves the whole session (``cluster`` in conftest.py:
+starting one costs seconds) and is always shut down at the end. Skipped where the ``ray`` extra is absent.
 """
 
 from __future__ import annotations
@@ -28,21 +28,12 @@ from tests.distributed.corpus import scifact_documents, scifact_queries  # noqa:
 from tests.distributed.test_sharded import assert_same  # noqa: E402
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, Snapshot, Stream, VectorScorer  # noqa: E402
 from weftsearch.distributed import ShardedIndex  # noqa: E402
-from weftsearch.distributed.ray_shard import ray_shards, start_local_cluster  # noqa: E402
+from weftsearch.distributed.ray_shard import ray_shards  # noqa: E402
 from weftsearch.errors import ShardUnavailableError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 # The slow scorer below is defined here: send it to the actors by value (they cannot import tests/).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    address = start_local_cluster(num_cpus=2)
-    try:
-        yield address
-    finally:
-        ray.shutdown()
 
 
 def _children(pid: int) -> list[int]:
