@@ -37,7 +37,10 @@ from weftsearch import (
 )
 from weftsearch.distributed import RECORD, ShardedIndex, shard_of
 from weftsearch.errors import (
+    CorruptIndexError,
     DuplicateKeyError,
+    IndexExistsError,
+    IndexNotFoundError,
     FieldTypeError,
     PartialGraphError,
     ShardedCutError,
@@ -314,3 +317,15 @@ def test_full_scifact_text_vector_ivf_and_hybrid_equal_the_single_index(tmp_path
             )
         sharded.close()
     single.close()
+
+
+def test_a_missing_or_damaged_record_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(IndexNotFoundError, match="SHARDS"):
+        ShardedIndex.open(tmp_path)
+    sharded = ShardedIndex.create(tmp_path / "s", 2)
+    sharded.close()
+    (tmp_path / "s" / RECORD).write_text('{"format": "weft-search-sharded", "version": 1}')
+    with pytest.raises(CorruptIndexError, match="SHARDS"):
+        ShardedIndex.open(tmp_path / "s")
+    with pytest.raises(IndexExistsError):
+        ShardedIndex.create(tmp_path / "s", 2)

@@ -138,10 +138,21 @@ ShardFactory = Callable[[Sequence[Path], Mapping[str, Any] | None, bool], ShardG
 def local_shards(
     directories: Sequence[Path], options: Mapping[str, Any] | None, readonly: bool
 ) -> ShardGroup:
-    """The default :data:`ShardFactory`: every shard an :class:`Index` in this process."""
-    if options is not None:
-        return LocalShards([LocalShard.create(p.name, p, options) for p in directories])
-    return LocalShards([LocalShard.open(p.name, p, readonly) for p in directories])
+    """The default :data:`ShardFactory`: every shard an :class:`Index` in this process.
+
+    If one shard cannot be created or opened (a missing directory, another
+    writer's lock), the ones opened before it are closed again.
+    """
+    shards: list[LocalShard] = []
+    try:
+        for path in directories:
+            made = LocalShard.create(path.name, path, options) if options is not None else None
+            shards.append(made or LocalShard.open(path.name, path, readonly))
+    except BaseException:
+        for shard in shards:
+            shard.close()
+        raise
+    return LocalShards(shards)
 
 
 class ShardedResults(SearchResults):
