@@ -39,9 +39,9 @@ from weftsearch.distributed import RECORD, ShardedIndex, shard_of
 from weftsearch.errors import (
     CorruptIndexError,
     DuplicateKeyError,
+    FieldTypeError,
     IndexExistsError,
     IndexNotFoundError,
-    FieldTypeError,
     PartialGraphError,
     ShardedCutError,
     UnknownFieldError,
