@@ -148,9 +148,13 @@ def _base() -> list[str]:
 
 
 def test_the_library_imports_only_what_the_base_or_an_extra_declares() -> None:
+    """An optional package (a peer, Ray) absent here cannot be traced to its distribution; it is
+    checked where its extra is installed (.ci/run installs the ray extra and reruns this file)."""
     allowed = _closure([*_base(), f"{PROJECT}[{','.join(_extras())}]"])
     files = sorted((ROOT / "src" / "weftsearch").rglob("*.py"))
-    assert _undeclared(files, allowed, honour_guards=False) == []
+    optional_absent = {module for module in PEERS | HEAVY if module not in _distributions_of()}
+    problems = _undeclared(files, allowed, honour_guards=False)
+    assert [line for line in problems if line.split(": ")[1].split(" ")[0] not in optional_absent] == []
 
 
 def test_every_library_import_but_the_benchmark_peers_is_installed_by_make_test() -> None:
@@ -179,6 +183,8 @@ def test_the_tests_import_only_what_make_test_installs_or_skip_without_it() -> N
      ("tantivy", "bench"), ("lancedb", "bench"), ("ray", "ray")],
 )  # fmt: skip
 def test_each_optional_import_sits_in_the_extra_its_error_message_names(module: str, extra: str) -> None:
+    if module not in _distributions_of():
+        pytest.skip(f"{module} is not installed here (the {extra} extra)")
     dists = set(_distributions_of()[module])
     assert dists & _closure([f"{PROJECT}[{extra}]"]), f"{module} is not in the {extra} extra"
     users = [
