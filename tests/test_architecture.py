@@ -414,6 +414,41 @@ def test_the_web_stack_stays_inside_the_server_app() -> None:
                 problems.append(f"{module}:{ref.line} imports {ref.target!r}")
 
 
+DISTRIBUTED = "weftsearch.distributed"
+#: What may reach the scale-out package: the command line (``eval --ray``, ``serve --ray``).
+DISTRIBUTED_ENTRY_POINTS = frozenset(
+    {"weftsearch.cli", "weftsearch.eval.command", "weftsearch.server.command"}
+)
+
+
+def test_the_distributed_package_sits_above_the_library_and_adds_no_semantics() -> None:
+    """``weftsearch.distributed`` is like the server: it may import the engine, and nothing in
+    the library but the command line imports it. It imports no scorer and no fuser and names
+    no scorer class (it calls them through their protocols, as the engine does), and it alone
+    imports Ray."""
+    distributed = {_module_name(p)[0] for p in _modules_under("distributed")}
+    assert {f"{DISTRIBUTED}.sharded", f"{DISTRIBUTED}.shard", f"{DISTRIBUTED}.ray_shard"} <= distributed
+    problems: list[str] = []
+    scorer_classes = set(weftsearch.scorers.__all__)
+    for path in _library_modules():
+        module, is_package = _module_name(path)
+        source = path.read_text(encoding="utf-8")
+        if _within(module, DISTRIBUTED):
+            problems.extend(import_violations(source, module, [SCORERS, FUSION], is_package=is_package))
+            named = _identifiers(source) & scorer_classes
+            if named:
+                problems.append(f"{module} names scorer classes {sorted(named)}")
+            continue
+        if module not in DISTRIBUTED_ENTRY_POINTS:
+            problems.extend(imports_reaching(source, module, DISTRIBUTED, is_package=is_package))
+        problems.extend(
+            f"{module}:{ref.line} imports {ref.target!r}"
+            for ref in imports_of(source, module, is_package)
+            if ref.target.split(".")[0] == "ray"
+        )
+    assert problems == []
+
+
 BENCH = "weftsearch.bench"
 
 

@@ -43,8 +43,11 @@ PEERS = {"tantivy", "lancedb", "pyarrow", "bm25s", "numba", "qdrant_client"}
 # distribution: these do. Every other module must be installed for the check.
 PEER_DISTRIBUTIONS = {
     "tantivy": "tantivy", "lancedb": "lancedb", "pyarrow": "pyarrow", "bm25s": "bm25s",
-    "numba": "numba", "qdrant_client": "qdrant-client",
+    "numba": "numba", "qdrant_client": "qdrant-client", "ray": "ray",
 }  # fmt: skip
+# Ray (the ray extra, about 240 MB): only weftsearch.distributed.ray_shard imports it, and its
+# tests skip without it; .ci/run installs the extra and runs them.
+HEAVY = {"ray"}
 LOCAL = {"weftsearch", "tests", "query_path", "synthetic_corpus", "bm25_vs_bm25s", "conftest"}
 
 
@@ -165,6 +168,7 @@ def _base() -> list[str]:
 
 
 def test_the_library_imports_only_what_the_base_or_an_extra_declares() -> None:
+    """An optional package absent here (a peer, Ray) is traced through :data:`PEER_DISTRIBUTIONS`."""
     allowed = _closure([*_base(), f"{PROJECT}[{','.join(_extras())}]"])
     files = sorted((ROOT / "src" / "weftsearch").rglob("*.py"))
     assert _undeclared(files, allowed, honour_guards=False) == []
@@ -174,12 +178,13 @@ def test_every_library_import_but_the_benchmark_peers_is_installed_by_make_test(
     """The default tests reach every library module, so ``dev`` must hold all they import.
 
     The peers (tantivy, LanceDB, ...) are the exception: they are big, only the
-    benchmarks use them, and every test that needs one skips without it.
+    benchmarks use them, and every test that needs one skips without it; so is Ray
+    (``HEAVY``: only the ``ray`` extra's module imports it).
     """
     allowed = _closure([*_base(), f"{PROJECT}[dev]"])
     files = sorted((ROOT / "src" / "weftsearch").rglob("*.py"))
     problems = _undeclared(files, allowed, honour_guards=False)
-    assert [line for line in problems if line.split(": ")[1].split(" ")[0] not in PEERS] == []
+    assert [line for line in problems if line.split(": ")[1].split(" ")[0] not in PEERS | HEAVY] == []
 
 
 def test_the_tests_import_only_what_make_test_installs_or_skip_without_it() -> None:
@@ -192,7 +197,7 @@ def test_the_tests_import_only_what_make_test_installs_or_skip_without_it() -> N
     ("module", "extra"),
     [("hdrh", "bench"), ("httpx", "server"), ("fastapi", "server"), ("uvicorn", "server"),
      ("prometheus_client", "server"), ("langchain_core", "langchain"), ("onnxruntime", "embed"),
-     ("tantivy", "bench"), ("lancedb", "bench")],
+     ("tantivy", "bench"), ("lancedb", "bench"), ("ray", "ray")],
 )  # fmt: skip
 def test_each_optional_import_sits_in_the_extra_its_error_message_names(module: str, extra: str) -> None:
     dists = set(_distributions_of()[module])

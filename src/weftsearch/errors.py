@@ -46,6 +46,9 @@ __all__ = [
     "UnknownFieldError",
     "FilterTypeError",
     "FieldTypeError",
+    "ShardUnavailableError",
+    "ShardedCutError",
+    "PartialGraphError",
 ]
 
 
@@ -237,3 +240,28 @@ class FieldTypeError(InvalidDocumentError):
     A field's type (keyword, number or boolean) is fixed by the first document
     that has it; see :mod:`weftsearch.engine.filters`.
     """
+
+
+class ShardUnavailableError(WeftError, RuntimeError):
+    """A sharded search could not reach a shard; the message names it (and its node when known).
+
+    Attributes:
+        shards: the names of the shards that did not answer.
+
+    """
+
+    def __init__(self, message: str, shards: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.shards = shards
+
+
+class ShardedCutError(CorruptIndexError):
+    """A sharded index's shards are not at the generations its commit record lists.
+
+    A writer stopped between committing its shards and recording the cut; the
+    message names each shard and both generations (docs/SCALING.md).
+    """
+
+
+class PartialGraphError(InvalidParameterError):
+    """A scorer read the link graph of a snapshot that holds only part of it (one shard of several)."""

@@ -33,6 +33,7 @@ MODULES = (
     "weftsearch.server.profiles",
     "weftsearch.server.compare",
     "weftsearch.server.embedding",
+    "weftsearch.distributed",
 )
 
 #: Where the golden file lives.

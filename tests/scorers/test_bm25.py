@@ -316,5 +316,5 @@ def test_the_term_cache_is_bounded_and_changes_no_score(monkeypatch: pytest.Monk
             want = expected[queries.index(query)]
             assert got.ids.tolist() == want.ids.tolist()
             assert got.scores.tobytes() == want.scores.tobytes()
-    cache: Any = snapshot.memo(("bm25.terms", scorer.k1, scorer.b), dict)
+    cache: Any = snapshot.memo(("bm25.terms", scorer.k1, scorer.b, snapshot.collection_avgdl), dict)
     assert 0 < cache.postings <= budget

@@ -19,6 +19,7 @@ cached for the life of the snapshot.
 from __future__ import annotations
 
 import collections
+import copy
 import functools
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -35,11 +36,12 @@ from weftsearch.engine.documents import Document, FieldValue
 from weftsearch.engine.filters import Filter, SegmentFields, as_filter, check_filter, segment_mask
 from weftsearch.engine.kernels import inner_products
 from weftsearch.engine.stream import at_least_kth
-from weftsearch.errors import CorruptIndexError, UnknownKeyError
+from weftsearch.errors import CorruptIndexError, InvalidParameterError, PartialGraphError, UnknownKeyError
 from weftsearch.storage.ivf import worth_probing
 from weftsearch.storage.segment import SegmentReader
 
 __all__ = [
+    "CollectionStatistics",
     "Snapshot",
     "SnapshotPart",
     "Postings",
@@ -51,6 +53,50 @@ __all__ = [
 
 T = TypeVar("T")
 IdArray = NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionStatistics:
+    """The statistics of a whole collection that a snapshot is one part of (a shard).
+
+    A scorer whose scores depend on the collection (BM25's N, average length
+    and document frequencies; recency's "now") reads them through
+    :attr:`Snapshot.collection_n_docs`, :attr:`Snapshot.collection_avgdl`,
+    :meth:`Snapshot.collection_doc_freq` and :attr:`Snapshot.latest_time`,
+    which give these values on a snapshot made by
+    :meth:`Snapshot.with_statistics`, and the snapshot's own otherwise. A
+    sharded search gathers them from every shard first, so each shard scores
+    as the single index would (``weftsearch.distributed``).
+
+    Attributes:
+        n_docs: live documents in the collection.
+        total_length: the sum of their lengths in terms (an integer, so the
+            average is the single index's to the bit: ``total_length / n_docs``).
+        doc_freq: live documents holding each analysed term; it must hold
+            every term a query scored under these statistics uses.
+        latest_time: the newest document time (POSIX seconds), ``None`` if no
+            document has one.
+        field_kinds: every field of the collection with its type, so a filter
+            naming a field only other shards hold is checked as the whole
+            collection would check it (``None``: the snapshot's own).
+        links_complete: whether the snapshot holds every document a link can
+            reach; when False (one shard of several), :meth:`Snapshot.links`
+            and :meth:`Snapshot.linked` refuse rather than give a part of the
+            graph as if it were the whole.
+
+    """
+
+    n_docs: int
+    total_length: int
+    doc_freq: Mapping[str, int]
+    latest_time: float | None = None
+    field_kinds: Mapping[str, str] | None = None
+    links_complete: bool = True
+
+    @property
+    def avgdl(self) -> float:
+        """``total_length / n_docs`` (0.0 when empty), as :attr:`Snapshot.avgdl` computes it."""
+        return float(self.total_length / self.n_docs) if self.n_docs else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,6 +393,7 @@ class Snapshot:
         self._filter_masks: collections.OrderedDict[str, NDArray[np.bool_]] = collections.OrderedDict()
         self._filter_seen: collections.OrderedDict[int, tuple[Filter, str]] = collections.OrderedDict()
         self._filter_lock = threading.Lock()
+        self._statistics: CollectionStatistics | None = None
 
     # ------------------------------------------------------------------ identity
 
@@ -377,6 +424,8 @@ class Snapshot:
         The union over segments (deleted documents' fields included: a field's
         type stays fixed for the life of the index). O(segments), memoised.
         """
+        if self._statistics is not None and self._statistics.field_kinds is not None:
+            return dict(self._statistics.field_kinds)  # a shard's view: the whole collection's fields
 
         def build() -> dict[str, str]:
             kinds: dict[str, str] = {}
@@ -693,6 +742,76 @@ class Snapshot:
         """Number of live documents holding the analysed ``term``."""
         return int(self.postings([term]).doc_freq[0])
 
+    # ------------------------------------------------------------------ collection statistics
+
+    def with_statistics(self, statistics: CollectionStatistics) -> Snapshot:
+        """Return this snapshot, scoring with a whole collection's ``statistics`` (a shard of it).
+
+        The view shares everything with this snapshot but the filter masks
+        (segments, caches; O(1), no copy), so a scorer that memoises something
+        derived from the statistics must put them in its memo key (BM25 keys
+        its caches by the average length). Documents, ids and keys are this
+        snapshot's; only the ``collection_*`` values and :attr:`latest_time`
+        change.
+        """
+        view = copy.copy(self)
+        view._statistics = statistics
+        # Its own filter masks: they are checked against the collection's field kinds.
+        view._filter_masks = collections.OrderedDict()
+        view._filter_lock = threading.Lock()
+        return view
+
+    @property
+    def statistics(self) -> CollectionStatistics | None:
+        """The collection statistics given by :meth:`with_statistics`, or ``None`` (this snapshot's own)."""
+        return self._statistics
+
+    @property
+    def collection_n_docs(self) -> int:
+        """N for scoring: the collection's live documents (:attr:`n_docs` unless overridden)."""
+        return self._n_docs if self._statistics is None else self._statistics.n_docs
+
+    @property
+    def collection_avgdl(self) -> float:
+        """The average length for scoring (:attr:`avgdl`, computed once, unless overridden)."""
+        if self._statistics is not None:
+            return self._statistics.avgdl
+        return self.memo(("engine", "avgdl"), lambda: self.avgdl)
+
+    def collection_doc_freq(self, terms: Sequence[str], local: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Document frequencies of ``terms`` for scoring: ``local`` (this snapshot's) unless overridden.
+
+        Raises:
+            InvalidParameterError: the overriding statistics lack a term that
+                this snapshot holds (they were gathered for another query).
+
+        """
+        if self._statistics is None:
+            return local
+        table = self._statistics.doc_freq
+        counts = np.empty(len(terms), dtype=np.int64)
+        for position, term in enumerate(terms):
+            value = table.get(term)
+            if value is None:
+                if int(local[position]):
+                    raise InvalidParameterError(f"collection statistics lack the term {term!r}")
+                value = 0
+            counts[position] = value
+        return counts
+
+    @property
+    def latest_time(self) -> float | None:
+        """The newest document time (POSIX seconds) of the collection, ``None`` if none has one."""
+        if self._statistics is not None:
+            return self._statistics.latest_time
+
+        def build() -> float | None:
+            times = self.times()
+            timed = times[~np.isnan(times)]
+            return float(timed.max()) if timed.size else None
+
+        return self.memo(("engine", "latest_time"), build)
+
     def postings(self, terms: Sequence[str]) -> Postings:
         """Postings of analysed ``terms``, concatenated in the given order.
 
@@ -787,7 +906,15 @@ class Snapshot:
         a link repeated in one document counts once. Built once per snapshot,
         O(links log n), vectorised.
         """
+        self._check_links_complete()
         return self.memo(("engine", "links"), self._build_links)
+
+    def _check_links_complete(self) -> None:
+        if self._statistics is not None and not self._statistics.links_complete:
+            raise PartialGraphError(
+                "this snapshot is one shard of a collection and holds only part of its link graph: "
+                "a scorer that reads links cannot run on shards (docs/SCALING.md, 'Graph')"
+            )
 
     def linked(self) -> sp.csr_array:
         """Links in either direction as a symmetric sparse ``n x n`` 0/1 matrix (``links`` + its transpose).
@@ -795,6 +922,7 @@ class Snapshot:
         Document i and j are linked when either links to the other. Built
         once per snapshot from :meth:`links`, O(links).
         """
+        self._check_links_complete()
         return self.memo(("engine", "linked"), self._build_linked)
 
     def _build_linked(self) -> sp.csr_array:

@@ -268,6 +268,7 @@ def run_experiment(
     cv: int | None = None,
     split: str | None = None,
     plugins: Sequence[str] = (),
+    ray: str | None = None,
 ) -> Experiment:
     """Run ``weft-search eval`` as a function; see the module docstring.
 
@@ -282,6 +283,9 @@ def run_experiment(
             default: ``test``, else the only one).
         plugins: modules to import before the arm specs are read
             (:func:`load_plugins`).
+        ray: a Ray cluster's address: the arms' streams are computed there,
+            queries spread over its workers (the ``ray`` extra); the results
+            are a local run's (:mod:`weftsearch.distributed.cluster_eval`).
         arms: arm specs; the first is the baseline (default: the preset arms,
             or ``text=bm25`` for a folder).
         baseline: the arm every other is compared with (default: the first).
@@ -382,6 +386,11 @@ def run_experiment(
         built[arm.name] = arm
     if learned:
         extra["learned"] = {name: choice.record() for name, choice in learned.items()}
+    if ray is not None:
+        # The arms' streams over the cluster, into the same cache: the report is a local run's.
+        from weftsearch.distributed.cluster_eval import fill_streams_on_ray
+
+        fill_streams_on_ray(ray, cache, testbed, list(built.values()))
     comparison = compare(
         testbed,
         list(built.values()),
@@ -545,6 +554,7 @@ def experiment_from_args(args: argparse.Namespace, command: str) -> Experiment:
         cv=getattr(args, "cv", None),
         split=getattr(args, "split", None),
         plugins=getattr(args, "plugin", None) or (),
+        ray=getattr(args, "ray", None),
     )
 
 
@@ -782,6 +792,11 @@ def add_subcommands(commands: Any) -> None:
     evaluate.add_argument("--out", type=Path, metavar="DIR", help="write report.md, report.json, runs, plots")
     evaluate.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     evaluate.add_argument("--progress", action="store_true", help="show progress bars")
+    evaluate.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="compute the arms' streams on the Ray cluster at ADDRESS (the ray extra); same results",
+    )
     evaluate.add_argument(
         "--save-profile",
         metavar="NAME",

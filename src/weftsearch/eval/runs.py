@@ -272,6 +272,27 @@ class StreamCache:
         for (qid, query), stream in zip(wanted, streams, strict=True):
             self._streams[(owner, qid, depth, _filter_of(query))] = stream
 
+    def put(self, scorer: Scorer, label: str, qid: str, query: Query, depth: int, stream: Stream) -> None:
+        """Store a stream computed elsewhere (another process, a cluster) for this snapshot, checked.
+
+        The stream goes through the same contract checks and canonical order
+        as :meth:`stream`'s own, so a run reads it exactly as if it had been
+        computed here (``weft-search eval --ray``).
+
+        Raises:
+            ScorerOutputError: the stream breaks the contract (the message names ``label``).
+            InvalidParameterError: a query id cached with another query.
+
+        """
+        known = self._queries.setdefault(qid, query)
+        if known is not query and not _same_query(known, query):
+            raise InvalidParameterError(
+                f"query id {qid!r} was cached with another query; use one cache per query set"
+            )
+        self._owners[id(scorer)] = scorer
+        checked = canonical_stream(stream, self.snapshot, depth, label, self.snapshot.allowed(query))
+        self._streams[(id(scorer), qid, depth, _filter_of(query))] = checked
+
     def __len__(self) -> int:
         return len(self._streams)
 

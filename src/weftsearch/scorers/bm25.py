@@ -12,11 +12,13 @@ Relevance Framework: BM25 and Beyond", eq. 3.15, with Lucene's IDF)::
 counts once per occurrence, as in rank_bm25 and Lucene. This IDF is Lucene's
 non-negative form: it stays above 0 even for a term in every document, so a
 document holding any query term always scores above 0, and a document holding
-none is absent from the stream. N, avgdl and df come from one snapshot.
+none is absent from the stream. N, avgdl and df come from one snapshot (a
+shard's view carries the whole collection's: ``Snapshot.with_statistics``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections import Counter, OrderedDict
@@ -200,7 +202,7 @@ class BM25Scorer:
     def _length_norm(self, snapshot: Snapshot) -> NDArray[np.float64]:
         """``k1 * (1 - b + b * |d| / avgdl)`` for every document of the snapshot."""
         lengths = snapshot.doc_lengths.astype(np.float64)
-        avgdl = snapshot.avgdl if snapshot.avgdl > 0 else 1.0
+        avgdl = self._avgdl(snapshot)
         norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl)
         norm.setflags(write=False)
         return norm
@@ -218,7 +220,9 @@ class BM25Scorer:
         postings = snapshot.postings([term])
         if postings.ids.shape[0] == 0:
             return None
-        norm = snapshot.memo(("bm25.length_norm", self.k1, self.b), lambda: self._length_norm(snapshot))
+        norm = snapshot.memo(
+            ("bm25.length_norm", self.k1, self.b, self._avgdl(snapshot)), lambda: self._length_norm(snapshot)
+        )
         tf = postings.term_freqs
         impacts = tf * (self.k1 + 1.0) / (tf + norm[postings.ids])
         impacts.setflags(write=False)
@@ -245,7 +249,11 @@ class BM25Scorer:
         # The per-term cache of this snapshot and (k1, b), bounded by
         # TERM_CACHE_POSTINGS (least recently used terms go first). Terms the
         # snapshot lacks are not cached (queries could add those without end).
-        cache = snapshot.memo(("bm25.terms", self.k1, self.b), lambda: _TermCache(TERM_CACHE_POSTINGS))
+        # Keyed by the average length too: a shard's view with the collection's statistics
+        # (Snapshot.with_statistics) shares this memo, and its impacts differ.
+        cache = snapshot.memo(
+            ("bm25.terms", self.k1, self.b, self._avgdl(snapshot)), lambda: _TermCache(TERM_CACHE_POSTINGS)
+        )
         found: list[_TermPostings | None] = []
         for term in distinct:
             entry = cache.get(term)
@@ -255,7 +263,10 @@ class BM25Scorer:
                     cache.put(term, entry)
             found.append(entry)
         doc_freq = np.array([0 if entry is None else entry.ids.shape[0] for entry in found], dtype=np.int64)
-        weights = query_tf * lucene_idf(snapshot.n_docs, doc_freq)
+        # N and df of the collection (a shard's view scores with the whole collection's).
+        weights = query_tf * lucene_idf(
+            snapshot.collection_n_docs, snapshot.collection_doc_freq(distinct, doc_freq)
+        )
         # One pass over the query's few terms (never over postings): keep the
         # present ones, and pick the seed term for score()'s threshold, the
         # heaviest term among those with at least _MIN_SEED postings (its
@@ -342,6 +353,11 @@ class BM25Scorer:
         lists = bm25_kernel.gather(library, snapshot, distinct)
         if not lists.table.shape[0]:
             return None
+        if snapshot.statistics is not None:
+            # The collection's df for the IDF (the kernel reads doc_freq for nothing else).
+            lists = dataclasses.replace(
+                lists, doc_freq=snapshot.collection_doc_freq(distinct, lists.doc_freq)
+            )
         return lists, query_tf
 
     @staticmethod
@@ -361,12 +377,13 @@ class BM25Scorer:
         if found is None:
             return None
         lists, query_tf = found
-        return lists, self._weights(query_tf, lucene_idf(snapshot.n_docs, lists.doc_freq))
+        return lists, self._weights(query_tf, lucene_idf(snapshot.collection_n_docs, lists.doc_freq))
 
     @staticmethod
     def _avgdl(snapshot: Snapshot) -> float:
-        # Snapshot.avgdl sums every length on each call: once per snapshot here.
-        return snapshot.memo(("bm25.avgdl",), lambda: snapshot.avgdl if snapshot.avgdl > 0 else 1.0)
+        # The collection's average (a shard's view: the whole collection's), computed once per snapshot.
+        avgdl = snapshot.collection_avgdl
+        return avgdl if avgdl > 0 else 1.0
 
     def _score_compiled(
         self,
@@ -429,7 +446,7 @@ class BM25Scorer:
             # Every query's IDFs in one numpy call (instead of one per query): each is
             # the same elementwise expression of its own df, whatever else is in the
             # array, so the same bits as score()'s per-query call.
-            idf = lucene_idf(snapshot.n_docs, np.concatenate([entry.doc_freq for entry in lists]))
+            idf = lucene_idf(snapshot.collection_n_docs, np.concatenate([entry.doc_freq for entry in lists]))
             weights: list[NDArray[np.float64]] = []
             start = 0
             for entry, query_tf in zip(lists, counts, strict=True):

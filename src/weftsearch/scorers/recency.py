@@ -72,11 +72,12 @@ class RecencyScorer:
         timed = ~np.isnan(times)
         now = query.timestamp if query.time is not None else self.now
         if now is None:
-            if not bool(timed.any()):
+            # The newest time of the whole snapshot (of the whole collection, on a
+            # shard's view), filter or not: a document's score never depends on
+            # which others the filter lets through, or on the shard it is in.
+            now = snapshot.latest_time
+            if now is None:
                 return Stream.empty()
-            # The newest time of the whole snapshot, filter or not: a document's
-            # score never depends on which others the filter lets through.
-            now = float(np.nanmax(times))
         allowed = snapshot.allowed(query)
         if allowed is not None:
             timed &= allowed  # the filter applies before the top k

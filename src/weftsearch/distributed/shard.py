@@ -1,0 +1,225 @@
+"""One shard: an ordinary index directory, and the calls a coordinator makes on it.
+
+:class:`LocalShard` runs in the caller's process; ``weftsearch.distributed.ray_shard``
+runs the same class inside a Ray actor. Every call takes and returns plain,
+picklable values (documents, keys, numpy arrays, the caller's scorer objects),
+so the two are interchangeable and the coordinator never knows which it holds.
+
+A shard keeps the snapshot of each *cut* the coordinator has published (see
+:class:`CutRef`) until told to release it, so every phase of a search reads
+the same state of every shard, even while the coordinator commits the next
+cut. Reads are idempotent: a retried call returns the same answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from os import PathLike
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from weftsearch.engine.documents import Document, FieldValue
+from weftsearch.engine.index import Index
+from weftsearch.engine.protocols import Scorer
+from weftsearch.engine.query import Query
+from weftsearch.engine.search import score_queries, stream_labels
+from weftsearch.engine.snapshot import CollectionStatistics, Snapshot
+from weftsearch.errors import ShardUnavailableError
+
+__all__ = ["CutRef", "ShardStatistics", "ShardStreams", "LocalShard"]
+
+
+@dataclass(frozen=True, slots=True)
+class CutRef:
+    """Which state of a shard a read is for.
+
+    Attributes:
+        number: the coordinator's cut number (unique for the life of the coordinator).
+        generation: the shard's generation in that cut.
+        durable: whether that generation is the shard's last commit on disk,
+            so that a restarted shard, which reopens its directory, can serve it.
+
+    """
+
+    number: int
+    generation: int
+    durable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ShardStatistics:
+    """One shard's part of the collection statistics (the first phase of a search).
+
+    Attributes:
+        n_docs: live documents.
+        total_length: the sum of their lengths in terms.
+        latest_time: the newest document time, ``None`` if none has one.
+        doc_freq: live documents holding each analysed term of the queries asked about.
+        field_kinds: the shard's fields and their types.
+
+    """
+
+    n_docs: int
+    total_length: int
+    latest_time: float | None
+    doc_freq: dict[str, int]
+    field_kinds: dict[str, str]
+
+
+#: One query's candidates from one scorer on one shard: keys and scores, best first.
+ShardStream = tuple[list[str], NDArray[np.float64]]
+#: A shard's answer to a batch: per query, one :data:`ShardStream` per scorer.
+ShardStreams = list[list[ShardStream]]
+
+
+class LocalShard:
+    """A shard in this process: one :class:`~weftsearch.engine.index.Index` directory.
+
+    Args:
+        name: the shard's name in errors and records (``"shard-0001"``).
+        index: the shard's index (a writer unless the sharded index is read-only).
+        node: where it runs, for errors (``"local"`` here).
+
+    """
+
+    def __init__(self, name: str, index: Index, node: str = "local") -> None:
+        self._name = name
+        self._index = index
+        self._node = node
+        self._pinned: dict[int, Snapshot] = {}
+
+    @classmethod
+    def create(cls, name: str, path: str | PathLike[str], options: Mapping[str, Any]) -> LocalShard:
+        """Create the shard's index at ``path`` (``options``: :meth:`Index.create`'s keywords)."""
+        return cls(name, Index.create(path, **dict(options)))
+
+    @classmethod
+    def open(cls, name: str, path: str | PathLike[str], readonly: bool = False) -> LocalShard:
+        """Open the shard's index at ``path`` from its last commit."""
+        return cls(name, Index.open(path, readonly=readonly))
+
+    @property
+    def name(self) -> str:
+        """The shard's name."""
+        return self._name
+
+    def describe(self) -> tuple[str, str, int]:
+        """``(name, node, committed generation)``: where the shard runs and what it holds."""
+        return self._name, self._node, self._index.generation
+
+    # ------------------------------------------------------------------ writes
+
+    def add_many(self, documents: Sequence[Document]) -> int:
+        """Add (upsert) ``documents``, all or nothing; return how many."""
+        return self._index.add_many(documents, progress=False)
+
+    def delete_many(self, keys: Sequence[str]) -> int:
+        """Delete ``keys``; return how many were present."""
+        return self._index.delete_many(keys)
+
+    def merge(self, force: bool) -> int:
+        """Merge segments (``force``: into one); return how many merges ran."""
+        return self._index.merge(force=force)
+
+    def commit(self, cut: int) -> int:
+        """Commit, pin the committed state as cut ``cut``, and return its generation."""
+        self._index.commit()
+        return self._pin(cut)
+
+    def stage(self, cut: int) -> int:
+        """Pin the current (possibly uncommitted) state as cut ``cut``; return its generation."""
+        return self._pin(cut)
+
+    def _pin(self, cut: int) -> int:
+        snapshot = self._index.snapshot()
+        self._pinned[cut] = snapshot
+        return snapshot.generation
+
+    def release(self, keep: Sequence[int]) -> None:
+        """Forget every pinned cut but ``keep`` (their segments are unmapped once unused)."""
+        for number in [n for n in self._pinned if n not in keep]:
+            del self._pinned[number]
+
+    def close(self) -> None:
+        """Close the shard's index (uncommitted writes are discarded)."""
+        self._pinned.clear()
+        if not self._index.closed:
+            self._index.close(discard=True)
+
+    # ------------------------------------------------------------------ reads
+
+    def _snapshot(self, cut: CutRef) -> Snapshot:
+        pinned = self._pinned.get(cut.number)
+        if pinned is not None:
+            return pinned
+        # Not pinned here: a restarted shard, which reopened its last commit. That
+        # state serves the cut only if it is the cut's, to the generation.
+        if cut.durable:
+            snapshot = self._index.snapshot()
+            if snapshot.generation == cut.generation:
+                self._pinned[cut.number] = snapshot
+                return snapshot
+        raise ShardUnavailableError(
+            f"shard {self._name!r} on node {self._node} does not hold cut {cut.number} "
+            f"(generation {cut.generation}{'' if cut.durable else ', never committed'}); "
+            f"it holds generation {self._index.generation}",
+            (self._name,),
+        )
+
+    def statistics(self, cut: CutRef, texts: Sequence[str]) -> ShardStatistics:
+        """Return this shard's N, total length, latest time, fields, and df of every term of ``texts``."""
+        snapshot = self._snapshot(cut)
+        terms = sorted({term for text in texts for term in snapshot.query_terms(text)})
+        counts = snapshot.postings(terms).doc_freq if terms else np.zeros(0, np.int64)
+        return ShardStatistics(
+            n_docs=snapshot.n_docs,
+            total_length=int(snapshot.doc_lengths.sum()),
+            latest_time=snapshot.latest_time,
+            doc_freq={term: int(count) for term, count in zip(terms, counts.tolist(), strict=True)},
+            field_kinds=snapshot.field_kinds(),
+        )
+
+    def search(
+        self,
+        cut: CutRef,
+        queries: Sequence[Query],
+        scorers: Sequence[Scorer],
+        depth: int,
+        statistics: CollectionStatistics,
+    ) -> ShardStreams:
+        """Each query's checked, canonical stream from each scorer, with the collection's ``statistics``.
+
+        The streams the engine's own search would fuse (``score_queries``: a
+        scorer's ``score_many`` once for the batch, or ``score`` per query,
+        then the contract checks), as keys and scores.
+        """
+        view = self._snapshot(cut).with_statistics(statistics)
+        labels = stream_labels(scorers)
+        columns = [
+            score_queries(scorer, label, view, queries, depth)
+            for scorer, label in zip(scorers, labels, strict=True)
+        ]
+        return [
+            [
+                (view.keys_of(column[row].ids), np.asarray(column[row].scores, np.float64))
+                for column in columns
+            ]
+            for row in range(len(queries))
+        ]
+
+    def fields(self, cut: CutRef, keys: Sequence[str]) -> list[dict[str, FieldValue] | None]:
+        """The stored fields of ``keys`` (``None`` for a key whose stored record is damaged)."""
+        snapshot = self._snapshot(cut)
+        ids = snapshot.ids_of(keys)
+        keep, _ = snapshot.sound_keys(ids)
+        rows = snapshot.fields_of(ids)
+        return [
+            dict(row) if keep is None or bool(keep[position]) else None for position, row in enumerate(rows)
+        ]
+
+    def field_kinds(self) -> dict[str, str]:
+        """The shard's fields and their types (the index's record)."""
+        return self._index.field_kinds()

@@ -1,0 +1,748 @@
+"""ShardedIndex: documents split by key over N shards, searched with the single index's results.
+
+The coordinator (this module) owns no documents. It routes each write to the
+shard that holds the key (:func:`~weftsearch.distributed.sharding.shard_of`),
+records which shard generations belong together (the *cut*), and searches in
+three phases over one cut:
+
+1. **statistics**: every shard reports N, the total length, its newest time,
+   its fields and the df of every query term; the coordinator sums them into
+   one :class:`~weftsearch.engine.snapshot.CollectionStatistics`.
+2. **streams**: every shard scores the queries on its snapshot *with those
+   statistics* (``Snapshot.with_statistics``), so each document gets the score
+   the single index gives it, to the bit, and returns each scorer's best
+   ``depth`` candidates as keys and scores. The coordinator merges each
+   scorer's streams in the canonical order (score descending, key ascending)
+   and cuts them to ``depth``: the single index's stream, since a document in
+   the global top ``depth`` is in its own shard's top ``depth``.
+3. **fusion and fetch**: the fuser runs once, here, over the merged streams
+   (ids are positions in the sorted union of candidate keys, so id order is
+   key order); the hits' stored fields are then read from their shards.
+
+No scorer or fuser is named here: the coordinator calls them through their
+protocols, as the engine does. See docs/SCALING.md for the consistent cut, the
+exactness argument and the failure model.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+from tqdm.auto import tqdm
+
+from weftsearch._atomic import write_atomic
+from weftsearch.engine.documents import Document, FieldValue
+from weftsearch.engine.index import _check_field_types
+from weftsearch.engine.protocols import Fuser, Scorer
+from weftsearch.engine.query import Query
+from weftsearch.engine.search import (
+    PASSTHROUGH,
+    SearchResults,
+    _as_query,
+    _check_call,
+    stream_labels,
+)
+from weftsearch.engine.snapshot import CollectionStatistics
+from weftsearch.engine.stream import FusedStream, Stream, order_by_score
+from weftsearch.errors import (
+    CorruptIndexError,
+    DuplicateKeyError,
+    IndexExistsError,
+    IndexNotFoundError,
+    InvalidParameterError,
+    ScorerOutputError,
+    ShardedCutError,
+    ShardUnavailableError,
+)
+
+from .shard import CutRef, LocalShard, ShardStatistics
+from .sharding import HASH_NAME, check_shards, shard_of
+
+__all__ = ["RECORD", "ShardGroup", "LocalShards", "ShardedIndex", "ShardedResults", "local_shards"]
+
+#: The sharded commit record's file name in the sharded index's directory.
+RECORD = "SHARDS"
+_FORMAT = "weft-search-sharded"
+_VERSION = 1
+#: Documents sent to a shard per call while bulk adding (the progress bar moves per call).
+_ADD_CHUNK = 2_000
+
+
+def shard_name(number: int) -> str:
+    """The name (and directory) of shard ``number``: ``shard-0000``, ``shard-0001``, ..."""
+    return f"shard-{number:04d}"
+
+
+class ShardGroup(Protocol):
+    """The shards of a sharded index, however they run (this process, Ray actors).
+
+    ``call`` runs one method on some shards (concurrently where it can) and
+    returns each shard's result, or the :class:`ShardUnavailableError` that
+    says it could not be reached; any other error (bad input) is raised.
+    """
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The shards' names, in shard order."""
+        ...
+
+    def call(self, method: str, arguments: Mapping[int, tuple[Any, ...]], *, read: bool) -> dict[int, Any]:
+        """Call ``method`` on each shard in ``arguments``; ``read``: idempotent, so retried."""
+        ...
+
+    def close(self) -> None:
+        """Release the shards (their indexes close; uncommitted writes are discarded)."""
+        ...
+
+
+class LocalShards:
+    """Shards in this process, called one after another (no concurrency: one process, one writer)."""
+
+    def __init__(self, shards: Sequence[LocalShard]) -> None:
+        self._shards = list(shards)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The shards' names, in shard order."""
+        return tuple(shard.name for shard in self._shards)
+
+    def call(self, method: str, arguments: Mapping[int, tuple[Any, ...]], *, read: bool) -> dict[int, Any]:
+        """Call ``method`` on each shard; a :class:`ShardUnavailableError` is returned, not raised."""
+        results: dict[int, Any] = {}
+        for number, args in arguments.items():
+            try:
+                results[number] = getattr(self._shards[number], method)(*args)
+            except ShardUnavailableError as error:
+                results[number] = error
+        return results
+
+    def close(self) -> None:
+        """Close every shard's index."""
+        for shard in self._shards:
+            shard.close()
+
+
+#: Makes the shard group of a sharded index: ``(directories, create options or None, readonly)``.
+ShardFactory = Callable[[Sequence[Path], Mapping[str, Any] | None, bool], ShardGroup]
+
+
+def local_shards(
+    directories: Sequence[Path], options: Mapping[str, Any] | None, readonly: bool
+) -> ShardGroup:
+    """The default :data:`ShardFactory`: every shard an :class:`Index` in this process.
+
+    If one shard cannot be created or opened (a missing directory, another
+    writer's lock), the ones opened before it are closed again.
+    """
+    shards: list[LocalShard] = []
+    try:
+        for path in directories:
+            made = LocalShard.create(path.name, path, options) if options is not None else None
+            shards.append(made or LocalShard.open(path.name, path, readonly))
+    except BaseException:
+        for shard in shards:
+            shard.close()
+        raise
+    return LocalShards(shards)
+
+
+class ShardedResults(SearchResults):
+    """:class:`SearchResults` of a sharded search, saying which shards (if any) did not answer.
+
+    Attributes:
+        missing_shards: names of the shards whose documents are absent; empty
+            unless the search was called with ``allow_partial=True``.
+
+    """
+
+    __slots__ = ("missing_shards",)
+
+    missing_shards: tuple[str, ...]
+
+    @property
+    def partial(self) -> bool:
+        """Whether some shard did not answer (its documents are missing and the statistics lack it)."""
+        return bool(self.missing_shards)
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    number: int
+    refs: tuple[CutRef, ...]
+
+
+class _CandidateKeys:
+    """The key order of one query's candidates: ids are positions in their sorted keys."""
+
+    ids_follow_keys = True
+
+    @staticmethod
+    def key_rank(ids: NDArray[np.int64]) -> NDArray[np.int64]:
+        return ids
+
+
+def _rank_lookup(stream: Stream, wanted: NDArray[np.int64]) -> NDArray[np.int64]:
+    """1-based rank of each ``wanted`` id in ``stream``, 0 where absent (the engine's rule)."""
+    if len(stream) == 0:
+        return np.zeros(wanted.shape[0], dtype=np.int64)
+    by_id = np.argsort(stream.ids, kind="stable")
+    sorted_ids = stream.ids[by_id]
+    slots = np.minimum(np.searchsorted(sorted_ids, wanted), sorted_ids.size - 1)
+    found = sorted_ids[slots] == wanted
+    return np.where(found, by_id[slots] + 1, 0).astype(np.int64)
+
+
+class ShardedIndex:
+    """An index split over shards by key, searched with the single index's results to the bit.
+
+    Make one with :meth:`create` or :meth:`open`; ``shards=`` names how the
+    shards run (:func:`local_shards`, the default, or
+    :func:`weftsearch.distributed.ray_shard.ray_shards`). One coordinator
+    writes; searches may run from many threads. Writes become visible to
+    searches at :meth:`commit` (durable) or :meth:`refresh` (not durable).
+
+    Complexity per search: two round trips to every shard (statistics, then
+    streams) plus one to the shards holding hits (fields); the coordinator
+    merges ``shards x depth`` candidates per scorer, O(S d log(S d)).
+    """
+
+    def __init__(self, path: Path, group: ShardGroup, cut: _Cut, durable_cut: int, readonly: bool) -> None:
+        self._path = path
+        self._group = group
+        self._names = group.names
+        self._cut = cut
+        self._durable_cut = durable_cut
+        self._next_cut = cut.number + 1
+        self._readonly = readonly
+        self._dirty = False
+        self._field_kinds: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # ------------------------------------------------------------------ making one
+
+    @classmethod
+    def create(
+        cls,
+        path: str | PathLike[str],
+        shards: int,
+        *,
+        factory: ShardFactory | None = None,
+        **options: Any,
+    ) -> ShardedIndex:
+        """Create an empty sharded index at ``path``: ``shards`` index directories and the record.
+
+        Args:
+            path: a directory that must not exist yet or be empty.
+            shards: number of shards, 1 to 4096. Fixed for the life of the index.
+            factory: how the shards run (default :func:`local_shards`).
+            **options: :meth:`Index.create`'s keywords (``analyzer``,
+                ``vector_dim``, ``store_text``, ...), the same for every shard.
+
+        Raises:
+            IndexExistsError: ``path`` holds something already.
+            InvalidParameterError: a bad shard count.
+
+        """
+        count = check_shards(shards)
+        root = Path(path)
+        if root.exists() and (not root.is_dir() or any(root.iterdir())):
+            raise IndexExistsError(f"{root}: exists and is not an empty directory")
+        root.mkdir(parents=True, exist_ok=True)
+        directories = [root / shard_name(number) for number in range(count)]
+        group = (factory or local_shards)(directories, dict(options), False)
+        index = cls(root, group, _Cut(0, ()), 0, False)
+        index.commit()
+        return index
+
+    @classmethod
+    def open(
+        cls,
+        path: str | PathLike[str],
+        *,
+        readonly: bool = False,
+        factory: ShardFactory | None = None,
+        repair: bool = False,
+    ) -> ShardedIndex:
+        """Open the sharded index at ``path`` at its recorded cut.
+
+        Args:
+            path: the directory :meth:`create` made.
+            readonly: open every shard read-only (no writer locks, no writes).
+            factory: how the shards run (default :func:`local_shards`).
+            repair: when the shards are not at the recorded generations (a
+                writer stopped between committing its shards and recording
+                the cut), record their current generations as the cut instead
+                of refusing. The shards that committed keep that commit; the
+                others never received it (docs/SCALING.md, "Consistent cut").
+
+        Raises:
+            IndexNotFoundError: no record at ``path``.
+            CorruptIndexError: the record is damaged.
+            ShardedCutError: the shards are not at the recorded generations.
+
+        """
+        root = Path(path)
+        record = _read_record(root)
+        count = record["shards"]
+        group = (factory or local_shards)([root / shard_name(n) for n in range(count)], None, readonly)
+        try:
+            described = group.call("describe", {n: () for n in range(count)}, read=True)
+            generations = []
+            for number in range(count):
+                found = described[number]
+                if isinstance(found, ShardUnavailableError):
+                    raise found
+                generations.append(int(found[2]))
+            wanted = record["generations"]
+            behind = [
+                f"{shard_name(n)} at generation {generations[n]}, recorded {wanted[n]}"
+                for n in range(count)
+                if generations[n] != wanted[n]
+            ]
+            if behind and not (repair and not readonly):
+                raise ShardedCutError(
+                    f"{root / RECORD}: shards are not at the recorded cut {record['cut']}: "
+                    + "; ".join(behind)
+                    + " (a writer stopped between shard commits; open with repair=True to record them)"
+                )
+            number = int(record["cut"])
+            refs = tuple(CutRef(number, generation, True) for generation in generations)
+            index = cls(root, group, _Cut(number, refs), number, readonly)
+            if behind:
+                index._dirty = True
+                index.commit()
+            else:
+                index._pin_all(index._cut, "stage")
+            index._field_kinds = index._gather_field_kinds()
+            return index
+        except BaseException:
+            group.close()
+            raise
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def path(self) -> Path:
+        """The sharded index's directory."""
+        return self._path
+
+    @property
+    def shards(self) -> tuple[str, ...]:
+        """The shards' names, in shard order (shard ``i`` holds the keys with ``shard_of(key, n) == i``)."""
+        return self._names
+
+    @property
+    def cut(self) -> int:
+        """The number of the cut searches read now (the record's, or a later :meth:`refresh`)."""
+        return self._cut.number
+
+    def shard_of(self, key: str) -> str:
+        """The name of the shard that holds ``key``."""
+        return self._names[shard_of(key, len(self._names))]
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise InvalidParameterError(f"{self._path}: the sharded index is closed")
+        if self._readonly:
+            raise InvalidParameterError(f"{self._path}: the sharded index is read-only")
+
+    def _gather_field_kinds(self) -> dict[str, str]:
+        kinds: dict[str, str] = {}
+        found = self._group.call("field_kinds", {n: () for n in range(len(self._names))}, read=True)
+        for number in range(len(self._names)):
+            value = found[number]
+            if isinstance(value, ShardUnavailableError):
+                raise value
+            for name, kind in value.items():
+                kinds.setdefault(name, kind)
+        return kinds
+
+    def _raise_missing(self, results: Mapping[int, Any]) -> None:
+        missing = [value for value in results.values() if isinstance(value, ShardUnavailableError)]
+        if missing:
+            names = tuple(name for error in missing for name in error.shards)
+            raise ShardUnavailableError("; ".join(str(error) for error in missing), names)
+
+    # ------------------------------------------------------------------ writes
+
+    def add_many(self, documents: Iterable[Document], *, progress: bool | None = None) -> int:
+        """Add (upsert) documents, each to the shard its key hashes to; return how many.
+
+        The batch is checked whole first (a repeated key, a field of another
+        type than the index's), then sent to the shards in chunks of 2,000
+        documents with a progress bar (``None``: on a terminal for large
+        batches). A shard refusing its part (a bad vector width) leaves the
+        earlier chunks applied in memory: :meth:`commit` nothing, or
+        :meth:`close` to discard them.
+        """
+        self._check_writable()
+        batch = list(documents)
+        seen: set[str] = set()
+        kinds = dict(self._field_kinds)
+        parts: list[list[Document]] = [[] for _ in self._names]
+        for document in batch:
+            if not isinstance(document, Document):
+                raise InvalidParameterError(f"add_many takes Documents, got {type(document).__name__}")
+            if document.key in seen:
+                raise DuplicateKeyError(f"key {document.key!r} appears twice in the batch")
+            seen.add(document.key)
+            _check_field_types(document, kinds)
+            parts[shard_of(document.key, len(self._names))].append(document)
+        show = progress if progress is not None else None
+        with tqdm(
+            total=len(batch),
+            desc="indexing",
+            unit="doc",
+            disable=show is False or (show is None and len(batch) < 10_000),
+        ) as bar:
+            start = 0
+            while any(start < len(part) for part in parts):
+                calls = {
+                    number: (part[start : start + _ADD_CHUNK],)
+                    for number, part in enumerate(parts)
+                    if start < len(part)
+                }
+                self._dirty = True
+                results = self._group.call("add_many", calls, read=False)
+                self._raise_missing(results)
+                bar.update(sum(len(args[0]) for args in calls.values()))
+                start += _ADD_CHUNK
+        self._field_kinds = kinds
+        return len(batch)
+
+    def add(self, document: Document) -> None:
+        """Add (upsert) one document."""
+        self.add_many([document], progress=False)
+
+    def delete_many(self, keys: Iterable[str]) -> int:
+        """Delete ``keys`` from their shards; return how many were present."""
+        self._check_writable()
+        parts: list[list[str]] = [[] for _ in self._names]
+        for key in keys:
+            parts[shard_of(key, len(self._names))].append(key)
+        calls = {number: (part,) for number, part in enumerate(parts) if part}
+        if not calls:
+            return 0
+        self._dirty = True
+        results = self._group.call("delete_many", calls, read=False)
+        self._raise_missing(results)
+        return int(sum(results.values()))
+
+    def merge(self, *, force: bool = False) -> int:
+        """Merge each shard's segments (``force``: into one each), commit the new cut; return the merges."""
+        self._check_writable()
+        results = self._group.call("merge", {n: (force,) for n in range(len(self._names))}, read=False)
+        self._raise_missing(results)
+        self._dirty = True
+        self.commit()
+        return int(sum(results.values()))
+
+    def _pin_all(self, cut: _Cut, method: str) -> tuple[CutRef, ...]:
+        results = self._group.call(method, {n: (cut.number,) for n in range(len(self._names))}, read=False)
+        self._raise_missing(results)
+        durable = method == "commit" or all(ref.durable for ref in cut.refs)
+        return tuple(CutRef(cut.number, int(results[n]), durable) for n in range(len(self._names)))
+
+    def commit(self) -> int:
+        """Commit every shard, then record the cut; return the cut's number.
+
+        Each shard commits on its own (with its own crash safety), and only
+        then is the record replaced (atomically: a temporary file, fsync,
+        rename), so the record never names a generation a shard has not made
+        durable. Searches read the previous cut until the record is written.
+        """
+        self._check_writable()
+        with self._lock:
+            number = self._next_cut
+            self._next_cut += 1
+            refs = self._pin_all(_Cut(number, ()), "commit")
+            record = {
+                "format": _FORMAT,
+                "version": _VERSION,
+                "hash": HASH_NAME,
+                "shards": len(self._names),
+                "cut": number,
+                "generations": [ref.generation for ref in refs],
+            }
+            write_atomic(self._path / RECORD, (json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
+            previous = self._cut.number
+            self._cut = _Cut(number, refs)
+            self._durable_cut = number
+            self._dirty = False
+            self._group.call(
+                "release", {n: ((previous, number),) for n in range(len(self._names))}, read=False
+            )
+            return number
+
+    def refresh(self) -> int:
+        """Make the writes so far visible to searches without committing; return the new cut's number.
+
+        A shard actor that restarts cannot serve such a cut (it reopens its
+        last commit): searches then fail naming it until the next commit.
+        """
+        self._check_writable()
+        with self._lock:
+            number = self._next_cut
+            self._next_cut += 1
+            results = self._group.call("stage", {n: (number,) for n in range(len(self._names))}, read=False)
+            self._raise_missing(results)
+            previous = self._cut
+            refs = tuple(
+                CutRef(
+                    number,
+                    int(results[n]),
+                    previous.refs[n].durable and int(results[n]) == previous.refs[n].generation,
+                )
+                for n in range(len(self._names))
+            )
+            self._cut = _Cut(number, refs)
+            self._group.call(
+                "release", {n: ((previous.number, number),) for n in range(len(self._names))}, read=False
+            )
+            return number
+
+    def close(self) -> None:
+        """Release the shards (uncommitted writes are discarded). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._group.close()
+
+    def __enter__(self) -> ShardedIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ search
+
+    def search(
+        self,
+        query: Query | str,
+        k: int,
+        fuser: Fuser,
+        *scorers: Scorer,
+        depth: int | None = None,
+        allow_partial: bool = False,
+    ) -> ShardedResults:
+        """Search every shard at the current cut; the single index's results for the same documents.
+
+        Arguments as :meth:`Index.search`. ``allow_partial``: when a shard
+        cannot be reached, return the other shards' results with
+        :attr:`ShardedResults.missing_shards` naming it (scored with the
+        statistics of the shards that answered) instead of raising.
+
+        Raises:
+            ShardUnavailableError: a shard could not be reached (and
+                ``allow_partial`` is False); the message names it and its node.
+
+        """
+        return self.search_many([query], k, fuser, *scorers, depth=depth, allow_partial=allow_partial)[0]
+
+    def search_many(
+        self,
+        queries: Sequence[Query | str],
+        k: int,
+        fuser: Fuser,
+        *scorers: Scorer,
+        depth: int | None = None,
+        allow_partial: bool = False,
+    ) -> list[ShardedResults]:
+        """:meth:`search` for each of ``queries``, one cut for all: two calls per shard for the batch."""
+        if self._closed:
+            raise InvalidParameterError(f"{self._path}: the sharded index is closed")
+        k, depth = _check_call(k, fuser, scorers, depth)
+        batch = [_as_query(query, position) for position, query in enumerate(queries)]
+        if not batch:
+            return []
+        cut = self._cut
+        everyone = range(len(self._names))
+        texts = sorted({query.text for query in batch if query.text})
+        found = self._group.call("statistics", {n: (cut.refs[n], texts) for n in everyone}, read=True)
+        missing = self._missing(found, allow_partial)
+        live = [n for n in everyone if n not in missing]
+        statistics = _combine([found[n] for n in live], len(self._names))
+        streams = self._group.call(
+            "search", {n: (cut.refs[n], batch, list(scorers), depth, statistics) for n in live}, read=True
+        )
+        missing |= self._missing(streams, allow_partial)
+        live = [n for n in live if n not in missing]
+        labels = stream_labels(scorers)
+        merged = [
+            self._merge(row, [streams[n][row] for n in live], k, depth, fuser, labels)
+            for row in range(len(batch))
+        ]
+        return self._fetch(
+            cut, merged, labels, depth, tuple(self._names[n] for n in sorted(missing)), allow_partial
+        )
+
+    def _missing(self, results: Mapping[int, Any], allow_partial: bool) -> set[int]:
+        missing = {n for n, value in results.items() if isinstance(value, ShardUnavailableError)}
+        if missing and not allow_partial:
+            self._raise_missing({n: results[n] for n in missing})
+        return missing
+
+    def _merge(
+        self,
+        row: int,
+        parts: Sequence[list[tuple[list[str], NDArray[np.float64]]]],
+        k: int,
+        depth: int,
+        fuser: Fuser,
+        labels: Sequence[str],
+    ) -> tuple[list[str], NDArray[np.float64], list[Stream], FusedStream, str]:
+        universe = sorted({key for part in parts for keys, _ in part for key in keys})
+        position = {key: index for index, key in enumerate(universe)}
+        order_keys = _CandidateKeys()
+        merged: list[Stream] = []
+        for column in range(len(labels)):
+            keys = [key for part in parts for key in part[column][0]]
+            ids = np.fromiter((position[key] for key in keys), dtype=np.int64, count=len(keys))
+            scores = (
+                np.concatenate([part[column][1] for part in parts]).astype(np.float64, copy=False)
+                if parts
+                else np.empty(0, np.float64)
+            )
+            order = order_by_score(ids, scores, order_keys)[:depth]
+            merged.append(Stream(ids[order], scores[order]))
+        if len(merged) == 1:
+            head = merged[0].head(k)
+            fused = FusedStream(head.ids, head.scores, head.scores.reshape(-1, 1))
+            name = PASSTHROUGH
+        else:
+            fused = fuser.fuse(merged, k, order_keys)
+            name = str(fuser.name)
+            if (
+                not isinstance(fused, FusedStream)
+                or len(fused) > k
+                or fused.contributions.shape[1] != len(merged)
+            ):
+                raise ScorerOutputError(f"fuser {name!r} did not return at most {k} fused candidates")
+            if fused.ids.size and (int(fused.ids.min()) < 0 or int(fused.ids.max()) >= len(universe)):
+                raise ScorerOutputError(f"fuser {name!r} returned an id outside its streams")
+        return universe, fused.scores, merged, fused, name
+
+    def _fetch(
+        self,
+        cut: _Cut,
+        merged: Sequence[tuple[list[str], NDArray[np.float64], list[Stream], FusedStream, str]],
+        labels: Sequence[str],
+        depth: int,
+        missing: tuple[str, ...],
+        allow_partial: bool,
+    ) -> list[ShardedResults]:
+        count = len(self._names)
+        wanted: list[list[str]] = [[] for _ in range(count)]
+        for universe, _, _, fused, _ in merged:
+            for doc in fused.ids.tolist():
+                key = universe[doc]
+                wanted[shard_of(key, count)].append(key)
+        fields: dict[str, dict[str, FieldValue] | None] = {}
+        calls = {n: (cut.refs[n], keys) for n, keys in enumerate(wanted) if keys}
+        found = self._group.call("fields", calls, read=True)
+        absent = self._missing(found, allow_partial)
+        for number, (_, keys) in calls.items():
+            if number in absent:
+                continue
+            for key, row in zip(keys, found[number], strict=True):
+                fields[key] = row
+        missing = tuple(sorted(set(missing) | {self._names[n] for n in absent}))
+        results: list[ShardedResults] = []
+        for universe, _, streams, fused, name in merged:
+            ids = fused.ids
+            keys = [universe[doc] for doc in ids.tolist()]
+            keep = np.array([fields.get(key) is not None for key in keys], dtype=np.bool_)
+            ids, scores, contributions = ids[keep], fused.scores[keep], fused.contributions[keep]
+            keys = [key for key, kept in zip(keys, keep.tolist(), strict=True) if kept]
+            ranks = np.zeros((ids.shape[0], len(streams)), dtype=np.int64)
+            signal_scores = np.full((ids.shape[0], len(streams)), np.nan, dtype=np.float64)
+            for column, stream in enumerate(streams):
+                rank = _rank_lookup(stream, ids)
+                ranks[:, column] = rank
+                hit = rank > 0
+                signal_scores[hit, column] = stream.scores[rank[hit] - 1]
+            rows: Sequence[Mapping[str, FieldValue]] = [fields[key] or {} for key in keys]
+            result = ShardedResults._from_arrays(
+                keys=keys,
+                scores=np.asarray(scores, np.float64),
+                ranks=ranks,
+                signal_scores=signal_scores,
+                contributions=np.asarray(contributions, np.float64),
+                fields=functools.partial(_same, rows),
+                signals=labels,
+                fuser=name,
+                generation=cut.number,
+                depth=depth,
+            )
+            assert isinstance(result, ShardedResults)  # _from_arrays builds its own class
+            result.missing_shards = missing
+            results.append(result)
+        return results
+
+
+def _same(rows: Sequence[Mapping[str, FieldValue]]) -> Sequence[Mapping[str, FieldValue]]:
+    return rows
+
+
+def _combine(parts: Sequence[ShardStatistics], shards: int) -> CollectionStatistics:
+    """The collection's statistics from its shards' (sums; the newest time; the union of fields)."""
+    doc_freq: dict[str, int] = {}
+    kinds: dict[str, str] = {}
+    latest: float | None = None
+    for part in parts:
+        for term, count in part.doc_freq.items():
+            doc_freq[term] = doc_freq.get(term, 0) + count
+        for name, kind in part.field_kinds.items():
+            kinds.setdefault(name, kind)
+        if part.latest_time is not None and (latest is None or part.latest_time > latest):
+            latest = part.latest_time
+    return CollectionStatistics(
+        n_docs=sum(part.n_docs for part in parts),
+        total_length=sum(part.total_length for part in parts),
+        doc_freq=doc_freq,
+        latest_time=latest,
+        field_kinds=kinds,
+        links_complete=len(parts) == 1 and shards == 1,
+    )
+
+
+def _read_record(root: Path) -> dict[str, Any]:
+    """The sharded commit record at ``root``, checked."""
+    target = root / RECORD
+    try:
+        raw = target.read_bytes()
+    except FileNotFoundError:
+        raise IndexNotFoundError(f"{root}: no sharded index here (no {RECORD} file)") from None
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CorruptIndexError(f"{target}: not JSON ({error})") from None
+    if not isinstance(record, dict) or record.get("format") != _FORMAT or record.get("version") != _VERSION:
+        raise CorruptIndexError(f"{target}: not a version {_VERSION} {_FORMAT} record")
+    if record.get("hash") != HASH_NAME:
+        raise CorruptIndexError(
+            f"{target}: keys hashed by {record.get('hash')!r}, this version uses {HASH_NAME}"
+        )
+    shards = record.get("shards")
+    generations = record.get("generations")
+    cut = record.get("cut")
+    if (
+        not isinstance(shards, int)
+        or isinstance(shards, bool)
+        or not isinstance(cut, int)
+        or not isinstance(generations, list)
+        or len(generations) != shards
+        or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in generations)
+    ):
+        raise CorruptIndexError(f"{target}: malformed shards, cut or generations")
+    check_shards(shards)
+    return record

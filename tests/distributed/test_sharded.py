@@ -1,0 +1,331 @@
+"""ShardedIndex with in-process shards: the single index's rankings to the bit, the cut, the record.
+
+Every comparison is keys, order and the bytes of every score (fused and per
+stream), against an ordinary Index holding the same documents.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.distributed.corpus import scifact_documents, scifact_queries
+from weftsearch import (
+    RRF,
+    BM25Scorer,
+    Document,
+    F,
+    Filter,
+    Fuser,
+    GraphScorer,
+    Index,
+    Query,
+    RecencyScorer,
+    ScoreFusion,
+    Scorer,
+    SearchResults,
+    VectorScorer,
+    WeightedRRF,
+)
+from weftsearch.distributed import RECORD, ShardedIndex, shard_of
+from weftsearch.errors import (
+    CorruptIndexError,
+    DuplicateKeyError,
+    FieldTypeError,
+    IndexExistsError,
+    IndexNotFoundError,
+    PartialGraphError,
+    ShardedCutError,
+    UnknownFieldError,
+)
+
+SLICE = 500
+DAY = 86_400.0
+
+ARMS: dict[str, Callable[[], list[Scorer]]] = {
+    "text": lambda: [BM25Scorer()],
+    "text-k1": lambda: [BM25Scorer(k1=0.9, b=0.4)],
+    "vector": lambda: [VectorScorer(nprobe=None)],
+    "recency": lambda: [RecencyScorer(half_life=30 * DAY)],
+    "hybrid": lambda: [BM25Scorer(), VectorScorer(nprobe=None)],
+    "hybrid3": lambda: [BM25Scorer(), VectorScorer(nprobe=None), RecencyScorer(half_life=30 * DAY)],
+}
+FUSERS: list[Fuser] = [RRF(), WeightedRRF([2.0, 1.0]), ScoreFusion()]
+
+
+def assert_same(expected: Sequence[SearchResults], got: Sequence[SearchResults]) -> None:
+    """Same keys, order, fused scores and per-stream ranks/scores/contributions, to the bit."""
+    assert len(expected) == len(got)
+    for position, (want, have) in enumerate(zip(expected, got, strict=True)):
+        assert have.keys == want.keys, f"query {position}"
+        assert have.scores.tobytes() == want.scores.tobytes(), f"query {position}"
+        a, b = want.explain_arrays(), have.explain_arrays()
+        assert b.ranks.tolist() == a.ranks.tolist()
+        assert b.scores.tobytes() == a.scores.tobytes()
+        assert b.contributions.tobytes() == a.contributions.tobytes()
+        assert have.fuser == want.fuser and have.signals == want.signals
+        assert [dict(hit.fields) for hit in have] == [dict(hit.fields) for hit in want]
+
+
+@pytest.fixture(scope="module")
+def documents() -> list[Document]:
+    return scifact_documents(SLICE)
+
+
+@pytest.fixture(scope="module")
+def queries() -> list[Query]:
+    return scifact_queries(25)
+
+
+@pytest.fixture(scope="module")
+def built(
+    tmp_path_factory: pytest.TempPathFactory, documents: list[Document]
+) -> Iterator[tuple[Index, dict[int, ShardedIndex]]]:
+    root = tmp_path_factory.mktemp("sharded")
+    single = Index.create(root / "single", vector_dim=384)
+    single.add_many(documents)
+    single.commit()
+    sharded = {}
+    for count in (1, 2, 4):
+        index = ShardedIndex.create(root / f"s{count}", count, vector_dim=384)
+        index.add_many(documents, progress=False)
+        index.commit()
+        sharded[count] = index
+    yield single, sharded
+    for index in sharded.values():
+        index.close()
+    single.close()
+
+
+@pytest.mark.parametrize("count", [1, 2, 4])
+@pytest.mark.parametrize("arm", sorted(ARMS))
+def test_every_arm_equals_the_single_index_to_the_bit(
+    built: tuple[Index, dict[int, ShardedIndex]], queries: list[Query], arm: str, count: int
+) -> None:
+    single, sharded = built
+    for fuser in FUSERS[: 1 if len(ARMS[arm]()) == 1 else 3]:
+        for k, depth in ((10, None), (3, 40)):
+            if isinstance(fuser, WeightedRRF) and len(ARMS[arm]()) != 2:
+                continue
+            expected = single.search_many(queries, k, fuser, *ARMS[arm](), depth=depth)
+            got = sharded[count].search_many(queries, k, fuser, *ARMS[arm](), depth=depth)
+            assert_same(expected, got)
+    assert sum(len(r) for r in got) > 0  # the arm has results to compare
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_filtered_arms_equal_the_single_index(
+    built: tuple[Index, dict[int, ShardedIndex]], queries: list[Query], count: int
+) -> None:
+    single, sharded = built
+    filters: list[Filter | str] = [
+        "year >= 2005 and source in ('a', 'b')",
+        (F("source") == "c") | (F("year") < 1995),
+        "not exists(year)",
+        "@time >= 1603000000",
+    ]
+    for condition in filters:
+        filtered = [dataclasses.replace(query, filter=condition) for query in queries[:10]]
+        for scorers in (ARMS["text"], ARMS["vector"], ARMS["hybrid3"]):
+            assert_same(
+                single.search_many(filtered, 10, RRF(), *scorers()),
+                sharded[count].search_many(filtered, 10, RRF(), *scorers()),
+            )
+
+
+def test_a_filter_on_a_field_one_shard_lacks_is_checked_as_the_whole_collection(tmp_path: Path) -> None:
+    """Only one document has the field: the shards without it must not refuse the filter."""
+    docs = [Document(key=f"d{i}", text=f"alpha beta {i}") for i in range(20)]
+    docs.append(Document(key="special", text="alpha gamma", fields={"rare": "x"}))
+    sharded = ShardedIndex.create(tmp_path / "s", 4)
+    sharded.add_many(docs)
+    sharded.commit()
+    single = Index(analyzer="english")
+    single.add_many(docs)
+    query = Query(text="alpha", filter="rare == 'x'")
+    assert_same(
+        [single.search(query, 5, RRF(), BM25Scorer())], [sharded.search(query, 5, RRF(), BM25Scorer())]
+    )
+    with pytest.raises(UnknownFieldError):
+        sharded.search(Query(text="alpha", filter="nope == 1"), 5, RRF(), BM25Scorer())
+    sharded.close()
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_after_deletes_replacements_and_merges_the_rankings_still_equal(
+    tmp_path: Path, documents: list[Document], queries: list[Query], count: int
+) -> None:
+    rng = np.random.default_rng(count)
+    single = Index.create(tmp_path / "single", vector_dim=384)
+    sharded = ShardedIndex.create(tmp_path / "sharded", count, vector_dim=384)
+    half = len(documents) // 2
+    for index in (single, sharded):  # two batches, two commits: several segments per shard
+        index.add_many(documents[:half])
+        index.commit()
+        index.add_many(documents[half:])
+        index.commit()
+    doomed = [documents[i].key for i in rng.choice(len(documents), 60, replace=False)]
+    changed = [
+        dataclasses.replace(documents[i], text=documents[i].text + " cancer cancer therapy")
+        for i in rng.choice(len(documents), 20, replace=False)
+        if documents[i].key not in doomed
+    ]
+    assert single.delete_many(doomed) == sharded.delete_many(doomed) == 60
+    single.add_many(changed)
+    sharded.add_many(changed)
+    single.commit()
+    sharded.commit()
+    for scorers in (ARMS["text"], ARMS["hybrid3"]):
+        assert_same(
+            single.search_many(queries, 10, RRF(), *scorers()),
+            sharded.search_many(queries, 10, RRF(), *scorers()),
+        )
+    single.merge(force=True)
+    sharded.merge(force=True)
+    for scorers in (ARMS["text"], ARMS["vector"], ARMS["hybrid3"]):
+        assert_same(
+            single.search_many(queries, 10, RRF(), *scorers()),
+            sharded.search_many(queries, 10, RRF(), *scorers()),
+        )
+    sharded.close()
+    single.close()
+
+
+def test_without_the_collection_statistics_shards_would_score_otherwise(
+    built: tuple[Index, dict[int, ShardedIndex]], queries: list[Query]
+) -> None:
+    """The exactness is the statistics' doing: a shard's own N, avgdl and df give other scores."""
+    single, sharded = built
+    expected = single.search(queries[0], 10, RRF(), BM25Scorer())
+    shard = Index.open(sharded[4].path / sharded[4].shards[0], readonly=True)
+    local = shard.search(queries[0], 10, RRF(), BM25Scorer())
+    common = set(local.keys) & set(expected.keys)
+    assert common
+    assert any(local.scores[local.keys.index(k)] != expected.scores[expected.keys.index(k)] for k in common)
+    shard.close()
+
+
+def test_graph_scorers_are_exact_on_one_shard_and_refused_on_several(
+    built: tuple[Index, dict[int, ShardedIndex]], queries: list[Query]
+) -> None:
+    single, sharded = built
+    graph: list[Scorer] = [BM25Scorer(), GraphScorer(BM25Scorer(), max_depth=2)]
+    assert_same(
+        single.search_many(queries[:5], 10, RRF(), *graph),
+        sharded[1].search_many(queries[:5], 10, RRF(), *graph),
+    )
+    with pytest.raises(PartialGraphError, match=r"SCALING\.md"):
+        sharded[2].search(queries[0], 10, RRF(), *graph)
+
+
+def test_shard_of_is_stable_across_processes_and_spreads_keys() -> None:
+    keys = [f"doc-{i}" for i in range(2000)]
+    here = [shard_of(key, 7) for key in keys]
+    script = "import sys, json; from weftsearch.distributed import shard_of; " + (
+        "print(json.dumps([shard_of(f'doc-{i}', 7) for i in range(2000)]))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    there = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+        ).stdout
+    )
+    assert here == there
+    counts = np.bincount(here, minlength=7)
+    assert counts.min() > 2000 / 7 * 0.8
+
+
+def test_searches_read_the_previous_cut_until_commit_and_refresh(tmp_path: Path) -> None:
+    sharded = ShardedIndex.create(tmp_path / "s", 3)
+    sharded.add_many([Document(key=f"d{i}", text="apple pie") for i in range(10)])
+    assert len(sharded.search("apple", 50, RRF(), BM25Scorer())) == 0  # not committed yet
+    first = sharded.commit()
+    assert len(sharded.search("apple", 50, RRF(), BM25Scorer())) == 10
+    sharded.add_many([Document(key=f"e{i}", text="apple tart") for i in range(5)])
+    sharded.delete_many(["d0", "d1"])
+    assert len(sharded.search("apple", 50, RRF(), BM25Scorer())) == 10  # still the committed cut
+    assert sharded.refresh() > first
+    assert len(sharded.search("apple", 50, RRF(), BM25Scorer())) == 13
+    sharded.close()  # the refreshed writes were never committed: discarded
+    reopened = ShardedIndex.open(tmp_path / "s")
+    assert reopened.cut == first
+    assert len(reopened.search("apple", 50, RRF(), BM25Scorer())) == 10
+    reopened.close()
+
+
+def test_a_record_behind_its_shards_is_refused_naming_them_and_repair_records_them(tmp_path: Path) -> None:
+    sharded = ShardedIndex.create(tmp_path / "s", 2)
+    sharded.add_many([Document(key=f"d{i}", text="apple") for i in range(10)])
+    sharded.commit()
+    record = (tmp_path / "s" / RECORD).read_bytes()
+    sharded.add_many([Document(key=f"e{i}", text="apple") for i in range(10)])
+    sharded.commit()
+    sharded.close()
+    (tmp_path / "s" / RECORD).write_bytes(record)  # as if the writer stopped before recording the cut
+    with pytest.raises(ShardedCutError, match=r"shard-0000 at generation \d+, recorded \d+"):
+        ShardedIndex.open(tmp_path / "s")
+    repaired = ShardedIndex.open(tmp_path / "s", repair=True)
+    assert len(repaired.search("apple", 50, RRF(), BM25Scorer())) == 20
+    repaired.close()
+    ShardedIndex.open(tmp_path / "s", readonly=True).close()  # the record now matches
+
+
+def test_the_batch_is_checked_whole_before_any_shard_gets_it(tmp_path: Path) -> None:
+    sharded = ShardedIndex.create(tmp_path / "s", 2)
+    sharded.add_many([Document(key="a", text="x", fields={"year": 1})])
+    with pytest.raises(DuplicateKeyError):
+        sharded.add_many([Document(key="b", text="x"), Document(key="b", text="y")])
+    with pytest.raises(FieldTypeError):  # "year" is a number in the other shard's document
+        sharded.add_many([Document(key=f"k{i}", text="x", fields={"year": "old"}) for i in range(8)])
+    sharded.commit()
+    assert len(sharded.search("x", 10, RRF(), BM25Scorer())) == 1
+    sharded.close()
+
+
+@pytest.mark.slow
+def test_full_scifact_text_vector_ivf_and_hybrid_equal_the_single_index(tmp_path: Path) -> None:
+    """All 5,183 documents: the single index's segment has IVF lists, the shards' smaller ones may
+    not; probing every list reads every row, so the vector arm at full probe is exact on both."""
+    documents = scifact_documents(None)
+    queries = scifact_queries(300)
+    single = Index.create(tmp_path / "single", vector_dim=384)
+    single.add_many(documents)
+    single.commit()
+    everything = VectorScorer(nprobe=1_000_000)
+    arms: list[list[Scorer]] = [
+        [BM25Scorer()],
+        [VectorScorer(nprobe=None)],
+        [everything],
+        [BM25Scorer(), everything],
+    ]
+    for count in (1, 2, 4):
+        sharded = ShardedIndex.create(tmp_path / f"s{count}", count, vector_dim=384)
+        sharded.add_many(documents, progress=False)
+        sharded.commit()
+        for scorers in arms:
+            assert_same(
+                single.search_many(queries, 10, RRF(), *scorers),
+                sharded.search_many(queries, 10, RRF(), *scorers),
+            )
+        sharded.close()
+    single.close()
+
+
+def test_a_missing_or_damaged_record_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(IndexNotFoundError, match="SHARDS"):
+        ShardedIndex.open(tmp_path)
+    sharded = ShardedIndex.create(tmp_path / "s", 2)
+    sharded.close()
+    (tmp_path / "s" / RECORD).write_text('{"format": "weft-search-sharded", "version": 1}')
+    with pytest.raises(CorruptIndexError, match="SHARDS"):
+        ShardedIndex.open(tmp_path / "s")
+    with pytest.raises(IndexExistsError):
+        ShardedIndex.create(tmp_path / "s", 2)
