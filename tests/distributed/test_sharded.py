@@ -32,10 +32,13 @@ from weftsearch import (
     ScoreFusion,
     Scorer,
     SearchResults,
+    Snapshot,
+    Stream,
     VectorScorer,
     WeightedRRF,
 )
 from weftsearch.distributed import RECORD, ShardedIndex, shard_of
+from weftsearch.engine.stream import PlanValue
 from weftsearch.errors import (
     CorruptIndexError,
     DuplicateKeyError,
@@ -329,3 +332,36 @@ def test_a_missing_or_damaged_record_is_a_clear_error(tmp_path: Path) -> None:
         ShardedIndex.open(tmp_path / "s")
     with pytest.raises(IndexExistsError):
         ShardedIndex.create(tmp_path / "s", 2)
+
+
+class _CutShortWhere:
+    """A user's scorer (BM25 underneath) that reports a budget stop on any snapshot holding ``key``."""
+
+    name = "mine"
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.inner = BM25Scorer()
+
+    def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
+        stream = self.inner.score(snapshot, query, k)
+        held = self.key in set(snapshot.keys())
+        plan: dict[str, PlanValue] = {"path": "mine", "rows": len(stream)}
+        return Stream(stream.ids, stream.scores, plan=plan, complete=not held)
+
+
+@pytest.mark.parametrize("count", [1, 2, 4])
+def test_a_stream_cut_short_on_any_shard_is_cut_short_for_the_collection(
+    built: tuple[Index, dict[int, ShardedIndex]], documents: list[Document], queries: list[Query], count: int
+) -> None:
+    single, sharded = built
+    index = sharded[count]
+    cut = _CutShortWhere(documents[0].key)
+    fine = _CutShortWhere("no such key")
+    got = index.search(queries[0], 10, RRF(), BM25Scorer(), cut)
+    assert got.cut_short == ("mine",)  # one shard holds the key: never a silent "complete"
+    assert single.search(queries[0], 10, RRF(), BM25Scorer(), cut).cut_short == ("mine",)
+    plan = got.plans["mine"]
+    assert plan is not None and plan["shards"] == count
+    assert {name.split(".")[0] for name in plan if name != "shards"} == set(index.shards)
+    assert index.search(queries[0], 10, RRF(), BM25Scorer(), fine).cut_short == ()

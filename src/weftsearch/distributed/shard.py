@@ -27,6 +27,7 @@ from weftsearch.engine.protocols import Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import score_queries, stream_labels
 from weftsearch.engine.snapshot import CollectionStatistics, Snapshot
+from weftsearch.engine.stream import PlanValue, Stream
 from weftsearch.errors import ShardUnavailableError
 
 __all__ = ["CutRef", "ShardStatistics", "ShardStreams", "LocalShard"]
@@ -69,8 +70,10 @@ class ShardStatistics:
     field_kinds: dict[str, str]
 
 
-#: One query's candidates from one scorer on one shard: keys and scores, best first.
-ShardStream = tuple[list[str], NDArray[np.float64]]
+#: One query's candidates from one scorer on one shard: keys and scores, best first, whether
+#: the scorer found every candidate it could (:attr:`Stream.complete`: ``False`` when a budget
+#: cut it short) and its plan (:attr:`Stream.plan`).
+ShardStream = tuple[list[str], NDArray[np.float64], bool, dict[str, PlanValue] | None]
 #: A shard's answer to a batch: per query, one :data:`ShardStream` per scorer.
 ShardStreams = list[list[ShardStream]]
 
@@ -202,13 +205,7 @@ class LocalShard:
             score_queries(scorer, label, view, queries, depth)
             for scorer, label in zip(scorers, labels, strict=True)
         ]
-        return [
-            [
-                (view.keys_of(column[row].ids), np.asarray(column[row].scores, np.float64))
-                for column in columns
-            ]
-            for row in range(len(queries))
-        ]
+        return [[_shard_stream(view, column[row]) for column in columns] for row in range(len(queries))]
 
     def fields(self, cut: CutRef, keys: Sequence[str]) -> list[dict[str, FieldValue] | None]:
         """The stored fields of ``keys`` (``None`` for a key whose stored record is damaged)."""
@@ -223,3 +220,14 @@ class LocalShard:
     def field_kinds(self) -> dict[str, str]:
         """The shard's fields and their types (the index's record)."""
         return self._index.field_kinds()
+
+
+def _shard_stream(view: Snapshot, stream: Stream) -> ShardStream:
+    """``stream`` as a shard sends it: keys for ids (the coordinator has no ids), flag and plan kept."""
+    plan = stream.plan
+    return (
+        view.keys_of(stream.ids),
+        np.asarray(stream.scores, np.float64),
+        stream.complete,
+        None if plan is None else dict(plan),
+    )

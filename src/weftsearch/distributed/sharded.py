@@ -52,7 +52,7 @@ from weftsearch.engine.search import (
     stream_labels,
 )
 from weftsearch.engine.snapshot import CollectionStatistics
-from weftsearch.engine.stream import FusedStream, Stream, order_by_score
+from weftsearch.engine.stream import FusedStream, PlanValue, Stream, order_by_score
 from weftsearch.errors import (
     CorruptIndexError,
     DuplicateKeyError,
@@ -64,7 +64,7 @@ from weftsearch.errors import (
     ShardUnavailableError,
 )
 
-from .shard import CutRef, LocalShard, ShardStatistics
+from .shard import CutRef, LocalShard, ShardStatistics, ShardStream
 from .sharding import HASH_NAME, check_shards, shard_of
 
 __all__ = ["RECORD", "ShardGroup", "LocalShards", "ShardedIndex", "ShardedResults", "local_shards"]
@@ -577,8 +577,9 @@ class ShardedIndex:
         missing |= self._missing(streams, allow_partial)
         live = [n for n in live if n not in missing]
         labels = stream_labels(scorers)
+        names = [self._names[n] for n in live]
         merged = [
-            self._merge(row, [streams[n][row] for n in live], k, depth, fuser, labels)
+            self._merge(names, [streams[n][row] for n in live], k, depth, fuser, labels)
             for row in range(len(batch))
         ]
         return self._fetch(
@@ -593,14 +594,14 @@ class ShardedIndex:
 
     def _merge(
         self,
-        row: int,
-        parts: Sequence[list[tuple[list[str], NDArray[np.float64]]]],
+        names: Sequence[str],
+        parts: Sequence[list[ShardStream]],
         k: int,
         depth: int,
         fuser: Fuser,
         labels: Sequence[str],
     ) -> tuple[list[str], NDArray[np.float64], list[Stream], FusedStream, str]:
-        universe = sorted({key for part in parts for keys, _ in part for key in keys})
+        universe = sorted({key for part in parts for stream in part for key in stream[0]})
         position = {key: index for index, key in enumerate(universe)}
         order_keys = _CandidateKeys()
         merged: list[Stream] = []
@@ -613,7 +614,11 @@ class ShardedIndex:
                 else np.empty(0, np.float64)
             )
             order = order_by_score(ids, scores, order_keys)[:depth]
-            merged.append(Stream(ids[order], scores[order]))
+            # Cut short on any shard is cut short for the collection (never a silent
+            # "complete"); the plan keeps each shard's under its name (see _combined_plan).
+            complete = all(part[column][2] for part in parts)
+            plan = _combined_plan([(name, part[column][3]) for name, part in zip(names, parts, strict=True)])
+            merged.append(Stream(ids[order], scores[order], plan=plan, complete=complete))
         if len(merged) == 1:
             head = merged[0].head(k)
             fused = FusedStream(head.ids, head.scores, head.scores.reshape(-1, 1))
@@ -682,11 +687,30 @@ class ShardedIndex:
                 fuser=name,
                 generation=cut.number,
                 depth=depth,
+                streams=streams,
             )
             assert isinstance(result, ShardedResults)  # _from_arrays builds its own class
             result.missing_shards = missing
             results.append(result)
         return results
+
+
+def _combined_plan(plans: Sequence[tuple[str, dict[str, PlanValue] | None]]) -> dict[str, PlanValue] | None:
+    """One plan for a stream merged from its shards': each shard's entries under its name.
+
+    ``{"shards": 2, "shard-0.path": "exact", "shard-0.rows_scanned": 812, ...}``:
+    kept apart, not summed, because a plan's entries mix settings (``nprobe``)
+    with counts and the engine does not know which is which. ``None`` when no
+    shard described its plan. O(entries).
+    """
+    present = [(name, plan) for name, plan in plans if plan is not None]
+    if not present:
+        return None
+    combined: dict[str, PlanValue] = {"shards": len(present)}
+    for name, plan in present:
+        for entry, value in plan.items():
+            combined[f"{name}.{entry}"] = value
+    return combined
 
 
 def _same(rows: Sequence[Mapping[str, FieldValue]]) -> Sequence[Mapping[str, FieldValue]]:
