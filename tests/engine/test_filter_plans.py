@@ -141,8 +141,11 @@ def _expected_plan(
     closeness = kernels.inner_products(block.centroids, unit, every).astype(np.float64)
     order = np.lexsort((np.arange(nlist), -closeness))
     read, lists, wanted = 0, 0, min(k, total)
+    usable_per_list = np.array([int(live[a:b].sum()) for a, b in itertools.pairwise(offsets)])
+    # As many matching rows as the unfiltered probe would score (its nprobe nearest lists' rows).
+    target = max(wanted, min(total, int(usable_per_list[order[:nprobe]].sum())))
     for position in order:
-        if lists >= nprobe and read >= wanted:
+        if lists >= nprobe and read >= target:
             break
         size = int(matching_per_list[position])
         if lists >= nprobe and budget is not None and read + size > budget:

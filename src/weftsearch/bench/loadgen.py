@@ -1820,6 +1820,11 @@ def _target(kind: str, searcher: Searcher, label: str) -> Target:
     raise InvalidParameterError(f"unknown target {kind!r}: expected threads:N, processes:N or processes:NxT")
 
 
+def _is_served(kind: str) -> bool:
+    """Whether a ``--target`` is a server (``serve:N`` or a base URL): no peer runs beside it."""
+    return kind.startswith(("http://", "https://", "serve:"))
+
+
 def _served_workers(kind: str) -> int:
     """N of ``serve:N``."""
     try:
@@ -1906,9 +1911,12 @@ def load_command(args: argparse.Namespace) -> int:
         if args.commit_under_load:
             # First, before a peer is imported into this process: the commit forks its encoder.
             commit_result = _commit_run(args, root, keys, texts, workload, doc_vectors, arms[0], out)
-        if args.peer and "bm25" in arms:
+        # A server's peer is run by whoever runs the peer's server: peers (and their indexes)
+        # only where some target is in-process or multi-process.
+        peers = args.peer and any(not _is_served(kind) for kind in args.target)
+        if peers and "bm25" in arms:
             _build_tantivy(root / "tantivy", keys, texts)
-        if args.peer and "hybrid" in arms:
+        if peers and "hybrid" in arms:
             assert doc_vectors is not None
             _build_lance(root / "lance", keys, texts, doc_vectors)
         highest = 0.0
@@ -1966,7 +1974,7 @@ def load_command(args: argparse.Namespace) -> int:
             calibration = calibrate(highest, seconds, seed=args.seed, progress=out)
             _print_calibration("driver alone (no-op on its own thread)", calibration)
             for kind in args.target:
-                if kind.startswith(("http://", "https://", "serve:")):
+                if _is_served(kind):
                     continue
                 # The same pool or workers with a search that does nothing: the ceiling of the
                 # driver plus the handoff (queue, pipes), which no engine behind it can beat.

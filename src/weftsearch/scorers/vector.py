@@ -32,15 +32,13 @@ DEFAULT_PROBE_BUDGET = 65_536
 
 #: The planner's rule under a filter, per partitioned segment: scan the matching rows exactly
 #: when they are at most ``EXACT_SCAN_FACTOR`` times the rows an unfiltered probe reads
-#: (``nprobe`` lists of average size), else probe. Below that, the exact scan (recall 1)
-#: costs no more than the unfiltered search would; above it, probing is cheaper. Set from
-#: ``bench/filters.py --crossover`` (docs/BENCHMARKS.md, "Filters"): the exact scan of the
-#: matching rows took as long as the unfiltered probe at ratios of about 0.71 (SciFact),
-#: 0.76 (20,000 x 384) and 1.16 (100,000 x 384); 0.7 is the lowest, rounded down, so on every
-#: set measured a filtered vector search is never dearer than the unfiltered one. (The probe
-#: also ranks ``nlist`` centroids, a cost the scan does not pay, which may be why the ratio
-#: grows with the segment; the machine was shared and noisy, so the points are rough.)
-EXACT_SCAN_FACTOR = 0.7
+#: (``nprobe`` lists of average size), else probe. A filtered probe reads lists until it has
+#: as many matching rows as the unfiltered probe would score (so the filter never costs it
+#: recall): below a ratio of 1 that is every matching row, which the exact scan reads for
+#: less (no centroids to rank, no lists to gather) and with recall 1; above it, the probe
+#: scores about what the unfiltered probe scores. ``bench/filters.py --crossover``
+#: (docs/BENCHMARKS.md, "Filters") measures both sides of the line.
+EXACT_SCAN_FACTOR = 1.0
 
 #: Filters whose matching rows the scorer keeps per snapshot (least recently used dropped):
 #: the rows are the same for every query with the same filter, and finding them reads the
@@ -82,6 +80,7 @@ class _Scannable:
     norms: NDArray[np.float32]
     rows: NDArray[np.int64]
     list_rows: tuple[NDArray[np.int64], ...]
+    list_sizes: NDArray[np.int64]
 
 
 def _scannable(blocks: list[VectorBlock]) -> list[_Scannable]:
@@ -97,7 +96,8 @@ def _scannable(blocks: list[VectorBlock]) -> list[_Scannable]:
             cuts = np.searchsorted(rows, block.list_offsets[1:-1].astype(np.int64))
             list_rows = tuple(np.split(rows, cuts))
         scan = ScanKernel.for_block(block.matrix, norms, block.ids, block.centroids, block.list_offsets)
-        views.append(_Scannable(block, RowKernel(block.matrix), scan, norms, rows, list_rows))
+        sizes = np.fromiter((run.shape[0] for run in list_rows), dtype=np.int64, count=len(list_rows))
+        views.append(_Scannable(block, RowKernel(block.matrix), scan, norms, rows, list_rows, sizes))
     return views
 
 
@@ -331,7 +331,9 @@ class VectorScorer:
           recall is 1 and the cost is O(matching rows * dim);
         * **probed** otherwise: lists in order of closeness to the query, the
           ``nprobe`` nearest always, then on past ``nprobe`` until the lists
-          read hold ``min(k, matching rows)`` matching rows, as long as the
+          read hold as many matching rows as the unfiltered probe would score
+          (the rows of its ``nprobe`` nearest lists; at least ``min(k,
+          matching rows)``), so a filter never costs recall, as long as the
           matching rows scored stay within ``probe_budget`` (the list that
           would cross it is read in part, its first matching rows in storage
           order up to the budget; none after it). Only matching rows of the
@@ -473,12 +475,14 @@ def _probe_until(
     k: int,
     budget: int | None,
 ) -> tuple[NDArray[np.int64], int, bool]:
-    """The matching rows of the lists nearest ``unit_query``: ``nprobe`` lists, then more until ``k`` rows.
+    """The matching rows of the lists nearest ``unit_query``: ``nprobe`` lists, then more as needed.
 
     Lists rank as :meth:`VectorBlock.nearest_lists` ranks them (closeness
     descending, the lower list first on ties), with lists whose closeness is
     NaN last. Past the ``nprobe`` nearest, lists are read in that order until
-    they hold ``min(k, matching rows)`` matching rows, while the matching rows
+    they hold as many matching rows as the ``nprobe`` nearest lists hold rows
+    (what the unfiltered probe scores), and at least ``min(k, matching
+    rows)``, while the matching rows
     read stay within ``budget`` (``None``: no bound); the list that would
     cross the budget is read in part (its first matching rows in storage
     order, up to the budget), so a probe is cut short only when ``k`` is
@@ -501,8 +505,14 @@ def _probe_until(
     starts = matching.starts
     per_list = starts[1:] - starts[:-1]
     gathered = np.cumsum(per_list[order])
-    wanted = min(k, int(matching.rows.shape[0]))
-    enough = int(np.searchsorted(gathered, wanted, side="left")) + 1  # lists needed for the rows wanted
+    total = int(matching.rows.shape[0])
+    wanted = min(k, total)
+    # As many candidates as the unfiltered probe would score (its nprobe nearest lists' rows),
+    # so a filter never leaves the probe with fewer candidates than no filter would: recall
+    # stays that of the unfiltered probe for about its cost in dot products.
+    unfiltered = int(view.list_sizes[order[:nprobe]].sum())
+    target = max(wanted, min(total, unfiltered))
+    enough = int(np.searchsorted(gathered, target, side="left")) + 1  # lists needed for the target
     take = min(nlist, max(nprobe, enough))
     partial: tuple[int, int] | None = None  # (list, matching rows read of it) when read in part
     if budget is not None and take > nprobe:
