@@ -195,7 +195,12 @@ def _serve_sharded(
     factory: ShardFactory | None = None
     started = False
     if ray is not None:
-        from weftsearch.distributed.ray_shard import connect, ray_shards, start_local_cluster
+        from weftsearch.distributed.ray_shard import (
+            connect,
+            ray_shards,
+            start_local_cluster,
+            stop_local_cluster,
+        )
 
         if ray == "local":
             start_local_cluster()
@@ -209,9 +214,7 @@ def _serve_sharded(
             uvicorn.run(app, host=host, port=port, log_level="info")
     finally:
         if started:
-            import ray as ray_module
-
-            ray_module.shutdown()
+            stop_local_cluster()
 
 
 _ENV_INDEX = "WEFT_SERVE_INDEX"
