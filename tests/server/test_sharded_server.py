@@ -123,6 +123,32 @@ def test_batch_and_explain_equal_the_single_index_server(
         assert mine["signals"] == theirs["signals"] and mine["fuser"] == theirs["fuser"]
 
 
+def without_generation(body: dict[str, Any]) -> dict[str, Any]:
+    """The body without its generation (a cut number on one side, an index generation on the other)."""
+    return {name: value for name, value in body.items() if name != "generation"}
+
+
+def test_compare_and_rank_eval_equal_the_single_index_server(
+    clients: tuple[TestClient, TestClient], queries: list[Query]
+) -> None:
+    over_shards, over_single = clients
+    asked = {f"q{i}": {"text": q.text} for i, q in enumerate(queries)}
+    compare = {"a": {"spec": "bm25"}, "b": {"spec": "bm25(k1=0.9, b=0.4)"}, "queries": asked, "k": 10}
+    mine = over_shards.post("/v1/compare", json=compare)
+    assert mine.status_code == 200, mine.text
+    assert without_generation(mine.json()) == without_generation(
+        over_single.post("/v1/compare", json=compare).json()
+    )
+    top = {qid: [h["key"] for h in mine.json()["queries"][qid]["a"][:2]] for qid in asked}
+    judgements = {qid: {key: 1 for key in keys} for qid, keys in top.items()}
+    evaluate = {"ranking": {"spec": "bm25"}, "queries": asked, "judgements": judgements, "k": 10}
+    evaluated = over_shards.post("/v1/rank_eval", json=evaluate)
+    assert evaluated.status_code == 200, evaluated.text
+    assert without_generation(evaluated.json()) == without_generation(
+        over_single.post("/v1/rank_eval", json=evaluate).json()
+    )
+
+
 def test_documents_stats_health_and_metrics(
     clients: tuple[TestClient, TestClient], built: tuple[Path, ShardedIndex]
 ) -> None:

@@ -97,6 +97,7 @@ class ShardedServing:
         # Writes made through the server since the last cut: refresh() makes a new cut only then,
         # so a commit (which is itself a cut searches read) is not followed by an empty one.
         self._unpublished = False
+        self._vector_dim: int | None = None
 
     @property
     def profiles_path(self) -> Path:
@@ -125,11 +126,14 @@ class ShardedServing:
 
     @property
     def vector_dim(self) -> int | None:
-        """The width of the shards' vectors (the first that has any), ``None`` when none has."""
-        for stats in self.sharded.shard_stats().values():
-            if stats.vector_dim is not None:
-                return stats.vector_dim
-        return None
+        """The width of the shards' vectors, ``None`` while none has any.
+
+        Asked of the shards (one round trip each) until known, then kept: an
+        index's vector width never changes once set.
+        """
+        if self._vector_dim is None:
+            self._vector_dim = self.stats().vector_dim
+        return self._vector_dim
 
     def _check_open(self) -> None:
         if self.closed:
