@@ -7,7 +7,7 @@ the server over an ordinary Index holding the same documents.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 from tests.distributed.corpus import scifact_documents, scifact_queries
 from tests.server.conftest import TEXTS, vector
 from weftsearch import Document, Index, Query
-from weftsearch.distributed import ShardedIndex
+from weftsearch.distributed import LocalShards, ShardedIndex, ShardGroup, local_shards
 from weftsearch.engine.filters import parse_filter
-from weftsearch.errors import InvalidParameterError, UnknownKeyError
+from weftsearch.errors import InvalidParameterError, ShardUnavailableError, UnknownKeyError
 from weftsearch.server.app import create_app
 from weftsearch.server.command import serve
 from weftsearch.server.profiles import build_arm
@@ -252,3 +252,45 @@ def test_options_that_do_not_fit_a_sharded_index_are_refused(tmp_path: Path) -> 
         serve(str(tmp_path / "s"), ray="local")
     with pytest.raises(InvalidParameterError, match="not both"):
         serve(str(tmp_path / "s"), sharded=str(tmp_path / "s"))
+
+
+class _Failing(LocalShards):
+    """In-process shards whose shard 1 stops answering when told (as an unreachable Ray actor does)."""
+
+    down = False
+
+    def call(self, method: str, arguments: Mapping[int, tuple[Any, ...]], *, read: bool) -> dict[int, Any]:
+        results = super().call(method, arguments, read=read)
+        if self.down and 1 in results:
+            results[1] = ShardUnavailableError(
+                "shard 'shard-0001' on node test did not answer", ("shard-0001",)
+            )
+        return results
+
+
+def test_a_shard_that_does_not_answer_gives_503_naming_it(tmp_path: Path) -> None:
+    with ShardedIndex.create(tmp_path / "s", 2) as made:
+        made.add_many(small_documents(), progress=False)
+        made.commit()
+    groups: list[_Failing] = []
+
+    def factory(directories: Sequence[Path], options: Mapping[str, Any] | None, readonly: bool) -> ShardGroup:
+        group = local_shards(directories, options, readonly)
+        assert isinstance(group, LocalShards)
+        failing = _Failing(group._shards)
+        groups.append(failing)
+        return failing
+
+    with (
+        ShardedIndex.open(tmp_path / "s", readonly=True, factory=factory) as sharded,
+        TestClient(create_app(sharded, readonly=True)) as client,
+    ):
+        assert client.post("/v1/search", json={"text": "graph", "spec": "bm25"}).status_code == 200
+        groups[0].down = True
+        for answer in (
+            client.post("/v1/search", json={"text": "graph", "spec": "bm25"}),
+            client.get("/v1/stats"),
+        ):
+            assert answer.status_code == 503, answer.text
+            error = answer.json()["error"]
+            assert error["type"] == "ShardUnavailableError" and "shard-0001" in error["message"]
