@@ -39,7 +39,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
         "weftsearch.distributed.ray_shard needs Ray: pip install 'weft-search[ray]'"
     ) from error
 
-__all__ = ["RayShards", "connect", "ray_shards", "start_local_cluster"]
+__all__ = ["RayShards", "connect", "ray_shards", "start_local_cluster", "stop_local_cluster"]
 
 #: Shard methods that change a shard: never retried, refused by a restarted actor.
 _WRITES = frozenset({"add_many", "delete_many", "merge", "commit", "stage"})
@@ -79,6 +79,11 @@ def start_local_cluster(num_cpus: int = 2, **options: Any) -> str:
     options.setdefault("log_to_driver", False)
     ray.init(num_cpus=num_cpus, **options)
     return str(ray.get_runtime_context().gcs_address)
+
+
+def stop_local_cluster() -> None:
+    """Stop the cluster :func:`start_local_cluster` started in this process (``ray.shutdown``)."""
+    ray.shutdown()
 
 
 def connect(address: str) -> None:

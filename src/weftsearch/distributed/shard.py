@@ -27,6 +27,7 @@ from weftsearch.engine.protocols import Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import score_queries, stream_labels
 from weftsearch.engine.snapshot import CollectionStatistics, Snapshot
+from weftsearch.engine.stats import IndexStats
 from weftsearch.engine.stream import PlanValue, Stream
 from weftsearch.errors import ShardUnavailableError
 
@@ -220,6 +221,19 @@ class LocalShard:
     def field_kinds(self) -> dict[str, str]:
         """The shard's fields and their types (the index's record)."""
         return self._index.field_kinds()
+
+    def get(self, cut: CutRef, key: str) -> Document | None:
+        """The stored document with ``key`` at ``cut``, ``None`` when absent (or its record is damaged).
+
+        Complexity: O(log n) per segment (one key lookup), one record read.
+        """
+        snapshot = self._snapshot(cut)
+        doc_id = int(snapshot.ids_of([key])[0])
+        return None if doc_id < 0 else snapshot.document_or_none(doc_id)
+
+    def stats(self) -> IndexStats:
+        """:meth:`Index.stats` of the shard's index (its current state, uncommitted writes included)."""
+        return self._index.stats()
 
 
 def _shard_stream(view: Snapshot, stream: Stream) -> ShardStream:

@@ -52,6 +52,7 @@ from weftsearch.engine.search import (
     stream_labels,
 )
 from weftsearch.engine.snapshot import CollectionStatistics
+from weftsearch.engine.stats import IndexStats
 from weftsearch.engine.stream import FusedStream, PlanValue, Stream, order_by_score
 from weftsearch.errors import (
     CorruptIndexError,
@@ -62,6 +63,7 @@ from weftsearch.errors import (
     ScorerOutputError,
     ShardedCutError,
     ShardUnavailableError,
+    UnknownKeyError,
 )
 
 from .shard import CutRef, LocalShard, ShardStatistics, ShardStream
@@ -349,6 +351,51 @@ class ShardedIndex:
     def shard_of(self, key: str) -> str:
         """The name of the shard that holds ``key``."""
         return self._names[shard_of(key, len(self._names))]
+
+    @property
+    def readonly(self) -> bool:
+        """Whether the shards were opened read-only (writes raise)."""
+        return self._readonly
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def get(self, key: str) -> Document:
+        """The stored document with ``key`` at the current cut (what searches see), from its shard.
+
+        Raises:
+            UnknownKeyError: no such document at the cut (or its record is damaged).
+            ShardUnavailableError: its shard could not be reached.
+
+        """
+        if self._closed:
+            raise InvalidParameterError(f"{self._path}: the sharded index is closed")
+        if not isinstance(key, str):
+            raise UnknownKeyError(f"document keys are strings, got {key!r}")
+        number = shard_of(key, len(self._names))
+        cut = self._cut
+        found = self._group.call("get", {number: (cut.refs[number], key)}, read=True)
+        self._raise_missing(found)
+        document = found[number]
+        if document is None:
+            raise UnknownKeyError(f"no document with key {key!r} (in shard {self._names[number]!r})")
+        assert isinstance(document, Document)
+        return document
+
+    def shard_stats(self) -> dict[str, IndexStats]:
+        """:meth:`Index.stats` of every shard, by name (each shard's current state).
+
+        Raises:
+            ShardUnavailableError: a shard could not be reached.
+
+        """
+        if self._closed:
+            raise InvalidParameterError(f"{self._path}: the sharded index is closed")
+        found = self._group.call("stats", {n: () for n in range(len(self._names))}, read=True)
+        self._raise_missing(found)
+        return {self._names[n]: found[n] for n in range(len(self._names))}
 
     def _check_writable(self) -> None:
         if self._closed:

@@ -59,6 +59,7 @@ from weftsearch.errors import (
     InvalidFilterError,
     InvalidParameterError,
     InvalidVectorError,
+    ShardUnavailableError,
     UnknownKeyError,
     UnknownMeasureError,
     WeftError,
@@ -73,6 +74,7 @@ from weftsearch.server.compare import (
 )
 from weftsearch.server.embedding import QueryEmbedder, check_fits, read_vector_model
 from weftsearch.server.profiles import PROFILE_NAME, Profile, ProfileStore, build_arm
+from weftsearch.server.sharded import ShardedServing, SupportsShardedServing
 
 __all__ = ["ServerLimits", "create_app", "DEFAULT_SPEC", "API_KEY_HEADER"]
 
@@ -151,8 +153,8 @@ def _status_of(exc: WeftError) -> int:
         return 404
     if isinstance(exc, IndexLockedError):
         return 409
-    if isinstance(exc, IndexClosedError):
-        return 503
+    if isinstance(exc, (IndexClosedError, ShardUnavailableError)):
+        return 503  # the server cannot answer now (closed, or a shard is down), the request is fine
     if isinstance(exc, IndexStorageError):
         return 500  # the server's files (damaged, unreadable), not the request, are at fault
     # Everything else the library raises deliberately is about its input: a bad filter, query,
@@ -684,7 +686,11 @@ class _Server:
     """What the handlers share: the index, its profiles, the write lock and the compiled rankings."""
 
     def __init__(
-        self, index: Index, profiles: ProfileStore, limits: ServerLimits, embedder: QueryEmbedder | None
+        self,
+        index: Index | ShardedServing,
+        profiles: ProfileStore,
+        limits: ServerLimits,
+        embedder: QueryEmbedder | None,
     ) -> None:
         self.index = index
         self.profiles = profiles
@@ -869,6 +875,8 @@ class _Server:
 
     def needs_vector(self, ranking: _Ranking) -> bool:
         """Whether a scorer of ``ranking`` lacks a query vector (not merely vectors in the index)."""
+        if not isinstance(self.index, Index):  # create_app gives a sharded index no embedder
+            return False
         snapshot = self.index.snapshot()
         probe = Query()
         for scorer in ranking.arm.scorers:
@@ -1093,8 +1101,36 @@ def _endpoint(app: FastAPI, request: Request) -> str:
 # ---------------------------------------------------------------------- the application
 
 
+def _sharded(
+    sharded: SupportsShardedServing,
+    readonly: bool,
+    writer_socket: str | None,
+    vectors_record: str | PathLike[str] | None,
+) -> ShardedServing:
+    """Check the options :func:`create_app` was given with an open sharded index; wrap it."""
+    if not isinstance(sharded, SupportsShardedServing):
+        raise InvalidParameterError(
+            f"create_app serves an index directory or an open ShardedIndex, got {type(sharded).__name__}"
+        )
+    if sharded.closed:
+        raise InvalidParameterError(f"{sharded.path}: the sharded index is closed")
+    if writer_socket is not None:
+        raise InvalidParameterError("a sharded index is served by one process: no writer_socket")
+    if readonly != sharded.readonly:
+        raise InvalidParameterError(
+            f"readonly={readonly}, but the sharded index at {sharded.path} was opened "
+            f"{'read-only' if sharded.readonly else 'writable'}: open it as you mean to serve it"
+        )
+    if vectors_record is not None:
+        raise InvalidParameterError(
+            "vectors_record (embedding query texts) is not supported with a sharded index: "
+            "send query vectors with the requests"
+        )
+    return ShardedServing(sharded)
+
+
 def create_app(
-    index_path: str | PathLike[str],
+    index_path: str | PathLike[str] | SupportsShardedServing,
     *,
     api_key: str | None = None,
     read_key_required: bool = False,
@@ -1107,7 +1143,19 @@ def create_app(
     """The weft-search HTTP API over the index at ``index_path`` (opened here, closed at shutdown).
 
     Args:
-        index_path: an index directory made by ``weft-search index`` or :meth:`Index.create`.
+        index_path: an index directory made by ``weft-search index`` or :meth:`Index.create`;
+            or an open :class:`weftsearch.distributed.ShardedIndex` (local or Ray
+            shards), served through :class:`weftsearch.server.sharded.ShardedServing`:
+            every endpoint answers with the sharded index's own results (a
+            search is ``ShardedIndex.search_many``'s, a document
+            ``ShardedIndex.get``'s, the generation its cut); profiles are kept
+            in its first shard's directory; a scorer the sharded index refuses
+            (one that reads the link graph) answers 400 ``PartialGraphError``;
+            a shard that cannot be reached answers 503 ``ShardUnavailableError``
+            naming it. The caller opened it and closes it: at shutdown the
+            server commits it (when writable) and leaves it open. ``readonly``
+            and ``writer_socket`` are the opener's choice (``readonly`` must
+            match it), and ``vectors_record`` is refused.
         api_key: with a key, every write (upsert, delete, commit, profile creation)
             needs it in ``X-API-Key`` or ``Authorization: Bearer``: 401 without,
             403 with another. Compared in constant time; never logged.
@@ -1155,17 +1203,23 @@ def create_app(
     if read_key_required and api_key is None:
         raise InvalidParameterError("read_key_required needs an api_key")
     expected = None if api_key is None else api_key.encode("utf-8", "surrogateescape")
-    model = None if vectors_record is None else read_vector_model(vectors_record)
-    index = Index.open(Path(index_path), readonly=readonly, background_merge=not readonly)
-    try:
-        profiles = ProfileStore(index_path)
-        index.refresh()  # publish a snapshot, so the first search takes no lock
-        if model is not None:
-            check_fits(model, index.vector_dim, vectors_record, index_path)
-        embedder = None if model is None else QueryEmbedder(model)
-    except BaseException:
-        index.close(discard=True)
-        raise
+    index: Index | ShardedServing
+    if isinstance(index_path, (str, PathLike)):
+        model = None if vectors_record is None else read_vector_model(vectors_record)
+        index = Index.open(Path(index_path), readonly=readonly, background_merge=not readonly)
+        try:
+            profiles = ProfileStore(index_path)
+            index.refresh()  # publish a snapshot, so the first search takes no lock
+            if model is not None:
+                check_fits(model, index.vector_dim, vectors_record, index_path)
+            embedder = None if model is None else QueryEmbedder(model)
+        except BaseException:
+            index.close(discard=True)
+            raise
+    else:
+        index = _sharded(index_path, readonly, writer_socket, vectors_record)
+        profiles = ProfileStore(index.profiles_path)
+        embedder = None
     state = _Server(index, profiles, limits, embedder)
 
     @asynccontextmanager
@@ -1178,7 +1232,7 @@ def create_app(
 
             multiprocess.mark_process_dead(os.getpid(), str(metrics_dir))  # type: ignore[no-untyped-call]
         with state.writes:
-            if not index.readonly:
+            if not index.readonly and not index.closed:
                 try:
                     index.commit()  # a graceful shutdown keeps what was written (a no-op when nothing was)
                 except WeftError as exc:
@@ -1499,7 +1553,9 @@ def create_app(
     def metrics() -> Response:
         adopt_commits()
         if not index.closed:
-            generation.set(float(index.snapshot().generation))
+            generation.set(
+                float(index.snapshot().generation if isinstance(index, Index) else index.published)
+            )
             documents.set(float(len(index)))
         if metrics_dir is None:
             text = prometheus_client.generate_latest(registry)

@@ -19,7 +19,7 @@ __all__ = ["add_subcommand", "serve", "reader_app"]
 
 
 def serve(
-    index: str,
+    index: str | None,
     *,
     host: str = "127.0.0.1",
     port: int = 8080,
@@ -28,8 +28,12 @@ def serve(
     workers: int = 1,
     readonly: bool = False,
     vectors_record: str | None = None,
+    sharded: str | None = None,
+    ray: str | None = None,
 ) -> None:
-    """Serve the index at ``index`` until interrupted (see :func:`weftsearch.server.app.create_app`).
+    """Serve the index at ``index`` (or the sharded index at ``sharded``) until interrupted.
+
+    See :func:`weftsearch.server.app.create_app`.
 
     With ``workers`` above 1: one writer process serves the write endpoints on
     a Unix socket in a private (0700) temporary folder, and ``workers``
@@ -54,6 +58,14 @@ def serve(
         vectors_record: the ``weft-search embed`` record of the index's vectors:
             queries sent as text only are embedded with that model (see
             :mod:`weftsearch.server.embedding`).
+        sharded: instead of ``index``, the directory of a
+            :class:`~weftsearch.distributed.ShardedIndex`, opened here (its
+            shards in this process, or Ray actors with ``ray``) and served by
+            one process (``workers`` 1, no ``vectors_record``); see
+            docs/SCALING.md, "Serving a sharded index".
+        ray: with ``sharded``, the address (``HOST:PORT``) of the Ray cluster
+            whose actors hold the shards, or ``"local"`` for a loopback cluster
+            started in this process and stopped at exit (the ``ray`` extra).
 
     Raises:
         MissingDependencyError: the ``server`` extra is not installed.
@@ -72,6 +84,24 @@ def serve(
     api_key = _key_from(api_key_env)
     if read_key_required and api_key is None:
         raise InvalidParameterError("--require-key-for-reads needs --api-key-env")
+    if (index is None) == (sharded is None):
+        raise InvalidParameterError("serve one index: give --index DIR or --sharded DIR, not both or neither")
+    if sharded is not None:
+        _serve_sharded(
+            sharded,
+            ray,
+            host=host,
+            port=port,
+            api_key=api_key,
+            read_key_required=read_key_required,
+            workers=workers,
+            readonly=readonly,
+            vectors_record=vectors_record,
+        )
+        return
+    assert index is not None
+    if ray is not None:
+        raise InvalidParameterError("--ray ADDRESS serves a sharded index: give --sharded DIR, not --index")
     if workers == 1:
         app = create_app(
             index,
@@ -131,6 +161,60 @@ def serve(
         finally:
             writer.terminate()  # SIGTERM: uvicorn shuts down gracefully, and the writer commits
             writer.join()
+
+
+def _serve_sharded(
+    directory: str,
+    ray: str | None,
+    *,
+    host: str,
+    port: int,
+    api_key: str | None,
+    read_key_required: bool,
+    workers: int,
+    readonly: bool,
+    vectors_record: str | None,
+) -> None:
+    """``serve --sharded DIR [--ray ADDRESS]``: one process, the coordinator of the sharded index."""
+    import uvicorn
+
+    from weftsearch.server.app import create_app
+
+    if workers != 1:
+        raise InvalidParameterError(
+            f"--workers {workers} with --sharded: a sharded index is served by one process (its one "
+            "coordinator; the shards already search in parallel); use --workers 1"
+        )
+    if vectors_record is not None:
+        raise InvalidParameterError(
+            "--vectors-record is not supported with --sharded: send query vectors with the requests"
+        )
+    from weftsearch.distributed import ShardedIndex
+    from weftsearch.distributed.sharded import ShardFactory
+
+    factory: ShardFactory | None = None
+    started = False
+    if ray is not None:
+        from weftsearch.distributed.ray_shard import (
+            connect,
+            ray_shards,
+            start_local_cluster,
+            stop_local_cluster,
+        )
+
+        if ray == "local":
+            start_local_cluster()
+            started = True
+        else:
+            connect(ray)
+        factory = ray_shards()
+    try:
+        with ShardedIndex.open(directory, readonly=readonly, factory=factory) as opened:
+            app = create_app(opened, api_key=api_key, read_key_required=read_key_required, readonly=readonly)
+            uvicorn.run(app, host=host, port=port, log_level="info")
+    finally:
+        if started:
+            stop_local_cluster()
 
 
 _ENV_INDEX = "WEFT_SERVE_INDEX"
@@ -197,6 +281,8 @@ def _workers(text: str) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     serve(
         args.index,
+        sharded=args.sharded,
+        ray=args.ray,
         host=args.host,
         port=args.port,
         api_key_env=args.api_key_env,
@@ -218,7 +304,20 @@ def add_subcommand(commands: Any) -> None:
         "Binds 127.0.0.1 unless --host says otherwise. With --api-key-env NAME, every write needs the key "
         "held in the environment variable NAME (X-API-Key or Authorization: Bearer).",
     )
-    parser.add_argument("--index", required=True, metavar="DIR", help="index directory")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--index", metavar="DIR", help="index directory")
+    which.add_argument(
+        "--sharded",
+        metavar="DIR",
+        help="a sharded index's directory (ShardedIndex; one process, no --vectors-record): its shards "
+        "run in this process, or as Ray actors with --ray",
+    )
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="with --sharded: the Ray cluster (HOST:PORT) to run the shard actors on, or 'local' for a "
+        "loopback cluster started here and stopped at exit (the ray extra)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     parser.add_argument("--port", type=_port, default=8080, help="port (default: %(default)s)")
     parser.add_argument(
