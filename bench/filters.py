@@ -181,7 +181,13 @@ def timed(run: Callable[[], list[list[str]]], queries: int) -> tuple[float, list
     return queries / (time.perf_counter() - started), answers
 
 
-def sweep(workload: Workload, passes: int, peers: bool, query_limit: int) -> list[dict[str, Any]]:
+def sweep(
+    workload: Workload,
+    passes: int,
+    peers: bool,
+    query_limit: int,
+    only: Sequence[str] = ("lancedb", "qdrant"),
+) -> list[dict[str, Any]]:
     vectors = workload.query_vectors
     assert vectors is not None
     field = buckets(len(workload.doc_keys))
@@ -189,8 +195,10 @@ def sweep(workload: Workload, passes: int, peers: bool, query_limit: int) -> lis
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         index = build_weft(workload, field, Path(tmp) / "weft")
-        lance = Lance(workload, field, Path(tmp) / "lance") if peers and installed("lancedb") else None
-        qdrant = Qdrant(workload, field) if peers and installed("qdrant_client") else None
+        use_lance = peers and "lancedb" in only and installed("lancedb")
+        lance = Lance(workload, field, Path(tmp) / "lance") if use_lance else None
+        use_qdrant = peers and "qdrant" in only and installed("qdrant_client")
+        qdrant = Qdrant(workload, field) if use_qdrant else None
         texts = [" ".join(workload.query_tokens[i]) for i in chosen]
         for selectivity in (None, *SELECTIVITIES):
             below = None if selectivity is None else max(1, round(selectivity * BUCKETS))
@@ -503,6 +511,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=3, help="timed round-robin passes (3)")
     parser.add_argument("--queries", type=int, default=300, help="queries per pass (300)")
     parser.add_argument("--no-peers", action="store_true", help="weft-search only")
+    parser.add_argument(
+        "--peers",
+        default="lancedb,qdrant",
+        help="which peers (lancedb,qdrant); Qdrant's local mode keeps every point as Python objects, "
+        "which a 1M-vector set does not fit",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the rows as JSON")
     parser.add_argument(
         "--crossover", action="store_true", help="time exact scan vs probe per selectivity (vectors only)"
@@ -531,7 +545,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"no frozen vectors under {args.data}", file=sys.stderr)
             return 2
     load = os.getloadavg()
-    rows = sweep(workload, args.passes, not args.no_peers, args.queries)
+    only = [name.strip() for name in args.peers.split(",") if name.strip()]
+    rows = sweep(workload, args.passes, not args.no_peers, args.queries, only)
     print(f"## Filtered search: {workload.name}, {len(workload.doc_keys):,} documents, top {K}")
     print(f"load average before/after: {load[0]:.2f} / {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs\n")
     print(render(rows))
