@@ -33,7 +33,7 @@ from weftsearch.errors import ShardUnavailableError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 # The slow scorer below is defined here: send it to the actors by value (they cannot import tests/).
-cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _children(pid: int) -> list[int]:

@@ -81,7 +81,7 @@ def fill_streams_on_ray(
     connect(address)
     snapshot = testbed.snapshot
     documents = [snapshot.document(doc) for doc in range(snapshot.n_docs)]
-    count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))  # type: ignore[no-untyped-call]
+    count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
     shared = ray.put(documents)
     remote = ray.remote(num_cpus=1, max_restarts=0)(_EvalWorker)
     actors: list[Any] = [remote.remote(shared, testbed.analyzer, snapshot.vector_dim) for _ in range(count)]
