@@ -335,6 +335,14 @@ def weft_search_function(
     return search
 
 
+def _peer_missing(peer: str, module: str) -> MissingDependencyError:
+    """The error for a peer whose package is not installed (it names the extra and the way out)."""
+    return MissingDependencyError(
+        f"the {peer} peer needs {module}: pip install 'weft-search[bench]' "
+        "(or leave the peers out: --no-peer)"
+    )
+
+
 @dataclass(frozen=True)
 class TantivySearcher:
     """tantivy-py (the BM25 peer): a disjunction of term queries on a whitespace-tokenized field.
@@ -351,10 +359,7 @@ class TantivySearcher:
         try:
             import tantivy
         except ImportError:
-            raise MissingDependencyError(
-                "the tantivy peer needs tantivy: pip install 'weft-search[bench]' "
-                "(or leave the peers out: --no-peer)"
-            ) from None
+            raise _peer_missing("tantivy", "tantivy") from None
         index = tantivy.Index.open(self.path)
         index.reload()
         searcher = index.searcher()
@@ -395,10 +400,7 @@ class LanceSearcher:
             import lancedb
             from lancedb.rerankers import RRFReranker
         except ImportError:
-            raise MissingDependencyError(
-                "the LanceDB peer needs lancedb: pip install 'weft-search[bench]' "
-                "(or leave the peers out: --no-peer)"
-            ) from None
+            raise _peer_missing("LanceDB", "lancedb") from None
         table = lancedb.connect(self.path).open_table("docs")
         reranker = RRFReranker(K=60)
         texts, vectors = self.workload.texts, self.workload.vectors
@@ -1764,10 +1766,7 @@ def _build_tantivy(path: Path, keys: Sequence[str], texts: Sequence[str]) -> Non
     try:
         import tantivy
     except ImportError:
-        raise MissingDependencyError(
-            "the tantivy peer needs tantivy: pip install 'weft-search[bench]' "
-            "(or leave the peers out: --no-peer)"
-        ) from None
+        raise _peer_missing("tantivy", "tantivy") from None
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("key", stored=True, tokenizer_name="raw", index_option="basic")
     builder.add_text_field("body", stored=False, tokenizer_name="whitespace", index_option="freq")
@@ -1787,10 +1786,7 @@ def _build_lance(path: Path, keys: Sequence[str], texts: Sequence[str], vectors:
         import pyarrow as pa
         from lancedb.index import FTS
     except ImportError:
-        raise MissingDependencyError(
-            "the LanceDB peer needs lancedb: pip install 'weft-search[bench]' "
-            "(or leave the peers out: --no-peer)"
-        ) from None
+        raise _peer_missing("LanceDB", "lancedb") from None
     table = pa.table(
         {
             "key": list(keys),

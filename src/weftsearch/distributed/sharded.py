@@ -49,6 +49,7 @@ from weftsearch.engine.search import (
     SearchResults,
     _as_query,
     _check_call,
+    _rank_lookup,
     stream_labels,
 )
 from weftsearch.engine.snapshot import CollectionStatistics
@@ -190,17 +191,6 @@ class _CandidateKeys:
     @staticmethod
     def key_rank(ids: NDArray[np.int64]) -> NDArray[np.int64]:
         return ids
-
-
-def _rank_lookup(stream: Stream, wanted: NDArray[np.int64]) -> NDArray[np.int64]:
-    """1-based rank of each ``wanted`` id in ``stream``, 0 where absent (the engine's rule)."""
-    if len(stream) == 0:
-        return np.zeros(wanted.shape[0], dtype=np.int64)
-    by_id = np.argsort(stream.ids, kind="stable")
-    sorted_ids = stream.ids[by_id]
-    slots = np.minimum(np.searchsorted(sorted_ids, wanted), sorted_ids.size - 1)
-    found = sorted_ids[slots] == wanted
-    return np.where(found, by_id[slots] + 1, 0).astype(np.int64)
 
 
 class ShardedIndex:

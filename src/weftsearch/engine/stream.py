@@ -164,24 +164,9 @@ class Stream:
         refused with :class:`~weftsearch.errors.InvalidParameterError`).
         ``plan`` and ``complete`` as the constructor's.
         """
-        if not (
-            ids.dtype == np.int64
-            and scores.dtype == np.float64
-            and ids.ndim == 1
-            and ids.shape == scores.shape
-            and ids.flags.c_contiguous
-            and scores.flags.c_contiguous
-        ):
-            # converts, or raises with the constructor's message
-            return cls(ids, scores, plan=plan, complete=complete)
-        ids.setflags(write=False)
-        scores.setflags(write=False)
-        stream = object.__new__(cls)
-        object.__setattr__(stream, "ids", ids)
-        object.__setattr__(stream, "scores", scores)
-        object.__setattr__(stream, "plan", _checked_plan(plan))
-        object.__setattr__(stream, "complete", bool(complete))
-        return stream
+        stream = _adopted(cls, ids, scores, plan, complete)
+        # None: another layout, which the constructor converts or refuses with its message.
+        return cls(ids, scores, plan=plan, complete=complete) if stream is None else stream
 
     @classmethod
     def ranked(
@@ -291,6 +276,25 @@ def _vouched_stream(
     ``keys``. Arrays in another layout go through the checked constructor and
     come back as a plain (checked) Stream. O(1).
     """
+    stream = _adopted(_VouchedStream, ids, scores, plan, complete)
+    if stream is None:
+        return Stream(ids, scores, plan=plan, complete=complete)
+    object.__setattr__(stream, "_keys", keys)
+    return stream
+
+
+def _adopted(
+    kind: type[Stream],
+    ids: IdArray,
+    scores: ScoreArray,
+    plan: Mapping[str, PlanValue] | None,
+    complete: bool,
+) -> Stream | None:
+    """A ``kind`` over these very arrays (made read-only), or ``None`` if their layout is not a stream's.
+
+    A stream's layout: 1-D C-contiguous int64 ids and float64 scores of equal
+    length. O(1): nothing is copied or checked beyond the layout.
+    """
     if not (
         ids.dtype == np.int64
         and scores.dtype == np.float64
@@ -299,15 +303,14 @@ def _vouched_stream(
         and ids.flags.c_contiguous
         and scores.flags.c_contiguous
     ):
-        return Stream(ids, scores, plan=plan, complete=complete)
+        return None
     ids.setflags(write=False)
     scores.setflags(write=False)
-    stream = object.__new__(_VouchedStream)
+    stream = object.__new__(kind)
     object.__setattr__(stream, "ids", ids)
     object.__setattr__(stream, "scores", scores)
     object.__setattr__(stream, "plan", _checked_plan(plan))
     object.__setattr__(stream, "complete", bool(complete))
-    object.__setattr__(stream, "_keys", keys)
     return stream
 
 
