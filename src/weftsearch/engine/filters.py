@@ -50,14 +50,14 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from dataclasses import field as _dataclass_field
-from typing import Literal, NoReturn, Union
+from typing import Literal, NoReturn, Union, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.engine.times import TimeLike, as_timestamp
 from weftsearch.errors import FilterSyntaxError, FilterTypeError, InvalidFilterError, UnknownFieldError
-from weftsearch.storage.fields import FieldIndex
+from weftsearch.storage.fields import FieldIndex, field_kind
 
 __all__ = [
     "F",
@@ -96,14 +96,11 @@ MAX_IN_VALUES = 10_000
 
 
 def kind_of_value(value: object) -> FieldKind | None:
-    """The :data:`FieldKind` a field holding ``value`` has (``None`` for another type). O(1)."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, str):
-        return "keyword"
-    if isinstance(value, (int, float)):
-        return "number"
-    return None
+    """The :data:`FieldKind` a field holding ``value`` has (``None`` for another type). O(1).
+
+    The storage layer's rule (:func:`weftsearch.storage.fields.field_kind`), typed.
+    """
+    return cast("FieldKind | None", field_kind(value))
 
 
 def _check_value(value: object, where: str, position: int | None) -> FilterValue:
