@@ -7,6 +7,7 @@ waited at least their service).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import sys
@@ -25,6 +26,7 @@ from weftsearch import cli as weft_cli
 from weftsearch.bench import loadgen
 from weftsearch.bench.loadgen import (
     DEFAULT_RUNGS,
+    MAX_REASON,
     Done,
     HttpTarget,
     LadderResult,
@@ -35,6 +37,7 @@ from weftsearch.bench.loadgen import (
     ThreadTarget,
     WeftSearcher,
     Workload,
+    error_reason,
     format_ladder,
     ladder_rates,
     plot_ladder,
@@ -114,7 +117,7 @@ class ScriptedTarget:
         import time
 
         started = time.perf_counter() + self.queued
-        done(request, started, started + self.service, True)
+        done(request, started, started + self.service, None)
 
     def pids(self) -> list[int]:
         import os
@@ -179,7 +182,7 @@ class HoldingTarget:
 
         now = time.perf_counter()
         for request, done in self.held:
-            done(request, now, now, True)
+            done(request, now, now, None)
         self.held.clear()
 
     def pids(self) -> list[int]:
@@ -281,6 +284,15 @@ def test_the_unloaded_denominator_is_the_lowest_open_loop_rung() -> None:
     table = format_ladder(ladder)
     assert "lowest open-loop rung, 200.0 q/s" in table
     assert "2.00x" in table and "3.00x" in table
+    assert "errors at" not in table
+
+
+def test_the_table_says_why_requests_failed() -> None:
+    failing = dataclasses.replace(_rung(1.25, 1000.0, 5.0, 100.0), errors=3,
+                                  error_reasons={"HTTP 503: busy": 2, "ReadTimeout": 1})  # fmt: skip
+    ladder = LadderResult("t", "bm25", "e", "this process", 800.0, [_rung(0.25, 200.0, 2.0, 100.0), failing],
+                          [failing], 1.25)  # fmt: skip
+    assert "errors at 125.0%: 2 x HTTP 503: busy; 1 x ReadTimeout" in format_ladder(ladder)
 
 
 def test_the_denominator_is_the_larger_of_through_the_target_and_the_bare_search() -> None:
@@ -427,6 +439,32 @@ def test_a_searcher_that_fails_counts_as_an_error(small_index: tuple[str, Worklo
     finally:
         target.close()
     assert (result.completed, result.errors) == (2, 1)
+    # Why it failed is recorded, not only that it did (item 99 is past the workload's end).
+    ((reason, count),) = result.error_reasons.items()
+    assert count == 1 and reason.startswith("IndexError")
+    assert result.to_dict()["error_reasons"] == {reason: 1}
+
+
+def test_a_worker_process_sends_the_reason_of_a_failure(
+    small_index: tuple[str, Workload], no_leftover_children: None
+) -> None:
+    path, workload = small_index
+    target = ProcessTarget(WeftSearcher(path, workload, "bm25"), 1)
+    target.start()
+    try:
+        result = run_rung(target, _fixed([0.0, 0.001, 0.002], items=[0, 99, 98]), progress=io.StringIO())
+    finally:
+        target.close()
+    assert (result.completed, result.errors) == (3, 2)
+    ((reason, count),) = result.error_reasons.items()
+    assert count == 2 and reason.startswith("IndexError")
+
+
+def test_an_error_reason_is_one_bounded_line() -> None:
+    reason = error_reason(ValueError("first line\n  second line " + "x" * 500))
+    assert reason.startswith("ValueError: first line second line x")
+    assert "\n" not in reason and len(reason) == MAX_REASON
+    assert error_reason(KeyboardInterrupt()) == "KeyboardInterrupt"
 
 
 # ---------------------------------------------------------------------- the HTTP target
@@ -493,6 +531,8 @@ def test_an_http_error_status_counts_as_an_error(server: tuple[str, type[_Handle
         target.close()
     assert (result.completed, result.errors) == (3, 3)
     assert "vector" not in handler.bodies[0]
+    # The status and the start of the body are the reason; the table prints it.
+    assert result.error_reasons == {'HTTP 503: {"hits": ["q"]}': 3}
 
 
 # ---------------------------------------------------------------------- the command

@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import io
 import json
 import math
@@ -109,6 +110,8 @@ __all__ = [
     "rung_seconds_for",
     "ladder_rates",
     "Done",
+    "MAX_REASON",
+    "error_reason",
     "Target",
     "Searcher",
     "ThreadTarget",
@@ -231,9 +234,26 @@ def ladder_rates(sequential: float, fractions: Sequence[float]) -> list[float]:
 
 # ---------------------------------------------------------------------- targets
 
-#: Called by a target when a request completes: (request, service start, service end, ok);
-#: times from :func:`time.perf_counter` (CLOCK_MONOTONIC on Linux, shared across processes).
-Done = Callable[[int, float, float, bool], None]
+#: Called by a target when a request completes: (request, service start, service end, error);
+#: times from :func:`time.perf_counter` (CLOCK_MONOTONIC on Linux, shared across processes);
+#: ``error`` is ``None`` for a success, else why it failed (:func:`error_reason`).
+Done = Callable[[int, float, float, str | None], None]
+
+#: Longest error reason kept (characters): a reason names a kind of failure, not a whole report.
+MAX_REASON = 160
+
+
+def _http_reason(status: int, body: bytes) -> str:
+    """A non-2xx answer's reason: its status and the start of its body (weft-search's error type)."""
+    text = " ".join(body.decode("utf-8", "replace").split())
+    return f"HTTP {status}" + (f": {text}" if text else "")[: MAX_REASON - 9]
+
+
+def error_reason(error: BaseException) -> str:
+    """A failed request's reason as the rung counts it: the exception's type and message, one line."""
+    message = " ".join(str(error).split())
+    reason = type(error).__name__ + (f": {message}" if message else "")
+    return reason[:MAX_REASON]
 
 
 class Target(Protocol):
@@ -487,12 +507,12 @@ class ThreadTarget:
         while (job := take()) is not None:
             request, item, done = job
             started = clock()
+            error = None
             try:
                 search(item)
-                ok = True
-            except Exception:
-                ok = False
-            done(request, started, clock(), ok)
+            except Exception as failure:  # any failure is the request's, counted with its reason
+                error = error_reason(failure)
+            done(request, started, clock(), error)
 
     @property
     def search_function(self) -> Callable[[int], object]:
@@ -563,12 +583,12 @@ def _process_worker(searcher: Searcher, connection: Connection, threads: int) ->
 
     def answer(request: int, item: int) -> None:
         started = clock()
+        reason = b""
         try:
             search(item)
-            ok = True
-        except Exception:
-            ok = False
-        reply = _REPLY.pack(request, started, clock(), ok)
+        except Exception as failure:  # counted with its reason; the worker keeps serving
+            reason = error_reason(failure).encode("utf-8", "replace")
+        reply = _REPLY.pack(request, started, clock(), bool(reason)) + reason
         with send_lock:
             connection.send_bytes(reply)
 
@@ -677,11 +697,12 @@ class ProcessTarget:
                 except (EOFError, OSError):
                     live.remove(ready)
                     continue
-                request, started, ended, ok = _REPLY.unpack(data)
+                request, started, ended, failed = _REPLY.unpack_from(data)
+                error = data[_REPLY.size :].decode("utf-8", "replace") if failed else None
                 with self._lock:
                     self._outstanding[owner[id(ready)]] -= 1
                     done = self._callbacks.pop(request)
-                done(request, started, ended, ok)
+                done(request, started, ended, error)
 
     def submit(self, request: int, item: int, done: Done) -> None:
         """Send the request to the least-loaded worker."""
@@ -816,13 +837,15 @@ class HttpTarget:
 
     async def _send(self, request: int, item: int, done: Done) -> None:
         started = time.perf_counter()
+        error = None
         try:
             response = await self._client.post(self._path, json=self.body(item))
-            await response.aread()
-            ok = 200 <= response.status_code < 300
-        except Exception:
-            ok = False
-        done(request, started, time.perf_counter(), ok)
+            body = await response.aread()
+            if not 200 <= response.status_code < 300:
+                error = _http_reason(response.status_code, body)
+        except Exception as failure:  # a connection that failed is the request's error
+            error = error_reason(failure)
+        done(request, started, time.perf_counter(), error)
 
     def _spawn(self, request: int, item: int, done: Done) -> None:
         task = asyncio.ensure_future(self._send(request, item, done))
@@ -1079,6 +1102,8 @@ class RungResult:
     cpu_seconds: float
     major_faults: int
     seed: int
+    #: Why requests failed: reason (:func:`error_reason`, or ``HTTP <status>: <body>``) -> count.
+    error_reasons: dict[str, int] = field(default_factory=dict)
     #: Per-request scheduled offsets (s) and latencies (s) of completed requests, for windows.
     arrivals: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0), repr=False)
     latencies: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0), repr=False)
@@ -1093,6 +1118,7 @@ class RungResult:
             "scheduled": self.scheduled,
             "completed": self.completed,
             "errors": self.errors,
+            "error_reasons": dict(self.error_reasons),
             "shed": self.shed,
             "unfinished": self.unfinished,
             "achieved_qps": self.achieved,
@@ -1142,14 +1168,19 @@ def run_rung(
     dispatched = np.zeros(n)
     slots = threading.BoundedSemaphore(cap)
     finished: list[int] = []
+    reasons: collections.Counter[str] = collections.Counter()
     all_done = threading.Event()
     sent = [0]
     shed = [0]
 
-    def done(request: int, started: float, ended: float, ok: bool) -> None:
+    def done(request: int, started: float, ended: float, error: str | None) -> None:
         starts[request] = started
         ends[request] = ended
-        status[request] = _OK if ok else _ERROR
+        if error is None:
+            status[request] = _OK
+        else:
+            status[request] = _ERROR
+            reasons[error] += 1
         finished.append(request)
         slots.release()
         if len(finished) == sent[0] and dispatching_over.is_set():
@@ -1263,6 +1294,7 @@ def run_rung(
         cpu_seconds=cpu,
         major_faults=faults,
         seed=schedule.seed,
+        error_reasons=dict(reasons.most_common()),
         arrivals=schedule.offsets[ok_mask],
         latencies=ends[ok_mask] - scheduled_at[ok_mask],
     )
@@ -1280,7 +1312,7 @@ def sequential_throughput(
     items = rng.integers(0, n_items, size=max(warmup, 1) + 65_536).tolist()  # cycled
     finished = threading.Event()
 
-    def done(request: int, started: float, ended: float, ok: bool) -> None:
+    def done(request: int, started: float, ended: float, error: str | None) -> None:
         finished.set()
 
     def one(request: int) -> None:
@@ -1654,6 +1686,11 @@ def format_ladder(result: LadderResult) -> str:
             f"{_ms(min(spread['p99_ms']))}-{_ms(max(spread['p99_ms']))} ms, shed "
             f"{', '.join(str(int(s)) for s in spread['shed'])}"
         )
+    for r in [*result.rungs, *result.repetitions[1:], *result.absolute]:
+        if r.error_reasons:  # why requests failed, so an error is never only a count
+            label = f"{r.fraction:.1%}" if r.fraction is not None else f"abs {r.offered:,.1f} q/s"
+            reasons = "; ".join(f"{count:,} x {reason}" for reason, count in r.error_reasons.items())
+            lines.append(f"errors at {label}: {reasons}")
     return "\n".join(lines) + "\n"
 
 
