@@ -635,3 +635,17 @@ def test_synthetic_vectors_are_seeded_unit_rows() -> None:
     assert first.tobytes() == again.tobytes()
     assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-6)
     assert unit_vectors(250, 8, seed=1).tobytes() != first.tobytes()
+
+
+def test_the_no_op_target_answers_every_request_without_error() -> None:
+    # The calibration's floor: a no-op that reported a failure would leave no latency to print.
+    from weftsearch.bench.loadgen import NoopTarget
+
+    target = NoopTarget()
+    target.start()
+    try:
+        result = run_rung(target, _fixed([0.0, 0.001, 0.002]), progress=io.StringIO())
+    finally:
+        target.close()
+    assert (result.completed, result.errors, result.error_reasons) == (3, 0, {})
+    assert result.latency["p50"] >= 0.0

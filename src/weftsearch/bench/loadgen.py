@@ -557,7 +557,7 @@ class NoopTarget:
     def submit(self, request: int, item: int, done: Done) -> None:
         """Complete the request at once."""
         now = time.perf_counter()
-        done(request, now, now, True)
+        done(request, now, now, None)
 
     def pids(self) -> list[int]:
         """The driver's own process."""

@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 
 from weftsearch.analysis import Analyzer, get_analyzer
 from weftsearch.engine.documents import Document
+from weftsearch.engine.inflight import SearchesInFlight
 from weftsearch.engine.ingest import analyse_documents, resolve_workers
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
@@ -227,27 +228,6 @@ _REST_S = 0.001
 _FREE_SLICE = 32
 
 
-class _SearchesInFlight:
-    """How many ``Index.search`` calls are running now, in any thread. Thread-safe."""
-
-    __slots__ = ("_count", "_lock")
-
-    def __init__(self) -> None:
-        self._count = 0
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> None:
-        with self._lock:
-            self._count += 1
-
-    def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self._count -= 1
-
-    def __bool__(self) -> bool:
-        return self._count > 0
-
-
 class _YieldToSearches:
     """The pause the encoder calls between slices of work (see :mod:`weftsearch.storage.pausing`).
 
@@ -264,7 +244,7 @@ class _YieldToSearches:
 
     __slots__ = ("_searches", "_since")
 
-    def __init__(self, searches: _SearchesInFlight) -> None:
+    def __init__(self, searches: SearchesInFlight) -> None:
         self._searches = searches
         self._since = time.perf_counter()
 
@@ -506,7 +486,7 @@ class Index:
         self._latest: Snapshot | None = None  # the newest complete snapshot, current or not
         self._last_writer = 0  # thread id of the newest write
         self._write_lock = threading.RLock()
-        self._searches = _SearchesInFlight()
+        self._searches = SearchesInFlight()
         self._fork_encode_min: int | None = FORK_ENCODE_MIN_DOCUMENTS if hasattr(os, "fork") else None
         self._flush_documents = FLUSH_DOCUMENTS
         self._commit_lock = threading.RLock()

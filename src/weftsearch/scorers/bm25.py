@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.engine import bm25_kernel
+from weftsearch.engine.inflight import searches_in_flight
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream, _vouched_stream, check_k, top_k
@@ -53,6 +54,12 @@ _DENSE_RATIO = 0.05
 # over so few documents is cheaper than the kernel's windows and probes; on 100,000
 # synthetic documents the kernel is 1.5x (top-10) and 1.35x (top-100) numpy's speed.
 # Both give the same results to the bit; the kernel also releases the GIL.
+# Below this size score() still takes the kernel while another search runs in the
+# process (weftsearch.engine.inflight): numpy holds the GIL through most of a search
+# on a small snapshot and hands it over at every larger call, so two threads convoy.
+# SciFact, Index.search top-10 aggregate (bench: docs/BENCHMARKS.md, "Load ladder",
+# 2026-12-04, load 1.2): numpy 10.0k q/s on one thread but 5.9k on two; the kernel
+# 6.4k on one and 7.7k on two (hybrid, depth 100: numpy 1.83k/1.70k, kernel 1.61k/1.87k).
 _COMPILED_FROM_DOCS = 20_000
 
 # score_many() runs the compiled batch below _COMPILED_FROM_DOCS too when k is at most
@@ -467,15 +474,18 @@ class BM25Scorer:
         block-max early termination and without the GIL where the kernel is
         available (:func:`~weftsearch.engine.bm25_kernel.compiled_bm25`; set
         ``WEFTSEARCH_NO_COMPILED_BM25=1`` to force numpy); otherwise through
-        numpy, which is faster on small snapshots. Both give the same
-        documents, scores to the bit and order.
+        numpy, which is faster on small snapshots for a search alone, unless
+        another search runs in this process meanwhile
+        (:func:`~weftsearch.engine.inflight.searches_in_flight`): then the
+        compiled kernel, which lets the other run while it scores. Both give
+        the same documents, scores to the bit and order.
         """
         k = check_k(k)
         # A filter (Query.filter) applies before the top k on both paths, never
         # after: only allowed documents compete, so a search returns min(k,
         # matching documents with a query term). Same scores to the bit.
         allowed = snapshot.allowed(query)
-        if snapshot.n_docs >= _COMPILED_FROM_DOCS:
+        if snapshot.n_docs >= _COMPILED_FROM_DOCS or searches_in_flight() > 1:
             library = bm25_kernel.compiled_bm25()
             if library is not None:
                 return self._score_compiled(library, snapshot, query, k, allowed)
