@@ -1041,6 +1041,7 @@ class LinkView(Snapshot):
 
     def __init__(self, *, generation: int, keys: NDArray[np.str_], links: sp.csr_array) -> None:
         super().__init__(generation=generation, analyzer=SimpleAnalyzer(), vector_dim=None, segments=())
+        keys.flags.writeable = False
         self._view_keys = keys
         self._n_docs = int(keys.shape[0])
         self._links = links
@@ -1054,6 +1055,11 @@ class LinkView(Snapshot):
         view = copy.copy(self)
         view._allowed = mask
         return view
+
+    @property
+    def keys_array(self) -> NDArray[np.str_]:
+        """The keys, ascending, as the numpy array the view searches (id ``i`` is ``keys_array[i]``)."""
+        return self._view_keys
 
     @property
     def ids_follow_keys(self) -> bool:
