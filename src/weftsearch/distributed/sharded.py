@@ -268,7 +268,8 @@ class _CollectionPlan:
 
 def _checked_inputs(scorer: Scorer, label: str, query: Query) -> list[tuple[Scorer, Query, int]]:
     """``scorer.collection_inputs(query)``, checked: (Scorer, Query, count >= 1) triples."""
-    asked = scorer.collection_inputs(query)  # type: ignore[attr-defined]  # the optional protocol
+    optional: Any = scorer  # the optional protocol: not in Scorer's type (its answer is checked below)
+    asked = optional.collection_inputs(query)
     if not isinstance(asked, Sequence):
         raise ScorerOutputError(f"scorer {label!r}: collection_inputs returned {type(asked).__name__}")
     checked = []
@@ -916,7 +917,8 @@ class ShardedIndex:
             inputs.append(Stream(ids[order], scores[order]))
         label = plan.labels[column]
         scorer = plan.scorers[column]
-        produced = scorer.score_inputs(query_view, query, depth, inputs)
+        optional: Any = scorer  # the optional protocol (its stream is checked below)
+        produced = optional.score_inputs(query_view, query, depth, inputs)
         stream = canonical_stream(produced, query_view, depth, label, query_view.allowed(query))
         return _shard_stream(query_view, stream)
 
