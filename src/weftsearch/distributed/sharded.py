@@ -19,6 +19,14 @@ three phases over one cut:
    (ids are positions in the sorted union of candidate keys, so id order is
    key order); the hits' stored fields are then read from their shards.
 
+A scorer implementing the optional whole-collection protocol
+(``collection_inputs``/``score_inputs``, :mod:`weftsearch.engine.protocols`),
+such as the graph scorers, is not sent to the shards: in phase 2 the shards
+score the input streams it names (merged here into global streams, as any
+stream) and the masks of the batch's filters, and the scorer runs once per
+query here, on a :class:`~weftsearch.engine.snapshot.LinkView` of the whole
+collection built from the shards' keys and links once per cut.
+
 No scorer or fuser is named here: the coordinator calls them through their
 protocols, as the engine does. See docs/SCALING.md for the consistent cut, the
 exactness argument and the failure model.
