@@ -36,7 +36,13 @@ from weftsearch import (
 )
 from weftsearch.distributed import ShardedIndex, ShardGroup, local_shards
 from weftsearch.engine.snapshot import LinkView
-from weftsearch.errors import InvalidParameterError, PartialGraphError, ScorerOutputError, ShardedCutError
+from weftsearch.errors import (
+    InvalidParameterError,
+    PartialGraphError,
+    ScorerOutputError,
+    ShardedCutError,
+    ShardUnavailableError,
+)
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
 COUNTS = (1, 2, 4)
@@ -427,3 +433,50 @@ def test_a_read_only_refresh_never_adopts_half_a_commit(tmp_path: Path) -> None:
             assert reader.refresh() == record["cut"]
             got = reader.search("note graph", 100, RRF(), BM25Scorer())
             assert len(got) == 40 + sum(1 for d in more if writer.shard_of(d.key) == writer.shards[number])
+
+
+class FailingGroup(CountingGroup):
+    """Counting local shards whose shard 1 stops answering when told (as an unreachable actor does)."""
+
+    down = False
+
+    def call(self, method: str, arguments: Mapping[int, tuple[Any, ...]], *, read: bool) -> dict[int, Any]:
+        results = super().call(method, arguments, read=read)
+        if self.down and 1 in results:
+            results[1] = ShardUnavailableError(
+                "shard 'shard-0001' on node test did not answer", ("shard-0001",)
+            )
+        return results
+
+
+def test_a_graph_search_missing_a_shard_fails_naming_it_or_is_partial_when_asked(
+    tmp_path: Path, corpus: tuple[list[Document], list[Query]]
+) -> None:
+    documents, queries = corpus
+    groups: list[FailingGroup] = []
+
+    def factory(directories: Sequence[Path], options: Mapping[str, Any] | None, readonly: bool) -> ShardGroup:
+        groups.append(FailingGroup(local_shards(directories, options, readonly), {}))
+        return groups[-1]
+
+    scorers: list[Scorer] = [BM25Scorer(), PageRankScorer(BM25Scorer(), restart="score")]
+    with ShardedIndex.create(tmp_path / "s", 2, factory=factory) as sharded:
+        sharded.add_many(documents, progress=False)
+        sharded.commit()
+        sharded.search(queries[0], 10, RRF(), *scorers)  # the whole table, cached
+        groups[0].down = True
+        with pytest.raises(ShardUnavailableError, match="shard-0001"):
+            sharded.search(queries[0], 10, RRF(), *scorers)
+        partial = sharded.search_many(queries, 10, RRF(), *scorers, allow_partial=True)
+        assert all(results.missing_shards == ("shard-0001",) for results in partial)
+        # What answered is scored as the collection of shard 0's documents alone, links included.
+        with Index() as alone:
+            alone.add_many([d for d in documents if sharded.shard_of(d.key) == "shard-0000"], progress=False)
+            assert_same(alone.search_many(queries, 10, RRF(), *scorers), partial)
+        groups[0].down = False
+        with Index() as single:
+            single.add_many(documents, progress=False)
+            assert_same(
+                single.search_many(queries, 10, RRF(), *scorers),
+                sharded.search_many(queries, 10, RRF(), *scorers),
+            )

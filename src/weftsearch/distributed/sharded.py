@@ -835,7 +835,7 @@ class ShardedIndex:
         statistics = _combine([found[n] for n in live], len(self._names))
         on_shards = [scorers[column] for column in plan.on_shards]
         if plan.whole:
-            graph = self._link_table(cut, allow_partial)
+            graph = self._link_table(cut, allow_partial, live)
             missing |= graph.missing
             live = [n for n in live if n not in missing]
             arguments = {
@@ -871,21 +871,24 @@ class ShardedIndex:
             cut, merged, labels, depth, tuple(self._names[n] for n in sorted(missing)), allow_partial
         )
 
-    def _link_table(self, cut: _Cut, allow_partial: bool) -> _LinkTable:
+    def _link_table(self, cut: _Cut, allow_partial: bool, live: Sequence[int]) -> _LinkTable:
         """The collection's link table at ``cut``: built from every shard once per cut, then cached.
 
-        A table missing a shard (``allow_partial``) is built for that search
-        only, never cached.
+        With shards missing (``allow_partial``), a table of the ``live``
+        shards only, built for that search and never cached: a partial
+        search walks the links of the documents it scores, as if the
+        missing shards' documents did not exist (the statistics say so too).
         """
         with self._links_lock:
             cached = self._links
-            if cached is not None and cached.cut == cut.number:
+            whole = len(live) == len(self._names)
+            if whole and cached is not None and cached.cut == cut.number:
                 return cached
-            found = self._group.call("links", {n: (cut.refs[n],) for n in range(len(self._names))}, read=True)
+            found = self._group.call("links", {n: (cut.refs[n],) for n in live}, read=True)
             missing = self._missing(found, allow_partial)
             table = _LinkTable.build(cut.number, {n: found[n] for n in found if n not in missing})
             table.missing = frozenset(missing)
-            if not missing:
+            if whole and not missing:
                 self._links = table
             return table
 
