@@ -103,7 +103,7 @@ def main() -> None:
             for _ in range(5):
                 start = time.perf_counter()
                 sharded._links = None
-                table = sharded._link_table(cut, False)
+                table = sharded._link_table(cut, False, range(count))
                 seconds.append(time.perf_counter() - start)
             view = table.view
             row = {"config": f"{'ray' if args.ray else 'local'} x{count}"}

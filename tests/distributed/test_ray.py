@@ -29,6 +29,7 @@ from tests.distributed.test_sharded import assert_same  # noqa: E402
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, Snapshot, Stream, VectorScorer  # noqa: E402
 from weftsearch.distributed import ShardedIndex  # noqa: E402
 from weftsearch.distributed.ray_shard import ray_shards  # noqa: E402
+from weftsearch.engine.protocols import Scorer  # noqa: E402
 from weftsearch.errors import ShardUnavailableError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -354,7 +355,7 @@ def test_graph_arms_on_ray_shards_equal_the_single_index(cluster: str, tmp_path:
         times = sorted(document.time for document in documents if document.time is not None)
         filtered = [dataclasses.replace(q, filter=f"@time >= {times[len(times) // 2]}") for q in queries]
         seeded = [dataclasses.replace(q, seeds=(documents[7 * i].key,)) for i, q in enumerate(queries)]
-        arms = [
+        arms: list[list[Scorer]] = [
             [BM25Scorer(), GraphScorer(BM25Scorer())],
             [BM25Scorer(), PageRankScorer(BM25Scorer(), restart="score")],
         ]

@@ -35,6 +35,7 @@ from weftsearch import (
     Stream,
 )
 from weftsearch.distributed import ShardedIndex, ShardGroup, local_shards
+from weftsearch.engine.protocols import Fuser
 from weftsearch.engine.snapshot import LinkView
 from weftsearch.errors import (
     InvalidParameterError,
@@ -108,7 +109,7 @@ def test_graph_arms_equal_the_single_index_to_the_bit(
 ) -> None:
     single, sharded = built
     _, queries = corpus
-    fusers = [RRF()] if len(ARMS[arm]()) == 1 else [RRF(), ScoreFusion()]
+    fusers: list[Fuser] = [RRF()] if len(ARMS[arm]()) == 1 else [RRF(), ScoreFusion()]
     for fuser in fusers:
         for k, depth in ((10, None), (5, 30)):
             expected = single.search_many(queries, k, fuser, *ARMS[arm](), depth=depth)
@@ -231,7 +232,7 @@ def test_the_link_table_is_built_once_per_cut(
     def factory(directories: Sequence[Path], options: Mapping[str, Any] | None, readonly: bool) -> ShardGroup:
         return CountingGroup(local_shards(directories, options, readonly), calls)
 
-    graph = [BM25Scorer(), GraphScorer(BM25Scorer())]
+    graph: list[Scorer] = [BM25Scorer(), GraphScorer(BM25Scorer())]
     with ShardedIndex.create(tmp_path / "s", 2, factory=factory) as sharded:
         sharded.add_many(documents[:1500], progress=False)
         sharded.commit()
