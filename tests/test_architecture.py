@@ -284,6 +284,19 @@ def test_engine_imports_no_scorer_and_no_fuser() -> None:
     assert _violations_in(_modules_under("engine"), [SCORERS, FUSION]) == []
 
 
+def test_the_coordinator_and_engine_never_pick_out_a_graph_scorer_by_name() -> None:
+    """Graph scorers run on shards through the generic whole-collection protocol
+    (``collection_inputs``/``score_inputs``), found by ``getattr`` as ``score_many`` is: no
+    engine or distributed module compares with a graph scorer's label or spec name either."""
+    labels = {"graph", "pagerank", "propagate", "propagation"}
+    found = []
+    for path in _modules_under("engine", "distributed"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in labels:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
+    assert found == []
+
+
 def test_fusion_imports_no_scorer() -> None:
     assert _violations_in(_modules_under("fusion"), [SCORERS]) == []
 

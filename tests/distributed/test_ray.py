@@ -29,6 +29,7 @@ from tests.distributed.test_sharded import assert_same  # noqa: E402
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, Snapshot, Stream, VectorScorer  # noqa: E402
 from weftsearch.distributed import ShardedIndex  # noqa: E402
 from weftsearch.distributed.ray_shard import ray_shards  # noqa: E402
+from weftsearch.engine.protocols import Scorer  # noqa: E402
 from weftsearch.errors import ShardUnavailableError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -333,3 +334,46 @@ def test_the_eval_command_takes_ray_and_prints_a_local_runs_table(
     assert [line for line in remote.splitlines() if not timing.search(line)] == [
         line for line in local.splitlines() if not timing.search(line)
     ]
+
+
+@pytest.mark.skipif(not (DATA / "cacm").is_dir(), reason=f"CACM is not at {DATA / 'cacm'}")
+def test_graph_arms_on_ray_shards_equal_the_single_index(cluster: str, tmp_path: Path) -> None:
+    """The link table comes from the actors (plain arrays), the walk runs at the coordinator."""
+    import dataclasses
+
+    from tests.distributed.test_sharded_graph import cacm
+    from weftsearch import GraphScorer, PageRankScorer
+
+    documents, queries = cacm()
+    queries = queries[:6]
+    single = Index()
+    single.add_many(documents, progress=False)
+    sharded = ShardedIndex.create(tmp_path / "s", 2, factory=ray_shards(max_restarts=1))
+    try:
+        sharded.add_many(documents, progress=False)
+        sharded.commit()
+        times = sorted(document.time for document in documents if document.time is not None)
+        filtered = [dataclasses.replace(q, filter=f"@time >= {times[len(times) // 2]}") for q in queries]
+        seeded = [dataclasses.replace(q, seeds=(documents[7 * i].key,)) for i, q in enumerate(queries)]
+        arms: list[list[Scorer]] = [
+            [BM25Scorer(), GraphScorer(BM25Scorer())],
+            [BM25Scorer(), PageRankScorer(BM25Scorer(), restart="score")],
+        ]
+        for scorers in arms:
+            for batch in (queries, filtered, seeded):
+                assert_same(
+                    single.search_many(batch, 10, RRF(), *scorers),
+                    sharded.search_many(batch, 10, RRF(), *scorers),
+                )
+        deleted = [document.key for document in documents[::11]]
+        single.delete_many(deleted)
+        sharded.delete_many(deleted)
+        sharded.merge(force=True)
+        for scorers in arms:
+            assert_same(
+                single.search_many(queries, 10, RRF(), *scorers),
+                sharded.search_many(queries, 10, RRF(), *scorers),
+            )
+    finally:
+        sharded.close()
+        single.close()

@@ -216,17 +216,25 @@ def test_without_the_collection_statistics_shards_would_score_otherwise(
     shard.close()
 
 
-def test_graph_scorers_are_exact_on_one_shard_and_refused_on_several(
+def test_graph_scorers_are_exact_on_every_shard_count(
     built: tuple[Index, dict[int, ShardedIndex]], queries: list[Query]
 ) -> None:
+    """Were refused on more than one shard; the coordinator now runs them on the collection's links."""
     single, sharded = built
     graph: list[Scorer] = [BM25Scorer(), GraphScorer(BM25Scorer(), max_depth=2)]
-    assert_same(
-        single.search_many(queries[:5], 10, RRF(), *graph),
-        sharded[1].search_many(queries[:5], 10, RRF(), *graph),
-    )
+    filtered = [dataclasses.replace(query, filter="year >= 2005") for query in queries[:5]]
+    for count in (1, 2, 4):
+        assert_same(
+            single.search_many(queries[:5], 10, RRF(), *graph),
+            sharded[count].search_many(queries[:5], 10, RRF(), *graph),
+        )
+        assert_same(
+            single.search_many(filtered, 10, RRF(), *graph),
+            sharded[count].search_many(filtered, 10, RRF(), *graph),
+        )
+    # A graph scorer as another's seed scorer would run on one shard's part of the graph: refused.
     with pytest.raises(PartialGraphError, match=r"SCALING\.md"):
-        sharded[2].search(queries[0], 10, RRF(), *graph)
+        sharded[2].search(queries[0], 10, RRF(), GraphScorer(GraphScorer(BM25Scorer())))
 
 
 def test_shard_of_is_stable_across_processes_and_spreads_keys() -> None:

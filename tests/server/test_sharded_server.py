@@ -33,6 +33,8 @@ SPECS = [
     "vector",
     "rrf(bm25, vector, k=60)@100",
     "rrf(bm25, recency(half_life=30))@50",
+    "rrf(bm25, graph(seed=bm25))",
+    "rrf(bm25, pagerank(seed=bm25, restart=score))@50",
 ]
 
 
@@ -175,16 +177,42 @@ def test_documents_stats_health_and_metrics(
     assert f"weft_index_documents {float(SLICE)}" in metrics
 
 
-def test_a_graph_ranking_is_refused_naming_why_never_a_500(
+def test_a_graph_ranking_is_served_as_the_single_index_serves_it(
     clients: tuple[TestClient, TestClient], queries: list[Query]
 ) -> None:
+    """Was 400 PartialGraphError: the graph stream now runs on the coordinator's link table."""
     over_shards, over_single = clients
-    request = {"text": queries[0].text, "spec": "rrf(bm25, graph(seed=bm25))", "k": 5}
-    refused = over_shards.post("/v1/search", json=request)
-    assert refused.status_code == 400
-    error = refused.json()["error"]
-    assert error["type"] == "PartialGraphError" and "SCALING.md" in error["message"]
-    assert over_single.post("/v1/search", json=request).status_code == 200  # the ranking itself is fine
+    for spec in ("graph(seed=bm25)", "pagerank(seed=bm25)", "rrf(bm25, graph(seed=bm25, max_depth=2))"):
+        request = {"text": queries[0].text, "spec": spec, "k": 5, "explain": True}
+        mine = over_shards.post("/v1/search", json=request)
+        assert mine.status_code == 200, mine.text
+        theirs = over_single.post("/v1/search", json=request).json()
+        assert ranked(mine.json()) == ranked(theirs) and mine.json()["hits"]
+        assert [h["signals"] for h in mine.json()["hits"]] == [h["signals"] for h in theirs["hits"]]
+
+
+def test_a_read_only_sharded_server_adopts_the_writers_new_cut(tmp_path: Path) -> None:
+    """Like a read-only Index server: each read first adopts the newest recorded cut."""
+    documents = small_documents()
+    with ShardedIndex.create(tmp_path / "s", 2) as writer:
+        writer.add_many(documents[:4], progress=False)
+        writer.commit()
+        with (
+            ShardedIndex.open(tmp_path / "s", readonly=True) as reader,
+            TestClient(create_app(reader, readonly=True)) as client,
+        ):
+            before = client.get("/v1/stats").json()
+            assert before["documents"] == 4
+            writer.add_many(documents[4:], progress=False)
+            writer.refresh()  # published to the writer's own searches, not recorded: not adopted
+            assert client.get("/v1/stats").json()["generation"] == before["generation"]
+            committed = writer.commit()
+            key = documents[-1].key
+            found = client.get(f"/v1/documents/{key}")
+            assert found.status_code == 200, found.text
+            after = client.get("/v1/stats").json()
+            assert after["generation"] == committed == reader.cut
+            assert after["documents"] == len(documents)
 
 
 def test_writes_on_a_read_only_sharded_server_answer_409(clients: tuple[TestClient, TestClient]) -> None:

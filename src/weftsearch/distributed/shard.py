@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.engine.documents import Document, FieldValue
+from weftsearch.engine.filters import Filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Scorer
 from weftsearch.engine.query import Query
@@ -29,9 +30,9 @@ from weftsearch.engine.search import score_queries, stream_labels
 from weftsearch.engine.snapshot import CollectionStatistics, Snapshot
 from weftsearch.engine.stats import IndexStats
 from weftsearch.engine.stream import PlanValue, Stream
-from weftsearch.errors import ShardUnavailableError
+from weftsearch.errors import InvalidParameterError, ShardUnavailableError
 
-__all__ = ["CutRef", "ShardStatistics", "ShardStreams", "LocalShard"]
+__all__ = ["CutRef", "ShardStatistics", "ShardStreams", "ShardLinks", "ShardInputs", "LocalShard"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,15 @@ class ShardStatistics:
 ShardStream = tuple[list[str], NDArray[np.float64], bool, dict[str, PlanValue] | None]
 #: A shard's answer to a batch: per query, one :data:`ShardStream` per scorer.
 ShardStreams = list[list[ShardStream]]
+#: A shard's part of the link table: its live keys in id order, and every link of a live
+#: document as (source id, target key), unresolved (:meth:`Snapshot.link_pairs`).
+ShardLinks = tuple[list[str], NDArray[np.int64], list[str]]
+#: :meth:`LocalShard.search_inputs`' answer: the batch's streams (as :meth:`LocalShard.search`),
+#: one stream per input request, and one filter mask (over the shard's ids) per filter asked.
+ShardInputs = tuple[ShardStreams, list[ShardStream], list[NDArray[np.bool_]]]
+#: A request for an input stream of a whole-collection scorer: its label (for errors), the
+#: scorer, the query it sees and how many candidates.
+InputRequest = tuple[str, Scorer, Query, int]
 
 
 class LocalShard:
@@ -141,6 +151,31 @@ class LocalShard:
         snapshot = self._index.snapshot()
         self._pinned[cut] = snapshot
         return snapshot.generation
+
+    def adopt(self, cut: int, generation: int) -> int:
+        """A read-only shard: adopt the newest commit on disk; pin it as cut ``cut`` if it is ``generation``.
+
+        Returns the generation found (the coordinator publishes the cut only
+        when every shard found its recorded one). The cuts pinned before stay
+        pinned. Idempotent.
+
+        Raises:
+            InvalidParameterError: the shard is writable (a writer makes its cuts itself).
+
+        """
+        if not self._index.readonly:
+            raise InvalidParameterError(
+                f"shard {self._name!r} is writable: only a read-only shard adopts commits"
+            )
+        self._index.refresh()
+        snapshot = self._index.snapshot()
+        if snapshot.generation == generation:
+            self._pinned[cut] = snapshot
+        return snapshot.generation
+
+    def unpin(self, cut: int) -> None:
+        """Forget the pinned cut ``cut`` only (a cut that was not published)."""
+        self._pinned.pop(cut, None)
 
     def release(self, keep: Sequence[int]) -> None:
         """Forget every pinned cut but ``keep`` (their segments are unmapped once unused)."""
@@ -207,6 +242,51 @@ class LocalShard:
             for scorer, label in zip(scorers, labels, strict=True)
         ]
         return [[_shard_stream(view, column[row]) for column in columns] for row in range(len(queries))]
+
+    def search_inputs(
+        self,
+        cut: CutRef,
+        queries: Sequence[Query],
+        scorers: Sequence[Scorer],
+        depth: int,
+        statistics: CollectionStatistics,
+        requests: Sequence[InputRequest],
+        filters: Sequence[Filter | str],
+    ) -> ShardInputs:
+        """:meth:`search`, plus what the coordinator's whole-collection scorers read, in one call.
+
+        ``requests``: each input stream a whole-collection scorer asked for
+        (``collection_inputs``), scored like any stream, cut to its own
+        count. ``filters``: each filter whose mask over this shard's ids the
+        coordinator needs (checked against the collection's field kinds), in
+        the id order of :meth:`links`' keys.
+        """
+        view = self._snapshot(cut).with_statistics(statistics)
+        streams = self.search(cut, queries, scorers, depth, statistics)
+        # One score_queries call per (scorer, count), so a scorer's score_many sees the batch.
+        groups: dict[tuple[int, int], list[int]] = {}
+        for position, (_, scorer, _, count) in enumerate(requests):
+            groups.setdefault((id(scorer), count), []).append(position)
+        answered: list[ShardStream | None] = [None] * len(requests)
+        for positions in groups.values():
+            label, scorer, _, count = requests[positions[0]]
+            column = score_queries(scorer, label, view, [requests[p][2] for p in positions], count)
+            for position, stream in zip(positions, column, strict=True):
+                answered[position] = _shard_stream(view, stream)
+        masks = []
+        for condition in filters:
+            mask = view.filter_mask(condition)
+            masks.append(np.ones(view.n_docs, np.bool_) if mask is None else np.asarray(mask, np.bool_))
+        return streams, [stream for stream in answered if stream is not None], masks
+
+    def links(self, cut: CutRef) -> ShardLinks:
+        """The shard's part of the collection's link table at ``cut`` (:data:`ShardLinks`).
+
+        O(documents + links); the coordinator asks once per cut.
+        """
+        snapshot = self._snapshot(cut)
+        sources, targets = snapshot.link_pairs()
+        return snapshot.keys(), sources, targets
 
     def fields(self, cut: CutRef, keys: Sequence[str]) -> list[dict[str, FieldValue] | None]:
         """The stored fields of ``keys`` (``None`` for a key whose stored record is damaged)."""

@@ -19,6 +19,14 @@ three phases over one cut:
    (ids are positions in the sorted union of candidate keys, so id order is
    key order); the hits' stored fields are then read from their shards.
 
+A scorer implementing the optional whole-collection protocol
+(``collection_inputs``/``score_inputs``, :mod:`weftsearch.engine.protocols`),
+such as the graph scorers, is not sent to the shards: in phase 2 the shards
+score the input streams it names (merged here into global streams, as any
+stream) and the masks of the batch's filters, and the scorer runs once per
+query here, on a :class:`~weftsearch.engine.snapshot.LinkView` of the whole
+collection built from the shards' keys and links once per cut.
+
 No scorer or fuser is named here: the coordinator calls them through their
 protocols, as the engine does. See docs/SCALING.md for the consistent cut, the
 exactness argument and the failure model.
@@ -29,6 +37,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
@@ -41,6 +50,7 @@ from tqdm.auto import tqdm
 
 from weftsearch._atomic import write_atomic
 from weftsearch.engine.documents import Document, FieldValue
+from weftsearch.engine.filters import as_filter
 from weftsearch.engine.index import _check_field_types
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
@@ -50,9 +60,10 @@ from weftsearch.engine.search import (
     _as_query,
     _check_call,
     _rank_lookup,
+    canonical_stream,
     stream_labels,
 )
-from weftsearch.engine.snapshot import CollectionStatistics
+from weftsearch.engine.snapshot import CollectionStatistics, LinkView, key_positions, link_matrix
 from weftsearch.engine.stats import IndexStats
 from weftsearch.engine.stream import FusedStream, PlanValue, Stream, order_by_score
 from weftsearch.errors import (
@@ -67,7 +78,7 @@ from weftsearch.errors import (
     UnknownKeyError,
 )
 
-from .shard import CutRef, LocalShard, ShardStatistics, ShardStream
+from .shard import CutRef, InputRequest, LocalShard, ShardLinks, ShardStatistics, ShardStream, _shard_stream
 from .sharding import HASH_NAME, check_shards, shard_of
 
 __all__ = ["RECORD", "ShardGroup", "LocalShards", "ShardedIndex", "ShardedResults", "local_shards"]
@@ -78,6 +89,8 @@ _FORMAT = "weft-search-sharded"
 _VERSION = 1
 #: Documents sent to a shard per call while bulk adding (the progress bar moves per call).
 _ADD_CHUNK = 2_000
+#: A read-only refresh reads the record this many times while a writer is between shard commits.
+_ADOPT_ATTEMPTS = 3
 
 
 def shard_name(number: int) -> str:
@@ -193,6 +206,144 @@ class _CandidateKeys:
         return ids
 
 
+def _whole_collection(scorer: Scorer) -> bool:
+    """Whether ``scorer`` implements the optional whole-collection protocol (protocols.py)."""
+    return callable(getattr(scorer, "collection_inputs", None)) and callable(
+        getattr(scorer, "score_inputs", None)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _CollectionPlan:
+    """What a batch's whole-collection scorers need from the shards, asked in the streams phase.
+
+    Attributes:
+        scorers, labels: the search's scorers and their stream labels.
+        whole: the columns whose scorer runs here, on the collection's link view.
+        on_shards: the other columns, in order (the scorers the shards run).
+        requests: every input stream asked for (label, scorer, query, count).
+        inputs: per (row, whole column), its requests' positions, in order.
+        filters: the distinct filters of the batch's queries (canonical strings).
+        filter_of: per row with a filter, its position in ``filters``.
+
+    """
+
+    scorers: tuple[Scorer, ...]
+    labels: tuple[str, ...]
+    whole: frozenset[int]
+    on_shards: tuple[int, ...]
+    requests: tuple[InputRequest, ...]
+    inputs: Mapping[tuple[int, int], tuple[int, ...]]
+    filters: tuple[str, ...]
+    filter_of: Mapping[int, int]
+
+    @classmethod
+    def of(cls, batch: Sequence[Query], scorers: Sequence[Scorer], labels: Sequence[str]) -> _CollectionPlan:
+        """The plan of ``batch`` (no requests nor filters when no scorer is a whole-collection one).
+
+        Raises:
+            ScorerOutputError: a scorer's ``collection_inputs`` broke the protocol.
+
+        """
+        whole = frozenset(n for n, scorer in enumerate(scorers) if _whole_collection(scorer))
+        requests: list[InputRequest] = []
+        inputs: dict[tuple[int, int], tuple[int, ...]] = {}
+        filters: dict[str, int] = {}
+        filter_of: dict[int, int] = {}
+        if whole:
+            for row, query in enumerate(batch):
+                for column in sorted(whole):
+                    asked = _checked_inputs(scorers[column], labels[column], query)
+                    inputs[(row, column)] = tuple(range(len(requests), len(requests) + len(asked)))
+                    requests.extend(
+                        (f"{labels[column]} input {n}", scorer, seen, count)
+                        for n, (scorer, seen, count) in enumerate(asked)
+                    )
+                node = as_filter(query.filter)
+                if node is not None:
+                    filter_of[row] = filters.setdefault(node.to_string(), len(filters))
+        return cls(
+            tuple(scorers),
+            tuple(labels),
+            whole,
+            tuple(n for n in range(len(scorers)) if n not in whole),
+            tuple(requests),
+            inputs,
+            tuple(filters),
+            filter_of,
+        )
+
+
+def _checked_inputs(scorer: Scorer, label: str, query: Query) -> list[tuple[Scorer, Query, int]]:
+    """``scorer.collection_inputs(query)``, checked: (Scorer, Query, count >= 1) triples."""
+    optional: Any = scorer  # the optional protocol: not in Scorer's type (its answer is checked below)
+    asked = optional.collection_inputs(query)
+    if not isinstance(asked, Sequence):
+        raise ScorerOutputError(f"scorer {label!r}: collection_inputs returned {type(asked).__name__}")
+    checked = []
+    for entry in asked:
+        if (
+            not isinstance(entry, tuple)
+            or len(entry) != 3
+            or not isinstance(entry[0], Scorer)
+            or not isinstance(entry[1], Query)
+            or isinstance(entry[2], bool)
+            or not isinstance(entry[2], int)
+            or entry[2] < 1
+        ):
+            raise ScorerOutputError(
+                f"scorer {label!r}: collection_inputs gave {entry!r}, not (Scorer, Query, count >= 1)"
+            )
+        checked.append((entry[0], entry[1], entry[2]))
+    return checked
+
+
+@dataclass(slots=True)
+class _LinkTable:
+    """The collection's link graph at one cut, and where each shard's documents sit in it.
+
+    Attributes:
+        cut: the cut it was built for.
+        view: the :class:`LinkView` (sorted keys, resolved links).
+        ids: per shard, the view id of each of the shard's ids (its keys' positions).
+        missing: shards that did not answer (only with ``allow_partial``; then not cached).
+        seconds: how long the build took here (the shards' calls included).
+
+    """
+
+    cut: int
+    view: LinkView
+    ids: dict[int, NDArray[np.int64]]
+    missing: frozenset[int] = frozenset()
+    seconds: float = 0.0
+
+    @classmethod
+    def build(cls, cut: int, parts: Mapping[int, ShardLinks]) -> _LinkTable:
+        """Join the shards' keys and links: sort every key once, resolve every target by binary search.
+
+        O(N log N + E log N) for N documents and E links, vectorised.
+        """
+        started = time.perf_counter()
+        numbers = sorted(parts)
+        keys = [np.asarray(parts[n][0], dtype=np.str_) for n in numbers]
+        every = np.concatenate(keys) if keys else np.empty(0, np.str_)
+        order = np.argsort(every, kind="stable")
+        rank = np.empty(every.shape[0], dtype=np.int64)
+        rank[order] = np.arange(every.shape[0], dtype=np.int64)
+        ids: dict[int, NDArray[np.int64]] = {}
+        start = 0
+        for n, shard_keys in zip(numbers, keys, strict=True):
+            ids[n] = rank[start : start + shard_keys.shape[0]]
+            start += shard_keys.shape[0]
+        ordered = every[order]
+        sources = [ids[n][np.asarray(parts[n][1], dtype=np.int64)] for n in numbers]
+        targets = [key_positions(ordered, parts[n][2]) for n in numbers]
+        source = np.concatenate(sources) if sources else np.empty(0, np.int64)
+        target = np.concatenate(targets) if targets else np.empty(0, np.int64)
+        view = LinkView(generation=cut, keys=ordered, links=link_matrix(ordered.shape[0], source, target))
+        return cls(cut, view, ids, seconds=time.perf_counter() - started)
+
+
 class ShardedIndex:
     """An index split over shards by key, searched with the single index's results to the bit.
 
@@ -219,6 +370,10 @@ class ShardedIndex:
         self._field_kinds: dict[str, str] = {}
         self._lock = threading.Lock()
         self._closed = False
+        # The collection's link table, for whole-collection scorers: built at the first such
+        # search of a cut, kept for that cut only (a new cut replaces it).
+        self._links: _LinkTable | None = None
+        self._links_lock = threading.Lock()
 
     # ------------------------------------------------------------------ making one
 
@@ -514,6 +669,7 @@ class ShardedIndex:
             write_atomic(self._path / RECORD, (json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
             previous = self._cut.number
             self._cut = _Cut(number, refs)
+            self._links = None  # the old cut's link table: rebuilt for the new cut when asked
             self._durable_cut = number
             self._dirty = False
             self._group.call(
@@ -526,7 +682,25 @@ class ShardedIndex:
 
         A shard actor that restarts cannot serve such a cut (it reopens its
         last commit): searches then fail naming it until the next commit.
+
+        A read-only sharded index instead adopts the newest cut a writer
+        recorded, as a read-only :class:`Index` adopts the newest commit: it
+        re-reads the record, has every shard adopt its last commit, and
+        publishes the record's cut only when every shard is at the recorded
+        generation; until then searches read the previous cut, whole, which
+        stays pinned (docs/SCALING.md, "Consistent cut"). Returns the cut
+        searches read afterwards (the same number when nothing changed, or
+        when the writer was between shard commits: a shard already past the
+        record is tried again, then the current cut kept).
+
+        Raises:
+            ShardedCutError: (read-only) the record names a generation a shard
+                does not have, or a cut older than the one read now.
+            CorruptIndexError: (read-only) the record is damaged.
+
         """
+        if self._readonly and not self._closed:
+            return self._adopt()
         self._check_writable()
         with self._lock:
             number = self._next_cut
@@ -543,10 +717,54 @@ class ShardedIndex:
                 for n in range(len(self._names))
             )
             self._cut = _Cut(number, refs)
+            self._links = None
             self._group.call(
                 "release", {n: ((previous.number, number),) for n in range(len(self._names))}, read=False
             )
             return number
+
+    def _adopt(self) -> int:
+        """:meth:`refresh` of a read-only sharded index: the newest recorded cut, whole, or the current."""
+        everyone = range(len(self._names))
+        with self._lock:
+            for _ in range(_ADOPT_ATTEMPTS):
+                record = _read_record(self._path)
+                number = int(record["cut"])
+                if number == self._cut.number:
+                    return number
+                if record["shards"] != len(self._names) or number < self._cut.number:
+                    raise ShardedCutError(
+                        f"{self._path / RECORD}: records cut {number} of {record['shards']} shards; "
+                        f"this reader holds cut {self._cut.number} of {len(self._names)} "
+                        "(the index was replaced: open it again)"
+                    )
+                wanted = [int(generation) for generation in record["generations"]]
+                found = self._group.call("adopt", {n: (number, wanted[n]) for n in everyone}, read=True)
+                if any(isinstance(value, ShardUnavailableError) for value in found.values()) or any(
+                    int(found[n]) != wanted[n] for n in everyone
+                ):
+                    self._group.call("unpin", {n: (number,) for n in everyone}, read=False)
+                self._raise_missing(found)
+                behind = [n for n in everyone if int(found[n]) < wanted[n]]
+                if behind:
+                    raise ShardedCutError(
+                        f"{self._path / RECORD}: cut {number} names generations the shards do not have: "
+                        + "; ".join(
+                            f"{self._names[n]} at generation {found[n]}, recorded {wanted[n]}" for n in behind
+                        )
+                        + f"; still reading cut {self._cut.number}"
+                    )
+                if all(int(found[n]) == wanted[n] for n in everyone):
+                    previous = self._cut.number
+                    self._cut = _Cut(number, tuple(CutRef(number, wanted[n], True) for n in everyone))
+                    self._durable_cut = number
+                    self._next_cut = number + 1
+                    self._links = None
+                    self._group.call("release", {n: ((previous, number),) for n in everyone}, read=False)
+                    return number
+                # A shard is past the record: the writer has committed shards again and is about
+                # to record that cut. Read the record again.
+            return self._cut.number
 
     def close(self) -> None:
         """Release the shards (uncommitted writes are discarded). Idempotent."""
@@ -603,25 +821,117 @@ class ShardedIndex:
             return []
         cut = self._cut
         everyone = range(len(self._names))
-        texts = sorted({query.text for query in batch if query.text})
+        labels = stream_labels(scorers)
+        graph: _LinkTable | None = None
+        answers: Mapping[int, Any] = {}
+        plan = _CollectionPlan.of(batch, scorers, labels)
+        texts = sorted(
+            {query.text for query in batch if query.text}
+            | {request[2].text for request in plan.requests if request[2].text}
+        )
         found = self._group.call("statistics", {n: (cut.refs[n], texts) for n in everyone}, read=True)
         missing = self._missing(found, allow_partial)
         live = [n for n in everyone if n not in missing]
         statistics = _combine([found[n] for n in live], len(self._names))
-        streams = self._group.call(
-            "search", {n: (cut.refs[n], batch, list(scorers), depth, statistics) for n in live}, read=True
-        )
-        missing |= self._missing(streams, allow_partial)
-        live = [n for n in live if n not in missing]
-        labels = stream_labels(scorers)
+        on_shards = [scorers[column] for column in plan.on_shards]
+        if plan.whole:
+            graph = self._link_table(cut, allow_partial, live)
+            missing |= graph.missing
+            live = [n for n in live if n not in missing]
+            arguments = {
+                n: (cut.refs[n], batch, on_shards, depth, statistics, plan.requests, plan.filters)
+                for n in live
+            }
+            answers = self._group.call("search_inputs", arguments, read=True)
+            missing |= self._missing(answers, allow_partial)
+            live = [n for n in live if n not in missing]
+            streams = {n: answers[n][0] for n in live}
+        else:
+            streams = self._group.call(
+                "search", {n: (cut.refs[n], batch, on_shards, depth, statistics) for n in live}, read=True
+            )
+            missing |= self._missing(streams, allow_partial)
+            live = [n for n in live if n not in missing]
         names = [self._names[n] for n in live]
-        merged = [
-            self._merge(names, [streams[n][row] for n in live], k, depth, fuser, labels)
-            for row in range(len(batch))
-        ]
+        merged = []
+        for row in range(len(batch)):
+            columns: list[list[tuple[str | None, ShardStream]]] = []
+            for column in range(len(scorers)):
+                if column in plan.whole:
+                    assert graph is not None  # built above whenever plan.whole
+                    stream = self._collection_stream(
+                        graph, plan, answers, live, batch[row], row, column, depth
+                    )
+                    columns.append([(None, stream)])
+                else:
+                    at = plan.on_shards.index(column)
+                    columns.append([(name, streams[n][row][at]) for name, n in zip(names, live, strict=True)])
+            merged.append(self._merge(columns, k, depth, fuser, labels))
         return self._fetch(
             cut, merged, labels, depth, tuple(self._names[n] for n in sorted(missing)), allow_partial
         )
+
+    def _link_table(self, cut: _Cut, allow_partial: bool, live: Sequence[int]) -> _LinkTable:
+        """The collection's link table at ``cut``: built from every shard once per cut, then cached.
+
+        With shards missing (``allow_partial``), a table of the ``live``
+        shards only, built for that search and never cached: a partial
+        search walks the links of the documents it scores, as if the
+        missing shards' documents did not exist (the statistics say so too).
+        """
+        with self._links_lock:
+            cached = self._links
+            whole = len(live) == len(self._names)
+            if whole and cached is not None and cached.cut == cut.number:
+                return cached
+            found = self._group.call("links", {n: (cut.refs[n],) for n in live}, read=True)
+            missing = self._missing(found, allow_partial)
+            table = _LinkTable.build(cut.number, {n: found[n] for n in found if n not in missing})
+            table.missing = frozenset(missing)
+            if whole and not missing:
+                self._links = table
+            return table
+
+    def _collection_stream(
+        self,
+        graph: _LinkTable,
+        plan: _CollectionPlan,
+        answers: Mapping[int, Any],
+        live: Sequence[int],
+        query: Query,
+        row: int,
+        column: int,
+        depth: int,
+    ) -> ShardStream:
+        """A whole-collection scorer's stream for one query, run here on the collection's link view."""
+        view = graph.view
+        mask = None
+        if query.filter is not None:
+            position = plan.filter_of[row]
+            mask = np.zeros(view.n_docs, np.bool_)
+            for n in live:
+                mask[graph.ids[n]] = answers[n][2][position]
+        query_view = view.with_allowed(mask)
+        inputs = []
+        for request in plan.inputs[(row, column)]:
+            count = plan.requests[request][3]
+            keys = [key for n in live for key in answers[n][1][request][0]]
+            scores = (
+                np.concatenate([answers[n][1][request][1] for n in live]).astype(np.float64, copy=False)
+                if live
+                else np.empty(0, np.float64)
+            )
+            ids = query_view.ids_of(keys)
+            present = ids >= 0  # every live key of the cut is in its table; a key of no table is dropped
+            ids, scores = ids[present], scores[present]
+            order = order_by_score(ids, scores, query_view)[:count]
+            inputs.append(Stream(ids[order], scores[order]))
+        label = plan.labels[column]
+        scorer = plan.scorers[column]
+        optional: Any = scorer  # the optional protocol (its stream is checked below)
+        produced = optional.score_inputs(query_view, query, depth, inputs)
+        stream = canonical_stream(produced, query_view, depth, label, query_view.allowed(query))
+        return _shard_stream(query_view, stream)
 
     def _missing(self, results: Mapping[int, Any], allow_partial: bool) -> set[int]:
         missing = {n for n, value in results.items() if isinstance(value, ShardUnavailableError)}
@@ -631,30 +941,37 @@ class ShardedIndex:
 
     def _merge(
         self,
-        names: Sequence[str],
-        parts: Sequence[list[ShardStream]],
+        columns: Sequence[Sequence[tuple[str | None, ShardStream]]],
         k: int,
         depth: int,
         fuser: Fuser,
         labels: Sequence[str],
     ) -> tuple[list[str], NDArray[np.float64], list[Stream], FusedStream, str]:
-        universe = sorted({key for part in parts for stream in part for key in stream[0]})
+        """Each scorer's stream merged from its parts (shards', or the coordinator's own), then fused.
+
+        ``columns``: per scorer, its parts as (shard name, stream); the name
+        ``None`` marks the one stream a whole-collection scorer made here.
+        """
+        universe = sorted({key for parts in columns for _, stream in parts for key in stream[0]})
         position = {key: index for index, key in enumerate(universe)}
         order_keys = _CandidateKeys()
         merged: list[Stream] = []
-        for column in range(len(labels)):
-            keys = [key for part in parts for key in part[column][0]]
+        for parts in columns:
+            keys = [key for _, stream in parts for key in stream[0]]
             ids = np.fromiter((position[key] for key in keys), dtype=np.int64, count=len(keys))
             scores = (
-                np.concatenate([part[column][1] for part in parts]).astype(np.float64, copy=False)
+                np.concatenate([stream[1] for _, stream in parts]).astype(np.float64, copy=False)
                 if parts
                 else np.empty(0, np.float64)
             )
             order = order_by_score(ids, scores, order_keys)[:depth]
             # Cut short on any shard is cut short for the collection (never a silent
             # "complete"); the plan keeps each shard's under its name (see _combined_plan).
-            complete = all(part[column][2] for part in parts)
-            plan = _combined_plan([(name, part[column][3]) for name, part in zip(names, parts, strict=True)])
+            complete = all(stream[2] for _, stream in parts)
+            if len(parts) == 1 and parts[0][0] is None:
+                plan = parts[0][1][3]  # made here, whole: its own plan
+            else:
+                plan = _combined_plan([(str(name), stream[3]) for name, stream in parts])
             merged.append(Stream(ids[order], scores[order], plan=plan, complete=complete))
         if len(merged) == 1:
             head = merged[0].head(k)

@@ -37,6 +37,20 @@ class Scorer(Protocol):
     :meth:`~weftsearch.engine.index.Index.search_many` calls it once per chunk
     of queries instead of ``score`` per query, so a scorer can share work (a
     compiled loop, term lookups) across a batch.
+
+    Optional whole-collection protocol (for a scorer that needs more of the
+    collection than one document and its statistics, such as the link graph):
+    ``collection_inputs(query) -> Sequence[tuple[Scorer, Query, int]]`` names
+    the streams it reads (another scorer, the query that scorer sees, how
+    many), and ``score_inputs(snapshot, query, k, inputs) -> Stream`` scores
+    from those streams (one per entry, in order, over ``snapshot``'s ids),
+    reading of ``snapshot`` only its keys, links, memo and ``allowed(query)``.
+    ``score`` must equal ``score_inputs`` fed the named scorers' own streams.
+    An :class:`~weftsearch.engine.index.Index` just calls ``score``; a
+    ``ShardedIndex`` computes the input streams over all shards (global
+    statistics, merged) and calls ``score_inputs`` once at its coordinator on
+    a :class:`~weftsearch.engine.snapshot.LinkView` of the whole collection,
+    so such a scorer is exact on shards (docs/SCALING.md, "Graph scorers").
     """
 
     @property

@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from weftsearch.analysis import Analyzer
+from weftsearch.analysis import Analyzer, SimpleAnalyzer
 from weftsearch.engine.documents import Document, FieldValue
 from weftsearch.engine.filters import Filter, SegmentFields, as_filter, check_filter, segment_mask
 from weftsearch.engine.kernels import inner_products
@@ -42,7 +42,10 @@ from weftsearch.storage.segment import SegmentReader
 
 __all__ = [
     "CollectionStatistics",
+    "LinkView",
     "Snapshot",
+    "key_positions",
+    "link_matrix",
     "SnapshotPart",
     "Postings",
     "VectorBlock",
@@ -913,7 +916,9 @@ class Snapshot:
         if self._statistics is not None and not self._statistics.links_complete:
             raise PartialGraphError(
                 "this snapshot is one shard of a collection and holds only part of its link graph: "
-                "a scorer that reads links cannot run on shards (docs/SCALING.md, 'Graph')"
+                "a scorer that reads links runs on a sharded index only through the whole-collection "
+                "protocol (collection_inputs/score_inputs, docs/ARCHITECTURE.md 'Adding a scorer'), "
+                "and not as another scorer's seed scorer (docs/SCALING.md, 'Graph scorers')"
             )
 
     def linked(self) -> sp.csr_array:
@@ -931,26 +936,31 @@ class Snapshot:
         both.data[:] = 1.0
         return both
 
-    def _build_links(self) -> sp.csr_array:
-        n = self._n_docs
-        sources, targets = [], []
+    def link_pairs(self) -> tuple[IdArray, list[str]]:
+        """Every live document's links, unresolved: source ids and target keys, source by source.
+
+        The raw material of :meth:`links` (which resolves the targets in this
+        snapshot); a sharded index resolves its shards' pairs over the whole
+        collection instead (``weftsearch.distributed``). O(links), read once
+        per segment.
+        """
+        sources: list[IdArray] = []
+        targets: list[str] = []
         for part in self._parts:
             counts, link_targets = part.reader.all_links()
             if not link_targets:
                 continue
             local_sources = np.repeat(np.arange(part.reader.n_docs, dtype=np.int64), counts)
-            sources.append(part.to_global(local_sources))
-            targets.append(self.ids_of(link_targets))
-        if not sources:
-            return sp.csr_array((n, n), dtype=np.float64)
-        source = np.concatenate(sources)
-        target = np.concatenate(targets)
-        keep = (source >= 0) & (target >= 0) & (source != target)
-        data = np.ones(int(keep.sum()), dtype=np.float64)
-        matrix = sp.csr_array((data, (source[keep], target[keep])), shape=(n, n))
-        matrix.sum_duplicates()
-        matrix.data[:] = 1.0
-        return matrix
+            ids = part.to_global(local_sources)
+            alive = ids >= 0
+            sources.append(ids[alive])
+            targets.extend(target for target, kept in zip(link_targets, alive.tolist(), strict=True) if kept)
+        source = np.concatenate(sources) if sources else np.empty(0, np.int64)
+        return source, targets
+
+    def _build_links(self) -> sp.csr_array:
+        source, targets = self.link_pairs()
+        return link_matrix(self._n_docs, source, self.ids_of(targets))
 
     def times(self) -> NDArray[np.float64]:
         """Document times as POSIX seconds by internal id; NaN where a document has none."""
@@ -973,3 +983,173 @@ class Snapshot:
             if key not in self._memo:
                 self._memo[key] = factory()
             return self._memo[key]  # type: ignore[return-value]
+
+
+def link_matrix(n: int, source: IdArray, target: IdArray) -> sp.csr_array:
+    """The ``n x n`` 0/1 link matrix of resolved pairs (row = source, column = target).
+
+    Pairs with a negative end (an absent or deleted document) and self-links
+    are dropped; a repeated pair counts once. Canonical CSR (sorted indices,
+    no duplicates), so the same pairs give the same matrix however they were
+    gathered. O(links log links).
+    """
+    keep = (source >= 0) & (target >= 0) & (source != target)
+    data = np.ones(int(keep.sum()), dtype=np.float64)
+    matrix = sp.csr_array((data, (source[keep], target[keep])), shape=(n, n))
+    matrix.sum_duplicates()
+    matrix.data[:] = 1.0
+    return matrix
+
+
+def key_positions(sorted_keys: NDArray[np.str_], keys: Sequence[str]) -> IdArray:
+    """Positions of ``keys`` in ``sorted_keys`` (ascending, unique), -1 where absent. O(m log n)."""
+    result = np.full(len(keys), -1, dtype=np.int64)
+    if not len(keys) or not sorted_keys.shape[0]:
+        return result
+    wanted = np.asarray(list(keys), dtype=np.str_)
+    positions = np.minimum(np.searchsorted(sorted_keys, wanted), sorted_keys.shape[0] - 1)
+    found = sorted_keys[positions] == wanted
+    result[found] = positions[found]
+    # numpy's str_ drops trailing NULs ("b\x00" would find "b"); no document key holds one
+    # (Document refuses it), so such a key is absent (as in Snapshot.ids_of).
+    result[[position for position, key in enumerate(keys) if "\x00" in key]] = -1
+    return result
+
+
+class LinkView(Snapshot):
+    """A whole collection's keys and links, without its documents: a sharded index's graph.
+
+    A :class:`~weftsearch.distributed.ShardedIndex` builds one per cut from its
+    shards' live keys and :meth:`Snapshot.link_pairs`, and runs there the
+    scorers that implement the whole-collection protocol (``collection_inputs``
+    and ``score_inputs``, docs/ARCHITECTURE.md "Adding a scorer"). Ids are
+    positions in the sorted keys, so :attr:`ids_follow_keys` holds and
+    :meth:`key_rank` is the id. :meth:`links`, :meth:`linked`, :meth:`memo`,
+    :meth:`keys_of`, :meth:`ids_of` and :meth:`allowed` (the query's filter
+    mask, given by :meth:`with_allowed`) answer as the single index's snapshot
+    of the same documents does, up to the id numbering; everything a view does
+    not hold (postings, vectors, times, stored fields, the analyzer, filter
+    masks of other filters) raises :class:`InvalidParameterError` rather than
+    answer for an empty collection.
+
+    Args:
+        generation: the cut this view shows.
+        keys: the live keys, sorted ascending (unique).
+        links: the resolved link matrix over them (:func:`link_matrix`).
+
+    """
+
+    def __init__(self, *, generation: int, keys: NDArray[np.str_], links: sp.csr_array) -> None:
+        super().__init__(generation=generation, analyzer=SimpleAnalyzer(), vector_dim=None, segments=())
+        keys.flags.writeable = False
+        self._view_keys = keys
+        self._n_docs = int(keys.shape[0])
+        self._links = links
+        self._allowed: NDArray[np.bool_] | None = None
+
+    def with_allowed(self, mask: NDArray[np.bool_] | None) -> LinkView:
+        """The view for one query: ``mask`` (over ids) is what :meth:`allowed` gives a filtered query.
+
+        Shares the links and the memo (O(1), no copy).
+        """
+        view = copy.copy(self)
+        view._allowed = mask
+        return view
+
+    @property
+    def keys_array(self) -> NDArray[np.str_]:
+        """The keys, ascending, as the numpy array the view searches (id ``i`` is ``keys_array[i]``)."""
+        return self._view_keys
+
+    @property
+    def ids_follow_keys(self) -> bool:
+        """Always: ids are positions in the sorted keys."""
+        return True
+
+    def keys_of(self, ids: IdArray) -> list[str]:
+        """Keys of many ids, in the same order. O(len(ids))."""
+        ids = self._check_ids(ids)
+        return [str(key) for key in self._view_keys[ids].tolist()]
+
+    def keys(self) -> list[str]:
+        """All keys, ascending (a new list)."""
+        return [str(key) for key in self._view_keys.tolist()]
+
+    def ids_of(self, keys: Sequence[str]) -> IdArray:
+        """Ids of ``keys`` (-1 where absent). O(m log n)."""
+        return key_positions(self._view_keys, keys)
+
+    def links(self) -> sp.csr_array:
+        """The collection's resolved links (row = source, column = target)."""
+        return self._links
+
+    def allowed(self, query: Any) -> NDArray[np.bool_] | None:
+        """The mask given by :meth:`with_allowed` for a query with a filter; ``None`` without one."""
+        if getattr(query, "filter", None) is None:
+            return None
+        if self._allowed is None:
+            raise InvalidParameterError("this link view was given no filter mask for the query's filter")
+        return self._allowed
+
+    def filter_mask(self, filter: Filter | str | None) -> NDArray[np.bool_] | None:
+        """``None`` for no filter; a view cannot evaluate one (its fields are on the shards)."""
+        if filter is None:
+            return None
+        raise self._absent("fields to filter on (use allowed(query))")
+
+    def _absent(self, what: str) -> InvalidParameterError:
+        return InvalidParameterError(
+            f"a link view of a sharded collection holds keys and links only, not {what} "
+            "(docs/ARCHITECTURE.md, 'Adding a scorer')"
+        )
+
+    @property
+    def analyzer(self) -> Analyzer:
+        """Not held: raises."""
+        raise self._absent("the analyzer")
+
+    def query_terms(self, text: str) -> list[str]:
+        """Not held: raises."""
+        raise self._absent("the analyzer")
+
+    def field_kinds(self) -> dict[str, str]:
+        """Not held: raises."""
+        raise self._absent("fields")
+
+    def postings(self, terms: Sequence[str]) -> Postings:
+        """Not held: raises."""
+        raise self._absent("postings")
+
+    def vector_blocks(self) -> list[VectorBlock]:
+        """Not held: raises."""
+        raise self._absent("vectors")
+
+    def vectors(self) -> VectorBlock:
+        """Not held: raises."""
+        raise self._absent("vectors")
+
+    def _per_document(
+        self, name: str, read: Callable[[SegmentReader], NDArray[Any]], dtype: type
+    ) -> NDArray[Any]:
+        raise self._absent(f"document {name}")
+
+    @property
+    def latest_time(self) -> float | None:
+        """Not held: raises."""
+        raise self._absent("times")
+
+    def document(self, doc_id: int) -> Document:
+        """Not held: raises."""
+        raise self._absent("stored documents")
+
+    def document_or_none(self, doc_id: int) -> Document | None:
+        """Not held: raises."""
+        raise self._absent("stored documents")
+
+    def fields_of(self, ids: IdArray) -> list[Mapping[str, FieldValue]]:
+        """Not held: raises."""
+        raise self._absent("stored fields")
+
+    def damaged(self, ids: IdArray) -> NDArray[np.bool_]:
+        """Not held: raises."""
+        raise self._absent("stored documents")

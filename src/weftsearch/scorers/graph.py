@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -52,7 +54,7 @@ def _adjacency(snapshot: Snapshot, directed: bool) -> sp.csr_array:
     return snapshot.links() if directed else snapshot.linked()
 
 
-class _SeededGraphScorer:
+class _SeededGraphScorer(ABC):
     """Seed selection and option checks shared by the two graph scorers."""
 
     def __init__(
@@ -89,26 +91,78 @@ class _SeededGraphScorer:
         """Internal ids of the seeds for ``query`` (explicit seeds win), unique, in order."""
         return self.scored_seeds(snapshot, query)[0]
 
+    def collection_inputs(self, query: Query) -> list[tuple[Scorer, Query, int]]:
+        """The streams over the whole collection this scorer reads for ``query``.
+
+        The seed scorer's top ``seed_n`` for the query *without its filter*
+        (seeds are evidence, not results: a filter limits what this scorer
+        returns, not where the walk starts; docs/ARCHITECTURE.md, "Filters"),
+        or nothing when the query names its seeds or there is no seed scorer.
+        Part of the optional whole-collection protocol with
+        :meth:`score_inputs` (docs/ARCHITECTURE.md, "Adding a scorer"): a
+        sharded index computes these streams over every shard and runs
+        :meth:`score_inputs` once, on the collection's link graph.
+        """
+        if query.seeds or self.seed_scorer is None:
+            return []
+        unfiltered = query if query.filter is None else dataclasses.replace(query, filter=None)
+        return [(self.seed_scorer, unfiltered, self.seed_n)]
+
+    def _inputs(self, snapshot: Snapshot, query: Query) -> list[Stream]:
+        return [scorer.score(snapshot, asked, n) for scorer, asked, n in self.collection_inputs(query)]
+
     def scored_seeds(
         self, snapshot: Snapshot, query: Query
     ) -> tuple[NDArray[np.int64], NDArray[np.float64] | None]:
         """The seeds (as :meth:`seeds`) and their seed scores; ``None`` for explicit seeds (no scores)."""
+        return self._seeds_from(snapshot, query, self._inputs(snapshot, query))
+
+    def _seeds_from(
+        self, snapshot: Snapshot, query: Query, inputs: Sequence[Stream]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64] | None]:
+        """The seeds of ``query`` given :meth:`collection_inputs`' streams (``inputs``)."""
         scores: NDArray[np.float64] | None = None
         if query.seeds:
             ids = snapshot.ids_of(query.seeds)
             ids = ids[ids >= 0]
-        elif self.seed_scorer is not None:
-            # Seeds are evidence, not results: a filter limits what this scorer
-            # returns (see _finish), not where the walk starts, so a seed
-            # scorer sees the query without it (docs/ARCHITECTURE.md, "Filters").
-            unfiltered = query if query.filter is None else dataclasses.replace(query, filter=None)
-            stream = self.seed_scorer.score(snapshot, unfiltered, self.seed_n)
+        elif inputs:
+            stream = inputs[0]
             ids, scores = stream.ids[: self.seed_n], stream.scores[: self.seed_n]
         else:
             return np.empty(0, np.int64), None
         _, first = np.unique(ids, return_index=True)
         keep = np.sort(first)
         return ids[keep].astype(np.int64), None if scores is None else scores[keep].astype(np.float64)
+
+    def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
+        """The ``k`` best documents for ``query``: :meth:`score_inputs` of the seed scorer's stream here."""
+        k = check_k(k)
+        return self.score_inputs(snapshot, query, k, self._inputs(snapshot, query))
+
+    def score_inputs(self, snapshot: Snapshot, query: Query, k: int, inputs: Sequence[Stream]) -> Stream:
+        """The ``k`` best documents given :meth:`collection_inputs`' streams, best first.
+
+        ``inputs``: one stream per :meth:`collection_inputs` entry, in order,
+        over ``snapshot``'s ids. Reads only ``snapshot``'s keys, links and
+        :meth:`Snapshot.allowed`, so it runs on a
+        :class:`~weftsearch.engine.snapshot.LinkView` of a sharded collection.
+        """
+        k = check_k(k)
+        seeds, seed_scores = self._seeds_from(snapshot, query, inputs)
+        if seeds.size == 0:
+            return Stream.empty()
+        return self._walk(snapshot, query, k, seeds, seed_scores)
+
+    @abstractmethod
+    def _walk(
+        self,
+        snapshot: Snapshot,
+        query: Query,
+        k: int,
+        seeds: NDArray[np.int64],
+        seed_scores: NDArray[np.float64] | None,
+    ) -> Stream:
+        """The scorer's own walk from ``seeds`` (with their seed scores, ``None`` for explicit seeds)."""
 
     def _finish(
         self, snapshot: Snapshot, query: Query, scores: NDArray[np.float64], seeds: NDArray[np.int64], k: int
@@ -184,12 +238,15 @@ class GraphScorer(_SeededGraphScorer):
             frontier = newly.astype(np.float64)
         return distance
 
-    def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
-        """The ``k`` documents closest to the seeds in hops."""
-        k = check_k(k)
-        seeds = self.seeds(snapshot, query)
-        if seeds.size == 0:
-            return Stream.empty()
+    def _walk(
+        self,
+        snapshot: Snapshot,
+        query: Query,
+        k: int,
+        seeds: NDArray[np.int64],
+        seed_scores: NDArray[np.float64] | None,
+    ) -> Stream:
+        """The ``k`` documents closest to ``seeds`` in hops."""
         scores = (1.0 / (1.0 + self.hops(snapshot, seeds))).sum(axis=1)
         return self._finish(snapshot, query, scores, seeds, k)
 
@@ -311,12 +368,15 @@ class PageRankScorer(_SeededGraphScorer):
                 break
         return np.asarray(rank[position], dtype=np.float64)
 
-    def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
-        """The ``k`` documents with the highest personalised PageRank."""
-        k = check_k(k)
-        seeds, seed_scores = self.scored_seeds(snapshot, query)
-        if seeds.size == 0:
-            return Stream.empty()
+    def _walk(
+        self,
+        snapshot: Snapshot,
+        query: Query,
+        k: int,
+        seeds: NDArray[np.int64],
+        seed_scores: NDArray[np.float64] | None,
+    ) -> Stream:
+        """The ``k`` documents with the highest personalised PageRank from ``seeds``."""
         weights = None
         if self.restart == "score":
             weights = self.restart_weights(seed_scores, seeds.shape[0])

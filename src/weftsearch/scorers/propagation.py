@@ -51,6 +51,7 @@ implements the Scorer protocol.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -124,11 +125,20 @@ class PropagationScorer:
             f"depth={self.depth}, expand={self.expand}, directed={self.directed})"
         )
 
-    def _seed(self, snapshot: Snapshot, query: Query) -> Stream:
+    def collection_inputs(self, query: Query) -> list[tuple[Scorer, Query, int]]:
+        """The stream over the whole collection this scorer reads: the seed scorer's top ``depth``.
+
+        The optional whole-collection protocol with :meth:`score_inputs`
+        (docs/ARCHITECTURE.md, "Adding a scorer"): a sharded index computes
+        the seed stream over every shard and runs :meth:`score_inputs` once,
+        on the collection's link graph. The query keeps its filter (the
+        candidates are the seed scorer's filtered ones).
+        """
+        return [(self.seed_scorer, query, self.depth)]
+
+    def _seed(self, stream: Stream, snapshot: Snapshot) -> Stream:
         label = str(getattr(self.seed_scorer, "name", "seed"))
-        stream = canonical_stream(
-            self.seed_scorer.score(snapshot, query, self.depth), snapshot, self.depth, label
-        )
+        stream = canonical_stream(stream, snapshot, self.depth, label)
         if not bool(np.isfinite(stream.scores).all()):
             raise ScorerOutputError(
                 f"seed scorer {label!r} returned an infinite score; propagation needs finite ones"
@@ -173,7 +183,18 @@ class PropagationScorer:
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` best candidates by propagated score (ties by key)."""
         k = check_k(k)
-        seed = self._seed(snapshot, query)
+        return self.score_inputs(snapshot, query, k, [self.seed_scorer.score(snapshot, query, self.depth)])
+
+    def score_inputs(self, snapshot: Snapshot, query: Query, k: int, inputs: Sequence[Stream]) -> Stream:
+        """The ``k`` best candidates given the seed scorer's stream (``inputs[0]``, over ``snapshot``'s ids).
+
+        Reads only ``snapshot``'s keys, links and :meth:`Snapshot.allowed`, so
+        it runs on a :class:`~weftsearch.engine.snapshot.LinkView`.
+        """
+        k = check_k(k)
+        if len(inputs) != 1:
+            raise InvalidParameterError(f"propagation reads one seed stream, got {len(inputs)}")
+        seed = self._seed(inputs[0], snapshot)
         if len(seed) == 0:
             return Stream.empty()
         ids, scores = self.propagate(snapshot, seed.ids.astype(np.int64), seed.scores.astype(np.float64))

@@ -1149,8 +1149,9 @@ def create_app(
             every endpoint answers with the sharded index's own results (a
             search is ``ShardedIndex.search_many``'s, a document
             ``ShardedIndex.get``'s, the generation its cut); profiles are kept
-            in its first shard's directory; a scorer the sharded index refuses
-            (one that reads the link graph) answers 400 ``PartialGraphError``;
+            in its first shard's directory; graph rankings are served (the
+            whole-collection protocol, docs/SCALING.md "Graph scorers"); a read-only
+            one adopts its writer's newest recorded cut before every read;
             a shard that cannot be reached answers 503 ``ShardUnavailableError``
             naming it. The caller opened it and closes it: at shutdown the
             server commits it (when writable) and leaves it open. ``readonly``

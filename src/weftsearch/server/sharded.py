@@ -5,9 +5,9 @@ of a directory and wraps it in :class:`ShardedServing`, which answers the
 calls the handlers make of an :class:`~weftsearch.engine.index.Index` by
 calling the sharded index's own methods, adding nothing: a search returns
 ``ShardedIndex.search``'s results, a document is ``ShardedIndex.get``'s.
-What the sharded index does not support is refused by it (a graph scorer
-raises ``PartialGraphError``, a 400) or here, with a typed error, never
-answered approximately.
+What the sharded index does not support is refused by it (a scorer reading
+links without the whole-collection protocol raises ``PartialGraphError``, a
+400) or here, with a typed error, never answered approximately.
 
 This module imports neither the web framework nor
 :mod:`weftsearch.distributed` (the library's scale-out package is reached
@@ -187,11 +187,15 @@ class ShardedServing:
     def refresh(self) -> int:
         """Publish the server's writes since the last cut as a new cut; else keep the cut.
 
-        A read-only sharded index keeps the cut it was opened at (it does not
-        adopt a writer's later commits: reopen it for those).
+        A read-only sharded index adopts the newest cut its writer recorded
+        (``ShardedIndex.refresh``: one record read when nothing changed), as a
+        read-only :class:`Index` adopts the newest commit; the server calls
+        this before every read.
         """
         self._check_open()
-        if self.sharded.readonly or not self._unpublished:
+        if self.sharded.readonly:
+            return self.sharded.refresh()
+        if not self._unpublished:
             return self.sharded.cut
         published = self.sharded.refresh()
         self._unpublished = False
