@@ -649,3 +649,33 @@ def test_the_no_op_target_answers_every_request_without_error() -> None:
         target.close()
     assert (result.completed, result.errors, result.error_reasons) == (3, 0, {})
     assert result.latency["p50"] >= 0.0
+
+
+def test_the_lancedb_peer_gets_an_ivf_index_on_a_large_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At 1M rows an exact scan is no peer for an IVF engine: from LANCE_ANN_FROM_ROWS rows the
+    # peer's table has an IVF_FLAT index with weft's list count, probed at weft's nprobe.
+    lancedb = pytest.importorskip("lancedb", reason="the hybrid peer needs the bench extra")
+    from weftsearch.storage.ivf import nlist_for
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    vectors = rng.standard_normal((n, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    keys = [f"d{i:05d}" for i in range(n)]
+    texts = [" ".join(rng.choice([f"w{j}" for j in range(50)], 8)) for _ in range(n)]
+    monkeypatch.setattr(loadgen, "LANCE_ANN_FROM_ROWS", 1000)
+    loadgen._build_lance(tmp_path / "lance", keys, texts, vectors)
+    table = lancedb.connect(str(tmp_path / "lance")).open_table("docs")
+    indices = {index.columns[0]: index for index in table.list_indices()}
+    assert indices["vector"].index_type == "IvfFlat"
+    assert table.index_stats(indices["vector"].name).num_indices >= 1
+    assert nlist_for(n) > 1
+    search = loadgen.LanceSearcher(str(tmp_path / "lance"), Workload((texts[0],), vectors[:1]), k=5).open()
+    found = search(0)
+    assert isinstance(found, list) and found[0] == keys[0]  # its own text and vector: itself first
+    # Below the threshold: no vector index (an exact scan).
+    loadgen._build_lance(tmp_path / "small", keys[:500], texts[:500], vectors[:500])
+    small = lancedb.connect(str(tmp_path / "small")).open_table("docs")
+    assert "vector" not in {index.columns[0] for index in small.list_indices()}

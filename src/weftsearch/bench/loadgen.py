@@ -100,6 +100,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.errors import InvalidParameterError, MissingDependencyError
+from weftsearch.scorers.vector import DEFAULT_NPROBE
+from weftsearch.storage.ivf import nlist_for
 
 __all__ = [
     "DEFAULT_CAP",
@@ -404,12 +406,20 @@ class TantivySearcher:
 
 @dataclass(frozen=True)
 class LanceSearcher:
-    """LanceDB (the hybrid peer): native FTS + exact vector scan fused by its RRFReranker (K = 60)."""
+    """LanceDB (the hybrid peer): native FTS + its vector search fused by its RRFReranker (K = 60).
+
+    The vector search is an exact scan, unless the table has an IVF index
+    (:func:`_build_lance` makes one from :data:`LANCE_ANN_FROM_ROWS` rows): then
+    ``nprobes`` of its lists are read, weft's default (``VectorScorer``'s
+    ``DEFAULT_NPROBE``), so both engines probe the same share of the same
+    number of lists.
+    """
 
     path: str
     workload: Workload
     k: int = 10
     depth: int = 100
+    nprobes: int = DEFAULT_NPROBE
 
     def open(self) -> Callable[[int], object]:
         """Open the LanceDB table ``docs`` at ``path``; the search function of query number ``item``."""
@@ -426,13 +436,14 @@ class LanceSearcher:
         texts, vectors = self.workload.texts, self.workload.vectors
         if vectors is None:
             raise InvalidParameterError("the LanceDB hybrid peer needs query vectors")
-        k, depth = self.k, max(self.depth, self.k)
+        k, depth, nprobes = self.k, max(self.depth, self.k), self.nprobes
 
         def search(item: int) -> object:
+            hybrid: Any = table.search(query_type="hybrid")  # typed as the base builder: no nprobes
             rows = (
-                table.search(query_type="hybrid")
-                .vector(vectors[item])
+                hybrid.vector(vectors[item])
                 .text(texts[item])
+                .nprobes(nprobes)
                 .rerank(reranker)
                 .limit(depth)
                 .select(["key"])
@@ -1816,6 +1827,11 @@ def _build_tantivy(path: Path, keys: Sequence[str], texts: Sequence[str]) -> Non
     writer.wait_merging_threads()
 
 
+#: Rows from which the LanceDB peer gets an IVF vector index (below, it scans exactly, as weft's
+#: small segments do).
+LANCE_ANN_FROM_ROWS = 100_000
+
+
 def _build_lance(path: Path, keys: Sequence[str], texts: Sequence[str], vectors: NDArray[np.float32]) -> None:
     os.environ.setdefault("LANCEDB_LOG", "error")  # see LanceSearcher.open
     try:
@@ -1837,6 +1853,15 @@ def _build_lance(path: Path, keys: Sequence[str], texts: Sequence[str], vectors:
         config=FTS(base_tokenizer="whitespace", lower_case=False, stem=False, remove_stop_words=False,
                    ascii_folding=False, with_position=False),
     )  # fmt: skip
+    if len(keys) >= LANCE_ANN_FROM_ROWS:
+        # An exact scan of a million vectors is about 1 q/s: no peer for an IVF engine. Its IVF
+        # index without compression (IVF_FLAT, as weft's lists hold the full vectors), with as
+        # many lists as weft makes for that many vectors (nlist_for).
+        from lancedb.index import IvfFlat
+
+        created.create_index(
+            "vector", config=IvfFlat(distance_type="cosine", num_partitions=nlist_for(len(keys)))
+        )
 
 
 def _target(kind: str, searcher: Searcher, label: str) -> Target:
