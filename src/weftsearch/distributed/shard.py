@@ -235,13 +235,7 @@ class LocalShard:
         scorer's ``score_many`` once for the batch, or ``score`` per query,
         then the contract checks), as keys and scores.
         """
-        view = self._snapshot(cut).with_statistics(statistics)
-        labels = stream_labels(scorers)
-        columns = [
-            score_queries(scorer, label, view, queries, depth)
-            for scorer, label in zip(scorers, labels, strict=True)
-        ]
-        return [[_shard_stream(view, column[row]) for column in columns] for row in range(len(queries))]
+        return _streams(self._snapshot(cut).with_statistics(statistics), queries, scorers, depth)
 
     def search_inputs(
         self,
@@ -261,8 +255,9 @@ class LocalShard:
         coordinator needs (checked against the collection's field kinds), in
         the id order of :meth:`links`' keys.
         """
+        # One view for the streams and the inputs: what a scorer memoises on it is shared.
         view = self._snapshot(cut).with_statistics(statistics)
-        streams = self.search(cut, queries, scorers, depth, statistics)
+        streams = _streams(view, queries, scorers, depth)
         # One score_queries call per (scorer, count), so a scorer's score_many sees the batch.
         groups: dict[tuple[int, int], list[int]] = {}
         for position, (_, scorer, _, count) in enumerate(requests):
@@ -314,6 +309,16 @@ class LocalShard:
     def stats(self) -> IndexStats:
         """:meth:`Index.stats` of the shard's index (its current state, uncommitted writes included)."""
         return self._index.stats()
+
+
+def _streams(view: Snapshot, queries: Sequence[Query], scorers: Sequence[Scorer], depth: int) -> ShardStreams:
+    """Each query's checked, canonical stream from each scorer on ``view``, as keys and scores."""
+    labels = stream_labels(scorers)
+    columns = [
+        score_queries(scorer, label, view, queries, depth)
+        for scorer, label in zip(scorers, labels, strict=True)
+    ]
+    return [[_shard_stream(view, column[row]) for column in columns] for row in range(len(queries))]
 
 
 def _shard_stream(view: Snapshot, stream: Stream) -> ShardStream:
