@@ -18,6 +18,9 @@ Modes:
   load`` (SciFact, ``--commit-docs`` documents, a commit then a forced merge)
   with ``--threads`` reader threads searching in a closed loop; prints the
   waits outside and inside the window and the stalls' stacks, grouped.
+* ``threads``: aggregate q/s of ``Index.search`` on 1 and 2 threads, BM25 on
+  numpy, compiled, and the engine's rule (compiled while another search
+  runs), alternating (the figures behind that rule in docs/BENCHMARKS.md).
 * ``search``: the readers alone (no writer): the GIL share of one search,
   as the time inside the compiled BM25 call (GIL released) over the time
   of the whole ``Index.search`` (GIL held for the rest), measured on one
@@ -25,6 +28,7 @@ Modes:
 
     python bench/gil_stalls.py --data ../shared/datasets/scifact --mode commit
     python bench/gil_stalls.py --data ../shared/datasets/scifact --mode search --arm hybrid
+    python bench/gil_stalls.py --data ../shared/datasets/scifact --mode threads --seconds 3
 
 Prints the load average before and after: a figure from a loaded machine
 is not a finding.
@@ -41,7 +45,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -199,19 +205,68 @@ def search_mode(args: argparse.Namespace, root: Path) -> None:
     index.close()
 
 
+def _aggregate_qps(search: Callable[[int], object], n: int, threads: int, seconds: float) -> float:
+    """Searches a second, summed over ``threads`` threads each searching in a closed loop."""
+    counts = [0] * threads
+    stop = time.perf_counter() + seconds
+
+    def work(thread: int) -> None:
+        item = thread
+        while time.perf_counter() < stop:
+            search(item % n)
+            item += threads
+            counts[thread] += 1
+
+    pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return sum(counts) / seconds
+
+
+def threads_mode(args: argparse.Namespace, root: Path) -> None:
+    """Aggregate q/s on 1 and 2 threads for BM25's three choices of path on a small snapshot.
+
+    ``numpy`` (always), ``compiled`` (always) and ``adaptive`` (the engine's rule:
+    compiled while another search runs), alternating, ``--rounds`` times.
+    """
+    from weftsearch.scorers import bm25
+
+    bm25_module: Any = bm25  # its private switches, patched for the measurement and restored
+
+    keys, texts, workload, vectors = loadgen._scifact(args.data, True)
+    loadgen._build_weft(root / "threads", keys, texts, vectors)
+    index = Index.open(root / "threads", readonly=True)
+    arms = {arm: loadgen.weft_search_function(index, workload, arm, 10, 100) for arm in ("bm25", "hybrid")}
+    in_flight, from_docs = bm25_module.searches_in_flight, bm25_module._COMPILED_FROM_DOCS
+    for round_ in range(args.rounds):
+        for mode in ("numpy", "compiled", "adaptive"):
+            bm25_module._COMPILED_FROM_DOCS = 0 if mode == "compiled" else from_docs
+            bm25_module.searches_in_flight = (lambda: 0) if mode == "numpy" else in_flight
+            for arm, search in arms.items():
+                for threads in (1, 2):
+                    _aggregate_qps(search, len(workload), threads, 0.5)  # warm
+                    qps = _aggregate_qps(search, len(workload), threads, args.seconds)
+                    print(f"round {round_} {arm} {mode} {threads} thread(s): {qps:,.0f} q/s", flush=True)
+    bm25_module._COMPILED_FROM_DOCS, bm25_module.searches_in_flight = from_docs, in_flight
+    index.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data", required=True, help="SciFact folder")
-    parser.add_argument("--mode", choices=("commit", "search"), default="commit")
+    parser.add_argument("--mode", choices=("commit", "search", "threads"), default="commit")
+    parser.add_argument("--rounds", type=int, default=2, help="threads mode: alternating rounds")
     parser.add_argument("--arm", choices=("bm25", "hybrid"), default="bm25")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--commit-docs", type=int, default=20_000)
     parser.add_argument("--stall-ms", type=float, default=20.0)
     parser.add_argument("--think-ms", type=float, default=0.5)
     parser.add_argument("--before", type=float, default=2.0, help="seconds of reads before and after")
-    parser.add_argument("--seconds", type=float, default=5.0, help="search mode: length of the loop")
+    parser.add_argument("--seconds", type=float, default=5.0, help="search/threads mode: length of a loop")
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args()
     print(f"load average before: {_load()}; Python {sys.version.split()[0]}")
@@ -219,7 +274,7 @@ def main() -> None:
         if args.mode == "commit":
             commit_mode(args, Path(tmp))
         else:
-            search_mode(args, Path(tmp))
+            (search_mode if args.mode == "search" else threads_mode)(args, Path(tmp))
     print(f"load average after: {_load()}")
 
 

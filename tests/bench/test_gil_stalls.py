@@ -44,3 +44,10 @@ def test_the_commit_mode_reports_waits_inside_and_outside_the_window() -> None:
     for where in ("outside", "inside"):
         assert re.search(rf"GIL wait \(ticker lateness\) {where}: +p50", out)
         assert re.search(rf"search time {where}: +(p50|-)", out)
+
+
+def test_the_threads_mode_compares_the_three_paths_on_one_and_two_threads() -> None:
+    out = _run("--mode", "threads", "--seconds", "0.2", "--rounds", "1")
+    for mode in ("numpy", "compiled", "adaptive"):
+        for threads in (1, 2):
+            assert re.search(rf"round 0 bm25 {mode} {threads} thread\(s\): [\d,]+ q/s", out)
