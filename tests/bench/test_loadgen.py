@@ -259,6 +259,11 @@ def test_rates_are_fractions_of_the_measured_sequential_throughput() -> None:
         ladder_rates(100.0, [0.5, -1.0])
     assert rung_seconds_for(1000.0, 60.0, 5000) == 60.0
     assert rung_seconds_for(10.0, 60.0, 5000) == 500.0
+    # Bounded: 5,000 requests or 60 s, whichever comes first, never below the rung length.
+    assert rung_seconds_for(10.0, 20.0, 5000, max_rung_seconds=60.0) == 60.0
+    assert rung_seconds_for(200.0, 20.0, 5000, max_rung_seconds=60.0) == 25.0
+    assert rung_seconds_for(1000.0, 20.0, 5000, max_rung_seconds=60.0) == 20.0
+    assert rung_seconds_for(10.0, 90.0, 5000, max_rung_seconds=60.0) == 90.0
 
 
 def _rung(fraction: float, offered: float, p50: float, rss: float) -> RungResult:
@@ -547,6 +552,7 @@ def test_the_command_is_wired_with_the_documented_defaults() -> None:
     )  # fmt: skip
     assert args.peer and args.calibrate and not args.commit_under_load
     assert args.denominator == "max"
+    assert args.max_rung_seconds is None
 
 
 def test_a_headline_outside_the_rungs_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:

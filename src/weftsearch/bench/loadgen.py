@@ -45,7 +45,8 @@ The ladder (:func:`run_ladder`)
     Sequential throughput first (one request at a time through the same
     target, :func:`sequential_throughput`), then one rung at each fraction of
     it (default 12.5%, 25%, 50%, 75%, 100%, 125%, 150%), each lasting
-    ``max(rung_seconds, min_requests / rate)``. The **unloaded denominator is
+    ``max(rung_seconds, min_requests / rate)`` (``max_rung_seconds`` bounds
+    that: "at least 5,000 requests or 60 s"). The **unloaded denominator is
     the lowest open-loop rung**, not the sequential loop: a tight loop measures
     a warm machine that no rung reproduces. Ratios ``p50 / lowest p50`` and
     ``peak RSS / lowest peak RSS`` are printed for every rung. The headline
@@ -215,9 +216,21 @@ def poisson_schedule(rate: float, seconds: float, seed: int, n_items: int) -> Sc
     return Schedule(float(rate), float(seconds), int(seed), offsets, items)
 
 
-def rung_seconds_for(rate: float, rung_seconds: float, min_requests: int) -> float:
-    """A rung's length: ``rung_seconds``, or longer if that would schedule fewer than ``min_requests``."""
-    return max(rung_seconds, min_requests / rate)
+def rung_seconds_for(
+    rate: float, rung_seconds: float, min_requests: int, max_rung_seconds: float | None = None
+) -> float:
+    """A rung's length (seconds): ``rung_seconds``, longer if that would schedule under ``min_requests``.
+
+    ``max_rung_seconds`` bounds the lengthening: a rung then lasts until it
+    holds ``min_requests`` or ``max_rung_seconds`` have passed, whichever
+    comes first, and never less than ``rung_seconds`` ("at least 5,000
+    requests or 60 s": a peer answering 15 q/s would otherwise need 333 s a
+    rung). ``None``: no bound.
+    """
+    seconds = max(rung_seconds, min_requests / rate)
+    if max_rung_seconds is not None:
+        seconds = min(seconds, max(max_rung_seconds, rung_seconds))
+    return seconds
 
 
 def ladder_rates(sequential: float, fractions: Sequence[float]) -> list[float]:
@@ -1443,6 +1456,7 @@ def run_ladder(
     fractions: Sequence[float] = DEFAULT_RUNGS,
     rung_seconds: float = 60.0,
     min_requests: int = 5_000,
+    max_rung_seconds: float | None = None,
     sequential_seconds: float = 10.0,
     repetitions: int = 3,
     headline: float = 1.0,
@@ -1511,7 +1525,7 @@ def run_ladder(
     rates = ladder_rates(sequential, fractions)
 
     def rung(rate: float, rung_seed: int, fraction: float | None, label: str) -> RungResult:
-        seconds = rung_seconds_for(rate, rung_seconds, min_requests)
+        seconds = rung_seconds_for(rate, rung_seconds, min_requests, max_rung_seconds)
         schedule = poisson_schedule(rate, seconds, rung_seed, n_items)
         print(f"[load] {label}: {rate:,.1f} q/s for {seconds:,.1f} s", file=out, flush=True)
         return run_rung(
@@ -1958,6 +1972,7 @@ def load_command(args: argparse.Namespace) -> int:
         keys, texts, workload, doc_vectors = _scifact(args.data, "hybrid" in arms)
     common = dict(
         fractions=args.rungs, rung_seconds=args.rung_seconds, min_requests=args.min_requests,
+        max_rung_seconds=args.max_rung_seconds,
         sequential_seconds=args.sequential_seconds, repetitions=args.repetitions, headline=args.headline,
         sequential_from=args.denominator,
         cap=args.cap, seed=args.seed, progress=out, progress_seconds=args.progress_seconds,
@@ -2118,7 +2133,9 @@ def _commit_run(
                 ),
                 progress=False,
             )
-            seconds = args.commit_seconds or rung_seconds_for(rate, args.rung_seconds, args.min_requests)
+            seconds = args.commit_seconds or rung_seconds_for(
+                rate, args.rung_seconds, args.min_requests, args.max_rung_seconds
+            )
             result = commit_under_load(
                 target, index, len(workload), rate, seconds, cap=args.cap, seed=args.seed, progress=out
             )
@@ -2208,6 +2225,10 @@ def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     load.add_argument("--rungs", type=_fractions, default=list(DEFAULT_RUNGS), metavar="F,F,...")
     load.add_argument("--rung-seconds", type=_positive_float, default=60.0, metavar="S")
     load.add_argument("--min-requests", type=_positive_int, default=5_000, metavar="N")
+    load.add_argument(
+        "--max-rung-seconds", type=_positive_float, default=None, metavar="S",
+        help="lengthen a rung for --min-requests up to S seconds at most (default: no bound)",
+    )  # fmt: skip
     load.add_argument("--sequential-seconds", type=_positive_float, default=10.0, metavar="S")
     load.add_argument(
         "--denominator", choices=("max", "target", "direct"), default="max",
