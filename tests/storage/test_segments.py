@@ -1139,6 +1139,137 @@ def test_a_seal_during_a_child_encode_keeps_every_document_once(
     assert reopened.scrub().ok
 
 
+def _merged_with_fork_threshold(path: Path, threshold: int | None) -> Index:
+    """Three commits (with a delete and a replacement), then a forced merge at ``threshold``."""
+    documents = make_corpus(45)
+    index = Index.create(path, index_id=FIXED_ID)
+    index._fork_encode_min = threshold
+    for start in range(0, 45, 15):
+        index._fork_encode_min = None  # the commits encode in this thread: only the merge differs
+        index.add_many(documents[start : start + 15])
+        index.commit()
+    index.delete_many(["doc-01", "doc-17"])
+    index.add(Document("doc-05", "replaced text about graph ranking", vector=np.ones(DIM, np.float32)))
+    index.commit()
+    index._fork_encode_min = threshold
+    assert index.merge(force=True) >= 3
+    return index
+
+
+def test_large_merges_written_by_a_child_give_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import weftsearch.engine.index as index_module
+
+    real = index_module._merge_in_child
+    children: list[bool] = []
+
+    def spy(*args: Any) -> bool:
+        children.append(real(*args))
+        return children[-1]
+
+    monkeypatch.setattr(index_module, "_merge_in_child", spy)
+    forked = _merged_with_fork_threshold(tmp_path / "forked", 10)
+    assert children == [True], "the forced merge should have been written by a child process"
+    local = _merged_with_fork_threshold(tmp_path / "local", None)
+    assert children == [True], "below the threshold (None: never) the merge stays in the writer's thread"
+    assert hits(forked.search("graph ranking", 10, RRF(), BM25Scorer())) == hits(
+        local.search("graph ranking", 10, RRF(), BM25Scorer())
+    )
+    forked.close()
+    local.close()
+    assert file_hashes(tmp_path / "forked") == file_hashes(tmp_path / "local")
+    assert Index.open(tmp_path / "forked", readonly=True).scrub().ok
+
+
+def test_a_merge_child_takes_no_lock_a_searching_thread_held_at_the_fork(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader's memo lock held by another thread when the writer forks must not stall the child.
+
+    The child opens its sources afresh; had it used the parent's readers, their
+    locks (copied locked into the child, with no thread there to release them)
+    would hang it for ever.
+    """
+    import weftsearch.engine.index as index_module
+
+    documents = make_corpus(40)
+    index = Index.create(tmp_path / "index")
+    for start in range(0, 40, 20):
+        index.add_many(documents[start : start + 20])
+        index.commit()
+    index._fork_encode_min = 10
+    readers = [segment.reader for segment in index._segments]
+    held, release = threading.Event(), threading.Event()
+
+    def hold_every_reader_lock() -> None:
+        for reader in readers:
+            reader._lock.acquire()
+        held.set()
+        release.wait(120)
+        for reader in readers:
+            reader._lock.release()
+
+    real = index_module._merge_in_child
+    outcome: list[bool] = []
+
+    def merge_then_release(*args: Any) -> bool:
+        outcome.append(real(*args))  # the child runs while the locks are held
+        release.set()
+        return outcome[-1]
+
+    monkeypatch.setattr(index_module, "_merge_in_child", merge_then_release)
+    holder = threading.Thread(target=hold_every_reader_lock)
+    holder.start()
+    assert held.wait(30)
+    merged: list[int] = []
+    merger = threading.Thread(target=lambda: merged.append(index.merge(force=True)))
+    merger.start()
+    merger.join(120)
+    release.set()
+    holder.join(30)
+    assert not merger.is_alive(), "the merge hung on a lock held at the fork"
+    assert outcome == [True] and merged == [2]
+    assert sorted(index.keys()) == sorted(d.key for d in documents)
+    index.close()
+    assert Index.open(tmp_path / "index", readonly=True).scrub().ok
+
+
+def test_a_failed_merge_child_falls_back_to_merging_in_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import weftsearch.engine.index as index_module
+
+    monkeypatch.setattr(index_module, "_merge_in_child", lambda *args: False)
+    forked = _merged_with_fork_threshold(tmp_path / "fallback", 10)
+    forked.close()
+    local = _merged_with_fork_threshold(tmp_path / "local", None)
+    local.close()
+    assert file_hashes(tmp_path / "fallback") == file_hashes(tmp_path / "local")
+
+
+def test_a_damaged_source_fails_the_merge_child_and_the_merge_reports_it(tmp_path: Path) -> None:
+    """The child verifies what it reads; the writer's own merge then names the damage (no laundering)."""
+    path = tmp_path / "index"
+    documents = make_corpus(40)
+    index = Index.create(path)
+    for start in range(0, 40, 20):
+        index.add_many(documents[start : start + 20])
+        index.commit()
+    index._fork_encode_min = 10
+    first = path / manifest_segments(path)[0]
+    data = bytearray(first.read_bytes())
+    offset, length = section_extents(bytes(data))["post.data"]
+    data[offset + length // 2] ^= 0xFF  # a postings byte: caught when the merge reads it
+    first.write_bytes(bytes(data))
+    before = sorted(p.name for p in path.iterdir())
+    with pytest.raises(CorruptIndexError):
+        index.merge(force=True)
+    assert not [p.name for p in path.iterdir() if ".tmp-" in p.name]
+    index.close(discard=True)
+    assert sorted(p.name for p in path.iterdir()) == before
+
+
 def test_warming_a_segment_reader_changes_no_answer(tmp_path: Path) -> None:
     path = tmp_path / "index"
     with Index.create(path) as index:

@@ -24,7 +24,7 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from os import PathLike
 from pathlib import Path
@@ -160,37 +160,37 @@ def _lower_priority(priority: str) -> None:
             os.nice(19)
 
 
-def _encode_in_child(
-    documents: Sequence[SegmentDocument],
-    dim: int | None,
-    dtype: str,
+def _write_in_child(
+    write: Callable[[Path], object],
     directory: IndexDirectory,
     name: str,
     priority: str,
     lock_fd: int | None,
-    stamp: FileStamp,
 ) -> bool:
-    """Encode and write a segment in a forked child; return whether it succeeded.
+    """Run ``write(temporary_path)`` in a forked child, then install the file as ``name``; return success.
 
-    The child shares the parent's memory copy-on-write, so nothing is pickled.
-    The file carries ``stamp`` (index id and segment number) in its header.
-    It first closes its copy of the writer lock's descriptor ``lock_fd``: an
-    ``flock`` belongs to the open file description, which the parent keeps
-    open, so the parent still holds the lock, and a child that outlives a
-    killed parent (it is sent SIGKILL when the parent dies, but may wait for
-    CPU time to act on it) holds nothing that blocks the next writer. It
-    writes only a temporary file (``name.tmp-<child pid>``, swept by the next
-    writer if nobody installs it) and exits without running any of the
+    The child shares the parent's memory copy-on-write, so nothing is
+    pickled. It first closes its copy of the writer lock's descriptor
+    ``lock_fd``: an ``flock`` belongs to the open file description, which the
+    parent keeps open, so the parent still holds the lock, and a child that
+    outlives a killed parent (it is sent SIGKILL when the parent dies, but may
+    wait for CPU time to act on it) holds nothing that blocks the next writer.
+    It writes only a temporary file (``name.tmp-<child pid>``, swept by the
+    next writer if nobody installs it) and exits without running any of the
     parent's handlers; the parent, which holds the lock, renames it to
     ``name``. So an orphaned child can never rename a file over one a later
     writer made. The parent waits in ``waitpid``, which releases the GIL.
+
+    ``write`` runs in a child forked from a threaded process: it must take no
+    lock another thread of the parent may have held at the fork (a segment
+    reader's memo lock, say): it opens what it reads afresh.
     """
     parent = os.getpid()
     _prctl()
     try:
         pid = os.fork()
     except OSError:
-        return False  # no process to spare: the caller encodes in its own thread
+        return False  # no process to spare: the caller writes in its own thread
     if pid == 0:  # pragma: no cover - runs in the child
         code = 1
         try:
@@ -201,9 +201,7 @@ def _encode_in_child(
             # A collection here would walk (and so copy-on-write) the parent's
             # whole heap; the child makes no cycles that matter and exits soon.
             gc.disable()
-            # Section by section to the file: the child never holds the encoded segment whole.
-            columns = segment_columns(documents, dim, dtype)
-            write_columns(columns, directory.path / f"{name}.tmp-{os.getpid()}", stamp)
+            write(directory.path / f"{name}.tmp-{os.getpid()}")
             code = 0
         finally:
             os._exit(code)
@@ -216,6 +214,55 @@ def _encode_in_child(
     except IndexStorageError:
         return False
     return True
+
+
+def _encode_in_child(
+    documents: Sequence[SegmentDocument],
+    dim: int | None,
+    dtype: str,
+    directory: IndexDirectory,
+    name: str,
+    priority: str,
+    lock_fd: int | None,
+    stamp: FileStamp,
+) -> bool:
+    """Encode and write a committed buffer's segment in a forked child (:func:`_write_in_child`).
+
+    The file carries ``stamp`` (index id and segment number) in its header;
+    it is written section by section, so the child never holds the encoded
+    segment whole.
+    """
+
+    def write(path: Path) -> None:
+        write_columns(segment_columns(documents, dim, dtype), path, stamp)
+
+    return _write_in_child(write, directory, name, priority, lock_fd)
+
+
+def _merge_in_child(
+    sources: Sequence[tuple[str, NDArray[np.bool_]]],
+    directory: IndexDirectory,
+    name: str,
+    priority: str,
+    lock_fd: int | None,
+    stamp: FileStamp,
+) -> bool:
+    """Merge committed segments into ``name`` in a forked child (:func:`_write_in_child`).
+
+    ``sources`` pairs each committed segment's file name with the mask of its
+    documents to drop. The child opens every source afresh (its own memory
+    maps and locks: the parent's readers may have been locked by a searching
+    thread at the fork) and verifies what it reads, as a merge in the
+    writer's thread does, so a damaged source fails the child and the caller's
+    own merge then reports it. The merged postings wait in an unlinked file
+    in the index folder, as there.
+    """
+
+    def write(path: Path) -> None:
+        readers = [(SegmentReader(directory.path / source), ~drop) for source, drop in sources]
+        write_columns(merge_columns(readers, spill=directory.path), path, stamp)
+
+    return _write_in_child(write, directory, name, priority, lock_fd)
 
 
 #: Seconds of work a committing or merging thread does between two rests
@@ -1689,19 +1736,52 @@ class Index:
     ) -> _Segment:
         """The merged segment of ``sources`` (each with the mask of documents to drop)."""
         pause = _YieldToSearches(self._searches)
-        spill = None if directory is None else directory.path  # the merged postings wait on disk
-        columns = merge_columns([(s.reader, ~mask) for s, mask in sources], pause=pause, spill=spill)
         if directory is None:
+            columns = merge_columns([(s.reader, ~mask) for s, mask in sources], pause=pause)
             data = encode_columns(columns, pause=pause)
             merged = _Segment(_in_memory(data), data, None)
         else:
-            # Written section by section: the merged file is never whole in memory.
             self._check_fresh_name(name)
             stamp = FileStamp(self._index_id, segment_number(name))
-            directory.write_streamed(name, lambda path: write_columns(columns, path, stamp, pause=pause))
+            if not self._merge_forked(sources, directory, name, stamp):
+                # Written section by section: the merged file is never whole in memory;
+                # the merged postings wait on disk.
+                columns = merge_columns(
+                    [(s.reader, ~mask) for s, mask in sources], pause=pause, spill=directory.path
+                )
+                directory.write_streamed(name, lambda path: write_columns(columns, path, stamp, pause=pause))
             merged = _Segment(SegmentReader(directory.path / name), None, name)
         merged.reader.warm()  # here, before any search can reach it
         return merged
+
+    def _merge_forked(
+        self,
+        sources: Sequence[tuple[_Segment, NDArray[np.bool_]]],
+        directory: IndexDirectory,
+        name: str,
+        stamp: FileStamp,
+    ) -> bool:
+        """Write the merged segment ``name`` from a forked child; ``False``: merge in this thread.
+
+        Like a large commit's encoding (:meth:`_encode_pending_in_child`): a
+        merge of at least ``FORK_ENCODE_MIN_DOCUMENTS`` live documents runs in
+        a child process at the commit priority, so searching threads keep this
+        interpreter's GIL and (at ``"idle"``) the CPU; measured on 2 cores, a
+        forced merge in the writer's thread raised search p99 inside its window
+        several times over (docs/BENCHMARKS.md, "Commit under load"). Same
+        bytes as the merge in this thread. If the child fails (no process to
+        spare, a damaged source, a full disk), the caller merges in its own
+        thread, which reports the error as usual.
+        """
+        threshold = self._fork_encode_min
+        live = sum(int(segment.reader.n_docs - int(mask.sum())) for segment, mask in sources)
+        if threshold is None or live < threshold:
+            return False
+        named = [(segment.name, mask) for segment, mask in sources if segment.name is not None]
+        if len(named) != len(sources):
+            return False  # an uncommitted source (never chosen for a committed merge)
+        lock_fd = None if self._writer_lock is None else self._writer_lock.fileno()
+        return _merge_in_child(named, directory, name, self._commit_priority, lock_fd, stamp)
 
     def _install_merged(
         self, sources: Sequence[tuple[_Segment, NDArray[np.bool_]]], merged: _Segment
