@@ -685,3 +685,55 @@ def test_the_lancedb_peer_gets_an_ivf_index_on_a_large_table(
     loadgen._build_lance(tmp_path / "small", keys[:500], texts[:500], vectors[:500])
     small = lancedb.connect(str(tmp_path / "small")).open_table("docs")
     assert "vector" not in {index.columns[0] for index in small.list_indices()}
+
+
+# ---------------------------------------------------------------------- commit under load
+
+
+class _StallingWriter:
+    """A stand-in writer: its commit and merge each hold a lock the searches need for 0.3 s."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: list[str] = []
+
+    def search(self, item: int) -> object:
+        with self.lock:
+            return item
+
+    def _stall(self, what: str) -> None:
+        self.calls.append(what)
+        with self.lock:
+            threading.Event().wait(0.3)
+
+    def commit(self) -> None:
+        self._stall("commit")
+
+    def merge(self, *, force: bool = False) -> None:
+        assert force
+        self._stall("merge")
+
+
+def test_commit_under_load_splits_requests_at_the_window_and_counts_shed_in_each() -> None:
+    writer = _StallingWriter()
+    target = ThreadTarget(writer.search, 2, "stall")
+    target.start()
+    try:
+        result = loadgen.commit_under_load(
+            target, writer, 50, 400.0, 1.8, at=0.6, cap=8, progress=io.StringIO()
+        )
+    finally:
+        target.close()
+    assert writer.calls == ["commit", "merge"]
+    begin, end = result.window
+    assert begin == pytest.approx(0.6, abs=0.1) and end - begin == pytest.approx(0.6, abs=0.2)
+    assert result.commit_seconds >= 0.3 and result.merge_seconds >= 0.3
+    # Requests queued behind the stalled lock: slow inside, fast before; 8 in flight at most, the rest shed.
+    assert result.inside["p99"] > 100 > result.before["p99"]
+    assert result.shed["inside"] > 0 and result.shed["before"] == 0
+    assert sum(result.shed.values()) == result.rung.shed
+    assert result.inside_count + result.outside_count == result.rung.completed
+    record = result.to_dict()
+    assert set(record["shed"]) == {"before", "inside", "after"}
+    assert record["before_ms"]["p50"] == result.before["p50"]
+    json.dumps(record, allow_nan=True)
