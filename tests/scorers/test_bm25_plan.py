@@ -139,7 +139,10 @@ def test_the_compiled_plan_is_exact_and_agrees_with_numpy(
         assert scored + skipped == postings and plan["blocks"] == blocks
         assert 0 <= int(plan["blocks_skipped"] or 0) <= blocks
         if query.filter is None and k == big:
-            assert scored == want["postings"] and plan["documents_scored"] == want["documents"]
+            # No k-th score to beat: every posting is read (deleted documents' too), every block
+            # scored, and every live document holding a term fully scored.
+            assert skipped == 0 and plan["blocks_skipped"] == 0
+            assert plan["documents_scored"] == want["documents"]
 
 
 @needs_compiled

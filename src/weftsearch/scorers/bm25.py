@@ -83,9 +83,11 @@ _MIN_SEED = 64
 #: - ``segments``: segments of the snapshot searched.
 #: - ``postings``: live postings in the matched terms' lists (the sum of their document
 #:   frequencies on this snapshot; a shard: on this shard).
-#: - ``postings_scored``: postings whose contribution was computed (numpy: all of ``postings``).
-#: - ``postings_skipped``: postings in the lists never scored: skipped by block-max, or of a
-#:   deleted or filtered-out document (compiled; numpy: 0, it scores every one).
+#: - ``postings_scored``: postings whose contribution was computed (numpy: all of ``postings``;
+#:   compiled: a deleted or filtered-out document's too where the kernel read its list through
+#:   before checking the document).
+#: - ``postings_skipped``: postings in the lists, deleted documents' included, that block-max
+#:   never scored (compiled; numpy: 0, it scores every one).
 #: - ``blocks``: blocks of 128 postings in the lists, deleted documents' included (compiled;
 #:   numpy: ``None``, it reads no blocks).
 #: - ``blocks_skipped``: blocks of which no posting was scored (compiled; numpy: ``None``).
