@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from weftsearch import RRF, BM25Scorer, Document, Index, Query
+from weftsearch.cli import format_results
 from weftsearch.distributed import ShardedIndex
 from weftsearch.scorers.bm25 import PLAN_KEYS
 
@@ -72,3 +73,12 @@ def test_each_shard_has_its_bm25_plan(
         assert sum(int(plan[f"{name}.postings"] or 0) for name in names) == whole["postings"]
         assert max(int(plan[f"{name}.terms_matched"] or 0) for name in names) == whole["terms_matched"]
         assert got.to_dict()["plans"]["bm25"] == plan
+
+
+def test_explain_prints_a_line_per_shard(built: tuple[Index, dict[int, ShardedIndex]]) -> None:
+    _, sharded = built
+    lines = format_results(sharded[2].search("alpha beta", 3, RRF(), BM25Scorer()), explain=True).splitlines()
+    at = lines.index("  plan bm25: 2 shards")
+    for offset, name in enumerate(sharded[2].shards, start=1):
+        assert lines[at + offset].startswith(f"    {name}: ")
+        assert "terms 2, terms_matched 2, segments 1, postings " in lines[at + offset]

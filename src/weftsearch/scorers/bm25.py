@@ -24,6 +24,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -149,12 +150,12 @@ def _compiled_plan(
     }
 
 
-@dataclass(frozen=True, slots=True)
-class _Found:
+class _Found(NamedTuple):
     """A query's lists for the kernel, its per-term counts (``None``: each term once), and plan counts.
 
     ``lists`` is ``None`` when nothing matches. ``terms``, ``matched`` and
     ``postings``: the plan's ``terms``, ``terms_matched`` and ``postings``.
+    A named tuple: made once per query, it costs a third of a frozen dataclass.
     """
 
     lists: bm25_kernel.QueryLists | None
