@@ -930,28 +930,29 @@ int64_t weft_bm25_blocks(const uint32_t *ids, const uint32_t *tfs, int64_t count
  * reads the same parts and (k1, b, avgdl, k). A query's results go to ids_out/scores_out right
  * after the previous written query's; counts_out[q] is its number of results, and written[q] is 1
  * when they were written, 0 when they did not fit in what was left of out_capacity (the caller
- * runs that query again on its own with room for them). stats (5 int64) are summed over queries.
+ * runs that query again on its own with room for them). stats (5 * n_queries int64): query q's
+ * five statistics (as weft_bm25_top_k writes them) at stats[5 * q ..< 5 * q + 5], so each
+ * query's plan says what it read (weft_bm25_top_k_many, which summed them, is gone: a caller
+ * built for it finds no batch function and scores query by query).
  * Returns 0, or the first failing query's code (-1 out of memory, -2 bad arguments).
  */
-int64_t weft_bm25_top_k_many(const int64_t *lists_raw, const int64_t *list_starts, const int64_t *parts_raw,
-                             int64_t n_parts, const double *weights, const int64_t *weight_starts,
-                             int64_t n_queries, double k1, double b, double avgdl, int64_t k, double bound_scale,
-                             int64_t *ids_out, double *scores_out, int64_t out_capacity, int64_t *counts_out,
-                             int64_t *written, int64_t *stats) {
-    int64_t used = 0, one[5];
-    for (int i = 0; i < 5; i++) stats[i] = 0;
+int64_t weft_bm25_top_k_batch(const int64_t *lists_raw, const int64_t *list_starts, const int64_t *parts_raw,
+                              int64_t n_parts, const double *weights, const int64_t *weight_starts,
+                              int64_t n_queries, double k1, double b, double avgdl, int64_t k, double bound_scale,
+                              int64_t *ids_out, double *scores_out, int64_t out_capacity, int64_t *counts_out,
+                              int64_t *written, int64_t *stats) {
+    int64_t used = 0;
     if (n_queries < 0 || out_capacity < 0) return -2;
     for (int64_t q = 0; q < n_queries; q++) {
         int64_t n_lists = list_starts[q + 1] - list_starts[q], m = weight_starts[q + 1] - weight_starts[q];
         if (n_lists < 0 || m < 0) return -2;
         int64_t kept = weft_bm25_top_k(lists_raw + 8 * list_starts[q], n_lists, parts_raw, n_parts,
                                        weights + weight_starts[q], m, k1, b, avgdl, k, bound_scale,
-                                       ids_out + used, scores_out + used, out_capacity - used, one);
+                                       ids_out + used, scores_out + used, out_capacity - used, stats + 5 * q);
         if (kept < 0) return kept;
         counts_out[q] = kept;
         written[q] = kept <= out_capacity - used;
         if (written[q]) used += kept;
-        for (int i = 0; i < 5; i++) stats[i] += one[i];
     }
     return 0;
 }

@@ -68,7 +68,7 @@ from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import MAX_THREADS, Hit, SearchResults
 from weftsearch.engine.stats import IndexStats
-from weftsearch.engine.stream import MAX_K
+from weftsearch.engine.stream import MAX_K, PlanValue
 from weftsearch.errors import (
     CorpusFormatError,
     DiscardedWritesWarning,
@@ -287,19 +287,43 @@ def format_results(results: SearchResults, index: Index | None = None, *, explai
 
 
 def _plan_lines(results: SearchResults) -> list[str]:
-    """One line per signal: the plan its scorer took (``plan LABEL: path, key value, ...``)."""
+    """One line per signal: the plan its scorer took (``plan LABEL: path, key value, ...``).
+
+    A sharded stream's plan (``shards`` and ``NAME.key`` entries) gets a line
+    per shard under its own (``plan LABEL: 2 shards``, then ``NAME: path, ...``).
+    """
     lines = []
     for label, plan in results.plans.items():
+        shards: dict[str, dict[str, PlanValue]] = {}
         if plan is None:
             text = "(not described by its scorer)"
         else:
-            path = plan.get("path")
-            rest = ", ".join(f"{key} {_plan_value(value)}" for key, value in plan.items() if key != "path")
-            text = f"{path}" + (f", {rest}" if rest else "") if path is not None else rest
+            if isinstance(plan.get("shards"), int):
+                whole: dict[str, PlanValue] = {}
+                for key, value in plan.items():
+                    name, dot, entry = key.partition(".")
+                    if dot:
+                        shards.setdefault(name, {})[entry] = value
+                    elif key != "shards":
+                        whole[key] = value
+                count = plan["shards"]
+                text = f"{count} shard{'' if count == 1 else 's'}" + (
+                    f", {_plan_text(whole)}" if whole else ""
+                )
+            else:
+                text = _plan_text(plan)
         if label in results.cut_short:
             text += "  CUT SHORT by its budget: fewer candidates than it could have found"
         lines.append(f"  plan {label}: {text}")
+        lines.extend(f"    {name}: {_plan_text(entries)}" for name, entries in shards.items())
     return lines
+
+
+def _plan_text(plan: Mapping[str, PlanValue]) -> str:
+    """``path, key value, ...`` (the path first, when the plan names one)."""
+    path = plan.get("path")
+    rest = ", ".join(f"{key} {_plan_value(value)}" for key, value in plan.items() if key != "path")
+    return f"{path}" + (f", {rest}" if rest else "") if path is not None else rest
 
 
 def _plan_value(value: object) -> str:

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import weftsearch.scorers.bm25 as bm25_module
+from tests.plans import without_paths
 from tests.scorers.test_bm25_kernel import DISABLED, corpus, queries
 from weftsearch import (
     RRF,
@@ -218,7 +219,9 @@ def test_search_many_is_one_search_per_query_for_every_built_in_scorer(
         many = index.search_many(batch, k, RRF(), *SCORERS[name](), threads=threads)
         for query, results in zip(batch, many, strict=True):
             alone = index.search(query, k, RRF(), *SCORERS[name]())
-            assert results.to_dict() == alone.to_dict()
+            # The batch may take the compiled kernel where one search takes numpy: same results,
+            # same plan counts but the path-specific ones.
+            assert without_paths(results.to_dict()) == without_paths(alone.to_dict())
             assert results.score_array.tobytes() == alone.score_array.tobytes()
             got, want = results.explain_arrays(), alone.explain_arrays()
             assert got.ranks.tobytes() == want.ranks.tobytes()
@@ -235,8 +238,9 @@ def test_concurrent_searches_return_the_sequential_results() -> None:
 
     def run(query: Query) -> tuple[object, object]:
         return (
-            index.search(query, 10, RRF(), BM25Scorer()).to_dict(),
-            index.search(query, 5, RRF(), BM25Scorer(), VectorScorer()).to_dict(),
+            # A concurrent search may take the kernel (searches in flight): the path-free plan only.
+            without_paths(index.search(query, 10, RRF(), BM25Scorer()).to_dict()),
+            without_paths(index.search(query, 5, RRF(), BM25Scorer(), VectorScorer()).to_dict()),
         )
 
     sequential = [run(query) for query in batch]

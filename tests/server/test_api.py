@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from tests.server.conftest import KEY, WRITE, vector
 from weftsearch import Document, Index, Query
 from weftsearch.eval.specs import ArmBuilder
+from weftsearch.scorers.bm25 import PLAN_KEYS
 from weftsearch.server.app import ServerLimits, create_app
 
 
@@ -76,6 +77,9 @@ def test_explain_shows_each_signals_plan_and_the_result_says_what_was_cut_short(
     vector_plan = explained["plans"][explained["signals"][1]]
     assert vector_plan is not None and vector_plan["path"] == "exact"  # a handful of rows: scanned exactly
     assert [hit["key"] for hit in explained["hits"]] == [hit["key"] for hit in plain["hits"]]
+    bm25_plan = explained["plans"][explained["signals"][0]]
+    assert bm25_plan is not None and tuple(bm25_plan) == PLAN_KEYS  # every key, in order
+    assert bm25_plan["path"] in ("numpy", "compiled") and bm25_plan["terms"] == 1
 
 
 def test_batch_search_equals_single_searches(open_client: TestClient) -> None:

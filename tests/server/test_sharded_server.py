@@ -123,6 +123,14 @@ def test_batch_and_explain_equal_the_single_index_server(
         assert ranked(mine) == ranked(theirs)
         assert [h["signals"] for h in mine["hits"]] == [h["signals"] for h in theirs["hits"]]
         assert mine["signals"] == theirs["signals"] and mine["fuser"] == theirs["fuser"]
+        # Each shard's BM25 plan under its name; the shards' postings add up to the single index's.
+        plan, whole = mine["plans"]["bm25"], theirs["plans"]["bm25"]
+        assert plan is not None and whole is not None and plan["shards"] == 2
+        assert plan["shard-0000.path"] in ("numpy", "compiled") and plan["shard-0001.path"] in (
+            "numpy",
+            "compiled",
+        )
+        assert plan["shard-0000.postings"] + plan["shard-0001.postings"] == whole["postings"]
 
 
 def without_generation(body: dict[str, Any]) -> dict[str, Any]:

@@ -1052,7 +1052,7 @@ class ShardedIndex:
 def _combined_plan(plans: Sequence[tuple[str, dict[str, PlanValue] | None]]) -> dict[str, PlanValue] | None:
     """One plan for a stream merged from its shards': each shard's entries under its name.
 
-    ``{"shards": 2, "shard-0.path": "exact", "shard-0.rows_scanned": 812, ...}``:
+    ``{"shards": 2, "shard-0000.path": "exact", "shard-0000.rows_scanned": 812, ...}``:
     kept apart, not summed, because a plan's entries mix settings (``nprobe``)
     with counts and the engine does not know which is which. ``None`` when no
     shard described its plan. O(entries).

@@ -704,14 +704,19 @@ def _agrees_with_numpy(library: CompiledBM25) -> bool:
 
 @cache
 def _top_k_many() -> Callable[..., int] | None:
-    """``weft_bm25_top_k_many`` of the loaded library, or ``None`` (no compiled BM25, or an older build)."""
+    """``weft_bm25_top_k_batch`` of the loaded library, or ``None`` (no compiled BM25, or an older build).
+
+    An older build's ``weft_bm25_top_k_many`` summed its statistics over the batch; it is
+    not used (each query of a batch then goes through :func:`search`, same results), so
+    a query's statistics are always its own.
+    """
     if compiled_bm25() is None:
         return None
     path = _library_path()
     if path is None:
         return None
     try:
-        function = ctypes.CDLL(str(path)).weft_bm25_top_k_many
+        function = ctypes.CDLL(str(path)).weft_bm25_top_k_batch
     except (OSError, AttributeError):
         return None
     # lists, list_starts, parts, n_parts, weights, weight_starts, n_queries, k1, b, avgdl, k,
@@ -737,14 +742,15 @@ def search_many(
     b: float,
     avgdl: float,
     k: int,
-) -> list[tuple[NDArray[np.int64], NDArray[np.float64]]]:
+) -> list[tuple[NDArray[np.int64], NDArray[np.float64], KernelStats]]:
     """:func:`search` for many queries in ONE compiled call (the GIL released for the whole batch).
 
     ``lists[i]`` and ``weights[i]`` are query ``i``'s, as :func:`search` takes
     them; each must have at least one list. Returns what :func:`search`
-    returns for each query (ids, scores), to the bit: the C side calls the
-    same routine per query. A query with more tied results than the batch
-    left room for is run again alone through :func:`search`.
+    returns for each query (ids, scores and that query's own statistics), to
+    the bit: the C side calls the same routine per query. A query with more
+    tied results than the batch left room for is run again alone through
+    :func:`search`.
 
     Raises:
         MemoryError: the library could not allocate its working memory.
@@ -753,7 +759,7 @@ def search_many(
     """
     function = _top_k_many()
     if function is None:
-        raise RuntimeError("the compiled BM25 library has no weft_bm25_top_k_many")
+        raise RuntimeError("the compiled BM25 library has no weft_bm25_top_k_batch")
     count = len(lists)
     if count == 0:
         return []
@@ -769,7 +775,7 @@ def search_many(
     scores = np.empty(capacity, dtype=np.float64)
     counts = np.empty(count, dtype=np.int64)
     written = np.empty(count, dtype=np.int64)
-    stats = np.zeros(5, dtype=np.int64)
+    stats = np.zeros((count, 5), dtype=np.int64)  # one row per query
     code = function(
         table.ctypes.data,
         list_starts.ctypes.data,
@@ -795,22 +801,21 @@ def search_many(
     if code < 0:
         raise ValueError(f"the BM25 kernel refused its arguments (code {code})")  # a bug on this side
     canonical = snapshot.ids_follow_keys
-    results: list[tuple[NDArray[np.int64], NDArray[np.float64]]] = []
+    results: list[tuple[NDArray[np.int64], NDArray[np.float64], KernelStats]] = []
     start = 0
+    rows = stats.tolist()
     for query, (kept, done) in enumerate(zip(counts.tolist(), written.tolist(), strict=True)):
         if not done:
-            found_ids, found_scores, _ = search(
-                library, snapshot, lists[query], weights[query], k1, b, avgdl, k
-            )
-            results.append((found_ids, found_scores))
+            results.append(search(library, snapshot, lists[query], weights[query], k1, b, avgdl, k))
             continue
+        query_stats = KernelStats(*rows[query])
         stop = start + kept
         # Slices of the batch's own arrays (nothing else holds them): no copy per query.
         query_ids, query_scores = ids[start:stop], scores[start:stop]
         start = stop
         if canonical or kept <= 1:
-            results.append((query_ids[:k], query_scores[:k]))
+            results.append((query_ids[:k], query_scores[:k], query_stats))
         else:
             found_ids, found_scores = top_k(query_ids, query_scores, k, snapshot)
-            results.append((found_ids, found_scores.astype(np.float64, copy=False)))
+            results.append((found_ids, found_scores.astype(np.float64, copy=False), query_stats))
     return results

@@ -24,6 +24,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -32,10 +33,10 @@ from weftsearch.engine import bm25_kernel
 from weftsearch.engine.inflight import searches_in_flight
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
-from weftsearch.engine.stream import Stream, _vouched_stream, check_k, top_k
+from weftsearch.engine.stream import PlanValue, Stream, _vouched_stream, check_k, top_k
 from weftsearch.errors import InvalidParameterError
 
-__all__ = ["TERM_CACHE_POSTINGS", "BM25Scorer", "lucene_idf"]
+__all__ = ["PLAN_KEYS", "TERM_CACHE_POSTINGS", "BM25Scorer", "lucene_idf"]
 
 # How a query's postings are summed per document. Both ways add the same
 # numbers in the same order (np.bincount adds its weights in input order, and
@@ -74,8 +75,94 @@ _BATCH_COMPILED_MAX_K = 10
 # its k-th best document is a useful floor.
 _MIN_SEED = 64
 
-#: The stream of a query with no matching term (streams are immutable: one is shared).
-_EMPTY = Stream.empty()
+#: The keys of :attr:`Stream.plan <weftsearch.engine.stream.Stream.plan>` this scorer fills, in
+#: order; every path fills every key (``None``: a count that path does not take):
+#:
+#: - ``path``: ``"compiled"`` (``_bm25.c``, block-max) or ``"numpy"`` (every posting).
+#: - ``terms``: distinct terms of the analysed query.
+#: - ``terms_matched``: of those, the terms held by at least one live document here.
+#: - ``segments``: segments of the snapshot searched.
+#: - ``postings``: live postings in the matched terms' lists (the sum of their document
+#:   frequencies on this snapshot; a shard: on this shard).
+#: - ``postings_scored``: postings whose contribution was computed (numpy: all of ``postings``;
+#:   compiled: a deleted or filtered-out document's too where the kernel read its list through
+#:   before checking the document).
+#: - ``postings_skipped``: postings in the lists, deleted documents' included, that block-max
+#:   never scored (compiled; numpy: 0, it scores every one).
+#: - ``blocks``: blocks of 128 postings in the lists, deleted documents' included (compiled;
+#:   numpy: ``None``, it reads no blocks).
+#: - ``blocks_skipped``: blocks of which no posting was scored (compiled; numpy: ``None``).
+#: - ``documents_scored``: documents whose full score was computed (compiled; numpy: ``None``:
+#:   it scores every document holding a term, and counting them would cost a pass over N).
+#:
+#: The counts come from the kernel's own counters or from array sizes, never from a pass
+#: over postings, so a plan costs a few integers per search.
+PLAN_KEYS = (
+    "path",
+    "terms",
+    "terms_matched",
+    "segments",
+    "postings",
+    "postings_scored",
+    "postings_skipped",
+    "blocks",
+    "blocks_skipped",
+    "documents_scored",
+)
+
+
+def _numpy_plan(terms: int, matched: int, segments: int, postings: int) -> dict[str, PlanValue]:
+    """The plan of a numpy search (see :data:`PLAN_KEYS`): every live posting of the query scored."""
+    return {
+        "path": "numpy",
+        "terms": terms,
+        "terms_matched": matched,
+        "segments": segments,
+        "postings": postings,
+        "postings_scored": postings,
+        "postings_skipped": 0,
+        "blocks": None,
+        "blocks_skipped": None,
+        "documents_scored": None,
+    }
+
+
+def _compiled_plan(
+    terms: int, matched: int, segments: int, postings: int, stats: bm25_kernel.KernelStats | None
+) -> dict[str, PlanValue]:
+    """The plan of a compiled search (see :data:`PLAN_KEYS`); ``stats`` ``None``: no list to read."""
+    if stats is None:
+        blocks = blocks_scored = stored = scored = documents = 0
+    else:
+        blocks, blocks_scored = stats.blocks, stats.blocks_scored
+        stored, scored, documents = stats.postings, stats.postings_scored, stats.documents_scored
+    return {
+        "path": "compiled",
+        "terms": terms,
+        "terms_matched": matched,
+        "segments": segments,
+        "postings": postings,
+        "postings_scored": scored,
+        "postings_skipped": stored - scored,
+        "blocks": blocks,
+        "blocks_skipped": blocks - blocks_scored,
+        "documents_scored": documents,
+    }
+
+
+class _Found(NamedTuple):
+    """A query's lists for the kernel, its per-term counts (``None``: each term once), and plan counts.
+
+    ``lists`` is ``None`` when nothing matches. ``terms``, ``matched`` and
+    ``postings``: the plan's ``terms``, ``terms_matched`` and ``postings``.
+    A named tuple: made once per query, it costs a third of a frozen dataclass.
+    """
+
+    lists: bm25_kernel.QueryLists | None
+    query_tf: NDArray[np.float64] | None
+    terms: int
+    matched: int
+    postings: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +322,10 @@ class BM25Scorer:
         impacts.setflags(write=False)
         return _TermPostings(postings.ids, impacts)
 
-    def _contributions(self, snapshot: Snapshot, query: Query) -> _QueryPostings | None:
-        """The query's postings with their contributions, or ``None`` if none match.
+    def _contributions(
+        self, snapshot: Snapshot, query: Query
+    ) -> tuple[_QueryPostings | None, dict[str, PlanValue]]:
+        """The query's postings with their contributions (``None`` if none match), and the numpy plan.
 
         A term's contribution to a document is ``qtf * idf`` times the term's
         cached impact there, so a query looks its terms up, multiplies, and
@@ -244,7 +333,7 @@ class BM25Scorer:
         """
         terms = snapshot.query_terms(query.text) if query.text else []
         if not terms or snapshot.n_docs == 0:
-            return None
+            return None, _numpy_plan(len(set(terms)), 0, len(snapshot.parts), 0)
         # Distinct terms in sorted order: each document's score is summed over
         # them in this order, the reference order every path below keeps.
         distinct = sorted(set(terms))
@@ -269,7 +358,12 @@ class BM25Scorer:
                 if entry is not None:
                     cache.put(term, entry)
             found.append(entry)
-        doc_freq = np.array([0 if entry is None else entry.ids.shape[0] for entry in found], dtype=np.int64)
+        frequencies = [0 if entry is None else entry.ids.shape[0] for entry in found]
+        doc_freq = np.array(frequencies, dtype=np.int64)
+        # The plan's counts, from the list sizes already at hand (a few integers).
+        plan = _numpy_plan(
+            len(distinct), len(frequencies) - frequencies.count(0), len(snapshot.parts), sum(frequencies)
+        )
         # N and df of the collection (a shard's view scores with the whole collection's).
         weights = query_tf * lucene_idf(
             snapshot.collection_n_docs, snapshot.collection_doc_freq(distinct, doc_freq)
@@ -290,17 +384,17 @@ class BM25Scorer:
                 if key > seed_key:
                     seed_key, seed_ids = key, entry.ids
         if not present:
-            return None
+            return None, plan
         if len(present) == 1:
             # One term: its ids are already ascending and unique, and each score
             # is that one contribution (a sum would add it to 0.0, which changes
             # nothing): no copy of the ids, no accumulation.
-            return _QueryPostings(present[0].ids, single_weight * present[0].impacts, single=True)
+            return _QueryPostings(present[0].ids, single_weight * present[0].impacts, single=True), plan
         ids = np.concatenate([entry.ids for entry in present])
         contributions = np.concatenate([entry.impacts for entry in present])
         # np.repeat with a zero count drops the absent terms' weights.
         contributions *= np.repeat(weights, doc_freq)
-        return _QueryPostings(ids, contributions, single=False, seed_ids=seed_ids)
+        return _QueryPostings(ids, contributions, single=False, seed_ids=seed_ids), plan
 
     def _dense(self, snapshot: Snapshot, postings: _QueryPostings) -> NDArray[np.float64] | None:
         """Scores of all N documents (0 where no term matches) if dense accumulation pays, else None."""
@@ -328,7 +422,7 @@ class BM25Scorer:
 
     def score_all(self, snapshot: Snapshot, query: Query) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """Every document holding a query term and its score, ids ascending."""
-        postings = self._contributions(snapshot, query)
+        postings, _ = self._contributions(snapshot, query)
         if postings is None:
             return np.empty(0, np.int64), np.empty(0, np.float64)
         if postings.single:
@@ -340,51 +434,38 @@ class BM25Scorer:
         hit = np.flatnonzero(dense > 0.0)
         return hit, dense[hit]
 
-    def _lists(
-        self, library: bm25_kernel.CompiledBM25, snapshot: Snapshot, query: Query
-    ) -> tuple[bm25_kernel.QueryLists, NDArray[np.float64] | None] | None:
-        """The query's lists and per-term counts for the kernel (``None`` counts: each term once).
+    def _lists(self, library: bm25_kernel.CompiledBM25, snapshot: Snapshot, query: Query) -> _Found:
+        """The query's lists and per-term counts for the kernel, with the plan's counts (:class:`_Found`).
 
-        ``None`` when nothing matches. The numpy path's terms: the snapshot's
-        cached analysis of the text, distinct, sorted. O(terms) for terms
-        seen before on the snapshot.
+        Its ``lists`` are ``None`` when nothing matches. The numpy path's
+        terms: the snapshot's cached analysis of the text, distinct, sorted.
+        O(terms) for terms seen before on the snapshot.
         """
         terms = snapshot.query_terms(query.text) if query.text else []
         if not terms or snapshot.n_docs == 0:
-            return None
+            return _Found(None, None, len(set(terms)), 0, 0)
         distinct = sorted(set(terms))
         query_tf: NDArray[np.float64] | None = None
         if len(distinct) != len(terms):
             counts = Counter(terms)
             query_tf = np.array([counts[term] for term in distinct], dtype=np.float64)
         lists = bm25_kernel.gather(library, snapshot, distinct)
+        # The plan's counts from this snapshot's live df (before the collection's replaces it).
+        frequencies = lists.doc_freq.tolist()
+        matched, postings = len(frequencies) - frequencies.count(0), sum(frequencies)
         if not lists.table.shape[0]:
-            return None
+            return _Found(None, None, len(distinct), matched, postings)
         if snapshot.statistics is not None:
             # The collection's df for the IDF (the kernel reads doc_freq for nothing else).
             lists = dataclasses.replace(
                 lists, doc_freq=snapshot.collection_doc_freq(distinct, lists.doc_freq)
             )
-        return lists, query_tf
+        return _Found(lists, query_tf, len(distinct), matched, postings)
 
     @staticmethod
     def _weights(query_tf: NDArray[np.float64] | None, idf: NDArray[np.float64]) -> NDArray[np.float64]:
         """``qtf * idf``, the numpy path's weights (every qtf 1: ``idf`` itself, as 1.0 * x is x exactly)."""
         return idf if query_tf is None else query_tf * idf
-
-    def _prepared(
-        self, library: bm25_kernel.CompiledBM25, snapshot: Snapshot, query: Query
-    ) -> tuple[bm25_kernel.QueryLists, NDArray[np.float64]] | None:
-        """The query's lists and term weights for the compiled kernel, or ``None`` when nothing matches.
-
-        The numpy path's terms and weights (the same numpy expressions, so
-        the same bits). O(terms) for terms seen before on the snapshot.
-        """
-        found = self._lists(library, snapshot, query)
-        if found is None:
-            return None
-        lists, query_tf = found
-        return lists, self._weights(query_tf, lucene_idf(snapshot.collection_n_docs, lists.doc_freq))
 
     @staticmethod
     def _avgdl(snapshot: Snapshot) -> float:
@@ -407,15 +488,21 @@ class BM25Scorer:
         from the segments (no per-term cache) and skips blocks of postings that
         cannot reach the k-th score. O(lists + scored postings * log k).
         """
-        prepared = self._prepared(library, snapshot, query)
-        if prepared is None:
-            return Stream.empty()
-        lists, weights = prepared
+        found = self._lists(library, snapshot, query)
+        segments = len(snapshot.parts)
+        lists = found.lists
+        if lists is None:
+            return Stream.empty(
+                plan=_compiled_plan(found.terms, found.matched, segments, found.postings, None)
+            )
+        # The numpy path's weights (the same numpy expressions, so the same bits).
+        weights = self._weights(found.query_tf, lucene_idf(snapshot.collection_n_docs, lists.doc_freq))
         avgdl = self._avgdl(snapshot)
-        ids, scores, _ = bm25_kernel.search(
+        ids, scores, stats = bm25_kernel.search(
             library, snapshot, lists, weights, self.k1, self.b, avgdl, k, allowed
         )
-        return _vouched_stream(ids, scores, snapshot)
+        plan = _compiled_plan(found.terms, found.matched, segments, found.postings, stats)
+        return _vouched_stream(ids, scores, snapshot, plan=plan)
 
     def score_many(self, snapshot: Snapshot, queries: Sequence[Query], k: int) -> list[Stream]:
         """:meth:`score` of each of ``queries``, in order, in one compiled call where it can.
@@ -429,26 +516,33 @@ class BM25Scorer:
         ``k`` up to 10 (beyond that numpy is faster there); elsewhere each
         query goes through :meth:`score`. Each stream is what :meth:`score` returns for that
         query: the same documents, scores to the bit and order (the kernel
-        and numpy agree to the bit, checked when the kernel loads).
+        and numpy agree to the bit, checked when the kernel loads), with its
+        own plan (:data:`PLAN_KEYS`; the kernel counts each query of a batch apart).
         """
         k = check_k(k)
         library = bm25_kernel.compiled_bm25()
         small = snapshot.n_docs < _COMPILED_FROM_DOCS and k > _BATCH_COMPILED_MAX_K
         if library is None or small or not bm25_kernel.search_many_available():
             return [self.score(snapshot, query, k) for query in queries]
-        streams: list[Stream] = [_EMPTY] * len(queries)
+        segments = len(snapshot.parts)
+        streams: list[Stream | None] = [None] * len(queries)
         positions: list[int] = []
         lists: list[bm25_kernel.QueryLists] = []
         counts: list[NDArray[np.float64] | None] = []
+        batched: list[_Found] = []
         for position, query in enumerate(queries):
             if query.filter is not None:  # a filtered query takes score()'s filtered path
                 streams[position] = self.score(snapshot, query, k)
                 continue
             found = self._lists(library, snapshot, query)
-            if found is not None:
+            if found.lists is None:
+                plan = _compiled_plan(found.terms, found.matched, segments, found.postings, None)
+                streams[position] = Stream.empty(plan=plan)
+            else:
                 positions.append(position)
-                lists.append(found[0])
-                counts.append(found[1])
+                lists.append(found.lists)
+                counts.append(found.query_tf)
+                batched.append(found)
         if positions:
             # Every query's IDFs in one numpy call (instead of one per query): each is
             # the same elementwise expression of its own df, whatever else is in the
@@ -463,9 +557,10 @@ class BM25Scorer:
             results = bm25_kernel.search_many(
                 library, snapshot, lists, weights, self.k1, self.b, self._avgdl(snapshot), k
             )
-            for position, (ids, scores) in zip(positions, results, strict=True):
-                streams[position] = _vouched_stream(ids, scores, snapshot)
-        return streams
+            for position, found, (ids, scores, stats) in zip(positions, batched, results, strict=True):
+                plan = _compiled_plan(found.terms, found.matched, segments, found.postings, stats)
+                streams[position] = _vouched_stream(ids, scores, snapshot, plan=plan)
+        return [stream for stream in streams if stream is not None]  # every position is filled
 
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` best documents for ``query.text``; empty without text.
@@ -479,6 +574,12 @@ class BM25Scorer:
         (:func:`~weftsearch.engine.inflight.searches_in_flight`): then the
         compiled kernel, which lets the other run while it scores. Both give
         the same documents, scores to the bit and order.
+
+        The stream carries its plan (:data:`PLAN_KEYS`, the same keys on every
+        path: which path ran, terms matched, segments, postings in the query's
+        lists, postings and blocks block-max skipped, documents scored), which
+        :attr:`SearchResults.plans <weftsearch.engine.search.SearchResults.plans>`
+        and explain show. O(1) on top of the search: a few integers.
         """
         k = check_k(k)
         # A filter (Query.filter) applies before the top k on both paths, never
@@ -495,9 +596,9 @@ class BM25Scorer:
         self, snapshot: Snapshot, query: Query, k: int, allowed: NDArray[np.bool_] | None = None
     ) -> Stream:
         """:meth:`score` through numpy: every posting of the query terms, accumulated (the oracle)."""
-        postings = self._contributions(snapshot, query)
+        postings, plan = self._contributions(snapshot, query)
         if postings is None:
-            return Stream.empty()
+            return Stream.empty(plan=plan)
         if allowed is not None:
             if postings.single:
                 ids, scores = postings.ids, postings.contributions
@@ -507,14 +608,16 @@ class BM25Scorer:
                     ids, scores = self._sparse(postings)
                 else:
                     ids = np.flatnonzero((dense > 0.0) & allowed)
-                    return _vouched_stream(*top_k(ids, dense[ids], k, snapshot), snapshot)
+                    return _vouched_stream(*top_k(ids, dense[ids], k, snapshot), snapshot, plan=plan)
             keep = allowed[ids]
-            return _vouched_stream(*top_k(ids[keep], scores[keep], k, snapshot), snapshot)
+            return _vouched_stream(*top_k(ids[keep], scores[keep], k, snapshot), snapshot, plan=plan)
         if postings.single:
-            return _vouched_stream(*top_k(postings.ids, postings.contributions, k, snapshot), snapshot)
+            return _vouched_stream(
+                *top_k(postings.ids, postings.contributions, k, snapshot), snapshot, plan=plan
+            )
         dense = self._dense(snapshot, postings)
         if dense is None:
-            return _vouched_stream(*top_k(*self._sparse(postings), k, snapshot), snapshot)
+            return _vouched_stream(*top_k(*self._sparse(postings), k, snapshot), snapshot, plan=plan)
         seed_ids = postings.seed_ids
         if seed_ids is not None and seed_ids.shape[0] >= k:
             # Threshold seeding: the seed term's documents are >= k distinct
@@ -530,4 +633,4 @@ class BM25Scorer:
             survivors = np.flatnonzero(dense >= floor)
         else:
             survivors = np.flatnonzero(dense > 0.0)
-        return _vouched_stream(*top_k(survivors, dense[survivors], k, snapshot), snapshot)
+        return _vouched_stream(*top_k(survivors, dense[survivors], k, snapshot), snapshot, plan=plan)

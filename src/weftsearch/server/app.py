@@ -403,8 +403,9 @@ class SearchResponse(BaseModel):
     )
     plans: dict[str, dict[str, PlanValue] | None] | None = Field(
         default=None,
-        description="with explain: each signal's plan (exact scan, lists probed, rows read, budget), "
-        "by label; null for a scorer that does not describe its plan",
+        description="with explain: each signal's plan (vector: exact scan, lists probed, rows read, budget; "
+        "bm25: compiled or numpy, postings, postings and blocks skipped), by label, a sharded stream's "
+        "under shard-NNNN.<key> per shard; null for a scorer that does not describe its plan",
     )
     hits: list[HitOut]
     query_vector: QueryVectorOut
