@@ -36,6 +36,7 @@ from weftsearch.storage.segment import (
 )
 
 from .crafting import refresh_identities, rewrite_sections
+from .test_segments import section_extents
 
 DISABLED = bm25_kernel.compiled_bm25() is None
 needs_compiled = pytest.mark.skipif(DISABLED, reason="the compiled BM25 is not available")
@@ -323,3 +324,77 @@ def test_block_sections_are_required(tmp_path: Path) -> None:
     refresh_identities(path)
     with pytest.raises(CorruptIndexError, match=r"post\.blocks"):
         Index.open(path, readonly=True)
+
+
+# ---------------------------------------------------------------------- segments this writer wrote
+
+
+def _writer_with_every_kind_of_own_segment(path: Path) -> Index:
+    """An in-thread commit, a forked one, then a forced merge (forked): every reader is the writer's own."""
+    documents = corpus()
+    index = Index.create(path, analyzer="simple")
+    index.add_many(documents[:700])
+    index.commit()
+    index._fork_encode_min = 10
+    index.add_many(documents[700:])
+    index.commit()
+    return index
+
+
+@pytest.mark.parametrize("kernel", ["compiled", "numpy"])
+def test_the_writer_trusts_the_tables_it_wrote_and_a_reader_of_the_files_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel: str
+) -> None:
+    """A fresh segment's first searches check checksums, not a derivation of each table (same answers)."""
+    import weftsearch.storage.segment as segment_module
+
+    if kernel == "compiled":
+        if DISABLED:
+            pytest.skip("the compiled BM25 is not available")
+        monkeypatch.setattr(bm25_module, "_COMPILED_FROM_DOCS", 0)
+    else:
+        monkeypatch.setenv(bm25_kernel.DISABLE_VARIABLE, "1")
+    path = tmp_path / "index"
+    writer = _writer_with_every_kind_of_own_segment(path)
+    assert len(writer._segments) == 2 and all(s.reader._tables_trusted for s in writer._segments)
+    real = segment_module.derive_blocks
+    derived: list[int] = []
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        derived.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(segment_module, "derive_blocks", counting)
+    mine = top(writer)
+    assert derived == []
+    reader = Index.open(path, readonly=True)
+    assert not any(s.reader._tables_trusted for s in reader._segments)
+    assert top(reader) == mine and derived  # a reader of the files derives every table it uses
+    rare = top(reader, "rare", 5)
+    derived.clear()
+    writer.merge(force=True)
+    [merged] = writer._segments
+    assert merged.reader._tables_trusted
+    assert top(writer) == mine and top(writer, "rare", 5) == rare
+    assert derived == []
+    writer.close()
+
+
+def test_a_trusted_table_still_refuses_damaged_postings(tmp_path: Path) -> None:
+    """Trust covers the table's agreement with its postings, never the bytes: each term's CRC is checked."""
+    path = tmp_path / "index"
+    writer = _writer_with_every_kind_of_own_segment(path)
+    segment = writer._segments[1]
+    assert segment.reader._tables_trusted
+    file = path / segment.name
+    data_offsets = SectionFile(file).array("post.data_offsets")
+    position = segment.reader.term_position("common")
+    offset, _ = section_extents(file.read_bytes())["post.data"]
+    with file.open("r+b") as handle:  # in place: the writer's map sees it before the term's first use
+        handle.seek(offset + 4 * int(data_offsets[position]) + 1)
+        byte = handle.read(1)
+        handle.seek(-1, 1)
+        handle.write(bytes([byte[0] ^ 0x40]))
+    with pytest.raises(CorruptIndexError, match="checksum"):
+        top(writer)
+    writer.close(discard=True)

@@ -409,7 +409,19 @@ def _entry(segment: _Segment, name: str, deletes: str | None, mask: NDArray[np.b
 
 
 def _in_memory(data: bytes) -> SegmentReader:
-    return SegmentReader(_IN_MEMORY, data)
+    return _own_reader(_IN_MEMORY, data)
+
+
+def _own_reader(path: Path, data: bytes | None = None) -> SegmentReader:
+    """A reader of a segment this index (or its forked child) has just encoded: its tables are trusted.
+
+    See :meth:`SegmentReader.trust_own_tables`: the first search of each
+    term checks its checksum, not a derivation of its block table, so the
+    searches right after a commit or a merge do not pay for it.
+    """
+    reader = SegmentReader(path, data)
+    reader.trust_own_tables()
+    return reader
 
 
 def _check_lookup_key(key: str) -> None:
@@ -1215,7 +1227,7 @@ class Index:
         pause = _YieldToSearches(self._searches)
         columns = segment_columns(analysed, dim, self._vector_dtype, pause=pause)
         directory.write_streamed(name, lambda path: write_columns(columns, path, stamp, pause=pause))
-        segment = _Segment(SegmentReader(directory.path / name), None, name)
+        segment = _Segment(_own_reader(directory.path / name), None, name)
         segment.run = True
         return segment
 
@@ -1574,7 +1586,7 @@ class Index:
             from_file = {}
             for segment, name, _, _, _ in installs:
                 if segment.name is None:
-                    reader = SegmentReader(directory.path / name)
+                    reader = _own_reader(directory.path / name)
                     reader.warm()
                     from_file[id(segment)] = reader
             with self._write_lock:
@@ -1630,7 +1642,7 @@ class Index:
         ):
             return
         try:
-            segment = _Segment(SegmentReader(directory.path / name), None, name)
+            segment = _Segment(_own_reader(directory.path / name), None, name)
         except (CorruptIndexError, IndexStorageError, FileNotFoundError):
             return
         segment.reader.warm()  # here, before any search can reach it
@@ -1750,7 +1762,7 @@ class Index:
                     [(s.reader, ~mask) for s, mask in sources], pause=pause, spill=directory.path
                 )
                 directory.write_streamed(name, lambda path: write_columns(columns, path, stamp, pause=pause))
-            merged = _Segment(SegmentReader(directory.path / name), None, name)
+            merged = _Segment(_own_reader(directory.path / name), None, name)
         merged.reader.warm()  # here, before any search can reach it
         return merged
 
