@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from weftsearch._atomic import write_atomic
+from weftsearch._plotting import legend_below
 from weftsearch.errors import InvalidParameterError
 from weftsearch.eval.harness import Comparison, LearnedFusion, Sweep, SweepPoint
 from weftsearch.eval.metrics import Measure, parse_measure
@@ -847,7 +848,7 @@ def _sweep_figure(sweep: Sweep, mark: str | None = None) -> Figure | None:
             highs = [p.difference.high for p in sweep.points if p.difference is not None]
             ax.fill_between(xs, lows, highs, alpha=0.25, label="95% interval")
             ax.axhline(0.0, color="black", linewidth=0.8)
-            ax.legend(loc="best")
+            legend_below(figure)  # below the panel: a legend inside covers the curve or its band
         if not _numeric(values):
             ax.set_xticks(xs, [_value(v) for v in values])
         ax.set_xlabel(names[0])
