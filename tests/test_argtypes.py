@@ -54,7 +54,7 @@ def test_each_type_reads_a_good_value(parse: Callable[[str], Any], good: str, va
         (bounded_int(64, "threads"), "65", "expected at most 64 threads, got '65'"),
         (int_at_least(2), "1", "expected an integer >= 2, got '1'"),
         (int_at_least(0), "x", "expected an integer >= 0, got 'x'"),
-        (non_negative_float, "x", "expected a number, got 'x'"),
+        (non_negative_float, "x", "expected a finite number >= 0, got 'x'"),
         (non_negative_float, "-1", "expected a finite number >= 0, got '-1'"),
         (non_negative_float, "inf", "expected a finite number >= 0, got 'inf'"),
         (positive_float, "0", "expected a positive number, got '0'"),

@@ -71,26 +71,25 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def non_negative_float(text: str) -> float:
-    """A finite number >= 0."""
+def _finite(text: str, least: float, *, strict: bool, wanted: str) -> float:
+    """A finite number above ``least`` (``strict``) or at least ``least``; ``expected WANTED`` otherwise."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+        value = math.nan
+    if not (math.isfinite(value) and (value > least if strict else value >= least)):
+        raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}")
     return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0 (a weight, a constant)."""
+    return _finite(text, 0.0, strict=False, wanted="a finite number >= 0")
 
 
 def positive_float(text: str) -> float:
     """A finite number > 0 (a rate, a duration)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
+    return _finite(text, 0.0, strict=True, wanted="a positive number")
 
 
 def port(text: str) -> int:

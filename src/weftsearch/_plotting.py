@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # matplotlib is optional: only its types are needed at check 
     from matplotlib.figure import Figure
     from matplotlib.legend import Legend
 
-__all__ = ["legend_below"]
+__all__ = ["legend_below", "png_bytes"]
 
 #: Width of one character of legend text, in units of the font size (a generous average).
 _CHAR_EM = 0.6
@@ -54,3 +54,19 @@ def legend_below(figure: Figure, *, fontsize: float = 8.0) -> Legend | None:
     width_inches = float(figure.get_size_inches()[0])
     columns = max(1, min(len(labels), int(width_inches / entry_inches)))
     return figure.legend(handles, labels, loc="outside lower center", ncols=columns, fontsize=fontsize)
+
+
+def png_bytes(figure: Figure, metadata: dict[str, str | None] | None = None) -> bytes:
+    """``figure`` as PNG bytes at 100 dpi, drawn on an Agg canvas of its own (no global backend).
+
+    No ``Software`` entry (it names the matplotlib version), so the same inputs give the same
+    bytes; ``metadata`` adds text chunks (``{"Title": ...}``).
+    """
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None, **(metadata or {})})
+    return buffer.getvalue()

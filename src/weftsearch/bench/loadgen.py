@@ -74,7 +74,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import io
 import json
 import math
 import multiprocessing
@@ -98,7 +97,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch._argtypes import positive_float, positive_int, positive_list
-from weftsearch._plotting import legend_below
+from weftsearch._plotting import legend_below, png_bytes
 from weftsearch.errors import InvalidParameterError, MissingDependencyError
 from weftsearch.scorers.vector import DEFAULT_NPROBE
 from weftsearch.server.launch import LOOPBACK, ServerProcess, free_port
@@ -1791,10 +1790,7 @@ def plot_ladder(results: Sequence[LadderResult], path: str | Path, *, title: str
         MissingDependencyError: matplotlib is not installed (the ``eval`` extra).
 
     """
-    figure = ladder_figure(results, title=title)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    Path(path).write_bytes(buffer.getvalue())
+    Path(path).write_bytes(png_bytes(ladder_figure(results, title=title)))
 
 
 def ladder_figure(results: Sequence[LadderResult], *, title: str = "") -> Figure:

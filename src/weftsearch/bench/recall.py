@@ -34,7 +34,6 @@ The command (see :func:`add_subcommand`)::
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import sys
@@ -48,7 +47,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch._argtypes import positive_int, positive_list
-from weftsearch._plotting import legend_below
+from weftsearch._plotting import legend_below, png_bytes
 from weftsearch.engine.index import Index
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
@@ -307,10 +306,7 @@ def plot_recall(points: Sequence[RecallPoint], path: str | Path, *, title: str =
         MissingDependencyError: matplotlib is not installed (the ``eval`` extra).
 
     """
-    figure = recall_figure(points, title=title)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    Path(path).write_bytes(buffer.getvalue())
+    Path(path).write_bytes(png_bytes(recall_figure(points, title=title)))
 
 
 def recall_figure(points: Sequence[RecallPoint], *, title: str = "") -> Figure:
