@@ -390,6 +390,9 @@ def test_nothing_in_the_library_imports_an_integration() -> None:
 SERVER = "weftsearch.server"
 #: The command-line entry points: they may reach the server (``serve``, ``eval --save-profile``).
 SERVER_ENTRY_POINTS = frozenset({"weftsearch.cli", "weftsearch.eval.command"})
+#: The server launcher: the benchmarks (the load ladder's serve:N target) may import it, and nothing
+#: else of the server; it imports nothing of the server or the library but the errors.
+LAUNCHER = f"{SERVER}.launch"
 #: The web framework and friends, needed only by the ``server`` extra.
 WEB_STACK = ("fastapi", "starlette", "uvicorn", "prometheus_client", "pydantic")
 
@@ -408,8 +411,40 @@ def test_nothing_in_the_library_imports_the_server() -> None:
         if module in SERVER_ENTRY_POINTS:
             continue
         source = path.read_text(encoding="utf-8")
+        if _within(module, BENCH):  # the benchmarks: the launcher only
+            problems.extend(
+                f"{module}:{ref.line} imports {ref.target!r}"
+                for ref in imports_of(source, module, is_package)
+                if _within(ref.target, SERVER) and not _within(ref.target, LAUNCHER)
+            )
+            continue
         problems.extend(imports_reaching(source, module, SERVER, is_package=is_package))
     assert problems == []
+
+
+def test_the_launcher_is_a_leaf_of_the_server() -> None:
+    """``weftsearch.server.launch`` starts ``weft-search serve`` as a child process: it imports the
+    errors and nothing else of weftsearch (no app, no index), so the benchmarks may use it."""
+    path = PACKAGE_DIR / "server" / "launch.py"
+    assert path.is_file()
+    reached = [ref.target for ref in imports_of(path.read_text(encoding="utf-8"), LAUNCHER)]
+    ours = [t for t in reached if t.split(".")[0] == PACKAGE]
+    assert ours and all(_within(t, "weftsearch.errors") for t in ours), ours
+    assert not [t for t in reached if t.split(".")[0] in WEB_STACK]
+
+
+#: Helpers every layer may import: they import nothing of weftsearch themselves.
+LEAVES = ("_argtypes", "_plotting", "_atomic")
+
+
+@pytest.mark.parametrize("name", LEAVES)
+def test_the_shared_helpers_import_nothing_of_the_package(name: str) -> None:
+    """The argparse types and the legend placement serve the command line, the benchmarks, the eval
+    reports and the server alike, so they sit below all of them."""
+    path = PACKAGE_DIR / f"{name}.py"
+    assert path.is_file()
+    reached = imports_of(path.read_text(encoding="utf-8"), f"{PACKAGE}.{name}")
+    assert [ref for ref in reached if ref.target.split(".")[0] == PACKAGE] == []
 
 
 def test_the_web_stack_stays_inside_the_server_app() -> None:
@@ -425,6 +460,7 @@ def test_the_web_stack_stays_inside_the_server_app() -> None:
             top = ref.target.split(".")[0]
             if top in WEB_STACK and not (module == f"{SERVER}.command" and top == "uvicorn"):
                 problems.append(f"{module}:{ref.line} imports {ref.target!r}")
+    assert problems == []  # (it collected them and asserted nothing: a rule that could not fail)
 
 
 DISTRIBUTED = "weftsearch.distributed"

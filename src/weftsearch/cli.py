@@ -47,6 +47,7 @@ from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
 from weftsearch import __version__
+from weftsearch._argtypes import bounded_int, non_negative_float, positive_float, positive_int
 from weftsearch.analysis import analyzer_names
 from weftsearch.corpus import (
     CORPUS_FORMATS,
@@ -814,53 +815,14 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- argument parsing
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    """A -k or --depth value: a positive integer up to MAX_K (the API's own bound)."""
-    value = _positive_int(text)
-    if value > MAX_K:
-        raise argparse.ArgumentTypeError(
-            f"expected at most {MAX_K:,} (the largest k the engine accepts), got {text!r}"
-        )
-    return value
-
-
-def _threads(text: str) -> int:
-    """A --threads value: a positive integer up to MAX_THREADS."""
-    value = _positive_int(text)
-    if value > MAX_THREADS:
-        raise argparse.ArgumentTypeError(f"expected at most {MAX_THREADS} threads, got {text!r}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not np.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _non_negative_float(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
+#: A -k or --depth value: a positive integer up to MAX_K (the API's own bound).
+_count = bounded_int(MAX_K, "(the largest k the engine accepts)")
+#: A --threads value: a positive integer up to MAX_THREADS.
+_threads = bounded_int(MAX_THREADS, "threads")
 
 
 def _weights(text: str) -> list[float]:
-    return [_non_negative_float(part.strip()) for part in text.split(",")]
+    return [non_negative_float(part.strip()) for part in text.split(",")]
 
 
 def _run_tag(text: str) -> str:
@@ -904,7 +866,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     index.add_argument(
         "--workers",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="processes that analyse the documents (default: from 2,000 documents, one more per "
@@ -933,26 +895,26 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--weights", type=_weights, metavar="W,W", help="one weight per signal (weighted, score)"
     )
-    search.add_argument("--rrf-k", type=_non_negative_float, default=60.0, help="RRF constant (60)")
+    search.add_argument("--rrf-k", type=non_negative_float, default=60.0, help="RRF constant (60)")
     search.add_argument("--norm", choices=("minmax", "zscore"), default="minmax", help="score fusion norm")
     search.add_argument("--depth", type=_count, help="candidates per signal (max(k, 100); k with one signal)")
     search.add_argument(
         "--half-life",
-        type=_positive_float,
+        type=positive_float,
         default=365.0,
         metavar="DAYS",
         help="recency half-life in days (365); the age at which the recency score halves",
     )
-    search.add_argument("--k1", type=_non_negative_float, default=1.2, help="BM25 k1 (1.2)")
-    search.add_argument("--b", type=_non_negative_float, default=0.75, help="BM25 b (0.75)")
-    search.add_argument("--seed-n", type=_positive_int, default=5, help="BM25 hits seeding graph signals")
-    search.add_argument("--graph-depth", type=_positive_int, default=3, help="hops for the graph signal")
+    search.add_argument("--k1", type=non_negative_float, default=1.2, help="BM25 k1 (1.2)")
+    search.add_argument("--b", type=non_negative_float, default=0.75, help="BM25 b (0.75)")
+    search.add_argument("--seed-n", type=positive_int, default=5, help="BM25 hits seeding graph signals")
+    search.add_argument("--graph-depth", type=positive_int, default=3, help="hops for the graph signal")
     search.add_argument(
         "--keep-seeds", action="store_true", help="keep the BM25 seeds in the graph/pagerank streams"
     )
     search.add_argument(
         "--nprobe",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_NPROBE,
         help="IVF lists the vector signal reads (%(default)s)",
     )
@@ -1046,7 +1008,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add.add_argument(
         "--workers",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="processes that analyse the documents (default: from 2,000 documents, one more per "

@@ -83,6 +83,7 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
+from weftsearch._argtypes import positive_int
 from weftsearch._atomic import write_atomic
 from weftsearch.corpus import PROGRESS_DELAY, parse_json_object
 from weftsearch.engine.documents import check_string, key_problem
@@ -1089,16 +1090,6 @@ def embed_collection(
 # ---------------------------------------------------------------------- command line
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``embed`` to the subcommands of a ``weft-search`` parser; its handler is :func:`embed_command`.
 
@@ -1134,13 +1125,13 @@ def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     embed.add_argument("--name", help="output file stem with --texts (default: the file's stem)")
     embed.add_argument(
         "--batch-size",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_BATCH_SIZE,
         metavar="N",
         help="texts per model call (32)",
     )
     embed.add_argument(
-        "--threads", type=_positive_int, metavar="N", help="onnxruntime threads (default: one per core)"
+        "--threads", type=positive_int, metavar="N", help="onnxruntime threads (default: one per core)"
     )
     embed.add_argument("--overwrite", action="store_true", help="replace files that do not match")
     embed.add_argument("--no-progress", action="store_true", help="never show a progress bar")

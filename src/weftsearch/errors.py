@@ -49,6 +49,7 @@ __all__ = [
     "ShardUnavailableError",
     "ShardedCutError",
     "PartialGraphError",
+    "ServerStartError",
 ]
 
 
@@ -265,3 +266,22 @@ class ShardedCutError(CorruptIndexError):
 
 class PartialGraphError(InvalidParameterError):
     """A scorer read the link graph of a snapshot that holds only part of it (one shard of several)."""
+
+
+class ServerStartError(WeftError, RuntimeError):
+    """A ``weft-search serve`` child stopped, or did not answer ``/health`` in time, at start.
+
+    The message says which, and ends with what the child printed (its last
+    lines), so the cause (a locked index, a taken port, a missing extra) is
+    never hidden (:mod:`weftsearch.server.launch`).
+
+    Attributes:
+        output: what the child printed (stdout and stderr), its last 4,000 characters.
+        returncode: its exit status, or ``None`` when it was still running (it was stopped).
+
+    """
+
+    def __init__(self, message: str, output: str = "", returncode: int | None = None) -> None:
+        super().__init__(message)
+        self.output = output
+        self.returncode = returncode

@@ -342,6 +342,45 @@ def test_a_missing_or_damaged_record_is_a_clear_error(tmp_path: Path) -> None:
         ShardedIndex.create(tmp_path / "s", 2)
 
 
+def test_a_sharded_index_has_an_id_in_its_record(tmp_path: Path) -> None:
+    """Files kept beside the record (the server's ranking profiles) name the sharded index by this id."""
+    with ShardedIndex.create(tmp_path / "s", 2) as sharded:
+        made = sharded.index_id
+        assert made is not None and len(made) == 32 and int(made, 16) >= 0
+        sharded.commit()
+    assert json.loads((tmp_path / "s" / RECORD).read_text())["index_id"] == made
+    with ShardedIndex.open(tmp_path / "s", readonly=True) as reopened:
+        assert reopened.index_id == made
+    with ShardedIndex.open(tmp_path / "s") as writable:
+        writable.commit()
+        assert writable.index_id == made  # a commit keeps it
+
+
+def test_a_record_from_before_ids_gets_one_at_its_first_writable_open(tmp_path: Path) -> None:
+    ShardedIndex.create(tmp_path / "s", 2).close()
+    path = tmp_path / "s" / RECORD
+    record = json.loads(path.read_text())
+    del record["index_id"]
+    path.write_text(json.dumps(record, sort_keys=True) + "\n")
+    with ShardedIndex.open(tmp_path / "s", readonly=True) as old:
+        assert old.index_id is None  # read-only: nothing is written
+    assert "index_id" not in json.loads(path.read_text())
+    with ShardedIndex.open(tmp_path / "s") as writable:
+        given = writable.index_id
+        assert given is not None
+    assert json.loads(path.read_text()) == {**record, "index_id": given}  # same cut, same generations
+    with ShardedIndex.open(tmp_path / "s", readonly=True) as again:
+        assert again.index_id == given
+
+
+def test_a_malformed_id_in_the_record_is_refused(tmp_path: Path) -> None:
+    ShardedIndex.create(tmp_path / "s", 2).close()
+    path = tmp_path / "s" / RECORD
+    path.write_text(json.dumps({**json.loads(path.read_text()), "index_id": "../x"}))
+    with pytest.raises(CorruptIndexError, match="index_id"):
+        ShardedIndex.open(tmp_path / "s")
+
+
 class _CutShortWhere:
     """A user's scorer (BM25 underneath) that reports a budget stop on any snapshot holding ``key``."""
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.distributed.doubles import CountingGroup, FailingGroup, failing_factory
 from tests.distributed.test_sharded import assert_same
 from weftsearch import (
     RRF,
@@ -202,25 +203,6 @@ def test_after_deletes_replacements_and_a_forced_merge(
         assert not set(deleted) & {key for results in expected for key in results.keys}
     for index in targets:
         index.close()
-
-
-class CountingGroup:
-    """Local shards that count the calls made of them, by method."""
-
-    def __init__(self, group: ShardGroup, calls: dict[str, int]) -> None:
-        self._group = group
-        self.calls = calls
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return self._group.names
-
-    def call(self, method: str, arguments: Mapping[int, tuple[Any, ...]], *, read: bool) -> dict[int, Any]:
-        self.calls[method] = self.calls.get(method, 0) + 1
-        return self._group.call(method, arguments, read=read)
-
-    def close(self) -> None:
-        self._group.close()
 
 
 def test_the_link_table_is_built_once_per_cut(
@@ -442,30 +424,12 @@ def test_a_read_only_refresh_never_adopts_half_a_commit(tmp_path: Path) -> None:
             assert len(got) == 40 + sum(1 for d in more if writer.shard_of(d.key) == writer.shards[number])
 
 
-class FailingGroup(CountingGroup):
-    """Counting local shards whose shard 1 stops answering when told (as an unreachable actor does)."""
-
-    down = False
-
-    def call(self, method: str, arguments: Mapping[int, tuple[Any, ...]], *, read: bool) -> dict[int, Any]:
-        results = super().call(method, arguments, read=read)
-        if self.down and 1 in results:
-            results[1] = ShardUnavailableError(
-                "shard 'shard-0001' on node test did not answer", ("shard-0001",)
-            )
-        return results
-
-
 def test_a_graph_search_missing_a_shard_fails_naming_it_or_is_partial_when_asked(
     tmp_path: Path, corpus: tuple[list[Document], list[Query]]
 ) -> None:
     documents, queries = corpus
     groups: list[FailingGroup] = []
-
-    def factory(directories: Sequence[Path], options: Mapping[str, Any] | None, readonly: bool) -> ShardGroup:
-        groups.append(FailingGroup(local_shards(directories, options, readonly), {}))
-        return groups[-1]
-
+    factory = failing_factory(groups)
     scorers: list[Scorer] = [BM25Scorer(), PageRankScorer(BM25Scorer(), restart="score")]
     with ShardedIndex.create(tmp_path / "s", 2, factory=factory) as sharded:
         sharded.add_many(documents, progress=False)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from playwright import sync_api
 
 from weftsearch.demo import build_demo_index
 from weftsearch.server.app import create_app
+from weftsearch.server.launch import free_port
 from weftsearch.server.profiles import ProfileStore
 
 CHROMIUM = os.environ.get("WEFT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -40,13 +40,6 @@ pytestmark = pytest.mark.skipif(
     not Path(CHROMIUM).is_file(),
     reason=f"no chromium binary at {CHROMIUM} (.ci/run installs Debian's chromium where apt-get exists)",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture

@@ -7,7 +7,9 @@ the server over an ordinary Index holding the same documents.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import json
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +20,15 @@ pytest.importorskip("fastapi", reason="the server tests need the 'server' extra"
 from fastapi.testclient import TestClient
 
 from tests.distributed.corpus import scifact_documents, scifact_queries
+from tests.distributed.doubles import FailingGroup, failing_factory
 from tests.server.conftest import TEXTS, vector
 from weftsearch import Document, Index, Query
-from weftsearch.distributed import LocalShards, ShardedIndex, ShardGroup, local_shards
+from weftsearch.distributed import ShardedIndex
 from weftsearch.engine.filters import parse_filter
-from weftsearch.errors import InvalidParameterError, ShardUnavailableError, UnknownKeyError
+from weftsearch.errors import InvalidParameterError, UnknownKeyError
 from weftsearch.server.app import create_app
 from weftsearch.server.command import serve
-from weftsearch.server.profiles import build_arm
+from weftsearch.server.profiles import PROFILE_FORMAT, ProfileStore, build_arm
 
 SLICE = 200
 SPECS = [
@@ -257,7 +260,7 @@ def test_writes_profiles_and_commit_go_to_the_sharded_index(tmp_path: Path) -> N
 
             made = client.post("/v1/profiles", json={"name": "text", "spec": "bm25"})
             assert made.status_code == 201, made.text
-            assert (tmp_path / "s" / sharded.shards[0] / "profiles").is_dir()
+            assert (tmp_path / "s" / "profiles" / "text.v000001.json").is_file()  # the sharded index's own
             by_profile = client.post("/v1/search", json={"text": "graph ranking", "profile": "text"}).json()
             by_spec = client.post("/v1/search", json={"text": "graph ranking", "spec": "bm25"}).json()
             assert ranked(by_profile) == ranked(by_spec) and by_spec["hits"]
@@ -270,6 +273,86 @@ def test_writes_profiles_and_commit_go_to_the_sharded_index(tmp_path: Path) -> N
         with pytest.raises(UnknownKeyError, match="d2"):
             reopened.get("d2")
         assert reopened.get("d7").text == "zebra graph notes"
+
+
+def _profile_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def test_profiles_belong_to_the_sharded_index_and_survive_a_restart(tmp_path: Path) -> None:
+    """Saved through a sharded server: in DIR/profiles (beside SHARDS), naming the sharded index's id,
+    not in the first shard's directory; a new server over the reopened index serves them."""
+    root = tmp_path / "s"
+    with ShardedIndex.create(root, 2, vector_dim=8) as sharded:
+        sharded.add_many(small_documents(), progress=False)
+        sharded.commit()
+        owner = sharded.index_id
+        with TestClient(create_app(sharded)) as client:
+            for spec in ("bm25", "rrf(bm25, vector, k=60)"):
+                made = client.post("/v1/profiles", json={"name": "main", "spec": spec})
+                assert made.status_code == 201, made.text
+    assert _profile_files(root / "profiles") == ["main.v000001.json", "main.v000002.json"]
+    assert not (root / "shard-0000" / "profiles").exists()
+    saved = json.loads((root / "profiles" / "main.v000002.json").read_text())
+    assert saved["format"] == PROFILE_FORMAT and saved["index_id"] == owner
+    with (
+        ShardedIndex.open(root, readonly=True) as reopened,
+        TestClient(create_app(reopened, readonly=True)) as client,
+    ):
+        listed = client.get("/v1/profiles/main")
+        assert listed.status_code == 200, listed.text
+        assert (listed.json()["version"], listed.json()["spec"]) == (2, "rrf(bm25, vector, k=60)")
+        assert client.get("/v1/profiles/main/1").json()["spec"] == "bm25"
+
+
+def test_profiles_kept_in_the_first_shard_are_moved_to_the_sharded_index(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where earlier versions kept them (DIR/shard-0000/profiles): a read-only server reads them there,
+    a writable one copies every version to DIR/profiles and says so; nothing is lost."""
+    root = tmp_path / "s"
+    with ShardedIndex.create(root, 2, vector_dim=8) as sharded:
+        sharded.add_many(small_documents(), progress=False)
+        sharded.commit()
+    old = ProfileStore(root / "shard-0000")  # as the server of earlier versions wrote them
+    first = old.create("kept", "bm25", description="the first")
+    second = old.create("kept", "rrf(bm25, vector, k=60)", depth=50)
+    old.create("other", "vector")
+    before = _profile_files(root / "shard-0000" / "profiles")
+    with (
+        ShardedIndex.open(root, readonly=True) as readonly,
+        TestClient(create_app(readonly, readonly=True)) as client,
+    ):
+        assert client.get("/v1/profiles/kept").json()["version"] == 2
+    assert not (root / "profiles").exists()  # a read-only server writes nothing
+    with (
+        caplog.at_level(logging.WARNING, logger="weftsearch.server"),
+        ShardedIndex.open(root) as sharded,
+        TestClient(create_app(sharded)) as client,
+    ):
+        owner = sharded.index_id
+        assert client.get("/v1/profiles/kept").json() == second.to_dict()
+        assert client.get("/v1/profiles/kept/1").json() == first.to_dict()
+        made = client.post("/v1/profiles", json={"name": "kept", "spec": "bm25"})
+        assert made.status_code == 201 and made.json()["version"] == 3
+    assert "moved the ranking profiles" in caplog.text and "kept, other" in caplog.text
+    assert _profile_files(root / "profiles") == [
+        "kept.v000001.json",
+        "kept.v000002.json",
+        "kept.v000003.json",
+        "other.v000001.json",
+    ]
+    assert _profile_files(root / "shard-0000" / "profiles") == before  # the old files stay as they were
+    moved = ProfileStore.at(root, str(owner))
+    assert moved.get("kept", 2) == second and moved.get("other").spec == "vector"
+    caplog.clear()
+    with (
+        caplog.at_level(logging.WARNING, logger="weftsearch.server"),
+        ShardedIndex.open(root) as sharded,
+        TestClient(create_app(sharded)),
+    ):
+        pass
+    assert "moved" not in caplog.text  # once only
 
 
 def test_options_that_do_not_fit_a_sharded_index_are_refused(tmp_path: Path) -> None:
@@ -290,35 +373,13 @@ def test_options_that_do_not_fit_a_sharded_index_are_refused(tmp_path: Path) -> 
         serve(str(tmp_path / "s"), sharded=str(tmp_path / "s"))
 
 
-class _Failing(LocalShards):
-    """In-process shards whose shard 1 stops answering when told (as an unreachable Ray actor does)."""
-
-    down = False
-
-    def call(self, method: str, arguments: Mapping[int, tuple[Any, ...]], *, read: bool) -> dict[int, Any]:
-        results = super().call(method, arguments, read=read)
-        if self.down and 1 in results:
-            results[1] = ShardUnavailableError(
-                "shard 'shard-0001' on node test did not answer", ("shard-0001",)
-            )
-        return results
-
-
 def test_a_shard_that_does_not_answer_gives_503_naming_it(tmp_path: Path) -> None:
     with ShardedIndex.create(tmp_path / "s", 2) as made:
         made.add_many(small_documents(), progress=False)
         made.commit()
-    groups: list[_Failing] = []
-
-    def factory(directories: Sequence[Path], options: Mapping[str, Any] | None, readonly: bool) -> ShardGroup:
-        group = local_shards(directories, options, readonly)
-        assert isinstance(group, LocalShards)
-        failing = _Failing(group._shards)
-        groups.append(failing)
-        return failing
-
+    groups: list[FailingGroup] = []
     with (
-        ShardedIndex.open(tmp_path / "s", readonly=True, factory=factory) as sharded,
+        ShardedIndex.open(tmp_path / "s", readonly=True, factory=failing_factory(groups)) as sharded,
         TestClient(create_app(sharded, readonly=True)) as client,
     ):
         assert client.post("/v1/search", json={"text": "graph", "spec": "bm25"}).status_code == 200

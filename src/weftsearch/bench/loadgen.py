@@ -74,17 +74,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import io
 import json
 import math
 import multiprocessing
 import os
 import platform
 import queue
-import signal
-import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -95,14 +91,20 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from os import PathLike
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import numpy as np
 from numpy.typing import NDArray
 
+from weftsearch._argtypes import positive_float, positive_int, positive_list
+from weftsearch._plotting import legend_below, png_bytes
 from weftsearch.errors import InvalidParameterError, MissingDependencyError
 from weftsearch.scorers.vector import DEFAULT_NPROBE
+from weftsearch.server.launch import LOOPBACK, ServerProcess, free_port
 from weftsearch.storage.ivf import nlist_for
+
+if TYPE_CHECKING:  # matplotlib is optional: only its types are needed at check time.
+    from matplotlib.figure import Figure
 
 __all__ = [
     "DEFAULT_CAP",
@@ -138,6 +140,8 @@ __all__ = [
     "commit_under_load",
     "format_ladder",
     "plot_ladder",
+    "ladder_figure",
+    "ladders_from_json",
     "add_subcommand",
     "load_command",
 ]
@@ -928,12 +932,14 @@ class ServeTarget(HttpTarget):
     """``weft-search serve --workers N`` started on a free loopback port, driven as an :class:`HttpTarget`.
 
     :meth:`start` runs the server in a child process on ``127.0.0.1`` (never
-    another address) over the index directory ``index``, waits until it
-    answers ``/health`` (at most ``start_seconds``; the child's output is
-    shown if it stops), and measures the server's own processes: the
-    launcher and every worker below it. :meth:`close` stops it with SIGINT
-    (uvicorn's graceful stop) and, after 60 seconds, SIGKILL. Requests are
-    what the server validates (``api="weft"``, ``POST /v1/search``).
+    another address) over the index directory ``index`` with
+    :class:`weftsearch.server.launch.ServerProcess`: it waits until the server
+    answers ``/health`` (at most ``start_seconds``; a server that stops or does
+    not answer raises :class:`~weftsearch.errors.ServerStartError` with what
+    it printed), then measures the server's own processes: the launcher and
+    every worker below it. :meth:`close` stops it with SIGINT (uvicorn's
+    graceful stop) and, after 60 seconds, SIGKILL. Requests are what the
+    server validates (``api="weft"``, ``POST /v1/search``).
     """
 
     def __init__(
@@ -948,16 +954,12 @@ class ServeTarget(HttpTarget):
         """``http``: :class:`HttpTarget`'s keyword arguments (``k``, ``hybrid``, ``cap``, ``depth``)."""
         if workers < 1:
             raise InvalidParameterError(f"a served target needs at least one worker, got {workers}")
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
-        super().__init__(f"http://127.0.0.1:{port}", workload, api="weft", **http)
-        self._index = str(index)
+        port = free_port()
+        super().__init__(f"http://{LOOPBACK}:{port}", workload, api="weft", **http)
         self._workers = workers
-        self._port = port
-        self._start_seconds = start_seconds
-        self._server: subprocess.Popen[bytes] | None = None
-        self._log: Any = None
+        self._server = ServerProcess(
+            ["--index", str(index), "--workers", str(workers)], port=port, start_seconds=start_seconds
+        )
 
     @property
     def name(self) -> str:
@@ -965,29 +967,15 @@ class ServeTarget(HttpTarget):
         return f"serve:{self._workers}"
 
     def start(self) -> None:
-        """Start the server, wait for it to answer, then the client."""
-        if self._server is not None:
-            return
-        import httpx
+        """Start the server, wait for it to answer, then the client.
 
-        argv = [sys.executable, "-c", "from weftsearch.cli import main; raise SystemExit(main())", "serve",
-                "--index", self._index, "--host", "127.0.0.1", "--port", str(self._port),
-                "--workers", str(self._workers)]  # fmt: skip
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (kept open while the server runs; closed in close())
-        self._server = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + self._start_seconds
-        while True:
-            try:
-                if httpx.get(f"{self._base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if self._server.poll() is not None or time.monotonic() > deadline:
-                self._log.seek(0)
-                said = self._log.read().decode("utf-8", "replace")[-2000:]
-                self.close()
-                raise InvalidParameterError(f"weft-search serve did not start on {self._base}:\n{said}")
-            time.sleep(0.1)
+        Raises:
+            ServerStartError: the server stopped at start or did not answer in time.
+
+        """
+        if self._server.running:
+            return
+        self._server.start()
         # The launcher and the workers it spawned (with --workers N, the writer and N readers).
         self._server_pids = _descendants(self._server.pid)
         super().start()
@@ -995,18 +983,7 @@ class ServeTarget(HttpTarget):
     def close(self) -> None:
         """Stop the client, then the server (SIGINT, SIGKILL after 60 seconds)."""
         super().close()
-        server, self._server = self._server, None
-        if server is not None:
-            if server.poll() is None:
-                server.send_signal(signal.SIGINT)
-            try:
-                server.wait(60)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._server.stop()
 
 
 # ---------------------------------------------------------------------- resources
@@ -1156,6 +1133,35 @@ class RungResult:
             "major_faults": self.major_faults,
             "seed": self.seed,
         }
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> RungResult:
+        """The rung :meth:`to_dict` wrote (without its per-request arrays).
+
+        Raises:
+            KeyError, TypeError, ValueError: not such a record.
+
+        """
+        return cls(
+            label=str(record["label"]),
+            fraction=None if record["fraction"] is None else float(record["fraction"]),
+            offered=float(record["offered_qps"]),
+            seconds=float(record["seconds"]),
+            scheduled=int(record["scheduled"]),
+            completed=int(record["completed"]),
+            errors=int(record["errors"]),
+            shed=int(record["shed"]),
+            unfinished=int(record["unfinished"]),
+            achieved=float(record["achieved_qps"]),
+            latency={str(k): float(v) for k, v in record["latency_ms"].items()},
+            service={str(k): float(v) for k, v in record["service_ms"].items()},
+            lag={str(k): float(v) for k, v in record["dispatch_lag_ms"].items()},
+            peak_rss_mb=float(record["peak_rss_mb"]),
+            cpu_seconds=float(record["cpu_seconds"]),
+            major_faults=int(record["major_faults"]),
+            seed=int(record["seed"]),
+            error_reasons={str(k): int(v) for k, v in record.get("error_reasons", {}).items()},
+        )
 
 
 def run_rung(
@@ -1448,6 +1454,33 @@ class LadderResult:
             "spread": self.spread(),
             "absolute_rungs": [r.to_dict() for r in self.absolute],
         }
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> LadderResult:
+        """The ladder :meth:`to_dict` wrote (its rungs without per-request arrays).
+
+        Raises:
+            KeyError, TypeError, ValueError: not such a record.
+
+        """
+
+        def optional(name: str) -> float | None:
+            value = record.get(name)
+            return None if value is None else float(value)
+
+        return cls(
+            target=str(record["target"]),
+            arm=str(record["arm"]),
+            engine=str(record["engine"]),
+            rss_scope=str(record["rss_scope"]),
+            sequential_qps=float(record["sequential_qps"]),
+            rungs=[RungResult.from_dict(r) for r in record["rungs"]],
+            repetitions=[RungResult.from_dict(r) for r in record["repetitions"]],
+            headline=float(record["headline_fraction"]),
+            absolute=[RungResult.from_dict(r) for r in record.get("absolute_rungs", [])],
+            through_target_qps=optional("sequential_through_target_qps"),
+            direct_qps=optional("sequential_direct_qps"),
+        )
 
 
 def run_ladder(
@@ -1750,6 +1783,24 @@ def format_ladder(result: LadderResult) -> str:
 def plot_ladder(results: Sequence[LadderResult], path: str | Path, *, title: str = "") -> None:
     """A PNG: latency p50 and p99 against offered load, one panel per arm, every target (and peer) in it.
 
+    The figure is :func:`ladder_figure`'s. ``weft-search bench plot`` draws it again from the
+    JSON ``bench load --json`` wrote (:func:`ladders_from_json`).
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed (the ``eval`` extra).
+
+    """
+    Path(path).write_bytes(png_bytes(ladder_figure(results, title=title)))
+
+
+def ladder_figure(results: Sequence[LadderResult], *, title: str = "") -> Figure:
+    """The figure :func:`plot_ladder` writes, on an Agg canvas of its own.
+
+    One panel per arm; each target keeps one colour in every panel (p50 solid
+    circles, p99 dashed squares, a peer's p99 at the engine's rates hollow
+    triangles, shed rungs black crosses), and one legend for all panels sits
+    below them, never over a curve.
+
     Raises:
         MissingDependencyError: matplotlib is not installed (the ``eval`` extra).
 
@@ -1760,12 +1811,13 @@ def plot_ladder(results: Sequence[LadderResult], path: str | Path, *, title: str
     except ImportError:
         raise MissingDependencyError(f"--plot needs matplotlib: {PLOT_INSTALL_HINT}") from None
     arms = sorted({r.arm for r in results})
-    figure = Figure(figsize=(6.5 * len(arms), 4.8))
+    targets = list(dict.fromkeys(r.target for r in results))  # a target's colour is the same in every panel
+    figure = Figure(figsize=(6.5 * max(len(arms), 1), 4.8), layout="constrained")
     FigureCanvasAgg(figure)
     for position, arm in enumerate(arms, start=1):
         axes = figure.add_subplot(1, len(arms), position)
-        for number, result in enumerate(r for r in results if r.arm == arm):
-            color = f"C{number}"
+        for result in (r for r in results if r.arm == arm):
+            color = f"C{targets.index(result.target) % 10}"
             rungs = sorted(result.rungs, key=lambda r: r.offered)
             x = [r.offered for r in rungs]
             label = result.target  # "weft threads:2", "tantivy processes:2", ...
@@ -1787,10 +1839,26 @@ def plot_ladder(results: Sequence[LadderResult], path: str | Path, *, title: str
         axes.set_ylabel("latency from scheduled arrival (ms)")
         axes.set_title(f"{arm}" + (f": {title}" if title else "") + " (x: requests shed)", fontsize=9)
         axes.grid(True, which="both", alpha=0.3)
-        axes.legend(fontsize=7)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    Path(path).write_bytes(buffer.getvalue())
+    legend_below(figure, fontsize=7)  # below the panels: inside, a busy panel's legend hid its curves
+    return figure
+
+
+def ladders_from_json(path: str | Path) -> list[LadderResult]:
+    """The ladders of a ``bench load --json`` file, as :func:`plot_ladder` and :func:`format_ladder` take.
+
+    Per-request arrays are not in the file, so the rungs' ``arrivals`` and
+    ``latencies`` are empty.
+
+    Raises:
+        InvalidParameterError: not such a file (not JSON, or without its ladders).
+        OSError: it cannot be read.
+
+    """
+    try:
+        payload = json.loads(Path(path).read_text(encoding="utf-8"))
+        return [LadderResult.from_dict(record) for record in payload["ladders"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InvalidParameterError(f"{path}: not the JSON of weft-search bench load ({exc!r})") from None
 
 
 # ---------------------------------------------------------------------- SciFact and the command
@@ -1943,16 +2011,6 @@ def _direct(target: Target, searcher: Searcher) -> Callable[[int], object] | Non
     if isinstance(target, ProcessTarget):
         return searcher.open()  # in this process, which a process target's figures leave out
     return None
-
-
-def _fractions(text: str) -> list[float]:
-    try:
-        values = [float(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected fractions like 0.125,0.5,1, got {text!r}") from None
-    if not values or any(not (math.isfinite(v) and v > 0) for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive fractions like 0.125,0.5,1, got {text!r}")
-    return values
 
 
 def _machine_state() -> dict[str, Any]:
@@ -2220,28 +2278,8 @@ def _commit_run(
     return result
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
 def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``bench`` (with ``bench load``) to the subcommands of a ``weft-search`` parser."""
+    """Add ``bench`` (``bench load``, ``bench plot``) to the subcommands of a ``weft-search`` parser."""
     bench = commands.add_parser("bench", help="benchmarks that ship with the library (bench load)")
     sub = bench.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
     load = sub.add_parser(
@@ -2259,12 +2297,12 @@ def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     corpus = load.add_mutually_exclusive_group(required=True)
     corpus.add_argument("--data", metavar="DIR", help="SciFact folder (BEIR layout, frozen vectors)")
     corpus.add_argument(
-        "--synthetic", type=_positive_int, metavar="N",
+        "--synthetic", type=positive_int, metavar="N",
         help="the shared synthetic corpus of N documents instead (Zipfian tokens, seed 20261203; the hybrid "
         "arm gets random unit vectors of width 384: cost, not quality)",
     )  # fmt: skip
     load.add_argument(
-        "--queries", type=_positive_int, default=1_000, metavar="N", help="queries of --synthetic (1,000)"
+        "--queries", type=positive_int, default=1_000, metavar="N", help="queries of --synthetic (1,000)"
     )
     load.add_argument(
         "--target", action="append", default=None, metavar="KIND",
@@ -2282,44 +2320,40 @@ def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "{text, k, spec[, vector]})",
     )  # fmt: skip
     load.add_argument(
-        "--server-pid", type=_positive_int, action="append", metavar="PID",
+        "--server-pid", type=positive_int, action="append", metavar="PID",
         help="a process of the HTTP server, whose memory, CPU and faults to measure (repeatable)",
     )  # fmt: skip
     load.add_argument("--arms", default="bm25", help="bm25, hybrid or bm25,hybrid (default bm25)")
     load.add_argument("--no-peer", dest="peer", action="store_false", help="leave out tantivy / LanceDB")
-    load.add_argument("--rungs", type=_fractions, default=list(DEFAULT_RUNGS), metavar="F,F,...")
-    load.add_argument("--rung-seconds", type=_positive_float, default=60.0, metavar="S")
-    load.add_argument("--min-requests", type=_positive_int, default=5_000, metavar="N")
     load.add_argument(
-        "--max-rung-seconds", type=_positive_float, default=None, metavar="S",
+        "--rungs", type=positive_list(float, "0.125,0.5,1"), default=list(DEFAULT_RUNGS), metavar="F,F,..."
+    )
+    load.add_argument("--rung-seconds", type=positive_float, default=60.0, metavar="S")
+    load.add_argument("--min-requests", type=positive_int, default=5_000, metavar="N")
+    load.add_argument(
+        "--max-rung-seconds", type=positive_float, default=None, metavar="S",
         help="lengthen a rung for --min-requests up to S seconds at most (default: no bound)",
     )  # fmt: skip
-    load.add_argument("--sequential-seconds", type=_positive_float, default=10.0, metavar="S")
+    load.add_argument("--sequential-seconds", type=positive_float, default=10.0, metavar="S")
     load.add_argument(
         "--denominator", choices=("max", "target", "direct"), default="max",
         help="the sequential throughput the rungs are fractions of: the larger of one at a time through "
         "the target and the bare search in a tight loop (max, the default), or either alone",
     )  # fmt: skip
-    load.add_argument(
-        "--repetitions", type=_positive_int, default=3, metavar="N", help="of the headline rung"
-    )
-    load.add_argument(
-        "--headline", type=_positive_float, default=1.0, metavar="F", help="default 1.0 (100%%)"
-    )
-    load.add_argument(
-        "--cap", type=_positive_int, default=DEFAULT_CAP, metavar="N", help="in-flight cap (32)"
-    )
+    load.add_argument("--repetitions", type=positive_int, default=3, metavar="N", help="of the headline rung")
+    load.add_argument("--headline", type=positive_float, default=1.0, metavar="F", help="default 1.0 (100%%)")
+    load.add_argument("--cap", type=positive_int, default=DEFAULT_CAP, metavar="N", help="in-flight cap (32)")
     load.add_argument("--seed", type=int, default=20261203)
-    load.add_argument("--k", type=_positive_int, default=10)
-    load.add_argument("--depth", type=_positive_int, default=100, help="per-stream depth of the hybrid arm")
-    load.add_argument("--progress-seconds", type=_positive_float, default=5.0, metavar="S")
+    load.add_argument("--k", type=positive_int, default=10)
+    load.add_argument("--depth", type=positive_int, default=100, help="per-stream depth of the hybrid arm")
+    load.add_argument("--progress-seconds", type=positive_float, default=5.0, metavar="S")
     load.add_argument(
         "--no-calibrate", dest="calibrate", action="store_false", help="skip the no-op driver run"
     )
     load.add_argument("--commit-under-load", action="store_true", help="one commit + merge at the 50%% rung")
-    load.add_argument("--commit-docs", type=_positive_int, default=20_000, metavar="N")
+    load.add_argument("--commit-docs", type=positive_int, default=20_000, metavar="N")
     load.add_argument(
-        "--commit-seconds", type=_positive_float, metavar="S",
+        "--commit-seconds", type=positive_float, metavar="S",
         help="length of the commit-under-load rung (default: as the other rungs); the commit starts "
         "a third of the way in",
     )  # fmt: skip
@@ -2331,6 +2365,25 @@ def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "--plot", metavar="FILE.png", help=f"latency against offered load (needs {PLOT_INSTALL_HINT})"
     )
     load.set_defaults(handler=_load_handler)
+    plot = sub.add_parser(
+        "plot",
+        help="draw the load ladder's plot again from the JSON of bench load --json",
+        description="Draw latency against offered load (bench load --plot's figure) from one or more JSON "
+        f"files bench load --json wrote, their ladders together (needs {PLOT_INSTALL_HINT}).",
+    )
+    plot.add_argument("json", nargs="+", metavar="FILE.json", help="bench load --json output")
+    plot.add_argument("--out", required=True, metavar="FILE.png", help="the PNG to write")
+    plot.add_argument("--title", default="", help="added to each panel's title")
+    plot.set_defaults(handler=_plot_handler)
+
+
+def _plot_handler(args: argparse.Namespace) -> int:
+    results = [ladder for path in args.json for ladder in ladders_from_json(path)]
+    if not results:
+        raise InvalidParameterError(f"no ladders in {', '.join(args.json)}")
+    plot_ladder(results, args.out, title=args.title)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
 
 
 def _load_handler(args: argparse.Namespace) -> int:

@@ -34,7 +34,6 @@ The command (see :func:`add_subcommand`)::
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import sys
@@ -42,16 +41,21 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from weftsearch._argtypes import positive_int, positive_list
+from weftsearch._plotting import legend_below, png_bytes
 from weftsearch.engine.index import Index
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import InvalidParameterError, MissingDependencyError, VectorDimensionError
 from weftsearch.scorers.vector import DEFAULT_NPROBE, VectorScorer
+
+if TYPE_CHECKING:  # matplotlib is optional: only its types are needed at check time.
+    from matplotlib.figure import Figure
 
 __all__ = [
     "RecallPoint",
@@ -60,6 +64,7 @@ __all__ = [
     "format_table",
     "rows_read",
     "plot_recall",
+    "recall_figure",
     "add_subcommand",
     "recall_command",
 ]
@@ -295,6 +300,18 @@ def format_table(points: Sequence[RecallPoint], *, default_nprobe: int | None = 
 def plot_recall(points: Sequence[RecallPoint], path: str | Path, *, title: str = "") -> None:
     """Write a PNG of recall@10 against queries per second, one labelled point per ``nprobe``.
 
+    The figure is :func:`recall_figure`'s.
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed (the ``eval`` extra).
+
+    """
+    Path(path).write_bytes(png_bytes(recall_figure(points, title=title)))
+
+
+def recall_figure(points: Sequence[RecallPoint], *, title: str = "") -> Figure:
+    """The figure :func:`plot_recall` writes, on an Agg canvas of its own; its legend sits below the axes.
+
     Raises:
         MissingDependencyError: matplotlib is not installed (the ``eval`` extra).
 
@@ -304,7 +321,7 @@ def plot_recall(points: Sequence[RecallPoint], path: str | Path, *, title: str =
         from matplotlib.figure import Figure
     except ImportError:
         raise MissingDependencyError(f"--plot needs matplotlib: {PLOT_INSTALL_HINT}") from None
-    figure = Figure(figsize=(7, 4.5))
+    figure = Figure(figsize=(7, 4.5), layout="constrained")
     FigureCanvasAgg(figure)  # an Agg canvas of its own: no global backend is touched
     axes = figure.add_subplot()
     approx = [p for p in points if not p.exact]
@@ -326,40 +343,13 @@ def plot_recall(points: Sequence[RecallPoint], path: str | Path, *, title: str =
     axes.set_xlabel("queries / second (one thread)")
     axes.set_ylabel("recall@10 against the exact scan")
     axes.grid(True, alpha=0.3)
-    axes.legend(loc="lower left")
+    legend_below(figure)  # outside the axes: inside, it covered the low-recall points
     if title:
         axes.set_title(title)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    Path(path).write_bytes(buffer.getvalue())
+    return figure
 
 
 # ---------------------------------------------------------------------- the command
-
-
-def _nprobe_list(text: str) -> list[int]:
-    values = []
-    for part in text.split(","):
-        try:
-            value = int(part.strip())
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected positive integers like 1,4,20, got {text!r}"
-            ) from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"expected positive integers like 1,4,20, got {text!r}")
-        values.append(value)
-    return values
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def _load_queries(path: str) -> NDArray[np.float32]:
@@ -458,12 +448,12 @@ def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     recall.add_argument("--queries", required=True, metavar="FILE.npy", help="query vectors, one a row")
     recall.add_argument(
         "--nprobe",
-        type=_nprobe_list,
+        type=positive_list(int, "1,4,20"),
         default=list(DEFAULT_NPROBES),
         metavar="N,N,...",
         help=f"lists per segment to probe ({','.join(map(str, DEFAULT_NPROBES))})",
     )
-    recall.add_argument("--limit", type=_positive, metavar="N", help="use only the first N queries")
+    recall.add_argument("--limit", type=positive_int, metavar="N", help="use only the first N queries")
     recall.add_argument(
         "--plot", metavar="FILE.png", help=f"write recall@10 against q/s as a PNG (needs {PLOT_INSTALL_HINT})"
     )

@@ -77,6 +77,7 @@ from weftsearch.errors import (
     ShardUnavailableError,
     UnknownKeyError,
 )
+from weftsearch.storage.directory import new_index_id
 
 from .shard import CutRef, InputRequest, LocalShard, ShardLinks, ShardStatistics, ShardStream, _shard_stream
 from .sharding import HASH_NAME, check_shards, shard_of
@@ -358,8 +359,17 @@ class ShardedIndex:
     merges ``shards x depth`` candidates per scorer, O(S d log(S d)).
     """
 
-    def __init__(self, path: Path, group: ShardGroup, cut: _Cut, durable_cut: int, readonly: bool) -> None:
+    def __init__(
+        self,
+        path: Path,
+        group: ShardGroup,
+        cut: _Cut,
+        durable_cut: int,
+        readonly: bool,
+        index_id: str | None = None,
+    ) -> None:
         self._path = path
+        self._index_id = index_id
         self._group = group
         self._names = group.names
         self._cut = cut
@@ -407,7 +417,7 @@ class ShardedIndex:
         root.mkdir(parents=True, exist_ok=True)
         directories = [root / shard_name(number) for number in range(count)]
         group = (factory or local_shards)(directories, dict(options), False)
-        index = cls(root, group, _Cut(0, ()), 0, False)
+        index = cls(root, group, _Cut(0, ()), 0, False, new_index_id())
         index.commit()
         return index
 
@@ -464,7 +474,13 @@ class ShardedIndex:
                 )
             number = int(record["cut"])
             refs = tuple(CutRef(number, generation, True) for generation in generations)
-            index = cls(root, group, _Cut(number, refs), number, readonly)
+            index = cls(root, group, _Cut(number, refs), number, readonly, record.get("index_id"))
+            if index._index_id is None and not readonly:
+                # Recorded before sharded indexes had an id: give it one now, in the same record
+                # (same cut and generations, replaced atomically), so files kept beside the record
+                # (ranking profiles) can say whose they are.
+                index._index_id = new_index_id()
+                write_atomic(root / RECORD, _encode_record({**record, "index_id": index._index_id}))
             if behind:
                 index._dirty = True
                 index.commit()
@@ -482,6 +498,16 @@ class ShardedIndex:
     def path(self) -> Path:
         """The sharded index's directory."""
         return self._path
+
+    @property
+    def index_id(self) -> str | None:
+        """The sharded index's id (32 hex digits), kept in its commit record.
+
+        Files beside the record (the server's ranking profiles) name it as their owner. Made at
+        :meth:`create`; a sharded index recorded before ids existed gets one at its first writable
+        :meth:`open`, and is ``None`` only when opened read-only before that.
+        """
+        return self._index_id
 
     @property
     def shards(self) -> tuple[str, ...]:
@@ -658,7 +684,7 @@ class ShardedIndex:
             number = self._next_cut
             self._next_cut += 1
             refs = self._pin_all(_Cut(number, ()), "commit")
-            record = {
+            record: dict[str, Any] = {
                 "format": _FORMAT,
                 "version": _VERSION,
                 "hash": HASH_NAME,
@@ -666,7 +692,9 @@ class ShardedIndex:
                 "cut": number,
                 "generations": [ref.generation for ref in refs],
             }
-            write_atomic(self._path / RECORD, (json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
+            if self._index_id is not None:
+                record["index_id"] = self._index_id
+            write_atomic(self._path / RECORD, _encode_record(record))
             previous = self._cut.number
             self._cut = _Cut(number, refs)
             self._links = None  # the old cut's link table: rebuilt for the new cut when asked
@@ -1093,6 +1121,10 @@ def _combine(parts: Sequence[ShardStatistics], shards: int) -> CollectionStatist
     )
 
 
+def _encode_record(record: Mapping[str, Any]) -> bytes:
+    return (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
+
+
 def _read_record(root: Path) -> dict[str, Any]:
     """The sharded commit record at ``root``, checked."""
     target = root / RECORD
@@ -1122,5 +1154,10 @@ def _read_record(root: Path) -> dict[str, Any]:
         or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in generations)
     ):
         raise CorruptIndexError(f"{target}: malformed shards, cut or generations")
+    identity = record.get("index_id")
+    if identity is not None and not (
+        isinstance(identity, str) and len(identity) == 32 and all(c in "0123456789abcdef" for c in identity)
+    ):
+        raise CorruptIndexError(f"{target}: index_id is not 32 lowercase hex digits: {identity!r}")
     check_shards(shards)
     return record

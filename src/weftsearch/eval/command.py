@@ -27,11 +27,12 @@ import json
 import shlex
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from weftsearch._argtypes import int_at_least, positive_int
 from weftsearch.errors import InvalidParameterError, PluginError
 from weftsearch.eval.cv import (
     CrossValidation,
@@ -682,25 +683,6 @@ def _measures(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def _integer_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive = _integer_at_least(1)
-_seed_value = _integer_at_least(0)
-
-
 def add_subcommands(commands: Any) -> None:
     """Add ``eval`` and ``datasets`` to the ``weft-search`` subcommand parser."""
     presets = "; ".join(f"{name}: {' '.join(arms)}" for name, arms in PRESET_ARMS.items())
@@ -750,9 +732,9 @@ def add_subcommands(commands: Any) -> None:
         metavar="M,M",
         help="ir_measures names, the first is the headline (default: %(default)s)",
     )
-    evaluate.add_argument("--k", type=_positive, default=100, help="hits per query (default: %(default)s)")
-    evaluate.add_argument("--resamples", type=_positive, default=10_000, help="bootstrap resamples")
-    evaluate.add_argument("--seed", type=_seed_value, default=0, help="seed of the tests (default: 0)")
+    evaluate.add_argument("--k", type=positive_int, default=100, help="hits per query (default: %(default)s)")
+    evaluate.add_argument("--resamples", type=positive_int, default=10_000, help="bootstrap resamples")
+    evaluate.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the tests (default: 0)")
     evaluate.add_argument(
         "--vectors",
         default=DEFAULT_VECTORS,
@@ -781,7 +763,7 @@ def add_subcommands(commands: Any) -> None:
     )
     evaluate.add_argument(
         "--cv",
-        type=_integer_at_least(2),
+        type=int_at_least(2),
         metavar="FOLDS",
         help=(
             "choose each learned arm's fuser (on a collection without a development split) and "
@@ -833,7 +815,9 @@ def add_subcommands(commands: Any) -> None:
     linking.add_argument("--link-set", metavar="NAME", help="a link set instead of the documents' links")
     linking.add_argument("--split", metavar="NAME", help="judgements of this split (default: the default)")
     linking.add_argument(
-        "--pairs", type=_positive, default=DEFAULT_RANDOM_PAIRS, help="random pairs (default: %(default)s)"
+        "--pairs", type=positive_int, default=DEFAULT_RANDOM_PAIRS, help="random pairs (default: %(default)s)"
     )
-    linking.add_argument("--seed", type=_seed_value, default=0, help="seed of the random pairs (default: 0)")
+    linking.add_argument(
+        "--seed", type=int_at_least(0), default=0, help="seed of the random pairs (default: 0)"
+    )
     linking.set_defaults(handler=_cmd_links)

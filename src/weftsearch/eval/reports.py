@@ -42,7 +42,6 @@ turns into a note in the report rather than a failure after a long run.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import numbers
@@ -57,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from weftsearch._atomic import write_atomic
+from weftsearch._plotting import legend_below, png_bytes
 from weftsearch.errors import InvalidParameterError
 from weftsearch.eval.harness import Comparison, LearnedFusion, Sweep, SweepPoint
 from weftsearch.eval.metrics import Measure, parse_measure
@@ -847,7 +847,7 @@ def _sweep_figure(sweep: Sweep, mark: str | None = None) -> Figure | None:
             highs = [p.difference.high for p in sweep.points if p.difference is not None]
             ax.fill_between(xs, lows, highs, alpha=0.25, label="95% interval")
             ax.axhline(0.0, color="black", linewidth=0.8)
-            ax.legend(loc="best")
+            legend_below(figure)  # below the panel: a legend inside covers the curve or its band
         if not _numeric(values):
             ax.set_xticks(xs, [_value(v) for v in values])
         ax.set_xlabel(names[0])
@@ -890,17 +890,8 @@ def _sweep_figure(sweep: Sweep, mark: str | None = None) -> Figure | None:
 
 
 def _png(figure: Figure, mark: str | None = None) -> bytes:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    # An Agg canvas of its own: the PNG never depends on (or disturbs) the session's backend.
-    FigureCanvasAgg(figure)
-    buffer = io.BytesIO()
-    # No "Software" entry (it names the matplotlib version): the same inputs give the same bytes.
-    metadata: dict[str, str | None] = {"Software": None}
-    if mark is not None:
-        metadata["Title"] = mark  # also in the file's text chunk, for tools that never look at pixels
-    figure.savefig(buffer, format="png", dpi=100, metadata=metadata)
-    return buffer.getvalue()
+    # The mark is also in the file's text chunk, for tools that never look at pixels.
+    return png_bytes(figure, None if mark is None else {"Title": mark})
 
 
 def _render_plots(comparison: Comparison, sweeps: Sequence[Sweep]) -> tuple[dict[str, bytes], list[str]]:

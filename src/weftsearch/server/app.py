@@ -1220,7 +1220,7 @@ def create_app(
             raise
     else:
         index = _sharded(index_path, readonly, writer_socket, vectors_record)
-        profiles = ProfileStore(index.profiles_path)
+        profiles = index.profile_store()
         embedder = None
     state = _Server(index, profiles, limits, embedder)
 

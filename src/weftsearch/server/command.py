@@ -13,6 +13,7 @@ import tempfile
 import time
 from typing import Any
 
+from weftsearch._argtypes import port, positive_int
 from weftsearch.errors import InvalidParameterError, MissingDependencyError
 
 __all__ = ["add_subcommand", "serve", "reader_app"]
@@ -258,26 +259,6 @@ def reader_app() -> Any:
     )
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a port is a number from 1 to 65535, got {text!r}") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is a number from 1 to 65535, got {text!r}")
-    return value
-
-
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--workers takes a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--workers takes a positive integer, got {text!r}")
-    return value
-
-
 def _cmd_serve(args: argparse.Namespace) -> int:
     serve(
         args.index,
@@ -319,14 +300,14 @@ def add_subcommand(commands: Any) -> None:
         "loopback cluster started here and stopped at exit (the ray extra)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
-    parser.add_argument("--port", type=_port, default=8080, help="port (default: %(default)s)")
+    parser.add_argument("--port", type=port, default=8080, help="port (default: %(default)s)")
     parser.add_argument(
         "--api-key-env", metavar="NAME", help="the environment variable holding the API key (never a file)"
     )
     parser.add_argument("--require-key-for-reads", action="store_true", help="reads need the key too")
     parser.add_argument(
         "--workers",
-        type=_workers,
+        type=positive_int,
         default=1,
         help="search processes; above 1, a writer process beside them takes the writes (default: 1)",
     )

@@ -16,7 +16,9 @@ two processes race (the loser takes the next number). Readers refuse a file
 whose tag, index id, name, version or checksum is not what they expect
 (:class:`~weftsearch.errors.CorruptIndexError`). The index's sweep
 (:meth:`weftsearch.storage.directory.IndexDirectory.sweep`) deletes only files
-matching its own names at the top of the directory, never this folder.
+matching its own names at the top of the directory, never this folder. A
+sharded index keeps its profiles in its own directory, beside its commit
+record, each file naming the sharded index's id (:meth:`ProfileStore.at`).
 
 This module needs no web framework: ``weft-search eval --save-profile`` uses it.
 """
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from weftsearch.engine.filters import parse_filter
-from weftsearch.errors import CorruptIndexError, InvalidParameterError, UnknownKeyError
+from weftsearch.errors import CorruptIndexError, IndexNotFoundError, InvalidParameterError, UnknownKeyError
 from weftsearch.eval.runs import Arm
 from weftsearch.eval.specs import LEARNED, ArmBuilder, parse_arm
 from weftsearch.storage.directory import IndexDirectory
@@ -203,7 +205,7 @@ def _canonical(payload: dict[str, Any]) -> bytes:
 
 
 class ProfileStore:
-    """The profiles of one index directory.
+    """The profiles of one index directory (or, with :meth:`at`, of a sharded index).
 
     Args:
         index_path: the index directory (must hold an index).
@@ -223,6 +225,36 @@ class ProfileStore:
         self.folder = directory.path / PROFILES_DIR
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, int], Profile] = {}
+
+    @classmethod
+    def at(cls, directory: str | os.PathLike[str], index_id: str) -> ProfileStore:
+        """The profiles kept in ``directory``/profiles, each file naming ``index_id`` as its owner.
+
+        For an index that is not one directory: a sharded index keeps its
+        profiles in its own directory, beside its commit record, under its
+        id (:mod:`weftsearch.server.sharded`). The files are the same as an
+        index's, written and checked the same way.
+
+        Raises:
+            IndexNotFoundError: ``directory`` does not exist.
+            InvalidParameterError: ``index_id`` is not 32 lowercase hex digits.
+
+        """
+        root = Path(directory)
+        if not root.is_dir():
+            raise IndexNotFoundError(f"{root}: no such directory")
+        if not (
+            isinstance(index_id, str)
+            and len(index_id) == 32
+            and all(c in "0123456789abcdef" for c in index_id)
+        ):
+            raise InvalidParameterError(f"index_id must be 32 lowercase hex digits, got {index_id!r}")
+        store = cls.__new__(cls)
+        store.index_id = index_id
+        store.folder = root / PROFILES_DIR
+        store._lock = threading.Lock()
+        store._cache = {}
+        return store
 
     def _versions(self) -> dict[str, list[int]]:
         found: dict[str, list[int]] = {}
@@ -364,6 +396,47 @@ class ProfileStore:
                     break
                 version += 1  # another process took this number first
         return self.get(name, version)
+
+    def adopt(self, source: ProfileStore) -> int:
+        """Copy every version of every profile in ``source`` that this store lacks; return how many.
+
+        Each copy keeps its name, version number, ranking, depth, filter,
+        description, provenance and creation time, and names this store's
+        index as its owner; it is written as :meth:`create` writes (complete
+        or not at all, never over an existing file). ``source`` is left as it
+        is. Used to move a sharded index's profiles from where earlier
+        versions kept them (its first shard) to its own directory.
+
+        Raises:
+            CorruptIndexError: a file of ``source`` fails its checks.
+
+        """
+        copied = 0
+        self.folder.mkdir(exist_ok=True)
+        with self._lock:
+            for name in source.names():
+                have = set(self.versions(name))
+                for version in source.versions(name):
+                    if version in have:
+                        continue
+                    profile = source.get(name, version)
+                    record: dict[str, Any] = {
+                        "format": PROFILE_FORMAT,
+                        "index_id": self.index_id,
+                        "name": name,
+                        "version": version,
+                        "spec": profile.spec,
+                        "depth": profile.depth,
+                        "filter": profile.filter,
+                        "description": profile.description,
+                        "provenance": profile.provenance,
+                        "created": profile.created,
+                    }
+                    body = dict(record)
+                    body["sha256"] = hashlib.sha256(_canonical(record)).hexdigest()
+                    if self._write_new(self.folder / f"{name}.v{version:06d}.json", _canonical(body)):
+                        copied += 1
+        return copied
 
     def _write_new(self, target: Path, data: bytes) -> bool:
         """Write ``data`` at ``target`` complete or not at all; False (nothing written) if it exists."""

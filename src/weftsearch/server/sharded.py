@@ -16,6 +16,7 @@ through the object the caller opened), so the dependency rules hold.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -26,8 +27,11 @@ from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults
 from weftsearch.engine.stats import IndexStats, SegmentStats
 from weftsearch.errors import IndexClosedError, InvalidParameterError
+from weftsearch.server.profiles import PROFILES_DIR, ProfileStore
 
 __all__ = ["ShardedServing", "SupportsShardedServing"]
+
+LOG = logging.getLogger("weftsearch.server")
 
 
 @runtime_checkable
@@ -37,6 +41,10 @@ class SupportsShardedServing(Protocol):
     @property
     def path(self) -> Path:
         """The sharded index directory."""
+
+    @property
+    def index_id(self) -> str | None:
+        """The sharded index's id (``None``: recorded before ids, opened read-only)."""
 
     @property
     def shards(self) -> tuple[str, ...]:
@@ -99,10 +107,59 @@ class ShardedServing:
         self._unpublished = False
         self._vector_dim: int | None = None
 
-    @property
-    def profiles_path(self) -> Path:
-        """The index directory that keeps the server's ranking profiles: the first shard's."""
-        return Path(self.sharded.path) / self.sharded.shards[0]
+    def profile_store(self) -> ProfileStore:
+        """The sharded index's ranking profiles: ``DIR/profiles``, beside its commit record.
+
+        Each profile file names the sharded index's id as its owner. Earlier
+        versions kept them in the first shard's directory
+        (``DIR/shard-0000/profiles``): when that holds profiles and ``DIR/profiles``
+        none, a writable server copies every version there (same names,
+        versions and contents; the old files stay) and logs it, so no profile
+        is lost. A read-only server writes nothing: it reads the old place
+        until a writable one has moved them (and says so in the log), as it
+        does for a sharded index recorded before it had an id.
+
+        Raises:
+            CorruptIndexError: a profile file of the old place fails its checks.
+
+        """
+        root = Path(self.sharded.path)
+        legacy = root / self.sharded.shards[0]
+        index_id = self.sharded.index_id
+        if index_id is None:
+            LOG.warning(
+                "%s was recorded before sharded indexes had an id and is open read-only: its ranking "
+                "profiles are read from %s until a writable open gives it one",
+                root,
+                legacy / PROFILES_DIR,
+            )
+            return ProfileStore(legacy)
+        store = ProfileStore.at(root, index_id)
+        if store.names() or not (legacy / PROFILES_DIR).is_dir():
+            return store
+        old = ProfileStore(legacy)
+        if not old.names():
+            return store
+        if self.sharded.readonly:
+            LOG.warning(
+                "the ranking profiles of %s are still in %s (where earlier versions kept them); a read-only "
+                "server reads them there, and a writable one moves them to %s",
+                root,
+                old.folder,
+                store.folder,
+            )
+            return old
+        copied = store.adopt(old)
+        LOG.warning(
+            "moved the ranking profiles of %s from %s to %s (%d versions of %s); the old files are left "
+            "in place and no longer read",
+            root,
+            old.folder,
+            store.folder,
+            copied,
+            ", ".join(old.names()),
+        )
+        return store
 
     @property
     def readonly(self) -> bool:
