@@ -385,7 +385,7 @@ def test_a_trusted_table_still_refuses_damaged_postings(tmp_path: Path) -> None:
     path = tmp_path / "index"
     writer = _writer_with_every_kind_of_own_segment(path)
     segment = writer._segments[1]
-    assert segment.reader._tables_trusted
+    assert segment.reader._tables_trusted and segment.name is not None
     file = path / segment.name
     data_offsets = SectionFile(file).array("post.data_offsets")
     position = segment.reader.term_position("common")
