@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.distributed.building import close_all, sharded_copies
 from tests.distributed.corpus import scifact_documents, scifact_queries
 from weftsearch import (
     RRF,
@@ -96,16 +97,9 @@ def built(
     single = Index.create(root / "single", vector_dim=384)
     single.add_many(documents)
     single.commit()
-    sharded = {}
-    for count in (1, 2, 4):
-        index = ShardedIndex.create(root / f"s{count}", count, vector_dim=384)
-        index.add_many(documents, progress=False)
-        index.commit()
-        sharded[count] = index
+    sharded = sharded_copies(root, documents, (1, 2, 4), vector_dim=384)
     yield single, sharded
-    for index in sharded.values():
-        index.close()
-    single.close()
+    close_all(single, sharded)
 
 
 @pytest.mark.parametrize("count", [1, 2, 4])

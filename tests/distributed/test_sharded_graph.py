@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.distributed.building import close_all, sharded_copies
 from tests.distributed.doubles import CountingGroup, FailingGroup, failing_factory
 from tests.distributed.test_sharded import assert_same
 from weftsearch import (
@@ -88,16 +89,9 @@ def built(
     single = Index.create(root / "single")
     single.add_many(documents, progress=False)
     single.commit()
-    sharded = {}
-    for count in COUNTS:
-        index = ShardedIndex.create(root / f"s{count}", count)
-        index.add_many(documents, progress=False)
-        index.commit()
-        sharded[count] = index
+    sharded = sharded_copies(root, documents, COUNTS)
     yield single, sharded
-    for index in sharded.values():
-        index.close()
-    single.close()
+    close_all(single, sharded)
 
 
 @pytest.mark.parametrize("count", COUNTS)

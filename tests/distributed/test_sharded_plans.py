@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.distributed.building import close_all, sharded_copies
 from weftsearch import RRF, BM25Scorer, Document, Index, Query
 from weftsearch.cli import format_results
 from weftsearch.distributed import ShardedIndex
@@ -32,16 +33,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Index, dic
     root: Path = tmp_path_factory.mktemp("plans")
     single = Index()
     single.add_many(documents())
-    sharded = {}
-    for count in (1, 2):
-        index = ShardedIndex.create(root / f"s{count}", count)
-        index.add_many(documents(), progress=False)
-        index.commit()
-        sharded[count] = index
+    sharded = sharded_copies(root, documents(), (1, 2))
     yield single, sharded
-    for index in sharded.values():
-        index.close()
-    single.close()
+    close_all(single, sharded)
 
 
 @pytest.mark.parametrize("count", [1, 2])
