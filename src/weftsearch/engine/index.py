@@ -1341,7 +1341,13 @@ class Index:
         *published* snapshot, which the writer publishes when it next calls
         ``snapshot``/``search``, :meth:`refresh`, :meth:`commit` or
         :meth:`merge`; they take it without any lock, so a search never waits
-        for a writer, and never does a writer's sealing work.
+        for a writer, and never does a writer's sealing work, with one
+        exception: before anything was ever published, another thread's first
+        search publishes the writes so far itself (taking the write lock and
+        sealing the buffer), so that an index built in one thread and searched
+        from others without a :meth:`refresh` answers from what was added
+        rather than from an empty view. Call :meth:`refresh` after building to
+        keep that work off the first search.
         """
         if self._closed:
             self._check_open()
