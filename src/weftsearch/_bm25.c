@@ -942,12 +942,19 @@ int64_t weft_bm25_top_k_batch(const int64_t *lists_raw, const int64_t *list_star
                               int64_t *ids_out, double *scores_out, int64_t out_capacity, int64_t *counts_out,
                               int64_t *written, int64_t *stats) {
     int64_t used = 0;
-    if (n_queries < 0 || out_capacity < 0) return -2;
+    /* stats holds 5 * n_queries values: that product must not overflow. */
+    if (n_queries < 0 || out_capacity < 0 || n_queries > INT64_MAX / 5) return -2;
     for (int64_t q = 0; q < n_queries; q++) {
-        int64_t n_lists = list_starts[q + 1] - list_starts[q], m = weight_starts[q + 1] - weight_starts[q];
-        if (n_lists < 0 || m < 0) return -2;
-        int64_t kept = weft_bm25_top_k(lists_raw + 8 * list_starts[q], n_lists, parts_raw, n_parts,
-                                       weights + weight_starts[q], m, k1, b, avgdl, k, bound_scale,
+        /* Offsets into the caller's arrays: checked before any difference or product is formed
+         * (a list descriptor is 8 int64 words, so 8 * list_end must fit too). */
+        int64_t list_first = list_starts[q], list_end = list_starts[q + 1];
+        int64_t weight_first = weight_starts[q], weight_end = weight_starts[q + 1];
+        if (list_first < 0 || list_end < list_first || list_end > INT64_MAX / 8 || weight_first < 0 ||
+            weight_end < weight_first)
+            return -2;
+        int64_t n_lists = list_end - list_first, m = weight_end - weight_first;
+        int64_t kept = weft_bm25_top_k(lists_raw + 8 * list_first, n_lists, parts_raw, n_parts,
+                                       weights + weight_first, m, k1, b, avgdl, k, bound_scale,
                                        ids_out + used, scores_out + used, out_capacity - used, stats + 5 * q);
         if (kept < 0) return kept;
         counts_out[q] = kept;

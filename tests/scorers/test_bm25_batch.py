@@ -145,6 +145,36 @@ def test_score_many_without_the_batch_function_scores_one_by_one(monkeypatch: py
     assert batch_mismatches(index.snapshot(), queries(4, words, 20), [3, 50], [(1.2, 0.75)]) == []
 
 
+@needs_batch
+@pytest.mark.parametrize(
+    ("n_queries", "list_starts", "weight_starts"),
+    [
+        (2**62, [0, 0], [0, 0]),  # 5 * n_queries (the stats rows) would overflow
+        (1, [-1, 0], [0, 1]),  # a negative offset
+        (1, [1, 0], [0, 1]),  # a decreasing one
+        (1, [0, 2**62], [0, 1]),  # 8 * offset (list descriptors) would overflow
+        (1, [0, -(2**63)], [0, 1]),  # the difference itself would overflow
+        (1, [0, 0], [3, 1]),  # decreasing weight offsets
+        (1, [0, 0], [-5, 1]),
+    ],
+)
+def test_the_batch_kernel_refuses_offsets_that_overflow_or_run_backwards(
+    n_queries: int, list_starts: list[int], weight_starts: list[int]
+) -> None:
+    """The C batch entry point checks its offsets before forming any difference or product (code -2)."""
+    function = bm25_kernel._top_k_many()
+    assert function is not None
+    empty_i64, empty_f64 = np.zeros(8, dtype=np.int64), np.zeros(1, dtype=np.float64)
+    starts, weight_offsets = np.array(list_starts, dtype=np.int64), np.array(weight_starts, dtype=np.int64)
+    out, stats = np.zeros(4, dtype=np.int64), np.zeros(5, dtype=np.int64)
+    code = function(
+        empty_i64.ctypes.data, starts.ctypes.data, empty_i64.ctypes.data, 0,
+        empty_f64.ctypes.data, weight_offsets.ctypes.data, n_queries, 1.2, 0.75, 10.0, 10, 1.0,
+        out.ctypes.data, empty_f64.ctypes.data, 0, out.ctypes.data, out.ctypes.data, stats.ctypes.data,
+    )  # fmt: skip
+    assert code == -2
+
+
 def test_a_vouched_stream_is_trusted_only_for_its_own_snapshot() -> None:
     """The engine skips its checks only for a built-in scorer's stream made for this very snapshot."""
     index, words = corpus(2, 2, 200, 10, 0.0, 4)
