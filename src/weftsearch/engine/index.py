@@ -160,18 +160,32 @@ def _lower_priority(priority: str) -> None:
             os.nice(19)
 
 
-def _write_in_child(
-    write: Callable[[Path], object],
-    directory: IndexDirectory,
-    name: str,
-    priority: str,
-    lock_fd: int | None,
-) -> bool:
-    """Run ``write(temporary_path)`` in a forked child, then install the file as ``name``; return success.
+@dataclass(frozen=True)
+class _ChildFile:
+    """The segment file a forked child writes, and how (:func:`_write_in_child`).
 
-    The child shares the parent's memory copy-on-write, so nothing is
-    pickled. It first closes its copy of the writer lock's descriptor
-    ``lock_fd``: an ``flock`` belongs to the open file description, which the
+    Attributes:
+        directory: the index directory it goes in.
+        name: its final name (``seg-NNNNNN.wseg``).
+        stamp: the index id and segment number its header carries.
+        priority: the commit priority the child runs at.
+        lock_fd: the writer lock's descriptor, which the child closes (``None``: no lock).
+
+    """
+
+    directory: IndexDirectory
+    name: str
+    stamp: FileStamp
+    priority: str
+    lock_fd: int | None
+
+
+def _write_in_child(write: Callable[[Path], object], target: _ChildFile) -> bool:
+    """Run ``write(temporary_path)`` in a forked child, then install the file as ``target.name``.
+
+    Returns whether it succeeded. The child shares the parent's memory
+    copy-on-write, so nothing is pickled. It first closes its copy of the
+    writer lock's descriptor ``target.lock_fd``: an ``flock`` belongs to the open file description, which the
     parent keeps open, so the parent still holds the lock, and a child that
     outlives a killed parent (it is sent SIGKILL when the parent dies, but may
     wait for CPU time to act on it) holds nothing that blocks the next writer.
@@ -185,6 +199,7 @@ def _write_in_child(
     lock another thread of the parent may have held at the fork (a segment
     reader's memo lock, say): it opens what it reads afresh.
     """
+    directory, name = target.directory, target.name
     parent = os.getpid()
     _prctl()
     try:
@@ -194,10 +209,10 @@ def _write_in_child(
     if pid == 0:  # pragma: no cover - runs in the child
         code = 1
         try:
-            if lock_fd is not None:
-                os.close(lock_fd)
+            if target.lock_fd is not None:
+                os.close(target.lock_fd)
             _die_with_parent(parent)
-            _lower_priority(priority)
+            _lower_priority(target.priority)
             # A collection here would walk (and so copy-on-write) the parent's
             # whole heap; the child makes no cycles that matter and exits soon.
             gc.disable()
@@ -217,37 +232,22 @@ def _write_in_child(
 
 
 def _encode_in_child(
-    documents: Sequence[SegmentDocument],
-    dim: int | None,
-    dtype: str,
-    directory: IndexDirectory,
-    name: str,
-    priority: str,
-    lock_fd: int | None,
-    stamp: FileStamp,
+    documents: Sequence[SegmentDocument], dim: int | None, dtype: str, target: _ChildFile
 ) -> bool:
     """Encode and write a committed buffer's segment in a forked child (:func:`_write_in_child`).
 
-    The file carries ``stamp`` (index id and segment number) in its header;
-    it is written section by section, so the child never holds the encoded
+    It is written section by section, so the child never holds the encoded
     segment whole.
     """
 
     def write(path: Path) -> None:
-        write_columns(segment_columns(documents, dim, dtype), path, stamp)
+        write_columns(segment_columns(documents, dim, dtype), path, target.stamp)
 
-    return _write_in_child(write, directory, name, priority, lock_fd)
+    return _write_in_child(write, target)
 
 
-def _merge_in_child(
-    sources: Sequence[tuple[str, NDArray[np.bool_]]],
-    directory: IndexDirectory,
-    name: str,
-    priority: str,
-    lock_fd: int | None,
-    stamp: FileStamp,
-) -> bool:
-    """Merge committed segments into ``name`` in a forked child (:func:`_write_in_child`).
+def _merge_in_child(sources: Sequence[tuple[str, NDArray[np.bool_]]], target: _ChildFile) -> bool:
+    """Merge committed segments into ``target.name`` in a forked child (:func:`_write_in_child`).
 
     ``sources`` pairs each committed segment's file name with the mask of its
     documents to drop. The child opens every source afresh (its own memory
@@ -257,12 +257,13 @@ def _merge_in_child(
     own merge then reports it. The merged postings wait in an unlinked file
     in the index folder, as there.
     """
+    folder = target.directory.path
 
     def write(path: Path) -> None:
-        readers = [(SegmentReader(directory.path / source), ~drop) for source, drop in sources]
-        write_columns(merge_columns(readers, spill=directory.path), path, stamp)
+        readers = [(SegmentReader(folder / source), ~drop) for source, drop in sources]
+        write_columns(merge_columns(readers, spill=folder), path, target.stamp)
 
-    return _write_in_child(write, directory, name, priority, lock_fd)
+    return _write_in_child(write, target)
 
 
 #: Seconds of work a committing or merging thread does between two rests
@@ -1634,17 +1635,8 @@ class Index:
             dim = self._vector_dim
             name = f"seg-{self._next_segment:06d}.wseg"
         self._check_fresh_name(name)
-        stamp = FileStamp(self._index_id, segment_number(name))
-        lock_fd = None if self._writer_lock is None else self._writer_lock.fileno()
         if not _encode_in_child(
-            list(batch.values()),
-            dim,
-            self._vector_dtype,
-            directory,
-            name,
-            self._commit_priority,
-            lock_fd,
-            stamp,
+            list(batch.values()), dim, self._vector_dtype, self._child_file(directory, name)
         ):
             return
         try:
@@ -1760,26 +1752,30 @@ class Index:
             merged = _Segment(_in_memory(data), data, None)
         else:
             self._check_fresh_name(name)
-            stamp = FileStamp(self._index_id, segment_number(name))
-            if not self._merge_forked(sources, directory, name, stamp):
+            target = self._child_file(directory, name)
+            if not self._merge_forked(sources, target):
                 # Written section by section: the merged file is never whole in memory;
                 # the merged postings wait on disk.
                 columns = merge_columns(
                     [(s.reader, ~mask) for s, mask in sources], pause=pause, spill=directory.path
                 )
-                directory.write_streamed(name, lambda path: write_columns(columns, path, stamp, pause=pause))
+                directory.write_streamed(
+                    name, lambda path: write_columns(columns, path, target.stamp, pause=pause)
+                )
             merged = _Segment(_own_reader(directory.path / name), None, name)
         merged.reader.warm()  # here, before any search can reach it
         return merged
 
+    def _child_file(self, directory: IndexDirectory, name: str) -> _ChildFile:
+        """Segment ``name`` as a forked child writes it: this index's stamp, commit priority and lock."""
+        lock_fd = None if self._writer_lock is None else self._writer_lock.fileno()
+        stamp = FileStamp(self._index_id, segment_number(name))
+        return _ChildFile(directory, name, stamp, self._commit_priority, lock_fd)
+
     def _merge_forked(
-        self,
-        sources: Sequence[tuple[_Segment, NDArray[np.bool_]]],
-        directory: IndexDirectory,
-        name: str,
-        stamp: FileStamp,
+        self, sources: Sequence[tuple[_Segment, NDArray[np.bool_]]], target: _ChildFile
     ) -> bool:
-        """Write the merged segment ``name`` from a forked child; ``False``: merge in this thread.
+        """Write the merged segment ``target.name`` from a forked child; ``False``: merge in this thread.
 
         Like a large commit's encoding (:meth:`_encode_pending_in_child`): a
         merge of at least ``FORK_ENCODE_MIN_DOCUMENTS`` live documents runs in
@@ -1798,8 +1794,7 @@ class Index:
         named = [(segment.name, mask) for segment, mask in sources if segment.name is not None]
         if len(named) != len(sources):
             return False  # an uncommitted source (never chosen for a committed merge)
-        lock_fd = None if self._writer_lock is None else self._writer_lock.fileno()
-        return _merge_in_child(named, directory, name, self._commit_priority, lock_fd, stamp)
+        return _merge_in_child(named, target)
 
     def _install_merged(
         self, sources: Sequence[tuple[_Segment, NDArray[np.bool_]]], merged: _Segment
