@@ -1359,11 +1359,14 @@ class SegmentReader:
     def _check_words(self, position: int, term: str) -> None:
         """A trusted term's first use: its packed words against their CRC32C, then trusted whole."""
         _, _, block_first, block_end, word_first, word_end = self._term_extent(position)
-        words = self._packed_data()[word_first:word_end]
-        if checksum(words.tobytes()) != int(self._term_tables()[3][position]):
-            raise self._corrupt(f"postings of term {term!r} fail their checksum")
+        self._check_checksum(position, term, self._packed_data()[word_first:word_end])
         _, table, _ = self._packed_tables()
         self._verified_blocks[position] = table[BLOCK_ROWS * block_first : BLOCK_ROWS * block_end]
+
+    def _check_checksum(self, position: int, term: str, words: NDArray[np.uint32]) -> None:
+        """Term ``position``'s packed ``words`` against the CRC32C its term table records."""
+        if checksum(words.tobytes()) != int(self._term_tables()[3][position]):
+            raise self._corrupt(f"postings of term {term!r} fail their checksum")
 
     def _packed_postings(self, position: int, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
         """Version 3: term ``position``'s decoded postings (checked at first use, then cached, bounded)."""
@@ -1376,9 +1379,7 @@ class SegmentReader:
         words = data[word_first:word_end]
         verified = position in self._verified_blocks
         if not verified:
-            crcs = self._term_tables()[3]
-            if checksum(words.tobytes()) != int(crcs[position]):
-                raise self._corrupt(f"postings of term {term!r} fail their checksum")
+            self._check_checksum(position, term, words)
         stored = table[BLOCK_ROWS * block_first : BLOCK_ROWS * block_end]
         try:
             ids, tfs = unpack_postings(
@@ -1501,7 +1502,8 @@ class SegmentReader:
 
         What the compiled BM25 reads: it decodes a block only when it scores
         it. Checked first exactly as :meth:`term_blocks` checks (CRC32C, a full
-        decode, the table against a derivation), once per reader and term.
+        decode, the table against a derivation), once per reader and term; in
+        a segment this process wrote (:meth:`trust_own_tables`), the CRC32C only.
 
         Raises:
             CorruptIndexError: the postings or the block table are damaged or disagree.
