@@ -525,7 +525,7 @@ class BM25Scorer:
         if library is None or small or not bm25_kernel.search_many_available():
             return [self.score(snapshot, query, k) for query in queries]
         segments = len(snapshot.parts)
-        streams: list[Stream | None] = [None] * len(queries)
+        streams: dict[int, Stream] = {}  # by position in queries
         positions: list[int] = []
         lists: list[bm25_kernel.QueryLists] = []
         counts: list[NDArray[np.float64] | None] = []
@@ -560,7 +560,7 @@ class BM25Scorer:
             for position, found, (ids, scores, stats) in zip(positions, batched, results, strict=True):
                 plan = _compiled_plan(found.terms, found.matched, segments, found.postings, stats)
                 streams[position] = _vouched_stream(ids, scores, snapshot, plan=plan)
-        return [stream for stream in streams if stream is not None]  # every position is filled
+        return [streams[position] for position in range(len(queries))]  # each position is filled above
 
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` best documents for ``query.text``; empty without text.
