@@ -572,6 +572,7 @@ def substitution_cases(files: dict[str, bytes], foreign: dict[str, bytes], full:
         ("another index's id", foreign_id),
         ("no id", ""),
         ("upper-case id", foreign_id.upper()),
+        ("its own id with a trailing newline", json.loads(files[MANIFEST])["body"]["index_id"] + "\n"),
     ]:
         edited = json.loads(files[MANIFEST])["body"]
         edited["index_id"] = value

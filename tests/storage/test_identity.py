@@ -30,8 +30,14 @@ from tests.storage.crafting import (
 )
 from weftsearch import Document, Index
 from weftsearch.cli import main
-from weftsearch.errors import CorruptIndexError, IndexNotFoundError, ManifestRollbackError
+from weftsearch.errors import (
+    CorruptIndexError,
+    IndexNotFoundError,
+    InvalidParameterError,
+    ManifestRollbackError,
+)
 from weftsearch.storage import MANIFEST, Manifest, SegmentReader, scrub_directory
+from weftsearch.storage.directory import is_index_id
 from weftsearch.storage.segment import encode_segment, merge_columns
 
 DIM = 4
@@ -449,6 +455,18 @@ def test_manifest_decoding_is_bounded_by_entries_not_by_claims() -> None:
     bad = Manifest(1, "english", DIM, index_id="AB" * 16).to_bytes()
     with pytest.raises(CorruptIndexError, match="index id"):
         Manifest.from_bytes(bad, Path("MANIFEST"))
+
+
+@pytest.mark.parametrize("index_id", ["ab" * 16 + "\n", "ab" * 15, "ab" * 17, " " + "ab" * 16])
+def test_an_index_id_is_exactly_32_hex_digits_nothing_around_them(index_id: str, tmp_path: Path) -> None:
+    """A trailing newline once passed the manifest's check (a regex ending in ``$``, which allows one)."""
+    body = Manifest(1, "english", DIM, index_id=index_id).to_bytes()
+    with pytest.raises(CorruptIndexError, match="index id"):
+        Manifest.from_bytes(body, Path("MANIFEST"))
+    assert not is_index_id(index_id)
+    with pytest.raises(InvalidParameterError, match="32 lowercase hex"):
+        Index.create(tmp_path / "index", index_id=index_id)
+    assert not (tmp_path / "index").exists()
 
 
 def test_scrub_racing_a_commit_that_sweeps_is_not_damage(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:

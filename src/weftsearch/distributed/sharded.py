@@ -77,7 +77,7 @@ from weftsearch.errors import (
     ShardUnavailableError,
     UnknownKeyError,
 )
-from weftsearch.storage.directory import new_index_id
+from weftsearch.storage.directory import is_index_id, new_index_id
 
 from .shard import CutRef, InputRequest, LocalShard, ShardLinks, ShardStatistics, ShardStream, _shard_stream
 from .sharding import HASH_NAME, check_shards, shard_of
@@ -1155,9 +1155,7 @@ def _read_record(root: Path) -> dict[str, Any]:
     ):
         raise CorruptIndexError(f"{target}: malformed shards, cut or generations")
     identity = record.get("index_id")
-    if identity is not None and not (
-        isinstance(identity, str) and len(identity) == 32 and all(c in "0123456789abcdef" for c in identity)
-    ):
+    if identity is not None and not is_index_id(identity):
         raise CorruptIndexError(f"{target}: index_id is not 32 lowercase hex digits: {identity!r}")
     check_shards(shards)
     return record

@@ -66,6 +66,7 @@ from weftsearch.storage.directory import (
     SegmentEntry,
     WriterLock,
     encode_tombstones,
+    is_index_id,
     new_index_id,
     read_tombstones,
     segment_number,
@@ -603,11 +604,7 @@ class Index:
         """
         if index_id is None:
             index_id = new_index_id()
-        elif not (
-            isinstance(index_id, str)
-            and len(index_id) == 32
-            and all(c in "0123456789abcdef" for c in index_id)
-        ):
+        elif not is_index_id(index_id):
             raise InvalidParameterError(f"index_id must be 32 lowercase hex digits, got {index_id!r}")
         index = cls(
             analyzer,

@@ -41,7 +41,7 @@ from weftsearch.engine.filters import parse_filter
 from weftsearch.errors import CorruptIndexError, IndexNotFoundError, InvalidParameterError, UnknownKeyError
 from weftsearch.eval.runs import Arm
 from weftsearch.eval.specs import LEARNED, ArmBuilder, parse_arm
-from weftsearch.storage.directory import IndexDirectory
+from weftsearch.storage.directory import IndexDirectory, is_index_id
 
 __all__ = [
     "PROFILE_FORMAT",
@@ -204,6 +204,11 @@ def _canonical(payload: dict[str, Any]) -> bytes:
     ).encode()
 
 
+def _sealed(record: dict[str, Any]) -> bytes:
+    """A profile file's bytes: ``record`` with the SHA-256 of its canonical form, canonical too."""
+    return _canonical({**record, "sha256": hashlib.sha256(_canonical(record)).hexdigest()})
+
+
 class ProfileStore:
     """The profiles of one index directory (or, with :meth:`at`, of a sharded index).
 
@@ -221,8 +226,12 @@ class ProfileStore:
     def __init__(self, index_path: str | os.PathLike[str]) -> None:
         directory = IndexDirectory(Path(index_path))
         directory.check_exists()
-        self.index_id = directory.read_manifest().index_id
-        self.folder = directory.path / PROFILES_DIR
+        self._keep(directory.path, directory.read_manifest().index_id)
+
+    def _keep(self, root: Path, index_id: str) -> None:
+        """Keep the profiles of index ``index_id`` in ``root``/profiles (both constructors end here)."""
+        self.index_id = index_id
+        self.folder = root / PROFILES_DIR
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, int], Profile] = {}
 
@@ -243,17 +252,10 @@ class ProfileStore:
         root = Path(directory)
         if not root.is_dir():
             raise IndexNotFoundError(f"{root}: no such directory")
-        if not (
-            isinstance(index_id, str)
-            and len(index_id) == 32
-            and all(c in "0123456789abcdef" for c in index_id)
-        ):
+        if not is_index_id(index_id):
             raise InvalidParameterError(f"index_id must be 32 lowercase hex digits, got {index_id!r}")
         store = cls.__new__(cls)
-        store.index_id = index_id
-        store.folder = root / PROFILES_DIR
-        store._lock = threading.Lock()
-        store._cache = {}
+        store._keep(root, index_id)
         return store
 
     def _versions(self) -> dict[str, list[int]]:
@@ -390,9 +392,7 @@ class ProfileStore:
                 if version > MAX_VERSION:
                     raise InvalidParameterError(f"profile {name!r} has reached version {MAX_VERSION}")
                 record["version"] = version
-                body = dict(record)
-                body["sha256"] = hashlib.sha256(_canonical(record)).hexdigest()
-                if self._write_new(self.folder / f"{name}.v{version:06d}.json", _canonical(body)):
+                if self._write_new(self.folder / f"{name}.v{version:06d}.json", _sealed(record)):
                     break
                 version += 1  # another process took this number first
         return self.get(name, version)
@@ -432,9 +432,7 @@ class ProfileStore:
                         "provenance": profile.provenance,
                         "created": profile.created,
                     }
-                    body = dict(record)
-                    body["sha256"] = hashlib.sha256(_canonical(record)).hexdigest()
-                    if self._write_new(self.folder / f"{name}.v{version:06d}.json", _canonical(body)):
+                    if self._write_new(self.folder / f"{name}.v{version:06d}.json", _sealed(record)):
                         copied += 1
         return copied
 

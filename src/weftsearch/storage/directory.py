@@ -60,6 +60,7 @@ __all__ = [
     "IndexDirectory",
     "encode_tombstones",
     "read_tombstones",
+    "is_index_id",
     "new_index_id",
     "segment_number",
     "deletes_generation",
@@ -73,7 +74,7 @@ INDEX_FORMAT = "weft-search-index"
 #: each file's size and checksum, and the stamp in every file's header.
 INDEX_VERSION = 3
 #: An index id: 128 random bits as 32 lowercase hex digits.
-_INDEX_ID = re.compile(r"^[0-9a-f]{32}$")
+_INDEX_ID = re.compile(r"[0-9a-f]{32}")
 _SEGMENT_NAME = re.compile(r"^seg-\d{6}\.wseg$")
 _DELETES_NAME = re.compile(r"^seg-\d{6}\.del-\d{6}$")
 # Files the writer may sweep: its own names and their temporaries, nothing else.
@@ -124,6 +125,11 @@ def deletes_generation(name: str) -> int:
 def new_index_id() -> str:
     """A fresh index id: 128 random bits, as 32 lowercase hex digits."""
     return os.urandom(16).hex()
+
+
+def is_index_id(value: object) -> bool:
+    """Whether ``value`` is an index id as :func:`new_index_id` makes them: 32 lowercase hex digits."""
+    return isinstance(value, str) and _INDEX_ID.fullmatch(value) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +220,7 @@ class Manifest:
                 for s in body["segments"]
             )
             index_id = "" if legacy else body["index_id"]
-            if not legacy and not (isinstance(index_id, str) and _INDEX_ID.match(index_id)):
+            if not legacy and not is_index_id(index_id):
                 raise CorruptIndexError(f"{where}: index id {index_id!r} is not 32 lowercase hex digits")
             manifest = cls(
                 generation=int(body["generation"]),
