@@ -9,7 +9,7 @@ from typing import Any
 from weftsearch import Document, Index
 from weftsearch.distributed import ShardedIndex
 
-__all__ = ["close_all", "sharded_copies"]
+__all__ = ["DROP", "close_all", "reseal_record", "sharded_copies"]
 
 
 def sharded_copies(
@@ -30,3 +30,31 @@ def close_all(single: Index, sharded: dict[int, ShardedIndex]) -> None:
     for index in sharded.values():
         index.close()
     single.close()
+
+
+def reseal_record(path: Path, **changes: Any) -> None:
+    """Rewrite the sealed record (``SHARDS`` or ``SHARD``) at ``path`` with ``changes``, checksum renewed.
+
+    A change whose value is :data:`DROP` removes the field. Imported here, not at the top, so the
+    tests that use no record helper also run against code without sealed records.
+    """
+    from weftsearch.distributed.records import seal, unseal
+
+    body = unseal(path.read_bytes(), path)
+    for name, value in changes.items():
+        if value is DROP:
+            body.pop(name, None)
+        else:
+            body[name] = value
+    path.write_bytes(seal(body))
+
+
+class _Drop:
+    """The type of :data:`DROP` (a stable repr, so test ids do not change between runs)."""
+
+    def __repr__(self) -> str:
+        return "DROP"
+
+
+#: A :func:`reseal_record` value that removes the field.
+DROP = _Drop()

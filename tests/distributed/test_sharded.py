@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.distributed.building import close_all, sharded_copies
+from tests.distributed.building import close_all, reseal_record, sharded_copies
 from tests.distributed.corpus import scifact_documents, scifact_queries
 from weftsearch import (
     RRF,
@@ -46,6 +46,7 @@ from weftsearch.errors import (
     FieldTypeError,
     IndexExistsError,
     IndexNotFoundError,
+    InvalidParameterError,
     PartialGraphError,
     ShardedCutError,
     UnknownFieldError,
@@ -329,20 +330,23 @@ def test_a_missing_or_damaged_record_is_a_clear_error(tmp_path: Path) -> None:
         ShardedIndex.open(tmp_path)
     sharded = ShardedIndex.create(tmp_path / "s", 2)
     sharded.close()
-    (tmp_path / "s" / RECORD).write_text('{"format": "weft-search-sharded", "version": 1}')
-    with pytest.raises(CorruptIndexError, match="SHARDS"):
+    (tmp_path / "s" / RECORD).write_text('{"format": "weft-search-sharded", "version": 3}')
+    with pytest.raises(CorruptIndexError, match="SHARDS: not a sealed record"):
         ShardedIndex.open(tmp_path / "s")
     with pytest.raises(IndexExistsError):
         ShardedIndex.create(tmp_path / "s", 2)
 
 
-def test_a_sharded_index_has_an_id_in_its_record(tmp_path: Path) -> None:
+def test_a_sharded_index_has_an_id_in_its_record_and_every_shard(tmp_path: Path) -> None:
     """Files kept beside the record (the server's ranking profiles) name the sharded index by this id."""
     with ShardedIndex.create(tmp_path / "s", 2) as sharded:
         made = sharded.index_id
-        assert made is not None and len(made) == 32 and int(made, 16) >= 0
+        assert len(made) == 32 and int(made, 16) >= 0
         sharded.commit()
-    assert json.loads((tmp_path / "s" / RECORD).read_text())["index_id"] == made
+    assert json.loads((tmp_path / "s" / RECORD).read_text())["body"]["index_id"] == made
+    for slot in range(2):
+        shard = json.loads((tmp_path / "s" / f"shard-{slot:04d}" / "SHARD").read_text())["body"]
+        assert (shard["sharded_index_id"], shard["slot"], shard["shards"]) == (made, slot, 2)
     with ShardedIndex.open(tmp_path / "s", readonly=True) as reopened:
         assert reopened.index_id == made
     with ShardedIndex.open(tmp_path / "s") as writable:
@@ -350,27 +354,19 @@ def test_a_sharded_index_has_an_id_in_its_record(tmp_path: Path) -> None:
         assert writable.index_id == made  # a commit keeps it
 
 
-def test_a_record_from_before_ids_gets_one_at_its_first_writable_open(tmp_path: Path) -> None:
-    ShardedIndex.create(tmp_path / "s", 2).close()
-    path = tmp_path / "s" / RECORD
-    record = json.loads(path.read_text())
-    del record["index_id"]
-    path.write_text(json.dumps(record, sort_keys=True) + "\n")
-    with ShardedIndex.open(tmp_path / "s", readonly=True) as old:
-        assert old.index_id is None  # read-only: nothing is written
-    assert "index_id" not in json.loads(path.read_text())
-    with ShardedIndex.open(tmp_path / "s") as writable:
-        given = writable.index_id
-        assert given is not None
-    assert json.loads(path.read_text()) == {**record, "index_id": given}  # same cut, same generations
-    with ShardedIndex.open(tmp_path / "s", readonly=True) as again:
-        assert again.index_id == given
+def test_a_given_index_id_names_the_sharded_index_and_the_shards_get_their_own(tmp_path: Path) -> None:
+    given = "0123456789abcdef0123456789abcdef"
+    with ShardedIndex.create(tmp_path / "s", 2, index_id=given) as sharded:
+        assert sharded.index_id == given
+    shard_ids = json.loads((tmp_path / "s" / RECORD).read_text())["body"]["shard_ids"]
+    assert len(set(shard_ids)) == 2 and given not in shard_ids
+    with pytest.raises(InvalidParameterError, match="index_id must be 32 lowercase hex digits, got 'x'"):
+        ShardedIndex.create(tmp_path / "t", 2, index_id="x")
 
 
 def test_a_malformed_id_in_the_record_is_refused(tmp_path: Path) -> None:
     ShardedIndex.create(tmp_path / "s", 2).close()
-    path = tmp_path / "s" / RECORD
-    path.write_text(json.dumps({**json.loads(path.read_text()), "index_id": "../x"}))
+    reseal_record(tmp_path / "s" / RECORD, index_id="../x")
     with pytest.raises(CorruptIndexError, match="index_id"):
         ShardedIndex.open(tmp_path / "s")
 

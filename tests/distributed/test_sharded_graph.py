@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.distributed.building import close_all, sharded_copies
+from tests.distributed.building import close_all, reseal_record, sharded_copies
 from tests.distributed.doubles import CountingGroup, FailingGroup, failing_factory
 from tests.distributed.test_sharded import assert_same
 from weftsearch import (
@@ -390,20 +390,20 @@ def test_a_read_only_refresh_never_adopts_half_a_commit(tmp_path: Path) -> None:
             assert reader.refresh() == opened
             assert_same([expected], [reader.search("note graph", 100, RRF(), BM25Scorer())])
             record_path = tmp_path / "s" / "SHARDS"
-            record = json.loads(record_path.read_text())
+            record = json.loads(record_path.read_text())["body"]
             assert record["generations"][number] < committed
             generations = list(record["generations"])
             generations[number] = committed
             # A newer record naming the generations before that shard commit: that shard is past
             # it (the writer committed it again), so the record is read again, then the cut kept.
             record["cut"] += 5
-            record_path.write_text(json.dumps(record))
+            reseal_record(record_path, cut=record["cut"])
             assert reader.refresh() == opened
             assert_same([expected], [reader.search("note graph", 100, RRF(), BM25Scorer())])
             # A record naming a generation a shard does not have: refused, the cut kept.
             record["generations"] = list(generations)
             record["generations"][other] += 3
-            record_path.write_text(json.dumps(record))
+            reseal_record(record_path, generations=record["generations"])
             with pytest.raises(
                 ShardedCutError, match=rf"{writer.shards[other]} at generation \d+, recorded \d+"
             ):
@@ -412,7 +412,7 @@ def test_a_read_only_refresh_never_adopts_half_a_commit(tmp_path: Path) -> None:
             assert_same([expected], [reader.search("note graph", 100, RRF(), BM25Scorer())])
             # The record the writer meant: adopted whole.
             record["generations"] = list(generations)
-            record_path.write_text(json.dumps(record))
+            reseal_record(record_path, generations=record["generations"])
             assert reader.refresh() == record["cut"]
             got = reader.search("note graph", 100, RRF(), BM25Scorer())
             assert len(got) == 40 + sum(1 for d in more if writer.shard_of(d.key) == writer.shards[number])

@@ -42,7 +42,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 __all__ = ["RayShards", "connect", "ray_shards", "start_local_cluster", "stop_local_cluster"]
 
 #: Shard methods that change a shard: never retried, refused by a restarted actor.
-_WRITES = frozenset({"add_many", "delete_many", "merge", "commit", "stage"})
+_WRITES = frozenset({"add_many", "delete_many", "merge", "commit", "stage", "bind"})
 
 
 def start_local_cluster(num_cpus: int = 2, **options: Any) -> str:

@@ -16,11 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from weftsearch._atomic import write_atomic
 from weftsearch.engine.documents import Document, FieldValue
 from weftsearch.engine.filters import Filter
 from weftsearch.engine.index import Index
@@ -31,6 +33,9 @@ from weftsearch.engine.snapshot import CollectionStatistics, Snapshot
 from weftsearch.engine.stats import IndexStats
 from weftsearch.engine.stream import PlanValue, Stream
 from weftsearch.errors import InvalidParameterError, ShardUnavailableError
+from weftsearch.storage.directory import IndexDirectory
+
+from .records import SHARD_RECORD, ShardBinding, encode_binding, read_binding
 
 __all__ = ["CutRef", "ShardStatistics", "ShardStreams", "ShardLinks", "ShardInputs", "LocalShard"]
 
@@ -120,9 +125,39 @@ class LocalShard:
         """The shard's name."""
         return self._name
 
-    def describe(self) -> tuple[str, str, int]:
-        """``(name, node, committed generation)``: where the shard runs and what it holds."""
-        return self._name, self._node, self._index.generation
+    def describe(self) -> tuple[str, str, int, str, ShardBinding | None]:
+        """``(name, node, committed generation, index id, binding)``: where the shard runs and what it is.
+
+        ``index id`` is the shard index's own (its manifest's); ``binding`` its
+        ``SHARD`` record (:func:`~weftsearch.distributed.records.read_binding`,
+        ``None`` when it has none). Read here, where the shard runs, since its
+        directory may be on another machine than the coordinator's.
+
+        Raises:
+            CorruptIndexError: the ``SHARD`` record is damaged (named).
+
+        """
+        path = self._directory()
+        identity = IndexDirectory(path).read_manifest().index_id
+        return self._name, self._node, self._index.generation, identity, read_binding(path)
+
+    def bind(self, sharded_id: str, slot: int, shards: int) -> str:
+        """Write the shard's ``SHARD`` record: it is slot ``slot`` of ``shards`` of ``sharded_id``.
+
+        Called once, when the sharded index is created (atomically: temporary
+        file, fsync, rename). Returns the shard index's own id, which the
+        coordinator records in ``SHARDS``.
+        """
+        path = self._directory()
+        identity = IndexDirectory(path).read_manifest().index_id
+        write_atomic(path / SHARD_RECORD, encode_binding(ShardBinding(sharded_id, slot, shards, identity)))
+        return identity
+
+    def _directory(self) -> Path:
+        path = self._index.path
+        if path is None:  # pragma: no cover - a shard is always a directory index
+            raise InvalidParameterError(f"shard {self._name!r} has no directory")
+        return path
 
     # ------------------------------------------------------------------ writes
 

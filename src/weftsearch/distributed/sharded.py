@@ -69,6 +69,7 @@ from weftsearch.engine.stream import FusedStream, PlanValue, Stream, order_by_sc
 from weftsearch.errors import (
     CorruptIndexError,
     DuplicateKeyError,
+    FormatVersionError,
     IndexExistsError,
     IndexNotFoundError,
     InvalidParameterError,
@@ -79,15 +80,17 @@ from weftsearch.errors import (
 )
 from weftsearch.storage.directory import is_index_id, new_index_id
 
+from .records import COUNTER_LIMIT, ShardBinding, exact_keys, identifier, integer, seal, unseal
 from .shard import CutRef, InputRequest, LocalShard, ShardLinks, ShardStatistics, ShardStream, _shard_stream
-from .sharding import HASH_NAME, check_shards, shard_of
+from .sharding import HASH_NAME, MAX_SHARDS, check_shards, shard_of
 
 __all__ = ["RECORD", "ShardGroup", "LocalShards", "ShardedIndex", "ShardedResults", "local_shards"]
 
 #: The sharded commit record's file name in the sharded index's directory.
 RECORD = "SHARDS"
 _FORMAT = "weft-search-sharded"
-_VERSION = 1
+#: Version 2 sealed the record with a CRC32C and bound every shard to its slot (``SHARD``).
+_VERSION = 2
 #: Documents sent to a shard per call while bulk adding (the progress bar moves per call).
 _ADD_CHUNK = 2_000
 #: A read-only refresh reads the record this many times while a writer is between shard commits.
@@ -366,10 +369,12 @@ class ShardedIndex:
         cut: _Cut,
         durable_cut: int,
         readonly: bool,
-        index_id: str | None = None,
+        index_id: str,
+        shard_ids: Sequence[str],
     ) -> None:
         self._path = path
         self._index_id = index_id
+        self._shard_ids = tuple(shard_ids)
         self._group = group
         self._names = group.names
         self._cut = cut
@@ -403,21 +408,41 @@ class ShardedIndex:
             shards: number of shards, 1 to 4096. Fixed for the life of the index.
             factory: how the shards run (default :func:`local_shards`).
             **options: :meth:`Index.create`'s keywords (``analyzer``,
-                ``vector_dim``, ``store_text``, ...), the same for every shard.
+                ``vector_dim``, ``store_text``, ...), the same for every shard;
+                but ``index_id`` names the sharded index (its ``SHARDS`` record),
+                and each shard index gets an id of its own.
+
+        Each shard's directory gets its ``SHARD`` record (this sharded index's
+        id, its slot, the shard count), then ``SHARDS`` records every shard's
+        index id: :meth:`open` refuses a shard that is not in its place.
 
         Raises:
             IndexExistsError: ``path`` holds something already.
-            InvalidParameterError: a bad shard count.
+            InvalidParameterError: a bad shard count or ``index_id``.
 
         """
         count = check_shards(shards)
+        identity = options.pop("index_id", None)
+        if identity is None:
+            identity = new_index_id()
+        elif not is_index_id(identity):
+            raise InvalidParameterError(f"index_id must be 32 lowercase hex digits, got {identity!r}")
         root = Path(path)
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise IndexExistsError(f"{root}: exists and is not an empty directory")
         root.mkdir(parents=True, exist_ok=True)
         directories = [root / shard_name(number) for number in range(count)]
         group = (factory or local_shards)(directories, dict(options), False)
-        index = cls(root, group, _Cut(0, ()), 0, False, new_index_id())
+        try:
+            bound = group.call("bind", {n: (identity, n, count) for n in range(count)}, read=False)
+            missing = [value for value in bound.values() if isinstance(value, ShardUnavailableError)]
+            if missing:
+                raise missing[0]
+            shard_ids = [str(bound[n]) for n in range(count)]
+        except BaseException:
+            group.close()
+            raise
+        index = cls(root, group, _Cut(0, ()), 0, False, identity, shard_ids)
         index.commit()
         return index
 
@@ -443,14 +468,18 @@ class ShardedIndex:
                 others never received it (docs/SCALING.md, "Consistent cut").
 
         Raises:
-            IndexNotFoundError: no record at ``path``.
-            CorruptIndexError: the record is damaged.
+            IndexNotFoundError: no record at ``path``, or a shard's directory is missing (named).
+            FormatVersionError: a record of another version (rebuild the sharded index).
+            CorruptIndexError: the record is damaged or edited, or a shard is not the one the
+                record lists in its place: copied from another slot, swapped, from another
+                sharded index, an extra ``shard-NNNN`` directory (the message names it).
             ShardedCutError: the shards are not at the recorded generations.
 
         """
         root = Path(path)
         record = _read_record(root)
         count = record["shards"]
+        _refuse_extra_shards(root, count)
         group = (factory or local_shards)([root / shard_name(n) for n in range(count)], None, readonly)
         try:
             described = group.call("describe", {n: () for n in range(count)}, read=True)
@@ -459,6 +488,7 @@ class ShardedIndex:
                 found = described[number]
                 if isinstance(found, ShardUnavailableError):
                     raise found
+                _check_shard(root, record, number, found[3], found[4])
                 generations.append(int(found[2]))
             wanted = record["generations"]
             behind = [
@@ -474,13 +504,9 @@ class ShardedIndex:
                 )
             number = int(record["cut"])
             refs = tuple(CutRef(number, generation, True) for generation in generations)
-            index = cls(root, group, _Cut(number, refs), number, readonly, record.get("index_id"))
-            if index._index_id is None and not readonly:
-                # Recorded before sharded indexes had an id: give it one now, in the same record
-                # (same cut and generations, replaced atomically), so files kept beside the record
-                # (ranking profiles) can say whose they are.
-                index._index_id = new_index_id()
-                write_atomic(root / RECORD, _encode_record({**record, "index_id": index._index_id}))
+            index = cls(
+                root, group, _Cut(number, refs), number, readonly, record["index_id"], record["shard_ids"]
+            )
             if behind:
                 index._dirty = True
                 index.commit()
@@ -500,12 +526,11 @@ class ShardedIndex:
         return self._path
 
     @property
-    def index_id(self) -> str | None:
-        """The sharded index's id (32 hex digits), kept in its commit record.
+    def index_id(self) -> str:
+        """The sharded index's id (32 hex digits), kept in its commit record and every shard's.
 
-        Files beside the record (the server's ranking profiles) name it as their owner. Made at
-        :meth:`create`; a sharded index recorded before ids existed gets one at its first writable
-        :meth:`open`, and is ``None`` only when opened read-only before that.
+        Files beside the record (the server's ranking profiles) name it as their owner; each
+        shard's ``SHARD`` record names it too. Made at :meth:`create`, kept for the index's life.
         """
         return self._index_id
 
@@ -691,9 +716,9 @@ class ShardedIndex:
                 "shards": len(self._names),
                 "cut": number,
                 "generations": [ref.generation for ref in refs],
+                "index_id": self._index_id,
+                "shard_ids": list(self._shard_ids),
             }
-            if self._index_id is not None:
-                record["index_id"] = self._index_id
             write_atomic(self._path / RECORD, _encode_record(record))
             previous = self._cut.number
             self._cut = _Cut(number, refs)
@@ -760,11 +785,16 @@ class ShardedIndex:
                 number = int(record["cut"])
                 if number == self._cut.number:
                     return number
-                if record["shards"] != len(self._names) or number < self._cut.number:
+                if (
+                    record["shards"] != len(self._names)
+                    or number < self._cut.number
+                    or record["index_id"] != self._index_id
+                    or tuple(record["shard_ids"]) != self._shard_ids
+                ):
                     raise ShardedCutError(
-                        f"{self._path / RECORD}: records cut {number} of {record['shards']} shards; "
-                        f"this reader holds cut {self._cut.number} of {len(self._names)} "
-                        "(the index was replaced: open it again)"
+                        f"{self._path / RECORD}: records cut {number} of {record['shards']} shards of "
+                        f"sharded index {record['index_id']}; this reader holds cut {self._cut.number} of "
+                        f"{len(self._names)} of {self._index_id} (the index was replaced: open it again)"
                     )
                 wanted = [int(generation) for generation in record["generations"]]
                 found = self._group.call("adopt", {n: (number, wanted[n]) for n in everyone}, read=True)
@@ -1121,41 +1151,120 @@ def _combine(parts: Sequence[ShardStatistics], shards: int) -> CollectionStatist
     )
 
 
+_RECORD_KEYS = frozenset(
+    {"format", "version", "hash", "index_id", "shards", "cut", "generations", "shard_ids"}
+)
+
+
 def _encode_record(record: Mapping[str, Any]) -> bytes:
-    return (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
+    return seal(record)
 
 
 def _read_record(root: Path) -> dict[str, Any]:
-    """The sharded commit record at ``root``, checked."""
+    """The sharded commit record at ``root``: checksum, every field's type and range checked.
+
+    Raises:
+        IndexNotFoundError: no record at ``root``.
+        FormatVersionError: a record of another version (version 1 had no checksum and no
+            shard identities: rebuild such an index).
+        CorruptIndexError: damaged, edited, or an impossible value (the message names the field).
+
+    """
     target = root / RECORD
     try:
         raw = target.read_bytes()
     except FileNotFoundError:
         raise IndexNotFoundError(f"{root}: no sharded index here (no {RECORD} file)") from None
+    except OSError as error:
+        raise CorruptIndexError(f"{target}: cannot be read ({error})") from None
     try:
-        record = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise CorruptIndexError(f"{target}: not JSON ({error})") from None
-    if not isinstance(record, dict) or record.get("format") != _FORMAT or record.get("version") != _VERSION:
-        raise CorruptIndexError(f"{target}: not a version {_VERSION} {_FORMAT} record")
-    if record.get("hash") != HASH_NAME:
-        raise CorruptIndexError(
-            f"{target}: keys hashed by {record.get('hash')!r}, this version uses {HASH_NAME}"
+        legacy = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        legacy = None
+    if isinstance(legacy, dict) and legacy.get("format") == _FORMAT and legacy.get("version") == 1:
+        raise FormatVersionError(
+            f"{target}: sharded index format version 1 (no checksum, shards not bound to their slots); "
+            f"this code reads version {_VERSION}: rebuild the sharded index"
         )
-    shards = record.get("shards")
-    generations = record.get("generations")
-    cut = record.get("cut")
-    if (
-        not isinstance(shards, int)
-        or isinstance(shards, bool)
-        or not isinstance(cut, int)
-        or not isinstance(generations, list)
-        or len(generations) != shards
-        or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in generations)
-    ):
-        raise CorruptIndexError(f"{target}: malformed shards, cut or generations")
-    identity = record.get("index_id")
-    if identity is not None and not is_index_id(identity):
-        raise CorruptIndexError(f"{target}: index_id is not 32 lowercase hex digits: {identity!r}")
-    check_shards(shards)
+    record = unseal(raw, target)
+    if record.get("format") != _FORMAT:
+        raise CorruptIndexError(f"{target}: not a {_FORMAT} record")
+    if record.get("version") != _VERSION:
+        raise FormatVersionError(
+            f"{target}: sharded index format version {record.get('version')!r}; this code reads "
+            f"version {_VERSION}"
+        )
+    exact_keys(record, _RECORD_KEYS, target)
+    if record["hash"] != HASH_NAME:
+        raise CorruptIndexError(f"{target}: keys hashed by {record['hash']!r}, this version uses {HASH_NAME}")
+    shards = integer(record, "shards", 1, MAX_SHARDS + 1, target)
+    integer(record, "cut", 0, COUNTER_LIMIT, target)
+    identifier(record, "index_id", target)
+    for name in ("generations", "shard_ids"):
+        if not isinstance(record[name], list) or len(record[name]) != shards:
+            raise CorruptIndexError(f"{target}: {name} must be a list of {shards} entries (one per shard)")
+    for number in range(shards):
+        integer({"generation": record["generations"][number]}, "generation", 0, COUNTER_LIMIT, target)
+        identifier({f"shard_ids[{number}]": record["shard_ids"][number]}, f"shard_ids[{number}]", target)
+    if len(set(record["shard_ids"])) != shards:
+        raise CorruptIndexError(f"{target}: two shards have the same index id")
     return record
+
+
+def _refuse_extra_shards(root: Path, count: int) -> None:
+    """Refuse a ``shard-*`` entry in ``root`` beyond the record's ``count`` shards (an extra shard).
+
+    Only what the coordinator's machine sees of ``root`` is listed: a shard
+    kept on another node is checked by its own ``SHARD`` record instead.
+    """
+    expected = {shard_name(number) for number in range(count)}
+    try:
+        extra = sorted(
+            entry.name
+            for entry in root.iterdir()
+            if entry.name.startswith("shard-") and entry.name not in expected
+        )
+    except OSError as error:
+        raise CorruptIndexError(f"{root}: cannot be listed ({error})") from None
+    if extra:
+        raise CorruptIndexError(
+            f"{root / extra[0]}: a shard directory {RECORD} does not list (it records {count} shards: "
+            f"shard-0000 to {shard_name(count - 1)})"
+        )
+
+
+def _check_shard(
+    root: Path, record: Mapping[str, Any], number: int, index_id: str, binding: ShardBinding | None
+) -> None:
+    """Refuse shard ``number`` unless it is the one ``record`` lists in its place.
+
+    Its ``SHARD`` record must name this sharded index, this slot and this
+    shard count, and its index id (its manifest's) must be both that record's
+    and the one ``SHARDS`` lists for the slot. O(1).
+    """
+    where = root / shard_name(number)
+    count = record["shards"]
+    if binding is None:
+        raise CorruptIndexError(
+            f"{where}: has no SHARD record, so nothing says it belongs here (not a shard of a "
+            "sharded index, or made before shards had one: rebuild the sharded index)"
+        )
+    if binding.sharded_id != record["index_id"]:
+        raise CorruptIndexError(
+            f"{where}: is a shard of sharded index {binding.sharded_id}, not of this one "
+            f"{record['index_id']} (a shard from another sharded index)"
+        )
+    if binding.shards != count:
+        raise CorruptIndexError(
+            f"{where}: belongs to a sharded index of {binding.shards} shards; {RECORD} lists {count}"
+        )
+    if binding.slot != number:
+        raise CorruptIndexError(
+            f"{where}: is {shard_name(binding.slot)} of this sharded index, found in the place of "
+            f"{shard_name(number)} (copied or swapped shard directories)"
+        )
+    if binding.index_id != index_id or record["shard_ids"][number] != index_id:
+        raise CorruptIndexError(
+            f"{where}: holds index {index_id}; its SHARD record names {binding.index_id} and {RECORD} "
+            f"lists {record['shard_ids'][number]} (index files copied in from another shard or index)"
+        )
