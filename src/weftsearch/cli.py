@@ -62,6 +62,7 @@ from weftsearch.corpus import (
     write_trec_run,
 )
 from weftsearch.demo import run_demo
+from weftsearch.distributed.sharded import ShardedIndex, is_sharded, scrub_sharded
 from weftsearch.engine.documents import Document
 from weftsearch.engine.filters import Filter, parse_filter
 from weftsearch.engine.index import Index
@@ -82,6 +83,7 @@ from weftsearch.fusion import FUSION_METHODS, RRF, ScoreFusion, WeightedRRF
 from weftsearch.scorers import BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, VectorScorer
 from weftsearch.scorers.vector import DEFAULT_NPROBE
 from weftsearch.storage import scrub_directory, upgrade_index
+from weftsearch.storage.directory import MANIFEST
 
 __all__ = [
     "main",
@@ -447,8 +449,8 @@ def _search_one(args: argparse.Namespace) -> int:
     if vector is not None and "vector" not in names:
         _warn("--query-vector is ignored: the vector signal is not in --signals")
     fuser = make_cli_fuser(args.fusion, weights, args.rrf_k, args.norm, len(names))
-    index = Index.open(args.index, readonly=True)
-    if "vector" in names and index.vector_dim is None:
+    index = _open_readonly(args.index)
+    if "vector" in names and _vector_dim(index) is None:
         _warn(f"the index at {args.index} holds no vectors; the vector signal will be empty")
     options = _options(args)
     scorers = [make_scorer(name, options) for name in names]
@@ -461,8 +463,21 @@ def _search_one(args: argparse.Namespace) -> int:
     print(
         f"query {args.query!r}: {len(results)} hit(s); signals {', '.join(results.signals)}; fusion {fusion}"
     )
-    sys.stdout.write(format_results(results, index, explain=args.explain))
+    sys.stdout.write(
+        format_results(results, index if isinstance(index, Index) else None, explain=args.explain)
+    )
     return 0
+
+
+def _open_readonly(path: str) -> Index | ShardedIndex:
+    """The index at ``path`` read-only: a sharded one (a ``SHARDS`` record, no manifest) or a single one."""
+    if is_sharded(path) and not (Path(path) / MANIFEST).exists():
+        return ShardedIndex.open(path, readonly=True)
+    return Index.open(path, readonly=True)
+
+
+def _vector_dim(index: Index | ShardedIndex) -> int | None:
+    return index.vector_dim if isinstance(index, Index) else index.stats().vector_dim
 
 
 def _search_batch(args: argparse.Namespace) -> int:
@@ -493,7 +508,12 @@ def _search_batch(args: argparse.Namespace) -> int:
         if lacking:
             _warn(f"{lacking} of {len(queries)} queries have no vector; their vector signal is empty")
     fuser = make_cli_fuser(args.fusion, weights, args.rrf_k, args.norm, len(names))
-    index = Index.open(args.index, readonly=True)
+    index = _open_readonly(args.index)
+    if isinstance(index, ShardedIndex) and args.threads is not None:
+        index.close()
+        raise InvalidParameterError(
+            f"--threads is for a single index; {args.index} is a sharded index (its shards answer each batch)"
+        )
     options = _options(args)
     scorers = [make_scorer(name, options) for name in names]
     to_file = args.run_out is not None and args.run_out != "-"
@@ -517,13 +537,11 @@ def _search_batch(args: argparse.Namespace) -> int:
         # the same snapshot.
         for start in range(0, len(queries), _BATCH_SLICE):
             batch = queries[start : start + _BATCH_SLICE]
-            many = index.search_many(
-                [dataclasses.replace(named.query, filter=args.filter) for named in batch],
-                args.k,
-                fuser,
-                *scorers,
-                depth=args.depth,
-                threads=args.threads,
+            asked = [dataclasses.replace(named.query, filter=args.filter) for named in batch]
+            many: Sequence[SearchResults] = (
+                index.search_many(asked, args.k, fuser, *scorers, depth=args.depth)
+                if isinstance(index, ShardedIndex)
+                else index.search_many(asked, args.k, fuser, *scorers, depth=args.depth, threads=args.threads)
             )
             for named, results in zip(batch, many, strict=True):
                 if args.json and args.run_out is None:
@@ -660,7 +678,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_scrub(args: argparse.Namespace) -> int:
     # The storage-level scrub: no Index, no lock, so an index that cannot be opened is scrubbed too.
-    report = scrub_directory(Path(args.index))
+    path = Path(args.index)
+    sharded = is_sharded(path) and not (path / MANIFEST).exists()
+    report = scrub_sharded(path) if sharded else scrub_directory(path)
     for problem in report.problems:
         print(problem)
     verdict = "ok" if report.ok else f"{len(report.problems)} problem(s)"
@@ -803,7 +823,7 @@ def format_stats(stats: IndexStats) -> str:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    with Index.open(args.index, readonly=True) as index:
+    with _open_readonly(args.index) as index:
         stats = index.stats()
     if args.json:
         print(_json_dump(stats.to_dict()))

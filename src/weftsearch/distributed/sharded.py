@@ -64,7 +64,7 @@ from weftsearch.engine.search import (
     stream_labels,
 )
 from weftsearch.engine.snapshot import CollectionStatistics, LinkView, key_positions, link_matrix
-from weftsearch.engine.stats import IndexStats
+from weftsearch.engine.stats import IndexStats, SegmentStats
 from weftsearch.engine.stream import FusedStream, PlanValue, Stream, order_by_score
 from weftsearch.errors import (
     CorruptIndexError,
@@ -72,19 +72,30 @@ from weftsearch.errors import (
     FormatVersionError,
     IndexExistsError,
     IndexNotFoundError,
+    IndexStorageError,
     InvalidParameterError,
     ScorerOutputError,
     ShardedCutError,
     ShardUnavailableError,
     UnknownKeyError,
 )
-from weftsearch.storage.directory import is_index_id, new_index_id
+from weftsearch.storage.directory import IndexDirectory, is_index_id, new_index_id
+from weftsearch.storage.integrity import ScrubReport, scrub_directory
 
-from .records import COUNTER_LIMIT, ShardBinding, exact_keys, identifier, integer, seal, unseal
+from .records import COUNTER_LIMIT, ShardBinding, exact_keys, identifier, integer, read_binding, seal, unseal
 from .shard import CutRef, InputRequest, LocalShard, ShardLinks, ShardStatistics, ShardStream, _shard_stream
 from .sharding import HASH_NAME, MAX_SHARDS, check_shards, shard_of
 
-__all__ = ["RECORD", "ShardGroup", "LocalShards", "ShardedIndex", "ShardedResults", "local_shards"]
+__all__ = [
+    "RECORD",
+    "ShardGroup",
+    "LocalShards",
+    "ShardedIndex",
+    "ShardedResults",
+    "is_sharded",
+    "local_shards",
+    "scrub_sharded",
+]
 
 #: The sharded commit record's file name in the sharded index's directory.
 RECORD = "SHARDS"
@@ -592,6 +603,48 @@ class ShardedIndex:
         found = self._group.call("stats", {n: () for n in range(len(self._names))}, read=True)
         self._raise_missing(found)
         return {self._names[n]: found[n] for n in range(len(self._names))}
+
+    def stats(self) -> IndexStats:
+        """The shards' :meth:`Index.stats` summed; segments named ``shard-NNNN/seg-...``.
+
+        ``generation`` is the cut searches read, ``path`` the sharded index's
+        directory.
+
+        Raises:
+            ShardUnavailableError: a shard could not be reached.
+            CorruptIndexError: the shards disagree on the analyzer or the vector
+                type or width (they were created with the same options, so they never do).
+
+        """
+        parts = self.shard_stats()
+        analyzers = {s.analyzer for s in parts.values()}
+        dtypes = {s.vector_dtype for s in parts.values()}
+        widths = {s.vector_dim for s in parts.values() if s.vector_dim is not None}
+        if len(analyzers) != 1 or len(dtypes) != 1 or len(widths) > 1:
+            raise CorruptIndexError(
+                f"{self._path}: the shards disagree on analyzer {sorted(analyzers)}, "
+                f"vector type {sorted(dtypes)} or vector width {sorted(widths)}"
+            )
+        return IndexStats(
+            path=str(self._path),
+            documents=sum(s.documents for s in parts.values()),
+            pending=sum(s.pending for s in parts.values()),
+            generation=self.cut,
+            analyzer=analyzers.pop(),
+            vector_dim=widths.pop() if widths else None,
+            vector_dtype=dtypes.pop(),
+            segments=tuple(
+                SegmentStats(
+                    None if segment.name is None else f"{name}/{segment.name}",
+                    segment.documents,
+                    segment.deleted,
+                    segment.bytes,
+                )
+                for name, s in parts.items()
+                for segment in s.segments
+            ),
+            bytes_on_disk=sum(s.bytes_on_disk for s in parts.values()),
+        )
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -1268,3 +1321,50 @@ def _check_shard(
             f"{where}: holds index {index_id}; its SHARD record names {binding.index_id} and {RECORD} "
             f"lists {record['shard_ids'][number]} (index files copied in from another shard or index)"
         )
+
+
+def is_sharded(path: str | PathLike[str]) -> bool:
+    """Whether ``path`` is a sharded index's directory (it holds a ``SHARDS`` record)."""
+    return (Path(path) / RECORD).is_file()
+
+
+def scrub_sharded(path: str | PathLike[str]) -> ScrubReport:
+    """Scrub a sharded index without opening it: its record, every shard's place, every shard's files.
+
+    The ``SHARDS`` record (checksum, fields), an extra ``shard-*`` entry, and
+    per listed shard its ``SHARD`` record and index id (as :meth:`ShardedIndex.open`
+    checks them) and :func:`~weftsearch.storage.scrub_directory` of its
+    directory (every file read in full). One message per problem. Shards on
+    another machine than this one are reported missing.
+
+    Raises:
+        IndexNotFoundError: no ``SHARDS`` record at ``path``.
+
+    """
+    root = Path(path)
+    try:
+        record = _read_record(root)
+    except (CorruptIndexError, FormatVersionError) as error:
+        return ScrubReport(files=0, bytes=0, problems=(str(error),))
+    problems: list[str] = []
+    files = total = 0
+    try:
+        _refuse_extra_shards(root, record["shards"])
+    except CorruptIndexError as error:
+        problems.append(str(error))
+    for number in range(record["shards"]):
+        where = root / shard_name(number)
+        try:
+            identity = IndexDirectory(where).read_manifest().index_id
+            _check_shard(root, record, number, identity, read_binding(where))
+        except (IndexStorageError, OSError) as error:
+            problems.append(str(error))
+        try:
+            report = scrub_directory(where)
+        except IndexStorageError as error:
+            if str(error) not in problems:
+                problems.append(str(error))
+            continue
+        files, total = files + report.files, total + report.bytes
+        problems.extend(report.problems)
+    return ScrubReport(files=files, bytes=total, problems=tuple(problems))
