@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 __all__ = ["RayShards", "connect", "ray_shards", "start_local_cluster", "stop_local_cluster"]
 
 #: Shard methods that change a shard: never retried, refused by a restarted actor.
+#: Seconds between asking a restarting actor again (a read waits for it within its timeout).
+_RESTART_POLL = 0.2
 _WRITES = frozenset({"add_many", "delete_many", "merge", "commit", "stage", "bind"})
 
 
@@ -190,11 +193,23 @@ class RayShards:
         for number, reference in pending.items():
             attempts = 1 + (self._read_retries if read else 0)
             failure: Exception | None = None
-            for attempt in range(attempts):
+            deadline = time.monotonic() + self._timeout
+            attempt = 0
+            while attempt < attempts:
                 try:
-                    results[number] = ray.get(reference, timeout=self._timeout)
+                    results[number] = ray.get(reference, timeout=max(0.0, deadline - time.monotonic()))
                     failure = None
                     break
+                except ray.exceptions.ActorUnavailableError as error:
+                    # The actor is restarting: a retried read would meet it restarting again,
+                    # so wait for it (within the call's timeout) without spending an attempt.
+                    failure = error
+                    if not read or time.monotonic() >= deadline:
+                        break
+                    time.sleep(_RESTART_POLL)
+                    args = arguments[number]
+                    reference = self._actors[number].call.remote(method, incarnation[number], *args)
+                    continue
                 except ray.exceptions.RayTaskError as error:
                     cause = error.cause
                     if isinstance(cause, ShardUnavailableError):
@@ -206,7 +221,8 @@ class RayShards:
                     raise
                 except ray.exceptions.RayError as error:  # the actor, its node or the wait failed
                     failure = error
-                    if attempt + 1 < attempts:
+                    attempt += 1
+                    if attempt < attempts and time.monotonic() < deadline:
                         args = arguments[number]
                         reference = self._actors[number].call.remote(method, incarnation[number], *args)
             if failure is not None:
