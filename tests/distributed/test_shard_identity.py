@@ -20,6 +20,7 @@ from tests.distributed.building import DROP, reseal_record
 from weftsearch import RRF, BM25Scorer, Document
 from weftsearch.distributed import RECORD, ShardedIndex
 from weftsearch.errors import CorruptIndexError, FormatVersionError, IndexNotFoundError, IndexStorageError
+from weftsearch.storage.directory import IndexDirectory
 
 WORDS = ["apple", "banana", "cherry", "damson", "elder", "fig", "grape", "hazel"]
 QUERIES = ["apple banana", "cherry", "damson fig grape", "hazel apple", "elder"]
@@ -225,3 +226,26 @@ def test_every_refusal_is_an_index_storage_error(index: Path) -> None:
     shutil.copytree(index / "shard-0001", index / "shard-0007")
     with pytest.raises(IndexStorageError):
         ShardedIndex.open(index)
+
+
+def _tree_bytes(root: Path) -> dict[str, bytes]:
+    files = sorted(path for path in root.rglob("*") if path.is_file())
+    return {str(path.relative_to(root)): path.read_bytes() for path in files}
+
+
+def test_a_sharded_build_with_a_fixed_id_is_byte_identical_and_its_shard_ids_differ(tmp_path: Path) -> None:
+    """The shards derive their ids from the given one: same input, same bytes; no two shards share an id."""
+    fixed = "0123456789abcdef0123456789abcdef"
+    trees = []
+    for name in ("a", "b"):
+        with ShardedIndex.create(tmp_path / name, 3, index_id=fixed) as sharded:
+            sharded.add_many([Document(key=f"k{n}", text=WORDS[n % 8]) for n in range(30)], progress=False)
+            sharded.commit()
+        trees.append(_tree_bytes(tmp_path / name))
+    assert trees[0] == trees[1]
+    with ShardedIndex.open(tmp_path / "a", readonly=True) as sharded:
+        assert sharded.index_id == fixed
+    ids = {
+        IndexDirectory(tmp_path / "a" / f"shard-{n:04d}").read_manifest().index_id for n in range(3)
+    }
+    assert len(ids) == 3 and fixed not in ids

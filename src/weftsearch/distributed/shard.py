@@ -13,6 +13,7 @@ cut. Reads are idempotent: a retried call returns the same answer.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
@@ -36,6 +37,16 @@ from weftsearch.errors import InvalidParameterError, ShardUnavailableError
 from weftsearch.storage.directory import IndexDirectory
 
 from .records import SHARD_RECORD, ShardBinding, encode_binding, read_binding
+
+
+def shard_index_id(sharded_id: str, name: str) -> str:
+    """The index id of shard ``name`` of the sharded index ``sharded_id``.
+
+    The first 32 hex digits of SHA-256 over both: deterministic (a sharded
+    build with a fixed id writes the same bytes every time) and distinct per
+    shard, so a shard copied over its sibling is caught by its id.
+    """
+    return hashlib.sha256(f"{sharded_id}/{name}".encode()).hexdigest()[:32]
 
 __all__ = ["CutRef", "ShardStatistics", "ShardStreams", "ShardLinks", "ShardInputs", "LocalShard"]
 
@@ -112,8 +123,16 @@ class LocalShard:
 
     @classmethod
     def create(cls, name: str, path: str | PathLike[str], options: Mapping[str, Any]) -> LocalShard:
-        """Create the shard's index at ``path`` (``options``: :meth:`Index.create`'s keywords)."""
-        return cls(name, Index.create(path, **dict(options)))
+        """Create the shard's index at ``path`` (``options``: :meth:`Index.create`'s keywords).
+
+        An ``index_id`` in ``options`` names the sharded index: the shard's own
+        id is derived from it and ``name`` (:func:`shard_index_id`), so a sharded
+        build with a fixed id is byte-identical, yet no two shards share an id.
+        """
+        keywords = dict(options)
+        if "index_id" in keywords:
+            keywords["index_id"] = shard_index_id(str(keywords["index_id"]), name)
+        return cls(name, Index.create(path, **keywords))
 
     @classmethod
     def open(cls, name: str, path: str | PathLike[str], readonly: bool = False) -> LocalShard:

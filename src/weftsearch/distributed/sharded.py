@@ -421,7 +421,8 @@ class ShardedIndex:
             **options: :meth:`Index.create`'s keywords (``analyzer``,
                 ``vector_dim``, ``store_text``, ...), the same for every shard;
                 but ``index_id`` names the sharded index (its ``SHARDS`` record),
-                and each shard index gets an id of its own.
+                and each shard index gets an id of its own (derived from the
+                given one: a build with a fixed id is byte-identical).
 
         Each shard's directory gets its ``SHARD`` record (this sharded index's
         id, its slot, the shard count), then ``SHARDS`` records every shard's
@@ -433,17 +434,18 @@ class ShardedIndex:
 
         """
         count = check_shards(shards)
-        identity = options.pop("index_id", None)
-        if identity is None:
-            identity = new_index_id()
-        elif not is_index_id(identity):
+        given = options.pop("index_id", None)
+        identity = new_index_id() if given is None else given
+        if not is_index_id(identity):
             raise InvalidParameterError(f"index_id must be 32 lowercase hex digits, got {identity!r}")
         root = Path(path)
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise IndexExistsError(f"{root}: exists and is not an empty directory")
         root.mkdir(parents=True, exist_ok=True)
         directories = [root / shard_name(number) for number in range(count)]
-        group = (factory or local_shards)(directories, dict(options), False)
+        # A caller's fixed id reaches the shards, which derive their own ids from it.
+        shard_options = dict(options) if given is None else {**options, "index_id": given}
+        group = (factory or local_shards)(directories, shard_options, False)
         try:
             bound = group.call("bind", {n: (identity, n, count) for n in range(count)}, read=False)
             missing = [value for value in bound.values() if isinstance(value, ShardUnavailableError)]
