@@ -315,3 +315,25 @@ def test_format_md_lists_every_kind_of_file_an_index_directory_holds(tmp_path: P
     assert all(_OWNED.fullmatch(name) for name in transient)
     transient.append("profiles/.text-v1.v000003.json.k2_9xq1z.part")
     assert [name for name in transient if kind(name, patterns) is None] == []
+
+
+def test_format_md_names_every_key_of_a_manifest_body(tmp_path: Path) -> None:
+    # docs/FORMAT.md, "Manifest": "The body holds `format` ..., `extra` ... and `segments`".
+    text = paragraph((REPO / "docs" / "FORMAT.md").read_text(encoding="utf-8"), "**Manifest.**")
+    listed = text[text.index("The body holds") : text.index("`segments`:")] + "`segments`"
+    listed = re.sub(r"\([^()]*\)", "", listed)  # what a key holds, in brackets, names no key
+    with Index.create(tmp_path / "idx") as index:
+        index.add(Document("a", "alpha"))
+        index.commit()
+    body = json.loads((tmp_path / "idx" / "MANIFEST").read_text(encoding="utf-8"))["body"]
+    assert set(re.findall(r"`(\w+)`", listed)) == set(body)
+
+
+def test_format_md_gives_the_block_table_its_four_rows() -> None:
+    # docs/FORMAT.md: `post.blocks` is `<u4` x 4B and "must hold 4B values; 3B in version 2".
+    from weftsearch.storage.postings import BLOCK_ROWS
+
+    text = " ".join((REPO / "docs" / "FORMAT.md").read_text(encoding="utf-8").split())
+    assert BLOCK_ROWS == 4
+    assert f"`post.blocks` must hold {BLOCK_ROWS}B values; 3B in version 2" in text
+    assert "must hold 3B values)" not in text
