@@ -131,7 +131,7 @@ def serve_it_block() -> str:
     start = text.index("\n## Serve it\n")
     end = text.index("\n## ", start + 1)
     (block,) = [body for lang, body in FENCE.findall(text[start:end]) if lang == "sh"]
-    return block
+    return str(block)
 
 
 def test_the_serve_it_commands_run_against_a_fresh_index(tmp_path: Path) -> None:
