@@ -123,3 +123,60 @@ def test_the_nginx_config_proxies_the_served_address() -> None:
     assert size is not None
     # The proxy lets through what the server takes, so clients meet the server's JSON 413.
     assert int(size.group(1)) * 1024 * 1024 >= ServerLimits().max_body_bytes
+
+
+def serve_it_block() -> str:
+    """README's "Serve it" shell block: start a server, publish a profile, search with it."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index("\n## Serve it\n")
+    end = text.index("\n## ", start + 1)
+    (block,) = [body for lang, body in FENCE.findall(text[start:end]) if lang == "sh"]
+    return str(block)
+
+
+def test_the_serve_it_commands_run_against_a_fresh_index(tmp_path: Path) -> None:
+    # The block must work on a fresh index: a profile it searches with is one it publishes itself.
+    for tool in ("bash", "curl"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"the section's commands need {tool}")
+    lines = logical_lines(serve_it_block())
+    (serve,) = [line for line in lines if line.startswith("weft-search serve")]
+    documented = re.search(r"--port (\d+)", serve)
+    index = re.search(r"--index (\S+)", serve)
+    assert documented is not None and index is not None
+    assert all(line.startswith("curl -fsS ") for line in lines if line.startswith("curl"))  # -f: errors fail
+    work = tmp_path / "work"
+    work.mkdir()
+    corpus = work / "corpus.jsonl"
+    corpus.write_text(
+        '{"id": "d1", "text": "Vitamin D and bone density in the elderly"}\n'
+        '{"id": "d2", "text": "Rain over the sea"}\n',
+        encoding="utf-8",
+    )
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    shim = shims / "weft-search"
+    main = "from weftsearch.cli import main; raise SystemExit(main())"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -c "{main}" "$@"\n')
+    shim.chmod(0o755)
+    port = str(free_port())
+    script = ["set -euo pipefail", f"weft-search index corpus.jsonl --index {index.group(1)} >/dev/null"]
+    for line in lines:
+        if line is serve:
+            script += [
+                line + " &",
+                "SERVER=$!",
+                "trap 'kill -INT $SERVER; wait $SERVER' EXIT",
+                f"for _ in $(seq 600); do curl -fs localhost:{port}/health >/dev/null && break; "
+                "kill -0 $SERVER; sleep 0.1; done",
+            ]
+        else:
+            script.append(f"{line}\necho")
+    text = "\n".join(script).replace(documented.group(1), port)
+    env = {**os.environ, "PATH": f"{shims}:{os.environ['PATH']}", "PYTHONPATH": SRC}
+    done = subprocess.run(
+        ["bash", "-c", text], cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert '"name":"text-v1","version":1' in done.stdout
+    assert '"key":"d1"' in done.stdout and '"ranking":{"profile":"text-v1","version":1}' in done.stdout
