@@ -251,7 +251,9 @@ def test_a_call_filter_overrides_the_retrievers_in_invoke_ainvoke_and_batch() ->
 
 def test_a_filter_can_be_chosen_per_call_through_configurable_fields() -> None:
     retriever = WeftRetriever(_index(), k=7).configurable_fields(filter=ConfigurableField(id="filter"))
-    assert set(_keys(retriever.invoke("retrieval", config={"configurable": {"filter": RECENT}}))) <= RECENT_KEYS
+    assert (
+        set(_keys(retriever.invoke("retrieval", config={"configurable": {"filter": RECENT}}))) <= RECENT_KEYS
+    )
     assert "bm25" in _keys(retriever.invoke("retrieval"))
 
 

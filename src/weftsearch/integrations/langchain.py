@@ -190,7 +190,7 @@ class WeftRetriever(BaseRetriever):
         k: int | None = None,
         depth: int | None = None,
         embed_query: EmbedFunction | Embeddings | None = None,
-        filter: Filter | str | None = None,  # noqa: A002 - LangChain's name for it
+        filter: Filter | str | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
         refresh: bool = True,
         name: str | None = None,
@@ -204,7 +204,9 @@ class WeftRetriever(BaseRetriever):
         extra = _search_kwargs(search_kwargs, "search_kwargs")
         if "k" in extra:
             if k is not None:
-                raise InvalidParameterError(f"k is given twice: k={k!r} and search_kwargs['k']={extra['k']!r}")
+                raise InvalidParameterError(
+                    f"k is given twice: k={k!r} and search_kwargs['k']={extra['k']!r}"
+                )
             k = extra["k"]
         if "filter" in extra:
             if filter is not None:
@@ -281,8 +283,8 @@ class WeftRetriever(BaseRetriever):
             raise InvalidParameterError(f"k ({k}) must be at most the retriever's depth ({self.depth})")
         return k, as_filter(given["filter"]) if "filter" in given else self.filter
 
-    def _query(self, text: str, vector: NDArray[np.float32] | None, filter: Filter | None) -> Query:  # noqa: A002
-        """The weft :class:`~weftsearch.Query` for a LangChain query string: the one place a query is built."""
+    def _query(self, text: str, vector: NDArray[np.float32] | None, filter: Filter | None) -> Query:
+        """The weft :class:`~weftsearch.Query` for a LangChain query string (the one place one is built)."""
         return Query(text=text, vector=vector, filter=filter)
 
     def _snapshot(self) -> Snapshot:
