@@ -97,7 +97,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch._argtypes import positive_float, positive_int, positive_list
-from weftsearch._plotting import legend_below, png_bytes
+from weftsearch._plotting import legend_below, log_ticks, png_bytes
 from weftsearch.errors import InvalidParameterError, MissingDependencyError
 from weftsearch.scorers.vector import DEFAULT_NPROBE
 from weftsearch.server.launch import LOOPBACK, ServerProcess, free_port
@@ -1835,6 +1835,10 @@ def ladder_figure(results: Sequence[LadderResult], *, title: str = "") -> Figure
                 )
         axes.set_xscale("log")
         axes.set_yscale("log")
+        # Round values as plain numbers, never more than fit: matplotlib's own labels of a log
+        # axis spanning about a decade collide (3x10^2 against 4x10^2).
+        log_ticks(axes.xaxis)
+        log_ticks(axes.yaxis, max_ticks=8)
         axes.set_xlabel("offered load (queries / second, Poisson)")
         axes.set_ylabel("latency from scheduled arrival (ms)")
         axes.set_title(f"{arm}" + (f": {title}" if title else "") + " (x: requests shed)", fontsize=9)
