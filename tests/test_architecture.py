@@ -1010,6 +1010,7 @@ def test_the_golden_renderer_sees_contract_changes() -> None:
     retriever = text[text.index("pydantic model (frozen) WeftRetriever\n") :].split("\n\n", 1)[0]
     fields = [line.split(":")[0].strip() for line in retriever.splitlines() if line.startswith("  field ")]
     assert fields == [
-        f"field {name}" for name in ("index", "scorers", "fuser", "k", "depth", "embed_query", "refresh")
+        f"field {name}"
+        for name in ("index", "scorers", "fuser", "k", "depth", "embed_query", "filter", "refresh")
     ]
     assert "model_" not in retriever  # pydantic's own namespace is not weft-search's contract

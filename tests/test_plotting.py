@@ -7,16 +7,21 @@ the recall curve (``recall --plot``) and the eval report's sweep curve.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("matplotlib", reason="the plots need the 'eval' extra")
 
+from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
+from matplotlib.text import Text
 
 from weftsearch import _plotting
 from weftsearch.bench.loadgen import (
@@ -102,6 +107,106 @@ def test_a_target_keeps_its_colour_in_every_panel() -> None:
     figure = ladder_figure([r for r in results if r.arm == "bm25"] + list(reversed(results[6:])))
     colours = [{line.get_label(): line.get_color() for line in ax.get_lines()} for ax in figure.axes]
     assert colours[0]["weft serve:2 p50"] == colours[1]["weft serve:2 p50"]
+
+
+def drawn_tick_labels(axis: Axis) -> list[Text]:
+    """The tick labels ``axis`` drew (major and minor, in its view, with text), after a draw."""
+    low, high = sorted(axis.get_view_interval())
+    slack = (high - low) * 1e-9
+    labels = []
+    for ticks, locs in (
+        (axis.get_major_ticks(), axis.get_majorticklocs()),
+        (axis.get_minor_ticks(), axis.get_minorticklocs()),
+    ):
+        for tick, loc in zip(ticks, locs, strict=False):
+            if low - slack <= loc <= high + slack and tick.label1.get_visible() and tick.label1.get_text():
+                labels.append(tick.label1)
+    return labels
+
+
+def assert_tick_labels_apart(figure: Figure) -> None:
+    """Draw ``figure`` and check no two tick labels of one axis meet, and each axis has two or more."""
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()  # type: ignore[no-untyped-call]
+    renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]
+    for axes in figure.axes:
+        for axis in (axes.xaxis, axes.yaxis):
+            labels = drawn_tick_labels(axis)
+            where = f"{axes.get_title()!r} {axis.axis_name}: {[label.get_text() for label in labels]}"
+            assert len(labels) >= 2, f"a log axis needs two labels to be read: {where}"
+            boxes = [label.get_window_extent(renderer) for label in labels]
+            for first in range(len(boxes)):
+                for second in range(first + 1, len(boxes)):
+                    assert not boxes[first].overlaps(boxes[second]), (
+                        f"tick labels {labels[first].get_text()!r} and {labels[second].get_text()!r} "
+                        f"overlap on {where}"
+                    )
+
+
+def _ladder(low: float, high: float, p50: tuple[float, float], p99: tuple[float, float]) -> LadderResult:
+    """One ladder of eight rungs from ``low`` to ``high`` q/s (geometric), latencies likewise."""
+    rates = np.geomspace(low, high, 8)
+    rungs = [
+        _rung(float(rate), float(a), float(b))
+        for rate, a, b in zip(rates, np.geomspace(*p50, 8), np.geomspace(*p99, 8), strict=True)
+    ]
+    return LadderResult("weft threads:2", "bm25", "weft-search", "this process", high, rungs, rungs[-1:], 1.0)
+
+
+LADDER_RANGES = [
+    # (case, offered load from-to, p50 from-to, p99 from-to)
+    ("within one decade", (1_100.0, 9_000.0), (0.21, 0.9), (0.5, 0.95)),
+    ("a narrow band", (2_100.0, 4_800.0), (0.31, 0.42), (0.6, 0.8)),
+    ("across a decade boundary", (800.0, 3_000.0), (0.3, 2.5), (0.6, 6.0)),
+    ("many decades", (0.5, 3e6), (0.01, 5e4), (0.02, 1e5)),
+    ("SciFact-like", (1_000.0, 25_000.0), (0.22, 6.0), (0.55, 8.5)),
+    # Ranges where matplotlib's own labels collided or gave a single label (found by a sweep):
+    ("about a decade and a third", (3.75, 75.0), (0.075, 1.5), (0.19, 7.5)),
+    ("a fraction of a decade", (0.13, 0.21), (0.0026, 0.0042), (0.0065, 0.013)),
+    ("a band with one decade tick", (0.7, 1.75), (0.014, 0.035), (0.035, 0.17)),
+    ("a band between decades", (108.0, 270.0), (2.16, 5.4), (5.4, 27.0)),
+    ("a thin band", (2_100.0, 2_300.0), (0.41, 0.43), (0.8, 0.81)),
+]
+
+
+@pytest.mark.parametrize(
+    ("offered", "p50", "p99"), [c[1:] for c in LADDER_RANGES], ids=[c[0] for c in LADDER_RANGES]
+)
+def test_the_load_ladders_log_tick_labels_never_overlap(
+    offered: tuple[float, float], p50: tuple[float, float], p99: tuple[float, float]
+) -> None:
+    results = [_ladder(*offered, p50, p99)]
+    assert_tick_labels_apart(ladder_figure(results))
+    two_arms = [*results, dataclasses.replace(results[0], arm="hybrid")]
+    assert_tick_labels_apart(ladder_figure(two_arms, title="synthetic 1,000,000"))
+
+
+def test_the_busy_ladders_tick_labels_never_overlap() -> None:
+    assert_tick_labels_apart(ladder_figure(_busy_ladders()))
+
+
+def test_log_tick_values_are_two_to_max_round_values_inside_any_range() -> None:
+    for low in np.geomspace(1e-4, 1e7, 40):
+        for ratio in (1.01, 1.1, 1.6, 2.5, 4.0, 9.5, 13.0, 40.0, 300.0, 1e4, 1e9):
+            for max_ticks in (2, 6, 8):
+                values = _plotting.log_tick_values(low, low * ratio, max_ticks)
+                where = (low, ratio, max_ticks, values)
+                assert 2 <= len(values) <= max_ticks, where
+                assert all(a < b for a, b in itertools.pairwise(values)), where
+                assert low * (1 - 1e-6) <= values[0] and values[-1] <= low * ratio * (1 + 1e-6), where
+    assert _plotting.log_tick_values(30.0, 700.0, 6) == [30.0, 50.0, 100.0, 200.0, 300.0, 500.0]
+    assert _plotting.log_tick_values(1.0, 1e8, 6) == [1.0, 100.0, 1e4, 1e6, 1e8]
+    assert [_plotting.tick_text(v) for v in (0.25, 40.0, 1500.0, 2e4, 3e6, 1e-5)] == [
+        "0.25", "40", "1,500", "20k", "3M", "1e-05",
+    ]  # fmt: skip
+
+
+def test_the_recall_curves_tick_labels_never_overlap() -> None:
+    for top in (90.0, 3_000.0, 2e6):
+        points = [
+            RecallPoint(n, {10: 1.0 - 0.5 / n}, 100.0 * n, 4e4 * n, top / n, 100) for n in (1, 2, 4, 8, 16)
+        ]
+        assert_tick_labels_apart(recall_figure(points, title="SciFact"))
 
 
 def test_the_recall_curves_legend_is_off_the_axes() -> None:

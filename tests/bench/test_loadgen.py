@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -604,6 +605,91 @@ def test_without_the_histogram_library_the_ladder_names_the_extra_before_sending
     finally:
         target.close()
     assert calls == []
+
+
+#: A bench load that would build indexes at once if nothing stopped it (the work is spied on below).
+QUICK_LOAD = [
+    "bench", "load", "--synthetic", "50", "--queries", "5", "--rungs", "1", "--rung-seconds", "0.1",
+    "--min-requests", "1", "--sequential-seconds", "0.1", "--repetitions", "1", "--no-calibrate",
+]  # fmt: skip
+
+
+@pytest.fixture
+def no_work(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every corpus drawn and index built by ``bench load``, recorded instead of done."""
+    work: list[str] = []
+
+    def record(name: str) -> Any:
+        def step(*args: object, **kwargs: object) -> Any:
+            work.append(name)
+            raise AssertionError(f"{name} ran before the missing package was reported")
+
+        return step
+
+    for name in ("_synthetic", "_scifact", "_build_weft", "_build_tantivy", "_build_lance", "_commit_run"):
+        monkeypatch.setattr(loadgen, name, record(name))
+    return work
+
+
+BENCH = r": pip install 'weft-search\[bench\]'"
+MISSING: list[tuple[str, list[str], list[str], str]] = [
+    # (case, modules made missing, options, what the message must hold)
+    ("histograms", ["hdrh"], ["--no-peer"], r"hdrh \(for the latency histograms\)" + BENCH),
+    ("bm25 peer", ["tantivy"], ["--arms", "bm25"], r"tantivy \(for the bm25 arm's peer \(or --no-peer\)\)"),
+    ("hybrid peer", ["lancedb"], ["--arms", "hybrid"], r"lancedb \(for the hybrid arm's peer"),
+    ("arrow", ["pyarrow"], ["--arms", "bm25,hybrid"], r"pyarrow \(for the hybrid arm's peer"),
+    ("server target", ["httpx"], ["--target", "http://127.0.0.1:9"],
+     r"httpx \(for a server target\).*weft-search\[server\]"),
+    ("serve target", ["uvicorn"], ["--target", "serve:1"], r"uvicorn \(for a serve:N target\)"),
+    ("plot", ["matplotlib"], ["--no-peer", "--plot", "x.png"],
+     r"matplotlib \(for --plot\): pip install 'weft-search\[eval\]'"),
+    ("two at once", ["hdrh", "tantivy"], [], r"hdrh .*; tantivy .*" + BENCH + "$"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("modules", "options", "message"), [c[1:] for c in MISSING], ids=[c[0] for c in MISSING]
+)
+def test_a_missing_package_is_named_before_any_index_is_built(
+    modules: list[str],
+    options: list[str],
+    message: str,
+    no_work: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for module in modules:
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed
+    assert weft_cli.main([*QUICK_LOAD, *options]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(message, err), err
+    assert no_work == []
+
+
+def test_peers_are_not_needed_where_no_peer_runs(no_work: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    for module in ("tantivy", "lancedb", "pyarrow"):
+        monkeypatch.setitem(sys.modules, module, None)
+    loadgen.check_load_dependencies(["bm25", "hybrid"], ["threads:1"], peer=False, plot=False)
+    loadgen.check_load_dependencies(["bm25", "hybrid"], ["http://127.0.0.1:9"], peer=True, plot=False)
+    with pytest.raises(MissingDependencyError, match="tantivy"):
+        loadgen.check_load_dependencies(["bm25"], ["http://127.0.0.1:9", "threads:1"], peer=True, plot=False)
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("threads:x", "unknown target 'threads:x'"),
+        ("processes:0", "unknown target 'processes:0'"),
+        ("serve:0", "unknown target 'serve:0': expected serve:N"),
+        ("ray:2", "unknown target 'ray:2'"),
+    ],
+)
+def test_a_bad_target_is_refused_before_any_index_is_built(
+    target: str, message: str, no_work: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert weft_cli.main([*QUICK_LOAD, "--no-peer", "--target", target]) == 2
+    assert message in capsys.readouterr().err
+    assert no_work == []
 
 
 def test_the_command_on_the_synthetic_corpus_runs_both_arms(

@@ -514,3 +514,32 @@ def test_sound_keys_is_damaged_then_keys_of(segments: int) -> None:
         else:
             assert keep is not None and keep.tolist() == (~damaged).tolist()
             assert keys == snapshot.keys_of(ids[~damaged])
+
+
+# ---------------------------------------------------------------- searching a given snapshot
+
+
+def test_search_reads_the_snapshot_it_is_given_and_counts_in_flight() -> None:
+    # A caller that reads documents after the search (the LangChain retriever) needs the
+    # search to have read the same snapshot, and the search to count as one in flight.
+    index = Index()
+    index.add_many([Document("a", "graph retrieval"), Document("b", "graph")])
+    before = index.snapshot()
+    index.add(Document("c", "graph graph graph"))
+    seen: list[bool] = []
+    given = index.search("graph", 5, RRF(), _Plain(seen, index), snapshot=before)
+    assert sorted(given.keys) == ["a", "b"] and seen == [True]
+    assert index.search("graph", 5, RRF(), BM25Scorer()).keys[0] == "c"  # the current one has c
+    assert not index._searches
+
+
+def test_search_refuses_a_snapshot_of_another_index_or_not_a_snapshot() -> None:
+    index = Index()
+    index.add(Document("a", "graph"))
+    other = Index()
+    other.add(Document("z", "graph"))
+    with pytest.raises(InvalidParameterError, match="a snapshot of another index"):
+        index.search("graph", 5, RRF(), BM25Scorer(), snapshot=other.snapshot())
+    with pytest.raises(InvalidParameterError, match="got str"):
+        index.search("graph", 5, RRF(), BM25Scorer(), snapshot="latest")  # type: ignore[arg-type]
+    assert not index._searches

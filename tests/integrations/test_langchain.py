@@ -22,6 +22,7 @@ from weftsearch import (
     RRF,
     BM25Scorer,
     Document,
+    F,
     Index,
     Query,
     RecencyScorer,
@@ -31,16 +32,20 @@ from weftsearch import (
     Stream,
     VectorScorer,
 )
+from weftsearch.engine.inflight import searches_in_flight
 from weftsearch.errors import (
+    FilterSyntaxError,
     IndexNotFoundError,
+    InvalidFilterError,
     InvalidParameterError,
     InvalidQueryError,
     InvalidVectorError,
     MissingDependencyError,
+    UnknownFieldError,
     VectorDimensionError,
     WeftError,
 )
-from weftsearch.integrations.langchain import DEFAULT_K, WeftRetriever
+from weftsearch.integrations.langchain import DEFAULT_K, SEARCH_KWARGS, WeftRetriever
 
 DAY = 86_400.0
 
@@ -190,6 +195,155 @@ def test_an_empty_index_returns_no_documents() -> None:
 def test_a_query_matching_nothing_returns_no_documents() -> None:
     assert WeftRetriever(_index()).invoke("zebra") == []
     assert WeftRetriever(_index()).invoke("") == []
+
+
+# ---------------------------------------------------------------------------- filters
+
+#: Documents dated 20 days or later: dense, rrf, recency, semantic (graph has no time).
+RECENT = "@time >= 1728000"
+RECENT_KEYS = {"dense", "rrf", "recency", "semantic"}
+
+
+def _keys(documents: Sequence[LCDocument]) -> list[str]:
+    return [d.id or "" for d in documents]
+
+
+def test_a_constructor_filter_limits_the_documents_in_string_or_structured_form() -> None:
+    index = _index()
+    unfiltered = WeftRetriever(index, k=7, embed_query=embed).invoke(QUERY)
+    assert not set(_keys(unfiltered)) <= RECENT_KEYS  # the filter below has something to remove
+    for given in (RECENT, F("@time") >= 20 * DAY):
+        retriever = WeftRetriever(index, k=7, embed_query=embed, filter=given)
+        documents = retriever.invoke(QUERY)
+        assert set(_keys(documents)) == RECENT_KEYS
+        query = Query(QUERY, vector=np.asarray(VECTORS[QUERY], dtype=np.float32), filter=RECENT)
+        _expected(index, documents, query, 7, BM25Scorer(), VectorScorer())
+        assert asyncio.run(retriever.ainvoke(QUERY)) == documents
+    titles = WeftRetriever(index, k=7, filter="title in ('BM25', 'LUCENE')").invoke("bm25 sparse")
+    assert sorted(_keys(titles)) == ["bm25", "lucene"]
+
+
+def test_search_kwargs_take_filter_and_k_as_langchains_vector_store_retriever_does() -> None:
+    index = _index()
+    retriever = WeftRetriever(index, embed_query=embed, search_kwargs={"filter": RECENT, "k": 2})
+    assert retriever.k == 2
+    documents = retriever.invoke(QUERY)
+    assert len(documents) == 2 and set(_keys(documents)) <= RECENT_KEYS
+    query = Query(QUERY, vector=np.asarray(VECTORS[QUERY], dtype=np.float32), filter=RECENT)
+    _expected(index, documents, query, 2, BM25Scorer(), VectorScorer())
+    assert WeftRetriever(index, search_kwargs={"k": 6}).k == 6
+    assert WeftRetriever(index, search_kwargs={}).k == DEFAULT_K
+
+
+def test_a_call_filter_overrides_the_retrievers_in_invoke_ainvoke_and_batch() -> None:
+    index = _index()
+    plain = WeftRetriever(index, k=7, embed_query=embed)
+    limited = WeftRetriever(index, k=7, embed_query=embed, filter="title == 'BM25'")
+    recent = WeftRetriever(index, k=7, embed_query=embed, filter=RECENT).invoke(QUERY)
+    for retriever in (plain, limited):
+        assert retriever.invoke(QUERY, filter=RECENT) == recent
+        assert asyncio.run(retriever.ainvoke(QUERY, filter=F("@time") >= 20 * DAY)) == recent
+        assert retriever.batch([QUERY, QUERY], filter=RECENT) == [recent, recent]
+    assert _keys(limited.invoke(QUERY)) == ["bm25"]
+    assert limited.invoke(QUERY, filter=None) == plain.invoke(QUERY)  # None: unfiltered for this call
+    assert _keys(plain.invoke(QUERY, k=2)) == _keys(plain.invoke(QUERY))[:2]
+
+
+def test_a_filter_can_be_chosen_per_call_through_configurable_fields() -> None:
+    retriever = WeftRetriever(_index(), k=7).configurable_fields(filter=ConfigurableField(id="filter"))
+    assert (
+        set(_keys(retriever.invoke("retrieval", config={"configurable": {"filter": RECENT}}))) <= RECENT_KEYS
+    )
+    assert "bm25" in _keys(retriever.invoke("retrieval"))
+
+
+def test_a_filter_matching_nothing_returns_no_documents() -> None:
+    retriever = WeftRetriever(_index(), embed_query=embed, filter="title == 'NONE'")
+    assert retriever.invoke(QUERY) == []
+
+
+BAD_KEYWORDS: list[tuple[str, dict[str, Any]]] = [
+    ("a vector store's", {"fetch_k": 20}),
+    ("a misspelt filter", {"filters": RECENT}),
+    ("two at once", {"score_threshold": 0.5, "where": {"a": 1}}),
+]
+
+
+@pytest.mark.parametrize("keywords", [c[1] for c in BAD_KEYWORDS], ids=[c[0] for c in BAD_KEYWORDS])
+def test_an_unknown_keyword_is_refused_naming_it_and_the_accepted_ones(keywords: dict[str, Any]) -> None:
+    retriever = WeftRetriever(_index())
+    names = ", ".join(repr(name) for name in sorted(keywords))
+    accepted = f"accepted: {', '.join(SEARCH_KWARGS)}"
+    for call in (
+        lambda: retriever.invoke(QUERY, **keywords),
+        lambda: asyncio.run(retriever.ainvoke(QUERY, **keywords)),
+        lambda: retriever.batch([QUERY], **keywords),
+        lambda: WeftRetriever(_index(), search_kwargs={**keywords, "k": 2}),
+    ):
+        with pytest.raises(InvalidParameterError) as caught:
+            call()
+        assert names in str(caught.value) and accepted in str(caught.value)
+    assert retriever.invoke(QUERY, verbose=False) == retriever.invoke(QUERY)  # LangChain's own keyword
+
+
+def test_bad_filters_and_search_kwargs_raise_typed_errors() -> None:
+    index = _index()
+    with pytest.raises(FilterSyntaxError):
+        WeftRetriever(index, filter="year >=")
+    with pytest.raises(FilterSyntaxError):
+        WeftRetriever(index, search_kwargs={"filter": "year >= and"})
+    with pytest.raises(InvalidFilterError, match="got dict"):
+        WeftRetriever(index, filter={"year": 2015})  # type: ignore[arg-type]
+    with pytest.raises(InvalidFilterError, match="got dict"):
+        WeftRetriever(index).invoke(QUERY, filter={"year": 2015})
+    with pytest.raises(UnknownFieldError, match="year"):
+        WeftRetriever(index, filter="year >= 2015").invoke(QUERY)  # fields are checked at query time
+    with pytest.raises(FilterSyntaxError):
+        WeftRetriever(index).invoke(QUERY, filter="year >=")
+    with pytest.raises(InvalidParameterError, match="search_kwargs must be a mapping, got list"):
+        WeftRetriever(index, search_kwargs=[("k", 2)])  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="k is given twice"):
+        WeftRetriever(index, k=3, search_kwargs={"k": 2})
+    with pytest.raises(InvalidParameterError, match="filter is given twice"):
+        WeftRetriever(index, filter=RECENT, search_kwargs={"filter": RECENT})
+    with pytest.raises(InvalidParameterError, match="k must be a positive integer"):
+        WeftRetriever(index, search_kwargs={"k": 0})
+    with pytest.raises(InvalidParameterError, match="k must be a positive integer"):
+        WeftRetriever(index).invoke(QUERY, k=0)
+    with pytest.raises(InvalidParameterError, match=r"k \(8\) must be at most the retriever's depth \(5\)"):
+        WeftRetriever(index, k=2, depth=5).invoke(QUERY, k=8)
+
+
+# ---------------------------------------------------------------------------- searches in flight
+
+
+class InFlightRecorder:
+    """BM25 that records how many searches were in flight in this process when it ran."""
+
+    def __init__(self) -> None:
+        self.inner = BM25Scorer()
+        self.counts: list[int] = []
+
+    @property
+    def name(self) -> str:
+        return "bm25"
+
+    def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
+        self.counts.append(searches_in_flight())
+        return self.inner.score(snapshot, query, k)
+
+
+def test_a_retriever_search_counts_as_a_search_in_flight() -> None:
+    # Commits yield to searches in flight and BM25 picks its path by the count:
+    # a retriever's search must be one of them, on the sync and the async path.
+    index = _index()
+    recorder = InFlightRecorder()
+    retriever = WeftRetriever(index, scorers=[recorder], k=3, filter=RECENT)
+    base = searches_in_flight()
+    retriever.invoke("retrieval")
+    asyncio.run(retriever.ainvoke("retrieval"))
+    assert recorder.counts == [base + 1, base + 1]
+    assert searches_in_flight() == base and not index._searches
 
 
 # ---------------------------------------------------------------------------- async

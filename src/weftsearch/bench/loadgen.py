@@ -97,7 +97,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch._argtypes import positive_float, positive_int, positive_list
-from weftsearch._plotting import legend_below, png_bytes
+from weftsearch._plotting import legend_below, log_ticks, png_bytes
 from weftsearch.errors import InvalidParameterError, MissingDependencyError
 from weftsearch.scorers.vector import DEFAULT_NPROBE
 from weftsearch.server.launch import LOOPBACK, ServerProcess, free_port
@@ -1835,6 +1835,10 @@ def ladder_figure(results: Sequence[LadderResult], *, title: str = "") -> Figure
                 )
         axes.set_xscale("log")
         axes.set_yscale("log")
+        # Round values as plain numbers, never more than fit: matplotlib's own labels of a log
+        # axis spanning about a decade collide (3x10^2 against 4x10^2).
+        log_ticks(axes.xaxis)
+        log_ticks(axes.yaxis, max_ticks=8)
         axes.set_xlabel("offered load (queries / second, Poisson)")
         axes.set_ylabel("latency from scheduled arrival (ms)")
         axes.set_title(f"{arm}" + (f": {title}" if title else "") + " (x: requests shed)", fontsize=9)
@@ -2031,17 +2035,86 @@ def _machine_state() -> dict[str, Any]:
     }
 
 
+#: The install line of the ``bench`` extra (the histograms and the peers).
+BENCH_INSTALL_HINT = "pip install 'weft-search[bench]'"
+#: The install line of the ``server`` extra (``serve:N`` runs ``weft-search serve``; httpx drives it).
+SERVER_INSTALL_HINT = "pip install 'weft-search[server]'"
+
+
+def _module_missing(module: str) -> bool:
+    """Whether ``module`` (a top-level name) cannot be imported, found without importing it. O(1)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is None  # None too for a sys.modules entry of None
+    except (ImportError, ValueError):
+        return True
+
+
+def needed_modules(
+    arms: Sequence[str], targets: Sequence[str], *, peer: bool, plot: bool
+) -> list[tuple[str, str, str]]:
+    """What ``bench load`` with these options imports: ``(module, what needs it, install line)`` each.
+
+    The histograms always; a peer's engine where a peer runs (``peer`` and some
+    target in-process or multi-process): tantivy for the bm25 arm, LanceDB and
+    pyarrow for the hybrid arm; httpx for a server target, and the server's
+    own packages for ``serve:N``; matplotlib for ``--plot``.
+    """
+    needed = [("hdrh", "the latency histograms", BENCH_INSTALL_HINT)]
+    if peer and any(not _is_served(kind) for kind in targets):
+        if "bm25" in arms:
+            needed.append(("tantivy", "the bm25 arm's peer (or --no-peer)", BENCH_INSTALL_HINT))
+        if "hybrid" in arms:
+            needed.append(("lancedb", "the hybrid arm's peer (or --no-peer)", BENCH_INSTALL_HINT))
+            needed.append(("pyarrow", "the hybrid arm's peer (or --no-peer)", BENCH_INSTALL_HINT))
+    if any(_is_served(kind) for kind in targets):
+        needed.append(("httpx", "a server target", SERVER_INSTALL_HINT))
+    if any(kind.startswith("serve:") for kind in targets):
+        needed.extend((module, "a serve:N target", SERVER_INSTALL_HINT) for module in ("fastapi", "uvicorn"))
+    if plot:
+        needed.append(("matplotlib", "--plot", PLOT_INSTALL_HINT))
+    return needed
+
+
+def check_load_dependencies(arms: Sequence[str], targets: Sequence[str], *, peer: bool, plot: bool) -> None:
+    """Refuse at once, before any index is built, a ``bench load`` whose packages are not all installed.
+
+    Raises:
+        MissingDependencyError: naming every missing module, what needs it and
+            the extra that installs it (``pip install 'weft-search[bench]'``, ...).
+
+    """
+    missing = [
+        item for item in needed_modules(arms, targets, peer=peer, plot=plot) if _module_missing(item[0])
+    ]
+    if missing:
+        parts = "; ".join(f"{module} (for {what})" for module, what, _ in missing)
+        hints = " and ".join(dict.fromkeys(hint for _, _, hint in missing))
+        raise MissingDependencyError(f"bench load needs packages that are not installed: {parts}: {hints}")
+
+
+def _check_targets(targets: Sequence[str]) -> None:
+    """Refuse an unknown ``--target`` before any work (the ladder would meet it after the builds)."""
+    for kind in targets:
+        if kind.startswith("serve:"):
+            _served_workers(kind)
+        elif not kind.startswith(("http://", "https://")):
+            _target(kind, SleepSearcher(0.0), "check")  # builds the object only: nothing starts
+
+
 def load_command(args: argparse.Namespace) -> int:
-    """Handler of ``weft-search bench load`` (errors propagate as :class:`WeftError`/``OSError``)."""
-    if args.plot is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise MissingDependencyError(f"--plot needs matplotlib: {PLOT_INSTALL_HINT}") from None
+    """Handler of ``weft-search bench load`` (errors propagate as :class:`WeftError`/``OSError``).
+
+    Everything that can be refused is refused before any work: the arms, the
+    targets and every package they need (:func:`check_load_dependencies`).
+    """
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     for arm in arms:
         if arm not in ("bm25", "hybrid"):
             raise InvalidParameterError(f"unknown arm {arm!r} (known: bm25, hybrid)")
+    _check_targets(args.target)
+    check_load_dependencies(arms, args.target, peer=args.peer, plot=args.plot is not None)
     out = sys.stderr
     state = _machine_state()
     print(f"[load] machine: {state}", file=out, flush=True)

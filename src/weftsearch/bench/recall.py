@@ -47,7 +47,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch._argtypes import positive_int, positive_list
-from weftsearch._plotting import legend_below, png_bytes
+from weftsearch._plotting import legend_below, log_ticks, png_bytes
 from weftsearch.engine.index import Index
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
@@ -340,6 +340,7 @@ def recall_figure(points: Sequence[RecallPoint], *, title: str = "") -> Figure:
         if p.exact:
             axes.plot([p.queries_per_second], [p.recall_at_10], "s", color="black", label="exact scan")
     axes.set_xscale("log")
+    log_ticks(axes.xaxis)  # plain round numbers: matplotlib's own labels collide near one decade
     axes.set_xlabel("queries / second (one thread)")
     axes.set_ylabel("recall@10 against the exact scan")
     axes.grid(True, alpha=0.3)

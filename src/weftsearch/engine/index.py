@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from os import PathLike
@@ -545,6 +546,8 @@ class Index:
         self._next_segment = 1
         self._snapshot: Snapshot | None = None
         self._latest: Snapshot | None = None  # the newest complete snapshot, current or not
+        # Every snapshot this index made and someone still holds: search(snapshot=...) accepts only these.
+        self._made: weakref.WeakSet[Snapshot] = weakref.WeakSet()
         self._last_writer = 0  # thread id of the newest write
         self._write_lock = threading.RLock()
         self._searches = SearchesInFlight()
@@ -1370,6 +1373,7 @@ class Index:
                 segments=[(s.reader, s.deleted) for s in self._segments],
                 query_terms=self._query_terms,
             )
+            self._made.add(self._snapshot)
             self._latest = self._snapshot
         return self._snapshot
 
@@ -1380,6 +1384,7 @@ class Index:
         fuser: Fuser,
         *scorers: Scorer,
         depth: int | None = None,
+        snapshot: Snapshot | None = None,
     ) -> SearchResults:
         """Search the current snapshot; see :func:`~weftsearch.engine.search.search_snapshot`.
 
@@ -1387,13 +1392,34 @@ class Index:
         fuser is not called; ``results.fuser`` is ``"passthrough"``).
         ``k`` (and ``depth``) must be from 1 to :data:`~weftsearch.engine.stream.MAX_K`
         (1,000,000), else :class:`~weftsearch.errors.InvalidParameterError`.
+        ``snapshot``, one this index gave out (:meth:`snapshot`), is searched
+        instead of the current one: a caller that reads documents after the
+        search (``snapshot.document``) then reads them from the state it
+        searched, and the search still counts as one in flight (commits and
+        merges yield to it). A snapshot of another index raises
+        :class:`~weftsearch.errors.InvalidParameterError`.
 
         Example::
 
             index.search("graph retrieval", 10, RRF(), BM25Scorer(), VectorScorer())
         """
+        if snapshot is not None and not self._made_here(snapshot):
+            raise InvalidParameterError(
+                "snapshot must be one taken from this index with index.snapshot(), got "
+                + (
+                    f"a snapshot of another index (generation {snapshot.generation})"
+                    if isinstance(snapshot, Snapshot)
+                    else type(snapshot).__name__
+                )
+            )
         with self._searches:  # commits and merges yield to running searches
-            return search_snapshot(self.snapshot(), query, k, fuser, scorers, depth)
+            return search_snapshot(
+                self.snapshot() if snapshot is None else snapshot, query, k, fuser, scorers, depth
+            )
+
+    def _made_here(self, snapshot: object) -> bool:
+        """Whether ``snapshot`` is a :class:`Snapshot` this index made. O(1)."""
+        return isinstance(snapshot, Snapshot) and snapshot in self._made
 
     def search_many(
         self,

@@ -10,6 +10,12 @@ Needs the optional extra ``pip install 'weft-search[langchain]'`` (``langchain-c
     retriever = WeftRetriever(index, k=2)
     docs = retriever.invoke("sparse retrieval")  # LangChain Documents, best first
 
+A filter on the documents' fields or time (the engine's string form, or a
+:class:`~weftsearch.F` expression) is given to the constructor (``filter=``),
+in LangChain's ``search_kwargs={"filter": ..., "k": ...}``, or per call
+(``retriever.invoke(q, filter="year >= 2015")``), which overrides the
+retriever's own for that call.
+
 Each LangChain ``Document`` carries the stored text as ``page_content``, the
 key as ``id``, and in ``metadata`` exactly what :meth:`Hit.to_dict
 <weftsearch.engine.search.Hit.to_dict>` reports for the hit (``key``,
@@ -23,7 +29,7 @@ the fusers, and nothing in the library imports it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from typing import Any
 
@@ -32,10 +38,11 @@ from numpy.typing import NDArray
 
 from weftsearch.engine.documents import Document as WeftDocument
 from weftsearch.engine.documents import as_vector
+from weftsearch.engine.filters import Filter, as_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
-from weftsearch.engine.search import Hit, search_snapshot
+from weftsearch.engine.search import Hit
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import check_k
 from weftsearch.errors import InvalidParameterError, MissingDependencyError
@@ -58,10 +65,16 @@ except ImportError as exc:
         "install it with pip install 'weft-search[langchain]'"
     ) from exc
 
-__all__ = ["DEFAULT_K", "EmbedFunction", "WeftRetriever"]
+__all__ = ["DEFAULT_K", "SEARCH_KWARGS", "EmbedFunction", "WeftRetriever"]
 
 #: Documents returned per query when ``k`` is not given (LangChain's vector-store default).
 DEFAULT_K = 4
+
+#: The keywords ``search_kwargs`` and a call (``invoke(q, filter=...)``) accept; any other is refused.
+SEARCH_KWARGS = ("filter", "k")
+
+#: Keywords LangChain's own ``invoke`` reads and passes on to the retriever: accepted and not used.
+_LANGCHAIN_KWARGS = frozenset({"verbose"})
 
 #: A function from the query text to its embedding (same width as the index's vectors).
 EmbedFunction = Callable[[str], Sequence[float] | NDArray[np.floating[Any]]]
@@ -76,13 +89,25 @@ class WeftRetriever(BaseRetriever):
         scorers: the signals to fuse, in order. ``None`` (default) means BM25
             on the text, plus the vector signal when ``embed_query`` is given.
         fuser: how the signals' streams are merged; ``None`` means ``RRF()``.
-        k: documents returned per query (positive; default 4).
+        k: documents returned per query (positive; ``None`` means 4, or
+            ``search_kwargs["k"]``).
         depth: candidates asked of each scorer; ``None`` means ``max(k, 100)``, ``k`` with one scorer
             (see :func:`~weftsearch.engine.search.search_snapshot`). At least ``k``.
         embed_query: makes the query vector: a function from the query text to
             its embedding, or a LangChain ``Embeddings`` object (its
             ``embed_query``, and ``aembed_query`` on the async path). ``None``
             means queries carry no vector.
+        filter: which documents may be returned: a filter in the engine's
+            string form (``"year >= 2015 and source in ('pubmed', 'arxiv')"``)
+            or a :class:`~weftsearch.Filter` built with :class:`~weftsearch.F`
+            (``F("year") >= 2015``); ``None`` for none. Parsed here, so a
+            malformed one raises at construction; its fields are checked
+            against the index at each query (an unknown field or a value of
+            the wrong type raises then). A call's own ``filter`` overrides it.
+        search_kwargs: LangChain's ``VectorStoreRetriever`` spelling of the
+            same: a mapping with ``"filter"`` and/or ``"k"`` (see
+            :data:`SEARCH_KWARGS`). Giving a value both here and as its own
+            argument raises, as does any other key.
         refresh: for a read-only index, adopt the newest commit on disk before
             each query (one small manifest read); ``False`` keeps the state
             the index had. A writable index is never refreshed by the
@@ -99,7 +124,13 @@ class WeftRetriever(BaseRetriever):
             integer, or ``depth < k``; ``embed_query`` is neither callable nor
             an ``Embeddings``; a :class:`~weftsearch.VectorScorer` is asked for
             with no ``embed_query`` to give it a query vector, or over an
-            index that holds documents but no vectors.
+            index that holds documents but no vectors; ``search_kwargs`` is
+            not a mapping, holds a key not in :data:`SEARCH_KWARGS`, or
+            repeats ``filter``/``k`` given as arguments.
+        InvalidFilterError: ``filter`` is neither a string, a Filter nor
+            ``None`` (a dict of field values, as some vector stores take, is
+            not a filter here); :class:`~weftsearch.errors.FilterSyntaxError`
+            when its string form does not parse.
         IndexStorageError: ``index`` is a path that :meth:`Index.open
             <weftsearch.Index.open>` refuses (``IndexNotFoundError``,
             ``FormatVersionError``, ``CorruptIndexError``, ...).
@@ -113,12 +144,21 @@ class WeftRetriever(BaseRetriever):
     is that of :meth:`Index.search <weftsearch.Index.search>` with the same
     scorers plus one stored-document read per returned hit.
 
+    A call may pass ``filter`` and ``k`` as keywords (``invoke(q,
+    filter="year >= 2015", k=10)``, ``ainvoke`` and ``batch`` alike). A call's
+    ``filter`` replaces the retriever's for that call, whatever it is
+    (``filter=None`` searches unfiltered); a call's ``k`` must not exceed
+    ``depth`` when one was set. Any other keyword raises
+    :class:`~weftsearch.errors.InvalidParameterError` naming it and the
+    accepted ones, rather than being dropped (LangChain's own ``verbose`` is
+    accepted). Every search goes through :meth:`Index.search
+    <weftsearch.Index.search>`, so it counts as a search in flight: the
+    index's commits and merges yield to it.
+
     The configuration is frozen after construction: make another retriever
-    to change it, or let LangChain's ``configurable_fields`` choose ``k`` (or
-    any other field) per call, which builds one through this constructor and
-    so validates it alike. Filters on fields or time are not supported yet; when the
-    engine's :class:`~weftsearch.Query` gains them, :meth:`_query` is where
-    they join the query.
+    to change it, or let LangChain's ``configurable_fields`` choose ``k``,
+    ``filter`` (or any other field) per call, which builds one through this
+    constructor and so validates it alike.
 
     """
 
@@ -136,6 +176,8 @@ class WeftRetriever(BaseRetriever):
     """Candidates asked of each scorer (``None``: ``max(k, 100)``; ``k`` with one scorer)."""
     embed_query: EmbedFunction | Embeddings | None = None
     """What makes the query vector, or ``None``."""
+    filter: Filter | None = None
+    """Which documents may be returned (parsed), or ``None``; a call's ``filter`` overrides it."""
     refresh: bool = True
     """Whether a read-only index adopts the newest commit before each query."""
 
@@ -145,9 +187,11 @@ class WeftRetriever(BaseRetriever):
         *,
         scorers: Sequence[Scorer] | None = None,
         fuser: Fuser | None = None,
-        k: int = DEFAULT_K,
+        k: int | None = None,
         depth: int | None = None,
         embed_query: EmbedFunction | Embeddings | None = None,
+        filter: Filter | str | None = None,
+        search_kwargs: Mapping[str, Any] | None = None,
         refresh: bool = True,
         name: str | None = None,
         tags: list[str] | None = None,
@@ -157,7 +201,22 @@ class WeftRetriever(BaseRetriever):
         # weft error raised in a validator (they are ValueErrors) into its own
         # ValidationError, and callers catch WeftError.
         the_index = _as_index(index)
-        k = check_k(k)
+        extra = _search_kwargs(search_kwargs, "search_kwargs")
+        if "k" in extra:
+            if k is not None:
+                raise InvalidParameterError(
+                    f"k is given twice: k={k!r} and search_kwargs['k']={extra['k']!r}"
+                )
+            k = extra["k"]
+        if "filter" in extra:
+            if filter is not None:
+                raise InvalidParameterError(
+                    f"the filter is given twice: filter={filter!r} and "
+                    f"search_kwargs['filter']={extra['filter']!r}"
+                )
+            filter = extra["filter"]
+        k = DEFAULT_K if k is None else check_k(k)
+        the_filter = as_filter(filter)
         if depth is not None:
             depth = check_k(depth, "depth")
             if depth < k:
@@ -186,6 +245,7 @@ class WeftRetriever(BaseRetriever):
             "k": k,
             "depth": depth,
             "embed_query": embed_query,
+            "filter": the_filter,
             "refresh": refresh,
             "name": name,
             "tags": tags,
@@ -215,12 +275,17 @@ class WeftRetriever(BaseRetriever):
             raw = await run_in_executor(None, embed, text)
         return as_vector(raw, "embed_query's vector")
 
-    def _query(self, text: str, vector: NDArray[np.float32] | None) -> Query:
-        """The weft :class:`~weftsearch.Query` for a LangChain query string.
+    def _options(self, kwargs: Mapping[str, Any]) -> tuple[int, Filter | None]:
+        """The ``k`` and filter of one call: the retriever's, overridden by the call's keywords."""
+        given = _search_kwargs(kwargs, "a call of WeftRetriever", also=_LANGCHAIN_KWARGS)
+        k = check_k(given["k"]) if "k" in given else self.k
+        if self.depth is not None and k > self.depth:
+            raise InvalidParameterError(f"k ({k}) must be at most the retriever's depth ({self.depth})")
+        return k, as_filter(given["filter"]) if "filter" in given else self.filter
 
-        The one place a query is built; filters join it here once the engine has them.
-        """
-        return Query(text=text, vector=vector)
+    def _query(self, text: str, vector: NDArray[np.float32] | None, filter: Filter | None) -> Query:
+        """The weft :class:`~weftsearch.Query` for a LangChain query string (the one place one is built)."""
+        return Query(text=text, vector=vector, filter=filter)
 
     def _snapshot(self) -> Snapshot:
         """The snapshot to search: a read-only index first adopts its newest commit."""
@@ -228,9 +293,13 @@ class WeftRetriever(BaseRetriever):
             self.index.refresh()
         return self.index.snapshot()
 
-    def _search(self, snapshot: Snapshot, query: Query) -> list[Document]:
-        """Search ``snapshot`` and turn each hit into a LangChain ``Document``. O(search + k reads)."""
-        results = search_snapshot(snapshot, query, self.k, self.fuser, self.scorers, self.depth)
+    def _search(self, snapshot: Snapshot, query: Query, k: int) -> list[Document]:
+        """Search ``snapshot`` and turn each hit into a LangChain ``Document``. O(search + k reads).
+
+        Through :meth:`Index.search <weftsearch.Index.search>`, so the search
+        counts as one in flight, on the snapshot the texts are then read from.
+        """
+        results = self.index.search(query, k, self.fuser, *self.scorers, depth=self.depth, snapshot=snapshot)
         ids = snapshot.ids_of(results.keys)
         return [
             _to_langchain(hit, snapshot.document(int(doc_id)))
@@ -240,19 +309,42 @@ class WeftRetriever(BaseRetriever):
     # ------------------------------------------------------------------ BaseRetriever
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        """The ``k`` best documents for ``query``, best first (LangChain's ``invoke``)."""
-        weft_query = self._query(query, self._vector(query))
-        return self._search(self._snapshot(), weft_query)
+        """The ``k`` best documents for ``query``, best first (LangChain's ``invoke``).
+
+        ``kwargs``: the call's ``filter`` and ``k`` (see the class); any other raises.
+        """
+        k, the_filter = self._options(kwargs)  # before the embedding: a bad keyword costs nothing
+        weft_query = self._query(query, self._vector(query), the_filter)
+        return self._search(self._snapshot(), weft_query, k)
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        """The ``k`` best documents for ``query``, searched in a thread (LangChain's ``ainvoke``)."""
-        weft_query = self._query(query, await self._avector(query))
+        """The ``k`` best documents for ``query``, searched in a thread (LangChain's ``ainvoke``).
+
+        ``kwargs``: the call's ``filter`` and ``k`` (see the class); any other raises.
+        """
+        k, the_filter = self._options(kwargs)
+        weft_query = self._query(query, await self._avector(query), the_filter)
         snapshot = self._snapshot()  # in the caller's thread: it sees that thread's own writes
-        return await run_in_executor(None, self._search, snapshot, weft_query)
+        return await run_in_executor(None, self._search, snapshot, weft_query, k)
+
+
+def _search_kwargs(given: object, where: str, *, also: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """``given`` as a dict of :data:`SEARCH_KWARGS` (``also``: keys accepted and dropped); others raise."""
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise InvalidParameterError(f"{where} must be a mapping, got {type(given).__name__}")
+    unknown = sorted(str(key) for key in given if key not in SEARCH_KWARGS and key not in also)
+    if unknown:
+        raise InvalidParameterError(
+            f"{where} got unknown keyword{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(key) for key in unknown)}; accepted: {', '.join(SEARCH_KWARGS)}"
+        )
+    return {key: given[key] for key in SEARCH_KWARGS if key in given}
 
 
 def _as_index(index: object) -> Index:
