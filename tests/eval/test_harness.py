@@ -918,3 +918,22 @@ def test_a_users_own_beir_folder_runs_end_to_end(tmp_path: Path) -> None:
     ndcg = result.arms["text"].evaluation.mean("nDCG@10")
     assert ndcg == pytest.approx(1.0)  # both relevant documents ranked first by BM25
     assert set(result.arms) == {"text", "text-k1"}
+
+
+def test_code_version_records_scipy_and_the_cpu_features_numpy_dispatches_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A number that moved between two x86-64 machines (numpy's per-CPU log1p) could not be traced
+    # from report.json, which recorded numpy's version but neither scipy's nor the CPU.
+    import platform
+
+    import scipy
+
+    record = harness.code_version()
+    assert record["numpy"] == np.__version__
+    assert record["scipy"] == scipy.__version__
+    simd = np.show_config(mode="dicts")["SIMD Extensions"]
+    features = [*simd["baseline"], *simd["found"]]
+    assert record["cpu"] == f"{platform.machine()}: {' '.join(features)}"
+    monkeypatch.setattr(np, "show_config", lambda mode="stdout": None)  # a numpy without the record
+    assert harness.code_version()["cpu"] == f"{platform.machine()}: unknown"

@@ -80,13 +80,41 @@ DEFAULT_MEASURES: tuple[str, ...] = ("nDCG@10", "R@100", "AP", "RR", "P@10")
 _REPO = Path(__file__).resolve().parents[3]
 
 
-def code_version() -> dict[str, str]:
-    """The package version and, when run from a git checkout, the commit and whether it is dirty."""
+def _installed(name: str) -> str:
     try:
-        installed = metadata.version("weft-search")
+        return metadata.version(name)
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        installed = "unknown"
-    out = {"weftsearch": installed, "python": platform.python_version(), "numpy": np.__version__}
+        return "unknown"
+
+
+def _cpu_features() -> str:
+    """The machine and the SIMD features numpy dispatches to, e.g. ``"x86_64: X86_V2 X86_V3 X86_V4"``.
+
+    numpy picks a kernel per CPU for some functions, and those kernels may
+    differ in the last bit, so a report records which ones ran (what numpy
+    found, after any ``NPY_DISABLE_CPU_FEATURES``).
+    """
+    try:
+        simd = np.show_config(mode="dicts")["SIMD Extensions"]
+        features = [*simd.get("baseline", []), *simd.get("found", [])]
+    except (AttributeError, KeyError, TypeError):  # a numpy without the record
+        features = ["unknown"]
+    return f"{platform.machine() or 'unknown'}: {' '.join(features) or 'none'}"
+
+
+def code_version() -> dict[str, str]:
+    """The versions that decide the numbers, and, from a git checkout, the commit and whether it is dirty.
+
+    Recorded: weft-search, Python, numpy, scipy (sparse products of the graph
+    scorers) and the CPU features numpy dispatches to.
+    """
+    out = {
+        "weftsearch": _installed("weft-search"),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": _installed("scipy"),
+        "cpu": _cpu_features(),
+    }
     if (_REPO / ".git").exists():
         try:
             commit = subprocess.run(
