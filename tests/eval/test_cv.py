@@ -200,6 +200,13 @@ def test_hand_checked_two_fold_case() -> None:
     assert comparison.mean("AorB", "nDCG@10") == 0.25
     held = comparison.arms["AorB"].evaluation.per_query("nDCG@10")
     assert held == {"q1": 1.0, "q2": 0.0, "q3": 0.0, "q4": 0.0}
+    # The held-out arm is evaluated in the served order too (no ties here: the same values).
+    served = comparison.arms["AorB"].served
+    assert served is not None
+    assert served.per_query("nDCG@10") == evaluate(bed.qrels, result.run.served_run, "nDCG@10").per_query(
+        "nDCG@10"
+    )
+    assert comparison.arms["AorB"].served_differs(comparison.measures) == ()
     expected = paired_bootstrap(
         held, comparison.arms["A"].evaluation.per_query("nDCG@10"), resamples=500, seed=0
     )

@@ -26,7 +26,7 @@ from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream
 from weftsearch.errors import InvalidParameterError, PairingError
-from weftsearch.eval import harness
+from weftsearch.eval import harness, reports
 from weftsearch.eval.datasets import Collection, CollectionVectors, FileRecord, load_collection
 from weftsearch.eval.harness import (
     Comparison,
@@ -918,3 +918,103 @@ def test_a_users_own_beir_folder_runs_end_to_end(tmp_path: Path) -> None:
     ndcg = result.arms["text"].evaluation.mean("nDCG@10")
     assert ndcg == pytest.approx(1.0)  # both relevant documents ranked first by BM25
     assert set(result.arms) == {"text", "text-k1"}
+
+
+def test_code_version_records_scipy_and_the_cpu_features_numpy_dispatches_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A number that moved between two x86-64 machines (numpy's per-CPU log1p) could not be traced
+    # from report.json, which recorded numpy's version but neither scipy's nor the CPU.
+    import platform
+
+    import scipy
+
+    record = harness.code_version()
+    assert record["numpy"] == np.__version__
+    assert record["scipy"] == scipy.__version__
+    simd = np.show_config(mode="dicts")["SIMD Extensions"]
+    features = [*simd["baseline"], *simd["found"]]
+    assert record["cpu"] == f"{platform.machine()}: {' '.join(features)}"
+    monkeypatch.setattr(np, "show_config", lambda mode="stdout": None)  # a numpy without the record
+    assert harness.code_version()["cpu"] == f"{platform.machine()}: unknown"
+
+
+# ---------------------------------------------------------------------------- two orderings of ties
+
+
+class EveryDocumentScorer:
+    """Returns every document: all with one score (``tied``) or with distinct scores, best first by key."""
+
+    def __init__(self, tied: bool) -> None:
+        self.tied = tied
+
+    @property
+    def name(self) -> str:
+        return "tied" if self.tied else "distinct"
+
+    def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
+        keys = sorted(KEYS)[:k]
+        scores = [1.0] * len(keys) if self.tied else [float(len(keys) - i) for i in range(len(keys))]
+        return Stream(snapshot.ids_of(keys), scores)
+
+
+@pytest.fixture(scope="module")
+def tie_comparison(testbed: harness.Testbed) -> Comparison:
+    arms = [
+        Arm("distinct", (EveryDocumentScorer(tied=False),), RRF(), depth=30),
+        Arm("tied", (EveryDocumentScorer(tied=True),), RRF(), depth=30),
+    ]
+    return compare(testbed, arms, k=10, resamples=200)
+
+
+def test_tied_scores_report_trec_evals_number_and_the_served_orders_labelled(
+    testbed: harness.Testbed, tie_comparison: Comparison
+) -> None:
+    # All 30 documents tie: the engine serves D1, D10, D11, ... (key ascending), trec_eval re-sorts
+    # the same ten as D18, D17, ..., D1 (id descending). Both numbers must be reported, each labelled.
+    tied = tie_comparison.arms["tied"]
+    assert tied.run.keys["7"] == ("D1", "D10", "D11", "D12", "D13", "D14", "D15", "D16", "D17", "D18")
+    trec_rule = evaluate(testbed.qrels, tied.run.run, MEASURES)
+    served = evaluate(testbed.qrels, run_from_rankings(dict(tied.run.keys)), MEASURES)
+    assert tied.evaluation.means == trec_rule.means
+    assert tied.served is not None and tied.served.means == served.means
+    assert served.mean("nDCG@10") != trec_rule.mean("nDCG@10")
+    assert "nDCG@10" in tied.served_differs(MEASURES)
+    assert_agrees_with_pytrec(tied.run, testbed.qrels, tie_comparison)  # the headline stays trec_eval's
+
+    table = reports.format_table(tie_comparison)
+    served_row = next(line for line in table.splitlines() if "tied: served order" in line)
+    assert f"{served.mean('nDCG@10'):.4f}" in served_row
+    tied_row = next(line for line in table.splitlines() if line.startswith("tied "))
+    assert f"{trec_rule.mean('nDCG@10'):.4f}" in tied_row
+    assert "Means: trec_eval's tie rule" in table and "'served order' rows" in table
+
+    markdown = reports.markdown_report(tie_comparison)
+    assert f"| tied: served order | {served.mean('nDCG@10'):.4f} |" in markdown
+    assert f"| tied | {trec_rule.mean('nDCG@10'):.4f} |" in markdown
+
+    record = reports.report_record(tie_comparison)
+    entry = next(arm for arm in record["arms"] if arm["arm"]["name"] == "tied")
+    assert entry["means"]["nDCG@10"] == trec_rule.mean("nDCG@10")
+    assert entry["served_means"]["nDCG@10"] == served.mean("nDCG@10")
+    assert "nDCG@10" in entry["served_differs"]
+    assert set(record["orderings"]) == {"means", "served_means"}
+    assert "trec_eval" in record["orderings"]["means"] and "served" in record["orderings"]["served_means"]
+    assert set(record["per_query_served"]) == {"tied"}
+    assert record["per_query_served"]["tied"]["nDCG@10"] == served.per_query("nDCG@10")
+
+
+def test_without_ties_one_number_is_printed(tie_comparison: Comparison) -> None:
+    # Distinct scores: both orders are one ranking, so the reports print one number per measure
+    # (report.json still holds both, equal).
+    distinct = tie_comparison.arms["distinct"]
+    assert distinct.served is not None and distinct.served.means == distinct.evaluation.means
+    assert distinct.served_differs(MEASURES) == ()
+    only = replace(tie_comparison, arms={"distinct": distinct})
+    table = reports.format_table(only)
+    assert "served order" not in table.replace("The served order", "")
+    assert "The served order (ties by key ascending) gives the same means for every arm." in table
+    assert "| distinct: served order |" not in reports.markdown_report(only)
+    record = reports.report_record(only)
+    assert record["arms"][0]["served_means"] == record["arms"][0]["means"]
+    assert record["arms"][0]["served_differs"] == [] and record["per_query_served"] == {}

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import decimal
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from weftsearch import BM25Scorer, Document, Index, Query, SimpleAnalyzer, Snapshot
+from weftsearch.scorers.bm25 import lucene_idf as scorer_idf
 
 # A corpus built so that a wrong IDF, a wrong length normalisation, a missing
 # query-term count or a score-0 leak each change some number below.
@@ -318,3 +321,34 @@ def test_the_term_cache_is_bounded_and_changes_no_score(monkeypatch: pytest.Monk
             assert got.scores.tobytes() == want.scores.tobytes()
     cache: Any = snapshot.memo(("bm25.terms", scorer.k1, scorer.b, snapshot.collection_avgdl), dict)
     assert 0 < cache.postings <= budget
+
+
+def _correctly_rounded_idf(n_docs: int, df: int) -> float:
+    """ln((2N + 2) / (2df + 1)) to 60 digits, rounded once to float64 (independent of the scorer's code)."""
+    with decimal.localcontext() as context:
+        context.prec = 60
+        ratio = Fraction(2 * n_docs + 2, 2 * df + 1)
+        return float((decimal.Decimal(ratio.numerator) / decimal.Decimal(ratio.denominator)).ln())
+
+
+@pytest.mark.parametrize("n_docs", [1, 3, 8, 3204, 5183, 1_000_003])
+def test_idf_is_the_correctly_rounded_value_on_every_machine(n_docs: int) -> None:
+    # numpy's log1p is dispatched per CPU (a SIMD kernel on AVX-512 differs from the scalar one in the
+    # last bit for ~7% of CACM's document frequencies), which made docs/EVAL.md's seed-weighted PageRank
+    # row reprint differently on another x86-64 machine: the IDF must be one value everywhere, the
+    # correctly rounded one.
+    frequencies = np.unique(np.concatenate([np.arange(1, min(n_docs, 4000) + 1), [n_docs, n_docs + 1]]))
+    got = scorer_idf(n_docs, frequencies.astype(np.int64))
+    expected = np.array([_correctly_rounded_idf(n_docs, int(df)) for df in frequencies])
+    wrong = np.flatnonzero(got != expected)
+    assert wrong.size == 0, (
+        f"{wrong.size} of {frequencies.size} idf values differ, first df {frequencies[wrong[:5]]}"
+    )
+
+
+def test_idf_keeps_the_shape_and_order_of_its_input() -> None:
+    frequencies = np.array([7, 1, 7, 3], dtype=np.int64)
+    got = scorer_idf(10, frequencies)
+    assert got.dtype == np.float64
+    assert got.tolist() == [_correctly_rounded_idf(10, int(df)) for df in frequencies]
+    assert scorer_idf(10, np.array([], dtype=np.int64)).shape == (0,)

@@ -318,7 +318,8 @@ def add_to_comparison(
             raise PairingError(
                 f"arm {validation.name!r}: judged queries missing from the run: {evaluation.missing[:5]}"
             )
-        arms[validation.name] = ArmResult(validation.run, evaluation)
+        served = evaluate(testbed.qrels, validation.run.served_run, comparison.measures)
+        arms[validation.name] = ArmResult(validation.run, evaluation, served)
         for measure in comparison.measures:
             a, b = evaluation.per_query(measure), base.per_query(measure)
             boot[validation.name, measure] = paired_bootstrap(

@@ -31,6 +31,7 @@ vectors of other texts with a ``PairingError`` even under ``any_snapshot``.)
 from __future__ import annotations
 
 import hashlib
+import math
 import platform
 import subprocess
 import unicodedata
@@ -62,6 +63,8 @@ __all__ = [
     "content_hash",
     "code_version",
     "ArmResult",
+    "arm_result",
+    "ORDERINGS",
     "Comparison",
     "compare",
     "SweepPoint",
@@ -80,13 +83,41 @@ DEFAULT_MEASURES: tuple[str, ...] = ("nDCG@10", "R@100", "AP", "RR", "P@10")
 _REPO = Path(__file__).resolve().parents[3]
 
 
-def code_version() -> dict[str, str]:
-    """The package version and, when run from a git checkout, the commit and whether it is dirty."""
+def _installed(name: str) -> str:
     try:
-        installed = metadata.version("weft-search")
+        return metadata.version(name)
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        installed = "unknown"
-    out = {"weftsearch": installed, "python": platform.python_version(), "numpy": np.__version__}
+        return "unknown"
+
+
+def _cpu_features() -> str:
+    """The machine and the SIMD features numpy dispatches to, e.g. ``"x86_64: X86_V2 X86_V3 X86_V4"``.
+
+    numpy picks a kernel per CPU for some functions, and those kernels may
+    differ in the last bit, so a report records which ones ran (what numpy
+    found, after any ``NPY_DISABLE_CPU_FEATURES``).
+    """
+    try:
+        simd = np.show_config(mode="dicts")["SIMD Extensions"]
+        features = [*simd.get("baseline", []), *simd.get("found", [])]
+    except (AttributeError, KeyError, TypeError):  # a numpy without the record
+        features = ["unknown"]
+    return f"{platform.machine() or 'unknown'}: {' '.join(features) or 'none'}"
+
+
+def code_version() -> dict[str, str]:
+    """The versions that decide the numbers, and, from a git checkout, the commit and whether it is dirty.
+
+    Recorded: weft-search, Python, numpy, scipy (sparse products of the graph
+    scorers) and the CPU features numpy dispatches to.
+    """
+    out = {
+        "weftsearch": _installed("weft-search"),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": _installed("scipy"),
+        "cpu": _cpu_features(),
+    }
     if (_REPO / ".git").exists():
         try:
             commit = subprocess.run(
@@ -326,12 +357,60 @@ def build_testbed(
 # ---------------------------------------------------------------------- comparing arms
 
 
+#: What each kind of mean in a report is, for the reports and ``report.json`` (``"orderings"``).
+ORDERINGS: Mapping[str, str] = {
+    "means": (
+        "trec_eval's tie rule: scores rounded to float32, descending, ties by document id descending "
+        "(what trec_eval, pytrec_eval and published numbers use)"
+    ),
+    "served_means": (
+        "the served order: the ranking Index.search and the server return, fused score descending, "
+        "ties by key ascending (what users get)"
+    ),
+}
+
+
 @dataclass(frozen=True, eq=False)
 class ArmResult:
-    """One arm's run and its evaluation."""
+    """One arm's run and its evaluations.
+
+    Attributes:
+        run: the arm's rankings.
+        evaluation: the run evaluated with trec_eval's semantics, ties
+            re-broken by document id descending (comparable with trec_eval,
+            pytrec_eval and published numbers); every interval and p-value
+            is computed from it.
+        served: the run evaluated in the order the engine serves it (ties by
+            key ascending, :attr:`ArmRun.served_run`): what users get. It
+            differs from ``evaluation`` only where fused scores tie.
+            :func:`compare` and cross-validation always fill it; ``None``
+            (a hand-built result) means it was not evaluated.
+
+    """
 
     run: ArmRun
     evaluation: Evaluation
+    served: Evaluation | None = None
+
+    def served_mean(self, measure: str | Measure) -> float | None:
+        """The served order's mean of ``measure`` (``None`` when :attr:`served` was not evaluated)."""
+        return None if self.served is None else self.served.mean(measure)
+
+    def served_differs(self, measures: Iterable[str | Measure]) -> tuple[str, ...]:
+        """The measures of ``measures`` whose served-order mean differs from the trec_eval-rule mean.
+
+        Empty when there are no ties that change a mean (or :attr:`served` is
+        ``None``): then the two orders give one number, and reports print one.
+        """
+        if self.served is None:
+            return ()
+        served = self.served
+        return tuple(
+            str(parse_measure(m))
+            for m in measures
+            if served.mean(m) != self.evaluation.mean(m)
+            and not (math.isnan(served.mean(m)) and math.isnan(self.evaluation.mean(m)))
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -376,6 +455,9 @@ class Comparison:
             entry: dict[str, Any] = {
                 "arm": result.run.description,
                 "means": result.evaluation.means,
+                # Both kinds always (equal where no tie changes a mean); "orderings" says which is which.
+                "served_means": None if result.served is None else result.served.means,
+                "served_differs": list(result.served_differs(self.measures)),
                 "tie_break_slots": result.run.tied_total(),
                 "queries_with_ties": sum(1 for v in result.run.tied.values() if v),
                 "coverage": [item.record() for item in result.run.coverage],
@@ -395,6 +477,7 @@ class Comparison:
         return {
             "testbed": dict(self.testbed),
             "measures": list(self.measures),
+            "orderings": dict(ORDERINGS),
             "baseline": self.baseline,
             "k": self.k,
             "bootstrap": {
@@ -415,6 +498,17 @@ def _evaluate_run(run: ArmRun, qrels: Judgements, measures: Sequence[str]) -> Ev
     if evaluation.missing:
         raise PairingError(f"arm {run.arm!r}: judged queries missing from the run: {evaluation.missing[:5]}")
     return evaluation
+
+
+def arm_result(run: ArmRun, qrels: Judgements, measures: Sequence[str | Measure]) -> ArmResult:
+    """``run`` evaluated both ways: trec_eval's tie rule and the served order (see :class:`ArmResult`).
+
+    Raises:
+        PairingError: a judged query is missing from the run.
+
+    """
+    wanted = [str(parse_measure(m)) for m in measures]
+    return ArmResult(run, _evaluate_run(run, qrels, wanted), evaluate(qrels, run.served_run, wanted))
 
 
 def compare(
@@ -468,7 +562,7 @@ def compare(
     results: dict[str, ArmResult] = {}
     for arm in arms:
         run = run_arm(cache, arm, testbed.queries, k, progress=progress)
-        results[arm.name] = ArmResult(run, _evaluate_run(run, testbed.qrels, wanted))
+        results[arm.name] = arm_result(run, testbed.qrels, wanted)
     base = results[baseline].evaluation
     boot: dict[tuple[str, str], BootstrapResult] = {}
     rand: dict[tuple[str, str], RandomisationResult] = {}

@@ -30,6 +30,19 @@ Markdown (:data:`UNPINNED_NOTE`), the ``"unpinned"`` entry of
 (:data:`UNPINNED_PLOT_TITLE`, in black). TREC run tags stay the arm's name:
 a tag prefix is a warning, and there is nothing to warn about.
 
+**Two orderings, labelled.** Every mean is first computed with trec_eval's
+tie rule (scores as float32, ties by document id descending), so it is
+comparable with trec_eval, pytrec_eval and published numbers, and every
+interval and p-value uses it. The engine serves ties by key ascending, so
+where fused scores tie the ranking users get can score differently: then the
+terminal table and the Markdown add, under the arm, a row labelled
+``<arm>: served order`` with the served ranking's means, and a note says which
+is which. Where no tie changes a mean, only one number is printed (the two are
+equal, and the note says so). ``report.json`` always holds both kinds per arm
+(``"means"``, ``"served_means"``, the measures that differ in
+``"served_differs"``, and what each is in ``"orderings"``), and
+``"per_query_served"`` the served per-query values of the arms that differ.
+
 Arms whose scorer lacked an input for some queries (a query without a vector,
 say; see :mod:`weftsearch.eval.runs`) carry a coverage line beside them
 (``vector: 812/1109 queries have a query vector``) in the terminal table, the
@@ -298,6 +311,35 @@ def _trec_notes(comparison: Comparison) -> list[str]:
     ]
 
 
+# ---------------------------------------------------------------------- the two orderings
+
+#: How a row of served-order means is labelled in every report.
+SERVED_LABEL = "served order"
+
+
+def _served_row(comparison: Comparison, arm: str, measures: Sequence[str]) -> list[str] | None:
+    """The served order's means of ``arm`` for ``measures``, or ``None`` when no shown mean differs."""
+    result = comparison.arms[arm]
+    if not result.served_differs(measures):
+        return None
+    return [_num(result.served_mean(m)) for m in measures]
+
+
+def _orderings_note(comparison: Comparison, measures: Sequence[str]) -> str:
+    """Which order the means are of, and whether any arm's served order scores differently."""
+    differ = [name for name, result in comparison.arms.items() if result.served_differs(measures)]
+    note = (
+        "Means: trec_eval's tie rule (scores as float32, ties by document id descending), comparable "
+        "with trec_eval, pytrec_eval and published numbers; intervals and p-values use them. "
+    )
+    if differ:
+        return note + (
+            f"'{SERVED_LABEL}' rows: the means of the ranking the engine serves (ties by key ascending), "
+            f"which differ where scores tie ({', '.join(differ)})."
+        )
+    return note + "The served order (ties by key ascending) gives the same means for every arm."
+
+
 # ---------------------------------------------------------------------- the terminal table
 
 
@@ -335,6 +377,9 @@ def format_table(comparison: Comparison, *, measures: Sequence[str | Measure] | 
             versus = [_interval(boot), _p(boot.p_value, boot.resamples), _p(rand.p_value, rand.permutations)]
         label = f"{name} *" if name == comparison.baseline else name
         rows.append([label, *means, *versus, f"{slots}/{queries}"])
+        served = _served_row(comparison, name, shown)
+        if served is not None:
+            rows.append([f"  {name}: {SERVED_LABEL}", *served, "", "", "", ""])
     lines: list[str] = []
     banner = _banner(comparison.testbed)
     if banner is not None:
@@ -352,6 +397,7 @@ def format_table(comparison: Comparison, *, measures: Sequence[str | Measure] | 
         f"* baseline. Intervals: paired bootstrap, {comparison.resamples} resamples, seed {comparison.seed}; "
         "ties: top-k slots decided by a tie-break / queries with ties."
     )
+    lines.append(_orderings_note(comparison, shown))
     return "\n".join(lines) + "\n"
 
 
@@ -373,7 +419,11 @@ def _results_section(comparison: Comparison) -> list[str]:
     for name in comparison.arms:
         label = f"{name} (baseline)" if name == comparison.baseline else name
         rows.append([label, *(_num(comparison.mean(name, m)) for m in measures)])
+        served = _served_row(comparison, name, measures)
+        if served is not None:
+            rows.append([f"{name}: {SERVED_LABEL}", *served])
     out += _md_table(["arm", *measures], rows, "l" + "r" * len(measures))
+    out += ["", _orderings_note(comparison, measures)]
     coverage = _coverage_lines(comparison)
     if coverage:
         out += [
@@ -437,7 +487,8 @@ def _ties_section(comparison: Comparison) -> list[str]:
         "",
         "Top-k slots whose float32 fused score equals a neighbour's, so that the document in the slot "
         "was chosen by a tie-break rule rather than by its score (the engine breaks ties by key "
-        "ascending, trec_eval by document id descending; the means above use trec_eval's rule). "
+        "ascending, trec_eval by document id descending; the means above use trec_eval's rule, and a "
+        f"'{SERVED_LABEL}' row the engine's where that changes a mean). "
         "Per stream: the same count in each scorer's own stream.",
         "",
     ]
@@ -627,7 +678,8 @@ def _data_section(comparison: Comparison) -> list[str]:
         "generator numpy PCG64, 95% interval by nearest-rank percentiles",
         f"- Fisher randomisation: {comparison.resamples} random sign vectors, seed {comparison.seed}, "
         "numpy PCG64, two-sided",
-        "- measures follow trec_eval 9 (scores rounded to float32, ties by document id descending)",
+        "- measures follow trec_eval 9 (scores rounded to float32, ties by document id descending); "
+        f"'{SERVED_LABEL}' means evaluate the engine's own order (ties by key ascending)",
     ]
     if comparison.extra:
         out += ["", "Extra:", "", "```json", _dumps(comparison.extra), "```"]
@@ -749,6 +801,13 @@ def report_record(
     record["per_query"] = {
         name: {m: result.evaluation.per_query(m) for m in comparison.measures}
         for name, result in comparison.arms.items()
+    }
+    # The served order's per-query values, for the arms where some mean differs (elsewhere they
+    # are "per_query"'s).
+    record["per_query_served"] = {
+        name: {m: result.served.per_query(m) for m in comparison.measures}
+        for name, result in comparison.arms.items()
+        if result.served is not None and result.served_differs(comparison.measures)
     }
     # The tie diagnostic per arm and query: fused top-k slots decided by a
     # tie-break, and the same count for each input stream.

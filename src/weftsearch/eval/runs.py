@@ -50,7 +50,9 @@ nothing has no line in a TREC file, and counts 0 here, as under ``-c``). Because
 ascending and trec_eval by id descending, a tied slot can hold a different
 document in the two orders: :attr:`ArmRun.tied` counts, per query, the top-k
 slots whose float32 fused score equals a neighbour's (the slot is decided by a
-tie-break, not by score), which is the tie diagnostic the reports print.
+tie-break, not by score), which is the tie diagnostic the reports print, and
+:attr:`ArmRun.served_run` is the run in the engine's own order, which the
+harness evaluates too (the "served order" means of the reports).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ from weftsearch.engine.search import canonical_stream, fuse_streams, score_queri
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream, check_k
 from weftsearch.errors import InvalidParameterError, MissingInputError, PairingError
+from weftsearch.eval.metrics import run_from_rankings
 
 __all__ = [
     "Arm",
@@ -403,8 +406,23 @@ class ArmRun:
 
     @property
     def run(self) -> dict[str, dict[str, float]]:
-        """``{qid: {key: score}}``, the input :func:`~weftsearch.eval.metrics.evaluate` takes."""
+        """``{qid: {key: score}}``, the input :func:`~weftsearch.eval.metrics.evaluate` takes.
+
+        Evaluated as is, ties are re-broken by trec_eval's rule (document id
+        descending); :attr:`served_run` keeps the engine's order instead.
+        """
         return {qid: dict(zip(self.keys[qid], self.scores[qid].tolist(), strict=True)) for qid in self.qids}
+
+    @property
+    def served_run(self) -> dict[str, dict[str, float]]:
+        """The run in the order the engine serves it (ties by key ascending), ready to evaluate.
+
+        The scores are replaced by ``n - position``
+        (:func:`~weftsearch.eval.metrics.run_from_rankings`), so evaluating it
+        measures exactly the ranking :meth:`Index.search` returns; where the
+        fused scores tie, this can differ from evaluating :attr:`run`.
+        """
+        return run_from_rankings({qid: self.keys[qid] for qid in self.qids})
 
     def trec_lines(self, tag: str | None = None) -> Iterable[str]:
         """The run in TREC format, ``qid Q0 docid rank score tag``, rank 1-based, engine order.

@@ -14,11 +14,23 @@ non-negative form: it stays above 0 even for a term in every document, so a
 document holding any query term always scores above 0, and a document holding
 none is absent from the stream. N, avgdl and df come from one snapshot (a
 shard's view carries the whole collection's: ``Snapshot.with_statistics``).
+
+**The IDF is the same bits on every machine.** It is the exact
+``ln((2N + 2) / (2 df + 1))`` (the same number, without the float quotient),
+evaluated in :mod:`decimal` at 40 digits and rounded once to float64. numpy's
+``log1p`` is not: on a CPU with AVX-512 numpy dispatches it to a SIMD kernel
+that differs from the scalar one in the last bit for about 7% of CACM's
+document frequencies, and seed-weighted PageRank (``restart="score"``)
+carries those bits into which documents tie after fusion (docs/EVAL.md,
+Experiment 4, printed 3,738 tie-break slots on one x86-64 machine and 3,736
+on another). The C library's ``log1p`` has per-CPU variants too.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import decimal
+import functools
 import math
 import threading
 from collections import Counter, OrderedDict
@@ -252,10 +264,33 @@ class _QueryPostings:
     seed_ids: NDArray[np.int64] | None = None
 
 
+#: Digits :func:`_exact_idf` works with: far beyond float64's 17, so rounding the result to float64
+#: is a correct rounding except when ln lands within 1e-40 of a halfway point (never seen, and
+#: even then the same on every machine, since :mod:`decimal` is exact software arithmetic).
+_IDF_DIGITS = 40
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _exact_idf(n_docs: int, doc_freq: int) -> float:
+    """``ln(1 + (N - df + 0.5) / (df + 0.5))`` = ``ln((2N + 2) / (2df + 1))``, rounded once to float64."""
+    context = decimal.Context(prec=_IDF_DIGITS)
+    ratio = context.divide(decimal.Decimal(2 * n_docs + 2), decimal.Decimal(2 * doc_freq + 1))
+    return float(ratio.ln(context))
+
+
 def lucene_idf(n_docs: int, doc_freq: NDArray[np.int64]) -> NDArray[np.float64]:
-    """Lucene's BM25 IDF, ``ln(1 + (N - df + 0.5) / (df + 0.5))``, elementwise."""
-    df = doc_freq.astype(np.float64)
-    return np.log1p((n_docs - df + 0.5) / (df + 0.5))
+    """Lucene's BM25 IDF, ``ln(1 + (N - df + 0.5) / (df + 0.5))``, elementwise.
+
+    Computed exactly and rounded once (see the module docstring), so the bits
+    do not depend on the CPU, numpy's SIMD dispatch or the C library: the
+    value is the correctly rounded float64 of the real number. Distinct
+    document frequencies are computed once per process (an LRU cache of 65,536).
+    """
+    frequencies = np.asarray(doc_freq, dtype=np.int64)
+    distinct, inverse = np.unique(frequencies, return_inverse=True)
+    n = int(n_docs)
+    table = np.fromiter((_exact_idf(n, int(df)) for df in distinct.tolist()), np.float64, distinct.size)
+    return table[inverse.reshape(frequencies.shape)]
 
 
 class BM25Scorer:
