@@ -457,7 +457,9 @@ class SegmentOut(BaseModel):
     """One segment of the index."""
 
     model_config = _OUT
-    name: str
+    name: str | None = Field(
+        description="the segment's file name; null for a segment written (upserted) and not yet committed"
+    )
     documents: int
     deleted: int
     bytes: int
