@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
@@ -240,25 +241,120 @@ def test_unknown_routes_and_methods_answer_in_the_error_shape(open_client: TestC
     assert "allow" in {name.lower() for name in method.headers}
 
 
+#: Wrong keys a client may send: secrets too (another deployment's key, a typo of this one).
+WRONG_KEYS = ("wrong-key-9876543210", KEY + "-x")
+#: Every spelling of a key in a query string (names any case, values raw and percent-encoded).
+QUERY_SPELLINGS = (
+    "api_key={}",
+    "API_KEY={}",
+    "Api-Key={}",
+    "key={}",
+    "KEY={}",
+    "token={}",
+    "access_token={}",
+    "apikey={}",
+    "x-api-key={}",
+    "X-API-Key={}",
+    "auth=Bearer%20{}",
+    "{}",
+    "q=1&api_key={}&z=2",
+)
+#: Routes of every kind: reads, writes, unknown (404), a wrong method (405), the health check.
+ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
+    ("GET", "/v1/stats", None),
+    ("POST", "/v1/search", {"text": "graph"}),
+    ("POST", "/v1/search", {"text": "graph", "k": 0}),  # a 422
+    ("GET", "/v1/documents/d1", None),
+    ("GET", "/v1/documents/missing", None),  # a 404 of the API
+    ("POST", "/v1/documents", {"documents": [{"key": "k", "text": "t"}]}),
+    ("DELETE", "/v1/documents/k", None),
+    ("POST", "/v1/commit", None),
+    ("POST", "/v1/profiles", {"name": "p", "spec": "bm25"}),
+    ("GET", "/v1/profiles/no.such", None),  # a 422 of a path parameter
+    ("GET", "/metrics", None),
+    ("GET", "/health", None),
+    ("GET", "/nothing-here", None),  # no such route
+    ("PUT", "/v1/search", {}),  # no such method
+]
+
+
+def _raw_request(base: str, request: bytes) -> bytes:
+    """Send bytes as they are (no client library to tidy them) and return what came back."""
+    import socket
+
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        chunks = []
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_the_key_never_reaches_a_real_servers_output(index_path: Path, tmp_path: Path, workers: int) -> None:
-    """``weft-search serve`` for real: uvicorn's access log, the server's log and, with two workers, the
-    forwarding to the writer; requests with the right key, a wrong one that contains it, and a bearer."""
+    """``weft-search serve`` for real, with a known key: requests carry it (and wrong keys) in every
+    spelling (headers, query strings, the path) on every kind of route, malformed requests included;
+    then the server is stopped and its whole output, its /metrics and every answer are searched for
+    each key. Before the fix uvicorn's access log printed query strings whole: GET /v1/stats?api_key=KEY."""
+    import httpx
+
     log = tmp_path / "serve.log"
     args = ["--api-key-env", "WEFT_TEST_KEY", "--workers", str(workers)]
-    with running_server(index_path, *args, env={"WEFT_TEST_KEY": KEY}, log=log) as base:
-        import httpx
-
-        with httpx.Client(base_url=base, timeout=30) as http:
-            for headers in (
-                {"X-API-Key": KEY},
-                {"Authorization": f"Bearer {KEY}"},
-                {"X-API-Key": KEY + "-x"},
-            ):
-                http.post("/v1/documents", json={"documents": [{"key": "k", "text": "t"}]}, headers=headers)
-                http.post("/v1/commit", headers=headers)
-                http.post("/v1/search", json={"text": "t", "k": 0}, headers=headers)  # a 422
-            assert http.post("/v1/commit", headers=WRITE).status_code == 200
+    secrets = (KEY, *WRONG_KEYS)
+    answers: list[str] = []
+    with (
+        running_server(index_path, *args, env={"WEFT_TEST_KEY": KEY}, log=log) as base,
+        httpx.Client(base_url=base, timeout=60) as http,
+    ):
+        for secret in secrets:
+            header_spellings: list[dict[str, str]] = [
+                {"X-API-Key": secret},
+                {"x-api-key": secret},
+                {"X-API-KEY": secret},
+                {"Authorization": f"Bearer {secret}"},
+                {"authorization": f"bearer {secret}"},
+                {"Authorization": secret},
+                {"Authorization": f"Basic {secret}"},
+                {"Cookie": f"api_key={secret}"},
+            ]
+            queries = [spelling.format(v) for spelling in QUERY_SPELLINGS for v in (secret, quote(secret))]
+            # Every spelling on some route and every route with some spelling (the whole product
+            # is thousands of requests), the routes turning round so each meets several.
+            for i in range(max(len(ROUTES), len(header_spellings), len(queries))):
+                method, path, body = ROUTES[i % len(ROUTES)]
+                headers = header_spellings[i % len(header_spellings)]
+                answers.append(http.request(method, path, json=body, headers=headers).text)
+                method, path, body = ROUTES[(i + 5) % len(ROUTES)]
+                answers.append(http.request(method, f"{path}?{queries[i % len(queries)]}", json=body).text)
+        # The key where no key belongs: in the path, as a document key and as a route.
+        for path in (f"/v1/documents/{KEY}", f"/{KEY}", f"/v1/profiles/{KEY}", f"/v1/{KEY}/x"):
+            for method in ("GET", "POST", "DELETE"):
+                answers.append(http.request(method, path, headers=WRITE).text)
+        # Malformed requests, which the HTTP parser refuses before any route.
+        for raw in (
+            f"GET /v1/stats?api_key={KEY} HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n",
+            f"GET /v1/stats?api_key={KEY} HTTP/9.9\r\nHost: x\r\nConnection: close\r\n\r\n",
+            f"POST /v1/commit?token={KEY} HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
+            f"POST /v1/documents HTTP/1.1\r\nHost: x\r\nX-API-Key: {KEY}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 5\r\nConnection: close\r\n\r\n{bad}",
+            f"GET /v1/stats?api_key={KEY} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        ):
+            answers.append(_raw_request(base, raw.encode()).decode("utf-8", "replace"))
+        assert http.post("/v1/commit", headers=WRITE).status_code == 200
+        metrics = http.get("/metrics").text
+        assert "weft_requests_total" in metrics
     text = log.read_text(encoding="utf-8", errors="replace")
-    assert "POST /v1/commit" in text and "403" in text  # the access log is there, and shows refusals
-    assert KEY not in text
+    assert "GET /v1/stats" in text and "401" in text and "403" in text  # the access log is there
+    for secret in secrets:
+        for form in {secret, quote(secret, safe=""), quote(secret)}:
+            assert form not in text, f"the server's output holds {form!r}"
+            assert form not in metrics, f"/metrics holds {form!r}"
+            leaking = [answer for answer in answers if form in answer]
+            assert leaking == [], f"answers hold {form!r}: {leaking[:3]}"

@@ -73,6 +73,7 @@ from weftsearch.server.compare import (
     rank_biased_overlap,
 )
 from weftsearch.server.embedding import QueryEmbedder, check_fits, read_vector_model
+from weftsearch.server.logs import redact
 from weftsearch.server.profiles import PROFILE_NAME, Profile, ProfileStore, build_arm
 from weftsearch.server.sharded import ShardedServing, SupportsShardedServing
 
@@ -1343,21 +1344,29 @@ def create_app(
 
     app.add_middleware(_BodyLimit, limit=limits.max_body_bytes)
 
+    def unkeyed(message: str) -> str:
+        # Errors echo values (a document key, a path) that a client may have filled with the key.
+        return redact(message, [api_key]) if api_key else message
+
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(_error_body(exc.kind, exc.message, exc.field), status_code=exc.status)
+        return JSONResponse(_error_body(exc.kind, unkeyed(exc.message), exc.field), status_code=exc.status)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         # Routing's own answers (404 no such route, 405 wrong method) in the API's error shape.
         kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
         return JSONResponse(
-            _error_body(kind, str(exc.detail), None), status_code=exc.status_code, headers=exc.headers
+            _error_body(kind, unkeyed(str(exc.detail)), None),
+            status_code=exc.status_code,
+            headers=exc.headers,
         )
 
     @app.exception_handler(WeftError)
     async def weft_error(request: Request, exc: WeftError) -> JSONResponse:
-        return JSONResponse(_error_body(type(exc).__name__, str(exc), None), status_code=_status_of(exc))
+        return JSONResponse(
+            _error_body(type(exc).__name__, unkeyed(str(exc)), None), status_code=_status_of(exc)
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -1366,7 +1375,9 @@ def create_app(
             location = [
                 str(part) for part in error.get("loc", ()) if part != "body" and part not in _BRANCHES
             ]
-            problems.append({"field": ".".join(location) or None, "message": str(error.get("msg", ""))})
+            problems.append(
+                {"field": unkeyed(".".join(location)) or None, "message": unkeyed(str(error.get("msg", "")))}
+            )
         first = problems[0] if problems else {"field": None, "message": "invalid request"}
         body = _error_body("ValidationError", f"{first['field']}: {first['message']}", first["field"])
         body["error"]["problems"] = problems
