@@ -352,6 +352,7 @@ def test_the_key_never_reaches_a_real_servers_output(index_path: Path, tmp_path:
         assert "weft_requests_total" in metrics
     text = log.read_text(encoding="utf-8", errors="replace")
     assert "GET /v1/stats" in text and "401" in text and "403" in text  # the access log is there
+    assert "no API key" not in text  # the warning of a server started without one
     for secret in secrets:
         for form in {secret, quote(secret, safe=""), quote(secret)}:
             assert form not in text, f"the server's output holds {form!r}"

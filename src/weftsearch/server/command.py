@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import sys
 import tempfile
 import time
 from typing import Any
@@ -88,6 +89,14 @@ def serve(
         raise InvalidParameterError("--require-key-for-reads needs --api-key-env")
     if (index is None) == (sharded is None):
         raise InvalidParameterError("serve one index: give --index DIR or --sharded DIR, not both or neither")
+    if api_key is None and not readonly:
+        # Said once, before uvicorn's own lines: an open server is a choice, not a default to miss.
+        print(
+            f"weft-search serve: WARNING: no API key (--api-key-env NAME): anyone who can reach "
+            f"{host}:{port} can add, delete and commit documents and create profiles",
+            file=sys.stderr,
+            flush=True,
+        )
     if sharded is not None:
         _serve_sharded(
             sharded,
