@@ -1,27 +1,38 @@
-"""Keys, body limits, no paths, no key in logs, writes serialised, searches never waiting on commits."""
+"""Keys, body limits, no paths, no key in logs, writes serialised, searches never waiting on commits.
+
+The tests of what a client can do run twice (issue 26, item 10b): against the app in this
+process, and against a real ``weft-search serve --workers 2`` (two reader processes, writes
+forwarded to a writer process), started once per configuration for the module since a start
+takes seconds; that second run is in the slow suite. Tests that spy inside the process
+(constant-time comparison, a held commit, caplog) run in-process only.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import logging
+import socket
 import threading
 from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.server.conftest import KEY, WRITE
+from tests.server.conftest import KEY, WRITE, make_index
 from tests.server.serving import running_server
 from weftsearch import Index
 from weftsearch.server.app import ServerLimits, create_app
 
 WRITES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("POST", "/v1/documents", {"documents": [{"key": "w", "text": "w"}]}),
-    ("DELETE", "/v1/documents/d1", None),
+    ("DELETE", "/v1/documents/gone", None),  # the test adds "gone" first (d1 stays for the others)
     ("POST", "/v1/commit", None),
     ("POST", "/v1/profiles", {"name": "p", "spec": "bm25"}),
 ]
@@ -37,14 +48,95 @@ READS: list[tuple[str, str, dict[str, Any] | None]] = [
 ]
 
 
+@dataclass(frozen=True)
+class Served:
+    """A server under test: a client of it, and its index directory."""
+
+    client: httpx.Client | TestClient
+    index_path: Path
+
+
+class _WorkerServers:
+    """Real ``serve --workers 2`` servers, one per configuration, each started at its first use."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.stack = ExitStack()
+        self.started: dict[bool, Served] = {}
+
+    def get(self, reads_keyed: bool) -> Served:
+        if reads_keyed not in self.started:
+            index = make_index(self.root / f"idx-{'reads-keyed' if reads_keyed else 'keyed'}")
+            args = ["--workers", "2", "--api-key-env", "WEFT_TEST_KEY"]
+            args += ["--require-key-for-reads"] if reads_keyed else []
+            base = self.stack.enter_context(running_server(index, *args, env={"WEFT_TEST_KEY": KEY}))
+            client = self.stack.enter_context(httpx.Client(base_url=base, timeout=60))
+            self.started[reads_keyed] = Served(client, index)
+        return self.started[reads_keyed]
+
+
+@pytest.fixture(scope="module")
+def worker_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_WorkerServers]:
+    servers = _WorkerServers(tmp_path_factory.mktemp("workers"))
+    with servers.stack:
+        yield servers
+
+
+@pytest.fixture(
+    params=[
+        "one process",
+        pytest.param(
+            "--workers 2",
+            marks=[
+                pytest.mark.slow,
+                pytest.mark.skipif(
+                    not hasattr(socket, "AF_UNIX"), reason="the writer listens on a Unix socket"
+                ),
+            ],
+        ),
+    ]
+)
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _serve(mode: str, request: pytest.FixtureRequest, path: Path, reads_keyed: bool) -> Iterator[Served]:
+    if mode == "one process":
+        with TestClient(create_app(make_index(path), api_key=KEY, read_key_required=reads_keyed)) as client:
+            yield Served(client, path)
+    else:
+        servers: _WorkerServers = request.getfixturevalue("worker_servers")
+        yield servers.get(reads_keyed)
+
+
+@pytest.fixture
+def keyed(mode: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
+    """A server with a key, reads open: in this process, or ``serve --workers 2`` (shared by the module)."""
+    yield from _serve(mode, request, tmp_path / "idx-keyed", reads_keyed=False)
+
+
+@pytest.fixture
+def reads_keyed(mode: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
+    """A server whose reads need the key too."""
+    yield from _serve(mode, request, tmp_path / "idx-reads-keyed", reads_keyed=True)
+
+
 def call(
-    client: TestClient, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str]
+    client: httpx.Client | TestClient,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    headers: dict[str, str],
 ) -> int:
     return client.request(method, path, json=body, headers=headers).status_code
 
 
 @pytest.mark.parametrize(("method", "path", "body"), WRITES)
-def test_writes_need_the_key(client: TestClient, method: str, path: str, body: dict[str, Any] | None) -> None:
+def test_writes_need_the_key(keyed: Served, method: str, path: str, body: dict[str, Any] | None) -> None:
+    client = keyed.client
+    if method == "DELETE":
+        add = client.post("/v1/documents", json={"documents": [{"key": "gone"}]}, headers=WRITE)
+        assert add.status_code == 200
     assert call(client, method, path, body, {}) == 401
     assert call(client, method, path, body, {"X-API-Key": KEY + "x"}) == 403
     assert call(client, method, path, body, {"X-API-Key": ""}) == 403
@@ -54,15 +146,14 @@ def test_writes_need_the_key(client: TestClient, method: str, path: str, body: d
 
 @pytest.mark.parametrize(("method", "path", "body"), READS)
 def test_reads_are_open_unless_the_flag_says(
-    index_path: Path, method: str, path: str, body: dict[str, Any] | None
+    keyed: Served, reads_keyed: Served, method: str, path: str, body: dict[str, Any] | None
 ) -> None:
-    with TestClient(create_app(index_path, api_key=KEY)) as client:
-        assert call(client, method, path, body, {}) == 200
-    with TestClient(create_app(index_path, api_key=KEY, read_key_required=True)) as client:
-        assert call(client, method, path, body, {}) == 401
-        assert call(client, method, path, body, {"X-API-Key": "nope"}) == 403
-        assert call(client, method, path, body, WRITE) == 200
-        assert client.get("/health").status_code == 200
+    assert call(keyed.client, method, path, body, {}) == 200
+    client = reads_keyed.client
+    assert call(client, method, path, body, {}) == 401
+    assert call(client, method, path, body, {"X-API-Key": "nope"}) == 403
+    assert call(client, method, path, body, WRITE) == 200
+    assert client.get("/health").status_code == 200
 
 
 def test_the_key_is_compared_in_constant_time(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,6 +202,26 @@ def test_oversize_bodies_are_413(index_path: Path) -> None:
         assert client.get("/v1/documents/big").status_code == 404
 
 
+def test_oversize_bodies_are_413_at_the_default_limit(keyed: Served) -> None:
+    """The default limit, declared or streamed; with --workers the reader refuses before forwarding."""
+    limit = ServerLimits().max_body_bytes
+    client = keyed.client
+    big = {"documents": [{"key": "big", "text": "x" * limit}]}
+    response = client.post("/v1/documents", json=big, headers=WRITE)
+    assert response.status_code == 413 and response.json()["error"]["type"] == "PayloadTooLarge"
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"documents": [{"key": "big", "text": "'
+        for _ in range(limit // 1_000_000 + 1):
+            yield b"y" * 1_000_000
+        yield b'"}]}'
+
+    headers = {"content-type": "application/json", **WRITE}
+    assert client.post("/v1/documents", content=chunks(), headers=headers).status_code == 413
+    assert client.post("/v1/search", json={"text": "graph"}).status_code == 200
+    assert client.get("/v1/documents/big").status_code == 404
+
+
 @pytest.mark.parametrize(
     ("path", "body"),
     [
@@ -124,26 +235,36 @@ def test_oversize_bodies_are_413(index_path: Path) -> None:
         ("/v1/documents", {"documents": [], "from_file": "/tmp/corpus.jsonl"}),
     ],
 )
-def test_no_field_can_name_a_file(
-    client: TestClient, index_path: Path, path: str, body: dict[str, Any]
-) -> None:
-    response = client.post(path, json=body, headers=WRITE)
+def test_no_field_can_name_a_file(keyed: Served, path: str, body: dict[str, Any]) -> None:
+    folder = keyed.index_path / "profiles"
+    before = set(folder.iterdir()) if folder.exists() else set()
+    response = keyed.client.post(path, json=body, headers=WRITE)
     assert response.status_code in (400, 422), response.text
-    assert not (index_path.parent / "escape.v000001.json").exists()
-    assert not (index_path / "profiles").exists() or list((index_path / "profiles").iterdir()) == []
+    assert not (keyed.index_path.parent / "escape.v000001.json").exists()
+    assert (set(folder.iterdir()) if folder.exists() else set()) == before
 
 
-def test_profile_paths_cannot_leave_the_folder(client: TestClient) -> None:
+def test_profile_paths_cannot_leave_the_folder(keyed: Served) -> None:
     for path in ("/v1/profiles/..%2F..%2Fetc%2Fpasswd", "/v1/profiles/..", "/v1/profiles/a.b/1"):
-        assert client.get(path).status_code in (404, 422)
+        assert keyed.client.get(path).status_code in (404, 422)
 
 
-def test_concurrent_writes_serialise_without_losing_any(index_path: Path) -> None:
+def test_concurrent_writes_serialise_without_losing_any(keyed: Served) -> None:
     threads_n, each = 6, 8
     errors: list[str] = []
-    with TestClient(create_app(index_path, api_key=KEY)) as client:
+    start = keyed.client.get("/v1/stats").json()["documents"]
+    base_url = str(keyed.client.base_url)
 
-        def writer(t: int) -> None:
+    def writer(t: int) -> None:
+        # One client per thread for a real server (a connection each); the in-process one is shared.
+        client = (
+            keyed.client
+            if isinstance(keyed.client, TestClient)
+            else httpx.Client(base_url=base_url, timeout=60)
+        )
+        with ExitStack() as stack:
+            if client is not keyed.client:
+                stack.enter_context(client)
             for i in range(each):
                 doc = {"key": f"t{t}-{i}", "text": f"thread {t} item {i}", "fields": {"thread": t}}
                 response = client.post("/v1/documents", json={"documents": [doc]}, headers=WRITE)
@@ -153,15 +274,15 @@ def test_concurrent_writes_serialise_without_losing_any(index_path: Path) -> Non
                     errors.append("commit failed")
                 client.post("/v1/search", json={"text": "thread item", "spec": "bm25"})
 
-        threads = [threading.Thread(target=writer, args=(t,)) for t in range(threads_n)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert client.post("/v1/commit", headers=WRITE).status_code == 200
-        assert errors == []
-        assert client.get("/v1/stats").json()["documents"] == 6 + threads_n * each
-    with Index.open(index_path, readonly=True) as index:
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(threads_n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert keyed.client.post("/v1/commit", headers=WRITE).status_code == 200
+    assert errors == []
+    assert keyed.client.get("/v1/stats").json()["documents"] == start + threads_n * each
+    with Index.open(keyed.index_path, readonly=True) as index:
         assert all(f"t{t}-{i}" in index for t in range(threads_n) for i in range(each))
 
 
@@ -221,9 +342,8 @@ def test_a_search_never_waits_on_a_commit(index_path: Path, monkeypatch: pytest.
         ("DELETE", "/v1/profiles/p"),
     ],
 )
-def test_no_spelling_of_a_write_path_slips_past_the_key(
-    client: TestClient, index_path: Path, method: str, path: str
-) -> None:
+def test_no_spelling_of_a_write_path_slips_past_the_key(keyed: Served, method: str, path: str) -> None:
+    client = keyed.client
     body = {"documents": [{"key": "slipped", "text": "x"}]}
     response = client.request(method, path, json=body)
     assert response.status_code == 401, (method, path, response.text)
@@ -231,8 +351,9 @@ def test_no_spelling_of_a_write_path_slips_past_the_key(
     assert client.get("/v1/documents/slipped").status_code == 404
 
 
-def test_unknown_routes_and_methods_answer_in_the_error_shape(open_client: TestClient) -> None:
+def test_unknown_routes_and_methods_answer_in_the_error_shape(keyed: Served) -> None:
     """Every 4xx is {"error": {type, field, message}}, routing errors included (not FastAPI's {"detail"})."""
+    open_client = keyed.client
     missing = open_client.get("/v1/nothing-here")
     assert missing.status_code == 404
     assert missing.json() == {"error": {"type": "NotFound", "field": None, "message": "Not Found"}}
