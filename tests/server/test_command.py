@@ -128,3 +128,24 @@ def test_serve_passes_the_vectors_record_on(
     record = _record(tmp_path / "tiny.json", 8)
     assert main(["serve", "--index", str(index_path), "--vectors-record", str(record)]) == 0
     assert served[0]["stats"] == 200 and served[0]["query_model"]["model"] == "acme/tiny"
+
+
+@pytest.mark.parametrize(
+    ("extra", "warned"),
+    [([], True), (["--readonly"], False), (["--api-key-env", "MY_WEFT_KEY"], False)],
+)
+def test_serve_warns_when_anyone_may_write(
+    index_path: Path,
+    served: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    warned: bool,
+) -> None:
+    """No key on a writable index: one warning line at start-up (issue 26, item 16f)."""
+    monkeypatch.setenv("MY_WEFT_KEY", KEY)
+    assert main(["serve", "--index", str(index_path), "--port", "9", *extra]) == 0
+    err = capsys.readouterr().err
+    line = "weft-search serve: WARNING: no API key (--api-key-env NAME): anyone who can reach 127.0.0.1:9"
+    assert (line in err) is warned, err
+    assert served

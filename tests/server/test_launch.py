@@ -33,7 +33,10 @@ def test_a_launched_server_answers_on_loopback_and_stops(index_path: Path, tmp_p
     assert not server.running
     assert server.returncode == 0  # SIGINT is uvicorn's graceful stop
     assert not _listening(server.port)
-    assert f"127.0.0.1:{server.port}" in log.read_text(encoding="utf-8")  # uvicorn's start line
+    output = log.read_text(encoding="utf-8")
+    assert f"127.0.0.1:{server.port}" in output  # uvicorn's start line
+    # Started without a key, it says so: anyone on loopback may write (issue 26, item 16f).
+    assert f"WARNING: no API key (--api-key-env NAME): anyone who can reach 127.0.0.1:{server.port}" in output
     assert server.stop() == 0  # idempotent
 
 

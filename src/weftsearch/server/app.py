@@ -73,6 +73,7 @@ from weftsearch.server.compare import (
     rank_biased_overlap,
 )
 from weftsearch.server.embedding import QueryEmbedder, check_fits, read_vector_model
+from weftsearch.server.logs import redact
 from weftsearch.server.profiles import PROFILE_NAME, Profile, ProfileStore, build_arm
 from weftsearch.server.sharded import ShardedServing, SupportsShardedServing
 
@@ -457,7 +458,9 @@ class SegmentOut(BaseModel):
     """One segment of the index."""
 
     model_config = _OUT
-    name: str
+    name: str | None = Field(
+        description="the segment's file name; null for a segment written (upserted) and not yet committed"
+    )
     documents: int
     deleted: int
     bytes: int
@@ -493,10 +496,14 @@ class QueryModelOut(BaseModel):
 
 
 class HealthResponse(BaseModel):
-    """``GET /health``."""
+    """``GET /health``: 200 ``ok``, or 503 ``unavailable`` with the reason."""
 
     model_config = _OUT
-    status: str = Field(description="'ok' while the index is open")
+    status: str = Field(
+        description="'ok' while the index is open and its directory is the one opened; 'closed' after "
+        "shutdown; 'unavailable' (503) once the directory was deleted or replaced under the server"
+    )
+    reason: str | None = Field(default=None, description="why the index is unavailable (with 503 only)")
 
 
 class ProfileOut(BaseModel):
@@ -665,6 +672,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (409, "the index is read-only here, or locked"),
         (413, "the request body is over the limit"),
         (422, "the request does not validate, or is over a limit; error.field names the field"),
+        (503, "the index is unavailable: closed, a shard down, or its directory deleted or replaced"),
     )
 }
 
@@ -674,6 +682,72 @@ _BRANCHES = frozenset(
 )
 
 # ---------------------------------------------------------------------- the server state
+
+
+class _DirectoryWatch:
+    """Notices the index directory deleted or replaced under the server, and then stays lost.
+
+    The server keeps serving what it opened (mapped files outlive their
+    names), so without a check searches answered 200 from the old data while
+    stats and get answered 500 and ``/health`` said ok. A check is a ``stat``
+    of the directory and of its manifest; the manifest is read again only
+    when its file changed (a commit), to compare the index id. Once lost,
+    the server answers 503 until restarted: it never mixes the old index
+    with a new one (docs: README, "Deploy the server").
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        opened = path.stat()
+        self._directory = (opened.st_dev, opened.st_ino)
+        self._manifest: tuple[int, int, int, int] | None = None
+        self._index_id = self._read_id()
+        self.lost: str | None = None
+        self._lock = threading.Lock()
+
+    def _read_id(self) -> str:
+        from weftsearch.storage.directory import MANIFEST, Manifest
+
+        where = self.path / MANIFEST
+        seen = where.stat()
+        manifest = Manifest.from_bytes(where.read_bytes(), where)
+        self._manifest = (seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns)
+        return manifest.index_id
+
+    def problem(self) -> str | None:
+        """Why the index cannot be served any more (and never again), or ``None`` while it can."""
+        with self._lock:
+            if self.lost is None:
+                self.lost = self._check()
+                if self.lost is not None:
+                    LOG.error("%s: %s", self.path, self.lost)
+            return self.lost
+
+    def _check(self) -> str | None:
+        from weftsearch.storage.directory import MANIFEST
+
+        restart = "restart the server to serve what is there now"
+        try:
+            now = self.path.stat()
+        except FileNotFoundError:
+            return f"the index directory was deleted under the server; {restart}"
+        except OSError as exc:
+            return f"the index directory cannot be read ({exc.strerror}); {restart}"
+        if (now.st_dev, now.st_ino) != self._directory:
+            return f"the index directory was replaced under the server (another one is there); {restart}"
+        try:
+            seen = (self.path / MANIFEST).stat()
+        except OSError:
+            return f"the index directory lost its MANIFEST under the server; {restart}"
+        if (seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns) == self._manifest:
+            return None
+        try:
+            index_id = self._read_id()
+        except (OSError, WeftError) as exc:
+            return f"the index directory's MANIFEST is no longer an index's ({type(exc).__name__}); {restart}"
+        if index_id != self._index_id:
+            return f"the index directory now holds another index (id {index_id}); {restart}"
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -692,11 +766,13 @@ class _Server:
         profiles: ProfileStore,
         limits: ServerLimits,
         embedder: QueryEmbedder | None,
+        watch: _DirectoryWatch | None = None,
     ) -> None:
         self.index = index
         self.profiles = profiles
         self.limits = limits
         self.embedder = embedder
+        self.watch = watch
         self.writes = threading.Lock()
         self._rankings: OrderedDict[tuple[Any, ...], _Ranking] = OrderedDict()
         self._rankings_lock = threading.Lock()
@@ -1215,6 +1291,7 @@ def create_app(
             if model is not None:
                 check_fits(model, index.vector_dim, vectors_record, index_path)
             embedder = None if model is None else QueryEmbedder(model)
+            watch = _DirectoryWatch(Path(index_path))
         except BaseException:
             index.close(discard=True)
             raise
@@ -1222,7 +1299,12 @@ def create_app(
         index = _sharded(index_path, readonly, writer_socket, vectors_record)
         profiles = index.profile_store()
         embedder = None
-    state = _Server(index, profiles, limits, embedder)
+        watch = None
+    state = _Server(index, profiles, limits, embedder, watch)
+
+    def unavailable() -> str | None:
+        """Why the index cannot be served (its directory deleted or replaced), or ``None``."""
+        return None if watch is None else watch.problem()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -1234,7 +1316,11 @@ def create_app(
 
             multiprocess.mark_process_dead(os.getpid(), str(metrics_dir))  # type: ignore[no-untyped-call]
         with state.writes:
-            if not index.readonly and not index.closed:
+            problem = unavailable()
+            if problem is not None and not index.readonly and not index.closed:
+                # Committing now would write this index's manifest into whatever is there now.
+                LOG.error("no commit at shutdown (uncommitted writes are lost): %s", problem)
+            elif not index.readonly and not index.closed:
                 try:
                     index.commit()  # a graceful shutdown keeps what was written (a no-op when nothing was)
                 except WeftError as exc:
@@ -1290,6 +1376,10 @@ def create_app(
     async def forward_or_handle(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
+        if request.url.path.startswith("/v1/"):
+            problem = unavailable()
+            if problem is not None:
+                return JSONResponse(_error_body("IndexUnavailable", problem, None), status_code=503)
         if writer_socket is None or not _is_write(request.method, request.url.path):
             return await call_next(request)
         import httpx  # the multi-process server's readers only
@@ -1341,21 +1431,29 @@ def create_app(
 
     app.add_middleware(_BodyLimit, limit=limits.max_body_bytes)
 
+    def unkeyed(message: str) -> str:
+        # Errors echo values (a document key, a path) that a client may have filled with the key.
+        return redact(message, [api_key]) if api_key else message
+
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(_error_body(exc.kind, exc.message, exc.field), status_code=exc.status)
+        return JSONResponse(_error_body(exc.kind, unkeyed(exc.message), exc.field), status_code=exc.status)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         # Routing's own answers (404 no such route, 405 wrong method) in the API's error shape.
         kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
         return JSONResponse(
-            _error_body(kind, str(exc.detail), None), status_code=exc.status_code, headers=exc.headers
+            _error_body(kind, unkeyed(str(exc.detail)), None),
+            status_code=exc.status_code,
+            headers=exc.headers,
         )
 
     @app.exception_handler(WeftError)
     async def weft_error(request: Request, exc: WeftError) -> JSONResponse:
-        return JSONResponse(_error_body(type(exc).__name__, str(exc), None), status_code=_status_of(exc))
+        return JSONResponse(
+            _error_body(type(exc).__name__, unkeyed(str(exc)), None), status_code=_status_of(exc)
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -1364,7 +1462,9 @@ def create_app(
             location = [
                 str(part) for part in error.get("loc", ()) if part != "body" and part not in _BRANCHES
             ]
-            problems.append({"field": ".".join(location) or None, "message": str(error.get("msg", ""))})
+            problems.append(
+                {"field": unkeyed(".".join(location)) or None, "message": unkeyed(str(error.get("msg", "")))}
+            )
         first = problems[0] if problems else {"field": None, "message": "invalid request"}
         body = _error_body("ValidationError", f"{first['field']}: {first['message']}", first["field"])
         body["error"]["problems"] = problems
@@ -1375,8 +1475,13 @@ def create_app(
     def adopt_commits() -> None:
         """A read-only server adopts the writer's newest commit before each read (one manifest read)."""
         if index.readonly:
-            with _field(None):
+            try:
                 index.refresh()
+            except IndexStorageError as exc:
+                problem = unavailable()  # the directory went between the check and this read
+                if problem is not None:
+                    raise ApiError(503, "IndexUnavailable", problem) from None
+                raise ApiError(_status_of(exc), type(exc).__name__, str(exc)) from None
 
     def run_search(ranking: _Ranking, queries: list[Query], k: int) -> list[SearchResults]:
         """Search (callers adopt the newest commit first, before building the queries)."""
@@ -1533,10 +1638,15 @@ def create_app(
     @app.get(
         "/health",
         tags=["index"],
-        summary="Liveness: the index is open",
-        **_answers(HealthResponse, errors=False),
+        summary="Liveness: the index is open, and its directory is the one opened",
+        response_model=HealthResponse,
+        response_model_exclude_unset=True,
+        responses={503: {"model": HealthResponse, "description": "the index directory deleted or replaced"}},
     )
-    def health() -> dict[str, Any]:
+    def health() -> Any:
+        problem = unavailable()
+        if problem is not None:
+            return JSONResponse({"status": "unavailable", "reason": problem}, status_code=503)
         return {"status": "ok" if not index.closed else "closed"}
 
     @app.get(
@@ -1553,12 +1663,13 @@ def create_app(
         },
     )
     def metrics() -> Response:
-        adopt_commits()
-        if not index.closed:
-            generation.set(
-                float(index.snapshot().generation if isinstance(index, Index) else index.published)
-            )
-            documents.set(float(len(index)))
+        if unavailable() is None:  # not the old index's numbers once its directory went
+            adopt_commits()
+            if not index.closed:
+                generation.set(
+                    float(index.snapshot().generation if isinstance(index, Index) else index.published)
+                )
+                documents.set(float(len(index)))
         if metrics_dir is None:
             text = prometheus_client.generate_latest(registry)
         else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import sys
 import tempfile
 import time
 from typing import Any
@@ -83,10 +84,19 @@ def serve(
             "pip install 'weft-search[server]' (uvicorn is missing)"
         ) from exc
     api_key = _key_from(api_key_env)
+    logging_config = _logging(api_key_env)
     if read_key_required and api_key is None:
         raise InvalidParameterError("--require-key-for-reads needs --api-key-env")
     if (index is None) == (sharded is None):
         raise InvalidParameterError("serve one index: give --index DIR or --sharded DIR, not both or neither")
+    if api_key is None and not readonly:
+        # Said once, before uvicorn's own lines: an open server is a choice, not a default to miss.
+        print(
+            f"weft-search serve: WARNING: no API key (--api-key-env NAME): anyone who can reach "
+            f"{host}:{port} can add, delete and commit documents and create profiles",
+            file=sys.stderr,
+            flush=True,
+        )
     if sharded is not None:
         _serve_sharded(
             sharded,
@@ -98,6 +108,7 @@ def serve(
             workers=workers,
             readonly=readonly,
             vectors_record=vectors_record,
+            logging_config=logging_config,
         )
         return
     assert index is not None
@@ -111,8 +122,9 @@ def serve(
             readonly=readonly,
             vectors_record=vectors_record,
         )
-        # uvicorn's access log prints the request line only (never headers), so the key stays out of it.
-        uvicorn.run(app, host=host, port=port, log_level="info")
+        # uvicorn's access log prints the request line (never headers); the filter drops its query
+        # string and the key, wherever it was put (weftsearch.server.logs).
+        uvicorn.run(app, host=host, port=port, log_level="info", log_config=logging_config)
         return
     if readonly:
         raise InvalidParameterError("--workers N runs its own writer; --readonly is for one process")
@@ -158,6 +170,7 @@ def serve(
                 port=port,
                 workers=workers,
                 log_level="info",
+                log_config=logging_config,  # each worker process applies it at its start
             )
         finally:
             writer.terminate()  # SIGTERM: uvicorn shuts down gracefully, and the writer commits
@@ -175,6 +188,7 @@ def _serve_sharded(
     workers: int,
     readonly: bool,
     vectors_record: str | None,
+    logging_config: dict[str, Any],
 ) -> None:
     """``serve --sharded DIR [--ray ADDRESS]``: one process, the coordinator of the sharded index."""
     import uvicorn
@@ -212,7 +226,7 @@ def _serve_sharded(
     try:
         with ShardedIndex.open(directory, readonly=readonly, factory=factory) as opened:
             app = create_app(opened, api_key=api_key, read_key_required=read_key_required, readonly=readonly)
-            uvicorn.run(app, host=host, port=port, log_level="info")
+            uvicorn.run(app, host=host, port=port, log_level="info", log_config=logging_config)
     finally:
         if started:
             stop_local_cluster()
@@ -234,6 +248,15 @@ def _key_from(name: str | None) -> str | None:
     return key
 
 
+def _logging(api_key_env: str | None) -> dict[str, Any]:
+    """The logging configuration of uvicorn, its lines cleared of query strings and of the key."""
+    import uvicorn.config
+
+    from weftsearch.server.logs import log_config
+
+    return log_config(uvicorn.config.LOGGING_CONFIG, api_key_env)
+
+
 def _run_writer(index: str, socket_path: str, api_key_env: str | None, read_key_required: bool) -> None:
     """The writer process of ``--workers N``: the full API on a Unix socket only the server reaches."""
     import uvicorn
@@ -241,7 +264,7 @@ def _run_writer(index: str, socket_path: str, api_key_env: str | None, read_key_
     from weftsearch.server.app import create_app
 
     app = create_app(index, api_key=_key_from(api_key_env), read_key_required=read_key_required)
-    uvicorn.run(app, uds=socket_path, log_level="warning")
+    uvicorn.run(app, uds=socket_path, log_level="warning", log_config=_logging(api_key_env))
 
 
 def reader_app() -> Any:
