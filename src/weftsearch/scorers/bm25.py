@@ -287,10 +287,11 @@ def lucene_idf(n_docs: int, doc_freq: NDArray[np.int64]) -> NDArray[np.float64]:
     document frequencies are computed once per process (an LRU cache of 65,536).
     """
     frequencies = np.asarray(doc_freq, dtype=np.int64)
-    distinct, inverse = np.unique(frequencies, return_inverse=True)
     n = int(n_docs)
-    table = np.fromiter((_exact_idf(n, int(df)) for df in distinct.tolist()), np.float64, distinct.size)
-    return table[inverse.reshape(frequencies.shape)]
+    # One cache look-up per term (~0.1 us), no np.unique: a query holds a handful of terms.
+    values = frequencies.ravel().tolist()
+    table = np.fromiter((_exact_idf(n, df) for df in values), np.float64, len(values))
+    return table.reshape(frequencies.shape)
 
 
 class BM25Scorer:
