@@ -4,6 +4,7 @@ vectorised segment evaluation equals a plain per-document reading of the rules."
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -381,14 +382,15 @@ def test_a_number_a_field_cannot_hold_is_a_syntax_error(op: str, number: str) ->
 
 @pytest.mark.parametrize("value", [10**400, -(10**400), 10**5000], ids=["1e400", "-1e400", "1e5000"])
 def test_a_built_integer_a_field_cannot_hold_is_a_type_error(value: int) -> None:
-    for build in (
+    builds: list[Callable[[], object]] = [
         lambda: F("year") == value,
         lambda: F("year") != value,
         lambda: F("year") < value,
         lambda: F("year") >= value,
         lambda: F("year").between(0, value),
         lambda: F("year").isin([1, value]),
-    ):
+    ]
+    for build in builds:
         with pytest.raises(FilterTypeError, match="digits") as caught:
             build()
         assert len(str(caught.value)) < 300
@@ -416,10 +418,15 @@ def test_integers_compare_exactly_through_a_search(tmp_path: Any) -> None:
             "n > -1" + "0" * 300,
         ]:
             node = parse_filter(text)
-            found = {hit.key for hit in index.search(Query(text="word", filter=node), 10, RRF(), BM25Scorer())}
+            found = {
+                hit.key for hit in index.search(Query(text="word", filter=node), 10, RRF(), BM25Scorer())
+            }
             want = {key for key, value in values.items() if plain(node, {"n": value}, None)}
             assert found == want, text
-        assert {h.key for h in index.search(Query(text="word", filter=F("n") >= 2**53 + 1), 10, RRF(), BM25Scorer())} == {"d"}
+        assert {
+            h.key
+            for h in index.search(Query(text="word", filter=F("n") >= 2**53 + 1), 10, RRF(), BM25Scorer())
+        } == {"d"}
 
 
 def test_nesting_is_bounded_in_both_forms() -> None:
@@ -439,9 +446,9 @@ def test_nesting_is_bounded_in_both_forms() -> None:
     for _ in range(MAX_FILTER_DEPTH):
         node = ~node
     with pytest.raises(InvalidFilterError, match=f"at most {MAX_FILTER_DEPTH} deep"):
-        ~node
+        _ = ~node
     with pytest.raises(InvalidFilterError, match=f"at most {MAX_FILTER_DEPTH} deep"):
-        node & (F("y") == 2)
+        _ = node & (F("y") == 2)
     # Flattened and/or chains are one level however long.
     wide = parse_filter(" or ".join(f"x == {i}" for i in range(500)))
     assert isinstance(wide, Or) and len(wide.parts) == 500
