@@ -1134,7 +1134,7 @@ def _read_record(root: Path) -> dict[str, Any]:
         raise IndexNotFoundError(f"{root}: no sharded index here (no {RECORD} file)") from None
     try:
         record = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:  # RecursionError: nested too deeply
         raise CorruptIndexError(f"{target}: not JSON ({error})") from None
     if not isinstance(record, dict) or record.get("format") != _FORMAT or record.get("version") != _VERSION:
         raise CorruptIndexError(f"{target}: not a version {_VERSION} {_FORMAT} record")
