@@ -552,3 +552,25 @@ def test_search_bad_filters_are_one_line_errors(
     assert main(["search", "rank", "--index", str(index_dir), "--filter", expression]) == 2
     line = error_line(capsys)
     assert message in line and len(line) < 400
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "bool", "U4", "datetime64[D]"])
+def test_vector_files_of_anything_but_real_numbers_are_one_line_errors(
+    tmp_path: Path,
+    corpus: Path,
+    vectors: Path,
+    index_dir: Path,
+    dtype: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Issue 26 item 9d: every way a vector enters; a complex file must not lose its imaginary part.
+    matrix = np.load(vectors)
+    bad = tmp_path / "bad.npy"
+    np.save(bad, (matrix != 0).astype(dtype) if dtype != "complex64" else matrix.astype(dtype) * 1j)
+    (tmp_path / "bad_ids.txt").write_text((tmp_path / "docs_ids.txt").read_text(encoding="utf-8"))
+    assert main(["index", str(corpus), "--index", str(tmp_path / "i2"), "--vectors", str(bad)]) == 2
+    assert "got dtype" in error_line(capsys)
+    one = tmp_path / "one.npy"
+    np.save(one, np.load(bad)[0])
+    assert main(["search", "x", "--index", str(index_dir), "--query-vector", str(one)]) == 2
+    assert "got dtype" in error_line(capsys)

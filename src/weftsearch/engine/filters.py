@@ -37,6 +37,12 @@ Meaning, fixed so every scorer and shard applies the same rule:
 * A document without a time never matches a condition on ``@time`` (and
   matches its ``not``).
 
+Bounds: a filter nests ``and``/``or``/``not`` at most :data:`MAX_FILTER_DEPTH`
+deep, and a number must be a finite float64 (:data:`MAX_FILTER_NUMBER`; a decimal
+that underflows to 0 is refused too). Integers are compared exactly with the
+float64 values a number field holds, so ``n == 9007199254740993`` (2**53 + 1)
+matches nothing rather than the documents holding 2**53.
+
 Which fields exist and their types come from the index (a field's type is
 fixed by the first document that has it): :func:`check_filter` refuses a filter
 naming an unknown field or comparing a field with a value of another type,
@@ -72,6 +78,8 @@ __all__ = [
     "Not",
     "FieldKind",
     "TIME_FIELD",
+    "MAX_FILTER_DEPTH",
+    "MAX_FILTER_NUMBER",
     "FilterValue",
     "parse_filter",
     "as_filter",
