@@ -95,7 +95,10 @@ def test_every_command_refuses_in_the_same_words(
     with pytest.raises(SystemExit) as caught:
         build_parser().parse_args(argv)
     assert caught.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    # Issue 26 item 16: a refused value is one line, without argparse's usage block.
+    assert len(err.strip().splitlines()) == 1 and "usage:" not in err, err
 
 
 def _own_argument_types(path: Path) -> list[str]:

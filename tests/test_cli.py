@@ -269,8 +269,12 @@ def test_usage_errors(index_dir: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "give a QUERY" in error_line(capsys)
     assert main(["search", "x", "--index", str(index_dir), "--run-out", "r.txt"]) == 2
     assert "needs --queries" in error_line(capsys)
-    assert main(["search", "x", "--index", str(index_dir), "-k", "0"]) == 2  # argparse
-    assert "positive integer" in capsys.readouterr().err
+    assert main(["search", "x", "--index", str(index_dir), "-k", "0"]) == 2  # argparse's type check
+    assert "argument -k: expected a positive integer, got '0'" in error_line(capsys)  # no usage block
+    assert main(["search", "x", "--index", str(index_dir), "-k", "abc", "--rrf-k", "1"]) == 2
+    assert "argument -k:" in error_line(capsys)
+    assert main(["search", "x", "--index", str(index_dir), "--bogus"]) == 2  # a usage error keeps it
+    assert "usage: weft-search" in capsys.readouterr().err
     assert main(["search", "x", "--index", str(index_dir), "-k", "5", "--depth", "2"]) == 2
     assert "depth" in error_line(capsys)
     assert main([]) == 2
@@ -531,16 +535,42 @@ def test_search_filter_applies_inside_every_signal(
         ("topic >", "ends too early (at character 7)"),
         ("topik == 'lexical'", "no document has field 'topik' (at character 0); did you mean 'topic'"),
         ("topic >= 3", "'topic' holds keyword values"),
+        # Issue 26 item 2: an OverflowError traceback (exit 1), a ValueError, a silent 0.
+        ("topic == 1" + "0" * 400, "an integer of 401 digits is beyond"),
+        ("topic < 1" + "0" * 5000, "an integer of 5,001 digits is beyond"),
+        ("topic in ('a', 1e400)", "number 1e400 is out of range (beyond float64's 1.798e+308) (at character"),
+        ("topic > 1e-400", "number 1e-400 is too small: it underflows to 0"),
+        # Issue 26 item 4: a RecursionError traceback.
+        ("not " * 2000 + "topic == 'a'", "nests and/or/not more than 32 deep"),
     ],
 )
 def test_search_bad_filters_are_one_line_errors(
     index_dir: Path, expression: str, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    try:
-        status = main(["search", "rank", "--index", str(index_dir), "--filter", expression])
-    except SystemExit as exit_:  # argparse's own exit, for a value its type check refuses
-        status = int(exit_.code or 0)
-    assert status == 2
-    err = capsys.readouterr().err
-    assert message in err
-    assert "Traceback" not in err
+    # Issue 26 item 16: one line, no usage block, whether argparse's type check or the
+    # search refuses it.
+    assert main(["search", "rank", "--index", str(index_dir), "--filter", expression]) == 2
+    line = error_line(capsys)
+    assert message in line and len(line) < 400
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "bool", "U4", "datetime64[D]"])
+def test_vector_files_of_anything_but_real_numbers_are_one_line_errors(
+    tmp_path: Path,
+    corpus: Path,
+    vectors: Path,
+    index_dir: Path,
+    dtype: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Issue 26 item 9d: every way a vector enters; a complex file must not lose its imaginary part.
+    matrix = np.load(vectors)
+    bad = tmp_path / "bad.npy"
+    np.save(bad, (matrix != 0).astype(dtype) if dtype != "complex64" else matrix.astype(dtype) * 1j)
+    (tmp_path / "bad_ids.txt").write_text((tmp_path / "docs_ids.txt").read_text(encoding="utf-8"))
+    assert main(["index", str(corpus), "--index", str(tmp_path / "i2"), "--vectors", str(bad)]) == 2
+    assert "got dtype" in error_line(capsys)
+    one = tmp_path / "one.npy"
+    np.save(one, np.load(bad)[0])
+    assert main(["search", "x", "--index", str(index_dir), "--query-vector", str(one)]) == 2
+    assert "got dtype" in error_line(capsys)

@@ -407,18 +407,29 @@ def test_hostile_lines_are_typed_errors_naming_file_and_line(tmp_path: Path, lin
     message.encode("utf-8")  # printable: a surrogate is shown escaped
 
 
-def test_nesting_up_to_the_bound_and_big_integer_fields_are_fine(tmp_path: Path) -> None:
+def test_nesting_up_to_the_bound_and_the_largest_integer_fields_are_fine(tmp_path: Path) -> None:
     nested = "[" * 60 + "]" * 60
     path = write_jsonl(tmp_path / "c.jsonl", [])
     path.write_text(
-        '{"key": "a", "ignored": ' + nested + ', "fields": {"n": ' + "7" * 400 + "}}\n"
+        '{"key": "a", "ignored": ' + nested + ', "fields": {"n": ' + str(2**53) + "}}\n"
         '{"key": "b", "text": "brackets [[[[[[[[ in {{{{ text", "fields": {"s": "]]]]"}}\n'
         '{"key": "c", "text": "quoted \\" [ and \\\\", "title": "t"}\n',
         encoding="utf-8",
     )
     docs = load_documents(path)
     assert [d.key for d in docs] == ["a", "b", "c"]
-    assert docs[0].fields["n"] == int("7" * 400)
+    assert docs[0].fields["n"] == 2**53
+
+
+def test_an_integer_field_a_number_field_cannot_hold_is_refused_by_size(tmp_path: Path) -> None:
+    # Issue 26 item 9b: 400 digits loaded fine and failed at indexing (OverflowError); 5,000
+    # digits failed in the JSON reader itself (ValueError: past Python's 4,300-digit limit).
+    for digits in (17, 400, 5000):
+        path = tmp_path / f"c{digits}.jsonl"
+        path.write_text('{"key": "a", "fields": {"n": ' + "7" * digits + "}}\n", encoding="utf-8")
+        with pytest.raises(CorpusFormatError, match=r"c\d+\.jsonl:1: ") as caught:
+            load_documents(path)
+        assert len(str(caught.value)) < 400
 
 
 def test_hostile_query_lines_are_typed_errors(tmp_path: Path) -> None:

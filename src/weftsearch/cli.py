@@ -858,9 +858,28 @@ def _filter(text: str) -> Filter:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """An argparse parser that reports a refused option value as one line, not a usage error.
+
+    argparse prints the whole usage block before an error; for a well-formed
+    command with a bad value (``--filter``, ``-k``, ...) only the message
+    helps (it names the option and, for a filter, the position in the
+    expression), so that is all it prints, exiting 2 as argparse does.
+    Subcommand parsers are made of the same class (argparse's default), so
+    every command's options behave alike. Usage errors proper (an unknown
+    option, a missing argument, a choice not offered) keep the usage block.
+    """
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        try:
+            return super()._get_value(action, arg_string)
+        except argparse.ArgumentError as exc:
+            raise SystemExit(_error(str(exc))) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``weft-search`` (exposed for documentation and tests)."""
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _CommandParser(
         prog=PROG,
         description="Hybrid retrieval: BM25, vectors, link graphs and recency, fused.",
     )

@@ -823,3 +823,14 @@ def test_commit_under_load_splits_requests_at_the_window_and_counts_shed_in_each
     assert set(record["shed"]) == {"before", "inside", "after"}
     assert record["before_ms"]["p50"] == result.before["p50"]
     json.dumps(record, allow_nan=True)
+
+
+def test_a_deeply_nested_report_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
+    # Issue 26 item 4: a RecursionError before.
+    from weftsearch.bench.loadgen import ladders_from_json
+    from weftsearch.errors import InvalidParameterError
+
+    report = tmp_path / "load.json"
+    report.write_text('{"ladders": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(InvalidParameterError, match="not the JSON of weft-search bench load"):
+        ladders_from_json(report)

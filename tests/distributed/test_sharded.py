@@ -402,3 +402,12 @@ def test_a_stream_cut_short_on_any_shard_is_cut_short_for_the_collection(
     assert plan is not None and plan["shards"] == count
     assert {name.split(".")[0] for name in plan if name != "shards"} == set(index.shards)
     assert index.search(queries[0], 10, RRF(), BM25Scorer(), fine).cut_short == ()
+
+
+def test_a_deeply_nested_record_is_corrupt_not_a_recursion_error(tmp_path: Path) -> None:
+    # Issue 26 item 4: every JSON record read from disk; SHARDS was a RecursionError.
+    root = tmp_path / "s"
+    root.mkdir()
+    (root / RECORD).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CorruptIndexError, match="not JSON"):
+        ShardedIndex.open(root)

@@ -4,6 +4,7 @@ vectorised segment evaluation equals a plain per-document reading of the rules."
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -183,8 +184,11 @@ def same(a: Any, b: Any) -> bool:
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, str) or isinstance(b, str):
         return isinstance(a, str) and isinstance(b, str) and a == b
-    return float(a) == float(b)
+    return bool(a == b)  # exact, as Python compares an int with a float
 
+
+#: The largest integer a number field holds (exactly, as float64).
+BIG = 2**53
 
 documents = st.lists(
     st.tuples(
@@ -192,7 +196,9 @@ documents = st.lists(
             {},
             optional={
                 "kw": st.sampled_from(KEYWORDS),
-                "num": st.one_of(st.integers(-3, 3), st.sampled_from([0.5, -1.5, 2.0, 1e300])),
+                "num": st.one_of(
+                    st.integers(-3, 3), st.sampled_from([0.5, -1.5, 2.0, 1e300, 1e20, BIG, -BIG, BIG - 1])
+                ),
                 "flag": st.booleans(),
             },
         ),
@@ -205,7 +211,11 @@ documents = st.lists(
 
 def conditions() -> st.SearchStrategy[Filter]:
     kw = st.sampled_from([*KEYWORDS, "zz"])
-    num = st.one_of(st.integers(-4, 4), st.sampled_from([0.5, -1.5, 2.0, 1e300, 2.5]))
+    # Integers no float64 holds (BIG + 1, 10**20 + 1) compare exactly, not as the float they round to.
+    num = st.one_of(
+        st.integers(-4, 4),
+        st.sampled_from([0.5, -1.5, 2.0, 1e300, 2.5, BIG, BIG + 1, -BIG - 1, 10**20, 10**20 + 1, 10**300]),
+    )
     ops = st.sampled_from(["==", "!=", "<", "<=", ">", ">="])
     return st.one_of(
         st.builds(Compare, st.just("kw"), st.sampled_from(["==", "!="]), kw),
@@ -343,3 +353,102 @@ def test_a_field_section_of_another_type_or_missing_is_refused(section: str) -> 
     del sections[section]
     with pytest.raises(CorruptIndexError, match="missing"):
         FieldIndex.from_sections(lambda name: sections[name], len(docs), "seg")
+
+
+# ---------------------------------------------------------------- numbers and nesting (issue 26)
+
+HUGE_TEXTS = ["1" + "0" * 400, "-1" + "0" * 400, "1" + "0" * 5000, "0" * 5000 + "1" + "0" * 400]
+
+
+@pytest.mark.parametrize("op", ["==", "!=", "<", "<=", ">", ">="])
+@pytest.mark.parametrize(
+    "number",
+    [*HUGE_TEXTS, "1e400", "-1e400", "1e-400", "-2.5e-999", "0.000e-999999"],
+    ids=lambda text: text if len(text) < 20 else f"{len(text)}-digits",
+)
+def test_a_number_a_field_cannot_hold_is_a_syntax_error(op: str, number: str) -> None:
+    # Issue 26 item 2: an OverflowError, a ValueError (over 4,300 digits), or a silent 0.
+    expressions = [f"year {op} {number}", f"year in (1, {number})", f"year not in ({number})"]
+    expressions += [f"@time {op} {number}"] if op != "!=" else []
+    for text in expressions:
+        if number.startswith("0.000"):  # zero written with an exponent is zero, not an underflow
+            assert parse_filter(text) is not None
+            continue
+        with pytest.raises(FilterSyntaxError, match=r"out of range|underflows to 0") as caught:
+            parse_filter(text)
+        message = str(caught.value)
+        assert "(at character" in message and len(message) < 300, message  # named, not printed in full
+
+
+@pytest.mark.parametrize("value", [10**400, -(10**400), 10**5000], ids=["1e400", "-1e400", "1e5000"])
+def test_a_built_integer_a_field_cannot_hold_is_a_type_error(value: int) -> None:
+    builds: list[Callable[[], object]] = [
+        lambda: F("year") == value,
+        lambda: F("year") != value,
+        lambda: F("year") < value,
+        lambda: F("year") >= value,
+        lambda: F("year").between(0, value),
+        lambda: F("year").isin([1, value]),
+    ]
+    for build in builds:
+        with pytest.raises(FilterTypeError, match="digits") as caught:
+            build()
+        assert len(str(caught.value)) < 300
+
+
+def test_integers_compare_exactly_through_a_search(tmp_path: Any) -> None:
+    from weftsearch import RRF, BM25Scorer, Document, Index, Query
+
+    values: dict[str, int | float] = {"a": 2**53, "b": 2**53 - 1, "c": -(2**53), "d": 1e20, "e": 7}
+    with Index.create(tmp_path / "idx") as index:
+        index.add_many(
+            [Document(key, "word", fields={"n": value}) for key, value in values.items()], progress=False
+        )
+        for text in [
+            "n == 9007199254740993",  # 2**53 + 1: no float64 holds it; 2**53 must not match
+            "n >= 9007199254740993",
+            "n > 9007199254740992",
+            "n < -9007199254740993",
+            "n <= 100000000000000000001",
+            "n > 100000000000000000001",
+            "n >= 100000000000000000000",
+            "n in (9007199254740993, 100000000000000000001)",
+            "n != 9007199254740993",
+            "n < 1" + "0" * 300,
+            "n > -1" + "0" * 300,
+        ]:
+            node = parse_filter(text)
+            found = {
+                hit.key for hit in index.search(Query(text="word", filter=node), 10, RRF(), BM25Scorer())
+            }
+            want = {key for key, value in values.items() if plain(node, {"n": value}, None)}
+            assert found == want, text
+        assert {
+            h.key
+            for h in index.search(Query(text="word", filter=F("n") >= 2**53 + 1), 10, RRF(), BM25Scorer())
+        } == {"d"}
+
+
+def test_nesting_is_bounded_in_both_forms() -> None:
+    from weftsearch.engine.filters import MAX_FILTER_DEPTH
+
+    deepest = "not " * MAX_FILTER_DEPTH + "x == 1"
+    assert parse_filter(deepest).to_string().count("not") == MAX_FILTER_DEPTH
+    for text in [
+        "not " * (MAX_FILTER_DEPTH + 1) + "x == 1",
+        "not " * MAX_FILTER_DEPTH + "x not in (1)",
+        "not " * 2_400 + "x == 1",  # under the 10,000 characters: was a RecursionError
+        "(x == 1 and (x == 2 or " * 20 + "x == 3" + "))" * 20,
+    ]:
+        with pytest.raises(FilterSyntaxError, match=f"more than {MAX_FILTER_DEPTH} deep"):
+            parse_filter(text)
+    node: Filter = F("x") == 1
+    for _ in range(MAX_FILTER_DEPTH):
+        node = ~node
+    with pytest.raises(InvalidFilterError, match=f"at most {MAX_FILTER_DEPTH} deep"):
+        _ = ~node
+    with pytest.raises(InvalidFilterError, match=f"at most {MAX_FILTER_DEPTH} deep"):
+        _ = node & (F("y") == 2)
+    # Flattened and/or chains are one level however long.
+    wide = parse_filter(" or ".join(f"x == {i}" for i in range(500)))
+    assert isinstance(wide, Or) and len(wide.parts) == 500

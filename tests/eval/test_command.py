@@ -89,6 +89,9 @@ def test_learned_arm_needs_a_development_split(capsys: pytest.CaptureFixture[str
         (["--arms", "text=bm25", "text=bm25(k1=2)"], "two arms are named"),
         (["--arms", "x=nosuch"], "unknown scorer"),
         (["--arms", "x=bm25("], "cannot read arm"),
+        # Issue 26 item 4: a RecursionError traceback; a huge number an untyped ValueError.
+        (["--arms", "x=" + "rrf(" * 500 + "bm25" + ")" * 500], "nests more than 32 deep"),
+        (["--arms", "x=rrf(bm25, k=1" + "0" * 5000 + ")"], "an integer of 5,001 digits"),
         (["--baseline", "nosuch"], "baseline"),
         (["--sweep", "rrf:nosuch"], "no arm"),
         (["--sweep", "spiral"], "unknown sweep"),

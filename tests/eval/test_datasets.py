@@ -1010,3 +1010,14 @@ def test_fetch_a_shared_collection_from_a_local_mirror(server: tuple[Path, str],
     result = fetch("cacm", tmp_path, base_url=base)
     assert len(result.downloaded) == 6
     assert load_collection("cacm", tmp_path).publishable
+
+
+def test_a_deeply_nested_vector_record_is_a_format_error(tmp_path: Path) -> None:
+    # Issue 26 item 4: every JSON record read from disk; this one was a RecursionError.
+    from weftsearch.errors import CorpusFormatError
+    from weftsearch.eval.datasets import _part_records
+
+    deep = ("[" * 100_000 + "]" * 100_000).encode()
+    for name in ("record.json", "corpus.json"):
+        with pytest.raises(CorpusFormatError, match=name):
+            _part_records(tmp_path, {name: deep})

@@ -140,3 +140,38 @@ def test_an_arm_can_carry_a_filter() -> None:
     assert arm.describe()["filter"] == "year >= 1990 and not exists(retracted)"
     with pytest.raises(InvalidParameterError, match=r"its filter: .*character"):
         parse_arm("recent=bm25 where year >")
+
+
+def test_nesting_is_bounded() -> None:
+    # Issue 26 item 4: a spec nested 500 deep (under 4,096 characters) was a RecursionError.
+    from weftsearch.eval.specs import MAX_SPEC_DEPTH
+
+    assert (
+        str(parse_arm("a=" + "rrf(" * MAX_SPEC_DEPTH + "bm25" + ")" * MAX_SPEC_DEPTH).expr).count("(") == 32
+    )
+    for text in [
+        "a=" + "rrf(" * (MAX_SPEC_DEPTH + 1) + "bm25" + ")" * (MAX_SPEC_DEPTH + 1),
+        "a=" + "rrf(" * 500 + "bm25" + ")" * 500,
+        "a=weighted(bm25, vector, weights=" + "[" * 1000 + "1" + "]" * 1000 + ")",
+        "a=" + "graph(seed=" * 300 + "bm25" + ")" * 300,
+    ]:
+        with pytest.raises(InvalidParameterError, match=f"nests more than {MAX_SPEC_DEPTH} deep") as caught:
+            parse_arm(text)
+        assert len(str(caught.value)) < 400  # the spec is shown clipped
+
+
+@pytest.mark.parametrize(
+    ("number", "message"),
+    [
+        ("1" + "0" * 400, "an integer of 401 digits"),
+        ("1" + "0" * 5000, "an integer of 5,001 digits"),
+        ("1e400", "out of range"),
+        ("1e-400", "underflows to 0"),
+    ],
+    ids=["401-digits", "5001-digits", "1e400", "1e-400"],
+)
+def test_a_number_float64_cannot_hold_is_refused(number: str, message: str) -> None:
+    for text in [f"a=rrf(bm25, k={number})", f"a=weighted(bm25, vector, weights=[1, {number}])"]:
+        with pytest.raises(InvalidParameterError, match=message) as caught:
+            parse_arm(text)
+        assert len(str(caught.value)) < 400

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -230,3 +231,84 @@ def test_limits_are_configurable(index_path: Path) -> None:
         assert client.post("/v1/search/batch", json={"queries": queries}).status_code == 422
     with pytest.raises(Exception, match="max_k"):
         ServerLimits(max_k=0)
+
+
+# Issue 26 items 2 and 4: numbers a field cannot hold, and deep nesting, are 400s naming the problem
+# (were 500s from OverflowError, ValueError and RecursionError), in every place a filter enters.
+BAD_FILTERS = [
+    ("year >= 1" + "0" * 400, "an integer of 401 digits is beyond"),
+    ("year in (1990, 1" + "0" * 4000 + ")", "an integer of 4,001 digits is beyond"),
+    ("year < 1e400", "number 1e400 is out of range"),
+    ("year != 1e-400", "underflows to 0"),
+    ("not " * 600 + "year == 1990", "nests and/or/not more than 32 deep"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_FILTERS)
+def test_a_filter_number_or_nesting_out_of_bounds_is_a_400(
+    open_client: TestClient, text: str, message: str
+) -> None:
+    attempts = [
+        ("/v1/search", {"text": "graph", "filter": text}, "filter"),
+        ("/v1/search/batch", {"queries": [{"text": "a"}, {"text": "b", "filter": text}]}, "queries.1.filter"),
+        ("/v1/search", {"text": "graph", "spec": f"bm25 where {text}"}, "spec"),
+        ("/v1/profiles", {"name": "p", "spec": "bm25", "filter": text}, None),
+    ]
+    for route, body, field in attempts:
+        answer = open_client.post(route, json=body)
+        assert answer.status_code == 400, (route, answer.text[:300])
+        error = answer.json()["error"]
+        assert message in error["message"] and len(error["message"]) < 600, (route, error)
+        if field is not None:
+            assert error["field"] == field
+
+
+def test_integers_compare_exactly_through_the_server(open_client: TestClient) -> None:
+    # year holds 1990..1995; 1995 + 2**53 has no float64, so nothing may match it by rounding.
+    for text, want in [("year == 1991", 1), ("year < 9007199254740993", 6), ("year == 9007199254740993", 0)]:
+        answer = open_client.post(
+            "/v1/search", json={"text": "graph ranking search", "filter": text, "k": 10}
+        )
+        assert answer.status_code == 200, answer.text
+        hits = answer.json()["hits"]
+        assert len({hit["key"] for hit in hits}) <= want and (want == 0) == (not hits), (text, hits)
+
+
+@pytest.mark.parametrize("depth", [200, 900, 10_000])
+@pytest.mark.parametrize(
+    "route",
+    ["/v1/search", "/v1/search/batch", "/v1/documents", "/v1/profiles", "/v1/compare", "/v1/rank_eval"],
+)
+def test_a_deeply_nested_json_body_is_a_client_error(open_client: TestClient, route: str, depth: int) -> None:
+    # Issue 26 item 4: every route that reads JSON, with an array nested DEPTH deep in a field.
+    deep = "[" * depth + "]" * depth
+    for body in (deep, '{"text": "a", "vector": ' + deep + "}", '{"queries": [{"text": ' + deep + "}]}"):
+        answer = open_client.post(route, content=body, headers={"content-type": "application/json"})
+        assert answer.status_code in (400, 422), (route, depth, answer.status_code, answer.text[:200])
+        assert "error" in answer.json()
+
+
+@pytest.mark.parametrize(
+    "vector", [[True] * 8, ["1.5"] * 8, [[1.0]] * 8], ids=["booleans", "numeric strings", "nested"]
+)
+def test_a_vector_of_anything_but_numbers_is_refused(open_client: TestClient, vector: list[Any]) -> None:
+    # Issue 26 item 9d: pydantic's lax mode read true as 1.0 and "1.5" as 1.5 (200).
+    search = open_client.post("/v1/search", json={"text": "graph", "vector": vector})
+    assert search.status_code == 422, search.text
+    assert search.json()["error"]["field"].startswith("vector")
+    upsert = open_client.post(
+        "/v1/documents", json={"documents": [{"key": "n", "text": "t", "vector": vector}]}
+    )
+    assert upsert.status_code == 422, upsert.text
+    assert open_client.get("/v1/documents/n").status_code == 404
+
+
+@pytest.mark.parametrize("value", [2**53 + 1, 10**400], ids=["2**53+1", "1e400"])
+def test_an_integer_field_beyond_the_field_store_is_a_400(open_client: TestClient, value: int) -> None:
+    # Issue 26 item 9b: 10**400 was accepted, then an OverflowError (500) at the commit.
+    body = {"documents": [{"key": "n", "text": "t", "fields": {"year": value}}]}
+    answer = open_client.post("/v1/documents", json=body)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert "beyond the integers a number field holds" in error["message"] and len(error["message"]) < 400
+    assert open_client.post("/v1/commit").status_code == 200

@@ -266,3 +266,11 @@ def test_the_test_index_is_eight_wide(index_path: Path) -> None:
     """The refusals above rely on the shared test index being 8 dims wide."""
     with Index.open(make_index(index_path.parent / "again"), readonly=True) as index:
         assert index.vector_dim == 8
+
+
+def test_a_deeply_nested_vector_record_is_a_format_error(tmp_path: Path) -> None:
+    # Issue 26 item 4: a RecursionError before.
+    record = tmp_path / "record.json"
+    record.write_text('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(CorpusFormatError, match="not a JSON record"):
+        read_vector_model(record)

@@ -186,3 +186,25 @@ def test_eval_save_profile_stores_the_learned_fuser_with_provenance(
     assert all(len(f["sha256"]) == 64 for f in profile.provenance["testbed"]["files"])
     assert main([*argv[:-4], "--save-profile", "x"]) == 2  # no --profile-index
     assert "--profile-index" in capsys.readouterr().err
+
+
+def test_a_deeply_nested_profile_file_is_corrupt_not_a_recursion_error(index_path: Path) -> None:
+    # Issue 26 item 4: every JSON record read from disk; this one was a RecursionError (a 500).
+    store = ProfileStore(index_path)
+    store.create("deep", "bm25")
+    (index_path / "profiles" / "deep.v000001.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CorruptIndexError, match=r"deep\.v000001\.json: not JSON"):
+        ProfileStore(index_path).get("deep", 1)
+
+
+def test_a_spec_nested_500_deep_is_a_400_naming_the_limit(index_path: Path) -> None:
+    # Issue 26 item 4: under the 4,096-character limit, and a RecursionError (500) before.
+    spec = "rrf(" * 500 + "bm25" + ")" * 500
+    with TestClient(create_app(index_path)) as client:
+        for route, body in [
+            ("/v1/search", {"text": "graph", "spec": spec}),
+            ("/v1/profiles", {"name": "deep", "spec": spec}),
+        ]:
+            answer = client.post(route, json=body)
+            assert answer.status_code == 400, (route, answer.text[:300])
+            assert "nests more than 32 deep" in answer.json()["error"]["message"]

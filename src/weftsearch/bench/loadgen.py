@@ -1861,7 +1861,7 @@ def ladders_from_json(path: str | Path) -> list[LadderResult]:
     try:
         payload = json.loads(Path(path).read_text(encoding="utf-8"))
         return [LadderResult.from_dict(record) for record in payload["ladders"]]
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise InvalidParameterError(f"{path}: not the JSON of weft-search bench load ({exc!r})") from None
 
 

@@ -17,12 +17,14 @@ from typing import Union
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from weftsearch._numbers import number_text
 from weftsearch.engine.times import TimeLike, as_timestamp
-from weftsearch.errors import InvalidDocumentError, InvalidVectorError
+from weftsearch.errors import FieldTypeError, InvalidDocumentError, InvalidVectorError
 
 __all__ = [
     "Document",
     "FieldValue",
+    "MAX_FIELD_INTEGER",
     "TimeLike",
     "as_vector",
     "as_timestamp",
@@ -36,17 +38,37 @@ __all__ = [
 #: A value allowed in :attr:`Document.fields`: small scalar metadata.
 FieldValue = Union[str, int, float, bool]
 
+#: Largest magnitude of an integer field value: number fields are stored as float64
+#: (docs/FORMAT.md), which holds every integer up to 2**53 exactly and no larger range of them.
+MAX_FIELD_INTEGER = 2**53
+
 
 def as_vector(value: ArrayLike, what: str) -> NDArray[np.float32]:
     """Return ``value`` as a read-only, one-dimensional, finite float32 array.
 
+    Every vector that enters the engine (a document's, a query's, the
+    LangChain embedder's) passes here. Its values must be real numbers (a
+    float or integer dtype): a complex value would lose its imaginary part,
+    and booleans, strings and objects are no embedding, so each is refused
+    rather than converted.
+
     Raises:
-        InvalidVectorError: not numeric, not 1-D, empty, or holding NaN/inf.
+        InvalidVectorError: not real numbers (naming the dtype), not 1-D,
+            empty, or holding NaN/inf.
 
     """
     try:
-        array = np.array(value, dtype=np.float32, copy=True)
+        raw = np.asarray(value)
     except (TypeError, ValueError) as exc:
+        raise InvalidVectorError(f"{what}: cannot read as float32 vector ({exc})") from None
+    if raw.dtype.kind not in "fiu":
+        raise InvalidVectorError(
+            f"{what}: a vector holds real numbers (a float or integer dtype), got dtype {raw.dtype}"
+        )
+    try:
+        with np.errstate(over="ignore"):  # a value past float32 becomes inf, refused just below
+            array = np.array(raw, dtype=np.float32, copy=True)
+    except (TypeError, ValueError) as exc:  # pragma: no cover - a real dtype always converts
         raise InvalidVectorError(f"{what}: cannot read as float32 vector ({exc})") from None
     if array.ndim != 1 or array.size == 0:
         raise InvalidVectorError(f"{what}: vector must be 1-D and non-empty, got shape {array.shape}")
@@ -198,7 +220,9 @@ class Document:
             POSIX seconds (float) at construction, so ``time`` reads back as
             a float. ``None`` means the document is absent from recency streams.
         fields: small scalar metadata (title, author, year, ...), kept and
-            returned with hits, never scored.
+            returned with hits, never scored. Values are ``str``, ``bool``,
+            finite ``float`` or ``int`` from ``-2**53`` to ``2**53``
+            (:data:`MAX_FIELD_INTEGER`: number fields are float64).
 
     """
 
@@ -246,6 +270,11 @@ class Document:
                 )
             if isinstance(value, float) and not math.isfinite(value):
                 raise InvalidDocumentError(f"document {self.key!r}: field {name!r} is not finite")
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_FIELD_INTEGER:
+                raise FieldTypeError(
+                    f"document {self.key!r}: field {name!r} holds {number_text(value)}, beyond the "
+                    f"integers a number field holds exactly (-2**53 to 2**53, as float64)"
+                )
             fields[name] = value
         object.__setattr__(self, "fields", MappingProxyType(fields))
 

@@ -37,6 +37,12 @@ Meaning, fixed so every scorer and shard applies the same rule:
 * A document without a time never matches a condition on ``@time`` (and
   matches its ``not``).
 
+Bounds: a filter nests ``and``/``or``/``not`` at most :data:`MAX_FILTER_DEPTH`
+deep, and a number must be a finite float64 (:data:`MAX_FILTER_NUMBER`; a decimal
+that underflows to 0 is refused too). Integers are compared exactly with the
+float64 values a number field holds, so ``n == 9007199254740993`` (2**53 + 1)
+matches nothing rather than the documents holding 2**53.
+
 Which fields exist and their types come from the index (a field's type is
 fixed by the first document that has it): :func:`check_filter` refuses a filter
 naming an unknown field or comparing a field with a value of another type,
@@ -47,6 +53,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from dataclasses import field as _dataclass_field
@@ -55,6 +62,7 @@ from typing import Literal, NoReturn, Union, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from weftsearch._numbers import number_text
 from weftsearch.engine.times import TimeLike, as_timestamp
 from weftsearch.errors import FilterSyntaxError, FilterTypeError, InvalidFilterError, UnknownFieldError
 from weftsearch.storage.fields import FieldIndex, field_kind
@@ -70,6 +78,8 @@ __all__ = [
     "Not",
     "FieldKind",
     "TIME_FIELD",
+    "MAX_FILTER_DEPTH",
+    "MAX_FILTER_NUMBER",
     "FilterValue",
     "parse_filter",
     "as_filter",
@@ -93,6 +103,12 @@ _RANGE_OPERATORS = frozenset({"<", "<=", ">", ">="})
 MAX_FILTER_CHARS = 10_000
 #: Most values one ``in (...)`` list may hold.
 MAX_IN_VALUES = 10_000
+#: Deepest nesting of ``and``/``or``/``not`` a filter may have (parsed or built in Python):
+#: every pass over a filter recurses once per level, and no real filter nests this deep.
+MAX_FILTER_DEPTH = 32
+#: Largest magnitude of a number in a filter: float64's largest finite value. Number
+#: fields hold float64 (integers up to 2**53, exactly), so nothing beyond it can match.
+MAX_FILTER_NUMBER = sys.float_info.max
 
 
 def kind_of_value(value: object) -> FieldKind | None:
@@ -111,6 +127,11 @@ def _check_value(value: object, where: str, position: int | None) -> FilterValue
         )
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidFilterError(f"{where}: a filter value must be finite, got {value!r}{_at(position)}")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_FILTER_NUMBER:
+        raise FilterTypeError(
+            f"{where}: {number_text(value)} is beyond the range of a number field (float64, at most "
+            f"{MAX_FILTER_NUMBER:.4g} in magnitude){_at(position)}"
+        )
     return value  # type: ignore[return-value]
 
 
@@ -284,11 +305,13 @@ class And(Filter):
     """Every part matches (at least two parts; ``&`` builds it)."""
 
     parts: tuple[Filter, ...]
+    _depth: int = _dataclass_field(default=1, init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_parts(self.parts, "and")
         # Nested ands flatten, so equal meaning gives an equal tree and one string form.
         object.__setattr__(self, "parts", tuple(p for part in self.parts for p in _flatten(part, And)))
+        object.__setattr__(self, "_depth", _nested(self.parts, "and"))
 
     def to_string(self) -> str:
         """The canonical string form (see :meth:`Filter.to_string`)."""
@@ -305,11 +328,13 @@ class Or(Filter):
     """At least one part matches (at least two parts; ``|`` builds it)."""
 
     parts: tuple[Filter, ...]
+    _depth: int = _dataclass_field(default=1, init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_parts(self.parts, "or")
         # Nested ors flatten, so equal meaning gives an equal tree and one string form.
         object.__setattr__(self, "parts", tuple(p for part in self.parts for p in _flatten(part, Or)))
+        object.__setattr__(self, "_depth", _nested(self.parts, "or"))
 
     def to_string(self) -> str:
         """The canonical string form (see :meth:`Filter.to_string`)."""
@@ -326,10 +351,12 @@ class Not(Filter):
     """The complement of ``part`` (``~`` builds it)."""
 
     part: Filter
+    _depth: int = _dataclass_field(default=1, init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.part, Filter):
             raise InvalidFilterError(f"'not' takes a Filter, got {type(self.part).__name__}")
+        object.__setattr__(self, "_depth", _nested((self.part,), "not"))
 
     def to_string(self) -> str:
         """The canonical string form (see :meth:`Filter.to_string`)."""
@@ -351,6 +378,19 @@ def _wrapped(part: Filter, needs_parentheses: type[Filter]) -> str:
 def _check_parts(parts: object, word: str) -> None:
     if not isinstance(parts, tuple) or len(parts) < 2 or not all(isinstance(p, Filter) for p in parts):
         raise InvalidFilterError(f"'{word}' takes a tuple of at least two Filters")
+
+
+def _nested(parts: tuple[Filter, ...], word: str) -> int:
+    """The nesting depth of an ``and``/``or``/``not`` over ``parts``; refuses one past the limit.
+
+    Each part's depth was checked when it was built, so this is O(len(parts)) and never recurses.
+    """
+    depth = 1 + max(getattr(part, "_depth", 0) for part in parts)
+    if depth > MAX_FILTER_DEPTH:
+        raise InvalidFilterError(
+            f"'{word}' nests {depth} levels deep; a filter nests and/or/not at most {MAX_FILTER_DEPTH} deep"
+        )
+    return depth
 
 
 def _check_field(name: object, position: int | None) -> None:
@@ -529,23 +569,26 @@ def _build(tree: object) -> Filter:
             return True
         if node.data == "false":
             return False
-        if any(c in text for c in ".eE"):
-            number = float(text)
-            if not math.isfinite(number):
-                raise FilterSyntaxError(f"number {text} is out of range{_at(token.start_pos)}")
-            return number
-        return int(text)
+        return _number_value(text, token.start_pos)
 
-    def walk(node: object) -> Filter:
+    def walk(node: object, depth: int = 0) -> Filter:
         assert isinstance(node, Tree)
         position = _position(node)
         kind = node.data
+        if kind in ("or_", "and_", "negation") or (kind == "membership" and len(node.children) > 1):
+            # Counted as the nodes count it (Not(IsIn) for "not in" too), and refused before
+            # recursing further: the walk, and every later pass, recurses once per level.
+            depth += 1 if kind != "membership" or _negated(node.children[1]) else 0
+            if depth > MAX_FILTER_DEPTH:
+                raise FilterSyntaxError(
+                    f"the filter nests and/or/not more than {MAX_FILTER_DEPTH} deep{_at(position)}"
+                )
         if kind == "or_":
-            return Or(tuple(walk(child) for child in node.children))
+            return Or(tuple(walk(child, depth) for child in node.children))
         if kind == "and_":
-            return And(tuple(walk(child) for child in node.children))
+            return And(tuple(walk(child, depth) for child in node.children))
         if kind == "negation":
-            return Not(walk(node.children[0]))
+            return Not(walk(node.children[0], depth))
         if kind == "comparison":
             target, op, value = node.children
             assert isinstance(target, Tree) and isinstance(value, Tree)
@@ -554,7 +597,7 @@ def _build(tree: object) -> Filter:
         if kind == "membership":
             target, *rest = node.children
             assert isinstance(target, Tree)
-            negated = bool(rest) and isinstance(rest[0], Token) and rest[0].type == "NOTIN"
+            negated = bool(rest) and _negated(rest[0])
             values = tuple(value_of(child) for child in rest if isinstance(child, Tree))
             found: Filter = IsIn(field_of(target), values, position)
             return Not(found) if negated else found
@@ -565,6 +608,44 @@ def _build(tree: object) -> Filter:
         raise FilterSyntaxError(f"unexpected {kind}")  # pragma: no cover - the grammar has no other rule
 
     return walk(tree)
+
+
+def _negated(item: object) -> bool:
+    return getattr(item, "type", None) == "NOTIN"
+
+
+def _number_value(text: str, position: int | None) -> int | float:
+    """The number a NUMBER token spells, refusing what a number field cannot hold.
+
+    An integer is kept exact (compared exactly, see :func:`segment_mask`); one beyond
+    float64's range, or a decimal that overflows to infinity or underflows to zero from a
+    non-zero value, is a :class:`FilterSyntaxError` (never a silent infinity or 0).
+    """
+    shown = text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text):,} characters)"
+    if not any(c in text for c in ".eE"):
+        digits = text.lstrip("+-").lstrip("0")
+        # int() refuses more than 4,300 digits (ValueError); anything past float64's 309 is out
+        # of range anyway, so count them first.
+        if len(digits) <= 309:
+            whole = int(text)
+            if abs(whole) <= MAX_FILTER_NUMBER:
+                return whole
+        raise FilterSyntaxError(
+            f"number {shown} is out of range: an integer of {len(digits):,} digits is beyond a number "
+            f"field's float64 (at most {MAX_FILTER_NUMBER:.4g}){_at(position)}"
+        )
+    number = float(text)
+    if not math.isfinite(number):
+        raise FilterSyntaxError(
+            f"number {shown} is out of range (beyond float64's {MAX_FILTER_NUMBER:.4g}){_at(position)}"
+        )
+    mantissa = text.lower().split("e")[0]
+    if number == 0.0 and any(c in "123456789" for c in mantissa):
+        raise FilterSyntaxError(
+            f"number {shown} is too small: it underflows to 0 in float64 (the smallest is "
+            f"{5e-324:.4g}){_at(position)}"
+        )
+    return number
 
 
 #: Filter strings whose parse is kept (least recently used dropped): parsing costs about
@@ -706,6 +787,22 @@ class SegmentFields:
         self.times = times
 
 
+def _exact_range(op: str, value: int | float) -> tuple[str, float]:
+    """``op value`` as an equivalent range over float64 values, exact for any integer ``value``.
+
+    Number fields hold float64. An integer float64 cannot represent lies strictly between two
+    float64s; ``nearest`` is one of them, so ``x < value`` is ``x < nearest`` when ``nearest``
+    is above it and ``x <= nearest`` when below (and alike for the other operators). A float
+    (or an exactly representable integer) is returned as it is.
+    """
+    nearest = float(value)  # finite: filter integers are at most MAX_FILTER_NUMBER
+    if isinstance(value, float) or nearest == value:
+        return op, nearest
+    if nearest > value:
+        return ("<" if op in ("<", "<=") else ">="), nearest
+    return ("<=" if op in ("<", "<=") else ">"), nearest
+
+
 def segment_mask(node: Filter, fields: SegmentFields) -> NDArray[np.bool_]:
     """The documents of one segment that ``node`` matches, as a mask over its local ids.
 
@@ -715,6 +812,16 @@ def segment_mask(node: Filter, fields: SegmentFields) -> NDArray[np.bool_]:
     """
     n = fields.index.n_docs
     index = fields.index
+
+    def equal_ids(name: str, value: FilterValue) -> NDArray[np.uint32]:
+        if isinstance(value, int) and not isinstance(value, bool):
+            # Exact: an integer no float64 equals (2**53 + 1) matches nothing, rather than
+            # the float64 it rounds to.
+            nearest = float(value)
+            if nearest != value:
+                return np.zeros(0, dtype=np.uint32)
+            return index.equal(name, nearest)
+        return index.equal(name, value)
 
     def ids_mask(ids: NDArray[np.uint32]) -> NDArray[np.bool_]:
         mask = np.zeros(n, dtype=np.bool_)
@@ -759,23 +866,23 @@ def segment_mask(node: Filter, fields: SegmentFields) -> NDArray[np.bool_]:
                 return np.isin(fields.times, np.asarray(node.values, dtype=np.float64))
             mask = np.zeros(n, dtype=np.bool_)
             for value in node.values:
-                mask[index.equal(node.field, value)] = True
+                mask[equal_ids(node.field, value)] = True
             return mask
         assert isinstance(node, Compare)
         if node.field == TIME_FIELD:
             found = time_compare(node.op, float(node.value))
             return ~found if node.op == "!=" else found
         if node.op in ("==", "!="):
-            found = ids_mask(index.equal(node.field, node.value))
+            found = ids_mask(equal_ids(node.field, node.value))
             return ~found if node.op == "!=" else found
         if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
             return np.zeros(n, dtype=np.bool_)  # check_filter refuses this; never a wrong match
-        value = float(node.value)
-        if node.op == "<":
+        op, value = _exact_range(node.op, node.value)
+        if op == "<":
             return ids_mask(index.between(node.field, None, True, value, False))
-        if node.op == "<=":
+        if op == "<=":
             return ids_mask(index.between(node.field, None, True, value, True))
-        if node.op == ">":
+        if op == ">":
             return ids_mask(index.between(node.field, value, False, None, True))
         return ids_mask(index.between(node.field, value, True, None, True))
 

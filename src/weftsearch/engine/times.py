@@ -27,6 +27,7 @@ import re
 from datetime import date, datetime, timedelta, timezone
 from typing import Union
 
+from weftsearch._numbers import number_text
 from weftsearch.errors import InvalidDocumentError
 
 __all__ = ["TimeLike", "DurationLike", "as_timestamp", "as_seconds"]
@@ -77,7 +78,7 @@ def as_timestamp(value: TimeLike, what: str, error: type[ValueError] = InvalidDo
     try:
         seconds = float(value)
     except OverflowError:  # an int beyond float's range (10**400)
-        raise error(f"{what}: time {value!r} is out of range for seconds") from None
+        raise error(f"{what}: time {number_text(value)} is out of range for seconds") from None
     if not math.isfinite(seconds):
         raise error(f"{what}: time must be finite, got {value!r}")
     return seconds

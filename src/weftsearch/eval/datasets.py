@@ -1563,7 +1563,7 @@ def load_frozen_vectors(
     where = str(base / "record.json")
     try:
         record = json.loads(blobs["record.json"].decode("utf-8"))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise CorpusFormatError(f"{where}: not JSON ({exc})") from None
     if not isinstance(record, dict):
         raise CorpusFormatError(f"{where}: expected a JSON object")
@@ -1672,7 +1672,7 @@ def _part_records(base: Path, blobs: Mapping[str, bytes]) -> dict[str, tuple[str
         where = str(base / file)
         try:
             record = json.loads(blobs[file].decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise CorpusFormatError(f"{where}: not a JSON record ({exc})") from None
         if not isinstance(record, dict):
             raise CorpusFormatError(f"{where}: expected a JSON object")

@@ -11,6 +11,11 @@ Grammar::
     item   := IDENT "=" value | expr
     value  := NUMBER | "true" | "false" | IDENT | "[" value ("," value)* "]" | expr
 
+Expressions and lists nest at most :data:`MAX_SPEC_DEPTH` (32) deep, and a
+number must be a finite float64 (an integer of at most 309 digits, no
+overflow to infinity or underflow to zero): anything else is an
+:class:`~weftsearch.errors.InvalidParameterError` naming it.
+
 An ``expr`` whose name is a fuser (``rrf``, ``weighted``, ``score``, or
 ``learned``) takes scorers as its positional items and its own parameters as
 keywords: ``rrf(bm25, vector, k=60)``, ``weighted(bm25, vector, weights=[1, 0.5])``,
@@ -40,7 +45,9 @@ shared object (within one :class:`ArmBuilder`), so two arms that both use
 
 from __future__ import annotations
 
+import math
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Union
@@ -69,12 +76,17 @@ __all__ = [
     "SCORER_FACTORIES",
     "FUSER_NAMES",
     "LEARNED",
+    "MAX_SPEC_DEPTH",
 ]
 
 _DAY = 86_400.0
 
 #: The fuser name that marks an arm whose fuser is learned on development queries.
 LEARNED = "learned"
+
+#: Deepest nesting of expressions and lists in a spec (``rrf(graph(seed=bm25))`` is 2 deep):
+#: the parser, and every pass over the parsed spec, recurses once per level.
+MAX_SPEC_DEPTH = 32
 
 #: Names an expression may use as its fuser.
 FUSER_NAMES = ("rrf", "weighted", "score", LEARNED)
@@ -147,11 +159,20 @@ class _Parser:
             self.tokens.append((kind, match.group(kind), match.start(kind)))
             position = match.end()
         self.at = 0
+        self.depth = 0
+
+    def enter(self) -> None:
+        """One level deeper (an expression's items, a list's values); refused past the limit."""
+        self.depth += 1
+        if self.depth > MAX_SPEC_DEPTH:
+            raise self.error(f"it nests more than {MAX_SPEC_DEPTH} deep (expressions and lists)")
 
     def error(self, message: str, position: int | None = None) -> InvalidParameterError:
         if position is None:
             position = self.tokens[self.at][2] if self.at < len(self.tokens) else len(self.text)
-        return InvalidParameterError(f"cannot read arm {self.text!r}: {message} at column {position + 1}")
+        return InvalidParameterError(
+            f"cannot read arm {_shown(self.text)}: {message} at column {position + 1}"
+        )
 
     def peek(self) -> tuple[str, str]:
         if self.at >= len(self.tokens):
@@ -172,6 +193,7 @@ class _Parser:
         if self.peek() != ("punct", "("):
             return Expr(name)
         self.take("punct", "(")
+        self.enter()
         args: list[Expr] = []
         kwargs: dict[str, Value] = {}
         if self.peek() != ("punct", ")"):
@@ -192,20 +214,24 @@ class _Parser:
                     continue
                 break
         self.take("punct", ")")
+        self.depth -= 1
         return Expr(name, tuple(args), tuple(kwargs.items()))
 
     def value(self) -> Value:
         kind, text = self.peek()
         if kind == "number":
+            number = self.number(text)
             self.at += 1
-            return int(text) if re.fullmatch(r"[-+]?\d+", text) else float(text)
+            return number
         if (kind, text) == ("punct", "["):
             self.take("punct", "[")
+            self.enter()
             items: list[Value] = [self.value()]
             while self.peek() == ("punct", ","):
                 self.take("punct", ",")
                 items.append(self.value())
             self.take("punct", "]")
+            self.depth -= 1
             return items
         if kind == "ident":
             if text in ("true", "false"):
@@ -217,6 +243,29 @@ class _Parser:
             self.at += 1
             return text
         raise self.error(f"expected a value, found {text or 'the end'!r}")
+
+    def number(self, text: str) -> int | float:
+        """The number ``text`` spells, if float64 holds it (refused, not an OverflowError or 0)."""
+        shown = _shown(text)
+        if re.fullmatch(r"[-+]?\d+", text):
+            # int() refuses over 4,300 digits (a ValueError); past 309 it is no float64 anyway.
+            digits = text.lstrip("+-").lstrip("0")
+            if len(digits) <= 309 and abs(int(text)) <= sys.float_info.max:
+                return int(text)
+            raise self.error(f"number {shown} is out of range (an integer of {len(digits):,} digits)")
+        value = float(text)
+        if not math.isfinite(value):
+            raise self.error(f"number {shown} is out of range (beyond float64)")
+        if value == 0.0 and any(c in "123456789" for c in text.lower().split("e")[0]):
+            raise self.error(f"number {shown} underflows to 0 in float64")
+        return value
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted for a message, its middle left out when long (a spec may be 4,096 characters)."""
+    if len(text) <= 120:
+        return repr(text)
+    return f"{text[:60]!r}...{text[-30:]!r} ({len(text):,} characters)"
 
 
 def parse_arm(text: str) -> ArmSpec:
@@ -237,7 +286,7 @@ def parse_arm(text: str) -> ArmSpec:
         try:
             filter_ = parse_filter(text[where.end() :])
         except WeftError as exc:
-            raise InvalidParameterError(f"arm spec {text!r}: its filter: {exc}") from None
+            raise InvalidParameterError(f"arm spec {_shown(text)}: its filter: {exc}") from None
         text = text[: where.start()]
     parser = _Parser(text)
     name = parser.take("ident")

@@ -39,7 +39,7 @@ try:
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
-    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import BaseModel, ConfigDict, Field, StrictFloat
     from starlette.exceptions import HTTPException as StarletteHTTPException
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError(
@@ -209,7 +209,8 @@ class QueryIn(BaseModel):
 
     model_config = _NO_EXTRA
     text: str = Field(default="", description="free text")
-    vector: list[float] | None = Field(
+    # Strict: a JSON true or "1.5" is refused (422), not read as a number (issue 26 item 9d).
+    vector: list[StrictFloat] | None = Field(
         default=None,
         description="a query embedding of the index's width; absent: the server embeds the text when the "
         "ranking needs a vector and it knows the index's model (see query_vector in the response)",
@@ -261,7 +262,7 @@ class DocumentIn(BaseModel):
     model_config = _NO_EXTRA
     key: str
     text: str = ""
-    vector: list[float] | None = None
+    vector: list[StrictFloat] | None = None  # strict, as QueryIn.vector
     links: list[str] = Field(default_factory=list)
     time: str | float | None = None
     fields: dict[str, FieldValue] = Field(default_factory=dict)

@@ -92,7 +92,7 @@ def read_vector_model(path: str | PathLike[str]) -> VectorModel:
     where = Path(path)
     try:
         record = json.loads(where.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # decoding, JSON, nesting too deep
         raise CorpusFormatError(f"{where}: not a JSON record of weft-search embed ({exc})") from None
     if not isinstance(record, dict):
         raise CorpusFormatError(f"{where}: a record is a JSON object, found {type(record).__name__}")

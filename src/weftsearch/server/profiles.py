@@ -317,7 +317,7 @@ class ProfileStore:
         where = f"profile file {name}.v{version:06d}.json"
         try:
             record = json.loads(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise CorruptIndexError(f"{where}: not JSON ({exc})") from None
         if not isinstance(record, dict) or record.get("format") != PROFILE_FORMAT:
             raise CorruptIndexError(f"{where}: not a {PROFILE_FORMAT} file")

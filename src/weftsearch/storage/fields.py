@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from weftsearch._numbers import number_text
 from weftsearch.errors import CorruptIndexError, FieldTypeError
 
 __all__ = ["FieldIndex", "FIELD_KINDS", "FIELD_SECTIONS", "field_kind"]
@@ -70,12 +71,13 @@ def field_kind(value: object) -> str | None:
 
 
 def _number(value: object) -> float:
-    number = float(value)  # type: ignore[arg-type]
+    # The range check comes first: float() of an integer past float64 is an OverflowError,
+    # and one of more than 4,300 digits cannot even be printed (ValueError).
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _EXACT_FLOAT:
         raise FieldTypeError(
-            f"integer field value {value} is beyond 2**53: it would compare inexactly as float64"
+            f"integer field value {number_text(value)} is beyond 2**53: it would compare inexactly as float64"
         )
-    return number
+    return float(value)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)

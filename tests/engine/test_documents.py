@@ -1,0 +1,84 @@
+"""Document and query validation at the boundary: field integers the field store holds, and
+vectors of real numbers only (issue 26 items 9b and 9d)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from weftsearch import RRF, BM25Scorer, Document, Index, Query
+from weftsearch.engine.documents import MAX_FIELD_INTEGER, as_vector
+from weftsearch.errors import InvalidDocumentError, InvalidVectorError
+
+HUGE = {"2**53+1": 2**53 + 1, "-2**53-1": -(2**53) - 1, "2**63": 2**63, "1e400": 10**400, "1e5000": 10**5000}
+
+
+@pytest.mark.parametrize("value", list(HUGE.values()), ids=list(HUGE))
+def test_an_integer_field_beyond_the_field_store_is_refused_by_size(value: int, tmp_path: Path) -> None:
+    # 10**5000 was an untyped ValueError (it cannot be printed); 10**400 an OverflowError at commit.
+    with pytest.raises(InvalidDocumentError, match=r"beyond the integers a number field holds") as caught:
+        Document("k", "text", fields={"n": value})
+    message = str(caught.value)
+    assert "'n'" in message and len(message) < 300, message
+    with Index.create(tmp_path / "idx") as index:
+        with pytest.raises(InvalidDocumentError):
+            index.add(Document("k", "text", fields={"n": value}))
+        assert index.stats().documents == 0
+
+
+def test_the_largest_integers_are_kept_exactly(tmp_path: Path) -> None:
+    with Index.create(tmp_path / "idx") as index:
+        index.add_many(
+            [
+                Document("a", "w", fields={"n": MAX_FIELD_INTEGER}),
+                Document("b", "w", fields={"n": -MAX_FIELD_INTEGER}),
+            ],
+            progress=False,
+        )
+        index.commit()
+        assert index.get("a").fields["n"] == 2**53
+        hits = index.search(Query(text="w", filter=f"n == {2**53}"), 5, RRF(), BM25Scorer())
+        assert [hit.key for hit in hits] == ["a"]
+
+
+NOT_REAL: dict[str, Any] = {
+    "complex list": [1 + 2j, 3.0],
+    "complex array": np.array([1 + 2j, 3.0]),
+    "complex64 zero imaginary": np.array([1.0, 2.0], dtype=np.complex64),
+    "bool list": [True, False],
+    "bool array": np.array([True, False]),
+    "str list": ["1.5", "2"],
+    "bytes array": np.array([b"1", b"2"]),
+    "object array": np.array([1.0, 2.0], dtype=object),
+    "None inside": [1.0, None],
+    "datetime array": np.array(["2020-01-01", "2020-01-02"], dtype="datetime64[D]"),
+}
+
+
+@pytest.mark.parametrize("value", list(NOT_REAL.values()), ids=list(NOT_REAL))
+def test_a_vector_of_anything_but_real_numbers_is_refused_naming_the_dtype(value: Any) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's ComplexWarning was the only sign the imaginary part went
+        for build in (lambda: Document("k", vector=value), lambda: Query(vector=value)):
+            with pytest.raises(InvalidVectorError, match=r"real numbers .* got dtype \S+"):
+                build()
+
+
+def test_real_vectors_of_any_real_dtype_are_kept() -> None:
+    for value in (
+        [1, 2],
+        [1.5, 2],
+        np.array([1, 2], np.int8),
+        np.array([1, 2], np.uint64),
+        np.array([1, 2], np.float16),
+    ):
+        vector = as_vector(value, "v")
+        assert vector.dtype == np.float32 and vector.tolist() == [float(v) for v in np.asarray(value)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # past float32 is refused as non-finite, without numpy's warning
+        with pytest.raises(InvalidVectorError, match="non-finite"):
+            as_vector([1e40, 1.0], "v")
