@@ -94,7 +94,7 @@ def test_compare_a_query_set_with_judgements_uses_the_eval_measures_and_bootstra
     with TestClient(create_app(index_path)) as client:
         body = {
             "a": {"spec": "bm25"},
-            "b": {"spec": "rrf(bm25, vector, k=60)"},
+            "b": {"spec": "rrf(bm25, recency(half_life=30), k=60)"},
             "queries": QUERIES,
             "k": 5,
             "judgements": QRELS,

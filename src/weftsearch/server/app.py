@@ -65,6 +65,7 @@ from weftsearch.errors import (
     WeftError,
 )
 from weftsearch.eval.runs import Arm
+from weftsearch.scorers.vector import VectorScorer
 from weftsearch.server.compare import (
     jaccard,
     judged_comparison,
@@ -211,7 +212,8 @@ class QueryIn(BaseModel):
     vector: list[float] | None = Field(
         default=None,
         description="a query embedding of the index's width; absent: the server embeds the text when the "
-        "ranking needs a vector and it knows the index's model (see query_vector in the response)",
+        "ranking needs a vector and it knows the index's model (see query_vector in the response), "
+        "and answers 400 MissingInputError when it cannot",
     )
     vector_model: str | None = Field(
         default=None,
@@ -378,7 +380,9 @@ class QueryVectorOut(BaseModel):
     model_config = _OUT
     source: str = Field(
         description="'request' (sent with the query), 'server' (the server embedded the text) or "
-        "'none' (no vector: the ranking needs none, the text is empty, or the server knows no model)"
+        "'none' (no vector: the ranking needs none); a query whose ranking needs a vector the server "
+        "cannot make (no vector sent, and no --vectors-record, a sharded server, or empty text) is "
+        "refused: 400 MissingInputError"
     )
     model: str | None = Field(
         description="the model that made the vector: the server's (source 'server') or the one the "
@@ -855,9 +859,27 @@ class _Server:
             if model is not None and q.vector_model is not None:  # accepted by check_vector_source
                 named, vectors = model.name, model.vectors
             sources.append({"source": "request", "model": named, "vectors": vectors, "dims": len(q.vector)})
+        needs = any(query.vector is None for query in built) and self.needs_vector(ranking)
         todo = [i for i, query in enumerate(built) if query.vector is None and query.text.strip()]
-        if not todo or self.embedder is None or not self.needs_vector(ranking):
-            return built, sources
+        if needs and todo and self.embedder is not None:
+            self.embed(built, sources, todo, items)
+        if needs:
+            # Never a silent degrade: a vector stream searched without a query vector is empty,
+            # so a hybrid ranking would quietly be its other streams alone (as eval refuses).
+            for i, query in enumerate(built):
+                if query.vector is None:
+                    raise self.missing_vector(ranking, items[i][1])
+        return built, sources
+
+    def embed(
+        self,
+        built: list[Query],
+        sources: list[dict[str, Any]],
+        todo: list[int],
+        items: Sequence[tuple[QueryIn, str]],
+    ) -> None:
+        """Give the queries at ``todo`` the vector of their text (one batch), and say so in ``sources``."""
+        assert self.embedder is not None
         embedder = self.embedder
         with _field(items[todo[0]][1] + "text"):
             rows = embedder.embed([built[i].text for i in todo])
@@ -872,12 +894,37 @@ class _Server:
                 "vectors": embedder.model.vectors,
                 "dims": embedder.model.dims,
             }
-        return built, sources
+
+    def missing_vector(self, ranking: _Ranking, where: str) -> ApiError:
+        """The 400 of a query without a vector whose ranking needs one, naming what is missing."""
+        label = ranking.label.get("spec") or f"profile {ranking.label.get('profile')!r}"
+        width = self.index.vector_dim
+        send = f"send the query's vector in {where}vector" + (f" ({width} numbers)" if width else "")
+        if not isinstance(self.index, Index):
+            why = "a server over a sharded index cannot embed query text"
+        elif self.embedder is None:
+            why = (
+                "this server cannot embed query text (it was started without --vectors-record, "
+                "the record of the model that made the index's vectors)"
+            )
+        else:
+            why = "the query's text is empty, so the server has nothing to embed"
+        return ApiError(
+            400,
+            "MissingInputError",
+            f"the ranking {label} has a vector scorer, which needs a query vector, and the query has "
+            f"none: {why}; {send}, or choose a ranking without the vector scorer (spec 'bm25')",
+            where + "vector",
+        )
 
     def needs_vector(self, ranking: _Ranking) -> bool:
         """Whether a scorer of ``ranking`` lacks a query vector (not merely vectors in the index)."""
-        if not isinstance(self.index, Index):  # create_app gives a sharded index no embedder
-            return False
+        if not isinstance(self.index, Index):
+            # No snapshot here (the shards may be Ray actors): the vector scorer needs a query
+            # vector wherever the shards hold vectors.
+            return self.index.vector_dim is not None and any(
+                isinstance(scorer, VectorScorer) for scorer in ranking.arm.scorers
+            )
         snapshot = self.index.snapshot()
         probe = Query()
         for scorer in ranking.arm.scorers:
