@@ -102,7 +102,8 @@ def test_filter_errors_name_the_field_and_the_position(open_client: TestClient) 
     error = syntax.json()["error"]
     assert (error["type"], error["field"]) == ("FilterSyntaxError", "filter")
     assert "character 8" in error["message"]
-    unknown = open_client.post("/v1/search", json={"text": "graph", "spec": "bm25", "filter": "yeer >= 1"}).json()["error"]
+    body = {"text": "graph", "spec": "bm25", "filter": "yeer >= 1"}
+    unknown = open_client.post("/v1/search", json=body).json()["error"]
     assert unknown["type"] == "UnknownFieldError" and "year" in unknown["message"]
     batch = open_client.post(
         "/v1/search/batch", json={"queries": [{"text": "a"}, {"text": "b", "filter": "(("}]}

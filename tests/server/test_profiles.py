@@ -154,7 +154,7 @@ def test_profiles_over_http(index_path: Path) -> None:
         assert all(hit["fields"]["year"] >= 1993 for hit in newest["hits"])
         old = client.post(
             "/v1/search",
-            json={"text": "graph ranking", "vector": [0.5] * 8, "profile": {"name": "hybrid-v1", "version": 1}},
+            json={"text": "graph", "vector": [0.5] * 8, "profile": {"name": "hybrid-v1", "version": 1}},
         )
         assert old.json()["fuser"] == "rrf"
         bad = client.post("/v1/profiles", json={"name": "x", "spec": "rrf(bm25, nosuch)"}, headers=WRITE)
