@@ -106,3 +106,25 @@ def test_no_generated_request_is_a_server_error(tmp_path: Path, record: bool) ->
             run()
     finally:
         app.state.weft.index.close(discard=True)
+
+
+def test_the_schema_states_the_default_limits() -> None:
+    """Every ServerLimits figure but the body's is on its fields, the body's in the description."""
+    import json
+
+    from weftsearch.server.app import ServerLimits
+
+    schema = json.loads(DOCS.read_text(encoding="utf-8"))
+    models = schema["components"]["schemas"]
+    limits = ServerLimits()
+    assert models["BatchSearchRequest"]["properties"]["queries"]["maxItems"] == limits.max_batch == 256
+    for model in ("CompareRequest", "RankEvalRequest"):
+        queries = models[model]["properties"]["queries"]
+        objects = [b for b in queries.get("anyOf", [queries]) if b.get("type") == "object"]
+        assert objects[0]["maxProperties"] == limits.max_queries >= 10_000
+        assert "serve --max-queries" in queries["description"]
+    assert models["UpsertRequest"]["properties"]["documents"]["maxItems"] == limits.max_documents
+    assert models["SearchRequest"]["properties"]["k"]["maximum"] == limits.max_k
+    assert models["QueryIn"]["properties"]["seeds"]["maxItems"] == limits.max_seeds
+    assert models["QueryIn"]["properties"]["text"]["maxLength"] == limits.max_query_chars
+    assert f"{limits.max_body_bytes} bytes" in schema["info"]["description"]

@@ -92,11 +92,18 @@ API_KEY_HEADER = "X-API-Key"
 class ServerLimits:
     """Bounds on what one request may ask for; a request beyond one is refused (413 or 422).
 
+    Every figure can be raised (or lowered) with ``weft-search serve``'s option of the same
+    name (``--max-queries 20000``); the served ``/openapi.json`` states the server's figures
+    (``maxItems``, ``maximum``, ``maxLength``, ``maxProperties``).
+
     Attributes:
-        max_body_bytes: request body size (413 beyond it).
+        max_body_bytes: request body size (413 beyond it); the default holds 10,000 text
+            queries with their judgements (a body of query vectors holds fewer).
         max_k: hits per query.
         max_depth: candidates per scorer.
-        max_batch: queries per batch search, compare or rank_eval request.
+        max_batch: queries per batch search request.
+        max_queries: queries per compare or rank_eval request (a whole test set, such as
+            SciFact's 300, gets one interval).
         max_documents: documents per upsert request.
         max_query_chars: characters of query text (and of a filter or spec).
         max_vector_dim: numbers in one vector.
@@ -106,10 +113,11 @@ class ServerLimits:
 
     """
 
-    max_body_bytes: int = 8_000_000
+    max_body_bytes: int = 16_000_000
     max_k: int = 1_000
     max_depth: int = 10_000
     max_batch: int = 256
+    max_queries: int = 10_000
     max_documents: int = 1_000
     max_query_chars: int = 4_096
     max_vector_dim: int = 4_096
@@ -123,6 +131,7 @@ class ServerLimits:
             "max_k",
             "max_depth",
             "max_batch",
+            "max_queries",
             "max_documents",
             "max_query_chars",
             "max_vector_dim",
@@ -132,6 +141,11 @@ class ServerLimits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidParameterError(f"ServerLimits.{name} must be a positive integer, got {value!r}")
+        threads = self.search_threads
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise InvalidParameterError(
+                f"ServerLimits.search_threads must be a positive integer or None, got {threads!r}"
+            )
 
 
 class ApiError(Exception):
@@ -748,13 +762,13 @@ class _Server:
             )
         if request.depth is not None:
             if request.depth > self.limits.max_depth:
-                raise self.too_large(where + "depth", request.depth, self.limits.max_depth)
+                raise self.too_large(where + "depth", request.depth, self.limits.max_depth, "max_depth")
             arm = ranking.arm
             ranking = _Ranking(
                 Arm(arm.name, arm.scorers, arm.fuser, depth=request.depth), ranking.filter, ranking.label
             )
         if ranking.arm.depth > self.limits.max_depth:
-            raise self.too_large(where + "depth", ranking.arm.depth, self.limits.max_depth)
+            raise self.too_large(where + "depth", ranking.arm.depth, self.limits.max_depth, "max_depth")
         return ranking
 
     @staticmethod
@@ -764,22 +778,26 @@ class _Server:
     # ---- limits and queries
 
     @staticmethod
-    def too_large(field: str, value: int, limit: int) -> ApiError:
+    def too_large(field: str, value: int, limit: int, option: str | None = None) -> ApiError:
+        """The 422 of a request over a limit, naming the limit and the ``serve`` option that sets it."""
+        where = f" (weft-search serve --{option.replace('_', '-')})" if option else ""
         return ApiError(
-            422, "LimitExceeded", f"{field} is {value}; this server allows at most {limit}", field
+            422, "LimitExceeded", f"{field} is {value}; this server allows at most {limit}{where}", field
         )
 
     def check_length(self, text: str | None, field: str) -> None:
         if text is not None and len(text) > self.limits.max_query_chars:
-            raise self.too_large(field, len(text), self.limits.max_query_chars)
+            raise self.too_large(field, len(text), self.limits.max_query_chars, "max_query_chars")
 
     def check_k(self, k: int, field: str = "k") -> None:
         if k > self.limits.max_k:
-            raise self.too_large(field, k, self.limits.max_k)
+            raise self.too_large(field, k, self.limits.max_k, "max_k")
 
-    def check_batch(self, count: int, field: str) -> None:
-        if count > self.limits.max_batch:
-            raise self.too_large(field, count, self.limits.max_batch)
+    def check_batch(self, count: int, field: str, limit: str = "max_batch") -> None:
+        """Refuse no queries, or more than the limit named ``limit`` (``max_batch``, ``max_queries``)."""
+        bound = getattr(self.limits, limit)
+        if count > bound:
+            raise self.too_large(field, count, bound, limit)
         if count == 0:
             raise ApiError(422, "InvalidParameterError", f"{field} is empty", field)
 
@@ -788,10 +806,12 @@ class _Server:
         self.check_length(q.text, where + "text")
         self.check_length(q.filter, where + "filter")
         if q.vector is not None and len(q.vector) > self.limits.max_vector_dim:
-            raise self.too_large(where + "vector", len(q.vector), self.limits.max_vector_dim)
+            raise self.too_large(
+                where + "vector", len(q.vector), self.limits.max_vector_dim, "max_vector_dim"
+            )
         self.check_vector_source(q, where)
         if len(q.seeds) > self.limits.max_seeds:
-            raise self.too_large(where + "seeds", len(q.seeds), self.limits.max_seeds)
+            raise self.too_large(where + "seeds", len(q.seeds), self.limits.max_seeds, "max_seeds")
         with _field(where + "text"):
             Query(text=q.text)
         with _field(where + "seeds"):
@@ -981,6 +1001,69 @@ def _search_body(
     }
 
 
+#: Where each :class:`ServerLimits` figure shows in the schema: (model, property, JSON Schema keyword).
+_LIMITED: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "max_k": tuple(
+        (m, "k", "maximum")
+        for m in ("SearchRequest", "BatchSearchRequest", "CompareRequest", "RankEvalRequest")
+    ),
+    "max_depth": tuple(
+        (m, "depth", "maximum") for m in ("SearchRequest", "BatchSearchRequest", "RankingIn", "ProfileIn")
+    ),
+    "max_batch": (("BatchSearchRequest", "queries", "maxItems"),),
+    "max_queries": (
+        ("CompareRequest", "queries", "maxProperties"),
+        ("RankEvalRequest", "queries", "maxProperties"),
+    ),
+    "max_documents": (("UpsertRequest", "documents", "maxItems"),),
+    "max_query_chars": tuple(
+        (m, p, "maxLength") for m in ("QueryIn", "SearchRequest") for p in ("text", "filter")
+    )
+    + tuple(
+        (m, "spec", "maxLength") for m in ("SearchRequest", "BatchSearchRequest", "RankingIn", "ProfileIn")
+    )
+    + (("ProfileIn", "filter", "maxLength"),),
+    "max_vector_dim": tuple((m, "vector", "maxItems") for m in ("QueryIn", "SearchRequest", "DocumentIn")),
+    "max_seeds": (("QueryIn", "seeds", "maxItems"), ("SearchRequest", "seeds", "maxItems")),
+    "max_resamples": (
+        ("CompareRequest", "resamples", "maximum"),
+        ("RankEvalRequest", "resamples", "maximum"),
+    ),
+}
+
+
+def _document_limits(schema: dict[str, Any], limits: ServerLimits) -> None:
+    """Write this server's :class:`ServerLimits` into its OpenAPI ``schema`` (in place).
+
+    Each bounded property gets the JSON Schema keyword that states its limit
+    (on the non-null branch of an optional one) and a sentence naming the
+    ``serve`` option that sets it; the body limit goes in the API's description.
+    The server enforces the same figures itself (422 LimitExceeded, 413).
+    """
+    models = schema.get("components", {}).get("schemas", {})
+    for name, places in _LIMITED.items():
+        value = getattr(limits, name)
+        for model, prop, keyword in places:
+            found = models.get(model, {}).get("properties", {}).get(prop)
+            if found is None:
+                continue
+            wanted = {"maximum": ("integer",), "maxItems": ("array",), "maxLength": ("string",)}.get(
+                keyword, ("object",)
+            )
+            branches = found.get("anyOf", [found])
+            for branch in branches:
+                if branch.get("type") in wanted:
+                    branch[keyword] = value
+            said = found.get("description", "")
+            option = "--" + name.replace("_", "-")
+            found["description"] = (said + "; " if said else "") + f"at most {value} here (serve {option})"
+    info = schema.setdefault("info", {})
+    info["description"] = (
+        f"Request bodies over {limits.max_body_bytes} bytes are refused with 413 (serve --max-body-bytes); "
+        "every other limit is stated on its field, and a request over one is refused with 422 LimitExceeded."
+    )
+
+
 def _check_multiprocess_metrics(folder: str | PathLike[str]) -> None:
     """Refuse a metrics folder prometheus_client will not write to (it decides when first imported)."""
     from prometheus_client import values
@@ -1071,7 +1154,10 @@ class _BodyLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Any, size: int) -> None:
-        message = f"the request body is over this server's limit of {self.limit} bytes"
+        message = (
+            f"the request body is over this server's limit of {self.limit} bytes "
+            "(weft-search serve --max-body-bytes)"
+        )
         if size < 0:
             message = "the request's Content-Length is not a number"
         payload = json.dumps(_error_body("PayloadTooLarge", message, None)).encode()
@@ -1298,6 +1384,16 @@ def create_app(
         redoc_url=None,
     )
     app.state.weft = state
+    schema_of_code = app.openapi
+
+    def openapi_with_limits() -> dict[str, Any]:
+        """FastAPI's schema with this server's limits written in (once, then cached as FastAPI does)."""
+        if app.openapi_schema is None:
+            _document_limits(schema_of_code(), limits)
+        assert app.openapi_schema is not None
+        return app.openapi_schema
+
+    app.openapi = openapi_with_limits  # type: ignore[method-assign]
 
     registry = prometheus_client.CollectorRegistry()
     # With metrics_dir (the --workers N readers), every metric below writes its values to files in
@@ -1496,11 +1592,13 @@ def create_app(
     def upsert(body: UpsertRequest) -> dict[str, Any]:
         state.check_writable()
         if len(body.documents) > limits.max_documents:
-            raise state.too_large("documents", len(body.documents), limits.max_documents)
+            raise state.too_large("documents", len(body.documents), limits.max_documents, "max_documents")
         made = []
         for i, doc in enumerate(body.documents):
             if doc.vector is not None and len(doc.vector) > limits.max_vector_dim:
-                raise state.too_large(f"documents.{i}.vector", len(doc.vector), limits.max_vector_dim)
+                raise state.too_large(
+                    f"documents.{i}.vector", len(doc.vector), limits.max_vector_dim, "max_vector_dim"
+                )
             with _field(f"documents.{i}"):
                 made.append(
                     Document(
@@ -1678,7 +1776,7 @@ def create_app(
         state.check_length(body.spec, "spec")
         state.check_length(body.filter, "filter")
         if body.depth is not None and body.depth > limits.max_depth:
-            raise state.too_large("depth", body.depth, limits.max_depth)
+            raise state.too_large("depth", body.depth, limits.max_depth, "max_depth")
         with _field("spec"):
             made = profiles.create(
                 body.name,
@@ -1689,7 +1787,7 @@ def create_app(
                 provenance={"source": "api"},
             )
         if made.depth > limits.max_depth:
-            raise state.too_large("depth", made.depth, limits.max_depth)
+            raise state.too_large("depth", made.depth, limits.max_depth, "max_depth")
         return made.to_dict()
 
     # ---- compare and evaluate
@@ -1709,13 +1807,9 @@ def create_app(
         return keys, scores, results[0].generation if results else index.generation, embedded
 
     def check_judgements(judgements: dict[str, dict[str, int]] | None) -> None:
-        if (
-            judgements is not None
-            and sum(len(j) for j in judgements.values()) > limits.max_batch * limits.max_k
-        ):
-            raise state.too_large(
-                "judgements", sum(len(j) for j in judgements.values()), limits.max_batch * limits.max_k
-            )
+        bound = limits.max_queries * limits.max_k
+        if judgements is not None and sum(len(j) for j in judgements.values()) > bound:
+            raise state.too_large("judgements", sum(len(j) for j in judgements.values()), bound)
 
     @app.post(
         "/v1/compare",
@@ -1728,9 +1822,9 @@ def create_app(
         if (body.query is None) == (body.queries is None):
             raise ApiError(422, "InvalidParameterError", "give one query or a set of queries", "query")
         queries = {"q": body.query} if body.query is not None else dict(body.queries or {})
-        state.check_batch(len(queries), "queries")
+        state.check_batch(len(queries), "queries", "max_queries")
         if body.resamples > limits.max_resamples:
-            raise state.too_large("resamples", body.resamples, limits.max_resamples)
+            raise state.too_large("resamples", body.resamples, limits.max_resamples, "max_resamples")
         check_judgements(body.judgements)
         ranking_a = state.ranking(body.a, "a.")
         ranking_b = state.ranking(body.b, "b.")
@@ -1778,9 +1872,9 @@ def create_app(
     )
     def rank_eval(body: RankEvalRequest) -> dict[str, Any]:
         state.check_k(body.k)
-        state.check_batch(len(body.queries), "queries")
+        state.check_batch(len(body.queries), "queries", "max_queries")
         if body.resamples > limits.max_resamples:
-            raise state.too_large("resamples", body.resamples, limits.max_resamples)
+            raise state.too_large("resamples", body.resamples, limits.max_resamples, "max_resamples")
         check_judgements(body.judgements)
         ranking = state.ranking(body.ranking, "ranking.")
         keys, _scores, generation_seen, embedded = rankings_of(ranking, body.queries, body.k, "queries.")

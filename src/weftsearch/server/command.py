@@ -7,16 +7,51 @@ uvicorn when it runs and names the ``server`` extra when they are missing.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weftsearch._argtypes import port, positive_int
 from weftsearch.errors import InvalidParameterError, MissingDependencyError
 
-__all__ = ["add_subcommand", "serve", "reader_app"]
+if TYPE_CHECKING:
+    from weftsearch.server.app import ServerLimits
+
+__all__ = ["add_subcommand", "serve", "reader_app", "LIMIT_DEFAULTS"]
+
+#: ``ServerLimits``' figures and their defaults, each an option of ``serve`` (``max_k``: ``--max-k``).
+#: Kept here so the parser needs no web framework; tests/server/test_command.py checks they are
+#: ``ServerLimits``' own.
+LIMIT_DEFAULTS: dict[str, int | None] = {
+    "max_body_bytes": 16_000_000,
+    "max_k": 1_000,
+    "max_depth": 10_000,
+    "max_batch": 256,
+    "max_queries": 10_000,
+    "max_documents": 1_000,
+    "max_query_chars": 4_096,
+    "max_vector_dim": 4_096,
+    "max_seeds": 100,
+    "max_resamples": 10_000,
+    "search_threads": None,
+}
+
+_LIMIT_HELP = {
+    "max_body_bytes": "request body size in bytes (413 beyond it)",
+    "max_k": "hits per query",
+    "max_depth": "candidates per scorer",
+    "max_batch": "queries per batch search",
+    "max_queries": "queries per compare or rank_eval request",
+    "max_documents": "documents per upsert",
+    "max_query_chars": "characters of a query text, filter or spec",
+    "max_vector_dim": "numbers in one vector",
+    "max_seeds": "seed keys per query",
+    "max_resamples": "bootstrap resamples per compare or rank_eval",
+    "search_threads": "threads of one batch search (default: the request's own thread)",
+}
 
 
 def serve(
@@ -31,6 +66,7 @@ def serve(
     vectors_record: str | None = None,
     sharded: str | None = None,
     ray: str | None = None,
+    limits: dict[str, int | None] | None = None,
 ) -> None:
     """Serve the index at ``index`` (or the sharded index at ``sharded``) until interrupted.
 
@@ -67,6 +103,9 @@ def serve(
         ray: with ``sharded``, the address (``HOST:PORT``) of the Ray cluster
             whose actors hold the shards, or ``"local"`` for a loopback cluster
             started in this process and stopped at exit (the ``ray`` extra).
+        limits: ``ServerLimits`` figures to set, by name (``{"max_queries": 20000}``);
+            the others keep their defaults (:data:`LIMIT_DEFAULTS`). Every process
+            of ``--workers N`` (readers and writer) applies the same.
 
     Raises:
         MissingDependencyError: the ``server`` extra is not installed.
@@ -75,6 +114,12 @@ def serve(
     """
     from weftsearch.server.app import create_app
 
+    unknown = sorted(set(limits or {}) - set(LIMIT_DEFAULTS))
+    if unknown:
+        raise InvalidParameterError(
+            f"no such server limit {unknown[0]!r}; the limits are {', '.join(LIMIT_DEFAULTS)}"
+        )
+    chosen = _limits_of(limits or {})
     try:
         import uvicorn
     except ImportError as exc:
@@ -98,6 +143,7 @@ def serve(
             workers=workers,
             readonly=readonly,
             vectors_record=vectors_record,
+            limits=chosen,
         )
         return
     assert index is not None
@@ -110,6 +156,7 @@ def serve(
             read_key_required=read_key_required,
             readonly=readonly,
             vectors_record=vectors_record,
+            limits=chosen,
         )
         # uvicorn's access log prints the request line only (never headers), so the key stays out of it.
         uvicorn.run(app, host=host, port=port, log_level="info")
@@ -132,7 +179,9 @@ def serve(
     with tempfile.TemporaryDirectory(prefix="weft-serve-") as folder:  # mode 0700
         socket_path = os.path.join(folder, "writer.sock")
         writer = multiprocessing.get_context("spawn").Process(
-            target=_run_writer, args=(index, socket_path, api_key_env, read_key_required), daemon=False
+            target=_run_writer,
+            args=(index, socket_path, api_key_env, read_key_required, limits or {}),
+            daemon=False,
         )
         writer.start()
         try:
@@ -147,6 +196,7 @@ def serve(
             os.environ[_ENV_KEY_NAME] = api_key_env or ""
             os.environ[_ENV_READS] = "1" if read_key_required else ""
             os.environ[_ENV_RECORD] = vectors_record or ""
+            os.environ[_ENV_LIMITS] = json.dumps(limits or {})
             metrics_dir = os.path.join(folder, "metrics")
             os.mkdir(metrics_dir, 0o700)
             # Set before uvicorn spawns the readers, which import prometheus_client afresh.
@@ -175,6 +225,7 @@ def _serve_sharded(
     workers: int,
     readonly: bool,
     vectors_record: str | None,
+    limits: ServerLimits,
 ) -> None:
     """``serve --sharded DIR [--ray ADDRESS]``: one process, the coordinator of the sharded index."""
     import uvicorn
@@ -211,7 +262,9 @@ def _serve_sharded(
         factory = ray_shards()
     try:
         with ShardedIndex.open(directory, readonly=readonly, factory=factory) as opened:
-            app = create_app(opened, api_key=api_key, read_key_required=read_key_required, readonly=readonly)
+            app = create_app(
+                opened, api_key=api_key, read_key_required=read_key_required, readonly=readonly, limits=limits
+            )
             uvicorn.run(app, host=host, port=port, log_level="info")
     finally:
         if started:
@@ -223,6 +276,14 @@ _ENV_SOCKET = "WEFT_SERVE_WRITER_SOCKET"
 _ENV_KEY_NAME = "WEFT_SERVE_API_KEY_ENV"
 _ENV_READS = "WEFT_SERVE_KEY_FOR_READS"
 _ENV_RECORD = "WEFT_SERVE_VECTORS_RECORD"
+_ENV_LIMITS = "WEFT_SERVE_LIMITS"
+
+
+def _limits_of(figures: dict[str, Any]) -> ServerLimits:
+    """``ServerLimits`` with ``figures`` (by name) set and the others at their defaults."""
+    from weftsearch.server.app import ServerLimits
+
+    return ServerLimits(**figures)
 
 
 def _key_from(name: str | None) -> str | None:
@@ -234,13 +295,24 @@ def _key_from(name: str | None) -> str | None:
     return key
 
 
-def _run_writer(index: str, socket_path: str, api_key_env: str | None, read_key_required: bool) -> None:
+def _run_writer(
+    index: str,
+    socket_path: str,
+    api_key_env: str | None,
+    read_key_required: bool,
+    limits: dict[str, int | None],
+) -> None:
     """The writer process of ``--workers N``: the full API on a Unix socket only the server reaches."""
     import uvicorn
 
     from weftsearch.server.app import create_app
 
-    app = create_app(index, api_key=_key_from(api_key_env), read_key_required=read_key_required)
+    app = create_app(
+        index,
+        api_key=_key_from(api_key_env),
+        read_key_required=read_key_required,
+        limits=_limits_of(limits),
+    )
     uvicorn.run(app, uds=socket_path, log_level="warning")
 
 
@@ -250,6 +322,7 @@ def reader_app() -> Any:
 
     return create_app(
         os.environ[_ENV_INDEX],
+        limits=_limits_of(json.loads(os.environ.get(_ENV_LIMITS) or "{}")),
         api_key=_key_from(os.environ.get(_ENV_KEY_NAME) or None),
         read_key_required=bool(os.environ.get(_ENV_READS)),
         readonly=True,
@@ -271,6 +344,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         readonly=args.readonly,
         vectors_record=args.vectors_record,
+        limits={name: getattr(args, name) for name in LIMIT_DEFAULTS if getattr(args, name) is not None},
     )
     return 0
 
@@ -321,4 +395,19 @@ def add_subcommand(commands: Any) -> None:
         "searches sending text only are embedded with that model (needs the 'embed' extra), and vectors "
         "declared to come from another model are refused",
     )
+    limits = parser.add_argument_group(
+        "request limits",
+        "bounds on one request (ServerLimits); a request over one is refused with 422 LimitExceeded "
+        "(413 for the body) naming it, and /openapi.json states the figures this server applies",
+    )
+    for name, default in LIMIT_DEFAULTS.items():
+        shown = "none" if default is None else f"{default:,}"
+        limits.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            type=positive_int,
+            default=None,
+            metavar="N",
+            help=f"{_LIMIT_HELP[name]} (default: {shown})",
+        )
     parser.set_defaults(handler=_cmd_serve)
