@@ -32,7 +32,11 @@ READS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", "/v1/profiles", None),
     ("GET", "/metrics", None),
     ("POST", "/v1/compare", {"a": {"spec": "bm25"}, "b": {}, "query": {"text": "x", "vector": [0.5] * 8}}),
-    ("POST", "/v1/rank_eval", {"queries": {"q": {"text": "x", "vector": [0.5] * 8}}, "judgements": {}}),
+    (
+        "POST",
+        "/v1/rank_eval",
+        {"queries": {"q": {"text": "x", "vector": [0.5] * 8}}, "judgements": {"q": {"d1": 1}}},
+    ),
 ]
 
 
