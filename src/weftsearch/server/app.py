@@ -11,6 +11,13 @@ published snapshot without a lock (the engine's snapshot isolation), so a
 search never waits on a commit. Writes (upserts, deletes, commits) serialise
 on one lock in front of the index's single writer, and each write publishes
 its snapshot before it answers, so the next search of any client sees it.
+
+Read-your-writes holds in every mode: once a write is answered, every read
+(search, get, stats) of any client sees it, at the generation the answer
+names. One process publishes the write in memory (durable at the next commit
+or a graceful stop). With ``serve --workers N`` the readers are other
+processes, which can see only commits, so the writer commits each write
+before it answers (``commit_writes``): the answer's ``committed`` says which.
 """
 
 from __future__ import annotations
@@ -448,12 +455,24 @@ class DocumentOut(BaseModel):
     fields: dict[str, FieldValue]
 
 
+_WRITE_GENERATION = (
+    "the generation that holds this write: every read answered after this reply, by any process "
+    "of the server, sees it (read-your-writes, with one process or --workers N)"
+)
+_WRITE_COMMITTED = (
+    "whether the write was committed (durable) before this reply: true with serve --workers N, "
+    "whose writer commits each write so the reader processes (which see commits only) see it; "
+    "false with one process, where it is durable at the next POST /v1/commit or a graceful stop"
+)
+
+
 class UpsertResponse(BaseModel):
     """``POST /v1/documents``: how many documents were added or replaced."""
 
     model_config = _OUT
     upserted: int
-    generation: int
+    generation: int = Field(description=_WRITE_GENERATION)
+    committed: bool = Field(description=_WRITE_COMMITTED)
 
 
 class DeleteResponse(BaseModel):
@@ -461,7 +480,8 @@ class DeleteResponse(BaseModel):
 
     model_config = _OUT
     deleted: str
-    generation: int
+    generation: int = Field(description=_WRITE_GENERATION)
+    committed: bool = Field(description=_WRITE_COMMITTED)
 
 
 class CommitResponse(BaseModel):
@@ -1273,6 +1293,7 @@ def create_app(
     writer_socket: str | None = None,
     vectors_record: str | PathLike[str] | None = None,
     metrics_dir: str | PathLike[str] | None = None,
+    commit_writes: bool = False,
 ) -> FastAPI:
     """The weft-search HTTP API over the index at ``index_path`` (opened here, closed at shutdown).
 
@@ -1315,6 +1336,11 @@ def create_app(
             (prometheus_client's multiprocess mode: ``PROMETHEUS_MULTIPROC_DIR``
             must name it before prometheus_client is first imported), so
             ``/metrics`` reports the whole server, whichever process answers.
+        commit_writes: commit every upsert and delete before answering it (the
+            ``--workers N`` writer: its readers see commits only, so a write
+            answered uncommitted would stay invisible to them). Each write is
+            then durable when answered, at the price of a commit per request:
+            send documents in batches.
 
     At shutdown the index is committed (when writable) and closed: writes
     acknowledged but not yet committed are kept by a graceful stop, and lost
@@ -1335,6 +1361,8 @@ def create_app(
         raise InvalidParameterError("api_key must be a non-empty string")
     if writer_socket is not None and not readonly:
         raise InvalidParameterError("writer_socket is for read-only servers (the writer writes itself)")
+    if commit_writes and readonly:
+        raise InvalidParameterError("commit_writes is for a writable server (a read-only one writes nothing)")
     if read_key_required and api_key is None:
         raise InvalidParameterError("read_key_required needs an api_key")
     expected = None if api_key is None else api_key.encode("utf-8", "surrogateescape")
@@ -1575,6 +1603,17 @@ def create_app(
 
     # ---- documents
 
+    def publish() -> dict[str, Any]:
+        """Make the write just made visible to every read (under the write lock); its generation.
+
+        One process publishes it in memory. With ``commit_writes`` (the ``--workers N``
+        writer) it is committed first, since the reader processes adopt commits only.
+        """
+        if commit_writes:
+            index.commit()
+        index.refresh()
+        return {"generation": index.generation, "committed": commit_writes}
+
     @app.get(
         "/v1/documents/{key:path}", tags=["documents"], summary="One stored document", **_answers(DocumentOut)
     )
@@ -1612,8 +1651,7 @@ def create_app(
                 )
         with state.writes, _field("documents"):
             index.add_many(made, progress=False)
-            index.refresh()  # published: every client's next search sees these documents
-            return {"upserted": len(made), "generation": index.generation}
+            return {"upserted": len(made), **publish()}
 
     @app.delete(
         "/v1/documents/{key:path}",
@@ -1626,8 +1664,7 @@ def create_app(
         with state.writes, _field("key"):
             if not index.delete(key):
                 raise ApiError(404, "UnknownKeyError", f"no document with key {key!r}", "key")
-            index.refresh()
-            return {"deleted": key, "generation": index.generation}
+            return {"deleted": key, **publish()}
 
     @app.post(
         "/v1/commit",

@@ -78,7 +78,12 @@ def serve(
     read-only and adopting the newest commit before every read. A write
     request reaches any worker, passes the key check there, and is forwarded
     whole to the writer over the socket; so writes serialise on the one
-    writer and searches scale over processes (one GIL each). The readers
+    writer and searches scale over processes (one GIL each). The readers see
+    commits only, so the writer commits each upsert and delete before it
+    answers (``"committed": true`` in the answer): as with one process, every
+    read after a write's answer sees it (read-your-writes), and the write is
+    durable as well; the price is a commit per write request, so send
+    documents in batches. The readers
     write their metrics to files in a second private folder
     (prometheus_client's multiprocess mode), so ``/metrics`` reports every
     reader, whichever answers; both folders are removed at exit.
@@ -312,6 +317,7 @@ def _run_writer(
         api_key=_key_from(api_key_env),
         read_key_required=read_key_required,
         limits=_limits_of(limits),
+        commit_writes=True,  # the readers see commits only: an uncommitted write would be invisible
     )
     uvicorn.run(app, uds=socket_path, log_level="warning")
 
