@@ -96,7 +96,7 @@ def test_an_error_clears_the_results_it_replaces() -> None:
     Before, the previous results stayed under the error, as if they answered the new query.
     """
     error = {"error": {"type": "MissingInputError", "field": "vector", "message": "needs a query vector"}}
-    profiles = {"profiles": []}
+    profiles: dict[str, list[Any]] = {"profiles": []}
     compared = {
         "a": {"spec": "bm25"},
         "b": {"spec": "bm25"},
