@@ -128,3 +128,38 @@ def test_the_schema_states_the_default_limits() -> None:
     assert models["QueryIn"]["properties"]["seeds"]["maxItems"] == limits.max_seeds
     assert models["QueryIn"]["properties"]["text"]["maxLength"] == limits.max_query_chars
     assert f"{limits.max_body_bytes} bytes" in schema["info"]["description"]
+
+
+@pytest.mark.slow
+def test_the_served_schema_holds_against_a_real_server(tmp_path: Path) -> None:
+    """schemathesis against ``weft-search serve`` itself (uvicorn, a key, a tiny index), every route
+    the served /openapi.json lists: no 5xx, and every answer conforms to the schema.
+
+    Bounded: a few derandomised examples per operation and a time budget over all of them.
+    """
+    import time
+
+    from tests.server.serving import running_server
+
+    budget = time.monotonic() + 600
+    env = {"WEFT_TEST_KEY": KEY}
+    answered: list[int] = []
+    with running_server(make_index(tmp_path / "idx"), "--api-key-env", "WEFT_TEST_KEY", env=env) as base:
+        schema = schemathesis.openapi.from_url(base + "/openapi.json")
+        operations = [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]
+        assert len(operations) >= 14
+        for operation in operations:
+            assert time.monotonic() < budget, f"over the time budget before {operation.label}"
+
+            @given(operation.as_strategy())
+            @settings(
+                max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+            )
+            def run(case: schemathesis.Case[Any]) -> None:
+                response = case.call_and_validate(
+                    base_url=base, headers={"X-API-Key": KEY}, checks=CHECKS, timeout=30
+                )
+                answered.append(response.status_code)
+
+            run()
+    assert len(answered) >= 5 * len(operations), "the server was hardly asked anything"
