@@ -103,7 +103,8 @@ def test_filter_errors_name_the_field_and_the_position(open_client: TestClient) 
     error = syntax.json()["error"]
     assert (error["type"], error["field"]) == ("FilterSyntaxError", "filter")
     assert "character 8" in error["message"]
-    unknown = open_client.post("/v1/search", json={"text": "graph", "filter": "yeer >= 1"}).json()["error"]
+    body = {"text": "graph", "spec": "bm25", "filter": "yeer >= 1"}
+    unknown = open_client.post("/v1/search", json=body).json()["error"]
     assert unknown["type"] == "UnknownFieldError" and "year" in unknown["message"]
     batch = open_client.post(
         "/v1/search/batch", json={"queries": [{"text": "a"}, {"text": "b", "filter": "(("}]}
@@ -193,7 +194,7 @@ def test_stats_health_and_metrics(client: TestClient) -> None:
     stats = client.get("/v1/stats").json()
     assert stats["documents"] == 6 and stats["vector_dim"] == 8 and "path" not in stats
     assert client.get("/health").json() == {"status": "ok"}
-    client.post("/v1/search", json={"text": "graph"})
+    client.post("/v1/search", json={"text": "graph", "spec": "bm25"})
     client.post("/v1/search", json={"text": "graph", "k": 0})
     text = client.get("/metrics").text
     assert 'weft_requests_total{endpoint="/v1/search",method="POST",status="200"} 1.0' in text

@@ -149,3 +149,49 @@ def test_serve_warns_when_anyone_may_write(
     line = "weft-search serve: WARNING: no API key (--api-key-env NAME): anyone who can reach 127.0.0.1:9"
     assert (line in err) is warned, err
     assert served
+
+
+def test_the_limit_defaults_serve_shows_are_server_limits_own() -> None:
+    import dataclasses
+
+    from weftsearch.server.app import ServerLimits
+    from weftsearch.server.command import LIMIT_DEFAULTS
+
+    assert {f.name: f.default for f in dataclasses.fields(ServerLimits)} == LIMIT_DEFAULTS
+
+
+def test_serve_options_set_every_limit_and_the_schema_states_them(
+    index_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serve --max-...`` changes what the server refuses and what its /openapi.json says."""
+    answers: list[Any] = []
+    import uvicorn
+
+    def fake_run(app: Any, **kwargs: Any) -> None:
+        from fastapi.testclient import TestClient
+
+        with TestClient(app) as client:
+            schema = client.get("/openapi.json").json()
+            queries = {f"q{i}": {"text": "graph"} for i in range(4)}
+            body = {"ranking": {"spec": "bm25"}, "queries": queries, "judgements": {"q0": {"d1": 1}}, "k": 5}
+            answers.append((schema, client.post("/v1/rank_eval", json=body)))
+            answers.append(client.post("/v1/search", json={"text": "graph " * 100, "spec": "bm25"}))
+
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    argv = ["serve", "--index", str(index_path), "--max-queries", "3", "--max-body-bytes", "400"]
+    assert main([*argv, "--max-k", "7", "--search-threads", "2"]) == 0
+    (schema, refused), too_big = answers
+    assert refused.status_code == 422 and "at most 3 (weft-search serve --max-queries)" in refused.text
+    assert too_big.status_code == 413 and "400 bytes" in too_big.text
+    models = schema["components"]["schemas"]
+    assert models["RankEvalRequest"]["properties"]["queries"]["maxProperties"] == 3
+    assert models["SearchRequest"]["properties"]["k"]["maximum"] == 7
+    assert "400 bytes" in schema["info"]["description"]
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_a_limit_option_must_be_a_positive_integer(
+    index_path: Path, served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    assert main(["serve", "--index", str(index_path), "--max-queries", value]) == 2
+    assert "--max-queries" in capsys.readouterr().err and served == []

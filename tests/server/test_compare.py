@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from weftsearch.errors import InvalidParameterError
 from weftsearch.eval.metrics import evaluate, run_from_rankings
 from weftsearch.eval.stats import paired_bootstrap
-from weftsearch.server.app import create_app
+from weftsearch.server.app import ServerLimits, create_app
 from weftsearch.server.compare import jaccard, moved, rank_biased_overlap
 
 
@@ -94,7 +95,7 @@ def test_compare_a_query_set_with_judgements_uses_the_eval_measures_and_bootstra
     with TestClient(create_app(index_path)) as client:
         body = {
             "a": {"spec": "bm25"},
-            "b": {"spec": "rrf(bm25, vector, k=60)"},
+            "b": {"spec": "rrf(bm25, recency(half_life=30), k=60)"},
             "queries": QUERIES,
             "k": 5,
             "judgements": QRELS,
@@ -158,3 +159,68 @@ def test_compare_refuses_both_or_neither_query(index_path: Path) -> None:
         both = {"a": {}, "b": {}, "query": {"text": "x"}, "queries": {"q": {"text": "x"}}}
         assert client.post("/v1/compare", json=both).status_code == 422
         assert client.post("/v1/compare", json={"a": {}, "b": {}}).status_code == 422
+
+
+def _ten_thousand() -> dict[str, dict[str, str]]:
+    words = ["graph", "ranking", "vector", "search", "hybrid", "text", "news", "citation"]
+    return {f"q{i}": {"text": f"{words[i % 8]} {words[(i // 8) % 8]}"} for i in range(10_000)}
+
+
+def test_one_call_covers_ten_thousand_queries_and_the_limit_is_named(index_path: Path) -> None:
+    """rank_eval takes 10,000 queries in one call (SciFact's 300 test queries get one interval);
+    one more is a 422 naming the limit and the option that raises it, for compare too.
+
+    Before, both refused more than 256 queries (422), a limit stated nowhere.
+    """
+    queries = _ten_thousand()
+    judgements = {qid: {"d1": 1, "d4": 2} for qid in queries}
+    with TestClient(create_app(index_path)) as client:
+        body = {
+            "ranking": {"spec": "bm25"},
+            "queries": queries,
+            "judgements": judgements,
+            "measures": ["nDCG@10"],
+            "k": 10,
+            "resamples": 100,
+        }
+        assert len(json.dumps(body)) < ServerLimits().max_body_bytes
+        evaluated = client.post("/v1/rank_eval", json=body)
+        assert evaluated.status_code == 200, evaluated.text[:500]
+        assert len(evaluated.json()["measures"]["nDCG@10"]["per_query"]) == 10_000
+        over = {**queries, "one-more": {"text": "graph"}}
+        for path, request in (
+            ("/v1/rank_eval", {**body, "queries": over}),
+            ("/v1/compare", {"a": {"spec": "bm25"}, "b": {"spec": "bm25"}, "queries": over}),
+        ):
+            refused = client.post(path, json=request)
+            assert refused.status_code == 422, refused.text[:500]
+            error = refused.json()["error"]
+            assert (error["type"], error["field"]) == ("LimitExceeded", "queries")
+            assert "at most 10000" in error["message"] and "--max-queries" in error["message"]
+
+
+def test_a_body_over_the_limit_is_413_naming_it(index_path: Path) -> None:
+    with TestClient(create_app(index_path, limits=ServerLimits(max_body_bytes=1_000))) as client:
+        refused = client.post("/v1/search", json={"text": "x" * 2_000, "spec": "bm25"})
+        assert refused.status_code == 413
+        message = refused.json()["error"]["message"]
+        assert "1000 bytes" in message and "--max-body-bytes" in message
+
+
+@pytest.mark.slow
+def test_compare_covers_ten_thousand_queries_in_one_call(index_path: Path) -> None:
+    """Compare searches both rankings: twice rank_eval's work, so in the slow suite."""
+    queries = _ten_thousand()
+    judgements = {qid: {"d1": 1} for qid in queries}
+    with TestClient(create_app(index_path)) as client:
+        body = {
+            "a": {"spec": "bm25"},
+            "b": {"spec": "bm25@5"},
+            "queries": queries,
+            "judgements": judgements,
+            "resamples": 100,
+        }
+        compared = client.post("/v1/compare", json=body)
+        assert compared.status_code == 200, compared.text[:500]
+        assert len(compared.json()["queries"]) == 10_000
+        assert compared.json()["judged"]["queries"] == list(queries)

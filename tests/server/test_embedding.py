@@ -114,8 +114,12 @@ def test_only_rankings_that_need_a_vector_embed(
     assert bm25["query_vector"]["source"] == "none"
     hybrid = embedded.post("/v1/search", json={"text": text}).json()  # the default: rrf(bm25, vector)
     assert hybrid["query_vector"]["source"] == "server" and hybrid["signals"] == ["bm25", "vector"]
-    seeds_only = embedded.post("/v1/search", json={"seeds": [bm25["hits"][0]["key"]]}).json()
-    assert seeds_only["query_vector"]["source"] == "none"  # no text: nothing to embed
+    seeds_only = embedded.post("/v1/search", json={"seeds": [bm25["hits"][0]["key"]]})
+    # No text: nothing to embed, and the default ranking's vector stream is refused, not left empty.
+    assert seeds_only.status_code == 400, seeds_only.text
+    error = seeds_only.json()["error"]
+    assert (error["type"], error["field"]) == ("MissingInputError", "vector")
+    assert "text is empty" in error["message"]
 
 
 @pytest.mark.data
@@ -183,7 +187,7 @@ def test_width_is_checked_without_a_record(open_client: TestClient) -> None:
     message = response.json()["error"]["message"]
     assert "5 dims" in message and "8 dims" in message and "any/model" in message
     assert open_client.get("/v1/stats").json()["query_model"] is None
-    text_only = open_client.post("/v1/search", json={"text": "graph"}).json()
+    text_only = open_client.post("/v1/search", json={"text": "graph", "spec": "bm25"}).json()
     assert text_only["query_vector"]["source"] == "none"
 
 
@@ -274,3 +278,49 @@ def test_a_deeply_nested_vector_record_is_a_format_error(tmp_path: Path) -> None
     record.write_text('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(CorpusFormatError, match="not a JSON record"):
         read_vector_model(record)
+
+
+@pytest.mark.parametrize(
+    "spec", [None, "vector", "rrf(bm25, vector, k=60)@100", "score(bm25, vector, weights=[1, 1])"]
+)
+def test_a_ranking_that_needs_a_vector_the_server_cannot_make_is_refused(
+    open_client: TestClient, spec: str | None
+) -> None:
+    """No record, no vector sent: 400 naming the missing query vector, never BM25 alone or no hits.
+
+    Before, a hybrid answered 200 with the BM25 stream only, and "vector" answered 200 with no hits.
+    """
+    ranking = {} if spec is None else {"spec": spec}
+    for where, answer in (
+        ("vector", open_client.post("/v1/search", json={"text": "graph", **ranking})),
+        (
+            "queries.0.vector",
+            open_client.post("/v1/search/batch", json={"queries": [{"text": "graph"}], **ranking}),
+        ),
+        (
+            "queries.q.vector",
+            open_client.post(
+                "/v1/rank_eval",
+                json={
+                    "ranking": ranking,
+                    "queries": {"q": {"text": "graph"}},
+                    "judgements": {"q": {"d1": 1}},
+                    "k": 10,
+                },
+            ),
+        ),
+        (
+            "queries.q.vector",
+            open_client.post(
+                "/v1/compare", json={"a": {"spec": "bm25"}, "b": ranking, "query": {"text": "graph"}}
+            ),
+        ),
+    ):
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert (error["type"], error["field"]) == ("MissingInputError", where)
+        assert "needs a query vector" in error["message"] and "--vectors-record" in error["message"]
+    # What needs no query vector, or has one, is served as before.
+    assert open_client.post("/v1/search", json={"text": "graph", "spec": "bm25"}).status_code == 200
+    with_vector = open_client.post("/v1/search", json={"text": "graph", "vector": [0.5] * 8, **ranking})
+    assert with_vector.status_code == 200 and with_vector.json()["hits"]

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
+from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.server.conftest import KEY
@@ -48,3 +53,71 @@ def test_the_page_loads_nothing_from_elsewhere() -> None:
         assert "@import" not in text
     # Text from the index is set with textContent only, never parsed as HTML.
     assert "innerHTML" not in (STATIC / "explorer.js").read_text(encoding="utf-8")
+
+
+NODE = shutil.which("node")
+HARNESS = Path(__file__).with_name("explorer_harness.js")
+
+
+def _run_page(answers: list[Any], steps: list[str]) -> list[dict[str, Any]]:
+    """explorer.js under node with a minimal DOM (explorer_harness.js): what it shows after each step."""
+    assert NODE is not None
+    done = subprocess.run(
+        [NODE, str(HARNESS), str(STATIC / "explorer.js"), json.dumps(answers), json.dumps(steps)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    shown: list[dict[str, Any]] = json.loads(done.stdout)
+    return shown
+
+
+def _hits(*keys: str) -> dict[str, Any]:
+    return {
+        "generation": 1,
+        "ranking": {"spec": "bm25"},
+        "fuser": "passthrough",
+        "signals": ["bm25"],
+        "depth": 100,
+        "cut_short": [],
+        "query_vector": {"source": "none", "model": None, "vectors": None, "dims": None},
+        "hits": [
+            {"key": key, "rank": i + 1, "score": 1.0 / (i + 1), "fields": {}, "signals": []}
+            for i, key in enumerate(keys)
+        ],
+    }
+
+
+@pytest.mark.skipif(NODE is None, reason="needs node to run the page's script")
+def test_an_error_clears_the_results_it_replaces() -> None:
+    """After a search that failed, the page shows the error and no hit of the search before.
+
+    Before, the previous results stayed under the error, as if they answered the new query.
+    """
+    error = {"error": {"type": "MissingInputError", "field": "vector", "message": "needs a query vector"}}
+    profiles: dict[str, list[Any]] = {"profiles": []}
+    compared = {
+        "a": {"spec": "bm25"},
+        "b": {"spec": "bm25"},
+        "k": 10,
+        "p": 0.9,
+        "queries": {
+            "q": {
+                "a": [{"key": "d1", "score": 1.0}],
+                "b": [{"key": "d1", "score": 1.0}],
+                "moved": [{"key": "d1", "rank_a": 1, "rank_b": 1, "change": 0}],
+                "jaccard": 1.0,
+                "rbo": 1.0,
+            }
+        },
+    }
+    answers = [[200, profiles], [200, _hits("d1", "d2")], [400, error], [200, compared], [400, error]]
+    first, failed, compare_ok, compare_failed = _run_page(answers, ["search", "search", "compare", "compare"])
+    assert [r["key"] for r in first["results"]] == ["d1", "d2"]
+    assert failed["statusClass"] == "error" and "needs a query vector (vector)" in failed["status"]
+    assert not any(r["key"] for r in failed["results"]), failed["results"]
+    assert "needs a query vector" in failed["results"][0]["text"] and failed["label"] == ""
+    assert "d1" in compare_ok["compare"] and compare_ok["overlap"]
+    assert "d1" not in compare_failed["compare"] and compare_failed["overlap"] == ""
+    assert "needs a query vector" in compare_failed["compare"]

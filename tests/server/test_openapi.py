@@ -106,3 +106,60 @@ def test_no_generated_request_is_a_server_error(tmp_path: Path, record: bool) ->
             run()
     finally:
         app.state.weft.index.close(discard=True)
+
+
+def test_the_schema_states_the_default_limits() -> None:
+    """Every ServerLimits figure but the body's is on its fields, the body's in the description."""
+    import json
+
+    from weftsearch.server.app import ServerLimits
+
+    schema = json.loads(DOCS.read_text(encoding="utf-8"))
+    models = schema["components"]["schemas"]
+    limits = ServerLimits()
+    assert models["BatchSearchRequest"]["properties"]["queries"]["maxItems"] == limits.max_batch == 256
+    for model in ("CompareRequest", "RankEvalRequest"):
+        queries = models[model]["properties"]["queries"]
+        objects = [b for b in queries.get("anyOf", [queries]) if b.get("type") == "object"]
+        assert objects[0]["maxProperties"] == limits.max_queries >= 10_000
+        assert "serve --max-queries" in queries["description"]
+    assert models["UpsertRequest"]["properties"]["documents"]["maxItems"] == limits.max_documents
+    assert models["SearchRequest"]["properties"]["k"]["maximum"] == limits.max_k
+    assert models["QueryIn"]["properties"]["seeds"]["maxItems"] == limits.max_seeds
+    assert models["QueryIn"]["properties"]["text"]["maxLength"] == limits.max_query_chars
+    assert f"{limits.max_body_bytes} bytes" in schema["info"]["description"]
+
+
+@pytest.mark.slow
+def test_the_served_schema_holds_against_a_real_server(tmp_path: Path) -> None:
+    """schemathesis against ``weft-search serve`` itself (uvicorn, a key, a tiny index), every route
+    the served /openapi.json lists: no 5xx, and every answer conforms to the schema.
+
+    Bounded: a few derandomised examples per operation and a time budget over all of them.
+    """
+    import time
+
+    from tests.server.serving import running_server
+
+    budget = time.monotonic() + 600
+    env = {"WEFT_TEST_KEY": KEY}
+    answered: list[int] = []
+    with running_server(make_index(tmp_path / "idx"), "--api-key-env", "WEFT_TEST_KEY", env=env) as base:
+        schema = schemathesis.openapi.from_url(base + "/openapi.json")
+        operations = [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]
+        assert len(operations) >= 14
+        for operation in operations:
+            assert time.monotonic() < budget, f"over the time budget before {operation.label}"
+
+            @given(operation.as_strategy())
+            @settings(
+                max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+            )
+            def run(case: schemathesis.Case[Any]) -> None:
+                response = case.call_and_validate(
+                    base_url=base, headers={"X-API-Key": KEY}, checks=CHECKS, timeout=30
+                )
+                answered.append(response.status_code)
+
+            run()
+    assert len(answered) >= 5 * len(operations), "the server was hardly asked anything"

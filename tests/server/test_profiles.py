@@ -153,7 +153,8 @@ def test_profiles_over_http(index_path: Path) -> None:
         assert newest["ranking"] == {"profile": "hybrid-v1", "version": 2}
         assert all(hit["fields"]["year"] >= 1993 for hit in newest["hits"])
         old = client.post(
-            "/v1/search", json={"text": "graph ranking", "profile": {"name": "hybrid-v1", "version": 1}}
+            "/v1/search",
+            json={"text": "graph", "vector": [0.5] * 8, "profile": {"name": "hybrid-v1", "version": 1}},
         )
         assert old.json()["fuser"] == "rrf"
         bad = client.post("/v1/profiles", json={"name": "x", "spec": "rrf(bm25, nosuch)"}, headers=WRITE)

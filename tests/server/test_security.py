@@ -37,14 +37,18 @@ WRITES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("POST", "/v1/profiles", {"name": "p", "spec": "bm25"}),
 ]
 READS: list[tuple[str, str, dict[str, Any] | None]] = [
-    ("POST", "/v1/search", {"text": "graph"}),
-    ("POST", "/v1/search/batch", {"queries": [{"text": "graph"}]}),
+    ("POST", "/v1/search", {"text": "graph", "spec": "bm25"}),
+    ("POST", "/v1/search/batch", {"queries": [{"text": "graph"}], "spec": "bm25"}),
     ("GET", "/v1/documents/d1", None),
     ("GET", "/v1/stats", None),
     ("GET", "/v1/profiles", None),
     ("GET", "/metrics", None),
-    ("POST", "/v1/compare", {"a": {}, "b": {}, "query": {"text": "x"}}),
-    ("POST", "/v1/rank_eval", {"queries": {"q": {"text": "x"}}, "judgements": {"q": {"d1": 1}}}),
+    ("POST", "/v1/compare", {"a": {"spec": "bm25"}, "b": {}, "query": {"text": "x", "vector": [0.5] * 8}}),
+    (
+        "POST",
+        "/v1/rank_eval",
+        {"queries": {"q": {"text": "x", "vector": [0.5] * 8}}, "judgements": {"q": {"d1": 1}}},
+    ),
 ]
 
 
@@ -198,7 +202,7 @@ def test_oversize_bodies_are_413(index_path: Path) -> None:
 
         streamed = client.post("/v1/search", content=chunks(), headers={"content-type": "application/json"})
         assert streamed.status_code == 413
-        assert client.post("/v1/search", json={"text": "graph"}).status_code == 200
+        assert client.post("/v1/search", json={"text": "graph", "spec": "bm25"}).status_code == 200
         assert client.get("/v1/documents/big").status_code == 404
 
 

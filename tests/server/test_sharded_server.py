@@ -391,3 +391,23 @@ def test_a_shard_that_does_not_answer_gives_503_naming_it(tmp_path: Path) -> Non
             assert answer.status_code == 503, answer.text
             error = answer.json()["error"]
             assert error["type"] == "ShardUnavailableError" and "shard-0001" in error["message"]
+
+
+@pytest.mark.parametrize("spec", ["vector", "rrf(bm25, vector, k=60)@100"])
+def test_a_ranking_that_needs_a_vector_none_was_sent_for_is_refused(
+    clients: tuple[TestClient, TestClient], spec: str
+) -> None:
+    """The sharded server cannot embed text: a text-only query to a vector ranking is a 400, as on one index.
+
+    Before, a hybrid answered 200 with BM25 alone, and "vector" 200 with no hits.
+    """
+    for client in clients:
+        answer = client.post("/v1/search", json={"text": "cancer cells", "spec": spec})
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert (error["type"], error["field"]) == ("MissingInputError", "vector")
+        assert "needs a query vector" in error["message"]
+    assert (
+        "sharded"
+        in clients[0].post("/v1/search", json={"text": "x", "spec": spec}).json()["error"]["message"]
+    )

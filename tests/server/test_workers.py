@@ -74,3 +74,38 @@ def test_metrics_report_every_worker_whichever_answers(index_path: Path) -> None
             assert sum(v for labels, v in latency if labels["endpoint"] == "/v1/search") == searches
             assert _samples(text, "weft_server_processes") == [({}, 2.0)]
             assert [v for _, v in _samples(text, "weft_index_documents")] == [6.0]
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="the writer listens on a Unix socket")
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_an_answered_write_is_read_at_once_in_every_mode(index_path: Path, workers: str) -> None:
+    """Read-your-writes with one process and with --workers 2: after an upsert's or a delete's answer,
+    search, get and stats (whichever process answers) see it at the generation the answer names.
+
+    Before, with --workers 2 an upserted document was a 404 and missing from searches until a
+    commit, while the answer named a generation no reader saw.
+    """
+    with running_server(index_path, "--workers", workers) as base:
+        for i in range(4):
+            doc = {"key": f"w{i}", "text": f"walrus number {i}"}
+            with httpx.Client(base_url=base, timeout=30) as writer:  # a new connection: either process
+                written = writer.post("/v1/documents", json={"documents": [doc]})
+            assert written.status_code == 200, written.text
+            answer = written.json()
+            assert answer["committed"] is (workers != "1")
+            for _ in range(3):
+                with httpx.Client(base_url=base, timeout=30) as reader:
+                    got = reader.get(f"/v1/documents/w{i}")
+                    assert got.status_code == 200, got.text
+                    found = reader.post("/v1/search", json={"text": "walrus", "spec": "bm25", "k": 20}).json()
+                    assert {h["key"] for h in found["hits"]} == {f"w{j}" for j in range(i + 1)}
+                    assert found["generation"] == answer["generation"]
+        with httpx.Client(base_url=base, timeout=30) as client:
+            deleted = client.delete("/v1/documents/w0")
+            assert deleted.status_code == 200 and deleted.json()["committed"] is (workers != "1")
+        for _ in range(3):
+            with httpx.Client(base_url=base, timeout=30) as reader:
+                assert reader.get("/v1/documents/w0").status_code == 404
+                found = reader.post("/v1/search", json={"text": "walrus", "spec": "bm25", "k": 20}).json()
+                assert "w0" not in {h["key"] for h in found["hits"]}
+                assert found["generation"] == deleted.json()["generation"]

@@ -11,6 +11,13 @@ published snapshot without a lock (the engine's snapshot isolation), so a
 search never waits on a commit. Writes (upserts, deletes, commits) serialise
 on one lock in front of the index's single writer, and each write publishes
 its snapshot before it answers, so the next search of any client sees it.
+
+Read-your-writes holds in every mode: once a write is answered, every read
+(search, get, stats) of any client sees it, at the generation the answer
+names. One process publishes the write in memory (durable at the next commit
+or a graceful stop). With ``serve --workers N`` the readers are other
+processes, which can see only commits, so the writer commits each write
+before it answers (``commit_writes``): the answer's ``committed`` says which.
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ from weftsearch.errors import (
     WeftError,
 )
 from weftsearch.eval.runs import Arm
+from weftsearch.scorers.vector import VectorScorer
 from weftsearch.server.compare import (
     jaccard,
     judged_comparison,
@@ -92,11 +100,18 @@ API_KEY_HEADER = "X-API-Key"
 class ServerLimits:
     """Bounds on what one request may ask for; a request beyond one is refused (413 or 422).
 
+    Every figure can be raised (or lowered) with ``weft-search serve``'s option of the same
+    name (``--max-queries 20000``); the served ``/openapi.json`` states the server's figures
+    (``maxItems``, ``maximum``, ``maxLength``, ``maxProperties``).
+
     Attributes:
-        max_body_bytes: request body size (413 beyond it).
+        max_body_bytes: request body size (413 beyond it); the default holds 10,000 text
+            queries with their judgements (a body of query vectors holds fewer).
         max_k: hits per query.
         max_depth: candidates per scorer.
-        max_batch: queries per batch search, compare or rank_eval request.
+        max_batch: queries per batch search request.
+        max_queries: queries per compare or rank_eval request (a whole test set, such as
+            SciFact's 300, gets one interval).
         max_documents: documents per upsert request.
         max_query_chars: characters of query text (and of a filter or spec).
         max_vector_dim: numbers in one vector.
@@ -106,10 +121,11 @@ class ServerLimits:
 
     """
 
-    max_body_bytes: int = 8_000_000
+    max_body_bytes: int = 16_000_000
     max_k: int = 1_000
     max_depth: int = 10_000
     max_batch: int = 256
+    max_queries: int = 10_000
     max_documents: int = 1_000
     max_query_chars: int = 4_096
     max_vector_dim: int = 4_096
@@ -123,6 +139,7 @@ class ServerLimits:
             "max_k",
             "max_depth",
             "max_batch",
+            "max_queries",
             "max_documents",
             "max_query_chars",
             "max_vector_dim",
@@ -132,6 +149,11 @@ class ServerLimits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidParameterError(f"ServerLimits.{name} must be a positive integer, got {value!r}")
+        threads = self.search_threads
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise InvalidParameterError(
+                f"ServerLimits.search_threads must be a positive integer or None, got {threads!r}"
+            )
 
 
 class ApiError(Exception):
@@ -213,7 +235,8 @@ class QueryIn(BaseModel):
     vector: list[StrictFloat] | None = Field(
         default=None,
         description="a query embedding of the index's width; absent: the server embeds the text when the "
-        "ranking needs a vector and it knows the index's model (see query_vector in the response)",
+        "ranking needs a vector and it knows the index's model (see query_vector in the response), "
+        "and answers 400 MissingInputError when it cannot",
     )
     vector_model: str | None = Field(
         default=None,
@@ -380,7 +403,9 @@ class QueryVectorOut(BaseModel):
     model_config = _OUT
     source: str = Field(
         description="'request' (sent with the query), 'server' (the server embedded the text) or "
-        "'none' (no vector: the ranking needs none, the text is empty, or the server knows no model)"
+        "'none' (no vector: the ranking needs none); a query whose ranking needs a vector the server "
+        "cannot make (no vector sent, and no --vectors-record, a sharded server, or empty text) is "
+        "refused: 400 MissingInputError"
     )
     model: str | None = Field(
         description="the model that made the vector: the server's (source 'server') or the one the "
@@ -432,12 +457,24 @@ class DocumentOut(BaseModel):
     fields: dict[str, FieldValue]
 
 
+_WRITE_GENERATION = (
+    "the generation that holds this write: every read answered after this reply, by any process "
+    "of the server, sees it (read-your-writes, with one process or --workers N)"
+)
+_WRITE_COMMITTED = (
+    "whether the write was committed (durable) before this reply: true with serve --workers N, "
+    "whose writer commits each write so the reader processes (which see commits only) see it; "
+    "false with one process, where it is durable at the next POST /v1/commit or a graceful stop"
+)
+
+
 class UpsertResponse(BaseModel):
     """``POST /v1/documents``: how many documents were added or replaced."""
 
     model_config = _OUT
     upserted: int
-    generation: int
+    generation: int = Field(description=_WRITE_GENERATION)
+    committed: bool = Field(description=_WRITE_COMMITTED)
 
 
 class DeleteResponse(BaseModel):
@@ -445,7 +482,8 @@ class DeleteResponse(BaseModel):
 
     model_config = _OUT
     deleted: str
-    generation: int
+    generation: int = Field(description=_WRITE_GENERATION)
+    committed: bool = Field(description=_WRITE_COMMITTED)
 
 
 class CommitResponse(BaseModel):
@@ -821,13 +859,13 @@ class _Server:
             )
         if request.depth is not None:
             if request.depth > self.limits.max_depth:
-                raise self.too_large(where + "depth", request.depth, self.limits.max_depth)
+                raise self.too_large(where + "depth", request.depth, self.limits.max_depth, "max_depth")
             arm = ranking.arm
             ranking = _Ranking(
                 Arm(arm.name, arm.scorers, arm.fuser, depth=request.depth), ranking.filter, ranking.label
             )
         if ranking.arm.depth > self.limits.max_depth:
-            raise self.too_large(where + "depth", ranking.arm.depth, self.limits.max_depth)
+            raise self.too_large(where + "depth", ranking.arm.depth, self.limits.max_depth, "max_depth")
         return ranking
 
     @staticmethod
@@ -837,22 +875,26 @@ class _Server:
     # ---- limits and queries
 
     @staticmethod
-    def too_large(field: str, value: int, limit: int) -> ApiError:
+    def too_large(field: str, value: int, limit: int, option: str | None = None) -> ApiError:
+        """The 422 of a request over a limit, naming the limit and the ``serve`` option that sets it."""
+        where = f" (weft-search serve --{option.replace('_', '-')})" if option else ""
         return ApiError(
-            422, "LimitExceeded", f"{field} is {value}; this server allows at most {limit}", field
+            422, "LimitExceeded", f"{field} is {value}; this server allows at most {limit}{where}", field
         )
 
     def check_length(self, text: str | None, field: str) -> None:
         if text is not None and len(text) > self.limits.max_query_chars:
-            raise self.too_large(field, len(text), self.limits.max_query_chars)
+            raise self.too_large(field, len(text), self.limits.max_query_chars, "max_query_chars")
 
     def check_k(self, k: int, field: str = "k") -> None:
         if k > self.limits.max_k:
-            raise self.too_large(field, k, self.limits.max_k)
+            raise self.too_large(field, k, self.limits.max_k, "max_k")
 
-    def check_batch(self, count: int, field: str) -> None:
-        if count > self.limits.max_batch:
-            raise self.too_large(field, count, self.limits.max_batch)
+    def check_batch(self, count: int, field: str, limit: str = "max_batch") -> None:
+        """Refuse no queries, or more than the limit named ``limit`` (``max_batch``, ``max_queries``)."""
+        bound = getattr(self.limits, limit)
+        if count > bound:
+            raise self.too_large(field, count, bound, limit)
         if count == 0:
             raise ApiError(422, "InvalidParameterError", f"{field} is empty", field)
 
@@ -861,10 +903,12 @@ class _Server:
         self.check_length(q.text, where + "text")
         self.check_length(q.filter, where + "filter")
         if q.vector is not None and len(q.vector) > self.limits.max_vector_dim:
-            raise self.too_large(where + "vector", len(q.vector), self.limits.max_vector_dim)
+            raise self.too_large(
+                where + "vector", len(q.vector), self.limits.max_vector_dim, "max_vector_dim"
+            )
         self.check_vector_source(q, where)
         if len(q.seeds) > self.limits.max_seeds:
-            raise self.too_large(where + "seeds", len(q.seeds), self.limits.max_seeds)
+            raise self.too_large(where + "seeds", len(q.seeds), self.limits.max_seeds, "max_seeds")
         with _field(where + "text"):
             Query(text=q.text)
         with _field(where + "seeds"):
@@ -932,9 +976,27 @@ class _Server:
             if model is not None and q.vector_model is not None:  # accepted by check_vector_source
                 named, vectors = model.name, model.vectors
             sources.append({"source": "request", "model": named, "vectors": vectors, "dims": len(q.vector)})
+        needs = any(query.vector is None for query in built) and self.needs_vector(ranking)
         todo = [i for i, query in enumerate(built) if query.vector is None and query.text.strip()]
-        if not todo or self.embedder is None or not self.needs_vector(ranking):
-            return built, sources
+        if needs and todo and self.embedder is not None:
+            self.embed(built, sources, todo, items)
+        if needs:
+            # Never a silent degrade: a vector stream searched without a query vector is empty,
+            # so a hybrid ranking would quietly be its other streams alone (as eval refuses).
+            for i, query in enumerate(built):
+                if query.vector is None:
+                    raise self.missing_vector(ranking, items[i][1])
+        return built, sources
+
+    def embed(
+        self,
+        built: list[Query],
+        sources: list[dict[str, Any]],
+        todo: list[int],
+        items: Sequence[tuple[QueryIn, str]],
+    ) -> None:
+        """Give the queries at ``todo`` the vector of their text (one batch), and say so in ``sources``."""
+        assert self.embedder is not None
         embedder = self.embedder
         with _field(items[todo[0]][1] + "text"):
             rows = embedder.embed([built[i].text for i in todo])
@@ -949,12 +1011,37 @@ class _Server:
                 "vectors": embedder.model.vectors,
                 "dims": embedder.model.dims,
             }
-        return built, sources
+
+    def missing_vector(self, ranking: _Ranking, where: str) -> ApiError:
+        """The 400 of a query without a vector whose ranking needs one, naming what is missing."""
+        label = ranking.label.get("spec") or f"profile {ranking.label.get('profile')!r}"
+        width = self.index.vector_dim
+        send = f"send the query's vector in {where}vector" + (f" ({width} numbers)" if width else "")
+        if not isinstance(self.index, Index):
+            why = "a server over a sharded index cannot embed query text"
+        elif self.embedder is None:
+            why = (
+                "this server cannot embed query text (it was started without --vectors-record, "
+                "the record of the model that made the index's vectors)"
+            )
+        else:
+            why = "the query's text is empty, so the server has nothing to embed"
+        return ApiError(
+            400,
+            "MissingInputError",
+            f"the ranking {label} has a vector scorer, which needs a query vector, and the query has "
+            f"none: {why}; {send}, or choose a ranking without the vector scorer (spec 'bm25')",
+            where + "vector",
+        )
 
     def needs_vector(self, ranking: _Ranking) -> bool:
         """Whether a scorer of ``ranking`` lacks a query vector (not merely vectors in the index)."""
-        if not isinstance(self.index, Index):  # create_app gives a sharded index no embedder
-            return False
+        if not isinstance(self.index, Index):
+            # No snapshot here (the shards may be Ray actors): the vector scorer needs a query
+            # vector wherever the shards hold vectors.
+            return self.index.vector_dim is not None and any(
+                isinstance(scorer, VectorScorer) for scorer in ranking.arm.scorers
+            )
         snapshot = self.index.snapshot()
         probe = Query()
         for scorer in ranking.arm.scorers:
@@ -1009,6 +1096,69 @@ def _search_body(
         **({"plans": results.plans} if explain else {}),
         "hits": _hits(results, explain),
     }
+
+
+#: Where each :class:`ServerLimits` figure shows in the schema: (model, property, JSON Schema keyword).
+_LIMITED: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "max_k": tuple(
+        (m, "k", "maximum")
+        for m in ("SearchRequest", "BatchSearchRequest", "CompareRequest", "RankEvalRequest")
+    ),
+    "max_depth": tuple(
+        (m, "depth", "maximum") for m in ("SearchRequest", "BatchSearchRequest", "RankingIn", "ProfileIn")
+    ),
+    "max_batch": (("BatchSearchRequest", "queries", "maxItems"),),
+    "max_queries": (
+        ("CompareRequest", "queries", "maxProperties"),
+        ("RankEvalRequest", "queries", "maxProperties"),
+    ),
+    "max_documents": (("UpsertRequest", "documents", "maxItems"),),
+    "max_query_chars": tuple(
+        (m, p, "maxLength") for m in ("QueryIn", "SearchRequest") for p in ("text", "filter")
+    )
+    + tuple(
+        (m, "spec", "maxLength") for m in ("SearchRequest", "BatchSearchRequest", "RankingIn", "ProfileIn")
+    )
+    + (("ProfileIn", "filter", "maxLength"),),
+    "max_vector_dim": tuple((m, "vector", "maxItems") for m in ("QueryIn", "SearchRequest", "DocumentIn")),
+    "max_seeds": (("QueryIn", "seeds", "maxItems"), ("SearchRequest", "seeds", "maxItems")),
+    "max_resamples": (
+        ("CompareRequest", "resamples", "maximum"),
+        ("RankEvalRequest", "resamples", "maximum"),
+    ),
+}
+
+
+def _document_limits(schema: dict[str, Any], limits: ServerLimits) -> None:
+    """Write this server's :class:`ServerLimits` into its OpenAPI ``schema`` (in place).
+
+    Each bounded property gets the JSON Schema keyword that states its limit
+    (on the non-null branch of an optional one) and a sentence naming the
+    ``serve`` option that sets it; the body limit goes in the API's description.
+    The server enforces the same figures itself (422 LimitExceeded, 413).
+    """
+    models = schema.get("components", {}).get("schemas", {})
+    for name, places in _LIMITED.items():
+        value = getattr(limits, name)
+        for model, prop, keyword in places:
+            found = models.get(model, {}).get("properties", {}).get(prop)
+            if found is None:
+                continue
+            wanted = {"maximum": ("integer",), "maxItems": ("array",), "maxLength": ("string",)}.get(
+                keyword, ("object",)
+            )
+            branches = found.get("anyOf", [found])
+            for branch in branches:
+                if branch.get("type") in wanted:
+                    branch[keyword] = value
+            said = found.get("description", "")
+            option = "--" + name.replace("_", "-")
+            found["description"] = (said + "; " if said else "") + f"at most {value} here (serve {option})"
+    info = schema.setdefault("info", {})
+    info["description"] = (
+        f"Request bodies over {limits.max_body_bytes} bytes are refused with 413 (serve --max-body-bytes); "
+        "every other limit is stated on its field, and a request over one is refused with 422 LimitExceeded."
+    )
 
 
 def _check_multiprocess_metrics(folder: str | PathLike[str]) -> None:
@@ -1101,7 +1251,10 @@ class _BodyLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Any, size: int) -> None:
-        message = f"the request body is over this server's limit of {self.limit} bytes"
+        message = (
+            f"the request body is over this server's limit of {self.limit} bytes "
+            "(weft-search serve --max-body-bytes)"
+        )
         if size < 0:
             message = "the request's Content-Length is not a number"
         payload = json.dumps(_error_body("PayloadTooLarge", message, None)).encode()
@@ -1217,6 +1370,7 @@ def create_app(
     writer_socket: str | None = None,
     vectors_record: str | PathLike[str] | None = None,
     metrics_dir: str | PathLike[str] | None = None,
+    commit_writes: bool = False,
 ) -> FastAPI:
     """The weft-search HTTP API over the index at ``index_path`` (opened here, closed at shutdown).
 
@@ -1259,6 +1413,11 @@ def create_app(
             (prometheus_client's multiprocess mode: ``PROMETHEUS_MULTIPROC_DIR``
             must name it before prometheus_client is first imported), so
             ``/metrics`` reports the whole server, whichever process answers.
+        commit_writes: commit every upsert and delete before answering it (the
+            ``--workers N`` writer: its readers see commits only, so a write
+            answered uncommitted would stay invisible to them). Each write is
+            then durable when answered, at the price of a commit per request:
+            send documents in batches.
 
     At shutdown the index is committed (when writable) and closed: writes
     acknowledged but not yet committed are kept by a graceful stop, and lost
@@ -1279,6 +1438,8 @@ def create_app(
         raise InvalidParameterError("api_key must be a non-empty string")
     if writer_socket is not None and not readonly:
         raise InvalidParameterError("writer_socket is for read-only servers (the writer writes itself)")
+    if commit_writes and readonly:
+        raise InvalidParameterError("commit_writes is for a writable server (a read-only one writes nothing)")
     if read_key_required and api_key is None:
         raise InvalidParameterError("read_key_required needs an api_key")
     expected = None if api_key is None else api_key.encode("utf-8", "surrogateescape")
@@ -1338,6 +1499,16 @@ def create_app(
         redoc_url=None,
     )
     app.state.weft = state
+    schema_of_code = app.openapi
+
+    def openapi_with_limits() -> dict[str, Any]:
+        """FastAPI's schema with this server's limits written in (once, then cached as FastAPI does)."""
+        if app.openapi_schema is None:
+            _document_limits(schema_of_code(), limits)
+        assert app.openapi_schema is not None
+        return app.openapi_schema
+
+    app.openapi = openapi_with_limits  # type: ignore[method-assign]
 
     registry = prometheus_client.CollectorRegistry()
     # With metrics_dir (the --workers N readers), every metric below writes its values to files in
@@ -1538,6 +1709,17 @@ def create_app(
 
     # ---- documents
 
+    def publish() -> dict[str, Any]:
+        """Make the write just made visible to every read (under the write lock); its generation.
+
+        One process publishes it in memory. With ``commit_writes`` (the ``--workers N``
+        writer) it is committed first, since the reader processes adopt commits only.
+        """
+        if commit_writes:
+            index.commit()
+        index.refresh()
+        return {"generation": index.generation, "committed": commit_writes}
+
     @app.get(
         "/v1/documents/{key:path}", tags=["documents"], summary="One stored document", **_answers(DocumentOut)
     )
@@ -1555,11 +1737,13 @@ def create_app(
     def upsert(body: UpsertRequest) -> dict[str, Any]:
         state.check_writable()
         if len(body.documents) > limits.max_documents:
-            raise state.too_large("documents", len(body.documents), limits.max_documents)
+            raise state.too_large("documents", len(body.documents), limits.max_documents, "max_documents")
         made = []
         for i, doc in enumerate(body.documents):
             if doc.vector is not None and len(doc.vector) > limits.max_vector_dim:
-                raise state.too_large(f"documents.{i}.vector", len(doc.vector), limits.max_vector_dim)
+                raise state.too_large(
+                    f"documents.{i}.vector", len(doc.vector), limits.max_vector_dim, "max_vector_dim"
+                )
             with _field(f"documents.{i}"):
                 made.append(
                     Document(
@@ -1573,8 +1757,7 @@ def create_app(
                 )
         with state.writes, _field("documents"):
             index.add_many(made, progress=False)
-            index.refresh()  # published: every client's next search sees these documents
-            return {"upserted": len(made), "generation": index.generation}
+            return {"upserted": len(made), **publish()}
 
     @app.delete(
         "/v1/documents/{key:path}",
@@ -1587,8 +1770,7 @@ def create_app(
         with state.writes, _field("key"):
             if not index.delete(key):
                 raise ApiError(404, "UnknownKeyError", f"no document with key {key!r}", "key")
-            index.refresh()
-            return {"deleted": key, "generation": index.generation}
+            return {"deleted": key, **publish()}
 
     @app.post(
         "/v1/commit",
@@ -1743,7 +1925,7 @@ def create_app(
         state.check_length(body.spec, "spec")
         state.check_length(body.filter, "filter")
         if body.depth is not None and body.depth > limits.max_depth:
-            raise state.too_large("depth", body.depth, limits.max_depth)
+            raise state.too_large("depth", body.depth, limits.max_depth, "max_depth")
         with _field("spec"):
             made = profiles.create(
                 body.name,
@@ -1754,7 +1936,7 @@ def create_app(
                 provenance={"source": "api"},
             )
         if made.depth > limits.max_depth:
-            raise state.too_large("depth", made.depth, limits.max_depth)
+            raise state.too_large("depth", made.depth, limits.max_depth, "max_depth")
         return made.to_dict()
 
     # ---- compare and evaluate
@@ -1774,13 +1956,9 @@ def create_app(
         return keys, scores, results[0].generation if results else index.generation, embedded
 
     def check_judgements(judgements: dict[str, dict[str, int]] | None) -> None:
-        if (
-            judgements is not None
-            and sum(len(j) for j in judgements.values()) > limits.max_batch * limits.max_k
-        ):
-            raise state.too_large(
-                "judgements", sum(len(j) for j in judgements.values()), limits.max_batch * limits.max_k
-            )
+        bound = limits.max_queries * limits.max_k
+        if judgements is not None and sum(len(j) for j in judgements.values()) > bound:
+            raise state.too_large("judgements", sum(len(j) for j in judgements.values()), bound)
 
     @app.post(
         "/v1/compare",
@@ -1793,9 +1971,9 @@ def create_app(
         if (body.query is None) == (body.queries is None):
             raise ApiError(422, "InvalidParameterError", "give one query or a set of queries", "query")
         queries = {"q": body.query} if body.query is not None else dict(body.queries or {})
-        state.check_batch(len(queries), "queries")
+        state.check_batch(len(queries), "queries", "max_queries")
         if body.resamples > limits.max_resamples:
-            raise state.too_large("resamples", body.resamples, limits.max_resamples)
+            raise state.too_large("resamples", body.resamples, limits.max_resamples, "max_resamples")
         check_judgements(body.judgements)
         ranking_a = state.ranking(body.a, "a.")
         ranking_b = state.ranking(body.b, "b.")
@@ -1843,9 +2021,9 @@ def create_app(
     )
     def rank_eval(body: RankEvalRequest) -> dict[str, Any]:
         state.check_k(body.k)
-        state.check_batch(len(body.queries), "queries")
+        state.check_batch(len(body.queries), "queries", "max_queries")
         if body.resamples > limits.max_resamples:
-            raise state.too_large("resamples", body.resamples, limits.max_resamples)
+            raise state.too_large("resamples", body.resamples, limits.max_resamples, "max_resamples")
         check_judgements(body.judgements)
         ranking = state.ranking(body.ranking, "ranking.")
         keys, _scores, generation_seen, embedded = rankings_of(ranking, body.queries, body.k, "queries.")

@@ -7,17 +7,52 @@ uvicorn when it runs and names the ``server`` extra when they are missing.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weftsearch._argtypes import port, positive_int
 from weftsearch.errors import InvalidParameterError, MissingDependencyError
 
-__all__ = ["add_subcommand", "serve", "reader_app"]
+if TYPE_CHECKING:
+    from weftsearch.server.app import ServerLimits
+
+__all__ = ["add_subcommand", "serve", "reader_app", "LIMIT_DEFAULTS"]
+
+#: ``ServerLimits``' figures and their defaults, each an option of ``serve`` (``max_k``: ``--max-k``).
+#: Kept here so the parser needs no web framework; tests/server/test_command.py checks they are
+#: ``ServerLimits``' own.
+LIMIT_DEFAULTS: dict[str, int | None] = {
+    "max_body_bytes": 16_000_000,
+    "max_k": 1_000,
+    "max_depth": 10_000,
+    "max_batch": 256,
+    "max_queries": 10_000,
+    "max_documents": 1_000,
+    "max_query_chars": 4_096,
+    "max_vector_dim": 4_096,
+    "max_seeds": 100,
+    "max_resamples": 10_000,
+    "search_threads": None,
+}
+
+_LIMIT_HELP = {
+    "max_body_bytes": "request body size in bytes (413 beyond it)",
+    "max_k": "hits per query",
+    "max_depth": "candidates per scorer",
+    "max_batch": "queries per batch search",
+    "max_queries": "queries per compare or rank_eval request",
+    "max_documents": "documents per upsert",
+    "max_query_chars": "characters of a query text, filter or spec",
+    "max_vector_dim": "numbers in one vector",
+    "max_seeds": "seed keys per query",
+    "max_resamples": "bootstrap resamples per compare or rank_eval",
+    "search_threads": "threads of one batch search (default: the request's own thread)",
+}
 
 
 def serve(
@@ -32,6 +67,7 @@ def serve(
     vectors_record: str | None = None,
     sharded: str | None = None,
     ray: str | None = None,
+    limits: dict[str, int | None] | None = None,
 ) -> None:
     """Serve the index at ``index`` (or the sharded index at ``sharded``) until interrupted.
 
@@ -43,7 +79,12 @@ def serve(
     read-only and adopting the newest commit before every read. A write
     request reaches any worker, passes the key check there, and is forwarded
     whole to the writer over the socket; so writes serialise on the one
-    writer and searches scale over processes (one GIL each). The readers
+    writer and searches scale over processes (one GIL each). The readers see
+    commits only, so the writer commits each upsert and delete before it
+    answers (``"committed": true`` in the answer): as with one process, every
+    read after a write's answer sees it (read-your-writes), and the write is
+    durable as well; the price is a commit per write request, so send
+    documents in batches. The readers
     write their metrics to files in a second private folder
     (prometheus_client's multiprocess mode), so ``/metrics`` reports every
     reader, whichever answers; both folders are removed at exit.
@@ -68,6 +109,9 @@ def serve(
         ray: with ``sharded``, the address (``HOST:PORT``) of the Ray cluster
             whose actors hold the shards, or ``"local"`` for a loopback cluster
             started in this process and stopped at exit (the ``ray`` extra).
+        limits: ``ServerLimits`` figures to set, by name (``{"max_queries": 20000}``);
+            the others keep their defaults (:data:`LIMIT_DEFAULTS`). Every process
+            of ``--workers N`` (readers and writer) applies the same.
 
     Raises:
         MissingDependencyError: the ``server`` extra is not installed.
@@ -76,6 +120,12 @@ def serve(
     """
     from weftsearch.server.app import create_app
 
+    unknown = sorted(set(limits or {}) - set(LIMIT_DEFAULTS))
+    if unknown:
+        raise InvalidParameterError(
+            f"no such server limit {unknown[0]!r}; the limits are {', '.join(LIMIT_DEFAULTS)}"
+        )
+    chosen = _limits_of(limits or {})
     try:
         import uvicorn
     except ImportError as exc:
@@ -109,6 +159,7 @@ def serve(
             readonly=readonly,
             vectors_record=vectors_record,
             logging_config=logging_config,
+            limits=chosen,
         )
         return
     assert index is not None
@@ -121,6 +172,7 @@ def serve(
             read_key_required=read_key_required,
             readonly=readonly,
             vectors_record=vectors_record,
+            limits=chosen,
         )
         # uvicorn's access log prints the request line (never headers); the filter drops its query
         # string and the key, wherever it was put (weftsearch.server.logs).
@@ -144,7 +196,9 @@ def serve(
     with tempfile.TemporaryDirectory(prefix="weft-serve-") as folder:  # mode 0700
         socket_path = os.path.join(folder, "writer.sock")
         writer = multiprocessing.get_context("spawn").Process(
-            target=_run_writer, args=(index, socket_path, api_key_env, read_key_required), daemon=False
+            target=_run_writer,
+            args=(index, socket_path, api_key_env, read_key_required, limits or {}),
+            daemon=False,
         )
         writer.start()
         try:
@@ -159,6 +213,7 @@ def serve(
             os.environ[_ENV_KEY_NAME] = api_key_env or ""
             os.environ[_ENV_READS] = "1" if read_key_required else ""
             os.environ[_ENV_RECORD] = vectors_record or ""
+            os.environ[_ENV_LIMITS] = json.dumps(limits or {})
             metrics_dir = os.path.join(folder, "metrics")
             os.mkdir(metrics_dir, 0o700)
             # Set before uvicorn spawns the readers, which import prometheus_client afresh.
@@ -189,6 +244,7 @@ def _serve_sharded(
     readonly: bool,
     vectors_record: str | None,
     logging_config: dict[str, Any],
+    limits: ServerLimits,
 ) -> None:
     """``serve --sharded DIR [--ray ADDRESS]``: one process, the coordinator of the sharded index."""
     import uvicorn
@@ -225,7 +281,9 @@ def _serve_sharded(
         factory = ray_shards()
     try:
         with ShardedIndex.open(directory, readonly=readonly, factory=factory) as opened:
-            app = create_app(opened, api_key=api_key, read_key_required=read_key_required, readonly=readonly)
+            app = create_app(
+                opened, api_key=api_key, read_key_required=read_key_required, readonly=readonly, limits=limits
+            )
             uvicorn.run(app, host=host, port=port, log_level="info", log_config=logging_config)
     finally:
         if started:
@@ -237,6 +295,14 @@ _ENV_SOCKET = "WEFT_SERVE_WRITER_SOCKET"
 _ENV_KEY_NAME = "WEFT_SERVE_API_KEY_ENV"
 _ENV_READS = "WEFT_SERVE_KEY_FOR_READS"
 _ENV_RECORD = "WEFT_SERVE_VECTORS_RECORD"
+_ENV_LIMITS = "WEFT_SERVE_LIMITS"
+
+
+def _limits_of(figures: dict[str, Any]) -> ServerLimits:
+    """``ServerLimits`` with ``figures`` (by name) set and the others at their defaults."""
+    from weftsearch.server.app import ServerLimits
+
+    return ServerLimits(**figures)
 
 
 def _key_from(name: str | None) -> str | None:
@@ -257,13 +323,25 @@ def _logging(api_key_env: str | None) -> dict[str, Any]:
     return log_config(uvicorn.config.LOGGING_CONFIG, api_key_env)
 
 
-def _run_writer(index: str, socket_path: str, api_key_env: str | None, read_key_required: bool) -> None:
+def _run_writer(
+    index: str,
+    socket_path: str,
+    api_key_env: str | None,
+    read_key_required: bool,
+    limits: dict[str, int | None],
+) -> None:
     """The writer process of ``--workers N``: the full API on a Unix socket only the server reaches."""
     import uvicorn
 
     from weftsearch.server.app import create_app
 
-    app = create_app(index, api_key=_key_from(api_key_env), read_key_required=read_key_required)
+    app = create_app(
+        index,
+        api_key=_key_from(api_key_env),
+        read_key_required=read_key_required,
+        limits=_limits_of(limits),
+        commit_writes=True,  # the readers see commits only: an uncommitted write would be invisible
+    )
     uvicorn.run(app, uds=socket_path, log_level="warning", log_config=_logging(api_key_env))
 
 
@@ -273,6 +351,7 @@ def reader_app() -> Any:
 
     return create_app(
         os.environ[_ENV_INDEX],
+        limits=_limits_of(json.loads(os.environ.get(_ENV_LIMITS) or "{}")),
         api_key=_key_from(os.environ.get(_ENV_KEY_NAME) or None),
         read_key_required=bool(os.environ.get(_ENV_READS)),
         readonly=True,
@@ -294,6 +373,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         readonly=args.readonly,
         vectors_record=args.vectors_record,
+        limits={name: getattr(args, name) for name in LIMIT_DEFAULTS if getattr(args, name) is not None},
     )
     return 0
 
@@ -344,4 +424,19 @@ def add_subcommand(commands: Any) -> None:
         "searches sending text only are embedded with that model (needs the 'embed' extra), and vectors "
         "declared to come from another model are refused",
     )
+    limits = parser.add_argument_group(
+        "request limits",
+        "bounds on one request (ServerLimits); a request over one is refused with 422 LimitExceeded "
+        "(413 for the body) naming it, and /openapi.json states the figures this server applies",
+    )
+    for name, default in LIMIT_DEFAULTS.items():
+        shown = "none" if default is None else f"{default:,}"
+        limits.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            type=positive_int,
+            default=None,
+            metavar="N",
+            help=f"{_LIMIT_HELP[name]} (default: {shown})",
+        )
     parser.set_defaults(handler=_cmd_serve)

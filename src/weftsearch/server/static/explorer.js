@@ -195,7 +195,20 @@
       status(result.hits.length + " hits, generation " + result.generation);
       if (!$("compare").hidden) compare();
     } catch (e) {
-      status(e.message, true);
+      failed("results", e.message);
+    }
+  }
+
+  // An error replaces what it failed to produce: the results (or the side by side) of an earlier
+  // request are cleared, never left standing under the error as if they answered this one.
+  function failed(where, message) {
+    status(message, true);
+    if (where === "results") {
+      $("ranking-label").textContent = "";
+      $("results").replaceChildren(el("li", { className: "note error", textContent: "no results: " + message }));
+    } else {
+      $("overlap").textContent = "";
+      $("compare-result").replaceChildren(el("p", { className: "note error", textContent: "no comparison: " + message }));
     }
   }
 
@@ -340,7 +353,7 @@
       const result = await api("POST", "v1/compare", body);
       renderCompare(result);
     } catch (e) {
-      status(e.message, true);
+      failed("compare", e.message);
     }
   }
 

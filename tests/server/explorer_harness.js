@@ -1,0 +1,68 @@
+// A minimal DOM for explorer.js under node (no browser, no npm package): enough elements,
+// events and fetch for the page's search and compare flows. Used by test_explorer_page.py.
+"use strict";
+const fs = require("fs");
+
+class Element {
+  constructor(tag) {
+    this.tagName = tag; this.children = []; this.dataset = {}; this.style = {};
+    this.listeners = {}; this.hidden = false; this.value = ""; this.className = ""; this._text = "";
+    this.classList = { toggle: () => {} };
+  }
+  get textContent() { return this._text + this.children.map((c) => c.textContent).join(""); }
+  set textContent(v) { this._text = String(v); this.children = []; }
+  get options() { return this.children; }
+  append(...nodes) {
+    for (const n of nodes) this.children.push(typeof n === "string" ? Object.assign(new Element("#text"), { _text: n }) : n);
+  }
+  replaceChildren(...nodes) { this.children = []; this._text = ""; this.append(...nodes); }
+  addEventListener(name, fn) { (this.listeners[name] = this.listeners[name] || []).push(fn); }
+  dispatchEvent(ev) { for (const fn of this.listeners[ev.type] || []) fn(ev); }
+  setAttribute() {}
+  focus() {}
+}
+
+const ids = ["q", "filter", "profile", "k", "search-form", "key-form", "key", "status", "signals", "spec",
+  "reset", "ranking-label", "results", "doc", "compare", "compare-toggle", "compare-form", "compare-a",
+  "compare-b", "overlap", "compare-result"];
+const byId = {};
+for (const id of ids) byId[id] = new Element("div");
+byId.k.value = "10";
+byId.compare.hidden = true;
+const docListeners = {};
+global.document = {
+  getElementById: (id) => byId[id],
+  createElement: (tag) => new Element(tag),
+  addEventListener: (name, fn) => { docListeners[name] = fn; },
+  body: { dataset: {} },
+};
+global.Event = class { constructor(type) { this.type = type; } };
+
+// Scripted answers, in order: [status, body] per request.
+const answers = JSON.parse(process.argv[3]);
+global.fetch = async (path, init) => {
+  const [status, body] = answers.shift();
+  return { status, ok: status < 400, json: async () => body };
+};
+
+const settle = () => new Promise((resolve) => setTimeout(resolve, 20));
+const snapshot = () => ({
+  status: byId.status.textContent, statusClass: byId.status.className,
+  results: byId.results.children.map((c) => ({ className: c.className, key: c.dataset.key || null, text: c.textContent })),
+  label: byId["ranking-label"].textContent,
+  compare: byId["compare-result"].textContent, overlap: byId.overlap.textContent,
+});
+
+(async () => {
+  eval(fs.readFileSync(process.argv[2], "utf8"));
+  docListeners.DOMContentLoaded();
+  await settle();
+  const seen = [];
+  for (const step of JSON.parse(process.argv[4])) {
+    if (step === "search") { byId.q.value = "graph"; byId["search-form"].dispatchEvent({ type: "submit", preventDefault() {} }); }
+    if (step === "compare") { byId.q.value = "graph"; byId["compare-form"].dispatchEvent({ type: "submit", preventDefault() {} }); }
+    await settle();
+    seen.push(snapshot());
+  }
+  process.stdout.write(JSON.stringify(seen));
+})();
