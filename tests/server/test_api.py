@@ -268,7 +268,7 @@ def test_integers_compare_exactly_through_the_server(open_client: TestClient) ->
     # year holds 1990..1995; 1995 + 2**53 has no float64, so nothing may match it by rounding.
     for text, want in [("year == 1991", 1), ("year < 9007199254740993", 6), ("year == 9007199254740993", 0)]:
         answer = open_client.post(
-            "/v1/search", json={"text": "graph ranking search", "filter": text, "k": 10}
+            "/v1/search", json={"text": "graph ranking search", "spec": "bm25", "filter": text, "k": 10}
         )
         assert answer.status_code == 200, answer.text
         hits = answer.json()["hits"]

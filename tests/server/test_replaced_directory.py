@@ -25,15 +25,17 @@ from tests.server.conftest import KEY, WRITE, make_index
 from weftsearch import Document, Index
 from weftsearch.server.app import create_app
 
+QUERY = {"text": "graph", "vector": [0.5] * 8}  # the default ranking needs the query's vector
+
 ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("POST", "/v1/search", {"text": "graph", "spec": "bm25"}),
-    ("POST", "/v1/search", {"text": "graph"}),
+    ("POST", "/v1/search", QUERY),
     ("POST", "/v1/search/batch", {"queries": [{"text": "graph"}], "spec": "bm25"}),
     ("GET", "/v1/documents/d1", None),
     ("GET", "/v1/stats", None),
     ("GET", "/v1/profiles", None),
-    ("POST", "/v1/compare", {"a": {"spec": "bm25"}, "b": {}, "query": {"text": "graph"}}),
-    ("POST", "/v1/rank_eval", {"queries": {"q": {"text": "graph"}}, "judgements": {"q": {"d1": 1}}}),
+    ("POST", "/v1/compare", {"a": {"spec": "bm25"}, "b": {}, "query": QUERY}),
+    ("POST", "/v1/rank_eval", {"queries": {"q": QUERY}, "judgements": {"q": {"d1": 1}}}),
     ("POST", "/v1/documents", {"documents": [{"key": "w", "text": "w"}]}),
     ("DELETE", "/v1/documents/d2", None),
     ("POST", "/v1/commit", None),
