@@ -49,7 +49,9 @@ import json
 import os
 import shutil
 import signal
+import socket
 import struct
+import tempfile
 import time
 import traceback
 import tracemalloc
@@ -976,3 +978,64 @@ def test_crafted_counts_full(pristine: Path, golden: Golden, tmp_path: Path) -> 
 
 def test_files_are_the_expected_ones(pristine: Path) -> None:
     assert swept_files(pristine) == FILES
+
+
+# ---------------------------------------------------------------------- not regular files
+
+#: What an index file may be replaced by that is not a regular file (issue 26, item 5).
+SPECIAL_KINDS = ("fifo", "socket", "directory", "symlink to /dev/zero", "symlink to a copy")
+
+
+def make_special(target: Path, kind: str, original: bytes, keep: list[socket.socket]) -> None:
+    """Put a ``kind`` file at ``target`` (which must not exist)."""
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "socket":
+        # A socket's path is limited to ~100 bytes: bind a short one and rename it into place.
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        keep.append(listener)
+        short = Path(tempfile.mkdtemp(prefix="ws")) / "s"
+        listener.bind(str(short))
+        listener.listen(1)
+        os.replace(short, target)
+        short.parent.rmdir()
+    elif kind == "directory":
+        target.mkdir()
+    elif kind == "symlink to /dev/zero":
+        target.symlink_to("/dev/zero")
+    else:  # even a link to the very same bytes is not a file this index wrote
+        copy = target.with_name(target.name + ".elsewhere")
+        copy.write_bytes(original)
+        target.symlink_to(copy.name)
+    assert target.is_symlink() or not target.is_file()
+
+
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
+@pytest.mark.parametrize("name", FILES)
+def test_not_a_regular_file(name: str, kind: str, pristine: Path, tmp_path: Path) -> None:
+    """Each index file replaced by a FIFO, socket, directory or link: refused at once, by name.
+
+    A FIFO blocked ``Index.open`` for ever (issue 26, item 5); every other kind
+    must not be opened either (a link to ``/dev/zero`` reads endlessly). The
+    deadline turns a regression into a failure instead of a hang.
+    """
+    directory = tmp_path / "index"
+    shutil.copytree(pristine, directory)
+    target = directory / name
+    original = target.read_bytes()
+    target.unlink()
+    keep: list[socket.socket] = []
+    try:
+        make_special(target, kind, original, keep)
+        for readonly in (True, False):
+            with deadline(CASE_SECONDS), pytest.raises(CorruptIndexError) as caught:
+                Index.open(directory, readonly=readonly)
+            message = str(caught.value)
+            assert str(target) in message and "not a regular file" in message, message
+        with deadline(CASE_SECONDS):
+            report = scrub_directory(directory)
+        named = [problem for problem in report.problems if str(target) in problem]
+        assert any("not a regular file" in problem for problem in named), report.problems
+    finally:
+        for listener in keep:
+            listener.close()

@@ -48,6 +48,7 @@ from weftsearch.storage.codec import (
     file_identity,
     stamped_header,
 )
+from weftsearch.storage.files import open_regular, read_regular
 
 __all__ = [
     "MANIFEST",
@@ -401,17 +402,23 @@ class WriterLock:
 
     def _open(self, directory: Path) -> tuple[int, bool]:
         """Open (creating if needed) the lock file; return the descriptor and whether we created it."""
+        # open_regular: a write.lock that is a symbolic link is never followed (the writer
+        # must not create, truncate or lock a file elsewhere), nor a FIFO or device opened.
+        # O_EXCL never follows a link either: an existing link fails as "exists", then the
+        # plain open refuses it.
         try:
             try:
-                return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+                return open_regular(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL), True
             except FileExistsError:
-                return os.open(self.path, os.O_RDWR), False
+                return open_regular(self.path, os.O_RDWR), False
+        except CorruptIndexError:
+            raise
         except OSError as exc:
             raise IndexStorageError(f"{directory}: cannot create the writer lock ({exc.strerror})") from None
 
     def _same_file(self, fd: int) -> bool:
         try:
-            mine, there = os.fstat(fd), os.stat(self.path)
+            mine, there = os.fstat(fd), os.lstat(self.path)  # a link put there is not our file
         except OSError:
             return False
         return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
@@ -604,7 +611,9 @@ class IndexDirectory:
         self.check_exists()
         where = self.path / MANIFEST
         try:
-            data = where.read_bytes()
+            data = read_regular(where)
+        except CorruptIndexError:
+            raise
         except OSError as exc:
             raise IndexStorageError(f"{where}: cannot read ({exc})") from None
         return Manifest.from_bytes(data, where)
