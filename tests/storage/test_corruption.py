@@ -501,6 +501,35 @@ def block_metadata_cases(name: str, data: bytes, manifest: bytes) -> list[Case]:
     return cases
 
 
+def field_index_cases(name: str, data: bytes, manifest: bytes) -> list[Case]:
+    """The number values of the field index moved, every checksum re-sealed (issue 26, item 8).
+
+    Each value of ``fld.num_values`` moved by +1 and by -1, and the whole section
+    shifted by +1 (a change that keeps every field's values in order): the
+    section's, the table's, the header's and the manifest's checksums all agree,
+    so only the comparison with the stored records can notice: scrub must name the file.
+    """
+    start, end = {section: (a, b) for a, b, section in regions(data)}["fld.num_values"]
+    values = np.frombuffer(data[start:end], dtype="<f8")
+    edits: list[tuple[str, int | None, int]] = [
+        (f"fld.num_values[{at}] {delta:+d}", at, delta) for at in range(values.shape[0]) for delta in (1, -1)
+    ]
+    edits.append(("fld.num_values all +1", None, 1))
+    cases = []
+    for label, at, delta in edits:
+        moved = values.copy()
+        if at is None:
+            moved += delta
+        else:
+            moved[at] += delta
+        damaged = bytearray(data)
+        damaged[start:end] = moved.astype("<f8").tobytes()
+        reseal_section(damaged, "fld.num_values")
+        also = ((MANIFEST, recorded(manifest, name, bytes(damaged))),)
+        cases.append(Case(name, f"{label}, re-sealed", bytes(damaged), region="fld.num_values", also=also))
+    return cases
+
+
 def substitution_cases(files: dict[str, bytes], foreign: dict[str, bytes], full: bool) -> list[Case]:
     """Files that are whole and checksum-clean but not the ones the manifest means (issue 13, item 6).
 
@@ -896,6 +925,30 @@ def test_block_metadata_damage(
     # last ids), so both refuse a query reading a damaged term; scrub names every case.
     assert result.outcomes["error"], result.summary(name)  # the queries' terms were refused
     assert set(result.outcomes) <= {"scrub-only", "refused", "error"}, result.summary(name)
+
+
+@pytest.mark.parametrize("name", ["seg-000001.wseg", "seg-000002.wseg"])
+def test_field_index_against_records(name: str, pristine: Path, tmp_path: Path) -> None:
+    """A re-checksummed field index that disagrees with the stored records: scrub names the file.
+
+    Scrub re-derives the field index from the stored records (as it re-derives
+    the block metadata from the postings); before, every case below scrubbed ok.
+    Whether a filtered search notices at first use is not asserted here: a value
+    moved within its field's order passes every structural check (see FORMAT.md).
+    """
+    data = (pristine / name).read_bytes()
+    directory = tmp_path / "index"
+    shutil.copytree(pristine, directory)
+    missed = []
+    for case in field_index_cases(name, data, (pristine / MANIFEST).read_bytes()):
+        _replace(directory / name, case.data)
+        for other, replacement in case.also:
+            _replace(directory / other, replacement)
+        with deadline(CASE_SECONDS):
+            problems = scrub_directory(directory).problems
+        if not any(str(directory / name) in problem and "field index" in problem for problem in problems):
+            missed.append(f"{case.label}: {problems}")
+    assert not missed, "\n".join(missed)
 
 
 @pytest.mark.slow
