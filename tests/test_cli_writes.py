@@ -262,6 +262,35 @@ def test_add_to_a_missing_index(tmp_path: Path, corpus: Path, capsys: pytest.Cap
     assert not (tmp_path / "none").exists()
 
 
+@pytest.mark.parametrize("layout", ["empty-file", "blank-lines", "beir-empty-corpus"])
+def test_ingest_of_no_documents_is_a_user_error(
+    layout: str, tmp_path: Path, index_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty corpus is refused with one line and exit 2 by `index` and `add` (issue 26, item 9e).
+
+    `index` used to create an empty index and exit 0; nothing is created now, and an
+    existing index (even with --overwrite) is left as it was.
+    """
+    if layout == "beir-empty-corpus":
+        corpus = tmp_path / "beir"
+        corpus.mkdir()
+        (corpus / "corpus.jsonl").write_text("")
+    else:
+        corpus = tmp_path / "empty.jsonl"
+        corpus.write_text("" if layout == "empty-file" else "\n\n")
+    capsys.readouterr()
+    target = tmp_path / "new-index"
+    assert main(["index", str(corpus), "--index", str(target)]) == 2
+    assert "holds no documents; nothing was indexed" in error_line(capsys)
+    assert not target.exists()
+    before = {p.name: p.read_bytes() for p in index_dir.iterdir()}
+    assert main(["index", str(corpus), "--index", str(index_dir), "--overwrite"]) == 2
+    assert "holds no documents" in error_line(capsys)
+    assert main(["add", str(corpus), "--index", str(index_dir)]) == 2
+    assert "holds no documents" in error_line(capsys)
+    assert {p.name: p.read_bytes() for p in index_dir.iterdir()} == before
+
+
 # ---------------------------------------------------------------------- delete
 
 

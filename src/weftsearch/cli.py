@@ -357,6 +357,12 @@ def _read_corpus(args: argparse.Namespace) -> tuple[list[Document], FrozenVector
 def _cmd_index(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     documents, vectors = _read_corpus(args)
+    if not documents:
+        # As `add` does: an index of nothing is almost always a wrong path or an unfinished
+        # file, and nothing is created (an existing index at DIR is left as it is).
+        raise InvalidParameterError(
+            f"{args.corpus} holds no documents; nothing was indexed, no index created"
+        )
     # With --overwrite the old index keeps serving until the commit below
     # replaces it in one rename (Index.create); any error before that leaves
     # it unchanged (the with block discards the new documents).
@@ -887,7 +893,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     index = commands.add_parser(
-        "index", help="index a corpus into a directory", description="Index a corpus into DIR."
+        "index",
+        help="index a corpus into a directory",
+        description="Index a corpus into DIR. Exit status: 0 when indexed, 2 on a user error, "
+        "including a corpus that holds no documents (nothing is created then).",
     )
     index.add_argument("corpus", metavar="CORPUS", help="a .jsonl file, or a BEIR folder")
     index.add_argument("--index", required=True, metavar="DIR", help="index directory to create")

@@ -49,7 +49,9 @@ import json
 import os
 import shutil
 import signal
+import socket
 import struct
+import tempfile
 import time
 import traceback
 import tracemalloc
@@ -499,6 +501,35 @@ def block_metadata_cases(name: str, data: bytes, manifest: bytes) -> list[Case]:
     return cases
 
 
+def field_index_cases(name: str, data: bytes, manifest: bytes) -> list[Case]:
+    """The number values of the field index moved, every checksum re-sealed (issue 26, item 8).
+
+    Each value of ``fld.num_values`` moved by +1 and by -1, and the whole section
+    shifted by +1 (a change that keeps every field's values in order): the
+    section's, the table's, the header's and the manifest's checksums all agree,
+    so only the comparison with the stored records can notice: scrub must name the file.
+    """
+    start, end = {section: (a, b) for a, b, section in regions(data)}["fld.num_values"]
+    values = np.frombuffer(data[start:end], dtype="<f8")
+    edits: list[tuple[str, int | None, int]] = [
+        (f"fld.num_values[{at}] {delta:+d}", at, delta) for at in range(values.shape[0]) for delta in (1, -1)
+    ]
+    edits.append(("fld.num_values all +1", None, 1))
+    cases = []
+    for label, at, delta in edits:
+        moved = values.copy()
+        if at is None:
+            moved += delta
+        else:
+            moved[at] += delta
+        damaged = bytearray(data)
+        damaged[start:end] = moved.astype("<f8").tobytes()
+        reseal_section(damaged, "fld.num_values")
+        also = ((MANIFEST, recorded(manifest, name, bytes(damaged))),)
+        cases.append(Case(name, f"{label}, re-sealed", bytes(damaged), region="fld.num_values", also=also))
+    return cases
+
+
 def substitution_cases(files: dict[str, bytes], foreign: dict[str, bytes], full: bool) -> list[Case]:
     """Files that are whole and checksum-clean but not the ones the manifest means (issue 13, item 6).
 
@@ -896,6 +927,30 @@ def test_block_metadata_damage(
     assert set(result.outcomes) <= {"scrub-only", "refused", "error"}, result.summary(name)
 
 
+@pytest.mark.parametrize("name", ["seg-000001.wseg", "seg-000002.wseg"])
+def test_field_index_against_records(name: str, pristine: Path, tmp_path: Path) -> None:
+    """A re-checksummed field index that disagrees with the stored records: scrub names the file.
+
+    Scrub re-derives the field index from the stored records (as it re-derives
+    the block metadata from the postings); before, every case below scrubbed ok.
+    Whether a filtered search notices at first use is not asserted here: a value
+    moved within its field's order passes every structural check (see FORMAT.md).
+    """
+    data = (pristine / name).read_bytes()
+    directory = tmp_path / "index"
+    shutil.copytree(pristine, directory)
+    missed = []
+    for case in field_index_cases(name, data, (pristine / MANIFEST).read_bytes()):
+        _replace(directory / name, case.data)
+        for other, replacement in case.also:
+            _replace(directory / other, replacement)
+        with deadline(CASE_SECONDS):
+            problems = scrub_directory(directory).problems
+        if not any(str(directory / name) in problem and "field index" in problem for problem in problems):
+            missed.append(f"{case.label}: {problems}")
+    assert not missed, "\n".join(missed)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FILES)
 def test_byte_flips_full(name: str, pristine: Path, golden: Golden, tmp_path: Path) -> None:
@@ -976,3 +1031,64 @@ def test_crafted_counts_full(pristine: Path, golden: Golden, tmp_path: Path) -> 
 
 def test_files_are_the_expected_ones(pristine: Path) -> None:
     assert swept_files(pristine) == FILES
+
+
+# ---------------------------------------------------------------------- not regular files
+
+#: What an index file may be replaced by that is not a regular file (issue 26, item 5).
+SPECIAL_KINDS = ("fifo", "socket", "directory", "symlink to /dev/zero", "symlink to a copy")
+
+
+def make_special(target: Path, kind: str, original: bytes, keep: list[socket.socket]) -> None:
+    """Put a ``kind`` file at ``target`` (which must not exist)."""
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "socket":
+        # A socket's path is limited to ~100 bytes: bind a short one and rename it into place.
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        keep.append(listener)
+        short = Path(tempfile.mkdtemp(prefix="ws")) / "s"
+        listener.bind(str(short))
+        listener.listen(1)
+        os.replace(short, target)
+        short.parent.rmdir()
+    elif kind == "directory":
+        target.mkdir()
+    elif kind == "symlink to /dev/zero":
+        target.symlink_to("/dev/zero")
+    else:  # even a link to the very same bytes is not a file this index wrote
+        copy = target.with_name(target.name + ".elsewhere")
+        copy.write_bytes(original)
+        target.symlink_to(copy.name)
+    assert target.is_symlink() or not target.is_file()
+
+
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
+@pytest.mark.parametrize("name", FILES)
+def test_not_a_regular_file(name: str, kind: str, pristine: Path, tmp_path: Path) -> None:
+    """Each index file replaced by a FIFO, socket, directory or link: refused at once, by name.
+
+    A FIFO blocked ``Index.open`` for ever (issue 26, item 5); every other kind
+    must not be opened either (a link to ``/dev/zero`` reads endlessly). The
+    deadline turns a regression into a failure instead of a hang.
+    """
+    directory = tmp_path / "index"
+    shutil.copytree(pristine, directory)
+    target = directory / name
+    original = target.read_bytes()
+    target.unlink()
+    keep: list[socket.socket] = []
+    try:
+        make_special(target, kind, original, keep)
+        for readonly in (True, False):
+            with deadline(CASE_SECONDS), pytest.raises(CorruptIndexError) as caught:
+                Index.open(directory, readonly=readonly)
+            message = str(caught.value)
+            assert str(target) in message and "not a regular file" in message, message
+        with deadline(CASE_SECONDS):
+            report = scrub_directory(directory)
+        named = [problem for problem in report.problems if str(target) in problem]
+        assert any("not a regular file" in problem for problem in named), report.problems
+    finally:
+        for listener in keep:
+            listener.close()

@@ -496,3 +496,73 @@ class TestForkedEncoderLeavesTheLock:
     def test_killed_at_random_moments(self, trial: int, tmp_path: Path) -> None:
         delay = random.Random(f"fork-kill/{trial}").uniform(0.0, 0.4)
         self.kill_mid_commit(tmp_path, documents=20000, hold=0.0, delay=delay)
+
+
+#: How soon a forked merge child must be gone after its parent is SIGKILLed (issue 26, item 9a).
+ORPHAN_GONE_WITHIN_S = 1.0
+_MERGER = (
+    "import sys; from weftsearch import Index\n"
+    "index = Index.open(sys.argv[1])\n"
+    "print('merging', flush=True)\n"
+    "index.merge(force=True)\n"
+    "print('merged', flush=True)\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir() or not hasattr(os, "fork"), reason="needs Linux /proc")
+@pytest.mark.parametrize("delay", [0.1, 0.4])
+def test_a_forced_merge_child_dies_with_its_killed_parent(delay: float, tmp_path: Path) -> None:
+    """The child writing a forced merge is gone within a second of its parent's SIGKILL.
+
+    PR_SET_PDEATHSIG(SIGKILL) is armed in the child right after the fork (then the
+    parent is checked, so a parent that died first is noticed too). What can still
+    delay the death is the kernel's, not ours: a child in uninterruptible sleep (an
+    fsync of its temporary file) or, at commit priority "idle", waiting for CPU time
+    behind every normal-priority process on a saturated machine.
+    """
+    path = tmp_path / "index"
+    with Index.create(path) as index:
+        for part in range(4):
+            index.add_many(
+                [
+                    Document(f"d{part}-{i:06d}", f"common text w{i % 97} w{i % 89} number {i}")
+                    for i in range(15000)
+                ],
+                progress=False,
+            )
+            index.commit()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(REPO)])
+    merger = subprocess.Popen(
+        [sys.executable, "-c", _MERGER, str(path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert merger.stdout is not None and merger.stdout.readline() == "merging\n"
+        children: list[int] = []
+        started = time.monotonic()
+        while not children and merger.poll() is None and time.monotonic() - started < 60:
+            children = _children(merger.pid)
+        assert children, "the forced merge never forked a child"
+        (child,) = children
+        time.sleep(delay)
+        assert _alive(child), "the merge finished before the kill: make it bigger"
+        merger.kill()
+        killed = time.monotonic()
+        merger.wait(timeout=60)
+        while _alive(child) and time.monotonic() - killed < 30:
+            time.sleep(0.002)
+        took = time.monotonic() - killed
+        assert not _alive(child) and took < ORPHAN_GONE_WITHIN_S, (
+            f"the merge child outlived its parent by {took:.2f} s"
+        )
+    finally:
+        if merger.poll() is None:
+            merger.kill()
+            merger.wait(timeout=60)
+        if merger.stdout is not None:
+            merger.stdout.close()

@@ -42,6 +42,7 @@ from weftsearch.errors import CorruptIndexError, IndexNotFoundError, InvalidPara
 from weftsearch.eval.runs import Arm
 from weftsearch.eval.specs import LEARNED, ArmBuilder, parse_arm
 from weftsearch.storage.directory import IndexDirectory, is_index_id
+from weftsearch.storage.files import read_regular
 
 __all__ = [
     "PROFILE_FORMAT",
@@ -306,7 +307,7 @@ class ProfileStore:
             return cached
         path = self.folder / f"{name}.v{version:06d}.json"
         try:
-            data = path.read_bytes()
+            data = read_regular(path)  # a FIFO or link put in the folder is refused, never waited on
         except FileNotFoundError:
             raise ProfileNotFoundError(f"profile {name!r} has no version {version}") from None
         profile = self._decode(data, name, version)

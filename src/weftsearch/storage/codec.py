@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.errors import CorruptIndexError, FormatVersionError, IndexStorageError
+from weftsearch.storage.files import open_regular
 from weftsearch.storage.pausing import Pause, copy_in_slices, no_pause
 
 __all__ = [
@@ -228,11 +229,14 @@ class SectionFile:
             buffer = memoryview(data)
         else:
             try:
-                with open(path, "rb") as handle:
-                    size = os.fstat(handle.fileno()).st_size
+                fd = open_regular(path)  # a FIFO, device, socket or link is refused unopened
+                try:
+                    size = os.fstat(fd).st_size
                     if size < _HEADER_SIZE:
                         raise CorruptIndexError(f"{path}: {size} bytes is too short for a section file")
-                    buffer = memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+                    buffer = memoryview(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
+                finally:
+                    os.close(fd)
             except (CorruptIndexError, FileNotFoundError):
                 raise
             except OSError as exc:

@@ -48,6 +48,8 @@ from weftsearch.storage.codec import (
     file_identity,
     stamped_header,
 )
+from weftsearch.storage.fields import FIELD_KINDS
+from weftsearch.storage.files import open_regular, read_regular
 
 __all__ = [
     "MANIFEST",
@@ -206,29 +208,29 @@ class Manifest:
                     + (f" (upgrade it in place: weft-search upgrade {where.parent})" if older else "")
                 )
             legacy = version == 1
-            segments = tuple(
-                SegmentEntry(
-                    name=str(s["name"]),
-                    documents=int(s["documents"]),
-                    deletes=None if s["deletes"] is None else str(s["deletes"]),
-                    deleted=int(s["deleted"]),
-                    size=0 if legacy else int(s["size"]),
-                    checksum=0 if legacy else int(s["checksum"]),
-                    deletes_size=0 if legacy else int(s["deletes_size"]),
-                    deletes_checksum=0 if legacy else int(s["deletes_checksum"]),
+            required = _BODY_KEYS - {"index_id"} if legacy else _BODY_KEYS
+            _check_keys(body, required, _BODY_OPTIONAL_KEYS | {"index_id"}, where, "")
+            if not isinstance(body["segments"], list):
+                raise CorruptIndexError(
+                    f"{where}: manifest 'segments' is {_json_type(body['segments'])}, not a list"
                 )
-                for s in body["segments"]
+            segments = tuple(
+                _segment_entry(s, position, legacy, where) for position, s in enumerate(body["segments"])
             )
             index_id = "" if legacy else body["index_id"]
             if not legacy and not is_index_id(index_id):
                 raise CorruptIndexError(f"{where}: index id {index_id!r} is not 32 lowercase hex digits")
+            analyzer = body["analyzer"]
+            if not isinstance(analyzer, str) or not analyzer:
+                raise CorruptIndexError(f"{where}: manifest 'analyzer' is {analyzer!r}, not an analyzer name")
+            vector_dim = body["vector_dim"]
             manifest = cls(
-                generation=int(body["generation"]),
-                analyzer=str(body["analyzer"]),
-                vector_dim=None if body["vector_dim"] is None else int(body["vector_dim"]),
+                generation=_integer(body["generation"], "generation", where),
+                analyzer=analyzer,
+                vector_dim=None if vector_dim is None else _integer(vector_dim, "vector_dim", where, low=1),
                 segments=segments,
-                next_segment=int(body["next_segment"]),
-                extra=dict(body.get("extra", {})),
+                next_segment=_integer(body["next_segment"], "next_segment", where),
+                extra=_extra(body.get("extra", {}), where),
                 index_id=index_id,
             )
         except (CorruptIndexError, FormatVersionError):
@@ -269,6 +271,98 @@ class Manifest:
         if not 0 < manifest.next_segment <= 999_999 or manifest.generation < 0:
             raise CorruptIndexError(f"{where}: impossible next_segment or generation")
         return manifest
+
+
+#: The keys of a manifest body, of one segment entry, and of ``extra`` (docs/FORMAT.md).
+_BODY_KEYS = frozenset(
+    {"format", "version", "index_id", "generation", "analyzer", "vector_dim", "next_segment", "segments"}
+)
+_BODY_OPTIONAL_KEYS = frozenset({"extra"})
+_ENTRY_KEYS = frozenset({"name", "documents", "deletes", "deleted"})
+_ENTRY_IDENTITY_KEYS = frozenset({"size", "checksum", "deletes_size", "deletes_checksum"})
+_EXTRA_KEYS = frozenset({"vector_dtype", "store_text", "fields"})
+#: What ``extra["vector_dtype"]`` may be (as ``storage.segment.VECTOR_DTYPES``).
+_VECTOR_DTYPES = ("float32", "float16")
+#: Every integer of a manifest is below this (sizes, counts, checksums, generations).
+_INTEGER_LIMIT = 1 << 62
+
+
+def _json_type(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), f"a {type(value).__name__}"
+    )
+
+
+def _check_keys(
+    record: object, required: frozenset[str], optional: frozenset[str] | set[str], where: Path, what: str
+) -> None:
+    """Refuse a record that is not an object, lacks a required key or has one nobody wrote."""
+    label = f"manifest {what}".rstrip()
+    if not isinstance(record, dict):
+        raise CorruptIndexError(f"{where}: {label} is {_json_type(record)}, not an object")
+    missing = sorted(required - record.keys())
+    if missing:
+        raise CorruptIndexError(f"{where}: {label} lacks {', '.join(repr(k) for k in missing)}")
+    unknown = sorted(record.keys() - required - optional)
+    if unknown:
+        raise CorruptIndexError(f"{where}: {label} has unknown key(s) {', '.join(repr(k) for k in unknown)}")
+
+
+def _integer(value: object, what: str, where: Path, *, low: int = 0, high: int = _INTEGER_LIMIT) -> int:
+    """``value`` if it is a JSON integer in ``[low, high)``: never a float, string or boolean coerced."""
+    if type(value) is not int:
+        raise CorruptIndexError(f"{where}: manifest {what} is {value!r}, not an integer")
+    if not low <= value < high:
+        raise CorruptIndexError(f"{where}: manifest {what} {value} is out of range [{low}, {high})")
+    return value
+
+
+def _segment_entry(record: object, position: int, legacy: bool, where: Path) -> SegmentEntry:
+    """One entry of the manifest's segment list, every key present, typed and in range."""
+    label = f"segment entry {position}"
+    required = _ENTRY_KEYS if legacy else _ENTRY_KEYS | _ENTRY_IDENTITY_KEYS
+    _check_keys(record, required, _ENTRY_IDENTITY_KEYS if legacy else set(), where, label)
+    assert isinstance(record, dict)
+    name, deletes = record["name"], record["deletes"]
+    if not isinstance(name, str) or not (deletes is None or isinstance(deletes, str)):
+        raise CorruptIndexError(f"{where}: manifest {label} names a file that is not a string")
+
+    def number(key: str) -> int:
+        return 0 if legacy else _integer(record[key], f"{label} {key}", where)
+
+    return SegmentEntry(
+        name=name,
+        documents=_integer(record["documents"], f"{label} documents", where),
+        deletes=deletes,
+        deleted=_integer(record["deleted"], f"{label} deleted", where),
+        size=number("size"),
+        checksum=number("checksum"),
+        deletes_size=number("deletes_size"),
+        deletes_checksum=number("deletes_checksum"),
+    )
+
+
+def _extra(extra: object, where: Path) -> dict[str, Any]:
+    """The manifest's ``extra`` record: known keys only, each of its type (field kinds known)."""
+    _check_keys(extra, frozenset(), _EXTRA_KEYS, where, "'extra'")
+    assert isinstance(extra, dict)
+    dtype = extra.get("vector_dtype", "float32")
+    if dtype not in _VECTOR_DTYPES:
+        raise CorruptIndexError(
+            f"{where}: manifest vector_dtype {dtype!r} is not one of {', '.join(_VECTOR_DTYPES)}"
+        )
+    if type(extra.get("store_text", True)) is not bool:
+        raise CorruptIndexError(f"{where}: manifest store_text is {extra['store_text']!r}, not a boolean")
+    fields = extra.get("fields", {})
+    if not isinstance(fields, dict):
+        raise CorruptIndexError(f"{where}: manifest 'fields' is {_json_type(fields)}, not an object")
+    for name, kind in fields.items():
+        if not name or kind not in FIELD_KINDS:
+            raise CorruptIndexError(
+                f"{where}: manifest field {name!r} has unknown kind {kind!r} "
+                f"(known: {', '.join(FIELD_KINDS)})"
+            )
+    return dict(extra)
 
 
 def encode_tombstones(deleted: NDArray[np.bool_], stamp: FileStamp | None = None) -> bytes:
@@ -401,17 +495,23 @@ class WriterLock:
 
     def _open(self, directory: Path) -> tuple[int, bool]:
         """Open (creating if needed) the lock file; return the descriptor and whether we created it."""
+        # open_regular: a write.lock that is a symbolic link is never followed (the writer
+        # must not create, truncate or lock a file elsewhere), nor a FIFO or device opened.
+        # O_EXCL never follows a link either: an existing link fails as "exists", then the
+        # plain open refuses it.
         try:
             try:
-                return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+                return open_regular(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL), True
             except FileExistsError:
-                return os.open(self.path, os.O_RDWR), False
+                return open_regular(self.path, os.O_RDWR), False
+        except CorruptIndexError:
+            raise
         except OSError as exc:
             raise IndexStorageError(f"{directory}: cannot create the writer lock ({exc.strerror})") from None
 
     def _same_file(self, fd: int) -> bool:
         try:
-            mine, there = os.fstat(fd), os.stat(self.path)
+            mine, there = os.fstat(fd), os.lstat(self.path)  # a link put there is not our file
         except OSError:
             return False
         return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
@@ -604,7 +704,9 @@ class IndexDirectory:
         self.check_exists()
         where = self.path / MANIFEST
         try:
-            data = where.read_bytes()
+            data = read_regular(where)
+        except CorruptIndexError:
+            raise
         except OSError as exc:
             raise IndexStorageError(f"{where}: cannot read ({exc})") from None
         return Manifest.from_bytes(data, where)

@@ -376,6 +376,46 @@ class FieldIndex:
                 numbers[name] = _Numbers(own_values, own_ids)
         return cls(n_docs, kinds, keyword, numbers)
 
+    def disagreements(self, derived: FieldIndex) -> list[str]:
+        """How this index differs from ``derived`` (built from the stored records), one line per field.
+
+        Scrub's re-derivation (:meth:`SegmentReader.verify
+        <weftsearch.storage.segment.SegmentReader.verify>`): a field index whose
+        every section passes its checksum can still disagree with the records
+        it was built from (a re-checksummed edit, a writer bug), and a filter
+        would then match the wrong documents. Empty when they agree exactly.
+        O(total values).
+        """
+        found = []
+        for name in sorted(set(self._kinds) | set(derived._kinds)):
+            mine, theirs = self._kinds.get(name), derived._kinds.get(name)
+            if mine != theirs:
+                found.append(
+                    f"field {name!r} is {mine or 'absent'} here, {theirs or 'absent'} in the records"
+                )
+                continue
+            if mine == "keyword":
+                a, b = self._keyword[name], derived._keyword[name]
+                same = (
+                    a.values == b.values
+                    and np.array_equal(a.id_offsets, b.id_offsets)
+                    and np.array_equal(a.ids, b.ids)
+                )
+                if not same:
+                    found.append(f"the values or documents of keyword field {name!r} differ from the records")
+            else:
+                x, y = self._numbers[name], derived._numbers[name]
+                if x.values.shape != y.values.shape:
+                    found.append(
+                        f"field {name!r} has {x.values.shape[0]} values, the records {y.values.shape[0]}"
+                    )
+                elif not (np.array_equal(x.values, y.values) and np.array_equal(x.ids, y.ids)):
+                    wrong = int(np.count_nonzero((x.values != y.values) | (x.ids != y.ids)))
+                    found.append(
+                        f"{wrong} of the {x.values.shape[0]} values of field {name!r} differ from the records"
+                    )
+        return found
+
     # ------------------------------------------------------------------ reading
 
     def kinds(self) -> dict[str, str]:

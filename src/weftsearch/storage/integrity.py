@@ -33,6 +33,7 @@ from weftsearch.storage.directory import (
     check_file,
     read_tombstones,
 )
+from weftsearch.storage.files import read_regular
 from weftsearch.storage.segment import SegmentReader
 
 __all__ = ["ScrubReport", "check_segment", "scrub_directory"]
@@ -147,8 +148,8 @@ def scrub_directory(path: Path) -> ScrubReport:
 
 def _manifest_bytes(path: Path) -> bytes | None:
     try:
-        return (path / MANIFEST).read_bytes()
-    except OSError:
+        return read_regular(path / MANIFEST)
+    except OSError:  # CorruptIndexError included: read_manifest reports what it is
         return None
 
 
@@ -189,7 +190,7 @@ def _scrub_once(path: Path) -> tuple[ScrubReport, bool]:
         seen.add(name)
         target = path / name
         try:
-            length = target.stat().st_size
+            length = target.lstat().st_size
             found = check()
         except FileNotFoundError as exc:
             # Gone: a named file is damage (unless a racing commit swept it; then
@@ -200,7 +201,7 @@ def _scrub_once(path: Path) -> tuple[ScrubReport, bool]:
             return
         except WeftError as exc:
             found = [str(exc)]
-            length = target.stat().st_size if target.exists() else 0
+            length = target.lstat().st_size if target.is_symlink() or target.exists() else 0
         except OSError as exc:
             problems.append(f"{target}: {exc.strerror or exc}")
             return

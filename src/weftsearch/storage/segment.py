@@ -1636,6 +1636,25 @@ class SegmentReader:
         result: FieldIndex = self._memo("fields", build)
         return result
 
+    def _field_problems(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
+        """The ``fld.*`` sections checked against ``records`` (every document's stored fields).
+
+        Like the block metadata, the field index is derived data: scrub builds
+        it again from the stored records, as the writer did, and names the file
+        when the two differ, which no checksum can notice in a re-checksummed
+        edit (structural checks first, afresh: :meth:`field_index` trusts its
+        once-per-reader check).
+        """
+        stored = FieldIndex.from_sections(self._file.array, self.n_docs, str(self.path))
+        try:
+            derived = FieldIndex.build(records)
+        except FieldTypeError:  # as an older writer indexed a field that changed type
+            derived = FieldIndex.build(_first_type_only(records))
+        return [
+            f"{self.path}: field index disagrees with the stored records: {what}"
+            for what in stored.disagreements(derived)
+        ]
+
     def verify(self) -> list[str]:
         """Every checksum and structural rule of the segment; one message per problem."""
         problems = self._file.verify()
@@ -1671,8 +1690,6 @@ class SegmentReader:
                 except CorruptIndexError as exc:
                     problems.append(str(exc))
             self.all_links()
-            if "fld.names" in self._file:  # afresh: field_index() trusts its once-per-reader check
-                FieldIndex.from_sections(self._file.array, self.n_docs, str(self.path))
             terms = self.terms()
             if any(earlier >= later for earlier, later in itertools.pairwise(terms)):
                 # Lookups binary-search the table: out of order, they could miss a term.
@@ -1682,9 +1699,16 @@ class SegmentReader:
                     self.postings(term)  # checksum and ranges, as a query reads them
                 except CorruptIndexError as exc:
                     problems.append(str(exc))
+            records: list[Mapping[str, Any]] | None = []
             for local in range(self.n_docs):
-                if self.document(local) is None:
+                document = self.document(local)
+                if document is None:
                     problems.append(f"{self.path}: stored document {local} is damaged")
+                    records = None  # already named; the field index cannot be re-derived
+                elif records is not None:
+                    records.append(document.fields)
+            if records is not None and "fld.names" in self._file:
+                problems.extend(self._field_problems(records))
         except WeftError as exc:
             problems.append(str(exc))
         return problems

@@ -47,6 +47,7 @@ from weftsearch.storage.directory import (
     new_index_id,
     read_tombstones,
 )
+from weftsearch.storage.files import read_regular
 from weftsearch.storage.segment import SegmentReader, encode_columns, merge_columns
 
 __all__ = ["UpgradeReport", "upgrade_index"]
@@ -100,7 +101,9 @@ def upgrade_index(path: Path, *, index_id: str | None = None) -> UpgradeReport:
     try:
         where = directory.path / MANIFEST
         try:
-            data = where.read_bytes()
+            data = read_regular(where)
+        except CorruptIndexError:
+            raise
         except OSError as exc:
             raise IndexStorageError(f"{where}: cannot read ({exc})") from None
         old = Manifest.from_bytes(data, where, versions=(*UPGRADABLE, INDEX_VERSION))
