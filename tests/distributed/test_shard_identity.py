@@ -9,6 +9,7 @@ naming the culprit, never a silently different ranking (issue 26, item 1).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -249,3 +250,14 @@ def test_a_sharded_build_with_a_fixed_id_is_byte_identical_and_its_shard_ids_dif
         IndexDirectory(tmp_path / "a" / f"shard-{n:04d}").read_manifest().index_id for n in range(3)
     }
     assert len(ids) == 3 and fixed not in ids
+
+
+@pytest.mark.parametrize("name", [RECORD, "shard-0001/SHARD"])
+def test_a_record_that_is_a_fifo_or_a_link_is_refused_not_waited_on(index: Path, name: str) -> None:
+    """Item 5's class: the sharded records are read as regular files only (a FIFO hung the open)."""
+    target = index / name
+    for make in (lambda: os.mkfifo(target), lambda: target.symlink_to("/dev/zero")):
+        target.unlink()
+        make()
+        with pytest.raises(CorruptIndexError, match="not a regular file|link|FIFO"):
+            ShardedIndex.open(index, readonly=True)

@@ -18,6 +18,7 @@ from typing import Any
 from weftsearch.errors import CorruptIndexError
 from weftsearch.storage.codec import checksum
 from weftsearch.storage.directory import is_index_id
+from weftsearch.storage.files import read_regular
 
 from .sharding import MAX_SHARDS
 
@@ -129,7 +130,7 @@ def read_binding(directory: Path) -> ShardBinding | None:
     """
     where = directory / SHARD_RECORD
     try:
-        raw = where.read_bytes()
+        raw = read_regular(where)  # a FIFO, device or link is refused, never waited on
     except FileNotFoundError:
         return None
     except OSError as error:

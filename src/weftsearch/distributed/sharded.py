@@ -80,6 +80,7 @@ from weftsearch.errors import (
     UnknownKeyError,
 )
 from weftsearch.storage.directory import IndexDirectory, is_index_id, new_index_id
+from weftsearch.storage.files import read_regular
 from weftsearch.storage.integrity import ScrubReport, scrub_directory
 
 from .records import COUNTER_LIMIT, ShardBinding, exact_keys, identifier, integer, read_binding, seal, unseal
@@ -1227,7 +1228,7 @@ def _read_record(root: Path) -> dict[str, Any]:
     """
     target = root / RECORD
     try:
-        raw = target.read_bytes()
+        raw = read_regular(target)  # a FIFO, device or link is refused, never waited on
     except FileNotFoundError:
         raise IndexNotFoundError(f"{root}: no sharded index here (no {RECORD} file)") from None
     except OSError as error:

@@ -746,10 +746,11 @@ class _DirectoryWatch:
 
     def _read_id(self) -> str:
         from weftsearch.storage.directory import MANIFEST, Manifest
+        from weftsearch.storage.files import read_regular
 
         where = self.path / MANIFEST
         seen = where.stat()
-        manifest = Manifest.from_bytes(where.read_bytes(), where)
+        manifest = Manifest.from_bytes(read_regular(where), where)
         self._manifest = (seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns)
         return manifest.index_id
 
