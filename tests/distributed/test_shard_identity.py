@@ -259,5 +259,5 @@ def test_a_record_that_is_a_fifo_or_a_link_is_refused_not_waited_on(index: Path,
     for make in (lambda: os.mkfifo(target), lambda: target.symlink_to("/dev/zero")):
         target.unlink()
         make()
-        with pytest.raises(CorruptIndexError, match="not a regular file|link|FIFO"):
+        with pytest.raises(CorruptIndexError, match=r"not a regular file|link|FIFO"):
             ShardedIndex.open(index, readonly=True)
