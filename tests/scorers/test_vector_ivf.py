@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from weftsearch import RRF, Document, Index, Query, Snapshot, VectorScorer
-from weftsearch.engine.kernels import inner_products
+from weftsearch.native.scan import inner_products
 from weftsearch.engine.snapshot import VectorBlock
 from weftsearch.engine.stream import Stream
 from weftsearch.errors import InvalidParameterError
