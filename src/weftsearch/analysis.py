@@ -36,7 +36,6 @@ from typing import Protocol, runtime_checkable
 import Stemmer
 
 from weftsearch.errors import InvalidParameterError, UnknownAnalyzerError
-
 from weftsearch.native.loader import load_extension
 
 __all__ = [

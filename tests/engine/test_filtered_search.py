@@ -32,10 +32,10 @@ from weftsearch import (
     Stream,
     VectorScorer,
 )
-from weftsearch.native import bm25 as kernel
 from weftsearch.engine.filters import F, parse_filter
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import FilterSyntaxError, FilterTypeError, ScorerOutputError, UnknownFieldError
+from weftsearch.native import bm25 as kernel
 
 WORDS = ["alpha", "beta", "gamma", "delta", "eps"]
 SOURCES = ["a", "b", "c"]

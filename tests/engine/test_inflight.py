@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from weftsearch import BM25Scorer, Document, Index
-from weftsearch.native import bm25 as kernel
 from weftsearch.engine.inflight import SearchesInFlight, searches_in_flight
 from weftsearch.fusion import RRF
+from weftsearch.native import bm25 as kernel
 from weftsearch.scorers import bm25 as bm25_module
 
 WORDS = ["graph", "retrieval", "ranking", "vector", "text", "query", "index", "segment", "shard", "cluster"]

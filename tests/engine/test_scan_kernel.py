@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from weftsearch import Document, Index, Query, VectorScorer
+from weftsearch.engine.stream import Stream, at_least_kth
+from weftsearch.errors import CorruptIndexError, InvalidParameterError
 from weftsearch.native import scan as kernels
 from weftsearch.native.loader import library_path
 from weftsearch.native.scan import ScanKernel, compiled_scan_available, inner_products
-from weftsearch.engine.stream import Stream, at_least_kth
-from weftsearch.errors import CorruptIndexError, InvalidParameterError
 
 DISABLED = os.environ.get(kernels.DISABLE_VARIABLE, "") not in ("", "0")
 needs_compiled = pytest.mark.skipif(

@@ -35,11 +35,11 @@ from weftsearch import (
     Stream,
     VectorScorer,
 )
-from weftsearch.native import bm25 as kernel
-from weftsearch.scorers.bm25 import lists as bm25_lists
 from weftsearch.engine.search import canonical_stream
 from weftsearch.engine.stream import _is_vouched, _vouched_stream
 from weftsearch.errors import ScorerOutputError
+from weftsearch.native import bm25 as kernel
+from weftsearch.scorers.bm25 import lists as bm25_lists
 
 needs_batch = pytest.mark.skipif(
     DISABLED or not kernel.top_k_batch_available(), reason="no compiled BM25 batch function"

@@ -17,8 +17,8 @@ import pytest
 import weftsearch.scorers.bm25 as bm25_module
 from tests.scorers.test_bm25_kernel import DISABLED
 from weftsearch import RRF, BM25Scorer, Document, F, Index, Query, Snapshot
-from weftsearch.native import bm25 as kernel
 from weftsearch.engine.stream import PlanValue
+from weftsearch.native import bm25 as kernel
 from weftsearch.scorers.bm25 import PLAN_KEYS
 
 needs_compiled = pytest.mark.skipif(DISABLED, reason=f"{kernel.DISABLE_VARIABLE} turns the kernel off")

@@ -24,8 +24,8 @@ from numpy.typing import NDArray
 
 import weftsearch.scorers.bm25 as bm25_module
 from weftsearch import RRF, BM25Scorer, Document, Index, Query
-from weftsearch.native import bm25 as kernel
 from weftsearch.errors import CorruptIndexError
+from weftsearch.native import bm25 as kernel
 from weftsearch.storage import SectionFile, scrub_directory
 from weftsearch.storage.segment import (
     POSTINGS_BLOCK,

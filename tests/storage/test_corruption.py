@@ -80,8 +80,8 @@ from weftsearch import (
     SearchResults,
     VectorScorer,
 )
-from weftsearch.native import bm25 as kernel
 from weftsearch.errors import CorruptIndexError, FormatVersionError, UnknownKeyError
+from weftsearch.native import bm25 as kernel
 from weftsearch.storage import FORMAT_VERSION, LOCK, MANIFEST, SectionFile, checksum, scrub_directory
 from weftsearch.storage.codec import FileStamp, encode_sections, read_stamp, stamped_header
 from weftsearch.storage.segment import POSTINGS_BLOCK

@@ -19,8 +19,8 @@ from numpy.typing import NDArray
 
 import weftsearch.scorers.bm25 as bm25_module
 from weftsearch import RRF, BM25Scorer, Document, Index, Query
-from weftsearch.native import bm25 as kernel
 from weftsearch.errors import CorruptIndexError
+from weftsearch.native import bm25 as kernel
 from weftsearch.storage.postings import (
     BLOCK_ROWS,
     POSTINGS_BLOCK,

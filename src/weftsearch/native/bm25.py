@@ -40,7 +40,7 @@ __all__ = [
     "LIST_FIELDS",
     "PART_FIELDS",
     "CompiledBM25",
-    "CorruptList",
+    "CorruptListError",
     "KernelStats",
     "compiled_blocks",
     "compiled_bm25",
@@ -94,7 +94,7 @@ class KernelStats:
     documents_scored: int
 
 
-class CorruptList(CorruptIndexError):
+class CorruptListError(CorruptIndexError):
     """The kernel found list ``index`` of its table corrupt (its packed postings do not decode).
 
     The caller, which knows which term and segment the row came from, names them.
@@ -202,7 +202,7 @@ def top_k(
     are not read.
 
     Raises:
-        CorruptList: a list's packed postings do not decode (its row in ``table``).
+        CorruptListError: a list's packed postings do not decode (its row in ``table``).
         MemoryError: the library could not allocate its working memory.
         ValueError: the library refused the arguments (a bug of the caller).
 
@@ -231,7 +231,7 @@ def top_k(
         if kept == -1:
             raise MemoryError("the BM25 kernel could not allocate its working memory")
         if kept == -3:
-            raise CorruptList(int(scratch.stats[0]))
+            raise CorruptListError(int(scratch.stats[0]))
         if kept < 0:
             raise ValueError(f"the BM25 kernel refused its arguments (code {kept})")  # a bug on this side
         if kept <= scratch.capacity:

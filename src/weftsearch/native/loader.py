@@ -57,7 +57,7 @@ def disabled(variable: str) -> bool:
 
 
 def library_path(name: str) -> Path | None:
-    """The built file of compiled part ``name`` (``"_bm25"``, ...) in this package, or ``None`` (not built)."""
+    """The built file of compiled part ``name`` (``"_bm25"``, ...) here, or ``None`` (not built)."""
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         candidate = _HERE / f"{name}{suffix}"
         if candidate.is_file():
@@ -73,9 +73,7 @@ def _open(path: Path) -> ctypes.CDLL | None:
         return None
 
 
-def load_library(
-    name: str, bind: Callable[[ctypes.CDLL], T | None], agrees: Callable[[T], bool]
-) -> T | None:
+def load_library(name: str, bind: Callable[[ctypes.CDLL], T | None], agrees: Callable[[T], bool]) -> T | None:
     """Compiled part ``name`` (a C library without Python.h) bound and checked, or ``None``.
 
     ``None`` when its switch (:data:`SWITCHES`) is set, when it was not built,

@@ -239,7 +239,9 @@ def _compiled_rows_scan() -> Callable[..., int] | None:
     compiled = _compiled_scan()
     if compiled is None:
         return None
-    return load_library("_probe", _bind_rows_scan, lambda rows_scan: _rows_agree_with_numpy(compiled, rows_scan))
+    return load_library(
+        "_probe", _bind_rows_scan, lambda rows_scan: _rows_agree_with_numpy(compiled, rows_scan)
+    )
 
 
 def _bind_rows_scan(library: ctypes.CDLL) -> Callable[..., int]:

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.native.scan import RowKernel, ScanKernel, inner_products
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot, VectorBlock
 from weftsearch.engine.stream import PlanValue, Stream, at_least_kth, check_k
 from weftsearch.errors import VectorDimensionError
+from weftsearch.native.scan import RowKernel, ScanKernel, inner_products
 
 __all__ = ["VectorScorer", "DEFAULT_NPROBE", "DEFAULT_PROBE_BUDGET"]
 

@@ -518,7 +518,9 @@ class BM25Scorer:
         k: int,
         allowed: NDArray[np.bool_] | None = None,
     ) -> Stream:
-        """:meth:`score` through the compiled kernel (:mod:`weftsearch.native.bm25`, over the lists :mod:`weftsearch.scorers.bm25.lists` lays out).
+        """:meth:`score` through the compiled kernel (:mod:`weftsearch.native.bm25`).
+
+        The kernel reads the lists :mod:`weftsearch.scorers.bm25.lists` lays out.
 
         Same terms, weights and formula as the numpy path, so the same
         documents, scores to the bit and order; it reads the postings straight

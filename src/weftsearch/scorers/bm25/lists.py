@@ -284,8 +284,6 @@ def gather(snapshot: Snapshot, terms: Sequence[str]) -> QueryLists:
     return QueryLists(doc_freq, table, (parts, *found))
 
 
-
-
 #: Filter masks whose per-segment id maps a snapshot keeps for the kernel (least recently
 #: used dropped first); each map is 8 bytes per document of its segment.
 FILTER_MAPS = 8
@@ -363,7 +361,7 @@ def search(
         parts[:, 1] = [mapping.ctypes.data for mapping in maps]
     try:
         ids, scores, stats = kernel.top_k(library, lists.table, parts, weights, k1, b, avgdl, k)
-    except kernel.CorruptList as error:
+    except kernel.CorruptListError as error:
         raise _corrupt_list(lists, error.index) from None
     return (*_canonical(snapshot, ids, scores, k), stats)
 
@@ -428,7 +426,9 @@ def search_many(
     weight_starts = np.zeros(count + 1, dtype=np.int64)
     np.cumsum([weight.shape[0] for weight in weights], out=weight_starts[1:])
     capacity = count * (k + 8)  # room for k results and a few ties each; more ties are run again
-    batch = kernel.top_k_batch(table, list_starts, parts, weight_array, weight_starts, k1, b, avgdl, k, capacity)
+    batch = kernel.top_k_batch(
+        table, list_starts, parts, weight_array, weight_starts, k1, b, avgdl, k, capacity
+    )
     results: list[tuple[NDArray[np.int64], NDArray[np.float64], KernelStats]] = []
     for query, (kept, done, start) in enumerate(zip(batch.counts, batch.written, batch.starts, strict=True)):
         if not done:
