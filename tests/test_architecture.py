@@ -1025,6 +1025,8 @@ NATIVE_HELPERS = frozenset(
     {"library_path", "_library_path", "Scratch", "_Scratch", "load_library", "load_extension", "disabled"}
 )
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
 #: ``ctypes`` calls that load a shared library (``ctypes.CDLL(None)``, the process's own symbols,
 #: loads no file and is not one).
 _LOADERS = frozenset({"CDLL", "PyDLL", "LoadLibrary", "WinDLL", "OleDLL"})
@@ -1043,28 +1045,34 @@ def native_loading_problems(modules: Sequence[tuple[str, str]]) -> list[str]:
     for module, source in modules:
         inside = _within(module, NATIVE)
         for node in ast.walk(ast.parse(source)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                if node.name in NATIVE_HELPERS and node.col_offset == 0:
-                    defined.setdefault(node.name.lstrip("_"), []).append(f"{module}:{node.lineno}")
-            if inside:
-                continue
-            if isinstance(node, ast.Call):
-                func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-                own_symbols = bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value is None
-                if name in _LOADERS and not own_symbols:
-                    problems.append(f"{module}:{node.lineno} loads a shared library ({name})")
-            elif isinstance(node, (ast.Attribute, ast.Name)):
-                name = node.attr if isinstance(node, ast.Attribute) else node.id
-                if name == "EXTENSION_SUFFIXES":
-                    problems.append(f"{module}:{node.lineno} looks a compiled library up")
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if node.value.startswith("WEFTSEARCH_NO_COMPILED") and " " not in node.value:
-                    problems.append(f"{module}:{node.lineno} names a disable switch ({node.value})")
+            if isinstance(node, _DEFINITIONS) and node.col_offset == 0 and node.name in NATIVE_HELPERS:
+                defined.setdefault(node.name.lstrip("_"), []).append(f"{module}:{node.lineno}")
+            elif not inside:
+                problem = _outside_native(node)
+                if problem:
+                    problems.append(f"{module}:{getattr(node, 'lineno', 0)} {problem}")
     for name, places in sorted(defined.items()):
         if len(places) > 1:
             problems.append(f"{name} is defined {len(places)} times: {', '.join(places)}")
     return problems
+
+
+def _outside_native(node: ast.AST) -> str:
+    """What ``node`` does that only native may (see :func:`native_loading_problems`), or ``""``."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        first = node.args[0] if node.args else None
+        own_symbols = isinstance(first, ast.Constant) and first.value is None
+        return f"loads a shared library ({name})" if name in _LOADERS and not own_symbols else ""
+    if isinstance(node, (ast.Attribute, ast.Name)):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id
+        return "looks a compiled library up" if name == "EXTENSION_SUFFIXES" else ""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        # A switch's name alone (a docstring or a message mentioning one has spaces).
+        switch = node.value.startswith("WEFTSEARCH_NO_COMPILED") and " " not in node.value
+        return f"names a disable switch ({node.value})" if switch else ""
+    return ""
 
 
 def _sources(paths: Sequence[Path]) -> list[tuple[str, str]]:
@@ -1090,13 +1098,13 @@ def test_compiled_code_is_found_switched_and_loaded_in_native_alone() -> None:
             ],
             ["library_path is defined 2 times", "Scratch is defined 2 times"],
         ),
-        ([("weftsearch.engine.kernels", "import ctypes\nctypes.CDLL(str(path))")], ["loads a shared library"]),
-        ([("weftsearch.analysis", "from ctypes import cdll\ncdll.LoadLibrary('x.so')")], ["loads a shared library"]),
+        ([("weftsearch.engine.kernels", "import ctypes\nctypes.CDLL(str(path))")], ["loads a shared"]),
+        ([("weftsearch.analysis", "from ctypes import cdll\ncdll.LoadLibrary('x.so')")], ["loads a shared"]),
         (
             [("weftsearch.scorers.x", "import importlib.machinery as m\nm.EXTENSION_SUFFIXES")],
             ["looks a compiled library up"],
         ),
-        ([("weftsearch.analysis", "VARIABLE = 'WEFTSEARCH_NO_COMPILED_ANALYSIS'")], ["names a disable switch"]),
+        ([("weftsearch.analysis", "VARIABLE = 'WEFTSEARCH_NO_COMPILED_ANALYSIS'")], ["disable switch"]),
     ],
 )
 def test_the_native_rule_catches_a_second_loader(modules: list[tuple[str, str]], found: list[str]) -> None:
@@ -1106,6 +1114,6 @@ def test_the_native_rule_catches_a_second_loader(modules: list[tuple[str, str]],
 
 
 def test_the_native_rule_accepts_the_processs_own_symbols_and_docstrings() -> None:
-    source = '"""Set WEFTSEARCH_NO_COMPILED_BM25=1 to force numpy."""\nimport ctypes\nctypes.CDLL(None).prctl\n'
+    source = '"""Set WEFTSEARCH_NO_COMPILED_BM25=1 for numpy."""\nimport ctypes\nctypes.CDLL(None).prctl\n'
     assert native_loading_problems([("weftsearch.engine.index", source)]) == []
     assert native_loading_problems([("weftsearch.native.bm25", "import ctypes\nctypes.CDLL('x')\n")]) == []
