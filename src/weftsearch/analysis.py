@@ -199,9 +199,11 @@ class EnglishAnalyzer:
             return Counter(terms), len(terms)
         # NFKC leaves ASCII unchanged and casefold() is lower() on it.
         folded = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
-        return compiled.term_counts(
+        # Typed by native/_analysis.pyi; the loader hands the module over as a ModuleType.
+        counts: tuple[dict[str, int], int] = compiled.term_counts(
             folded, self._memo, self._stopwords, self._stemmer.stemWord, WORD_MEMO_SIZE
         )
+        return counts
 
     def _remember(self, resolved: dict[str, str | None]) -> None:
         """Add ``resolved`` to the memo, emptying it first if it would hold over :data:`WORD_MEMO_SIZE`."""
