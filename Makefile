@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # The compiled parts: a change to any of them rebuilds the editable install.
-C_SOURCES := $(wildcard src/weftsearch/*.c)
+C_SOURCES := $(wildcard src/weftsearch/native/*.c src/weftsearch/native/*.h)
 
 .PHONY: demo test lint typecheck pytest slow bench bench-load bench-quick eval wheel clean
 

@@ -1,12 +1,12 @@
-"""Build step for the compiled parts: the vector scorer's scan (src/weftsearch/_probe.c),
-the BM25 top-k with block-max early termination (src/weftsearch/_bm25.c), and the english
-analyzer's inner loop (src/weftsearch/_analysis.c).
+"""Build step for the compiled parts, all in src/weftsearch/native/: the vector scorer's scan
+(_probe.c), the BM25 top-k with block-max early termination (_bm25.c), and the english
+analyzer's inner loop (_analysis.c). Both C kernels include native/heap.h.
 
 Everything else is in pyproject.toml. The first two have no Python.h dependency
 (they are loaded with ctypes); the third is a CPython extension module. All are
 optional: where one cannot be compiled, the install still succeeds and the same
-results come from numpy or Python (see weftsearch.engine.kernels,
-weftsearch.engine.bm25_kernel and weftsearch.analysis).
+results come from numpy or Python (see weftsearch.native, whose loader finds, switches
+off and self-checks each of them).
 """
 
 import sys
@@ -17,17 +17,28 @@ from setuptools import Extension, setup
 # exactly as numpy does, so both paths give the same bits (the same holds for BM25).
 FLAGS = [] if sys.platform == "win32" else ["-O2", "-ffp-contract=off", "-fno-fast-math"]
 
+#: The heap both C kernels include (a change to it rebuilds them).
+HEAP = "src/weftsearch/native/heap.h"
+
 setup(
     ext_modules=[
         Extension(
-            "weftsearch._probe", sources=["src/weftsearch/_probe.c"], extra_compile_args=FLAGS, optional=True
+            "weftsearch.native._probe",
+            sources=["src/weftsearch/native/_probe.c"],
+            depends=[HEAP],
+            extra_compile_args=FLAGS,
+            optional=True,
         ),
         Extension(
-            "weftsearch._bm25", sources=["src/weftsearch/_bm25.c"], extra_compile_args=FLAGS, optional=True
+            "weftsearch.native._bm25",
+            sources=["src/weftsearch/native/_bm25.c"],
+            depends=[HEAP],
+            extra_compile_args=FLAGS,
+            optional=True,
         ),
         Extension(
-            "weftsearch._analysis",
-            sources=["src/weftsearch/_analysis.c"],
+            "weftsearch.native._analysis",
+            sources=["src/weftsearch/native/_analysis.c"],
             extra_compile_args=FLAGS,
             optional=True,
         ),

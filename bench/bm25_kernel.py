@@ -39,7 +39,8 @@ from bm25_vs_bm25s import DEFAULT_DATA, PreTokenizedAnalyzer, Workload, load_bei
 
 import weftsearch.scorers.bm25 as bm25_module  # noqa: E402
 from weftsearch import BM25Scorer, Document, Index, Query, Snapshot  # noqa: E402
-from weftsearch.engine import bm25_kernel  # noqa: E402
+from weftsearch.native import bm25 as kernel  # noqa: E402
+from weftsearch.scorers.bm25 import lists as bm25_lists  # noqa: E402
 from weftsearch.scorers.bm25 import lucene_idf  # noqa: E402
 
 # BM25Scorer.score goes compiled from 20,000 documents; here it always does, to compare.
@@ -87,7 +88,7 @@ def measure(
 
 def skipped(snapshot: Snapshot, queries: Sequence[Query], k: int) -> tuple[float, float, float]:
     """Mean share of blocks never scored, of postings never scored, and of documents fully scored."""
-    library = bm25_kernel.compiled_bm25()
+    library = kernel.compiled_bm25()
     assert library is not None
     blocks = postings = documents = 0.0
     counted = 0
@@ -96,12 +97,12 @@ def skipped(snapshot: Snapshot, queries: Sequence[Query], k: int) -> tuple[float
         distinct = sorted(set(terms))
         if not distinct:
             continue
-        lists = bm25_kernel.gather(library, snapshot, distinct)
+        lists = bm25_lists.gather(snapshot, distinct)
         if not lists.table.shape[0]:
             continue
         counts = [terms.count(term) for term in distinct]
         weights = lucene_idf(snapshot.n_docs, lists.doc_freq) * counts
-        _, _, stats = bm25_kernel.search(library, snapshot, lists, weights, 1.2, 0.75, snapshot.avgdl, k)
+        _, _, stats = bm25_lists.search(library, snapshot, lists, weights, 1.2, 0.75, snapshot.avgdl, k)
         blocks += 1.0 - stats.blocks_scored / stats.blocks
         postings += 1.0 - stats.postings_scored / stats.postings
         documents += stats.documents_scored / max(1, snapshot.n_docs)
@@ -134,12 +135,12 @@ def run(name: str, workload: Workload, segments: int, repeat: int) -> None:
                 scorer.score(snapshot, query, k)
 
         def unpruned_pass(k: int = k) -> None:
-            bm25_kernel._BOUND_SCALE = float("inf")
+            kernel._BOUND_SCALE = float("inf")
             try:
                 for query in queries:
                     scorer.score(snapshot, query, k)
             finally:
-                bm25_kernel._BOUND_SCALE = 1.0
+                kernel._BOUND_SCALE = 1.0
 
         runs: list[tuple[str, Callable[[], object]]] = [
             ("numpy (exhaustive)", numpy_pass),
@@ -175,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--segments", type=int, default=1)
     parser.add_argument("--no-scifact", action="store_true")
     args = parser.parse_args(argv)
-    if bm25_kernel.compiled_bm25() is None:
+    if kernel.compiled_bm25() is None:
         print("the compiled BM25 is not available (not built, or WEFTSEARCH_NO_COMPILED_BM25 set)")
         return 1
     print(

@@ -165,7 +165,7 @@ def commit_mode(args: argparse.Namespace, root: Path) -> None:
 
 
 def search_mode(args: argparse.Namespace, root: Path) -> None:
-    from weftsearch.engine import bm25_kernel
+    from weftsearch.native import bm25 as kernel
 
     hybrid = args.arm == "hybrid"
     keys, texts, workload, vectors = loadgen._scifact(args.data, hybrid)
@@ -173,7 +173,7 @@ def search_mode(args: argparse.Namespace, root: Path) -> None:
     loadgen._build_weft(path, keys, texts, vectors)
     index = Index.open(path, readonly=True)
     search = loadgen.weft_search_function(index, workload, args.arm, 10, 100)
-    compiled = bm25_kernel.compiled_bm25()
+    compiled = kernel.compiled_bm25()
     released = [0.0]
     if compiled is not None:
         # Time every compiled BM25 call: the only stretch of a BM25 search without the GIL.

@@ -919,7 +919,7 @@ def loadavg() -> tuple[float, float, float]:
 def kernel_skips(snapshot: Snapshot, scorer: BM25Scorer, queries: Sequence[Query], k: int) -> dict[str, Any]:
     """The share of postings and of blocks each query's compiled BM25 pass skipped (untimed).
 
-    A bench-only path, no public API: ``weftsearch.engine.bm25_kernel.search`` (which
+    A bench-only path, no public API: ``weftsearch.scorers.bm25.lists.search`` (which
     returns a ``KernelStats`` beside the results ``BM25Scorer.score`` keeps) is wrapped
     for the duration, and every query goes through ``scorer.score`` as a user's would.
     Where ``score`` takes its numpy path (snapshots below its compiled threshold), the
@@ -928,13 +928,14 @@ def kernel_skips(snapshot: Snapshot, scorer: BM25Scorer, queries: Sequence[Query
     the kernel is not built or its interface is not the one expected.
     """
     try:
-        from weftsearch.engine import bm25_kernel
-    except ImportError as error:  # pragma: no cover - the module ships with the package
-        return {"unavailable": f"no bm25_kernel module ({error})"}
-    library = bm25_kernel.compiled_bm25() if hasattr(bm25_kernel, "compiled_bm25") else None
-    if library is None or not hasattr(bm25_kernel, "search"):
+        from weftsearch.native import bm25 as kernel
+        from weftsearch.scorers.bm25 import lists as bm25_lists
+    except ImportError as error:  # pragma: no cover - the modules ship with the package
+        return {"unavailable": f"no BM25 kernel modules ({error})"}
+    library = kernel.compiled_bm25() if hasattr(kernel, "compiled_bm25") else None
+    if library is None or not hasattr(bm25_lists, "search"):
         return {"unavailable": "compiled BM25 kernel not built (or WEFTSEARCH_NO_COMPILED_BM25 set)"}
-    original = bm25_kernel.search
+    original = bm25_lists.search
     seen: list[Any] = []
 
     def spy(*args: Any, **kwargs: Any) -> Any:
@@ -945,7 +946,7 @@ def kernel_skips(snapshot: Snapshot, scorer: BM25Scorer, queries: Sequence[Query
     compiled: Any = getattr(scorer, "_score_compiled", None)
     per_query: list[tuple[int, int, int, int, int]] = []
     path = "BM25Scorer.score (compiled: its own path on this snapshot)"
-    setattr(bm25_kernel, "search", spy)  # noqa: B010  (the spy must replace the module attribute)
+    setattr(bm25_lists, "search", spy)  # noqa: B010  (the spy must replace the module attribute)
     try:
         for query in queries:
             before = len(seen)
@@ -970,7 +971,7 @@ def kernel_skips(snapshot: Snapshot, scorer: BM25Scorer, queries: Sequence[Query
     except Exception as error:
         return {"unavailable": f"kernel statistics failed: {type(error).__name__}: {error}"}
     finally:
-        setattr(bm25_kernel, "search", original)  # noqa: B010
+        setattr(bm25_lists, "search", original)  # noqa: B010
     counted = [q for q in per_query if q[0] > 0 and q[2] > 0]
     if not counted:
         return {"unavailable": "no query reached the compiled kernel"}

@@ -90,7 +90,7 @@ def check_same(texts: list[str], analyzer: EnglishAnalyzer, reference: Reference
 def test_the_compiled_loop_is_checked_where_it_is_built() -> None:
     # Says so when the checks of this file ran against Python alone.
     if vars(analysis)["_compiled"] is None:
-        pytest.skip("weftsearch._analysis is not built (setup.py build_ext --inplace): Python path only")
+        pytest.skip("weftsearch.native._analysis is not built (setup.py build_ext --inplace): Python only")
     counts = EnglishAnalyzer().term_counts("The walkers' walks, walking")
     assert counts == ({"walker": 1, "walk": 2}, 3)
 

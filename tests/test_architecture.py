@@ -1014,3 +1014,106 @@ def test_the_golden_renderer_sees_contract_changes() -> None:
         for name in ("index", "scorers", "fuser", "k", "depth", "embed_query", "filter", "refresh")
     ]
     assert "model_" not in retriever  # pydantic's own namespace is not weft-search's contract
+
+
+# ---------------------------------------------------------------------------- compiled code in one home
+
+NATIVE = "weftsearch.native"
+
+#: The loader's helpers: a definition of one of these names anywhere else is a second loader.
+NATIVE_HELPERS = frozenset(
+    {"library_path", "_library_path", "Scratch", "_Scratch", "load_library", "load_extension", "disabled"}
+)
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+#: ``ctypes`` calls that load a shared library (``ctypes.CDLL(None)``, the process's own symbols,
+#: loads no file and is not one).
+_LOADERS = frozenset({"CDLL", "PyDLL", "LoadLibrary", "WinDLL", "OleDLL"})
+
+
+def native_loading_problems(modules: Sequence[tuple[str, str]]) -> list[str]:
+    """What in ``modules`` (``(dotted name, source)``) loads compiled code outside :data:`NATIVE`.
+
+    Reported: a second definition of a :data:`NATIVE_HELPERS` name (anywhere, native included),
+    and, outside native: a call that loads a shared library (:data:`_LOADERS`, not with ``None``),
+    a read of ``EXTENSION_SUFFIXES`` (a library lookup), and a disable-switch name
+    (``"WEFTSEARCH_NO_COMPILED_..."`` as a string of its own: docstrings naming one are fine).
+    """
+    problems: list[str] = []
+    defined: dict[str, list[str]] = {}
+    for module, source in modules:
+        inside = _within(module, NATIVE)
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, _DEFINITIONS) and node.col_offset == 0 and node.name in NATIVE_HELPERS:
+                defined.setdefault(node.name.lstrip("_"), []).append(f"{module}:{node.lineno}")
+            elif not inside:
+                problem = _outside_native(node)
+                if problem:
+                    problems.append(f"{module}:{getattr(node, 'lineno', 0)} {problem}")
+    for name, places in sorted(defined.items()):
+        if len(places) > 1:
+            problems.append(f"{name} is defined {len(places)} times: {', '.join(places)}")
+    return problems
+
+
+def _outside_native(node: ast.AST) -> str:
+    """What ``node`` does that only native may (see :func:`native_loading_problems`), or ``""``."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        first = node.args[0] if node.args else None
+        own_symbols = isinstance(first, ast.Constant) and first.value is None
+        return f"loads a shared library ({name})" if name in _LOADERS and not own_symbols else ""
+    if isinstance(node, (ast.Attribute, ast.Name)):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id
+        return "looks a compiled library up" if name == "EXTENSION_SUFFIXES" else ""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        # A switch's name alone (a docstring or a message mentioning one has spaces).
+        switch = node.value.startswith("WEFTSEARCH_NO_COMPILED") and " " not in node.value
+        return f"names a disable switch ({node.value})" if switch else ""
+    return ""
+
+
+def _sources(paths: Sequence[Path]) -> list[tuple[str, str]]:
+    return [(_module_name(path)[0], path.read_text(encoding="utf-8")) for path in paths]
+
+
+def test_compiled_code_is_found_switched_and_loaded_in_native_alone() -> None:
+    """One loader (weftsearch.native.loader): one library lookup, one scratch, one switch scheme."""
+    assert native_loading_problems(_sources(_modules_under(""))) == []
+    assert {"weftsearch.native.loader", "weftsearch.native.bm25"} <= {
+        _module_name(path)[0] for path in _modules_under("native")
+    }
+
+
+@pytest.mark.parametrize(
+    ("modules", "found"),
+    [
+        # The copies this rule was written against: a second lookup and a second scratch.
+        (
+            [
+                ("weftsearch.native.loader", "def library_path(name): ...\nclass Scratch: ..."),
+                ("weftsearch.engine.kernels", "def _library_path(): ...\nclass _Scratch: ..."),
+            ],
+            ["library_path is defined 2 times", "Scratch is defined 2 times"],
+        ),
+        ([("weftsearch.engine.kernels", "import ctypes\nctypes.CDLL(str(path))")], ["loads a shared"]),
+        ([("weftsearch.analysis", "from ctypes import cdll\ncdll.LoadLibrary('x.so')")], ["loads a shared"]),
+        (
+            [("weftsearch.scorers.x", "import importlib.machinery as m\nm.EXTENSION_SUFFIXES")],
+            ["looks a compiled library up"],
+        ),
+        ([("weftsearch.analysis", "VARIABLE = 'WEFTSEARCH_NO_COMPILED_ANALYSIS'")], ["disable switch"]),
+    ],
+)
+def test_the_native_rule_catches_a_second_loader(modules: list[tuple[str, str]], found: list[str]) -> None:
+    problems = native_loading_problems(modules)
+    assert len(problems) == len(found)
+    assert all(any(text in problem for problem in problems) for text in found), problems
+
+
+def test_the_native_rule_accepts_the_processs_own_symbols_and_docstrings() -> None:
+    source = '"""Set WEFTSEARCH_NO_COMPILED_BM25=1 for numpy."""\nimport ctypes\nctypes.CDLL(None).prctl\n'
+    assert native_loading_problems([("weftsearch.engine.index", source)]) == []
+    assert native_loading_problems([("weftsearch.native.bm25", "import ctypes\nctypes.CDLL('x')\n")]) == []

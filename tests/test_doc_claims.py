@@ -52,11 +52,11 @@ def setup_sources() -> list[str]:
 
 def test_the_readme_names_every_c_library_setup_py_builds() -> None:
     # README: "gcc builds three small C libraries at install time (setup.py): the vector scan
-    # (`src/weftsearch/_probe.c`), ...": the count and the names are setup.py's.
+    # (`src/weftsearch/native/_probe.c`), ...": the count and the names are setup.py's.
     sentence = paragraph(readme(), "gcc builds ")
     count = re.match(r"gcc builds (\w+) small C librar", sentence)
     assert count is not None, sentence
-    named = re.findall(r"`(src/weftsearch/[\w.]+\.c)`", sentence)
+    named = re.findall(r"`(src/weftsearch/[\w./]+\.c)`", sentence)
     sources = setup_sources()
     assert sources, "setup.py builds no Extension: the parser above is out of date"
     assert NUMBER_WORDS[count.group(1)] == len(sources) == len(set(named))

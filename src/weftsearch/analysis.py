@@ -13,6 +13,10 @@ are built in:
     Lower-casing and splitting on non-word characters; nothing removed, nothing
     stemmed.
 
+``EnglishAnalyzer.term_counts`` runs a compiled inner loop where it is built
+(``weftsearch.native._analysis``; ``WEFTSEARCH_NO_COMPILED_ANALYSIS=1`` turns it
+off, see :mod:`weftsearch.native`): the same counts as from Python.
+
 A custom analyzer is any object with a ``name`` and an ``analyze(text)``
 method (see :class:`Analyzer`); register it with :func:`register_analyzer` so
 that an index which records its name can be reopened.
@@ -26,16 +30,13 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
+from types import ModuleType
 from typing import Protocol, runtime_checkable
 
 import Stemmer
 
 from weftsearch.errors import InvalidParameterError, UnknownAnalyzerError
-
-try:  # the compiled inner loop of EnglishAnalyzer.term_counts (setup.py builds it)
-    from weftsearch import _analysis as _compiled
-except ImportError:  # not built: the same counts from Python
-    _compiled = None  # type: ignore[assignment]
+from weftsearch.native.loader import load_extension
 
 __all__ = [
     "Analyzer",
@@ -189,7 +190,7 @@ class EnglishAnalyzer:
 
         Equal to ``Counter(analyze(text))`` (terms in first-seen order) and
         ``len(analyze(text))``; what ``Index.add_many`` stores. Where the
-        compiled loop (``weftsearch._analysis``) is built, words are found,
+        compiled loop (``weftsearch.native._analysis``) is built, words are found,
         looked up in the memo and counted in one pass in C. O(len(text)).
         """
         compiled = _compiled
@@ -198,9 +199,11 @@ class EnglishAnalyzer:
             return Counter(terms), len(terms)
         # NFKC leaves ASCII unchanged and casefold() is lower() on it.
         folded = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
-        return compiled.term_counts(
+        # Typed by native/_analysis.pyi; the loader hands the module over as a ModuleType.
+        counts: tuple[dict[str, int], int] = compiled.term_counts(
             folded, self._memo, self._stopwords, self._stemmer.stemWord, WORD_MEMO_SIZE
         )
+        return counts
 
     def _remember(self, resolved: dict[str, str | None]) -> None:
         """Add ``resolved`` to the memo, emptying it first if it would hold over :data:`WORD_MEMO_SIZE`."""
@@ -274,3 +277,33 @@ def get_analyzer(name: str) -> Analyzer:
 def analyzer_names() -> Sequence[str]:
     """Names of all registered analyzers, sorted."""
     return sorted(_REGISTRY)
+
+
+def _agrees_with_python(module: ModuleType) -> bool:
+    """The compiled loop against :meth:`EnglishAnalyzer.analyze` on a sample: same terms, counts, order.
+
+    The self-check of :func:`~weftsearch.native.loader.load_extension`: words
+    with apostrophes and possessives, stopwords, non-ASCII text folded by NFKC,
+    digits and underscores, and an empty text.
+    """
+    samples = (
+        "The cats' owner's DOGS don't run, running; it's 42 under_score words words",
+        "Caf\u00e9 na\u00efve \ufb01le \u2019quoted\u2019 Stra\u00dfe r\u00e9sum\u00e9s",
+        "a an the",
+        "",
+    )
+    for text in samples:
+        analyzer = EnglishAnalyzer()
+        folded = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
+        counts, total = module.term_counts(
+            folded, analyzer._memo, analyzer._stopwords, analyzer._stemmer.stemWord, WORD_MEMO_SIZE
+        )
+        terms = EnglishAnalyzer().analyze(text)
+        if list(counts.items()) != list(Counter(terms).items()) or total != len(terms):
+            return False
+    return True
+
+
+#: The compiled inner loop of :meth:`EnglishAnalyzer.term_counts`, or ``None`` (not built, switched
+#: off, or its self-check disagreed): then the same counts come from Python.
+_compiled: ModuleType | None = load_extension("_analysis", _agrees_with_python)

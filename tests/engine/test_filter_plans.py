@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 import weftsearch.scorers.vector as vector_module
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, Stream, VectorScorer
 from weftsearch.cli import format_results
-from weftsearch.engine import kernels
 from weftsearch.engine.filters import F, Filter
 from weftsearch.engine.search import SearchResults, search_snapshot
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import FilterTypeError, InvalidParameterError
+from weftsearch.native import scan as kernels
 from weftsearch.scorers.vector import PLAN_KEYS
 from weftsearch.storage.ivf import IVF_MIN_VECTORS
 

@@ -32,10 +32,10 @@ from weftsearch import (
     Stream,
     VectorScorer,
 )
-from weftsearch.engine import bm25_kernel
 from weftsearch.engine.filters import F, parse_filter
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import FilterSyntaxError, FilterTypeError, ScorerOutputError, UnknownFieldError
+from weftsearch.native import bm25 as kernel
 
 WORDS = ["alpha", "beta", "gamma", "delta", "eps"]
 SOURCES = ["a", "b", "c"]
@@ -124,7 +124,7 @@ def test_filtered_scorer_equals_the_filtered_exhaustive_ranking(
     index = build(tmp_path, seed, n, segments, deletes)
     snapshot = index.snapshot()
     scorer = SCORERS[scorer_name]()
-    compiled = bm25_kernel.compiled_bm25()
+    compiled = kernel.compiled_bm25()
     if scorer_name == "bm25-compiled":
         if compiled is None:
             pytest.skip("the compiled BM25 kernel is not built")

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from weftsearch import BM25Scorer, Document, Index
-from weftsearch.engine import bm25_kernel
 from weftsearch.engine.inflight import SearchesInFlight, searches_in_flight
 from weftsearch.fusion import RRF
+from weftsearch.native import bm25 as kernel
 from weftsearch.scorers import bm25 as bm25_module
 
 WORDS = ["graph", "retrieval", "ranking", "vector", "text", "query", "index", "segment", "shard", "cluster"]
@@ -43,7 +43,7 @@ def test_the_counts_are_per_index_and_for_the_whole_process() -> None:
     assert not first and searches_in_flight() == base
 
 
-@pytest.mark.skipif(not bm25_kernel.compiled_bm25_available(), reason="the compiled BM25 kernel is not built")
+@pytest.mark.skipif(not kernel.compiled_bm25_available(), reason="the compiled BM25 kernel is not built")
 def test_bm25_takes_the_compiled_path_only_while_another_search_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -35,13 +35,14 @@ from weftsearch import (
     Stream,
     VectorScorer,
 )
-from weftsearch.engine import bm25_kernel
 from weftsearch.engine.search import canonical_stream
 from weftsearch.engine.stream import _is_vouched, _vouched_stream
 from weftsearch.errors import ScorerOutputError
+from weftsearch.native import bm25 as kernel
+from weftsearch.scorers.bm25 import lists as bm25_lists
 
 needs_batch = pytest.mark.skipif(
-    DISABLED or not bm25_kernel.search_many_available(), reason="no compiled BM25 batch function"
+    DISABLED or not kernel.top_k_batch_available(), reason="no compiled BM25 batch function"
 )
 
 
@@ -122,13 +123,13 @@ def test_queries_with_more_ties_than_the_batch_has_room_for_run_again_alone(
     index.add_many([Document(f"e{n:03d}", "same words") for n in range(150)])
     snapshot = index.snapshot()
     alone: list[int] = []
-    real_search = bm25_kernel.search
+    real_search = bm25_lists.search
 
     def counting(*args: object, **kwargs: object) -> object:
         alone.append(1)
         return real_search(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(bm25_kernel, "search", counting)
+    monkeypatch.setattr(bm25_lists, "search", counting)
     batch = [Query("same"), Query("words here"), Query("nothing"), Query("same same words")]
     scorer = BM25Scorer()
     for k in (1, 5, 299):
@@ -140,7 +141,7 @@ def test_queries_with_more_ties_than_the_batch_has_room_for_run_again_alone(
 
 
 def test_score_many_without_the_batch_function_scores_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bm25_kernel, "search_many_available", lambda: False)
+    monkeypatch.setattr(kernel, "top_k_batch_available", lambda: False)
     index, words = corpus(4, 2, 300, 12, 0.1, 5)
     assert batch_mismatches(index.snapshot(), queries(4, words, 20), [3, 50], [(1.2, 0.75)]) == []
 
@@ -162,7 +163,7 @@ def test_the_batch_kernel_refuses_offsets_that_overflow_or_run_backwards(
     n_queries: int, list_starts: list[int], weight_starts: list[int]
 ) -> None:
     """The C batch entry point checks its offsets before forming any difference or product (code -2)."""
-    function = bm25_kernel._top_k_many()
+    function = kernel._top_k_batch()
     assert function is not None
     empty_i64, empty_f64 = np.zeros(8, dtype=np.int64), np.zeros(1, dtype=np.float64)
     starts, weight_offsets = np.array(list_starts, dtype=np.int64), np.array(weight_starts, dtype=np.int64)
@@ -302,17 +303,17 @@ def test_score_many_on_small_snapshots_at_large_k_scores_one_by_one(monkeypatch:
     """Below 20,000 documents and above k = 10 the batch goes query by query (numpy), same results."""
     monkeypatch.setattr(bm25_module, "_BATCH_COMPILED_MAX_K", 10)
     calls: list[int] = []
-    real = bm25_kernel.search_many
+    real = bm25_lists.search_many
 
     def counting(*args: object, **kwargs: object) -> object:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(bm25_kernel, "search_many", counting)
+    monkeypatch.setattr(bm25_lists, "search_many", counting)
     index, words = corpus(6, 2, 300, 12, 0.1, 5)
     snapshot = index.snapshot()
     assert batch_mismatches(snapshot, queries(6, words, 20), [11, 50], [(1.2, 0.75)]) == []
     assert calls == []
-    if not DISABLED and bm25_kernel.search_many_available():
+    if not DISABLED and kernel.top_k_batch_available():
         assert batch_mismatches(snapshot, queries(6, words, 20), [10], [(1.2, 0.75)]) == []
         assert calls

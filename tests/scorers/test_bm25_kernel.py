@@ -22,11 +22,13 @@ from hypothesis import strategies as st
 
 import weftsearch.scorers.bm25 as bm25_module
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, Snapshot
-from weftsearch.engine import bm25_kernel
+from weftsearch.native import bm25 as kernel
+from weftsearch.native.loader import library_path
+from weftsearch.scorers.bm25 import lists as bm25_lists
 from weftsearch.scorers.bm25 import lucene_idf
 
-DISABLED = os.environ.get(bm25_kernel.DISABLE_VARIABLE, "") not in ("", "0")
-needs_compiled = pytest.mark.skipif(DISABLED, reason=f"{bm25_kernel.DISABLE_VARIABLE} turns the kernel off")
+DISABLED = os.environ.get(kernel.DISABLE_VARIABLE, "") not in ("", "0")
+needs_compiled = pytest.mark.skipif(DISABLED, reason=f"{kernel.DISABLE_VARIABLE} turns the kernel off")
 
 
 @pytest.fixture(autouse=True)
@@ -38,11 +40,11 @@ def compiled_at_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def numpy_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The compiled BM25 turned off for the test (the cached choice restored after)."""
-    monkeypatch.setenv(bm25_kernel.DISABLE_VARIABLE, "1")
-    bm25_kernel.compiled_bm25.cache_clear()
+    monkeypatch.setenv(kernel.DISABLE_VARIABLE, "1")
+    kernel.compiled_bm25.cache_clear()
     yield
-    monkeypatch.delenv(bm25_kernel.DISABLE_VARIABLE)
-    bm25_kernel.compiled_bm25.cache_clear()
+    monkeypatch.delenv(kernel.DISABLE_VARIABLE)
+    kernel.compiled_bm25.cache_clear()
 
 
 def corpus(
@@ -139,13 +141,13 @@ def test_multi_block_lists_with_skipping_match_and_skip() -> None:
     texts = queries(11, words, 20)
     assert mismatches(snapshot, texts, [1, 10, 100], [(1.2, 0.75), (0.0, 1.0), (2.0, 0.0)]) == []
     # Early termination happened: some blocks were never scored.
-    library = bm25_kernel.compiled_bm25()
+    library = kernel.compiled_bm25()
     assert library is not None
     terms = sorted({"w0", "w1", "w25", "w30"})
-    lists = bm25_kernel.gather(library, snapshot, terms)
+    lists = bm25_lists.gather(snapshot, terms)
     scorer = BM25Scorer()
     weights = lucene_idf(snapshot.n_docs, lists.doc_freq)
-    _, _, stats = bm25_kernel.search(
+    _, _, stats = bm25_lists.search(
         library, snapshot, lists, weights, scorer.k1, scorer.b, snapshot.avgdl, 10
     )
     assert stats.blocks_scored <= stats.blocks
@@ -159,7 +161,7 @@ def test_a_broken_bound_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     snapshot = index.snapshot()
     texts = queries(5, words, 15)
     assert mismatches(snapshot, texts, [1, 10], [(1.2, 0.75)]) == []
-    monkeypatch.setattr(bm25_kernel, "_BOUND_SCALE", 0.6)
+    monkeypatch.setattr(kernel, "_BOUND_SCALE", 0.6)
     assert mismatches(snapshot, texts, [1, 10], [(1.2, 0.75)]) != []
 
 
@@ -188,7 +190,7 @@ def test_searches_in_threads_return_the_sequential_results() -> None:
 
 
 def test_the_switch_turns_it_off(numpy_path: None) -> None:
-    assert not bm25_kernel.compiled_bm25_available()
+    assert not kernel.compiled_bm25_available()
     index, _ = corpus(2, 2, 200, 10, 0.1, 5)
     snapshot = index.snapshot()
     scorer = BM25Scorer()
@@ -199,19 +201,19 @@ def test_the_switch_turns_it_off(numpy_path: None) -> None:
 
 @needs_compiled
 def test_the_kernel_is_built_and_passes_its_self_check() -> None:
-    assert bm25_kernel._library_path() is not None
-    assert bm25_kernel.compiled_bm25_available()
+    assert library_path("_bm25") is not None
+    assert kernel.compiled_bm25_available()
 
 
 @needs_compiled
 def test_block_metadata_is_bounded_per_segment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bm25_kernel, "BLOCK_CACHE_TERMS", 4)
+    monkeypatch.setattr(bm25_lists, "BLOCK_CACHE_TERMS", 4)
     index, words = corpus(9, 1, 300, 20, 0.0, 6)
     snapshot = index.snapshot()
     scorer = BM25Scorer()
     for word in words:
         scorer.score(snapshot, Query(word), 3)
-    blocks = bm25_kernel._segment_blocks(snapshot.parts[0].reader)
+    blocks = bm25_lists._segment_blocks(snapshot.parts[0].reader)
     assert len(blocks.terms) == 4
     # Evicted terms are read (and checked) again, with the same results.
     assert mismatches(snapshot, words[:6], [3], [(1.2, 0.75)]) == []
@@ -222,7 +224,7 @@ def test_the_kernel_refuses_bad_arguments_with_a_code() -> None:
     """Bad arguments: -2; packed postings that do not decode: -3 naming the list; never a crash."""
     from weftsearch.storage.postings import pack_postings
 
-    library = bm25_kernel.compiled_bm25()
+    library = kernel.compiled_bm25()
     assert library is not None
     ids = np.array([0, 5], dtype=np.uint32)
     tfs = np.array([1, 2], dtype=np.uint32)

@@ -17,11 +17,11 @@ import pytest
 import weftsearch.scorers.bm25 as bm25_module
 from tests.scorers.test_bm25_kernel import DISABLED
 from weftsearch import RRF, BM25Scorer, Document, F, Index, Query, Snapshot
-from weftsearch.engine import bm25_kernel
 from weftsearch.engine.stream import PlanValue
+from weftsearch.native import bm25 as kernel
 from weftsearch.scorers.bm25 import PLAN_KEYS
 
-needs_compiled = pytest.mark.skipif(DISABLED, reason=f"{bm25_kernel.DISABLE_VARIABLE} turns the kernel off")
+needs_compiled = pytest.mark.skipif(DISABLED, reason=f"{kernel.DISABLE_VARIABLE} turns the kernel off")
 
 #: Keys every path knows and must agree on (the rest are the compiled kernel's own counters).
 SHARED = ("terms", "terms_matched", "segments", "postings")
@@ -88,7 +88,7 @@ def stored(snapshot: Snapshot, text: str) -> tuple[int, int]:
         for part in snapshot.parts:
             count = int(part.reader.postings(term)[0].shape[0])
             postings += count
-            blocks += math.ceil(count / bm25_kernel.BLOCK)
+            blocks += math.ceil(count / kernel.BLOCK)
     return postings, blocks
 
 
@@ -166,7 +166,7 @@ def test_block_max_skips_show_in_the_plan(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 @needs_compiled
-@pytest.mark.skipif(not bm25_kernel.search_many_available(), reason="no compiled BM25 batch function")
+@pytest.mark.skipif(not kernel.top_k_batch_available(), reason="no compiled BM25 batch function")
 def test_each_query_of_a_batch_has_its_own_plan(
     built: tuple[Index, dict[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

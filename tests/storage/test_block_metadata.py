@@ -24,8 +24,8 @@ from numpy.typing import NDArray
 
 import weftsearch.scorers.bm25 as bm25_module
 from weftsearch import RRF, BM25Scorer, Document, Index, Query
-from weftsearch.engine import bm25_kernel
 from weftsearch.errors import CorruptIndexError
+from weftsearch.native import bm25 as native_bm25
 from weftsearch.storage import SectionFile, scrub_directory
 from weftsearch.storage.segment import (
     POSTINGS_BLOCK,
@@ -38,7 +38,7 @@ from weftsearch.storage.segment import (
 from .crafting import refresh_identities, rewrite_sections
 from .test_segments import section_extents
 
-DISABLED = bm25_kernel.compiled_bm25() is None
+DISABLED = native_bm25.compiled_bm25() is None
 needs_compiled = pytest.mark.skipif(DISABLED, reason="the compiled BM25 is not available")
 TARGET = "doc-1337"  # the one document with a high tf of 'common', deep in its list's blocks
 DOCUMENTS = 1500
@@ -112,7 +112,7 @@ def top(index: Index, text: str = "common", k: int = 3) -> list[tuple[str, float
 @pytest.mark.parametrize("segments", [1, 3])
 def test_stored_blocks_equal_every_derivation(tmp_path: Path, segments: int) -> None:
     path = build(tmp_path / "index", segments)
-    library = bm25_kernel.compiled_bm25()
+    library = native_bm25.compiled_bm25()
     multi_block = 0
     for file in segment_files(path):
         sections = SectionFile(file)
@@ -129,7 +129,7 @@ def test_stored_blocks_equal_every_derivation(tmp_path: Path, segments: int) -> 
             assert stored.tolist() == naive_blocks(ids, tfs, lengths), term
             assert reader.term_blocks(term)[2].tolist() == stored.tolist()
             if library is not None:
-                assert bm25_kernel.derive_blocks(library, ids, tfs, lengths).tolist() == stored.tolist()
+                assert native_bm25.compiled_blocks(library, ids, tfs, lengths).tolist() == stored.tolist()
             multi_block += int(offsets[position + 1] - offsets[position]) > 1
         _, _, all_ids, all_tfs = reader.all_postings()
         _, derived = derive_blocks(all_ids, all_tfs, sections.array("post.offsets"), lengths)
@@ -298,8 +298,8 @@ def test_without_the_first_use_check_the_crafted_bound_prunes_the_best_document(
 def test_numpy_path_refuses_too_and_scrub_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The exhaustive path decodes through the same table (version 3): it refuses the term too, never
     answers differently; scrub names the damage. Another term still answers as before."""
-    monkeypatch.setenv(bm25_kernel.DISABLE_VARIABLE, "1")
-    bm25_kernel.compiled_bm25.cache_clear()
+    monkeypatch.setenv(native_bm25.DISABLE_VARIABLE, "1")
+    native_bm25.compiled_bm25.cache_clear()
     try:
         path = build(tmp_path / "index")
         golden_rare = top(Index.open(path, readonly=True), "rare", 5)
@@ -310,8 +310,8 @@ def test_numpy_path_refuses_too_and_scrub_names_it(tmp_path: Path, monkeypatch: 
         assert top(index, "rare", 5) == golden_rare
         assert not index.scrub().ok
     finally:
-        monkeypatch.delenv(bm25_kernel.DISABLE_VARIABLE)
-        bm25_kernel.compiled_bm25.cache_clear()
+        monkeypatch.delenv(native_bm25.DISABLE_VARIABLE)
+        native_bm25.compiled_bm25.cache_clear()
 
 
 def test_block_sections_are_required(tmp_path: Path) -> None:
@@ -353,7 +353,7 @@ def test_the_writer_trusts_the_tables_it_wrote_and_a_reader_of_the_files_does_no
             pytest.skip("the compiled BM25 is not available")
         monkeypatch.setattr(bm25_module, "_COMPILED_FROM_DOCS", 0)
     else:
-        monkeypatch.setenv(bm25_kernel.DISABLE_VARIABLE, "1")
+        monkeypatch.setenv(native_bm25.DISABLE_VARIABLE, "1")
     path = tmp_path / "index"
     writer = _writer_with_every_kind_of_own_segment(path)
     assert len(writer._segments) == 2 and all(s.reader._tables_trusted for s in writer._segments)

@@ -82,8 +82,8 @@ from weftsearch import (
     SearchResults,
     VectorScorer,
 )
-from weftsearch.engine import bm25_kernel
 from weftsearch.errors import CorruptIndexError, FormatVersionError, UnknownKeyError
+from weftsearch.native import bm25 as kernel
 from weftsearch.storage import FORMAT_VERSION, LOCK, MANIFEST, SectionFile, checksum, scrub_directory
 from weftsearch.storage.codec import FileStamp, encode_sections, read_stamp, stamped_header
 from weftsearch.storage.segment import POSTINGS_BLOCK
@@ -913,7 +913,7 @@ def test_block_metadata_damage(
     fails the same queries (in version 2 it never read the table: ``scrub-only``).
     """
     if path == "compiled":
-        if bm25_kernel.compiled_bm25() is None:
+        if kernel.compiled_bm25() is None:
             pytest.skip("the compiled BM25 is not available")
         monkeypatch.setattr(bm25_module, "_COMPILED_FROM_DOCS", 0)
     data = (pristine / name).read_bytes()

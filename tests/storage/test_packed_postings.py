@@ -19,8 +19,8 @@ from numpy.typing import NDArray
 
 import weftsearch.scorers.bm25 as bm25_module
 from weftsearch import RRF, BM25Scorer, Document, Index, Query
-from weftsearch.engine import bm25_kernel
 from weftsearch.errors import CorruptIndexError
+from weftsearch.native import bm25 as kernel
 from weftsearch.storage.postings import (
     BLOCK_ROWS,
     POSTINGS_BLOCK,
@@ -62,7 +62,7 @@ def test_pack_then_unpack_is_the_identity(case: tuple[Any, Any, Any, Any]) -> No
     )
     assert got_ids.tolist() == ids.tolist() and got_tfs.tolist() == tfs.tolist()
     assert derive_blocks(ids, tfs, offsets, lengths)[1].tolist() == packed.blocks.tolist()
-    library = bm25_kernel.compiled_bm25()
+    library = kernel.compiled_bm25()
     for term in range(offsets.shape[0] - 1):
         first, end = int(offsets[term]), int(offsets[term + 1])
         block_first, block_end = int(packed.block_offsets[term]), int(packed.block_offsets[term + 1])
@@ -78,7 +78,7 @@ def test_pack_then_unpack_is_the_identity(case: tuple[Any, Any, Any, Any]) -> No
         )
         assert one[0].tolist() == ids[first:end].tolist() and one[1].tolist() == tfs[first:end].tolist()
         if library is not None and end > first:  # the C oracle of the stored table
-            assert bm25_kernel.derive_blocks(library, ids[first:end], tfs[first:end], lengths).tolist() == (
+            assert kernel.compiled_blocks(library, ids[first:end], tfs[first:end], lengths).tolist() == (
                 table.tolist()
             )
 
@@ -157,7 +157,7 @@ def _corpus() -> list[Document]:
     return documents
 
 
-@pytest.mark.skipif(bm25_kernel.compiled_bm25() is None, reason="the compiled BM25 is not available")
+@pytest.mark.skipif(kernel.compiled_bm25() is None, reason="the compiled BM25 is not available")
 @pytest.mark.parametrize("block", [0, -1])
 def test_a_skipped_block_is_never_decoded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int

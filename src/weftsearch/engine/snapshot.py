@@ -34,9 +34,9 @@ from numpy.typing import NDArray
 from weftsearch.analysis import Analyzer, SimpleAnalyzer
 from weftsearch.engine.documents import Document, FieldValue
 from weftsearch.engine.filters import Filter, SegmentFields, as_filter, check_filter, segment_mask
-from weftsearch.engine.kernels import inner_products
 from weftsearch.engine.stream import at_least_kth
 from weftsearch.errors import CorruptIndexError, InvalidParameterError, PartialGraphError, UnknownKeyError
+from weftsearch.native.scan import inner_products
 from weftsearch.storage.ivf import worth_probing
 from weftsearch.storage.segment import SegmentReader
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.kernels import RowKernel, ScanKernel, inner_products
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot, VectorBlock
 from weftsearch.engine.stream import PlanValue, Stream, at_least_kth, check_k
 from weftsearch.errors import VectorDimensionError
+from weftsearch.native.scan import RowKernel, ScanKernel, inner_products
 
 __all__ = ["VectorScorer", "DEFAULT_NPROBE", "DEFAULT_PROBE_BUDGET"]
 
@@ -197,7 +197,7 @@ class VectorScorer:
     selection, one segment's block at a time, straight from the memory map;
     with lists, O(nlist * dim) for the centroids plus the probed rows.
 
-    The dot products go through :func:`~weftsearch.engine.kernels.inner_products`
+    The dot products go through :func:`~weftsearch.native.scan.inner_products`
     (faiss's row-wise SIMD kernel), not a BLAS matrix-vector product: BLAS
     picks kernels by block shape, so the same row can come out a bit different
     depending on which rows share its block, and a merge or reopen would then
@@ -293,7 +293,7 @@ class VectorScorer:
             else:
                 rows = np.concatenate([view.list_rows[position] for position in chosen.tolist()])
             plan.unfiltered(view, 0 if chosen is None else int(chosen.shape[0]), int(rows.shape[0]))
-            # One kernel for every path and every row (see weftsearch.engine.kernels),
+            # One kernel for every path and every row (see weftsearch.native.scan),
             # so a document's score does not depend on which rows were read with it.
             similarity = view.kernel(unit_query, rows)
             np.divide(similarity, view.norms[rows], out=similarity)

@@ -31,7 +31,7 @@ round a near-tie the other way, which moves one row to a neighbouring list.
 Recall is unaffected; byte identity across CPU kinds is not promised.)
 
 Why numpy and not faiss's k-means (faiss does compute the scorer's inner
-products, :mod:`weftsearch.engine.kernels`): the partition must be a pure
+products, :mod:`weftsearch.native.scan`): the partition must be a pure
 function of the rows (faiss's clustering is seeded but its multi-threaded
 reductions and sampling are its own). The price is measured in
 docs/BENCHMARKS.md: training plus assignment take about 1.5-1.8x faiss's time on

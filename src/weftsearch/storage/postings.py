@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 #: Postings per block (the compiled BM25's WEFT_BLOCK is the same number; see
-#: ``engine/bm25_kernel.py`` for why 128).
+#: ``native/bm25.py`` for why 128).
 POSTINGS_BLOCK = 128
 
 #: Values per block in ``post.blocks``: last id, max tf, min length, widths.

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from weftsearch.engine.kernels import RowKernel, inner_products
+from weftsearch.native.scan import RowKernel, inner_products
 
 DIMS = [1, 2, 3, 4, 8, 12, 16, 31, 384]
 
@@ -97,7 +97,7 @@ def test_a_bound_kernel_gives_the_bits_of_inner_products(tmp_path: Path) -> None
 
 
 def test_every_half_precision_value_converts_exactly() -> None:
-    import weftsearch.engine.kernels as kernels
+    import weftsearch.native.scan as kernels
 
     halves = np.arange(65536, dtype=np.uint16).view(np.float16)
     finite = halves[np.isfinite(halves)]
@@ -116,7 +116,7 @@ def test_every_half_precision_value_converts_exactly() -> None:
 
 
 def test_conversion_in_chunks_gives_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
-    import weftsearch.engine.kernels as kernels
+    import weftsearch.native.scan as kernels
 
     rng = np.random.default_rng(5)
     matrix = rng.standard_normal((500, 24)).astype(np.float16)

@@ -41,12 +41,13 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine import bm25_kernel
 from weftsearch.engine.inflight import searches_in_flight
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import PlanValue, Stream, _vouched_stream, check_k, top_k
 from weftsearch.errors import InvalidParameterError
+from weftsearch.native import bm25 as kernel
+from weftsearch.scorers.bm25 import lists as layout
 
 __all__ = ["PLAN_KEYS", "TERM_CACHE_POSTINGS", "BM25Scorer", "lucene_idf"]
 
@@ -60,7 +61,7 @@ __all__ = ["PLAN_KEYS", "TERM_CACHE_POSTINGS", "BM25Scorer", "lucene_idf"]
 _DENSE_BELOW_DOCS = 20_000
 _DENSE_RATIO = 0.05
 
-# score() runs the compiled kernel (weftsearch.engine.bm25_kernel) on snapshots of at
+# score() runs the compiled kernel (weftsearch.native.bm25) on snapshots of at
 # least this many documents, numpy below. Measured on one core (bench/bm25_kernel.py,
 # 2026-12-03, load 2.6-8, so indicative): SciFact (5,183 documents) numpy 11.3k q/s
 # against compiled 9.3k at top-10 (4.9k against 9.7k at top-100): the dense numpy pass
@@ -140,7 +141,7 @@ def _numpy_plan(terms: int, matched: int, segments: int, postings: int) -> dict[
 
 
 def _compiled_plan(
-    terms: int, matched: int, segments: int, postings: int, stats: bm25_kernel.KernelStats | None
+    terms: int, matched: int, segments: int, postings: int, stats: kernel.KernelStats | None
 ) -> dict[str, PlanValue]:
     """The plan of a compiled search (see :data:`PLAN_KEYS`); ``stats`` ``None``: no list to read."""
     if stats is None:
@@ -170,7 +171,7 @@ class _Found(NamedTuple):
     A named tuple: made once per query, it costs a third of a frozen dataclass.
     """
 
-    lists: bm25_kernel.QueryLists | None
+    lists: layout.QueryLists | None
     query_tf: NDArray[np.float64] | None
     terms: int
     matched: int
@@ -470,7 +471,7 @@ class BM25Scorer:
         hit = np.flatnonzero(dense > 0.0)
         return hit, dense[hit]
 
-    def _lists(self, library: bm25_kernel.CompiledBM25, snapshot: Snapshot, query: Query) -> _Found:
+    def _lists(self, snapshot: Snapshot, query: Query) -> _Found:
         """The query's lists and per-term counts for the kernel, with the plan's counts (:class:`_Found`).
 
         Its ``lists`` are ``None`` when nothing matches. The numpy path's
@@ -485,7 +486,7 @@ class BM25Scorer:
         if len(distinct) != len(terms):
             counts = Counter(terms)
             query_tf = np.array([counts[term] for term in distinct], dtype=np.float64)
-        lists = bm25_kernel.gather(library, snapshot, distinct)
+        lists = layout.gather(snapshot, distinct)
         # The plan's counts from this snapshot's live df (before the collection's replaces it).
         frequencies = lists.doc_freq.tolist()
         matched, postings = len(frequencies) - frequencies.count(0), sum(frequencies)
@@ -511,20 +512,22 @@ class BM25Scorer:
 
     def _score_compiled(
         self,
-        library: bm25_kernel.CompiledBM25,
+        library: kernel.CompiledBM25,
         snapshot: Snapshot,
         query: Query,
         k: int,
         allowed: NDArray[np.bool_] | None = None,
     ) -> Stream:
-        """:meth:`score` through the compiled kernel (:mod:`weftsearch.engine.bm25_kernel`).
+        """:meth:`score` through the compiled kernel (:mod:`weftsearch.native.bm25`).
+
+        The kernel reads the lists :mod:`weftsearch.scorers.bm25.lists` lays out.
 
         Same terms, weights and formula as the numpy path, so the same
         documents, scores to the bit and order; it reads the postings straight
         from the segments (no per-term cache) and skips blocks of postings that
         cannot reach the k-th score. O(lists + scored postings * log k).
         """
-        found = self._lists(library, snapshot, query)
+        found = self._lists(snapshot, query)
         segments = len(snapshot.parts)
         lists = found.lists
         if lists is None:
@@ -534,7 +537,7 @@ class BM25Scorer:
         # The numpy path's weights (the same numpy expressions, so the same bits).
         weights = self._weights(found.query_tf, lucene_idf(snapshot.collection_n_docs, lists.doc_freq))
         avgdl = self._avgdl(snapshot)
-        ids, scores, stats = bm25_kernel.search(
+        ids, scores, stats = layout.search(
             library, snapshot, lists, weights, self.k1, self.b, avgdl, k, allowed
         )
         plan = _compiled_plan(found.terms, found.matched, segments, found.postings, stats)
@@ -547,7 +550,7 @@ class BM25Scorer:
         :func:`~weftsearch.engine.search.search_snapshot_many`). Where the
         compiled kernel and its batch entry point are loaded, every query
         with a matching term is scored in one call to ``_bm25.c`` that holds
-        no GIL for the whole batch (:func:`~weftsearch.engine.bm25_kernel.search_many`),
+        no GIL for the whole batch (:func:`~weftsearch.scorers.bm25.lists.search_many`),
         on snapshots of 20,000 documents or more, and on smaller ones for
         ``k`` up to 10 (beyond that numpy is faster there); elsewhere each
         query goes through :meth:`score`. Each stream is what :meth:`score` returns for that
@@ -556,21 +559,21 @@ class BM25Scorer:
         own plan (:data:`PLAN_KEYS`; the kernel counts each query of a batch apart).
         """
         k = check_k(k)
-        library = bm25_kernel.compiled_bm25()
+        library = kernel.compiled_bm25()
         small = snapshot.n_docs < _COMPILED_FROM_DOCS and k > _BATCH_COMPILED_MAX_K
-        if library is None or small or not bm25_kernel.search_many_available():
+        if library is None or small or not kernel.top_k_batch_available():
             return [self.score(snapshot, query, k) for query in queries]
         segments = len(snapshot.parts)
         streams: dict[int, Stream] = {}  # by position in queries
         positions: list[int] = []
-        lists: list[bm25_kernel.QueryLists] = []
+        lists: list[layout.QueryLists] = []
         counts: list[NDArray[np.float64] | None] = []
         batched: list[_Found] = []
         for position, query in enumerate(queries):
             if query.filter is not None:  # a filtered query takes score()'s filtered path
                 streams[position] = self.score(snapshot, query, k)
                 continue
-            found = self._lists(library, snapshot, query)
+            found = self._lists(snapshot, query)
             if found.lists is None:
                 plan = _compiled_plan(found.terms, found.matched, segments, found.postings, None)
                 streams[position] = Stream.empty(plan=plan)
@@ -590,7 +593,7 @@ class BM25Scorer:
                 stop = start + int(entry.doc_freq.shape[0])
                 weights.append(self._weights(query_tf, idf[start:stop]))
                 start = stop
-            results = bm25_kernel.search_many(
+            results = layout.search_many(
                 library, snapshot, lists, weights, self.k1, self.b, self._avgdl(snapshot), k
             )
             for position, found, (ids, scores, stats) in zip(positions, batched, results, strict=True):
@@ -603,7 +606,7 @@ class BM25Scorer:
 
         On snapshots of 20,000 documents or more, runs compiled with
         block-max early termination and without the GIL where the kernel is
-        available (:func:`~weftsearch.engine.bm25_kernel.compiled_bm25`; set
+        available (:func:`~weftsearch.native.bm25.compiled_bm25`; set
         ``WEFTSEARCH_NO_COMPILED_BM25=1`` to force numpy); otherwise through
         numpy, which is faster on small snapshots for a search alone, unless
         another search runs in this process meanwhile
@@ -623,7 +626,7 @@ class BM25Scorer:
         # matching documents with a query term). Same scores to the bit.
         allowed = snapshot.allowed(query)
         if snapshot.n_docs >= _COMPILED_FROM_DOCS or searches_in_flight() > 1:
-            library = bm25_kernel.compiled_bm25()
+            library = kernel.compiled_bm25()
             if library is not None:
                 return self._score_compiled(library, snapshot, query, k, allowed)
         return self._score_numpy(snapshot, query, k, allowed)

@@ -149,7 +149,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "weftsearch._analysis", "The english analyzer's compiled inner loop.", -1, methods,
+    PyModuleDef_HEAD_INIT, "weftsearch.native._analysis", "The english analyzer's compiled inner loop.", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

@@ -1,4 +1,4 @@
-"""The english analyzer's compiled inner loop (src/weftsearch/_analysis.c)."""
+"""The english analyzer's compiled inner loop (src/weftsearch/native/_analysis.c)."""
 
 from collections.abc import Callable
 

@@ -1,4 +1,4 @@
-"""Inner products of one vector with chosen rows of a matrix, row by row, through faiss.
+"""The vector scan's kernels: inner products of one vector with chosen rows of a matrix, row by row.
 
 Why faiss and not numpy: a vector score must not depend on which other rows
 were computed with it (otherwise a merge, a reopen or a different probe would
@@ -20,16 +20,15 @@ that calls the very faiss function ``fvec_inner_products_by_idx`` calls per
 row. Why: the arithmetic of a small probe takes microseconds, and the numpy
 version of the same step was about 25 numpy calls of 1-3 us each around it.
 The compiled scan is optional (built where a C compiler is, turned off by
-:data:`DISABLE_VARIABLE`); the numpy path gives the same results to the bit.
+:data:`DISABLE_VARIABLE`, see :mod:`weftsearch.native`); the numpy path gives the
+same results to the bit. Everything here is over arrays: the vector scorer
+decides which blocks, rows and lists a query reads.
 """
 
 from __future__ import annotations
 
 import ctypes
-import importlib.machinery
 import itertools
-import os
-import threading
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -39,6 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.errors import CorruptIndexError, InvalidParameterError
+from weftsearch.native.loader import SCAN_SWITCH, Scratch, load_library
 
 __all__ = ["RowKernel", "ScanKernel", "inner_products", "compiled_scan_available"]
 
@@ -174,7 +174,7 @@ def _half_decoder(dim: int) -> Callable[..., Any] | None:
 _FAISS_DOT_SYMBOL = "_ZN5faiss18fvec_inner_productEPKfS1_m"
 
 #: Set to ``1`` to turn the compiled scan off (the numpy path computes the same bits).
-DISABLE_VARIABLE = "WEFTSEARCH_NO_COMPILED_SCAN"
+DISABLE_VARIABLE = SCAN_SWITCH
 
 _POINTER = ctypes.c_void_p
 _INT = ctypes.c_int64
@@ -182,15 +182,6 @@ _INT = ctypes.c_int64
 #: ``weft_probe_scan``'s error returns (``_probe.c``): out of memory, and arguments no block has.
 _NO_MEMORY = -1
 _BAD_ARGUMENT = -2
-
-
-def _library_path() -> Path | None:
-    here = Path(__file__).resolve().parents[1]
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        candidate = here / f"_probe{suffix}"
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def _faiss_dot_address() -> int | None:
@@ -217,20 +208,16 @@ def _compiled_scan() -> tuple[Callable[..., int], int] | None:
     ``None`` when turned off (:data:`DISABLE_VARIABLE`), when the library was
     not built (no C compiler at install time), when this faiss does not export
     its row kernel, or when a self-check finds the compiled scan's scores
-    differ in any bit from :func:`inner_products` divided by the norms: the two
-    paths must agree exactly, so a mismatch turns the fast one off rather than
-    letting results depend on which ran.
+    differ in any bit from :func:`inner_products` divided by the norms (see
+    :func:`~weftsearch.native.loader.load_library`).
     """
-    if os.environ.get(DISABLE_VARIABLE, "") not in ("", "0"):
-        return None
-    path = _library_path()
-    if path is None:
-        return None
-    try:
-        function = ctypes.CDLL(str(path)).weft_probe_scan
-        dot = _faiss_dot_address()
-    except (OSError, AttributeError):
-        return None
+    return load_library("_probe", _bind_scan, _agrees_with_numpy)
+
+
+def _bind_scan(library: ctypes.CDLL) -> tuple[Callable[..., int], int] | None:
+    """``weft_probe_scan`` with its argument types, and faiss's row kernel address (``None``: no kernel)."""
+    function = library.weft_probe_scan
+    dot = _faiss_dot_address()
     if dot is None:
         return None
     # dot, query, dim, matrix, half, rows, divisors, ids, centroids, offsets,
@@ -238,8 +225,7 @@ def _compiled_scan() -> tuple[Callable[..., int], int] | None:
     function.argtypes = [_POINTER, _POINTER, _INT, _POINTER, _INT, _INT, _POINTER, _POINTER]
     function.argtypes += [_POINTER, _POINTER, _INT, _INT, _INT, _POINTER, _POINTER, _INT]
     function.restype = _INT
-    bound: tuple[Callable[..., int], int] = (function, dot)
-    return bound if _agrees_with_numpy(bound) else None
+    return function, dot
 
 
 @cache
@@ -251,19 +237,22 @@ def _compiled_rows_scan() -> Callable[..., int] | None:
     norms on every row of a sample, chosen rows in order.
     """
     compiled = _compiled_scan()
-    path = _library_path()
-    if compiled is None or path is None:
+    if compiled is None:
         return None
-    try:
-        function = ctypes.CDLL(str(path)).weft_rows_scan
-    except (OSError, AttributeError):  # a library built before the function existed
-        return None
+    return load_library(
+        "_probe", _bind_rows_scan, lambda rows_scan: _rows_agree_with_numpy(compiled, rows_scan)
+    )
+
+
+def _bind_rows_scan(library: ctypes.CDLL) -> Callable[..., int]:
+    """``weft_rows_scan`` with its argument types (``AttributeError``: a library built before it existed)."""
+    function = library.weft_rows_scan
     # dot, query, dim, matrix, half, row_count, norms, ids, rows, row_total, k, ids_out,
     # scores_out, out_capacity (see _probe.c).
     function.argtypes = [_POINTER, _POINTER, _INT, _POINTER, _INT, _INT, _POINTER, _POINTER]
     function.argtypes += [_POINTER, _INT, _INT, _POINTER, _POINTER, _INT]
     function.restype = _INT
-    return function if _rows_agree_with_numpy(compiled, function) else None
+    return function
 
 
 def _rows_agree_with_numpy(compiled: tuple[Callable[..., int], int], rows_scan: Callable[..., int]) -> bool:
@@ -310,36 +299,7 @@ def compiled_scan_available() -> bool:
     return _compiled_scan() is not None
 
 
-class _Scratch(threading.local):
-    """Each thread's buffers for the compiled scan (query, results), grown on demand, with their addresses."""
-
-    def __init__(self) -> None:
-        self.capacity = 0
-        self.ids = np.empty(0, dtype=np.int64)
-        self.scores = np.empty(0, dtype=np.float64)
-        self.ids_address = 0
-        self.scores_address = 0
-        self.query = np.empty(0, dtype=np.float32)
-        self.query_address = 0
-        self.reserve(256)
-
-    def reserve(self, results: int) -> None:
-        """Room for at least ``results`` results."""
-        if results > self.capacity:
-            self.capacity = max(results, 2 * self.capacity)
-            self.ids = np.empty(self.capacity, dtype=np.int64)
-            self.scores = np.empty(self.capacity, dtype=np.float64)
-            self.ids_address = self.ids.ctypes.data
-            self.scores_address = self.scores.ctypes.data
-
-    def query_of_width(self, dim: int) -> NDArray[np.float32]:
-        if self.query.shape[0] != dim:
-            self.query = np.empty(dim, dtype=np.float32)
-            self.query_address = self.query.ctypes.data
-        return self.query
-
-
-_scratch = _Scratch()
+_scratch = Scratch()
 
 
 class ScanKernel:

@@ -11,7 +11,7 @@
  * The inner product is not computed here: the caller passes faiss's own
  * fvec_inner_product, the function faiss's fvec_inner_products_by_idx calls
  * per row, so every score is the same bits as on the numpy path
- * (weftsearch.engine.kernels) and a document's score never depends on the
+ * (weftsearch.native.scan) and a document's score never depends on the
  * path that found it. Division is plain IEEE float division (built with
  * -ffp-contract=off, no fast-math), as numpy's float32 divide.
  *
@@ -42,7 +42,7 @@
 #define WEFT_X86 1
 #endif
 
-/* Return codes of weft_probe_scan below 0 (kernels.py maps them to typed errors). */
+/* Return codes of weft_probe_scan below 0 (native/scan.py maps them to typed errors). */
 #define WEFT_NO_MEMORY (-1)
 #define WEFT_BAD_ARGUMENT (-2)
 
@@ -115,41 +115,10 @@ typedef struct {
 static int worse(scored_id a, scored_id b) { return a.score < b.score || (a.score == b.score && a.id > b.id); }
 
 /*
- * A heap of the best items seen, worst at the root: lists by closeness (ties
- * to the lower list number) and candidates by score share it.
+ * A heap of the best items seen, worst at the root (heap.h): lists by closeness (ties to the
+ * lower list number) and candidates by score share it.
  */
-static void sift_down(scored_id *heap, int64_t size, int64_t at) {
-    /* Overflow: at < size <= k or nprobe, each checked to fit PTRDIFF_MAX / 16: 2 * at + 2 fits. */
-    for (;;) {
-        int64_t left = 2 * at + 1, lowest = at;
-        if (left < size && worse(heap[left], heap[lowest])) lowest = left;
-        if (left + 1 < size && worse(heap[left + 1], heap[lowest])) lowest = left + 1;
-        if (lowest == at) return;
-        scored_id swap = heap[at];
-        heap[at] = heap[lowest];
-        heap[lowest] = swap;
-        at = lowest;
-    }
-}
-
-static void push(scored_id *heap, int64_t *size, scored_id item) {
-    /* Bounds: callers push only while *size < the heap's capacity (k items, or nprobe lists). */
-    int64_t at = (*size)++;
-    heap[at] = item;
-    while (at > 0) {
-        int64_t parent = (at - 1) / 2;
-        if (!worse(heap[at], heap[parent])) return;
-        scored_id swap = heap[at];
-        heap[at] = heap[parent];
-        heap[parent] = swap;
-        at = parent;
-    }
-}
-
-static void replace_root(scored_id *heap, int64_t size, scored_id item) {
-    heap[0] = item;
-    sift_down(heap, size, 0);
-}
+#include "heap.h"
 
 static int compare_id(const void *a, const void *b) {
     int64_t x = ((const scored_id *)a)->id, y = ((const scored_id *)b)->id;

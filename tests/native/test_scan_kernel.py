@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from weftsearch import Document, Index, Query, VectorScorer
-from weftsearch.engine import kernels
-from weftsearch.engine.kernels import ScanKernel, compiled_scan_available, inner_products
 from weftsearch.engine.stream import Stream, at_least_kth
 from weftsearch.errors import CorruptIndexError, InvalidParameterError
+from weftsearch.native import scan as kernels
+from weftsearch.native.loader import library_path
+from weftsearch.native.scan import ScanKernel, compiled_scan_available, inner_products
 
 DISABLED = os.environ.get(kernels.DISABLE_VARIABLE, "") not in ("", "0")
 needs_compiled = pytest.mark.skipif(
@@ -41,7 +42,7 @@ def numpy_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @needs_compiled
 def test_the_compiled_scan_is_built_and_passes_its_self_check() -> None:
     # CI installs with a C compiler: a build that silently fell back would hide here.
-    assert kernels._library_path() is not None
+    assert library_path("_probe") is not None
     assert compiled_scan_available()
 
 
@@ -188,7 +189,7 @@ def test_more_ties_than_the_result_buffer_holds() -> None:
 def test_every_half_widens_as_numpy_widens_it() -> None:
     import ctypes
 
-    path = kernels._library_path()
+    path = library_path("_probe")
     assert path is not None
     widen = ctypes.CDLL(str(path)).weft_widen_halves
     widen.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]

@@ -1,6 +1,6 @@
 /*
  * BM25 top-k over one snapshot's segments in one call, with block-max MaxScore
- * early termination (weftsearch.engine.bm25_kernel is the Python side).
+ * early termination (weftsearch.native.bm25 binds it; weftsearch.scorers.bm25 lays out its lists).
  *
  * Why C, why ctypes: the numpy path (weftsearch.scorers.bm25) must touch every
  * posting of every query term; this one skips blocks of postings that cannot
@@ -421,6 +421,11 @@ static inline int seek_exact(cursor *c, uint32_t target) {
     return 1;
 }
 
+/* a ranks below b: a lower score (ties are settled after the selection, by id: compare_scored). */
+static int worse(scored_id a, scored_id b) { return a.score < b.score; }
+
+#include "heap.h"
+
 typedef struct {
     int64_t k, heap_size, stored, capacity;
     scored_id *heap;
@@ -428,42 +433,13 @@ typedef struct {
     int failed;
 } selection;
 
-static void sift_down(scored_id *heap, int64_t size, int64_t at) {
-    for (;;) {
-        int64_t left = 2 * at + 1, lowest = at;
-        if (left < size && heap[left].score < heap[lowest].score) lowest = left;
-        if (left + 1 < size && heap[left + 1].score < heap[lowest].score) lowest = left + 1;
-        if (lowest == at) return;
-        scored_id swap = heap[at];
-        heap[at] = heap[lowest];
-        heap[lowest] = swap;
-        at = lowest;
-    }
-}
-
-static void push(scored_id *heap, int64_t *size, scored_id item) {
-    int64_t at = (*size)++;
-    heap[at] = item;
-    while (at > 0) {
-        int64_t parent = (at - 1) / 2;
-        if (!(heap[at].score < heap[parent].score)) return;
-        scored_id swap = heap[at];
-        heap[at] = heap[parent];
-        heap[parent] = swap;
-        at = parent;
-    }
-}
-
 /* Offer one scored document; returns the threshold (the k-th best so far, or -inf while fewer than k). */
 static double offer(selection *sel, double score, int64_t id) {
     scored_id item = {score, id};
     if (sel->heap_size < sel->k) {
         push(sel->heap, &sel->heap_size, item);
     } else if (score >= sel->heap[0].score) {
-        if (score > sel->heap[0].score) {
-            sel->heap[0] = item;
-            sift_down(sel->heap, sel->heap_size, 0);
-        }
+        if (score > sel->heap[0].score) replace_root(sel->heap, sel->heap_size, item);
     } else {
         return sel->heap[0].score;
     }
@@ -491,24 +467,480 @@ static int compare_scored(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* A document's length norm k1 * (1 - b + b * len / avgdl): the Python side's expression for the parts' norms. */
+static inline double length_norm(double length, double k1, double b, double avgdl) {
+    return k1 * (1.0 - b + b * length / avgdl);
+}
+
+/*
+ * One posting's share of a score, (tf * (k1 + 1)) / (tf + norm) * w, in numpy's order of operations.
+ * The one formula of both the contribution (a posting's tf and its document's norm) and a block's
+ * bound (the block's largest tf and the norm of its smallest length), so the bound is the
+ * contribution of the block's best possible posting.
+ */
+static inline double weighted_impact(double tf, double norm, double k1, double weight) {
+    return tf * (k1 + 1.0) / (tf + norm) * weight;
+}
+
 /* The bound of block `block` of a list, before the margin: w * impact(max_tf, min_len). */
 static double block_bound(const cursor *c, int64_t block, double k1, double b, double avgdl, double scale) {
-    double tf = (double)c->max_tf[block];
-    double norm = k1 * (1.0 - b + b * (double)c->min_len[block] / avgdl);
-    return tf * (k1 + 1.0) / (tf + norm) * c->weight * scale;
+    double norm = length_norm((double)c->min_len[block], k1, b, avgdl);
+    return weighted_impact((double)c->max_tf[block], norm, k1, c->weight) * scale;
 }
 
-/* A posting's contribution, in numpy's order of operations: (tf * (k1 + 1)) / (tf + norm) * w. */
+/* A posting's contribution: its weighted impact with its document's norm. */
 static inline double contribution(const cursor *c, uint32_t id, uint32_t tf_raw, const double *norms, double k1) {
-    double tf = (double)tf_raw;
-    return tf * (k1 + 1.0) / (tf + norms[id]) * c->weight;
+    return weighted_impact((double)tf_raw, norms[id], k1, c->weight);
 }
 
-/* Counted in locals (registers), written to stats once at the end. */
+/* Counted in the walk's counters, written to stats once at the end. */
 static inline void count_scored(cursor *c, int64_t pos, int64_t *postings_scored, int64_t *blocks_scored) {
     int64_t block = pos >> WEFT_BLOCK_SHIFT;
     ++*postings_scored;
     if (block != c->scored_block) c->scored_block = block, ++*blocks_scored;
+}
+
+/*
+ * One query's traversal state: the call's arguments, the working memory (sized by the part with
+ * the most lists), the selection and the running threshold, and what was read.
+ */
+typedef struct {
+    const list_desc *lists;
+    int64_t n_lists;
+    const double *weights;
+    double k1, b, avgdl, bound_scale, margin;
+    selection sel;
+    double threshold;
+    int corrupt; /* the index + 1 of a list found corrupt, else 0 */
+    cursor *cursors;
+    lane *lanes;    /* each cursor's main and exact decoded block */
+    int64_t *order; /* live lists of the window, by ascending bound */
+    /* cum[e]: the bounds of order[0 ..< e] summed by additions only (a running difference could round below). */
+    double *cum;
+    double *partial; /* essential lists' sum per document of the window */
+    /* Every block's bound and first word, computed once per query: total blocks <= total postings. */
+    double *bounds;
+    int64_t *word_starts;
+    int64_t bounds_used;
+    int64_t postings_scored, blocks_scored, documents_scored;
+    uint64_t seen[WEFT_WINDOW / 64]; /* the window's candidates: documents of an essential list */
+} walk;
+
+/* One part being walked: its documents' norms and id map, and its lists' cursors (w->cursors[0 ..< n]). */
+typedef struct {
+    const part_desc *part;
+    const double *norms;
+    const int64_t *to_global;
+    int64_t n;
+} part_walk;
+
+/*
+ * Check the arguments and measure the call: -2 when any is out of range, else 0 with the postings
+ * of all lists in *total and the most lists of one part in *largest_part. Writes stats[0] (blocks)
+ * and stats[2] (postings).
+ */
+static int64_t check_lists(const list_desc *lists, int64_t n_lists, int64_t n_parts, int64_t m, int64_t k,
+                           int64_t out_capacity, double k1, double b, double avgdl, int64_t *stats, int64_t *total,
+                           int64_t *largest_part) {
+    if (n_lists < 0 || n_parts < 0 || m <= 0 || k <= 0 || out_capacity < 0 || !(avgdl > 0.0) || !(k1 >= 0.0) ||
+        !(b >= 0.0 && b <= 1.0) || m > (int64_t)(SIZE_MAX / 4 / sizeof(cursor)))
+        return -2;
+    *total = 0;
+    *largest_part = 0;
+    for (int64_t i = 0; i < n_lists; i++) {
+        const list_desc *l = &lists[i];
+        if (l->count <= 0 || l->term < 0 || l->term >= m || l->part < 0 || l->part >= n_parts || l->words < 0 ||
+            l->count > INT64_MAX - WEFT_BLOCK || l->n_blocks != (l->count + WEFT_BLOCK - 1) / WEFT_BLOCK ||
+            (i > 0 && l->part < lists[i - 1].part) ||
+            (i > 0 && l->part == lists[i - 1].part && l->term <= lists[i - 1].term))
+            return -2;
+        if (l->count > INT64_MAX - *total) return -2;
+        *total += l->count;
+        stats[0] += l->n_blocks;
+    }
+    stats[2] = *total;
+    for (int64_t p = 0, i = 0; p < n_parts; p++) {
+        int64_t in_part = 0;
+        while (i < n_lists && lists[i].part == p) in_part++, i++;
+        if (in_part > m) return -2;
+        if (in_part > *largest_part) *largest_part = in_part;
+    }
+    return 0;
+}
+
+/* Allocate the walk's working memory for k results and parts of up to `largest_part` lists; 0: out of memory. */
+static int walk_alloc(walk *w, int64_t k, int64_t largest_part) {
+    w->sel = (selection){k, 0, 0, 64, NULL, NULL, 0};
+    w->sel.heap = malloc((size_t)k * sizeof(scored_id));
+    w->sel.store = malloc((size_t)w->sel.capacity * sizeof(scored_id));
+    size_t width = (size_t)(largest_part > 0 ? largest_part : 1);
+    w->cursors = malloc(width * sizeof(cursor));
+    w->lanes = malloc(2 * width * sizeof(lane));
+    w->order = malloc(width * sizeof(int64_t));
+    w->cum = malloc((width + 1) * sizeof(double));
+    w->partial = malloc(WEFT_WINDOW * sizeof(double));
+    int64_t total_blocks = 0;
+    for (int64_t i = 0; i < w->n_lists; i++) total_blocks += w->lists[i].n_blocks;
+    size_t block_slots = (size_t)(total_blocks > 0 ? total_blocks : 1);
+    w->bounds = (uint64_t)total_blocks > SIZE_MAX / sizeof(double) ? NULL : malloc(block_slots * sizeof(double));
+    w->word_starts =
+        (uint64_t)total_blocks > SIZE_MAX / sizeof(int64_t) ? NULL : malloc(block_slots * sizeof(int64_t));
+    return w->sel.heap && w->sel.store && w->cursors && w->lanes && w->order && w->cum && w->partial &&
+           w->bounds && w->word_starts;
+}
+
+static void walk_free(walk *w) {
+    free(w->word_starts);
+    free(w->bounds);
+    free(w->partial);
+    free(w->cum);
+    free(w->order);
+    free(w->lanes);
+    free(w->cursors);
+    free(w->sel.store);
+    free(w->sel.heap);
+}
+
+/*
+ * Open a cursor on each list of part p (lists[first ..], the part's run), computing its blocks'
+ * bounds and first words. Returns the number opened; sets w->corrupt (and stops) at a list whose
+ * block table is corrupt.
+ */
+static int64_t open_cursors(walk *w, int64_t p, int64_t first, const part_desc *part) {
+    int64_t n = 0;
+    while (first + n < w->n_lists && w->lists[first + n].part == p) {
+        const list_desc *l = &w->lists[first + n];
+        cursor *c = &w->cursors[n];
+        c->data = (const uint32_t *)(uintptr_t)l->data;
+        c->last = (const uint32_t *)(uintptr_t)l->meta;
+        c->max_tf = c->last + l->n_blocks;
+        c->min_len = c->max_tf + l->n_blocks;
+        c->widths = c->min_len + l->n_blocks;
+        c->count = l->count;
+        c->words = l->words;
+        c->n_blocks = l->n_blocks;
+        c->pos = 0;
+        c->exact_pos = 0;
+        c->resolved = 0;
+        c->pending = 0;
+        c->term = l->term;
+        c->list = first + n;
+        c->scored_block = -1;
+        c->weight = w->weights[l->term];
+        c->bounds = w->bounds + w->bounds_used;
+        c->word_start = w->word_starts + w->bounds_used;
+        c->main = &w->lanes[2 * n];
+        c->exact = &w->lanes[2 * n + 1];
+        c->main->block = c->exact->block = -1;
+        c->exact_from = c->exact;
+        c->corrupt = &w->corrupt;
+        w->bounds_used += l->n_blocks;
+        /*
+         * The traversal moves forward by the blocks' last ids: they must increase, or a seek
+         * could stand still for ever, and the largest must be a document of the part (every
+         * decoded id is checked to end at its block's last id, so none is larger). Every
+         * block's run must lie inside the list's words. The reader checks all of this and more
+         * at a term's first use (docs/FORMAT.md, "Compressed postings"); this O(blocks) check,
+         * in the pass that computes the bounds and first words (one pass over the table, not
+         * two) and before any of the list's blocks is read, keeps the kernel safe whoever
+         * calls it.
+         */
+        int64_t word = 0;
+        for (int64_t block = 0; block < c->n_blocks; block++) {
+            uint32_t widths = c->widths[block];
+            if ((widths & 0xFF) > 32 || ((widths >> 8) & 0xFF) > 32 || (widths >> 16) != 0 ||
+                (block > 0 && c->last[block] <= c->last[block - 1])) {
+                w->corrupt = (int)(c->list + 1);
+                break;
+            }
+            c->bounds[block] = block_bound(c, block, w->k1, w->b, w->avgdl, w->bound_scale);
+            c->word_start[block] = word;
+            int64_t count = block_count(c, block);
+            word += run_words(count, widths & 0xFF) + run_words(count, (widths >> 8) & 0xFF);
+        }
+        if (!w->corrupt && (word != c->words || (int64_t)c->last[c->n_blocks - 1] >= part->n_docs))
+            w->corrupt = (int)(c->list + 1);
+        if (w->corrupt) break;
+        pend(c, 0, 0); /* at the first block, its first id read from its run */
+        n++;
+    }
+    return n;
+}
+
+/*
+ * The next window [*low, *high]: from the smallest current id (a lower bound of it, for a cursor
+ * whose block is not decoded) to the end of the first current block to end, so every list's
+ * postings in it lie in its current block, whose bound therefore bounds them. Then widened to at
+ * least WEFT_MIN_WINDOW ids once there is a threshold (until k documents are scored windows stay
+ * one block narrow), and cut to at most WEFT_WINDOW. Returns 0 when every list is past its end
+ * (or one is corrupt).
+ */
+static int next_window(const walk *w, const part_walk *pw, int64_t *low, int64_t *high) {
+    *low = -1;
+    *high = -1;
+    for (int64_t j = 0; j < pw->n; j++) {
+        const cursor *c = &w->cursors[j];
+        if (c->pos >= c->count) continue;
+        int64_t id = lower_id(c), end = c->last[c->pos >> WEFT_BLOCK_SHIFT];
+        if (*low < 0 || id < *low) *low = id;
+        if (*high < 0 || end < *high) *high = end;
+    }
+    if (*low < 0 || w->corrupt) return 0;
+    if (w->threshold > -INFINITY && *high < *low + WEFT_MIN_WINDOW - 1) *high = *low + WEFT_MIN_WINDOW - 1;
+    if (*high > *low + WEFT_WINDOW - 1) *high = *low + WEFT_WINDOW - 1;
+    return 1;
+}
+
+/*
+ * Each live list's bound over the window (the largest bound of its blocks that overlap it; 0 for
+ * a list with no posting there), the live lists in w->order by ascending bound. Returns how many
+ * lists are live, and their bounds' sum in *sum.
+ */
+static int64_t window_bounds(walk *w, const part_walk *pw, int64_t high, double *sum) {
+    int64_t live = 0;
+    *sum = 0.0;
+    for (int64_t j = 0; j < pw->n; j++) {
+        cursor *c = &w->cursors[j];
+        c->window_bound = 0.0;
+        if (c->pos >= c->count || lower_id(c) > high) continue;
+        int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
+        double bound = c->bounds[block];
+        while (block + 1 < c->n_blocks && c->last[block] < high) {
+            block++;
+            if (c->bounds[block] > bound) bound = c->bounds[block];
+        }
+        c->window_bound = bound;
+        *sum += c->window_bound;
+        int64_t at = live++; /* insertion into order, ascending bound */
+        while (at > 0 && w->cursors[w->order[at - 1]].window_bound > c->window_bound) {
+            w->order[at] = w->order[at - 1];
+            at--;
+        }
+        w->order[at] = j;
+    }
+    return live;
+}
+
+/*
+ * The essential / non-essential split (MaxScore): the non-essential lists are the longest prefix
+ * of w->order whose bounds sum below the threshold (a document in those alone cannot enter the
+ * top k); fills w->cum with the prefix sums and returns the index of the first essential list.
+ */
+static int64_t split_essential(walk *w, int64_t live) {
+    double *cum = w->cum;
+    cum[0] = 0.0;
+    for (int64_t e = 0; e < live; e++) cum[e + 1] = cum[e] + w->cursors[w->order[e]].window_bound;
+    int64_t essential = 0;
+    while (essential < live && cum[essential + 1] * w->margin < w->threshold) essential++;
+    return essential;
+}
+
+/*
+ * Read an essential list through the window, block by block (a tight loop over each decoded
+ * block's postings there): every posting makes its document a candidate and adds to its
+ * partial sum.
+ */
+static void read_essential(walk *w, cursor *c, int64_t low, int64_t high, const double *norms) {
+    uint64_t *seen = w->seen;
+    double *partial = w->partial;
+    double k1 = w->k1;
+    while (c->pos < c->count && lower_id(c) <= high) {
+        if (!resolve(c)) break;
+        if (c->pos >= c->count) break;
+        int64_t block = c->pos >> WEFT_BLOCK_SHIFT, start = block << WEFT_BLOCK_SHIFT;
+        int64_t i = c->pos - start, n = block_count(c, block);
+        const uint32_t *ids = c->main->ids;
+        const uint32_t *tfs = i < n && (int64_t)ids[i] <= high ? block_tfs(c, c->main) : NULL;
+        if (i < n && (int64_t)ids[i] <= high && block != c->scored_block)
+            c->scored_block = block, w->blocks_scored++;
+        int64_t from = i;
+        for (; i < n && (int64_t)ids[i] <= high; i++) {
+            int64_t at = (int64_t)ids[i] - low;
+            uint64_t bit = (uint64_t)1 << (at & 63);
+            if (!(seen[at >> 6] & bit)) {
+                seen[at >> 6] |= bit;
+                partial[at] = 0.0;
+            }
+            partial[at] += contribution(c, ids[i], tfs[i], norms, k1);
+        }
+        w->postings_scored += i - from;
+        c->pos = start + i;
+        if (i < n) break; /* the next id is past the window: still resolved */
+        if (c->pos < c->count) pend(c, block + 1, (int64_t)c->last[block] + 1);
+    }
+}
+
+/* Read a non-essential list through the window, adding only to the partial sums of candidates. */
+static void read_candidates(walk *w, cursor *c, int64_t low, int64_t high, const double *norms) {
+    const uint64_t *seen = w->seen;
+    double *partial = w->partial;
+    double k1 = w->k1;
+    while (c->pos < c->count && lower_id(c) <= high) {
+        if (!resolve(c)) break;
+        if (c->pos >= c->count) break;
+        int64_t block = c->pos >> WEFT_BLOCK_SHIFT, start = block << WEFT_BLOCK_SHIFT;
+        int64_t i = c->pos - start, n = block_count(c, block);
+        const uint32_t *ids = c->main->ids;
+        const uint32_t *tfs = i < n && (int64_t)ids[i] <= high ? block_tfs(c, c->main) : NULL;
+        for (; i < n && (int64_t)ids[i] <= high; i++) {
+            int64_t at = (int64_t)ids[i] - low;
+            if (seen[at >> 6] & ((uint64_t)1 << (at & 63))) {
+                partial[at] += contribution(c, ids[i], tfs[i], norms, k1);
+                count_scored(c, start + i, &w->postings_scored, &w->blocks_scored);
+            }
+        }
+        c->pos = start + i;
+        if (i < n) break;
+        if (c->pos < c->count) pend(c, block + 1, (int64_t)c->last[block] + 1);
+    }
+}
+
+/*
+ * Probing a non-essential list costs a seek per candidate; reading it through the window costs a
+ * division per posting. From the highest-bound non-essential list down, read each one whose
+ * postings in the window are fewer than WEFT_PROBE_COST times the candidates (adding only to
+ * candidates: a document no essential list holds is below the threshold anyway). Returns how
+ * many non-essential lists are left to probe.
+ */
+static int64_t read_cheap_lists(walk *w, int64_t essential, int64_t low, int64_t high, const double *norms) {
+    int64_t candidates = 0;
+    for (int64_t word = 0; word <= (high - low) >> 6; word++) candidates += __builtin_popcountll(w->seen[word]);
+    while (essential > 0) {
+        cursor *c = &w->cursors[w->order[essential - 1]];
+        int64_t last_block = c->pos >> WEFT_BLOCK_SHIFT;
+        while (last_block + 1 < c->n_blocks && c->last[last_block] < high) last_block++;
+        int64_t in_window = ((last_block + 1) << WEFT_BLOCK_SHIFT) - c->pos;
+        if (in_window > WEFT_PROBE_COST * candidates) break;
+        read_candidates(w, c, low, high, norms);
+        essential--;
+    }
+    return essential;
+}
+
+/*
+ * Probe the non-essential lists (w->order[0 ..< essential]) for candidate `doc`, highest bound
+ * first, adding what each holds to *bound (the partial score); before each list, the partial
+ * score plus the lists left, and then plus the bound of the one block that could hold doc, is
+ * compared with the threshold. Returns 1 when doc cannot reach the threshold (pruned); a corrupt
+ * block stops the probe (w->corrupt says so).
+ */
+static int probe(walk *w, int64_t essential, int64_t doc, const double *norms, double *bound) {
+    const double *cum = w->cum;
+    double margin = w->margin, threshold = w->threshold;
+    for (int64_t e = essential - 1; e >= 0; e--) {
+        if ((*bound + cum[e + 1]) * margin < threshold) return 1;
+        cursor *c = &w->cursors[w->order[e]];
+        /*
+         * The bound of the one block that could hold doc is often well below the window's: check
+         * it before decoding or reading any posting (ids of block ends only; all sums are
+         * additions, so the margin still covers them).
+         */
+        int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
+        while (block < c->n_blocks && c->last[block] < doc) block++;
+        if (block >= c->n_blocks) continue; /* past its last id: contributes nothing */
+        if ((*bound + cum[e] + c->bounds[block]) * margin < threshold) return 1;
+        seek_lazy(c, (uint32_t)doc);
+        if (c->pos < c->count && lower_id(c) <= doc) {
+            if (!resolve(c)) return 0;
+            if (c->pos < c->count && id_now(c) == doc) {
+                *bound += contribution(c, (uint32_t)doc, tf_now(c), norms, w->k1);
+                count_scored(c, c->pos, &w->postings_scored, &w->blocks_scored);
+            }
+        }
+    }
+    return 0;
+}
+
+/* The exact score of doc: its contributions summed in sorted term order (cursor order). */
+static double score_exact(const part_walk *pw, cursor *cursors, int64_t doc, double k1) {
+    double score = 0.0;
+    for (int64_t j = 0; j < pw->n; j++) {
+        cursor *c = &cursors[j];
+        if (!seek_exact(c, (uint32_t)doc)) break;
+        if (c->exact_pos < c->count && c->exact_from->ids[c->exact_pos & (WEFT_BLOCK - 1)] == doc)
+            score += contribution(c, (uint32_t)doc, tf_at(c, c->exact_from, c->exact_pos & (WEFT_BLOCK - 1)),
+                                  pw->norms, k1);
+    }
+    return score;
+}
+
+/*
+ * The window's candidates in id order (clearing w->seen as it goes): skip the deleted, probe the
+ * non-essential lists, score exactly the ones that may still reach the threshold and offer them
+ * to the selection, which raises the threshold. Stops at a corrupt block or a failed selection.
+ */
+static void score_candidates(walk *w, const part_walk *pw, int64_t essential, int64_t low, int64_t high) {
+    for (int64_t word = 0; word <= (high - low) >> 6 && !w->corrupt; word++) {
+        uint64_t bits = w->seen[word];
+        w->seen[word] = 0;
+        while (bits && !w->corrupt) {
+            int64_t at = word * 64 + __builtin_ctzll(bits);
+            bits &= bits - 1;
+            int64_t doc = low + at;
+            if (pw->to_global != NULL && pw->to_global[doc] < 0) continue; /* deleted */
+            double bound = w->partial[at];
+            int pruned = probe(w, essential, doc, pw->norms, &bound);
+            if (w->corrupt) break;
+            if (pruned || bound * w->margin < w->threshold) continue;
+            double score = score_exact(pw, w->cursors, doc, w->k1);
+            if (w->corrupt) break;
+            int64_t id = pw->to_global != NULL ? pw->to_global[doc] : pw->part->base + doc;
+            w->threshold = offer(&w->sel, score, id);
+            w->documents_scored++;
+            if (w->sel.failed) return;
+        }
+    }
+}
+
+/*
+ * Walk one part window by window (block-max MaxScore): a window whose bounds sum below the
+ * threshold is skipped whole; otherwise the essential lists are read into partial sums, the cheap
+ * non-essential ones read through, and the candidates probed and scored. Then every list moves
+ * past the window. Stops at a corrupt block or a failed selection.
+ */
+static void walk_part(walk *w, const part_walk *pw) {
+    memset(w->seen, 0, sizeof w->seen);
+    for (;;) {
+        int64_t low, high;
+        if (!next_window(w, pw, &low, &high)) break;
+        double sum;
+        int64_t live = window_bounds(w, pw, high, &sum);
+        if (!(sum * w->margin < w->threshold)) {
+            int64_t essential = split_essential(w, live);
+            for (int64_t e = essential; e < live; e++) read_essential(w, &w->cursors[w->order[e]], low, high, pw->norms);
+            if (w->corrupt) break;
+            if (essential > 0) {
+                essential = read_cheap_lists(w, essential, low, high, pw->norms);
+                if (w->corrupt) break;
+            }
+            score_candidates(w, pw, essential, low, high);
+            if (w->sel.failed) return;
+            if (w->corrupt) break;
+        }
+        /* Past the window: every list moves to its first id after `high`. */
+        if (high >= UINT32_MAX) break;
+        for (int64_t j = 0; j < pw->n; j++) seek_lazy(&w->cursors[j], (uint32_t)(high + 1));
+    }
+}
+
+/*
+ * Every stored document at least the k-th score, counted; when they fit in out_capacity, written
+ * best first (score descending, then internal id ascending). Returns their number.
+ */
+static int64_t collect(selection *sel, int64_t *ids_out, double *scores_out, int64_t out_capacity) {
+    int64_t kept = 0;
+    int full = sel->heap_size == sel->k;
+    double kth = full ? sel->heap[0].score : -INFINITY;
+    for (int64_t i = 0; i < sel->stored; i++)
+        if (sel->store[i].score >= kth) sel->store[kept++] = sel->store[i];
+    if (kept <= out_capacity) {
+        qsort(sel->store, (size_t)kept, sizeof(scored_id), compare_scored);
+        for (int64_t i = 0; i < kept; i++) {
+            ids_out[i] = sel->store[i].id;
+            scores_out[i] = sel->store[i].score;
+        }
+    }
+    return kept;
 }
 
 /*
@@ -538,343 +970,49 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     const list_desc *lists = (const list_desc *)lists_raw;
     const part_desc *parts = (const part_desc *)parts_raw;
     for (int i = 0; i < 5; i++) stats[i] = 0;
-    if (n_lists < 0 || n_parts < 0 || m <= 0 || k <= 0 || out_capacity < 0 || !(avgdl > 0.0) || !(k1 >= 0.0) ||
-        !(b >= 0.0 && b <= 1.0) || m > (int64_t)(SIZE_MAX / 4 / sizeof(cursor)))
-        return -2;
-    /* The candidates that exist bound k: never allocate for more. */
     int64_t total = 0, largest_part = 0;
-    for (int64_t i = 0; i < n_lists; i++) {
-        const list_desc *l = &lists[i];
-        if (l->count <= 0 || l->term < 0 || l->term >= m || l->part < 0 || l->part >= n_parts || l->words < 0 ||
-            l->count > INT64_MAX - WEFT_BLOCK || l->n_blocks != (l->count + WEFT_BLOCK - 1) / WEFT_BLOCK ||
-            (i > 0 && l->part < lists[i - 1].part) ||
-            (i > 0 && l->part == lists[i - 1].part && l->term <= lists[i - 1].term))
-            return -2;
-        if (l->count > INT64_MAX - total) return -2;
-        total += l->count;
-        stats[0] += l->n_blocks;
-    }
-    stats[2] = total;
-    for (int64_t p = 0, i = 0; p < n_parts; p++) {
-        int64_t in_part = 0;
-        while (i < n_lists && lists[i].part == p) in_part++, i++;
-        if (in_part > m) return -2;
-        if (in_part > largest_part) largest_part = in_part;
-    }
+    if (check_lists(lists, n_lists, n_parts, m, k, out_capacity, k1, b, avgdl, stats, &total, &largest_part) != 0)
+        return -2;
     if (total == 0) return 0;
+    /* The candidates that exist bound k: never allocate for more. */
     if (k > total) k = total;
     if ((uint64_t)k > SIZE_MAX / sizeof(scored_id)) return -2;
     /* Lists per part are at most m: never near this, but every size below is checked. */
     if ((uint64_t)largest_part > SIZE_MAX / 2 / sizeof(lane)) return -2;
 
-    double margin = 1.0 + ((double)m + 8.0) * ldexp(1.0, -46);
-    selection sel = {k, 0, 0, 64, NULL, NULL, 0};
-    sel.heap = malloc((size_t)k * sizeof(scored_id));
-    sel.store = malloc((size_t)sel.capacity * sizeof(scored_id));
-    size_t width = (size_t)(largest_part > 0 ? largest_part : 1);
-    cursor *cursors = malloc(width * sizeof(cursor));
-    lane *lanes = malloc(2 * width * sizeof(lane)); /* each cursor's main and exact decoded block */
-    int64_t *order = malloc(width * sizeof(int64_t)); /* live lists of the window, by ascending bound */
-    /* cum[e]: the bounds of order[0 ..< e] summed by additions only (a running difference could round below). */
-    double *cum = malloc((width + 1) * sizeof(double));
-    double *partial = malloc(WEFT_WINDOW * sizeof(double)); /* essential lists' sum per document of the window */
-    /* Every block's bound and first word, computed once per query: total blocks <= total postings. */
-    int64_t total_blocks = 0;
-    for (int64_t i = 0; i < n_lists; i++) total_blocks += lists[i].n_blocks;
-    size_t block_slots = (size_t)(total_blocks > 0 ? total_blocks : 1);
-    double *bounds = (uint64_t)total_blocks > SIZE_MAX / sizeof(double) ? NULL : malloc(block_slots * sizeof(double));
-    int64_t *word_starts =
-        (uint64_t)total_blocks > SIZE_MAX / sizeof(int64_t) ? NULL : malloc(block_slots * sizeof(int64_t));
-    uint64_t seen[WEFT_WINDOW / 64];
+    walk w = {0};
+    w.lists = lists;
+    w.n_lists = n_lists;
+    w.weights = weights;
+    w.k1 = k1;
+    w.b = b;
+    w.avgdl = avgdl;
+    w.bound_scale = bound_scale;
+    w.margin = 1.0 + ((double)m + 8.0) * ldexp(1.0, -46);
+    w.threshold = -INFINITY;
     int64_t result = -1;
-    int corrupt = 0;
-    if (!sel.heap || !sel.store || !cursors || !lanes || !order || !cum || !partial || !bounds || !word_starts)
-        goto done;
-
-    double threshold = -INFINITY;
-    int64_t first = 0, bounds_used = 0, postings_scored = 0, blocks_scored = 0, documents_scored = 0;
-    for (int64_t p = 0; p < n_parts && !sel.failed && !corrupt; p++) {
-        const part_desc *part = &parts[p];
-        const double *norms = (const double *)(uintptr_t)part->norms;
-        const int64_t *to_global = (const int64_t *)(uintptr_t)part->to_global;
-        int64_t n = 0;
-        while (first + n < n_lists && lists[first + n].part == p) {
-            const list_desc *l = &lists[first + n];
-            cursor *c = &cursors[n];
-            c->data = (const uint32_t *)(uintptr_t)l->data;
-            c->last = (const uint32_t *)(uintptr_t)l->meta;
-            c->max_tf = c->last + l->n_blocks;
-            c->min_len = c->max_tf + l->n_blocks;
-            c->widths = c->min_len + l->n_blocks;
-            c->count = l->count;
-            c->words = l->words;
-            c->n_blocks = l->n_blocks;
-            c->pos = 0;
-            c->exact_pos = 0;
-            c->resolved = 0;
-            c->pending = 0;
-            c->term = l->term;
-            c->list = first + n;
-            c->scored_block = -1;
-            c->weight = weights[l->term];
-            c->bounds = bounds + bounds_used;
-            c->word_start = word_starts + bounds_used;
-            c->main = &lanes[2 * n];
-            c->exact = &lanes[2 * n + 1];
-            c->main->block = c->exact->block = -1;
-            c->exact_from = c->exact;
-            c->corrupt = &corrupt;
-            bounds_used += l->n_blocks;
-            /*
-             * The traversal moves forward by the blocks' last ids: they must increase, or a seek
-             * could stand still for ever, and the largest must be a document of the part (every
-             * decoded id is checked to end at its block's last id, so none is larger). Every
-             * block's run must lie inside the list's words. The reader checks all of this and more
-             * at a term's first use (docs/FORMAT.md, "Compressed postings"); this O(blocks) check,
-             * in the pass that computes the bounds and first words (one pass over the table, not
-             * two) and before any of the list's blocks is read, keeps the kernel safe whoever
-             * calls it.
-             */
-            int64_t word = 0;
-            for (int64_t block = 0; block < c->n_blocks; block++) {
-                uint32_t widths = c->widths[block];
-                if ((widths & 0xFF) > 32 || ((widths >> 8) & 0xFF) > 32 || (widths >> 16) != 0 ||
-                    (block > 0 && c->last[block] <= c->last[block - 1])) {
-                    corrupt = (int)(c->list + 1);
-                    break;
-                }
-                c->bounds[block] = block_bound(c, block, k1, b, avgdl, bound_scale);
-                c->word_start[block] = word;
-                int64_t count = block_count(c, block);
-                word += run_words(count, widths & 0xFF) + run_words(count, (widths >> 8) & 0xFF);
-            }
-            if (!corrupt && (word != c->words || (int64_t)c->last[c->n_blocks - 1] >= part->n_docs))
-                corrupt = (int)(c->list + 1);
-            if (corrupt) break;
-            pend(c, 0, 0); /* at the first block, its first id read from its run */
-            n++;
-        }
-        first += n;
-        if (corrupt) break;
-        if (n == 0) continue;
-        memset(seen, 0, sizeof seen);
-        for (;;) {
-            /*
-             * The window: from the smallest current id (a lower bound of it, for a cursor whose
-             * block is not decoded) to the end of the first current block to end, at most
-             * WEFT_WINDOW ids wide. Every list's postings in it lie in its current block, whose
-             * bound therefore bounds them.
-             */
-            int64_t low = -1, high = -1;
-            for (int64_t j = 0; j < n; j++) {
-                cursor *c = &cursors[j];
-                if (c->pos >= c->count) continue;
-                int64_t id = lower_id(c), end = c->last[c->pos >> WEFT_BLOCK_SHIFT];
-                if (low < 0 || id < low) low = id;
-                if (high < 0 || end < high) high = end;
-            }
-            if (low < 0 || corrupt) break;
-            /*
-             * At least WEFT_MIN_WINDOW ids (fewer windows to set up), at most WEFT_WINDOW; a list's
-             * bound is then the largest of its blocks that overlap the window.
-             */
-            /* (Until k documents are scored there is no threshold: windows stay one block narrow.) */
-            if (threshold > -INFINITY && high < low + WEFT_MIN_WINDOW - 1) high = low + WEFT_MIN_WINDOW - 1;
-            if (high > low + WEFT_WINDOW - 1) high = low + WEFT_WINDOW - 1;
-            int64_t live = 0;
-            double sum = 0.0;
-            for (int64_t j = 0; j < n; j++) {
-                cursor *c = &cursors[j];
-                c->window_bound = 0.0;
-                if (c->pos >= c->count || lower_id(c) > high) continue;
-                int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
-                double bound = c->bounds[block];
-                while (block + 1 < c->n_blocks && c->last[block] < high) {
-                    block++;
-                    if (c->bounds[block] > bound) bound = c->bounds[block];
-                }
-                c->window_bound = bound;
-                sum += c->window_bound;
-                int64_t at = live++; /* insertion into order, ascending bound */
-                while (at > 0 && cursors[order[at - 1]].window_bound > c->window_bound) {
-                    order[at] = order[at - 1];
-                    at--;
-                }
-                order[at] = j;
-            }
-            if (!(sum * margin < threshold)) {
-                /* Non-essential lists: the longest prefix of order whose bounds sum below the threshold. */
-                cum[0] = 0.0;
-                for (int64_t e = 0; e < live; e++) cum[e + 1] = cum[e] + cursors[order[e]].window_bound;
-                int64_t essential = 0;
-                while (essential < live && cum[essential + 1] * margin < threshold) essential++;
-                /* Essential lists, list at a time: their partial sums per document of the window. */
-                for (int64_t e = essential; e < live; e++) {
-                    cursor *c = &cursors[order[e]];
-                    /* Block by block: a tight loop over each decoded block's postings in the window. */
-                    while (c->pos < c->count && lower_id(c) <= high) {
-                        if (!resolve(c)) break;
-                        if (c->pos >= c->count) break;
-                        int64_t block = c->pos >> WEFT_BLOCK_SHIFT, start = block << WEFT_BLOCK_SHIFT;
-                        int64_t i = c->pos - start, n = block_count(c, block);
-                        const uint32_t *ids = c->main->ids;
-                        const uint32_t *tfs = i < n && (int64_t)ids[i] <= high ? block_tfs(c, c->main) : NULL;
-                        if (i < n && (int64_t)ids[i] <= high && block != c->scored_block)
-                            c->scored_block = block, blocks_scored++;
-                        int64_t from = i;
-                        for (; i < n && (int64_t)ids[i] <= high; i++) {
-                            int64_t at = (int64_t)ids[i] - low;
-                            uint64_t bit = (uint64_t)1 << (at & 63);
-                            if (!(seen[at >> 6] & bit)) {
-                                seen[at >> 6] |= bit;
-                                partial[at] = 0.0;
-                            }
-                            partial[at] += contribution(c, ids[i], tfs[i], norms, k1);
-                        }
-                        postings_scored += i - from;
-                        c->pos = start + i;
-                        if (i < n) break; /* the next id is past the window: still resolved */
-                        if (c->pos < c->count) pend(c, block + 1, (int64_t)c->last[block] + 1);
-                    }
-                }
-                if (corrupt) break;
-                /*
-                 * Probing a non-essential list costs a seek per candidate; reading it through the
-                 * window costs a division per posting. When its postings in the window are fewer
-                 * than WEFT_PROBE_COST times the candidates, read it instead (adding only to
-                 * candidates: a document no essential list holds is below the threshold anyway).
-                 */
-                if (essential > 0) {
-                    int64_t candidates = 0;
-                    for (int64_t word = 0; word <= (high - low) >> 6; word++)
-                        candidates += __builtin_popcountll(seen[word]);
-                    while (essential > 0) {
-                        cursor *c = &cursors[order[essential - 1]];
-                        int64_t last_block = c->pos >> WEFT_BLOCK_SHIFT;
-                        while (last_block + 1 < c->n_blocks && c->last[last_block] < high) last_block++;
-                        int64_t in_window = ((last_block + 1) << WEFT_BLOCK_SHIFT) - c->pos;
-                        if (in_window > WEFT_PROBE_COST * candidates) break;
-                        while (c->pos < c->count && lower_id(c) <= high) {
-                            if (!resolve(c)) break;
-                            if (c->pos >= c->count) break;
-                            int64_t block = c->pos >> WEFT_BLOCK_SHIFT, start = block << WEFT_BLOCK_SHIFT;
-                            int64_t i = c->pos - start, n = block_count(c, block);
-                            const uint32_t *ids = c->main->ids;
-                            const uint32_t *tfs =
-                                i < n && (int64_t)ids[i] <= high ? block_tfs(c, c->main) : NULL;
-                            for (; i < n && (int64_t)ids[i] <= high; i++) {
-                                int64_t at = (int64_t)ids[i] - low;
-                                if (seen[at >> 6] & ((uint64_t)1 << (at & 63))) {
-                                    partial[at] += contribution(c, ids[i], tfs[i], norms, k1);
-                                    count_scored(c, start + i, &postings_scored, &blocks_scored);
-                                }
-                            }
-                            c->pos = start + i;
-                            if (i < n) break;
-                            if (c->pos < c->count) pend(c, block + 1, (int64_t)c->last[block] + 1);
-                        }
-                        essential--;
-                    }
-                    if (corrupt) break;
-                }
-                /* Their documents in id order: probe the non-essential lists, then score exactly. */
-                for (int64_t word = 0; word <= (high - low) >> 6 && !corrupt; word++) {
-                    uint64_t bits = seen[word];
-                    seen[word] = 0;
-                    while (bits && !corrupt) {
-                        int64_t at = word * 64 + __builtin_ctzll(bits);
-                        bits &= bits - 1;
-                        int64_t doc = low + at;
-                        if (to_global != NULL && to_global[doc] < 0) continue; /* deleted */
-                        double bound = partial[at];
-                        int pruned = 0;
-                        for (int64_t e = essential - 1; e >= 0; e--) {
-                            if ((bound + cum[e + 1]) * margin < threshold) {
-                                pruned = 1;
-                                break;
-                            }
-                            cursor *c = &cursors[order[e]];
-                            /*
-                             * The bound of the one block that could hold doc is often well below
-                             * the window's: check it before decoding or reading any posting (ids of
-                             * block ends only; all sums are additions, so the margin still covers them).
-                             */
-                            int64_t block = c->pos >> WEFT_BLOCK_SHIFT;
-                            while (block < c->n_blocks && c->last[block] < doc) block++;
-                            if (block >= c->n_blocks) continue; /* past its last id: contributes nothing */
-                            if ((bound + cum[e] + c->bounds[block]) * margin < threshold) {
-                                pruned = 1;
-                                break;
-                            }
-                            seek_lazy(c, (uint32_t)doc);
-                            if (c->pos < c->count && lower_id(c) <= doc) {
-                                if (!resolve(c)) break;
-                                if (c->pos < c->count && id_now(c) == doc) {
-                                    bound += contribution(c, (uint32_t)doc, tf_now(c), norms, k1);
-                                    count_scored(c, c->pos, &postings_scored, &blocks_scored);
-                                }
-                            }
-                        }
-                        if (corrupt) break;
-                        if (pruned || bound * margin < threshold) continue;
-                        /* The score itself: contributions summed in sorted term order (cursor order). */
-                        double score = 0.0;
-                        for (int64_t j = 0; j < n; j++) {
-                            cursor *c = &cursors[j];
-                            if (!seek_exact(c, (uint32_t)doc)) break;
-                            if (c->exact_pos < c->count &&
-                                c->exact_from->ids[c->exact_pos & (WEFT_BLOCK - 1)] == doc)
-                                score += contribution(c, (uint32_t)doc,
-                                                      tf_at(c, c->exact_from, c->exact_pos & (WEFT_BLOCK - 1)),
-                                                      norms, k1);
-                        }
-                        if (corrupt) break;
-                        int64_t id = to_global != NULL ? to_global[doc] : part->base + doc;
-                        threshold = offer(&sel, score, id);
-                        documents_scored++;
-                        if (sel.failed) goto done;
-                    }
-                }
-                if (corrupt) break;
-            }
-            /* Past the window: every list moves to its first id after `high`. */
-            if (high >= UINT32_MAX) break;
-            for (int64_t j = 0; j < n; j++) seek_lazy(&cursors[j], (uint32_t)(high + 1));
-        }
+    if (!walk_alloc(&w, k, largest_part)) goto done;
+    for (int64_t p = 0, first = 0; p < n_parts && !w.sel.failed && !w.corrupt; p++) {
+        part_walk pw = {&parts[p], (const double *)(uintptr_t)parts[p].norms,
+                        (const int64_t *)(uintptr_t)parts[p].to_global, 0};
+        pw.n = open_cursors(&w, p, first, pw.part);
+        first += pw.n;
+        if (w.corrupt) break;
+        if (pw.n == 0) continue;
+        walk_part(&w, &pw);
     }
-    stats[1] = blocks_scored;
-    stats[3] = postings_scored;
-    stats[4] = documents_scored;
-    if (corrupt) {
-        stats[0] = corrupt - 1;
+    if (w.sel.failed) goto done;
+    stats[1] = w.blocks_scored;
+    stats[3] = w.postings_scored;
+    stats[4] = w.documents_scored;
+    if (w.corrupt) {
+        stats[0] = w.corrupt - 1;
         result = -3;
         goto done;
     }
-    if (sel.failed) goto done;
-    /* Keep every stored document at least the k-th score. */
-    int64_t kept = 0;
-    int full = sel.heap_size == sel.k;
-    double kth = full ? sel.heap[0].score : -INFINITY;
-    for (int64_t i = 0; i < sel.stored; i++)
-        if (sel.store[i].score >= kth) sel.store[kept++] = sel.store[i];
-    result = kept;
-    if (kept <= out_capacity) {
-        qsort(sel.store, (size_t)kept, sizeof(scored_id), compare_scored);
-        for (int64_t i = 0; i < kept; i++) {
-            ids_out[i] = sel.store[i].id;
-            scores_out[i] = sel.store[i].score;
-        }
-    }
+    result = collect(&w.sel, ids_out, scores_out, out_capacity);
 done:
-    free(word_starts);
-    free(bounds);
-    free(partial);
-    free(cum);
-    free(order);
-    free(lanes);
-    free(cursors);
-    free(sel.store);
-    free(sel.heap);
+    walk_free(&w);
     return result;
 }
 
@@ -921,7 +1059,7 @@ int64_t weft_bm25_blocks(const uint32_t *ids, const uint32_t *tfs, int64_t count
 }
 
 /*
- * Many queries in one call (weftsearch.engine.bm25_kernel.search_many): weft_bm25_top_k for each
+ * Many queries in one call (weftsearch.native.bm25.top_k_batch): weft_bm25_top_k for each
  * query in turn, so each query's results are exactly (every bit, every tie) what a call of its
  * own returns; one call lets the caller release the GIL once for the whole batch.
  *

@@ -1,0 +1,31 @@
+"""Every compiled part of weftsearch and its binding, over plain arrays.
+
+Three C sources live here, each optional (where one cannot be built, or is
+switched off, the same results come from numpy or Python, to the bit):
+
+``_probe.c`` (:mod:`weftsearch.native.scan`)
+    The vector scorer's per-block scan: rank the IVF lists, score the probed
+    rows with faiss's own row kernel, keep the k best and their ties.
+``_bm25.c`` (:mod:`weftsearch.native.bm25`)
+    BM25 top-k with block-max MaxScore over packed postings.
+``_analysis.c`` (``weftsearch.native._analysis``, used by :mod:`weftsearch.analysis`)
+    The english analyzer's inner loop (a CPython extension module).
+
+``heap.h`` is the binary heap both C kernels select with. :mod:`weftsearch.native.loader`
+is the one way a compiled part is found, switched off and checked.
+
+Switches: set one of these environment variables to anything but ``""`` or
+``"0"`` before the part is first used, and that part runs its pure Python or
+numpy path instead (:data:`~weftsearch.native.loader.SWITCHES` lists them):
+
+- ``WEFTSEARCH_NO_COMPILED_SCAN``: the vector scan.
+- ``WEFTSEARCH_NO_COMPILED_BM25``: the BM25 top-k.
+- ``WEFTSEARCH_NO_COMPILED_ANALYSIS``: the analyzer's inner loop.
+
+A compiled part is used only after a self-check on load finds it agrees with
+the reference path in every bit; a disagreement turns it off.
+
+Nothing here knows an index, a snapshot or a scorer: the callers lay out
+arrays (:mod:`weftsearch.scorers.bm25` for the postings lists, the vector
+scorer for its blocks) and this package runs the kernels over them.
+"""

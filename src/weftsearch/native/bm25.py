@@ -1,0 +1,480 @@
+"""The BM25 top-k kernel (``_bm25.c``): block-max MaxScore over packed postings, in one compiled call.
+
+This module binds the library and runs it over arrays: list descriptors (one
+int64 row of :data:`LIST_FIELDS` per term and segment: packed words, block
+table, counts), part descriptors (one row of :data:`PART_FIELDS` per segment:
+length norms, id map, base) and the query's weights. Which lists a query
+reads, and how a snapshot's segments become those arrays, is the BM25
+scorer's business (:mod:`weftsearch.scorers.bm25.lists`).
+
+The kernel skips the blocks of 128 postings that cannot reach the current
+k-th score and releases the GIL while it runs, so searches in threads
+overlap. Scores are the numpy path's to the bit (same float64 operations in
+the same order; :func:`compiled_bm25` checks it on load) and every document
+tied with the k-th score is returned, so the caller applies the key tie rule
+exactly as before.
+
+The compiled path is optional: where the library was not built, where
+:data:`DISABLE_VARIABLE` is set, or where its self-check disagrees with numpy
+in any bit, :func:`compiled_bm25` returns ``None`` and the scorer uses numpy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+from numpy.typing import NDArray
+
+from weftsearch.errors import CorruptIndexError
+from weftsearch.native.loader import BM25_SWITCH, Scratch, load_library
+from weftsearch.storage.postings import BLOCK_ROWS, POSTINGS_BLOCK, pack_postings
+
+__all__ = [
+    "BLOCK",
+    "BatchResults",
+    "DISABLE_VARIABLE",
+    "LIST_FIELDS",
+    "PART_FIELDS",
+    "CompiledBM25",
+    "CorruptListError",
+    "KernelStats",
+    "compiled_blocks",
+    "compiled_bm25",
+    "compiled_bm25_available",
+    "top_k",
+    "top_k_batch",
+    "top_k_batch_available",
+]
+
+#: Set to ``1`` to turn the compiled BM25 off (the numpy path computes the same results).
+DISABLE_VARIABLE = BM25_SWITCH
+
+#: Postings per block (fixed in ``_bm25.c`` as WEFT_BLOCK, and in the segment format as
+#: :data:`~weftsearch.storage.postings.POSTINGS_BLOCK`). 128 is what Lucene and PISA
+#: use: small enough that a block's bound is tight (one long or high-tf document
+#: loosens the bound of only 127 neighbours), large enough that the metadata is under
+#: 0.1 byte per posting and a window's bookkeeping is amortised over many postings.
+BLOCK = POSTINGS_BLOCK
+
+#: int64 fields of one list descriptor and one part descriptor (see ``_bm25.c``).
+LIST_FIELDS = 8
+PART_FIELDS = 4
+
+#: Multiplies every block bound: 1.0. Tests set it below 1 to break the bound on
+#: purpose and check that the equivalence tests notice; nothing else may change it.
+_BOUND_SCALE = 1.0
+
+_POINTER = ctypes.c_void_p
+_INT = ctypes.c_int64
+_DOUBLE = ctypes.c_double
+
+
+@dataclass(frozen=True, slots=True)
+class KernelStats:
+    """What one compiled query read (for benchmarks; the scores never depend on it).
+
+    Attributes:
+        blocks: blocks of 128 postings in the query terms' lists.
+        blocks_scored: blocks in which at least one posting was scored (the
+            others were skipped whole or only had ids compared).
+        postings: postings in the query terms' lists (deleted documents included).
+        postings_scored: postings whose contribution was computed.
+        documents_scored: documents whose full score was computed.
+
+    """
+
+    blocks: int
+    blocks_scored: int
+    postings: int
+    postings_scored: int
+    documents_scored: int
+
+
+class CorruptListError(CorruptIndexError):
+    """The kernel found list ``index`` of its table corrupt (its packed postings do not decode).
+
+    The caller, which knows which term and segment the row came from, names them.
+    """
+
+    def __init__(self, index: int) -> None:
+        super().__init__("packed postings of a query term do not decode")
+        self.index = index
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledBM25:
+    """The loaded library's functions (see ``_bm25.c``): ``weft_bm25_top_k`` and ``weft_bm25_blocks``."""
+
+    top_k: Callable[..., int]
+    blocks: Callable[..., int]
+
+
+@cache
+def compiled_bm25() -> CompiledBM25 | None:
+    """The compiled BM25 functions, or ``None`` (the numpy path is used).
+
+    ``None`` when turned off (:data:`DISABLE_VARIABLE`), when the library was
+    not built (no C compiler at install time), or when a self-check on random
+    postings (ties, deletions, two segments, k1 = 0 and b = 0 and 1) finds any
+    result or score bit that differs from the numpy formula (see
+    :func:`~weftsearch.native.loader.load_library`).
+    """
+    return load_library("_bm25", _bind, _agrees_with_numpy)
+
+
+def _bind(library: ctypes.CDLL) -> CompiledBM25:
+    top = library.weft_bm25_top_k
+    blocks = library.weft_bm25_blocks
+    # lists, n_lists, parts, n_parts, weights, m, k1, b, avgdl, k, bound_scale,
+    # ids_out, scores_out, out_capacity, stats.
+    top.argtypes = [_POINTER, _INT, _POINTER, _INT, _POINTER, _INT, _DOUBLE, _DOUBLE, _DOUBLE, _INT, _DOUBLE]
+    top.argtypes += [_POINTER, _POINTER, _INT, _POINTER]
+    top.restype = _INT
+    blocks.argtypes = [_POINTER, _POINTER, _INT, _POINTER, _INT, _POINTER]
+    blocks.restype = _INT
+    return CompiledBM25(top, blocks)
+
+
+def compiled_bm25_available() -> bool:
+    """Whether BM25 top-k runs compiled (``False``: the numpy path, same results)."""
+    return compiled_bm25() is not None
+
+
+def compiled_blocks(
+    library: CompiledBM25, ids: NDArray[np.uint32], tfs: NDArray[np.uint32], lengths: NDArray[np.uint32]
+) -> NDArray[np.uint32]:
+    """One list's block table derived by ``_bm25.c`` (``weft_bm25_blocks``): the stored tables' oracle.
+
+    The writer's own derivation is :func:`weftsearch.storage.postings.derive_blocks`
+    (numpy, every term of a segment at once); this one is the C kernel's view
+    of the same table for one term, which the self-check and the tests compare
+    it with. ``ids`` (< ``len(lengths)``) and ``tfs`` are one term's postings
+    in one segment; returns ``4 * ceil(len(ids) / 128)`` uint32 laid out as
+    ``post.blocks`` lays a term out (four rows, widths last). O(len(ids)).
+
+    Raises:
+        ValueError: an id is past ``lengths``, ids do not increase or a tf is 0.
+
+    """
+    ids = np.ascontiguousarray(ids, dtype=np.uint32)
+    tfs = np.ascontiguousarray(tfs, dtype=np.uint32)
+    lengths = np.ascontiguousarray(lengths, dtype=np.uint32)
+    meta = np.empty(BLOCK_ROWS * ((ids.shape[0] + BLOCK - 1) // BLOCK), dtype=np.uint32)
+    if ids.shape[0]:
+        code = library.blocks(
+            ids.ctypes.data,
+            tfs.ctypes.data,
+            ids.shape[0],
+            lengths.ctypes.data,
+            lengths.shape[0],
+            meta.ctypes.data,
+        )
+        if code != 0:
+            raise ValueError("a posting names a document past the lengths, ids do not increase or a tf is 0")
+    return meta
+
+
+_scratch = Scratch()
+
+
+def top_k(
+    library: CompiledBM25,
+    table: NDArray[np.int64],
+    parts: NDArray[np.int64],
+    weights: NDArray[np.float64],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], KernelStats]:
+    """Every document scoring at least the k-th best score, best first (score desc, internal id asc).
+
+    ``table``: int64 ``(lists, 8)`` list descriptors, grouped by part,
+    ascending term within a part; ``parts``: int64 ``(parts, 4)`` part
+    descriptors; ``weights``: ``qtf * idf`` per term (``_bm25.c`` documents
+    the layouts). Ties with the k-th score are all returned, so there may be
+    more than ``k``. Runs without the GIL. O(lists + windows * terms + scored
+    postings * log k); blocks whose bound cannot reach the running k-th score
+    are not read.
+
+    Raises:
+        CorruptListError: a list's packed postings do not decode (its row in ``table``).
+        MemoryError: the library could not allocate its working memory.
+        ValueError: the library refused the arguments (a bug of the caller).
+
+    """
+    if not (weights.dtype == np.float64 and weights.flags.c_contiguous):
+        weights = np.ascontiguousarray(weights, dtype=np.float64)
+    scratch = _scratch
+    while True:
+        kept = library.top_k(
+            table.ctypes.data,
+            table.shape[0],
+            parts.ctypes.data,
+            parts.shape[0],
+            weights.ctypes.data,
+            weights.shape[0],
+            k1,
+            b,
+            avgdl,
+            k,
+            _BOUND_SCALE,
+            scratch.ids_address,
+            scratch.scores_address,
+            scratch.capacity,
+            scratch.stats_address,
+        )
+        if kept == -1:
+            raise MemoryError("the BM25 kernel could not allocate its working memory")
+        if kept == -3:
+            raise CorruptListError(int(scratch.stats[0]))
+        if kept < 0:
+            raise ValueError(f"the BM25 kernel refused its arguments (code {kept})")  # a bug on this side
+        if kept <= scratch.capacity:
+            break
+        scratch.reserve(kept)  # more ties than room: run again (the same result, now written)
+    stats = KernelStats(*scratch.stats.tolist())
+    return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), stats
+
+
+# --------------------------------------------------------------------------- many queries
+
+
+@cache
+def _top_k_batch() -> Callable[..., int] | None:
+    """``weft_bm25_top_k_batch`` of the loaded library, or ``None`` (no compiled BM25, or an older build).
+
+    An older build's ``weft_bm25_top_k_many`` summed its statistics over the batch; it is
+    not used (each query of a batch then goes through :func:`top_k`, same results), so
+    a query's statistics are always its own.
+    """
+    if compiled_bm25() is None:
+        return None
+    return load_library("_bm25", _bind_batch, lambda _: True)  # the same routine per query: checked above
+
+
+def _bind_batch(library: ctypes.CDLL) -> Callable[..., int]:
+    function = library.weft_bm25_top_k_batch
+    # lists, list_starts, parts, n_parts, weights, weight_starts, n_queries, k1, b, avgdl, k,
+    # bound_scale, ids_out, scores_out, out_capacity, counts_out, written, stats.
+    function.argtypes = [_POINTER, _POINTER, _POINTER, _INT, _POINTER, _POINTER, _INT]
+    function.argtypes += [_DOUBLE, _DOUBLE, _DOUBLE, _INT, _DOUBLE, _POINTER, _POINTER, _INT]
+    function.argtypes += [_POINTER, _POINTER, _POINTER]
+    function.restype = _INT
+    return function
+
+
+def top_k_batch_available() -> bool:
+    """Whether :func:`top_k_batch` can run (the compiled library has its batch function)."""
+    return _top_k_batch() is not None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResults:
+    """What :func:`top_k_batch` found: query ``q``'s results are ``ids``/``scores`` from ``starts[q]``.
+
+    Attributes:
+        ids: int64, every written query's results, one query after another.
+        scores: float64, the same layout.
+        counts: int64 per query: its number of results.
+        written: per query: whether its results were written (else there was no
+            room: run it again alone with :func:`top_k`).
+        starts: int64 per query: where its results start (meaningful when written).
+        stats: one :class:`KernelStats` per query.
+
+    """
+
+    ids: NDArray[np.int64]
+    scores: NDArray[np.float64]
+    counts: list[int]
+    written: list[bool]
+    starts: list[int]
+    stats: list[KernelStats]
+
+
+def top_k_batch(
+    table: NDArray[np.int64],
+    list_starts: NDArray[np.int64],
+    parts: NDArray[np.int64],
+    weights: NDArray[np.float64],
+    weight_starts: NDArray[np.int64],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+    capacity: int,
+) -> BatchResults:
+    """:func:`top_k` for many queries in ONE compiled call (the GIL released for the whole batch).
+
+    Query ``q``'s lists are ``table[list_starts[q]:list_starts[q + 1]]`` and its
+    weights ``weights[weight_starts[q]:weight_starts[q + 1]]``; every query reads
+    the same ``parts``. Each query's results are what :func:`top_k` returns
+    for it, to the bit (the C side calls the same routine per query), as long
+    as the ``capacity`` results room left holds them (see :class:`BatchResults`).
+
+    Raises:
+        MemoryError: the library could not allocate its working memory.
+        RuntimeError: the library has no batch function (see :func:`top_k_batch_available`).
+        ValueError: the library refused the arguments (a bug of the caller).
+
+    """
+    function = _top_k_batch()
+    if function is None:
+        raise RuntimeError("the compiled BM25 library has no weft_bm25_top_k_batch")
+    count = int(list_starts.shape[0]) - 1
+    table = np.ascontiguousarray(table, dtype=np.int64)
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    ids = np.empty(capacity, dtype=np.int64)
+    scores = np.empty(capacity, dtype=np.float64)
+    counts = np.empty(count, dtype=np.int64)
+    written = np.empty(count, dtype=np.int64)
+    stats = np.zeros((count, 5), dtype=np.int64)  # one row per query
+    code = function(
+        table.ctypes.data,
+        list_starts.ctypes.data,
+        parts.ctypes.data,
+        parts.shape[0],
+        weights.ctypes.data,
+        weight_starts.ctypes.data,
+        count,
+        k1,
+        b,
+        avgdl,
+        k,
+        _BOUND_SCALE,
+        ids.ctypes.data,
+        scores.ctypes.data,
+        capacity,
+        counts.ctypes.data,
+        written.ctypes.data,
+        stats.ctypes.data,
+    )
+    if code == -1:
+        raise MemoryError("the BM25 kernel could not allocate its working memory")
+    if code < 0:
+        raise ValueError(f"the BM25 kernel refused its arguments (code {code})")  # a bug on this side
+    starts: list[int] = []
+    start = 0
+    done = [bool(flag) for flag in written.tolist()]
+    kept_counts = counts.tolist()
+    for kept, was_written in zip(kept_counts, done, strict=True):
+        starts.append(start)
+        if was_written:
+            start += kept
+    return BatchResults(ids, scores, kept_counts, done, starts, [KernelStats(*row) for row in stats.tolist()])
+
+
+# --------------------------------------------------------------------------- the self-check
+
+
+def _agrees_with_numpy(library: CompiledBM25) -> bool:
+    """Random two-segment postings with ties and deletions: the kernel against the formula, every bit."""
+    rng = np.random.default_rng(0)
+    for k1, b in ((1.2, 0.75), (0.0, 1.0), (2.0, 0.0), (0.5, 0.3)):
+        n_docs = (700, 300)
+        deleted = rng.random(n_docs[0]) < 0.1
+        lengths = [rng.integers(1, 5, n).astype(np.uint32) * 10 for n in n_docs]  # few lengths: many ties
+        to_global = np.full(n_docs[0], -1, dtype=np.int64)
+        to_global[~deleted] = np.arange(int((~deleted).sum()), dtype=np.int64)
+        live0 = int((~deleted).sum())
+        total_docs = live0 + n_docs[1]
+        all_lengths = np.concatenate([lengths[0][~deleted], lengths[1]]).astype(np.float64)
+        avgdl = float(all_lengths.sum() / total_docs)
+        local_norms = [k1 * (1.0 - b + b * lengths[part].astype(np.float64) / avgdl) for part in range(2)]
+        terms = 4
+        postings: list[list[tuple[NDArray[np.uint32], NDArray[np.uint32]]]] = []
+        for part in range(2):
+            per_term = []
+            for term in range(terms):
+                ids = np.flatnonzero(rng.random(n_docs[part]) < (0.6, 0.3, 0.05, 0.002)[term]).astype(
+                    np.uint32
+                )
+                tfs = rng.integers(1, 4, ids.shape[0]).astype(np.uint32)
+                if term == 0 and ids.shape[0]:
+                    tfs[::7] = rng.integers(1, 1 << 20, tfs[::7].shape[0])  # wide tf runs too
+                per_term.append((ids, tfs))
+            postings.append(per_term)
+        packed = []
+        for part in range(2):
+            per_term_packed = []
+            for ids, tfs in postings[part]:
+                offsets = np.array([0, ids.shape[0]], dtype=np.uint64)
+                pack = pack_postings(ids, tfs, offsets, lengths[part])
+                meta = pack.blocks
+                if ids.shape[0]:
+                    oracle = np.empty_like(meta)
+                    library.blocks(
+                        ids.ctypes.data,
+                        tfs.ctypes.data,
+                        ids.shape[0],
+                        lengths[part].ctypes.data,
+                        n_docs[part],
+                        oracle.ctypes.data,
+                    )
+                    if oracle.tobytes() != meta.tobytes():
+                        return False
+                per_term_packed.append((ids.shape[0], pack.data, meta))
+            packed.append(per_term_packed)
+        weights = rng.integers(1, 3, terms).astype(np.float64) * 1.5
+        # The numpy formula, term by term in term order.
+        norm = k1 * (1.0 - b + b * all_lengths / avgdl)
+        total = np.zeros(total_docs, dtype=np.float64)
+        matched = np.zeros(total_docs, dtype=bool)
+        for term in range(terms):
+            for part in range(2):
+                ids, tfs = postings[part][term]
+                glob = to_global[ids] if part == 0 else ids.astype(np.int64) + live0
+                alive = glob >= 0
+                glob, tf = glob[alive], tfs[alive].astype(np.float64)
+                np.add.at(total, glob, tf * (k1 + 1.0) / (tf + norm[glob]) * weights[term])
+                matched[glob] = True
+        want_ids = np.flatnonzero(matched)
+        want_scores = total[want_ids]
+        order = np.lexsort((want_ids, -want_scores))
+        want_ids, want_scores = want_ids[order], want_scores[order]
+        rows = [
+            (
+                data.ctypes.data if data.shape[0] else meta.ctypes.data,
+                data.shape[0],
+                count,
+                meta.ctypes.data,
+                meta.shape[0] // BLOCK_ROWS,
+                term,
+                part,
+                0,
+            )
+            for part in range(2)
+            for term, (count, data, meta) in enumerate(packed[part])
+            if count
+        ]
+        table = np.array(rows, dtype=np.int64)
+        parts = np.array(
+            [
+                (local_norms[0].ctypes.data, to_global.ctypes.data, 0, n_docs[0]),
+                (local_norms[1].ctypes.data, 0, live0, n_docs[1]),
+            ],
+            dtype=np.int64,
+        )
+        capacity = total_docs
+        out_ids = np.empty(capacity, dtype=np.int64)
+        out_scores = np.empty(capacity, dtype=np.float64)
+        stats = np.zeros(5, dtype=np.int64)
+        for k in (1, 5, 40, capacity):
+            inputs = (table.ctypes.data, table.shape[0], parts.ctypes.data, 2, weights.ctypes.data, terms)
+            outputs = (out_ids.ctypes.data, out_scores.ctypes.data, capacity, stats.ctypes.data)
+            kept = library.top_k(*inputs, k1, b, avgdl, k, 1.0, *outputs)
+            if kept < min(k, want_ids.shape[0]):
+                return False
+            kth = want_scores[min(k, want_scores.shape[0]) - 1]
+            expected = int(np.count_nonzero(want_scores >= kth))
+            if kept != expected:
+                return False
+            if out_ids[:kept].tobytes() != want_ids[:kept].tobytes():
+                return False
+            if out_scores[:kept].tobytes() != want_scores[:kept].tobytes():
+                return False
+    return True

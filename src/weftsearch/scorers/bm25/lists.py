@@ -1,0 +1,440 @@
+"""A snapshot's postings as the BM25 kernel reads them: the lists of a query, the parts, the filters.
+
+The BM25 scorer (:mod:`weftsearch.scorers.bm25`) scores through one compiled
+kernel (:mod:`weftsearch.native.bm25`, block-max MaxScore over arrays); this
+module lays a snapshot out for it. Per query, :func:`gather` finds each
+term's packed postings and block table in every segment (views of the
+segment files: no copy, no per-term arrays derived) and :func:`search` runs
+the kernel over them and puts the results in the snapshot's canonical order.
+
+Block metadata (per block: last local id, largest tf, smallest document
+length) is written by the segment writer (``post.block_offsets``,
+``post.blocks``; docs/FORMAT.md, "Block metadata"). It does not depend on k1,
+b or the snapshot, so one stored table serves every scorer. The reader checks
+each term's stored blocks against its postings the first time the term is
+read (:meth:`~weftsearch.storage.segment.SegmentReader.term_blocks`), so a
+bound that understates, even in a crafted file with every checksum valid,
+fails the query instead of pruning a document that belongs in the top k.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from weftsearch.engine.snapshot import Snapshot
+from weftsearch.engine.stream import top_k
+from weftsearch.errors import CorruptIndexError
+from weftsearch.native import bm25 as kernel
+from weftsearch.native.bm25 import BLOCK, LIST_FIELDS, PART_FIELDS, CompiledBM25, KernelStats
+from weftsearch.storage.postings import BLOCK_ROWS
+from weftsearch.storage.segment import SegmentReader
+
+__all__ = [
+    "BLOCK_CACHE_TERMS",
+    "FILTER_MAPS",
+    "QueryLists",
+    "gather",
+    "search",
+    "search_many",
+]
+
+#: Terms whose lists (views of the file and their addresses) one segment reader keeps;
+#: past it the oldest entry is dropped (first in, first out). One entry is about 400
+#: bytes of Python objects (the arrays are views of the map), so a segment's cache stays
+#: under about 26 MB.
+BLOCK_CACHE_TERMS = 65_536
+
+#: Terms whose lists (descriptors and live document counts) one snapshot remembers;
+#: past it the oldest is dropped. An entry is about 300 bytes plus 64 per segment.
+_SNAPSHOT_TERMS = 65_536
+
+# --------------------------------------------------------------------------- block metadata
+
+
+class _SegmentBlocks:
+    """One segment reader's per-term lists for the kernel, bounded by :data:`BLOCK_CACHE_TERMS`."""
+
+    __slots__ = ("lengths", "lock", "terms")
+
+    def __init__(self, reader: SegmentReader) -> None:
+        self.lengths: NDArray[np.uint32] = np.ascontiguousarray(reader.doc_lengths(), dtype=np.uint32)
+        self.lock = threading.Lock()
+        # term -> its packed words, block table and descriptor row, or None if absent
+        self.terms: dict[str, _TermList | None] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class _TermList:
+    """One term in one segment: packed words and block table (views of the file), and the descriptor row.
+
+    ``row``: (words address, words, postings, table address, blocks), the first five
+    fields of ``_bm25.c``'s list descriptor. ``reader``: where the term lives (named in errors).
+    """
+
+    data: NDArray[np.uint32]
+    meta: NDArray[np.uint32]
+    row: tuple[int, int, int, int, int]
+    reader: SegmentReader
+    term: str
+
+
+_READERS: weakref.WeakKeyDictionary[SegmentReader, _SegmentBlocks] = weakref.WeakKeyDictionary()
+_READERS_LOCK = threading.Lock()
+
+
+def _segment_blocks(reader: SegmentReader) -> _SegmentBlocks:
+    found = _READERS.get(reader)
+    if found is None:
+        with _READERS_LOCK:
+            found = _READERS.get(reader)
+            if found is None:
+                found = _SegmentBlocks(reader)
+                _READERS[reader] = found
+    return found
+
+
+def _term_list(reader: SegmentReader, blocks: _SegmentBlocks, term: str) -> _TermList | None:
+    """The term's packed postings in this segment with their stored block table; None if absent.
+
+    Both are views of the segment file, checked by the reader the first time
+    the term is read (checksum, a full decode with every range check, and the
+    table against a derivation from the decoded postings: O(df) once per
+    segment and term). The kernel decodes a block only when it scores it.
+    """
+    try:
+        return blocks.terms[term]
+    except KeyError:
+        pass
+    packed = reader.term_packed(term)
+    entry: _TermList | None = None
+    if packed is not None and packed[2]:
+        words, stored, count = packed
+        data = np.ascontiguousarray(words, dtype=np.uint32)  # '<u4' views of the map: no copy
+        meta = np.ascontiguousarray(stored, dtype=np.uint32)
+        n_blocks = (count + BLOCK - 1) // BLOCK
+        if (
+            meta.shape[0] != BLOCK_ROWS * n_blocks
+        ):  # the reader checks it; the kernel would read past the table
+            raise CorruptIndexError(f"{reader.path}: block metadata of term {term!r} has the wrong size")
+        # An empty run has no address of its own: any valid one will do (nothing is read).
+        address = data.ctypes.data if data.shape[0] else meta.ctypes.data
+        entry = _TermList(
+            data, meta, (address, data.shape[0], count, meta.ctypes.data, n_blocks), reader, term
+        )
+    with blocks.lock:
+        if term not in blocks.terms and len(blocks.terms) >= BLOCK_CACHE_TERMS:
+            del blocks.terms[next(iter(blocks.terms))]
+        blocks.terms[term] = entry
+    return entry
+
+
+# --------------------------------------------------------------------------- one query
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """A snapshot's segments as the kernel reads them (built once per snapshot).
+
+    ``rows``: per part, (address of its internal-id map or 0, base, local documents).
+    """
+
+    rows: tuple[tuple[int, int, int], ...]
+    keep: tuple[Any, ...]
+    blocks: tuple[_SegmentBlocks, ...]
+
+
+def _parts(snapshot: Snapshot) -> _Parts:
+    def build() -> _Parts:
+        rows: list[tuple[int, int, int]] = []
+        keep: list[Any] = []
+        segment_blocks: list[_SegmentBlocks] = []
+        for part in snapshot.parts:
+            blocks = _segment_blocks(part.reader)
+            n_docs = int(part.reader.n_docs)
+            if blocks.lengths.shape[0] != n_docs:
+                from weftsearch.errors import CorruptIndexError
+
+                raise CorruptIndexError(
+                    f"{part.reader.path}: document lengths disagree with the document count"
+                )
+            to_global = 0
+            if part.deleted is not None:
+                mapping = np.ascontiguousarray(
+                    part.to_global(np.arange(n_docs, dtype=np.int64)), dtype=np.int64
+                )
+                keep.append(mapping)
+                to_global = mapping.ctypes.data
+            rows.append((to_global, part.base, n_docs))
+            segment_blocks.append(blocks)
+        return _Parts(tuple(rows), tuple(keep), tuple(segment_blocks))
+
+    return snapshot.memo(("bm25 lists", "parts"), build)
+
+
+def _part_table(
+    snapshot: Snapshot, k1: float, b: float, avgdl: float
+) -> tuple[NDArray[np.int64], tuple[Any, ...]]:
+    """The part descriptors for ``_bm25.c`` with each segment's length norms for (k1, b).
+
+    A norm is ``k1 * (1 - b + b * len / avgdl)``, the numpy path's expression
+    elementwise (so the same bits), over every local document of the segment:
+    8 bytes per document per (k1, b) used on the snapshot, computed once, O(N).
+    """
+
+    def build() -> tuple[NDArray[np.int64], tuple[Any, ...]]:
+        parts = _parts(snapshot)
+        norms = [
+            np.ascontiguousarray(k1 * (1.0 - b + b * blocks.lengths.astype(np.float64) / avgdl))
+            for blocks in parts.blocks
+        ]
+        rows = [(norm.ctypes.data, *row) for norm, row in zip(norms, parts.rows, strict=True)]
+        table = np.array(rows, dtype=np.int64).reshape(len(rows), PART_FIELDS)
+        return table, (parts, *norms)
+
+    return snapshot.memo(("bm25 lists", "norms", k1, b, avgdl), build)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryLists:
+    """A query's postings lists on one snapshot, ready for :func:`search`.
+
+    Attributes:
+        doc_freq: int64 live documents holding each term (in the order given
+            to :func:`gather`), tombstones excluded.
+        table: int64 ``(lists, 8)`` list descriptors for ``_bm25.c``, part by
+            part, ascending term within a part.
+        keep: the arrays the descriptors point into (kept alive with them).
+
+    """
+
+    doc_freq: NDArray[np.int64]
+    table: NDArray[np.int64]
+    keep: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _SnapshotTerm:
+    """One term across a snapshot's segments: its list rows (term column 0), live documents, owners."""
+
+    rows: NDArray[np.int64]
+    doc_freq: int
+    keep: tuple[_TermList, ...]
+
+
+def _snapshot_term(snapshot: Snapshot, parts: _Parts, term: str) -> _SnapshotTerm:
+    """The term's lists in every segment of the snapshot, and its live document count. O(segments + df)."""
+    rows: list[tuple[int, ...]] = []
+    keep: list[_TermList] = []
+    doc_freq = 0
+    for index, (part, blocks) in enumerate(zip(snapshot.parts, parts.blocks, strict=True)):
+        entry = _term_list(part.reader, blocks, term)
+        if entry is None:
+            continue
+        count = entry.row[2]
+        if part.deleted is not None:
+            ids, _ = part.reader.postings(term)  # decoded (checked already by term_packed)
+            count -= int(np.count_nonzero(part.deleted[ids]))
+        doc_freq += count
+        rows.append((*entry.row, 0, index, 0))
+        keep.append(entry)
+    table = np.array(rows, dtype=np.int64).reshape(len(rows), LIST_FIELDS)
+    table.setflags(write=False)
+    return _SnapshotTerm(table, doc_freq, tuple(keep))
+
+
+def gather(snapshot: Snapshot, terms: Sequence[str]) -> QueryLists:
+    """The postings lists of ``terms`` (distinct, sorted) in every segment of ``snapshot``.
+
+    O(terms) dictionary lookups plus O(lists) numpy work for terms seen
+    before on this snapshot (remembered for up to :data:`_SNAPSHOT_TERMS`
+    terms, first in, first out; each entry holds its lists' descriptors, so a
+    many-segment snapshot costs no more Python per term than a one-segment
+    one). The first use of a term reads and checks its postings and their
+    stored block metadata in each segment and counts its live documents:
+    O(segments + df).
+    """
+    parts = _parts(snapshot)
+    cache: dict[str, _SnapshotTerm] = snapshot.memo(("bm25 lists", "terms"), dict)
+    found: list[_SnapshotTerm] = []
+    for term in terms:
+        entry = cache.get(term)
+        if entry is None:
+            entry = _snapshot_term(snapshot, parts, term)
+            with _READERS_LOCK:
+                if term not in cache and len(cache) >= _SNAPSHOT_TERMS:
+                    del cache[next(iter(cache))]
+                cache[term] = entry
+        found.append(entry)
+    doc_freq = np.array([entry.doc_freq for entry in found], dtype=np.int64)
+    if not found:
+        return QueryLists(doc_freq, np.empty((0, LIST_FIELDS), np.int64), (parts,))
+    table = np.concatenate([entry.rows for entry in found])  # a new array: the cached rows stay as they are
+    table[:, 5] = np.repeat(np.arange(len(found), dtype=np.int64), [entry.rows.shape[0] for entry in found])
+    if len(found) > 1 and len(snapshot.parts) > 1:
+        # Grouped by segment; the stable sort keeps ascending terms within one (terms come sorted).
+        table = table[np.argsort(table[:, 6], kind="stable")]
+    return QueryLists(doc_freq, table, (parts, *found))
+
+
+#: Filter masks whose per-segment id maps a snapshot keeps for the kernel (least recently
+#: used dropped first); each map is 8 bytes per document of its segment.
+FILTER_MAPS = 8
+
+_filter_maps_lock = threading.Lock()
+
+
+def _filtered_maps(snapshot: Snapshot, allowed: NDArray[np.bool_]) -> list[NDArray[np.int64]]:
+    """Per segment, the internal id of each local document, ``-1`` where it is deleted or filtered out.
+
+    The kernel skips a document whose map entry is negative exactly as it
+    skips a deleted one, so a filter costs nothing in the traversal itself:
+    the bounds stay upper bounds and only allowed documents reach the top k.
+    O(N) to build, once per snapshot and filter mask (a small LRU keyed by the
+    mask, which the snapshot's own filter cache keeps alive).
+    """
+    cache: collections.OrderedDict[int, tuple[weakref.ref[NDArray[np.bool_]], list[NDArray[np.int64]]]]
+    cache = snapshot.memo(("bm25 lists", "filter maps"), collections.OrderedDict)
+    key = id(allowed)
+    with _filter_maps_lock:
+        entry = cache.get(key)
+        if entry is not None and entry[0]() is allowed:
+            cache.move_to_end(key)
+            return entry[1]
+    maps = []
+    for part in snapshot.parts:
+        n_docs = int(part.reader.n_docs)
+        internal = part.to_global(np.arange(n_docs, dtype=np.int64))
+        live = internal >= 0
+        keep = np.zeros(n_docs, dtype=np.bool_)
+        keep[live] = allowed[internal[live]]
+        maps.append(np.ascontiguousarray(np.where(keep, internal, -1), dtype=np.int64))
+    with _filter_maps_lock:
+        cache[key] = (weakref.ref(allowed), maps)
+        while len(cache) > FILTER_MAPS:
+            cache.popitem(last=False)
+    return maps
+
+
+def search(
+    library: CompiledBM25,
+    snapshot: Snapshot,
+    lists: QueryLists,
+    weights: NDArray[np.float64],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+    allowed: NDArray[np.bool_] | None = None,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], KernelStats]:
+    """The ``k`` best documents of the query, canonical order (score descending, key ascending).
+
+    ``weights``: float64 ``qtf * idf`` of each term, in :func:`gather`'s term
+    order; ``avgdl`` > 0 as the numpy path uses it. The threshold carries
+    from segment to segment inside the one kernel call
+    (:func:`weftsearch.native.bm25.top_k`). Runs without the GIL.
+
+    ``allowed`` (a filter's mask over internal ids, or ``None``): only those
+    documents can enter the top k (see :func:`_filtered_maps`).
+
+    Complexity: O(lists + windows * terms + scored postings * log k); blocks
+    whose bound cannot reach the running k-th score are not read.
+
+    Raises:
+        CorruptIndexError: a query term's packed postings do not decode (the term is named).
+        MemoryError: the library could not allocate its working memory.
+
+    """
+    parts, _ = _part_table(snapshot, k1, b, avgdl)
+    maps: list[NDArray[np.int64]] = []
+    if allowed is not None:
+        # The filter as id maps: filtered-out documents are skipped like deleted ones.
+        maps = _filtered_maps(snapshot, allowed)
+        parts = parts.copy()
+        parts[:, 1] = [mapping.ctypes.data for mapping in maps]
+    try:
+        ids, scores, stats = kernel.top_k(library, lists.table, parts, weights, k1, b, avgdl, k)
+    except kernel.CorruptListError as error:
+        raise _corrupt_list(lists, error.index) from None
+    return (*_canonical(snapshot, ids, scores, k), stats)
+
+
+def _canonical(
+    snapshot: Snapshot, ids: NDArray[np.int64], scores: NDArray[np.float64], k: int
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """The kernel's results (every tie with the k-th, by score then internal id) as the ``k`` best by key."""
+    if snapshot.ids_follow_keys or ids.shape[0] <= 1:
+        # One segment: id order is key order, so the kernel's order is already canonical.
+        return ids[:k], scores[:k]
+    found_ids, found_scores = top_k(ids, scores, k, snapshot)
+    return found_ids, found_scores.astype(np.float64, copy=False)
+
+
+def _corrupt_list(lists: QueryLists, index: int) -> CorruptIndexError:
+    """The error for list ``index`` of ``lists.table``, which ``_bm25.c`` found corrupt (code -3)."""
+    address = int(lists.table[index, 0]) if 0 <= index < lists.table.shape[0] else -1
+    for found in lists.keep:
+        for entry in getattr(found, "keep", ()):
+            if isinstance(entry, _TermList) and entry.row[0] == address:
+                return CorruptIndexError(
+                    f"{entry.reader.path}: packed postings of term {entry.term!r} do not decode"
+                    " (the block table disagrees with the data)"
+                )
+    return CorruptIndexError("packed postings of a query term do not decode")
+
+
+def search_many(
+    library: CompiledBM25,
+    snapshot: Snapshot,
+    lists: Sequence[QueryLists],
+    weights: Sequence[NDArray[np.float64]],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+) -> list[tuple[NDArray[np.int64], NDArray[np.float64], KernelStats]]:
+    """:func:`search` for many queries in ONE compiled call (the GIL released for the whole batch).
+
+    ``lists[i]`` and ``weights[i]`` are query ``i``'s, as :func:`search` takes
+    them; each must have at least one list. Returns what :func:`search`
+    returns for each query (ids, scores and that query's own statistics), to
+    the bit: the C side calls the same routine per query. A query with more
+    tied results than the batch left room for is run again alone through
+    :func:`search`.
+
+    Raises:
+        MemoryError: the library could not allocate its working memory.
+        RuntimeError: the library has no batch function
+            (see :func:`weftsearch.native.bm25.top_k_batch_available`).
+
+    """
+    count = len(lists)
+    if count == 0:
+        return []
+    parts, _ = _part_table(snapshot, k1, b, avgdl)
+    table = np.concatenate([query.table for query in lists])
+    list_starts = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum([query.table.shape[0] for query in lists], out=list_starts[1:])
+    weight_array = np.concatenate(weights).astype(np.float64, copy=False)
+    weight_starts = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum([weight.shape[0] for weight in weights], out=weight_starts[1:])
+    capacity = count * (k + 8)  # room for k results and a few ties each; more ties are run again
+    batch = kernel.top_k_batch(
+        table, list_starts, parts, weight_array, weight_starts, k1, b, avgdl, k, capacity
+    )
+    results: list[tuple[NDArray[np.int64], NDArray[np.float64], KernelStats]] = []
+    for query, (kept, done, start) in enumerate(zip(batch.counts, batch.written, batch.starts, strict=True)):
+        if not done:
+            results.append(search(library, snapshot, lists[query], weights[query], k1, b, avgdl, k))
+            continue
+        # Slices of the batch's own arrays (nothing else holds them): no copy per query.
+        query_ids, query_scores = batch.ids[start : start + kept], batch.scores[start : start + kept]
+        results.append((*_canonical(snapshot, query_ids, query_scores, k), batch.stats[query]))
+    return results
