@@ -22,11 +22,27 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from tests.bench.conftest import QUICK_LOAD
 from weftsearch import Document, Index
 from weftsearch import cli as weft_cli
-from weftsearch.bench import driver, ladder, loadgen, peers
-from weftsearch.bench.driver import MAX_REASON, Done, RungResult, Schedule, error_reason, poisson_schedule, run_rung
-from weftsearch.bench.ladder import DEFAULT_RUNGS, LadderResult, ladder_rates, run_ladder, rung_seconds_for
+from weftsearch.bench import driver, loadgen, peers
+from weftsearch.bench.driver import (
+    MAX_REASON,
+    Done,
+    RungResult,
+    Schedule,
+    error_reason,
+    poisson_schedule,
+    run_rung,
+)
+from weftsearch.bench.ladder import (
+    DEFAULT_RUNGS,
+    LadderResult,
+    commit_under_load,
+    ladder_rates,
+    run_ladder,
+    rung_seconds_for,
+)
 from weftsearch.bench.report import format_ladder, plot_ladder
 from weftsearch.bench.targets import HttpTarget, NoopTarget, ProcessTarget, ThreadTarget
 from weftsearch.bench.workloads import SleepSearcher, WeftSearcher, Workload
@@ -593,30 +609,6 @@ def test_without_the_histogram_library_the_ladder_names_the_extra_before_sending
     assert calls == []
 
 
-#: A bench load that would build indexes at once if nothing stopped it (the work is spied on below).
-QUICK_LOAD = [
-    "bench", "load", "--synthetic", "50", "--queries", "5", "--rungs", "1", "--rung-seconds", "0.1",
-    "--min-requests", "1", "--sequential-seconds", "0.1", "--repetitions", "1", "--no-calibrate",
-]  # fmt: skip
-
-
-@pytest.fixture
-def no_work(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every corpus drawn and index built by ``bench load``, recorded instead of done."""
-    work: list[str] = []
-
-    def record(name: str) -> Any:
-        def step(*args: object, **kwargs: object) -> Any:
-            work.append(name)
-            raise AssertionError(f"{name} ran before the missing package was reported")
-
-        return step
-
-    for name in ("synthetic_corpus", "scifact_corpus", "build_weft_index", "build_peer", "_commit_run"):
-        monkeypatch.setattr(loadgen, name, record(name))
-    return work
-
-
 BENCH = r": pip install 'weft-search\[bench\]'"
 MISSING: list[tuple[str, list[str], list[str], str]] = [
     # (case, modules made missing, options, what the message must hold)
@@ -790,9 +782,7 @@ def test_commit_under_load_splits_requests_at_the_window_and_counts_shed_in_each
     target = ThreadTarget(writer.search, 2, "stall")
     target.start()
     try:
-        result = ladder.commit_under_load(
-            target, writer, 50, 400.0, 1.8, at=0.6, cap=8, progress=io.StringIO()
-        )
+        result = commit_under_load(target, writer, 50, 400.0, 1.8, at=0.6, cap=8, progress=io.StringIO())
     finally:
         target.close()
     assert writer.calls == ["commit", "merge"]

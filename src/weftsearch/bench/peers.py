@@ -72,13 +72,14 @@ PEERS: dict[str, Peer] = {
 }
 
 
-def default_peers_dir() -> Path | None:
+def default_peers_dir(package: Path | None = None) -> Path | None:
     """The ``bench/peers`` folder of the checkout this package is imported from, or ``None``.
 
     A checkout holds the package at ``src/weftsearch``; an installed package
     sits in ``site-packages`` with no ``bench/peers`` beside it, so ``None``.
+    ``package``: the package's folder (default: this one's).
     """
-    package = Path(__file__).resolve().parents[1]
+    package = Path(__file__).resolve().parents[1] if package is None else package
     if package.parent.name != "src":
         return None
     folder = package.parents[1] / "bench" / "peers"
