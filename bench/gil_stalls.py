@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from weftsearch.bench import loadgen
+from weftsearch.bench import workloads
 from weftsearch.engine.documents import Document
 from weftsearch.engine.index import Index
 
@@ -110,11 +110,11 @@ def _percentiles(values: np.ndarray) -> str:
 
 
 def commit_mode(args: argparse.Namespace, root: Path) -> None:
-    keys, texts, workload, _ = loadgen._scifact(args.data, False)
+    keys, texts, workload, _ = workloads.scifact_corpus(args.data, False)
     path = root / "commit"
-    loadgen._build_weft(path, keys, texts, None)
+    workloads.build_weft_index(path, keys, texts, None)
     index = Index.open(path)
-    search = loadgen.weft_search_function(index, workload, "bm25", 10, 100)
+    search = workloads.weft_search_function(index, workload, "bm25", 10, 100)
     index.add_many(
         (Document(f"load-{i:07d}", texts[i % len(texts)]) for i in range(args.commit_docs)), progress=False
     )
@@ -168,11 +168,11 @@ def search_mode(args: argparse.Namespace, root: Path) -> None:
     from weftsearch.native import bm25 as kernel
 
     hybrid = args.arm == "hybrid"
-    keys, texts, workload, vectors = loadgen._scifact(args.data, hybrid)
+    keys, texts, workload, vectors = workloads.scifact_corpus(args.data, hybrid)
     path = root / "search"
-    loadgen._build_weft(path, keys, texts, vectors)
+    workloads.build_weft_index(path, keys, texts, vectors)
     index = Index.open(path, readonly=True)
-    search = loadgen.weft_search_function(index, workload, args.arm, 10, 100)
+    search = workloads.weft_search_function(index, workload, args.arm, 10, 100)
     compiled = kernel.compiled_bm25()
     released = [0.0]
     if compiled is not None:
@@ -235,10 +235,10 @@ def threads_mode(args: argparse.Namespace, root: Path) -> None:
 
     bm25_module: Any = bm25  # its private switches, patched for the measurement and restored
 
-    keys, texts, workload, vectors = loadgen._scifact(args.data, True)
-    loadgen._build_weft(root / "threads", keys, texts, vectors)
+    keys, texts, workload, vectors = workloads.scifact_corpus(args.data, True)
+    workloads.build_weft_index(root / "threads", keys, texts, vectors)
     index = Index.open(root / "threads", readonly=True)
-    arms = {arm: loadgen.weft_search_function(index, workload, arm, 10, 100) for arm in ("bm25", "hybrid")}
+    arms = {arm: workloads.weft_search_function(index, workload, arm, 10, 100) for arm in ("bm25", "hybrid")}
     in_flight, from_docs = bm25_module.searches_in_flight, bm25_module._COMPILED_FROM_DOCS
     for round_ in range(args.rounds):
         for mode in ("numpy", "compiled", "adaptive"):

@@ -24,14 +24,10 @@ from matplotlib.legend import Legend
 from matplotlib.text import Text
 
 from weftsearch import _plotting
-from weftsearch.bench.loadgen import (
-    LadderResult,
-    RungResult,
-    ladder_figure,
-    ladders_from_json,
-    plot_ladder,
-)
+from weftsearch.bench.driver import RungResult
+from weftsearch.bench.ladder import LadderResult
 from weftsearch.bench.recall import RecallPoint, recall_figure
+from weftsearch.bench.report import ladder_figure, ladders_from_json, plot_ladder
 from weftsearch.cli import main
 from weftsearch.errors import InvalidParameterError
 from weftsearch.eval import reports

@@ -1,4 +1,4 @@
-"""Tests of weftsearch.bench.loadgen: the open-loop driver, its targets and the ladder.
+"""Tests of ``weft-search bench load``: the open-loop driver, its targets, the ladder and the command.
 
 No timing assertions: where real time is involved, only bounds that hold on any
 machine (a sleep lasts at least its length; a request that waited behind others
@@ -22,32 +22,34 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from tests.bench.conftest import QUICK_LOAD
 from weftsearch import Document, Index
 from weftsearch import cli as weft_cli
-from weftsearch.bench import loadgen
-from weftsearch.bench.loadgen import (
-    DEFAULT_RUNGS,
+from weftsearch.bench import driver, loadgen, peers
+from weftsearch.bench.driver import (
     MAX_REASON,
     Done,
-    HttpTarget,
-    LadderResult,
-    ProcessTarget,
     RungResult,
     Schedule,
-    SleepSearcher,
-    ThreadTarget,
-    WeftSearcher,
-    Workload,
     error_reason,
-    format_ladder,
-    ladder_rates,
-    plot_ladder,
     poisson_schedule,
-    run_ladder,
     run_rung,
+)
+from weftsearch.bench.ladder import (
+    DEFAULT_RUNGS,
+    LadderResult,
+    commit_under_load,
+    ladder_rates,
+    run_ladder,
     rung_seconds_for,
 )
+from weftsearch.bench.report import format_ladder, plot_ladder
+from weftsearch.bench.targets import HttpTarget, NoopTarget, ProcessTarget, ThreadTarget
+from weftsearch.bench.workloads import SleepSearcher, WeftSearcher, Workload
 from weftsearch.errors import InvalidParameterError, MissingDependencyError
+
+#: The repository's peer adapters (outside the installed package).
+PEERS_DIR = Path(__file__).resolve().parents[2] / "bench" / "peers"
 
 # ---------------------------------------------------------------------- the schedule
 
@@ -584,11 +586,11 @@ def test_the_command_on_scifact(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_percentiles_come_from_an_hdr_histogram_of_every_value() -> None:
     values = np.repeat(np.arange(1, 1001) / 1e3, 3)  # 1 ms to 1 s, each three times
-    result = loadgen._percentiles(values)
+    result = driver.percentiles(values)
     # HDR keeps 3 significant digits: each figure within 0.1% of the exact order statistic.
     for name, exact in (("p50", 500.0), ("p90", 900.0), ("p99", 990.0), ("p99.9", 999.0), ("max", 1000.0)):
         assert result[name] == pytest.approx(exact, rel=1e-3), name
-    assert all(np.isnan(v) for v in loadgen._percentiles(np.zeros(0)).values())
+    assert all(np.isnan(v) for v in driver.percentiles(np.zeros(0)).values())
 
 
 def test_without_the_histogram_library_the_ladder_names_the_extra_before_sending_anything(
@@ -605,30 +607,6 @@ def test_without_the_histogram_library_the_ladder_names_the_extra_before_sending
     finally:
         target.close()
     assert calls == []
-
-
-#: A bench load that would build indexes at once if nothing stopped it (the work is spied on below).
-QUICK_LOAD = [
-    "bench", "load", "--synthetic", "50", "--queries", "5", "--rungs", "1", "--rung-seconds", "0.1",
-    "--min-requests", "1", "--sequential-seconds", "0.1", "--repetitions", "1", "--no-calibrate",
-]  # fmt: skip
-
-
-@pytest.fixture
-def no_work(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every corpus drawn and index built by ``bench load``, recorded instead of done."""
-    work: list[str] = []
-
-    def record(name: str) -> Any:
-        def step(*args: object, **kwargs: object) -> Any:
-            work.append(name)
-            raise AssertionError(f"{name} ran before the missing package was reported")
-
-        return step
-
-    for name in ("_synthetic", "_scifact", "_build_weft", "_build_tantivy", "_build_lance", "_commit_run"):
-        monkeypatch.setattr(loadgen, name, record(name))
-    return work
 
 
 BENCH = r": pip install 'weft-search\[bench\]'"
@@ -731,8 +709,6 @@ def test_synthetic_vectors_are_seeded_unit_rows() -> None:
 
 def test_the_no_op_target_answers_every_request_without_error() -> None:
     # The calibration's floor: a no-op that reported a failure would leave no latency to print.
-    from weftsearch.bench.loadgen import NoopTarget
-
     target = NoopTarget()
     target.start()
     try:
@@ -757,18 +733,19 @@ def test_the_lancedb_peer_gets_an_ivf_index_on_a_large_table(
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     keys = [f"d{i:05d}" for i in range(n)]
     texts = [" ".join(rng.choice([f"w{j}" for j in range(50)], 8)) for _ in range(n)]
-    monkeypatch.setattr(loadgen, "LANCE_ANN_FROM_ROWS", 1000)
-    loadgen._build_lance(tmp_path / "lance", keys, texts, vectors)
+    adapter = peers.load_adapter(PEERS_DIR / "lancedb_peer.py")
+    monkeypatch.setattr(adapter, "LANCE_ANN_FROM_ROWS", 1000)
+    adapter.build(tmp_path / "lance", keys, texts, vectors)
     table = lancedb.connect(str(tmp_path / "lance")).open_table("docs")
     indices = {index.columns[0]: index for index in table.list_indices()}
     assert indices["vector"].index_type == "IvfFlat"
     assert table.index_stats(indices["vector"].name).num_indices >= 1
     assert nlist_for(n) > 1
-    search = loadgen.LanceSearcher(str(tmp_path / "lance"), Workload((texts[0],), vectors[:1]), k=5).open()
+    search = adapter.open_search(str(tmp_path / "lance"), Workload((texts[0],), vectors[:1]), 5, 100)
     found = search(0)
     assert isinstance(found, list) and found[0] == keys[0]  # its own text and vector: itself first
     # Below the threshold: no vector index (an exact scan).
-    loadgen._build_lance(tmp_path / "small", keys[:500], texts[:500], vectors[:500])
+    adapter.build(tmp_path / "small", keys[:500], texts[:500], vectors[:500])
     small = lancedb.connect(str(tmp_path / "small")).open_table("docs")
     assert "vector" not in {index.columns[0] for index in small.list_indices()}
 
@@ -805,9 +782,7 @@ def test_commit_under_load_splits_requests_at_the_window_and_counts_shed_in_each
     target = ThreadTarget(writer.search, 2, "stall")
     target.start()
     try:
-        result = loadgen.commit_under_load(
-            target, writer, 50, 400.0, 1.8, at=0.6, cap=8, progress=io.StringIO()
-        )
+        result = commit_under_load(target, writer, 50, 400.0, 1.8, at=0.6, cap=8, progress=io.StringIO())
     finally:
         target.close()
     assert writer.calls == ["commit", "merge"]

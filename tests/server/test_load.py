@@ -19,7 +19,9 @@ import pytest
 
 from tests.server.conftest import TEXTS, vector
 from tests.server.serving import running_server
-from weftsearch.bench.loadgen import HttpTarget, Workload, poisson_schedule, run_rung
+from weftsearch.bench.driver import poisson_schedule, run_rung
+from weftsearch.bench.targets import HttpTarget
+from weftsearch.bench.workloads import Workload
 
 #: The schedule: about RATE * SECONDS requests (the seed fixes the count).
 RATE, SECONDS, SEED = 40.0, 2.0, 20261203
@@ -95,7 +97,7 @@ def test_the_command_starts_and_stops_a_served_target_itself(tmp_path: Path) -> 
 
 
 def test_a_served_target_needs_at_least_one_worker() -> None:
-    from weftsearch.bench.loadgen import ServeTarget, Workload
+    from weftsearch.bench.targets import ServeTarget
     from weftsearch.errors import InvalidParameterError
 
     with pytest.raises(InvalidParameterError, match="at least one worker"):

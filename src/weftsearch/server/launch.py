@@ -1,7 +1,7 @@
 """Run ``weft-search serve`` in a child process on a free loopback port, wait until it answers, stop it.
 
 The one way the project starts a real server from Python: the load ladder's
-``serve:N`` target (:class:`weftsearch.bench.loadgen.ServeTarget`) and the
+``serve:N`` target (:class:`weftsearch.bench.targets.ServeTarget`) and the
 tests that need a real server (several workers, the access log) both use
 :class:`ServerProcess`. The child always binds ``127.0.0.1`` (a port asked of
 the kernel just before), runs the weftsearch this process imported, and
