@@ -55,6 +55,7 @@ from weftsearch.engine.index import _check_field_types
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import (
+    MAX_THREADS,
     Fused,
     SearchResults,
     _as_query,
@@ -394,6 +395,10 @@ class _LinkTable:
 class ShardedIndex:
     """An index split over shards by key, searched with the single index's results to the bit.
 
+    Implements :class:`~weftsearch.engine.searchable.Searchable`, as
+    :class:`~weftsearch.Index` does: the server, the LangChain retriever and
+    evaluation take either.
+
     Make one with :meth:`create` or :meth:`open`; ``shards=`` names how the
     shards run (:func:`local_shards`, the default, or
     :func:`weftsearch.distributed.ray_shard.ray_shards`). One coordinator
@@ -426,6 +431,7 @@ class ShardedIndex:
         self._readonly = readonly
         self._dirty = False
         self._field_kinds: dict[str, str] = {}
+        self._vector_dim: int | None = None
         self._lock = threading.Lock()
         self._closed = False
         # The collection's link table, for whole-collection scorers: built at the first such
@@ -588,6 +594,22 @@ class ShardedIndex:
     def cut(self) -> int:
         """The number of the cut searches read now (the record's, or a later :meth:`refresh`)."""
         return self._cut.number
+
+    @property
+    def generation(self) -> int:
+        """:attr:`cut`, under the name every :class:`~weftsearch.engine.searchable.Searchable` gives it."""
+        return self._cut.number
+
+    @property
+    def vector_dim(self) -> int | None:
+        """The width of the shards' vectors, ``None`` while none holds any.
+
+        Asked of the shards (one round trip each, :meth:`stats`) until known,
+        then kept: an index's vector width never changes once set.
+        """
+        if self._vector_dim is None:
+            self._vector_dim = self.stats().vector_dim
+        return self._vector_dim
 
     def shard_of(self, key: str) -> str:
         """The name of the shard that holds ``key``."""
@@ -955,12 +977,21 @@ class ShardedIndex:
         fuser: Fuser,
         *scorers: Scorer,
         depth: int | None = None,
+        threads: int | None = None,
         allow_partial: bool = False,
     ) -> list[ShardedResults]:
-        """:meth:`search` for each of ``queries``, one cut for all: two calls per shard for the batch."""
+        """:meth:`search` for each of ``queries``, one cut for all: two calls per shard for the batch.
+
+        ``threads`` is checked as :meth:`Index.search_many <weftsearch.Index.search_many>`
+        checks it and otherwise unused: the shards search the batch concurrently.
+        """
         if self._closed:
             raise InvalidParameterError(f"{self._path}: the sharded index is closed")
         k, depth = _check_call(k, fuser, scorers, depth)
+        if threads is not None and (
+            isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
+        ):
+            raise InvalidParameterError(f"threads must be an integer from 1 to {MAX_THREADS}, got {threads!r}")
         batch = [_as_query(query, position) for position, query in enumerate(queries)]
         if not batch:
             return []
