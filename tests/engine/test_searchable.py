@@ -11,7 +11,9 @@ from weftsearch.distributed import ShardedIndex
 from weftsearch.engine.searchable import Searchable
 from weftsearch.errors import InvalidParameterError, UnknownKeyError
 
-DOCS = [Document(key=f"k{i}", text=f"apple {'pie ' * (i % 3)}tart{i % 2}", fields={"n": i}) for i in range(12)]
+DOCS = [
+    Document(key=f"k{i}", text=f"apple {'pie ' * (i % 3)}tart{i % 2}", fields={"n": i}) for i in range(12)
+]
 
 
 def _through_protocol(index: Searchable) -> tuple[list[str], list[list[str]], str, int, int | None]:

@@ -430,6 +430,8 @@ class ShardedIndex:
         self._next_cut = cut.number + 1
         self._readonly = readonly
         self._dirty = False
+        # Writes since the last cut (committed or refreshed): refresh() makes a new cut only then.
+        self._unpublished = False
         self._field_kinds: dict[str, str] = {}
         self._vector_dim: int | None = None
         self._lock = threading.Lock()
@@ -764,7 +766,7 @@ class ShardedIndex:
                     for number, part in enumerate(parts)
                     if start < len(part)
                 }
-                self._dirty = True
+                self._dirty = self._unpublished = True
                 results = self._group.call("add_many", calls, read=False)
                 self._raise_missing(results)
                 bar.update(sum(len(args[0]) for args in calls.values()))
@@ -776,6 +778,10 @@ class ShardedIndex:
         """Add (upsert) one document."""
         self.add_many([document], progress=False)
 
+    def delete(self, key: str) -> bool:
+        """Delete ``key`` from its shard; whether it was there (as :meth:`Index.delete`)."""
+        return self.delete_many([key]) > 0
+
     def delete_many(self, keys: Iterable[str]) -> int:
         """Delete ``keys`` from their shards; return how many were present."""
         self._check_writable()
@@ -785,7 +791,7 @@ class ShardedIndex:
         calls = {number: (part,) for number, part in enumerate(parts) if part}
         if not calls:
             return 0
-        self._dirty = True
+        self._dirty = self._unpublished = True
         results = self._group.call("delete_many", calls, read=False)
         self._raise_missing(results)
         return int(sum(results.values()))
@@ -833,14 +839,19 @@ class ShardedIndex:
             self._cut = _Cut(number, refs)
             self._links = None  # the old cut's link table: rebuilt for the new cut when asked
             self._durable_cut = number
-            self._dirty = False
+            self._dirty = self._unpublished = False
             self._group.call(
                 "release", {n: ((previous, number),) for n in range(len(self._names))}, read=False
             )
             return number
 
     def refresh(self) -> int:
-        """Make the writes so far visible to searches without committing; return the new cut's number.
+        """Make the writes so far visible to searches without committing; return the cut searches read.
+
+        A new cut is made only when something was added or deleted since the
+        last cut (commit or refresh); otherwise the current cut is kept and its
+        number returned, as :meth:`Index.refresh <weftsearch.Index.refresh>`
+        changes nothing when nothing changed.
 
         A shard actor that restarts cannot serve such a cut (it reopens its
         last commit): searches then fail naming it until the next commit.
@@ -865,6 +876,8 @@ class ShardedIndex:
             return self._adopt()
         self._check_writable()
         with self._lock:
+            if not self._unpublished:
+                return self._cut.number
             number = self._next_cut
             self._next_cut += 1
             results = self._group.call("stage", {n: (number,) for n in range(len(self._names))}, read=False)
@@ -880,6 +893,7 @@ class ShardedIndex:
             )
             self._cut = _Cut(number, refs)
             self._links = None
+            self._unpublished = False
             self._group.call(
                 "release", {n: ((previous.number, number),) for n in range(len(self._names))}, read=False
             )
@@ -991,7 +1005,9 @@ class ShardedIndex:
         if threads is not None and (
             isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
         ):
-            raise InvalidParameterError(f"threads must be an integer from 1 to {MAX_THREADS}, got {threads!r}")
+            raise InvalidParameterError(
+                f"threads must be an integer from 1 to {MAX_THREADS}, got {threads!r}"
+            )
         batch = [_as_query(query, position) for position, query in enumerate(queries)]
         if not batch:
             return []
