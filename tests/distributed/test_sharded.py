@@ -249,6 +249,21 @@ def test_shard_of_is_stable_across_processes_and_spreads_keys() -> None:
     assert counts.min() > 2000 / 7 * 0.8
 
 
+def test_refresh_makes_a_new_cut_only_when_something_was_written(tmp_path: Path) -> None:
+    """As Index.refresh changes nothing when nothing changed: no empty cut after a commit or a refresh."""
+    sharded = ShardedIndex.create(tmp_path / "s", 3)
+    sharded.add_many([Document(key=f"d{i}", text="apple pie") for i in range(6)])
+    committed = sharded.commit()
+    assert sharded.refresh() == committed == sharded.generation  # nothing written since the commit
+    sharded.delete("d0")
+    published = sharded.refresh()
+    assert published > committed and sharded.refresh() == published  # once, then nothing new
+    assert sharded.delete("d0") is False and sharded.delete("d1") is True
+    assert sharded.refresh() > published
+    assert len(sharded.search("apple", 10, RRF(), BM25Scorer())) == 4
+    sharded.close()
+
+
 def test_searches_read_the_previous_cut_until_commit_and_refresh(tmp_path: Path) -> None:
     sharded = ShardedIndex.create(tmp_path / "s", 3)
     sharded.add_many([Document(key=f"d{i}", text="apple pie") for i in range(10)])

@@ -32,6 +32,7 @@ from weftsearch import (
     Stream,
     VectorScorer,
 )
+from weftsearch.distributed import ShardedIndex
 from weftsearch.engine.inflight import searches_in_flight
 from weftsearch.errors import (
     FilterSyntaxError,
@@ -499,8 +500,39 @@ def test_a_bad_configuration_raises_a_typed_error_at_construction(
 
 
 def test_an_index_that_is_not_one_is_refused() -> None:
-    with pytest.raises(InvalidParameterError, match="index must be an Index or the path of one, got int"):
+    with pytest.raises(
+        InvalidParameterError, match=r"index must be Searchable \(an Index, a ShardedIndex\) or the pa.*int"
+    ):
         WeftRetriever(42)  # type: ignore[arg-type]
+
+
+def test_a_sharded_index_is_retrieved_from_as_the_index_with_filters_passed_through(tmp_path: Path) -> None:
+    """Any Searchable: a ShardedIndex gives the single index's documents, filters and k included."""
+    sharded = ShardedIndex.create(tmp_path / "sharded", 3, vector_dim=4)
+    sharded.add_many(_documents())
+    sharded.commit()
+    single = _index()
+    try:
+        for options in (
+            {"embed_query": embed},
+            {"embed_query": embed, "search_kwargs": {"filter": RECENT, "k": 3}},
+            {"filter": "title in ('BM25', 'LUCENE')", "k": 7},
+        ):
+            mine = WeftRetriever(sharded, **options)
+            theirs = WeftRetriever(single, **options)
+            assert mine.index is sharded
+            got = mine.invoke(QUERY)
+            assert got and got == theirs.invoke(QUERY)
+            assert asyncio.run(mine.ainvoke(QUERY, filter=RECENT)) == theirs.invoke(QUERY, filter=RECENT)
+        filtered = WeftRetriever(sharded, embed_query=embed, k=7).invoke(QUERY, filter=RECENT)
+        assert filtered and set(_keys(filtered)) <= RECENT_KEYS
+        with ShardedIndex.create(tmp_path / "bare", 2) as bare:
+            bare.add_many([Document("a", "sparse text")])
+            bare.commit()
+            with pytest.raises(InvalidParameterError, match="holds 1 documents and no vectors"):
+                WeftRetriever(bare, embed_query=embed)
+    finally:
+        sharded.close()
 
 
 def test_a_vector_signal_over_an_index_without_vectors_is_refused() -> None:

@@ -55,17 +55,19 @@ from weftsearch.engine.index import _check_field_types
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import (
-    PASSTHROUGH,
+    MAX_THREADS,
+    Fused,
     SearchResults,
     _as_query,
     _check_call,
-    _rank_lookup,
     canonical_stream,
+    explain_fused,
+    fuse_candidates,
     stream_labels,
 )
 from weftsearch.engine.snapshot import CollectionStatistics, LinkView, key_positions, link_matrix
 from weftsearch.engine.stats import IndexStats, SegmentStats
-from weftsearch.engine.stream import FusedStream, PlanValue, Stream, order_by_score
+from weftsearch.engine.stream import PlanValue, Stream, order_by_score
 from weftsearch.errors import (
     CorruptIndexError,
     DuplicateKeyError,
@@ -212,14 +214,44 @@ class _Cut:
     refs: tuple[CutRef, ...]
 
 
-class _CandidateKeys:
-    """The key order of one query's candidates: ids are positions in their sorted keys."""
+class _Candidates:
+    """One query's candidates over the shards: ids are positions in their sorted keys.
+
+    The :class:`~weftsearch.engine.search.IdSpace` the engine's search tail
+    fuses and checks in (so id order is key order), and what resolves the
+    fused ids to keys and fields once the shards sent the hits' fields.
+    """
 
     ids_follow_keys = True
 
+    def __init__(self, keys: Sequence[str]) -> None:
+        self.keys = keys
+
+    @property
+    def n_docs(self) -> int:
+        """How many candidates: ids run from 0 to ``n_docs - 1``."""
+        return len(self.keys)
+
     @staticmethod
     def key_rank(ids: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The ids themselves: they are key ranks."""
         return ids
+
+    def sound_keys(
+        self, fields: Mapping[str, Mapping[str, FieldValue] | None], ids: NDArray[np.int64]
+    ) -> tuple[NDArray[np.bool_] | None, list[str]]:
+        """Which ``ids`` their shard still reported (with fields), and their keys, in order."""
+        keys = [self.keys[doc] for doc in ids.tolist()]
+        keep = [fields.get(key) is not None for key in keys]
+        if all(keep):
+            return None, keys
+        return np.array(keep, dtype=np.bool_), [key for key, kept in zip(keys, keep, strict=True) if kept]
+
+    def fields_of(
+        self, fields: Mapping[str, Mapping[str, FieldValue] | None], ids: NDArray[np.int64]
+    ) -> list[Mapping[str, FieldValue]]:
+        """The stored fields of the kept ``ids``, in order."""
+        return [fields[self.keys[doc]] or {} for doc in ids.tolist()]
 
 
 def _whole_collection(scorer: Scorer) -> bool:
@@ -363,6 +395,10 @@ class _LinkTable:
 class ShardedIndex:
     """An index split over shards by key, searched with the single index's results to the bit.
 
+    Implements :class:`~weftsearch.engine.searchable.Searchable`, as
+    :class:`~weftsearch.Index` does: the server, the LangChain retriever and
+    evaluation take either.
+
     Make one with :meth:`create` or :meth:`open`; ``shards=`` names how the
     shards run (:func:`local_shards`, the default, or
     :func:`weftsearch.distributed.ray_shard.ray_shards`). One coordinator
@@ -394,7 +430,10 @@ class ShardedIndex:
         self._next_cut = cut.number + 1
         self._readonly = readonly
         self._dirty = False
+        # Writes since the last cut (committed or refreshed): refresh() makes a new cut only then.
+        self._unpublished = False
         self._field_kinds: dict[str, str] = {}
+        self._vector_dim: int | None = None
         self._lock = threading.Lock()
         self._closed = False
         # The collection's link table, for whole-collection scorers: built at the first such
@@ -558,6 +597,22 @@ class ShardedIndex:
         """The number of the cut searches read now (the record's, or a later :meth:`refresh`)."""
         return self._cut.number
 
+    @property
+    def generation(self) -> int:
+        """:attr:`cut`, under the name every :class:`~weftsearch.engine.searchable.Searchable` gives it."""
+        return self._cut.number
+
+    @property
+    def vector_dim(self) -> int | None:
+        """The width of the shards' vectors, ``None`` while none holds any.
+
+        Asked of the shards (one round trip each, :meth:`stats`) until known,
+        then kept: an index's vector width never changes once set.
+        """
+        if self._vector_dim is None:
+            self._vector_dim = self.stats().vector_dim
+        return self._vector_dim
+
     def shard_of(self, key: str) -> str:
         """The name of the shard that holds ``key``."""
         return self._names[shard_of(key, len(self._names))]
@@ -711,7 +766,7 @@ class ShardedIndex:
                     for number, part in enumerate(parts)
                     if start < len(part)
                 }
-                self._dirty = True
+                self._dirty = self._unpublished = True
                 results = self._group.call("add_many", calls, read=False)
                 self._raise_missing(results)
                 bar.update(sum(len(args[0]) for args in calls.values()))
@@ -723,6 +778,10 @@ class ShardedIndex:
         """Add (upsert) one document."""
         self.add_many([document], progress=False)
 
+    def delete(self, key: str) -> bool:
+        """Delete ``key`` from its shard; whether it was there (as :meth:`Index.delete`)."""
+        return self.delete_many([key]) > 0
+
     def delete_many(self, keys: Iterable[str]) -> int:
         """Delete ``keys`` from their shards; return how many were present."""
         self._check_writable()
@@ -732,7 +791,7 @@ class ShardedIndex:
         calls = {number: (part,) for number, part in enumerate(parts) if part}
         if not calls:
             return 0
-        self._dirty = True
+        self._dirty = self._unpublished = True
         results = self._group.call("delete_many", calls, read=False)
         self._raise_missing(results)
         return int(sum(results.values()))
@@ -780,14 +839,19 @@ class ShardedIndex:
             self._cut = _Cut(number, refs)
             self._links = None  # the old cut's link table: rebuilt for the new cut when asked
             self._durable_cut = number
-            self._dirty = False
+            self._dirty = self._unpublished = False
             self._group.call(
                 "release", {n: ((previous, number),) for n in range(len(self._names))}, read=False
             )
             return number
 
     def refresh(self) -> int:
-        """Make the writes so far visible to searches without committing; return the new cut's number.
+        """Make the writes so far visible to searches without committing; return the cut searches read.
+
+        A new cut is made only when something was added or deleted since the
+        last cut (commit or refresh); otherwise the current cut is kept and its
+        number returned, as :meth:`Index.refresh <weftsearch.Index.refresh>`
+        changes nothing when nothing changed.
 
         A shard actor that restarts cannot serve such a cut (it reopens its
         last commit): searches then fail naming it until the next commit.
@@ -812,6 +876,8 @@ class ShardedIndex:
             return self._adopt()
         self._check_writable()
         with self._lock:
+            if not self._unpublished:
+                return self._cut.number
             number = self._next_cut
             self._next_cut += 1
             results = self._group.call("stage", {n: (number,) for n in range(len(self._names))}, read=False)
@@ -827,6 +893,7 @@ class ShardedIndex:
             )
             self._cut = _Cut(number, refs)
             self._links = None
+            self._unpublished = False
             self._group.call(
                 "release", {n: ((previous.number, number),) for n in range(len(self._names))}, read=False
             )
@@ -924,12 +991,23 @@ class ShardedIndex:
         fuser: Fuser,
         *scorers: Scorer,
         depth: int | None = None,
+        threads: int | None = None,
         allow_partial: bool = False,
     ) -> list[ShardedResults]:
-        """:meth:`search` for each of ``queries``, one cut for all: two calls per shard for the batch."""
+        """:meth:`search` for each of ``queries``, one cut for all: two calls per shard for the batch.
+
+        ``threads`` is checked as :meth:`Index.search_many <weftsearch.Index.search_many>`
+        checks it and otherwise unused: the shards search the batch concurrently.
+        """
         if self._closed:
             raise InvalidParameterError(f"{self._path}: the sharded index is closed")
         k, depth = _check_call(k, fuser, scorers, depth)
+        if threads is not None and (
+            isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
+        ):
+            raise InvalidParameterError(
+                f"threads must be an integer from 1 to {MAX_THREADS}, got {threads!r}"
+            )
         batch = [_as_query(query, position) for position, query in enumerate(queries)]
         if not batch:
             return []
@@ -980,7 +1058,7 @@ class ShardedIndex:
                 else:
                     at = plan.on_shards.index(column)
                     columns.append([(name, streams[n][row][at]) for name, n in zip(names, live, strict=True)])
-            merged.append(self._merge(columns, k, depth, fuser, labels))
+            merged.append(self._merge(columns, k, depth, fuser))
         return self._fetch(
             cut, merged, labels, depth, tuple(self._names[n] for n in sorted(missing)), allow_partial
         )
@@ -1059,16 +1137,16 @@ class ShardedIndex:
         k: int,
         depth: int,
         fuser: Fuser,
-        labels: Sequence[str],
-    ) -> tuple[list[str], NDArray[np.float64], list[Stream], FusedStream, str]:
+    ) -> tuple[_Candidates, list[Stream], Fused]:
         """Each scorer's stream merged from its parts (shards', or the coordinator's own), then fused.
 
         ``columns``: per scorer, its parts as (shard name, stream); the name
         ``None`` marks the one stream a whole-collection scorer made here.
+        The fusion is the engine's own tail (:func:`fuse_candidates`: one
+        stream passed through, the fuser's output checked as for one index).
         """
-        universe = sorted({key for parts in columns for _, stream in parts for key in stream[0]})
-        position = {key: index for index, key in enumerate(universe)}
-        order_keys = _CandidateKeys()
+        space = _Candidates(sorted({key for parts in columns for _, stream in parts for key in stream[0]}))
+        position = {key: index for index, key in enumerate(space.keys)}
         merged: list[Stream] = []
         for parts in columns:
             keys = [key for _, stream in parts for key in stream[0]]
@@ -1078,7 +1156,7 @@ class ShardedIndex:
                 if parts
                 else np.empty(0, np.float64)
             )
-            order = order_by_score(ids, scores, order_keys)[:depth]
+            order = order_by_score(ids, scores, space)[:depth]
             # Cut short on any shard is cut short for the collection (never a silent
             # "complete"); the plan keeps each shard's under its name (see _combined_plan).
             complete = all(stream[2] for _, stream in parts)
@@ -1087,37 +1165,23 @@ class ShardedIndex:
             else:
                 plan = _combined_plan([(str(name), stream[3]) for name, stream in parts])
             merged.append(Stream(ids[order], scores[order], plan=plan, complete=complete))
-        if len(merged) == 1:
-            head = merged[0].head(k)
-            fused = FusedStream(head.ids, head.scores, head.scores.reshape(-1, 1))
-            name = PASSTHROUGH
-        else:
-            fused = fuser.fuse(merged, k, order_keys)
-            name = str(fuser.name)
-            if (
-                not isinstance(fused, FusedStream)
-                or len(fused) > k
-                or fused.contributions.shape[1] != len(merged)
-            ):
-                raise ScorerOutputError(f"fuser {name!r} did not return at most {k} fused candidates")
-            if fused.ids.size and (int(fused.ids.min()) < 0 or int(fused.ids.max()) >= len(universe)):
-                raise ScorerOutputError(f"fuser {name!r} returned an id outside its streams")
-        return universe, fused.scores, merged, fused, name
+        return space, merged, fuse_candidates(fuser, merged, k, space)
 
     def _fetch(
         self,
         cut: _Cut,
-        merged: Sequence[tuple[list[str], NDArray[np.float64], list[Stream], FusedStream, str]],
+        merged: Sequence[tuple[_Candidates, list[Stream], Fused]],
         labels: Sequence[str],
         depth: int,
         missing: tuple[str, ...],
         allow_partial: bool,
     ) -> list[ShardedResults]:
+        """The hits' fields from their shards (one call per shard for the batch), then the engine's tail."""
         count = len(self._names)
         wanted: list[list[str]] = [[] for _ in range(count)]
-        for universe, _, _, fused, _ in merged:
+        for space, _, fused in merged:
             for doc in fused.ids.tolist():
-                key = universe[doc]
+                key = space.keys[doc]
                 wanted[shard_of(key, count)].append(key)
         fields: dict[str, dict[str, FieldValue] | None] = {}
         calls = {n: (cut.refs[n], keys) for n, keys in enumerate(wanted) if keys}
@@ -1130,32 +1194,16 @@ class ShardedIndex:
                 fields[key] = row
         missing = tuple(sorted(set(missing) | {self._names[n] for n in absent}))
         results: list[ShardedResults] = []
-        for universe, _, streams, fused, name in merged:
-            ids = fused.ids
-            keys = [universe[doc] for doc in ids.tolist()]
-            keep = np.array([fields.get(key) is not None for key in keys], dtype=np.bool_)
-            ids, scores, contributions = ids[keep], fused.scores[keep], fused.contributions[keep]
-            keys = [key for key, kept in zip(keys, keep.tolist(), strict=True) if kept]
-            ranks = np.zeros((ids.shape[0], len(streams)), dtype=np.int64)
-            signal_scores = np.full((ids.shape[0], len(streams)), np.nan, dtype=np.float64)
-            for column, stream in enumerate(streams):
-                rank = _rank_lookup(stream, ids)
-                ranks[:, column] = rank
-                hit = rank > 0
-                signal_scores[hit, column] = stream.scores[rank[hit] - 1]
-            rows: Sequence[Mapping[str, FieldValue]] = [fields[key] or {} for key in keys]
-            result = ShardedResults._from_arrays(
-                keys=keys,
-                scores=np.asarray(scores, np.float64),
-                ranks=ranks,
-                signal_scores=signal_scores,
-                contributions=np.asarray(contributions, np.float64),
-                fields=functools.partial(_same, rows),
-                signals=labels,
-                fuser=name,
+        for space, streams, fused in merged:
+            result = explain_fused(
+                fused,
+                streams,
+                labels,
+                depth,
                 generation=cut.number,
-                depth=depth,
-                streams=streams,
+                sound_keys=functools.partial(space.sound_keys, fields),
+                fields=functools.partial(space.fields_of, fields),
+                results_type=ShardedResults,
             )
             assert isinstance(result, ShardedResults)  # _from_arrays builds its own class
             result.missing_shards = missing
@@ -1179,10 +1227,6 @@ def _combined_plan(plans: Sequence[tuple[str, dict[str, PlanValue] | None]]) -> 
         for entry, value in plan.items():
             combined[f"{name}.{entry}"] = value
     return combined
-
-
-def _same(rows: Sequence[Mapping[str, FieldValue]]) -> Sequence[Mapping[str, FieldValue]]:
-    return rows
 
 
 def _combine(parts: Sequence[ShardStatistics], shards: int) -> CollectionStatistics:

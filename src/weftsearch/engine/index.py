@@ -442,6 +442,9 @@ def _check_lookup_key(key: str) -> None:
 class Index:
     """A hybrid-search index over :class:`Document` values.
 
+    Implements :class:`~weftsearch.engine.searchable.Searchable`, as
+    :class:`~weftsearch.distributed.ShardedIndex` does.
+
     Args:
         analyzer: an :class:`Analyzer` or the name of a registered one
             (``"english"`` by default). It is fixed for the life of the index.
@@ -935,6 +938,11 @@ class Index:
     def path(self) -> Path | None:
         """The directory this index commits to, or ``None`` for an in-memory index."""
         return None if self._directory is None else self._directory.path
+
+    @property
+    def index_id(self) -> str:
+        """The index's id from its manifest (32 hex digits; ``""`` in memory; docs/FORMAT.md, "Identity")."""
+        return self._index_id
 
     @property
     def readonly(self) -> bool:

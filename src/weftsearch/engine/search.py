@@ -5,9 +5,16 @@ alike: it calls ``score``, checks the stream against the contract, puts it in
 canonical order, and passes the list on. It never branches on what a scorer
 is, so the fused ranking for a snapshot depends only on the streams.
 
+The tail of a search (fuse, check the fuser's output, resolve keys, build
+the explained results: :func:`fuse_candidates` then :func:`explain_fused`)
+is written once, over plain arguments (an :class:`IdSpace`, a key resolver,
+a fields reader), and both :meth:`Index.search <weftsearch.Index.search>` and
+the sharded coordinator (:mod:`weftsearch.distributed.sharded`) call it, so a
+check added to the tail reaches both.
+
 One stream passes through: a search with exactly one scorer returns that
 stream's top ``k`` with the scorer's own scores, and the fuser is not called
-(:func:`fuse_streams`). Fusing one stream could only rewrite its scores (RRF
+(:func:`fuse_candidates`). Fusing one stream could only rewrite its scores (RRF
 turns every score into ``1 / (k + rank)``, so tied scores become distinct and
 the key tie-break becomes part of the score) without adding evidence.
 """
@@ -18,7 +25,7 @@ import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,7 +34,15 @@ from weftsearch.engine.documents import FieldValue
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
-from weftsearch.engine.stream import FusedStream, PlanValue, Stream, _is_vouched, check_k, order_by_score
+from weftsearch.engine.stream import (
+    FusedStream,
+    KeyOrder,
+    PlanValue,
+    Stream,
+    _is_vouched,
+    check_k,
+    order_by_score,
+)
 from weftsearch.errors import InvalidParameterError, InvalidQueryError, ScorerOutputError
 
 __all__ = [
@@ -46,6 +61,11 @@ __all__ = [
     "stream_labels",
     "fuse_streams",
     "PASSTHROUGH",
+    "IdSpace",
+    "Fused",
+    "check_fused",
+    "fuse_candidates",
+    "explain_fused",
 ]
 
 #: Candidates asked of each scorer when ``depth`` is not given: ``max(k, DEFAULT_DEPTH)``.
@@ -53,6 +73,26 @@ DEFAULT_DEPTH = 100
 
 #: :attr:`SearchResults.fuser` of a one-scorer search: the stream passed through unfused.
 PASSTHROUGH = "passthrough"
+
+
+class IdSpace(KeyOrder, Protocol):
+    """Where a search's candidate ids live: their range and their key order.
+
+    All the search tail (:func:`fuse_candidates`, :func:`check_fused`) reads
+    of the source of its streams: a :class:`Snapshot` is one, and so are the
+    merged candidates of a sharded search (ids are positions in their sorted
+    keys). The fuser receives it as its :class:`KeyOrder`.
+    """
+
+    @property
+    def n_docs(self) -> int:
+        """Ids run from 0 to ``n_docs - 1``."""
+        ...
+
+    @property
+    def ids_follow_keys(self) -> bool:
+        """Whether id order is key order (then :meth:`key_rank` is the ids themselves)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,13 +523,13 @@ def canonical_stream(
     return stream.reordered(order_by_score(ids, scores, snapshot))
 
 
-def in_canonical_order(ids: NDArray[np.int64], scores: NDArray[np.float64], snapshot: Snapshot) -> bool:
+def in_canonical_order(ids: NDArray[np.int64], scores: NDArray[np.float64], keys: IdSpace) -> bool:
     """Whether unique ``ids`` with non-NaN ``scores`` are already in canonical order.
 
     Scores must never increase, and each pair of neighbours with equal
-    scores must be in ascending key order (by id when the snapshot's ids
-    follow its keys, else by the keys of the tied neighbours only). O(k)
-    plus O(t log t) for t tied neighbours in a multi-segment snapshot.
+    scores must be in ascending key order (by id when ``keys``' ids follow
+    its keys, else by the keys of the tied neighbours only). O(k) plus
+    O(t log t) for t tied neighbours in a multi-segment snapshot.
     """
     if ids.shape[0] <= 1:
         return True
@@ -499,31 +539,52 @@ def in_canonical_order(ids: NDArray[np.int64], scores: NDArray[np.float64], snap
     ties = np.flatnonzero(later == earlier)
     if not ties.size:
         return True
-    if snapshot.ids_follow_keys:
+    if keys.ids_follow_keys:
         return bool((ids[ties] < ids[ties + 1]).all())
-    ranks = snapshot.key_rank(np.concatenate((ids[ties], ids[ties + 1])))
+    ranks = keys.key_rank(np.concatenate((ids[ties], ids[ties + 1])))
     return bool((ranks[: ties.shape[0]] < ranks[ties.shape[0] :]).all())
 
 
-def check_fused(fused: object, snapshot: Snapshot, k: int, streams: int, label: str) -> FusedStream:
-    """Check a fuser's output against the contract.
+def check_fused(fused: object, space: IdSpace, k: int, streams: int, label: str) -> FusedStream:
+    """Check a fuser's output against the contract, for any candidate id space.
+
+    ``space`` is where the ids come from: a :class:`Snapshot` for one index,
+    the merged candidates of a sharded search; only its id range
+    (``n_docs``) and key order are read, so every search path runs the same
+    checks (docs/ARCHITECTURE.md, "the search tail"). O(k log k).
 
     Raises:
         ScorerOutputError: not a FusedStream, more than ``k`` candidates,
-            contributions for another number of streams, ids outside the
-            snapshot or repeated. The message names the fuser.
+            contributions for another number of streams, ids outside
+            ``0 .. n_docs - 1`` (a document no stream holds) or repeated, a
+            non-finite score or contribution, or candidates out of canonical
+            order (scores descending, ties by key ascending). The message
+            names the fuser.
 
     """
     if not isinstance(fused, FusedStream) or len(fused) > k:
         raise ScorerOutputError(f"fuser {label!r} did not return at most {k} fused candidates")
     if fused.contributions.shape[1] != streams:
-        raise ScorerOutputError(f"fuser {label!r} returned contributions for the wrong streams")
+        raise ScorerOutputError(
+            f"fuser {label!r} returned contributions for {fused.contributions.shape[1]} streams, "
+            f"not the {streams} it was given"
+        )
     ids = fused.ids
     if ids.size:
-        if int(ids.min()) < 0 or int(ids.max()) >= snapshot.n_docs:
-            raise ScorerOutputError(f"fuser {label!r} returned an id outside 0..{snapshot.n_docs - 1}")
+        n_docs = space.n_docs
+        if int(ids.min()) < 0 or int(ids.max()) >= n_docs:
+            raise ScorerOutputError(f"fuser {label!r} returned an id outside 0..{n_docs - 1}")
         if np.unique(ids).size != ids.size:
             raise ScorerOutputError(f"fuser {label!r} returned the same document twice")
+        # A NaN or infinite fused score would sort arbitrarily and cannot be sent as JSON;
+        # every built-in fuser's scores are finite sums of finite parts.
+        if not bool(np.isfinite(fused.scores).all()) or not bool(np.isfinite(fused.contributions).all()):
+            raise ScorerOutputError(f"fuser {label!r} returned a non-finite score or contribution")
+        if not in_canonical_order(ids, fused.scores, space):
+            raise ScorerOutputError(
+                f"fuser {label!r} returned its candidates out of order "
+                "(scores must not increase; equal scores go by key, ascending)"
+            )
     return fused
 
 
@@ -538,14 +599,66 @@ def _rank_lookup(stream: Stream, wanted: NDArray[np.int64]) -> NDArray[np.int64]
     return np.where(found, by_id[slots] + 1, 0).astype(np.int64)
 
 
-def fuse_streams(fuser: Fuser, streams: Sequence[Stream], k: int, snapshot: Snapshot) -> FusedStream:
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """One query's fused candidates, checked: what :func:`explain_fused` turns into results.
+
+    Attributes:
+        ids: candidate ids, best first (in the id space they were fused in).
+        scores: their fused scores.
+        contributions: ``(len(ids), streams)`` parts of each score, or
+            ``None`` for one stream passed through (its scores are the
+            contributions; no table is made).
+        fuser: the fuser's name, or :data:`PASSTHROUGH`.
+
+    """
+
+    ids: NDArray[np.int64]
+    scores: NDArray[np.float64]
+    contributions: NDArray[np.float64] | None
+    fuser: str
+
+
+def fuse_candidates(fuser: Fuser, streams: Sequence[Stream], k: int, space: IdSpace) -> Fused:
+    """Fuse canonical ``streams`` to ``k`` candidates, checked; one stream passes through.
+
+    The first half of the search tail, shared by :meth:`Index.search
+    <weftsearch.Index.search>` and the sharded coordinator: with exactly one
+    stream its first ``k`` candidates are kept with their own scores and
+    ``fuser`` is not called; with two or more the fuser runs over plain
+    Streams and its output goes through :func:`check_fused`. ``space``: the
+    streams' id space (a snapshot, or a sharded search's merged candidates).
+
+    Raises:
+        ScorerOutputError: the fuser broke its contract.
+
+    """
+    if len(streams) == 1:
+        stream = streams[0]
+        return Fused(stream.ids[:k], stream.scores[:k], None, PASSTHROUGH)
+    # The fuser sees plain Streams (the same arrays, no copy): what a stream's maker
+    # vouched for is the engine's business, never the fuser's.
+    plain = [
+        stream
+        if type(stream) is Stream
+        else Stream.adopt(stream.ids, stream.scores, plan=stream.plan, complete=stream.complete)
+        for stream in streams
+    ]
+    name = str(fuser.name)
+    fused = check_fused(fuser.fuse(plain, k, space), space, k, len(streams), name)
+    return Fused(fused.ids, fused.scores, fused.contributions, name)
+
+
+def fuse_streams(fuser: Fuser, streams: Sequence[Stream], k: int, snapshot: IdSpace) -> FusedStream:
     """Fuse canonical ``streams`` to ``k`` candidates; a single stream passes through.
 
     With exactly one stream the result is that stream's first ``k``
     candidates with their own scores, and each candidate's contribution is
     its score; ``fuser`` is not called, so no fusion arithmetic runs and its
     parameters (weights, normalisation) are not consulted. With two or more
-    streams the fuser's output is checked against the contract and returned.
+    streams the fuser's output is checked against the contract
+    (:func:`check_fused`) and returned. :func:`fuse_candidates` as a
+    :class:`FusedStream`.
 
     Args:
         fuser: merges two or more streams.
@@ -557,18 +670,9 @@ def fuse_streams(fuser: Fuser, streams: Sequence[Stream], k: int, snapshot: Snap
         ScorerOutputError: the fuser broke its contract.
 
     """
-    if len(streams) == 1:
-        head = streams[0].head(k)
-        return FusedStream(head.ids, head.scores, head.scores.reshape(-1, 1))
-    # The fuser sees plain Streams (the same arrays, no copy): what a stream's maker
-    # vouched for is the engine's business, never the fuser's.
-    plain = [
-        stream
-        if type(stream) is Stream
-        else Stream.adopt(stream.ids, stream.scores, plan=stream.plan, complete=stream.complete)
-        for stream in streams
-    ]
-    return check_fused(fuser.fuse(plain, k, snapshot), snapshot, k, len(streams), str(fuser.name))
+    fused = fuse_candidates(fuser, streams, k, snapshot)
+    contributions = fused.scores.reshape(-1, 1) if fused.contributions is None else fused.contributions
+    return FusedStream(fused.ids, fused.scores, contributions)
 
 
 def _check_call(k: int, fuser: Fuser, scorers: Sequence[Scorer], depth: int | None) -> tuple[int, int]:
@@ -652,45 +756,20 @@ def results_of(
 ) -> SearchResults:
     """Fuse canonical ``streams`` to ``k`` and wrap them as :class:`SearchResults` (hits built when read).
 
-    A hit whose stored record is damaged is left out, as ``Index.get``
-    reports it absent (O(k): each record's verdict is remembered per
-    segment). Keys are resolved here, once, for the hits kept; fields, Hit
-    objects and their explanations wait until read. O(k) for one stream;
-    O(d log d) per stream for several (each hit's rank in each stream of
-    ``d`` candidates).
+    The search tail of one index: :func:`fuse_candidates`, then
+    :func:`explain_fused` with the snapshot's keys and fields. A hit whose
+    stored record is damaged is left out, as ``Index.get`` reports it absent
+    (O(k): each record's verdict is remembered per segment).
     """
-    if len(streams) == 1:
-        return _passthrough(snapshot, streams[0], labels, k, depth)
-    fused = fuse_streams(fuser, streams, k, snapshot)
-    ids = fused.ids
-    scores = fused.scores
-    contributions = fused.contributions
-    # A document whose stored record is damaged is reported absent, as
-    # Index.get does; the others keep their places and scores. The keys of
-    # the kept ones come from the same pass over their segments (the ids are
-    # in range: the fuser's output was checked).
-    keep, keys = snapshot._sound_keys(ids)
-    if keep is not None:
-        ids, scores, contributions = ids[keep], scores[keep], contributions[keep]
-    rank_table = np.zeros((ids.shape[0], len(streams)), dtype=np.int64)
-    score_table = np.full((ids.shape[0], len(streams)), np.nan, dtype=np.float64)
-    for column, stream in enumerate(streams):
-        ranks = _rank_lookup(stream, ids)
-        rank_table[:, column] = ranks
-        found = ranks > 0
-        score_table[found, column] = stream.scores[ranks[found] - 1]
-    return SearchResults._from_arrays(
-        keys=keys,
-        scores=scores,
-        ranks=rank_table,
-        signal_scores=score_table,
-        contributions=contributions,
-        fields=functools.partial(snapshot.fields_of, ids),
-        signals=labels,
-        fuser=str(fuser.name),
+    fused = fuse_candidates(fuser, streams, k, snapshot)
+    return explain_fused(
+        fused,
+        streams,
+        labels,
+        depth,
         generation=snapshot.generation,
-        depth=depth,
-        streams=streams,
+        sound_keys=snapshot._sound_keys,
+        fields=snapshot.fields_of,
     )
 
 
@@ -700,36 +779,68 @@ def _rank_column(count: int) -> NDArray[np.int64]:
     return _frozen_array(np.arange(1, count + 1, dtype=np.int64).reshape(-1, 1))
 
 
-def _passthrough(
-    snapshot: Snapshot, stream: Stream, labels: Sequence[str], k: int, depth: int
-) -> SearchResults:
-    """:func:`results_of` for one stream: its head as the hits, its scores as theirs. O(k).
+#: Resolves fused ids to keys: ``(keep, keys)``, ``keep`` the mask of the ids whose documents
+#: can be reported (``None``: all of them), ``keys`` the keys of the kept ones, in order.
+SoundKeys = Callable[[NDArray[np.int64]], tuple[NDArray[np.bool_] | None, list[str]]]
 
-    What :func:`fuse_streams` and the general path give for one stream (rank
-    ``i + 1``, score and contribution the stream's own, damaged records left
-    out), with no fused copy: the results hold views of the stream's
-    read-only arrays, and the keys and record verdicts come from one
-    :meth:`~weftsearch.engine.snapshot.Snapshot.sound_keys` call.
+#: Reads the stored fields of kept ids, in order (called at most once, when a hit is first read).
+FieldsOf = Callable[[NDArray[np.int64]], Sequence[Mapping[str, FieldValue]]]
+
+
+def explain_fused(
+    fused: Fused,
+    streams: Sequence[Stream],
+    labels: Sequence[str],
+    depth: int,
+    *,
+    generation: int,
+    sound_keys: SoundKeys,
+    fields: FieldsOf,
+    results_type: type[SearchResults] = SearchResults,
+) -> SearchResults:
+    """The second half of the search tail: fused candidates as :class:`SearchResults`, explained.
+
+    Shared by one index and the sharded coordinator. ``sound_keys`` drops
+    the candidates whose documents cannot be reported (a damaged record, a
+    shard's document gone) and names the others; each kept hit's rank and
+    raw score in every stream come from the streams themselves, its fused
+    score and contributions from ``fused``. Keys are resolved here, once;
+    fields, Hit objects and their explanations wait until read. O(k) for one
+    stream passed through; O(d log d) per stream for several (each hit's
+    rank in each stream of ``d`` candidates).
     """
-    ids = stream.ids[:k]
-    scores = stream.scores[:k]
-    keep, keys = snapshot._sound_keys(ids)
-    ranks = _rank_column(int(ids.shape[0]))
-    if keep is not None:
-        ids, scores, ranks = ids[keep], scores[keep], ranks[keep]
-    column = scores.reshape(-1, 1)
-    return SearchResults._from_arrays(
+    ids, scores = fused.ids, fused.scores
+    keep, keys = sound_keys(ids)
+    if fused.contributions is None:
+        # One stream passed through: the results hold views of its read-only arrays
+        # (rank i + 1, score and contribution the stream's own), no fused copy.
+        ranks = _rank_column(int(ids.shape[0]))
+        if keep is not None:
+            ids, scores, ranks = ids[keep], scores[keep], ranks[keep]
+        signal_scores = contributions = scores.reshape(-1, 1)
+    else:
+        contributions = fused.contributions
+        if keep is not None:
+            ids, scores, contributions = ids[keep], scores[keep], contributions[keep]
+        ranks = np.zeros((ids.shape[0], len(streams)), dtype=np.int64)
+        signal_scores = np.full((ids.shape[0], len(streams)), np.nan, dtype=np.float64)
+        for column, stream in enumerate(streams):
+            found_ranks = _rank_lookup(stream, ids)
+            ranks[:, column] = found_ranks
+            found = found_ranks > 0
+            signal_scores[found, column] = stream.scores[found_ranks[found] - 1]
+    return results_type._from_arrays(
         keys=keys,
         scores=scores,
         ranks=ranks,
-        signal_scores=column,
-        contributions=column,
-        fields=functools.partial(snapshot.fields_of, ids),
+        signal_scores=signal_scores,
+        contributions=contributions,
+        fields=functools.partial(fields, ids),
         signals=labels,
-        fuser=PASSTHROUGH,
-        generation=snapshot.generation,
+        fuser=fused.fuser,
+        generation=generation,
         depth=depth,
-        streams=(stream,),
+        streams=streams,
     )
 
 

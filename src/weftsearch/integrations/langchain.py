@@ -43,6 +43,7 @@ from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import Hit
+from weftsearch.engine.searchable import Searchable
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import check_k
 from weftsearch.errors import InvalidParameterError, MissingDependencyError
@@ -84,8 +85,11 @@ class WeftRetriever(BaseRetriever):
     """A LangChain retriever that ranks a weft-search index with fused signals.
 
     Args:
-        index: an :class:`~weftsearch.Index`, or the path of an index on disk,
-            which is opened with ``readonly=True`` (no writer lock is taken).
+        index: anything :class:`~weftsearch.engine.searchable.Searchable`: an
+            :class:`~weftsearch.Index`, a
+            :class:`~weftsearch.distributed.ShardedIndex`; or the path of an
+            index on disk, which is opened with ``readonly=True`` (no writer
+            lock is taken).
         scorers: the signals to fuse, in order. ``None`` (default) means BM25
             on the text, plus the vector signal when ``embed_query`` is given.
         fuser: how the signals' streams are merged; ``None`` means ``RRF()``.
@@ -118,7 +122,7 @@ class WeftRetriever(BaseRetriever):
         metadata: LangChain metadata passed to callbacks on every call.
 
     Raises:
-        InvalidParameterError: ``index`` is neither an Index nor a path;
+        InvalidParameterError: ``index`` is neither Searchable nor a path;
             ``scorers`` is empty or holds something that is not a Scorer;
             ``fuser`` is not a Fuser; ``k`` or ``depth`` is not a positive
             integer, or ``depth < k``; ``embed_query`` is neither callable nor
@@ -137,6 +141,10 @@ class WeftRetriever(BaseRetriever):
 
     A query searches one snapshot from start to finish: the hits, their
     scores and the texts returned all come from the same state of the index.
+    A :class:`~weftsearch.distributed.ShardedIndex` is searched at its
+    current cut through the same protocol, and each hit's text is then read
+    with its ``get`` (one call to the hit's shard), at the cut it reads then:
+    the same one unless the caller commits or refreshes it in between.
     The async path (``ainvoke``) awaits the embedding (``aembed_query``, or
     the function in a thread), takes the snapshot in the calling thread (so
     it sees that thread's own writes, as ``invoke`` does), and runs the search
@@ -151,9 +159,9 @@ class WeftRetriever(BaseRetriever):
     ``depth`` when one was set. Any other keyword raises
     :class:`~weftsearch.errors.InvalidParameterError` naming it and the
     accepted ones, rather than being dropped (LangChain's own ``verbose`` is
-    accepted). Every search goes through :meth:`Index.search
-    <weftsearch.Index.search>`, so it counts as a search in flight: the
-    index's commits and merges yield to it.
+    accepted). Every search goes through the index's own ``search``
+    (:meth:`Index.search <weftsearch.Index.search>`, so it counts as a search
+    in flight: the index's commits and merges yield to it), with the filter.
 
     The configuration is frozen after construction: make another retriever
     to change it, or let LangChain's ``configurable_fields`` choose ``k``,
@@ -164,8 +172,8 @@ class WeftRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True, extra="forbid")
 
-    index: Index
-    """The index searched."""
+    index: Searchable
+    """The index searched (an Index, a ShardedIndex, anything Searchable)."""
     scorers: tuple[Scorer, ...]
     """The signals fused, in order."""
     fuser: Fuser
@@ -183,7 +191,7 @@ class WeftRetriever(BaseRetriever):
 
     def __init__(
         self,
-        index: Index | str | PathLike[str],
+        index: Searchable | str | PathLike[str],
         *,
         scorers: Sequence[Scorer] | None = None,
         fuser: Fuser | None = None,
@@ -287,24 +295,35 @@ class WeftRetriever(BaseRetriever):
         """The weft :class:`~weftsearch.Query` for a LangChain query string (the one place one is built)."""
         return Query(text=text, vector=vector, filter=filter)
 
-    def _snapshot(self) -> Snapshot:
-        """The snapshot to search: a read-only index first adopts its newest commit."""
+    def _snapshot(self) -> Snapshot | None:
+        """The snapshot to search (``None`` for an index without snapshots, e.g. a ShardedIndex).
+
+        A read-only index first adopts its newest commit (its newest recorded cut).
+        """
         if self.refresh and self.index.readonly:
             self.index.refresh()
-        return self.index.snapshot()
+        return self.index.snapshot() if isinstance(self.index, Index) else None
 
-    def _search(self, snapshot: Snapshot, query: Query, k: int) -> list[Document]:
-        """Search ``snapshot`` and turn each hit into a LangChain ``Document``. O(search + k reads).
+    def _search(self, snapshot: Snapshot | None, query: Query, k: int) -> list[Document]:
+        """Search and turn each hit into a LangChain ``Document``. O(search + k reads).
 
-        Through :meth:`Index.search <weftsearch.Index.search>`, so the search
-        counts as one in flight, on the snapshot the texts are then read from.
+        Through the index's own ``search``: for an :class:`Index`, on
+        ``snapshot`` (:meth:`Index.search <weftsearch.Index.search>`'s
+        ``snapshot=``, so the search counts as one in flight) and the texts
+        are read from that snapshot; for any other Searchable, at its current
+        state, the texts read with its ``get``.
         """
-        results = self.index.search(query, k, self.fuser, *self.scorers, depth=self.depth, snapshot=snapshot)
-        ids = snapshot.ids_of(results.keys)
-        return [
-            _to_langchain(hit, snapshot.document(int(doc_id)))
-            for hit, doc_id in zip(results, ids, strict=True)
-        ]
+        index = self.index
+        if isinstance(index, Index):
+            assert snapshot is not None  # _snapshot gives an Index's
+            results = index.search(query, k, self.fuser, *self.scorers, depth=self.depth, snapshot=snapshot)
+            ids = snapshot.ids_of(results.keys)
+            return [
+                _to_langchain(hit, snapshot.document(int(doc_id)))
+                for hit, doc_id in zip(results, ids, strict=True)
+            ]
+        results = index.search(query, k, self.fuser, *self.scorers, depth=self.depth)
+        return [_to_langchain(hit, index.get(hit.key)) for hit in results]
 
     # ------------------------------------------------------------------ BaseRetriever
 
@@ -347,13 +366,16 @@ def _search_kwargs(given: object, where: str, *, also: frozenset[str] = frozense
     return {key: given[key] for key in SEARCH_KWARGS if key in given}
 
 
-def _as_index(index: object) -> Index:
-    """``index`` itself, or the index at that path opened read-only."""
-    if isinstance(index, Index):
+def _as_index(index: object) -> Searchable:
+    """``index`` itself when Searchable, or the index at that path opened read-only."""
+    if isinstance(index, Searchable):
         return index
     if isinstance(index, (str, PathLike)):
         return Index.open(index, readonly=True)
-    raise InvalidParameterError(f"index must be an Index or the path of one, got {type(index).__name__}")
+    raise InvalidParameterError(
+        f"index must be Searchable (an Index, a ShardedIndex) or the path of an index, "
+        f"got {type(index).__name__}"
+    )
 
 
 def _as_scorers(scorers: object) -> tuple[Scorer, ...]:
@@ -368,7 +390,7 @@ def _as_scorers(scorers: object) -> tuple[Scorer, ...]:
     return tuple(scorers)
 
 
-def _check_vector_inputs(scorers: Sequence[Scorer], index: Index, embed_query: object) -> None:
+def _check_vector_inputs(scorers: Sequence[Scorer], index: Searchable, embed_query: object) -> None:
     """Refuse a vector signal that could never read anything.
 
     Only the built-in :class:`VectorScorer` is known to read ``Query.vector``;
@@ -380,10 +402,11 @@ def _check_vector_inputs(scorers: Sequence[Scorer], index: Index, embed_query: o
         raise InvalidParameterError(
             "a VectorScorer needs a query vector: pass embed_query (a function or a LangChain Embeddings)"
         )
-    if index.vector_dim is None and len(index) > 0:
+    documents = index.stats().documents if index.vector_dim is None else 0
+    if documents > 0:
         where = "in memory" if index.path is None else str(index.path)
         raise InvalidParameterError(
-            f"the index ({where}) holds {len(index)} documents and no vectors, so the vector signal "
+            f"the index ({where}) holds {documents} documents and no vectors, so the vector signal "
             "would read nothing; add vectors, or leave out embed_query and the VectorScorer"
         )
 

@@ -83,7 +83,12 @@ from weftsearch.server.compare import (
 from weftsearch.server.embedding import QueryEmbedder, check_fits, read_vector_model
 from weftsearch.server.logs import redact
 from weftsearch.server.profiles import PROFILE_NAME, Profile, ProfileStore, build_arm
-from weftsearch.server.sharded import ShardedServing, SupportsShardedServing
+from weftsearch.server.sharded import (
+    ServedIndex,
+    SupportsShardedServing,
+    check_sharded,
+    sharded_profile_store,
+)
 
 __all__ = ["ServerLimits", "create_app", "DEFAULT_SPEC", "API_KEY_HEADER"]
 
@@ -802,7 +807,7 @@ class _Server:
 
     def __init__(
         self,
-        index: Index | ShardedServing,
+        index: ServedIndex,
         profiles: ProfileStore,
         limits: ServerLimits,
         embedder: QueryEmbedder | None,
@@ -1333,34 +1338,6 @@ def _endpoint(app: FastAPI, request: Request) -> str:
 # ---------------------------------------------------------------------- the application
 
 
-def _sharded(
-    sharded: SupportsShardedServing,
-    readonly: bool,
-    writer_socket: str | None,
-    vectors_record: str | PathLike[str] | None,
-) -> ShardedServing:
-    """Check the options :func:`create_app` was given with an open sharded index; wrap it."""
-    if not isinstance(sharded, SupportsShardedServing):
-        raise InvalidParameterError(
-            f"create_app serves an index directory or an open ShardedIndex, got {type(sharded).__name__}"
-        )
-    if sharded.closed:
-        raise InvalidParameterError(f"{sharded.path}: the sharded index is closed")
-    if writer_socket is not None:
-        raise InvalidParameterError("a sharded index is served by one process: no writer_socket")
-    if readonly != sharded.readonly:
-        raise InvalidParameterError(
-            f"readonly={readonly}, but the sharded index at {sharded.path} was opened "
-            f"{'read-only' if sharded.readonly else 'writable'}: open it as you mean to serve it"
-        )
-    if vectors_record is not None:
-        raise InvalidParameterError(
-            "vectors_record (embedding query texts) is not supported with a sharded index: "
-            "send query vectors with the requests"
-        )
-    return ShardedServing(sharded)
-
-
 def create_app(
     index_path: str | PathLike[str] | SupportsShardedServing,
     *,
@@ -1378,11 +1355,12 @@ def create_app(
     Args:
         index_path: an index directory made by ``weft-search index`` or :meth:`Index.create`;
             or an open :class:`weftsearch.distributed.ShardedIndex` (local or Ray
-            shards), served through :class:`weftsearch.server.sharded.ShardedServing`:
-            every endpoint answers with the sharded index's own results (a
-            search is ``ShardedIndex.search_many``'s, a document
-            ``ShardedIndex.get``'s, the generation its cut); profiles are kept
-            in its first shard's directory; graph rankings are served (the
+            shards), served through the same :class:`~weftsearch.engine.searchable.Searchable`
+            protocol as an index (:mod:`weftsearch.server.sharded`): every
+            endpoint answers with the sharded index's own results (a search is
+            ``ShardedIndex.search_many``'s, a document ``ShardedIndex.get``'s,
+            the statistics ``ShardedIndex.stats``'s, the generation its cut);
+            profiles are kept beside its ``SHARDS`` record; graph rankings are served (the
             whole-collection protocol, docs/SCALING.md "Graph scorers"); a read-only
             one adopts its writer's newest recorded cut before every read;
             a shard that cannot be reached answers 503 ``ShardUnavailableError``
@@ -1444,7 +1422,8 @@ def create_app(
     if read_key_required and api_key is None:
         raise InvalidParameterError("read_key_required needs an api_key")
     expected = None if api_key is None else api_key.encode("utf-8", "surrogateescape")
-    index: Index | ShardedServing
+    index: ServedIndex
+    owned = isinstance(index_path, (str, PathLike))  # the server closes only what it opened
     if isinstance(index_path, (str, PathLike)):
         model = None if vectors_record is None else read_vector_model(vectors_record)
         index = Index.open(Path(index_path), readonly=readonly, background_merge=not readonly)
@@ -1459,8 +1438,9 @@ def create_app(
             index.close(discard=True)
             raise
     else:
-        index = _sharded(index_path, readonly, writer_socket, vectors_record)
-        profiles = index.profile_store()
+        sharded = check_sharded(index_path, readonly, writer_socket, vectors_record)
+        index = sharded
+        profiles = sharded_profile_store(sharded)
         embedder = None
         watch = None
     state = _Server(index, profiles, limits, embedder, watch)
@@ -1488,7 +1468,9 @@ def create_app(
                     index.commit()  # a graceful shutdown keeps what was written (a no-op when nothing was)
                 except WeftError as exc:
                     LOG.error("the commit at shutdown failed; uncommitted writes are lost: %s", exc)
-            index.close(discard=True)
+            if owned:
+                assert isinstance(index, Index)
+                index.close(discard=True)
 
     app = FastAPI(
         lifespan=lifespan,
@@ -1661,8 +1643,10 @@ def create_app(
         arm = ranking.arm
         if len(queries) == 1:
             return [index.search(queries[0], k, arm.fuser, *arm.scorers, depth=max(arm.depth, k))]
-        return index.search_many(
-            queries, k, arm.fuser, *arm.scorers, depth=max(arm.depth, k), threads=limits.search_threads
+        return list(
+            index.search_many(
+                queries, k, arm.fuser, *arm.scorers, depth=max(arm.depth, k), threads=limits.search_threads
+            )
         )
 
     @app.post(
@@ -1850,10 +1834,11 @@ def create_app(
         if unavailable() is None:  # not the old index's numbers once its directory went
             adopt_commits()
             if not index.closed:
+                # The state searches read: an index's published snapshot, a sharded index's cut.
                 generation.set(
-                    float(index.snapshot().generation if isinstance(index, Index) else index.published)
+                    float(index.snapshot().generation if isinstance(index, Index) else index.generation)
                 )
-                documents.set(float(len(index)))
+                documents.set(float(index.stats().documents))
         if metrics_dir is None:
             text = prometheus_client.generate_latest(registry)
         else:
