@@ -20,7 +20,13 @@ import pytest
 from tests.distributed.building import DROP, reseal_record
 from weftsearch import RRF, BM25Scorer, Document
 from weftsearch.distributed import RECORD, ShardedIndex
-from weftsearch.errors import CorruptIndexError, FormatVersionError, IndexNotFoundError, IndexStorageError
+from weftsearch.errors import (
+    CorruptIndexError,
+    FormatVersionError,
+    IndexClosedError,
+    IndexNotFoundError,
+    IndexStorageError,
+)
 from weftsearch.storage.directory import IndexDirectory
 
 WORDS = ["apple", "banana", "cherry", "damson", "elder", "fig", "grape", "hazel"]
@@ -261,3 +267,23 @@ def test_a_record_that_is_a_fifo_or_a_link_is_refused_not_waited_on(index: Path,
         make()
         with pytest.raises(CorruptIndexError, match=r"not a regular file|link|FIFO"):
             ShardedIndex.open(index, readonly=True)
+
+
+def test_a_closed_sharded_index_refuses_every_call_as_a_closed_index_does(index: Path) -> None:
+    """``IndexClosedError`` (the server's 503), not ``InvalidParameterError`` (a 400), as :class:`Index`."""
+    sharded = ShardedIndex.open(index)
+    sharded.close()
+    calls: list[Callable[[], object]] = [
+        lambda: sharded.search("apple", 5, RRF(), BM25Scorer()),
+        lambda: sharded.search_many(["apple"], 5, RRF(), BM25Scorer()),
+        lambda: sharded.get("doc-000"),
+        sharded.stats,
+        sharded.shard_stats,
+        sharded.refresh,
+        sharded.commit,
+        lambda: sharded.add_many([Document(key="new", text="apple")]),
+        lambda: sharded.delete("doc-000"),
+    ]
+    for call in calls:
+        with pytest.raises(IndexClosedError, match="closed"):
+            call()

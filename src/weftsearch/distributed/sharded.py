@@ -72,6 +72,7 @@ from weftsearch.errors import (
     CorruptIndexError,
     DuplicateKeyError,
     FormatVersionError,
+    IndexClosedError,
     IndexExistsError,
     IndexNotFoundError,
     IndexStorageError,
@@ -635,8 +636,7 @@ class ShardedIndex:
             ShardUnavailableError: its shard could not be reached.
 
         """
-        if self._closed:
-            raise InvalidParameterError(f"{self._path}: the sharded index is closed")
+        self._check_open()
         if not isinstance(key, str):
             raise UnknownKeyError(f"document keys are strings, got {key!r}")
         number = shard_of(key, len(self._names))
@@ -656,8 +656,7 @@ class ShardedIndex:
             ShardUnavailableError: a shard could not be reached.
 
         """
-        if self._closed:
-            raise InvalidParameterError(f"{self._path}: the sharded index is closed")
+        self._check_open()
         found = self._group.call("stats", {n: () for n in range(len(self._names))}, read=True)
         self._raise_missing(found)
         return {self._names[n]: found[n] for n in range(len(self._names))}
@@ -704,9 +703,13 @@ class ShardedIndex:
             bytes_on_disk=sum(s.bytes_on_disk for s in parts.values()),
         )
 
-    def _check_writable(self) -> None:
+    def _check_open(self) -> None:
+        """Every call but the descriptive properties refuses a closed index, as :class:`Index` does."""
         if self._closed:
-            raise InvalidParameterError(f"{self._path}: the sharded index is closed")
+            raise IndexClosedError(f"{self._path}: this sharded index is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
         if self._readonly:
             raise InvalidParameterError(f"{self._path}: the sharded index is read-only")
 
@@ -999,8 +1002,7 @@ class ShardedIndex:
         ``threads`` is checked as :meth:`Index.search_many <weftsearch.Index.search_many>`
         checks it and otherwise unused: the shards search the batch concurrently.
         """
-        if self._closed:
-            raise InvalidParameterError(f"{self._path}: the sharded index is closed")
+        self._check_open()
         k, depth = _check_call(k, fuser, scorers, depth)
         if threads is not None and (
             isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
