@@ -262,7 +262,8 @@ def test_a_sharded_build_with_a_fixed_id_is_byte_identical_and_its_shard_ids_dif
 def test_a_record_that_is_a_fifo_or_a_link_is_refused_not_waited_on(index: Path, name: str) -> None:
     """Item 5's class: the sharded records are read as regular files only (a FIFO hung the open)."""
     target = index / name
-    for make in (lambda: os.mkfifo(target), lambda: target.symlink_to("/dev/zero")):
+    makers: list[Callable[[], None]] = [lambda: os.mkfifo(target), lambda: target.symlink_to("/dev/zero")]
+    for make in makers:
         target.unlink()
         make()
         with pytest.raises(CorruptIndexError, match=r"not a regular file|link|FIFO"):
