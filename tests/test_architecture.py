@@ -1117,3 +1117,85 @@ def test_the_native_rule_accepts_the_processs_own_symbols_and_docstrings() -> No
     source = '"""Set WEFTSEARCH_NO_COMPILED_BM25=1 for numpy."""\nimport ctypes\nctypes.CDLL(None).prctl\n'
     assert native_loading_problems([("weftsearch.engine.index", source)]) == []
     assert native_loading_problems([("weftsearch.native.bm25", "import ctypes\nctypes.CDLL('x')\n")]) == []
+
+
+# ------------------------------------------------------- agreement-with-a-reference tests, kept apart
+
+#: Outside implementations a test may compare against: such a test is an agreement test.
+REFERENCE_MODULES = frozenset({"pytrec_eval", "rank_bm25", "networkx", "ranx", "rbo", "ir_measures"})
+
+
+def _binds_reference(node: ast.AST) -> bool:
+    """An import of a reference module, or ``pytest.importorskip("<reference>")``."""
+    if isinstance(node, ast.Import):
+        return any(alias.name.split(".")[0] in REFERENCE_MODULES for alias in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return node.module is not None and node.module.split(".")[0] in REFERENCE_MODULES
+    called = node.func if isinstance(node, ast.Call) else None
+    if isinstance(node, ast.Call) and isinstance(called, ast.Attribute) and called.attr == "importorskip":
+        first = node.args[0] if node.args else None
+        return isinstance(first, ast.Constant) and str(first.value).split(".")[0] in REFERENCE_MODULES
+    return False
+
+
+def _is_marked_reference(function: ast.FunctionDef) -> bool:
+    return any(ast.unparse(decorator) == "pytest.mark.reference" for decorator in function.decorator_list)
+
+
+def unmarked_reference_tests(source: str) -> list[str]:
+    """Test functions of ``source`` that reach a reference implementation without the ``reference`` mark.
+
+    A function reaches one when it imports it (or ``importorskip``s it), names
+    what the module imported of it, or calls a module-level helper that does
+    (followed transitively within the module).
+    """
+    tree = ast.parse(source)
+    known = {
+        (alias.asname or alias.name).split(".")[0]
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and _binds_reference(node)
+        for alias in node.names
+    }
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+    def reaches(function: ast.FunctionDef) -> bool:
+        return any(
+            _binds_reference(node) or (isinstance(node, ast.Name) and node.id in known)
+            for node in ast.walk(function)
+        )
+
+    grew = True
+    while grew:
+        grew = False
+        for name, function in functions.items():
+            if not name.startswith("test_") and name not in known and reaches(function):
+                known.add(name)
+                grew = True
+    return [
+        name
+        for name, function in functions.items()
+        if name.startswith("test_") and reaches(function) and not _is_marked_reference(function)
+    ]
+
+
+def test_the_reference_checker_finds_direct_and_indirect_uses() -> None:
+    source = (
+        "import pytest\nimport rank_bm25\n"
+        "def _oracle():\n    return pytest.importorskip('pytrec_eval')\n"
+        "def _helper():\n    return _oracle()\n"
+        "def test_direct():\n    rank_bm25.BM25Okapi([])\n"
+        "def test_indirect():\n    _helper()\n"
+        "@pytest.mark.reference\ndef test_marked():\n    _helper()\n"
+        "def test_behaviour():\n    assert True\n"
+    )
+    assert unmarked_reference_tests(source) == ["test_direct", "test_indirect"]
+
+
+def test_every_agreement_with_a_reference_is_marked_reference() -> None:
+    """STYLE.md: agreement tests kept apart from behaviour tests (``pytest -m reference`` runs them alone)."""
+    found = {
+        str(path.relative_to(ROOT)): names
+        for path in sorted((ROOT / "tests").rglob("test_*.py"))
+        if (names := unmarked_reference_tests(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}, f"mark these @pytest.mark.reference: {found}"

@@ -452,6 +452,7 @@ def mean_ndcg10(run_text: str, qrels: dict[str, dict[str, int]]) -> float:
     return float(np.mean([m["ndcg_cut_10"] for m in measures.values()]))
 
 
+@pytest.mark.reference
 @pytest.mark.data
 def test_scifact_text_and_hybrid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if not (SCIFACT / "corpus.jsonl").is_file() or not (FROZEN / "corpus.npy").is_file():

@@ -594,6 +594,7 @@ def test_compare_records_extra_facts(testbed: harness.Testbed) -> None:
 # ---------------------------------------------------------------------------- agreement with trec_eval
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("k", [5, 30])
 def test_comparison_agrees_with_pytrec_eval_on_the_trec_lines(
     testbed: harness.Testbed, scorers: Scorers, k: int
@@ -861,6 +862,7 @@ def test_the_learned_fuser_runs_on_test_queries(dev_and_test: DevAndTest) -> Non
 # ---------------------------------------------------------------------------- CACM (shared data)
 
 
+@pytest.mark.reference
 @pytest.mark.data
 def test_cacm_end_to_end() -> None:
     if not (DATA / "cacm" / "cacm.all").is_file():
@@ -967,6 +969,7 @@ def tie_comparison(testbed: harness.Testbed) -> Comparison:
     return compare(testbed, arms, k=10, resamples=200)
 
 
+@pytest.mark.reference
 def test_tied_scores_report_trec_evals_number_and_the_served_orders_labelled(
     testbed: harness.Testbed, tie_comparison: Comparison
 ) -> None:

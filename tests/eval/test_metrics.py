@@ -227,6 +227,7 @@ def assert_agrees(qrels: QrelsDict, run: RunDict, ours: Evaluation, measures: di
 # ---------------------------------------------------------------------------- agreement with trec_eval
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("fixture", sorted(FIXTURES))
 def test_every_measure_agrees_with_pytrec_eval(fixture: str) -> None:
     qrels, run = FIXTURES[fixture]
@@ -234,6 +235,7 @@ def test_every_measure_agrees_with_pytrec_eval(fixture: str) -> None:
     assert_agrees(qrels, run, ours, REFERENCE_MEASURES)
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("fixture", sorted(FIXTURES))
 def test_reciprocal_rank_at_k_is_trec_eval_on_the_truncated_run(fixture: str) -> None:
     """trec_eval has no RR@k; it is recip_rank of the run cut to its top k in trec_eval's order."""
@@ -247,6 +249,7 @@ def test_reciprocal_rank_at_k_is_trec_eval_on_the_truncated_run(fixture: str) ->
         )
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("fixture", sorted(FIXTURES))
 def test_complete_matches_pytrec_eval_given_empty_rankings(fixture: str) -> None:
     """``complete=True`` is ``trec_eval -c``: the same as an empty ranking for each judged query not run."""
@@ -256,6 +259,7 @@ def test_complete_matches_pytrec_eval_given_empty_rankings(fixture: str) -> None
     assert_agrees(qrels, padded, ours, REFERENCE_MEASURES)
 
 
+@pytest.mark.reference
 def test_all_negative_queries_score_zero_in_a_fresh_pytrec_eval() -> None:
     """The rule :func:`pytrec` assumes, checked where pytrec_eval does not crash: a fresh process."""
     pytest.importorskip("pytrec_eval")
@@ -321,6 +325,7 @@ _ids = st.sampled_from([f"d{i}" for i in range(12)] + ["D", "é", "a10", "a9"])
         max_size=4,
     ),
 )
+@pytest.mark.reference
 def test_random_inputs_agree_with_pytrec_eval(qrels: QrelsDict, run: RunDict) -> None:
     reference_qids = sorted(pytrec(qrels, run, {"map"}))
     if not reference_qids:

@@ -264,6 +264,7 @@ def test_report_json_per_query_values_recompute_the_intervals(setup: Setup, tmp_
     assert (again.low, again.high, again.p_value) == (stored["low"], stored["high"], stored["bootstrap_p"])
 
 
+@pytest.mark.reference
 def test_trec_files_reprint_ndcg_under_trec_eval(setup: Setup, tmp_path: Path) -> None:
     pytrec_eval = pytest.importorskip("pytrec_eval")
     files = write(setup, tmp_path, plots=False)

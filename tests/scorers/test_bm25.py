@@ -94,6 +94,7 @@ def test_corpus_discriminates() -> None:
     assert "unicorn" not in {t for text in CORPUS.values() for t in text.split()}
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize(("k1", "b"), [(1.2, 0.75), (0.9, 0.4), (2.0, 1.0), (1.5, 0.0)])
 def test_matches_rank_bm25(k1: float, b: float) -> None:
     index = simple_index(CORPUS)
@@ -292,6 +293,7 @@ def test_dense_and_sparse_accumulation_agree() -> None:
         assert score == pytest.approx(bm25_term(tf, 200, 200, lengths[key], avgdl, 1.2, 0.75), rel=1e-13)
 
 
+@pytest.mark.reference
 def test_the_term_cache_is_bounded_and_changes_no_score(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 14 item 6: the per-term cache kept every term ever queried, without end."""
     import weftsearch.scorers.bm25 as bm25_module
