@@ -63,7 +63,7 @@ from weftsearch.corpus import (
 )
 from weftsearch.demo import run_demo
 from weftsearch.distributed.sharded import ShardedIndex, is_sharded, scrub_sharded
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.engine.filters import Filter, parse_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer

@@ -59,7 +59,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.errors import CorruptIndexError, FormatVersionError
 from weftsearch.storage.codec import MAGIC, SECTION_DTYPES, SectionFile, checksum, encode_sections
 from weftsearch.storage.directory import Manifest, SegmentEntry, encode_tombstones, read_tombstones

@@ -1909,7 +1909,7 @@ def _synthetic(
 def _build_weft(
     path: Path, keys: Sequence[str], texts: Sequence[str], vectors: NDArray[np.float32] | None
 ) -> None:
-    from weftsearch.engine.documents import Document
+    from weftsearch.documents import Document
     from weftsearch.engine.index import Index
 
     dim = None if vectors is None else int(vectors.shape[1])
@@ -2272,7 +2272,7 @@ def _commit_run(
     outgrew the rate; ``after`` (the same documents as inside the window, once
     merged) is printed beside ``outside``.
     """
-    from weftsearch.engine.documents import Document
+    from weftsearch.documents import Document
     from weftsearch.engine.index import Index
 
     n = args.commit_docs

@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
 from weftsearch.analysis import Analyzer, get_analyzer
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.engine.inflight import SearchesInFlight
 from weftsearch.engine.ingest import analyse_documents, resolve_workers
 from weftsearch.engine.protocols import Fuser, Scorer

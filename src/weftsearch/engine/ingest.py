@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from weftsearch.analysis import Analyzer, EnglishAnalyzer, SimpleAnalyzer
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.errors import AnalysisError, InvalidParameterError
 from weftsearch.storage.segment import SegmentDocument, stored_record
 

@@ -30,7 +30,7 @@ import crc32c
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.documents import Document, stored_document
+from weftsearch.documents import Document, stored_document
 from weftsearch.errors import CorruptIndexError, FieldTypeError, WeftError
 from weftsearch.storage.codec import FORMAT_VERSION, FileStamp, SectionFile, checksum, encode_sections
 from weftsearch.storage.fields import FieldIndex, field_kind
