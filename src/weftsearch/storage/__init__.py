@@ -16,7 +16,8 @@ from weftsearch.storage.directory import (
     WriterLock,
 )
 from weftsearch.storage.integrity import ScrubReport, scrub_directory
-from weftsearch.storage.segment import SegmentDocument, SegmentReader, encode_segment
+from weftsearch.storage.segment import SegmentReader
+from weftsearch.storage.segment_writer import SegmentDocument, encode_segment
 from weftsearch.storage.upgrade import UpgradeReport, upgrade_index
 
 __all__ = [

@@ -48,7 +48,9 @@ from weftsearch.storage.directory import (
     read_tombstones,
 )
 from weftsearch.storage.files import read_regular
-from weftsearch.storage.segment import SegmentReader, encode_columns, merge_columns
+from weftsearch.storage.segment import SegmentReader
+from weftsearch.storage.segment_merge import merge_columns
+from weftsearch.storage.segment_writer import encode_columns
 
 __all__ = ["UpgradeReport", "upgrade_index"]
 
