@@ -82,7 +82,6 @@ from weftsearch.storage.segment_writer import (
     without_text,
     write_columns,
 )
-from weftsearch.storage.upgrade import UpgradeReport, upgrade_index
 
 __all__ = ["Index", "MergePolicy", "ScrubReport"]
 
@@ -205,8 +204,8 @@ class Index:
             :meth:`get`, hits and :meth:`Snapshot.document` give ``text`` as
             the empty string ``""``. For users who keep documents elsewhere;
             docs/FORMAT.md ("Stored text") says what the text costs. Fixed for
-            the life of the index (recorded in the manifest; merges and
-            upgrades keep it).
+            the life of the index (recorded in the manifest; merges keep
+            it).
         commit_priority: the CPU priority of the child process that encodes a
             large commit (2,000 or more buffered documents, on systems with
             ``fork``): ``"idle"`` (default) runs it only on CPU time nothing
@@ -443,21 +442,6 @@ class Index:
                 writer_lock.release(remove=writer_lock.created)
             raise
         return index
-
-    @staticmethod
-    def upgrade(path: str | PathLike[str]) -> UpgradeReport:
-        """Rewrite an index written by an older format version as the current one, in place.
-
-        Takes the writer lock; builds the new files beside the old ones and
-        switches to them with one atomic manifest rename, so a crash leaves
-        either the old index or the new one (:func:`weftsearch.storage.upgrade_index`).
-        A current index is left untouched (``report.changed`` is False).
-
-        Raises:
-            IndexNotFoundError, IndexLockedError, FormatVersionError, CorruptIndexError.
-
-        """
-        return upgrade_index(Path(path))
 
     def _load_current(self, manifest: Manifest) -> None:
         """Load ``manifest``; if a file it names is gone, a newer commit swept it: reread."""

@@ -18,7 +18,6 @@ from weftsearch.storage.directory import (
 from weftsearch.storage.integrity import ScrubReport, scrub_directory
 from weftsearch.storage.segment import SegmentReader
 from weftsearch.storage.segment_writer import SegmentDocument, encode_segment
-from weftsearch.storage.upgrade import UpgradeReport, upgrade_index
 
 __all__ = [
     "FORMAT_VERSION",
@@ -37,6 +36,4 @@ __all__ = [
     "encode_segment",
     "ScrubReport",
     "scrub_directory",
-    "UpgradeReport",
-    "upgrade_index",
 ]

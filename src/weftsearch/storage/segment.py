@@ -23,19 +23,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import crc32c
 import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.documents import Document, stored_document
 from weftsearch.errors import CorruptIndexError, FieldTypeError, WeftError
-from weftsearch.storage.codec import FORMAT_VERSION, FileStamp, SectionFile, checksum
+from weftsearch.storage.codec import FileStamp, SectionFile, checksum
 from weftsearch.storage.fields import FieldIndex, field_kind, first_type_only
-from weftsearch.storage.pausing import (
-    Pause,
-    no_pause,
-    slices,
-)
 from weftsearch.storage.postings import (
     BLOCK_ROWS,
     POSTINGS_BLOCK,
@@ -51,7 +45,7 @@ __all__ = ["POSTINGS_BLOCK", "VECTOR_DTYPES", "SegmentReader", "derive_blocks"]
 #: Term lookups a segment reader remembers (a bound on its memory, about 100 bytes each).
 TERM_CACHE_SIZE = 1 << 17
 
-#: Decoded postings one segment reader keeps (version 3; 8 bytes each, so 32 MiB),
+#: Decoded postings one segment reader keeps (8 bytes each, so 32 MiB),
 #: first in, first out; a longer list is decoded on every read and not kept.
 DECODED_CACHE_POSTINGS = 1 << 22
 
@@ -60,84 +54,6 @@ _NORM_CHUNK = 65_536
 
 #: How a segment may store its vectors (``vec.matrix`` as ``<f4`` or ``<f2``).
 VECTOR_DTYPES = ("float32", "float16")
-
-#: Blocks derived per slice of :func:`derive_blocks` (bounds its temporaries: about
-#: 8 MiB of postings, and lets a pausing writer pause between slices).
-_BLOCK_SLICE = 16_384
-
-
-def _term_blocks_of_v2(ids: NDArray[Any], tfs: NDArray[Any], lengths: NDArray[Any]) -> NDArray[np.uint32]:
-    """One term's block metadata (``post.blocks``' layout), as :func:`derive_blocks` gives it.
-
-    The reader's first-use check runs this per term: a handful of numpy calls
-    (about 10 us for a short list) instead of the whole-segment bookkeeping. O(df).
-    """
-    count = ids.shape[0]
-    starts = np.arange(0, count, POSTINGS_BLOCK)
-    n_blocks = starts.shape[0]
-    out = np.empty(3 * n_blocks, dtype=np.uint32)
-    out[: n_blocks - 1] = ids[POSTINGS_BLOCK - 1 : count - 1 : POSTINGS_BLOCK][: n_blocks - 1]
-    out[n_blocks - 1] = ids[count - 1]
-    np.maximum.reduceat(tfs, starts, out=out[n_blocks : 2 * n_blocks])
-    np.minimum.reduceat(lengths[ids], starts, out=out[2 * n_blocks :])
-    return out
-
-
-def _derive_blocks_v2(
-    ids: NDArray[Any],
-    tfs: NDArray[Any],
-    offsets: NDArray[Any],
-    lengths: NDArray[Any],
-    pause: Pause = no_pause,
-) -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
-    """The version-2 block metadata (three rows per block) of postings laid out as a segment lays them out.
-
-    Only the upgrade path reads version-2 files (and scrub reports on them);
-    version 3 stores a fourth row (:func:`~weftsearch.storage.postings.derive_blocks`).
-
-    Term ``t``'s postings ``offsets[t] ..< offsets[t+1]`` of ``ids`` (local
-    ids, each ``< len(lengths)``) and ``tfs`` are cut into blocks of
-    :data:`POSTINGS_BLOCK` (the last block of a term may be shorter). Returns
-    ``block_offsets`` (``<u8`` x (V + 1): term t's blocks are
-    ``block_offsets[t] ..< block_offsets[t+1]``, ``ceil(df_t / 128)`` of them)
-    and ``blocks`` (``<u4`` x 3B): per term, at ``3 * block_offsets[t]``, the
-    last local id of each of its blocks, then the largest tf of each, then the
-    smallest document length of each (the layout ``_bm25.c`` reads, so a
-    term's metadata is one slice of the file).
-
-    The writer, the reader's first-use check and scrub all call this one
-    function. Vectorised (``reduceat`` over block starts, no Python per block
-    or posting), slice by slice. O(P + V).
-    """
-    bounds = offsets.astype(np.int64)
-    per_term = (np.diff(bounds) + (POSTINGS_BLOCK - 1)) // POSTINGS_BLOCK
-    block_offsets = np.zeros(bounds.shape[0], dtype=np.uint64)
-    np.cumsum(per_term, out=block_offsets[1:])
-    total = int(block_offsets[-1]) if block_offsets.shape[0] else 0
-    blocks = np.empty(3 * total, dtype=np.uint32)
-    if not total:
-        return block_offsets, blocks
-    first_block = block_offsets[:-1].astype(np.int64)
-    term_of = np.repeat(np.arange(per_term.shape[0], dtype=np.int64), per_term)
-    within = np.arange(total, dtype=np.int64) - first_block[term_of]
-    starts = bounds[:-1][term_of] + POSTINGS_BLOCK * within
-    ends = np.minimum(starts + POSTINGS_BLOCK, bounds[1:][term_of])
-    # Where each block's three values go: term t's lasts, then its max tfs, then its min lengths.
-    at_last = 3 * first_block[term_of] + within
-    stride = per_term[term_of]
-    for start, end in slices(total, _BLOCK_SLICE):
-        # Blocks tile the postings (terms back to back), so blocks start ..< end are
-        # exactly postings starts[start] ..< ends[end - 1], cut at their starts.
-        low, high = int(starts[start]), int(ends[end - 1])
-        cuts = starts[start:end] - low
-        where = at_last[start:end]
-        blocks[where] = ids[ends[start:end] - 1]
-        blocks[where + stride[start:end]] = np.maximum.reduceat(tfs[low:high], cuts)
-        blocks[where + 2 * stride[start:end]] = np.minimum.reduceat(lengths[ids[low:high]], cuts)
-        pause()
-    return block_offsets, blocks
-
-
 
 #: From this many keys on, :meth:`SegmentReader.keys_at` gathers their bytes in one numpy
 #: step and decodes once; below it, decoding key by key is cheaper (measured: equal near 30
@@ -166,10 +82,9 @@ class SegmentReader:
     """
 
     def __init__(
-        self, path: Path, data: bytes | None = None, *, versions: tuple[int, ...] = (FORMAT_VERSION,)
-    ) -> None:
+        self, path: Path, data: bytes | None = None) -> None:
         self.path = path
-        self._file = SectionFile(path, data, versions=versions)
+        self._file = SectionFile(path, data)
         self._lock = threading.RLock()  # memo builders may call other memos
         self._cache: dict[str, Any] = {}
         self._verified_postings: dict[int, tuple[NDArray[np.uint32], NDArray[np.uint32]]] = {}
@@ -200,19 +115,6 @@ class SegmentReader:
     def section_file(self) -> SectionFile:
         """The underlying section file (header, stamp, table)."""
         return self._file
-
-    @property
-    def has_blocks(self) -> bool:
-        """Whether the file carries block metadata (``post.block_offsets``, ``post.blocks``): version 2 on.
-
-        Only a version-1 file, which only the upgrade path reads, has none.
-        """
-        return self._file.version >= 2
-
-    @property
-    def packed(self) -> bool:
-        """Whether the postings are compressed (``post.data``; format version 3 on)."""
-        return self._file.version >= 3
 
     @property
     def vector_dtype(self) -> str:
@@ -247,17 +149,10 @@ class SegmentReader:
             "links.offsets": links + 1,
             "vec.matrix": meta["vectors"] * dim,
         }
-        if self.packed:
-            expected["post.block_offsets"] = terms + 1
-            expected["post.blocks"] = BLOCK_ROWS * meta["blocks"]
-            expected["post.data_offsets"] = terms + 1
-            expected["post.data"] = meta["words"]
-        else:
-            expected["post.ids"] = postings
-            expected["post.tfs"] = postings
-            if self.has_blocks:
-                expected["post.block_offsets"] = terms + 1
-                expected["post.blocks"] = 3 * meta["blocks"]
+        expected["post.block_offsets"] = terms + 1
+        expected["post.blocks"] = BLOCK_ROWS * meta["blocks"]
+        expected["post.data_offsets"] = terms + 1
+        expected["post.data"] = meta["words"]
         if meta["vectors"] and not dim:
             raise self._corrupt(f"meta claims {meta['vectors']} vectors of no width")
         # The ivf.* sections size nothing (they are read as views, and nlist is
@@ -272,9 +167,9 @@ class SegmentReader:
                     f"({n} documents, {terms} terms, {postings} postings, {links} links, "
                     f"{meta['vectors']} vectors of width {dim}) need {count}"
                 )
-        if self.has_blocks and meta["blocks"] > postings:  # every block holds at least one posting
+        if meta["blocks"] > postings:  # every block holds at least one posting
             raise self._corrupt(f"meta claims {meta['blocks']} blocks of {postings} postings")
-        if self.packed and postings > POSTINGS_BLOCK * meta["blocks"]:
+        if postings > POSTINGS_BLOCK * meta["blocks"]:
             # No section holds one element per posting any more: the block table bounds them (at
             # open; opening reads meta only). The exact count is post.offsets' last entry,
             # checked when the term table is first read (_term_tables).
@@ -289,11 +184,7 @@ class SegmentReader:
     def _meta(self) -> dict[str, Any]:
         try:
             meta = json.loads(bytes(self._file.array("meta")))
-            fields: tuple[str, ...] = ("documents", "terms", "postings", "links", "vectors")
-            if self.has_blocks:
-                fields += ("blocks",)
-            if self.packed:
-                fields += ("words",)
+            fields = ("documents", "terms", "postings", "links", "vectors", "blocks", "words")
             if not isinstance(meta, dict) or not all(
                 type(meta.get(f)) is int and 0 <= meta[f] < 2**40 for f in fields
             ):
@@ -367,8 +258,7 @@ class SegmentReader:
         try:
             self._term_tables()
             self.doc_lengths()
-            if self.has_blocks:
-                self._block_tables()  # O(B) checksum and shape checks, B = postings / 128 or fewer
+            self._block_tables()  # O(B) checksum and shape checks, B = postings / 128 or fewer
         except CorruptIndexError:
             pass
 
@@ -679,7 +569,7 @@ class SegmentReader:
             blob, offsets = self._strings("terms", self.n_terms)
             # The size, not the array: reading the array would verify the whole
             # section, and postings are verified term by term.
-            total = int(self._meta_cache["postings"]) if self.packed else self._file.size("post.ids") // 4
+            total = int(self._meta_cache["postings"])
             postings = self._array("post.offsets", "<u8", self.n_terms + 1)
             _check_offsets(postings, self.n_terms, total, "postings", self.path)
             crcs = self._array("post.crc", "<u4", self.n_terms)
@@ -738,41 +628,13 @@ class SegmentReader:
         vectorised). The arrays are read-only.
 
         Raises:
-            CorruptIndexError: the postings (or, version 3, their block table) are damaged.
+            CorruptIndexError: the postings (or their block table) are damaged.
 
         """
-        if self.packed:
-            position = self.term_position(term)
-            if position < 0:
-                return np.empty(0, np.uint32), np.empty(0, np.uint32)
-            return self._packed_postings(position, term)
-        return self._raw_postings(term)
-
-    def _raw_postings(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
-        """Versions 1 and 2: the term's ``post.ids`` and ``post.tfs`` views, checked once."""
         position = self.term_position(term)
         if position < 0:
             return np.empty(0, np.uint32), np.empty(0, np.uint32)
-        cached = self._verified_postings.get(position)
-        if cached is not None:
-            return cached
-        _, _, offsets, crcs = self._term_tables()
-        start, end = int(offsets[position]), int(offsets[position + 1])
-        ids_raw = self._file.raw("post.ids")
-        tfs_raw = self._file.raw("post.tfs")
-        if self._file.size("post.ids") != self._file.size("post.tfs") or end * 4 > len(ids_raw):
-            raise self._corrupt("postings sections disagree in size")
-        ids = np.frombuffer(ids_raw[start * 4 : end * 4], dtype="<u4")
-        tfs = np.frombuffer(tfs_raw[start * 4 : end * 4], dtype="<u4")
-        if int(crc32c.crc32c(tfs.tobytes(), crc32c.crc32c(ids.tobytes()))) != int(crcs[position]):
-            raise self._corrupt(f"postings of term {term!r} fail their checksum")
-        if ids.size and (
-            int(ids[-1]) >= self.n_docs or bool(np.any(ids[1:] <= ids[:-1])) or int(tfs.min()) < 1
-        ):
-            raise self._corrupt(f"postings of term {term!r} are out of range")
-        # Verified once per segment and term; the views stay valid as long as the map.
-        self._verified_postings[position] = (ids, tfs)
-        return ids, tfs
+        return self._packed_postings(position, term)
 
     def _term_extent(self, position: int) -> tuple[int, int, int, int, int, int]:
         """Term ``position``'s postings, blocks and words: (first, end) of each, bounds checked."""
@@ -800,7 +662,7 @@ class SegmentReader:
         five times a warm search's cost for the next second. Accidental damage
         is still caught by the checksums; a file *substituted* after it was
         written is outside what this guards (as it is for every map once
-        checked). Version 3 only; other versions are checked as always.
+        checked).
         """
         self._tables_trusted = True
 
@@ -817,7 +679,7 @@ class SegmentReader:
             raise self._corrupt(f"postings of term {term!r} fail their checksum")
 
     def _packed_postings(self, position: int, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
-        """Version 3: term ``position``'s decoded postings (checked at first use, then cached, bounded)."""
+        """Term ``position``'s decoded postings (checked at first use, then cached, bounded)."""
         cached = self._decoded.get(position)
         if cached is not None:
             return cached
@@ -893,8 +755,6 @@ class SegmentReader:
         """``post.block_offsets`` and ``post.blocks``, checksum-verified, shaped as ``post.offsets`` needs."""
 
         def build() -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
-            if not self.has_blocks:
-                raise self._corrupt("a version-1 segment has no block metadata")
             _, _, postings, _ = self._term_tables()
             blocks = int(self._meta_cache["blocks"])
             block_offsets = self._array("post.block_offsets", "<u8", self.n_terms + 1)
@@ -904,8 +764,7 @@ class SegmentReader:
             wanted = (np.diff(postings.astype(np.int64)) + (POSTINGS_BLOCK - 1)) // POSTINGS_BLOCK
             if not np.array_equal(np.diff(block_offsets.astype(np.int64)), wanted):
                 raise self._corrupt("block offsets disagree with the postings counts")
-            rows = BLOCK_ROWS if self.packed else 3
-            table = self._array("post.blocks", "<u4", rows * blocks)
+            table = self._array("post.blocks", "<u4", BLOCK_ROWS * blocks)
             return block_offsets, table
 
         result: tuple[NDArray[np.uint64], NDArray[np.uint32]] = self._memo("blocks", build)
@@ -916,7 +775,7 @@ class SegmentReader:
 
         The metadata is ``post.blocks``' slice of the term, a read-only view of
         the file: ``ceil(df / 128)`` last local ids, then as many largest tfs,
-        then as many smallest document lengths, then (version 3) as many
+        then as many smallest document lengths, then as many
         widths (docs/FORMAT.md, "Block metadata"). Its section is
         checksum-verified when first read, and the first time each term is
         asked for, its blocks are compared with a derivation from its postings
@@ -933,20 +792,11 @@ class SegmentReader:
         ids, tfs = self.postings(term)
         if not ids.size:
             return ids, tfs, np.empty(0, np.uint32)
-        position = self.term_position(term)
-        cached = self._verified_blocks.get(position)
-        if cached is not None:
-            return ids, tfs, cached
-        block_offsets, table = self._block_tables()  # version 2 (version 3 verified in postings())
-        first, last = int(block_offsets[position]), int(block_offsets[position + 1])
-        stored = table[3 * first : 3 * last]
-        if not np.array_equal(stored, _term_blocks_of_v2(ids, tfs, self.doc_lengths())):
-            raise self._corrupt(f"block metadata of term {term!r} disagrees with its postings")
-        self._verified_blocks[position] = stored
-        return ids, tfs, stored
+        # postings() checked the term's blocks at its first use and kept the verdict.
+        return ids, tfs, self._verified_blocks[self.term_position(term)]
 
     def term_packed(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32], int] | None:
-        """Version 3: ``term``'s packed words, block table (views of the file) and count; None if absent.
+        """``term``'s packed words, block table (views of the file) and count; None if absent.
 
         What the compiled BM25 reads: it decodes a block only when it scores
         it. Checked first exactly as :meth:`term_blocks` checks (CRC32C, a full
@@ -971,7 +821,7 @@ class SegmentReader:
         return self._packed_data()[word_first:word_end], stored, end - first
 
     def _decode_all(self) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
-        """Version 3: every posting decoded (merges, scrub). O(P), vectorised.
+        """Every posting decoded (merges, scrub). O(P), vectorised.
 
         Raises:
             CorruptIndexError: the postings do not decode.
@@ -985,22 +835,13 @@ class SegmentReader:
         except PostingsDecodeError as exc:
             raise self._corrupt(f"postings do not decode ({exc})") from None
 
-    def _all_raw(self) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
-        _, _, offsets, _ = self._term_tables()
-        if self.packed:
-            return self._decode_all()
-        return self._array("post.ids", "<u4", int(offsets[-1])), self._array(
-            "post.tfs", "<u4", int(offsets[-1])
-        )
-
     def _block_problems(self) -> list[str]:
         """Every term whose stored block metadata differs from a fresh derivation (scrub). O(P + V)."""
         block_offsets, table = self._block_tables()
         _, _, postings, _ = self._term_tables()
-        ids, tfs = self._all_raw()
-        rows = BLOCK_ROWS if self.packed else 3
-        derive = derive_blocks if self.packed else _derive_blocks_v2
-        _, derived = derive(ids, tfs, postings, self.doc_lengths())
+        ids, tfs = self._decode_all()
+        rows = BLOCK_ROWS
+        _, derived = derive_blocks(ids, tfs, postings, self.doc_lengths())
         if np.array_equal(table, derived):
             return []
         wrong = (
@@ -1028,7 +869,7 @@ class SegmentReader:
     def all_postings(self) -> tuple[list[str], NDArray[np.int64], NDArray[np.int64], NDArray[np.uint32]]:
         """Every posting as columns: (terms, term index, local id, frequency). For merges."""
         _, _, offsets, _ = self._term_tables()
-        ids, tfs = self._all_raw()
+        ids, tfs = self._decode_all()
         if ids.size and int(ids.max()) >= self.n_docs:
             raise self._corrupt("a posting names a document past the end")
         term_of = np.repeat(np.arange(self.n_terms, dtype=np.int64), np.diff(offsets).astype(np.int64))
@@ -1115,28 +956,18 @@ class SegmentReader:
             self.times()
             self.vector_rows()
             self.vector_lists()
-            _, _, postings, crcs = self._term_tables()
-            if self.packed:
-                _, _, data_offsets = self._packed_tables()
-                words = self._file.array("post.data")
-                for position in range(self.n_terms):
-                    start, end = int(data_offsets[position]), int(data_offsets[position + 1])
-                    if checksum(words[start:end].tobytes()) != int(crcs[position]):
-                        problems.append(f"{self.path}: postings of term {position} fail their checksum")
-            else:
-                ids = self._file.array("post.ids")
-                tfs = self._file.array("post.tfs")
-                for position in range(self.n_terms):
-                    start, end = int(postings[position]), int(postings[position + 1])
-                    data = ids[start:end].tobytes() + tfs[start:end].tobytes()
-                    if checksum(data) != int(crcs[position]):
-                        problems.append(f"{self.path}: postings of term {position} fail their checksum")
+            _, _, _, crcs = self._term_tables()
+            _, _, data_offsets = self._packed_tables()
+            words = self._file.array("post.data")
+            for position in range(self.n_terms):
+                start, end = int(data_offsets[position]), int(data_offsets[position + 1])
+                if checksum(words[start:end].tobytes()) != int(crcs[position]):
+                    problems.append(f"{self.path}: postings of term {position} fail their checksum")
             self.all_postings()
-            if self.has_blocks:
-                try:  # re-derived from the postings and lengths: a bound that understates is named here
-                    problems.extend(self._block_problems())
-                except CorruptIndexError as exc:
-                    problems.append(str(exc))
+            try:  # re-derived from the postings and lengths: a bound that understates is named here
+                problems.extend(self._block_problems())
+            except CorruptIndexError as exc:
+                problems.append(str(exc))
             self.all_links()
             terms = self.terms()
             if any(earlier >= later for earlier, later in itertools.pairwise(terms)):

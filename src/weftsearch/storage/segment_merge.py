@@ -324,30 +324,21 @@ def _term_ranges(bounds: NDArray[np.int64], most_terms: int) -> Iterator[tuple[i
 class _TermPostings:
     """The postings of a range of a source segment's terms, as (local ids, frequencies).
 
-    Version 3 decodes the range's packed blocks (the sections' checksums are
+    It decodes the range's packed blocks (the sections' checksums are
     verified first, and :func:`~weftsearch.storage.postings.unpack_postings`
-    checks every width, size and id); versions 1 and 2 slice the raw
-    ``post.ids`` / ``post.tfs``. O(postings of the range).
+    checks every width, size and id). O(postings of the range).
     """
 
     def __init__(self, reader: SegmentReader) -> None:
         self._reader = reader
         _, _, offsets, _ = reader._term_tables()
         self._offsets = offsets
-        total = int(offsets[-1])
-        if reader.packed:
-            self._block_offsets, self._table, self._data_offsets = reader._packed_tables()
-            self._data = reader._array("post.data", "<u4", int(reader._meta_cache["words"]))
-        else:
-            self._ids = reader._array("post.ids", "<u4", total)
-            self._tfs = reader._array("post.tfs", "<u4", total)
+        self._block_offsets, self._table, self._data_offsets = reader._packed_tables()
+        self._data = reader._array("post.data", "<u4", int(reader._meta_cache["words"]))
 
     def __call__(self, start: int, end: int) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
         reader = self._reader
         offsets = self._offsets
-        if not reader.packed:
-            low, high = int(offsets[start]), int(offsets[end])
-            return self._ids[low:high], self._tfs[low:high]
         block_offsets, data_offsets = self._block_offsets, self._data_offsets
         try:
             return unpack_postings(

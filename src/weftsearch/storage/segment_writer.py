@@ -570,7 +570,7 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
 def _field_sections(columns: SegmentColumns) -> dict[str, NDArray[Any]]:
     """The ``fld.*`` sections (docs/FORMAT.md, "Field indexes") of ``columns``."""
     index = columns.field_index
-    if index is None:  # columns made without one (the upgrade path): from the stored records
+    if index is None:  # columns made without one (built by hand): from the stored records
         fields = []
         for position, record in enumerate(columns.records):
             try:
