@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from weftsearch.bench import workloads
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.engine.index import Index
 
 

@@ -47,9 +47,9 @@ from typing import Any
 
 from weftsearch.analysis import EnglishAnalyzer
 from weftsearch.corpus import load_documents
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.engine.index import Index
-from weftsearch.storage.segment import SegmentDocument, encode_segment, stored_record
+from weftsearch.storage.segment_writer import SegmentDocument, encode_segment, stored_record
 
 SEED = 20240601
 

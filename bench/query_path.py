@@ -151,7 +151,7 @@ from numpy.typing import NDArray
 
 import weftsearch
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, Snapshot, VectorScorer
-from weftsearch.engine.index import MergePolicy
+from weftsearch.engine.merge_policy import MergePolicy
 from weftsearch.eval.metrics import evaluate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared generator beside this file

@@ -301,8 +301,39 @@ def test_fusion_imports_no_scorer() -> None:
     assert _violations_in(_modules_under("fusion"), [SCORERS]) == []
 
 
+ENGINE = "weftsearch.engine"
+STORAGE = "weftsearch.storage"
+#: The value types below storage: what a document and a time are.
+VALUE_TYPES = ("documents", "times")
+
+
 def test_storage_imports_neither_scorers_nor_fusion() -> None:
     assert _violations_in(_modules_under("storage"), [SCORERS, FUSION]) == []
+
+
+def test_storage_imports_no_engine_module() -> None:
+    """Storage sits below the engine, with no exception: the documents it writes and reads are
+    the value types of ``weftsearch.documents`` (issue 27: ``storage/segment.py`` imported
+    ``engine/documents.py``, an ``engine <-> storage`` package cycle)."""
+    assert {_module_name(p)[0] for p in _modules_under("storage")} >= {f"{STORAGE}.segment"}
+    assert _violations_in(_modules_under("storage"), [ENGINE]) == []
+
+
+def test_storage_checker_sees_an_import_of_the_engine() -> None:
+    for source in ("from weftsearch.engine.query import Query", "from ..engine import snapshot"):
+        assert import_violations(source, f"{STORAGE}.segment", [ENGINE]), source
+
+
+@pytest.mark.parametrize("name", VALUE_TYPES)
+def test_the_value_types_import_neither_storage_nor_the_engine(name: str) -> None:
+    """``documents`` and ``times`` sit below storage: they import the errors and number helpers only."""
+    path = PACKAGE_DIR / f"{name}.py"
+    assert path.is_file()
+    source = path.read_text(encoding="utf-8")
+    reached = [ref.target for ref in imports_of(source, f"{PACKAGE}.{name}")]
+    ours = [t for t in reached if t.split(".")[0] == PACKAGE]
+    allowed = ("weftsearch.errors", "weftsearch._numbers", "weftsearch.times")
+    assert ours and all(any(_within(t, a) for a in allowed) for t in ours), ours
 
 
 def test_the_harness_imports_no_scorer() -> None:

@@ -20,7 +20,7 @@ from weftsearch.analysis import (
     get_analyzer,
     register_analyzer,
 )
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.engine.filters import F, Filter, parse_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer

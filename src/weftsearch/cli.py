@@ -63,7 +63,7 @@ from weftsearch.corpus import (
 )
 from weftsearch.demo import run_demo
 from weftsearch.distributed.sharded import ShardedIndex, is_sharded, scrub_sharded
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.engine.filters import Filter, parse_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
@@ -82,7 +82,7 @@ from weftsearch.errors import (
 from weftsearch.fusion import FUSION_METHODS, RRF, ScoreFusion, WeightedRRF
 from weftsearch.scorers import BM25Scorer, GraphScorer, PageRankScorer, RecencyScorer, VectorScorer
 from weftsearch.scorers.vector import DEFAULT_NPROBE
-from weftsearch.storage import scrub_directory, upgrade_index
+from weftsearch.storage import scrub_directory
 from weftsearch.storage.directory import MANIFEST
 
 __all__ = [
@@ -694,18 +694,6 @@ def _cmd_scrub(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _cmd_upgrade(args: argparse.Namespace) -> int:
-    report = upgrade_index(Path(args.index))
-    if report.changed:
-        print(
-            f"upgraded {args.index} from format {report.from_version} to {report.to_version}: "
-            f"{report.documents} documents in {report.segments} segments"
-        )
-    else:
-        print(f"{args.index} is format {report.to_version} already; nothing to do")
-    return 0
-
-
 def _cmd_merge(args: argparse.Namespace) -> int:
     with Index.open(args.index) as index:
         before = index.segment_count
@@ -1021,15 +1009,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scrub.add_argument("index", metavar="DIR", help="index directory")
     scrub.set_defaults(handler=_cmd_scrub)
-
-    upgrade = commands.add_parser(
-        "upgrade",
-        help="rewrite an index of an older format version as the current one, in place",
-        description="Rewrite DIR, written by an older weft-search format version, as the current "
-        "version. Safe against crashes: the old index serves until the new one is complete.",
-    )
-    upgrade.add_argument("index", metavar="DIR", help="index directory")
-    upgrade.set_defaults(handler=_cmd_upgrade)
 
     merge = commands.add_parser(
         "merge",

@@ -35,7 +35,7 @@ Every format problem raises :class:`~weftsearch.errors.CorpusFormatError`
 whose message starts ``<file>:<line>:``: bad JSON, JSON nested deeper than
 :data:`MAX_JSON_DEPTH`, bytes that are not UTF-8, a number out of range, a
 string that UTF-8 cannot encode, or a key that breaks the key rule
-(:func:`~weftsearch.engine.documents.check_key`). Files are read line by line, and a
+(:func:`~weftsearch.documents.check_key`). Files are read line by line, and a
 progress bar appears (on a terminal) for reads that take more than a second.
 """
 
@@ -54,7 +54,7 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
-from weftsearch.engine.documents import Document, FieldValue, TimeLike, key_problem
+from weftsearch.documents import Document, FieldValue, TimeLike, key_problem
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults
 from weftsearch.errors import CorpusFormatError, InvalidParameterError, WeftError

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from weftsearch.analysis import Analyzer, EnglishAnalyzer
 from weftsearch.corpus import iter_documents
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query

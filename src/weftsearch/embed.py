@@ -86,7 +86,7 @@ from tqdm.auto import tqdm
 from weftsearch._argtypes import positive_int
 from weftsearch._atomic import write_atomic
 from weftsearch.corpus import PROGRESS_DELAY, parse_json_object
-from weftsearch.engine.documents import check_string, key_problem
+from weftsearch.documents import check_string, key_problem
 from weftsearch.errors import (
     CorpusFormatError,
     DatasetIntegrityError,
@@ -230,7 +230,7 @@ def _check_ids(ids: Sequence[str], count: int) -> list[str]:
             raise InvalidParameterError(f"ids[{number}] is {type(key).__name__}, not str: {key!r:.60}")
         # Readers strip each line and split on tabs (load_frozen_vectors reads a
         # second column as "the id as written"), so such ids would not survive: the
-        # document key rule (weftsearch.engine.documents.check_key) says which do.
+        # document key rule (weftsearch.documents.check_key) says which do.
         problem = key_problem(key)
         if problem is not None:
             raise InvalidParameterError(

@@ -15,7 +15,7 @@ from weftsearch.analysis import EnglishAnalyzer, SimpleAnalyzer
 from weftsearch.engine import ingest
 from weftsearch.engine.ingest import PARALLEL_MIN_DOCUMENTS, analyse_documents, resolve_workers
 from weftsearch.errors import AnalysisError, InvalidParameterError
-from weftsearch.storage.segment import encode_segment
+from weftsearch.storage.segment_writer import encode_segment
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="parallel analysis forks workers (POSIX)")
 

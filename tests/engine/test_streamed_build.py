@@ -21,17 +21,12 @@ from weftsearch.engine.ingest import analyse_documents
 from weftsearch.errors import AnalysisError, DuplicateKeyError, VectorDimensionError
 from weftsearch.fusion import RRF
 from weftsearch.scorers import BM25Scorer
-from weftsearch.storage import segment as segment_module
+from weftsearch.storage import segment_merge as merge_module
 from weftsearch.storage.codec import FileStamp, encode_sections, stamped_header
 from weftsearch.storage.sectionwriter import ByteChunks, Section, materialize, write_section_file
-from weftsearch.storage.segment import (
-    SegmentDocument,
-    SegmentReader,
-    encode_columns,
-    encode_segment,
-    merge_columns,
-    write_columns,
-)
+from weftsearch.storage.segment import SegmentReader
+from weftsearch.storage.segment_merge import merge_columns
+from weftsearch.storage.segment_writer import SegmentDocument, encode_columns, encode_segment, write_columns
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="workers are forked (POSIX)")
 
@@ -125,7 +120,7 @@ def test_runs_are_searchable_and_deletes_before_the_commit_apply(tmp_path: Path)
 def test_merge_chunks_never_change_the_merged_segment(
     tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(segment_module, "MERGE_CHUNK_POSTINGS", chunk)
+    monkeypatch.setattr(merge_module, "MERGE_CHUNK_POSTINGS", chunk)
     documents = sorted(corpus(90, seed=11), key=lambda d: d.key)
     deleted = {documents[i].key for i in (0, 4, 33, 34, 89)}
     sources = []
@@ -146,7 +141,7 @@ def test_merge_chunks_never_change_the_merged_segment(
 def test_an_index_merge_of_many_segments_equals_one_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(segment_module, "MERGE_CHUNK_POSTINGS", 5)
+    monkeypatch.setattr(merge_module, "MERGE_CHUNK_POSTINGS", 5)
     documents = corpus(100, seed=13)
     merged = Index.create(tmp_path / "merged")
     for start in range(0, 100, 9):

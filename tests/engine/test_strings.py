@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from weftsearch import RRF, BM25Scorer, Document, GraphScorer, Index, Query
-from weftsearch.engine.documents import check_key, stored_document
+from weftsearch.documents import check_key, stored_document
 from weftsearch.errors import InvalidDocumentError, InvalidQueryError, UnknownKeyError
 
 #: Keys no document may have: each breaks an ids file, a TREC run, UTF-8 or a numpy lookup.

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.eval.test_harness import make_collection
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.engine.protocols import Fuser
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot

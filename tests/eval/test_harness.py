@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from weftsearch import Document, Index
-from weftsearch.engine.index import MergePolicy
+from weftsearch.engine.merge_policy import MergePolicy
 
 #: Segments per tier before the policy merges them: small, so merges happen often.
 MERGE_FACTOR = 3

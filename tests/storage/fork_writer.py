@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from weftsearch import Document, Index
-from weftsearch.engine import index as index_module
+from weftsearch.engine import children as children_module
 
 
 def main(argv: list[str]) -> int:
@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
         [Document(f"d{i:07d}", f"common text w{i % 97} w{i % 89} number {i}") for i in range(documents)],
         progress=False,
     )
-    encode = getattr(index_module, "segment_columns")  # noqa: B009 - patched below, in this process only
+    encode = getattr(children_module, "segment_columns")  # noqa: B009 - patched below, in this process only
 
     def marked(*args: Any, **kwargs: Any) -> Any:
         # Only the child encodes (the parent waits in waitpid): say "encoding" with a
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
         time.sleep(hold)
         return encode(*args, **kwargs)
 
-    setattr(index_module, "segment_columns", marked)  # noqa: B010
+    setattr(children_module, "segment_columns", marked)  # noqa: B010
     sys.stdout.write("committing\n")
     sys.stdout.flush()
     index.commit()

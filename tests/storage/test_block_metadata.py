@@ -27,13 +27,9 @@ from weftsearch import RRF, BM25Scorer, Document, Index, Query
 from weftsearch.errors import CorruptIndexError
 from weftsearch.native import bm25 as native_bm25
 from weftsearch.storage import SectionFile, scrub_directory
-from weftsearch.storage.segment import (
-    POSTINGS_BLOCK,
-    SegmentReader,
-    derive_blocks,
-    encode_columns,
-    merge_columns,
-)
+from weftsearch.storage.segment import POSTINGS_BLOCK, SegmentReader, derive_blocks
+from weftsearch.storage.segment_merge import merge_columns
+from weftsearch.storage.segment_writer import encode_columns
 
 from .crafting import refresh_identities, rewrite_sections
 from .test_segments import section_extents

@@ -39,7 +39,7 @@ import pytest
 
 import weftsearch
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, SearchResults, Snapshot, Stream
-from weftsearch.engine.index import MergePolicy
+from weftsearch.engine.merge_policy import MergePolicy
 from weftsearch.engine.search import search_snapshot
 from weftsearch.storage.directory import IndexDirectory
 

@@ -63,7 +63,7 @@ import pytest
 import weftsearch
 from tests.storage import crash_writer
 from weftsearch import RRF, BM25Scorer, Document, Index
-from weftsearch.engine.index import MergePolicy
+from weftsearch.engine.merge_policy import MergePolicy
 from weftsearch.errors import IndexLockedError
 from weftsearch.storage import LOCK, MANIFEST
 from weftsearch.storage.directory import IndexDirectory

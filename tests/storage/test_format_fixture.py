@@ -1,11 +1,10 @@
-"""The checked-in format fixtures (versions 1, 2 and 3): every later version opens each
-with the recorded answers, or refuses it with FormatVersionError naming the upgrade path and
-upgrades it in place to an index that gives those answers; the current version's fixture
-rebuilds byte for byte; newer version numbers in the manifest or a file header are refused,
+"""The checked-in format fixtures: the current version's (3) opens with the recorded answers
+and rebuilds byte for byte; the pre-release layouts' (1 and 2) are refused with
+FormatVersionError saying to rebuild; newer version numbers in the manifest or a file header are refused,
 not misread.
 
-The fixtures are built by ``tests/fixtures/make_format_v1.py``, ``make_format_v2.py`` and
-``make_format_v3.py``;
+The current fixture is built by ``tests/fixtures/make_format_v3.py`` (from the documents and
+searches of ``make_format_v1.py``);
 never regenerate one to make these tests pass after a format change (see the scripts'
 docstrings): a new version gets a new fixture beside them.
 """
@@ -36,7 +35,6 @@ from weftsearch.storage import (
     MANIFEST,
     SectionFile,
     checksum,
-    upgrade_index,
 )
 from weftsearch.storage.segment import POSTINGS_BLOCK, SegmentReader
 
@@ -85,7 +83,7 @@ def _fixture(version: int) -> Fixture:
     return Fixture(version, script, root, expected, load_script(script))
 
 
-FIXTURES = {version: _fixture(version) for version in (1, 2, 3)}
+FIXTURES = {version: _fixture(version) for version in (3,)}
 VERSIONS = sorted(FIXTURES)
 #: (version, search label) for every recorded search of every fixture.
 SEARCH_CASES = [(v, label) for v in VERSIONS for label in FIXTURES[v].labels]
@@ -319,119 +317,25 @@ def test_current_fixture_carries_block_metadata() -> None:
         assert_block_metadata(fixture.index)
 
 
-# ---------------------------------------------------------------------------- older versions: upgrade
+# ---------------------------------------------------------------------------- pre-release layouts: refused
 
 
-OLD_VERSIONS = [v for v in VERSIONS if not FIXTURES[v].current]
+#: The committed fixtures of layouts that lived hours before 0.1.0 (issue 27): kept, and refused.
+PRE_RELEASE = {version: ROOT / "tests" / "fixtures" / f"format_v{version}" / "index" for version in (1, 2)}
 
 
-@pytest.mark.parametrize("version", OLD_VERSIONS)
-def test_older_fixture_is_refused_naming_the_upgrade(version: int, tmp_path: Path) -> None:
-    path = copy_of(FIXTURES[version], tmp_path)  # a writer's open creates write.lock
+@pytest.mark.parametrize("version", sorted(PRE_RELEASE))
+def test_a_pre_release_fixture_is_refused_saying_to_rebuild(version: int, tmp_path: Path) -> None:
+    """Formats 1 and 2 are no longer read or upgraded: opening one names its version and says to rebuild."""
+    path = tmp_path / "index"
+    shutil.copytree(PRE_RELEASE[version], path)  # a writer's open creates write.lock
     for readonly in (True, False):
         with pytest.raises(FormatVersionError) as info:
             Index.open(path, readonly=readonly)
+        message = str(info.value)
         assert not isinstance(info.value, CorruptIndexError)
-        assert "weft-search upgrade" in str(info.value)
-
-
-@pytest.mark.parametrize("version", OLD_VERSIONS)
-def test_older_fixture_upgrades_to_the_same_answers(version: int, tmp_path: Path) -> None:
-    fixture = FIXTURES[version]
-    path = copy_of(fixture, tmp_path)
-    report = Index.upgrade(path)
-    assert report.changed and (report.from_version, report.to_version) == (version, INDEX_VERSION)
-    assert report.documents == len(fixture.expected["keys"])
-    names = sorted(p.name for p in path.iterdir() if p.name != LOCK)
-    assert names == [MANIFEST, "seg-000003.wseg", "seg-000004.wseg"]  # the deleted document is dropped
-    for name in names[1:]:
-        assert struct.unpack_from("<I", (path / name).read_bytes(), 8)[0] == FORMAT_VERSION
-    assert_block_metadata(path)  # the upgrade writes the block metadata of the current format
-    index = Index.open(path, readonly=True)
-    check_keys_and_settings(index, fixture.expected)
-    for key in fixture.expected["keys"]:
-        check_document(index, fixture.expected["documents"][key], key)
-    for label in fixture.labels:
-        check_search(fixture, index, label)
-    assert index.scrub().ok
-    # A second upgrade has nothing to do and changes nothing.
-    before = tree_hashes(path)
-    assert not Index.upgrade(path).changed
-    assert tree_hashes(path) == before
-
-
-@pytest.mark.parametrize("version", OLD_VERSIONS)
-def test_failed_upgrade_leaves_the_old_index(
-    version: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A failure after the first new file is written (a full disk, a kill) leaves the old index as it was."""
-    from weftsearch.errors import IndexStorageError
-    from weftsearch.storage.directory import IndexDirectory
-
-    fixture = FIXTURES[version]
-    path = copy_of(fixture, tmp_path)
-    before = tree_hashes(path)
-    original = IndexDirectory.write_stamped
-    calls: list[str] = []
-
-    def failing(self: IndexDirectory, name: str, data: bytes, stamp: Any) -> tuple[int, int]:
-        calls.append(name)
-        if len(calls) == 2:
-            raise IndexStorageError(f"cannot write {name}: no space left on device")
-        return original(self, name, data, stamp)
-
-    monkeypatch.setattr(IndexDirectory, "write_stamped", failing)
-    with pytest.raises(IndexStorageError):
-        upgrade_index(path)
-    monkeypatch.undo()
-    after = tree_hashes(path)
-    assert {name: after[name] for name in before} == before  # every old file as it was
-    with pytest.raises(FormatVersionError):
-        Index.open(path, readonly=True)
-    assert upgrade_index(path).changed  # and the upgrade can simply be run again
-    check_keys_and_settings(Index.open(path, readonly=True), fixture.expected)
-
-
-@pytest.mark.parametrize("version", OLD_VERSIONS)
-def test_upgrade_stopped_after_publishing(
-    version: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Killed between the manifest rename and the sweep: the new index, whole; old files are leftovers."""
-    from weftsearch.storage.directory import IndexDirectory
-
-    fixture = FIXTURES[version]
-    path = copy_of(fixture, tmp_path)
-
-    def killed(self: IndexDirectory, manifest: Any) -> list[str]:
-        raise KeyboardInterrupt  # stands in for SIGKILL: nothing after the rename runs
-
-    monkeypatch.setattr(IndexDirectory, "sweep", killed)
-    with pytest.raises(KeyboardInterrupt):
-        upgrade_index(path)
-    monkeypatch.undo()
-    assert (path / "seg-000001.wseg").exists()  # an old file, now named by no manifest
-    index = Index.open(path, readonly=True)
-    check_keys_and_settings(index, fixture.expected)
-    assert index.scrub().ok, index.scrub().problems  # whole leftovers of the old version are not damage
-    Index.open(path).close()  # a writer sweeps them
-    assert not (path / "seg-000001.wseg").exists()
-
-
-@pytest.mark.parametrize("version", OLD_VERSIONS)
-def test_cli_upgrade(version: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from weftsearch.cli import main
-
-    path = copy_of(FIXTURES[version], tmp_path)
-    assert main(["scrub", str(path)]) == 1  # old files are not this version's: reported, not misread
-    assert main(["upgrade", str(path)]) == 0
-    assert "upgraded" in capsys.readouterr().out
-    assert main(["scrub", str(path)]) == 0
-    assert_block_metadata(path)
-    assert main(["upgrade", str(path)]) == 0
-    assert "nothing to do" in capsys.readouterr().out
-
-
-# ---------------------------------------------------------------------------- determinism
+        assert f"version {version}" in message and "rebuild" in message, message
+        assert "upgrade" not in message, message
 
 
 @pytest.mark.parametrize("hash_seed", ["0", "4242"])
@@ -534,20 +438,8 @@ def test_file_of_another_version_is_refused(tmp_path: Path, name: str, other: in
 def test_version_changed_without_resealing_is_corruption(tmp_path: Path, version: int) -> None:
     path = copy_of(FIXTURES[version], tmp_path)
     set_header_version(path / "seg-000002.wseg", 99, reseal=False)
-    if FIXTURES[version].current:
-        with pytest.raises(CorruptIndexError):
-            Index.open(path, readonly=True)
-    else:
-        assert not upgrade_index_quietly(path)  # a damaged old index is not upgraded
-
-
-def upgrade_index_quietly(path: Path) -> bool:
-    """Whether ``upgrade_index`` succeeded (a damaged old index must not be upgraded)."""
-    try:
-        upgrade_index(path)
-    except (CorruptIndexError, FormatVersionError):
-        return False
-    return True
+    with pytest.raises(CorruptIndexError):
+        Index.open(path, readonly=True)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -563,60 +455,3 @@ def test_newer_version_is_refused_by_scrub_too(tmp_path: Path, version: int) -> 
         if found is not None:
             assert not found.ok
             assert any("seg-000002.wseg" in problem for problem in found.problems)
-
-
-# ---------------------------------------------------------------------------- upgrade under SIGKILL
-
-_UPGRADER = """
-import sys
-from pathlib import Path
-from weftsearch.storage import upgrade_index
-print("ready", flush=True)
-sys.stdin.readline()
-upgrade_index(Path(sys.argv[1]))
-print("done", flush=True)
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("version", OLD_VERSIONS)
-def test_upgrade_killed_at_any_point_leaves_one_whole_index(version: int, tmp_path: Path) -> None:
-    """SIGKILL during an upgrade: the directory is the old index (and the upgrade reruns) or the new one."""
-    import random
-    import signal
-    import time
-
-    fixture = FIXTURES[version]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    outcomes: set[str] = set()
-    rng = random.Random(13)
-    for trial in range(40):
-        path = copy_of(fixture, tmp_path / f"trial-{trial}")
-        child = subprocess.Popen(
-            [sys.executable, "-c", _UPGRADER, str(path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            text=True,
-        )
-        assert child.stdin is not None and child.stdout is not None
-        assert child.stdout.readline().strip() == "ready"
-        child.stdin.write("go\n")
-        child.stdin.flush()
-        time.sleep(rng.uniform(0.0, 0.08))
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=60)
-        child.stdout.close()
-        child.stdin.close()
-        try:
-            index = Index.open(path, readonly=True)
-            outcomes.add("new")
-        except FormatVersionError:
-            outcomes.add("old")
-            assert upgrade_index(path).changed  # the old index, whole: the upgrade simply runs again
-            index = Index.open(path, readonly=True)
-        check_keys_and_settings(index, fixture.expected)
-        for key in fixture.expected["keys"]:
-            check_document(index, fixture.expected["documents"][key], key)
-        assert index.scrub().ok, index.scrub().problems
-    assert outcomes  # which states the kills landed in depends on the machine's speed

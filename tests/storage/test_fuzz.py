@@ -59,11 +59,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.errors import CorruptIndexError, FormatVersionError
 from weftsearch.storage.codec import MAGIC, SECTION_DTYPES, SectionFile, checksum, encode_sections
 from weftsearch.storage.directory import Manifest, SegmentEntry, encode_tombstones, read_tombstones
-from weftsearch.storage.segment import SegmentDocument, SegmentReader, encode_segment, merge_columns
+from weftsearch.storage.segment import SegmentReader
+from weftsearch.storage.segment_merge import merge_columns
+from weftsearch.storage.segment_writer import SegmentDocument, encode_segment
 
 T = TypeVar("T")
 ALLOWED = (CorruptIndexError, FormatVersionError)

@@ -38,7 +38,8 @@ from weftsearch.errors import (
 )
 from weftsearch.storage import MANIFEST, Manifest, SegmentReader, scrub_directory
 from weftsearch.storage.directory import is_index_id
-from weftsearch.storage.segment import encode_segment, merge_columns
+from weftsearch.storage.segment_merge import merge_columns
+from weftsearch.storage.segment_writer import encode_segment
 
 DIM = 4
 
@@ -197,7 +198,7 @@ def test_older_manifest_whose_files_were_replaced(copy: Path) -> None:
 
 
 def test_merge_refuses_duplicate_keys(tmp_path: Path) -> None:
-    from weftsearch.storage.segment import SegmentDocument
+    from weftsearch.storage.segment_writer import SegmentDocument
 
     data = encode_segment([SegmentDocument(doc(1), {"a": 1}, 1)], DIM)
     readers = [SegmentReader(tmp_path / name, data) for name in ("x", "y")]

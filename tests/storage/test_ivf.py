@@ -35,7 +35,8 @@ from weftsearch.storage.ivf import (
     train_partitions,
     worth_probing,
 )
-from weftsearch.storage.segment import SegmentDocument, SegmentReader, encode_segment
+from weftsearch.storage.segment import SegmentReader
+from weftsearch.storage.segment_writer import SegmentDocument, encode_segment
 
 DIM = 8
 #: Above the floor: nlist_for(4000) == 32 lists.

@@ -33,7 +33,7 @@ import pytest
 import weftsearch
 from tests.storage.test_crash import _descriptors_on
 from weftsearch import RRF, BM25Scorer, Document, Index
-from weftsearch.engine.index import MergePolicy
+from weftsearch.engine.merge_policy import MergePolicy
 from weftsearch.errors import (
     CorruptIndexError,
     DiscardedWritesWarning,

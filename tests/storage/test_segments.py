@@ -40,7 +40,7 @@ from weftsearch import (
     WeightedRRF,
     get_analyzer,
 )
-from weftsearch.engine.index import MergePolicy
+from weftsearch.engine.merge_policy import MergePolicy
 from weftsearch.engine.protocols import Fuser
 from weftsearch.errors import (
     CorruptIndexError,
@@ -51,13 +51,9 @@ from weftsearch.errors import (
 from weftsearch.storage import LOCK, MANIFEST, IndexDirectory, Manifest, SectionFile, checksum
 from weftsearch.storage.codec import FileStamp, stamped_header
 from weftsearch.storage.pausing import SLICE, sorted_in_slices
-from weftsearch.storage.segment import (
-    SegmentDocument,
-    SegmentReader,
-    encode_columns,
-    encode_segment,
-    merge_columns,
-)
+from weftsearch.storage.segment import SegmentReader
+from weftsearch.storage.segment_merge import merge_columns
+from weftsearch.storage.segment_writer import SegmentDocument, encode_columns, encode_segment
 
 WORDS = [
     "graph",
@@ -1031,7 +1027,7 @@ def test_writes_during_a_seal_wait_and_are_kept(tmp_path: Path, monkeypatch: pyt
 
     # The other thread writes while the commit's seal is pausing: its writes
     # wait for the write lock, then land in the next buffer.
-    monkeypatch.setattr(index_module, "_YieldToSearches", lambda searches: CountingPause(start_once))
+    monkeypatch.setattr(index_module, "YieldToSearches", lambda searches: CountingPause(start_once))
     index.commit()
     writer.join()
     monkeypatch.undo()
@@ -1077,7 +1073,7 @@ def test_writes_during_a_child_encode_are_kept(tmp_path: Path, monkeypatch: pyte
     index = Index.create(tmp_path / "index")
     index._fork_encode_min = 10
     index.add_many(docs)
-    real = index_module._encode_in_child
+    real = index_module.encode_in_child
 
     def encode_while_writing(*args: Any) -> bool:
         ok = real(*args)
@@ -1088,7 +1084,7 @@ def test_writes_during_a_child_encode_are_kept(tmp_path: Path, monkeypatch: pyte
         index.add(Document("late-new", "arrived while encoding"))
         return ok
 
-    monkeypatch.setattr(index_module, "_encode_in_child", encode_while_writing)
+    monkeypatch.setattr(index_module, "encode_in_child", encode_while_writing)
     index.commit()
     index.close()
     reopened = Index.open(tmp_path / "index", readonly=True)
@@ -1104,7 +1100,7 @@ def test_a_failed_child_falls_back_to_encoding_in_thread(
 ) -> None:
     import weftsearch.engine.index as index_module
 
-    monkeypatch.setattr(index_module, "_encode_in_child", lambda *args: False)
+    monkeypatch.setattr(index_module, "encode_in_child", lambda *args: False)
     index = _commit_with_fork_threshold(tmp_path / "index", 10, make_corpus(20))
     index.close()
     assert len(Index.open(tmp_path / "index", readonly=True)) == 20
@@ -1119,7 +1115,7 @@ def test_a_seal_during_a_child_encode_keeps_every_document_once(
     index = Index.create(tmp_path / "index")
     index._fork_encode_min = 10
     index.add_many(docs)
-    real = index_module._encode_in_child
+    real = index_module.encode_in_child
 
     def encode_then_seal(*args: Any) -> bool:
         ok = real(*args)
@@ -1129,7 +1125,7 @@ def test_a_seal_during_a_child_encode_keeps_every_document_once(
         index.snapshot()
         return ok
 
-    monkeypatch.setattr(index_module, "_encode_in_child", encode_then_seal)
+    monkeypatch.setattr(index_module, "encode_in_child", encode_then_seal)
     index.commit()
     assert len(index) == 30
     index.close()
@@ -1161,14 +1157,14 @@ def test_large_merges_written_by_a_child_give_the_same_bytes(
 ) -> None:
     import weftsearch.engine.index as index_module
 
-    real = index_module._merge_in_child
+    real = index_module.merge_in_child
     children: list[bool] = []
 
     def spy(*args: Any) -> bool:
         children.append(real(*args))
         return children[-1]
 
-    monkeypatch.setattr(index_module, "_merge_in_child", spy)
+    monkeypatch.setattr(index_module, "merge_in_child", spy)
     forked = _merged_with_fork_threshold(tmp_path / "forked", 10)
     assert children == [True], "the forced merge should have been written by a child process"
     local = _merged_with_fork_threshold(tmp_path / "local", None)
@@ -1210,7 +1206,7 @@ def test_a_merge_child_takes_no_lock_a_searching_thread_held_at_the_fork(
         for reader in readers:
             reader._lock.release()
 
-    real = index_module._merge_in_child
+    real = index_module.merge_in_child
     outcome: list[bool] = []
 
     def merge_then_release(*args: Any) -> bool:
@@ -1218,7 +1214,7 @@ def test_a_merge_child_takes_no_lock_a_searching_thread_held_at_the_fork(
         release.set()
         return outcome[-1]
 
-    monkeypatch.setattr(index_module, "_merge_in_child", merge_then_release)
+    monkeypatch.setattr(index_module, "merge_in_child", merge_then_release)
     holder = threading.Thread(target=hold_every_reader_lock)
     holder.start()
     assert held.wait(30)
@@ -1240,7 +1236,7 @@ def test_a_failed_merge_child_falls_back_to_merging_in_thread(
 ) -> None:
     import weftsearch.engine.index as index_module
 
-    monkeypatch.setattr(index_module, "_merge_in_child", lambda *args: False)
+    monkeypatch.setattr(index_module, "merge_in_child", lambda *args: False)
     forked = _merged_with_fork_threshold(tmp_path / "fallback", 10)
     forked.close()
     local = _merged_with_fork_threshold(tmp_path / "local", None)
@@ -1336,17 +1332,17 @@ def test_terms_out_of_order_are_reported_and_never_answer_for_another_term() -> 
 def test_the_child_encoder_runs_at_the_commit_priority(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, priority: str
 ) -> None:
-    import weftsearch.engine.index as index_module
+    import weftsearch.engine.children as children_module
 
     report = tmp_path / "policy"
-    from weftsearch.storage.segment import segment_columns as real
+    from weftsearch.storage.segment_writer import segment_columns as real
 
     def encode_and_report(*args: Any, **kwargs: Any) -> Any:
         # Runs in the forked child (what it builds the segment with): the parent's own class never changes.
         report.write_text(str(os.sched_getscheduler(0)))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(index_module, "segment_columns", encode_and_report)
+    monkeypatch.setattr(children_module, "segment_columns", encode_and_report)
     index = Index.create(tmp_path / "index", commit_priority=priority)
     index._fork_encode_min = 10
     index.add_many(make_corpus(20))

@@ -7,7 +7,7 @@ import random
 from datetime import datetime, timezone
 
 from weftsearch import Document
-from weftsearch.storage.segment import stored_record
+from weftsearch.storage.segment_writer import stored_record
 
 
 def reference(document: Document) -> bytes:

@@ -373,7 +373,7 @@ def _commit_run(
     outgrew the rate; ``after`` (the same documents as inside the window, once
     merged) is printed beside ``outside``.
     """
-    from weftsearch.engine.documents import Document
+    from weftsearch.documents import Document
     from weftsearch.engine.index import Index
 
     n = args.commit_docs

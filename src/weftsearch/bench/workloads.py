@@ -167,7 +167,7 @@ def build_weft_index(
     path: Path, keys: Sequence[str], texts: Sequence[str], vectors: NDArray[np.float32] | None
 ) -> None:
     """A weft-search index at ``path`` of the analysed ``texts`` (the simple analyzer), committed."""
-    from weftsearch.engine.documents import Document
+    from weftsearch.documents import Document
     from weftsearch.engine.index import Index
 
     dim = None if vectors is None else int(vectors.shape[1])

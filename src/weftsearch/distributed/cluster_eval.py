@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Scorer
 from weftsearch.engine.query import Query

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch._atomic import write_atomic
-from weftsearch.engine.documents import Document, FieldValue
+from weftsearch.documents import Document, FieldValue
 from weftsearch.engine.filters import Filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Scorer

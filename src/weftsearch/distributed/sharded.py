@@ -49,7 +49,7 @@ from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
 from weftsearch._atomic import write_atomic
-from weftsearch.engine.documents import Document, FieldValue
+from weftsearch.documents import Document, FieldValue
 from weftsearch.engine.filters import as_filter
 from weftsearch.engine.index import _check_field_types
 from weftsearch.engine.protocols import Fuser, Scorer

@@ -21,8 +21,8 @@ The string grammar (keywords are case-insensitive)::
 
 ``name`` is letters, digits, ``_``, ``.`` and ``-`` (not starting with a digit or
 ``-``); any other field name is written between backquotes. ``@time`` is the
-document's :attr:`~weftsearch.engine.documents.Document.time`; its values are
-any :data:`~weftsearch.engine.times.TimeLike` (an ISO-8601 string such as
+document's :attr:`~weftsearch.documents.Document.time`; its values are
+any :data:`~weftsearch.times.TimeLike` (an ISO-8601 string such as
 ``"2009-06-01"``, or POSIX seconds).
 
 Meaning, fixed so every scorer and shard applies the same rule:
@@ -63,9 +63,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch._numbers import number_text
-from weftsearch.engine.times import TimeLike, as_timestamp
 from weftsearch.errors import FilterSyntaxError, FilterTypeError, InvalidFilterError, UnknownFieldError
 from weftsearch.storage.fields import FieldIndex, field_kind
+from weftsearch.times import TimeLike, as_timestamp
 
 __all__ = [
     "F",
@@ -411,7 +411,7 @@ class F:
     """Builds conditions on one field: ``F("year") >= 1990``, ``F("lang") == "en"``.
 
     ``F.time()`` is the document time (:data:`TIME_FIELD`); its values are
-    :data:`~weftsearch.engine.times.TimeLike`.
+    :data:`~weftsearch.times.TimeLike`.
     """
 
     __slots__ = ("name",)

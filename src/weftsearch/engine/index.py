@@ -16,17 +16,12 @@ publish the result with one atomic rename of the manifest.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import gc
 import os
-import signal
 import threading
-import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
@@ -37,9 +32,12 @@ from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
 from weftsearch.analysis import Analyzer, get_analyzer
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
+from weftsearch.engine.children import COMMIT_PRIORITIES, ChildFile, encode_in_child, merge_in_child
 from weftsearch.engine.inflight import SearchesInFlight
 from weftsearch.engine.ingest import analyse_documents, resolve_workers
+from weftsearch.engine.merge_policy import MergePolicy
+from weftsearch.engine.pacing import YieldToSearches, release_gradually
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults, search_snapshot, search_snapshot_many
@@ -74,18 +72,16 @@ from weftsearch.storage.directory import (
 )
 from weftsearch.storage.fields import field_kind
 from weftsearch.storage.integrity import ScrubReport, check_segment, scrub_directory
-from weftsearch.storage.segment import (
-    VECTOR_DTYPES,
+from weftsearch.storage.segment import VECTOR_DTYPES, SegmentReader
+from weftsearch.storage.segment_merge import merge_columns
+from weftsearch.storage.segment_writer import (
     SegmentDocument,
-    SegmentReader,
     encode_columns,
     encode_segment,
-    merge_columns,
     segment_columns,
     without_text,
     write_columns,
 )
-from weftsearch.storage.upgrade import UpgradeReport, upgrade_index
 
 __all__ = ["Index", "MergePolicy", "ScrubReport"]
 
@@ -104,265 +100,10 @@ FORK_ENCODE_MIN_DOCUMENTS = 2000
 FLUSH_DOCUMENTS = 50_000
 
 
-_PRCTL: Any = None
-
-
-def _prctl() -> Any:
-    """``prctl`` from libc, looked up once in the parent (``None`` where there is none).
-
-    Looked up before any fork: ``dlopen`` in a child forked from a threaded
-    process could wait forever on a loader lock another thread held at the fork.
-    """
-    global _PRCTL
-    if _PRCTL is None:
-        try:
-            _PRCTL = ctypes.CDLL(None).prctl
-        except (OSError, AttributeError):
-            _PRCTL = False
-    return _PRCTL or None
-
-
-def _die_with_parent(parent: int) -> None:
-    """In a forked child: ask the kernel to kill us when the parent dies (Linux).
-
-    No race: the death signal is armed first, then the parent is checked; if
-    the parent died before the signal was armed, we have been re-parented
-    already and exit here. (The signal follows the thread that forked, not
-    the process; that thread waits in ``waitpid`` until we exit, so only the
-    process's death can fire it.)
-    """
-    prctl = _PRCTL or None
-    if prctl is not None:
-        with contextlib.suppress(OSError):
-            prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-
-
-#: CPU priorities a commit's child encoder may run at (see ``Index``).
-COMMIT_PRIORITIES = ("idle", "normal")
-
-
-def _lower_priority(priority: str) -> None:
-    """In a forked child: take only the CPU time searches leave (best effort).
-
-    ``SCHED_IDLE`` rather than a nice value, because a sleeping search thread
-    that wakes preempts an idle-class task at once, where a niced one waits for
-    the scheduler's next tick: measured on 2 cores, search p99 during a commit
-    was 1.12-1.43x outside with SCHED_IDLE, 1.47-1.48x at nice 19, 1.65-1.77x
-    at nice 10 (docs/BENCHMARKS.md). An unprivileged process cannot leave the
-    idle class again, which is harmless here: the child exits after one segment.
-    """
-    if priority == "normal":
-        return
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (OSError, AttributeError):  # not Linux: the lowest nice value instead
-        with contextlib.suppress(OSError):
-            os.nice(19)
-
-
-@dataclass(frozen=True)
-class _ChildFile:
-    """The segment file a forked child writes, and how (:func:`_write_in_child`).
-
-    Attributes:
-        directory: the index directory it goes in.
-        name: its final name (``seg-NNNNNN.wseg``).
-        stamp: the index id and segment number its header carries.
-        priority: the commit priority the child runs at.
-        lock_fd: the writer lock's descriptor, which the child closes (``None``: no lock).
-
-    """
-
-    directory: IndexDirectory
-    name: str
-    stamp: FileStamp
-    priority: str
-    lock_fd: int | None
-
-
-def _write_in_child(write: Callable[[Path], object], target: _ChildFile) -> bool:
-    """Run ``write(temporary_path)`` in a forked child, then install the file as ``target.name``.
-
-    Returns whether it succeeded. The child shares the parent's memory
-    copy-on-write, so nothing is pickled. It first closes its copy of the
-    writer lock's descriptor ``target.lock_fd``: an ``flock`` belongs to the open file description, which the
-    parent keeps open, so the parent still holds the lock, and a child that
-    outlives a killed parent (it is sent SIGKILL when the parent dies, but may
-    wait for CPU time to act on it) holds nothing that blocks the next writer.
-    It writes only a temporary file (``name.tmp-<child pid>``, swept by the
-    next writer if nobody installs it) and exits without running any of the
-    parent's handlers; the parent, which holds the lock, renames it to
-    ``name``. So an orphaned child can never rename a file over one a later
-    writer made. The parent waits in ``waitpid``, which releases the GIL.
-
-    ``write`` runs in a child forked from a threaded process: it must take no
-    lock another thread of the parent may have held at the fork (a segment
-    reader's memo lock, say): it opens what it reads afresh.
-    """
-    directory, name = target.directory, target.name
-    parent = os.getpid()
-    _prctl()
-    try:
-        pid = os.fork()
-    except OSError:
-        return False  # no process to spare: the caller writes in its own thread
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 1
-        try:
-            if target.lock_fd is not None:
-                os.close(target.lock_fd)
-            _die_with_parent(parent)
-            _lower_priority(target.priority)
-            # A collection here would walk (and so copy-on-write) the parent's
-            # whole heap; the child makes no cycles that matter and exits soon.
-            gc.disable()
-            write(directory.path / f"{name}.tmp-{os.getpid()}")
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        (directory.path / f"{name}.tmp-{pid}").unlink(missing_ok=True)
-        return False
-    try:
-        directory.install(directory.path / f"{name}.tmp-{pid}", name)
-    except IndexStorageError:
-        return False
-    return True
-
-
-def _encode_in_child(
-    documents: Sequence[SegmentDocument], dim: int | None, dtype: str, target: _ChildFile
-) -> bool:
-    """Encode and write a committed buffer's segment in a forked child (:func:`_write_in_child`).
-
-    It is written section by section, so the child never holds the encoded
-    segment whole.
-    """
-
-    def write(path: Path) -> None:
-        write_columns(segment_columns(documents, dim, dtype), path, target.stamp)
-
-    return _write_in_child(write, target)
-
-
-def _merge_in_child(sources: Sequence[tuple[str, NDArray[np.bool_]]], target: _ChildFile) -> bool:
-    """Merge committed segments into ``target.name`` in a forked child (:func:`_write_in_child`).
-
-    ``sources`` pairs each committed segment's file name with the mask of its
-    documents to drop. The child opens every source afresh (its own memory
-    maps and locks: the parent's readers may have been locked by a searching
-    thread at the fork) and verifies what it reads, as a merge in the
-    writer's thread does, so a damaged source fails the child and the caller's
-    own merge then reports it. The merged postings wait in an unlinked file
-    in the index folder, as there.
-    """
-    folder = target.directory.path
-
-    def write(path: Path) -> None:
-        readers = [(SegmentReader(folder / source), ~drop) for source, drop in sources]
-        write_columns(merge_columns(readers, spill=folder), path, target.stamp)
-
-    return _write_in_child(write, target)
-
-
-#: Seconds of work a committing or merging thread does between two rests
-#: while searches run (the longest a search waits for it at a time).
-_WORK_SLICE_S = 0.00025
-#: Seconds it then rests, so that searching threads take the GIL: the writer
-#: gets at most a fifth of the interpreter while searches run.
-_REST_S = 0.001
-#: Documents freed between two pauses when a sealed buffer is dropped.
-_FREE_SLICE = 32
-
-
-class _YieldToSearches:
-    """The pause the encoder calls between slices of work (see :mod:`weftsearch.storage.pausing`).
-
-    CPython runs one thread's bytecode at a time. A thread encoding a segment
-    would keep the GIL until the switch interval (5 ms) forces it out, and
-    take it back whenever a searching thread lets go of it (every larger numpy
-    call does): a search would wait 5 ms at each such point, and share the
-    interpreter half and half with the commit. So while any search runs, the
-    encoder rests 1 ms after each quarter millisecond of work: a search waits
-    at most that quarter millisecond at a time, and the commit takes at most a
-    fifth of the interpreter (it runs longer instead). With no search running
-    it never rests.
-    """
-
-    __slots__ = ("_searches", "_since")
-
-    def __init__(self, searches: SearchesInFlight) -> None:
-        self._searches = searches
-        self._since = time.perf_counter()
-
-    def __call__(self) -> None:
-        now = time.perf_counter()
-        if now - self._since >= _WORK_SLICE_S:
-            if self._searches:
-                time.sleep(_REST_S)
-            self._since = time.perf_counter()
-
-
-def _release_gradually(entries: dict[str, SegmentDocument], pause: _YieldToSearches) -> None:
-    """Drop the last references to ``entries`` a slice at a time, pausing between slices.
-
-    Freeing a dict of many analysed documents in one go is a single C call
-    that holds the GIL throughout (tens of milliseconds for 20,000 documents).
-    """
-    while entries:
-        for _ in range(min(_FREE_SLICE, len(entries))):
-            entries.popitem()
-        pause()
-
 
 _IN_MEMORY = Path("<memory>")
 
 
-@dataclass(frozen=True, slots=True)
-class MergePolicy:
-    """Size-tiered merging: segments of similar size are merged ``factor`` at a time.
-
-    A segment of n live documents sits in tier ``floor(log(n) / log(factor))``
-    (tier 0 below ``factor`` documents). When some tier holds ``factor`` or
-    more segments, the ``factor`` smallest of the lowest such tier are merged
-    into one, which lands a tier up. Each document is therefore rewritten
-    O(log_factor N) times over the life of an index, and a search touches at
-    most ``(factor - 1)`` segments per tier.
-
-    Attributes:
-        factor: segments per tier before they merge (>= 2; 10 by default).
-
-    """
-
-    factor: int = 10
-
-    def __post_init__(self) -> None:
-        if isinstance(self.factor, bool) or not isinstance(self.factor, int) or self.factor < 2:
-            raise InvalidParameterError(f"merge factor must be an integer >= 2, got {self.factor!r}")
-
-    def tier(self, documents: int) -> int:
-        """The tier of a segment with ``documents`` live documents."""
-        # Integer division, not logarithms: log(1000) / log(10) is 2.9999999999999996.
-        tier = 0
-        while documents >= self.factor:
-            documents //= self.factor
-            tier += 1
-        return tier
-
-    def select(self, sizes: Sequence[int]) -> list[int]:
-        """Positions of the segments to merge next (empty when none need merging)."""
-        tiers: dict[int, list[int]] = {}
-        for position, size in enumerate(sizes):
-            tiers.setdefault(self.tier(size), []).append(position)
-        for tier in sorted(tiers):
-            members = tiers[tier]
-            if len(members) >= self.factor:
-                smallest = sorted(members, key=lambda p: (sizes[p], p))[: self.factor]
-                return sorted(smallest)
-        return []
 
 
 class _Segment:
@@ -466,8 +207,8 @@ class Index:
             :meth:`get`, hits and :meth:`Snapshot.document` give ``text`` as
             the empty string ``""``. For users who keep documents elsewhere;
             docs/FORMAT.md ("Stored text") says what the text costs. Fixed for
-            the life of the index (recorded in the manifest; merges and
-            upgrades keep it).
+            the life of the index (recorded in the manifest; merges keep
+            it).
         commit_priority: the CPU priority of the child process that encodes a
             large commit (2,000 or more buffered documents, on systems with
             ``fork``): ``"idle"`` (default) runs it only on CPU time nothing
@@ -704,21 +445,6 @@ class Index:
                 writer_lock.release(remove=writer_lock.created)
             raise
         return index
-
-    @staticmethod
-    def upgrade(path: str | PathLike[str]) -> UpgradeReport:
-        """Rewrite an index written by an older format version as the current one, in place.
-
-        Takes the writer lock; builds the new files beside the old ones and
-        switches to them with one atomic manifest rename, so a crash leaves
-        either the old index or the new one (:func:`weftsearch.storage.upgrade_index`).
-        A current index is left untouched (``report.changed`` is False).
-
-        Raises:
-            IndexNotFoundError, IndexLockedError, FormatVersionError, CorruptIndexError.
-
-        """
-        return upgrade_index(Path(path))
 
     def _load_current(self, manifest: Manifest) -> None:
         """Load ``manifest``; if a file it names is gone, a newer commit swept it: reread."""
@@ -1233,7 +959,7 @@ class Index:
             self._next_segment += 1
         self._check_fresh_name(name)
         stamp = FileStamp(self._index_id, segment_number(name))
-        pause = _YieldToSearches(self._searches)
+        pause = YieldToSearches(self._searches)
         columns = segment_columns(analysed, dim, self._vector_dtype, pause=pause)
         directory.write_streamed(name, lambda path: write_columns(columns, path, stamp, pause=pause))
         segment = _Segment(_own_reader(directory.path / name), None, name)
@@ -1329,17 +1055,17 @@ class Index:
         """Encode the buffered documents as a new in-memory segment (under the write lock).
 
         Searches run on meanwhile: they take no lock, and the encoder pauses
-        between slices of work so they get the GIL (``_YieldToSearches``).
+        between slices of work so they get the GIL (``YieldToSearches``).
         """
         if self._pending:
-            pause = _YieldToSearches(self._searches)
+            pause = YieldToSearches(self._searches)
             pending = self._pending
             data = encode_segment(list(pending.values()), self._vector_dim, self._vector_dtype, pause=pause)
             reader = _in_memory(data)
             reader.warm()
             self._segments.append(_Segment(reader, data, None))
             self._pending = {}
-            _release_gradually(pending, pause)
+            release_gradually(pending, pause)
 
     def snapshot(self) -> Snapshot:
         """The immutable view searches read; never waits on a commit or merge.
@@ -1666,7 +1392,7 @@ class Index:
             dim = self._vector_dim
             name = f"seg-{self._next_segment:06d}.wseg"
         self._check_fresh_name(name)
-        if not _encode_in_child(
+        if not encode_in_child(
             list(batch.values()), dim, self._vector_dtype, self._child_file(directory, name)
         ):
             return
@@ -1693,7 +1419,7 @@ class Index:
             self._next_segment += 1
             self._snapshot = None
         del buffer
-        _release_gradually(batch, _YieldToSearches(self._searches))
+        release_gradually(batch, YieldToSearches(self._searches))
 
     def _after_commit(self) -> None:
         """Start a background merge if the policy wants one and none is running."""
@@ -1776,7 +1502,7 @@ class Index:
         name: str,
     ) -> _Segment:
         """The merged segment of ``sources`` (each with the mask of documents to drop)."""
-        pause = _YieldToSearches(self._searches)
+        pause = YieldToSearches(self._searches)
         if directory is None:
             columns = merge_columns([(s.reader, ~mask) for s, mask in sources], pause=pause)
             data = encode_columns(columns, pause=pause)
@@ -1797,14 +1523,14 @@ class Index:
         merged.reader.warm()  # here, before any search can reach it
         return merged
 
-    def _child_file(self, directory: IndexDirectory, name: str) -> _ChildFile:
+    def _child_file(self, directory: IndexDirectory, name: str) -> ChildFile:
         """Segment ``name`` as a forked child writes it: this index's stamp, commit priority and lock."""
         lock_fd = None if self._writer_lock is None else self._writer_lock.fileno()
         stamp = FileStamp(self._index_id, segment_number(name))
-        return _ChildFile(directory, name, stamp, self._commit_priority, lock_fd)
+        return ChildFile(directory, name, stamp, self._commit_priority, lock_fd)
 
     def _merge_forked(
-        self, sources: Sequence[tuple[_Segment, NDArray[np.bool_]]], target: _ChildFile
+        self, sources: Sequence[tuple[_Segment, NDArray[np.bool_]]], target: ChildFile
     ) -> bool:
         """Write the merged segment ``target.name`` from a forked child; ``False``: merge in this thread.
 
@@ -1825,7 +1551,7 @@ class Index:
         named = [(segment.name, mask) for segment, mask in sources if segment.name is not None]
         if len(named) != len(sources):
             return False  # an uncommitted source (never chosen for a committed merge)
-        return _merge_in_child(named, target)
+        return merge_in_child(named, target)
 
     def _install_merged(
         self, sources: Sequence[tuple[_Segment, NDArray[np.bool_]]], merged: _Segment

@@ -33,9 +33,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from weftsearch.analysis import Analyzer, EnglishAnalyzer, SimpleAnalyzer
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
+from weftsearch.engine import children
 from weftsearch.errors import AnalysisError, InvalidParameterError
-from weftsearch.storage.segment import SegmentDocument, stored_record
+from weftsearch.storage.segment_writer import SegmentDocument, stored_record
 
 __all__ = ["PARALLEL_MIN_DOCUMENTS", "analyse_documents", "idle_cpus", "resolve_workers", "usable_cpus"]
 
@@ -265,15 +266,12 @@ def _analyse_in_workers(
     close_fds: Sequence[int],
 ) -> list[_Analysed]:
     """Chunk 0 here, chunk ``i`` in forked worker ``i``; results gathered in chunk order."""
-    # Imported here, not at the top: index imports this module.
-    from weftsearch.engine.index import _die_with_parent, _prctl
-
-    _prctl()  # looked up before forking (see its docstring)
+    children.libc_prctl()  # looked up before forking (see its docstring)
     chunks = _chunks(len(documents), workers)
     parent = os.getpid()
 
     def die_with_parent() -> None:  # pragma: no cover - runs in a forked child
-        _die_with_parent(parent)
+        children.die_with_parent(parent)
 
     started: list[tuple[int, int] | None] = [None]  # (pid, read end) per chunk; chunk 0 is ours
     try:

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.documents import as_key_tuple, as_vector, check_string
+from weftsearch.documents import as_key_tuple, as_vector, check_string
 from weftsearch.engine.filters import Filter, as_filter
-from weftsearch.engine.times import TimeLike, as_timestamp
 from weftsearch.errors import InvalidQueryError
+from weftsearch.times import TimeLike, as_timestamp
 
 __all__ = ["Query"]
 
@@ -25,7 +25,7 @@ class Query:
         seeds: document keys to start graph scorers from, instead of (or before)
             a seed scorer's results. Keys not in the snapshot are ignored; a
             string no document key can be (NUL, a control character, ...: see
-            :func:`~weftsearch.engine.documents.check_key`) raises
+            :func:`~weftsearch.documents.check_key`) raises
             :class:`~weftsearch.errors.InvalidQueryError`, as does a text UTF-8
             cannot encode (a lone surrogate).
         time: "now" for recency scorers, in any form :attr:`Document.time`

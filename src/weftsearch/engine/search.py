@@ -30,7 +30,7 @@ from typing import Any, Protocol, overload
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.documents import FieldValue
+from weftsearch.documents import FieldValue
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot

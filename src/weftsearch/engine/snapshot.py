@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from weftsearch.analysis import Analyzer, SimpleAnalyzer
-from weftsearch.engine.documents import Document, FieldValue
+from weftsearch.documents import Document, FieldValue
 from weftsearch.engine.filters import Filter, SegmentFields, as_filter, check_filter, segment_mask
 from weftsearch.engine.stream import at_least_kth
 from weftsearch.errors import CorruptIndexError, InvalidParameterError, PartialGraphError, UnknownKeyError

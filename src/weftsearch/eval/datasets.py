@@ -3,7 +3,7 @@
 Four collections are known: ``scifact`` (BEIR layout), ``cacm``, ``cisi`` and
 ``cranfield`` (the SMART format of the Glasgow IR group's distribution).
 :func:`load_collection` returns a :class:`Collection`: documents as
-:class:`~weftsearch.engine.documents.Document` values, queries, relevance
+:class:`~weftsearch.documents.Document` values, queries, relevance
 judgements, splits where the collection has them, alternative link sets, and
 the manifest of the files it was built from.
 
@@ -139,7 +139,7 @@ from weftsearch._atomic import atomic_file
 from weftsearch.corpus import _fields as corpus_fields  # the JSONL rules of weft-search index
 from weftsearch.corpus import _links as corpus_links
 from weftsearch.corpus import parse_time
-from weftsearch.engine.documents import Document, FieldValue, TimeLike
+from weftsearch.documents import Document, FieldValue, TimeLike
 from weftsearch.errors import (
     CorpusFormatError,
     DatasetIntegrityError,

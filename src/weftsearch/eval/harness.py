@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser
 from weftsearch.engine.query import Query

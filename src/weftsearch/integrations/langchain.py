@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.documents import Document as WeftDocument
-from weftsearch.engine.documents import as_vector
+from weftsearch.documents import Document as WeftDocument
+from weftsearch.documents import as_vector
 from weftsearch.engine.filters import Filter, as_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer

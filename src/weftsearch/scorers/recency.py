@@ -7,8 +7,8 @@ import numpy as np
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream, check_k, top_k
-from weftsearch.engine.times import DurationLike, TimeLike, as_seconds, as_timestamp
 from weftsearch.errors import InvalidParameterError
+from weftsearch.times import DurationLike, TimeLike, as_seconds, as_timestamp
 
 __all__ = ["RecencyScorer"]
 

@@ -53,7 +53,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         f"the server needs the 'server' extra: pip install 'weft-search[server]' ({exc.name} is missing)"
     ) from exc
 
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.engine.filters import parse_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.query import Query

@@ -23,7 +23,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from weftsearch.engine.documents import Document
+from weftsearch.documents import Document
 from weftsearch.engine.searchable import Searchable
 from weftsearch.errors import InvalidParameterError
 from weftsearch.server.profiles import PROFILES_DIR, ProfileStore

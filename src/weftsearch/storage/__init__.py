@@ -16,8 +16,8 @@ from weftsearch.storage.directory import (
     WriterLock,
 )
 from weftsearch.storage.integrity import ScrubReport, scrub_directory
-from weftsearch.storage.segment import SegmentDocument, SegmentReader, encode_segment
-from weftsearch.storage.upgrade import UpgradeReport, upgrade_index
+from weftsearch.storage.segment import SegmentReader
+from weftsearch.storage.segment_writer import SegmentDocument, encode_segment
 
 __all__ = [
     "FORMAT_VERSION",
@@ -36,6 +36,4 @@ __all__ = [
     "encode_segment",
     "ScrubReport",
     "scrub_directory",
-    "UpgradeReport",
-    "upgrade_index",
 ]

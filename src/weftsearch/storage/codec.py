@@ -49,11 +49,14 @@ __all__ = [
 
 MAGIC = b"WEFTSEC\x00"
 #: Version of the section-file layout and of every section this code writes.
-#: Version 2 added the file stamp (bytes 32..63 of the header, :class:`FileStamp`);
-#: version-1 files are read only by the upgrade path (``versions=(1,)``).
+#: Only this version is read: versions 1 and 2 were pre-release layouts, refused with
+#: :class:`~weftsearch.errors.FormatVersionError` (rebuild the index from its documents).
 FORMAT_VERSION = 3
 #: Every section starts at a multiple of this many bytes (cache line; lets any dtype map).
 ALIGNMENT = 64
+
+#: What a refusal of an older version says it is.
+_PRE_RELEASE = "; versions 1 and 2 were pre-release layouts, no longer read"
 
 # magic, version, section count, file length, table CRC32C, header CRC32C (of the bytes before it)
 _HEADER = struct.Struct("<8sIIQII")
@@ -212,8 +215,7 @@ class SectionFile:
         CorruptIndexError: the header or table is damaged or inconsistent.
         FormatVersionError: written by a format version not in ``versions``.
 
-    ``versions``: the format versions accepted (only the upgrade path passes
-    an older one). ``stamp`` is the header's :class:`FileStamp`, ``identity``
+    ``versions``: the format versions accepted. ``stamp`` is the header's :class:`FileStamp`, ``identity``
     the CRC32C of the header and table (which hold every section's CRC32C:
     a cheap content identity, docs/FORMAT.md) and ``length`` the file's size.
 
@@ -265,10 +267,10 @@ class SectionFile:
         if checksum(header_bytes) != header_crc:
             raise self._corrupt("header checksum mismatch")
         if version not in self._versions:
-            upgrade = " (upgrade the index: weft-search upgrade DIR)" if 0 < version < FORMAT_VERSION else ""
+            older = 0 < version < FORMAT_VERSION
             raise FormatVersionError(
-                f"{self.path}: section format version {version}; "
-                f"this code reads version {FORMAT_VERSION}{upgrade}"
+                f"{self.path}: section format version {version}; this code reads version {FORMAT_VERSION}"
+                + (f"{_PRE_RELEASE} (rebuild the index from its documents)" if older else "")
             )
         if file_length != size:
             raise self._corrupt(f"file is {size} bytes, header says {file_length} (truncated or extended)")

@@ -205,7 +205,12 @@ class Manifest:
                 older = type(version) is int and 0 < version < INDEX_VERSION
                 raise FormatVersionError(
                     f"{where}: index format version {version!r}; this code reads version {INDEX_VERSION}"
-                    + (f" (upgrade it in place: weft-search upgrade {where.parent})" if older else "")
+                    + (
+                        "; versions before it were pre-release layouts, no longer read "
+                        f"(rebuild the index {where.parent} from its documents)"
+                        if older
+                        else ""
+                    )
                 )
             legacy = version == 1
             required = _BODY_KEYS - {"index_id"} if legacy else _BODY_KEYS

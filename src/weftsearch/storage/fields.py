@@ -489,3 +489,18 @@ def _strings(
         return [raw[a:b].decode("utf-8") for a, b in itertools.pairwise(bounds)]
     except UnicodeDecodeError:
         raise corrupt(f"one of the {what} is not valid UTF-8") from None
+
+
+def first_type_only(fields: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``fields`` without the values whose type differs from the field's first one."""
+    first: dict[str, str | None] = {}
+    kept = []
+    for mapping in fields:
+        own = {}
+        for name, value in mapping.items():
+            kind = first.setdefault(name, field_kind(value))
+            inexact = isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53
+            if field_kind(value) == kind and kind is not None and not inexact:
+                own[name] = value
+        kept.append(own)
+    return kept

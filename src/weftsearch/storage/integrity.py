@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 
 from weftsearch.errors import CorruptIndexError, IndexNotFoundError, IndexStorageError, WeftError
-from weftsearch.storage.codec import FORMAT_VERSION, FileStamp, SectionFile
+from weftsearch.storage.codec import FileStamp, SectionFile
 from weftsearch.storage.directory import (
     MANIFEST,
     IndexDirectory,
@@ -87,13 +87,10 @@ def check_segment(reader: SegmentReader, entry: SegmentEntry, manifest: Manifest
         raise CorruptIndexError(f"{reader.path}: vectors are {reader.vector_dtype}, the index's are {wanted}")
 
 
-#: Versions a file the manifest does not name may have without being damage: an upgrade
-#: killed after publishing, before sweeping, leaves whole files of the older version behind.
-_UNNAMED_VERSIONS = (1, 2, FORMAT_VERSION)
 
 
 def _scrub_segment(path: Path, entry: SegmentEntry | None, manifest: Manifest | None) -> list[str]:
-    reader = SegmentReader(path, versions=_UNNAMED_VERSIONS if entry is None else (FORMAT_VERSION,))
+    reader = SegmentReader(path)
     problems = reader.verify()
     if entry is not None and manifest is not None:
         try:
@@ -105,7 +102,7 @@ def _scrub_segment(path: Path, entry: SegmentEntry | None, manifest: Manifest | 
 
 def _scrub_tombstones(path: Path) -> list[str]:
     """An unnamed tombstone file: its sections and their agreement with each other."""
-    section_file = SectionFile(path, versions=_UNNAMED_VERSIONS)
+    section_file = SectionFile(path)
     problems = section_file.verify()
     if not problems:
         counts = section_file.array("count")

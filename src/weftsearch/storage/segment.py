@@ -6,191 +6,46 @@ document lengths, times, stored documents (text and fields), vectors, links
 local ids and term frequencies, a CRC32C per term's postings). Its layout is
 in docs/FORMAT.md. Storage knows documents, terms and counts; it never scores.
 
-:func:`encode_segment` is deterministic: the same documents give the same
-bytes, whatever order they arrive in. :class:`SegmentReader` decodes lazily
-over a memory map and validates every offset before following it.
+This module reads one: :class:`SegmentReader` decodes lazily over a memory
+map and validates every offset before following it. The writer
+(:func:`~weftsearch.storage.segment_writer.encode_segment`, deterministic: the
+same documents give the same bytes) is in :mod:`weftsearch.storage.segment_writer`,
+the merge of several segments in :mod:`weftsearch.storage.segment_merge`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
-import math
 import mmap
-import os
-import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import crc32c
 import numpy as np
 from numpy.typing import NDArray
 
-from weftsearch.engine.documents import Document, stored_document
+from weftsearch.documents import Document, stored_document
 from weftsearch.errors import CorruptIndexError, FieldTypeError, WeftError
-from weftsearch.storage.codec import FORMAT_VERSION, FileStamp, SectionFile, checksum, encode_sections
-from weftsearch.storage.fields import FieldIndex, field_kind
-from weftsearch.storage.ivf import IVF_MIN_VECTORS, TRAIN_ITERATIONS, TRAIN_SEED, train_partitions
-from weftsearch.storage.pausing import (
-    SLICE,
-    Pause,
-    join_in_slices,
-    no_pause,
-    slices,
-    sorted_in_slices,
-    strings_array,
-)
+from weftsearch.storage.codec import FileStamp, SectionFile, checksum
+from weftsearch.storage.fields import FieldIndex, field_kind, first_type_only
 from weftsearch.storage.postings import (
     BLOCK_ROWS,
     POSTINGS_BLOCK,
     PostingsDecodeError,
     derive_blocks,
-    pack_postings,
     unpack_postings,
 )
-from weftsearch.storage.sectionwriter import ByteChunks, Section, materialize, write_section_file
 
-__all__ = [
-    "SegmentDocument",
-    "SegmentColumns",
-    "encode_segment",
-    "encode_postings",
-    "encode_columns",
-    "segment_columns",
-    "write_columns",
-    "segment_sections",
-    "postings_sections",
-    "PostingsBuilder",
-    "merge_columns",
-    "stored_record",
-    "without_text",
-    "SegmentReader",
-    "POSTINGS_BLOCK",
-    "derive_blocks",
-]
+__all__ = ["POSTINGS_BLOCK", "VECTOR_DTYPES", "SegmentReader", "derive_blocks"]
 
-
-@dataclass(frozen=True, slots=True)
-class SegmentDocument:
-    """A document with its analysed text, as the segment writer takes it.
-
-    Attributes:
-        document: the document.
-        terms: term -> within-document frequency (>= 1).
-        length: number of analysed terms (the sum of the frequencies).
-        record: the document's stored record (:func:`stored_record`), when the
-            caller made it already (the index does, when the document is
-            added, so a commit does not pay for it); ``None``: the encoder makes it.
-
-    """
-
-    document: Document
-    terms: Mapping[str, int]
-    length: int
-    record: bytes | None = None
-
-
-def _blob(strings: Sequence[str], pause: Pause = no_pause) -> tuple[NDArray[np.uint8], NDArray[np.uint64]]:
-    """UTF-8 bytes of ``strings`` back to back, and the n+1 offsets that cut them apart."""
-    encoded: list[bytes] = []
-    for start, end in slices(len(strings)):
-        encoded.extend([text.encode("utf-8") for text in strings[start:end]])
-        pause()
-    return _bytes_blob(encoded, pause)
-
-
-def _bytes_blob(parts: Sequence[bytes], pause: Pause) -> tuple[NDArray[np.uint8], NDArray[np.uint64]]:
-    offsets = np.zeros(len(parts) + 1, dtype=np.uint64)
-    np.cumsum(np.fromiter(map(len, parts), dtype=np.uint64, count=len(parts)), out=offsets[1:])
-    return join_in_slices(parts, pause), offsets
-
-
-def stored_record(document: Document) -> bytes:
-    """The stored record of ``document``: its text, fields and time as canonical JSON (docs/FORMAT.md).
-
-    The bytes are those of ``json.dumps({"text": ..., "fields": ..., "time": ...},
-    ensure_ascii=False, sort_keys=True, separators=(",", ":"))`` in UTF-8,
-    assembled from the same encoders part by part: one ``json.dumps`` call
-    per record costs more in Python overhead than encoding the text does.
-    """
-    fields = document.fields
-    time = document.timestamp
-    return "".join(
-        (
-            '{"fields":',
-            _dumps_canonical(dict(fields)) if fields else "{}",
-            ',"text":',
-            _encode_json_string(document.text),
-            ',"time":',
-            "null" if time is None else json.dumps(time),
-            "}",
-        )
-    ).encode("utf-8")
-
-
-def without_text(entry: SegmentDocument) -> SegmentDocument:
-    """``entry`` as an index with ``store_text=False`` keeps it: its terms and length, its text gone.
-
-    The document's text becomes ``""`` and its stored record is made again from
-    that document (``"text":""``), so what is read back says no text was
-    stored; the analysed terms and length (what search and scores use) are kept.
-    """
-    document = dataclasses.replace(entry.document, text="")
-    return SegmentDocument(document, entry.terms, entry.length, stored_record(document))
-
-
-#: JSON string encoder ``json.dumps(..., ensure_ascii=False)`` uses (C where available).
-_encode_json_string = json.encoder.encode_basestring
-
-
-#: ``json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))`` is
-#: ``JSONEncoder(...).encode(value)`` with a new encoder per call; one made once writes the
-#: same text without that cost (about 3 us a record).
-_CANONICAL = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-
-
-def _dumps_canonical(value: object) -> str:
-    return _CANONICAL.encode(value)
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentColumns:
-    """A segment's content as columns, the form both the writer and a merge produce.
-
-    Documents are numbered by position in ``keys``, which must be strictly
-    increasing. Postings may come in any order; the encoder sorts them. Or
-    they come encoded already as ``post_sections`` (a merge builds them a
-    range of terms at a time, :class:`PostingsBuilder`), and the three
-    posting columns are not read. ``records`` may be any sequence of bytes
-    (a merge's gathers them from the sources a slice at a time).
-    """
-
-    keys: Sequence[str]
-    lengths: NDArray[np.uint32]
-    times: NDArray[np.float64]
-    records: Sequence[bytes]
-    link_counts: NDArray[np.int64]
-    link_targets: Sequence[str]
-    vector_rows: NDArray[np.int32]
-    matrix: NDArray[np.float32]
-    vector_dim: int | None
-    vocabulary: Sequence[str]
-    term_of_posting: NDArray[np.int64]
-    doc_of_posting: NDArray[np.int64]
-    tf_of_posting: NDArray[np.uint32]
-    post_sections: Mapping[str, Section] | None = None
-    #: The documents' field indexes (:mod:`weftsearch.storage.fields`); ``None``: derived from ``records``.
-    field_index: FieldIndex | None = None
 
 
 #: Term lookups a segment reader remembers (a bound on its memory, about 100 bytes each).
 TERM_CACHE_SIZE = 1 << 17
 
-#: Decoded postings one segment reader keeps (version 3; 8 bytes each, so 32 MiB),
+#: Decoded postings one segment reader keeps (8 bytes each, so 32 MiB),
 #: first in, first out; a longer list is decoded on every read and not kept.
 DECODED_CACHE_POSTINGS = 1 << 22
 
@@ -199,497 +54,6 @@ _NORM_CHUNK = 65_536
 
 #: How a segment may store its vectors (``vec.matrix`` as ``<f4`` or ``<f2``).
 VECTOR_DTYPES = ("float32", "float16")
-
-#: Blocks derived per slice of :func:`derive_blocks` (bounds its temporaries: about
-#: 8 MiB of postings, and lets a pausing writer pause between slices).
-_BLOCK_SLICE = 16_384
-
-
-def _term_blocks_of_v2(ids: NDArray[Any], tfs: NDArray[Any], lengths: NDArray[Any]) -> NDArray[np.uint32]:
-    """One term's block metadata (``post.blocks``' layout), as :func:`derive_blocks` gives it.
-
-    The reader's first-use check runs this per term: a handful of numpy calls
-    (about 10 us for a short list) instead of the whole-segment bookkeeping. O(df).
-    """
-    count = ids.shape[0]
-    starts = np.arange(0, count, POSTINGS_BLOCK)
-    n_blocks = starts.shape[0]
-    out = np.empty(3 * n_blocks, dtype=np.uint32)
-    out[: n_blocks - 1] = ids[POSTINGS_BLOCK - 1 : count - 1 : POSTINGS_BLOCK][: n_blocks - 1]
-    out[n_blocks - 1] = ids[count - 1]
-    np.maximum.reduceat(tfs, starts, out=out[n_blocks : 2 * n_blocks])
-    np.minimum.reduceat(lengths[ids], starts, out=out[2 * n_blocks :])
-    return out
-
-
-def _derive_blocks_v2(
-    ids: NDArray[Any],
-    tfs: NDArray[Any],
-    offsets: NDArray[Any],
-    lengths: NDArray[Any],
-    pause: Pause = no_pause,
-) -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
-    """The version-2 block metadata (three rows per block) of postings laid out as a segment lays them out.
-
-    Only the upgrade path reads version-2 files (and scrub reports on them);
-    version 3 stores a fourth row (:func:`~weftsearch.storage.postings.derive_blocks`).
-
-    Term ``t``'s postings ``offsets[t] ..< offsets[t+1]`` of ``ids`` (local
-    ids, each ``< len(lengths)``) and ``tfs`` are cut into blocks of
-    :data:`POSTINGS_BLOCK` (the last block of a term may be shorter). Returns
-    ``block_offsets`` (``<u8`` x (V + 1): term t's blocks are
-    ``block_offsets[t] ..< block_offsets[t+1]``, ``ceil(df_t / 128)`` of them)
-    and ``blocks`` (``<u4`` x 3B): per term, at ``3 * block_offsets[t]``, the
-    last local id of each of its blocks, then the largest tf of each, then the
-    smallest document length of each (the layout ``_bm25.c`` reads, so a
-    term's metadata is one slice of the file).
-
-    The writer, the reader's first-use check and scrub all call this one
-    function. Vectorised (``reduceat`` over block starts, no Python per block
-    or posting), slice by slice. O(P + V).
-    """
-    bounds = offsets.astype(np.int64)
-    per_term = (np.diff(bounds) + (POSTINGS_BLOCK - 1)) // POSTINGS_BLOCK
-    block_offsets = np.zeros(bounds.shape[0], dtype=np.uint64)
-    np.cumsum(per_term, out=block_offsets[1:])
-    total = int(block_offsets[-1]) if block_offsets.shape[0] else 0
-    blocks = np.empty(3 * total, dtype=np.uint32)
-    if not total:
-        return block_offsets, blocks
-    first_block = block_offsets[:-1].astype(np.int64)
-    term_of = np.repeat(np.arange(per_term.shape[0], dtype=np.int64), per_term)
-    within = np.arange(total, dtype=np.int64) - first_block[term_of]
-    starts = bounds[:-1][term_of] + POSTINGS_BLOCK * within
-    ends = np.minimum(starts + POSTINGS_BLOCK, bounds[1:][term_of])
-    # Where each block's three values go: term t's lasts, then its max tfs, then its min lengths.
-    at_last = 3 * first_block[term_of] + within
-    stride = per_term[term_of]
-    for start, end in slices(total, _BLOCK_SLICE):
-        # Blocks tile the postings (terms back to back), so blocks start ..< end are
-        # exactly postings starts[start] ..< ends[end - 1], cut at their starts.
-        low, high = int(starts[start]), int(ends[end - 1])
-        cuts = starts[start:end] - low
-        where = at_last[start:end]
-        blocks[where] = ids[ends[start:end] - 1]
-        blocks[where + stride[start:end]] = np.maximum.reduceat(tfs[low:high], cuts)
-        blocks[where + 2 * stride[start:end]] = np.minimum.reduceat(lengths[ids[low:high]], cuts)
-        pause()
-    return block_offsets, blocks
-
-
-def encode_segment(
-    documents: Sequence[SegmentDocument],
-    vector_dim: int | None,
-    vector_dtype: str = "float32",
-    *,
-    pause: Pause = no_pause,
-) -> bytes:
-    """Encode ``documents`` (unique keys) as one segment file's bytes.
-
-    ``vector_dtype`` (see :data:`VECTOR_DTYPES`) is how ``vec.matrix`` stores
-    the vectors. ``pause`` is called between slices of work
-    (:mod:`~weftsearch.storage.pausing`); it never changes the bytes.
-
-    Complexity: O(P log P) for P postings, plus the size of the stored text.
-    """
-    return encode_columns(segment_columns(documents, vector_dim, vector_dtype, pause=pause), pause=pause)
-
-
-def segment_columns(
-    documents: Sequence[SegmentDocument],
-    vector_dim: int | None,
-    vector_dtype: str = "float32",
-    *,
-    pause: Pause = no_pause,
-) -> SegmentColumns:
-    """The columns of the segment of ``documents`` (unique keys): what :func:`encode_segment` encodes.
-
-    Write them to a file with :func:`write_columns` (never the whole file in memory).
-    """
-    if vector_dtype not in VECTOR_DTYPES:
-        raise ValueError(f"unknown vector dtype {vector_dtype!r}")
-    ordered = sorted_in_slices(documents, _key_of, pause)
-    n = len(ordered)
-    # Postings are flattened and mapped to term ids by C-level iteration
-    # (chain, map, dict lookups) a slice of documents at a time: no Python
-    # bytecode runs per posting, and no call runs long.
-    flat_terms: list[str] = []
-    tf_parts: list[NDArray[np.uint32]] = []
-    counts = np.empty(n, dtype=np.int64)
-    vocabulary_set: set[str] = set()
-    for start, end in slices(n):
-        part = ordered[start:end]
-        before = len(flat_terms)
-        flat_terms.extend(itertools.chain.from_iterable(d.terms for d in part))
-        vocabulary_set.update(flat_terms[before:])
-        tf_parts.append(np.fromiter(itertools.chain.from_iterable(d.terms.values() for d in part), np.uint32))
-        counts[start:end] = np.fromiter(map(len, (d.terms for d in part)), dtype=np.int64, count=end - start)
-        pause()
-    vocabulary = sorted_in_slices(list(vocabulary_set), None, pause)
-    term_id: dict[str, int] = {}
-    for start, end in slices(len(vocabulary)):
-        term_id.update(zip(vocabulary[start:end], range(start, end), strict=True))
-        pause()
-    term_parts = []
-    for start, end in slices(len(flat_terms), 16 * SLICE):
-        term_parts.append(np.fromiter(map(term_id.__getitem__, flat_terms[start:end]), np.int64))
-        pause()
-    with_vector: list[int] = []
-    for start, end in slices(n):
-        with_vector.extend([i for i in range(start, end) if ordered[i].document.vector is not None])
-        pause()
-    vector_rows = np.full(n, -1, dtype=np.int32)
-    vector_rows[with_vector] = np.arange(len(with_vector), dtype=np.int32)
-    matrix = np.zeros((len(with_vector), vector_dim or 0), dtype=vector_dtype)
-    for start, end in slices(len(with_vector)):
-        if end > start:
-            matrix[start:end] = np.stack([ordered[i].document.vector for i in with_vector[start:end]])  # type: ignore[misc]
-        pause()
-    keys: list[str] = []
-    records: list[bytes] = []
-    times: list[float] = []
-    lengths: list[int] = []
-    link_counts: list[int] = []
-    link_targets: list[str] = []
-    for start, end in slices(n):
-        part = ordered[start:end]
-        keys.extend([d.document.key for d in part])
-        records.extend([stored_record(d.document) if d.record is None else d.record for d in part])
-        times.extend([math.nan if d.document.timestamp is None else d.document.timestamp for d in part])
-        lengths.extend([d.length for d in part])
-        link_counts.extend([len(d.document.links) for d in part])
-        link_targets.extend(itertools.chain.from_iterable(d.document.links for d in part))
-        pause()
-    return SegmentColumns(
-        keys=keys,
-        lengths=np.array(lengths, dtype=np.uint32),
-        times=np.array(times, dtype=np.float64),
-        records=records,
-        link_counts=np.array(link_counts, dtype=np.int64),
-        link_targets=link_targets,
-        vector_rows=vector_rows,
-        matrix=matrix,
-        vector_dim=vector_dim,
-        vocabulary=vocabulary,
-        term_of_posting=np.concatenate(term_parts) if term_parts else np.zeros(0, np.int64),
-        doc_of_posting=np.repeat(np.arange(n, dtype=np.int64), counts),
-        tf_of_posting=np.concatenate(tf_parts) if tf_parts else np.zeros(0, np.uint32),
-        field_index=FieldIndex.build([d.document.fields for d in ordered]),
-    )
-
-
-def _key_of(document: SegmentDocument) -> str:
-    return document.document.key
-
-
-def encode_postings(
-    ids: NDArray[np.uint32],
-    tfs: NDArray[np.uint32],
-    term_offsets: NDArray[np.uint64],
-    lengths: NDArray[np.uint32],
-    pause: Pause = no_pause,
-) -> tuple[dict[str, NDArray[Any]], dict[str, int]]:
-    """The postings sections of a segment (format version 3) and their ``meta`` counts.
-
-    ``ids`` and ``tfs`` are the postings sorted by (term, local id), term t's
-    at ``term_offsets[t] ..< term_offsets[t+1]``; ``lengths`` the documents'
-    analysed lengths. Writes ``post.offsets``, ``post.block_offsets``,
-    ``post.blocks`` (four rows per block), ``post.data_offsets``, ``post.data``
-    (the packed blocks, :mod:`~weftsearch.storage.postings`) and ``post.crc``
-    (CRC32C of each term's words). Deterministic. O(P + V).
-    """
-    packed = pack_postings(ids, tfs, term_offsets, lengths, pause)
-    vocabulary_size = term_offsets.shape[0] - 1
-    bounds = (packed.data_offsets * 4).tolist()
-    data_view = memoryview(packed.data.view(np.uint8))  # type: ignore[arg-type]
-    term_crcs = np.empty(vocabulary_size, dtype=np.uint32)
-    for start, end in slices(vocabulary_size, 4 * SLICE):
-        term_crcs[start:end] = [
-            crc32c.crc32c(data_view[a:b]) for a, b in itertools.pairwise(bounds[start : end + 1])
-        ]
-        pause()
-    sections: dict[str, NDArray[Any]] = {
-        "post.offsets": term_offsets,
-        "post.crc": term_crcs,
-        "post.block_offsets": packed.block_offsets,
-        "post.blocks": packed.blocks,
-        "post.data_offsets": packed.data_offsets,
-        "post.data": packed.data,
-    }
-    meta = {
-        "postings": int(term_offsets[-1]) if term_offsets.shape[0] else 0,
-        "blocks": int(packed.block_offsets[-1]) if packed.block_offsets.shape[0] else 0,
-        "words": int(packed.data.shape[0]),
-    }
-    return sections, meta
-
-
-def encode_columns(columns: SegmentColumns, *, pause: Pause = no_pause) -> bytes:
-    """Encode a segment given as columns. Deterministic: O(P log P) for P postings.
-
-    ``pause`` is called between slices of work; it never changes the bytes.
-    """
-    sections = segment_sections(columns, pause=pause)
-    return encode_sections({name: materialize(section) for name, section in sections.items()}, pause=pause)
-
-
-def write_columns(
-    columns: SegmentColumns, path: Path, stamp: FileStamp | None, *, pause: Pause = no_pause
-) -> tuple[int, int]:
-    """Write the segment of ``columns`` to ``path`` (fsynced); the bytes :func:`encode_columns` gives.
-
-    Never holds the whole file: sections go to disk one at a time and stored
-    records a slice at a time (:func:`~weftsearch.storage.sectionwriter.write_section_file`).
-    Returns ``(bytes, identity)`` for the manifest.
-    """
-    return write_section_file(path, segment_sections(columns, pause=pause), stamp, pause=pause)
-
-
-def postings_sections(
-    posting_ids: NDArray[np.uint32],
-    posting_tfs: NDArray[np.uint32],
-    term_offsets: NDArray[np.uint64],
-    lengths: NDArray[np.uint32],
-    pause: Pause = no_pause,
-) -> dict[str, Section]:
-    """The ``post.*`` sections of postings already grouped by term, local ids ascending within a term.
-
-    Term ``t``'s postings are ``term_offsets[t] ..< term_offsets[t+1]`` of
-    ``posting_ids`` / ``posting_tfs``; ``lengths`` are the document lengths
-    (for the block metadata). Self-contained: the postings layout lives here
-    and nowhere else in the writer. O(P + V).
-    """
-    if posting_ids.shape[0] and int(posting_ids.max()) >= lengths.shape[0]:
-        raise ValueError("a posting names a document past the end")
-    sections, _ = encode_postings(posting_ids, posting_tfs, term_offsets, lengths, pause)
-    return dict(sections)
-
-
-#: Bytes read back from a spill file at a time.
-_SPILL_READ = 8 << 20
-
-
-class PostingsBuilder:
-    """The ``post.*`` sections of a segment, built a range of terms at a time (a merge's postings).
-
-    Each range (terms in order, each with its postings, local ids ascending)
-    is encoded by :func:`postings_sections`, the one place the layout lives.
-    Every term's bytes (its packed words, its CRC, its run of ``post.blocks``)
-    depend only on its own postings and the document lengths, so the ranges
-    concatenate into the sections one call over all terms gives, byte for
-    byte, once the offset tables are rebased. The packed words (``post.data``,
-    a few bytes a posting) go to an unlinked temporary file in ``folder``
-    (``None``: kept in memory) and are read back a few megabytes at a time
-    when the segment is written; what stays in memory is O(V + P/128): per
-    term its offsets and CRC, per block its metadata.
-    """
-
-    def __init__(self, lengths: NDArray[np.uint32], folder: Path | None) -> None:
-        self._lengths = lengths
-        # An unlinked file, closed when the builder is collected (after the segment is written):
-        # nothing is left behind, even by a crash.
-        self._spill = tempfile.TemporaryFile(dir=folder) if folder else None  # noqa: SIM115
-        self._kept: list[NDArray[np.uint32]] = []
-        self._offsets: list[NDArray[np.uint64]] = []
-        self._block_offsets: list[NDArray[np.uint64]] = []
-        self._data_offsets: list[NDArray[np.uint64]] = []
-        self._crcs: list[NDArray[np.uint32]] = []
-        self._blocks: list[NDArray[np.uint32]] = []
-        self._postings = 0
-        self._block_count = 0
-        self._words = 0
-
-    def add(self, ids: NDArray[np.uint32], tfs: NDArray[np.uint32], offsets: NDArray[np.uint64]) -> None:
-        """Append the next terms: term ``t``'s postings are ``offsets[t] ..< offsets[t+1]``, from 0."""
-        sections = postings_sections(ids, tfs, offsets, self._lengths)
-        block_offsets = sections["post.block_offsets"]
-        data_offsets = sections["post.data_offsets"]
-        data = sections["post.data"]
-        assert isinstance(block_offsets, np.ndarray)
-        assert isinstance(data_offsets, np.ndarray)
-        assert isinstance(data, np.ndarray)
-        self._offsets.append(offsets[:-1] + np.uint64(self._postings))
-        self._block_offsets.append(block_offsets[:-1].astype(np.uint64) + np.uint64(self._block_count))
-        self._data_offsets.append(data_offsets[:-1].astype(np.uint64) + np.uint64(self._words))
-        self._crcs.append(sections["post.crc"])  # type: ignore[arg-type]
-        # post.blocks holds each term's four runs together (at 4 * its first block), so the
-        # ranges' tables join end to end.
-        self._blocks.append(sections["post.blocks"])  # type: ignore[arg-type]
-        words = np.ascontiguousarray(data, dtype=np.uint32)
-        if self._spill is not None:
-            self._spill.write(memoryview(words.view(np.uint8)))  # type: ignore[arg-type]
-        else:
-            self._kept.append(words)
-        self._postings += int(ids.shape[0])
-        self._block_count += int(block_offsets[-1])
-        self._words += int(words.shape[0])
-
-    def sections(self) -> dict[str, Section]:
-        """The ``post.*`` sections of every term added, in order."""
-
-        def tail(parts: list[NDArray[np.uint64]], last: int) -> NDArray[np.uint64]:
-            return np.concatenate([*parts, np.array([last], dtype=np.uint64)])
-
-        return {
-            "post.offsets": tail(self._offsets, self._postings),
-            "post.crc": np.concatenate(self._crcs) if self._crcs else np.zeros(0, np.uint32),
-            "post.block_offsets": tail(self._block_offsets, self._block_count),
-            "post.blocks": np.concatenate(self._blocks) if self._blocks else np.zeros(0, np.uint32),
-            "post.data_offsets": tail(self._data_offsets, self._words),
-            "post.data": ByteChunks(4 * self._words, self._chunks(), "<u4"),
-        }
-
-    def _chunks(self) -> Callable[[], Iterator[bytes | memoryview]]:
-        spill = self._spill
-        kept = self._kept
-
-        def produce() -> Iterator[bytes | memoryview]:
-            if spill is None:
-                for array in kept:
-                    yield memoryview(array.view(np.uint8))  # type: ignore[arg-type]
-                return
-            spill.flush()
-            fd, position = spill.fileno(), 0
-            while chunk := os.pread(fd, _SPILL_READ, position):
-                yield chunk
-                position += len(chunk)
-
-        return produce
-
-
-class _RecordChunks:
-    """The stored blob as chunks of joined records (a slice of records at a time)."""
-
-    __slots__ = ("_records",)
-
-    def __init__(self, records: Sequence[bytes]) -> None:
-        self._records = records
-
-    def __call__(self) -> Iterator[bytes]:
-        records = self._records
-        for start, end in slices(len(records), 16 * SLICE):
-            yield b"".join(records[start:end])
-
-
-def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dict[str, Section]:
-    """The sections of the segment of ``columns`` (arrays, and the stored blob in chunks).
-
-    Postings are sorted by (term, doc) here and encoded by
-    :func:`postings_sections`, unless ``columns.post_sections`` holds them
-    encoded already. O(P log P) (O(1) for encoded postings), plus the stored text.
-    """
-    n = len(columns.keys)
-    vocabulary_size = len(columns.vocabulary)
-    lengths = np.asarray(columns.lengths, dtype=np.uint32)
-    if columns.post_sections is not None:
-        post = dict(columns.post_sections)
-    else:
-        # Sorting by (term, doc) makes the bytes independent of the order postings came in.
-        # A document holds a term once, so term * n + doc is a unique key: one unstable
-        # sort of it gives lexsort's order (about 40% less time than its two stable passes).
-        key = columns.term_of_posting.astype(np.int64) * np.int64(max(n, 1)) + columns.doc_of_posting
-        order = np.argsort(key)
-        if order.shape[0] > 1 and bool(np.any(np.diff(key[order]) == 0)):
-            raise ValueError("a document holds a term twice in the postings")
-        del key
-        posting_ids = columns.doc_of_posting[order].astype(np.uint32)
-        posting_tfs = columns.tf_of_posting[order].astype(np.uint32)
-        del order
-        term_offsets = np.zeros(vocabulary_size + 1, dtype=np.uint64)
-        np.cumsum(np.bincount(columns.term_of_posting, minlength=vocabulary_size), out=term_offsets[1:])
-        if posting_ids.shape[0] and int(posting_ids.max()) >= n:
-            raise ValueError("a posting names a document past the end")
-        post = postings_sections(posting_ids, posting_tfs, term_offsets, lengths, pause)
-    keys_blob, keys_offsets = _blob(columns.keys, pause)
-    terms_blob, terms_offsets = _blob(columns.vocabulary, pause)
-    records = columns.records
-    stored_offsets = np.zeros(n + 1, dtype=np.uint64)
-    stored_crcs = np.empty(n, dtype=np.uint32)
-    for start, end in slices(n, 16 * SLICE):
-        part = records[start:end]
-        stored_offsets[start + 1 : end + 1] = np.fromiter(map(len, part), dtype=np.uint64, count=end - start)
-        stored_crcs[start:end] = np.fromiter(map(checksum, part), dtype=np.uint32, count=end - start)
-        pause()
-    np.cumsum(stored_offsets, out=stored_offsets)
-    stored_blob = ByteChunks(int(stored_offsets[-1]), _RecordChunks(records))
-    links_blob, links_target_offsets = _blob(columns.link_targets, pause)
-    links_offsets = np.zeros(n + 1, dtype=np.uint64)
-    np.cumsum(columns.link_counts, out=links_offsets[1:])
-    meta: dict[str, Any] = {
-        "documents": n,
-        "terms": vocabulary_size,
-        "postings": int(post["post.offsets"][-1]),  # type: ignore[index]
-        "blocks": int(post["post.block_offsets"][-1]),  # type: ignore[index]
-        "words": int(post["post.data_offsets"][-1]),  # type: ignore[index]
-        "links": len(columns.link_targets),
-        "vectors": int(columns.matrix.shape[0]),
-        "vector_dim": columns.vector_dim,
-    }
-    half = columns.matrix.dtype == np.float16
-    matrix: NDArray[Any] = np.ascontiguousarray(columns.matrix, dtype=np.float16 if half else np.float32)
-    if half:
-        meta["vector_dtype"] = "float16"  # absent means float32, as in every earlier segment
-    vector_rows = np.asarray(columns.vector_rows, dtype=np.int32)
-    ivf_sections: dict[str, NDArray[Any]] = {}
-    if matrix.shape[0] >= IVF_MIN_VECTORS and matrix.shape[1]:
-        # Vectors go into partition order (rows of one list contiguous, in key
-        # order within the list), so a probed list is one block of the matrix.
-        partitions = train_partitions(matrix.astype(np.float32, copy=False))
-        order = np.argsort(partitions.assignment, kind="stable")
-        new_row = np.empty(order.shape[0], dtype=np.int64)
-        new_row[order] = np.arange(order.shape[0])
-        matrix = np.ascontiguousarray(matrix[order])
-        has = vector_rows >= 0
-        vector_rows = vector_rows.copy()
-        vector_rows[has] = new_row[vector_rows[has]].astype(np.int32)
-        offsets = np.zeros(partitions.nlist + 1, dtype=np.uint64)
-        np.cumsum(np.bincount(partitions.assignment, minlength=partitions.nlist), out=offsets[1:])
-        ivf_sections = {"ivf.centroids": partitions.centroids.reshape(-1), "ivf.offsets": offsets}
-        meta["ivf"] = {
-            "nlist": partitions.nlist,
-            "sample": partitions.sample,
-            "iterations": TRAIN_ITERATIONS,
-            "seed": TRAIN_SEED,
-        }
-    meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode("ascii")
-    return {
-        "meta": np.frombuffer(meta_bytes, dtype=np.uint8),
-        "keys.blob": keys_blob,
-        "keys.offsets": keys_offsets,
-        "doc.lengths": lengths,
-        "doc.times": np.asarray(columns.times, dtype=np.float64),
-        "terms.blob": terms_blob,
-        "terms.offsets": terms_offsets,
-        **post,
-        "stored.blob": stored_blob,
-        "stored.offsets": stored_offsets,
-        "stored.crc": stored_crcs,
-        "links.doc": links_offsets,
-        "links.blob": links_blob,
-        "links.offsets": links_target_offsets,
-        "vec.rows": vector_rows,
-        "vec.matrix": matrix.reshape(-1),
-        **ivf_sections,
-        **_field_sections(columns),
-    }
-
-
-def _field_sections(columns: SegmentColumns) -> dict[str, NDArray[Any]]:
-    """The ``fld.*`` sections (docs/FORMAT.md, "Field indexes") of ``columns``."""
-    index = columns.field_index
-    if index is None:  # columns made without one (the upgrade path): from the stored records
-        fields = []
-        for position, record in enumerate(columns.records):
-            try:
-                found = json.loads(record).get("fields")
-            except (ValueError, RecursionError, AttributeError):
-                found = None
-            if not isinstance(found, dict) or not all(field_kind(v) for v in found.values()):
-                raise CorruptIndexError(f"stored record {position} has no valid fields to index")
-            fields.append(found)
-        index = FieldIndex.build(_first_type_only(fields))
-    return index.sections()
-
 
 #: From this many keys on, :meth:`SegmentReader.keys_at` gathers their bytes in one numpy
 #: step and decodes once; below it, decoding key by key is cheaper (measured: equal near 30
@@ -718,10 +82,9 @@ class SegmentReader:
     """
 
     def __init__(
-        self, path: Path, data: bytes | None = None, *, versions: tuple[int, ...] = (FORMAT_VERSION,)
-    ) -> None:
+        self, path: Path, data: bytes | None = None) -> None:
         self.path = path
-        self._file = SectionFile(path, data, versions=versions)
+        self._file = SectionFile(path, data)
         self._lock = threading.RLock()  # memo builders may call other memos
         self._cache: dict[str, Any] = {}
         self._verified_postings: dict[int, tuple[NDArray[np.uint32], NDArray[np.uint32]]] = {}
@@ -752,19 +115,6 @@ class SegmentReader:
     def section_file(self) -> SectionFile:
         """The underlying section file (header, stamp, table)."""
         return self._file
-
-    @property
-    def has_blocks(self) -> bool:
-        """Whether the file carries block metadata (``post.block_offsets``, ``post.blocks``): version 2 on.
-
-        Only a version-1 file, which only the upgrade path reads, has none.
-        """
-        return self._file.version >= 2
-
-    @property
-    def packed(self) -> bool:
-        """Whether the postings are compressed (``post.data``; format version 3 on)."""
-        return self._file.version >= 3
 
     @property
     def vector_dtype(self) -> str:
@@ -799,17 +149,10 @@ class SegmentReader:
             "links.offsets": links + 1,
             "vec.matrix": meta["vectors"] * dim,
         }
-        if self.packed:
-            expected["post.block_offsets"] = terms + 1
-            expected["post.blocks"] = BLOCK_ROWS * meta["blocks"]
-            expected["post.data_offsets"] = terms + 1
-            expected["post.data"] = meta["words"]
-        else:
-            expected["post.ids"] = postings
-            expected["post.tfs"] = postings
-            if self.has_blocks:
-                expected["post.block_offsets"] = terms + 1
-                expected["post.blocks"] = 3 * meta["blocks"]
+        expected["post.block_offsets"] = terms + 1
+        expected["post.blocks"] = BLOCK_ROWS * meta["blocks"]
+        expected["post.data_offsets"] = terms + 1
+        expected["post.data"] = meta["words"]
         if meta["vectors"] and not dim:
             raise self._corrupt(f"meta claims {meta['vectors']} vectors of no width")
         # The ivf.* sections size nothing (they are read as views, and nlist is
@@ -824,9 +167,9 @@ class SegmentReader:
                     f"({n} documents, {terms} terms, {postings} postings, {links} links, "
                     f"{meta['vectors']} vectors of width {dim}) need {count}"
                 )
-        if self.has_blocks and meta["blocks"] > postings:  # every block holds at least one posting
+        if meta["blocks"] > postings:  # every block holds at least one posting
             raise self._corrupt(f"meta claims {meta['blocks']} blocks of {postings} postings")
-        if self.packed and postings > POSTINGS_BLOCK * meta["blocks"]:
+        if postings > POSTINGS_BLOCK * meta["blocks"]:
             # No section holds one element per posting any more: the block table bounds them (at
             # open; opening reads meta only). The exact count is post.offsets' last entry,
             # checked when the term table is first read (_term_tables).
@@ -841,11 +184,7 @@ class SegmentReader:
     def _meta(self) -> dict[str, Any]:
         try:
             meta = json.loads(bytes(self._file.array("meta")))
-            fields: tuple[str, ...] = ("documents", "terms", "postings", "links", "vectors")
-            if self.has_blocks:
-                fields += ("blocks",)
-            if self.packed:
-                fields += ("words",)
+            fields = ("documents", "terms", "postings", "links", "vectors", "blocks", "words")
             if not isinstance(meta, dict) or not all(
                 type(meta.get(f)) is int and 0 <= meta[f] < 2**40 for f in fields
             ):
@@ -919,8 +258,7 @@ class SegmentReader:
         try:
             self._term_tables()
             self.doc_lengths()
-            if self.has_blocks:
-                self._block_tables()  # O(B) checksum and shape checks, B = postings / 128 or fewer
+            self._block_tables()  # O(B) checksum and shape checks, B = postings / 128 or fewer
         except CorruptIndexError:
             pass
 
@@ -1231,7 +569,7 @@ class SegmentReader:
             blob, offsets = self._strings("terms", self.n_terms)
             # The size, not the array: reading the array would verify the whole
             # section, and postings are verified term by term.
-            total = int(self._meta_cache["postings"]) if self.packed else self._file.size("post.ids") // 4
+            total = int(self._meta_cache["postings"])
             postings = self._array("post.offsets", "<u8", self.n_terms + 1)
             _check_offsets(postings, self.n_terms, total, "postings", self.path)
             crcs = self._array("post.crc", "<u4", self.n_terms)
@@ -1290,41 +628,13 @@ class SegmentReader:
         vectorised). The arrays are read-only.
 
         Raises:
-            CorruptIndexError: the postings (or, version 3, their block table) are damaged.
+            CorruptIndexError: the postings (or their block table) are damaged.
 
         """
-        if self.packed:
-            position = self.term_position(term)
-            if position < 0:
-                return np.empty(0, np.uint32), np.empty(0, np.uint32)
-            return self._packed_postings(position, term)
-        return self._raw_postings(term)
-
-    def _raw_postings(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
-        """Versions 1 and 2: the term's ``post.ids`` and ``post.tfs`` views, checked once."""
         position = self.term_position(term)
         if position < 0:
             return np.empty(0, np.uint32), np.empty(0, np.uint32)
-        cached = self._verified_postings.get(position)
-        if cached is not None:
-            return cached
-        _, _, offsets, crcs = self._term_tables()
-        start, end = int(offsets[position]), int(offsets[position + 1])
-        ids_raw = self._file.raw("post.ids")
-        tfs_raw = self._file.raw("post.tfs")
-        if self._file.size("post.ids") != self._file.size("post.tfs") or end * 4 > len(ids_raw):
-            raise self._corrupt("postings sections disagree in size")
-        ids = np.frombuffer(ids_raw[start * 4 : end * 4], dtype="<u4")
-        tfs = np.frombuffer(tfs_raw[start * 4 : end * 4], dtype="<u4")
-        if int(crc32c.crc32c(tfs.tobytes(), crc32c.crc32c(ids.tobytes()))) != int(crcs[position]):
-            raise self._corrupt(f"postings of term {term!r} fail their checksum")
-        if ids.size and (
-            int(ids[-1]) >= self.n_docs or bool(np.any(ids[1:] <= ids[:-1])) or int(tfs.min()) < 1
-        ):
-            raise self._corrupt(f"postings of term {term!r} are out of range")
-        # Verified once per segment and term; the views stay valid as long as the map.
-        self._verified_postings[position] = (ids, tfs)
-        return ids, tfs
+        return self._packed_postings(position, term)
 
     def _term_extent(self, position: int) -> tuple[int, int, int, int, int, int]:
         """Term ``position``'s postings, blocks and words: (first, end) of each, bounds checked."""
@@ -1352,7 +662,7 @@ class SegmentReader:
         five times a warm search's cost for the next second. Accidental damage
         is still caught by the checksums; a file *substituted* after it was
         written is outside what this guards (as it is for every map once
-        checked). Version 3 only; other versions are checked as always.
+        checked).
         """
         self._tables_trusted = True
 
@@ -1369,7 +679,7 @@ class SegmentReader:
             raise self._corrupt(f"postings of term {term!r} fail their checksum")
 
     def _packed_postings(self, position: int, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
-        """Version 3: term ``position``'s decoded postings (checked at first use, then cached, bounded)."""
+        """Term ``position``'s decoded postings (checked at first use, then cached, bounded)."""
         cached = self._decoded.get(position)
         if cached is not None:
             return cached
@@ -1445,8 +755,6 @@ class SegmentReader:
         """``post.block_offsets`` and ``post.blocks``, checksum-verified, shaped as ``post.offsets`` needs."""
 
         def build() -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
-            if not self.has_blocks:
-                raise self._corrupt("a version-1 segment has no block metadata")
             _, _, postings, _ = self._term_tables()
             blocks = int(self._meta_cache["blocks"])
             block_offsets = self._array("post.block_offsets", "<u8", self.n_terms + 1)
@@ -1456,8 +764,7 @@ class SegmentReader:
             wanted = (np.diff(postings.astype(np.int64)) + (POSTINGS_BLOCK - 1)) // POSTINGS_BLOCK
             if not np.array_equal(np.diff(block_offsets.astype(np.int64)), wanted):
                 raise self._corrupt("block offsets disagree with the postings counts")
-            rows = BLOCK_ROWS if self.packed else 3
-            table = self._array("post.blocks", "<u4", rows * blocks)
+            table = self._array("post.blocks", "<u4", BLOCK_ROWS * blocks)
             return block_offsets, table
 
         result: tuple[NDArray[np.uint64], NDArray[np.uint32]] = self._memo("blocks", build)
@@ -1468,7 +775,7 @@ class SegmentReader:
 
         The metadata is ``post.blocks``' slice of the term, a read-only view of
         the file: ``ceil(df / 128)`` last local ids, then as many largest tfs,
-        then as many smallest document lengths, then (version 3) as many
+        then as many smallest document lengths, then as many
         widths (docs/FORMAT.md, "Block metadata"). Its section is
         checksum-verified when first read, and the first time each term is
         asked for, its blocks are compared with a derivation from its postings
@@ -1485,20 +792,11 @@ class SegmentReader:
         ids, tfs = self.postings(term)
         if not ids.size:
             return ids, tfs, np.empty(0, np.uint32)
-        position = self.term_position(term)
-        cached = self._verified_blocks.get(position)
-        if cached is not None:
-            return ids, tfs, cached
-        block_offsets, table = self._block_tables()  # version 2 (version 3 verified in postings())
-        first, last = int(block_offsets[position]), int(block_offsets[position + 1])
-        stored = table[3 * first : 3 * last]
-        if not np.array_equal(stored, _term_blocks_of_v2(ids, tfs, self.doc_lengths())):
-            raise self._corrupt(f"block metadata of term {term!r} disagrees with its postings")
-        self._verified_blocks[position] = stored
-        return ids, tfs, stored
+        # postings() checked the term's blocks at its first use and kept the verdict.
+        return ids, tfs, self._verified_blocks[self.term_position(term)]
 
     def term_packed(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32], int] | None:
-        """Version 3: ``term``'s packed words, block table (views of the file) and count; None if absent.
+        """``term``'s packed words, block table (views of the file) and count; None if absent.
 
         What the compiled BM25 reads: it decodes a block only when it scores
         it. Checked first exactly as :meth:`term_blocks` checks (CRC32C, a full
@@ -1523,7 +821,7 @@ class SegmentReader:
         return self._packed_data()[word_first:word_end], stored, end - first
 
     def _decode_all(self) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
-        """Version 3: every posting decoded (merges, scrub). O(P), vectorised.
+        """Every posting decoded (merges, scrub). O(P), vectorised.
 
         Raises:
             CorruptIndexError: the postings do not decode.
@@ -1537,22 +835,13 @@ class SegmentReader:
         except PostingsDecodeError as exc:
             raise self._corrupt(f"postings do not decode ({exc})") from None
 
-    def _all_raw(self) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
-        _, _, offsets, _ = self._term_tables()
-        if self.packed:
-            return self._decode_all()
-        return self._array("post.ids", "<u4", int(offsets[-1])), self._array(
-            "post.tfs", "<u4", int(offsets[-1])
-        )
-
     def _block_problems(self) -> list[str]:
         """Every term whose stored block metadata differs from a fresh derivation (scrub). O(P + V)."""
         block_offsets, table = self._block_tables()
         _, _, postings, _ = self._term_tables()
-        ids, tfs = self._all_raw()
-        rows = BLOCK_ROWS if self.packed else 3
-        derive = derive_blocks if self.packed else _derive_blocks_v2
-        _, derived = derive(ids, tfs, postings, self.doc_lengths())
+        ids, tfs = self._decode_all()
+        rows = BLOCK_ROWS
+        _, derived = derive_blocks(ids, tfs, postings, self.doc_lengths())
         if np.array_equal(table, derived):
             return []
         wrong = (
@@ -1580,7 +869,7 @@ class SegmentReader:
     def all_postings(self) -> tuple[list[str], NDArray[np.int64], NDArray[np.int64], NDArray[np.uint32]]:
         """Every posting as columns: (terms, term index, local id, frequency). For merges."""
         _, _, offsets, _ = self._term_tables()
-        ids, tfs = self._all_raw()
+        ids, tfs = self._decode_all()
         if ids.size and int(ids.max()) >= self.n_docs:
             raise self._corrupt("a posting names a document past the end")
         term_of = np.repeat(np.arange(self.n_terms, dtype=np.int64), np.diff(offsets).astype(np.int64))
@@ -1631,7 +920,7 @@ class SegmentReader:
             except FieldTypeError:
                 # Older writers let a field change type between documents; such
                 # a segment filters on the first type seen and skips the others.
-                return FieldIndex.build(_first_type_only(fields))
+                return FieldIndex.build(first_type_only(fields))
 
         result: FieldIndex = self._memo("fields", build)
         return result
@@ -1649,7 +938,7 @@ class SegmentReader:
         try:
             derived = FieldIndex.build(records)
         except FieldTypeError:  # as an older writer indexed a field that changed type
-            derived = FieldIndex.build(_first_type_only(records))
+            derived = FieldIndex.build(first_type_only(records))
         return [
             f"{self.path}: field index disagrees with the stored records: {what}"
             for what in stored.disagreements(derived)
@@ -1667,28 +956,18 @@ class SegmentReader:
             self.times()
             self.vector_rows()
             self.vector_lists()
-            _, _, postings, crcs = self._term_tables()
-            if self.packed:
-                _, _, data_offsets = self._packed_tables()
-                words = self._file.array("post.data")
-                for position in range(self.n_terms):
-                    start, end = int(data_offsets[position]), int(data_offsets[position + 1])
-                    if checksum(words[start:end].tobytes()) != int(crcs[position]):
-                        problems.append(f"{self.path}: postings of term {position} fail their checksum")
-            else:
-                ids = self._file.array("post.ids")
-                tfs = self._file.array("post.tfs")
-                for position in range(self.n_terms):
-                    start, end = int(postings[position]), int(postings[position + 1])
-                    data = ids[start:end].tobytes() + tfs[start:end].tobytes()
-                    if checksum(data) != int(crcs[position]):
-                        problems.append(f"{self.path}: postings of term {position} fail their checksum")
+            _, _, _, crcs = self._term_tables()
+            _, _, data_offsets = self._packed_tables()
+            words = self._file.array("post.data")
+            for position in range(self.n_terms):
+                start, end = int(data_offsets[position]), int(data_offsets[position + 1])
+                if checksum(words[start:end].tobytes()) != int(crcs[position]):
+                    problems.append(f"{self.path}: postings of term {position} fail their checksum")
             self.all_postings()
-            if self.has_blocks:
-                try:  # re-derived from the postings and lengths: a bound that understates is named here
-                    problems.extend(self._block_problems())
-                except CorruptIndexError as exc:
-                    problems.append(str(exc))
+            try:  # re-derived from the postings and lengths: a bound that understates is named here
+                problems.extend(self._block_problems())
+            except CorruptIndexError as exc:
+                problems.append(str(exc))
             self.all_links()
             terms = self.terms()
             if any(earlier >= later for earlier, later in itertools.pairwise(terms)):
@@ -1712,344 +991,3 @@ class SegmentReader:
         except WeftError as exc:
             problems.append(str(exc))
         return problems
-
-
-def _first_type_only(fields: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``fields`` without the values whose type differs from the field's first one."""
-    first: dict[str, str | None] = {}
-    kept = []
-    for mapping in fields:
-        own = {}
-        for name, value in mapping.items():
-            kind = first.setdefault(name, field_kind(value))
-            inexact = isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53
-            if field_kind(value) == kind and kind is not None and not inexact:
-                own[name] = value
-        kept.append(own)
-    return kept
-
-
-#: Postings a merge decodes, gathers, sorts and re-encodes at a time (bounds its temporaries).
-MERGE_CHUNK_POSTINGS = 1 << 19
-
-
-#: Records a merge reads between two releases of the sources' pages (:meth:`SegmentReader.release_pages`).
-_RELEASE_EVERY = 1 << 16
-
-
-class _GatheredRecords(Sequence[bytes]):
-    """The stored records of merged documents, read (and checked) from the sources when asked.
-
-    Holds two integers a document, never the records: a merge's
-    :func:`segment_sections` reads them a slice at a time.
-    """
-
-    __slots__ = ("_local", "_read", "_readers", "_source")
-
-    def __init__(
-        self, readers: Sequence[SegmentReader], source: NDArray[np.int32], local: NDArray[np.int64]
-    ) -> None:
-        self._readers = readers
-        self._source = source
-        self._local = local
-        self._read = 0
-
-    def __len__(self) -> int:
-        return int(self._source.shape[0])
-
-    def __getitem__(self, item: Any) -> Any:
-        if isinstance(item, slice):
-            readers = self._readers
-            sources = self._source[item]
-            pairs = zip(sources.tolist(), self._local[item].tolist(), strict=True)
-            records = [readers[source].record(local) for source, local in pairs]
-            self._read += len(records)
-            if self._read >= _RELEASE_EVERY:
-                self._read = 0
-                for source in np.unique(sources).tolist():
-                    readers[source].release_pages()
-            return records
-        return self._readers[int(self._source[item])].record(int(self._local[item]))
-
-
-def merge_columns(
-    sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]],
-    *,
-    pause: Pause = no_pause,
-    spill: Path | None = None,
-) -> SegmentColumns:
-    """The live documents of several segments as one segment's columns.
-
-    ``sources`` pairs each reader with its live mask. Keys must be unique
-    across the live documents (the index guarantees it). Postings, lengths,
-    times and vectors move as arrays; stored records are copied as bytes,
-    never re-encoded, so a merged document is byte-for-byte what was stored.
-    ``pause`` is called between slices of work; it never changes the result.
-
-    Memory (the merge is term by term, never whole columns of Python objects):
-    O(D) arrays for D documents (keys, lengths, times, where each comes
-    from), the merged vocabulary, O(V + P/128) postings tables
-    (:class:`PostingsBuilder`) and temporaries of :data:`MERGE_CHUNK_POSTINGS`
-    postings (each source's range decoded, gathered, sorted and re-encoded:
-    some 150 bytes a posting at the peak). The merged postings themselves
-    (their packed words) go to an unlinked temporary file in the folder
-    ``spill`` (``None``: they stay in memory), and stored records are read from the sources'
-    memory maps a slice at a time when the segment is written
-    (:func:`write_columns`), never held together; pages of the sources read
-    are unmapped as the merge goes (:meth:`SegmentReader.release_pages`).
-    O(P log C + D log D) for P postings in chunks of C.
-
-    Raises:
-        CorruptIndexError: a source fails its checks (a merge never launders damage).
-
-    """
-    readers = [reader for reader, _ in sources]
-    dims = {reader.vector_dim for reader in readers} - {None}
-    if len(dims) > 1:
-        raise CorruptIndexError(f"segments disagree on the vector width: {sorted(dims)}")  # type: ignore[type-var]
-    vector_dim = dims.pop() if dims else None
-    dim = vector_dim or 0
-    locals_ = [np.flatnonzero(live).astype(np.int64) for _, live in sources]
-    counts = [int(local.shape[0]) for local in locals_]
-    n = sum(counts)
-    key_parts = [reader.keys()[local] for reader, local in zip(readers, locals_, strict=True)]
-    all_keys = np.concatenate(key_parts) if key_parts else np.zeros(0, np.str_)
-    del key_parts
-    order = np.argsort(all_keys, kind="stable")
-    sorted_keys = all_keys[order]
-    del all_keys
-    if n > 1:
-        repeated = np.flatnonzero(sorted_keys[1:] <= sorted_keys[:-1])
-        if repeated.shape[0]:
-            # Two sources hold the same live key: a substituted or duplicated
-            # file. Refused here, so a merge never makes that permanent.
-            names = ", ".join(str(reader.path) for reader in readers)
-            key = str(sorted_keys[int(repeated[0]) + 1])
-            raise CorruptIndexError(f"merging {names}: key {key!r} is live in more than one segment")
-    position_of = np.empty(n, dtype=np.int64)
-    position_of[order] = np.arange(n, dtype=np.int64)
-    source_of = np.repeat(np.arange(len(sources), dtype=np.int32), counts)[order]
-    local_of = (np.concatenate(locals_) if locals_ else np.zeros(0, np.int64))[order]
-    new_index: list[NDArray[np.int64]] = []
-    first = 0
-    for reader, local, count in zip(readers, locals_, counts, strict=True):
-        mapping = np.full(reader.n_docs, -1, dtype=np.int64)
-        mapping[local] = position_of[first : first + count]
-        new_index.append(mapping)
-        first += count
-    del position_of
-    lengths = np.zeros(n, dtype=np.uint32)
-    times = np.zeros(n, dtype=np.float64)
-    link_counts = np.zeros(n, dtype=np.int64)
-    vector_rows = np.full(n, -1, dtype=np.int32)
-    for s, (reader, mapping) in enumerate(zip(readers, new_index, strict=True)):
-        local = locals_[s]
-        where = mapping[local]
-        lengths[where] = reader.doc_lengths()[local]
-        times[where] = reader.times()[local]
-        link_offsets = reader._array("links.doc", "<u8", reader.n_docs + 1)
-        link_counts[where] = np.diff(link_offsets.astype(np.int64))[local]
-        rows = reader.vector_rows()[local]
-        vector_rows[where[rows >= 0]] = 0  # marked here, numbered below
-    link_targets: list[str] = []
-    linked = np.flatnonzero(link_counts).tolist()
-    for start, end in slices(len(linked)):
-        for position in linked[start:end]:
-            targets = readers[int(source_of[position])].links(int(local_of[position]))
-            if len(targets) != int(link_counts[position]):
-                raise CorruptIndexError(
-                    f"{readers[int(source_of[position])].path}: link offsets are inconsistent"
-                )
-            link_targets.extend(targets)
-        pause()
-    # Vectors follow the documents into key order.
-    present = vector_rows >= 0
-    vector_rows[present] = np.arange(int(present.sum()), dtype=np.int32)
-    # The sources' common type: float16 stays float16 only if every source holds float16.
-    dtype = np.result_type(*[reader.vector_matrix().dtype for reader in readers]) if readers else np.float32
-    matrix = np.zeros((int(present.sum()), dim), dtype=dtype)
-    for s, (reader, mapping) in enumerate(zip(readers, new_index, strict=True)):
-        local = locals_[s]
-        rows = reader.vector_rows()[local]
-        has = rows >= 0
-        if has.any():
-            block = reader.vector_matrix()[rows[has]]
-            matrix[vector_rows[mapping[local[has]]]] = block.reshape(block.shape[0], dim)
-    builder = PostingsBuilder(lengths, spill)
-    vocabulary = _merge_postings(sources, new_index, builder, pause)
-    return SegmentColumns(
-        keys=sorted_keys.tolist(),
-        lengths=lengths,
-        times=times,
-        records=_GatheredRecords(readers, source_of, local_of),
-        link_counts=link_counts,
-        link_targets=link_targets,
-        vector_rows=vector_rows,
-        matrix=matrix if dim else np.zeros((0, 0), np.float32),
-        vector_dim=vector_dim,
-        vocabulary=vocabulary,
-        term_of_posting=np.zeros(0, np.int64),
-        doc_of_posting=np.zeros(0, np.int64),
-        tf_of_posting=np.zeros(0, np.uint32),
-        post_sections=builder.sections(),
-        # The sources' field indexes renumbered (no stored record decoded); a source whose
-        # field index is damaged fails here, as its postings or records would.
-        field_index=FieldIndex.merge(
-            [(reader.field_index(), mapping) for reader, mapping in zip(readers, new_index, strict=True)], n
-        ),
-    )
-
-
-def _merge_postings(
-    sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]],
-    new_index: Sequence[NDArray[np.int64]],
-    builder: PostingsBuilder,
-    pause: Pause,
-) -> list[str]:
-    """The merged vocabulary; its postings go to ``builder``, a range of terms at a time.
-
-    Terms only deleted documents held do not survive (a fresh build of the
-    same documents would not have them either). Merged terms are taken in
-    ranges of about :data:`MERGE_CHUNK_POSTINGS` postings: each source's
-    postings of a range are one contiguous slice (both vocabularies are
-    sorted), so a range is gathered, renumbered and sorted by (term, doc) on
-    its own.
-    """
-    tables = []
-    used_terms: set[str] = set()
-    for reader, live in sources:
-        _, _, offsets, _ = reader._term_tables()
-        term_postings = _TermPostings(reader)
-        bounds = offsets.astype(np.int64)
-        if bool(np.any(bounds[1:] <= bounds[:-1])):
-            raise CorruptIndexError(f"{reader.path}: a term has no postings")
-        live_postings = np.zeros(reader.n_terms, dtype=np.int64)
-        for start, end in _term_ranges(bounds, 64 * SLICE):
-            low = int(bounds[start])
-            part, _ = term_postings(start, end)
-            if part.shape[0] and int(part.max()) >= reader.n_docs:
-                raise CorruptIndexError(f"{reader.path}: a posting names a document past the end")
-            alive = live[part].astype(np.int64)
-            live_postings[start:end] = np.add.reduceat(alive, bounds[start:end] - low) if end > start else 0
-            del part, alive
-            reader.release_pages()
-            pause()
-        terms = reader.terms()
-        used = np.flatnonzero(live_postings).tolist()
-        for start, end in slices(len(used), 16 * SLICE):
-            used_terms.update([terms[t] for t in used[start:end]])
-            pause()
-        tables.append((terms, bounds, term_postings, live_postings))
-        reader.release_pages()
-    vocabulary = sorted_in_slices(list(used_terms), None, pause)
-    del used_terms
-    merged = strings_array(vocabulary, pause)
-    size = len(vocabulary)
-    df = np.zeros(size, dtype=np.int64)
-    remaps = []
-    for terms, _, _, live_postings in tables:
-        remap = (
-            np.searchsorted(merged, strings_array(terms, pause)).astype(np.int64)
-            if terms
-            else np.zeros(0, np.int64)
-        )
-        holds = live_postings > 0
-        df[remap[holds]] += live_postings[holds]
-        remaps.append(remap)
-    del merged
-    term_offsets = np.zeros(size + 1, dtype=np.uint64)
-    np.cumsum(df, out=term_offsets[1:])
-    cumulative = term_offsets.astype(np.int64)
-    del term_offsets
-    a = 0
-    while a < size:
-        # The next range of merged terms: about MERGE_CHUNK_POSTINGS postings, at least one term.
-        b = int(np.searchsorted(cumulative, cumulative[a] + MERGE_CHUNK_POSTINGS, side="right")) - 1
-        b = min(max(b, a + 1), size)
-        doc_parts, tf_parts, term_parts = [], [], []
-        for (_, bounds, term_postings, _), remap, mapping, (_, live) in zip(
-            tables, remaps, new_index, sources, strict=True
-        ):
-            # Source terms are sorted, so those landing in [a, b) are one range; unused ones
-            # (only deleted documents) land anywhere but have no live posting to contribute.
-            sa = int(np.searchsorted(remap, a, side="left"))
-            sb = int(np.searchsorted(remap, b, side="left"))
-            if sb <= sa:
-                continue
-            part, part_tfs = term_postings(sa, sb)
-            keep = live[part]
-            term_of = np.repeat(remap[sa:sb] - a, np.diff(bounds[sa : sb + 1]))[keep]
-            doc_parts.append(mapping[part[keep]])
-            tf_parts.append(part_tfs[keep])
-            term_parts.append(term_of)
-        docs = np.concatenate(doc_parts)
-        key = np.concatenate(term_parts) * (int(docs.max()) + 1 if docs.shape[0] else 1) + docs
-        sort = np.argsort(key)
-        low, high = int(cumulative[a]), int(cumulative[b])
-        if sort.shape[0] != high - low:  # cannot happen: counted above from the same arrays
-            raise CorruptIndexError("a merge's postings do not add up")
-        builder.add(
-            docs[sort].astype(np.uint32),
-            np.concatenate(tf_parts)[sort].astype(np.uint32),
-            (cumulative[a : b + 1] - low).astype(np.uint64),
-        )
-        a = b
-        for reader, _ in sources:  # what was read is not needed again: out of the resident set
-            reader.release_pages()
-        pause()
-    return vocabulary
-
-
-def _term_ranges(bounds: NDArray[np.int64], most_terms: int) -> Iterator[tuple[int, int]]:
-    """Consecutive ranges of terms: at most ``most_terms`` terms, about :data:`MERGE_CHUNK_POSTINGS` postings.
-
-    At least one term a range, so what a range decodes stays bounded however the postings fall.
-    """
-    count = bounds.shape[0] - 1
-    start = 0
-    while start < count:
-        end = int(np.searchsorted(bounds, bounds[start] + MERGE_CHUNK_POSTINGS, side="right")) - 1
-        end = min(max(end, start + 1), start + most_terms, count)
-        yield start, end
-        start = end
-
-
-class _TermPostings:
-    """The postings of a range of a source segment's terms, as (local ids, frequencies).
-
-    Version 3 decodes the range's packed blocks (the sections' checksums are
-    verified first, and :func:`~weftsearch.storage.postings.unpack_postings`
-    checks every width, size and id); versions 1 and 2 slice the raw
-    ``post.ids`` / ``post.tfs``. O(postings of the range).
-    """
-
-    def __init__(self, reader: SegmentReader) -> None:
-        self._reader = reader
-        _, _, offsets, _ = reader._term_tables()
-        self._offsets = offsets
-        total = int(offsets[-1])
-        if reader.packed:
-            self._block_offsets, self._table, self._data_offsets = reader._packed_tables()
-            self._data = reader._array("post.data", "<u4", int(reader._meta_cache["words"]))
-        else:
-            self._ids = reader._array("post.ids", "<u4", total)
-            self._tfs = reader._array("post.tfs", "<u4", total)
-
-    def __call__(self, start: int, end: int) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
-        reader = self._reader
-        offsets = self._offsets
-        if not reader.packed:
-            low, high = int(offsets[start]), int(offsets[end])
-            return self._ids[low:high], self._tfs[low:high]
-        block_offsets, data_offsets = self._block_offsets, self._data_offsets
-        try:
-            return unpack_postings(
-                self._data[int(data_offsets[start]) : int(data_offsets[end])],
-                offsets[start : end + 1],
-                block_offsets[start : end + 1],
-                self._table[BLOCK_ROWS * int(block_offsets[start]) : BLOCK_ROWS * int(block_offsets[end])],
-                data_offsets[start : end + 1],
-                reader.n_docs,
-            )
-        except PostingsDecodeError as exc:
-            raise CorruptIndexError(f"{reader.path}: postings do not decode ({exc})") from None

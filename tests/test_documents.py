@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from weftsearch import RRF, BM25Scorer, Document, Index, Query
-from weftsearch.engine.documents import MAX_FIELD_INTEGER, as_vector
+from weftsearch.documents import MAX_FIELD_INTEGER, as_vector
 from weftsearch.errors import InvalidDocumentError, InvalidVectorError
 
 HUGE = {"2**53+1": 2**53 + 1, "-2**53-1": -(2**53) - 1, "2**63": 2**63, "1e400": 10**400, "1e5000": 10**5000}

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from weftsearch import Document, Index, Query, RecencyScorer
-from weftsearch.engine.times import as_seconds, as_timestamp
 from weftsearch.errors import InvalidDocumentError, InvalidParameterError, InvalidQueryError
+from weftsearch.times import as_seconds, as_timestamp
 
 #: 2009-06-01T00:00:00Z in POSIX seconds, computed independently of the code under test.
 JUNE_1_2009 = 1_243_814_400.0

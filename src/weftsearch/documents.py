@@ -18,8 +18,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from weftsearch._numbers import number_text
-from weftsearch.engine.times import TimeLike, as_timestamp
 from weftsearch.errors import FieldTypeError, InvalidDocumentError, InvalidVectorError
+from weftsearch.times import TimeLike, as_timestamp
 
 __all__ = [
     "Document",

@@ -1,0 +1,205 @@
+"""Forked children that write segment files, and the process settings they run with.
+
+A commit of a large buffer and a background merge write their segment in a
+forked child, so searching threads keep this interpreter's GIL. This module
+holds that machinery, apart from the index's API: the ``prctl`` lookup done
+before any fork, the death signal that follows the parent, the CPU priority a
+child takes (:data:`COMMIT_PRIORITIES`), and the file a child writes and the
+parent installs (:class:`ChildFile`, :func:`write_in_child`). The parallel
+analysis of :mod:`weftsearch.engine.ingest` forks its workers with the same helpers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import os
+import signal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from weftsearch.errors import IndexStorageError
+from weftsearch.storage.codec import FileStamp
+from weftsearch.storage.directory import IndexDirectory
+from weftsearch.storage.segment import SegmentReader
+from weftsearch.storage.segment_merge import merge_columns
+from weftsearch.storage.segment_writer import SegmentDocument, segment_columns, write_columns
+
+__all__ = [
+    "COMMIT_PRIORITIES",
+    "ChildFile",
+    "die_with_parent",
+    "encode_in_child",
+    "libc_prctl",
+    "lower_priority",
+    "merge_in_child",
+    "write_in_child",
+]
+
+_PRCTL_FUNCTION: Any = None
+
+
+def libc_prctl() -> Any:
+    """``prctl`` from libc, looked up once in the parent (``None`` where there is none).
+
+    Looked up before any fork: ``dlopen`` in a child forked from a threaded
+    process could wait forever on a loader lock another thread held at the fork.
+    """
+    global _PRCTL_FUNCTION
+    if _PRCTL_FUNCTION is None:
+        try:
+            _PRCTL_FUNCTION = ctypes.CDLL(None).prctl
+        except (OSError, AttributeError):
+            _PRCTL_FUNCTION = False
+    return _PRCTL_FUNCTION or None
+
+
+def die_with_parent(parent: int) -> None:
+    """In a forked child: ask the kernel to kill us when the parent dies (Linux).
+
+    No race: the death signal is armed first, then the parent is checked; if
+    the parent died before the signal was armed, we have been re-parented
+    already and exit here. (The signal follows the thread that forked, not
+    the process; that thread waits in ``waitpid`` until we exit, so only the
+    process's death can fire it.)
+    """
+    prctl = _PRCTL_FUNCTION or None
+    if prctl is not None:
+        with contextlib.suppress(OSError):
+            prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+#: CPU priorities a commit's child encoder may run at (see ``Index``).
+COMMIT_PRIORITIES = ("idle", "normal")
+
+
+def lower_priority(priority: str) -> None:
+    """In a forked child: take only the CPU time searches leave (best effort).
+
+    ``SCHED_IDLE`` rather than a nice value, because a sleeping search thread
+    that wakes preempts an idle-class task at once, where a niced one waits for
+    the scheduler's next tick (the measurements, with their command, are in
+    docs/BENCHMARKS.md, "Persistence"). An unprivileged process cannot leave the
+    idle class again, which is harmless here: the child exits after one segment.
+    """
+    if priority == "normal":
+        return
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (OSError, AttributeError):  # not Linux: the lowest nice value instead
+        with contextlib.suppress(OSError):
+            os.nice(19)
+
+
+@dataclass(frozen=True)
+class ChildFile:
+    """The segment file a forked child writes, and how (:func:`write_in_child`).
+
+    Attributes:
+        directory: the index directory it goes in.
+        name: its final name (``seg-NNNNNN.wseg``).
+        stamp: the index id and segment number its header carries.
+        priority: the commit priority the child runs at.
+        lock_fd: the writer lock's descriptor, which the child closes (``None``: no lock).
+
+    """
+
+    directory: IndexDirectory
+    name: str
+    stamp: FileStamp
+    priority: str
+    lock_fd: int | None
+
+
+def write_in_child(write: Callable[[Path], object], target: ChildFile) -> bool:
+    """Run ``write(temporary_path)`` in a forked child, then install the file as ``target.name``.
+
+    Returns whether it succeeded. The child shares the parent's memory
+    copy-on-write, so nothing is pickled. It first closes its copy of the
+    writer lock's descriptor ``target.lock_fd``: an ``flock`` belongs to the open file description, which the
+    parent keeps open, so the parent still holds the lock, and a child that
+    outlives a killed parent (it is sent SIGKILL when the parent dies, but may
+    wait for CPU time to act on it) holds nothing that blocks the next writer.
+    It writes only a temporary file (``name.tmp-<child pid>``, swept by the
+    next writer if nobody installs it) and exits without running any of the
+    parent's handlers; the parent, which holds the lock, renames it to
+    ``name``. So an orphaned child can never rename a file over one a later
+    writer made. The parent waits in ``waitpid``, which releases the GIL.
+
+    ``write`` runs in a child forked from a threaded process: it must take no
+    lock another thread of the parent may have held at the fork (a segment
+    reader's memo lock, say): it opens what it reads afresh.
+    """
+    directory, name = target.directory, target.name
+    parent = os.getpid()
+    libc_prctl()
+    try:
+        pid = os.fork()
+    except OSError:
+        return False  # no process to spare: the caller writes in its own thread
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            if target.lock_fd is not None:
+                os.close(target.lock_fd)
+            die_with_parent(parent)
+            lower_priority(target.priority)
+            # A collection here would walk (and so copy-on-write) the parent's
+            # whole heap; the child makes no cycles that matter and exits soon.
+            gc.disable()
+            write(directory.path / f"{name}.tmp-{os.getpid()}")
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        (directory.path / f"{name}.tmp-{pid}").unlink(missing_ok=True)
+        return False
+    try:
+        directory.install(directory.path / f"{name}.tmp-{pid}", name)
+    except IndexStorageError:
+        return False
+    return True
+
+
+def encode_in_child(
+    documents: Sequence[SegmentDocument], dim: int | None, dtype: str, target: ChildFile
+) -> bool:
+    """Encode and write a committed buffer's segment in a forked child (:func:`write_in_child`).
+
+    It is written section by section, so the child never holds the encoded
+    segment whole.
+    """
+
+    def write(path: Path) -> None:
+        write_columns(segment_columns(documents, dim, dtype), path, target.stamp)
+
+    return write_in_child(write, target)
+
+
+def merge_in_child(sources: Sequence[tuple[str, NDArray[np.bool_]]], target: ChildFile) -> bool:
+    """Merge committed segments into ``target.name`` in a forked child (:func:`write_in_child`).
+
+    ``sources`` pairs each committed segment's file name with the mask of its
+    documents to drop. The child opens every source afresh (its own memory
+    maps and locks: the parent's readers may have been locked by a searching
+    thread at the fork) and verifies what it reads, as a merge in the
+    writer's thread does, so a damaged source fails the child and the caller's
+    own merge then reports it. The merged postings wait in an unlinked file
+    in the index folder, as there.
+    """
+    folder = target.directory.path
+
+    def write(path: Path) -> None:
+        readers = [(SegmentReader(folder / source), ~drop) for source, drop in sources]
+        write_columns(merge_columns(readers, spill=folder), path, target.stamp)
+
+    return write_in_child(write, target)
