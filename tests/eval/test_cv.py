@@ -27,7 +27,8 @@ from weftsearch.eval.cv import (
 )
 from weftsearch.eval.harness import build_testbed, compare
 from weftsearch.eval.metrics import evaluate
-from weftsearch.eval.runs import Arm, StreamCache, run_arm
+from weftsearch.eval.runs import StreamCache, run_arm
+from weftsearch.ranking.arm import Arm
 from weftsearch.eval.stats import paired_bootstrap
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
 from weftsearch.scorers import BM25Scorer, GraphScorer

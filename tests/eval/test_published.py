@@ -71,7 +71,7 @@ def test_new_in_top10_counts_top_ten_slots_outside_the_baselines_run() -> None:
     from tests.eval.test_harness import make_collection
     from weftsearch.eval.command import Experiment
     from weftsearch.eval.harness import build_testbed, compare
-    from weftsearch.eval.runs import Arm
+    from weftsearch.ranking.arm import Arm
     from weftsearch.fusion import RRF, ScoreFusion
     from weftsearch.scorers import BM25Scorer, GraphScorer
 

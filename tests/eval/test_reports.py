@@ -31,7 +31,7 @@ from weftsearch.eval.harness import (
 )
 from weftsearch.eval.metrics import Evaluation
 from weftsearch.eval.reports import PLOTS_SKIPPED_NOTE, format_table, markdown_report, write_report
-from weftsearch.eval.runs import Arm
+from weftsearch.ranking.arm import Arm
 from weftsearch.eval.stats import paired_bootstrap
 
 # ---------------------------------------------------------------------------- a tiny judged collection

@@ -87,7 +87,7 @@ def test_without_the_extra_the_error_names_it() -> None:
         "    import weftsearch.server.app\n"
         "except MissingDependencyError as exc:\n"
         "    print(exc)\n"
-        "import weftsearch.server.profiles, weftsearch.cli\n"  # profiles and the CLI need no extra
+        "import weftsearch.ranking.profiles, weftsearch.cli\n"  # profiles and the CLI need no extra
         "print('library ok')\n"
     )
     src = str(Path(__file__).resolve().parents[2] / "src")

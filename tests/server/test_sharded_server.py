@@ -28,7 +28,7 @@ from weftsearch.engine.filters import parse_filter
 from weftsearch.errors import InvalidParameterError, UnknownKeyError
 from weftsearch.server.app import create_app
 from weftsearch.server.command import serve
-from weftsearch.server.profiles import PROFILE_FORMAT, ProfileStore, build_arm
+from weftsearch.ranking.profiles import PROFILE_FORMAT, ProfileStore, build_arm
 
 SLICE = 200
 SPECS = [

@@ -16,7 +16,7 @@ it needs), so there is no import cycle whatever the order below.
 
 The harness must not know what any scorer is: it reads qrels and runs
 (query id -> document id -> grade or score) and calls arms built elsewhere;
-:mod:`weftsearch.eval.specs` is the one part that names scorers.
+:mod:`weftsearch.ranking.specs` is the one part that names scorers.
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ from weftsearch.eval.harness import (
 )
 from weftsearch.eval.metrics import Evaluation, Measure, evaluate, parse_measure, run_from_rankings
 from weftsearch.eval.reports import ReportFiles, format_table, markdown_report, write_report
-from weftsearch.eval.runs import Arm, ArmRun, run_arm
-from weftsearch.eval.specs import ArmBuilder, parse_arm, register_scorer
+from weftsearch.eval.runs import ArmRun, run_arm
 from weftsearch.eval.stats import (
     BootstrapResult,
     RandomisationResult,
@@ -53,6 +52,8 @@ from weftsearch.eval.stats import (
     fisher_randomisation_exact,
     paired_bootstrap,
 )
+from weftsearch.ranking.arm import Arm
+from weftsearch.ranking.specs import ArmBuilder, parse_arm, register_scorer
 
 __all__ = [
     # Measures and significance tests.

@@ -18,8 +18,8 @@ that family:
   parameters. Values are numbers, ``true`` or ``false``, or names.
 
 This is the part of the harness that rewrites arm specs, so it works on
-:class:`~weftsearch.eval.specs.ArmSpec` and builds through an
-:class:`~weftsearch.eval.specs.ArmBuilder`; it never names a scorer.
+:class:`~weftsearch.ranking.specs.ArmSpec` and builds through an
+:class:`~weftsearch.ranking.specs.ArmBuilder`; it never names a scorer.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from itertools import product
 from typing import Any
 
 from weftsearch.errors import InvalidParameterError
-from weftsearch.eval.runs import Arm
-from weftsearch.eval.specs import FUSER_NAMES, ArmBuilder, ArmSpec, Expr, Value
 from weftsearch.fusion import RRF, WeightedRRF
+from weftsearch.ranking.arm import Arm
+from weftsearch.ranking.specs import FUSER_NAMES, ArmBuilder, ArmSpec, Expr, Value
 
 __all__ = [
     "RRF_KS",

@@ -27,7 +27,7 @@ from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults
 from weftsearch.engine.stats import IndexStats, SegmentStats
 from weftsearch.errors import IndexClosedError, InvalidParameterError
-from weftsearch.server.profiles import PROFILES_DIR, ProfileStore
+from weftsearch.ranking.profiles import PROFILES_DIR, ProfileStore
 
 __all__ = ["ShardedServing", "SupportsShardedServing"]
 
