@@ -9,9 +9,9 @@ from weftsearch.errors import InvalidParameterError
 from weftsearch.eval.grids import families, parse_grid
 from weftsearch.eval.harness import build_testbed, sweep
 from weftsearch.eval.runs import StreamCache, run_arm
+from weftsearch.fusion import RRF, WeightedRRF
 from weftsearch.ranking.arm import Arm
 from weftsearch.ranking.specs import ArmBuilder, ArmSpec, parse_arm
-from weftsearch.fusion import RRF, WeightedRRF
 from weftsearch.scorers import GraphScorer, PageRankScorer, PropagationScorer
 
 

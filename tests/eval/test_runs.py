@@ -23,8 +23,8 @@ from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import FusedStream, KeyOrder, Stream
 from weftsearch.errors import InvalidParameterError, PairingError, ScorerOutputError
 from weftsearch.eval.runs import ArmRun, StreamCache, run_arm, tied_slots
-from weftsearch.ranking.arm import Arm
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
+from weftsearch.ranking.arm import Arm
 from weftsearch.scorers import BM25Scorer, GraphScorer, RecencyScorer
 
 # ---------------------------------------------------------------------------- fixtures

@@ -155,7 +155,7 @@ def test_the_limit_defaults_serve_shows_are_server_limits_own() -> None:
     import dataclasses
 
     from weftsearch.server.app import ServerLimits
-    from weftsearch.server.command import LIMIT_DEFAULTS
+    from weftsearch.server.run import LIMIT_DEFAULTS
 
     assert {f.name: f.default for f in dataclasses.fields(ServerLimits)} == LIMIT_DEFAULTS
 

@@ -11,8 +11,9 @@ already loaded), and matplotlib, the one heavy optional dependency, is imported
 only inside :mod:`weftsearch.eval.reports`' plotting code, never at import
 time. No submodule imports this package's names (each imports the submodules
 it needs), so there is no import cycle whatever the order below.
-:mod:`weftsearch.eval.command` (the ``weft-search eval`` command line) and
-:mod:`weftsearch.eval.links` (link figures) stay submodules.
+:mod:`weftsearch.eval.links` (link figures) and :mod:`weftsearch.eval.embedding`
+(a collection's vectors) stay submodules; the ``weft-search eval`` command line
+is :mod:`weftsearch.cli.eval`.
 
 The harness must not know what any scorer is: it reads qrels and runs
 (query id -> document id -> grade or score) and calls arms built elsewhere;

@@ -46,7 +46,7 @@ __all__ = [
     "parse_grid",
 ]
 
-#: The grids of the built-in sweeps (``weftsearch.eval.command`` sweeps these).
+#: The grids of the built-in sweeps (``weftsearch.cli.eval`` sweeps these).
 RRF_KS = (10.0, 20.0, 40.0, 60.0, 100.0)
 SWEEP_DEPTHS = (10, 20, 50, 100, 200, 500)
 STREAM_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)

@@ -9,9 +9,9 @@ from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream
 from weftsearch.errors import InvalidParameterError, UnknownSignalError
+from weftsearch.fusion import WeightedRRF
 from weftsearch.ranking.arm import PASS_THROUGH
 from weftsearch.ranking.specs import SCORER_FACTORIES, ArmBuilder, Expr, parse_arm, register_scorer
-from weftsearch.fusion import WeightedRRF
 from weftsearch.scorers import VectorScorer
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_cli import DOCS, check_run_file, error_line, write_jsonl
+from tests.cli.test_cli import DOCS, check_run_file, error_line, write_jsonl
 from weftsearch import BM25Scorer, Index, Query
 from weftsearch.cli import main, match_judged
 from weftsearch.corpus import load_qrels
