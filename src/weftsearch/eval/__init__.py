@@ -43,7 +43,15 @@ from weftsearch.eval.harness import (
     learn_fusion,
     sweep,
 )
-from weftsearch.eval.metrics import Evaluation, Measure, evaluate, parse_measure, run_from_rankings
+from weftsearch.eval.metrics import (
+    Evaluation,
+    Measure,
+    evaluate,
+    jaccard,
+    parse_measure,
+    rank_biased_overlap,
+    run_from_rankings,
+)
 from weftsearch.eval.reports import ReportFiles, format_table, markdown_report, write_report
 from weftsearch.eval.runs import ArmRun, run_arm
 from weftsearch.eval.stats import (
@@ -62,6 +70,8 @@ __all__ = [
     "parse_measure",
     "Evaluation",
     "evaluate",
+    "jaccard",
+    "rank_biased_overlap",
     "run_from_rankings",
     "BootstrapResult",
     "paired_bootstrap",

@@ -71,16 +71,11 @@ from weftsearch.errors import (
     UnknownMeasureError,
     WeftError,
 )
+from weftsearch.eval.metrics import jaccard, rank_biased_overlap
 from weftsearch.ranking.arm import Arm
 from weftsearch.ranking.profiles import PROFILE_NAME, Profile, ProfileStore, build_arm
 from weftsearch.scorers.vector import VectorScorer
-from weftsearch.server.compare import (
-    jaccard,
-    judged_comparison,
-    judged_evaluation,
-    moved,
-    rank_biased_overlap,
-)
+from weftsearch.server.compare import judged_comparison, judged_evaluation, moved
 from weftsearch.server.embedding import QueryEmbedder, check_fits, read_vector_model
 from weftsearch.server.logs import redact
 from weftsearch.server.sharded import ShardedServing, SupportsShardedServing
