@@ -164,6 +164,34 @@ def serve(
         return
     if readonly:
         raise InvalidParameterError("--workers N runs its own writer; --readonly is for one process")
+    _serve_workers(
+        index,
+        host=host,
+        port=port,
+        api_key_env=api_key_env,
+        read_key_required=read_key_required,
+        workers=workers,
+        vectors_record=vectors_record,
+        logging_config=logging_config,
+        limits=limits or {},
+    )
+
+
+def _serve_workers(
+    index: str,
+    *,
+    host: str,
+    port: int,
+    api_key_env: str | None,
+    read_key_required: bool,
+    workers: int,
+    vectors_record: str | None,
+    logging_config: dict[str, Any],
+    limits: dict[str, int | None],
+) -> None:
+    """``serve --workers N``: one writer process on a private socket, N uvicorn readers on the port."""
+    import uvicorn
+
     from weftsearch.engine.index import Index
 
     # A missing or unreadable index, or a record that does not fit it, fails here, before any
@@ -181,7 +209,7 @@ def serve(
         socket_path = os.path.join(folder, "writer.sock")
         writer = multiprocessing.get_context("spawn").Process(
             target=_run_writer,
-            args=(index, socket_path, api_key_env, read_key_required, limits or {}),
+            args=(index, socket_path, api_key_env, read_key_required, limits),
             daemon=False,
         )
         writer.start()
@@ -197,7 +225,7 @@ def serve(
             os.environ[_ENV_KEY_NAME] = api_key_env or ""
             os.environ[_ENV_READS] = "1" if read_key_required else ""
             os.environ[_ENV_RECORD] = vectors_record or ""
-            os.environ[_ENV_LIMITS] = json.dumps(limits or {})
+            os.environ[_ENV_LIMITS] = json.dumps(limits)
             metrics_dir = os.path.join(folder, "metrics")
             os.mkdir(metrics_dir, 0o700)
             # Set before uvicorn spawns the readers, which import prometheus_client afresh.
