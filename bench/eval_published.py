@@ -25,8 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from weftsearch.cli.eval import Experiment, experiment_from_args
 from weftsearch.eval import reports
-from weftsearch.eval.command import Experiment, experiment_from_args
 
 REPO = Path(__file__).resolve().parents[1]
 EVAL_MD = REPO / "docs" / "EVAL.md"

@@ -22,6 +22,7 @@ import pytest
 from numpy.typing import NDArray
 
 import weftsearch.embed as embed
+from weftsearch.cli.embed import add_embed_command as add_subcommand
 from weftsearch.embed import (
     DIMS,
     INSTALL_HINT,
@@ -32,9 +33,6 @@ from weftsearch.embed import (
     VARIANT,
     Encoder,
     VectorsExistError,
-    add_subcommand,
-    collection_texts,
-    embed_collection,
     embed_texts_to,
     read_texts_file,
     texts_sha256,
@@ -55,6 +53,7 @@ from weftsearch.eval.datasets import (
     load_collection,
     load_frozen_vectors,
 )
+from weftsearch.eval.embedding import collection_texts, embed_collection
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "datasets"

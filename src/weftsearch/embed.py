@@ -63,7 +63,6 @@ Reuse
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import importlib.metadata as metadata
@@ -72,18 +71,16 @@ import json
 import os
 import platform
 import re
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
-from weftsearch._argtypes import positive_int
 from weftsearch._atomic import write_atomic
 from weftsearch.corpus import PROGRESS_DELAY, parse_json_object
 from weftsearch.documents import check_string, key_problem
@@ -94,13 +91,10 @@ from weftsearch.errors import (
     InvalidParameterError,
     MissingDependencyError,
     VectorsExistError,
-    WeftError,
 )
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
-
-    from weftsearch.eval.datasets import Collection
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -115,16 +109,10 @@ __all__ = [
     "TOKENIZER_PACKAGE",
     "TOKENIZER_SHA256",
     "VARIANT",
-    "CollectionEmbedResult",
-    "CollectionTexts",
     "EmbedResult",
     "Encoder",
     "EncoderFactory",
     "VectorsExistError",
-    "add_subcommand",
-    "collection_texts",
-    "embed_collection",
-    "embed_command",
     "embed_texts_to",
     "read_texts_file",
     "texts_sha256",
@@ -155,13 +143,11 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 #: What to run when the packages this module needs are missing.
 INSTALL_HINT = "pip install 'weft-search[embed]'"
 
-_PROG = "weft-search"
 _FORMAT = "weft-search embed 1"
 _TEXTS_NOTE = 'sha256 of the UTF-8 texts joined by "\\n", in row order'
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _KEY_NAMES = ("id", "_id", "key")
-# weftsearch.eval.datasets is imported where a collection is embedded, not at
-# import time: cli.py imports this module, and every command would pay for it.
+# The five files of a judged collection's vectors folder (weftsearch.eval.embedding writes them).
 _COLLECTION_FILES = ("corpus.npy", "corpus_ids.txt", "queries.npy", "queries_ids.txt", "record.json")
 # The files each collection's texts come from: the record's ``source_files``,
 # which load_frozen_vectors checks against the collection's manifest.
@@ -846,373 +832,3 @@ def _json_text(line: str, where: str) -> tuple[str, str]:
         title, text = title.strip(), text.strip()
         text = f"{title} {text}" if title else text
     return key, text
-
-
-# ---------------------------------------------------------------------- judged collections
-
-
-@dataclass(frozen=True, slots=True)
-class CollectionTexts:
-    """The texts of a judged collection as the frozen vectors embedded them, in file order.
-
-    Attributes:
-        collection: its name.
-        document_ids: the document keys (the lines of ``corpus_ids.txt``).
-        documents: :attr:`Document.text <weftsearch.Document.text>` of each
-            document, which is the frozen record's text-construction rule.
-        query_ids: the query ids.
-        query_id_lines: the lines of ``queries_ids.txt``: the query id, and
-            when the query file wrote it otherwise (Cranfield's ``001``), a
-            tab and the id as written.
-        queries: each query's text.
-
-    """
-
-    collection: str
-    document_ids: tuple[str, ...]
-    documents: tuple[str, ...]
-    query_ids: tuple[str, ...]
-    query_id_lines: tuple[str, ...]
-    queries: tuple[str, ...]
-
-
-def collection_texts(collection: Collection) -> CollectionTexts:
-    """The texts and ids of ``collection`` as the frozen vectors were made from them.
-
-    :func:`~weftsearch.eval.datasets.load_collection` builds document and
-    query texts by the rules the frozen ``record.json`` files state, so
-    these are its texts in file order; the SHA-256 of each list equals the
-    record's ``input_texts_sha256``, and the id lines give its ids files
-    byte for byte.
-    """
-    query_ids = collection.query_ids
-    lines = []
-    for qid in query_ids:
-        written = collection.query_file_ids.get(qid, qid)
-        lines.append(qid if written == qid else f"{qid}\t{written}")
-    return CollectionTexts(
-        collection=collection.name,
-        document_ids=collection.document_keys,
-        documents=tuple(document.text for document in collection.documents),
-        query_ids=query_ids,
-        query_id_lines=tuple(lines),
-        queries=tuple(collection.queries[qid] for qid in query_ids),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class CollectionEmbedResult:
-    """What :func:`embed_collection` wrote, copied, or found.
-
-    Attributes:
-        collection: the collection's name.
-        folder: the output folder (holding the five files).
-        documents: float32 ``(len(documents), 384)``, in the collection's order.
-        queries: float32 ``(len(queries), 384)``, in the collection's order.
-        document_ids: the rows' document keys.
-        query_ids: the rows' query ids.
-        record: the ``record.json`` written or found.
-        source: ``"existing"`` (matching files were already there),
-            ``"frozen"`` (copied from the collection's frozen folder, which
-            matched) or ``"encoded"``.
-        seconds: time spent encoding (0 unless encoded).
-        note: why the frozen files were not used, when they were not (empty otherwise).
-
-    """
-
-    collection: str
-    folder: Path
-    documents: NDArray[np.float32]
-    queries: NDArray[np.float32]
-    document_ids: tuple[str, ...]
-    query_ids: tuple[str, ...]
-    record: Mapping[str, Any]
-    source: Literal["existing", "frozen", "encoded"]
-    seconds: float
-    note: str = ""
-
-    @property
-    def reused(self) -> bool:
-        """Whether nothing was encoded."""
-        return self.source != "encoded"
-
-
-def _collection_match(
-    folder: Path, name: str, parts: Sequence[_Part]
-) -> tuple[dict[str, Any] | None, list[NDArray[np.float32]], str]:
-    """The record and rows of a matching collection set in ``folder``, or ``(None, [], reason)``."""
-    record_path = folder / "record.json"
-    if not record_path.is_file():
-        return None, [], f"{record_path} is missing"
-    record, reason = _read_record(record_path)
-    if record is None:
-        return None, [], reason
-    if record.get("collection") != name:
-        return None, [], f"{record_path} describes collection {record.get('collection')!r}, not {name!r}"
-    reason = _recipe_mismatch(record) or ""
-    if reason:
-        return None, [], reason
-    rows = []
-    for part in parts:
-        matrix, reason = _load_part(folder, part, record.get(part.name))
-        if matrix is None:
-            return None, [], reason
-        rows.append(matrix)
-    return record, rows, ""
-
-
-def embed_collection(
-    name: str,
-    data_dir: StrPath,
-    out_dir: StrPath,
-    *,
-    encoder: EncoderFactory | None = None,
-    reuse: bool = True,
-    overwrite: bool = False,
-    progress: bool | None = None,
-) -> CollectionEmbedResult:
-    """Embed a judged collection's documents and queries the way its frozen vectors were made.
-
-    Writes ``corpus.npy``, ``corpus_ids.txt``, ``queries.npy``,
-    ``queries_ids.txt`` and ``record.json`` into ``out_dir``, in the frozen
-    folder's layout, so
-    ``load_frozen_vectors(collection, folder=out_dir)`` reads them. In order
-    of preference (with ``reuse``): matching files already in ``out_dir``
-    are kept; else, when the collection's frozen folder
-    (``<collection folder>/vectors/all-minilm-l6-v2-int8/``) passes
-    :func:`~weftsearch.eval.datasets.load_frozen_vectors` and its record names
-    this model and recipe, its five files are copied (checked against their
-    hashes); else everything is encoded (minutes: SciFact's 5,183 abstracts
-    take about five on two cores).
-
-    Args:
-        name: ``scifact``, ``cacm``, ``cisi`` or ``cranfield``.
-        data_dir: the collection's folder, or a folder holding it as ``<name>/``.
-        out_dir: where the five files go (created when missing); may be the
-            frozen folder itself, which is then found to match and kept.
-        encoder: as :func:`embed_texts_to`.
-        reuse: use matching existing or frozen files; ``False`` encodes anyway.
-        overwrite: replace files in ``out_dir`` that do not match.
-        progress: as :meth:`Encoder.encode`.
-
-    Raises:
-        InvalidParameterError: an unknown collection.
-        FileNotFoundError: a collection file is missing.
-        DatasetIntegrityError: a collection file differs from its pin, or a
-            model file from its pin.
-        CorpusFormatError: a collection file does not parse.
-        VectorsExistError: non-matching files exist in ``out_dir`` and
-            ``overwrite`` is not set.
-        MissingDependencyError: encoding is needed and the ``embed`` extra is missing.
-        OSError: a file cannot be read or written.
-
-    """
-    from weftsearch.eval.datasets import load_collection, load_frozen_vectors
-
-    collection = load_collection(name, data_dir)
-    texts = collection_texts(collection)
-    parts = (
-        _Part("corpus", list(texts.document_ids), list(texts.documents)),
-        _Part("queries", list(texts.query_id_lines), list(texts.queries)),
-    )
-    folder = Path(out_dir)
-
-    def result(
-        rows: Sequence[NDArray[np.float32]],
-        record: Mapping[str, Any],
-        source: Literal["existing", "frozen", "encoded"],
-        seconds: float = 0.0,
-        note: str = "",
-    ) -> CollectionEmbedResult:
-        return CollectionEmbedResult(
-            name, folder, rows[0], rows[1], texts.document_ids, texts.query_ids, record, source, seconds, note
-        )
-
-    if any((folder / file).exists() for file in _COLLECTION_FILES):
-        record, rows, reason = _collection_match(folder, name, parts)
-        if record is not None:
-            if reuse:
-                return result(rows, record, "existing")
-        elif not overwrite:
-            raise _refuse(folder / "record.json", reason)
-
-    note = "reuse=False"
-    if reuse:
-        frozen = collection.folder / "vectors" / VARIANT
-        try:
-            # Pins, record hashes, source files, ids and text hashes, all checked there.
-            load_frozen_vectors(collection, folder=frozen)
-            record, rows, note = _collection_match(frozen, name, parts)
-        except (FileNotFoundError, DatasetIntegrityError, CorpusFormatError) as exc:
-            record, rows, note = None, [], f"the frozen vectors in {frozen} cannot be used: {exc}"
-        if record is not None:
-            folder.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileNotFoundError):
-                (folder / "record.json").unlink()
-            for file in _COLLECTION_FILES:  # record.json is last
-                data = (frozen / file).read_bytes()
-                if file != "record.json":
-                    entry = record["corpus" if file.startswith("corpus") else "queries"]
-                    expected = entry["npy_sha256" if file.endswith(".npy") else "ids_sha256"]
-                    if _sha256(data) != expected:
-                        raise DatasetIntegrityError(f"{frozen / file}: changed while being copied")
-                write_atomic(folder / file, data)
-            return result(rows, record, "frozen")
-
-    model = _resolve(encoder)
-    encoded = [_encode_part(model, part, progress) for part in parts]
-    manifest = {entry.path: entry.sha256 for entry in collection.manifest}
-    record = {
-        "format": _FORMAT,
-        "collection": name,
-        **model.model_record(),
-        "source_files": {source: manifest[source] for source in _TEXT_SOURCES[name]},
-        "text_construction": {
-            "corpus": "Document.text of weftsearch.eval.datasets.load_collection, in file order "
-            "(the frozen record's rule; see that module's docstring)",
-            "queries": "the query texts of weftsearch.eval.datasets.load_collection, in file order",
-        },
-        "publishable": collection.publishable,
-        "corpus": encoded[0][3],
-        "queries": encoded[1][3],
-    }
-    folder.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        (folder / "record.json").unlink()
-    for part, (_, npy, ids_data, _) in zip(parts, encoded, strict=True):
-        write_atomic(folder / part.npy, npy)
-        write_atomic(folder / part.ids_file, ids_data)
-    write_atomic(folder / "record.json", _json_bytes(record))
-    seconds = sum(float(item[3]["encode_seconds"]) for item in encoded)
-    return result([item[0] for item in encoded], record, "encoded", seconds, note)
-
-
-# ---------------------------------------------------------------------- command line
-
-
-def add_subcommand(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``embed`` to the subcommands of a ``weft-search`` parser; its handler is :func:`embed_command`.
-
-    ``weft-search embed --texts FILE.jsonl|FILE.txt --out DIR [--name NAME]``
-    writes ``DIR/NAME.npy``, ``NAME_ids.txt`` and ``NAME.json`` (``NAME``
-    defaults to the file's stem); ``weft-search embed --collection NAME
-    --data DIR --out DIR`` writes a judged collection's five files. Both take
-    ``--batch-size``, ``--threads``, ``--overwrite`` and ``--no-progress``.
-    """
-    embed = commands.add_parser(
-        "embed",
-        help="embed texts (or a judged collection) with all-MiniLM-L6-v2, offline",
-        description=(
-            "Embed texts with all-MiniLM-L6-v2 (int8 ONNX, CPU, no network), the model of the frozen "
-            "vectors: --texts FILE writes DIR/NAME.npy, NAME_ids.txt and the record NAME.json; "
-            "--collection NAME writes the five files of a frozen vectors folder. Files already there "
-            "that match (same model, same texts) are kept. Needs: " + INSTALL_HINT
-        ),
-    )
-    source = embed.add_mutually_exclusive_group(required=True)
-    source.add_argument(
-        "--texts",
-        metavar="FILE",
-        help='.jsonl ({"id": ..., "text": ...} a line) or .txt (one text a line; ids = line numbers)',
-    )
-    source.add_argument(
-        "--collection", choices=tuple(_TEXT_SOURCES), help="a judged collection (needs --data)"
-    )
-    embed.add_argument(
-        "--data", metavar="DIR", help="the collection's folder, or its parent (with --collection)"
-    )
-    embed.add_argument("--out", required=True, metavar="DIR", help="output folder (created when missing)")
-    embed.add_argument("--name", help="output file stem with --texts (default: the file's stem)")
-    embed.add_argument(
-        "--batch-size",
-        type=positive_int,
-        default=DEFAULT_BATCH_SIZE,
-        metavar="N",
-        help="texts per model call (32)",
-    )
-    embed.add_argument(
-        "--threads", type=positive_int, metavar="N", help="onnxruntime threads (default: one per core)"
-    )
-    embed.add_argument("--overwrite", action="store_true", help="replace files that do not match")
-    embed.add_argument("--no-progress", action="store_true", help="never show a progress bar")
-    embed.set_defaults(handler=embed_command)
-
-
-def _error(message: str) -> int:
-    print(f"{_PROG}: error: {' '.join(message.split())}", file=sys.stderr)
-    return 2
-
-
-def embed_command(args: argparse.Namespace) -> int:
-    """Run ``weft-search embed`` with parsed ``args``; return the exit status.
-
-    0 on success; 2 on a user error (bad file, missing extra, files that do
-    not match), printed as one line ``weft-search: error: <message>`` on stderr.
-    """
-    try:
-        return _embed(args)
-    except WeftError as exc:
-        return _error(str(exc))
-    except OSError as exc:
-        detail = f"{exc.strerror}: {exc.filename}" if exc.filename is not None and exc.strerror else str(exc)
-        return _error(detail)
-
-
-def _embed(args: argparse.Namespace) -> int:
-    progress = False if args.no_progress else None
-    batch_size, threads = args.batch_size, args.threads
-
-    def make() -> Encoder:
-        return Encoder(batch_size=batch_size, threads=threads)
-
-    if args.collection is not None:
-        if args.data is None:
-            raise InvalidParameterError(
-                "--collection needs --data DIR (the collection's folder or its parent)"
-            )
-        if args.name is not None:
-            raise InvalidParameterError("--name applies to --texts; a collection's files have fixed names")
-        done = embed_collection(
-            args.collection, args.data, args.out, encoder=make, overwrite=args.overwrite, progress=progress
-        )
-        counts = f"{len(done.document_ids)} documents and {len(done.query_ids)} queries"
-        if done.source == "existing":
-            print(
-                f"{done.collection}: {done.folder} already holds vectors of these texts and model "
-                f"({counts}); nothing encoded"
-            )
-        elif done.source == "frozen":
-            print(
-                f"{done.collection}: copied the frozen vectors ({counts}, same model and texts) into "
-                f"{done.folder}; nothing encoded"
-            )
-        else:
-            total = len(done.document_ids) + len(done.query_ids)
-            print(
-                f"{done.collection}: embedded {counts} into {done.folder} in {done.seconds:.1f} s "
-                f"({total / max(done.seconds, 1e-9):.1f} texts/s)"
-            )
-        return 0
-
-    if args.data is not None:
-        raise InvalidParameterError("--data applies to --collection, not to --texts")
-    path = Path(args.texts)
-    name = args.name if args.name is not None else path.stem
-    ids, texts = read_texts_file(path)
-    if not texts:
-        raise InvalidParameterError(f"{path}: no texts in the file")
-    result = embed_texts_to(
-        args.out, name, ids, texts, encoder=make, overwrite=args.overwrite, progress=progress
-    )
-    if result.reused:
-        print(
-            f"{result.npy_path} already holds these {len(result.ids)} texts embedded with the same model; "
-            "nothing encoded"
-        )
-    else:
-        rate = len(result.ids) / max(result.seconds, 1e-9)
-        print(
-            f"embedded {len(result.ids)} texts ({DIMS} dims) into {result.npy_path} "
-            f"in {result.seconds:.1f} s ({rate:.1f} texts/s)"
-        )
-    return 0

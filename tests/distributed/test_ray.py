@@ -267,8 +267,8 @@ DATA = ROOT.parent / "shared" / "datasets"
 @pytest.mark.skipif(not (DATA / "cacm").is_dir(), reason=f"CACM is not at {DATA / 'cacm'}")
 def test_eval_on_the_cluster_equals_a_local_run(cluster: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """CACM (3,204 documents with links and dates): text, graph and recency arms, spread over two workers."""
+    from weftsearch.cli.eval import run_experiment
     from weftsearch.distributed import cluster_eval
-    from weftsearch.eval.command import run_experiment
 
     filled: list[int] = []
     real = cluster_eval.fill_streams_on_ray

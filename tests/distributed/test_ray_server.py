@@ -19,8 +19,8 @@ from tests.distributed.corpus import scifact_documents, scifact_queries  # noqa:
 from weftsearch import Document, Index  # noqa: E402
 from weftsearch.distributed import ShardedIndex  # noqa: E402
 from weftsearch.distributed.ray_shard import ray_shards  # noqa: E402
+from weftsearch.ranking.profiles import build_arm  # noqa: E402
 from weftsearch.server.app import create_app  # noqa: E402
-from weftsearch.server.profiles import build_arm  # noqa: E402
 
 
 @pytest.fixture(scope="module")

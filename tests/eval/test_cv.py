@@ -27,9 +27,10 @@ from weftsearch.eval.cv import (
 )
 from weftsearch.eval.harness import build_testbed, compare
 from weftsearch.eval.metrics import evaluate
-from weftsearch.eval.runs import Arm, StreamCache, run_arm
+from weftsearch.eval.runs import StreamCache, run_arm
 from weftsearch.eval.stats import paired_bootstrap
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
+from weftsearch.ranking.arm import Arm
 from weftsearch.scorers import BM25Scorer, GraphScorer
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
@@ -230,7 +231,7 @@ def test_a_cross_validated_arm_may_not_reuse_a_name(testbed: harness.Testbed) ->
 @pytest.mark.data
 @pytest.mark.skipif(not DATA.is_dir(), reason="the shared datasets are absent")
 def test_cv_on_cisi_adds_a_held_out_arm_per_sweep_family() -> None:
-    from weftsearch.eval.command import run_experiment
+    from weftsearch.cli.eval import run_experiment
 
     experiment = run_experiment(
         "cisi",

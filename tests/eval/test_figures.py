@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from weftsearch.cli import main
-from weftsearch.eval.command import run_experiment
+from weftsearch.cli.eval import run_experiment
 from weftsearch.eval.datasets import load_collection
 from weftsearch.eval.harness import development_split
 from weftsearch.eval.links import link_independence

@@ -8,9 +8,10 @@ from tests.eval.test_harness import make_collection
 from weftsearch.errors import InvalidParameterError
 from weftsearch.eval.grids import families, parse_grid
 from weftsearch.eval.harness import build_testbed, sweep
-from weftsearch.eval.runs import Arm, StreamCache, run_arm
-from weftsearch.eval.specs import ArmBuilder, ArmSpec, parse_arm
+from weftsearch.eval.runs import StreamCache, run_arm
 from weftsearch.fusion import RRF, WeightedRRF
+from weftsearch.ranking.arm import Arm
+from weftsearch.ranking.specs import ArmBuilder, ArmSpec, parse_arm
 from weftsearch.scorers import GraphScorer, PageRankScorer, PropagationScorer
 
 

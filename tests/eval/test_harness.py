@@ -39,9 +39,10 @@ from weftsearch.eval.harness import (
     sweep,
 )
 from weftsearch.eval.metrics import evaluate, run_from_rankings
-from weftsearch.eval.runs import Arm, ArmRun, StreamCache, run_arm
+from weftsearch.eval.runs import ArmRun, StreamCache, run_arm
 from weftsearch.eval.stats import fisher_randomisation, paired_bootstrap
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
+from weftsearch.ranking.arm import Arm
 from weftsearch.scorers import BM25Scorer, GraphScorer, RecencyScorer, VectorScorer
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"

@@ -69,10 +69,10 @@ def test_slow_tables_are_current(name: str) -> None:
 def test_new_in_top10_counts_top_ten_slots_outside_the_baselines_run() -> None:
     """The share printed under Experiment 4's tables, against a count made here."""
     from tests.eval.test_harness import make_collection
-    from weftsearch.eval.command import Experiment
+    from weftsearch.cli.eval import Experiment
     from weftsearch.eval.harness import build_testbed, compare
-    from weftsearch.eval.runs import Arm
     from weftsearch.fusion import RRF, ScoreFusion
+    from weftsearch.ranking.arm import Arm
     from weftsearch.scorers import BM25Scorer, GraphScorer
 
     testbed = build_testbed(make_collection())

@@ -31,8 +31,8 @@ from weftsearch.eval.harness import (
 )
 from weftsearch.eval.metrics import Evaluation
 from weftsearch.eval.reports import PLOTS_SKIPPED_NOTE, format_table, markdown_report, write_report
-from weftsearch.eval.runs import Arm
 from weftsearch.eval.stats import paired_bootstrap
+from weftsearch.ranking.arm import Arm
 
 # ---------------------------------------------------------------------------- a tiny judged collection
 

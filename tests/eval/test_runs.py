@@ -22,8 +22,9 @@ from weftsearch.engine.search import canonical_stream
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import FusedStream, KeyOrder, Stream
 from weftsearch.errors import InvalidParameterError, PairingError, ScorerOutputError
-from weftsearch.eval.runs import Arm, ArmRun, StreamCache, run_arm, tied_slots
+from weftsearch.eval.runs import ArmRun, StreamCache, run_arm, tied_slots
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
+from weftsearch.ranking.arm import Arm
 from weftsearch.scorers import BM25Scorer, GraphScorer, RecencyScorer
 
 # ---------------------------------------------------------------------------- fixtures

@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 from weftsearch.cli import main
+from weftsearch.cli.eval import resolve_dataset, run_experiment
 from weftsearch.errors import CorpusFormatError, InvalidParameterError, PairingError, PluginError
-from weftsearch.eval import build_testbed, load_beir, specs
-from weftsearch.eval.command import resolve_dataset, run_experiment
+from weftsearch.eval import build_testbed, load_beir
 from weftsearch.eval.datasets import sha256_bytes
+from weftsearch.ranking import specs
 
 DOCUMENTS: list[dict[str, Any]] = [
     {

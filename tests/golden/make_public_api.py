@@ -30,7 +30,7 @@ MODULES = (
     "weftsearch.eval",
     "weftsearch.integrations.langchain",
     "weftsearch.server.app",
-    "weftsearch.server.profiles",
+    "weftsearch.ranking.profiles",
     "weftsearch.server.compare",
     "weftsearch.server.embedding",
     "weftsearch.distributed",

@@ -436,7 +436,7 @@ def test_score_restart_with_explicit_seeds_is_uniform_and_default_is_unchanged()
 
 
 def test_pagerank_spec_restart() -> None:
-    from weftsearch.eval.specs import ArmBuilder
+    from weftsearch.ranking.specs import ArmBuilder
 
     builder = ArmBuilder()
     [scorer] = builder.arm("p=pagerank(seed=bm25, restart=score, seed_n=10)").scorers

@@ -9,7 +9,7 @@ import pytest
 
 from weftsearch import RRF, BM25Scorer, Document, Index, PropagationScorer, Query, Snapshot, Stream
 from weftsearch.errors import InvalidParameterError, ScorerOutputError
-from weftsearch.eval.specs import ArmBuilder, Expr
+from weftsearch.ranking.specs import ArmBuilder, Expr
 
 
 class ScoredSeed:

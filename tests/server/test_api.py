@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from tests.server.conftest import KEY, WRITE, vector
 from weftsearch import Document, Index, Query
-from weftsearch.eval.specs import ArmBuilder
+from weftsearch.ranking.specs import ArmBuilder
 from weftsearch.scorers.bm25 import PLAN_KEYS
 from weftsearch.server.app import ServerLimits, create_app
 

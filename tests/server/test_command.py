@@ -87,7 +87,7 @@ def test_without_the_extra_the_error_names_it() -> None:
         "    import weftsearch.server.app\n"
         "except MissingDependencyError as exc:\n"
         "    print(exc)\n"
-        "import weftsearch.server.profiles, weftsearch.cli\n"  # profiles and the CLI need no extra
+        "import weftsearch.ranking.profiles, weftsearch.cli\n"  # profiles and the CLI need no extra
         "print('library ok')\n"
     )
     src = str(Path(__file__).resolve().parents[2] / "src")
@@ -155,7 +155,7 @@ def test_the_limit_defaults_serve_shows_are_server_limits_own() -> None:
     import dataclasses
 
     from weftsearch.server.app import ServerLimits
-    from weftsearch.server.command import LIMIT_DEFAULTS
+    from weftsearch.server.run import LIMIT_DEFAULTS
 
     assert {f.name: f.default for f in dataclasses.fields(ServerLimits)} == LIMIT_DEFAULTS
 

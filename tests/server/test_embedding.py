@@ -47,8 +47,8 @@ def _need_data() -> None:
 def scifact(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], np.ndarray]:
     """An index of the first SciFact documents with their frozen vectors; the first query texts and rows."""
     _need_data()
-    from weftsearch.embed import collection_texts
     from weftsearch.eval.datasets import load_collection
+    from weftsearch.eval.embedding import collection_texts
 
     texts = collection_texts(load_collection("scifact", DATA))
     corpus = np.load(FROZEN / "corpus.npy", mmap_mode="r")

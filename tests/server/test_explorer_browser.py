@@ -27,9 +27,9 @@ import uvicorn
 from playwright import sync_api
 
 from weftsearch.demo import build_demo_index
+from weftsearch.ranking.profiles import ProfileStore
 from weftsearch.server.app import create_app
 from weftsearch.server.launch import free_port
-from weftsearch.server.profiles import ProfileStore
 
 CHROMIUM = os.environ.get("WEFT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "explorer.png"

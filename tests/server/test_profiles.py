@@ -14,10 +14,10 @@ from tests.server.conftest import KEY, WRITE, make_index
 from weftsearch import Document, Index
 from weftsearch.cli import main
 from weftsearch.errors import CorruptIndexError, InvalidParameterError, UnknownSignalError
-from weftsearch.eval.specs import ArmBuilder
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
+from weftsearch.ranking.profiles import PROFILE_FORMAT, ProfileNotFoundError, ProfileStore, spec_of_fuser
+from weftsearch.ranking.specs import ArmBuilder
 from weftsearch.server.app import create_app
-from weftsearch.server.profiles import PROFILE_FORMAT, ProfileNotFoundError, ProfileStore, spec_of_fuser
 
 
 def test_versions_are_new_files_and_old_ones_stay(index_path: Path) -> None:

@@ -26,9 +26,9 @@ from weftsearch import Document, Index, Query
 from weftsearch.distributed import ShardedIndex
 from weftsearch.engine.filters import parse_filter
 from weftsearch.errors import InvalidParameterError, UnknownKeyError
+from weftsearch.ranking.profiles import PROFILE_FORMAT, ProfileStore, build_arm
 from weftsearch.server.app import create_app
-from weftsearch.server.command import serve
-from weftsearch.server.profiles import PROFILE_FORMAT, ProfileStore, build_arm
+from weftsearch.server.run import serve
 
 SLICE = 200
 SPECS = [

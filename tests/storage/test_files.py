@@ -21,7 +21,7 @@ import pytest
 
 from weftsearch import Document, Index
 from weftsearch.errors import CorruptIndexError
-from weftsearch.server.profiles import ProfileStore
+from weftsearch.ranking.profiles import ProfileStore
 from weftsearch.storage import LOCK
 from weftsearch.storage.files import read_regular
 

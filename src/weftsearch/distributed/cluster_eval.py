@@ -32,7 +32,8 @@ from weftsearch.engine.search import score_queries, stream_labels
 from weftsearch.engine.stream import Stream
 from weftsearch.errors import MissingDependencyError, ShardUnavailableError
 from weftsearch.eval.harness import Testbed
-from weftsearch.eval.runs import Arm, StreamCache
+from weftsearch.eval.runs import StreamCache
+from weftsearch.ranking.arm import Arm
 
 from .ray_shard import connect
 

@@ -11,12 +11,13 @@ already loaded), and matplotlib, the one heavy optional dependency, is imported
 only inside :mod:`weftsearch.eval.reports`' plotting code, never at import
 time. No submodule imports this package's names (each imports the submodules
 it needs), so there is no import cycle whatever the order below.
-:mod:`weftsearch.eval.command` (the ``weft-search eval`` command line) and
-:mod:`weftsearch.eval.links` (link figures) stay submodules.
+:mod:`weftsearch.eval.links` (link figures) and :mod:`weftsearch.eval.embedding`
+(a collection's vectors) stay submodules; the ``weft-search eval`` command line
+is :mod:`weftsearch.cli.eval`.
 
 The harness must not know what any scorer is: it reads qrels and runs
 (query id -> document id -> grade or score) and calls arms built elsewhere;
-:mod:`weftsearch.eval.specs` is the one part that names scorers.
+:mod:`weftsearch.ranking.specs` is the one part that names scorers.
 """
 
 from __future__ import annotations
@@ -42,10 +43,17 @@ from weftsearch.eval.harness import (
     learn_fusion,
     sweep,
 )
-from weftsearch.eval.metrics import Evaluation, Measure, evaluate, parse_measure, run_from_rankings
+from weftsearch.eval.metrics import (
+    Evaluation,
+    Measure,
+    evaluate,
+    jaccard,
+    parse_measure,
+    rank_biased_overlap,
+    run_from_rankings,
+)
 from weftsearch.eval.reports import ReportFiles, format_table, markdown_report, write_report
-from weftsearch.eval.runs import Arm, ArmRun, run_arm
-from weftsearch.eval.specs import ArmBuilder, parse_arm, register_scorer
+from weftsearch.eval.runs import ArmRun, run_arm
 from weftsearch.eval.stats import (
     BootstrapResult,
     RandomisationResult,
@@ -53,6 +61,8 @@ from weftsearch.eval.stats import (
     fisher_randomisation_exact,
     paired_bootstrap,
 )
+from weftsearch.ranking.arm import Arm
+from weftsearch.ranking.specs import ArmBuilder, parse_arm, register_scorer
 
 __all__ = [
     # Measures and significance tests.
@@ -60,6 +70,8 @@ __all__ = [
     "parse_measure",
     "Evaluation",
     "evaluate",
+    "jaccard",
+    "rank_biased_overlap",
     "run_from_rankings",
     "BootstrapResult",
     "paired_bootstrap",

@@ -40,8 +40,9 @@ from weftsearch.engine.protocols import Fuser
 from weftsearch.errors import InvalidParameterError, PairingError
 from weftsearch.eval.harness import ArmResult, Comparison, Testbed, learn_fusion
 from weftsearch.eval.metrics import Evaluation, evaluate, parse_measure
-from weftsearch.eval.runs import Arm, ArmRun, StreamCache, run_arm
+from weftsearch.eval.runs import ArmRun, StreamCache, run_arm
 from weftsearch.eval.stats import fisher_randomisation, paired_bootstrap
+from weftsearch.ranking.arm import Arm
 
 __all__ = [
     "Chooser",

@@ -18,8 +18,8 @@ that family:
   parameters. Values are numbers, ``true`` or ``false``, or names.
 
 This is the part of the harness that rewrites arm specs, so it works on
-:class:`~weftsearch.eval.specs.ArmSpec` and builds through an
-:class:`~weftsearch.eval.specs.ArmBuilder`; it never names a scorer.
+:class:`~weftsearch.ranking.specs.ArmSpec` and builds through an
+:class:`~weftsearch.ranking.specs.ArmBuilder`; it never names a scorer.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from itertools import product
 from typing import Any
 
 from weftsearch.errors import InvalidParameterError
-from weftsearch.eval.runs import Arm
-from weftsearch.eval.specs import FUSER_NAMES, ArmBuilder, ArmSpec, Expr, Value
 from weftsearch.fusion import RRF, WeightedRRF
+from weftsearch.ranking.arm import Arm
+from weftsearch.ranking.specs import FUSER_NAMES, ArmBuilder, ArmSpec, Expr, Value
 
 __all__ = [
     "RRF_KS",
@@ -46,7 +46,7 @@ __all__ = [
     "parse_grid",
 ]
 
-#: The grids of the built-in sweeps (``weftsearch.eval.command`` sweeps these).
+#: The grids of the built-in sweeps (``weftsearch.cli.eval`` sweeps these).
 RRF_KS = (10.0, 20.0, 40.0, 60.0, 100.0)
 SWEEP_DEPTHS = (10, 20, 50, 100, 200, 500)
 STREAM_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)

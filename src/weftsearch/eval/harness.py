@@ -15,7 +15,7 @@ Also here: :func:`sweep` (one arm family over a parameter grid),
 query).
 
 The harness never learns what a scorer is. It calls arms built elsewhere
-(:mod:`weftsearch.eval.specs` turns names into scorers for the command line);
+(:mod:`weftsearch.ranking.specs` turns names into scorers for the command line);
 fusers it may build itself, for learned fusion, because fusion is generic.
 
 **Refused pairings.** :func:`build_testbed` raises
@@ -52,9 +52,10 @@ from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import InvalidParameterError, PairingError
 from weftsearch.eval.datasets import Collection, CollectionVectors, Judgements, Provenance
 from weftsearch.eval.metrics import Evaluation, Measure, evaluate, parse_measure
-from weftsearch.eval.runs import Arm, ArmRun, StreamCache, run_arm
+from weftsearch.eval.runs import ArmRun, StreamCache, run_arm
 from weftsearch.eval.stats import BootstrapResult, RandomisationResult, fisher_randomisation, paired_bootstrap
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
+from weftsearch.ranking.arm import Arm
 
 __all__ = [
     "DEFAULT_MEASURES",

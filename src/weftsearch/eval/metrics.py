@@ -34,6 +34,10 @@ checked against pytrec_eval:
 * **Cutoffs beyond the run's length.** ``P@k`` still divides by ``k``; the
   other measures simply see fewer documents.
 * **No depth limit**: every ranked document is read (trec_eval's default).
+
+Two measures compare rankings with each other rather than with judgements:
+:func:`jaccard` (shared keys over all keys) and :func:`rank_biased_overlap`
+(Webber, Moffat and Zobel 2010), which the server's ``compare`` reports.
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ __all__ = [
     "parse_measure",
     "evaluate",
     "run_from_rankings",
+    "jaccard",
+    "rank_biased_overlap",
 ]
 
 #: The measure families, spelled as ir_measures spells them.
@@ -370,3 +376,64 @@ def _query_values(
             dcg = float((gains[:depth] / discount[:depth]).sum())
             out.append(dcg / ideal_dcg if ideal_dcg > 0 else 0.0)
     return out
+
+
+# ---------------------------------------------------------------------- overlap of two rankings
+
+
+def jaccard(a: Sequence[str], b: Sequence[str]) -> float:
+    """Shared keys over all keys of the two lists (Jaccard; 1.0 when both are empty)."""
+    left, right = set(a), set(b)
+    union = left | right
+    return 1.0 if not union else len(left & right) / len(union)
+
+
+def rank_biased_overlap(a: Sequence[str], b: Sequence[str], p: float = 0.9) -> float:
+    """Extrapolated rank-biased overlap of two rankings (Webber, Moffat and Zobel 2010, eq. 32).
+
+    Handles lists of different lengths (the shorter is taken as seen in full);
+    1.0 for identical lists, 0.0 for disjoint ones; 1.0 when both are empty and
+    0.0 when only one is. ``p`` in (0, 1) is the persistence: at 0.9 the top
+    10 ranks carry about 86% of the weight.
+
+    Complexity: O(len(a) + len(b)).
+
+    Raises:
+        InvalidParameterError: ``p`` outside (0, 1), or a key twice in one list.
+
+    """
+    if not 0.0 < p < 1.0:
+        raise InvalidParameterError(f"rank-biased overlap needs 0 < p < 1, got {p!r}")
+    for ranking in (a, b):
+        if len(set(ranking)) != len(ranking):
+            raise InvalidParameterError("rank-biased overlap needs rankings without repeated keys")
+    if not a and not b:
+        return 1.0
+    if not a or not b:
+        return 0.0
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    s, length = len(short), len(long_)
+    seen_short: set[str] = set()
+    seen_long: set[str] = set()
+    overlap = 0
+    total = 0.0
+    overlap_at_s = 0
+    for depth in range(1, length + 1):
+        item = long_[depth - 1]
+        if depth <= s:
+            other = short[depth - 1]
+            if other == item:
+                overlap += 1
+            else:
+                overlap += (other in seen_long) + (item in seen_short)
+            seen_short.add(other)
+            seen_long.add(item)
+            if depth == s:
+                overlap_at_s = overlap
+        else:
+            overlap += item in seen_short
+            seen_long.add(item)
+        total += overlap / depth * p**depth
+        if depth > s:
+            total += overlap_at_s * (depth - s) / (s * depth) * p**depth
+    return (1 - p) / p * total + ((overlap - overlap_at_s) / length + overlap_at_s / s) * p**length

@@ -1,6 +1,6 @@
 """Arms and their runs: what the harness executes, and what it keeps of each query.
 
-An :class:`Arm` is a name, the scorers whose streams it fuses, a fuser and an
+An :class:`~weftsearch.ranking.arm.Arm` is a name, the scorers whose streams it fuses, a fuser and an
 over-fetch depth. The harness runs it the way :meth:`Index.search` does (each
 scorer's stream checked against the contract and put in canonical order, then
 fused), but keeps every stream in a :class:`StreamCache` so that arms sharing a
@@ -11,7 +11,7 @@ scorer, sweeps over fusion parameters and learned fusion pay for each
 the scorer's canonical stream, cut to ``k``, with the scorer's own scores (the
 fused score is the stream's score and the stream's contribution is that
 score), as a one-signal :meth:`Index.search` and ``weft-search search
---signals text`` rank it. So the run files of the same one-scorer arm are
+--rank bm25`` rank it. So the run files of the same one-scorer arm are
 identical from both commands, and trec_eval sees the scorer's real ties
 (whatever the arm's fuser: RRF of one stream would turn BM25's ties into key
 order, and score normalisation rewrites the scores, which can merge or split
@@ -58,7 +58,6 @@ harness evaluates too (the "served order" means of the reports).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -68,7 +67,7 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
-from weftsearch.engine.filters import Filter, as_filter
+from weftsearch.engine.filters import Filter
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import canonical_stream, fuse_streams, score_queries, stream_labels
@@ -76,98 +75,19 @@ from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream, check_k
 from weftsearch.errors import InvalidParameterError, MissingInputError, PairingError
 from weftsearch.eval.metrics import run_from_rankings
+from weftsearch.ranking.arm import Arm
 
 __all__ = [
-    "Arm",
     "ArmRun",
     "StreamCache",
     "StreamCoverage",
     "run_arm",
     "tied_slots",
-    "ARM_NAME_PATTERN",
-    "PASS_THROUGH",
     "NO_CANDIDATES",
 ]
 
-#: What :meth:`Arm.describe`'s fuser entry and the reports say of a one-scorer arm's fusion.
-PASS_THROUGH = "none: one stream passes through with its own scores"
-
 #: What is missing for a query whose stream is empty, for a scorer without ``missing_input``.
 NO_CANDIDATES = "candidates"
-
-#: Arm names become file names (``<arm>.trec``): letters, digits, ``_ . + -``.
-ARM_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+\-]{0,63}")
-
-
-@dataclass(frozen=True, eq=False)
-class Arm:
-    """One system under evaluation.
-
-    Attributes:
-        name: a label, also the TREC run tag and file name; see
-            :data:`ARM_NAME_PATTERN`.
-        scorers: the scorers whose streams are fused, in this order.
-        fuser: merges the streams.
-        depth: candidates asked of each scorer per query (the over-fetch
-            depth); at least the run length ``k`` it is run with.
-        notes: free text for reports (why the arm exists).
-        filter: which documents the arm may return (a
-            :class:`~weftsearch.engine.filters.Filter` or its string form);
-            it replaces each query's own filter, so every scorer applies it
-            before its top k, as in :meth:`Index.search`. ``None``: no filter.
-
-    Raises:
-        InvalidParameterError: a bad name, no scorer, an object that does not
-            implement the protocol, or a depth that is not a positive integer.
-
-    """
-
-    name: str
-    scorers: tuple[Scorer, ...]
-    fuser: Fuser
-    depth: int = 100
-    notes: str = ""
-    filter: Filter | str | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or ARM_NAME_PATTERN.fullmatch(self.name) is None:
-            raise InvalidParameterError(
-                f"arm name {self.name!r} must match {ARM_NAME_PATTERN.pattern} (it becomes a file name)"
-            )
-        if isinstance(self.scorers, Scorer) or not isinstance(self.scorers, (tuple, list)):
-            raise InvalidParameterError(
-                f"arm {self.name!r}: scorers must be a tuple or list, got {type(self.scorers).__name__}"
-            )
-        object.__setattr__(self, "scorers", tuple(self.scorers))
-        if not self.scorers:
-            raise InvalidParameterError(f"arm {self.name!r} needs at least one scorer")
-        for scorer in self.scorers:
-            if not isinstance(scorer, Scorer):
-                raise InvalidParameterError(f"arm {self.name!r}: {scorer!r} is not a Scorer")
-        if not isinstance(self.fuser, Fuser):
-            raise InvalidParameterError(f"arm {self.name!r}: {self.fuser!r} is not a Fuser")
-        object.__setattr__(self, "depth", check_k(self.depth, f"arm {self.name!r} depth"))
-        object.__setattr__(self, "filter", as_filter(self.filter))
-
-    def describe(self) -> dict[str, Any]:
-        """Every parameter of the arm, as a JSON-ready record (reprs of its parts).
-
-        A one-scorer arm's fuser is recorded as :data:`PASS_THROUGH`: its
-        stream is not fused (see the module docstring).
-        """
-        fuser = (
-            {"name": "none", "repr": PASS_THROUGH}
-            if len(self.scorers) == 1
-            else {"name": str(self.fuser.name), "repr": repr(self.fuser)}
-        )
-        return {
-            "name": self.name,
-            "scorers": [{"name": str(s.name), "repr": repr(s)} for s in self.scorers],
-            "fuser": fuser,
-            "depth": self.depth,
-            "notes": self.notes,
-            **({} if self.filter is None else {"filter": str(self.filter)}),
-        }
 
 
 def _same_query(a: Query, b: Query) -> bool:

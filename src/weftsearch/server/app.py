@@ -2,8 +2,8 @@
 
 The server sits above the library and adds no new semantics: every search is
 :meth:`Index.search` or :meth:`Index.search_many`, every ranking is built from
-the arm-spec language of :mod:`weftsearch.eval.specs` (a ranking profile is
-spec text plus metadata, :mod:`weftsearch.server.profiles`), and compare and
+the arm-spec language of :mod:`weftsearch.ranking.specs` (a ranking profile is
+spec text plus metadata, :mod:`weftsearch.ranking.profiles`), and compare and
 rank_eval compute their measures and intervals with :mod:`weftsearch.eval`.
 
 Concurrency: request handlers run on a thread pool. Searches read the newest
@@ -71,18 +71,13 @@ from weftsearch.errors import (
     UnknownMeasureError,
     WeftError,
 )
-from weftsearch.eval.runs import Arm
+from weftsearch.eval.metrics import jaccard, rank_biased_overlap
+from weftsearch.ranking.arm import Arm
+from weftsearch.ranking.profiles import PROFILE_NAME, Profile, ProfileStore, build_arm
 from weftsearch.scorers.vector import VectorScorer
-from weftsearch.server.compare import (
-    jaccard,
-    judged_comparison,
-    judged_evaluation,
-    moved,
-    rank_biased_overlap,
-)
+from weftsearch.server.compare import judged_comparison, judged_evaluation, moved
 from weftsearch.server.embedding import QueryEmbedder, check_fits, read_vector_model
 from weftsearch.server.logs import redact
-from weftsearch.server.profiles import PROFILE_NAME, Profile, ProfileStore, build_arm
 from weftsearch.server.sharded import (
     ServedIndex,
     SupportsShardedServing,

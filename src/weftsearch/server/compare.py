@@ -1,6 +1,8 @@
 """Comparing two rankings and evaluating one, as the server's compare and rank_eval endpoints do.
 
-Pure functions over ranked key lists and judgements; the measures and the
+Pure functions over ranked key lists and judgements; the measures (the overlap
+measures :func:`~weftsearch.eval.metrics.jaccard` and
+:func:`~weftsearch.eval.metrics.rank_biased_overlap` among them) and the
 bootstrap are :mod:`weftsearch.eval.metrics` and :mod:`weftsearch.eval.stats`,
 unchanged, so a number the server reports is the number ``weft-search eval``
 would report for the same rankings.
@@ -15,65 +17,7 @@ from weftsearch.errors import InvalidParameterError
 from weftsearch.eval.metrics import evaluate, parse_measure, run_from_rankings
 from weftsearch.eval.stats import paired_bootstrap
 
-__all__ = ["jaccard", "rank_biased_overlap", "moved", "judged_comparison", "judged_evaluation"]
-
-
-def jaccard(a: Sequence[str], b: Sequence[str]) -> float:
-    """Shared keys over all keys of the two lists (Jaccard; 1.0 when both are empty)."""
-    left, right = set(a), set(b)
-    union = left | right
-    return 1.0 if not union else len(left & right) / len(union)
-
-
-def rank_biased_overlap(a: Sequence[str], b: Sequence[str], p: float = 0.9) -> float:
-    """Extrapolated rank-biased overlap of two rankings (Webber, Moffat and Zobel 2010, eq. 32).
-
-    Handles lists of different lengths (the shorter is taken as seen in full);
-    1.0 for identical lists, 0.0 for disjoint ones; 1.0 when both are empty and
-    0.0 when only one is. ``p`` in (0, 1) is the persistence: at 0.9 the top
-    10 ranks carry about 86% of the weight.
-
-    Complexity: O(len(a) + len(b)).
-
-    Raises:
-        InvalidParameterError: ``p`` outside (0, 1), or a key twice in one list.
-
-    """
-    if not 0.0 < p < 1.0:
-        raise InvalidParameterError(f"rank-biased overlap needs 0 < p < 1, got {p!r}")
-    for ranking in (a, b):
-        if len(set(ranking)) != len(ranking):
-            raise InvalidParameterError("rank-biased overlap needs rankings without repeated keys")
-    if not a and not b:
-        return 1.0
-    if not a or not b:
-        return 0.0
-    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    s, length = len(short), len(long_)
-    seen_short: set[str] = set()
-    seen_long: set[str] = set()
-    overlap = 0
-    total = 0.0
-    overlap_at_s = 0
-    for depth in range(1, length + 1):
-        item = long_[depth - 1]
-        if depth <= s:
-            other = short[depth - 1]
-            if other == item:
-                overlap += 1
-            else:
-                overlap += (other in seen_long) + (item in seen_short)
-            seen_short.add(other)
-            seen_long.add(item)
-            if depth == s:
-                overlap_at_s = overlap
-        else:
-            overlap += item in seen_short
-            seen_long.add(item)
-        total += overlap / depth * p**depth
-        if depth > s:
-            total += overlap_at_s * (depth - s) / (s * depth) * p**depth
-    return (1 - p) / p * total + ((overlap - overlap_at_s) / length + overlap_at_s / s) * p**length
+__all__ = ["moved", "judged_comparison", "judged_evaluation"]
 
 
 def moved(a: Sequence[str], b: Sequence[str]) -> list[dict[str, Any]]:

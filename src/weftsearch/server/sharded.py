@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 from weftsearch.documents import Document
 from weftsearch.engine.searchable import Searchable
 from weftsearch.errors import InvalidParameterError
-from weftsearch.server.profiles import PROFILES_DIR, ProfileStore
+from weftsearch.ranking.profiles import PROFILES_DIR, ProfileStore
 
 __all__ = ["ServedIndex", "SupportsShardedServing", "check_sharded", "sharded_profile_store"]
 

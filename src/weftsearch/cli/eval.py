@@ -74,8 +74,9 @@ from weftsearch.eval.harness import (
     sweep,
 )
 from weftsearch.eval.links import DEFAULT_RANDOM_PAIRS, format_link_independence, link_independence
-from weftsearch.eval.runs import Arm, StreamCache, run_arm
-from weftsearch.eval.specs import ArmBuilder, ArmSpec, parse_arm
+from weftsearch.eval.runs import StreamCache, run_arm
+from weftsearch.ranking.arm import Arm
+from weftsearch.ranking.specs import ArmBuilder, ArmSpec, parse_arm
 
 __all__ = [
     "PRESET_ARMS",
@@ -86,7 +87,7 @@ __all__ = [
     "resolve_dataset",
     "run_experiment",
     "experiment_from_args",
-    "add_subcommands",
+    "add_eval_commands",
 ]
 
 #: Arms run when ``--arms`` is not given, per collection; the first is the baseline.
@@ -152,7 +153,7 @@ def load_plugins(modules: Sequence[str]) -> None:
 
     A plugin is any importable module (on ``sys.path``, e.g. the working
     directory or an installed package) whose import registers scorers with
-    :func:`weftsearch.eval.specs.register_scorer`.
+    :func:`weftsearch.ranking.specs.register_scorer`.
 
     Raises:
         PluginError: importing a module failed, for any reason (not found, a
@@ -249,6 +250,113 @@ def _vectors_for(collection: Any, variant: str | None, any_snapshot: bool) -> Co
     return load_frozen_vectors(collection, variant=variant, any_snapshot=any_snapshot)
 
 
+@dataclass(frozen=True, eq=False)
+class _Loaded:
+    """A collection ready to run arms on: the parsed arm specs, the testbed and its splits."""
+
+    name: str
+    specs: list[ArmSpec]
+    collection: Collection
+    testbed: Testbed
+    test_split: str | None
+    dev_split: str | None
+
+
+def _load(
+    dataset: str | Path,
+    data: str | Path | None,
+    arms: Sequence[str] | None,
+    vectors: str | None,
+    split: str | None,
+    any_snapshot: bool,
+    cranfield_grades: str,
+    link_set: str | None,
+    progress: bool | None,
+) -> _Loaded:
+    """The collection ``dataset`` names (verified), its testbed, splits and the arm specs to run."""
+    name, folder = resolve_dataset(dataset)
+    if folder is not None:
+        specs = [parse_arm(text) for text in (arms or ("text=bm25",))]
+        collection, loaded = _user_collection(folder, name, split, vectors, any_snapshot)
+        test_split: str | None = split or _user_main_split(collection)
+        dev_split = _user_dev_split(folder, test_split or "test")
+        model = None
+    else:
+        specs = [parse_arm(text) for text in (arms or PRESET_ARMS[name])]
+        if data is None:
+            raise InvalidParameterError(
+                f"{name} is a known collection: give the folder holding it (--data DIR)"
+            )
+        collection = load_collection(
+            name,
+            data,
+            any_snapshot=any_snapshot,
+            cranfield_grades=cranfield_grades,  # type: ignore[arg-type]
+        )
+        loaded = _vectors_for(collection, vectors, any_snapshot)
+        test_split, dev_split = SPLITS[name]
+        if split is not None:
+            collection.judgements(split)  # an unknown split names the known ones
+            test_split = split
+            dev_split = dev_split if dev_split != split else None
+        model = FROZEN_MODEL if loaded else None
+    testbed = build_testbed(
+        collection,
+        split=test_split,
+        vectors=loaded,
+        model=model,
+        link_set=link_set,
+        progress=progress,
+    )
+    return _Loaded(name, specs, collection, testbed, test_split, dev_split)
+
+
+def _build_arms(
+    loaded: _Loaded, builder: ArmBuilder, cache: StreamCache, k: int, cv: int | None
+) -> tuple[dict[str, Arm], dict[str, LearnedFusion], dict[str, ArmSpec], list[ArmSpec], dict[str, Any]]:
+    """The arms of ``loaded.specs``, each ``learned`` fuser chosen on the development split.
+
+    Returns the built arms by name, each learned arm's choice and spec, the
+    specs deferred to cross-validation (``learned`` without a development
+    split, with ``cv``), and the report's extra records.
+    """
+    name, specs, collection, testbed = loaded.name, loaded.specs, loaded.collection, loaded.testbed
+    test_split, dev_split = loaded.test_split, loaded.dev_split
+    built: dict[str, Arm] = {}
+    learned: dict[str, LearnedFusion] = {}
+    learned_specs: dict[str, ArmSpec] = {}
+    extra: dict[str, Any] = {}
+    deferred: list[ArmSpec] = []
+    for spec in specs:
+        arm = builder.arm(spec)
+        if spec.learned and dev_split is None and cv is not None:
+            deferred.append(spec)  # chosen by cross-validation below
+            continue
+        if spec.learned:
+            if dev_split is None:
+                raise InvalidParameterError(
+                    f"arm {spec.name!r}: {name} has no development split to learn fusion on"
+                )
+            development = development_split(collection, train=dev_split, test=test_split or "test")
+            dev = testbed.with_split(dev_split, development.qids)
+            choice = learn_fusion(dev, arm, k=k, cache=cache)
+            learned[spec.name] = choice
+            learned_specs[spec.name] = spec
+            arm = replace(arm, fuser=choice.fuser)
+            extra["development_split"] = {
+                "split": dev_split,
+                "queries": len(development.qids),
+                "removed_as_duplicates_of_test": dict(development.removed),
+                "rule": development.rule,
+            }
+        if arm.name in built:
+            raise InvalidParameterError(f"two arms are named {arm.name!r}")
+        built[arm.name] = arm
+    if learned:
+        extra["learned"] = {name: choice.record() for name, choice in learned.items()}
+    return built, learned, learned_specs, deferred, extra
+
+
 def run_experiment(
     dataset: str | Path,
     data: str | Path | None,
@@ -319,74 +427,11 @@ def run_experiment(
     """
     started = time.perf_counter()
     load_plugins(plugins)  # before any spec is read: a plugin's scorers must be known by then
-    name, folder = resolve_dataset(dataset)
-    if folder is not None:
-        specs = [parse_arm(text) for text in (arms or ("text=bm25",))]
-        collection, loaded = _user_collection(folder, name, split, vectors, any_snapshot)
-        test_split: str | None = split or _user_main_split(collection)
-        dev_split = _user_dev_split(folder, test_split or "test")
-        model = None
-    else:
-        specs = [parse_arm(text) for text in (arms or PRESET_ARMS[name])]
-        if data is None:
-            raise InvalidParameterError(
-                f"{name} is a known collection: give the folder holding it (--data DIR)"
-            )
-        collection = load_collection(
-            name,
-            data,
-            any_snapshot=any_snapshot,
-            cranfield_grades=cranfield_grades,  # type: ignore[arg-type]
-        )
-        loaded = _vectors_for(collection, vectors, any_snapshot)
-        test_split, dev_split = SPLITS[name]
-        if split is not None:
-            collection.judgements(split)  # an unknown split names the known ones
-            test_split = split
-            dev_split = dev_split if dev_split != split else None
-        model = FROZEN_MODEL if loaded else None
-    testbed = build_testbed(
-        collection,
-        split=test_split,
-        vectors=loaded,
-        model=model,
-        link_set=link_set,
-        progress=progress,
-    )
+    loaded = _load(dataset, data, arms, vectors, split, any_snapshot, cranfield_grades, link_set, progress)
     builder = ArmBuilder(default_depth=k)
-    built: dict[str, Arm] = {}
-    cache = StreamCache(testbed.snapshot)
-    learned: dict[str, LearnedFusion] = {}
-    learned_specs: dict[str, ArmSpec] = {}
-    extra: dict[str, Any] = {}
-    deferred: list[ArmSpec] = []
-    for spec in specs:
-        arm = builder.arm(spec)
-        if spec.learned and dev_split is None and cv is not None:
-            deferred.append(spec)  # chosen by cross-validation below
-            continue
-        if spec.learned:
-            if dev_split is None:
-                raise InvalidParameterError(
-                    f"arm {spec.name!r}: {name} has no development split to learn fusion on"
-                )
-            development = development_split(collection, train=dev_split, test=test_split or "test")
-            dev = testbed.with_split(dev_split, development.qids)
-            choice = learn_fusion(dev, arm, k=k, cache=cache)
-            learned[spec.name] = choice
-            learned_specs[spec.name] = spec
-            arm = replace(arm, fuser=choice.fuser)
-            extra["development_split"] = {
-                "split": dev_split,
-                "queries": len(development.qids),
-                "removed_as_duplicates_of_test": dict(development.removed),
-                "rule": development.rule,
-            }
-        if arm.name in built:
-            raise InvalidParameterError(f"two arms are named {arm.name!r}")
-        built[arm.name] = arm
-    if learned:
-        extra["learned"] = {name: choice.record() for name, choice in learned.items()}
+    cache = StreamCache(loaded.testbed.snapshot)
+    built, learned, learned_specs, deferred, extra = _build_arms(loaded, builder, cache, k, cv)
+    testbed, specs = loaded.testbed, loaded.specs
     if ray is not None:
         # The arms' streams over the cluster, into the same cache: the report is a local run's.
         from weftsearch.distributed.cluster_eval import fill_streams_on_ray
@@ -608,7 +653,7 @@ def _save_profile(args: argparse.Namespace, experiment: Experiment) -> None:
     provenance records the testbed (files and hashes), the development split and
     the development score.
     """
-    from weftsearch.server.profiles import ProfileStore, spec_of_fuser
+    from weftsearch.ranking.profiles import ProfileStore, spec_of_fuser
 
     if args.profile_index is None:
         raise InvalidParameterError("--save-profile needs --profile-index DIR (the index that serves it)")
@@ -683,7 +728,7 @@ def _measures(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def add_subcommands(commands: Any) -> None:
+def add_eval_commands(commands: Any) -> None:
     """Add ``eval`` and ``datasets`` to the ``weft-search`` subcommand parser."""
     presets = "; ".join(f"{name}: {' '.join(arms)}" for name, arms in PRESET_ARMS.items())
     evaluate = commands.add_parser(

@@ -17,15 +17,16 @@ import pytest
 
 from tests.eval.test_harness import make_collection
 from weftsearch.cli import main
+from weftsearch.cli.eval import PRESET_ARMS, STREAM_WEIGHTS, _sweep, run_experiment
 from weftsearch.errors import InvalidParameterError
 from weftsearch.eval import datasets
-from weftsearch.eval.command import PRESET_ARMS, STREAM_WEIGHTS, _sweep, run_experiment
 from weftsearch.eval.datasets import CollectionPins, FilePin
 from weftsearch.eval.harness import build_testbed
 from weftsearch.eval.metrics import evaluate
-from weftsearch.eval.runs import Arm, StreamCache, run_arm
-from weftsearch.eval.specs import ArmBuilder
+from weftsearch.eval.runs import StreamCache, run_arm
 from weftsearch.fusion import WeightedRRF
+from weftsearch.ranking.arm import Arm
+from weftsearch.ranking.specs import ArmBuilder
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "datasets"
@@ -185,7 +186,7 @@ def test_datasets_verify(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_every_preset_arm_parses() -> None:
-    from weftsearch.eval.specs import ArmBuilder
+    from weftsearch.ranking.specs import ArmBuilder
 
     builder = ArmBuilder()
     for dataset, specs in PRESET_ARMS.items():

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from tests.test_cli import DOCS, check_run_file, error_line, write_jsonl
+from tests.cli.test_cli import DOCS, check_run_file, error_line, write_jsonl
 from weftsearch import BM25Scorer, Index, Query
 from weftsearch.cli import main, match_judged
 from weftsearch.corpus import load_qrels
 from weftsearch.eval.datasets import load_collection
 
-DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_single_signal_json_explains_the_raw_score(
     assert payload["fuser"] == "passthrough"
     for hit in payload["hits"]:
         [signal] = hit["signals"]
-        assert signal["signal"] == "text" and signal["rank"] == hit["rank"]
+        assert signal["signal"] == "bm25" and signal["rank"] == hit["rank"]
         assert signal["score"] == signal["contribution"] == hit["score"]
     assert main(["search", "rank fusion", "--index", str(index_dir)]) == 0
     assert "fusion none (one signal: its own scores)" in capsys.readouterr().out
@@ -352,7 +352,7 @@ def test_the_installed_script_adds_deletes_and_shows_stats(tmp_path: Path, corpu
     script = Path(sys.executable).parent / "weft-search"
     if not script.is_file():
         pytest.skip(f"no weft-search script next to {sys.executable}")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -1,4 +1,4 @@
-"""``weft-search serve``: the HTTP API of :mod:`weftsearch.server.app` under uvicorn.
+"""Run the HTTP API of :mod:`weftsearch.server.app` under uvicorn (what ``weft-search serve`` calls).
 
 Importing this module needs no web framework; ``serve`` imports FastAPI and
 uvicorn when it runs and names the ``server`` extra when they are missing.
@@ -6,7 +6,6 @@ uvicorn when it runs and names the ``server`` extra when they are missing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import os
@@ -15,17 +14,16 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
-from weftsearch._argtypes import port, positive_int
 from weftsearch.errors import InvalidParameterError, MissingDependencyError
 
 if TYPE_CHECKING:
     from weftsearch.server.app import ServerLimits
 
-__all__ = ["add_subcommand", "serve", "reader_app", "LIMIT_DEFAULTS"]
+__all__ = ["serve", "reader_app", "LIMIT_DEFAULTS"]
 
 #: ``ServerLimits``' figures and their defaults, each an option of ``serve`` (``max_k``: ``--max-k``).
-#: Kept here so the parser needs no web framework; tests/server/test_command.py checks they are
-#: ``ServerLimits``' own.
+#: Kept here so the parser (:mod:`weftsearch.cli.serve`) needs no web framework;
+#: tests/server/test_command.py checks they are ``ServerLimits``' own.
 LIMIT_DEFAULTS: dict[str, int | None] = {
     "max_body_bytes": 16_000_000,
     "max_k": 1_000,
@@ -38,20 +36,6 @@ LIMIT_DEFAULTS: dict[str, int | None] = {
     "max_seeds": 100,
     "max_resamples": 10_000,
     "search_threads": None,
-}
-
-_LIMIT_HELP = {
-    "max_body_bytes": "request body size in bytes (413 beyond it)",
-    "max_k": "hits per query",
-    "max_depth": "candidates per scorer",
-    "max_batch": "queries per batch search",
-    "max_queries": "queries per compare or rank_eval request",
-    "max_documents": "documents per upsert",
-    "max_query_chars": "characters of a query text, filter or spec",
-    "max_vector_dim": "numbers in one vector",
-    "max_seeds": "seed keys per query",
-    "max_resamples": "bootstrap resamples per compare or rank_eval",
-    "search_threads": "threads of one batch search (default: the request's own thread)",
 }
 
 
@@ -180,6 +164,34 @@ def serve(
         return
     if readonly:
         raise InvalidParameterError("--workers N runs its own writer; --readonly is for one process")
+    _serve_workers(
+        index,
+        host=host,
+        port=port,
+        api_key_env=api_key_env,
+        read_key_required=read_key_required,
+        workers=workers,
+        vectors_record=vectors_record,
+        logging_config=logging_config,
+        limits=limits or {},
+    )
+
+
+def _serve_workers(
+    index: str,
+    *,
+    host: str,
+    port: int,
+    api_key_env: str | None,
+    read_key_required: bool,
+    workers: int,
+    vectors_record: str | None,
+    logging_config: dict[str, Any],
+    limits: dict[str, int | None],
+) -> None:
+    """``serve --workers N``: one writer process on a private socket, N uvicorn readers on the port."""
+    import uvicorn
+
     from weftsearch.engine.index import Index
 
     # A missing or unreadable index, or a record that does not fit it, fails here, before any
@@ -197,7 +209,7 @@ def serve(
         socket_path = os.path.join(folder, "writer.sock")
         writer = multiprocessing.get_context("spawn").Process(
             target=_run_writer,
-            args=(index, socket_path, api_key_env, read_key_required, limits or {}),
+            args=(index, socket_path, api_key_env, read_key_required, limits),
             daemon=False,
         )
         writer.start()
@@ -213,13 +225,13 @@ def serve(
             os.environ[_ENV_KEY_NAME] = api_key_env or ""
             os.environ[_ENV_READS] = "1" if read_key_required else ""
             os.environ[_ENV_RECORD] = vectors_record or ""
-            os.environ[_ENV_LIMITS] = json.dumps(limits or {})
+            os.environ[_ENV_LIMITS] = json.dumps(limits)
             metrics_dir = os.path.join(folder, "metrics")
             os.mkdir(metrics_dir, 0o700)
             # Set before uvicorn spawns the readers, which import prometheus_client afresh.
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
             uvicorn.run(
-                "weftsearch.server.command:reader_app",
+                "weftsearch.server.run:reader_app",
                 factory=True,
                 host=host,
                 port=port,
@@ -359,84 +371,3 @@ def reader_app() -> Any:
         vectors_record=os.environ.get(_ENV_RECORD) or None,
         metrics_dir=os.environ["PROMETHEUS_MULTIPROC_DIR"],
     )
-
-
-def _cmd_serve(args: argparse.Namespace) -> int:
-    serve(
-        args.index,
-        sharded=args.sharded,
-        ray=args.ray,
-        host=args.host,
-        port=args.port,
-        api_key_env=args.api_key_env,
-        read_key_required=args.require_key_for_reads,
-        workers=args.workers,
-        readonly=args.readonly,
-        vectors_record=args.vectors_record,
-        limits={name: getattr(args, name) for name in LIMIT_DEFAULTS if getattr(args, name) is not None},
-    )
-    return 0
-
-
-def add_subcommand(commands: Any) -> None:
-    """Add ``serve`` to the ``weft-search`` subcommand parser."""
-    parser = commands.add_parser(
-        "serve",
-        help="serve an index over HTTP (JSON API under /v1; needs the 'server' extra)",
-        description="Serve the index at DIR over HTTP: search, batch search, documents, commit, stats, "
-        "ranking profiles, compare and rank_eval under /v1, /health, /metrics (Prometheus), /openapi.json. "
-        "Binds 127.0.0.1 unless --host says otherwise. With --api-key-env NAME, every write needs the key "
-        "held in the environment variable NAME (X-API-Key or Authorization: Bearer).",
-    )
-    which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--index", metavar="DIR", help="index directory")
-    which.add_argument(
-        "--sharded",
-        metavar="DIR",
-        help="a sharded index's directory (ShardedIndex; one process, no --vectors-record): its shards "
-        "run in this process, or as Ray actors with --ray",
-    )
-    parser.add_argument(
-        "--ray",
-        metavar="ADDRESS",
-        help="with --sharded: the Ray cluster (HOST:PORT) to run the shard actors on, or 'local' for a "
-        "loopback cluster started here and stopped at exit (the ray extra)",
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
-    parser.add_argument("--port", type=port, default=8080, help="port (default: %(default)s)")
-    parser.add_argument(
-        "--api-key-env", metavar="NAME", help="the environment variable holding the API key (never a file)"
-    )
-    parser.add_argument("--require-key-for-reads", action="store_true", help="reads need the key too")
-    parser.add_argument(
-        "--workers",
-        type=positive_int,
-        default=1,
-        help="search processes; above 1, a writer process beside them takes the writes (default: 1)",
-    )
-    parser.add_argument(
-        "--readonly", action="store_true", help="open the index read-only (writes answer 409)"
-    )
-    parser.add_argument(
-        "--vectors-record",
-        metavar="FILE",
-        help="the record weft-search embed wrote for the index's vectors (NAME.json or record.json): "
-        "searches sending text only are embedded with that model (needs the 'embed' extra), and vectors "
-        "declared to come from another model are refused",
-    )
-    limits = parser.add_argument_group(
-        "request limits",
-        "bounds on one request (ServerLimits); a request over one is refused with 422 LimitExceeded "
-        "(413 for the body) naming it, and /openapi.json states the figures this server applies",
-    )
-    for name, default in LIMIT_DEFAULTS.items():
-        shown = "none" if default is None else f"{default:,}"
-        limits.add_argument(
-            "--" + name.replace("_", "-"),
-            dest=name,
-            type=positive_int,
-            default=None,
-            metavar="N",
-            help=f"{_LIMIT_HELP[name]} (default: {shown})",
-        )
-    parser.set_defaults(handler=_cmd_serve)

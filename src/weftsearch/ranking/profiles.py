@@ -1,6 +1,6 @@
 """Ranking profiles: named, immutable, versioned rankings stored inside an index directory.
 
-A profile *is* an arm spec (:mod:`weftsearch.eval.specs`) plus metadata: the
+A profile *is* an arm spec (:mod:`weftsearch.ranking.specs`) plus metadata: the
 expression text (``rrf(bm25, vector, k=60)``), the depth asked of each scorer,
 an optional default filter (string form), where it came from (provenance: who
 or what made it, the dataset hashes and development score when learned fusion
@@ -39,8 +39,8 @@ from typing import Any
 
 from weftsearch.engine.filters import parse_filter
 from weftsearch.errors import CorruptIndexError, IndexNotFoundError, InvalidParameterError, UnknownKeyError
-from weftsearch.eval.runs import Arm
-from weftsearch.eval.specs import LEARNED, ArmBuilder, parse_arm
+from weftsearch.ranking.arm import Arm
+from weftsearch.ranking.specs import LEARNED, ArmBuilder, parse_arm
 from weftsearch.storage.directory import IndexDirectory, is_index_id
 from weftsearch.storage.files import read_regular
 
@@ -90,10 +90,10 @@ def check_profile_name(name: object) -> str:
 
 
 def build_arm(spec: str, depth: int | None = None, filter_text: str | None = None, *, name: str = "p") -> Arm:
-    """The :class:`~weftsearch.eval.runs.Arm` of a ranking expression, as the eval harness builds it.
+    """The :class:`~weftsearch.ranking.arm.Arm` of a ranking expression, as the eval harness builds it.
 
     Args:
-        spec: ``EXPR[@DEPTH]`` of :mod:`weftsearch.eval.specs` (``rrf(bm25, vector, k=60)@100``);
+        spec: ``EXPR[@DEPTH]`` of :mod:`weftsearch.ranking.specs` (``rrf(bm25, vector, k=60)@100``);
             ``learned(...)`` is refused (a served ranking needs a concrete fuser).
         depth: candidates per scorer; overrides nothing: giving a different
             ``@DEPTH`` in ``spec`` as well is refused. ``None``: the spec's, else 100.

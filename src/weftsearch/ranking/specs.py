@@ -2,7 +2,7 @@
 
 This is the one part of :mod:`weftsearch.eval` that knows scorer names: it
 turns ``"hybrid=rrf(bm25, vector, k=60)@100"`` into an
-:class:`~weftsearch.eval.runs.Arm`. The harness itself receives built arms.
+:class:`~weftsearch.ranking.arm.Arm`. The harness itself receives built arms.
 
 Grammar::
 
@@ -25,7 +25,7 @@ whose fuser is chosen on development queries (the caller does the choosing; see
 scorer, and an arm of one scorer is not fused: its run is the scorer's own
 stream with the scorer's own scores, as a one-signal search ranks it (see
 :mod:`weftsearch.eval.runs`), so the run's scores tie exactly where the
-scorer's do. (The :class:`~weftsearch.eval.runs.Arm` still holds a fuser, RRF,
+scorer's do. (The :class:`~weftsearch.ranking.arm.Arm` still holds a fuser, RRF,
 which is never called.)
 
 Scorers known by default (keywords are the constructors' parameters)::
@@ -55,8 +55,8 @@ from typing import Union
 from weftsearch.engine.filters import Filter, parse_filter
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.errors import InvalidParameterError, UnknownSignalError, WeftError
-from weftsearch.eval.runs import Arm
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
+from weftsearch.ranking.arm import Arm
 from weftsearch.scorers import (
     BM25Scorer,
     GraphScorer,

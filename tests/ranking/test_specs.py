@@ -9,9 +9,9 @@ from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import Stream
 from weftsearch.errors import InvalidParameterError, UnknownSignalError
-from weftsearch.eval.runs import PASS_THROUGH
-from weftsearch.eval.specs import SCORER_FACTORIES, ArmBuilder, Expr, parse_arm, register_scorer
 from weftsearch.fusion import WeightedRRF
+from weftsearch.ranking.arm import PASS_THROUGH
+from weftsearch.ranking.specs import SCORER_FACTORIES, ArmBuilder, Expr, parse_arm, register_scorer
 from weftsearch.scorers import VectorScorer
 
 
@@ -129,7 +129,7 @@ def test_register_a_user_scorer() -> None:
 
 def test_an_arm_can_carry_a_filter() -> None:
     from weftsearch.engine.filters import F
-    from weftsearch.eval.specs import ArmBuilder, parse_arm
+    from weftsearch.ranking.specs import ArmBuilder, parse_arm
 
     spec = parse_arm("recent=rrf(bm25, vector)@50 where year >= 1990 and not exists(retracted)")
     assert spec.depth == 50
@@ -144,7 +144,7 @@ def test_an_arm_can_carry_a_filter() -> None:
 
 def test_nesting_is_bounded() -> None:
     # Issue 26 item 4: a spec nested 500 deep (under 4,096 characters) was a RecursionError.
-    from weftsearch.eval.specs import MAX_SPEC_DEPTH
+    from weftsearch.ranking.specs import MAX_SPEC_DEPTH
 
     assert (
         str(parse_arm("a=" + "rrf(" * MAX_SPEC_DEPTH + "bm25" + ")" * MAX_SPEC_DEPTH).expr).count("(") == 32

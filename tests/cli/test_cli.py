@@ -180,7 +180,7 @@ def test_search_json_parses(index_dir: Path, capsys: pytest.CaptureFixture[str])
     assert main(argv) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["query"] == "rank fusion"
-    assert payload["signals"] == ["text", "graph", "recency"]
+    assert payload["signals"] == ["bm25", "graph", "recency"]  # --signals text is bm25 in the spec
     assert payload["fuser"] == "rrf"
     hits = payload["hits"]
     assert hits[0]["key"] == "fusion"
@@ -202,8 +202,8 @@ def test_search_explain_shows_every_signal(index_dir: Path, capsys: pytest.Captu
     assert main(argv) == 0
     out = capsys.readouterr().out
     header = out.splitlines()[1].split()
-    assert header == ["rank", "key", "score", "text", "graph", "pagerank", "recency", "title"]
-    for signal in ("text", "graph", "pagerank", "recency"):
+    assert header == ["rank", "key", "score", "bm25", "graph", "pagerank", "recency", "title"]
+    for signal in ("bm25", "graph", "pagerank", "recency"):
         assert any(line.split()[:1] == [signal] and "contribution" in line for line in out.splitlines())
     assert "absent" in out  # the graph signal drops its seed (bm25)
     assert "score" in out and "rank 1" in out
@@ -216,7 +216,7 @@ def test_search_with_query_vector(
     argv = ["search", "neighbour", "--index", str(index_dir), "--signals", "text,vector", "--json"]
     assert main([*argv, "--query-vector", str(tmp_path / "q.npy")]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert payload["signals"] == ["text", "vector"]
+    assert payload["signals"] == ["bm25", "vector"]
     assert payload["hits"][0]["key"] == "ann"
     vector_hit = payload["hits"][0]["signals"][1]
     assert vector_hit["rank"] == 1 and vector_hit["score"] > 0.5
@@ -229,7 +229,7 @@ def test_vector_signal_without_query_vector_is_dropped_with_a_warning(
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "weft-search: warning: the vector signal needs a query vector" in captured.err
-    assert json.loads(captured.out)["signals"] == ["text"]
+    assert json.loads(captured.out)["signals"] == ["bm25"]
     assert main(["search", "fusion", "--index", str(index_dir), "--signals", "vector"]) == 2
     assert "no other signal" in error_line(capsys)
 
@@ -357,7 +357,7 @@ def test_batch_threads_give_the_same_output_as_one_search_per_query(
 ) -> None:
     """The batch runs through Index.search_many (in slices, on threads): the same bytes as
     one Index.search per query, for more queries than one slice holds."""
-    import weftsearch.cli as cli
+    import weftsearch.cli.search as cli
 
     monkeypatch.setattr(cli, "_BATCH_SLICE", 2)  # four slices for seven queries
     many = [{"_id": f"m{n}", "text": QUERIES[n % len(QUERIES)]["text"]} for n in range(7)]
@@ -372,9 +372,7 @@ def test_batch_threads_give_the_same_output_as_one_search_per_query(
     rows = [json.loads(line) for line in outputs[0].splitlines()]
     assert [row["qid"] for row in rows] == [f"m{n}" for n in range(7)]
     for row, query in zip(rows, many, strict=True):
-        one = index.search(
-            query["text"], 3, RRF(), BM25Scorer(name="text")
-        ).to_dict()  # the CLI's text signal
+        one = index.search(query["text"], 3, RRF(), BM25Scorer()).to_dict()  # the CLI's default: bm25
         # The batch may score BM25 compiled where one search runs numpy: the path-free plan only.
         assert without_paths({key: row[key] for key in one}) == without_paths(json.loads(json.dumps(one)))
     assert main([*argv, "--threads", "0"]) == 2
@@ -438,7 +436,7 @@ def test_hash_embedding_is_the_documented_function() -> None:
 
 # ---------------------------------------------------------------------- SciFact (shared data)
 
-SCIFACT = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "scifact"
+SCIFACT = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "scifact"
 FROZEN = SCIFACT / "vectors" / "all-minilm-l6-v2-int8"
 
 
