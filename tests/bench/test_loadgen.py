@@ -802,7 +802,7 @@ def test_commit_under_load_splits_requests_at_the_window_and_counts_shed_in_each
 
 def test_a_deeply_nested_report_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
     # Issue 26 item 4: a RecursionError before.
-    from weftsearch.bench.loadgen import ladders_from_json
+    from weftsearch.bench.report import ladders_from_json
     from weftsearch.errors import InvalidParameterError
 
     report = tmp_path / "load.json"

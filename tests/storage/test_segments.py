@@ -1067,7 +1067,7 @@ def test_large_commits_encoded_in_a_child_give_the_same_bytes(tmp_path: Path) ->
 
 
 def test_writes_during_a_child_encode_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import weftsearch.engine.index as index_module
+    import weftsearch.engine.children as index_module
 
     docs = make_corpus(30)
     index = Index.create(tmp_path / "index")
@@ -1098,7 +1098,7 @@ def test_writes_during_a_child_encode_are_kept(tmp_path: Path, monkeypatch: pyte
 def test_a_failed_child_falls_back_to_encoding_in_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import weftsearch.engine.index as index_module
+    import weftsearch.engine.children as index_module
 
     monkeypatch.setattr(index_module, "encode_in_child", lambda *args: False)
     index = _commit_with_fork_threshold(tmp_path / "index", 10, make_corpus(20))
@@ -1109,7 +1109,7 @@ def test_a_failed_child_falls_back_to_encoding_in_thread(
 def test_a_seal_during_a_child_encode_keeps_every_document_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import weftsearch.engine.index as index_module
+    import weftsearch.engine.children as index_module
 
     docs = make_corpus(30)
     index = Index.create(tmp_path / "index")
@@ -1155,7 +1155,7 @@ def _merged_with_fork_threshold(path: Path, threshold: int | None) -> Index:
 def test_large_merges_written_by_a_child_give_the_same_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import weftsearch.engine.index as index_module
+    import weftsearch.engine.children as index_module
 
     real = index_module.merge_in_child
     children: list[bool] = []
@@ -1187,7 +1187,7 @@ def test_a_merge_child_takes_no_lock_a_searching_thread_held_at_the_fork(
     locks (copied locked into the child, with no thread there to release them)
     would hang it for ever.
     """
-    import weftsearch.engine.index as index_module
+    import weftsearch.engine.children as index_module
 
     documents = make_corpus(40)
     index = Index.create(tmp_path / "index")
@@ -1234,7 +1234,7 @@ def test_a_merge_child_takes_no_lock_a_searching_thread_held_at_the_fork(
 def test_a_failed_merge_child_falls_back_to_merging_in_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import weftsearch.engine.index as index_module
+    import weftsearch.engine.children as index_module
 
     monkeypatch.setattr(index_module, "merge_in_child", lambda *args: False)
     forked = _merged_with_fork_threshold(tmp_path / "fallback", 10)

@@ -33,7 +33,8 @@ from tqdm.auto import tqdm
 
 from weftsearch.analysis import Analyzer, get_analyzer
 from weftsearch.documents import Document
-from weftsearch.engine.children import COMMIT_PRIORITIES, ChildFile, encode_in_child, merge_in_child
+from weftsearch.engine import children
+from weftsearch.engine.children import COMMIT_PRIORITIES, ChildFile
 from weftsearch.engine.inflight import SearchesInFlight
 from weftsearch.engine.ingest import analyse_documents, resolve_workers
 from weftsearch.engine.merge_policy import MergePolicy
@@ -1392,7 +1393,7 @@ class Index:
             dim = self._vector_dim
             name = f"seg-{self._next_segment:06d}.wseg"
         self._check_fresh_name(name)
-        if not encode_in_child(
+        if not children.encode_in_child(
             list(batch.values()), dim, self._vector_dtype, self._child_file(directory, name)
         ):
             return
@@ -1551,7 +1552,7 @@ class Index:
         named = [(segment.name, mask) for segment, mask in sources if segment.name is not None]
         if len(named) != len(sources):
             return False  # an uncommitted source (never chosen for a committed merge)
-        return merge_in_child(named, target)
+        return children.merge_in_child(named, target)
 
     def _install_merged(
         self, sources: Sequence[tuple[_Segment, NDArray[np.bool_]]], merged: _Segment
