@@ -29,6 +29,7 @@ from weftsearch.server.profiles import ProfileStore
 
 __all__ = ["ServedIndex", "SupportsShardedServing", "check_sharded", "sharded_profile_store"]
 
+
 @runtime_checkable
 class ServedIndex(Searchable, Protocol):
     """What the server calls of the index it serves: the searchable protocol and the writes."""
