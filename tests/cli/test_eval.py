@@ -19,7 +19,7 @@ from tests.eval.test_harness import make_collection
 from weftsearch.cli import main
 from weftsearch.cli.eval import PRESET_ARMS, STREAM_WEIGHTS, _sweep, run_experiment
 from weftsearch.errors import InvalidParameterError
-from weftsearch.eval import datasets
+from weftsearch.eval import pins as pins_module
 from weftsearch.eval.datasets import CollectionPins, FilePin
 from weftsearch.eval.harness import build_testbed
 from weftsearch.eval.metrics import evaluate
@@ -290,7 +290,7 @@ def mirror_pins(monkeypatch: pytest.MonkeyPatch, files: dict[str, bytes]) -> Non
         FilePin(path, len(data), hashlib.sha256(data).hexdigest(), f"{UPSTREAM}/{path}")
         for path, data in files.items()
     )
-    monkeypatch.setattr(datasets, "PINS", {"cacm": CollectionPins("cacm", pins)})
+    monkeypatch.setattr(pins_module, "PINS", {"cacm": CollectionPins("cacm", pins)})
 
 
 def serve(root: Path, files: dict[str, bytes]) -> None:
@@ -383,7 +383,7 @@ def test_datasets_fetch_cacm_from_a_local_mirror_then_verify(
 ) -> None:
     """The compiled CACM pins and URLs, served from a mirror laid out like raw.githubusercontent.com."""
     root, base = server
-    for pin in datasets.PINS["cacm"].files:
+    for pin in pins_module.PINS["cacm"].files:
         assert pin.url is not None
         target = root / pin.url.split("://", 1)[1].split("/", 1)[1]
         target.parent.mkdir(parents=True, exist_ok=True)

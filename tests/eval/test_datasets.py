@@ -1015,7 +1015,7 @@ def test_fetch_a_shared_collection_from_a_local_mirror(server: tuple[Path, str],
 def test_a_deeply_nested_vector_record_is_a_format_error(tmp_path: Path) -> None:
     # Issue 26 item 4: every JSON record read from disk; this one was a RecursionError.
     from weftsearch.errors import CorpusFormatError
-    from weftsearch.eval.datasets import _part_records
+    from weftsearch.eval.vectors import _part_records
 
     deep = ("[" * 100_000 + "]" * 100_000).encode()
     for name in ("record.json", "corpus.json"):

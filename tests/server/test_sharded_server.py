@@ -8,7 +8,6 @@ the server over an ordinary Index holding the same documents.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from weftsearch import Document, Index, Query
 from weftsearch.distributed import ShardedIndex
 from weftsearch.engine.filters import parse_filter
 from weftsearch.errors import InvalidParameterError, UnknownKeyError
-from weftsearch.ranking.profiles import PROFILE_FORMAT, ProfileStore, build_arm
+from weftsearch.ranking.profiles import PROFILE_FORMAT, build_arm
 from weftsearch.server.app import create_app
 from weftsearch.server.run import serve
 
@@ -303,56 +302,6 @@ def test_profiles_belong_to_the_sharded_index_and_survive_a_restart(tmp_path: Pa
         assert listed.status_code == 200, listed.text
         assert (listed.json()["version"], listed.json()["spec"]) == (2, "rrf(bm25, vector, k=60)")
         assert client.get("/v1/profiles/main/1").json()["spec"] == "bm25"
-
-
-def test_profiles_kept_in_the_first_shard_are_moved_to_the_sharded_index(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Where earlier versions kept them (DIR/shard-0000/profiles): a read-only server reads them there,
-    a writable one copies every version to DIR/profiles and says so; nothing is lost."""
-    root = tmp_path / "s"
-    with ShardedIndex.create(root, 2, vector_dim=8) as sharded:
-        sharded.add_many(small_documents(), progress=False)
-        sharded.commit()
-    old = ProfileStore(root / "shard-0000")  # as the server of earlier versions wrote them
-    first = old.create("kept", "bm25", description="the first")
-    second = old.create("kept", "rrf(bm25, vector, k=60)", depth=50)
-    old.create("other", "vector")
-    before = _profile_files(root / "shard-0000" / "profiles")
-    with (
-        ShardedIndex.open(root, readonly=True) as readonly,
-        TestClient(create_app(readonly, readonly=True)) as client,
-    ):
-        assert client.get("/v1/profiles/kept").json()["version"] == 2
-    assert not (root / "profiles").exists()  # a read-only server writes nothing
-    with (
-        caplog.at_level(logging.WARNING, logger="weftsearch.server"),
-        ShardedIndex.open(root) as sharded,
-        TestClient(create_app(sharded)) as client,
-    ):
-        owner = sharded.index_id
-        assert client.get("/v1/profiles/kept").json() == second.to_dict()
-        assert client.get("/v1/profiles/kept/1").json() == first.to_dict()
-        made = client.post("/v1/profiles", json={"name": "kept", "spec": "bm25"})
-        assert made.status_code == 201 and made.json()["version"] == 3
-    assert "moved the ranking profiles" in caplog.text and "kept, other" in caplog.text
-    assert _profile_files(root / "profiles") == [
-        "kept.v000001.json",
-        "kept.v000002.json",
-        "kept.v000003.json",
-        "other.v000001.json",
-    ]
-    assert _profile_files(root / "shard-0000" / "profiles") == before  # the old files stay as they were
-    moved = ProfileStore.at(root, str(owner))
-    assert moved.get("kept", 2) == second and moved.get("other").spec == "vector"
-    caplog.clear()
-    with (
-        caplog.at_level(logging.WARNING, logger="weftsearch.server"),
-        ShardedIndex.open(root) as sharded,
-        TestClient(create_app(sharded)),
-    ):
-        pass
-    assert "moved" not in caplog.text  # once only
 
 
 def test_options_that_do_not_fit_a_sharded_index_are_refused(tmp_path: Path) -> None:

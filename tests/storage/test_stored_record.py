@@ -25,7 +25,8 @@ TEXTS = [
 FIELDS: list[dict[str, str | int | float | bool]] = [
     {},
     {"title": "T"},
-    {"b": 1, "a": "x", "\u00e9": True, "Z": False, "c": 1.5, "d": -0.0, "e": 1e300, "f": 2**53, "h": -(2**53), "g": 1e-7},
+    {"b": 1, "a": "x", "\u00e9": True, "Z": False, "c": 1.5, "d": -0.0, "e": 1e300, "f": 2**53, "g": 1e-7},
+    {"h": -(2**53)},
     {'quote"key': "va\\lue\n", "emoji \U0001f600": "\u2028"},
 ]
 TIMES: list[object] = [

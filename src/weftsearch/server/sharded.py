@@ -17,7 +17,6 @@ through the object the caller opened), so the dependency rules hold.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
@@ -26,11 +25,9 @@ from typing import Protocol, runtime_checkable
 from weftsearch.documents import Document
 from weftsearch.engine.searchable import Searchable
 from weftsearch.errors import InvalidParameterError
-from weftsearch.ranking.profiles import PROFILES_DIR, ProfileStore
+from weftsearch.ranking.profiles import ProfileStore
 
 __all__ = ["ServedIndex", "SupportsShardedServing", "check_sharded", "sharded_profile_store"]
-
-LOG = logging.getLogger("weftsearch.server")
 
 
 @runtime_checkable
@@ -104,43 +101,6 @@ def check_sharded(
 def sharded_profile_store(sharded: SupportsShardedServing) -> ProfileStore:
     """The sharded index's ranking profiles: ``DIR/profiles``, beside its commit record.
 
-    Each profile file names the sharded index's id as its owner. Earlier
-    versions kept them in the first shard's directory
-    (``DIR/shard-0000/profiles``): when that holds profiles and ``DIR/profiles``
-    none, a writable server copies every version there (same names,
-    versions and contents; the old files stay) and logs it, so no profile
-    is lost. A read-only server writes nothing: it reads the old place
-    until a writable one has moved them (and says so in the log).
-
-    Raises:
-        CorruptIndexError: a profile file of the old place fails its checks.
-
+    Each profile file names the sharded index's id as its owner.
     """
-    root = Path(str(sharded.path))
-    legacy = root / sharded.shards[0]
-    store = ProfileStore.at(root, sharded.index_id)
-    if store.names() or not (legacy / PROFILES_DIR).is_dir():
-        return store
-    old = ProfileStore(legacy)
-    if not old.names():
-        return store
-    if sharded.readonly:
-        LOG.warning(
-            "the ranking profiles of %s are still in %s (where earlier versions kept them); a read-only "
-            "server reads them there, and a writable one moves them to %s",
-            root,
-            old.folder,
-            store.folder,
-        )
-        return old
-    copied = store.adopt(old)
-    LOG.warning(
-        "moved the ranking profiles of %s from %s to %s (%d versions of %s); the old files are left "
-        "in place and no longer read",
-        root,
-        old.folder,
-        store.folder,
-        copied,
-        ", ".join(old.names()),
-    )
-    return store
+    return ProfileStore.at(Path(str(sharded.path)), sharded.index_id)

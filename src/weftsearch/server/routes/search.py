@@ -1,0 +1,93 @@
+"""``/v1/search`` and ``/v1/search/batch``: :meth:`Index.search` and :meth:`Index.search_many` over HTTP."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fastapi import APIRouter
+
+from weftsearch.engine.search import SearchResults
+from weftsearch.server.errors import about_field, answers
+from weftsearch.server.models import BatchSearchRequest, BatchSearchResponse, SearchRequest, SearchResponse
+from weftsearch.server.state import Ranking, Served
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+def hits_of(results: SearchResults, explain: bool) -> list[dict[str, Any]]:
+    """The hits of ``results`` as JSON rows; with ``explain`` their signals, a non-finite score as null."""
+    out = []
+    for hit in results:
+        row = hit.to_dict()
+        if not explain:
+            del row["signals"]
+        else:
+            for signal in row["signals"]:
+                if signal["score"] is not None and not math.isfinite(signal["score"]):
+                    signal["score"] = None
+        out.append(row)
+    return out
+
+
+def search_body(
+    results: SearchResults, ranking: Ranking, explain: bool, source: dict[str, Any]
+) -> dict[str, Any]:
+    """The answer to one query."""
+    return {
+        "query_vector": source,
+        "generation": results.generation,
+        "ranking": ranking.label,
+        "fuser": results.fuser,
+        "signals": list(results.signals),
+        "depth": results.depth,
+        "cut_short": list(results.cut_short),
+        **({"plans": results.plans} if explain else {}),
+        "hits": hits_of(results, explain),
+    }
+
+
+@router.post(
+    "/v1/search",
+    tags=["search"],
+    summary="Search with a profile, a spec or the default ranking",
+    **answers(SearchResponse),
+)
+def search(body: SearchRequest, state: Served) -> dict[str, Any]:
+    state.check_k(body.k)
+    ranking = state.ranking(body)
+    state.adopt_commits()
+    (query,), (source,) = state.queries([(body, "")], ranking)
+    with about_field(None):
+        (results,) = state.run_search(ranking, [query], body.k)
+    return search_body(results, ranking, body.explain, source)
+
+
+@router.post(
+    "/v1/search/batch",
+    tags=["search"],
+    summary="Many queries on one snapshot (Index.search_many)",
+    **answers(BatchSearchResponse),
+)
+def search_batch(body: BatchSearchRequest, state: Served) -> dict[str, Any]:
+    state.check_k(body.k)
+    state.check_batch(len(body.queries), "queries")
+    ranking = state.ranking(body)
+    state.adopt_commits()
+    queries, sources = state.queries([(q, f"queries.{i}.") for i, q in enumerate(body.queries)], ranking)
+    with about_field("queries"):
+        results = state.index.search_many(
+            queries,
+            body.k,
+            ranking.arm.fuser,
+            *ranking.arm.scorers,
+            depth=max(ranking.arm.depth, body.k),
+            threads=state.limits.search_threads,
+        )
+    return {
+        "results": [
+            search_body(r, ranking, body.explain, source) for r, source in zip(results, sources, strict=True)
+        ]
+    }
