@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import weftsearch.eval.pins as pin_table
 from weftsearch.corpus import _fields as corpus_fields  # the JSONL rules of weft-search index
 from weftsearch.corpus import _links as corpus_links
 from weftsearch.corpus import parse_time
@@ -17,7 +18,6 @@ from weftsearch.errors import (
     InvalidParameterError,
     WeftError,
 )
-from weftsearch.eval import pins as pin_table
 from weftsearch.eval.collection import (
     Collection,
     CollectionVectors,

@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
+import weftsearch.eval.pins as pin_table
 from weftsearch._atomic import atomic_file
 from weftsearch.errors import (
     CorpusFormatError,
     DatasetIntegrityError,
     InvalidParameterError,
 )
-from weftsearch.eval import pins as pin_table
 from weftsearch.eval.collection import FileRecord, sha256_bytes
 from weftsearch.eval.pins import _CHUNK, CollectionPins, FilePin, StrPath
 

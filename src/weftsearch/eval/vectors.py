@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+import weftsearch.eval.pins as pin_table
 from weftsearch.errors import (
     CorpusFormatError,
     DatasetIntegrityError,
     PairingError,
 )
-from weftsearch.eval import pins as pin_table
 from weftsearch.eval.collection import (
     Collection,
     CollectionVectors,
