@@ -236,6 +236,23 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_corpus_options(command: argparse.ArgumentParser) -> None:
+    """The options ``index`` and ``add`` share: how the corpus is read and analysed."""
+    command.add_argument("--format", choices=CORPUS_FORMATS, default="auto", help="corpus layout (auto)")
+    command.add_argument("--vectors", metavar="FILE.npy", help="frozen document vectors, one row per id")
+    command.add_argument(
+        "--vector-ids", metavar="FILE", help="row ids of --vectors, one a line (default: <stem>_ids.txt)"
+    )
+    command.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="processes that analyse the documents (default: from 2,000 documents, one more per "
+        "idle CPU; the index is the same whatever the count)",
+    )
+
+
 def add_index_commands(commands: Any) -> None:
     """Add ``index``, ``demo``, ``scrub``, ``merge``, ``add``, ``delete`` and ``stats``."""
     index = commands.add_parser(
@@ -246,25 +263,13 @@ def add_index_commands(commands: Any) -> None:
     )
     index.add_argument("corpus", metavar="CORPUS", help="a .jsonl file, or a BEIR folder")
     index.add_argument("--index", required=True, metavar="DIR", help="index directory to create")
-    index.add_argument("--format", choices=CORPUS_FORMATS, default="auto", help="corpus layout (auto)")
-    index.add_argument("--vectors", metavar="FILE.npy", help="frozen document vectors, one row per id")
-    index.add_argument(
-        "--vector-ids", metavar="FILE", help="row ids of --vectors, one a line (default: <stem>_ids.txt)"
-    )
+    _add_corpus_options(index)
     index.add_argument("--analyzer", choices=analyzer_names(), default="english", help="analyzer (english)")
     index.add_argument("--overwrite", action="store_true", help="replace an existing index at DIR")
     index.add_argument(
         "--no-store-text",
         action="store_true",
         help="index the text but do not store it (smaller index; hits show no text; docs/FORMAT.md)",
-    )
-    index.add_argument(
-        "--workers",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="processes that analyse the documents (default: from 2,000 documents, one more per "
-        "idle CPU; the index is the same whatever the count)",
     )
     index.set_defaults(handler=_cmd_index)
 
@@ -304,19 +309,7 @@ def add_index_commands(commands: Any) -> None:
     )
     add.add_argument("corpus", metavar="CORPUS", help="a .jsonl file, or a BEIR folder")
     add.add_argument("--index", required=True, metavar="DIR", help="index directory (must exist)")
-    add.add_argument("--format", choices=CORPUS_FORMATS, default="auto", help="corpus layout (auto)")
-    add.add_argument("--vectors", metavar="FILE.npy", help="frozen document vectors, one row per id")
-    add.add_argument(
-        "--vector-ids", metavar="FILE", help="row ids of --vectors, one a line (default: <stem>_ids.txt)"
-    )
-    add.add_argument(
-        "--workers",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="processes that analyse the documents (default: from 2,000 documents, one more per "
-        "idle CPU; the index is the same whatever the count)",
-    )
+    _add_corpus_options(add)
     add.set_defaults(handler=_cmd_add)
 
     delete = commands.add_parser(
