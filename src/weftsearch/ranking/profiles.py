@@ -398,45 +398,6 @@ class ProfileStore:
                 version += 1  # another process took this number first
         return self.get(name, version)
 
-    def adopt(self, source: ProfileStore) -> int:
-        """Copy every version of every profile in ``source`` that this store lacks; return how many.
-
-        Each copy keeps its name, version number, ranking, depth, filter,
-        description, provenance and creation time, and names this store's
-        index as its owner; it is written as :meth:`create` writes (complete
-        or not at all, never over an existing file). ``source`` is left as it
-        is. Used to move a sharded index's profiles from where earlier
-        versions kept them (its first shard) to its own directory.
-
-        Raises:
-            CorruptIndexError: a file of ``source`` fails its checks.
-
-        """
-        copied = 0
-        self.folder.mkdir(exist_ok=True)
-        with self._lock:
-            for name in source.names():
-                have = set(self.versions(name))
-                for version in source.versions(name):
-                    if version in have:
-                        continue
-                    profile = source.get(name, version)
-                    record: dict[str, Any] = {
-                        "format": PROFILE_FORMAT,
-                        "index_id": self.index_id,
-                        "name": name,
-                        "version": version,
-                        "spec": profile.spec,
-                        "depth": profile.depth,
-                        "filter": profile.filter,
-                        "description": profile.description,
-                        "provenance": profile.provenance,
-                        "created": profile.created,
-                    }
-                    if self._write_new(self.folder / f"{name}.v{version:06d}.json", _sealed(record)):
-                        copied += 1
-        return copied
-
     def _write_new(self, target: Path, data: bytes) -> bool:
         """Write ``data`` at ``target`` complete or not at all; False (nothing written) if it exists."""
         handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
