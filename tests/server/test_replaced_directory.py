@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 
 from tests.server.conftest import KEY, WRITE, make_index
 from weftsearch import Document, Index
+from weftsearch.distributed import RECORD, ShardedIndex
 from weftsearch.server.app import create_app
 
 QUERY = {"text": "graph", "vector": [0.5] * 8}  # the default ranking needs the query's vector
@@ -153,3 +154,53 @@ def test_a_commit_of_the_same_index_is_not_a_replacement(index_path: Path) -> No
             writer.commit()
         assert reader.get("/health").json() == {"status": "ok"}
         assert reader.get("/v1/documents/fresh").status_code == 200
+
+
+def _sharded(path: Path, documents: list[Document]) -> Path:
+    with ShardedIndex.create(path, 2) as sharded:
+        sharded.add_many(documents, progress=False)
+        sharded.commit()
+    return path
+
+
+def _sharded_replaced_by_another(path: Path) -> None:
+    other = _sharded(path.parent / "other", [Document("o1", "graph other index")])
+    shutil.rmtree(path)
+    os.rename(other, path)
+
+
+def _garbage_record(path: Path) -> None:
+    (path / RECORD).write_bytes(b"\x00garbage\xff" * 10)
+
+
+def _record_removed(path: Path) -> None:
+    (path / RECORD).unlink()
+
+
+SHARDED_CHANGES: dict[str, Callable[[Path], None]] = {
+    "deleted": _delete,
+    "replaced by another sharded index": _sharded_replaced_by_another,
+    "garbage record in place": _garbage_record,
+    "record removed": _record_removed,
+}
+
+
+@pytest.mark.parametrize("change", list(SHARDED_CHANGES))
+def test_a_sharded_server_is_watched_as_a_single_index_is(tmp_path: Path, change: str) -> None:
+    """The sharded server watches its directory and SHARDS record: 503 with the reason, never old data."""
+    path = _sharded(tmp_path / "s", [Document(f"d{i}", f"graph document {i}") for i in range(6)])
+    with ShardedIndex.open(path) as sharded, TestClient(
+        create_app(sharded, api_key=KEY), raise_server_exceptions=False
+    ) as client:
+        assert client.get("/health").json() == {"status": "ok"}
+        assert client.post("/v1/search", json={"text": "graph", "spec": "bm25"}).status_code == 200
+        SHARDED_CHANGES[change](path)
+        health = client.get("/health")
+        assert health.status_code == 503 and "restart the server" in health.json()["reason"], health.text
+        for method, route, body in [
+            ("POST", "/v1/search", {"text": "graph", "spec": "bm25"}),
+            ("GET", "/v1/documents/d1", None),
+            ("GET", "/v1/stats", None),
+        ]:
+            answer = client.request(method, route, json=body, headers=WRITE)
+            assert answer.status_code == 503 and answer.json()["error"]["type"] == "IndexUnavailable"

@@ -98,6 +98,7 @@ __all__ = [
     "ShardedResults",
     "is_sharded",
     "local_shards",
+    "record_index_id",
     "scrub_sharded",
 ]
 
@@ -1260,6 +1261,16 @@ _RECORD_KEYS = frozenset(
 
 def _encode_record(record: Mapping[str, Any]) -> bytes:
     return seal(record)
+
+
+def record_index_id(root: Path) -> str:
+    """The sharded index id its ``SHARDS`` record at ``root`` names (the record fully checked).
+
+    Raises:
+        IndexNotFoundError, FormatVersionError, CorruptIndexError: as :func:`_read_record`.
+
+    """
+    return str(_read_record(root)["index_id"])
 
 
 def _read_record(root: Path) -> dict[str, Any]:

@@ -56,8 +56,19 @@ class DirectoryWatch:
     with a new one (docs: README, "Deploy the server").
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self, path: Path, record: str | None = None, read_id: Callable[[Path], str] | None = None
+    ) -> None:
+        """Watch ``path``, whose ``record`` file (default ``MANIFEST``) ``read_id`` reads the index id of.
+
+        A sharded index is watched through its ``SHARDS`` record and
+        :func:`weftsearch.distributed.sharded.record_index_id`.
+        """
+        from weftsearch.storage.directory import MANIFEST
+
         self.path = path
+        self._record = MANIFEST if record is None else record
+        self._read = _manifest_id if read_id is None else read_id
         opened = path.stat()
         self._directory = (opened.st_dev, opened.st_ino)
         self._manifest: tuple[int, int, int, int] | None = None
@@ -66,14 +77,11 @@ class DirectoryWatch:
         self._lock = threading.Lock()
 
     def _read_id(self) -> str:
-        from weftsearch.storage.directory import MANIFEST, Manifest
-        from weftsearch.storage.files import read_regular
-
-        where = self.path / MANIFEST
+        where = self.path / self._record
         seen = where.stat()
-        manifest = Manifest.from_bytes(read_regular(where), where)
+        index_id = self._read(self.path)
         self._manifest = (seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns)
-        return manifest.index_id
+        return index_id
 
     def problem(self) -> str | None:
         """Why the index cannot be served any more (and never again), or ``None`` while it can."""
@@ -85,8 +93,6 @@ class DirectoryWatch:
             return self.lost
 
     def _check(self) -> str | None:
-        from weftsearch.storage.directory import MANIFEST
-
         restart = "restart the server to serve what is there now"
         try:
             now = self.path.stat()
@@ -97,18 +103,28 @@ class DirectoryWatch:
         if (now.st_dev, now.st_ino) != self._directory:
             return f"the index directory was replaced under the server (another one is there); {restart}"
         try:
-            seen = (self.path / MANIFEST).stat()
+            seen = (self.path / self._record).stat()
         except OSError:
-            return f"the index directory lost its MANIFEST under the server; {restart}"
+            return f"the index directory lost its {self._record} under the server; {restart}"
         if (seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns) == self._manifest:
             return None
         try:
             index_id = self._read_id()
         except (OSError, WeftError) as exc:
-            return f"the index directory's MANIFEST is no longer an index's ({type(exc).__name__}); {restart}"
+            kind = type(exc).__name__
+            return f"the index directory's {self._record} is no longer an index's ({kind}); {restart}"
         if index_id != self._index_id:
             return f"the index directory now holds another index (id {index_id}); {restart}"
         return None
+
+
+def _manifest_id(path: Path) -> str:
+    """The index id in the ``MANIFEST`` of the index directory ``path``."""
+    from weftsearch.storage.directory import MANIFEST, Manifest
+    from weftsearch.storage.files import read_regular
+
+    where = path / MANIFEST
+    return Manifest.from_bytes(read_regular(where), where).index_id
 
 
 @dataclass(frozen=True, slots=True)
