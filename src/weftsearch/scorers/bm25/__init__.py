@@ -55,32 +55,24 @@ __all__ = ["PLAN_KEYS", "TERM_CACHE_POSTINGS", "BM25Scorer", "lucene_idf"]
 # numbers in the same order (np.bincount adds its weights in input order, and
 # the input runs term by term), so the choice never changes a score, only its
 # cost. Dense: np.bincount into an array of N scores, O(N + P) for P postings.
-# Sparse: a stable sort of the P ids, O(P log P). Measured with numpy 2.4 on
-# one core, dense wins at any P up to N of about 20,000 documents, and beyond
-# that once P >= N / 20.
+# Sparse: a stable sort of the P ids, O(P log P). Where each wins is measured in
+# docs/BENCHMARKS.md, "BM25 path thresholds".
 _DENSE_BELOW_DOCS = 20_000
 _DENSE_RATIO = 0.05
 
 # score() runs the compiled kernel (weftsearch.native.bm25) on snapshots of at
-# least this many documents, numpy below. Measured on one core (bench/bm25_kernel.py,
-# 2026-12-03, load 2.6-8, so indicative): SciFact (5,183 documents) numpy 11.3k q/s
-# against compiled 9.3k at top-10 (4.9k against 9.7k at top-100): the dense numpy pass
-# over so few documents is cheaper than the kernel's windows and probes; on 100,000
-# synthetic documents the kernel is 1.5x (top-10) and 1.35x (top-100) numpy's speed.
-# Both give the same results to the bit; the kernel also releases the GIL.
-# Below this size score() still takes the kernel while another search runs in the
-# process (weftsearch.engine.inflight): numpy holds the GIL through most of a search
-# on a small snapshot and hands it over at every larger call, so two threads convoy.
-# SciFact, Index.search top-10 aggregate (bench: docs/BENCHMARKS.md, "Load ladder",
-# 2026-12-04, load 1.2): numpy 10.0k q/s on one thread but 5.9k on two; the kernel
-# 6.4k on one and 7.7k on two (hybrid, depth 100: numpy 1.83k/1.70k, kernel 1.61k/1.87k).
+# least this many documents, numpy below: over few documents the dense numpy pass
+# is cheaper than the kernel's windows and probes. Both give the same results to
+# the bit; the kernel also releases the GIL. Below this size score() still takes
+# the kernel while another search runs in the process (weftsearch.engine.inflight):
+# numpy holds the GIL through most of a search on a small snapshot, so two threads
+# convoy. The figures behind the threshold: docs/BENCHMARKS.md, "BM25 path thresholds".
 _COMPILED_FROM_DOCS = 20_000
 
 # score_many() runs the compiled batch below _COMPILED_FROM_DOCS too when k is at most
 # this: one call for the batch saves the per-query call overhead, which is what the numpy
-# path's lead at small k is made of (SciFact, CPU time per query, 2026-12-03, load 4:
-# numpy 55/60/62/73 us against compiled 48/62/74/115 us at k = 1/10/20/100, each compiled
-# call paying 5-8 us of set-up the batch pays once), and the batch runs without the GIL.
+# path's lead at small k is made of, and the batch runs without the GIL (figures:
+# docs/BENCHMARKS.md, "BM25 path thresholds").
 _BATCH_COMPILED_MAX_K = 10
 
 # score() seeds its top-k threshold with one term's documents (see there); a
