@@ -292,7 +292,7 @@ class ServerStartError(WeftError, RuntimeError):
 
 
 class PlanChangedError(WeftError, ValueError):
-    """A trial plan's inputs (queries, judgements, vectors), or the plan file itself, changed since it was pinned.
+    """A trial plan's inputs (queries, judgements, vectors), or the plan itself, changed since it was pinned.
 
     The message names the file and both SHA-256s; write a new plan
     (``weft-search trial plan``) rather than editing one (:mod:`weftsearch.eval.trial`).
@@ -300,7 +300,7 @@ class PlanChangedError(WeftError, ValueError):
 
 
 class ReportExistsError(WeftError, FileExistsError):
-    """A trial report (or plan) is already at the target path: it is never overwritten; the message names it."""
+    """A trial report (or plan) is already at the target path: never overwritten; the message names it."""
 
 
 class ServerUnreachableError(WeftError, ConnectionError):
@@ -308,8 +308,10 @@ class ServerUnreachableError(WeftError, ConnectionError):
 
 
 class TrialValidationError(WeftError, RuntimeError):
-    """A trial's responses broke the plan: a query unanswered, another profile or version, a duplicate
-    hit, the index generation changed, another query vector model (:mod:`weftsearch.eval.trial`).
+    """A trial's responses broke the plan (:mod:`weftsearch.eval.trial`).
+
+    A query unanswered, another profile or version, a duplicate hit, the index
+    generation changed, or another query vector model.
 
     The report is written all the same (marked ``"valid": false``) so that the violations can be read.
 

@@ -1,4 +1,4 @@
-"""``weft-search trial plan`` and ``weft-search trial run``: the argument parsing of :mod:`weftsearch.eval.trial`.
+"""``weft-search trial plan`` and ``trial run``: the argument parsing of :mod:`weftsearch.eval.trial`.
 
 Named ``trial`` rather than ``rank-eval``: the server's ``/v1/rank_eval``
 already names a different thing (offline fusion of the server's own streams,
@@ -39,7 +39,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         measures=args.measure or ("nDCG@10", "R@10"),
         resamples=args.resamples,
     )
-    print(f"plan {plan.path}: {len(plan.queries)} queries x {len(plan.methods)} methods, sha256 {plan.sha256}")
+    print(
+        f"plan {plan.path}: {len(plan.queries)} queries x {len(plan.methods)} methods, sha256 {plan.sha256}"
+    )
     return 0
 
 
@@ -56,8 +58,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except TrialValidationError as exc:
         print(f"{PROG}: trial: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_PROBLEM
-    summary: dict[str, Any] = {"report": args.report, "means": report["means"],
-                               "latency_ms": report["latency"]["all"]}  # fmt: skip
+    summary: dict[str, Any] = {
+        "report": args.report,
+        "means": report["means"],
+        "latency_ms": report["latency"]["all"],
+    }
     print(json.dumps(summary, ensure_ascii=False))
     return 0
 
@@ -83,9 +88,15 @@ def add_trial_command(commands: Any) -> None:
         "is the baseline unless --baseline names another",
     )
     plan.add_argument("--queries", required=True, metavar="FILE", help="queries (.jsonl or .txt)")
-    plan.add_argument("--qrels", required=True, metavar="FILE", help="judgements; unjudged queries are left out")
-    plan.add_argument("--query-vectors", metavar="FILE.npy", help="frozen query vectors (FILE_ids.txt beside)")
-    plan.add_argument("--vector-model", metavar="NAME", help="the query vector model every response must report")
+    plan.add_argument(
+        "--qrels", required=True, metavar="FILE", help="judgements; unjudged queries are left out"
+    )
+    plan.add_argument(
+        "--query-vectors", metavar="FILE.npy", help="frozen query vectors (FILE_ids.txt beside)"
+    )
+    plan.add_argument(
+        "--vector-model", metavar="NAME", help="the query vector model every response must report"
+    )
     plan.add_argument("--baseline", metavar="NAME", help="the method the others are compared with")
     plan.add_argument("--seed", type=int, default=0, help="order and bootstrap seed (default: %(default)s)")
     plan.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight (default: 4)")
@@ -112,7 +123,8 @@ def add_trial_command(commands: Any) -> None:
         "with the offline model (the embed extra) (default: server)",
     )
     run.add_argument(
-        "--server-pid", type=positive_int, help="the server's process for CPU and memory (default: found "
-        "from a loopback URL's port)",
+        "--server-pid",
+        type=positive_int,
+        help="the server's process for CPU and memory (default: found from a loopback URL's port)",
     )
     run.set_defaults(handler=_cmd_run)

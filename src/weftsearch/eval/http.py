@@ -86,11 +86,12 @@ class SearchClient:
             raise ServerUnreachableError(f"the server at {self.base_url} does not answer: {exc}") from None
         if answer.status_code != 200:
             raise ServerUnreachableError(
-                f"the server at {self.base_url} answers /health with {answer.status_code}: {answer.text[:200]}"
+                f"the server at {self.base_url} answers /health with {answer.status_code}: "
+                f"{answer.text[:200]}"
             )
 
     def search(self, body: dict[str, Any]) -> Answer:
-        """``POST /v1/search`` with ``body``; never raises for a network or HTTP failure (see :class:`Answer`)."""
+        """``POST /v1/search`` with ``body``; a network or HTTP failure is an :class:`Answer`."""
         start = time.perf_counter()
         try:
             answer = self._client.post("/v1/search", json=body)
@@ -106,7 +107,9 @@ class SearchClient:
             return Answer(answer.status_code, None, seconds, f"HTTP {answer.status_code}, not a JSON object")
         if answer.status_code != 200:
             error = parsed.get("error")
-            detail = json.dumps(error)[:300] if error is not None else content[:300].decode("utf-8", "replace")
+            detail = (
+                json.dumps(error)[:300] if error is not None else content[:300].decode("utf-8", "replace")
+            )
             return Answer(answer.status_code, parsed, seconds, f"HTTP {answer.status_code}: {detail}")
         return Answer(200, parsed, seconds)
 

@@ -66,6 +66,7 @@ import math
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -275,7 +276,9 @@ def write_plan(
     ordered = [m for m in methods if m.name == baseline] + [m for m in methods if m.name != baseline]
     for what, value in (("seed", seed), ("concurrency", concurrency), ("k", k), ("resamples", resamples)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if what == "seed" else 1):
-            raise InvalidParameterError(f"{what} must be an integer >= {0 if what == 'seed' else 1}, got {value!r}")
+            raise InvalidParameterError(
+                f"{what} must be an integer >= {0 if what == 'seed' else 1}, got {value!r}"
+            )
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
         raise InvalidParameterError(f"depth must be an integer >= 1, got {depth!r}")
     for what, number in (("timeout_seconds", timeout_seconds), ("max_seconds", max_seconds)):
@@ -317,8 +320,12 @@ def write_plan(
         "vector_model": vector_model,
         "seed": seed,
         "concurrency": concurrency,
-        "budgets": {"k": k, "depth": depth, "timeout_seconds": float(timeout_seconds),
-                    "max_seconds": float(max_seconds)},  # fmt: skip
+        "budgets": {
+            "k": k,
+            "depth": depth,
+            "timeout_seconds": float(timeout_seconds),
+            "max_seconds": float(max_seconds),
+        },
         "measures": wanted,
         "resamples": resamples,
         "confidence": 0.95,
@@ -347,8 +354,10 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
         raise InvalidParameterError(f"{target}: not a trial plan (bad JSON: {exc})") from None
     if not isinstance(record, dict) or record.get("format") != PLAN_FORMAT:
         raise InvalidParameterError(f"{target}: not a trial plan (format is not {PLAN_FORMAT!r})")
-    pinned = [(record["queries_file"]["file"], record["queries_file"]["sha256"]),
-              (record["qrels"]["file"], record["qrels"]["sha256"])]  # fmt: skip
+    pinned = [
+        (record["queries_file"]["file"], record["queries_file"]["sha256"]),
+        (record["qrels"]["file"], record["qrels"]["sha256"]),
+    ]
     if record.get("query_vectors"):
         vectors = record["query_vectors"]
         pinned += [(vectors["file"], vectors["sha256"]), (vectors["ids_file"], vectors["ids_sha256"])]
@@ -460,7 +469,10 @@ class _ProcessSampler:
 
     def stop(self) -> dict[str, Any]:
         if self.pid is None or self._thread is None:
-            return {"source": None, "reason": "no local server process found (give --server-pid, Linux /proc)"}
+            return {
+                "source": None,
+                "reason": "no local server process found (give --server-pid, Linux /proc)",
+            }
         self._stop.set()
         self._thread.join()
         pids = _tree(self.pid)
@@ -506,9 +518,15 @@ def _check(
     if method.profile is not None:
         got = (ranking.get("profile"), ranking.get("version"))
         if got != (method.profile, method.version):
-            problems.append(_violation("profile", method.name, qid,
-                                       f"expected profile {method.profile!r} version {method.version}, "
-                                       f"the response ran {got[0]!r} version {got[1]!r}"))  # fmt: skip
+            problems.append(
+                _violation(
+                    "profile",
+                    method.name,
+                    qid,
+                    f"expected profile {method.profile!r} version {method.version}, "
+                    f"the response ran {got[0]!r} version {got[1]!r}",
+                )
+            )
     elif ranking.get("profile") is not None or not ranking.get("spec"):
         problems.append(_violation("profile", method.name, qid, f"expected the inline spec, got {ranking}"))
     hits = body.get("hits")
@@ -517,10 +535,12 @@ def _check(
     keys = [hit.get("key") for hit in hits if isinstance(hit, dict)]
     if len(keys) != len(hits) or not all(isinstance(key, str) for key in keys):
         problems.append(_violation("malformed", method.name, qid, "a hit without a string key"))
-    seen: set[str] = set()
-    twice = sorted({key for key in keys if isinstance(key, str) and (key in seen or seen.add(key))})
+    counts = Counter(key for key in keys if isinstance(key, str))
+    twice = sorted(key for key, count in counts.items() if count > 1)
     if twice:
-        problems.append(_violation("duplicate", method.name, qid, f"keys returned more than once: {twice[:5]}"))
+        problems.append(
+            _violation("duplicate", method.name, qid, f"keys returned more than once: {twice[:5]}")
+        )
     k = plan.record["budgets"]["k"]
     if len(hits) > k:
         problems.append(_violation("malformed", method.name, qid, f"{len(hits)} hits, more than k={k}"))
@@ -533,13 +553,24 @@ def _check(
     expected = plan.record.get("vector_model")
     if source != "none":
         if expected is not None and vector.get("model") != expected:
-            problems.append(_violation("vector_model", method.name, qid,
-                                       f"expected query vectors of {expected!r}, the response says "
-                                       f"{vector.get('model')!r} (source {source!r})"))  # fmt: skip
+            problems.append(
+                _violation(
+                    "vector_model",
+                    method.name,
+                    qid,
+                    f"expected query vectors of {expected!r}, the response says "
+                    f"{vector.get('model')!r} (source {source!r})",
+                )
+            )
         if embed_source is not None and source != embed_source:
-            problems.append(_violation("vector_model", method.name, qid,
-                                       f"expected the query vector to come from the {embed_source}, "
-                                       f"it came from {source!r}"))  # fmt: skip
+            problems.append(
+                _violation(
+                    "vector_model",
+                    method.name,
+                    qid,
+                    f"expected the query vector to come from the {embed_source}, it came from {source!r}",
+                )
+            )
     return problems
 
 
@@ -569,7 +600,9 @@ def _latency(seconds: Sequence[float]) -> dict[str, float | int | None]:
 
 def _arm_run(method: Method, qids: Sequence[str], bodies: Mapping[str, dict[str, Any]], k: int) -> ArmRun:
     keys = {qid: tuple(str(h["key"]) for h in bodies[qid]["hits"]) for qid in qids}
-    scores = {qid: np.asarray([float(h["score"]) for h in bodies[qid]["hits"]], dtype=np.float64) for qid in qids}
+    scores = {
+        qid: np.asarray([float(h["score"]) for h in bodies[qid]["hits"]], dtype=np.float64) for qid in qids
+    }
     for array in scores.values():
         array.setflags(write=False)
     first = bodies[qids[0]] if qids else {}
@@ -586,21 +619,27 @@ def _arm_run(method: Method, qids: Sequence[str], bodies: Mapping[str, dict[str,
     )
 
 
-def _pairwise(methods: Sequence[str], evaluations: Mapping[str, Evaluation], measures: Sequence[str]) -> list[dict[str, Any]]:
+def _pairwise(
+    methods: Sequence[str], evaluations: Mapping[str, Evaluation], measures: Sequence[str]
+) -> list[dict[str, Any]]:
     out = []
     for i, a in enumerate(methods):
         for b in methods[i + 1 :]:
             for measure in measures:
                 va, vb = evaluations[a].per_query(measure), evaluations[b].per_query(measure)
                 qids = sorted(va)
-                out.append({
-                    "a": a, "b": b, "measure": measure,
-                    "wins": sum(va[q] > vb[q] for q in qids),
-                    "losses": sum(va[q] < vb[q] for q in qids),
-                    "ties": sum(va[q] == vb[q] for q in qids),
-                    "a_loses": [{"query": q, "a": va[q], "b": vb[q]} for q in qids if va[q] < vb[q]],
-                    "b_loses": [{"query": q, "a": va[q], "b": vb[q]} for q in qids if vb[q] < va[q]],
-                })  # fmt: skip
+                out.append(
+                    {
+                        "a": a,
+                        "b": b,
+                        "measure": measure,
+                        "wins": sum(va[q] > vb[q] for q in qids),
+                        "losses": sum(va[q] < vb[q] for q in qids),
+                        "ties": sum(va[q] == vb[q] for q in qids),
+                        "a_loses": [{"query": q, "a": va[q], "b": vb[q]} for q in qids if va[q] < vb[q]],
+                        "b_loses": [{"query": q, "a": va[q], "b": vb[q]} for q in qids if vb[q] < va[q]],
+                    }
+                )
     return out
 
 
@@ -613,14 +652,21 @@ def _vector_check(
     for qid in qids:
         a, b = regenerated[qid], frozen[qid]
         if a.shape != b.shape:
-            raise InvalidParameterError(f"query {qid!r}: regenerated width {a.shape} differs from frozen {b.shape}")
+            raise InvalidParameterError(
+                f"query {qid!r}: regenerated width {a.shape} differs from frozen {b.shape}"
+            )
         difference = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
         bit_equal += int(a.tobytes() == b.tobytes())
         within += int(difference <= VECTOR_TOLERANCE)
         largest = max(largest, difference)
-    return {"regenerated_by": how, "queries": len(qids), "bit_equal": bit_equal,
-            "within_tolerance": within, "tolerance": VECTOR_TOLERANCE,
-            "max_abs_difference": largest}  # fmt: skip
+    return {
+        "regenerated_by": how,
+        "queries": len(qids),
+        "bit_equal": bit_equal,
+        "within_tolerance": within,
+        "tolerance": VECTOR_TOLERANCE,
+        "max_abs_difference": largest,
+    }
 
 
 def run_trial(
@@ -667,12 +713,16 @@ def run_trial(
     budgets = plan.record["budgets"]
     k, depth = int(budgets["k"]), budgets["depth"]
     texts = dict(plan.queries)
-    frozen = _load_vectors(Path(plan.record["query_vectors"]["file"])) if plan.record["query_vectors"] else None
+    frozen = (
+        _load_vectors(Path(plan.record["query_vectors"]["file"])) if plan.record["query_vectors"] else None
+    )
     if cycle and embed == "client" and encoder is None:
         from weftsearch.embed import Encoder
 
         encoder = Encoder().encode
-    client = SearchClient(server, timeout=float(budgets["timeout_seconds"]), transport=transport, api_key=api_key)
+    client = SearchClient(
+        server, timeout=float(budgets["timeout_seconds"]), transport=transport, api_key=api_key
+    )
     regenerated: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
     lock = threading.Lock()
 
@@ -736,13 +786,23 @@ def run_trial(
     bodies: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in methods}
     requests = []
     generations: dict[int, int] = {}
-    for seq, ((qid, name), answer) in enumerate(zip(order, answers, strict=True)):
-        if answer is None:
-            violations.append(_violation("unanswered", name, qid, "not sent: the run's max_seconds budget ran out"))
+    for seq, ((qid, name), sent) in enumerate(zip(order, answers, strict=True)):
+        if sent is None:
+            violations.append(
+                _violation("unanswered", name, qid, "not sent: the run's max_seconds budget ran out")
+            )
             requests.append({"seq": seq, "query": qid, "method": name, "status": None, "latency_ms": None})
             continue
-        requests.append({"seq": seq, "query": qid, "method": name, "status": answer.status,
-                         "latency_ms": answer.seconds * 1000.0})  # fmt: skip
+        answer = sent
+        requests.append(
+            {
+                "seq": seq,
+                "query": qid,
+                "method": name,
+                "status": answer.status,
+                "latency_ms": answer.seconds * 1000.0,
+            }
+        )
         found = _check(answer, methods[name], qid, plan, embed_source=embed_source)
         violations.extend(found)
         if answer.body is not None and answer.status == 200:
@@ -752,17 +812,29 @@ def run_trial(
             if not any(v["kind"] in ("unanswered", "malformed") for v in found):
                 bodies[name][qid] = answer.body
     if len(generations) > 1:
-        violations.append(_violation("generation", "*", None,
-                                     "the index generation changed during the run: "
-                                     + ", ".join(f"{g} from request {s}" for g, s in sorted(generations.items(),
-                                                                                         key=lambda x: x[1]))))  # fmt: skip
+        violations.append(
+            _violation(
+                "generation",
+                "*",
+                None,
+                "the index generation changed during the run: "
+                + ", ".join(
+                    f"{g} from request {s}" for g, s in sorted(generations.items(), key=lambda x: x[1])
+                ),
+            )
+        )
     qids = [qid for qid, _ in plan.queries]
     for name in methods:
         missing = [qid for qid in qids if qid not in bodies[name]]
         if missing:
-            violations.append(_violation("coverage", name, None,
-                                         f"{len(missing)} of {len(qids)} queries without a usable answer, "
-                                         f"e.g. {missing[:5]}"))  # fmt: skip
+            violations.append(
+                _violation(
+                    "coverage",
+                    name,
+                    None,
+                    f"{len(missing)} of {len(qids)} queries without a usable answer, e.g. {missing[:5]}",
+                )
+            )
 
     measures = list(plan.record["measures"])
     qrels = load_qrels(plan.record["qrels"]["file"])
@@ -782,13 +854,28 @@ def run_trial(
         baseline = plan.record["baseline"]
         for name in names[1:]:
             for measure in measures:
-                boot = paired_bootstrap(evaluations[name].per_query(measure), evaluations[baseline].per_query(measure),
-                                        resamples=int(plan.record["resamples"]), seed=int(plan.record["seed"]),
-                                        confidence=float(plan.record["confidence"]))  # fmt: skip
-                intervals.append({"method": name, "baseline": baseline, "measure": measure,
-                                  "mean_difference": boot.mean_difference, "low": boot.low, "high": boot.high,
-                                  "p_value": boot.p_value, "resamples": boot.resamples, "seed": boot.seed,
-                                  "confidence": boot.confidence, "queries": boot.queries})  # fmt: skip
+                boot = paired_bootstrap(
+                    evaluations[name].per_query(measure),
+                    evaluations[baseline].per_query(measure),
+                    resamples=int(plan.record["resamples"]),
+                    seed=int(plan.record["seed"]),
+                    confidence=float(plan.record["confidence"]),
+                )
+                intervals.append(
+                    {
+                        "method": name,
+                        "baseline": baseline,
+                        "measure": measure,
+                        "mean_difference": boot.mean_difference,
+                        "low": boot.low,
+                        "high": boot.high,
+                        "p_value": boot.p_value,
+                        "resamples": boot.resamples,
+                        "seed": boot.seed,
+                        "confidence": boot.confidence,
+                        "queries": boot.queries,
+                    }
+                )
 
     vector_check: dict[str, Any] | None = None
     if cycle:
@@ -804,7 +891,8 @@ def run_trial(
                     encoder = Encoder().encode
                 rows = np.asarray(encoder([texts[q] for q in qids]), dtype=np.float32)
                 vector_check = _vector_check(
-                    plan, {q: rows[i] for i, q in enumerate(qids)},
+                    plan,
+                    {q: rows[i] for i, q in enumerate(qids)},
                     "this client's offline model after the timed loop (the API does not return the "
                     "server's vector)",
                 )
@@ -812,7 +900,9 @@ def run_trial(
                 vector_check = {"checked": False, "reason": f"the embed extra is missing here: {exc}"}
 
     latency_by_method = {
-        name: _latency([a.seconds for (q, n), a in zip(order, answers, strict=True) if n == name and a is not None])
+        name: _latency(
+            [a.seconds for (q, n), a in zip(order, answers, strict=True) if n == name and a is not None]
+        )
         for name in methods
     }
     report: dict[str, Any] = {
@@ -828,8 +918,11 @@ def run_trial(
         "violations": violations,
         "warmup": warmup,
         "requests": requests,
-        "latency": {"unit": "ms", "all": _latency([a.seconds for a in answers if a is not None]),
-                    "by_method": latency_by_method},  # fmt: skip
+        "latency": {
+            "unit": "ms",
+            "all": _latency([a.seconds for a in answers if a is not None]),
+            "by_method": latency_by_method,
+        },
         "measures": measures,
         "judgments_complete": False,
         "judgments_note": "qrels-based: unjudged documents count as not relevant (pooled judgements "
@@ -839,16 +932,24 @@ def run_trial(
         "per_query": {name: {m: e.per_query(m) for m in measures} for name, e in evaluations.items()},
         "pairwise": pairwise,
         "intervals": intervals,
-        "bootstrap": {"generator": "numpy PCG64", "percentiles": "nearest rank",
-                      "resamples": plan.record["resamples"], "seed": plan.record["seed"],
-                      "confidence": plan.record["confidence"]},  # fmt: skip
-        "rankings": {name: {qid: bodies[name][qid].get("hits", []) for qid in qids if qid in bodies[name]}
-                     for name in methods},  # fmt: skip
+        "bootstrap": {
+            "generator": "numpy PCG64",
+            "percentiles": "nearest rank",
+            "resamples": plan.record["resamples"],
+            "seed": plan.record["seed"],
+            "confidence": plan.record["confidence"],
+        },
+        "rankings": {
+            name: {qid: bodies[name][qid].get("hits", []) for qid in qids if qid in bodies[name]}
+            for name in methods
+        },
         "server_process": process,
         "vector_check": vector_check,
         "code": code_version(),
     }
-    write_atomic(report_file, (json.dumps(report, ensure_ascii=False, indent=1, allow_nan=False) + "\n").encode())
+    write_atomic(
+        report_file, (json.dumps(report, ensure_ascii=False, indent=1, allow_nan=False) + "\n").encode()
+    )
     write_atomic(summary_file, summary_markdown(report).encode("utf-8"))
     if violations:
         kinds = sorted({v["kind"] for v in violations})
@@ -865,9 +966,11 @@ def run_trial(
 def summary_markdown(report: Mapping[str, Any]) -> str:
     """A short Markdown summary of a trial report: means, intervals, wins/losses, latency, process."""
     lines = [f"# Trial against {report['server']} ({report['mode']})", ""]
-    lines.append(f"Plan SHA-256 `{report['plan']['sha256']}`; generation {report['generation']}; "
-                 f"{'valid' if report['valid'] else 'INVALID: ' + str(len(report['violations'])) + ' violations'}; "
-                 f"judgments_complete=false.")  # fmt: skip
+    lines.append(
+        f"Plan SHA-256 `{report['plan']['sha256']}`; generation {report['generation']}; "
+        f"{'valid' if report['valid'] else 'INVALID: ' + str(len(report['violations'])) + ' violations'}; "
+        f"judgments_complete=false."
+    )
     lines.append("")
     measures = report["measures"]
     if report["means"]:
@@ -875,24 +978,37 @@ def summary_markdown(report: Mapping[str, Any]) -> str:
         lines.append("|---" * (len(measures) + 3) + "|")
         for name, means in report["means"].items():
             lat = report["latency"]["by_method"][name]
-            lines.append(f"| {name} | " + " | ".join(f"{means[m]:.4f}" for m in measures)
-                         + f" | {lat['p50_ms']:.2f} | {lat['p95_ms']:.2f} |")  # fmt: skip
+            lines.append(
+                f"| {name} | "
+                + " | ".join(f"{means[m]:.4f}" for m in measures)
+                + f" | {lat['p50_ms']:.2f} | {lat['p95_ms']:.2f} |"
+            )
         lines.append("")
     for item in report["intervals"]:
-        lines.append(f"- {item['method']} - {item['baseline']}, {item['measure']}: {item['mean_difference']:+.4f} "
-                     f"[{item['low']:+.4f}, {item['high']:+.4f}] (p={item['p_value']:.4f})")  # fmt: skip
+        lines.append(
+            f"- {item['method']} - {item['baseline']}, {item['measure']}: {item['mean_difference']:+.4f} "
+            f"[{item['low']:+.4f}, {item['high']:+.4f}] (p={item['p_value']:.4f})"
+        )
     for item in report["pairwise"]:
-        lines.append(f"- {item['a']} vs {item['b']}, {item['measure']}: {item['wins']} wins, "
-                     f"{item['losses']} losses, {item['ties']} ties")  # fmt: skip
+        lines.append(
+            f"- {item['a']} vs {item['b']}, {item['measure']}: {item['wins']} wins, "
+            f"{item['losses']} losses, {item['ties']} ties"
+        )
     process = report["server_process"]
     if process.get("source"):
-        lines.append(f"- server process: {process['cpu_seconds']:.2f} CPU s over {process['wall_seconds']:.2f} s, "
-                     f"peak RSS {process['rss_bytes_peak_sampled'] / 2**20:.1f} MiB ({process['source']})")  # fmt: skip
+        lines.append(
+            f"- server process: {process['cpu_seconds']:.2f} CPU s over {process['wall_seconds']:.2f} s, "
+            f"peak RSS {process['rss_bytes_peak_sampled'] / 2**20:.1f} MiB ({process['source']})"
+        )
     check = report.get("vector_check")
     if check and "bit_equal" in check:
-        lines.append(f"- query vectors: {check['bit_equal']}/{check['queries']} bit-equal, "
-                     f"max |difference| {check['max_abs_difference']:.3g} (tolerance {check['tolerance']:g})")  # fmt: skip
+        lines.append(
+            f"- query vectors: {check['bit_equal']}/{check['queries']} bit-equal, "
+            f"max |difference| {check['max_abs_difference']:.3g} (tolerance {check['tolerance']:g})"
+        )
     for violation in report["violations"][:20]:
-        lines.append(f"- violation {violation['kind']}: {violation['method']} {violation['query']}: "
-                     f"{violation['detail']}")  # fmt: skip
+        lines.append(
+            f"- violation {violation['kind']}: {violation['method']} {violation['query']}: "
+            f"{violation['detail']}"
+        )
     return "\n".join(lines) + "\n"
