@@ -50,6 +50,10 @@ __all__ = [
     "ShardedCutError",
     "PartialGraphError",
     "ServerStartError",
+    "PlanChangedError",
+    "ReportExistsError",
+    "ServerUnreachableError",
+    "TrialValidationError",
 ]
 
 
@@ -285,3 +289,39 @@ class ServerStartError(WeftError, RuntimeError):
         super().__init__(message)
         self.output = output
         self.returncode = returncode
+
+
+class PlanChangedError(WeftError, ValueError):
+    """A trial plan's inputs (queries, judgements, vectors), or the plan itself, changed since it was pinned.
+
+    The message names the file and both SHA-256s; write a new plan
+    (``weft-search trial plan``) rather than editing one (:mod:`weftsearch.eval.trial`).
+    """
+
+
+class ReportExistsError(WeftError, FileExistsError):
+    """A trial report (or plan) is already at the target path: never overwritten; the message names it."""
+
+
+class ServerUnreachableError(WeftError, ConnectionError):
+    """The server a trial runs against does not answer ``/health`` with 200; the message names the URL."""
+
+
+class TrialValidationError(WeftError, RuntimeError):
+    """A trial's responses broke the plan (:mod:`weftsearch.eval.trial`).
+
+    A query unanswered, another profile or version, a duplicate hit, the index
+    generation changed, or another query vector model.
+
+    The report is written all the same (marked ``"valid": false``) so that the violations can be read.
+
+    Attributes:
+        violations: one dict per violation: ``kind``, ``method``, ``query``, ``detail``.
+        report: the report's path, or ``None`` when none was written.
+
+    """
+
+    def __init__(self, message: str, violations: list[dict[str, object]], report: str | None = None) -> None:
+        super().__init__(message)
+        self.violations = violations
+        self.report = report

@@ -10,6 +10,7 @@ calls the library (which imports no command module):
 - :mod:`weftsearch.cli.eval`: ``eval`` and ``datasets``;
 - :mod:`weftsearch.cli.embed`: ``embed``;
 - :mod:`weftsearch.cli.serve`: ``serve``;
+- :mod:`weftsearch.cli.trial`: ``trial plan`` and ``trial run`` (profiles compared through a server);
 - ``bench`` and ``recall``: the parsers of :mod:`weftsearch.bench.loadgen` and
   :mod:`weftsearch.bench.recall`, added here and nowhere else.
 
@@ -48,6 +49,7 @@ from weftsearch.cli.search import (
     parse_signals,
 )
 from weftsearch.cli.serve import add_serve_command
+from weftsearch.cli.trial import add_trial_command
 from weftsearch.errors import WeftError
 
 __all__ = [
@@ -80,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_recall_command(commands)
     add_serve_command(commands)
+    add_trial_command(commands)
     from weftsearch.bench.loadgen import add_subcommand as add_bench_command
 
     add_bench_command(commands)
