@@ -590,6 +590,22 @@ class ShardedIndex:
         return self._index_id
 
     @property
+    def record_name(self) -> str:
+        """The file name of the commit record in :attr:`path`: ``SHARDS``."""
+        return RECORD
+
+    def recorded_index_id(self) -> str:
+        """The sharded index id the ``SHARDS`` record on disk names now (read again, fully checked).
+
+        A server watches it: another id means the directory now holds another sharded index.
+
+        Raises:
+            IndexNotFoundError, FormatVersionError, CorruptIndexError: the record is gone or damaged.
+
+        """
+        return record_index_id(self._path)
+
+    @property
     def shards(self) -> tuple[str, ...]:
         """The shards' names, in shard order (shard ``i`` holds the keys with ``shard_of(key, n) == i``)."""
         return self._names

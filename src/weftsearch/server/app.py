@@ -40,7 +40,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         f"the server needs the 'server' extra: pip install 'weft-search[server]' ({exc.name} is missing)"
     ) from exc
 
-from weftsearch.distributed.sharded import RECORD, record_index_id
 from weftsearch.engine.index import Index
 from weftsearch.errors import InvalidParameterError
 from weftsearch.ranking.profiles import ProfileStore
@@ -151,7 +150,9 @@ def create_app(
     else:
         sharded = check_sharded(index_path, readonly, writer_socket, vectors_record)
         # Watched as a single index is: its directory and its SHARDS record's sharded index id.
-        watch = DirectoryWatch(Path(str(sharded.path)), RECORD, record_index_id)
+        watch = DirectoryWatch(
+            Path(str(sharded.path)), sharded.record_name, lambda _: sharded.recorded_index_id()
+        )
         state = ServerState(sharded, sharded_profile_store(sharded), limits, None, watch, **options)
 
     app = FastAPI(

@@ -61,6 +61,15 @@ class SupportsShardedServing(ServedIndex, Protocol):
         """The cut searches read."""
         ...
 
+    @property
+    def record_name(self) -> str:
+        """The file name of the commit record in :attr:`path` (what the server watches)."""
+        ...
+
+    def recorded_index_id(self) -> str:
+        """The sharded index id the record on disk names now (read again and checked)."""
+        ...
+
 
 def check_sharded(
     sharded: object,
