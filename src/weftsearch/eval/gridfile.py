@@ -66,12 +66,14 @@ __all__ = [
     "MAX_CELLS",
     "GridCell",
     "GridFile",
+    "GridResult",
     "SelectionKey",
     "SelectionRule",
     "Selection",
     "default_rule",
     "load_grid",
     "parse_grid_file",
+    "select",
 ]
 
 #: The most cells a grid file may declare (the product of its axes' lengths).
@@ -585,3 +587,89 @@ def parse_grid_file(data: Any, *, source: str = "<grid>", sha256: str = "") -> G
     grid = GridFile(source, sha256, name, template, axes, baseline, rule, tuple(cells))
     rule.check(grid)
     return grid
+
+
+# ---------------------------------------------------------------------- a grid evaluated
+
+
+@dataclass(frozen=True, eq=False)
+class GridResult:
+    """A grid evaluated on development queries, and the cell its rule picked.
+
+    Attributes:
+        grid: the grid file (its rule is the one applied).
+        split: the judgements the cells were evaluated on, as named.
+        queries: how many queries.
+        removed: query id -> the query it duplicates, for queries the split left out.
+        scores: each cell's means on ``split``, by measure, in grid order.
+        selection: what the rule picked, and why.
+
+    """
+
+    grid: GridFile
+    split: str | None
+    queries: int
+    removed: Mapping[str, str]
+    scores: tuple[Mapping[str, float], ...]
+    selection: Selection
+
+    @property
+    def picked(self) -> GridCell:
+        """The cell the rule picked."""
+        return self.grid.cells[self.selection.index]
+
+    def cells_record(self) -> list[dict[str, Any]]:
+        """Every cell: index, arm name, axis values, spec and means on the split."""
+        return [
+            {
+                "index": cell.index,
+                "arm": cell.name,
+                "params": dict(cell.params),
+                "spec": cell.spec,
+                "means": dict(self.scores[cell.index]),
+            }
+            for cell in self.grid.cells
+        ]
+
+    def selection_record(self) -> dict[str, Any]:
+        """The rule, in its text and in words, and the pick with the key that decided it."""
+        picked = self.picked
+        return {
+            "rule": str(self.grid.rule),
+            "rule_in_words": self.grid.rule.describe(),
+            "tie_decimals": TIE_DECIMALS,
+            **self.selection.record(),
+            "arm": picked.name,
+            "params": dict(picked.params),
+            "spec": picked.spec,
+        }
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready: the grid file, the split, every cell's scores and the pick."""
+        return {
+            "grid": self.grid.record(),
+            "split": self.split,
+            "queries": self.queries,
+            "removed_query_ids": dict(self.removed),
+            "cells": self.cells_record(),
+            "selection": self.selection_record(),
+        }
+
+
+def select(
+    grid: GridFile,
+    scores: Sequence[Mapping[str, float]],
+    *,
+    split: str | None,
+    queries: int,
+    removed: Mapping[str, str] | None = None,
+) -> GridResult:
+    """Apply ``grid``'s rule to the cells' ``scores`` (grid order) and record the outcome.
+
+    Raises:
+        InvalidParameterError: a score record per cell is missing, or lacks a measure the rule reads.
+
+    """
+    params = [cell.params for cell in grid.cells]
+    selection = grid.rule.pick(params, scores, grid.baseline)
+    return GridResult(grid, split, queries, dict(removed or {}), tuple(dict(s) for s in scores), selection)
