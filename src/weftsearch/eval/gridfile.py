@@ -111,6 +111,15 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _identity(value: object) -> tuple[str, object]:
+    """A hashable key equal for values :func:`_same` calls equal."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if _is_number(value):
+        return ("number", float(value))  # type: ignore[arg-type]
+    return (type(value).__name__, value)
+
+
 def _same(a: object, b: object) -> bool:
     """Equal as axis values: ``60 == 60.0``, but ``true`` is not ``1`` and a name is not a number."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -444,6 +453,7 @@ def _axis_values(source: str, axis: str, values: Any) -> tuple[AxisValue, ...]:
     if not isinstance(values, list) or not values:
         raise InvalidParameterError(f"{where} must be a non-empty list of values, got {values!r}")
     out: list[AxisValue] = []
+    seen: set[tuple[str, object]] = set()
     for value in values:
         if _is_number(value):
             if isinstance(value, float) and not math.isfinite(value):
@@ -453,8 +463,10 @@ def _axis_values(source: str, axis: str, values: Any) -> tuple[AxisValue, ...]:
                 raise InvalidParameterError(f"{where}: the value {value!r} is neither a number nor a name")
         elif not isinstance(value, bool):
             raise InvalidParameterError(f"{where}: the value {value!r} is not a number, true/false or a name")
-        if any(_same(value, seen) for seen in out):
+        key = _identity(value)
+        if key in seen:
             raise InvalidParameterError(f"{where}: the value {value!r} is given twice")
+        seen.add(key)
         out.append(value)
     return tuple(out)
 

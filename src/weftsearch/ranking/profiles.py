@@ -161,9 +161,10 @@ def spec_of_fuser(fuser: Any, scorers: str) -> str:
 class ProfileProvenance:
     """Where a profile came from: one typed record every maker fills (``eval --save-profile``, the API).
 
-    Stored as the profile's ``provenance`` (:meth:`to_dict`, which leaves out
-    empty fields, so a profile posted over HTTP records ``{"source": "api"}``);
-    read back with :meth:`Profile.provenance_record`.
+    Stored as the profile's ``provenance`` (:meth:`to_dict`) and read back
+    with :meth:`Profile.provenance_record`, which also reads the short
+    records the server writes today (``{"source": "api"}``: every other field
+    at its default).
 
     Attributes:
         source: who made it (``"api"``, ``"weft-search eval --save-profile"``).
@@ -203,18 +204,13 @@ class ProfileProvenance:
             raise InvalidParameterError(f"a profile's provenance needs a source, got {self.source!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON values, empty fields left out (``{"source": "api"}`` for a profile posted over HTTP).
+        """Every field as plain JSON (an empty one says so: ``removed_query_ids: {}`` removed none).
 
         Raises:
             InvalidParameterError: a value that is not plain JSON.
 
         """
-        out: dict[str, Any] = {}
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if value is None or (not isinstance(value, (int, float)) and not value):
-                continue
-            out[item.name] = value
+        out = {item.name: getattr(self, item.name) for item in fields(self)}
         try:
             # Through JSON and back: mappings and tuples become plain dicts and lists.
             plain: dict[str, Any] = json.loads(json.dumps(out, allow_nan=False))
@@ -224,7 +220,7 @@ class ProfileProvenance:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProfileProvenance:
-        """The record of a stored ``provenance`` (entries it does not know are left out).
+        """The record of a stored ``provenance`` (missing fields at their defaults, unknown ones left out).
 
         Raises:
             InvalidParameterError: no ``source``.
