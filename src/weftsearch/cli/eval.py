@@ -55,6 +55,8 @@ from weftsearch.eval.datasets import (
     load_frozen_vectors,
     load_vector_folder,
 )
+from weftsearch.eval.gridfile import GridFile, GridResult, SelectionRule, load_grid
+from weftsearch.eval.gridfile import select as select_cell
 from weftsearch.eval.grids import BM25_B as BM25_B
 from weftsearch.eval.grids import BM25_K1 as BM25_K1
 from weftsearch.eval.grids import RRF_KS as RRF_KS
@@ -143,6 +145,10 @@ class Experiment:
     learned_specs: Mapping[str, ArmSpec] = field(default_factory=dict)
     #: The development split learned fusion read (split, queries, duplicates removed), if any.
     development: Mapping[str, Any] = field(default_factory=dict)
+    #: ``--grid``: every cell's development scores and the cell the rule picked.
+    grid: GridResult | None = None
+    #: The spec of every arm of the comparison, by arm name (what ``--save-profile`` saves).
+    specs: Mapping[str, ArmSpec] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------- a user's own folder and scorers
@@ -378,6 +384,8 @@ def run_experiment(
     split: str | None = None,
     plugins: Sequence[str] = (),
     ray: str | None = None,
+    grid: str | Path | GridFile | None = None,
+    select: str | None = None,
 ) -> Experiment:
     """Run ``weft-search eval`` as a function; see the module docstring.
 
@@ -409,6 +417,11 @@ def run_experiment(
         progress: progress bars (``None``: on a terminal).
         command: the command line, for the report.
         cv: folds of the cross-validated arms (``None``: none; see below).
+        grid: a grid file (:mod:`weftsearch.eval.gridfile`): its cells are
+            the arms, evaluated on development queries only, and its rule
+            picks one (:func:`_run_grid`); no ``arms``, ``baseline``,
+            ``sweeps`` or ``cv`` with it.
+        select: a selection rule replacing the grid file's (``--select``).
 
     Raises:
         InvalidParameterError: an unknown dataset or split, a bad arm spec or
@@ -427,6 +440,35 @@ def run_experiment(
     """
     started = time.perf_counter()
     load_plugins(plugins)  # before any spec is read: a plugin's scorers must be known by then
+    if select is not None and grid is None:
+        raise InvalidParameterError("--select chooses among a grid's cells: give --grid FILE")
+    if grid is not None:
+        declared = grid if isinstance(grid, GridFile) else load_grid(grid)
+        if select is not None:
+            declared = declared.with_rule(SelectionRule.parse(select, where="--select"))
+        given = [
+            flag
+            for flag, value in (("--arms", arms), ("--baseline", baseline), ("--sweep", sweeps), ("--cv", cv))
+            if value
+        ]
+        if given:
+            raise InvalidParameterError(
+                f"--grid evaluates the grid file's cells and picks one; {', '.join(given)} cannot go with it"
+            )
+        loaded = _load(
+            dataset,
+            data,
+            [f"{cell.name}={cell.spec}" for cell in declared.cells],
+            vectors,
+            split,
+            any_snapshot,
+            cranfield_grades,
+            link_set,
+            progress,
+        )
+        return _run_grid(
+            declared, loaded, split, measures, k, resamples, seed, progress, ray, command, started
+        )
     loaded = _load(dataset, data, arms, vectors, split, any_snapshot, cranfield_grades, link_set, progress)
     builder = ArmBuilder(default_depth=k)
     cache = StreamCache(loaded.testbed.snapshot)
@@ -479,6 +521,81 @@ def run_experiment(
         validations,
         learned_specs,
         dict(extra.get("development_split", {})),
+        specs={spec.name: spec for spec in specs},
+    )
+
+
+def _run_grid(
+    grid: GridFile,
+    loaded: _Loaded,
+    split: str | None,
+    measures: Sequence[str],
+    k: int,
+    resamples: int,
+    seed: int,
+    progress: bool | None,
+    ray: str | None,
+    command: str,
+    started: float,
+) -> Experiment:
+    """``--grid``: every cell on development queries, each against the baseline cell; the rule picks one.
+
+    The development queries are ``--split``'s, as named (the run is then a
+    development run by the user's word), else the collection's development
+    split with every query whose text duplicates an evaluation query removed
+    (the removed ids are recorded); a collection with neither is refused, so
+    a grid never picks on the evaluation (test) queries by default.
+    """
+    testbed = loaded.testbed
+    removed: dict[str, str] = {}
+    development: dict[str, Any] = {}
+    if split is None:
+        if loaded.dev_split is None:
+            raise InvalidParameterError(
+                f"--grid picks on development queries, and {loaded.name} has no development split: "
+                "name the split to pick on with --split NAME"
+            )
+        dev = development_split(loaded.collection, train=loaded.dev_split, test=loaded.test_split or "test")
+        testbed = testbed.with_split(loaded.dev_split, dev.qids)
+        removed = dict(dev.removed)
+        development = {
+            "split": loaded.dev_split,
+            "queries": len(dev.qids),
+            "removed_as_duplicates_of_test": removed,
+            "rule": dev.rule,
+        }
+    wanted = list(measures) + [m for m in grid.rule.measures() if m not in measures]
+    builder = ArmBuilder(default_depth=k)
+    cache = StreamCache(testbed.snapshot)
+    arms = [builder.arm(cell.arm) for cell in grid.cells]
+    if ray is not None:
+        from weftsearch.distributed.cluster_eval import fill_streams_on_ray
+
+        fill_streams_on_ray(ray, cache, testbed, arms)
+    comparison = compare(
+        testbed,
+        arms,
+        k=k,
+        measures=wanted,
+        baseline=grid.baseline_cell.name,
+        resamples=resamples,
+        seed=seed,
+        cache=cache,
+        progress=progress,
+    )
+    scores = [{m: comparison.mean(cell.name, m) for m in comparison.measures} for cell in grid.cells]
+    result = select_cell(grid, scores, split=testbed.split, queries=len(testbed.queries), removed=removed)
+    extra: dict[str, Any] = {"grid": result.record()}
+    if development:
+        extra["development_split"] = development
+    comparison = replace(comparison, extra=extra)
+    return Experiment(
+        comparison,
+        seconds=time.perf_counter() - started,
+        command=command,
+        development=development,
+        grid=result,
+        specs={cell.name: cell.arm for cell in grid.cells},
     )
 
 
@@ -601,6 +718,26 @@ def experiment_from_args(args: argparse.Namespace, command: str) -> Experiment:
         split=getattr(args, "split", None),
         plugins=getattr(args, "plugin", None) or (),
         ray=getattr(args, "ray", None),
+        grid=getattr(args, "grid", None),
+        select=getattr(args, "select", None),
+    )
+
+
+def _print_grid(result: GridResult) -> None:
+    grid, picked = result.grid, result.picked
+    removed = ", ".join(f"{qid} (duplicates {twin})" for qid, twin in result.removed.items()) or "none"
+    print(
+        f"\ngrid {grid.source} (sha256 {grid.sha256[:12] or '-'}): {len(grid.cells)} cells on split "
+        f"{result.split} ({result.queries} queries; removed: {removed})"
+    )
+    measures = grid.rule.measures()
+    for cell in grid.cells:
+        figures = "  ".join(f"{m} {result.scores[cell.index][m]:.4f}" for m in measures)
+        mark = "  <- picked" if cell is picked else ""
+        print(f"  {cell.name:<12} {cell.label():<24} {figures}{mark}")
+    print(f"  rule {grid.rule}: {grid.rule.describe()}")
+    print(
+        f"  picked {picked.name} ({picked.label()}), decided by {result.selection.decided_by}: {picked.spec}"
     )
 
 
@@ -616,6 +753,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             f"\n{name}: fuser chosen on {choice.dev_queries} development queries: "
             f"{choice.fuser!r} ({choice.measure} {choice.dev_mean:.4f} on them)"
         )
+    if experiment.grid is not None:
+        _print_grid(experiment.grid)
     for result in experiment.sweeps:
         _print_sweep(result)
     for validation in experiment.validations:
@@ -645,52 +784,107 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _save_profile(args: argparse.Namespace, experiment: Experiment) -> None:
-    """``--save-profile NAME``: store the learned arm's chosen fuser as the next version of profile NAME.
+def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
+    """``value`` as plain JSON (anything else, a path or a fuser, by its text)."""
+    plain: dict[str, Any] = json.loads(json.dumps(value, default=str))
+    return plain
 
-    The profile's spec is the arm's scorers under the fuser learned fusion chose,
-    written in the spec language, so the server builds what was measured; its
-    provenance records the testbed (files and hashes), the development split and
-    the development score.
+
+def _saved_arm(args: argparse.Namespace, experiment: Experiment) -> str:
+    """The arm ``--save-profile`` saves: ``--save-arm``, the grid's pick, the one learned arm, the one arm."""
+    names = list(experiment.specs) or list(experiment.learned_specs)
+    if args.save_arm is not None:
+        if args.save_arm not in experiment.specs and args.save_arm not in experiment.learned_specs:
+            raise InvalidParameterError(
+                f"--save-arm {args.save_arm!r} is not an arm of this run (arms: {', '.join(names) or 'none'})"
+            )
+        return str(args.save_arm)
+    if experiment.grid is not None:
+        return experiment.grid.picked.name
+    if len(experiment.learned_specs) == 1:
+        return next(iter(experiment.learned_specs))
+    if len(names) == 1:
+        return names[0]
+    raise InvalidParameterError(
+        f"--save-profile saves one arm; this run has {len(names)} ({', '.join(names)}): "
+        "name one with --save-arm ARM, or pick one with --grid FILE"
+    )
+
+
+def _save_profile(args: argparse.Namespace, experiment: Experiment) -> None:
+    """``--save-profile NAME``: store one arm of the run as the next version of profile NAME.
+
+    The arm is :func:`_saved_arm`'s. Its spec is written in the spec language,
+    so the server and ``weft-search search --profile`` build what was measured:
+    a ``learned(...)`` arm as its scorers under the fuser chosen on development
+    queries, any other arm as written. Its provenance is one
+    :class:`~weftsearch.ranking.profiles.ProfileProvenance`: the command, the
+    code version, the testbed (files and SHA-256 hashes), the split and the
+    query ids it left out, the arm's scores on that split and, for a grid's
+    pick, the grid file (path and SHA-256), every cell's scores and the rule.
     """
-    from weftsearch.ranking.profiles import ProfileStore, spec_of_fuser
+    from weftsearch.ranking.profiles import ProfileProvenance, ProfileStore, spec_of_fuser
 
     if args.profile_index is None:
         raise InvalidParameterError("--save-profile needs --profile-index DIR (the index that serves it)")
-    chosen = list(experiment.learned_specs)
-    if args.save_arm is not None:
-        if args.save_arm not in experiment.learned_specs:
-            raise InvalidParameterError(
-                f"--save-arm {args.save_arm!r} is not a learned arm (learned: {', '.join(chosen) or 'none'})"
-            )
-        chosen = [args.save_arm]
-    if len(chosen) != 1:
-        raise InvalidParameterError(
-            "--save-profile saves the fuser of one learned(...) arm chosen on development queries; "
-            f"this run has {len(chosen)} ({', '.join(chosen) or 'none'}): name one with --save-arm"
+    arm_name = _saved_arm(args, experiment)
+    comparison = experiment.comparison
+    testbed = _plain(comparison.testbed)
+    code = _plain(comparison.code)
+    source = "weft-search eval --save-profile"
+    if arm_name in experiment.learned_specs:
+        spec = experiment.learned_specs[arm_name]
+        choice = experiment.learned[arm_name]
+        scorers = ", ".join(str(item) for item in spec.expr.args)
+        depth = spec.depth if spec.depth is not None else args.k
+        text = f"{spec_of_fuser(choice.fuser, scorers)}@{depth}"
+        learned = _plain({k: v for k, v in choice.record().items() if k != "tried"})
+        development = _plain(experiment.development)
+        provenance = ProfileProvenance(
+            source=source,
+            command=experiment.command,
+            code=code,
+            arm=str(spec),
+            testbed=testbed,
+            split=development.get("split"),
+            removed_query_ids=dict(development.get("removed_as_duplicates_of_test", {})),
+            scores={choice.measure: choice.dev_mean},
+            development=development,
+            learned=learned,
         )
-    arm_name = chosen[0]
-    spec = experiment.learned_specs[arm_name]
-    choice = experiment.learned[arm_name]
-    scorers = ", ".join(str(item) for item in spec.expr.args)
-    depth = spec.depth if spec.depth is not None else args.k
-    text = f"{spec_of_fuser(choice.fuser, scorers)}@{depth}"
-    provenance = {
-        "source": "weft-search eval --save-profile",
-        "command": experiment.command,
-        "arm": str(spec),
-        "testbed": dict(experiment.comparison.testbed),
-        "development": dict(experiment.development),
-        "learned": {k: v for k, v in choice.record().items() if k != "tried"},
-        "code": dict(experiment.comparison.code),
-    }
+        description = f"arm {arm_name}: fuser chosen on {choice.dev_queries} development queries"
+    else:
+        spec = experiment.specs[arm_name]
+        depth = spec.depth if spec.depth is not None else args.k
+        text = f"{spec.expr}@{depth}"
+        scores = {m: comparison.mean(arm_name, m) for m in comparison.measures}
+        grid = experiment.grid
+        removed = {} if grid is None else dict(grid.removed)
+        provenance = ProfileProvenance(
+            source=source,
+            command=experiment.command,
+            code=code,
+            arm=str(spec.expr) if spec.depth is None else f"{spec.expr}@{spec.depth}",
+            testbed=testbed,
+            split=testbed.get("split"),
+            removed_query_ids=removed,
+            scores=scores,
+            selection={} if grid is None else grid.selection_record(),
+            grid={} if grid is None else grid.grid.record(),
+            cells=() if grid is None else grid.cells_record(),
+            development=_plain(experiment.development),
+        )
+        if grid is not None and arm_name == grid.picked.name:
+            description = f"grid {grid.grid.source} cell {grid.picked.label()}: picked by {grid.grid.rule}"
+        else:
+            description = f"arm {arm_name} as evaluated"
     profile = ProfileStore(args.profile_index).create(
         args.save_profile,
         text,
         depth=depth,
         filter=None if spec.filter is None else str(spec.filter),
-        description=f"arm {arm_name}: fuser chosen on {choice.dev_queries} development queries",
-        provenance=json.loads(json.dumps(provenance, default=str)),
+        description=description,
+        provenance=provenance,
     )
     print(f"\nsaved profile {profile.name} version {profile.version}: {profile.spec}")
 
@@ -825,13 +1019,28 @@ def add_eval_commands(commands: Any) -> None:
         help="compute the arms' streams on the Ray cluster at ADDRESS (the ray extra); same results",
     )
     evaluate.add_argument(
+        "--grid",
+        type=Path,
+        metavar="FILE",
+        help="evaluate a declared grid (JSON or TOML: template, axes, baseline, select; see "
+        "weftsearch.eval.gridfile) on development queries only (--split NAME, else the collection's "
+        "development split less test duplicates) and pick one cell by the grid's selection rule",
+    )
+    evaluate.add_argument(
+        "--select",
+        metavar="RULE",
+        help="the grid's selection rule, e.g. 'nDCG@10,R@10,nearest:w,nearest:k': measures (highest "
+        "wins) and nearest:AXIS (closest to the baseline cell), in order, then grid order",
+    )
+    evaluate.add_argument(
         "--save-profile",
         metavar="NAME",
-        help="store the fuser the learned(...) arm chose on development queries as the next version "
-        "of ranking profile NAME in --profile-index (what weft-search serve runs), with its provenance",
+        help="store one arm as the next version of ranking profile NAME in --profile-index (what "
+        "weft-search serve and search --profile run), with its provenance: the grid's pick, else the "
+        "learned(...) arm's chosen fuser, else the only arm, else --save-arm",
     )
     evaluate.add_argument("--profile-index", metavar="DIR", help="the index --save-profile writes to")
-    evaluate.add_argument("--save-arm", metavar="ARM", help="which learned arm --save-profile saves")
+    evaluate.add_argument("--save-arm", metavar="ARM", help="which arm (or grid cell) --save-profile saves")
     evaluate.set_defaults(handler=_cmd_eval)
 
     datasets = commands.add_parser("datasets", help="fetch or verify judged collections")

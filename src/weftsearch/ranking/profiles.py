@@ -33,7 +33,8 @@ import re
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ __all__ = [
     "PROFILE_FORMAT",
     "PROFILE_NAME",
     "Profile",
+    "ProfileProvenance",
     "ProfileStore",
     "ProfileNotFoundError",
     "check_profile_name",
@@ -155,6 +157,79 @@ def spec_of_fuser(fuser: Any, scorers: str) -> str:
     raise InvalidParameterError(f"cannot write {fuser!r} as a spec: not a built-in fuser")
 
 
+@dataclass(frozen=True)
+class ProfileProvenance:
+    """Where a profile came from: one typed record every maker fills (``eval --save-profile``, the API).
+
+    Stored as the profile's ``provenance`` (:meth:`to_dict`) and read back
+    with :meth:`Profile.provenance_record`, which also reads the short
+    records the server writes today (``{"source": "api"}``: every other field
+    at its default).
+
+    Attributes:
+        source: who made it (``"api"``, ``"weft-search eval --save-profile"``).
+        command: the command line that made it.
+        code: the code version at the time (package, git commit, platform).
+        arm: the spec text of what was measured (as the user wrote it, or a grid cell's).
+        testbed: the data it was measured on: collection, files with sizes and
+            SHA-256, index content hash, loader parameters.
+        split: the judgements it was chosen on (a development split).
+        removed_query_ids: query id -> the query it duplicates, for queries the
+            split left out (a development split's duplicates of test queries).
+        scores: the saved ranking's means on ``split``, by measure.
+        selection: how it was chosen (the rule, its words, which key decided, the pick).
+        grid: the grid file it was picked from (path, SHA-256, template, axes, baseline).
+        cells: every grid cell: index, axis values, spec and means on ``split``.
+        development: learned fusion's development split record.
+        learned: learned fusion's choice (fuser, measure, development score).
+
+    """
+
+    source: str
+    command: str = ""
+    code: Mapping[str, Any] = field(default_factory=dict)
+    arm: str = ""
+    testbed: Mapping[str, Any] = field(default_factory=dict)
+    split: str | None = None
+    removed_query_ids: Mapping[str, str] = field(default_factory=dict)
+    scores: Mapping[str, float] = field(default_factory=dict)
+    selection: Mapping[str, Any] = field(default_factory=dict)
+    grid: Mapping[str, Any] = field(default_factory=dict)
+    cells: Sequence[Mapping[str, Any]] = ()
+    development: Mapping[str, Any] = field(default_factory=dict)
+    learned: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, str) or not self.source:
+            raise InvalidParameterError(f"a profile's provenance needs a source, got {self.source!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as plain JSON (an empty one says so: ``removed_query_ids: {}`` removed none).
+
+        Raises:
+            InvalidParameterError: a value that is not plain JSON.
+
+        """
+        out = {item.name: getattr(self, item.name) for item in fields(self)}
+        try:
+            # Through JSON and back: mappings and tuples become plain dicts and lists.
+            plain: dict[str, Any] = json.loads(json.dumps(out, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise InvalidParameterError(f"a profile's provenance must be plain JSON: {exc}") from None
+        return plain
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProfileProvenance:
+        """The record of a stored ``provenance`` (missing fields at their defaults, unknown ones left out).
+
+        Raises:
+            InvalidParameterError: no ``source``.
+
+        """
+        known = {item.name for item in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+
 @dataclass(frozen=True, slots=True)
 class Profile:
     """One version of a ranking profile.
@@ -166,8 +241,9 @@ class Profile:
         depth: candidates asked of each scorer per query.
         filter: a default filter (string form) applied when a request gives none, or ``None``.
         description: free text.
-        provenance: where it came from (JSON values): ``{"source": "api"}``, or
-            learned fusion's dataset hashes, development queries and score.
+        provenance: where it came from (JSON values): :meth:`ProfileProvenance.to_dict`
+            (``{"source": "api"}``, or an evaluation's dataset hashes, split,
+            scores and selection); :meth:`provenance_record` reads it back typed.
         created: POSIX seconds when this version was written.
 
     """
@@ -180,6 +256,10 @@ class Profile:
     description: str = ""
     provenance: dict[str, Any] = field(default_factory=dict)
     created: float = 0.0
+
+    def provenance_record(self) -> ProfileProvenance:
+        """:attr:`provenance` as a :class:`ProfileProvenance` (a profile stored without one: ``unknown``)."""
+        return ProfileProvenance.from_dict({"source": "unknown", **self.provenance})
 
     def arm(self) -> Arm:
         """The arm this profile runs (scorers, fuser, depth)."""
@@ -355,7 +435,7 @@ class ProfileStore:
         depth: int | None = None,
         filter: str | None = None,
         description: str = "",
-        provenance: dict[str, Any] | None = None,
+        provenance: ProfileProvenance | Mapping[str, Any] | None = None,
     ) -> Profile:
         """Write the next version of ``name`` and return it; earlier versions stay as they are.
 
@@ -378,7 +458,9 @@ class ProfileStore:
             "depth": arm.depth,
             "filter": filter,
             "description": description,
-            "provenance": dict(provenance or {}),
+            "provenance": provenance.to_dict()
+            if isinstance(provenance, ProfileProvenance)
+            else dict(provenance or {}),
             "created": round(time.time(), 3),
         }
         try:
