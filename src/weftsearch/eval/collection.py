@@ -250,8 +250,8 @@ def derive_split(collection: Collection, *, name: str, source: str, against: str
         raise InvalidParameterError(
             f"{collection.name}: split {name!r} cannot be deduplicated against its own source {source!r}"
         )
-    against_ids = collection.judged_query_ids(against)
     source_ids = collection.judged_query_ids(source)
+    against_ids = collection.judged_query_ids(against)
     by_text: dict[str, str] = {}
     for qid in against_ids:
         by_text.setdefault(normalised_query_text(collection.queries[qid]), qid)
