@@ -1,4 +1,4 @@
-"""Derived splits (:mod:`weftsearch.eval.collection`): SciFact's ``dev`` and the same rule on any collection."""
+"""Derived splits (:mod:`weftsearch.eval.collection`): SciFact's ``dev``, and the same rule anywhere."""
 
 from __future__ import annotations
 
