@@ -206,7 +206,7 @@ class DerivedSplit:
         name: the derived split's name (``dev``).
         source: the split it was taken from (``train``).
         against: the split it was deduplicated against (``test``).
-        qids: the kept query ids, in file order.
+        qids: the kept query ids, in the query file's order.
         removed: each removed ``source`` query id -> its twin in ``against``
             (the query whose text it duplicates, or itself when the same id
             is judged in both splits), in file order.
