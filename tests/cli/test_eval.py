@@ -403,3 +403,138 @@ def test_a_vector_arm_without_vectors_is_refused_naming_the_arm(capsys: pytest.C
     error = capsys.readouterr().err
     assert "arm 'vector': scorer 'vector' has no input for any of the 225 queries" in error
     assert "missing: vectors in the index" in error
+
+
+# ---------------------------------------------------------------------- the dev split (issue 28)
+
+DEV_CORPUS = [
+    ("d1", "gene x causes disease y"),
+    ("d2", "sea birds follow fishing boats"),
+    ("d3", "rain and wind over the sea"),
+    ("d4", "fishing boats at sea in the rain"),
+]
+DEV_QUERIES = [
+    ("q1", "What causes disease Y?"),
+    ("q2", "birds at sea"),
+    ("q3", "what CAUSES  disease y?"),  # a train query duplicating test's q1
+    ("q4", "rain over the sea"),
+    ("q5", "fishing boats"),
+]
+
+
+def write_dev_folder(folder: Path, splits: dict[str, str]) -> Path:
+    """A BEIR folder whose train split holds a case-insensitive duplicate of a test query (q3 of q1)."""
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": key, "text": text}) + "\n" for key, text in DEV_CORPUS), encoding="utf-8"
+    )
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": qid, "text": text}) + "\n" for qid, text in DEV_QUERIES), encoding="utf-8"
+    )
+    for name, text in splits.items():
+        (folder / "qrels" / f"{name}.tsv").write_text(text, encoding="utf-8")
+    return folder
+
+
+DEV_SPLITS = {
+    "test": "q1\td1\t1\nq2\td2\t1\n",
+    "train": "q3\td1\t1\nq4\td3\t1\nq5\td4\t1\n",
+}
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--split", "dev"], ["--dev-from", "train", "--dedupe-against", "test"], ["--dev-from", "train"]],
+)
+def test_eval_on_the_derived_dev_split_records_its_provenance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
+) -> None:
+    folder = write_dev_folder(tmp_path / "mine", DEV_SPLITS)
+    out = tmp_path / "report"
+    assert main(["eval", str(folder), *flags, "--resamples", "10", "--out", str(out), "--no-plots"]) == 0
+    printed = capsys.readouterr().out
+    assert "mine (split dev), 2 queries" in printed
+    line = (
+        "split dev: derived from train, deduplicated against test (equal after NFKC, casefold and "
+        "whitespace collapse); 2 queries kept, removed: q3 (twin of q1)"
+    )
+    assert line in printed
+    assert line in (out / "report.md").read_text()
+    testbed = json.loads((out / "report.json").read_text())["testbed"]
+    assert testbed["split"] == "dev" and testbed["queries"] == 2
+    assert testbed["split_derivation"] == {
+        "name": "dev",
+        "derived_from": "train",
+        "deduplicated_against": "test",
+        "queries": 2,
+        "removed": [{"id": "q3", "twin": "q1"}],
+        "rule": "equal after NFKC, casefold and whitespace collapse",
+    }
+    # Evaluated on the dev queries: q4 and q5, with train's judgements.
+    assert {line.split()[0] for line in (out / "text.trec").read_text().splitlines()} == {"q4", "q5"}
+
+
+def test_the_dev_split_can_be_made_from_any_pair_of_splits(tmp_path: Path) -> None:
+    folder = write_dev_folder(tmp_path / "mine", DEV_SPLITS)
+    # The test queries minus those a train query duplicates: q2 only.
+    experiment = run_experiment(folder, None, dev_from="test", dedupe_against="train", resamples=10)
+    testbed = experiment.comparison.testbed
+    assert testbed["split"] == "dev" and testbed["queries"] == 1
+    assert testbed["split_derivation"]["removed"] == [{"id": "q1", "twin": "q3"}]
+    # Without a derived split the report records none.
+    plain = run_experiment(folder, None, split="train", resamples=10)
+    assert plain.comparison.testbed["queries"] == 3 and "split_derivation" not in plain.comparison.testbed
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--dev-from", "nope"], "mine has no split 'nope' (splits: test, train)"),
+        (["--dedupe-against", "nope"], "no split 'nope' in"),  # the loader names it first
+        (["--dev-from", "test", "--dedupe-against", "test"], "against its own source 'test'"),
+        (["--split", "test", "--dev-from", "train"], "--split is 'test': give --split dev or neither"),
+        (["--split", "dev", "--arms", "l=learned(bm25, bm25)"], "no development split to learn fusion on"),
+    ],
+)
+def test_dev_split_refusals_exit_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    folder = write_dev_folder(tmp_path / "mine", DEV_SPLITS)
+    assert main(["eval", str(folder), *flags, "--resamples", "10"]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "Traceback" not in captured.err
+    if "nope" in flags:  # an unknown split: the message lists the folder's splits
+        assert "(splits: test, train)" in captured.err
+
+
+def test_a_folders_own_dev_split_is_used_and_not_rederived(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = write_dev_folder(tmp_path / "mine", {**DEV_SPLITS, "dev": "q5\td4\t1\n"})
+    experiment = run_experiment(folder, None, split="dev", resamples=10)
+    assert experiment.comparison.testbed["queries"] == 1
+    assert "split_derivation" not in experiment.comparison.testbed
+    assert main(["eval", str(folder), "--dev-from", "train", "--resamples", "10"]) == 2
+    assert "has a 'dev' split of its own" in capsys.readouterr().err
+
+
+@needs_data
+@pytest.mark.data
+def test_scifact_dev_split_is_807_queries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SciFact's dev: the 809 judged train queries minus 871 and 1291, duplicates of test's 870 and 1292."""
+    out = tmp_path / "report"
+    status = main(
+        [
+            *("eval", "scifact", "--data", str(DATA), "--split", "dev", "--arms", "text=bm25"),
+            *("--resamples", "10", "--out", str(out), "--no-plots"),
+        ]
+    )
+    assert status == 0
+    assert "scifact (split dev), 807 queries" in capsys.readouterr().out
+    testbed = json.loads((out / "report.json").read_text())["testbed"]
+    assert testbed["queries"] == 807 and testbed["publishable"] is True
+    derivation = testbed["split_derivation"]
+    assert (derivation["derived_from"], derivation["deduplicated_against"]) == ("train", "test")
+    assert derivation["removed"] == [{"id": "871", "twin": "870"}, {"id": "1291", "twin": "1292"}]
+    ran = {line.split()[0] for line in (out / "text.trec").read_text().splitlines()}
+    assert len(ran) == 807 and not ran & {"871", "1291", "870", "1292"}

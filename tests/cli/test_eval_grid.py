@@ -187,3 +187,19 @@ def test_without_split_a_grid_picks_on_the_development_split_or_is_refused(
     assert record["extra"]["grid"]["removed_query_ids"] == {"q1": "q1"}
     assert record["extra"]["grid"]["queries"] == 2
     capsys.readouterr()
+
+
+def test_a_grid_on_the_derived_dev_split_records_its_removed_ids(
+    tmp_path: Path, setup: tuple[Path, Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--grid --split dev`` (train minus test duplicates): the pick's record names every removed id."""
+    _, vectors, _, grid = setup
+    test, train = "q1\td1\t2\nq1\td2\t1\n", "q1\td1\t1\n" + SPLITS["train"]
+    folder = write_folder(tmp_path / "with-train", {"test": test, "train": train})
+    out = tmp_path / "report"
+    argv = ["eval", str(folder), "--vectors", str(vectors), "--grid", str(grid), "--resamples", "5"]
+    assert main([*argv, "--split", "dev", "--no-plots", "--out", str(out)]) == 0
+    record = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert record["extra"]["grid"]["split"] == "dev"
+    assert record["extra"]["grid"]["removed_query_ids"] == {"q1": "q1"}
+    capsys.readouterr()

@@ -44,6 +44,7 @@ from weftsearch.eval.cv import (
 from weftsearch.eval.datasets import (
     COLLECTIONS,
     DEFAULT_VECTORS,
+    DEV_SPLIT,
     FROZEN_MODEL,
     PINS,
     Collection,
@@ -245,6 +246,52 @@ def _user_main_split(collection: Collection) -> str | None:
     return None
 
 
+def _dev_split_asked(split: str | None, dev_from: str | None, dedupe_against: str | None) -> str | None:
+    """The evaluation split: ``--split``, or ``dev`` when only ``--dev-from``/``--dedupe-against`` are given.
+
+    Raises:
+        InvalidParameterError: those flags with ``--split`` naming another split.
+
+    """
+    if dev_from is None and dedupe_against is None:
+        return split
+    if split not in (None, DEV_SPLIT):
+        raise InvalidParameterError(
+            f"--dev-from/--dedupe-against make the {DEV_SPLIT!r} split, but --split is {split!r}: "
+            f"give --split {DEV_SPLIT} or neither"
+        )
+    return DEV_SPLIT
+
+
+def _with_dev_split(
+    collection: Collection, split: str | None, dev_from: str | None, dedupe_against: str | None
+) -> Collection:
+    """``collection`` with the derived ``dev`` split when ``split`` is ``dev`` and the files have none.
+
+    ``dev`` is ``dev_from`` (default ``train``) minus the queries that
+    duplicate one of ``dedupe_against`` (default ``test``):
+    :meth:`~weftsearch.eval.datasets.Collection.with_derived_split`.
+
+    Raises:
+        InvalidParameterError: the files have a ``dev`` split of their own and
+            the flags ask to derive one, or a named split does not exist (the
+            message lists the collection's splits).
+
+    """
+    if split != DEV_SPLIT:
+        return collection
+    if DEV_SPLIT in collection.splits:
+        if dev_from is not None or dedupe_against is not None:
+            raise InvalidParameterError(
+                f"{collection.name} has a {DEV_SPLIT!r} split of its own; --dev-from/--dedupe-against "
+                "derive one only where the files have none"
+            )
+        return collection
+    return collection.with_derived_split(
+        DEV_SPLIT, source=dev_from or "train", against=dedupe_against or "test"
+    )
+
+
 def _vectors_for(collection: Any, variant: str | None, any_snapshot: bool) -> CollectionVectors | None:
     if variant is None:
         return None
@@ -278,12 +325,21 @@ def _load(
     cranfield_grades: str,
     link_set: str | None,
     progress: bool | None,
+    dev_from: str | None = None,
+    dedupe_against: str | None = None,
 ) -> _Loaded:
     """The collection ``dataset`` names (verified), its testbed, splits and the arm specs to run."""
     name, folder = resolve_dataset(dataset)
+    split = _dev_split_asked(split, dev_from, dedupe_against)
     if folder is not None:
         specs = [parse_arm(text) for text in (arms or ("text=bm25",))]
-        collection, loaded = _user_collection(folder, name, split, vectors, any_snapshot)
+        derived = split == DEV_SPLIT and (
+            dev_from is not None or dedupe_against is not None or DEV_SPLIT not in beir_splits(folder)
+        )
+        # A derived split is no file: load with the split it is deduplicated against as the default.
+        load_split = (dedupe_against or "test") if derived else split
+        collection, loaded = _user_collection(folder, name, load_split, vectors, any_snapshot)
+        collection = _with_dev_split(collection, split, dev_from, dedupe_against)
         test_split: str | None = split or _user_main_split(collection)
         dev_split = _user_dev_split(folder, test_split or "test")
         model = None
@@ -300,12 +356,15 @@ def _load(
             cranfield_grades=cranfield_grades,  # type: ignore[arg-type]
         )
         loaded = _vectors_for(collection, vectors, any_snapshot)
+        collection = _with_dev_split(collection, split, dev_from, dedupe_against)
         test_split, dev_split = SPLITS[name]
         if split is not None:
             collection.judgements(split)  # an unknown split names the known ones
             test_split = split
             dev_split = dev_split if dev_split != split else None
         model = FROZEN_MODEL if loaded else None
+    if collection.derivation(test_split) is not None:
+        dev_split = None  # evaluating on development queries: nothing else to learn a fuser on
     testbed = build_testbed(
         collection,
         split=test_split,
@@ -386,6 +445,8 @@ def run_experiment(
     ray: str | None = None,
     grid: str | Path | GridFile | None = None,
     select: str | None = None,
+    dev_from: str | None = None,
+    dedupe_against: str | None = None,
 ) -> Experiment:
     """Run ``weft-search eval`` as a function; see the module docstring.
 
@@ -397,7 +458,14 @@ def run_experiment(
             vectors folder (a path, or a name under ``<folder>/vectors/``);
             ``None``: no vectors.
         split: the evaluation split (a folder's ``qrels/<split>.tsv``;
-            default: ``test``, else the only one).
+            default: ``test``, else the only one). ``dev`` on a collection
+            whose files have no such split is derived: ``dev_from`` minus the
+            queries duplicating one of ``dedupe_against``
+            (:meth:`~weftsearch.eval.datasets.Collection.with_derived_split`),
+            recorded in the report's ``testbed.split_derivation``.
+        dev_from: the split ``dev`` is derived from (``None``: ``train``);
+            giving it (or ``dedupe_against``) implies ``split="dev"``.
+        dedupe_against: the split ``dev`` is deduplicated against (``None``: ``test``).
         plugins: modules to import before the arm specs are read
             (:func:`load_plugins`).
         ray: a Ray cluster's address: the arms' streams are computed there,
@@ -465,11 +533,25 @@ def run_experiment(
             cranfield_grades,
             link_set,
             progress,
+            dev_from,
+            dedupe_against,
         )
         return _run_grid(
             declared, loaded, split, measures, k, resamples, seed, progress, ray, command, started
         )
-    loaded = _load(dataset, data, arms, vectors, split, any_snapshot, cranfield_grades, link_set, progress)
+    loaded = _load(
+        dataset,
+        data,
+        arms,
+        vectors,
+        split,
+        any_snapshot,
+        cranfield_grades,
+        link_set,
+        progress,
+        dev_from,
+        dedupe_against,
+    )
     builder = ArmBuilder(default_depth=k)
     cache = StreamCache(loaded.testbed.snapshot)
     built, learned, learned_specs, deferred, extra = _build_arms(loaded, builder, cache, k, cv)
@@ -564,6 +646,9 @@ def _run_grid(
             "removed_as_duplicates_of_test": removed,
             "rule": dev.rule,
         }
+    elif (derived := testbed.split_derivation) is not None:  # --split dev or --dev-from: a derived split
+        removed = dict(derived.removed)
+        development = derived.record()
     wanted = list(measures) + [m for m in grid.rule.measures() if m not in measures]
     builder = ArmBuilder(default_depth=k)
     cache = StreamCache(testbed.snapshot)
@@ -720,6 +805,8 @@ def experiment_from_args(args: argparse.Namespace, command: str) -> Experiment:
         ray=getattr(args, "ray", None),
         grid=getattr(args, "grid", None),
         select=getattr(args, "select", None),
+        dev_from=getattr(args, "dev_from", None),
+        dedupe_against=getattr(args, "dedupe_against", None),
     )
 
 
@@ -953,7 +1040,20 @@ def add_eval_commands(commands: Any) -> None:
     evaluate.add_argument(
         "--split",
         metavar="NAME",
-        help="judgements to evaluate on: qrels/NAME.tsv (default: test, else the only split)",
+        help="judgements to evaluate on: qrels/NAME.tsv (default: test, else the only split); "
+        "'dev' where the files have none is --dev-from minus the queries whose text duplicates one "
+        "of --dedupe-against (SciFact: 807 queries), recorded in the report",
+    )
+    evaluate.add_argument(
+        "--dev-from",
+        metavar="SPLIT",
+        help="derive the dev split from SPLIT (default: train); implies --split dev",
+    )
+    evaluate.add_argument(
+        "--dedupe-against",
+        metavar="SPLIT",
+        help="drop from the dev split every query whose text (or id) is a query of SPLIT (default: test); "
+        "implies --split dev",
     )
     evaluate.add_argument(
         "--plugin",

@@ -25,6 +25,7 @@ from __future__ import annotations
 from weftsearch.eval.datasets import (
     Collection,
     CollectionVectors,
+    DerivedSplit,
     FetchResult,
     FileRecord,
     fetch,
@@ -81,6 +82,7 @@ __all__ = [
     # Datasets: judged collections verified against pinned hashes, their vectors, fetching.
     "Collection",
     "CollectionVectors",
+    "DerivedSplit",
     "FileRecord",
     "FetchResult",
     "load_beir",

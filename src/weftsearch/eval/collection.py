@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -185,6 +186,94 @@ class CollectionVectors:
         return rows
 
 
+#: How :func:`derive_split` recognises a duplicate query text.
+DUPLICATE_RULE = "equal after NFKC, casefold and whitespace collapse"
+
+#: The name of the development split :meth:`Collection.with_derived_split` adds by default.
+DEV_SPLIT = "dev"
+
+
+def normalised_query_text(text: str) -> str:
+    """``text`` as :data:`DUPLICATE_RULE` compares it: NFKC, casefolded, whitespace runs as one space."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+@dataclass(frozen=True, slots=True)
+class DerivedSplit:
+    """A split made from another: ``source``'s judged queries minus any that duplicate an ``against`` query.
+
+    Attributes:
+        name: the derived split's name (``dev``).
+        source: the split it was taken from (``train``).
+        against: the split it was deduplicated against (``test``).
+        qids: the kept query ids, in the query file's order.
+        removed: each removed ``source`` query id -> its twin in ``against``
+            (the query whose text it duplicates, or itself when the same id
+            is judged in both splits), in file order.
+        rule: how a duplicate is recognised (:data:`DUPLICATE_RULE`).
+
+    """
+
+    name: str
+    source: str
+    against: str
+    qids: tuple[str, ...] = field(repr=False)
+    removed: Mapping[str, str]
+    rule: str = DUPLICATE_RULE
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready provenance, for reports and saved profiles."""
+        return {
+            "name": self.name,
+            "derived_from": self.source,
+            "deduplicated_against": self.against,
+            "queries": len(self.qids),
+            "removed": [{"id": qid, "twin": twin} for qid, twin in self.removed.items()],
+            "rule": self.rule,
+        }
+
+
+def derive_split(collection: Collection, *, name: str, source: str, against: str) -> DerivedSplit:
+    """``source``'s judged queries minus those whose text (or id) duplicates a judged ``against`` query.
+
+    A ``source`` query is removed when its text equals a judged ``against``
+    query's under :data:`DUPLICATE_RULE`, or when the same id is judged in
+    both splits; its twin is the first such ``against`` query in file order.
+
+    Raises:
+        InvalidParameterError: ``source`` or ``against`` is not a split of the
+            collection (the message lists its splits), they are the same split,
+            or no query is left.
+
+    """
+    if source == against:
+        raise InvalidParameterError(
+            f"{collection.name}: split {name!r} cannot be deduplicated against its own source {source!r}"
+        )
+    source_ids = collection.judged_query_ids(source)
+    against_ids = collection.judged_query_ids(against)
+    by_text: dict[str, str] = {}
+    for qid in against_ids:
+        by_text.setdefault(normalised_query_text(collection.queries[qid]), qid)
+    against_set = set(against_ids)
+    kept: list[str] = []
+    removed: dict[str, str] = {}
+    for qid in source_ids:
+        twin = by_text.get(normalised_query_text(collection.queries[qid]))
+        if twin is None and qid in against_set:
+            twin = qid  # the same query judged in both splits: a duplicate whatever its text
+        if twin is None:
+            kept.append(qid)
+        else:
+            removed[qid] = twin
+    if not kept:
+        raise InvalidParameterError(
+            f"{collection.name}: every judged query of {source!r} duplicates one of {against!r}; "
+            f"split {name!r} would be empty"
+        )
+    return DerivedSplit(name, source, against, tuple(kept), removed)
+
+
 @dataclass(frozen=True, eq=False)
 class Collection:
     """A judged test collection, as loaded by :func:`load_collection` or :func:`load_beir`.
@@ -213,6 +302,9 @@ class Collection:
         vectors: vectors attached by the loader (:func:`load_beir`'s
             ``vectors``), which :func:`~weftsearch.eval.harness.build_testbed`
             uses when it is given none; ``None`` otherwise.
+        derived: split name -> how it was derived, for the splits of
+            :attr:`splits` made by :meth:`with_derived_split` (e.g. SciFact's
+            ``dev``); the files' own splits are not here.
 
     """
 
@@ -228,11 +320,40 @@ class Collection:
     publishable: bool
     parameters: dict[str, str] = field(default_factory=dict)
     vectors: CollectionVectors | None = None
+    derived: Mapping[str, DerivedSplit] = field(default_factory=dict)
 
     @property
     def provenance(self) -> Provenance:
         """``"pinned"``, ``"unpinned"`` or ``"mismatched"``: :func:`provenance_of` the manifest."""
         return provenance_of(self.manifest)
+
+    def with_derived_split(
+        self, name: str = DEV_SPLIT, *, source: str = "train", against: str = "test"
+    ) -> Collection:
+        """The collection with one more split, ``name``: ``source`` minus duplicates of ``against``.
+
+        The new split's judgements are ``source``'s for the kept queries; its
+        provenance is :meth:`derivation`. ``build_testbed(collection,
+        split="dev")`` then evaluates on it like any other split. Example::
+
+            scifact = load_collection("scifact", data).with_derived_split()   # dev: 807 queries
+
+        Raises:
+            InvalidParameterError: ``name`` is already a split (a file's, or
+                derived), or :func:`derive_split` refuses.
+
+        """
+        if name in self.splits:
+            where = "derived" if name in self.derived else "read from the files"
+            raise InvalidParameterError(f"{self.name} already has a split {name!r} ({where})")
+        split = derive_split(self, name=name, source=source, against=against)
+        judged = self.splits[source]
+        splits = {**self.splits, name: {qid: dict(judged[qid]) for qid in split.qids}}
+        return replace(self, splits=splits, derived={**self.derived, name: split})
+
+    def derivation(self, split: str | None) -> DerivedSplit | None:
+        """How ``split`` was derived (:meth:`with_derived_split`), or ``None`` for a file's own split."""
+        return None if split is None else self.derived.get(split)
 
     @property
     def document_keys(self) -> tuple[str, ...]:

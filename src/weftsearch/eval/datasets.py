@@ -125,10 +125,13 @@ from __future__ import annotations
 
 from weftsearch.eval.beir import beir_splits, load_beir, load_collection
 from weftsearch.eval.collection import (
+    DEV_SPLIT,
     Collection,
     CollectionVectors,
+    DerivedSplit,
     FileRecord,
     collection_folder,
+    derive_split,
     provenance_of,
     sha256_bytes,
 )
@@ -151,6 +154,7 @@ from weftsearch.eval.vectors import load_frozen_vectors, load_vector_folder
 __all__ = [
     "COLLECTIONS",
     "CRANFIELD_GRADES",
+    "DEV_SPLIT",
     "DEFAULT_VECTORS",
     "FROZEN_MODEL",
     "PINS",
@@ -159,11 +163,13 @@ __all__ = [
     "CollectionPins",
     "CollectionVectors",
     "CranfieldGrades",
+    "DerivedSplit",
     "FetchResult",
     "FilePin",
     "FileRecord",
     "Judgements",
     "collection_folder",
+    "derive_split",
     "fetch",
     "load_beir",
     "load_collection",

@@ -34,7 +34,6 @@ import hashlib
 import math
 import platform
 import subprocess
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import metadata
@@ -50,6 +49,7 @@ from weftsearch.engine.protocols import Fuser
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import InvalidParameterError, PairingError
+from weftsearch.eval.collection import DEV_SPLIT, DUPLICATE_RULE, DerivedSplit, derive_split
 from weftsearch.eval.datasets import Collection, CollectionVectors, Judgements, Provenance
 from weftsearch.eval.metrics import Evaluation, Measure, evaluate, parse_measure
 from weftsearch.eval.runs import ArmRun, StreamCache, run_arm
@@ -216,6 +216,17 @@ class Testbed:
         return "pinned"
 
     @property
+    def split_derivation(self) -> DerivedSplit | None:
+        """How this testbed's split was derived (SciFact's ``dev``), or ``None`` for a file's own split.
+
+        Its :meth:`~weftsearch.eval.collection.DerivedSplit.record` is what
+        reports (``testbed["split_derivation"]``) and saved profiles record:
+        the split's name, its source, what it was deduplicated against, and
+        every removed query id with its twin.
+        """
+        return self.collection.derivation(self.split)
+
+    @property
     def publishable(self) -> bool:
         """Whether no input contradicts its pin (numbers may be published; see :attr:`provenance`)."""
         return self.provenance != "mismatched"
@@ -262,6 +273,9 @@ class Testbed:
                 "documents_with_vector": len(self.vectors.document_keys),
                 "queries_with_vector": len(self.vectors.query_ids),
             }
+        derivation = self.split_derivation
+        if derivation is not None:
+            out["split_derivation"] = derivation.record()
         return out
 
 
@@ -715,10 +729,6 @@ def sweep(
 # ---------------------------------------------------------------------- learned fusion
 
 
-def _normalised_text(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
 @dataclass(frozen=True, slots=True)
 class DevelopmentSplit:
     """Development queries kept apart from the test queries.
@@ -732,7 +742,7 @@ class DevelopmentSplit:
 
     qids: tuple[str, ...]
     removed: Mapping[str, str]
-    rule: str = "equal after NFKC, casefold and whitespace collapse"
+    rule: str = DUPLICATE_RULE
 
 
 def development_split(
@@ -740,24 +750,15 @@ def development_split(
 ) -> DevelopmentSplit:
     """The ``train`` split's judged queries minus any whose text duplicates a ``test`` query.
 
+    The rule of :func:`~weftsearch.eval.collection.derive_split` (which
+    :meth:`Collection.with_derived_split` uses to add the ``dev`` split).
+
     Raises:
-        InvalidParameterError: the collection lacks either split.
+        InvalidParameterError: the collection lacks either split, or no query is left.
 
     """
-    test_ids = collection.judged_query_ids(test)
-    by_text: dict[str, str] = {}
-    for qid in test_ids:
-        by_text.setdefault(_normalised_text(collection.queries[qid]), qid)
-    kept: list[str] = []
-    removed: dict[str, str] = {}
-    test_set = set(test_ids)
-    for qid in collection.judged_query_ids(train):
-        twin = by_text.get(_normalised_text(collection.queries[qid]))
-        if twin is not None or qid in test_set:
-            removed[qid] = twin if twin is not None else qid
-        else:
-            kept.append(qid)
-    return DevelopmentSplit(tuple(kept), removed)
+    split = derive_split(collection, name=DEV_SPLIT, source=train, against=test)
+    return DevelopmentSplit(split.qids, split.removed, split.rule)
 
 
 def fusion_grid(streams: int) -> list[Fuser]:

@@ -391,6 +391,9 @@ def format_table(comparison: Comparison, *, measures: Sequence[str | Measure] | 
     split = testbed.get("split") or "default"
     judged = testbed.get("queries", "?")
     lines.append(f"{testbed.get('collection', '?')} (split {split}), {judged} queries, k={comparison.k}")
+    derived = _split_derivation_line(testbed)
+    if derived is not None:
+        lines.append(f"  {derived}")
     lines.extend(_text_table(header, rows, "l" + "r" * (len(header) - 1)))
     lines.extend(f"  inputs of {arm}: {text}" for arm, text in _coverage_lines(comparison))
     lines.append(
@@ -632,10 +635,32 @@ def _files_table(files: Iterable[Mapping[str, Any]]) -> list[str]:
     return _md_table(["file", "bytes", "SHA-256", "verified"], rows, "lrll")
 
 
+def _split_derivation_line(testbed: Mapping[str, Any]) -> str | None:
+    """One line on how the testbed's split was derived (``testbed["split_derivation"]``), or ``None``.
+
+    Names the split's source, what it was deduplicated against, and every
+    removed query id with its twin, as the terminal and Markdown reports print it.
+    """
+    record = testbed.get("split_derivation")
+    if not isinstance(record, Mapping):
+        return None
+    removed = (
+        ", ".join(f"{item['id']} (twin of {item['twin']})" for item in record.get("removed", ())) or "none"
+    )
+    return (
+        f"split {record.get('name')}: derived from {record.get('derived_from')}, deduplicated against "
+        f"{record.get('deduplicated_against')} ({record.get('rule')}); {record.get('queries')} queries kept, "
+        f"removed: {removed}"
+    )
+
+
 def _data_section(comparison: Comparison) -> list[str]:
     testbed = comparison.testbed
     out = ["## Data record", ""]
     out.append(f"- collection: `{testbed.get('collection')}`, split: `{testbed.get('split')}`")
+    derived = _split_derivation_line(testbed)
+    if derived is not None:
+        out.append(f"- {derived}")
     out.append(f"- judged queries: {testbed.get('queries')}, documents: {testbed.get('documents')}")
     out.append(f"- analyzer: `{testbed.get('analyzer')}`, link set: `{testbed.get('link_set')}`")
     parameters = testbed.get("loader_parameters") or {}
