@@ -213,3 +213,16 @@ def test_server_eval_and_cli_build_rankings_with_one_parser() -> None:
         and node.name in ("parse_arm", "build_arm", "make_scorer", "make_cli_fuser")
     ]
     assert sorted(defined) == ["ranking/profiles.py", "ranking/specs.py"]
+
+
+@pytest.mark.parametrize(("spec", "depth"), [("bm25@10", None), ("bm25", 10)])
+def test_a_profile_ranking_is_shown_with_its_depth_once(
+    setup: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str], spec: str, depth: int | None
+) -> None:
+    """``eval --save-profile`` saves ``EXPR@DEPTH``: the header said ``bm25@10@10`` before."""
+    _, _, index = setup
+    ProfileStore(index).create("saved", spec, depth=depth)
+    capsys.readouterr()
+    assert main(["search", "sea rain birds", "--index", str(index), "--profile", "saved"]) == 0
+    out = capsys.readouterr().out
+    assert "profile saved v1: bm25@10" in out and "@10@10" not in out

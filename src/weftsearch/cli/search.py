@@ -381,7 +381,9 @@ def _ranking(
         arm = build_arm(spec, depth, profile.filter, name=profile.name)
         if filter_ is None and profile.filter is not None:
             filter_ = parse_filter(profile.filter)
-        shown = f"profile {profile.name} v{profile.version}: {spec}@{depth}"
+        # A saved spec may carry its depth already (eval --save-profile writes EXPR@DEPTH).
+        written = spec if parse_arm(f"{profile.name}={spec}").depth is not None else f"{spec}@{depth}"
+        shown = f"profile {profile.name} v{profile.version}: {written}"
     else:
         spec = args.rank if args.rank is not None else _sugar(args, has_vectors, reason)
         arm = build_arm(spec, args.depth)
