@@ -181,4 +181,4 @@ def test_compare_covers_ten_thousand_queries_in_one_call(index_path: Path) -> No
         compared = client.post("/v1/compare", json=body)
         assert compared.status_code == 200, compared.text[:500]
         assert len(compared.json()["queries"]) == 10_000
-        assert compared.json()["judged"]["queries"] == sorted(queries)  # the measures list queries in id order
+        assert compared.json()["judged"]["queries"] == sorted(queries)  # in id order, as measures list them
