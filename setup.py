@@ -1,5 +1,5 @@
 """Build step for the compiled parts, all in src/weftsearch/native/: the vector scorer's scan
-(_probe.c), the BM25 top-k with block-max early termination (_bm25.c), and the english
+(_scan.c), the BM25 top-k with block-max early termination (_bm25.c), and the english
 analyzer's inner loop (_analysis.c). Both C kernels include native/heap.h.
 
 Everything else is in pyproject.toml. The first two have no Python.h dependency
@@ -23,8 +23,8 @@ HEAP = "src/weftsearch/native/heap.h"
 setup(
     ext_modules=[
         Extension(
-            "weftsearch.native._probe",
-            sources=["src/weftsearch/native/_probe.c"],
+            "weftsearch.native._scan",
+            sources=["src/weftsearch/native/_scan.c"],
             depends=[HEAP],
             extra_compile_args=FLAGS,
             optional=True,

@@ -52,7 +52,7 @@ def setup_sources() -> list[str]:
 
 def test_the_readme_names_every_c_library_setup_py_builds() -> None:
     # README: "gcc builds three small C libraries at install time (setup.py): the vector scan
-    # (`src/weftsearch/native/_probe.c`), ...": the count and the names are setup.py's.
+    # (`src/weftsearch/native/_scan.c`), ...": the count and the names are setup.py's.
     sentence = paragraph(readme(), "gcc builds ")
     count = re.match(r"gcc builds (\w+) small C librar", sentence)
     assert count is not None, sentence

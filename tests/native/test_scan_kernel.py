@@ -1,4 +1,4 @@
-"""The compiled scan (``_probe.c`` through ScanKernel): built, in use, and result for result and bit
+"""The compiled scan (``_scan.c`` through ScanKernel): built, in use, and result for result and bit
 for bit the numpy path's, on hand-made blocks with every edge (deleted rows, zero rows, ties, NaN
 scores and centroids) and on real multi-segment indexes, from one thread and from several."""
 
@@ -42,7 +42,7 @@ def numpy_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @needs_compiled
 def test_the_compiled_scan_is_built_and_passes_its_self_check() -> None:
     # CI installs with a C compiler: a build that silently fell back would hide here.
-    assert library_path("_probe") is not None
+    assert library_path("_scan") is not None
     assert compiled_scan_available()
 
 
@@ -189,7 +189,7 @@ def test_more_ties_than_the_result_buffer_holds() -> None:
 def test_every_half_widens_as_numpy_widens_it() -> None:
     import ctypes
 
-    path = library_path("_probe")
+    path = library_path("_scan")
     assert path is not None
     widen = ctypes.CDLL(str(path)).weft_widen_halves
     widen.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]

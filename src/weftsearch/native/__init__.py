@@ -3,7 +3,7 @@
 Three C sources live here, each optional (where one cannot be built, or is
 switched off, the same results come from numpy or Python, to the bit):
 
-``_probe.c`` (:mod:`weftsearch.native.scan`)
+``_scan.c`` (:mod:`weftsearch.native.scan`)
     The vector scorer's per-block scan: rank the IVF lists, score the probed
     rows with faiss's own row kernel, keep the k best and their ties.
 ``_bm25.c`` (:mod:`weftsearch.native.bm25`)

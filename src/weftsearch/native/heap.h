@@ -1,5 +1,5 @@
 /*
- * The binary heap both kernels select with (_bm25.c: the k best documents; _probe.c: the k best
+ * The binary heap both kernels select with (_bm25.c: the k best documents; _scan.c: the k best
  * rows and the nprobe closest lists): the worst item kept sits at the root, so a better
  * candidate replaces it in O(log size).
  *
@@ -11,7 +11,7 @@
  * one heap's code.
  *
  * Bounds: callers push only while *size is below the heap's capacity (k items, or nprobe lists),
- * and each caller has checked that capacity to fit SIZE_MAX / sizeof(scored_id) (_probe.c: even
+ * and each caller has checked that capacity to fit SIZE_MAX / sizeof(scored_id) (_scan.c: even
  * PTRDIFF_MAX / sizeof(scored_id)); an item is at least 16 bytes, so at < 2^60 and 2 * at + 2
  * never overflows an int64_t.
  */

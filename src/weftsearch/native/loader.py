@@ -36,7 +36,7 @@ __all__ = [
     "load_library",
 ]
 
-#: Turns the vector scan (``_probe.c``) off.
+#: Turns the vector scan (``_scan.c``) off.
 SCAN_SWITCH = "WEFTSEARCH_NO_COMPILED_SCAN"
 #: Turns the BM25 top-k (``_bm25.c``) off.
 BM25_SWITCH = "WEFTSEARCH_NO_COMPILED_BM25"
@@ -44,7 +44,7 @@ BM25_SWITCH = "WEFTSEARCH_NO_COMPILED_BM25"
 ANALYSIS_SWITCH = "WEFTSEARCH_NO_COMPILED_ANALYSIS"
 
 #: Each compiled part's module name in this package and its switch.
-SWITCHES: dict[str, str] = {"_probe": SCAN_SWITCH, "_bm25": BM25_SWITCH, "_analysis": ANALYSIS_SWITCH}
+SWITCHES: dict[str, str] = {"_scan": SCAN_SWITCH, "_bm25": BM25_SWITCH, "_analysis": ANALYSIS_SWITCH}
 
 _HERE = Path(__file__).resolve().parent
 

@@ -15,7 +15,7 @@ per CPU); across CPU kinds the last bit may differ, as with any float kernel.
 
 :class:`ScanKernel` is the vector scorer's whole per-segment step (rank the
 IVF lists, score the probed rows, divide by the norms, keep the k best and
-their ties) in one call into ``_probe.c``, a C library loaded with ctypes
+their ties) in one call into ``_scan.c``, a C library loaded with ctypes
 that calls the very faiss function ``fvec_inner_products_by_idx`` calls per
 row. Why: the arithmetic of a small probe takes microseconds, and the numpy
 version of the same step was about 25 numpy calls of 1-3 us each around it.
@@ -179,7 +179,7 @@ DISABLE_VARIABLE = SCAN_SWITCH
 _POINTER = ctypes.c_void_p
 _INT = ctypes.c_int64
 
-#: ``weft_probe_scan``'s error returns (``_probe.c``): out of memory, and arguments no block has.
+#: ``weft_probe_scan``'s error returns (``_scan.c``): out of memory, and arguments no block has.
 _NO_MEMORY = -1
 _BAD_ARGUMENT = -2
 
@@ -211,7 +211,7 @@ def _compiled_scan() -> tuple[Callable[..., int], int] | None:
     differ in any bit from :func:`inner_products` divided by the norms (see
     :func:`~weftsearch.native.loader.load_library`).
     """
-    return load_library("_probe", _bind_scan, _agrees_with_numpy)
+    return load_library("_scan", _bind_scan, _agrees_with_numpy)
 
 
 def _bind_scan(library: ctypes.CDLL) -> tuple[Callable[..., int], int] | None:
@@ -221,7 +221,7 @@ def _bind_scan(library: ctypes.CDLL) -> tuple[Callable[..., int], int] | None:
     if dot is None:
         return None
     # dot, query, dim, matrix, half, rows, divisors, ids, centroids, offsets,
-    # nlist, nprobe, k, ids_out, scores_out, out_capacity (see _probe.c).
+    # nlist, nprobe, k, ids_out, scores_out, out_capacity (see _scan.c).
     function.argtypes = [_POINTER, _POINTER, _INT, _POINTER, _INT, _INT, _POINTER, _POINTER]
     function.argtypes += [_POINTER, _POINTER, _INT, _INT, _INT, _POINTER, _POINTER, _INT]
     function.restype = _INT
@@ -240,7 +240,7 @@ def _compiled_rows_scan() -> Callable[..., int] | None:
     if compiled is None:
         return None
     return load_library(
-        "_probe", _bind_rows_scan, lambda rows_scan: _rows_agree_with_numpy(compiled, rows_scan)
+        "_scan", _bind_rows_scan, lambda rows_scan: _rows_agree_with_numpy(compiled, rows_scan)
     )
 
 
@@ -248,7 +248,7 @@ def _bind_rows_scan(library: ctypes.CDLL) -> Callable[..., int]:
     """``weft_rows_scan`` with its argument types (``AttributeError``: a library built before it existed)."""
     function = library.weft_rows_scan
     # dot, query, dim, matrix, half, row_count, norms, ids, rows, row_total, k, ids_out,
-    # scores_out, out_capacity (see _probe.c).
+    # scores_out, out_capacity (see _scan.c).
     function.argtypes = [_POINTER, _POINTER, _INT, _POINTER, _INT, _INT, _POINTER, _POINTER]
     function.argtypes += [_POINTER, _INT, _INT, _POINTER, _POINTER, _INT]
     function.restype = _INT
@@ -303,7 +303,7 @@ _scratch = Scratch()
 
 
 class ScanKernel:
-    """One vector block's probe, score and select in a single compiled call (``_probe.c``).
+    """One vector block's probe, score and select in a single compiled call (``_scan.c``).
 
     For one query it ranks the block's IVF lists (or takes every row), scores
     the usable rows of the probed lists (id >= 0, divisor > 0) as the inner
@@ -346,7 +346,7 @@ class ScanKernel:
         self._has_lists = centroids is not None
         self._rows = int(matrix.shape[0])
         self._nlist = 0 if centroids is None else int(centroids.shape[0])
-        # The block's arguments after the query, in _probe.c's order, addresses taken once.
+        # The block's arguments after the query, in _scan.c's order, addresses taken once.
         self._block = (
             self._dim,
             matrix.ctypes.data,
