@@ -48,7 +48,6 @@ import itertools
 import json
 import os
 import shutil
-import signal
 import socket
 import struct
 import tempfile
@@ -56,17 +55,17 @@ import time
 import traceback
 import tracemalloc
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import numpy as np
 import pytest
 
 import weftsearch.scorers.bm25 as bm25_module
+from tests.storage.alarms import alarm
 from weftsearch import (
     RRF,
     BM25Scorer,
@@ -678,23 +677,9 @@ class CaseTimeout(BaseException):
     """A case ran past its deadline (BaseException: no library ``except Exception`` swallows it)."""
 
 
-@contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Raise :class:`CaseTimeout` in the block after ``seconds`` (SIGALRM; main thread, POSIX)."""
-    if not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def expire(signum: int, frame: FrameType | None) -> None:
-        raise CaseTimeout(f"case ran past {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def deadline(seconds: float) -> contextlib.AbstractContextManager[None]:
+    """Raise :class:`CaseTimeout` in the block after ``seconds`` (:func:`tests.storage.alarms.alarm`)."""
+    return alarm(seconds, CaseTimeout, "case")
 
 
 class PropertyViolationError(Exception):

@@ -12,13 +12,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import signal
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 import pytest
 
+from tests.storage.alarms import alarm
 from weftsearch import Document, Index
 from weftsearch.errors import CorruptIndexError
 from weftsearch.ranking.profiles import ProfileStore
@@ -32,20 +30,9 @@ class Hang(BaseException):
     """A call ran past its deadline (a regression that blocks instead of refusing)."""
 
 
-@contextlib.contextmanager
-def deadline(seconds: float = SECONDS) -> Iterator[None]:
-    """Raise :class:`Hang` in the block after ``seconds``, so a blocking open fails the test."""
-
-    def expire(signum: int, frame: FrameType | None) -> None:
-        raise Hang(f"still blocked after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def deadline(seconds: float = SECONDS) -> contextlib.AbstractContextManager[None]:
+    """Raise :class:`Hang` in the block after ``seconds`` (:func:`tests.storage.alarms.alarm`)."""
+    return alarm(seconds, Hang, "a call")
 
 
 def make_index(path: Path) -> None:

@@ -43,14 +43,12 @@ import json
 import math
 import os
 import shutil
-import signal
 import struct
 import tempfile
 import tracemalloc
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from types import FrameType
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -59,6 +57,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
+from tests.storage.alarms import alarm
 from weftsearch.documents import Document
 from weftsearch.errors import CorruptIndexError, FormatVersionError
 from weftsearch.storage.codec import MAGIC, SECTION_DTYPES, SectionFile, checksum, encode_sections
@@ -460,23 +459,9 @@ class ExampleTimeout(BaseException):
     """An example ran past its deadline (BaseException: library ``except`` clauses let it through)."""
 
 
-@contextlib.contextmanager
-def deadline(seconds: float = EXAMPLE_SECONDS) -> Iterator[None]:
-    """Raise :class:`ExampleTimeout` in the block after ``seconds`` (SIGALRM, main thread)."""
-    if not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def expire(signum: int, frame: FrameType | None) -> None:
-        raise ExampleTimeout(f"decoder ran past {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def deadline(seconds: float = EXAMPLE_SECONDS) -> contextlib.AbstractContextManager[None]:
+    """Raise :class:`ExampleTimeout` in the block after ``seconds`` (:func:`tests.storage.alarms.alarm`)."""
+    return alarm(seconds, ExampleTimeout, "decoder")
 
 
 # ---------------------------------------------------------------------- strategies
