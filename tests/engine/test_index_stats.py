@@ -91,3 +91,40 @@ def test_stats_of_a_reader_whose_files_were_swept(tmp_path: Path) -> None:
             reader.stats()
         reader.refresh()
         assert reader.stats().documents == 3
+
+
+def test_a_writers_stats_never_names_a_file_a_merge_just_swept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge finishing while stats measured its files swept one of them: stats said "is gone"
+    (seen as a server's /v1/stats answering 500 under concurrent writes and merges)."""
+    import threading
+
+    import weftsearch.engine.index as index_module
+
+    index = Index.create(tmp_path / "idx")
+    for n in range(3):
+        index.add_many([Document(f"k{n}-{i}", f"word{i} common") for i in range(5)], progress=False)
+        index.commit()
+    assert index.segment_count == 3
+    measure = index_module.file_bytes
+    merged = threading.Event()
+
+    def merge_meanwhile(directory: Path, names: list[str | None]) -> int:
+        if not merged.is_set():
+            merged.set()
+            worker = threading.Thread(target=lambda: index.merge(force=True))
+            worker.start()
+            worker.join(timeout=1.0)  # it waits on the lock stats holds: the files stay
+        return measure(directory, names)
+
+    monkeypatch.setattr(index_module, "file_bytes", merge_meanwhile)
+    stats = index.stats()
+    assert stats.documents == 15 and len(stats.segments) == 3
+    monkeypatch.setattr(index_module, "file_bytes", measure)
+    for _ in range(100):
+        if index.segment_count == 1:
+            break
+        threading.Event().wait(0.05)
+    assert index.stats().documents == 15
+    index.close()

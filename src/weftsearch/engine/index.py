@@ -717,21 +717,24 @@ class Index:
                 removed (call :meth:`refresh` and ask again).
 
         """
+        directory = None if self._directory is None else self._directory.path
+        # The files are measured under the lock: a merge or commit installs its state under it and
+        # sweeps the files it replaced right after, so sizes taken outside it could name a file
+        # that was just swept (a writer's stats then failed saying "is gone").
         with self._write_lock:
             rows = [(s.name, s.deletes_file, s.live, int(s.deleted.sum()), s.data) for s in self._segments]
             pending = len(self._pending)
             generation = self._generation
-        directory = None if self._directory is None else self._directory.path
-        segments = []
-        for name, deletes_file, live, deleted, data in rows:
-            if name is None or directory is None:
-                size = 0 if data is None else len(data)
-            else:
-                size = file_bytes(directory, [name, deletes_file])
-            segments.append(SegmentStats(name, live, deleted, size))
-        on_disk = 0
-        if directory is not None:
-            on_disk = manifest_bytes(directory) + sum(s.bytes for s in segments if s.name is not None)
+            segments = []
+            for name, deletes_file, live, deleted, data in rows:
+                if name is None or directory is None:
+                    size = 0 if data is None else len(data)
+                else:
+                    size = file_bytes(directory, [name, deletes_file])
+                segments.append(SegmentStats(name, live, deleted, size))
+            on_disk = 0
+            if directory is not None:
+                on_disk = manifest_bytes(directory) + sum(s.bytes for s in segments if s.name is not None)
         return IndexStats(
             path=None if directory is None else str(directory),
             documents=sum(live for _, _, live, _, _ in rows) + pending,
