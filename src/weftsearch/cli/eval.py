@@ -508,41 +508,11 @@ def run_experiment(
     """
     started = time.perf_counter()
     load_plugins(plugins)  # before any spec is read: a plugin's scorers must be known by then
-    if select is not None and grid is None:
-        raise InvalidParameterError("--select chooses among a grid's cells: give --grid FILE")
-    if grid is not None:
-        declared = grid if isinstance(grid, GridFile) else load_grid(grid)
-        if select is not None:
-            declared = declared.with_rule(SelectionRule.parse(select, where="--select"))
-        given = [
-            flag
-            for flag, value in (("--arms", arms), ("--baseline", baseline), ("--sweep", sweeps), ("--cv", cv))
-            if value
-        ]
-        if given:
-            raise InvalidParameterError(
-                f"--grid evaluates the grid file's cells and picks one; {', '.join(given)} cannot go with it"
-            )
-        loaded = _load(
-            dataset,
-            data,
-            [f"{cell.name}={cell.spec}" for cell in declared.cells],
-            vectors,
-            split,
-            any_snapshot,
-            cranfield_grades,
-            link_set,
-            progress,
-            dev_from,
-            dedupe_against,
-        )
-        return _run_grid(
-            declared, loaded, split, measures, k, resamples, seed, progress, ray, command, started
-        )
+    declared = _declared_grid(grid, select, arms=arms, baseline=baseline, sweeps=sweeps, cv=cv)
     loaded = _load(
         dataset,
         data,
-        arms,
+        arms if declared is None else [f"{cell.name}={cell.spec}" for cell in declared.cells],
         vectors,
         split,
         any_snapshot,
@@ -552,6 +522,9 @@ def run_experiment(
         dev_from,
         dedupe_against,
     )
+    if declared is not None:
+        grid_args = (measures, k, resamples, seed, progress, ray, command, started)
+        return _run_grid(declared, loaded, split, *grid_args)
     builder = ArmBuilder(default_depth=k)
     cache = StreamCache(loaded.testbed.snapshot)
     built, learned, learned_specs, deferred, extra = _build_arms(loaded, builder, cache, k, cv)
@@ -605,6 +578,29 @@ def run_experiment(
         dict(extra.get("development_split", {})),
         specs={spec.name: spec for spec in specs},
     )
+
+
+def _declared_grid(
+    grid: str | Path | GridFile | None, select: str | None, **others: object
+) -> GridFile | None:
+    """``--grid`` (with ``--select``'s rule), checked against the options it cannot go with.
+
+    ``None`` when no grid is given.
+    """
+    if select is not None and grid is None:
+        raise InvalidParameterError("--select chooses among a grid's cells: give --grid FILE")
+    if grid is None:
+        return None
+    declared = grid if isinstance(grid, GridFile) else load_grid(grid)
+    if select is not None:
+        declared = declared.with_rule(SelectionRule.parse(select, where="--select"))
+    flags = {"arms": "--arms", "baseline": "--baseline", "sweeps": "--sweep", "cv": "--cv"}
+    given = [flags[name] for name, value in others.items() if value]
+    if given:
+        raise InvalidParameterError(
+            f"--grid evaluates the grid file's cells and picks one; {', '.join(given)} cannot go with it"
+        )
+    return declared
 
 
 def _run_grid(
@@ -1143,6 +1139,11 @@ def add_eval_commands(commands: Any) -> None:
     evaluate.add_argument("--save-arm", metavar="ARM", help="which arm (or grid cell) --save-profile saves")
     evaluate.set_defaults(handler=_cmd_eval)
 
+    _add_datasets_command(commands)
+
+
+def _add_datasets_command(commands: Any) -> None:
+    """``weft-search datasets fetch | verify | links``."""
     datasets = commands.add_parser("datasets", help="fetch or verify judged collections")
     actions = datasets.add_subparsers(dest="action", required=True, metavar="ACTION")
     fetching = actions.add_parser("fetch", help="download a collection from its upstream, verified")
