@@ -546,22 +546,14 @@ def run_experiment(
         progress=progress,
         extra=extra,
     )
-    done: list[Sweep] = []
-    for kind in sweeps:
-        done.extend(
-            _sweep(
-                kind,
-                testbed,
-                built,
-                comparison.baseline,
-                builder,
-                seed=seed,
-                resamples=resamples,
-                cache=cache,
-                k=k,
-                specs=specs,
-            )
+    done: list[Sweep] = [
+        result
+        for kind in sweeps
+        for result in _sweep(
+            kind, testbed, built, comparison.baseline, builder, seed=seed, resamples=resamples, cache=cache,
+            k=k, specs=specs,
         )
+    ]
     validations: tuple[CrossValidation, ...] = ()
     if cv is not None:
         validations = _cross_validated(cv, testbed, built, specs, deferred, sweeps, builder, cache, seed, k)
