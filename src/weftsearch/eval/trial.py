@@ -669,6 +669,39 @@ def _vector_check(
     }
 
 
+def _intervals(
+    names: list[str], record: dict[str, Any], evaluations: dict[str, Evaluation], measures: list[str]
+) -> list[dict[str, Any]]:
+    """Every method's seeded paired bootstrap against the plan's baseline, per measure (eval's function)."""
+    intervals: list[dict[str, Any]] = []
+    baseline = record["baseline"]
+    for name in names[1:]:
+        for measure in measures:
+            boot = paired_bootstrap(
+                evaluations[name].per_query(measure),
+                evaluations[baseline].per_query(measure),
+                resamples=int(record["resamples"]),
+                seed=int(record["seed"]),
+                confidence=float(record["confidence"]),
+            )
+            intervals.append(
+                {
+                    "method": name,
+                    "baseline": baseline,
+                    "measure": measure,
+                    "mean_difference": boot.mean_difference,
+                    "low": boot.low,
+                    "high": boot.high,
+                    "p_value": boot.p_value,
+                    "resamples": boot.resamples,
+                    "seed": boot.seed,
+                    "confidence": boot.confidence,
+                    "queries": boot.queries,
+                }
+            )
+    return intervals
+
+
 def run_trial(
     plan_path: str | os.PathLike[str],
     server: str,
@@ -851,31 +884,7 @@ def run_trial(
             served[name] = result.served.means if result.served is not None else {}
         names = list(methods)
         pairwise = _pairwise(names, evaluations, measures)
-        baseline = plan.record["baseline"]
-        for name in names[1:]:
-            for measure in measures:
-                boot = paired_bootstrap(
-                    evaluations[name].per_query(measure),
-                    evaluations[baseline].per_query(measure),
-                    resamples=int(plan.record["resamples"]),
-                    seed=int(plan.record["seed"]),
-                    confidence=float(plan.record["confidence"]),
-                )
-                intervals.append(
-                    {
-                        "method": name,
-                        "baseline": baseline,
-                        "measure": measure,
-                        "mean_difference": boot.mean_difference,
-                        "low": boot.low,
-                        "high": boot.high,
-                        "p_value": boot.p_value,
-                        "resamples": boot.resamples,
-                        "seed": boot.seed,
-                        "confidence": boot.confidence,
-                        "queries": boot.queries,
-                    }
-                )
+        intervals = _intervals(names, plan.record, evaluations, measures)
 
     vector_check: dict[str, Any] | None = None
     if cycle:
