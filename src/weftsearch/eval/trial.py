@@ -702,6 +702,35 @@ def _intervals(
     return intervals
 
 
+def _cycle_vector_check(
+    plan: Plan,
+    has_frozen: bool,
+    embed: str,
+    regenerated: Mapping[str, np.ndarray[Any, np.dtype[np.float32]]],
+    encoder: Callable[[Sequence[str]], Any] | None,
+    texts: list[str],
+    qids: list[str],
+) -> dict[str, Any]:
+    """``--cycle``'s check of regenerated query vectors against the plan's frozen ones."""
+    if not has_frozen:
+        return {"checked": False, "reason": "the plan has no frozen query vectors"}
+    if embed == "client":
+        return _vector_check(plan, regenerated, "the client's offline model, inside the cycle")
+    try:
+        if encoder is None:
+            from weftsearch.embed import Encoder
+
+            encoder = Encoder().encode
+        rows = np.asarray(encoder(texts), dtype=np.float32)
+    except ImportError as exc:
+        return {"checked": False, "reason": f"the embed extra is missing here: {exc}"}
+    return _vector_check(
+        plan,
+        {q: rows[i] for i, q in enumerate(qids)},
+        "this client's offline model after the timed loop (the API does not return the server's vector)",
+    )
+
+
 def run_trial(
     plan_path: str | os.PathLike[str],
     server: str,
@@ -886,27 +915,13 @@ def run_trial(
         pairwise = _pairwise(names, evaluations, measures)
         intervals = _intervals(names, plan.record, evaluations, measures)
 
-    vector_check: dict[str, Any] | None = None
-    if cycle:
-        if frozen is None:
-            vector_check = {"checked": False, "reason": "the plan has no frozen query vectors"}
-        elif embed == "client":
-            vector_check = _vector_check(plan, regenerated, "the client's offline model, inside the cycle")
-        else:
-            try:
-                if encoder is None:
-                    from weftsearch.embed import Encoder
-
-                    encoder = Encoder().encode
-                rows = np.asarray(encoder([texts[q] for q in qids]), dtype=np.float32)
-                vector_check = _vector_check(
-                    plan,
-                    {q: rows[i] for i, q in enumerate(qids)},
-                    "this client's offline model after the timed loop (the API does not return the "
-                    "server's vector)",
-                )
-            except ImportError as exc:
-                vector_check = {"checked": False, "reason": f"the embed extra is missing here: {exc}"}
+    vector_check = (
+        _cycle_vector_check(
+            plan, frozen is not None, embed, regenerated, encoder, [texts[q] for q in qids], qids
+        )
+        if cycle
+        else None
+    )
 
     latency_by_method = {
         name: _latency(
