@@ -731,6 +731,74 @@ def _cycle_vector_check(
     )
 
 
+def _validate_answers(
+    order: Sequence[tuple[str, str]],
+    answers: Sequence[Answer | None],
+    methods: Mapping[str, Method],
+    plan: Plan,
+    qids: Sequence[str],
+    embed_source: str | None,
+    violations: list[dict[str, Any]],
+) -> tuple[dict[str, dict[str, dict[str, Any]]], list[dict[str, Any]], dict[int, int]]:
+    """Check every answer, adding what fails to ``violations``.
+
+    Returns the usable bodies by method and query, one record a request, and each index
+    generation seen with the first request that saw it.
+    """
+    bodies: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in methods}
+    requests = []
+    generations: dict[int, int] = {}
+    for seq, ((qid, name), sent) in enumerate(zip(order, answers, strict=True)):
+        if sent is None:
+            violations.append(
+                _violation("unanswered", name, qid, "not sent: the run's max_seconds budget ran out")
+            )
+            requests.append({"seq": seq, "query": qid, "method": name, "status": None, "latency_ms": None})
+            continue
+        answer = sent
+        requests.append(
+            {
+                "seq": seq,
+                "query": qid,
+                "method": name,
+                "status": answer.status,
+                "latency_ms": answer.seconds * 1000.0,
+            }
+        )
+        found = _check(answer, methods[name], qid, plan, embed_source=embed_source)
+        violations.extend(found)
+        if answer.body is not None and answer.status == 200:
+            generation = answer.body.get("generation")
+            if isinstance(generation, int):
+                generations.setdefault(generation, seq)
+            if not any(v["kind"] in ("unanswered", "malformed") for v in found):
+                bodies[name][qid] = answer.body
+    if len(generations) > 1:
+        violations.append(
+            _violation(
+                "generation",
+                "*",
+                None,
+                "the index generation changed during the run: "
+                + ", ".join(
+                    f"{g} from request {s}" for g, s in sorted(generations.items(), key=lambda x: x[1])
+                ),
+            )
+        )
+    for name in methods:
+        missing = [qid for qid in qids if qid not in bodies[name]]
+        if missing:
+            violations.append(
+                _violation(
+                    "coverage",
+                    name,
+                    None,
+                    f"{len(missing)} of {len(qids)} queries without a usable answer, e.g. {missing[:5]}",
+                )
+            )
+    return bodies, requests, generations
+
+
 def run_trial(
     plan_path: str | os.PathLike[str],
     server: str,
@@ -845,58 +913,10 @@ def run_trial(
     if hashlib.sha256(plan.path.read_bytes()).hexdigest() != plan.sha256:
         raise PlanChangedError(f"the plan {plan.path} changed during the run; its results are not reported")
 
-    bodies: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in methods}
-    requests = []
-    generations: dict[int, int] = {}
-    for seq, ((qid, name), sent) in enumerate(zip(order, answers, strict=True)):
-        if sent is None:
-            violations.append(
-                _violation("unanswered", name, qid, "not sent: the run's max_seconds budget ran out")
-            )
-            requests.append({"seq": seq, "query": qid, "method": name, "status": None, "latency_ms": None})
-            continue
-        answer = sent
-        requests.append(
-            {
-                "seq": seq,
-                "query": qid,
-                "method": name,
-                "status": answer.status,
-                "latency_ms": answer.seconds * 1000.0,
-            }
-        )
-        found = _check(answer, methods[name], qid, plan, embed_source=embed_source)
-        violations.extend(found)
-        if answer.body is not None and answer.status == 200:
-            generation = answer.body.get("generation")
-            if isinstance(generation, int):
-                generations.setdefault(generation, seq)
-            if not any(v["kind"] in ("unanswered", "malformed") for v in found):
-                bodies[name][qid] = answer.body
-    if len(generations) > 1:
-        violations.append(
-            _violation(
-                "generation",
-                "*",
-                None,
-                "the index generation changed during the run: "
-                + ", ".join(
-                    f"{g} from request {s}" for g, s in sorted(generations.items(), key=lambda x: x[1])
-                ),
-            )
-        )
     qids = [qid for qid, _ in plan.queries]
-    for name in methods:
-        missing = [qid for qid in qids if qid not in bodies[name]]
-        if missing:
-            violations.append(
-                _violation(
-                    "coverage",
-                    name,
-                    None,
-                    f"{len(missing)} of {len(qids)} queries without a usable answer, e.g. {missing[:5]}",
-                )
-            )
+    bodies, requests, generations = _validate_answers(
+        order, answers, methods, plan, qids, embed_source, violations
+    )
 
     measures = list(plan.record["measures"])
     qrels = load_qrels(plan.record["qrels"]["file"])
