@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from types import ModuleType
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import Stemmer
 
@@ -40,6 +40,8 @@ from weftsearch.native.loader import load_extension
 
 __all__ = [
     "Analyzer",
+    "Token",
+    "TokenizingAnalyzer",
     "EnglishAnalyzer",
     "SimpleAnalyzer",
     "LUCENE_ENGLISH_STOPWORDS",
@@ -121,6 +123,36 @@ class Analyzer(Protocol):
 
     def analyze(self, text: str) -> list[str]:
         """Return the terms of ``text`` in order, repeats kept. O(len(text))."""
+        ...
+
+
+class Token(NamedTuple):
+    """One term of a text with where it came from.
+
+    A term's *position* is its index in the analyzer's output (what
+    ``analyze`` returns): a dropped word (a stopword) takes no position, so
+    phrases match across it. ``start``/``end`` are the Python string (code
+    point) offsets of the word the term came from in the text as given
+    (before any normalisation), so ``text[start:end]`` is what a highlighter
+    marks.
+    """
+
+    term: str
+    start: int
+    end: int
+
+
+@runtime_checkable
+class TokenizingAnalyzer(Analyzer, Protocol):
+    """An :class:`Analyzer` that can also say where each term came from.
+
+    ``[t.term for t in tokens(text)] == analyze(text)`` for every text; the
+    built-in analyzers all are. Highlighting needs it; indexing and search do
+    not.
+    """
+
+    def tokens(self, text: str) -> list[Token]:
+        """Return the terms of ``text`` with their source offsets, in order. O(len(text))."""
         ...
 
 
