@@ -11,80 +11,24 @@ from typing import Any
 import numpy as np
 import pytest
 
-from weftsearch import Document, Index, Query
+from tests.eval.trialdata import QRELS, QUERIES, SPECS, make_trial_data
+from weftsearch import Index, Query
 from weftsearch.cli import main
 from weftsearch.errors import PlanChangedError, ReportExistsError, TrialValidationError
 from weftsearch.eval.harness import arm_result
 from weftsearch.eval.runs import StreamCache, run_arm
 from weftsearch.eval.stats import paired_bootstrap
 from weftsearch.eval.trial import Method, load_plan, parse_method, run_trial, write_plan
-from weftsearch.ranking.profiles import ProfileStore, build_arm
+from weftsearch.ranking.profiles import build_arm
 from weftsearch.server.launch import ServerProcess
 
 httpx = pytest.importorskip("httpx", reason="a trial needs the 'server' extra")
 pytest.importorskip("uvicorn", reason="a real server needs the 'server' extra")
 
-TEXTS = {
-    f"d{i}": text
-    for i, text in enumerate(
-        [
-            "graph retrieval over citation links",
-            "bm25 ranking of text documents",
-            "dense vector search with embeddings",
-            "graph neural networks for ranking",
-            "recency signals in news search",
-            "hybrid search fuses text and vector rankings",
-            "rank fusion of text and graph signals",
-            "vector quantisation for search",
-            "citation graphs and ranking of papers",
-            "news ranking with text and time",
-        ]
-    )
-}
-QUERIES = {
-    "q1": "graph ranking",
-    "q2": "vector search",
-    "q3": "text ranking",
-    "q4": "news search",
-    "q5": "citation graph",
-    "q6": "hybrid fusion",
-}
-QRELS = {
-    "q1": {"d3": 1, "d8": 2},
-    "q2": {"d2": 1, "d7": 1},
-    "q3": {"d1": 1, "d9": 1},
-    "q4": {"d4": 2, "d9": 1},
-    "q5": {"d8": 1, "d0": 1},
-    "q6": {"d5": 1, "d6": 1},
-}
-SPECS = {"lex": "bm25@20", "hyb": "rrf(bm25, vector, k=10)@20"}
-
-
-def _vector(seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(8).astype(np.float32)
-
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("trial")
-    with Index.create(root / "idx") as index:
-        index.add_many(
-            [Document(k, t, vector=_vector(i)) for i, (k, t) in enumerate(TEXTS.items())], progress=False
-        )
-    store = ProfileStore(root / "idx")
-    for name, spec in SPECS.items():
-        store.create(name, spec)
-    store.create("hyb", "rrf(bm25, vector, k=60)@20")  # hyb version 2: the plan pins version 1
-    (root / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in QUERIES.items())
-    )
-    (root / "qrels.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n"
-        + "".join(f"{q}\t{d}\t{g}\n" for q, j in QRELS.items() for d, g in j.items())
-    )
-    np.save(root / "qv.npy", np.stack([_vector(100 + i) for i in range(len(QUERIES))]))
-    (root / "qv_ids.txt").write_text("".join(f"{q}\n" for q in QUERIES))
-    return root
+    return make_trial_data(tmp_path_factory.mktemp("trial"))
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,25 @@ Named ``trial`` rather than ``rank-eval``: the server's ``/v1/rank_eval``
 already names a different thing (offline fusion of the server's own streams,
 intervals computed server-side), and a trial is a pinned plan run through the
 serving API, whose report this command writes.
+
+``trial run --serve DIR`` starts its own server instead of naming one: ``weft-search
+serve --index DIR --readonly`` in a child process on a free ``127.0.0.1`` port
+(:class:`weftsearch.server.launch.ServerProcess`, the one launcher the project
+has), waits for ``/health``, runs the plan, and stops the child whatever
+happens: a finished run, an error, Ctrl-C, or SIGTERM to this process (turned
+into a normal exit so the ``finally`` that stops the child runs).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 from weftsearch._argtypes import positive_int
@@ -45,15 +57,62 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """While inside, SIGTERM raises ``SystemExit(143)`` (in the main thread only, where signals land).
+
+    Python's default SIGTERM ends the process without unwinding, so a started server would outlive it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _exit(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _exit)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.serve is None:
+        stray = [
+            f for f, v in (("--vectors-record", args.vectors_record), ("--serve-log", args.serve_log)) if v
+        ]
+        if stray:
+            print(
+                f"{PROG}: trial run: {stray[0]} goes with --serve (it is the started server's)",
+                file=sys.stderr,
+            )
+            return 2
+        return _run(args, args.server, args.server_pid)
+    # The launcher only (no app, no index): tests/test_architecture.py allows cli.trial exactly this.
+    from weftsearch.server.launch import ServerProcess
+
+    serve = ["--index", args.serve, "--readonly"]
+    if args.vectors_record is not None:
+        serve += ["--vectors-record", args.vectors_record]
+    server = ServerProcess(serve, log=args.serve_log)
+    with _sigterm_exits():
+        try:
+            server.start()  # inside the try: Ctrl-C while it waits for /health stops the child too
+            return _run(args, server.base_url, server.pid if args.server_pid is None else args.server_pid)
+        finally:
+            server.stop()
+
+
+def _run(args: argparse.Namespace, server: str, server_pid: int | None) -> int:
     try:
         report = run_trial(
             args.plan,
-            args.server,
+            server,
             args.report,
             cycle=args.cycle,
             embed=args.embed,
-            server_pid=args.server_pid,
+            server_pid=server_pid,
         )
     except TrialValidationError as exc:
         print(f"{PROG}: trial: {' '.join(str(exc).split())}", file=sys.stderr)
@@ -110,7 +169,20 @@ def add_trial_command(commands: Any) -> None:
 
     run = steps.add_parser("run", help="run a plan against a server and write the report")
     run.add_argument("plan", metavar="PLAN", help="the plan file")
-    run.add_argument("--server", required=True, metavar="URL", help="the server, http://127.0.0.1:PORT")
+    where = run.add_mutually_exclusive_group(required=True)
+    where.add_argument("--server", metavar="URL", help="a running server, http://127.0.0.1:PORT")
+    where.add_argument(
+        "--serve",
+        metavar="INDEX_DIR",
+        help="start 'weft-search serve --index INDEX_DIR --readonly' on 127.0.0.1 (a free port) for "
+        "this run, and stop it at the end, on an error or on Ctrl-C",
+    )
+    run.add_argument(
+        "--vectors-record",
+        metavar="FILE",
+        help="with --serve: the started server's --vectors-record (it embeds query text; --cycle)",
+    )
+    run.add_argument("--serve-log", metavar="FILE", help="with --serve: the started server's output")
     run.add_argument("--report", required=True, metavar="FILE", help="the report (JSON; FILE.md beside it)")
     run.add_argument(
         "--cycle", action="store_true", help="client-cycle latency: one serial client, text to response"
