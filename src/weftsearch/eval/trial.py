@@ -799,6 +799,186 @@ def _validate_answers(
     return bodies, requests, generations
 
 
+@dataclass(frozen=True, slots=True)
+class _Evaluated:
+    """A run's measures: per method, and between methods (empty when a violation voids the run)."""
+
+    measures: list[str]
+    evaluations: dict[str, Evaluation]
+    served: dict[str, dict[str, float]]
+    pairwise: list[dict[str, Any]]
+    intervals: list[dict[str, Any]]
+
+
+def _evaluate(
+    plan: Plan,
+    methods: Mapping[str, Method],
+    bodies: Mapping[str, Mapping[str, dict[str, Any]]],
+    qids: Sequence[str],
+    k: int,
+    *,
+    complete: bool,
+) -> _Evaluated:
+    """Each method's rankings through eval's code (:func:`arm_result`), then wins/losses and intervals."""
+    measures = list(plan.record["measures"])
+    if not complete:
+        return _Evaluated(measures, {}, {}, [], [])
+    qrels = load_qrels(plan.record["qrels"]["file"])
+    judged = {qid: qrels[qid] for qid in qids}
+    evaluations: dict[str, Evaluation] = {}
+    served: dict[str, dict[str, float]] = {}
+    for name, method in methods.items():
+        result = arm_result(_arm_run(method, qids, bodies[name], k), judged, measures)
+        evaluations[name] = result.evaluation
+        served[name] = result.served.means if result.served is not None else {}
+    names = list(methods)
+    return _Evaluated(
+        measures,
+        evaluations,
+        served,
+        _pairwise(names, evaluations, measures),
+        _intervals(names, plan.record, evaluations, measures),
+    )
+
+
+def _report(
+    plan: Plan,
+    server: str,
+    *,
+    mode: str,
+    concurrency: int,
+    timing: tuple[float, float],
+    generations: Mapping[int, int],
+    violations: list[dict[str, Any]],
+    warmup: list[dict[str, Any]],
+    requests: list[dict[str, Any]],
+    order: Sequence[tuple[str, str]],
+    answers: Sequence[Answer | None],
+    evaluated: _Evaluated,
+    bodies: Mapping[str, Mapping[str, dict[str, Any]]],
+    qids: Sequence[str],
+    process: dict[str, Any],
+    vector_check: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The report's JSON object (its keys are :data:`REPORT_FORMAT`'s; see :func:`run_trial`)."""
+    names = list(bodies)
+    latency_by_method = {
+        name: _latency(
+            [a.seconds for (q, n), a in zip(order, answers, strict=True) if n == name and a is not None]
+        )
+        for name in names
+    }
+    measures, evaluations = evaluated.measures, evaluated.evaluations
+    return {
+        "format": REPORT_FORMAT,
+        "valid": not violations,
+        "plan": {"file": str(plan.path.resolve()), "sha256": plan.sha256, "record": plan.record},
+        "server": server,
+        "mode": mode,
+        "concurrency": concurrency,
+        "started": timing[0],
+        "seconds": timing[1],
+        "generation": min(generations, key=lambda g: generations[g]) if generations else None,
+        "violations": violations,
+        "warmup": warmup,
+        "requests": requests,
+        "latency": {
+            "unit": "ms",
+            "all": _latency([a.seconds for a in answers if a is not None]),
+            "by_method": latency_by_method,
+        },
+        "measures": measures,
+        "judgments_complete": False,
+        "judgments_note": "qrels-based: unjudged documents count as not relevant (pooled judgements "
+        "are incomplete, so R@k is judged recall)",
+        "means": {name: e.means for name, e in evaluations.items()},
+        "served_means": evaluated.served,
+        "per_query": {name: {m: e.per_query(m) for m in measures} for name, e in evaluations.items()},
+        "pairwise": evaluated.pairwise,
+        "intervals": evaluated.intervals,
+        "bootstrap": {
+            "generator": "numpy PCG64",
+            "percentiles": "nearest rank",
+            "resamples": plan.record["resamples"],
+            "seed": plan.record["seed"],
+            "confidence": plan.record["confidence"],
+        },
+        "rankings": {
+            name: {qid: bodies[name][qid].get("hits", []) for qid in qids if qid in bodies[name]}
+            for name in names
+        },
+        "server_process": process,
+        "vector_check": vector_check,
+        "code": code_version(),
+    }
+
+
+class _Sender:
+    """Builds and sends one (query, method) request of a plan; callable as ``send(qid, method_name)``.
+
+    Thread-safe (the pool's threads share it). With client embedding in a cycle, the query is
+    embedded here, inside the timed span, and the vector kept in :attr:`regenerated`.
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        client: SearchClient,
+        methods: Mapping[str, Method],
+        *,
+        cycle: bool,
+        embed: str,
+        frozen: Mapping[str, np.ndarray[Any, np.dtype[np.float32]]] | None,
+        encoder: Callable[[Sequence[str]], Any] | None,
+    ) -> None:
+        self.plan, self.client, self.methods = plan, client, methods
+        self.cycle, self.embed, self.frozen, self.encoder = cycle, embed, frozen, encoder
+        self.texts = dict(plan.queries)
+        self.k, self.depth = int(plan.record["budgets"]["k"]), plan.record["budgets"]["depth"]
+        self.vector_model = plan.record.get("vector_model")
+        self.regenerated: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
+        self._lock = threading.Lock()
+
+    def body(self, qid: str, method: Method) -> dict[str, Any]:
+        """The request: text, k, explain, the method, the depth, and (not in a cycle) the frozen vector."""
+        request: dict[str, Any] = {"text": self.texts[qid], "k": self.k, "explain": True, **method.request()}
+        if self.depth is not None:
+            request["depth"] = self.depth
+        if not self.cycle and self.frozen is not None:
+            request["vector"] = self.frozen[qid].tolist()
+            if self.vector_model is not None:
+                request["vector_model"] = self.vector_model
+        return request
+
+    def __call__(self, qid: str, name: str) -> Answer:
+        method = self.methods[name]
+        if self.cycle and self.embed == "client":
+            assert self.encoder is not None
+            start = time.perf_counter()
+            vector = np.asarray(self.encoder([self.texts[qid]]), dtype=np.float32)[0]
+            request = {**self.body(qid, method), "vector": vector.tolist()}
+            if self.vector_model is not None:
+                request["vector_model"] = self.vector_model
+            answer = self.client.search(request)
+            with self._lock:
+                self.regenerated[qid] = vector
+            # The cycle is the client's whole wait: its embedding, then the request.
+            return Answer(answer.status, answer.body, time.perf_counter() - start, answer.error)
+        return self.client.search(self.body(qid, method))
+
+
+def _invalid(violations: list[dict[str, Any]], report_file: Path) -> TrialValidationError:
+    """The error a run with violations raises (its report written): how many, which kinds, the first."""
+    kinds = sorted({v["kind"] for v in violations})
+    first = violations[0]
+    return TrialValidationError(
+        f"{len(violations)} response violation(s) ({', '.join(kinds)}); first: "
+        f"{first['method']} query {first['query']!r}: {first['detail']}; report: {report_file}",
+        violations,
+        str(report_file),
+    )
+
+
 def run_trial(
     plan_path: str | os.PathLike[str],
     server: str,
@@ -841,7 +1021,7 @@ def run_trial(
     plan = load_plan(plan_path)
     methods = {m.name: m for m in plan.methods}
     budgets = plan.record["budgets"]
-    k, depth = int(budgets["k"]), budgets["depth"]
+    k = int(budgets["k"])
     texts = dict(plan.queries)
     frozen = (
         _load_vectors(Path(plan.record["query_vectors"]["file"])) if plan.record["query_vectors"] else None
@@ -853,34 +1033,7 @@ def run_trial(
     client = SearchClient(
         server, timeout=float(budgets["timeout_seconds"]), transport=transport, api_key=api_key
     )
-    regenerated: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
-    lock = threading.Lock()
-
-    def body(qid: str, method: Method) -> dict[str, Any]:
-        request: dict[str, Any] = {"text": texts[qid], "k": k, "explain": True, **method.request()}
-        if depth is not None:
-            request["depth"] = depth
-        if not cycle and frozen is not None:
-            request["vector"] = frozen[qid].tolist()
-            if plan.record.get("vector_model") is not None:
-                request["vector_model"] = plan.record["vector_model"]
-        return request
-
-    def send(qid: str, name: str) -> Answer:
-        method = methods[name]
-        if cycle and embed == "client":
-            assert encoder is not None
-            start = time.perf_counter()
-            vector = np.asarray(encoder([texts[qid]]), dtype=np.float32)[0]
-            request = {**body(qid, method), "vector": vector.tolist()}
-            if plan.record.get("vector_model") is not None:
-                request["vector_model"] = plan.record["vector_model"]
-            answer = client.search(request)
-            with lock:
-                regenerated[qid] = vector
-            # The cycle is the client's whole wait: its embedding, then the request.
-            return Answer(answer.status, answer.body, time.perf_counter() - start, answer.error)
-        return client.search(body(qid, method))
+    send = _Sender(plan, client, methods, cycle=cycle, embed=embed, frozen=frozen, encoder=encoder)
 
     embed_source = ("server" if embed == "server" else "request") if cycle else None
     violations: list[dict[str, Any]] = []
@@ -918,92 +1071,38 @@ def run_trial(
         order, answers, methods, plan, qids, embed_source, violations
     )
 
-    measures = list(plan.record["measures"])
-    qrels = load_qrels(plan.record["qrels"]["file"])
-    complete = not violations
-    evaluations: dict[str, Evaluation] = {}
-    served: dict[str, dict[str, float]] = {}
-    pairwise: list[dict[str, Any]] = []
-    intervals: list[dict[str, Any]] = []
-    if complete:
-        judged = {qid: qrels[qid] for qid in qids}
-        for name, method in methods.items():
-            result = arm_result(_arm_run(method, qids, bodies[name], k), judged, measures)
-            evaluations[name] = result.evaluation
-            served[name] = result.served.means if result.served is not None else {}
-        names = list(methods)
-        pairwise = _pairwise(names, evaluations, measures)
-        intervals = _intervals(names, plan.record, evaluations, measures)
-
+    evaluated = _evaluate(plan, methods, bodies, qids, k, complete=not violations)
     vector_check = (
         _cycle_vector_check(
-            plan, frozen is not None, embed, regenerated, encoder, [texts[q] for q in qids], qids
+            plan, frozen is not None, embed, send.regenerated, encoder, [texts[q] for q in qids], qids
         )
         if cycle
         else None
     )
-
-    latency_by_method = {
-        name: _latency(
-            [a.seconds for (q, n), a in zip(order, answers, strict=True) if n == name and a is not None]
-        )
-        for name in methods
-    }
-    report: dict[str, Any] = {
-        "format": REPORT_FORMAT,
-        "valid": not violations,
-        "plan": {"file": str(plan.path.resolve()), "sha256": plan.sha256, "record": plan.record},
-        "server": client.base_url,
-        "mode": ("cycle, embedded by the " + embed) if cycle else "interleaved",
-        "concurrency": 1 if cycle else plan.record["concurrency"],
-        "started": started,
-        "seconds": seconds,
-        "generation": min(generations, key=lambda g: generations[g]) if generations else None,
-        "violations": violations,
-        "warmup": warmup,
-        "requests": requests,
-        "latency": {
-            "unit": "ms",
-            "all": _latency([a.seconds for a in answers if a is not None]),
-            "by_method": latency_by_method,
-        },
-        "measures": measures,
-        "judgments_complete": False,
-        "judgments_note": "qrels-based: unjudged documents count as not relevant (pooled judgements "
-        "are incomplete, so R@k is judged recall)",
-        "means": {name: e.means for name, e in evaluations.items()},
-        "served_means": served,
-        "per_query": {name: {m: e.per_query(m) for m in measures} for name, e in evaluations.items()},
-        "pairwise": pairwise,
-        "intervals": intervals,
-        "bootstrap": {
-            "generator": "numpy PCG64",
-            "percentiles": "nearest rank",
-            "resamples": plan.record["resamples"],
-            "seed": plan.record["seed"],
-            "confidence": plan.record["confidence"],
-        },
-        "rankings": {
-            name: {qid: bodies[name][qid].get("hits", []) for qid in qids if qid in bodies[name]}
-            for name in methods
-        },
-        "server_process": process,
-        "vector_check": vector_check,
-        "code": code_version(),
-    }
+    report = _report(
+        plan,
+        client.base_url,
+        mode=("cycle, embedded by the " + embed) if cycle else "interleaved",
+        concurrency=1 if cycle else int(plan.record["concurrency"]),
+        timing=(started, seconds),
+        generations=generations,
+        violations=violations,
+        warmup=warmup,
+        requests=requests,
+        order=order,
+        answers=answers,
+        evaluated=evaluated,
+        bodies=bodies,
+        qids=qids,
+        process=process,
+        vector_check=vector_check,
+    )
     write_atomic(
         report_file, (json.dumps(report, ensure_ascii=False, indent=1, allow_nan=False) + "\n").encode()
     )
     write_atomic(summary_file, summary_markdown(report).encode("utf-8"))
     if violations:
-        kinds = sorted({v["kind"] for v in violations})
-        raise TrialValidationError(
-            f"{len(violations)} response violation(s) ({', '.join(kinds)}); first: "
-            f"{violations[0]['method']} query {violations[0]['query']!r}: {violations[0]['detail']}; "
-            f"report: {report_file}",
-            violations,
-            str(report_file),
-        )
+        raise _invalid(violations, report_file)
     return report
 
 
