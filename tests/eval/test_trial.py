@@ -345,3 +345,24 @@ def test_the_command_line_writes_plan_and_report(
         == 1
     )
     assert "HTTP 404" in capsys.readouterr().err
+
+
+def _named_two_ways(body: dict[str, Any], sent: dict[str, Any], n: int) -> None:
+    body["query_vector"] = {"source": "server", "model": "org/Model-X", "vectors": "model-x-int8", "dims": 8}
+
+
+@pytest.mark.parametrize(
+    ("expected", "valid"), [("model-x-int8", True), ("ORG/model-x", True), ("other", False)]
+)
+def test_the_vector_model_may_be_named_by_the_model_or_its_vector_set(
+    data: Path, tmp_path: Path, expected: str, valid: bool
+) -> None:
+    """A server embedding the text reports the model's name with its vector set's beside it; a plan
+    naming either (case aside, as the server accepts them) is satisfied, another name is not."""
+    plan = _plan(data, tmp_path, vector_model=expected)
+    forged = _forge(_named_two_ways)
+    if valid:
+        assert run_trial(plan, "http://127.0.0.1:9", tmp_path / "r.json", transport=forged)["valid"]
+    else:
+        with pytest.raises(TrialValidationError, match="expected query vectors of 'other'"):
+            run_trial(plan, "http://127.0.0.1:9", tmp_path / "r.json", transport=forged)
