@@ -102,7 +102,7 @@ def test_cycle_with_server_embedding_checks_the_vectors_against_the_frozen_ones(
                 "--resamples",
                 "200",
             ]
-        )  # fmt: skip
+        )
         == 0
     )
     cycle, frozen = tmp_path / "cycle.json", tmp_path / "frozen.json"
