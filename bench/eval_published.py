@@ -13,17 +13,33 @@ Usage::
 
 Without ``--write`` it prints each table and exits 1 when docs/EVAL.md differs
 (``make eval`` writes; the test suite checks).
+
+Besides the ``weft-search eval`` experiments, one block is a workflow of several commands
+(:data:`WORKFLOW`, issue 28): SciFact indexed with its frozen vectors, a declared grid
+(:data:`GRID_FILE`) picked on development queries and frozen as a profile, and the frozen profile
+compared with two baselines on the test queries through a server the trial command starts on
+loopback itself (``trial run --serve``), interleaved and then as client cycles. Its latency
+figures are measured, so they differ from run to run: the check compares that block with them
+masked (:func:`stable`), and ``--write`` rewrites them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
+import os
 import re
 import shlex
+import shutil
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from weftsearch.cli.eval import Experiment, experiment_from_args
 from weftsearch.eval import reports
@@ -138,6 +154,168 @@ EXPERIMENTS: tuple[Published, ...] = (
 #: Experiment 4 (cacm-links, cacm-links-coupling, cisi-links) is left out: its cross-validation over
 #: 161 grid points takes 30-70 s a collection, so it is checked under ``-m slow`` with SciFact.
 SMALL = ("cacm-graph", "cacm-graph-coupling", "cisi-graph", "cranfield")
+
+
+#: The profile workflow's block in EVAL.md (issue 28).
+WORKFLOW = "scifact-profile-workflow"
+#: The guide's 20 cells: RRF k x lexical weight w (semantic 1 - w), 100 candidates a channel. A file of
+#: the repository, beside this script that runs it, so its SHA-256 (in the profile's provenance) is fixed.
+GRID_FILE = REPO / "bench" / "grids" / "scifact-rrf.json"
+_VECTORS = "<DATA>/scifact/vectors/all-minilm-l6-v2-int8"
+#: The workflow's commands, as EVAL.md prints them (run in a scratch folder; <DATA> is the data folder).
+WORKFLOW_COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("index", "<DATA>/scifact", "--index", "scifact-idx", "--vectors", f"{_VECTORS}/corpus.npy"),
+    ("eval", "scifact", "--data", "<DATA>", "--grid", "bench/grids/scifact-rrf.json", "--save-profile",
+     "hybrid", "--profile-index", "scifact-idx", "--no-plots", "--out", "dev-report"),
+    ("trial", "plan", "--out", "plan.json", "--method", "bm25=bm25@100", "--method",
+     "dense=vector(exact=true)@100", "--method", "hybrid:1", "--queries", "<DATA>/scifact/queries.jsonl",
+     "--qrels", "<DATA>/scifact/qrels/test.tsv", "--query-vectors", f"{_VECTORS}/queries.npy",
+     "--vector-model", "all-minilm-l6-v2-int8"),
+    ("trial", "run", "plan.json", "--serve", "scifact-idx", "--report", "trial.json"),
+    ("trial", "run", "plan.json", "--serve", "scifact-idx", "--vectors-record", f"{_VECTORS}/record.json",
+     "--cycle", "--report", "cycle.json"),
+)  # fmt: skip
+#: A latency pair "p50 / p95" as the workflow's block prints it: what :func:`stable` masks.
+_LATENCY = re.compile(r"\b\d+\.\d / \d+\.\d\b")
+
+
+def stable(block_text: str) -> str:
+    """``block_text`` with its measured latency pairs masked: what the check compares."""
+    return _LATENCY.sub("p50 / p95", block_text)
+
+
+def _workflow_argv(command: tuple[str, ...], data: Path) -> list[str]:
+    return [
+        a.replace("<DATA>", str(data)).replace("bench/grids/scifact-rrf.json", str(GRID_FILE))
+        for a in command
+    ]
+
+
+@contextlib.contextmanager
+def _inside(folder: Path) -> Iterator[None]:
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def run_workflow(data: Path, scratch: Path) -> dict[str, Any]:
+    """Run :data:`WORKFLOW_COMMANDS` in ``scratch``; return the reports (``dev``, ``trial``, ``cycle``).
+
+    Raises:
+        RuntimeError: a command exited non-zero (the message names it and holds what it printed).
+
+    """
+    from weftsearch.cli import main as weft
+
+    with _inside(scratch):
+        for command in WORKFLOW_COMMANDS:
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+                status = weft(_workflow_argv(command, data))
+            if status != 0:
+                raise RuntimeError(
+                    f"weft-search {shlex.join(command)} exited {status}:\n{printed.getvalue()}"
+                )
+        return {
+            "dev": json.loads(Path("dev-report/report.json").read_text(encoding="utf-8")),
+            "trial": json.loads(Path("trial.json").read_text(encoding="utf-8")),
+            "cycle": json.loads(Path("cycle.json").read_text(encoding="utf-8")),
+        }
+
+
+def _interval(trial: dict[str, Any], method: str, measure: str) -> str:
+    [item] = [i for i in trial["intervals"] if i["method"] == method and i["measure"] == measure]
+    return f"{_signed(item['mean_difference'])} [{_signed(item['low'])}, {_signed(item['high'])}]"
+
+
+def _pair(latency: dict[str, Any]) -> str:
+    return f"{latency['p50_ms']:.1f} / {latency['p95_ms']:.1f}"
+
+
+def workflow_table(reports: dict[str, Any]) -> str:
+    """The workflow's block text: the dev pick, the test comparison through the server, latency."""
+    grid, trial, cycle = reports["dev"]["extra"]["grid"], reports["trial"], reports["cycle"]
+    pick = grid["selection"]
+    removed = ", ".join(
+        f"{q} (duplicates test {t})"
+        for q, t in sorted(grid["removed_query_ids"].items(), key=lambda x: (len(x[0]), x[0]))
+    )
+    ws, ks = grid["grid"]["axes"]["w"], grid["grid"]["axes"]["k"]
+    cells = {(c["params"]["w"], c["params"]["k"]): c["means"] for c in grid["cells"]}
+    lines = [
+        f"Dev pick: {len(grid['cells'])} cells on {grid['queries']} development queries (split "
+        f"{grid['split']} less {removed}), rule `{pick['rule']}`; dev nDCG@10 (R@10):",
+        "",
+        "| w \\ k | " + " | ".join(f"{k:g}" for k in ks) + " |",
+        "|" + "---|" * (len(ks) + 1),
+    ]
+    for w in ws:
+        row = [f"{cells[w, k]['nDCG@10']:.4f} ({cells[w, k]['R@10']:.4f})" for k in ks]
+        lines.append(f"| {w:g} | " + " | ".join(row) + " |")
+    lines += [
+        "",
+        f"Picked w={pick['params']['w']:g}, k={pick['params']['k']:g} (decided by {pick['decided_by']}), "
+        f"frozen as profile `hybrid` version 1: `{pick['spec']}`; grid file SHA-256 "
+        f"`{grid['grid']['sha256'][:16]}...`.",
+        "",
+    ]
+    plan = trial["plan"]["record"]
+    baseline = plan["baseline"]
+    names = list(trial["means"])
+    lines += [
+        f"Test through the server ({len(plan['queries'])} test queries x {len(names)} methods, seeded "
+        f"shuffled order, {trial['concurrency']} in flight, every response validated: "
+        f"{'valid' if trial['valid'] and cycle['valid'] else 'INVALID'}; {plan['resamples']} resamples, "
+        f"seed {plan['seed']}; judged R@10, judgments_complete=false):",
+        "",
+        f"| method | nDCG@10 | R@10 | nDCG@10 vs {baseline} [95% CI] | R@10 vs {baseline} [95% CI] "
+        f"| queries losing to {baseline} (nDCG@10) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        means = trial["means"][name]
+        if name == baseline:
+            versus, losing = ("baseline", ""), ""
+        else:
+            versus = (_interval(trial, name, "nDCG@10"), _interval(trial, name, "R@10"))
+            [pair] = [
+                p
+                for p in trial["pairwise"]
+                if {p["a"], p["b"]} == {baseline, name} and p["measure"] == "nDCG@10"
+            ]
+            losing = str(len(pair["b_loses"] if pair["a"] == baseline else pair["a_loses"]))
+        figures = f"{means['nDCG@10']:.4f} | {means['R@10']:.4f}"
+        lines.append(f"| {name} | {figures} | {versus[0]} | {versus[1]} | {losing} |")
+    check = cycle["vector_check"]
+    lines += [
+        "",
+        "Latency in ms, p50 / p95 (measured: these vary from run to run), interleaved as above and as "
+        "client cycles (one serial warm client, query text to response, the server embedding the text):",
+        "",
+        "| method | interleaved | cycle |",
+        "|---|---|---|",
+    ]
+    for name in names:
+        by_method = trial["latency"]["by_method"][name], cycle["latency"]["by_method"][name]
+        lines.append(f"| {name} | {_pair(by_method[0])} | {_pair(by_method[1])} |")
+    lines += [
+        "",
+        f"Query vectors the offline model regenerates against the frozen ones: {check['bit_equal']} of "
+        f"{check['queries']} bit-equal, {check['within_tolerance']} within {check['tolerance']:g}, max "
+        f"|difference| {check['max_abs_difference']:.3g}.",
+    ]
+    return "\n".join(lines)
+
+
+def workflow_block(printed: str) -> str:
+    """The workflow's marked block: its commands and ``printed``."""
+    commands = "\n".join(
+        "weft-search " + shlex.join(a.replace("<DATA>", "DATA") for a in c) for c in WORKFLOW_COMMANDS
+    )
+    return f"<!-- eval:{WORKFLOW} -->\n```sh\n{commands}\n```\n\n{printed}\n<!-- /eval:{WORKFLOW} -->"
 
 
 def _argv(experiment: Published, data: Path) -> list[str]:
@@ -292,6 +470,17 @@ def published_block(text: str, name: str) -> str | None:
     return None if match is None else match.group(0)
 
 
+def _workflow_reports(data: Path, out: Path | None) -> dict[str, Any]:
+    """Run the workflow in ``out/WORKFLOW`` (kept; an earlier one there is replaced) or a temporary folder."""
+    if out is not None:
+        scratch = out / WORKFLOW
+        shutil.rmtree(scratch, ignore_errors=True)  # the trial refuses to overwrite its plan and reports
+        scratch.mkdir(parents=True)
+        return run_workflow(data.resolve(), scratch)
+    with tempfile.TemporaryDirectory(prefix="weft-workflow-") as folder:
+        return run_workflow(data.resolve(), Path(folder))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the experiments; check (default) or rewrite docs/EVAL.md."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -324,6 +513,18 @@ def main(argv: list[str] | None = None) -> int:
         elif old != printed:
             stale.append(experiment.name)
             text = text.replace(old, printed)
+    if not args.only or WORKFLOW in args.only.split(","):
+        started = time.perf_counter()
+        printed = workflow_block(workflow_table(_workflow_reports(args.data, args.out)))
+        print(printed, f"\n({WORKFLOW}: {time.perf_counter() - started:.1f} s)\n", flush=True)
+        old = published_block(text, WORKFLOW)
+        if old is None:
+            print(f"docs/EVAL.md has no block for {WORKFLOW}", file=sys.stderr)
+            stale.append(WORKFLOW)
+        elif old != printed:
+            text = text.replace(old, printed)  # --write keeps the latest measured latency too
+            if stable(old) != stable(printed):
+                stale.append(WORKFLOW)
     if args.write:
         EVAL_MD.write_text(text, encoding="utf-8")
         missing = [name for name in stale if published_block(text, name) is None]

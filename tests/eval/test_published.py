@@ -29,7 +29,7 @@ def _script() -> ModuleType:
 
 
 PUBLISHED = _script()
-NAMES = [e.name for e in PUBLISHED.EXPERIMENTS]
+NAMES = [e.name for e in PUBLISHED.EXPERIMENTS] + [PUBLISHED.WORKFLOW]
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"the shared datasets are not at {DATA}")
 
 
@@ -61,7 +61,7 @@ def test_small_collection_tables_are_current(name: str) -> None:
 @needs_data
 @pytest.mark.data
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in NAMES if n not in PUBLISHED.SMALL])
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in (*PUBLISHED.SMALL, PUBLISHED.WORKFLOW)])
 def test_slow_tables_are_current(name: str) -> None:
     _check(name)
 
@@ -93,3 +93,53 @@ def test_new_in_top10_counts_top_ten_slots_outside_the_baselines_run() -> None:
         f"Top-10 slots holding a document text did not retrieve in its top 5: "
         f"graph {new / slots:.1%} ({new} of {slots}); same 0.0% (0 of {slots})."
     )
+
+
+# ---------------------------------------------------------------------------- the profile workflow
+
+
+def test_the_workflow_block_shows_the_commands_the_script_runs() -> None:
+    """The commands in EVAL.md's workflow block are those the script runs, and each parses."""
+    from weftsearch.cli import build_parser
+
+    block = PUBLISHED.published_block(PUBLISHED.EVAL_MD.read_text(encoding="utf-8"), PUBLISHED.WORKFLOW)
+    assert block is not None
+    commands = block.split("```sh\n", 1)[1].split("\n```", 1)[0]
+    assert commands == PUBLISHED.workflow_block("x").split("```sh\n", 1)[1].split("\n```", 1)[0]
+    for command in PUBLISHED.WORKFLOW_COMMANDS:
+        build_parser().parse_args(PUBLISHED._workflow_argv(command, DATA))
+
+
+def test_the_grid_file_is_the_one_the_declared_grids_section_shows() -> None:
+    import json
+    import re
+
+    text = PUBLISHED.EVAL_MD.read_text(encoding="utf-8")
+    section = text.split("## Declared grids", 1)[1]
+    shown = json.loads(re.search(r"```json\n(.*?)\n```", section, re.S).group(1))  # type: ignore[union-attr]
+    assert json.loads(PUBLISHED.GRID_FILE.read_text(encoding="utf-8")) == shown
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("| bm25 | 32.9 / 105.4 | 4.1 / 19.9 |", "| bm25 | p50 / p95 | p50 / p95 |"),
+        ("| hybrid:1 | 0.7172 | 0.8450 | +0.0315 [+0.0111, +0.0518] |", None),
+        ("300 of 300 bit-equal, max |difference| 0.", None),
+    ],
+)
+def test_only_the_measured_latency_is_masked(text: str, masked: str | None) -> None:
+    assert PUBLISHED.stable(text) == (text if masked is None else masked)
+
+
+@needs_data
+@pytest.mark.data
+@pytest.mark.slow
+def test_the_workflow_block_is_current(tmp_path: Path) -> None:
+    """The whole workflow (index, dev grid, profile, two trials through a started server; minutes)."""
+    printed = PUBLISHED.workflow_block(
+        PUBLISHED.workflow_table(PUBLISHED.run_workflow(DATA.resolve(), tmp_path))
+    )
+    recorded = PUBLISHED.published_block(PUBLISHED.EVAL_MD.read_text(encoding="utf-8"), PUBLISHED.WORKFLOW)
+    assert recorded is not None
+    assert PUBLISHED.stable(printed) == PUBLISHED.stable(recorded), "docs/EVAL.md is stale: run `make eval`"
