@@ -248,7 +248,9 @@ def test_offset_plus_k_is_bounded_as_k_is_and_offset_excludes_after() -> None:
     cursor = index.search("alpha", 2, RRF(), BM25Scorer()).next_cursor
     with pytest.raises(InvalidParameterError, match="not both"):
         index.search("alpha", 2, RRF(), BM25Scorer(), offset=2, after=cursor)
-    with pytest.raises(InvalidParameterError, match="depth"):
+    with pytest.raises(
+        InvalidParameterError, match=r"depth \(10\) must be at least offset \+ k \(6 \+ 5 = 11\)"
+    ):
         index.search("alpha", 5, RRF(), BM25Scorer(), VectorScorer(), depth=10, offset=6)
 
 

@@ -187,9 +187,9 @@ class SearchResults(Sequence[Hit]):
     is read: by indexing, iteration, :attr:`hits` or :meth:`to_dict`. A
     caller that needs only :attr:`keys`, :attr:`scores`, :attr:`score_array`
     or :meth:`explain_arrays` never pays for Hit objects. The results built
-    by a search keep a reference to the snapshot searched until every hit's
-    fields have been handed out (fields are read from its segments), so hold
-    them no longer than needed. Safe to read from many threads.
+    by a search keep a reference to the snapshot searched (fields are read
+    from its segments, and :attr:`next_cursor` keeps it for the next page),
+    so hold them no longer than needed. Safe to read from many threads.
 
     Attributes:
         signals: stream labels, in the order scorers were given.
@@ -811,6 +811,11 @@ def search_snapshot(
     """
     page = check_k(k)
     skip = check_offset(after.position if after is not None else offset, page)
+    if skip and isinstance(depth, int) and not isinstance(depth, bool) and 0 < depth < skip + page:
+        raise InvalidParameterError(
+            f"depth ({depth}) must be at least offset + k ({skip} + {page} = {skip + page}): "
+            "a page is a slice of the search with k = offset + k"
+        )
     k, depth = _check_call(skip + page, fuser, scorers, depth)
     query = _as_query(query)
     labels = stream_labels(scorers)
