@@ -273,3 +273,19 @@ def test_a_page_starts_after_the_cursors_hit_wherever_it_is() -> None:
         for key, score in zip(keys, scores, strict=True)
         if score < tied or (score == tied and key > keys[3] + "\x7f")
     )
+
+
+def test_a_snapshot_still_held_serves_its_cursors_and_another_snapshot_is_refused() -> None:
+    index = three_segment_index()
+    query, fuser, scorers = RANKINGS["bm25"]
+    held = index.snapshot()
+    first = index.search(query, 5, fuser, *scorers, snapshot=held)
+    cursor = first.next_cursor
+    index._cursor_kept.clear()  # as if many later generations had pushed it out of the window
+    index.add(Document("zz", "alpha beta alpha beta"))
+    deep = index.search(query, 10, fuser, *scorers, snapshot=held)
+    page = index.search(query, 5, fuser, *scorers, after=cursor)  # found among the snapshots held
+    assert not index._cursor_kept or held.generation not in index._cursor_kept
+    assert facts([first, page]) == facts(deep)
+    with pytest.raises(CursorExpiredError, match="not on the snapshot given"):
+        index.search(query, 5, fuser, *scorers, after=cursor, snapshot=index.snapshot())

@@ -1228,9 +1228,14 @@ class Index:
         current = self.snapshot()
         if current.generation == generation:
             return current
-        for held in list(self._made):
-            if held.generation == generation:
-                return held
+        for _ in range(3):
+            try:
+                held = [snapshot for snapshot in self._made if snapshot.generation == generation]
+            except RuntimeError:  # a writer published a snapshot meanwhile (the set changed size): look again
+                continue
+            if held:
+                return held[0]
+            break
         raise CursorExpiredError(
             f"the cursor's generation {generation} is no longer kept (the index is at generation "
             f"{current.generation} and keeps the last {CURSOR_GENERATIONS} generations it issued "
