@@ -21,6 +21,7 @@ from weftsearch.analysis import (
     register_analyzer,
 )
 from weftsearch.documents import Document
+from weftsearch.engine.asynchronous import AsyncIndex
 from weftsearch.engine.filters import F, Filter, parse_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
@@ -52,6 +53,7 @@ __all__ = [
     "Filter",
     "parse_filter",
     "Index",
+    "AsyncIndex",
     "Snapshot",
     "Postings",
     "VectorBlock",

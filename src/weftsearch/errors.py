@@ -54,6 +54,8 @@ __all__ = [
     "ReportExistsError",
     "ServerUnreachableError",
     "TrialValidationError",
+    "InvalidCursorError",
+    "CursorExpiredError",
 ]
 
 
@@ -325,3 +327,19 @@ class TrialValidationError(WeftError, RuntimeError):
         super().__init__(message)
         self.violations = violations
         self.report = report
+
+
+class InvalidCursorError(InvalidParameterError):
+    """A page cursor (``after=``) that cannot be used; the message says why.
+
+    Not one this index issued, altered, or made for another query or ranking
+    (:mod:`weftsearch.engine.pages`).
+    """
+
+
+class CursorExpiredError(InvalidCursorError):
+    """A page cursor names a snapshot generation the index no longer keeps: start the pages again.
+
+    An index keeps the snapshots of the last few generations it issued cursors on
+    (:data:`weftsearch.engine.pages.CURSOR_GENERATIONS`); a sharded index only its current cut.
+    """

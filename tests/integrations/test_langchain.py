@@ -596,3 +596,36 @@ def test_the_readme_example_runs_and_prints_the_fused_order(capsys: pytest.Captu
     assert lines[0] == "bm25 1 0.0328 [('bm25', 1), ('vector', 1)]"
     assert lines[1].startswith("rrf 2 ")
     assert lines[2:] == ["Dense retrieval compares embeddings", "Reciprocal rank fusion merges term rankings"]
+
+
+def test_ainvoke_runs_on_the_async_index_s_read_threads() -> None:
+    """ainvoke awaits the search through an AsyncIndex (issue 30 item 5): its pool, not LangChain's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from weftsearch import AsyncIndex
+
+    index = _index()
+    recorder = ThreadRecorder()
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="mine") as pool:
+        retriever = WeftRetriever(
+            AsyncIndex(index, executor=pool), scorers=[recorder, VectorScorer()], k=5, embed_query=embed
+        )
+        assert retriever.index is index
+
+        async def run() -> list[list[LCDocument]]:
+            return list(await asyncio.gather(*(retriever.ainvoke(QUERY) for _ in range(6))))
+
+        answers = asyncio.run(run())
+        names = {thread.ident: thread.name for thread in threading.enumerate()}
+    assert all(answer == retriever.invoke(QUERY) for answer in answers)
+    assert {names.get(ident, "gone").split("_")[0] for ident in recorder.threads[:6]} == {"mine"}
+
+
+def test_ainvoke_over_an_index_uses_the_shared_read_pool() -> None:
+    from weftsearch.engine.asynchronous import read_executor
+
+    recorder = ThreadRecorder()
+    retriever = WeftRetriever(_index(), scorers=[recorder], k=3)
+    asyncio.run(retriever.ainvoke(QUERY))
+    pool_threads = {thread.ident for thread in read_executor()._threads}
+    assert recorder.threads[0] in pool_threads

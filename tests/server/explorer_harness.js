@@ -24,7 +24,7 @@ class Element {
 
 const ids = ["q", "filter", "profile", "k", "search-form", "key-form", "key", "status", "signals", "spec",
   "reset", "ranking-label", "results", "doc", "compare", "compare-toggle", "compare-form", "compare-a",
-  "compare-b", "overlap", "compare-result"];
+  "compare-b", "overlap", "compare-result", "pager", "prev", "next", "page-info"];
 const byId = {};
 for (const id of ids) byId[id] = new Element("div");
 byId.k.value = "10";
@@ -40,7 +40,9 @@ global.Event = class { constructor(type) { this.type = type; } };
 
 // Scripted answers, in order: [status, body] per request.
 const answers = JSON.parse(process.argv[3]);
+const requests = [];
 global.fetch = async (path, init) => {
+  requests.push({ path, body: init && init.body ? JSON.parse(init.body) : null });
   const [status, body] = answers.shift();
   return { status, ok: status < 400, json: async () => body };
 };
@@ -51,6 +53,8 @@ const snapshot = () => ({
   results: byId.results.children.map((c) => ({ className: c.className, key: c.dataset.key || null, text: c.textContent })),
   label: byId["ranking-label"].textContent,
   compare: byId["compare-result"].textContent, overlap: byId.overlap.textContent,
+  pager: { hidden: byId.pager.hidden, info: byId["page-info"].textContent, prev: !!byId.prev.disabled, next: !!byId.next.disabled },
+  requests: requests.splice(0),
 });
 
 (async () => {
@@ -60,6 +64,7 @@ const snapshot = () => ({
   const seen = [];
   for (const step of JSON.parse(process.argv[4])) {
     if (step === "search") { byId.q.value = "graph"; byId["search-form"].dispatchEvent({ type: "submit", preventDefault() {} }); }
+    if (step === "next" || step === "prev") byId[step].dispatchEvent({ type: "click" });
     if (step === "compare") { byId.q.value = "graph"; byId["compare-form"].dispatchEvent({ type: "submit", preventDefault() {} }); }
     await settle();
     seen.push(snapshot());

@@ -121,3 +121,32 @@ def test_an_error_clears_the_results_it_replaces() -> None:
     assert "d1" in compare_ok["compare"] and compare_ok["overlap"]
     assert "d1" not in compare_failed["compare"] and compare_failed["overlap"] == ""
     assert "needs a query vector" in compare_failed["compare"]
+
+
+def _page(offset: int, keys: list[str], cursor: str | None) -> dict[str, Any]:
+    answer = _hits(*keys)
+    for i, hit in enumerate(answer["hits"]):
+        hit["rank"] = offset + i + 1
+    return {**answer, "offset": offset, "next_cursor": cursor}
+
+
+@pytest.mark.skipif(NODE is None, reason="needs node to run the page's script")
+def test_next_and_previous_page_send_the_cursors_of_the_pages_seen() -> None:
+    profiles: dict[str, list[Any]] = {"profiles": []}
+    answers = [
+        [200, profiles],
+        [200, _page(0, ["d1", "d2"], "c1")],
+        [200, _page(2, ["d3", "d4"], "c2")],
+        [200, _page(4, ["d5"], None)],
+        [200, _page(2, ["d3", "d4"], "c2")],
+    ]
+    first, second, last, back = _run_page(answers, ["search", "next", "next", "prev"])
+    assert [r["key"] for r in first["results"]] == ["d1", "d2"]
+    assert first["pager"] == {"hidden": False, "info": "page 1 · hits 1\u20132", "prev": True, "next": False}
+    assert "after" not in first["requests"][-1]["body"]
+    assert second["requests"][0]["body"]["after"] == "c1" and second["requests"][0]["body"]["text"] == "graph"
+    assert second["pager"]["info"] == "page 2 · hits 3\u20134" and not second["pager"]["prev"]
+    assert last["requests"][0]["body"]["after"] == "c2"
+    assert last["pager"] == {"hidden": False, "info": "page 3 · hits 5\u20135", "prev": False, "next": True}
+    assert back["requests"][0]["body"]["after"] == "c1"  # page 2 again, from the cursor that made it
+    assert [r["key"] for r in back["results"]] == ["d3", "d4"] and not back["pager"]["next"]

@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
-from weftsearch._argtypes import non_negative_float, positive_float, positive_int
+from weftsearch._argtypes import int_at_least, non_negative_float, positive_float, positive_int
 from weftsearch.cli._common import (
     _SHOWN,
     EXIT_PROBLEM,
@@ -415,6 +415,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         return _search_one(args)
     if args.query_vector is not None:
         raise InvalidParameterError("--query-vector is for one QUERY; use --query-vectors with --queries")
+    if args.offset or args.after is not None:
+        raise InvalidParameterError("--offset and --after page one QUERY, not a --queries batch")
     return _search_batch(args)
 
 
@@ -429,9 +431,19 @@ def _search_one(args: argparse.Namespace) -> int:
     if ranking.reads_vectors and _vector_dim(index) is None:
         _warn(f"the index at {args.index} holds no vectors; the vector signal will be empty")
     query = Query(text=args.query, vector=vector, filter=ranking.filter)
-    results = index.search(query, args.k, ranking.arm.fuser, *ranking.arm.scorers, depth=ranking.depth)
+    results = index.search(
+        query,
+        args.k,
+        ranking.arm.fuser,
+        *ranking.arm.scorers,
+        depth=ranking.depth,
+        offset=args.offset,
+        after=args.after,
+    )
     if args.json:
-        print(_json_dump({"query": args.query, "k": args.k, "rank": ranking.spec, **results.to_dict()}))
+        page = {"offset": results.offset, "next_cursor": results.next_cursor}
+        answer = {"query": args.query, "k": args.k, "rank": ranking.spec, **results.to_dict(), **page}
+        print(_json_dump(answer))
         return 0
     fusion = repr(ranking.arm.fuser) if len(ranking.arm.scorers) > 1 else "none (one signal: its own scores)"
     print(
@@ -441,6 +453,8 @@ def _search_one(args: argparse.Namespace) -> int:
     sys.stdout.write(
         format_results(results, index if isinstance(index, Index) else None, explain=args.explain)
     )
+    if results.next_cursor is not None:
+        print(f"next page: --after {results.next_cursor}")
     return 0
 
 
@@ -661,6 +675,19 @@ def add_search_command(commands: Any) -> None:
     search.add_argument("query", metavar="QUERY", nargs="?", help="the query text")
     search.add_argument("--index", required=True, metavar="DIR", help="index directory")
     search.add_argument("-k", type=_count, default=10, help="hits per query (10)")
+    search.add_argument(
+        "--offset",
+        type=int_at_least(0),
+        default=0,
+        metavar="N",
+        help="skip the first N hits (one QUERY): hits N+1 .. N+k of the search with k = N + k",
+    )
+    search.add_argument(
+        "--after",
+        metavar="CURSOR",
+        help="the page after the one that printed 'next page: --after CURSOR' (same query and ranking, "
+        "same commit of the index)",
+    )
     search.add_argument(
         "--rank",
         metavar="SPEC",

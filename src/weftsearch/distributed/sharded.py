@@ -52,6 +52,7 @@ from weftsearch._atomic import write_atomic
 from weftsearch.documents import Document, FieldValue
 from weftsearch.engine.filters import as_filter
 from weftsearch.engine.index import _check_field_types
+from weftsearch.engine.pages import CursorSeal, PageStart, check_offset, ranking_digest
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import (
@@ -63,13 +64,15 @@ from weftsearch.engine.search import (
     canonical_stream,
     explain_fused,
     fuse_candidates,
+    page_of,
     stream_labels,
 )
 from weftsearch.engine.snapshot import CollectionStatistics, LinkView, key_positions, link_matrix
 from weftsearch.engine.stats import IndexStats, SegmentStats
-from weftsearch.engine.stream import PlanValue, Stream, order_by_score
+from weftsearch.engine.stream import PlanValue, Stream, check_k, order_by_score
 from weftsearch.errors import (
     CorruptIndexError,
+    CursorExpiredError,
     DuplicateKeyError,
     FormatVersionError,
     IndexClosedError,
@@ -438,6 +441,7 @@ class ShardedIndex:
         self._vector_dim: int | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._cursor_seal: CursorSeal | None = None
         # The collection's link table, for whole-collection scorers: built at the first such
         # search of a cut, kept for that cut only (a new cut replaces it).
         self._links: _LinkTable | None = None
@@ -989,20 +993,80 @@ class ShardedIndex:
         *scorers: Scorer,
         depth: int | None = None,
         allow_partial: bool = False,
+        offset: int = 0,
+        after: str | None = None,
     ) -> ShardedResults:
         """Search every shard at the current cut; the single index's results for the same documents.
 
-        Arguments as :meth:`Index.search`. ``allow_partial``: when a shard
+        Arguments as :meth:`Index.search`, pages (``offset``, ``after``)
+        included (:mod:`weftsearch.engine.pages`), except which state a cursor
+        may name: a sharded index keeps no older cuts for cursors, so a cursor
+        issued on another cut than the current one raises
+        :class:`~weftsearch.errors.CursorExpiredError`. ``allow_partial``: when a shard
         cannot be reached, return the other shards' results with
         :attr:`ShardedResults.missing_shards` naming it (scored with the
-        statistics of the shards that answered) instead of raising.
+        statistics of the shards that answered) instead of raising; partial
+        results offer no :attr:`~SearchResults.next_cursor` (their ranking is
+        not the collection's).
 
         Raises:
             ShardUnavailableError: a shard could not be reached (and
                 ``allow_partial`` is False); the message names it and its node.
 
         """
-        return self.search_many([query], k, fuser, *scorers, depth=depth, allow_partial=allow_partial)[0]
+        self._check_open()
+        start: PageStart | None = None
+        if after is not None:
+            start = self._cursors().check(after, _as_query(query), fuser, scorers, depth, offset)
+            self._check_cut(start.generation, self._cut.number)
+        page = check_k(k)
+        skip = check_offset(offset if start is None else start.position, page)
+        results = self.search_many(
+            [query], skip + page, fuser, *scorers, depth=depth, allow_partial=allow_partial
+        )[0]
+        if start is not None:
+            self._check_cut(start.generation, results.generation)
+        if skip or start is not None:
+            paged = page_of(results, skip, page, start)
+            assert isinstance(paged, ShardedResults)  # _sliced keeps the class
+            paged.missing_shards = results.missing_shards
+            results = paged
+        if not results.partial:
+            issue = functools.partial(
+                self._issue_cursor, results.generation, _as_query(query), fuser, scorers, depth
+            )
+            results._offer_cursor(issue, page)
+        return results
+
+    def _cursors(self) -> CursorSeal:
+        """The seal of this sharded index's cursors (keyed by its index id)."""
+        seal = self._cursor_seal
+        if seal is None:
+            seal = self._cursor_seal = CursorSeal(self._index_id)
+        return seal
+
+    @staticmethod
+    def _check_cut(issued: int, searched: int) -> None:
+        if issued != searched:
+            raise CursorExpiredError(
+                f"the cursor was issued on cut {issued}; this sharded index reads cut {searched} and "
+                "keeps no older cut for cursors: search again from the first page"
+            )
+
+    def _issue_cursor(
+        self,
+        cut: int,
+        query: Query,
+        fuser: Fuser,
+        scorers: Sequence[Scorer],
+        depth: int | None,
+        position: int,
+        score: float,
+        key: str,
+    ) -> str:
+        """A cursor for the page after ``position`` hits of a search at ``cut``."""
+        digest = ranking_digest(query, fuser, scorers, depth)
+        return self._cursors().write(PageStart(cut, position, score, key, digest))
 
     def search_many(
         self,

@@ -16,6 +16,8 @@ publish the result with one atomic rename of the manifest.
 
 from __future__ import annotations
 
+import collections
+import functools
 import os
 import threading
 import warnings
@@ -39,13 +41,15 @@ from weftsearch.engine.inflight import SearchesInFlight
 from weftsearch.engine.ingest import analyse_documents, resolve_workers
 from weftsearch.engine.merge_policy import MergePolicy
 from weftsearch.engine.pacing import YieldToSearches, release_gradually
+from weftsearch.engine.pages import CURSOR_GENERATIONS, CursorSeal, PageStart, ranking_digest
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
-from weftsearch.engine.search import SearchResults, search_snapshot, search_snapshot_many
+from weftsearch.engine.search import SearchResults, _as_query, search_snapshot, search_snapshot_many
 from weftsearch.engine.snapshot import QueryTerms, Snapshot
 from weftsearch.engine.stats import IndexStats, SegmentStats, file_bytes, manifest_bytes
 from weftsearch.errors import (
     CorruptIndexError,
+    CursorExpiredError,
     DiscardedWritesWarning,
     DuplicateKeyError,
     FieldTypeError,
@@ -307,6 +311,10 @@ class Index:
         self._replacing = False  # create(overwrite=True): the old index stays until the first commit
         self._closed = False
         self._index_id = ""  # the index id of the directory (docs/FORMAT.md, "Identity")
+        # The snapshots of the newest generations cursors were issued on (weftsearch.engine.pages).
+        self._cursor_kept: collections.OrderedDict[int, Snapshot] = collections.OrderedDict()
+        self._cursor_lock = threading.Lock()
+        self._cursor_seal: CursorSeal | None = None
 
     # ------------------------------------------------------------------ opening and closing
 
@@ -617,6 +625,8 @@ class Index:
             self._pending = {}
             self._segments = []
             self._snapshot = self._latest = None
+            with self._cursor_lock:
+                self._cursor_kept.clear()
             if self._writer_lock is not None:
                 self._writer_lock.release()
                 self._writer_lock = None
@@ -1123,6 +1133,8 @@ class Index:
         *scorers: Scorer,
         depth: int | None = None,
         snapshot: Snapshot | None = None,
+        offset: int = 0,
+        after: str | None = None,
     ) -> SearchResults:
         """Search the current snapshot; see :func:`~weftsearch.engine.search.search_snapshot`.
 
@@ -1137,10 +1149,31 @@ class Index:
         merges yield to it). A snapshot of another index raises
         :class:`~weftsearch.errors.InvalidParameterError`.
 
+        Pages (:mod:`weftsearch.engine.pages`): ``offset=n`` returns hits
+        ``n .. n + k - 1`` of the search with ``k = n + k`` (``n + k`` at most
+        ``MAX_K``); ``after=results.next_cursor`` returns the ``k`` hits after
+        the previous page's last one, from the snapshot generation the first
+        page searched, exactly as one deeper search would rank them. An
+        altered cursor, one of another index or made for another query or
+        ranking raises :class:`~weftsearch.errors.InvalidCursorError`; one
+        naming a generation this index no longer keeps (the last
+        :data:`~weftsearch.engine.pages.CURSOR_GENERATIONS` it issued cursors
+        on, or one still held as a snapshot) raises
+        :class:`~weftsearch.errors.CursorExpiredError`.
+
         Example::
 
             index.search("graph retrieval", 10, RRF(), BM25Scorer(), VectorScorer())
         """
+        start: PageStart | None = None
+        if after is not None:
+            start = self._cursors().check(after, _as_query(query), fuser, scorers, depth, offset)
+            if snapshot is not None and snapshot.generation != start.generation:
+                raise CursorExpiredError(
+                    f"the cursor was issued on generation {start.generation}, "
+                    f"not on the snapshot given (generation {snapshot.generation})"
+                )
+            snapshot = self._cursor_snapshot(start.generation) if snapshot is None else snapshot
         if snapshot is not None and not self._made_here(snapshot):
             raise InvalidParameterError(
                 "snapshot must be one taken from this index with index.snapshot(), got "
@@ -1150,10 +1183,64 @@ class Index:
                     else type(snapshot).__name__
                 )
             )
+        searched = self.snapshot() if snapshot is None else snapshot
         with self._searches:  # commits and merges yield to running searches
-            return search_snapshot(
-                self.snapshot() if snapshot is None else snapshot, query, k, fuser, scorers, depth
-            )
+            results = search_snapshot(searched, query, k, fuser, scorers, depth, offset=offset, after=start)
+        results._offer_cursor(
+            functools.partial(self._issue_cursor, searched, _as_query(query), fuser, scorers, depth), int(k)
+        )
+        return results
+
+    def _cursors(self) -> CursorSeal:
+        """The seal of this index's cursors (made on first use, once the index id is known)."""
+        seal = self._cursor_seal
+        if seal is None:
+            seal = self._cursor_seal = CursorSeal(self._index_id)
+        return seal
+
+    def _issue_cursor(
+        self,
+        snapshot: Snapshot,
+        query: Query,
+        fuser: Fuser,
+        scorers: Sequence[Scorer],
+        depth: int | None,
+        position: int,
+        score: float,
+        key: str,
+    ) -> str:
+        """A cursor for the page after ``position`` hits, keeping ``snapshot`` for it."""
+        with self._cursor_lock:
+            if not self._closed:
+                self._cursor_kept[snapshot.generation] = snapshot
+                self._cursor_kept.move_to_end(snapshot.generation)
+                while len(self._cursor_kept) > CURSOR_GENERATIONS:
+                    self._cursor_kept.popitem(last=False)
+        digest = ranking_digest(query, fuser, scorers, depth)
+        return self._cursors().write(PageStart(snapshot.generation, position, score, key, digest))
+
+    def _cursor_snapshot(self, generation: int) -> Snapshot:
+        """The snapshot of ``generation`` for a cursor, else :class:`CursorExpiredError`."""
+        with self._cursor_lock:
+            kept = self._cursor_kept.get(generation)
+        if kept is not None:
+            return kept
+        current = self.snapshot()
+        if current.generation == generation:
+            return current
+        for _ in range(3):
+            try:
+                held = [snapshot for snapshot in self._made if snapshot.generation == generation]
+            except RuntimeError:  # a writer published a snapshot meanwhile (the set changed size): look again
+                continue
+            if held:
+                return held[0]
+            break
+        raise CursorExpiredError(
+            f"the cursor's generation {generation} is no longer kept (the index is at generation "
+            f"{current.generation} and keeps the last {CURSOR_GENERATIONS} generations it issued "
+            "cursors on): search again from the first page"
+        )
 
     def _made_here(self, snapshot: object) -> bool:
         """Whether ``snapshot`` is a :class:`Snapshot` this index made. O(1)."""

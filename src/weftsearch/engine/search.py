@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.documents import FieldValue
+from weftsearch.engine.pages import PageStart, check_offset
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
@@ -66,6 +67,7 @@ __all__ = [
     "check_fused",
     "fuse_candidates",
     "explain_fused",
+    "page_of",
 ]
 
 #: Candidates asked of each scorer when ``depth`` is not given: ``max(k, DEFAULT_DEPTH)``.
@@ -185,9 +187,9 @@ class SearchResults(Sequence[Hit]):
     is read: by indexing, iteration, :attr:`hits` or :meth:`to_dict`. A
     caller that needs only :attr:`keys`, :attr:`scores`, :attr:`score_array`
     or :meth:`explain_arrays` never pays for Hit objects. The results built
-    by a search keep a reference to the snapshot searched until every hit's
-    fields have been handed out (fields are read from its segments), so hold
-    them no longer than needed. Safe to read from many threads.
+    by a search keep a reference to the snapshot searched (fields are read
+    from its segments, and :attr:`next_cursor` keeps it for the next page),
+    so hold them no longer than needed. Safe to read from many threads.
 
     Attributes:
         signals: stream labels, in the order scorers were given.
@@ -200,12 +202,15 @@ class SearchResults(Sequence[Hit]):
             :attr:`Stream.complete <weftsearch.engine.stream.Stream.complete>`
             is ``False``), in scorer order; empty when no budget was hit, and
             then every stream is as long as the filter and its evidence allow.
+        offset: hits of the ranking before these (0 for a first page): the
+            first hit's :attr:`Hit.rank` is ``offset + 1``.
 
     """
 
     __slots__ = (
         "_built",
         "_contributions",
+        "_cursor",
         "_field_rows",
         "_fields",
         "_keys",
@@ -218,6 +223,7 @@ class SearchResults(Sequence[Hit]):
         "depth",
         "fuser",
         "generation",
+        "offset",
         "signals",
     )
 
@@ -257,6 +263,8 @@ class SearchResults(Sequence[Hit]):
         self._field_rows: Sequence[Mapping[str, FieldValue]] = tuple(hit.fields for hit in hits)
         self._built: list[Hit | None] = list(hits)
         self._rows: tuple[list[Any], list[Any], list[Any], list[Any]] | None = None
+        self.offset = 0
+        self._cursor: str | Callable[[], str] | None = None
 
     @classmethod
     def _from_arrays(
@@ -300,7 +308,59 @@ class SearchResults(Sequence[Hit]):
         results._field_rows = ()
         results._built = [None] * len(results._keys)
         results._rows = None
+        results.offset = 0
+        results._cursor = None
         return results
+
+    def _sliced(self, start: int, stop: int) -> SearchResults:
+        """Rows ``start:stop`` of these results as results of their own (hits ranked from ``start + 1``).
+
+        The arrays are views; fields are read (for the slice only) when a hit is first read. O(1).
+        """
+        page = object.__new__(type(self))
+        page.signals, page.fuser = self.signals, self.fuser
+        page.generation, page.depth = self.generation, self.depth
+        page._plans, page.cut_short = self._plans, self.cut_short
+        page._keys = self._keys[start:stop]
+        page._scores = self._scores[start:stop]
+        page._ranks = self._ranks[start:stop]
+        page._signal_scores = self._signal_scores[start:stop]
+        page._contributions = self._contributions[start:stop]
+        source, rows = self._fields, self._field_rows
+        page._fields = lambda: (rows if source is None else source())[start:stop]
+        page._field_rows = ()
+        page._built = [None] * len(page._keys)
+        page._rows = None
+        page.offset = self.offset + start
+        page._cursor = None
+        return page
+
+    def _offer_cursor(self, issue: Callable[[int, float, str], str], k: int) -> None:
+        """Let :attr:`next_cursor` call ``issue(position, score, key)`` when first read.
+
+        No cursor when these results hold fewer than ``k`` hits: the ranking
+        ended here (every stream ran out of candidates before the depth).
+        """
+        if self._keys and len(self._keys) >= k:
+            self._cursor = functools.partial(
+                issue, self.offset + len(self._keys), float(self._scores[-1]), self._keys[-1]
+            )
+
+    @property
+    def next_cursor(self) -> str | None:
+        """An opaque, URL-safe cursor for the page after this one (``search(..., after=cursor)``).
+
+        ``None`` when the ranking ended on this page (fewer hits than ``k``),
+        or when these results were not made by an index's search. Reading it
+        the first time asks the index to keep this snapshot generation for the
+        next page (see :mod:`weftsearch.engine.pages` for which generations a
+        cursor may name).
+        """
+        cursor = self._cursor
+        if callable(cursor):
+            cursor = cursor()
+            self._cursor = cursor  # two racing readers store equal cursors
+        return cursor
 
     def _hit(self, row: int) -> Hit:
         """Hit ``row`` (0-based), built on first read and kept. O(streams)."""
@@ -339,7 +399,8 @@ class SearchResults(Sequence[Hit]):
             )
             for column, label in enumerate(self.signals)
         )
-        hit = Hit(key=self._keys[row], rank=row + 1, score=fused, signals=signals, fields=fields)
+        rank = self.offset + row + 1
+        hit = Hit(key=self._keys[row], rank=rank, score=fused, signals=signals, fields=fields)
         self._built[row] = hit
         return hit
 
@@ -711,6 +772,9 @@ def search_snapshot(
     fuser: Fuser,
     scorers: Sequence[Scorer],
     depth: int | None = None,
+    *,
+    offset: int = 0,
+    after: PageStart | None = None,
 ) -> SearchResults:
     """Search ``snapshot``: run each scorer to ``depth``, fuse to ``k``, explain.
 
@@ -731,16 +795,28 @@ def search_snapshot(
             with two or more scorers and ``k`` with one (its stream passes
             through cut to ``k``, so deeper candidates would be dropped
             unread). Must be at least ``k`` and at most ``MAX_K``.
+        offset: hits to skip: the results are hits ``offset .. offset + k - 1``
+            of this search with ``k = offset + k`` (``depth`` defaulted from
+            that ``k``); ``offset + k`` at most ``MAX_K``. See :mod:`weftsearch.engine.pages`.
+        after: the start of a page read from a cursor: the results are the
+            ``k`` hits ranked after its hit in the search with ``k = after.position + k``.
 
     Raises:
-        InvalidParameterError: bad ``k``/``depth`` (not a positive int, or above
+        InvalidParameterError: bad ``k``/``depth``/``offset`` (not a positive int, or above
             ``MAX_K``), no scorers, or a scorer or
             fuser that does not implement the protocol.
         InvalidQueryError: ``query`` is neither a Query nor a str.
         ScorerOutputError: a scorer or the fuser broke its contract.
 
     """
-    k, depth = _check_call(k, fuser, scorers, depth)
+    page = check_k(k)
+    skip = check_offset(after.position if after is not None else offset, page)
+    if skip and isinstance(depth, int) and not isinstance(depth, bool) and 0 < depth < skip + page:
+        raise InvalidParameterError(
+            f"depth ({depth}) must be at least offset + k ({skip} + {page} = {skip + page}): "
+            "a page is a slice of the search with k = offset + k"
+        )
+    k, depth = _check_call(skip + page, fuser, scorers, depth)
     query = _as_query(query)
     labels = stream_labels(scorers)
     allowed = snapshot.allowed(query)  # a bad filter is refused before any scorer runs
@@ -748,7 +824,36 @@ def search_snapshot(
         canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label, allowed)
         for scorer, label in zip(scorers, labels, strict=False)
     ]
-    return results_of(snapshot, streams, labels, k, fuser, depth)
+    results = results_of(snapshot, streams, labels, k, fuser, depth)
+    return results if skip == 0 and after is None else page_of(results, skip, page, after)
+
+
+def page_of(results: SearchResults, offset: int, k: int, after: PageStart | None = None) -> SearchResults:
+    """The page of ``k`` hits of ``results`` (a deeper search) from ``offset``, or after ``after``'s hit.
+
+    With ``after``, the page starts at the first hit ranked after the hit
+    ``(after.score, after.key)`` in canonical order (score descending, key
+    ascending), wherever it is: the same hit as row ``after.position`` when
+    the deeper search reproduces the pages before (the same snapshot and
+    ranking). O(k) (O(t) more for t hits tied with the boundary's score when
+    the row is not the expected one).
+    """
+    first = offset if after is None else _first_after(results, after)
+    return results._sliced(first, first + k)
+
+
+def _first_after(results: SearchResults, after: PageStart) -> int:
+    """The row of the first hit ranked after ``(after.score, after.key)`` (``len(results)`` if none)."""
+    keys, scores = results._keys, results._scores
+    row = after.position
+    if 0 < row <= len(keys) and keys[row - 1] == after.key and scores[row - 1] == after.score:
+        return row
+    lower = np.flatnonzero(scores < after.score)
+    end = int(lower[0]) if lower.size else len(keys)
+    for tied in np.flatnonzero(scores[:end] == after.score).tolist():
+        if keys[tied] > after.key:
+            return int(tied)
+    return end
 
 
 def results_of(

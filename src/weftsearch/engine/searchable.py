@@ -70,9 +70,19 @@ class Searchable(Protocol):
         ...
 
     def search(
-        self, query: Query | str, k: int, fuser: Fuser, *scorers: Scorer, depth: int | None = None
+        self,
+        query: Query | str,
+        k: int,
+        fuser: Fuser,
+        *scorers: Scorer,
+        depth: int | None = None,
+        offset: int = 0,
+        after: str | None = None,
     ) -> SearchResults:
-        """The ``k`` best documents for ``query``: each scorer's stream fused, explained."""
+        """The ``k`` best documents for ``query`` (from ``offset``, or after a cursor's hit), explained.
+
+        Pages: :mod:`weftsearch.engine.pages`.
+        """
         ...
 
     def search_many(

@@ -29,6 +29,7 @@ the fusers, and nothing in the library imports it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from typing import Any
@@ -38,6 +39,7 @@ from numpy.typing import NDArray
 
 from weftsearch.documents import Document as WeftDocument
 from weftsearch.documents import as_vector
+from weftsearch.engine.asynchronous import AsyncIndex
 from weftsearch.engine.filters import Filter, as_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
@@ -59,7 +61,7 @@ try:
     from langchain_core.embeddings import Embeddings
     from langchain_core.retrievers import BaseRetriever
     from langchain_core.runnables.config import run_in_executor
-    from pydantic import ConfigDict
+    from pydantic import ConfigDict, PrivateAttr
 except ImportError as exc:
     raise MissingDependencyError(
         f"weftsearch.integrations.langchain needs langchain-core ({exc}); "
@@ -87,9 +89,11 @@ class WeftRetriever(BaseRetriever):
     Args:
         index: anything :class:`~weftsearch.engine.searchable.Searchable`: an
             :class:`~weftsearch.Index`, a
-            :class:`~weftsearch.distributed.ShardedIndex`; or the path of an
-            index on disk, which is opened with ``readonly=True`` (no writer
-            lock is taken).
+            :class:`~weftsearch.distributed.ShardedIndex`; an
+            :class:`~weftsearch.AsyncIndex` (its index is searched, and
+            ``ainvoke`` runs on its threads); or the path of an index on
+            disk, which is opened with ``readonly=True`` (no writer lock is
+            taken).
         scorers: the signals to fuse, in order. ``None`` (default) means BM25
             on the text, plus the vector signal when ``embed_query`` is given.
         fuser: how the signals' streams are merged; ``None`` means ``RRF()``.
@@ -147,8 +151,12 @@ class WeftRetriever(BaseRetriever):
     the same one unless the caller commits or refreshes it in between.
     The async path (``ainvoke``) awaits the embedding (``aembed_query``, or
     the function in a thread), takes the snapshot in the calling thread (so
-    it sees that thread's own writes, as ``invoke`` does), and runs the search
-    in a thread executor, so the event loop is not blocked by it. Search cost
+    it sees that thread's own writes, as ``invoke`` does), and awaits the
+    search and the hits' texts through an :class:`~weftsearch.AsyncIndex`
+    (the one given, or one made over the given Index: its bounded pool of
+    read threads, where the GIL-releasing kernels run in parallel), so the
+    event loop is not blocked by it; a sharded index is searched in
+    LangChain's thread executor. Search cost
     is that of :meth:`Index.search <weftsearch.Index.search>` with the same
     scorers plus one stored-document read per returned hit.
 
@@ -188,10 +196,11 @@ class WeftRetriever(BaseRetriever):
     """Which documents may be returned (parsed), or ``None``; a call's ``filter`` overrides it."""
     refresh: bool = True
     """Whether a read-only index adopts the newest commit before each query."""
+    _async: AsyncIndex | None = PrivateAttr(default=None)
 
     def __init__(
         self,
-        index: Searchable | str | PathLike[str],
+        index: Searchable | AsyncIndex | str | PathLike[str],
         *,
         scorers: Sequence[Scorer] | None = None,
         fuser: Fuser | None = None,
@@ -208,7 +217,8 @@ class WeftRetriever(BaseRetriever):
         # Validated here, before pydantic sees the values: pydantic would turn a
         # weft error raised in a validator (they are ValueErrors) into its own
         # ValidationError, and callers catch WeftError.
-        the_index = _as_index(index)
+        given_async: AsyncIndex | None = index if isinstance(index, AsyncIndex) else None
+        the_index = _as_index(given_async.index if given_async is not None else index)
         extra = _search_kwargs(search_kwargs, "search_kwargs")
         if "k" in extra:
             if k is not None:
@@ -260,6 +270,9 @@ class WeftRetriever(BaseRetriever):
             "metadata": metadata,
         }
         super().__init__(**fields)
+        if given_async is None and isinstance(the_index, Index):
+            given_async = AsyncIndex(the_index)
+        self._async = given_async
 
     # ------------------------------------------------------------------ the steps of one query
 
@@ -348,6 +361,8 @@ class WeftRetriever(BaseRetriever):
         k, the_filter = self._options(kwargs)
         weft_query = self._query(query, await self._avector(query), the_filter)
         snapshot = self._snapshot()  # in the caller's thread: it sees that thread's own writes
+        if self._async is not None:
+            return await self._async.run(functools.partial(self._search, snapshot, weft_query, k))
         return await run_in_executor(None, self._search, snapshot, weft_query, k)
 
 

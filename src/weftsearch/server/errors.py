@@ -9,9 +9,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from weftsearch.errors import (
+    CursorExpiredError,
     IndexClosedError,
     IndexLockedError,
     IndexStorageError,
+    InvalidCursorError,
     InvalidFilterError,
     InvalidVectorError,
     ShardUnavailableError,
@@ -42,6 +44,8 @@ def status_of(exc: WeftError) -> int:
     """The HTTP status a library error is answered with."""
     if isinstance(exc, UnknownKeyError):
         return 404
+    if isinstance(exc, CursorExpiredError):
+        return 410  # the page's snapshot is gone for good: start again from the first page
     if isinstance(exc, IndexLockedError):
         return 409
     if isinstance(exc, (IndexClosedError, ShardUnavailableError)):
@@ -62,6 +66,8 @@ def field_of(exc: WeftError, default: str | None) -> str | None:
         return prefix + "vector"
     if isinstance(exc, UnknownMeasureError):
         return prefix + "measures"
+    if isinstance(exc, InvalidCursorError):
+        return prefix + "after"
     return default
 
 
@@ -85,6 +91,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (403, "a wrong API key"),
         (404, "no such document or profile"),
         (409, "the index is read-only here, or locked"),
+        (410, "a page cursor (after) names a snapshot the index no longer keeps: search from the first page"),
         (413, "the request body is over the limit"),
         (422, "the request does not validate, or is over a limit; error.field names the field"),
         (503, "the index is unavailable: closed, a shard down, or its directory deleted or replaced"),

@@ -69,6 +69,19 @@ class SearchRequest(QueryIn, RankingIn):
     model_config = _NO_EXTRA
     k: int = Field(default=10, ge=1, description="hits wanted")
     explain: bool = Field(default=False, description="per-signal rank, score and contribution of each hit")
+    offset: int = Field(
+        default=0,
+        ge=0,
+        description="hits to skip: the answer is hits offset .. offset + k - 1 of the search with "
+        "k = offset + k (offset + k at most max_k, and at most the depth)",
+    )
+    after: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="a next_cursor from an earlier answer: the k hits after its page, from the snapshot "
+        "that page searched, with the same query and ranking (400 InvalidCursorError otherwise; "
+        "410 CursorExpiredError when the index no longer keeps that snapshot)",
+    )
 
 
 class BatchSearchRequest(RankingIn):
@@ -237,6 +250,12 @@ class SearchResponse(BaseModel):
     )
     hits: list[HitOut]
     query_vector: QueryVectorOut
+    offset: int | None = Field(default=None, description="hits of the ranking before these (rank offset)")
+    next_cursor: str | None = Field(
+        default=None,
+        description="send as after= (with the same query and ranking) for the next page; null when the "
+        "ranking ended on this page",
+    )
 
 
 class BatchSearchResponse(BaseModel):

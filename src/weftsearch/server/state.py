@@ -429,11 +429,21 @@ class ServerState:
                     raise ApiError(503, "IndexUnavailable", problem) from None
                 raise ApiError(status_of(exc), type(exc).__name__, str(exc)) from None
 
-    def run_search(self, ranking: Ranking, queries: list[Query], k: int) -> list[SearchResults]:
-        """Search (callers adopt the newest commit first, before building the queries)."""
+    def run_search(
+        self, ranking: Ranking, queries: list[Query], k: int, offset: int = 0, after: str | None = None
+    ) -> list[SearchResults]:
+        """Search (callers adopt the newest commit first, before building the queries).
+
+        ``offset``/``after`` page one query (:mod:`weftsearch.engine.pages`).
+        """
         arm = ranking.arm
         if len(queries) == 1:
-            return [self.index.search(queries[0], k, arm.fuser, *arm.scorers, depth=max(arm.depth, k))]
+            depth = max(arm.depth, k)
+            return [
+                self.index.search(
+                    queries[0], k, arm.fuser, *arm.scorers, depth=depth, offset=offset, after=after
+                )
+            ]
         return list(
             self.index.search_many(
                 queries,

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from weftsearch.engine.search import SearchResults
-from weftsearch.server.errors import about_field, answers
+from weftsearch.server.errors import ApiError, about_field, answers
 from weftsearch.server.models import BatchSearchRequest, BatchSearchResponse, SearchRequest, SearchResponse
 from weftsearch.server.state import Ranking, Served
 
@@ -57,12 +57,19 @@ def search_body(
 )
 def search(body: SearchRequest, state: Served) -> dict[str, Any]:
     state.check_k(body.k)
+    if body.offset + body.k > state.limits.max_k:
+        error = state.too_large("offset + k", body.offset + body.k, state.limits.max_k, "max_k")
+        raise ApiError(error.status, error.kind, error.message, "offset")
     ranking = state.ranking(body)
     state.adopt_commits()
     (query,), (source,) = state.queries([(body, "")], ranking)
     with about_field(None):
-        (results,) = state.run_search(ranking, [query], body.k)
-    return search_body(results, ranking, body.explain, source)
+        (results,) = state.run_search(ranking, [query], body.k, body.offset, body.after)
+    return {
+        **search_body(results, ranking, body.explain, source),
+        "offset": results.offset,
+        "next_cursor": results.next_cursor,
+    }
 
 
 @router.post(

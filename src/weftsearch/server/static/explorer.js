@@ -21,6 +21,9 @@
     baseSpec: null,     // the selected ranking's spec text (null until known)
     custom: false,      // the user changed a toggle or weight: search with an inline spec
     lastQuery: "",
+    pageBody: null,     // the first page's request: the other pages send it with after=
+    cursors: [null],    // cursors[i]: the after= of page i (null for the first page)
+    page: 0,            // the page shown, from 0
   };
 
   const $ = (id) => document.getElementById(id);
@@ -172,6 +175,8 @@
 
   // ---- search and results
 
+  // A new search starts at the first page; Next and Previous send the same request with the
+  // cursor of the page wanted (kept from the pages seen), so every page reads one snapshot.
   async function search() {
     const text = $("q").value.trim();
     state.lastQuery = text;
@@ -187,16 +192,46 @@
     } else if ($("profile").value) {
       body.profile = $("profile").value;
     }
+    state.pageBody = body;
+    state.cursors = [null];
+    state.page = 0;
     status("searching…");
     try {
       const result = await api("POST", "v1/search", body);
       if (!state.custom && state.baseSpec === null && result.ranking.spec) useSpec(result.ranking.spec);
-      renderResults(result);
-      status(result.hits.length + " hits, generation " + result.generation);
+      showPage(result);
       if (!$("compare").hidden) compare();
     } catch (e) {
       failed("results", e.message);
     }
+  }
+
+  async function turnPage(step) {
+    const page = state.page + step;
+    if (!state.pageBody || page < 0 || page >= state.cursors.length) return;
+    const body = Object.assign({}, state.pageBody);
+    if (state.cursors[page]) body.after = state.cursors[page];
+    status("searching…");
+    try {
+      const result = await api("POST", "v1/search", body);
+      state.page = page;
+      showPage(result);
+    } catch (e) {
+      failed("results", e.message);
+    }
+  }
+
+  function showPage(result) {
+    state.cursors = state.cursors.slice(0, state.page + 1);
+    if (result.next_cursor) state.cursors.push(result.next_cursor);
+    renderResults(result);
+    const first = (result.offset || 0) + 1;
+    const range = result.hits.length ? "hits " + first + "–" + (first + result.hits.length - 1) : "no hits";
+    $("page-info").textContent = "page " + (state.page + 1) + " · " + range;
+    $("prev").disabled = state.page === 0;
+    $("next").disabled = !result.next_cursor;
+    $("pager").hidden = state.page === 0 && !result.next_cursor;
+    status(result.hits.length + " hits, page " + (state.page + 1) + ", generation " + result.generation);
   }
 
   // An error replaces what it failed to produce: the results (or the side by side) of an earlier
@@ -205,6 +240,7 @@
     status(message, true);
     if (where === "results") {
       $("ranking-label").textContent = "";
+      $("pager").hidden = true;
       $("results").replaceChildren(el("li", { className: "note error", textContent: "no results: " + message }));
     } else {
       $("overlap").textContent = "";
@@ -398,6 +434,8 @@
       if (!$("compare").hidden) compare();
     });
     $("compare-form").addEventListener("submit", (ev) => { ev.preventDefault(); compare(); });
+    $("prev").addEventListener("click", () => turnPage(-1));
+    $("next").addEventListener("click", () => turnPage(1));
     $("key-form").addEventListener("submit", (ev) => {
       ev.preventDefault();
       state.key = $("key").value || null;
