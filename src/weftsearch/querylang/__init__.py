@@ -20,6 +20,7 @@ from weftsearch.querylang.nodes import (
     PhraseNode,
     PrefixNode,
     TermNode,
+    tree_texts,
 )
 from weftsearch.querylang.parser import MAX_QUERY_LENGTH, parse
 
@@ -35,4 +36,5 @@ __all__ = [
     "QuerySyntaxError",
     "TermNode",
     "parse",
+    "tree_texts",
 ]

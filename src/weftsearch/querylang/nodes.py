@@ -30,6 +30,7 @@ __all__ = [
     "PrefixNode",
     "TermNode",
     "FIELD_NAME_LIMIT",
+    "tree_texts",
 ]
 
 #: Deepest nesting of :class:`BoolNode` s a tree may have (a parenthesised group is one level).
@@ -302,3 +303,17 @@ class BoolNode:
 
 #: Any node of a query tree.
 Node = Union[TermNode, PhraseNode, PrefixNode, BoolNode]
+
+
+def tree_texts(node: Node) -> list[str]:
+    """Every text of ``node`` that is analysed into scored terms (words and phrase words, not prefixes).
+
+    What a sharded index gathers collection statistics for.
+    """
+    if isinstance(node, TermNode):
+        return [node.text]
+    if isinstance(node, PhraseNode):
+        return list(node.terms)
+    if isinstance(node, PrefixNode):
+        return []
+    return [text for clause in (*node.must, *node.should, *node.must_not) for text in tree_texts(clause)]
