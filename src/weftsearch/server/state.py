@@ -268,7 +268,7 @@ class ServerState:
         if len(q.seeds) > self.limits.max_seeds:
             raise self.too_large(where + "seeds", len(q.seeds), self.limits.max_seeds, "max_seeds")
         with about_field(where + "text"):
-            tree = Query.parse(q.text).tree if q.syntax == "lucene" else None
+            tree = Query.parse(q.text).tree if q.syntax == "lucene" else Query(text=q.text).tree
         with about_field(where + "seeds"):
             Query(seeds=tuple(q.seeds))
         with about_field(where + "time"):

@@ -655,6 +655,10 @@ class BM25Scorer:
                 return Matches(postings.ids, postings.contributions)
             return Matches(*self._sparse(postings))
 
+        def impacts(term: str) -> Matches | None:
+            entry = self._cached_terms(snapshot, [term])[0]
+            return None if entry is None else Matches(entry.ids, entry.impacts)
+
         def idf(terms: list[str]) -> NDArray[np.float64]:
             local = np.array(
                 [0 if e is None else e.ids.shape[0] for e in self._cached_terms(snapshot, terms)], np.int64
@@ -666,7 +670,7 @@ class BM25Scorer:
             norm: NDArray[np.float64] = snapshot.memo(key, lambda: self._length_norm(snapshot))
             return norm
 
-        scorer = TreeScorer(snapshot, word, idf, length_norm, self.k1)
+        scorer = TreeScorer(snapshot, word, impacts, idf, length_norm, self.k1)
         found = scorer.evaluate(tree) if snapshot.n_docs else None
         if found is None:
             found = Matches(np.empty(0, np.int64), np.empty(0, np.float64))

@@ -156,6 +156,8 @@ class TreeScorer:
         snapshot: the snapshot searched.
         word: scores of a word's analysed terms, as plain text of it scores:
             ``(ids, scores)`` or ``None`` when no term of it is in the snapshot.
+        impacts: an analysed term's ids and BM25 tf part
+            ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * |d| / avgdl))``, or ``None`` when absent.
         idf: Lucene IDF of analysed terms (the collection's).
         length_norm: ``k1 * (1 - b + b * |d| / avgdl)`` of every document.
         k1: BM25 ``k1``.
@@ -166,12 +168,14 @@ class TreeScorer:
         self,
         snapshot: Snapshot,
         word: Callable[[str], Matches | None],
+        impacts: Callable[[str], Matches | None],
         idf: Callable[[list[str]], NDArray[np.float64]],
         length_norm: Callable[[], NDArray[np.float64]],
         k1: float,
     ) -> None:
         self.snapshot = snapshot
         self.word = word
+        self.impacts = impacts
         self.idf = idf
         self.length_norm = length_norm
         self.k1 = k1
@@ -259,13 +263,13 @@ class TreeScorer:
         return Matches(ids, idf * impacts)
 
     def _single(self, term: str) -> Matches:
-        """A phrase of one analysed term: that term, scored as plain text of it."""
+        """A phrase of one analysed term: that term's BM25 (the term as is: it is not analysed again)."""
         self.terms.add(term)
-        found = self.word(term)
+        found = self.impacts(term)
         if found is None:
             return _empty()
         self.postings += int(found.ids.shape[0])
-        return found
+        return Matches(found.ids, float(self.idf([term])[0]) * found.scores)
 
     def _positions(
         self, term: str, node: PhraseNode
