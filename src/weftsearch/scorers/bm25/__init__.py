@@ -604,6 +604,10 @@ class BM25Scorer:
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` best documents for ``query.text``; empty without text.
 
+        A query with a :attr:`~weftsearch.engine.query.Query.tree` (``Query.parse``)
+        is scored as that tree instead (:mod:`weftsearch.scorers.bm25.tree`:
+        Lucene's boolean semantics, through numpy on every snapshot size).
+
         On snapshots of 20,000 documents or more, runs compiled with
         block-max early termination and without the GIL where the kernel is
         available (:func:`~weftsearch.native.bm25.compiled_bm25`; set
