@@ -36,7 +36,7 @@ class QueryIn(BaseModel):
         default="plain",
         description="how text is read: plain (a bag of words) or lucene (the query language: +must -not "
         '"phrases"~N field:term term^2 prefix* AND OR NOT (...)); a malformed query is answered 400 '
-        "QuerySyntaxError with its position",
+        "QuerySyntaxError with its position (error.position); an empty text is not parsed",
     )
     # Strict: a JSON true or "1.5" is refused (422), not read as a number (issue 26 item 9d).
     vector: list[StrictFloat] | None = Field(

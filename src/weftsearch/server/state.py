@@ -268,7 +268,9 @@ class ServerState:
         if len(q.seeds) > self.limits.max_seeds:
             raise self.too_large(where + "seeds", len(q.seeds), self.limits.max_seeds, "max_seeds")
         with about_field(where + "text"):
-            tree = Query.parse(q.text).tree if q.syntax == "lucene" else Query(text=q.text).tree
+            # No text (a vector-only query) has nothing to parse: no tree, as in plain syntax.
+            lucene = q.syntax == "lucene" and bool(q.text.strip())
+            tree = Query.parse(q.text).tree if lucene else Query(text=q.text).tree
         with about_field(where + "seeds"):
             Query(seeds=tuple(q.seeds))
         with about_field(where + "time"):
