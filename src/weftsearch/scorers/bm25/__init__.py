@@ -376,7 +376,12 @@ class BM25Scorer:
         cached impact there, so a query looks its terms up, multiplies, and
         concatenates: nothing per posting is recomputed.
         """
-        terms = snapshot.query_terms(query.text) if query.text else []
+        return self._term_contributions(snapshot, snapshot.query_terms(query.text) if query.text else [])
+
+    def _term_contributions(
+        self, snapshot: Snapshot, terms: list[str]
+    ) -> tuple[_QueryPostings | None, dict[str, PlanValue]]:
+        """:meth:`_contributions` of analysed ``terms`` (repeats kept: each counts in its qtf)."""
         if not terms or snapshot.n_docs == 0:
             return None, _numpy_plan(len(set(terms)), 0, len(snapshot.parts), 0)
         # Distinct terms in sorted order: each document's score is summed over
@@ -652,7 +657,7 @@ class BM25Scorer:
         assert tree is not None
 
         def word(text: str) -> Matches | None:
-            postings, _ = self._contributions(snapshot, Query(text=text))
+            postings, _ = self._term_contributions(snapshot, snapshot.query_terms(text))
             if postings is None:
                 return None
             if postings.single:

@@ -34,8 +34,8 @@ turn; a tree with nothing left matches nothing. This order of operations is
 the definition: the exhaustive oracle in ``tests/scorers/test_bm25_tree.py``
 follows it and gets the same bits.
 
-Everything is vectorised over postings (``np.intersect1d``, ``np.isin``,
-``np.searchsorted``); Python loops run over the tree's nodes, a prefix's
+Everything is vectorised over postings (``np.searchsorted`` membership,
+``np.unique``); Python loops run over the tree's nodes, a prefix's
 terms and a phrase's terms, never over postings or documents.
 """
 
@@ -242,9 +242,9 @@ class TreeScorer:
             return self._single(terms[0])
         self.terms.update(terms)
         lists = [self._positions(term, node) for term in terms]
-        candidates = lists[0][0]
-        for ids, _, _ in lists[1:]:
-            candidates = np.intersect1d(candidates, ids, assume_unique=True)
+        candidates = min((ids for ids, _, _ in lists), key=lambda ids: ids.shape[0])
+        for ids, _, _ in lists:
+            candidates = candidates[_member(candidates, ids)]
         if not candidates.shape[0]:
             return _empty()
         rows = [
@@ -311,16 +311,19 @@ class TreeScorer:
         if not (must or should or must_not):
             return None
         if must:
-            ids = must[0].ids
-            for clause in must[1:]:
-                ids = np.intersect1d(ids, clause.ids, assume_unique=True)
+            # Shortest list first: each step keeps a subset of it (O(n log m) per step).
+            ordered = sorted(must, key=lambda clause: clause.ids.shape[0])
+            ids = ordered[0].ids
+            for clause in ordered[1:]:
+                ids = ids[_member(ids, clause.ids)]
         elif should:
             ids = np.unique(np.concatenate([clause.ids for clause in should]))
         else:
             return _empty()  # must_not clauses only: nothing (Lucene)
         for clause in must_not:
             if ids.shape[0] and clause.ids.shape[0]:
-                ids = ids[np.isin(ids, clause.ids, assume_unique=True, invert=True)]
+                ids = ids[~_member(ids, clause.ids)]
+        # The sum in clause order (must, then should), the order the definition fixes.
         scores = np.zeros(ids.shape[0], dtype=np.float64)
         for clause in (*must, *should):
             at = np.searchsorted(clause.ids, ids)
@@ -328,6 +331,14 @@ class TreeScorer:
             present[present] = clause.ids[at[present]] == ids[present]
             scores[present] += clause.scores[at[present]]
         return Matches(ids, scores)
+
+
+def _member(ids: NDArray[np.int64], sorted_ids: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """Which of ``ids`` are in the ascending ``sorted_ids``: one binary search each, no sort."""
+    if not sorted_ids.shape[0]:
+        return np.zeros(ids.shape[0], dtype=np.bool_)
+    at = np.minimum(np.searchsorted(sorted_ids, ids), sorted_ids.shape[0] - 1)
+    return sorted_ids[at] == ids
 
 
 def _empty() -> Matches:
