@@ -23,6 +23,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -36,6 +37,7 @@ from weftsearch.analysis import EnglishAnalyzer
 from weftsearch.errors import InvalidQueryError, PhrasePositionsError
 from weftsearch.querylang import BoolNode, Node, PhraseNode, PrefixNode, TermNode
 from weftsearch.scorers.bm25 import lucene_idf
+from weftsearch.scorers.bm25 import tree as tree_module
 from weftsearch.scorers.bm25.tree import MAX_PREFIX_TERMS, phrase_frequencies
 from weftsearch.storage.segment import SegmentReader
 
@@ -234,30 +236,45 @@ def term_leaves(phrases: bool) -> st.SearchStrategy[Node]:
     return st.one_of(*options)
 
 
-def compare(docs: dict[str, str], tree: Node, k: int, extra: int) -> None:
+def compare(docs: dict[str, str], tree: Node, k: int, extra: int, dense: bool = True) -> None:
+    """The engine against the oracle; ``dense``: boolean nodes over arrays of all N (else the sparse way)."""
     oracle = Oracle(docs)
     index = build(docs, extra)
     query = Query(tree=tree)
-    try:
-        expected = oracle.search(tree, k)
-    except InvalidQueryError:
-        with pytest.raises(InvalidQueryError, match="MAX_PREFIX_TERMS"):
-            engine_search(index, query, k)
-        return
-    assert engine_search(index, query, k) == expected
+    with (
+        mock.patch.object(tree_module, "_DENSE_BELOW_DOCS", 20_000 if dense else 0),
+        mock.patch.object(tree_module, "_DENSE_RATIO", 0.05 if dense else math.inf),
+    ):
+        try:
+            expected = oracle.search(tree, k)
+        except InvalidQueryError:
+            with pytest.raises(InvalidQueryError, match="MAX_PREFIX_TERMS"):
+                engine_search(index, query, k)
+            return
+        assert engine_search(index, query, k) == expected
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(DOCS, trees(term_leaves(phrases=False), max_leaves=8), st.integers(1, 15), st.integers(0, 2))
-@example(
-    {"a": "alpha beta", "b": "beta"}, BoolNode(must=(TermNode("beta"),), must_not=(TermNode("alpha"),)), 5, 0
+@given(
+    DOCS,
+    trees(term_leaves(phrases=False), max_leaves=8),
+    st.integers(1, 15),
+    st.integers(0, 2),
+    st.booleans(),
 )
-@example({"a": "the"}, BoolNode(must=(TermNode("the"),), should=(TermNode("alpha"),)), 5, 0)
-@example({"a": "alpha", "b": "beta"}, BoolNode(must_not=(TermNode("alpha"),)), 5, 1)
+@example(
+    {"a": "alpha beta", "b": "beta"},
+    BoolNode(must=(TermNode("beta"),), must_not=(TermNode("alpha"),)),
+    5,
+    0,
+    False,
+)
+@example({"a": "the"}, BoolNode(must=(TermNode("the"),), should=(TermNode("alpha"),)), 5, 0, True)
+@example({"a": "alpha", "b": "beta"}, BoolNode(must_not=(TermNode("alpha"),)), 5, 1, False)
 def test_trees_without_phrases_match_the_oracle_to_the_bit(
-    docs: dict[str, str], tree: Node, k: int, extra: int
+    docs: dict[str, str], tree: Node, k: int, extra: int, dense: bool
 ) -> None:
-    compare(docs, tree, k, extra)
+    compare(docs, tree, k, extra, dense)
 
 
 # The fixture patches a class for the whole test, the same for every input: nothing to reset.
@@ -266,14 +283,18 @@ def test_trees_without_phrases_match_the_oracle_to_the_bit(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(DOCS, trees(term_leaves(phrases=True), max_leaves=6), st.integers(1, 15), st.integers(0, 2))
-@example({"a": "alpha beta gamma", "b": "gamma beta alpha"}, PhraseNode(("alpha", "gamma"), slop=1), 5, 1)
-@example({"a": "alpha the beta", "b": "beta alpha"}, PhraseNode(("alpha", "the", "beta")), 5, 0)
-@example({"a": "alpha-beta gamma"}, PhraseNode(("alpha", "beta", "gamma"), boost=2.5), 5, 0)
+@given(
+    DOCS, trees(term_leaves(phrases=True), max_leaves=6), st.integers(1, 15), st.integers(0, 2), st.booleans()
+)
+@example(
+    {"a": "alpha beta gamma", "b": "gamma beta alpha"}, PhraseNode(("alpha", "gamma"), slop=1), 5, 1, True
+)
+@example({"a": "alpha the beta", "b": "beta alpha"}, PhraseNode(("alpha", "the", "beta")), 5, 0, False)
+@example({"a": "alpha-beta gamma"}, PhraseNode(("alpha", "beta", "gamma"), boost=2.5), 5, 0, True)
 def test_trees_with_phrases_match_the_oracle_given_positions(
-    with_positions: None, docs: dict[str, str], tree: Node, k: int, extra: int
+    with_positions: None, docs: dict[str, str], tree: Node, k: int, extra: int, dense: bool
 ) -> None:
-    compare(docs, tree, k, extra)
+    compare(docs, tree, k, extra, dense)
 
 
 def test_filters_and_k_apply_to_trees() -> None:
