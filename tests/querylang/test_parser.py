@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import time
 
 import pytest
@@ -241,3 +242,14 @@ def test_any_string_parses_or_raises_a_syntax_error_quickly(text: str) -> None:
     start = time.perf_counter()
     feed(text.encode("utf-8", "surrogateescape"))
     assert time.perf_counter() - start < 0.5
+
+
+def test_trees_and_errors_pickle() -> None:
+    # Trees and syntax errors cross process boundaries (Ray shards, server workers).
+    tree = parse('+a (b "c d"~2)^2 -e*')
+    again = pickle.loads(pickle.dumps(tree))
+    assert again == tree and (again.depth, again.leaves) == (tree.depth, tree.leaves)
+    with pytest.raises(QuerySyntaxError) as caught:
+        parse("a (")
+    copy = pickle.loads(pickle.dumps(caught.value))
+    assert (copy.position, str(copy), copy.query) == (2, str(caught.value), "a (")
