@@ -41,6 +41,8 @@ __all__ = [
     "DiscardedWritesWarning",
     "ManifestRollbackError",
     "AnalysisError",
+    "QuerySyntaxError",
+    "PhrasePositionsError",
     "InvalidFilterError",
     "FilterSyntaxError",
     "UnknownFieldError",
@@ -223,6 +225,47 @@ class AnalysisError(InvalidDocumentError):
     ``Index.add_many`` raises it for the first such document in input order,
     with the same message whether analysis ran in one process or several.
     """
+
+
+#: Characters of the query shown on each side of the caret of a :class:`QuerySyntaxError`.
+_CARET_WINDOW = 60
+
+
+def _caret(query: str, position: int) -> str:
+    """The query (a window of it around ``position``) over a line with a caret under ``position``."""
+    start = max(0, position - _CARET_WINDOW)
+    stop = min(len(query), position + _CARET_WINDOW)
+    # Control characters and other whitespace would shift the caret: shown as spaces.
+    shown = "".join(" " if ch.isspace() or not ch.isprintable() else ch for ch in query[start:stop])
+    prefix = "..." if start else ""
+    suffix = "..." if stop < len(query) else ""
+    return f"  {prefix}{shown}{suffix}\n  {' ' * (len(prefix) + position - start)}^"
+
+
+class QuerySyntaxError(InvalidQueryError):
+    """A query string (``Query.parse``, :mod:`weftsearch.querylang`) is malformed or too large.
+
+    The message names the problem and the character position, and shows the
+    query with a caret under that position.
+
+    Attributes:
+        position: index of the offending character in the query (code points).
+        query: the query text.
+
+    """
+
+    def __init__(self, message: str, position: int, query: str = "") -> None:
+        self.position = position
+        self.query = query
+        self.reason = message
+        super().__init__(f"{message} at position {position}\n{_caret(query, position)}")
+
+    def __reduce__(self) -> tuple[type[QuerySyntaxError], tuple[str, int, str]]:
+        return (type(self), (self.reason, self.position, self.query))
+
+
+class PhrasePositionsError(InvalidQueryError):
+    """A phrase query on an index (or field) that keeps no term positions; the message names the phrase."""
 
 
 class InvalidFilterError(InvalidQueryError):

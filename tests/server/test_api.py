@@ -313,3 +313,33 @@ def test_an_integer_field_beyond_the_field_store_is_a_400(open_client: TestClien
     error = answer.json()["error"]
     assert "beyond the integers a number field holds" in error["message"] and len(error["message"]) < 400
     assert open_client.post("/v1/commit").status_code == 200
+
+
+def test_lucene_syntax_is_opt_in_and_its_errors_are_400_with_the_position(open_client: TestClient) -> None:
+    # Issue 29: 'AND'/'NOT' were read as words; with "syntax": "lucene" they are operators.
+    body = {"text": "ranking AND NOT graph", "spec": "bm25", "k": 10}
+    parsed = open_client.post("/v1/search", json={**body, "syntax": "lucene"})
+    plain = open_client.post("/v1/search", json=body)
+    assert parsed.status_code == plain.status_code == 200
+    assert {hit["key"] for hit in parsed.json()["hits"]} == {"d2", "d6"}  # ranking, rankings; no graph
+    assert {hit["key"] for hit in plain.json()["hits"]} >= {"d1", "d2", "d4"}
+    bad = open_client.post("/v1/search", json={"text": "ranking AND (graph", "syntax": "lucene"})
+    assert bad.status_code == 400
+    error = bad.json()["error"]
+    assert (error["type"], error["field"], error["position"]) == ("QuerySyntaxError", "text", 12)
+    assert "at position 12" in error["message"]
+    batch = open_client.post(
+        "/v1/search/batch",
+        json={"queries": [{"text": "graph"}, {"text": '"graph', "syntax": "lucene"}], "spec": "bm25"},
+    )
+    assert batch.status_code == 400
+    assert (batch.json()["error"]["field"], batch.json()["error"]["position"]) == ("queries.1.text", 0)
+    unknown = open_client.post("/v1/search", json={"text": "graph", "syntax": "sql"})
+    assert unknown.status_code == 422
+    # Parsed, but not answerable by this index: typed 400s, never a 500.
+    for text, kind in (("title:graph", "InvalidQueryError"), ('"graph ranking"', "PhrasePositionsError")):
+        refused = open_client.post("/v1/search", json={"text": text, "syntax": "lucene", "spec": "bm25"})
+        assert (refused.status_code, refused.json()["error"]["type"]) == (400, kind), refused.text
+    # No text: nothing to parse, as in plain syntax (a vector-only query may say lucene all the same).
+    vector_only = {"vector": vector(1).tolist(), "spec": "vector", "syntax": "lucene"}
+    assert open_client.post("/v1/search", json=vector_only).status_code == 200

@@ -50,7 +50,7 @@ from weftsearch.cli.search import (
 )
 from weftsearch.cli.serve import add_serve_command
 from weftsearch.cli.trial import add_trial_command
-from weftsearch.errors import WeftError
+from weftsearch.errors import QuerySyntaxError, WeftError
 
 __all__ = [
     "EXIT_PROBLEM",
@@ -109,6 +109,11 @@ def main(argv: list[str] | None = None) -> int:
         with suppress(OSError):
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115
         return 1
+    except QuerySyntaxError as exc:  # its caret line shows where: printed as it is, not folded
+        message = str(exc).splitlines()
+        code = _error(message[0])
+        print("\n".join(message[1:]), file=sys.stderr)
+        return code
     except WeftError as exc:
         return _error(str(exc))
     except OSError as exc:

@@ -550,8 +550,16 @@ def run_experiment(
         result
         for kind in sweeps
         for result in _sweep(
-            kind, testbed, built, comparison.baseline, builder, seed=seed, resamples=resamples, cache=cache,
-            k=k, specs=specs,
+            kind,
+            testbed,
+            built,
+            comparison.baseline,
+            builder,
+            seed=seed,
+            resamples=resamples,
+            cache=cache,
+            k=k,
+            specs=specs,
         )
     ]
     validations: tuple[CrossValidation, ...] = ()

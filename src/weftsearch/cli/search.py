@@ -62,8 +62,10 @@ from weftsearch.engine.index import Index
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import Hit, SearchResults
 from weftsearch.engine.stream import PlanValue
-from weftsearch.errors import InvalidParameterError, UnknownSignalError
+from weftsearch.errors import InvalidParameterError, QuerySyntaxError, UnknownSignalError
 from weftsearch.fusion import FUSION_METHODS
+from weftsearch.querylang import Node
+from weftsearch.querylang import parse as parse_query
 from weftsearch.ranking import Arm, Expr, ProfileStore, build_arm, parse_arm
 from weftsearch.scorers.vector import DEFAULT_NPROBE
 
@@ -430,7 +432,10 @@ def _search_one(args: argparse.Namespace) -> int:
         _warn("--query-vector is ignored: the ranking has no vector scorer")
     if ranking.reads_vectors and _vector_dim(index) is None:
         _warn(f"the index at {args.index} holds no vectors; the vector signal will be empty")
-    query = Query(text=args.query, vector=vector, filter=ranking.filter)
+    if args.syntax == "lucene":
+        query = Query.parse(args.query, vector=vector, filter=ranking.filter)
+    else:
+        query = Query(text=args.query, vector=vector, filter=ranking.filter)
     results = index.search(
         query,
         args.k,
@@ -458,6 +463,16 @@ def _search_one(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tree_of(named: NamedQuery, syntax: str) -> Node | None:
+    """A batch query's parsed tree with ``--syntax lucene`` (a syntax error names the query's id)."""
+    if syntax != "lucene":
+        return None
+    try:
+        return parse_query(named.query.text)
+    except QuerySyntaxError as exc:
+        raise QuerySyntaxError(f"query {named.qid!r}: {exc.reason}", exc.position, exc.query) from None
+
+
 def _search_batch(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     query_vectors = None
@@ -480,6 +495,10 @@ def _search_batch(args: argparse.Namespace) -> int:
         queries = [named for named in queries if named.qid in wanted]
     if not queries:
         raise InvalidParameterError(f"no queries to run in {args.queries}")
+    if args.syntax == "lucene":  # every query parsed before the first is searched
+        queries = [
+            NamedQuery(n.qid, dataclasses.replace(n.query, tree=_tree_of(n, args.syntax))) for n in queries
+        ]
     index = _open_readonly(args.index)
     try:
         ranking = _ranking(args, index, query_vectors is not None, "query vectors (--query-vectors FILE.npy)")
@@ -760,6 +779,13 @@ def add_search_command(commands: Any) -> None:
         help="only documents matching EXPR, applied inside every signal before its top k: "
         "e.g. \"year >= 1990 and source in ('pubmed', 'arxiv') and not exists(retracted)\" "
         "(grammar: docs/ARCHITECTURE.md, 'Filters')",
+    )
+    search.add_argument(
+        "--syntax",
+        choices=("plain", "lucene"),
+        default="plain",
+        help="how query texts are read: plain (a bag of words, the default) or lucene (+must -not "
+        "\"phrase\"~N field:term term^2 prefix* AND OR NOT (...); docs/ARCHITECTURE.md, 'Query language')",
     )
     search.add_argument("--explain", action="store_true", help="show each signal's rank, score, share")
     search.add_argument("--json", action="store_true", help="print JSON")

@@ -85,6 +85,7 @@ from weftsearch.errors import (
     ShardUnavailableError,
     UnknownKeyError,
 )
+from weftsearch.querylang import tree_texts
 from weftsearch.storage.directory import IndexDirectory, is_index_id, new_index_id
 from weftsearch.storage.files import read_regular
 from weftsearch.storage.integrity import ScrubReport, scrub_directory
@@ -1103,6 +1104,8 @@ class ShardedIndex:
         texts = sorted(
             {query.text for query in batch if query.text}
             | {request[2].text for request in plan.requests if request[2].text}
+            # A tree's words are analysed one by one (the query text holds its syntax).
+            | {text for query in batch if query.tree is not None for text in tree_texts(query.tree)}
         )
         found = self._group.call("statistics", {n: (cut.refs[n], texts) for n in everyone}, read=True)
         missing = self._missing(found, allow_partial)

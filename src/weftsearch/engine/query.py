@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 from weftsearch.documents import as_key_tuple, as_vector, check_string
 from weftsearch.engine.filters import Filter, as_filter
 from weftsearch.errors import InvalidQueryError
+from weftsearch.querylang import BoolNode, Node, PhraseNode, PrefixNode, TermNode, parse
 from weftsearch.times import TimeLike, as_timestamp
 
 __all__ = ["Query"]
@@ -37,6 +38,12 @@ class Query:
             here (a malformed one raises :class:`~weftsearch.errors.FilterSyntaxError`);
             ``None`` for no filter. Every built-in scorer applies it before its top k,
             so a search returns ``min(k, matching documents)`` results.
+        tree: a parsed query (:mod:`weftsearch.querylang`: terms, phrases,
+            prefixes and boolean clauses), which the BM25 scorer scores instead
+            of ``text``; ``None`` (the default) scores ``text`` as a bag of
+            words. :meth:`parse` fills it from query syntax and keeps the
+            syntax in ``text`` (what other scorers, such as a server's
+            embedder, see).
 
     """
 
@@ -45,6 +52,30 @@ class Query:
     seeds: tuple[str, ...] = ()
     time: TimeLike | None = None
     filter: Filter | str | None = None
+    tree: Node | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        text: str,
+        *,
+        vector: NDArray[np.float32] | None = None,
+        seeds: tuple[str, ...] = (),
+        time: TimeLike | None = None,
+        filter: Filter | str | None = None,
+    ) -> Query:
+        """A query from query syntax: ``Query.parse('+sparse "dense retrieval"~2 -survey')``.
+
+        The syntax and its meaning (Lucene's classic query parser):
+        :mod:`weftsearch.querylang.parser`. ``text`` is kept as given and its
+        tree is :attr:`tree`; the other arguments are as for :class:`Query`.
+
+        Raises:
+            QuerySyntaxError: ``text`` is malformed or over a limit; the
+                message shows the position with a caret.
+
+        """
+        return cls(text=text, vector=vector, seeds=seeds, time=time, filter=filter, tree=parse(text))
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -57,6 +88,10 @@ class Query:
             object.__setattr__(self, "time", as_timestamp(self.time, "query time", InvalidQueryError))
         if self.filter is not None:
             object.__setattr__(self, "filter", as_filter(self.filter))
+        if self.tree is not None and not isinstance(self.tree, (TermNode, PhraseNode, PrefixNode, BoolNode)):
+            raise InvalidQueryError(
+                f"query tree must be a weftsearch.querylang node, got {type(self.tree).__name__}"
+            )
 
     @property
     def timestamp(self) -> float | None:

@@ -16,6 +16,7 @@ from weftsearch.errors import (
     InvalidCursorError,
     InvalidFilterError,
     InvalidVectorError,
+    QuerySyntaxError,
     ShardUnavailableError,
     UnknownKeyError,
     UnknownMeasureError,
@@ -27,17 +28,23 @@ from weftsearch.server.models import ErrorResponse
 class ApiError(Exception):
     """An error answered as ``{"error": {"type", "field", "message"}}`` with ``status``."""
 
-    def __init__(self, status: int, kind: str, message: str, field: str | None = None) -> None:
+    def __init__(
+        self, status: int, kind: str, message: str, field: str | None = None, position: int | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
         self.message = message
         self.field = field
+        self.position = position
 
 
-def error_body(kind: str, message: str, field: str | None) -> dict[str, Any]:
-    """The JSON body of an error answer."""
-    return {"error": {"type": kind, "field": field, "message": message}}
+def error_body(kind: str, message: str, field: str | None, position: int | None = None) -> dict[str, Any]:
+    """The JSON body of an error answer (``position``: a query syntax error's character position)."""
+    error: dict[str, Any] = {"type": kind, "field": field, "message": message}
+    if position is not None:
+        error["position"] = position
+    return {"error": error}
 
 
 def status_of(exc: WeftError) -> int:
@@ -79,7 +86,8 @@ def about_field(name: str | None) -> Iterator[None]:
     except ApiError:
         raise
     except WeftError as exc:
-        raise ApiError(status_of(exc), type(exc).__name__, str(exc), field_of(exc, name)) from None
+        position = exc.position if isinstance(exc, QuerySyntaxError) else None
+        raise ApiError(status_of(exc), type(exc).__name__, str(exc), field_of(exc, name), position) from None
 
 
 #: The error answers every API route may give (documented in the schema).

@@ -22,7 +22,7 @@ def _state(request: Request) -> ServerState:
 async def api_error(request: Request, exc: ApiError) -> JSONResponse:
     """An :class:`ApiError` as raised."""
     message = _state(request).unkeyed(exc.message)
-    return JSONResponse(error_body(exc.kind, message, exc.field), status_code=exc.status)
+    return JSONResponse(error_body(exc.kind, message, exc.field, exc.position), status_code=exc.status)
 
 
 async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

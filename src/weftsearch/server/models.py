@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
@@ -32,6 +32,12 @@ class QueryIn(BaseModel):
 
     model_config = _NO_EXTRA
     text: str = Field(default="", description="free text")
+    syntax: Literal["plain", "lucene"] = Field(
+        default="plain",
+        description="how text is read: plain (a bag of words) or lucene (the query language: +must -not "
+        '"phrases"~N field:term term^2 prefix* AND OR NOT (...)); a malformed query is answered 400 '
+        "QuerySyntaxError with its position (error.position); an empty text is not parsed",
+    )
     # Strict: a JSON true or "1.5" is refused (422), not read as a number (issue 26 item 9d).
     vector: list[StrictFloat] | None = Field(
         default=None,
@@ -171,6 +177,9 @@ class ErrorDetail(BaseModel):
     message: str
     problems: list[dict[str, Any]] | None = Field(
         default=None, description="validation errors: every problem found, each with field and message"
+    )
+    position: int | None = Field(
+        default=None, description="QuerySyntaxError: the character position in the query text"
     )
 
 

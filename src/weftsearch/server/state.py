@@ -9,6 +9,7 @@ into the library's :class:`Arm` and :class:`Query` under the server's limits.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import OrderedDict
@@ -267,7 +268,9 @@ class ServerState:
         if len(q.seeds) > self.limits.max_seeds:
             raise self.too_large(where + "seeds", len(q.seeds), self.limits.max_seeds, "max_seeds")
         with about_field(where + "text"):
-            Query(text=q.text)
+            # No text (a vector-only query) has nothing to parse: no tree, as in plain syntax.
+            lucene = q.syntax == "lucene" and bool(q.text.strip())
+            tree = Query.parse(q.text).tree if lucene else Query(text=q.text).tree
         with about_field(where + "seeds"):
             Query(seeds=tuple(q.seeds))
         with about_field(where + "time"):
@@ -277,7 +280,12 @@ class ServerState:
             parsed = None if filter_text is None else parse_filter(filter_text)
         with about_field(where + "vector"):
             return Query(
-                text=q.text, vector=vector_of(q.vector), seeds=tuple(q.seeds), time=q.time, filter=parsed
+                text=q.text,
+                vector=vector_of(q.vector),
+                seeds=tuple(q.seeds),
+                time=q.time,
+                filter=parsed,
+                tree=tree,
             )
 
     def check_vector_source(self, q: QueryIn, where: str) -> None:
@@ -359,9 +367,7 @@ class ServerState:
             rows = embedder.embed([built[i].text for i in todo])
         for i, row in zip(todo, rows, strict=True):
             query = built[i]
-            built[i] = Query(
-                text=query.text, vector=row, seeds=query.seeds, time=query.time, filter=query.filter
-            )
+            built[i] = dataclasses.replace(query, vector=row)
             sources[i] = {
                 "source": "server",
                 "model": embedder.model.name,

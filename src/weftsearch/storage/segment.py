@@ -41,7 +41,6 @@ from weftsearch.storage.postings import (
 __all__ = ["POSTINGS_BLOCK", "VECTOR_DTYPES", "SegmentReader", "derive_blocks"]
 
 
-
 #: Term lookups a segment reader remembers (a bound on its memory, about 100 bytes each).
 TERM_CACHE_SIZE = 1 << 17
 
@@ -81,8 +80,7 @@ class SegmentReader:
     exists only in memory (not yet committed) through the same code.
     """
 
-    def __init__(
-        self, path: Path, data: bytes | None = None) -> None:
+    def __init__(self, path: Path, data: bytes | None = None) -> None:
         self.path = path
         self._file = SectionFile(path, data)
         self._lock = threading.RLock()  # memo builders may call other memos
@@ -865,6 +863,43 @@ class SegmentReader:
 
         result: list[str] = self._memo("all_terms", build)
         return result
+
+    def terms_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """The segment's terms that start with ``prefix``, ascending, at most ``limit + 1`` of them.
+
+        A binary search for the first term at or after ``prefix`` in the
+        stored (UTF-8, code-point ordered) term table, then a scan while terms
+        start with it: O(log V + limit), nothing decoded up front. One term
+        more than ``limit`` is returned when there are more, so a caller can
+        tell "exactly limit" from "too many".
+
+        Raises:
+            CorruptIndexError: a term is not valid UTF-8.
+
+        """
+        blob, offsets, _, _ = self._term_tables()
+        try:
+            needle = prefix.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: no stored term starts with it
+            return []
+        low, high = 0, self.n_terms
+        while low < high:
+            middle = (low + high) // 2
+            if blob[offsets[middle] : offsets[middle + 1]].tobytes() < needle:
+                low = middle + 1
+            else:
+                high = middle
+        found: list[str] = []
+        while low < self.n_terms and len(found) <= limit:
+            raw = blob[offsets[low] : offsets[low + 1]].tobytes()
+            if not raw.startswith(needle):
+                break
+            try:
+                found.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise self._corrupt("a term is not valid UTF-8") from None
+            low += 1
+        return found
 
     def all_postings(self) -> tuple[list[str], NDArray[np.int64], NDArray[np.int64], NDArray[np.uint32]]:
         """Every posting as columns: (terms, term index, local id, frequency). For merges."""

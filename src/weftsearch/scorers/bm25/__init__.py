@@ -48,6 +48,7 @@ from weftsearch.engine.stream import PlanValue, Stream, _vouched_stream, check_k
 from weftsearch.errors import InvalidParameterError
 from weftsearch.native import bm25 as kernel
 from weftsearch.scorers.bm25 import lists as layout
+from weftsearch.scorers.bm25.tree import Matches, TreeScorer
 
 __all__ = ["PLAN_KEYS", "TERM_CACHE_POSTINGS", "BM25Scorer", "lucene_idf"]
 
@@ -351,6 +352,21 @@ class BM25Scorer:
         impacts.setflags(write=False)
         return _TermPostings(postings.ids, impacts)
 
+    def _cached_terms(self, snapshot: Snapshot, terms: Sequence[str]) -> list[_TermPostings | None]:
+        """Each of ``terms``' ids and impacts (``None``: absent), from the snapshot's per-term cache."""
+        cache = snapshot.memo(
+            ("bm25.terms", self.k1, self.b, self._avgdl(snapshot)), lambda: _TermCache(TERM_CACHE_POSTINGS)
+        )
+        found: list[_TermPostings | None] = []
+        for term in terms:
+            entry = cache.get(term)
+            if entry is None:
+                entry = self._term(snapshot, term)
+                if entry is not None:
+                    cache.put(term, entry)
+            found.append(entry)
+        return found
+
     def _contributions(
         self, snapshot: Snapshot, query: Query
     ) -> tuple[_QueryPostings | None, dict[str, PlanValue]]:
@@ -360,7 +376,12 @@ class BM25Scorer:
         cached impact there, so a query looks its terms up, multiplies, and
         concatenates: nothing per posting is recomputed.
         """
-        terms = snapshot.query_terms(query.text) if query.text else []
+        return self._term_contributions(snapshot, snapshot.query_terms(query.text) if query.text else [])
+
+    def _term_contributions(
+        self, snapshot: Snapshot, terms: list[str]
+    ) -> tuple[_QueryPostings | None, dict[str, PlanValue]]:
+        """:meth:`_contributions` of analysed ``terms`` (repeats kept: each counts in its qtf)."""
         if not terms or snapshot.n_docs == 0:
             return None, _numpy_plan(len(set(terms)), 0, len(snapshot.parts), 0)
         # Distinct terms in sorted order: each document's score is summed over
@@ -376,17 +397,7 @@ class BM25Scorer:
         # snapshot lacks are not cached (queries could add those without end).
         # Keyed by the average length too: a shard's view with the collection's statistics
         # (Snapshot.with_statistics) shares this memo, and its impacts differ.
-        cache = snapshot.memo(
-            ("bm25.terms", self.k1, self.b, self._avgdl(snapshot)), lambda: _TermCache(TERM_CACHE_POSTINGS)
-        )
-        found: list[_TermPostings | None] = []
-        for term in distinct:
-            entry = cache.get(term)
-            if entry is None:
-                entry = self._term(snapshot, term)
-                if entry is not None:
-                    cache.put(term, entry)
-            found.append(entry)
+        found = self._cached_terms(snapshot, distinct)
         frequencies = [0 if entry is None else entry.ids.shape[0] for entry in found]
         doc_freq = np.array(frequencies, dtype=np.int64)
         # The plan's counts, from the list sizes already at hand (a few integers).
@@ -450,7 +461,9 @@ class BM25Scorer:
         return sorted_ids[first], summed
 
     def score_all(self, snapshot: Snapshot, query: Query) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-        """Every document holding a query term and its score, ids ascending."""
+        """Every document holding a query term and its score, ids ascending (for a tree: every match)."""
+        if query.tree is not None:
+            return self._tree(snapshot, query)[0]
         postings, _ = self._contributions(snapshot, query)
         if postings is None:
             return np.empty(0, np.int64), np.empty(0, np.float64)
@@ -562,7 +575,7 @@ class BM25Scorer:
         counts: list[NDArray[np.float64] | None] = []
         batched: list[_Found] = []
         for position, query in enumerate(queries):
-            if query.filter is not None:  # a filtered query takes score()'s filtered path
+            if query.filter is not None or query.tree is not None:  # score()'s filtered or tree path
                 streams[position] = self.score(snapshot, query, k)
                 continue
             found = self._lists(snapshot, query)
@@ -596,6 +609,10 @@ class BM25Scorer:
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` best documents for ``query.text``; empty without text.
 
+        A query with a :attr:`~weftsearch.engine.query.Query.tree` (``Query.parse``)
+        is scored as that tree instead (:mod:`weftsearch.scorers.bm25.tree`:
+        Lucene's boolean semantics, through numpy on every snapshot size).
+
         On snapshots of 20,000 documents or more, runs compiled with
         block-max early termination and without the GIL where the kernel is
         available (:func:`~weftsearch.native.bm25.compiled_bm25`; set
@@ -617,11 +634,59 @@ class BM25Scorer:
         # after: only allowed documents compete, so a search returns min(k,
         # matching documents with a query term). Same scores to the bit.
         allowed = snapshot.allowed(query)
+        if query.tree is not None:
+            (ids, scores), plan = self._tree(snapshot, query)
+            if allowed is not None:
+                keep = allowed[ids]
+                ids, scores = ids[keep], scores[keep]
+            return _vouched_stream(*top_k(ids, scores, k, snapshot), snapshot, plan=plan)
         if snapshot.n_docs >= _COMPILED_FROM_DOCS or searches_in_flight() > 1:
             library = kernel.compiled_bm25()
             if library is not None:
                 return self._score_compiled(library, snapshot, query, k, allowed)
         return self._score_numpy(snapshot, query, k, allowed)
+
+    def _tree(self, snapshot: Snapshot, query: Query) -> tuple[Matches, dict[str, PlanValue]]:
+        """Every document ``query.tree`` matches, with its score (:mod:`.tree`), and the search's plan.
+
+        Through numpy on every snapshot size (the compiled kernel scores bags
+        of words only). O(postings of the tree's terms) plus, per phrase,
+        O(positions of its terms in the documents holding them all).
+        """
+        tree = query.tree
+        assert tree is not None
+
+        def word(text: str) -> Matches | None:
+            postings, _ = self._term_contributions(snapshot, snapshot.query_terms(text))
+            if postings is None:
+                return None
+            if postings.single:
+                return Matches(postings.ids, postings.contributions)
+            return Matches(*self._sparse(postings))
+
+        def impacts(term: str) -> Matches | None:
+            entry = self._cached_terms(snapshot, [term])[0]
+            return None if entry is None else Matches(entry.ids, entry.impacts)
+
+        def idf(terms: list[str]) -> NDArray[np.float64]:
+            local = np.array(
+                [0 if e is None else e.ids.shape[0] for e in self._cached_terms(snapshot, terms)], np.int64
+            )
+            return lucene_idf(snapshot.collection_n_docs, snapshot.collection_doc_freq(terms, local))
+
+        def length_norm() -> NDArray[np.float64]:
+            key = ("bm25.length_norm", self.k1, self.b, self._avgdl(snapshot))
+            norm: NDArray[np.float64] = snapshot.memo(key, lambda: self._length_norm(snapshot))
+            return norm
+
+        scorer = TreeScorer(snapshot, word, impacts, idf, length_norm, self.k1)
+        found = scorer.evaluate(tree) if snapshot.n_docs else None
+        if found is None:
+            found = Matches(np.empty(0, np.int64), np.empty(0, np.float64))
+        terms = sorted(scorer.terms)
+        matched = sum(entry is not None for entry in self._cached_terms(snapshot, terms))
+        plan = _numpy_plan(len(terms), matched, len(snapshot.parts), scorer.postings)
+        return found, plan
 
     def _score_numpy(
         self, snapshot: Snapshot, query: Query, k: int, allowed: NDArray[np.bool_] | None = None
