@@ -212,13 +212,14 @@ def test_an_altered_or_foreign_cursor_is_a_typed_error() -> None:
         {"query": Query(text="alpha", vector=QUERY_VECTOR)},
         {"query": Query(text="alpha gamma", vector=QUERY_VECTOR * 2)},
         {"query": Query(text="alpha gamma", vector=QUERY_VECTOR, filter="year > 2000")},
+        {"query": Query.parse("alpha gamma", vector=QUERY_VECTOR)},  # same text, parsed: another query
         {"fuser": RRF(k=10)},
         {"fuser": ScoreFusion()},
         {"scorers": (BM25Scorer(k1=1.0), VectorScorer())},
         {"scorers": (VectorScorer(), BM25Scorer())},
         {"depth": 200},
     ],
-    ids=["text", "vector", "filter", "rrf-k", "fuser", "bm25-k1", "scorer-order", "depth"],
+    ids=["text", "vector", "filter", "parsed", "rrf-k", "fuser", "bm25-k1", "scorer-order", "depth"],
 )
 def test_a_cursor_replayed_with_another_query_or_ranking_is_refused(change: dict[str, Any]) -> None:
     index = three_segment_index()

@@ -121,8 +121,9 @@ def _describe(part: object) -> str:
 def ranking_digest(query: Query, fuser: Fuser, scorers: Sequence[Scorer], depth: int | None) -> bytes:
     """16 bytes naming a query and its ranking: what a cursor is bound to.
 
-    Covers the query's text, vector (its float32 bytes), seeds, time and
-    filter (canonical form), each scorer and the fuser (type, name, repr: the
+    Covers the query's text, its parsed tree (``to_string()``, or nothing for
+    plain text, so a plain query's cursor does not page a parsed one), vector
+    (its float32 bytes), seeds, time and filter (canonical form), each scorer and the fuser (type, name, repr: the
     built-in ones' reprs show their parameters) and the ``depth`` argument as
     given. The page size ``k`` is not part of it: pages may differ in size.
     """
@@ -130,6 +131,7 @@ def ranking_digest(query: Query, fuser: Fuser, scorers: Sequence[Scorer], depth:
     vector = b"" if query.vector is None else np.ascontiguousarray(query.vector, np.float32).tobytes()
     for part in (
         query.text.encode(),
+        b"" if query.tree is None else b"tree:" + query.tree.to_string().encode(),
         vector,
         "\x00".join(query.seeds).encode(),
         repr(query.timestamp).encode(),
