@@ -24,6 +24,7 @@ that an index which records its name can be reopened.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 import unicodedata
@@ -94,6 +95,8 @@ LUCENE_ENGLISH_STOPWORDS: frozenset[str] = frozenset(
 # "don't" stays one token while a quoted 'word' loses its quotes.
 _WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
 _NON_WORD = re.compile(r"\W+")
+#: Runs of word characters: the complement of :data:`_NON_WORD`'s splits.
+_NON_WORD_RUN = re.compile(r"\w+")
 _POSSESSIVE_SUFFIXES = ("'s", "\u2019s")
 #: ASCII characters \w does not match (and that are not an apostrophe) -> space.
 _ASCII_NON_WORD = str.maketrans({chr(c): " " for c in range(128) if not (chr(c).isalnum() or chr(c) in "_'")})
@@ -106,6 +109,68 @@ WORD_MEMO_SIZE = 1 << 17
 
 #: True for a memo value that is a term (``None`` marks a dropped word).
 _IS_TERM = partial(operator.is_not, None)
+
+
+# Hangul conjoining jamo that compose with the character before them under NFKC
+# (a vowel after a leading consonant, a trailing consonant after a syllable):
+# combining class 0, yet not the start of a normalisation segment.
+_JAMO_V_T = range(0x1161, 0x11C3)
+
+
+def _segments(text: str) -> list[int]:
+    """Start offsets of ``text``'s normalisation segments (a starter and the marks that follow it).
+
+    NFKC composes and reorders only within such a segment, so normalising
+    each one alone gives (almost always) the normalised whole; :func:`folded_with_offsets`
+    checks that it does.
+    """
+    return [
+        i
+        for i, char in enumerate(text)
+        if i == 0 or (not unicodedata.combining(char) and ord(char) not in _JAMO_V_T)
+    ]
+
+
+def folded_with_offsets(
+    text: str, fold: Callable[[str], str], *, per_character: bool = False
+) -> tuple[str, list[int], list[int]]:
+    """``fold(text)`` with, for each of its characters, the source span it came from.
+
+    ``fold`` maps text to the form an analyzer tokenises (NFKC then case
+    folding, or lower-casing). Returns ``(folded, starts, ends)``: folded
+    character ``j`` came from ``text[starts[j]:ends[j]]``, the normalisation
+    segment (or, for a one-to-one fold, the character) that produced it. When
+    folding segment by segment does not give ``fold(text)`` (pathological
+    sequences of marks), every character is attributed to the whole text:
+    offsets then still hold the word, only less tightly. ``per_character``:
+    ``fold`` maps each character alone to as many characters as it does in
+    context (``str.lower``, whose only context is the final sigma's form), so
+    each character is its own segment and only the lengths are checked.
+    O(len(text)).
+    """
+    folded = fold(text)
+    if len(folded) == len(text) and text.isascii():
+        # ASCII folds one character to one character, in place.
+        offsets = list(range(len(text)))
+        return folded, offsets, list(range(1, len(text) + 1))
+    bounds = list(range(len(text))) if per_character else _segments(text)
+    bounds.append(len(text))
+    starts: list[int] = []
+    ends: list[int] = []
+    pieces: list[str] = []
+    for start, end in itertools.pairwise(bounds):
+        piece = fold(text[start:end])
+        pieces.append(piece)
+        starts.extend([start] * len(piece))
+        ends.extend([end] * len(piece))
+    if len(starts) != len(folded) or (not per_character and "".join(pieces) != folded):
+        return folded, [0] * len(folded), [len(text)] * len(folded)
+    return folded, starts, ends
+
+
+def _nfkc_casefold(text: str) -> str:
+    """The form :class:`EnglishAnalyzer` tokenises: NFKC, then case folding."""
+    return unicodedata.normalize("NFKC", text).casefold()
 
 
 @runtime_checkable
@@ -217,6 +282,25 @@ class EnglishAnalyzer:
             table = self._resolve(set(words))
             return list(filter(_IS_TERM, map(table.__getitem__, words)))  # type: ignore[arg-type]
 
+    def tokens(self, text: str) -> list[Token]:
+        """The terms of ``text`` with the source offsets of their words (see :class:`Token`).
+
+        ``[t.term for t in tokens(text)] == analyze(text)``. Pure Python: it
+        serves highlighting, which asks for it lazily, per hit and per
+        field, on a bounded text; indexing and search use :meth:`analyze`
+        and :meth:`term_counts`. A possessive's span covers the whole word
+        (``cat's``). O(len(text)).
+        """
+        folded, starts, ends = folded_with_offsets(text, str.lower if text.isascii() else _nfkc_casefold)
+        matches = list(_WORD.finditer(folded))
+        table = self._resolve({match.group() for match in matches})
+        found: list[Token] = []
+        for match in matches:
+            term = table[match.group()]
+            if term is not None:
+                found.append(Token(term, starts[match.start()], ends[match.end() - 1]))
+        return found
+
     def term_counts(self, text: str) -> tuple[dict[str, int], int]:
         """The terms of ``text`` counted: ``(term -> frequency, number of terms)``.
 
@@ -269,6 +353,20 @@ class SimpleAnalyzer:
     def analyze(self, text: str) -> list[str]:
         """Return the lower-cased words of ``text``."""
         return [token for token in _NON_WORD.split(text.lower()) if token]
+
+    def tokens(self, text: str) -> list[Token]:
+        """The lower-cased words of ``text`` with their source offsets (see :class:`Token`).
+
+        ``[t.term for t in tokens(text)] == analyze(text)``. Pure Python, for
+        highlighting (lazily, per hit). O(len(text)).
+        """
+        return _word_tokens(text, _NON_WORD_RUN)
+
+
+def _word_tokens(text: str, word: re.Pattern[str]) -> list[Token]:
+    """Each match of ``word`` in ``text.lower()`` as a token over its source characters."""
+    folded, starts, ends = folded_with_offsets(text, str.lower, per_character=True)
+    return [Token(m.group(), starts[m.start()], ends[m.end() - 1]) for m in word.finditer(folded)]
 
 
 _REGISTRY: dict[str, Callable[[], Analyzer]] = {
