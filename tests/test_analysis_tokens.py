@@ -11,7 +11,6 @@ from weftsearch.analysis import (
     SimpleAnalyzer,
     Token,
     TokenizingAnalyzer,
-    folded_with_offsets,
 )
 
 # Characters that NFKC or case folding changes (ligatures, full-width and circled letters,
@@ -40,8 +39,10 @@ def _check(analyzer: TokenizingAnalyzer, text: str) -> None:
     for token in tokens:
         assert 0 <= token.start < token.end <= len(text)
         assert token.start >= previous_start and token.end >= previous_end
-        # The span is the source word: analysed alone it gives the term.
-        assert token.term in analyzer.analyze(text[token.start : token.end])
+        # The span is the source word: analysed alone it gives the term (up to the form of
+        # sigma, which str.lower chooses by context: final or medial).
+        alone = [term.replace("\u03c2", "\u03c3") for term in analyzer.analyze(text[token.start : token.end])]
+        assert token.term.replace("\u03c2", "\u03c3") in alone
         previous_start, previous_end = token.start, token.end
 
 
@@ -76,10 +77,3 @@ def test_simple_spans_and_final_sigma() -> None:
 
 def test_both_are_tokenizing_analyzers() -> None:
     assert all(isinstance(a, TokenizingAnalyzer) for a in ANALYZERS)
-
-
-def test_offsets_fall_back_to_the_whole_text_when_segments_disagree() -> None:
-    # A fold that is not segment-wise (it looks at the whole text) cannot be split up:
-    # every character is attributed to the whole text instead of a wrong span.
-    folded, starts, ends = folded_with_offsets("ab\u00e9", lambda s: s.upper() if len(s) > 1 else s)
-    assert folded == "AB\u00c9" and starts == [0, 0, 0] and ends == [3, 3, 3]

@@ -13,6 +13,9 @@ are built in:
     Lower-casing and splitting on non-word characters; nothing removed, nothing
     stemmed.
 
+More are registered by :mod:`weftsearch.languages` (``snowball-french`` and
+the other Snowball languages, ``keyword``, ``cjk``), loaded on the first lookup.
+
 ``EnglishAnalyzer.term_counts`` runs a compiled inner loop where it is built
 (``weftsearch.native._analysis``; ``WEFTSEARCH_NO_COMPILED_ANALYSIS=1`` turns it
 off, see :mod:`weftsearch.native`): the same counts as from Python.
@@ -24,7 +27,6 @@ that an index which records its name can be reopened.
 
 from __future__ import annotations
 
-import itertools
 import operator
 import re
 import unicodedata
@@ -32,12 +34,13 @@ from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from types import ModuleType
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import Stemmer
 
 from weftsearch.errors import InvalidParameterError, UnknownAnalyzerError
 from weftsearch.native.loader import load_extension
+from weftsearch.tokens import Token, folded_with_offsets
 
 __all__ = [
     "Analyzer",
@@ -111,63 +114,6 @@ WORD_MEMO_SIZE = 1 << 17
 _IS_TERM = partial(operator.is_not, None)
 
 
-# Hangul conjoining jamo that compose with the character before them under NFKC
-# (a vowel after a leading consonant, a trailing consonant after a syllable):
-# combining class 0, yet not the start of a normalisation segment.
-_JAMO_V_T = range(0x1161, 0x11C3)
-
-
-def _segments(text: str) -> list[int]:
-    """Start offsets of ``text``'s normalisation segments (a starter and the marks that follow it).
-
-    NFKC composes and reorders only within such a segment, so normalising
-    each one alone gives (almost always) the normalised whole; :func:`folded_with_offsets`
-    checks that it does.
-    """
-    return [
-        i
-        for i, char in enumerate(text)
-        if i == 0 or (not unicodedata.combining(char) and ord(char) not in _JAMO_V_T)
-    ]
-
-
-def folded_with_offsets(
-    text: str, fold: Callable[[str], str], *, per_character: bool = False
-) -> tuple[str, list[int], list[int]]:
-    """``fold(text)`` with, for each of its characters, the source span it came from.
-
-    ``fold`` maps text to the form an analyzer tokenises (NFKC then case
-    folding, or lower-casing). Returns ``(folded, starts, ends)``: folded
-    character ``j`` came from ``text[starts[j]:ends[j]]``, the normalisation
-    segment (or, for a one-to-one fold, the character) that produced it. When
-    folding segment by segment does not give ``fold(text)`` (pathological
-    sequences of marks), every character is attributed to the whole text:
-    offsets then still hold the word, only less tightly. ``per_character``:
-    ``fold`` maps each character alone to as many characters as it does in
-    context (``str.lower``, whose only context is the final sigma's form), so
-    each character is its own segment and only the lengths are checked.
-    O(len(text)).
-    """
-    folded = fold(text)
-    if len(folded) == len(text) and text.isascii():
-        # ASCII folds one character to one character, in place.
-        offsets = list(range(len(text)))
-        return folded, offsets, list(range(1, len(text) + 1))
-    bounds = list(range(len(text))) if per_character else _segments(text)
-    bounds.append(len(text))
-    starts: list[int] = []
-    ends: list[int] = []
-    pieces: list[str] = []
-    for start, end in itertools.pairwise(bounds):
-        piece = fold(text[start:end])
-        pieces.append(piece)
-        starts.extend([start] * len(piece))
-        ends.extend([end] * len(piece))
-    if len(starts) != len(folded) or (not per_character and "".join(pieces) != folded):
-        return folded, [0] * len(folded), [len(text)] * len(folded)
-    return folded, starts, ends
-
-
 def _nfkc_casefold(text: str) -> str:
     """The form :class:`EnglishAnalyzer` tokenises: NFKC, then case folding."""
     return unicodedata.normalize("NFKC", text).casefold()
@@ -189,22 +135,6 @@ class Analyzer(Protocol):
     def analyze(self, text: str) -> list[str]:
         """Return the terms of ``text`` in order, repeats kept. O(len(text))."""
         ...
-
-
-class Token(NamedTuple):
-    """One term of a text with where it came from.
-
-    A term's *position* is its index in the analyzer's output (what
-    ``analyze`` returns): a dropped word (a stopword) takes no position, so
-    phrases match across it. ``start``/``end`` are the Python string (code
-    point) offsets of the word the term came from in the text as given
-    (before any normalisation), so ``text[start:end]`` is what a highlighter
-    marks.
-    """
-
-    term: str
-    start: int
-    end: int
 
 
 @runtime_checkable
@@ -375,6 +305,24 @@ _REGISTRY: dict[str, Callable[[], Analyzer]] = {
 }
 
 
+_languages_loaded = False
+
+
+def _load_languages() -> None:
+    """Register the analyzers of :mod:`weftsearch.languages` (once; imported on first lookup).
+
+    Imported on first use (it loads the stopword lists); a name the user
+    registered first keeps the user's factory.
+    """
+    global _languages_loaded
+    if not _languages_loaded:
+        from weftsearch.languages import BUILTIN_ANALYZERS
+
+        for name, factory in BUILTIN_ANALYZERS.items():
+            _REGISTRY.setdefault(name, factory)
+        _languages_loaded = True
+
+
 def register_analyzer(name: str, factory: Callable[[], Analyzer]) -> None:
     """Make ``get_analyzer(name)`` return ``factory()``.
 
@@ -390,6 +338,7 @@ def get_analyzer(name: str) -> Analyzer:
     """Return a new instance of the analyzer registered under ``name``."""
     if not isinstance(name, str):
         raise UnknownAnalyzerError(f"analyzer names are strings, got {name!r}")
+    _load_languages()
     try:
         factory = _REGISTRY[name]
     except KeyError:
@@ -405,7 +354,8 @@ def get_analyzer(name: str) -> Analyzer:
 
 
 def analyzer_names() -> Sequence[str]:
-    """Names of all registered analyzers, sorted."""
+    """Names of all registered analyzers, sorted (the built-in languages included)."""
+    _load_languages()
     return sorted(_REGISTRY)
 
 
