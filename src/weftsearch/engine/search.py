@@ -44,6 +44,7 @@ from weftsearch.engine.stream import (
     order_by_score,
 )
 from weftsearch.errors import InvalidParameterError, InvalidQueryError, ScorerOutputError
+from weftsearch.highlight import FieldHighlight
 
 __all__ = [
     "SignalHit",
@@ -95,6 +96,10 @@ class IdSpace(KeyOrder, Protocol):
         ...
 
 
+#: Computes one hit's highlights from its key (see :meth:`SearchResults._highlight_with`).
+Highlighter = Callable[[str], Mapping[str, FieldHighlight]]
+
+
 @dataclass(frozen=True, slots=True)
 class SignalHit:
     """One stream's part in one hit.
@@ -124,6 +129,10 @@ class Hit:
         score: the fused score.
         signals: one :class:`SignalHit` per stream, in the order scorers were given.
         fields: the document's stored metadata.
+        highlights: when the search asked for them (``highlight=``), the
+            snippets of each highlighted text field, by field name (see
+            :mod:`weftsearch.highlight`); ``None`` when not asked. Computed
+            when the hit is first read, not by the search.
 
     """
 
@@ -132,10 +141,11 @@ class Hit:
     score: float
     signals: tuple[SignalHit, ...]
     fields: Mapping[str, FieldValue]
+    highlights: Mapping[str, FieldHighlight] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of this hit."""
-        return {
+        """A JSON-ready dict of this hit (``highlights`` only when the search asked for them)."""
+        row: dict[str, Any] = {
             "key": self.key,
             "rank": self.rank,
             "score": self.score,
@@ -145,6 +155,9 @@ class Hit:
                 for s in self.signals
             ],
         }
+        if self.highlights is not None:
+            row["highlights"] = {name: found.to_dict() for name, found in self.highlights.items()}
+        return row
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +221,7 @@ class SearchResults(Sequence[Hit]):
         "_contributions",
         "_field_rows",
         "_fields",
+        "_highlighter",
         "_keys",
         "_plans",
         "_ranks",
@@ -257,6 +271,7 @@ class SearchResults(Sequence[Hit]):
         self._field_rows: Sequence[Mapping[str, FieldValue]] = tuple(hit.fields for hit in hits)
         self._built: list[Hit | None] = list(hits)
         self._rows: tuple[list[Any], list[Any], list[Any], list[Any]] | None = None
+        self._highlighter: Highlighter | None = None
 
     @classmethod
     def _from_arrays(
@@ -300,7 +315,16 @@ class SearchResults(Sequence[Hit]):
         results._field_rows = ()
         results._built = [None] * len(results._keys)
         results._rows = None
+        results._highlighter = None
         return results
+
+    def _highlight_with(self, highlighter: Highlighter) -> None:
+        """Give every hit built from now on its highlights, computed by ``highlighter(key)`` when built.
+
+        Called by the search that made these results, before any hit is read
+        (a hit already built keeps ``highlights=None``).
+        """
+        self._highlighter = highlighter
 
     def _hit(self, row: int) -> Hit:
         """Hit ``row`` (0-based), built on first read and kept. O(streams)."""
@@ -339,7 +363,15 @@ class SearchResults(Sequence[Hit]):
             )
             for column, label in enumerate(self.signals)
         )
-        hit = Hit(key=self._keys[row], rank=row + 1, score=fused, signals=signals, fields=fields)
+        highlighter = self._highlighter
+        hit = Hit(
+            key=self._keys[row],
+            rank=row + 1,
+            score=fused,
+            signals=signals,
+            fields=fields,
+            highlights=None if highlighter is None else highlighter(self._keys[row]),
+        )
         self._built[row] = hit
         return hit
 
