@@ -237,7 +237,8 @@ def test_snippets_hold_their_marks(
             # Each mark holds a query unit as the analyzer sees it.
             terms = tuple(analyzer.analyze(text[start:end]))
             assert any(terms[i : i + len(u)] == u for u in wanted for i in range(len(terms)))
+        assert snippet.text == text[snippet.start : snippet.end]
         if not escape:
-            assert snippet.marked.replace("[[", "").replace("]]", "") == text[snippet.start : snippet.end]
+            assert snippet.marked.replace("[[", "").replace("]]", "") == snippet.text
     # Snippets come best first: distinct units matched never increase.
     assert [s.matched for s in found.snippets] == sorted((s.matched for s in found.snippets), reverse=True)

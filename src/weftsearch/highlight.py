@@ -123,6 +123,8 @@ class Snippet:
     Attributes:
         start: where the fragment starts in the stored text (code point offset).
         end: where it ends (exclusive).
+        text: the fragment as stored, unmarked (``stored[start:end]``): with
+            :attr:`spans` a client can mark it itself (offsets minus ``start``).
         spans: the matches inside it, as ``(start, end)`` offsets in the stored
             text, in order and not overlapping (overlapping matches are merged).
         marked: the fragment with each match between the tags (and escaped
@@ -133,6 +135,7 @@ class Snippet:
 
     start: int
     end: int
+    text: str
     spans: tuple[tuple[int, int], ...]
     marked: str
     matched: int
@@ -141,6 +144,7 @@ class Snippet:
         """A JSON-ready dict of this snippet."""
         return {
             "marked": self.marked,
+            "text": self.text,
             "start": self.start,
             "end": self.end,
             "spans": [list(span) for span in self.spans],
@@ -353,9 +357,8 @@ def highlight_text(
     if options.number_of_fragments == 0:
         spans = [(m.start, m.end) for m in matches]
         units_seen = set().union(*(m.units for m in matches))
-        whole = Snippet(
-            0, len(analysed), tuple(spans), _mark(analysed, 0, len(analysed), spans, options), len(units_seen)
-        )
+        marks = _mark(analysed, 0, len(analysed), spans, options)
+        whole = Snippet(0, len(analysed), analysed, tuple(spans), marks, len(units_seen))
         return FieldHighlight(field_name, (whole,), truncated=truncated)
     candidates: list[tuple[int, int, int, int, int]] = []  # (-distinct, start, end, first, last)
     starts = [m.start for m in matches]
@@ -383,7 +386,14 @@ def highlight_text(
     for negative, start, end, first, last in chosen:
         spans = [(m.start, m.end) for m in matches[first:last]]
         snippets.append(
-            Snippet(start, end, tuple(spans), _mark(analysed, start, end, spans, options), -negative)
+            Snippet(
+                start,
+                end,
+                analysed[start:end],
+                tuple(spans),
+                _mark(analysed, start, end, spans, options),
+                -negative,
+            )
         )
     return FieldHighlight(field_name, tuple(snippets), truncated=truncated)
 
