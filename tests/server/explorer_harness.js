@@ -40,7 +40,9 @@ global.Event = class { constructor(type) { this.type = type; } };
 
 // Scripted answers, in order: [status, body] per request.
 const answers = JSON.parse(process.argv[3]);
+const requests = [];  // [path, body] of each request, in order
 global.fetch = async (path, init) => {
+  requests.push([path, init && init.body ? JSON.parse(init.body) : null]);
   const [status, body] = answers.shift();
   return { status, ok: status < 400, json: async () => body };
 };
@@ -51,6 +53,7 @@ const snapshot = () => ({
   results: byId.results.children.map((c) => ({ className: c.className, key: c.dataset.key || null, text: c.textContent })),
   label: byId["ranking-label"].textContent,
   compare: byId["compare-result"].textContent, overlap: byId.overlap.textContent,
+  requests: requests.slice(),
 });
 
 (async () => {

@@ -121,3 +121,18 @@ def test_an_error_clears_the_results_it_replaces() -> None:
     assert "d1" in compare_ok["compare"] and compare_ok["overlap"]
     assert "d1" not in compare_failed["compare"] and compare_failed["overlap"] == ""
     assert "needs a query vector" in compare_failed["compare"]
+
+
+@pytest.mark.skipif(NODE is None, reason="needs node to run the page's script")
+def test_a_server_that_cannot_highlight_still_answers_searches() -> None:
+    """A sharded server refuses ``highlight`` (400 naming it): the page searches again without it,
+    shows the hits, and asks no more."""
+    refused = {"error": {"type": "InvalidParameterError", "field": "highlight", "message": "sharded"}}
+    profiles: dict[str, list[Any]] = {"profiles": []}
+    answers = [[200, profiles], [400, refused], [200, _hits("d1")], [200, _hits("d2")]]
+    first, second = _run_page(answers, ["search", "search"])
+    assert [r["key"] for r in first["results"]] == ["d1"] and first["statusClass"] == ""
+    assert [r["key"] for r in second["results"]] == ["d2"]
+    bodies = [body for path, body in second["requests"] if path == "v1/search"]
+    assert [("highlight" in body) for body in bodies] == [True, False, False]
+    assert bodies[0]["highlight"] == {"fields": ["text"], "fragment_size": 160, "number_of_fragments": 1}
