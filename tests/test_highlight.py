@@ -95,6 +95,12 @@ def test_whole_text_with_zero_fragments() -> None:
     assert (snippet.start, snippet.end) == (0, len(text)) and len(snippet.spans) == 2
 
 
+def test_a_word_cut_by_the_bound_is_not_matched() -> None:
+    # "graphs" cut after "graph" would match "graph": the analysed text stops before it.
+    found = highlight_text("a graphs", [("graph",)], SimpleAnalyzer(), HighlightOptions(max_analyzed_chars=7))
+    assert found.snippets == () and found.truncated
+
+
 def test_analysis_is_bounded_and_says_so() -> None:
     text = "x " * 100 + "graph"
     found = highlight_text(text, [("graph",)], ENGLISH, HighlightOptions(max_analyzed_chars=50))

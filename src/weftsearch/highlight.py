@@ -348,6 +348,11 @@ def highlight_text(
         return FieldHighlight(field_name, reason="the field is empty")
     truncated = len(text) > options.max_analyzed_chars
     analysed = text[: options.max_analyzed_chars]
+    if truncated and not text[options.max_analyzed_chars].isspace():
+        # Stop before a word cut in two: its first part could match a term it is not.
+        boundary = max(analysed.rfind(space) for space in " \t\n\r")
+        if boundary > 0:
+            analysed = analysed[:boundary]
     if not wanted:
         return FieldHighlight(field_name, reason="the query has no terms for this field", truncated=truncated)
     matches = _matches(analyzer.tokens(analysed), tuple(wanted))
