@@ -20,5 +20,12 @@ def test_per_character_folds_check_lengths_only() -> None:
 def test_offsets_fall_back_to_the_whole_text_when_segments_disagree() -> None:
     # A fold that is not segment-wise (it looks at the whole text) cannot be split up:
     # every character is attributed to the whole text instead of a wrong span.
-    folded, starts, ends = folded_with_offsets("ab\u00e9", lambda s: s.upper() if len(s) > 1 else s)
-    assert folded == "AB\u00c9" and starts == [0, 0, 0] and ends == [3, 3, 3]
+    text = "abe\u0301"  # not NFKC-normalised: folded segment by segment, which this fold refuses
+    folded, starts, ends = folded_with_offsets(text, lambda s: s.upper() if len(s) > 2 else s)
+    assert folded == "ABE\u0301" and starts == [0] * 4 and ends == [4] * 4
+
+
+def test_identity_offsets_when_nothing_changes_length() -> None:
+    text = "Caf\u00e9 \u03a3"  # NFKC-normalised; case folding keeps every length
+    folded, starts, ends = folded_with_offsets(text, lambda s: s.casefold())
+    assert folded == "caf\u00e9 \u03c3" and starts == [0, 1, 2, 3, 4, 5] and ends == [1, 2, 3, 4, 5, 6]

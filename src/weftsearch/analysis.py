@@ -223,13 +223,19 @@ class EnglishAnalyzer:
         """
         folded, starts, ends = folded_with_offsets(text, str.lower if text.isascii() else _nfkc_casefold)
         matches = list(_WORD.finditer(folded))
-        table = self._resolve({match.group() for match in matches})
-        found: list[Token] = []
-        for match in matches:
-            term = table[match.group()]
-            if term is not None:
-                found.append(Token(term, starts[match.start()], ends[match.end() - 1]))
-        return found
+        words = [match.group() for match in matches]
+        # The words' terms from the memo analyze() fills; new ones resolved in one call and remembered.
+        memo = self._memo
+        table = self._resolve(set(words).difference(memo))
+        self._remember(table)
+        lookup = table.get
+        terms = [memo[word] if word in memo else lookup(word) for word in words]
+        make = Token._make
+        return [
+            make((term, starts[match.start()], ends[match.end() - 1]))
+            for term, match in zip(terms, matches, strict=True)
+            if term is not None
+        ]
 
     def term_counts(self, text: str) -> tuple[dict[str, int], int]:
         """The terms of ``text`` counted: ``(term -> frequency, number of terms)``.

@@ -56,8 +56,9 @@ def folded_with_offsets(
 ) -> tuple[str, list[int], list[int]]:
     """``fold(text)`` with, for each of its characters, the source span it came from.
 
-    ``fold`` maps text to the form an analyzer tokenises (NFKC then case
-    folding, or lower-casing). Returns ``(folded, starts, ends)``: folded
+    ``fold`` maps text to the form an analyzer tokenises: NFKC followed by a
+    per-character map (case folding), or, with ``per_character``, a
+    per-character map alone (lower-casing). Returns ``(folded, starts, ends)``: folded
     character ``j`` came from ``text[starts[j]:ends[j]]``, the normalisation
     segment (or, for a one-to-one fold, the character) that produced it. When
     folding segment by segment does not give ``fold(text)`` (pathological
@@ -69,8 +70,9 @@ def folded_with_offsets(
     O(len(text)).
     """
     folded = fold(text)
-    if len(folded) == len(text) and text.isascii():
-        # ASCII folds one character to one character, in place.
+    if len(folded) == len(text) and (per_character or unicodedata.is_normalized("NFKC", text)):
+        # Nothing for NFKC to change, and a per-character map that kept the length mapped
+        # each character to one (none maps to nothing): offsets are the identity.
         offsets = list(range(len(text)))
         return folded, offsets, list(range(1, len(text) + 1))
     bounds = list(range(len(text))) if per_character else _segments(text)
