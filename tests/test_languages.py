@@ -9,10 +9,11 @@ import Stemmer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from weftsearch import RRF, BM25Scorer, Document, Index
+from weftsearch import RRF, BM25Scorer, Document, Index, analysis
 from weftsearch.analysis import TokenizingAnalyzer, analyzer_names, get_analyzer, register_analyzer
 from weftsearch.errors import UnknownAnalyzerError
 from weftsearch.languages import (
+    BUILTIN_ANALYZERS,
     NO_STOPWORDS,
     CJKAnalyzer,
     KeywordAnalyzer,
@@ -150,18 +151,21 @@ def test_tokens_agree_with_analyze(analyzer: TokenizingAnalyzer, text: str) -> N
         last = (token.start, token.end)
 
 
-def test_user_registration_wins_over_a_builtin_loaded_later() -> None:
+def test_user_registration_wins_over_a_builtin_loaded_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As in a fresh process: the built-in languages not loaded yet.
+    monkeypatch.setattr(analysis, "_languages_loaded", False)
+    fresh = {name: f for name, f in analysis._REGISTRY.items() if name not in BUILTIN_ANALYZERS}
+    monkeypatch.setattr(analysis, "_REGISTRY", fresh)
+
     class Shout:
         name = "keyword"
 
         def analyze(self, text: str) -> list[str]:
             return [text.upper()]
 
-    try:
-        register_analyzer("keyword", Shout)
-        assert get_analyzer("keyword").analyze("a") == ["A"]
-    finally:
-        register_analyzer("keyword", KeywordAnalyzer)
+    register_analyzer("keyword", Shout)
+    assert get_analyzer("keyword").analyze("a") == ["A"]  # the lookup loaded the languages...
+    assert isinstance(get_analyzer("cjk"), CJKAnalyzer)  # ...and kept the user's keyword
 
 
 def test_an_index_with_a_language_analyzer_reopens_and_searches(tmp_path: Path) -> None:
