@@ -253,7 +253,10 @@ def _matches(tokens: list[Token], units: tuple[tuple[str, ...], ...]) -> list[_M
         for index in by_first.get(term, ()):
             unit = units[index]
             last = position + len(unit)
-            if last <= len(terms) and (len(unit) == 1 or tuple(terms[position:last]) == unit):
+            # The second term first: most candidate starts fail there, before any slice is made.
+            if last <= len(terms) and (
+                len(unit) == 1 or (terms[position + 1] == unit[1] and tuple(terms[position:last]) == unit)
+            ):
                 raw.append((tokens[position].start, tokens[last - 1].end, index))
     raw.sort()
     merged: list[_Match] = []
