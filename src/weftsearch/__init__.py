@@ -30,6 +30,7 @@ from weftsearch.engine.search import ExplainArrays, Hit, SearchResults, SignalHi
 from weftsearch.engine.snapshot import Postings, Snapshot, VectorBlock
 from weftsearch.engine.stream import FusedStream, KeyOrder, Stream, top_k
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF, make_fuser
+from weftsearch.highlight import FieldHighlight, HighlightOptions, Snippet
 from weftsearch.scorers import (
     BM25Scorer,
     GraphScorer,
@@ -67,6 +68,9 @@ __all__ = [
     "SignalHit",
     "SearchResults",
     "ExplainArrays",
+    "HighlightOptions",
+    "FieldHighlight",
+    "Snippet",
     "RRF",
     "WeightedRRF",
     "ScoreFusion",

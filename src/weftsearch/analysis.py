@@ -13,6 +13,9 @@ are built in:
     Lower-casing and splitting on non-word characters; nothing removed, nothing
     stemmed.
 
+More are registered by :mod:`weftsearch.languages` (``snowball-french`` and
+the other Snowball languages, ``keyword``, ``cjk``), loaded on the first lookup.
+
 ``EnglishAnalyzer.term_counts`` runs a compiled inner loop where it is built
 (``weftsearch.native._analysis``; ``WEFTSEARCH_NO_COMPILED_ANALYSIS=1`` turns it
 off, see :mod:`weftsearch.native`): the same counts as from Python.
@@ -31,12 +34,13 @@ from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from types import ModuleType
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import Stemmer
 
 from weftsearch.errors import InvalidParameterError, UnknownAnalyzerError
 from weftsearch.native.loader import load_extension
+from weftsearch.tokens import Token, folded_with_offsets
 
 __all__ = [
     "Analyzer",
@@ -94,6 +98,8 @@ LUCENE_ENGLISH_STOPWORDS: frozenset[str] = frozenset(
 # "don't" stays one token while a quoted 'word' loses its quotes.
 _WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
 _NON_WORD = re.compile(r"\W+")
+#: Runs of word characters: the complement of :data:`_NON_WORD`'s splits.
+_NON_WORD_RUN = re.compile(r"\w+")
 _POSSESSIVE_SUFFIXES = ("'s", "\u2019s")
 #: ASCII characters \w does not match (and that are not an apostrophe) -> space.
 _ASCII_NON_WORD = str.maketrans({chr(c): " " for c in range(128) if not (chr(c).isalnum() or chr(c) in "_'")})
@@ -106,6 +112,11 @@ WORD_MEMO_SIZE = 1 << 17
 
 #: True for a memo value that is a term (``None`` marks a dropped word).
 _IS_TERM = partial(operator.is_not, None)
+
+
+def _nfkc_casefold(text: str) -> str:
+    """The form :class:`EnglishAnalyzer` tokenises: NFKC, then case folding."""
+    return unicodedata.normalize("NFKC", text).casefold()
 
 
 @runtime_checkable
@@ -124,22 +135,6 @@ class Analyzer(Protocol):
     def analyze(self, text: str) -> list[str]:
         """Return the terms of ``text`` in order, repeats kept. O(len(text))."""
         ...
-
-
-class Token(NamedTuple):
-    """One term of a text with where it came from.
-
-    A term's *position* is its index in the analyzer's output (what
-    ``analyze`` returns): a dropped word (a stopword) takes no position, so
-    phrases match across it. ``start``/``end`` are the Python string (code
-    point) offsets of the word the term came from in the text as given
-    (before any normalisation), so ``text[start:end]`` is what a highlighter
-    marks.
-    """
-
-    term: str
-    start: int
-    end: int
 
 
 @runtime_checkable
@@ -217,6 +212,31 @@ class EnglishAnalyzer:
             table = self._resolve(set(words))
             return list(filter(_IS_TERM, map(table.__getitem__, words)))  # type: ignore[arg-type]
 
+    def tokens(self, text: str) -> list[Token]:
+        """The terms of ``text`` with the source offsets of their words (see :class:`Token`).
+
+        ``[t.term for t in tokens(text)] == analyze(text)``. Pure Python: it
+        serves highlighting, which asks for it lazily, per hit and per
+        field, on a bounded text; indexing and search use :meth:`analyze`
+        and :meth:`term_counts`. A possessive's span covers the whole word
+        (``cat's``). O(len(text)).
+        """
+        folded, starts, ends = folded_with_offsets(text, str.lower if text.isascii() else _nfkc_casefold)
+        matches = list(_WORD.finditer(folded))
+        words = [match.group() for match in matches]
+        # The words' terms from the memo analyze() fills; new ones resolved in one call and remembered.
+        memo = self._memo
+        table = self._resolve(set(words).difference(memo))
+        self._remember(table)
+        lookup = table.get
+        terms = [memo[word] if word in memo else lookup(word) for word in words]
+        make = Token._make
+        return [
+            make((term, starts[match.start()], ends[match.end() - 1]))
+            for term, match in zip(terms, matches, strict=True)
+            if term is not None
+        ]
+
     def term_counts(self, text: str) -> tuple[dict[str, int], int]:
         """The terms of ``text`` counted: ``(term -> frequency, number of terms)``.
 
@@ -270,11 +290,43 @@ class SimpleAnalyzer:
         """Return the lower-cased words of ``text``."""
         return [token for token in _NON_WORD.split(text.lower()) if token]
 
+    def tokens(self, text: str) -> list[Token]:
+        """The lower-cased words of ``text`` with their source offsets (see :class:`Token`).
+
+        ``[t.term for t in tokens(text)] == analyze(text)``. Pure Python, for
+        highlighting (lazily, per hit). O(len(text)).
+        """
+        return _word_tokens(text, _NON_WORD_RUN)
+
+
+def _word_tokens(text: str, word: re.Pattern[str]) -> list[Token]:
+    """Each match of ``word`` in ``text.lower()`` as a token over its source characters."""
+    folded, starts, ends = folded_with_offsets(text, str.lower, per_character=True)
+    return [Token(m.group(), starts[m.start()], ends[m.end() - 1]) for m in word.finditer(folded)]
+
 
 _REGISTRY: dict[str, Callable[[], Analyzer]] = {
     "english": EnglishAnalyzer,
     "simple": SimpleAnalyzer,
 }
+
+
+_languages_loaded = False
+
+
+def _load_languages() -> None:
+    """Register the analyzers of :mod:`weftsearch.languages` (once; imported on first lookup).
+
+    Imported on first use (it loads the stopword lists); a name the user
+    registered first keeps the user's factory.
+    """
+    global _languages_loaded
+    if not _languages_loaded:
+        from weftsearch.languages import BUILTIN_ANALYZERS
+
+        for name, factory in BUILTIN_ANALYZERS.items():
+            _REGISTRY.setdefault(name, factory)
+        _languages_loaded = True
 
 
 def register_analyzer(name: str, factory: Callable[[], Analyzer]) -> None:
@@ -292,6 +344,7 @@ def get_analyzer(name: str) -> Analyzer:
     """Return a new instance of the analyzer registered under ``name``."""
     if not isinstance(name, str):
         raise UnknownAnalyzerError(f"analyzer names are strings, got {name!r}")
+    _load_languages()
     try:
         factory = _REGISTRY[name]
     except KeyError:
@@ -307,7 +360,8 @@ def get_analyzer(name: str) -> Analyzer:
 
 
 def analyzer_names() -> Sequence[str]:
-    """Names of all registered analyzers, sorted."""
+    """Names of all registered analyzers, sorted (the built-in languages included)."""
+    _load_languages()
     return sorted(_REGISTRY)
 
 

@@ -150,3 +150,16 @@ def test_next_and_previous_page_send_the_cursors_of_the_pages_seen() -> None:
     assert last["pager"] == {"hidden": False, "info": "page 3 · hits 5\u20135", "prev": False, "next": True}
     assert back["requests"][0]["body"]["after"] == "c1"  # page 2 again, from the cursor that made it
     assert [r["key"] for r in back["results"]] == ["d3", "d4"] and not back["pager"]["next"]
+@pytest.mark.skipif(NODE is None, reason="needs node to run the page's script")
+def test_a_server_that_cannot_highlight_still_answers_searches() -> None:
+    """A sharded server refuses ``highlight`` (400 naming it): the page searches again without it,
+    shows the hits, and asks no more."""
+    refused = {"error": {"type": "InvalidParameterError", "field": "highlight", "message": "sharded"}}
+    profiles: dict[str, list[Any]] = {"profiles": []}
+    answers = [[200, profiles], [400, refused], [200, _hits("d1")], [200, _hits("d2")]]
+    first, second = _run_page(answers, ["search", "search"])
+    assert [r["key"] for r in first["results"]] == ["d1"] and first["statusClass"] == ""
+    assert [r["key"] for r in second["results"]] == ["d2"]
+    bodies = [r["body"] for r in first["requests"] + second["requests"] if r["path"] == "v1/search"]
+    assert [("highlight" in body) for body in bodies] == [True, False, False]
+    assert bodies[0]["highlight"] == {"fields": ["text"], "fragment_size": 160, "number_of_fragments": 1}

@@ -66,6 +66,7 @@ from weftsearch.errors import InvalidParameterError, QuerySyntaxError, UnknownSi
 from weftsearch.fusion import FUSION_METHODS
 from weftsearch.querylang import Node
 from weftsearch.querylang import parse as parse_query
+from weftsearch.highlight import MAX_FRAGMENT_SIZE, HighlightOptions
 from weftsearch.ranking import Arm, Expr, ProfileStore, build_arm, parse_arm
 from weftsearch.scorers.vector import DEFAULT_NPROBE
 
@@ -127,6 +128,19 @@ def _title(hit: Hit, index: Index | None) -> str:
     return ""
 
 
+def _highlight_lines(hit: Hit) -> list[str]:
+    """A hit's marked snippets, one indented line each (a field without one says why); none if not asked."""
+    if hit.highlights is None:
+        return []
+    lines = []
+    for name, found in hit.highlights.items():
+        label = "" if len(hit.highlights) == 1 else f"{name}: "
+        if not found.snippets:
+            lines.append(f"{'':>6}{label}({found.reason})")
+        lines.extend(f"{'':>6}{label}{' '.join(s.marked.split())}" for s in found.snippets)
+    return lines
+
+
 def format_results(results: SearchResults, index: Index | None = None, *, explain: bool = False) -> str:
     """A readable table of ``results``; with ``explain``, each signal's rank, raw score and contribution.
 
@@ -156,6 +170,7 @@ def format_results(results: SearchResults, index: Index | None = None, *, explai
                 for s, w in zip(hit.signals, signal_widths, strict=True)
             )
         lines.append(row + "  " + _clip(_title(hit, index), _TITLE_WIDTH))
+        lines.extend(_highlight_lines(hit))
         if explain:
             label_width = max(len(label) for label in results.signals)
             for signal in hit.signals:
@@ -419,6 +434,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         raise InvalidParameterError("--query-vector is for one QUERY; use --query-vectors with --queries")
     if args.offset or args.after is not None:
         raise InvalidParameterError("--offset and --after page one QUERY, not a --queries batch")
+    if args.highlight:
+        raise InvalidParameterError("--highlight is for one QUERY, not a batch (--queries)")
     return _search_batch(args)
 
 
@@ -436,6 +453,11 @@ def _search_one(args: argparse.Namespace) -> int:
         query = Query.parse(args.query, vector=vector, filter=ranking.filter)
     else:
         query = Query(text=args.query, vector=vector, filter=ranking.filter)
+    options = None
+    if args.highlight:
+        if not isinstance(index, Index):
+            raise InvalidParameterError("--highlight needs a single index; a sharded index cannot highlight yet")
+        options = HighlightOptions(fragment_size=args.fragment_size)
     results = index.search(
         query,
         args.k,
@@ -444,6 +466,7 @@ def _search_one(args: argparse.Namespace) -> int:
         depth=ranking.depth,
         offset=args.offset,
         after=args.after,
+        **({} if options is None else {"highlight": options}),
     )
     if args.json:
         page = {"offset": results.offset, "next_cursor": results.next_cursor}
@@ -664,6 +687,13 @@ def _report_judged(match: JudgedMatch, args: argparse.Namespace) -> int:
     return status
 
 
+def _fragment_size(text: str) -> int:
+    size = positive_int(text)
+    if size > MAX_FRAGMENT_SIZE:
+        raise argparse.ArgumentTypeError(f"at most {MAX_FRAGMENT_SIZE}, got {size}")
+    return size
+
+
 def _weights(text: str) -> list[float]:
     return [non_negative_float(part.strip()) for part in text.split(",")]
 
@@ -788,6 +818,19 @@ def add_search_command(commands: Any) -> None:
         "\"phrase\"~N field:term term^2 prefix* AND OR NOT (...); docs/ARCHITECTURE.md, 'Query language')",
     )
     search.add_argument("--explain", action="store_true", help="show each signal's rank, score, share")
+    search.add_argument(
+        "--highlight",
+        action="store_true",
+        help="show each hit's best snippets with the query's terms marked <em>...</em> "
+        "(in --json: each hit's 'highlights')",
+    )
+    search.add_argument(
+        "--fragment-size",
+        type=_fragment_size,
+        default=150,
+        metavar="N",
+        help="with --highlight: characters per snippet (150)",
+    )
     search.add_argument("--json", action="store_true", help="print JSON")
     search.add_argument("--query-vector", metavar="FILE.npy", help="1-D vector for a single QUERY")
     search.add_argument("--queries", metavar="FILE", help="batch: queries.jsonl (BEIR) or a BEIR folder")

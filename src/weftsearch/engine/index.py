@@ -37,6 +37,7 @@ from weftsearch.analysis import Analyzer, get_analyzer
 from weftsearch.documents import Document
 from weftsearch.engine import children
 from weftsearch.engine.children import COMMIT_PRIORITIES, ChildFile
+from weftsearch.engine.highlighting import snapshot_highlighter
 from weftsearch.engine.inflight import SearchesInFlight
 from weftsearch.engine.ingest import analyse_documents, resolve_workers
 from weftsearch.engine.merge_policy import MergePolicy
@@ -62,6 +63,7 @@ from weftsearch.errors import (
     UnknownKeyError,
     VectorDimensionError,
 )
+from weftsearch.highlight import HighlightOptions, options_of
 from weftsearch.storage.codec import FileStamp
 from weftsearch.storage.directory import (
     MANIFEST,
@@ -105,10 +107,7 @@ FORK_ENCODE_MIN_DOCUMENTS = 2000
 FLUSH_DOCUMENTS = 50_000
 
 
-
 _IN_MEMORY = Path("<memory>")
-
-
 
 
 class _Segment:
@@ -1135,6 +1134,7 @@ class Index:
         snapshot: Snapshot | None = None,
         offset: int = 0,
         after: str | None = None,
+        highlight: bool | HighlightOptions | None = None,
     ) -> SearchResults:
         """Search the current snapshot; see :func:`~weftsearch.engine.search.search_snapshot`.
 
@@ -1148,6 +1148,11 @@ class Index:
         searched, and the search still counts as one in flight (commits and
         merges yield to it). A snapshot of another index raises
         :class:`~weftsearch.errors.InvalidParameterError`.
+        ``highlight``: ``True`` or :class:`~weftsearch.highlight.HighlightOptions`
+        gives every hit its :attr:`~weftsearch.engine.search.Hit.highlights`
+        (snippets of its stored text with the query's terms marked), computed
+        when the hit is first read; an index with ``store_text=False`` gives
+        each field a reason instead of snippets.
 
         Pages (:mod:`weftsearch.engine.pages`): ``offset=n`` returns hits
         ``n .. n + k - 1`` of the search with ``k = n + k`` (``n + k`` at most
@@ -1174,6 +1179,7 @@ class Index:
                     f"not on the snapshot given (generation {snapshot.generation})"
                 )
             snapshot = self._cursor_snapshot(start.generation) if snapshot is None else snapshot
+        options = options_of(highlight)
         if snapshot is not None and not self._made_here(snapshot):
             raise InvalidParameterError(
                 "snapshot must be one taken from this index with index.snapshot(), got "
@@ -1186,6 +1192,9 @@ class Index:
         searched = self.snapshot() if snapshot is None else snapshot
         with self._searches:  # commits and merges yield to running searches
             results = search_snapshot(searched, query, k, fuser, scorers, depth, offset=offset, after=start)
+        if options is not None:
+            parsed = query if isinstance(query, Query) else Query(text=query)
+            results._highlight_with(snapshot_highlighter(searched, parsed, options, store_text=self._store_text))
         results._offer_cursor(
             functools.partial(self._issue_cursor, searched, _as_query(query), fuser, scorers, depth), int(k)
         )
@@ -1620,9 +1629,7 @@ class Index:
         stamp = FileStamp(self._index_id, segment_number(name))
         return ChildFile(directory, name, stamp, self._commit_priority, lock_fd)
 
-    def _merge_forked(
-        self, sources: Sequence[tuple[_Segment, NDArray[np.bool_]]], target: ChildFile
-    ) -> bool:
+    def _merge_forked(self, sources: Sequence[tuple[_Segment, NDArray[np.bool_]]], target: ChildFile) -> bool:
         """Write the merged segment ``target.name`` from a forked child; ``False``: merge in this thread.
 
         Like a large commit's encoding (:meth:`_encode_pending_in_child`): a

@@ -45,6 +45,7 @@ from weftsearch.engine.stream import (
     order_by_score,
 )
 from weftsearch.errors import InvalidParameterError, InvalidQueryError, ScorerOutputError
+from weftsearch.highlight import FieldHighlight
 
 __all__ = [
     "SignalHit",
@@ -97,6 +98,10 @@ class IdSpace(KeyOrder, Protocol):
         ...
 
 
+#: Computes one hit's highlights from its key (see :meth:`SearchResults._highlight_with`).
+Highlighter = Callable[[str], Mapping[str, FieldHighlight]]
+
+
 @dataclass(frozen=True, slots=True)
 class SignalHit:
     """One stream's part in one hit.
@@ -126,6 +131,10 @@ class Hit:
         score: the fused score.
         signals: one :class:`SignalHit` per stream, in the order scorers were given.
         fields: the document's stored metadata.
+        highlights: when the search asked for them (``highlight=``), the
+            snippets of each highlighted text field, by field name (see
+            :mod:`weftsearch.highlight`); ``None`` when not asked. Computed
+            when the hit is first read, not by the search.
 
     """
 
@@ -134,10 +143,11 @@ class Hit:
     score: float
     signals: tuple[SignalHit, ...]
     fields: Mapping[str, FieldValue]
+    highlights: Mapping[str, FieldHighlight] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of this hit."""
-        return {
+        """A JSON-ready dict of this hit (``highlights`` only when the search asked for them)."""
+        row: dict[str, Any] = {
             "key": self.key,
             "rank": self.rank,
             "score": self.score,
@@ -147,6 +157,9 @@ class Hit:
                 for s in self.signals
             ],
         }
+        if self.highlights is not None:
+            row["highlights"] = {name: found.to_dict() for name, found in self.highlights.items()}
+        return row
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +226,7 @@ class SearchResults(Sequence[Hit]):
         "_cursor",
         "_field_rows",
         "_fields",
+        "_highlighter",
         "_keys",
         "_plans",
         "_ranks",
@@ -265,6 +279,7 @@ class SearchResults(Sequence[Hit]):
         self._rows: tuple[list[Any], list[Any], list[Any], list[Any]] | None = None
         self.offset = 0
         self._cursor: str | Callable[[], str] | None = None
+        self._highlighter: Highlighter | None = None
 
     @classmethod
     def _from_arrays(
@@ -310,6 +325,7 @@ class SearchResults(Sequence[Hit]):
         results._rows = None
         results.offset = 0
         results._cursor = None
+        results._highlighter = None
         return results
 
     def _sliced(self, start: int, stop: int) -> SearchResults:
@@ -333,6 +349,7 @@ class SearchResults(Sequence[Hit]):
         page._rows = None
         page.offset = self.offset + start
         page._cursor = None
+        page._highlighter = self._highlighter
         return page
 
     def _offer_cursor(self, issue: Callable[[int, float, str], str], k: int) -> None:
@@ -361,6 +378,14 @@ class SearchResults(Sequence[Hit]):
             cursor = cursor()
             self._cursor = cursor  # two racing readers store equal cursors
         return cursor
+
+    def _highlight_with(self, highlighter: Highlighter) -> None:
+        """Give every hit built from now on its highlights, computed by ``highlighter(key)`` when built.
+
+        Called by the search that made these results, before any hit is read
+        (a hit already built keeps ``highlights=None``).
+        """
+        self._highlighter = highlighter
 
     def _hit(self, row: int) -> Hit:
         """Hit ``row`` (0-based), built on first read and kept. O(streams)."""
@@ -399,8 +424,15 @@ class SearchResults(Sequence[Hit]):
             )
             for column, label in enumerate(self.signals)
         )
-        rank = self.offset + row + 1
-        hit = Hit(key=self._keys[row], rank=rank, score=fused, signals=signals, fields=fields)
+        highlighter = self._highlighter
+        hit = Hit(
+            key=self._keys[row],
+            rank=self.offset + row + 1,
+            score=fused,
+            signals=signals,
+            fields=fields,
+            highlights=None if highlighter is None else highlighter(self._keys[row]),
+        )
         self._built[row] = hit
         return hit
 

@@ -7,6 +7,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
 from weftsearch.engine.stream import PlanValue
+from weftsearch.highlight import MAX_FRAGMENT_SIZE, MAX_FRAGMENTS
 from weftsearch.ranking.profiles import PROFILE_NAME
 
 # ---------------------------------------------------------------------- request models
@@ -69,6 +70,31 @@ class RankingIn(BaseModel):
     )
 
 
+class HighlightIn(BaseModel):
+    """What to highlight in each hit, as Elasticsearch's ``highlight`` (one pre and one post tag)."""
+
+    model_config = _NO_EXTRA
+    fields: list[str] | dict[str, dict[str, Any]] = Field(
+        default_factory=lambda: ["text"],
+        description='text fields to highlight: ["text"], or {"text": {}} as Elasticsearch writes it '
+        "(per-field options are not supported: give them at this level)",
+    )
+    fragment_size: int = Field(default=150, ge=1, le=MAX_FRAGMENT_SIZE, description="characters per snippet")
+    number_of_fragments: int = Field(
+        default=3, ge=0, le=MAX_FRAGMENTS, description="snippets per field, best first; 0: the whole text"
+    )
+    pre_tags: list[str] = Field(
+        default_factory=lambda: ["<em>"], min_length=1, max_length=1, description="the tag before a match"
+    )
+    post_tags: list[str] = Field(
+        default_factory=lambda: ["</em>"], min_length=1, max_length=1, description="the tag after a match"
+    )
+    encoder: Literal["default", "html"] = Field(
+        default="default",
+        description="html: the text is HTML-escaped around the tags (safe to insert as HTML)",
+    )
+
+
 class SearchRequest(QueryIn, RankingIn):
     """``POST /v1/search``."""
 
@@ -87,6 +113,9 @@ class SearchRequest(QueryIn, RankingIn):
         description="a next_cursor from an earlier answer: the k hits after its page, from the snapshot "
         "that page searched, with the same query and ranking (400 InvalidCursorError otherwise; "
         "410 CursorExpiredError when the index no longer keeps that snapshot)",
+    )
+    highlight: HighlightIn | None = Field(
+        default=None, description="snippets of each hit's stored text with the query's terms marked"
     )
 
 
@@ -200,6 +229,29 @@ class SignalOut(BaseModel):
     contribution: float = Field(description="the part of the fused score owed to this stream")
 
 
+class SnippetOut(BaseModel):
+    """One snippet of a hit's text field (offsets are code point offsets into the stored text)."""
+
+    model_config = _OUT
+    marked: str = Field(description="the snippet with each match between the tags")
+    text: str = Field(description="the snippet unmarked (the stored text from start to end)")
+    start: int
+    end: int
+    spans: list[list[int]] = Field(description="[start, end) of each match, in the stored text")
+    matched: int = Field(description="distinct query terms and phrases in the snippet")
+
+
+class FieldHighlightOut(BaseModel):
+    """A hit's snippets of one text field, best first, or why there are none."""
+
+    model_config = _OUT
+    snippets: list[SnippetOut]
+    reason: str | None = Field(
+        description="why there is no snippet (text not stored, no match); null if some"
+    )
+    truncated: bool = Field(description="the text was longer than the characters analysed for highlighting")
+
+
 class HitOut(BaseModel):
     """One result."""
 
@@ -209,6 +261,13 @@ class HitOut(BaseModel):
     score: float = Field(description="the fused score")
     fields: dict[str, FieldValue] = Field(description="the document's fields")
     signals: list[SignalOut] | None = Field(default=None, description="per stream, with explain only")
+    highlight: dict[str, list[str]] | None = Field(
+        default=None,
+        description="with highlight: each field's marked snippets, best first (as Elasticsearch)",
+    )
+    highlights: dict[str, FieldHighlightOut] | None = Field(
+        default=None, description="with highlight: each field's snippets with their offsets, or why none"
+    )
 
 
 class RankingLabel(BaseModel):

@@ -26,6 +26,7 @@ from weftsearch.engine.index import Index
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults
 from weftsearch.errors import IndexStorageError, InvalidVectorError, WeftError
+from weftsearch.highlight import HighlightOptions
 from weftsearch.ranking.arm import Arm
 from weftsearch.ranking.profiles import Profile, ProfileStore, build_arm
 from weftsearch.scorers.vector import VectorScorer
@@ -434,6 +435,34 @@ class ServerState:
                 if problem is not None:
                     raise ApiError(503, "IndexUnavailable", problem) from None
                 raise ApiError(status_of(exc), type(exc).__name__, str(exc)) from None
+
+    def run_highlighted_search(
+        self,
+        ranking: Ranking,
+        query: Query,
+        k: int,
+        highlight: HighlightOptions,
+        offset: int = 0,
+        after: str | None = None,
+    ) -> SearchResults:
+        """One search whose hits carry highlights (a single index only); ``offset``/``after`` page it.
+
+        Raises:
+            ApiError: 400 naming ``highlight`` when the served index is sharded.
+
+        """
+        index = self.index
+        if not isinstance(index, Index):
+            raise ApiError(
+                400,
+                "InvalidParameterError",
+                "highlight needs a single index; this server serves a sharded one (it cannot highlight yet)",
+                "highlight",
+            )
+        arm = ranking.arm
+        return index.search(
+            query, k, arm.fuser, *arm.scorers, depth=max(arm.depth, k), highlight=highlight, offset=offset, after=after
+        )
 
     def run_search(
         self, ranking: Ranking, queries: list[Query], k: int, offset: int = 0, after: str | None = None

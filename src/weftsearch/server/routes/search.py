@@ -8,8 +8,15 @@ from typing import Any
 from fastapi import APIRouter
 
 from weftsearch.engine.search import SearchResults
+from weftsearch.highlight import HighlightOptions
 from weftsearch.server.errors import ApiError, about_field, answers
-from weftsearch.server.models import BatchSearchRequest, BatchSearchResponse, SearchRequest, SearchResponse
+from weftsearch.server.models import (
+    BatchSearchRequest,
+    BatchSearchResponse,
+    HighlightIn,
+    SearchRequest,
+    SearchResponse,
+)
 from weftsearch.server.state import Ranking, Served
 
 __all__ = ["router"]
@@ -17,11 +24,49 @@ __all__ = ["router"]
 router = APIRouter()
 
 
+def highlight_options(body: HighlightIn | None) -> HighlightOptions | None:
+    """The :class:`HighlightOptions` a request's ``highlight`` asks for (``None``: none asked).
+
+    Raises:
+        ApiError: 400 naming ``highlight.fields`` for per-field options (not supported).
+
+    """
+    if body is None:
+        return None
+    if isinstance(body.fields, dict):
+        for name, options in body.fields.items():
+            if options:
+                raise ApiError(
+                    400,
+                    "InvalidParameterError",
+                    f"per-field highlight options are not supported (field {name!r}: {sorted(options)}); "
+                    "give fragment_size, number_of_fragments, pre_tags, post_tags at the highlight level",
+                    "highlight.fields",
+                )
+    with about_field("highlight"):
+        return HighlightOptions(
+            fields=tuple(body.fields),
+            fragment_size=body.fragment_size,
+            number_of_fragments=body.number_of_fragments,
+            pre_tag=body.pre_tags[0],
+            post_tag=body.post_tags[0],
+            escape_html=body.encoder == "html",
+        )
+
+
 def hits_of(results: SearchResults, explain: bool) -> list[dict[str, Any]]:
-    """The hits of ``results`` as JSON rows; with ``explain`` their signals, a non-finite score as null."""
+    """The hits of ``results`` as JSON rows; with ``explain`` their signals, a non-finite score as null.
+
+    A hit with highlights also gets ``highlight``: each field's marked snippets (Elasticsearch's form).
+    """
     out = []
     for hit in results:
         row = hit.to_dict()
+        if "highlights" in row:
+            row["highlight"] = {
+                name: [snippet["marked"] for snippet in found["snippets"]]
+                for name, found in row["highlights"].items()
+            }
         if not explain:
             del row["signals"]
         else:
@@ -60,11 +105,16 @@ def search(body: SearchRequest, state: Served) -> dict[str, Any]:
     if body.offset + body.k > state.limits.max_k:
         error = state.too_large("offset + k", body.offset + body.k, state.limits.max_k, "max_k")
         raise ApiError(error.status, error.kind, error.message, "offset")
+    highlight = highlight_options(body.highlight)
     ranking = state.ranking(body)
     state.adopt_commits()
     (query,), (source,) = state.queries([(body, "")], ranking)
-    with about_field(None):
-        (results,) = state.run_search(ranking, [query], body.k, body.offset, body.after)
+    if highlight is not None:
+        with about_field("highlight"):
+            results = state.run_highlighted_search(ranking, query, body.k, highlight, body.offset, body.after)
+    else:
+        with about_field(None):
+            (results,) = state.run_search(ranking, [query], body.k, body.offset, body.after)
     return {
         **search_body(results, ranking, body.explain, source),
         "offset": results.offset,

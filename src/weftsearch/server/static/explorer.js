@@ -24,6 +24,7 @@
     pageBody: null,     // the first page's request: the other pages send it with after=
     cursors: [null],    // cursors[i]: the after= of page i (null for the first page)
     page: 0,            // the page shown, from 0
+    highlight: true,    // ask for snippets (off once the server says it cannot: a sharded index)
   };
 
   const $ = (id) => document.getElementById(id);
@@ -57,7 +58,9 @@
     if (!response.ok) {
       const err = data && data.error ? data.error : null;
       const where = err && err.field ? " (" + err.field + ")" : "";
-      throw new Error((err ? err.message : "HTTP " + response.status) + where);
+      const error = new Error((err ? err.message : "HTTP " + response.status) + where);
+      error.field = err ? err.field : null;
+      throw error;
     }
     return data;
   }
@@ -195,9 +198,18 @@
     state.pageBody = body;
     state.cursors = [null];
     state.page = 0;
+    if (state.highlight) body.highlight = { fields: ["text"], fragment_size: 160, number_of_fragments: 1 };
     status("searching…");
     try {
-      const result = await api("POST", "v1/search", body);
+      let result;
+      try {
+        result = await api("POST", "v1/search", body);
+      } catch (e) {
+        if (e.field !== "highlight") throw e;
+        state.highlight = false;  // this server cannot highlight: search without snippets
+        delete body.highlight;
+        result = await api("POST", "v1/search", body);
+      }
       if (!state.custom && state.baseSpec === null && result.ranking.spec) useSpec(result.ranking.spec);
       showPage(result);
       if (!$("compare").hidden) compare();
@@ -282,6 +294,7 @@
           el("span", { className: "title", textContent: title }),
           el("span", { className: "score", textContent: hit.score.toPrecision(4) })),
         el("div", { className: "key", textContent: hit.key }),
+        ...snippetNodes(hit),
         bars);
       item.dataset.key = hit.key;
       item.addEventListener("click", () => openDocument(hit.key));
@@ -289,6 +302,26 @@
       list.append(item);
     }
     if (!result.hits.length) list.append(el("li", { className: "note", textContent: "no hits" }));
+  }
+
+  // A hit's snippets as DOM: the unmarked text with each match in a <mark>, every piece set as
+  // text (never parsed as HTML). Offsets are the server's code point offsets, so the text is
+  // split into code points before slicing.
+  function snippetNodes(hit) {
+    const found = hit.highlights && hit.highlights.text;
+    if (!found) return [];
+    return found.snippets.map((snippet) => {
+      const chars = Array.from(snippet.text);
+      const node = el("p", { className: "snippet" });
+      let cursor = 0;
+      for (const [start, end] of snippet.spans) {
+        const from = start - snippet.start, to = end - snippet.start;
+        node.append(chars.slice(cursor, from).join(""), el("mark", { textContent: chars.slice(from, to).join("") }));
+        cursor = to;
+      }
+      node.append(chars.slice(cursor).join(""));
+      return node;
+    });
   }
 
   // A signal keeps its colour from the signals panel where it is listed there.
