@@ -16,6 +16,7 @@ the merge of several segments in :mod:`weftsearch.storage.segment_merge`.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import json
 import mmap
@@ -262,20 +263,27 @@ class SegmentReader:
             owner.madvise(advice)
 
     def warm(self) -> None:
-        """Check and map now what the first search of this segment reads: term and block tables, lengths.
+        """Check and map now what the first search of this segment reads.
 
-        The index calls this on a segment before it publishes a snapshot that
-        reads it, so no search of the new snapshot pays for the checksums of
-        those sections. O(V + B) (checksums in C, B blocks); no term is decoded (see
-        :meth:`term_position`). Best effort: a damaged table is left for the
+        The term, block and packed-postings tables, the lengths, the key table
+        and the stored-record block table (with its record offsets and CRCs):
+        the index calls this on a segment before it publishes a snapshot that
+        reads it, so no search of the new snapshot pays for the checksums and
+        shape checks of those sections, or for the page faults of reading them
+        (each is read whole, so its pages are mapped). O(n + V + B) (checksums
+        in C, B blocks); no term is decoded (see :meth:`term_position`), no
+        stored block decompressed. Best effort: a damaged table is left for the
         read that needs it to report, as it would be without warming.
         """
-        try:
-            self._term_tables()
-            self.doc_lengths()
-            self._block_tables()  # O(B) checksum and shape checks, B = postings / 128 or fewer
-        except CorruptIndexError:
-            pass
+        for step in (
+            self._term_tables,
+            self.doc_lengths,
+            self._packed_tables,  # O(B) checksum and shape checks, B = postings / 128 or fewer
+            self._key_table,
+            self._stored_table,
+        ):
+            with contextlib.suppress(CorruptIndexError):
+                step()
 
     # ------------------------------------------------------------------ per-document arrays
 
