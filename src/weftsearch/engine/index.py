@@ -1167,10 +1167,13 @@ class Index:
         committing thread, before any search can reach the snapshot; the
         answers are dropped. Lucene's and Solr's searcher warming does the
         same. Best effort: a search that fails here is left for its next run
-        to report.
+        to report. Runs under the write lock (writers wait, searches do not).
         """
         with self._recent_lock:
             searches = list(reversed(self._recent.values()))
+        # Between replays, rest while searches run (as the encoder does), so the searches still
+        # served by the previous snapshot keep the GIL.
+        pause = YieldToSearches(self._searches)
         deadline = time.monotonic() + WARM_SECONDS
         for query, k, fuser, scorers, depth in searches:
             if time.monotonic() > deadline:
@@ -1179,6 +1182,7 @@ class Index:
                 search_snapshot(snapshot, query, k, fuser, scorers, depth)
             except Exception:  # warming must never fail a commit; the search's next run reports it
                 continue
+            pause()
 
     def search(
         self,
@@ -1215,11 +1219,12 @@ class Index:
                     else type(snapshot).__name__
                 )
             )
-        self._remember(query, k, fuser, scorers, depth)
         with self._searches:  # commits and merges yield to running searches
-            return search_snapshot(
+            results = search_snapshot(
                 self.snapshot() if snapshot is None else snapshot, query, k, fuser, scorers, depth
             )
+        self._remember(query, k, fuser, scorers, depth)  # only searches that completed are replayed
+        return results
 
     def _made_here(self, snapshot: object) -> bool:
         """Whether ``snapshot`` is a :class:`Snapshot` this index made. O(1)."""
