@@ -141,6 +141,7 @@ def stored_sections(records: Sequence[bytes], pause: Pause = no_pause) -> dict[s
             if pending and (size + length > STORED_BLOCK_BYTES or len(pending) == STORED_BLOCK_RECORDS):
                 blocks.close(first, pending)
                 pending, first, size = [], position, 0
+                pause()  # a block's compression is the unit of work between two pauses
             pending.append(record)
             size += length
         pause()
