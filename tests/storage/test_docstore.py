@@ -135,7 +135,7 @@ def test_a_block_claiming_4_gb_is_refused_before_allocation(
     case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def edit(table: Any, sections: dict[str, Any]) -> None:
-        block = 1
+        block = next(b for b in range(table.shape[0] - 1) if int(table[b, 4]) == METHOD_ZSTD)
         first, end = int(table[block, 0]), int(table[block + 1, 0])
         if case == "stored raw":
             table[block, 4] = METHOD_RAW
