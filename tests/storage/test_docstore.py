@@ -34,7 +34,9 @@ from weftsearch.storage.docstore import (
     STORED_MAX_RATIO,
     BlockCache,
     decompress_block,
+    stored_sections,
 )
+from weftsearch.storage.sectionwriter import materialize
 from weftsearch.storage.segment import SegmentReader
 from weftsearch.storage.segment_writer import SegmentDocument, encode_segment, stored_record
 
@@ -276,3 +278,33 @@ def test_the_block_cache_is_bounded_and_thread_safe() -> None:
         thread.join()
     assert not errors
     assert reader._blocks_cache.size <= docstore.STORED_CACHE_BYTES
+
+
+def test_spilled_blocks_give_the_same_bytes_and_leave_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge's compressed blocks past the in-memory allowance wait in an unlinked file, same bytes."""
+    kept = {name: materialize(part).tobytes() for name, part in stored_sections(RECORDS).items()}
+    monkeypatch.setattr(docstore, "_SPILL_AFTER", 1000)
+    sections = stored_sections(RECORDS, spill=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # unlinked at creation
+    assert {name: materialize(part).tobytes() for name, part in sections.items()} == kept
+
+
+def test_a_merge_that_spills_its_blocks_reads_back_every_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from weftsearch import Index
+
+    monkeypatch.setattr(docstore, "_SPILL_AFTER", 1000)
+    path = tmp_path / "idx"
+    with Index.create(path) as index:
+        index.add_many([d.document for d in DOCUMENTS[:200]], progress=False)
+        index.commit()
+        index.add_many([d.document for d in DOCUMENTS[200:]], progress=False)
+        index.commit()
+        assert index.merge(force=True) == 2
+        assert index.scrub().ok
+        for entry in DOCUMENTS[::37]:
+            assert stored_record(index.get(entry.document.key)) == stored_record(entry.document)
+    assert sorted(p.name for p in path.iterdir() if p.name.startswith("seg-")) == ["seg-000003.wseg"]

@@ -15,10 +15,13 @@ Storage knows bytes here, never documents: a record is whatever
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 import zstandard
@@ -91,15 +94,62 @@ def _decompressor() -> Any:
     return found
 
 
-class _Blocks:
-    """The blocks being written: each closed block compressed, its table row and CRC32C kept."""
+#: Compressed bytes kept in memory while a segment is written; past them they wait in an
+#: unlinked file in the spill folder (a merge's, beside the index), read back when written.
+_SPILL_AFTER = 32 << 20
 
-    def __init__(self) -> None:
+#: Bytes read back from a spill file at a time.
+_SPILL_READ = 8 << 20
+
+
+class _Blocks:
+    """The blocks being written: each closed block compressed, its table row and CRC32C kept.
+
+    The compressed bytes stay in memory up to :data:`_SPILL_AFTER`, then (with
+    a ``spill`` folder) go on to an unlinked temporary file there, closed when
+    the sections are collected: a merge of millions of records never holds
+    their compressed text.
+    """
+
+    def __init__(self, spill: Path | None) -> None:
         self.compressed: list[bytes] = []
         self.table: list[int] = []
         self.crcs: list[int] = []
         self.size = 0
+        self._kept = 0
+        self._folder = spill
+        self._file: IO[bytes] | None = None
         self._compressor = _compressor()
+
+    def _keep(self, packed: bytes) -> None:
+        if self._file is None and self._folder is not None and self._kept + len(packed) > _SPILL_AFTER:
+            # Unlinked at once: nothing is left behind, even by a crash.
+            self._file = tempfile.TemporaryFile(dir=self._folder)  # noqa: SIM115
+            for kept in self.compressed:
+                self._file.write(kept)
+            self.compressed = []
+        if self._file is not None:
+            self._file.write(packed)
+        else:
+            self.compressed.append(packed)
+            self._kept += len(packed)
+
+    def chunks(self) -> Callable[[], Iterator[bytes]]:
+        """The compressed blocks back to back, a few megabytes at a time."""
+        blocks, spilled = self.compressed, self._file
+
+        def produce() -> Iterator[bytes]:
+            if spilled is None:
+                for start in range(0, len(blocks), 256):
+                    yield b"".join(blocks[start : start + 256])
+                return
+            spilled.flush()
+            fd, position = spilled.fileno(), 0
+            while chunk := os.pread(fd, _SPILL_READ, position):
+                yield chunk
+                position += len(chunk)
+
+        return produce
 
     def close(self, first: int, records: list[bytes]) -> None:
         raw = b"".join(records)
@@ -108,13 +158,15 @@ class _Blocks:
             method = METHOD_ZSTD
         else:  # incompressible, or too compressible to be told from a crafted claim
             packed, method = raw, METHOD_RAW
-        self.compressed.append(packed)
+        self._keep(packed)
         self.table.extend((first, self.size, len(packed), len(raw), method))
         self.crcs.append(checksum(packed))
         self.size += len(packed)
 
 
-def stored_sections(records: Sequence[bytes], pause: Pause = no_pause) -> dict[str, Section]:
+def stored_sections(
+    records: Sequence[bytes], pause: Pause = no_pause, *, spill: Path | None = None
+) -> dict[str, Section]:
     """The ``stored.*`` sections of ``records`` (local-id order). Deterministic.
 
     ``stored.offsets`` and ``stored.crc`` are those of the records back to back
@@ -124,12 +176,13 @@ def stored_sections(records: Sequence[bytes], pause: Pause = no_pause) -> dict[s
     closed before a record that would take it past :data:`STORED_BLOCK_BYTES`,
     or at :data:`STORED_BLOCK_RECORDS` records. Reads ``records`` a slice at a
     time (it may be lazy, as a merge's is) and keeps the compressed blocks,
-    not the raw records. O(raw bytes).
+    not the raw records (past 32 MiB of them, in an unlinked file in
+    ``spill`` when given). O(raw bytes).
     """
     n = len(records)
     offsets = np.zeros(n + 1, dtype=np.uint64)
     crcs = np.empty(n, dtype=np.uint32)
-    blocks = _Blocks()
+    blocks = _Blocks(spill)
     pending: list[bytes] = []
     first = size = 0
     for start in range(0, n, _READ_SLICE):
@@ -149,7 +202,7 @@ def stored_sections(records: Sequence[bytes], pause: Pause = no_pause) -> dict[s
         blocks.close(first, pending)
     np.cumsum(offsets, out=offsets)
     return {
-        "stored.blob": ByteChunks(blocks.size, _joined(blocks.compressed)),
+        "stored.blob": ByteChunks(blocks.size, blocks.chunks()),
         "stored.offsets": offsets,
         "stored.crc": crcs,
         "stored.blocks": np.array(blocks.table, dtype=np.uint64),
@@ -159,14 +212,6 @@ def stored_sections(records: Sequence[bytes], pause: Pause = no_pause) -> dict[s
 
 #: Records read from the (possibly lazy) sequence at a time.
 _READ_SLICE = 4096
-
-
-def _joined(blocks: list[bytes]) -> Callable[[], Iterator[bytes]]:
-    def produce() -> Iterator[bytes]:
-        for start in range(0, len(blocks), 256):
-            yield b"".join(blocks[start : start + 256])
-
-    return produce
 
 
 def decompress_block(packed: bytes | memoryview, raw_length: int, method: int) -> bytes | None:

@@ -170,6 +170,8 @@ class SegmentColumns:
     post_sections: Mapping[str, Section] | None = None
     #: The documents' field indexes (:mod:`weftsearch.storage.fields`); ``None``: derived from ``records``.
     field_index: FieldIndex | None = None
+    #: Where the compressed stored blocks may wait on disk (a merge's folder); ``None``: in memory.
+    spill: Path | None = None
 
 def encode_segment(
     documents: Sequence[SegmentDocument],
@@ -482,7 +484,7 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
         post = postings_sections(posting_ids, posting_tfs, term_offsets, lengths, pause)
     keys_blob, keys_offsets = _blob(columns.keys, pause)
     terms_blob, terms_offsets = _blob(columns.vocabulary, pause)
-    stored = stored_sections(columns.records, pause)
+    stored = stored_sections(columns.records, pause, spill=columns.spill)
     links_blob, links_target_offsets = _blob(columns.link_targets, pause)
     links_offsets = np.zeros(n + 1, dtype=np.uint64)
     np.cumsum(columns.link_counts, out=links_offsets[1:])
