@@ -42,6 +42,8 @@ GROUPS = {
     "stored.blob": "stored documents",
     "stored.offsets": "stored documents",
     "stored.crc": "stored documents",
+    "stored.blocks": "stored documents",
+    "stored.block_crc": "stored documents",
     "terms.blob": "terms",
     "terms.offsets": "terms",
 }

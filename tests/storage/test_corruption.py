@@ -413,23 +413,25 @@ def reseal_section(data: bytearray, name: str) -> None:
 def inner_checksum_cases(name: str, data: bytes, manifest: bytes) -> list[Case]:
     """Damage one stored record, or one term's postings, and re-seal the section checksum.
 
-    Only the per-record (``stored.crc``) and per-term (``post.crc``) checksums
+    Only the per-block (``stored.block_crc``) and per-term (``post.crc``) checksums
     can then notice: a damaged record must read as absent, a damaged posting
     list must fail the query that reads it, and scrub must name both.
     """
     spans = {section: (start, end) for start, end, section in regions(data)}
     blob_start = spans["stored.blob"][0]
-    offsets_start, offsets_end = spans["stored.offsets"]
-    bounds = np.frombuffer(data[offsets_start:offsets_end], dtype="<u8").tolist()
+    table_start, table_end = spans["stored.blocks"]
+    # Version 4: records sit in compressed blocks (five <u8 a block: first record, offset,
+    # length, raw length, method); a damaged block makes its records absent.
+    table = np.frombuffer(data[table_start:table_end], dtype="<u8").reshape(-1, 5).tolist()
     cases = []
-    for local, (first, last) in enumerate(itertools.pairwise(bounds)):
+    for block, (first, at, packed, _, _) in enumerate(table):
         damaged = bytearray(data)
-        damaged[blob_start + (first + last) // 2] ^= 0xFF
+        damaged[blob_start + at + packed // 2] ^= 0xFF
         reseal_section(damaged, "stored.blob")
-        label = f"stored record {local} damaged, section checksum re-sealed"
+        label = f"stored block {block} (from record {first}) damaged, section checksum re-sealed"
         # The manifest records the re-sealed table: else the identity check refuses the file at open.
         also = ((MANIFEST, recorded(manifest, name, bytes(damaged))),)
-        cases.append(Case(name, label, bytes(damaged), region=f"record:{local}", also=also))
+        cases.append(Case(name, label, bytes(damaged), region=f"block:{block}", also=also))
     data_start = spans["post.data"][0]
     offsets_start, offsets_end = spans["post.data_offsets"]
     bounds = np.frombuffer(data[offsets_start:offsets_end], dtype="<u8").tolist()

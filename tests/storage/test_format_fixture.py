@@ -1,9 +1,9 @@
-"""The checked-in format fixtures: the current version's (3) opens with the recorded answers
-and rebuilds byte for byte; the pre-release layouts' (1 and 2) are refused with
+"""The checked-in format fixtures: the current version's (4) opens with the recorded answers
+and rebuilds byte for byte; the older layouts' (1, 2 and 3) are refused with
 FormatVersionError saying to rebuild; newer version numbers in the manifest or a file header are refused,
 not misread.
 
-The current fixture is built by ``tests/fixtures/make_format_v3.py`` (from the documents and
+The current fixture is built by ``tests/fixtures/make_format_v4.py`` (from the documents and
 searches of ``make_format_v1.py``);
 never regenerate one to make these tests pass after a format change (see the scripts'
 docstrings): a new version gets a new fixture beside them.
@@ -83,7 +83,7 @@ def _fixture(version: int) -> Fixture:
     return Fixture(version, script, root, expected, load_script(script))
 
 
-FIXTURES = {version: _fixture(version) for version in (3,)}
+FIXTURES = {version: _fixture(version) for version in (4,)}
 VERSIONS = sorted(FIXTURES)
 #: (version, search label) for every recorded search of every fixture.
 SEARCH_CASES = [(v, label) for v in VERSIONS for label in FIXTURES[v].labels]
@@ -310,7 +310,7 @@ def assert_block_metadata(index: Path) -> None:
 
 
 def test_current_fixture_carries_block_metadata() -> None:
-    """Format version 3 holds the block metadata, widths included, and packed postings (docs/FORMAT.md)."""
+    """Format version 3 on holds the block metadata, widths included, and packed postings (FORMAT.md)."""
     current = [fixture for fixture in FIXTURES.values() if fixture.current]
     assert current
     for fixture in current:
@@ -320,13 +320,14 @@ def test_current_fixture_carries_block_metadata() -> None:
 # ---------------------------------------------------------------------------- pre-release layouts: refused
 
 
-#: The committed fixtures of layouts that lived hours before 0.1.0 (issue 27): kept, and refused.
-PRE_RELEASE = {version: ROOT / "tests" / "fixtures" / f"format_v{version}" / "index" for version in (1, 2)}
+#: The committed fixtures of older layouts: 1 and 2 lived hours before 0.1.0 (issue 27); 3 stored
+#: its records uncompressed (version 4 compresses them in blocks, issue 31). Kept, and refused.
+PRE_RELEASE = {version: ROOT / "tests" / "fixtures" / f"format_v{version}" / "index" for version in (1, 2, 3)}
 
 
 @pytest.mark.parametrize("version", sorted(PRE_RELEASE))
 def test_a_pre_release_fixture_is_refused_saying_to_rebuild(version: int, tmp_path: Path) -> None:
-    """Formats 1 and 2 are no longer read or upgraded: opening one names its version and says to rebuild."""
+    """Formats 1, 2 and 3 are no longer read or upgraded: opening one names its version and says rebuild."""
     path = tmp_path / "index"
     shutil.copytree(PRE_RELEASE[version], path)  # a writer's open creates write.lock
     for readonly in (True, False):

@@ -38,7 +38,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib.util
-import itertools
 import json
 import math
 import os
@@ -62,6 +61,8 @@ from weftsearch.documents import Document
 from weftsearch.errors import CorruptIndexError, FormatVersionError
 from weftsearch.storage.codec import MAGIC, SECTION_DTYPES, SectionFile, checksum, encode_sections
 from weftsearch.storage.directory import Manifest, SegmentEntry, encode_tombstones, read_tombstones
+from weftsearch.storage.docstore import BLOCK_COLUMNS, decompress_block, stored_sections
+from weftsearch.storage.sectionwriter import materialize
 from weftsearch.storage.segment import SegmentReader
 from weftsearch.storage.segment_merge import merge_columns
 from weftsearch.storage.segment_writer import SegmentDocument, encode_segment
@@ -145,6 +146,9 @@ def sections_of(data: bytes) -> dict[str, NDArray[Any]]:
 
 
 SEGMENT_SECTIONS = sections_of(VALID_SEGMENT)
+_VALID_READER = SegmentReader(FUZZ_PATH, VALID_SEGMENT)
+#: The valid segment's stored records (raw, as the writer made them).
+VALID_RECORDS = tuple(_VALID_READER.record(i) for i in range(_VALID_READER.n_docs))
 
 
 # ---------------------------------------------------------------------- re-sealing
@@ -163,16 +167,32 @@ def _view(buffer: bytearray, extent: tuple[int, int], dtype: str) -> NDArray[Any
 
 def _reseal_inner(buffer: bytearray, extents: Mapping[str, tuple[int, int]]) -> None:
     """Recompute the per-record (``stored.crc``) and per-term (``post.crc``) checksums in place."""
-    if all(n in extents for n in ("stored.blob", "stored.offsets", "stored.crc")):
+    stored = ("stored.blob", "stored.offsets", "stored.crc", "stored.blocks", "stored.block_crc")
+    if all(n in extents for n in stored):
         blob = _view(buffer, extents["stored.blob"], "|u1")
         offsets = _view(buffer, extents["stored.offsets"], "<u8")
         crcs = _view(buffer, extents["stored.crc"], "<u4")
-        if blob is not None and offsets is not None and crcs is not None:
+        table = _view(buffer, extents["stored.blocks"], "<u8")
+        block_crcs = _view(buffer, extents["stored.block_crc"], "<u4")
+        if all(v is not None for v in (blob, offsets, crcs, table, block_crcs)):
+            assert blob is not None and offsets is not None and crcs is not None
+            assert table is not None and block_crcs is not None
+            rows = table[: len(table) // BLOCK_COLUMNS * BLOCK_COLUMNS].reshape(-1, BLOCK_COLUMNS).tolist()
             bounds = offsets.tolist()
-            for i in range(min(len(crcs), len(bounds) - 1)):
-                start, end = bounds[i], bounds[i + 1]
-                if start <= end <= len(blob):
-                    crcs[i] = checksum(blob[start:end].tobytes())
+            for k, (first, at, packed, raw_length, method) in enumerate(rows[: len(block_crcs)]):
+                if at + packed > len(blob):
+                    continue
+                block_crcs[k] = checksum(blob[at : at + packed].tobytes())
+                end = rows[k + 1][0] if k + 1 < len(rows) else len(bounds) - 1
+                if raw_length > 1 << 24 or not first <= end < len(bounds):
+                    continue
+                raw = decompress_block(blob[at : at + packed].tobytes(), raw_length, method)
+                if raw is None:
+                    continue
+                for i in range(first, min(end, len(crcs))):
+                    start, stop = bounds[i] - bounds[first], bounds[i + 1] - bounds[first]
+                    if 0 <= start <= stop <= len(raw):
+                        crcs[i] = checksum(raw[start:stop])
     if all(n in extents for n in ("post.data_offsets", "post.data", "post.crc")):
         offsets = _view(buffer, extents["post.data_offsets"], "<u8")
         words = _view(buffer, extents["post.data"], "<u4")
@@ -226,7 +246,15 @@ def test_reseal_keeps_valid_files_valid() -> None:
         assert sealed != bytes(damaged)
         assert SectionFile(FUZZ_PATH, sealed).verify() == []
         reader = SegmentReader(FUZZ_PATH, sealed)
-        assert all(reader.record(i) for i in range(reader.n_docs))  # inner checksums re-derived
+        if name == "stored.blob":
+            # A flipped compressed byte rarely still decompresses; its block's CRC32C is re-derived.
+            sections = SectionFile(FUZZ_PATH, sealed)
+            table = sections.array("stored.blocks").reshape(-1, BLOCK_COLUMNS)
+            blob = sections.raw("stored.blob")
+            crcs = sections.array("stored.block_crc").tolist()
+            assert [checksum(blob[at : at + size]) for _, at, size, _, _ in table.tolist()] == crcs
+        else:
+            assert all(reader.record(i) for i in range(reader.n_docs))  # inner checksums re-derived
         assert [reader.postings(t)[0].size for t in PROBE_TERMS[:3]]
 
 
@@ -605,9 +633,7 @@ def section_edits(draw: st.DrawFn, base: Mapping[str, NDArray[Any]]) -> dict[str
 def record_edits(draw: st.DrawFn) -> dict[str, NDArray[Any]]:
     """The valid segment with one stored record replaced by arbitrary JSON (checksums re-derived)."""
     sections = {name: np.array(array) for name, array in SEGMENT_SECTIONS.items()}
-    blob = sections["stored.blob"].tobytes()
-    bounds = sections["stored.offsets"].tolist()
-    records = [blob[a:b] for a, b in itertools.pairwise(bounds)]
+    records = list(VALID_RECORDS)
     position = draw(st.integers(0, len(records) - 1))
     original: dict[str, object] = json.loads(records[position])
     if draw(st.booleans()):
@@ -616,11 +642,7 @@ def record_edits(draw: st.DrawFn) -> dict[str, NDArray[Any]]:
         records[position] = json_bytes(original)
     else:
         records[position] = json_bytes(draw(json_values))
-    offsets = np.zeros(len(records) + 1, dtype=np.uint64)
-    np.cumsum([len(r) for r in records], out=offsets[1:])
-    sections["stored.blob"] = np.frombuffer(b"".join(records), dtype=np.uint8).copy()
-    sections["stored.offsets"] = offsets
-    sections["stored.crc"] = np.array([checksum(r) for r in records], dtype=np.uint32)
+    sections.update({name: materialize(part) for name, part in stored_sections(records).items()})
     return sections
 
 
@@ -760,15 +782,9 @@ def _with_meta(**changes: object) -> dict[str, NDArray[Any]]:
 
 def _with_record(record: bytes, position: int = 0) -> dict[str, NDArray[Any]]:
     sections = {name: np.array(array) for name, array in SEGMENT_SECTIONS.items()}
-    bounds = sections["stored.offsets"].tolist()
-    blob = sections["stored.blob"].tobytes()
-    records = [blob[a:b] for a, b in itertools.pairwise(bounds)]
+    records = list(VALID_RECORDS)
     records[position] = record
-    offsets = np.zeros(len(records) + 1, dtype=np.uint64)
-    np.cumsum([len(r) for r in records], out=offsets[1:])
-    sections["stored.blob"] = np.frombuffer(b"".join(records), dtype=np.uint8).copy()
-    sections["stored.offsets"] = offsets
-    sections["stored.crc"] = np.array([checksum(r) for r in records], dtype=np.uint32)
+    sections.update({name: materialize(part) for name, part in stored_sections(records).items()})
     return sections
 
 

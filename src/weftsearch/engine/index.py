@@ -20,6 +20,7 @@ import collections
 import functools
 import os
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Iterable, Sequence
@@ -105,7 +106,17 @@ FORK_ENCODE_MIN_DOCUMENTS = 2000
 #: the whole batch; the committed segment's bytes are the same whatever this is
 #: (a merge writes the bytes of a fresh build).
 FLUSH_DOCUMENTS = 50_000
+#: Distinct recent searches a commit, merge or refresh replays on its new snapshot before
+#: publishing it (``Index._warm``): a handful of a workload's queries touch most of its hot
+#: terms, and each replay costs about one cold search (docs/BENCHMARKS.md, issue 31).
+WARM_SEARCHES = 16
+#: At most this many seconds of replay per publish: bounds what warming adds to a commit.
+WARM_SECONDS = 0.2
 
+
+
+#: A search as :meth:`Index.search` takes it: query, k, fuser, scorers, depth.
+_Search = tuple[Query | str, int, Fuser, tuple[Scorer, ...], int | None]
 
 _IN_MEMORY = Path("<memory>")
 
@@ -299,6 +310,10 @@ class Index:
         self._last_writer = 0  # thread id of the newest write
         self._write_lock = threading.RLock()
         self._searches = SearchesInFlight()
+        # The newest distinct searches (oldest first), replayed on a snapshot before a commit,
+        # merge or refresh publishes it (_warm), so its first searches find its caches built.
+        self._recent: dict[tuple[Any, ...], _Search] = {}
+        self._recent_lock = threading.Lock()
         self._fork_encode_min: int | None = FORK_ENCODE_MIN_DOCUMENTS if hasattr(os, "fork") else None
         self._flush_documents = FLUSH_DOCUMENTS
         self._commit_lock = threading.RLock()
@@ -516,6 +531,10 @@ class Index:
             reader = old.reader if old is not None else SegmentReader(path)
             # Identity, counts and width before anything is sized by the file's counts.
             check_segment(reader, entry, manifest)
+            if old is None and self._latest is not None:
+                # A refresh: searches are served meanwhile by the snapshot this one replaces,
+                # so the new reader's tables are checked here rather than by its first search.
+                reader.warm()
             segment = old or _Segment(reader, None, entry.name)
             if entry.deletes is None:
                 mask = np.zeros(entry.documents, dtype=bool)
@@ -551,7 +570,7 @@ class Index:
         if not self._readonly:
             with self._write_lock:
                 changed = self._latest is None or self._latest.generation != self._generation
-                self._publish()
+                self._publish(warm=True)
                 return changed
         assert self._directory is not None
         manifest = self._directory.read_manifest()
@@ -560,7 +579,7 @@ class Index:
         self._check_successor(manifest)
         with self._write_lock:
             self._load_current(manifest)
-            self._publish()
+            self._publish(warm=True)
         return True
 
     def _uncommitted(self) -> tuple[int, int]:
@@ -1109,20 +1128,71 @@ class Index:
             self._check_open()
             return self._publish()
 
-    def _publish(self) -> Snapshot:
-        """Seal buffered documents and make a snapshot of the state (under the write lock)."""
+    def _publish(self, *, warm: bool = False) -> Snapshot:
+        """Seal buffered documents and make a snapshot of the state (under the write lock).
+
+        ``warm`` (commits, merges, refreshes: the snapshot every thread then
+        switches to): before it is published, the newest searches are replayed
+        on it (:meth:`_warm`), so its first searches do not build its caches.
+        """
         if self._snapshot is None:
             self._seal()
-            self._snapshot = Snapshot(
+            snapshot = Snapshot(
                 generation=self._generation,
                 analyzer=self._analyzer,
                 vector_dim=self._vector_dim,
                 segments=[(s.reader, s.deleted) for s in self._segments],
                 query_terms=self._query_terms,
             )
-            self._made.add(self._snapshot)
-            self._latest = self._snapshot
+            if warm:
+                self._warm(snapshot)
+            self._snapshot = snapshot
+            self._made.add(snapshot)
+            self._latest = snapshot
         return self._snapshot
+
+    def _remember(
+        self, query: Query | str, k: int, fuser: Fuser, scorers: tuple[Scorer, ...], depth: int | None
+    ) -> None:
+        """Keep this search among the newest :data:`WARM_SEARCHES` distinct ones (for :meth:`_warm`)."""
+        try:
+            key = (query, k, depth, id(fuser), *map(id, scorers))
+            hash(key)
+        except TypeError:  # a query that cannot be a key is not replayed
+            return
+        with self._recent_lock:
+            recent = self._recent
+            recent.pop(key, None)
+            recent[key] = (query, k, fuser, scorers, depth)
+            if len(recent) > WARM_SEARCHES:
+                del recent[next(iter(recent))]
+
+    def _warm(self, snapshot: Snapshot) -> None:
+        """Replay the newest searches on ``snapshot``, newest first, for at most :data:`WARM_SECONDS`.
+
+        What a search builds lazily on a new snapshot (each new segment's
+        term lookups and decoded postings, the snapshot's per-term and
+        per-scorer caches: BM25's impacts and IDFs, the length norms, the
+        compiled path's per-segment tables) is then built here, in the
+        committing thread, before any search can reach the snapshot; the
+        answers are dropped. Lucene's and Solr's searcher warming does the
+        same. Best effort: a search that fails here is left for its next run
+        to report. Runs under the write lock (writers wait, searches do not).
+        """
+        with self._recent_lock:
+            searches = list(reversed(self._recent.values()))
+        # Between replays, rest while searches run (as the encoder does), so the searches still
+        # served by the previous snapshot keep the GIL.
+        pause = YieldToSearches(self._searches)
+        deadline = time.monotonic() + WARM_SECONDS
+        for query, k, fuser, scorers, depth in searches:
+            if time.monotonic() > deadline:
+                break
+            try:
+                search_snapshot(snapshot, query, k, fuser, scorers, depth)
+            except Exception:  # warming must never fail a commit; the search's next run reports it
+                continue
+            pause()
 
     def search(
         self,
@@ -1198,6 +1268,7 @@ class Index:
         results._offer_cursor(
             functools.partial(self._issue_cursor, searched, _as_query(query), fuser, scorers, depth), int(k)
         )
+        self._remember(query, k, fuser, scorers, depth)  # only searches that completed are replayed
         return results
 
     def _cursors(self) -> CursorSeal:
@@ -1468,7 +1539,7 @@ class Index:
                 live = {id(segment) for segment, *_ in installs}
                 self._segments = [s for s in self._segments if id(s) in live or s.live]
                 self._next_segment = next_segment
-                self._publish()
+                self._publish(warm=True)
             directory.sweep(manifest)
         self._after_commit()
         return generation
@@ -1684,7 +1755,7 @@ class Index:
         with self._write_lock:
             self._install_merged(sources, merged)
             self._generation += 1
-            self._publish()
+            self._publish(warm=True)
         return len(sources)
 
     def _merge_committed(self, directory: IndexDirectory, force: bool) -> int:
@@ -1722,7 +1793,7 @@ class Index:
             self._loaded = self._committed = manifest
             if any(self._uncommitted()):
                 self._generation = max(self._generation, generation + 1)
-            self._publish()
+            self._publish(warm=True)
             # Files written but not committed yet (a forked encoder's segment
             # whose commit failed) are the caller's: the sweep keeps them.
             unpublished = tuple(

@@ -15,6 +15,8 @@ the merge of several segments in :mod:`weftsearch.storage.segment_merge`.
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import itertools
 import json
 import mmap
@@ -29,6 +31,14 @@ from numpy.typing import NDArray
 from weftsearch.documents import Document, stored_document
 from weftsearch.errors import CorruptIndexError, FieldTypeError, WeftError
 from weftsearch.storage.codec import FileStamp, SectionFile, checksum
+from weftsearch.storage.docstore import (
+    BLOCK_COLUMNS,
+    METHOD_RAW,
+    METHOD_ZSTD,
+    STORED_MAX_RATIO,
+    BlockCache,
+    decompress_block,
+)
 from weftsearch.storage.fields import FieldIndex, field_kind, first_type_only
 from weftsearch.storage.postings import (
     BLOCK_ROWS,
@@ -96,6 +106,8 @@ class SegmentReader:
         self._decoded: dict[int, tuple[NDArray[np.uint32], NDArray[np.uint32]]] = {}
         self._decoded_postings = 0
         self._term_cache: dict[str, int] = {}
+        # Decompressed stored blocks, least recently used out, at most STORED_CACHE_BYTES.
+        self._blocks_cache = BlockCache()
         meta = self._meta()
         self._meta_cache = meta
         self.n_docs: int = meta["documents"]
@@ -165,6 +177,10 @@ class SegmentReader:
                     f"({n} documents, {terms} terms, {postings} postings, {links} links, "
                     f"{meta['vectors']} vectors of width {dim}) need {count}"
                 )
+        table_count = self._file.count("stored.blocks") if "stored.blocks" in self._file else -1
+        stored_blocks, rest = divmod(table_count, BLOCK_COLUMNS)
+        if rest or not 0 <= stored_blocks <= n or self._file.count("stored.block_crc") != stored_blocks:
+            raise self._corrupt(f"the stored block table does not fit {n} documents")
         if meta["blocks"] > postings:  # every block holds at least one posting
             raise self._corrupt(f"meta claims {meta['blocks']} blocks of {postings} postings")
         if postings > POSTINGS_BLOCK * meta["blocks"]:
@@ -245,20 +261,27 @@ class SegmentReader:
             owner.madvise(advice)
 
     def warm(self) -> None:
-        """Check and map now what the first search of this segment reads: term and block tables, lengths.
+        """Check and map now what the first search of this segment reads.
 
-        The index calls this on a segment before it publishes a snapshot that
-        reads it, so no search of the new snapshot pays for the checksums of
-        those sections. O(V + B) (checksums in C, B blocks); no term is decoded (see
-        :meth:`term_position`). Best effort: a damaged table is left for the
+        The term, block and packed-postings tables, the lengths, the key table
+        and the stored-record block table (with its record offsets and CRCs):
+        the index calls this on a segment before it publishes a snapshot that
+        reads it, so no search of the new snapshot pays for the checksums and
+        shape checks of those sections, or for the page faults of reading them
+        (each is read whole, so its pages are mapped). O(n + V + B) (checksums
+        in C, B blocks); no term is decoded (see :meth:`term_position`), no
+        stored block decompressed. Best effort: a damaged table is left for the
         read that needs it to report, as it would be without warming.
         """
-        try:
-            self._term_tables()
-            self.doc_lengths()
-            self._block_tables()  # O(B) checksum and shape checks, B = postings / 128 or fewer
-        except CorruptIndexError:
-            pass
+        for step in (
+            self._term_tables,
+            self.doc_lengths,
+            self._packed_tables,  # O(B) checksum and shape checks, B = postings / 128 or fewer
+            self._key_table,
+            self._stored_table,
+        ):
+            with contextlib.suppress(CorruptIndexError):
+                step()
 
     # ------------------------------------------------------------------ per-document arrays
 
@@ -369,25 +392,118 @@ class SegmentReader:
         """POSIX seconds of each document; NaN where none."""
         return self._array("doc.times", "<f8", self.n_docs)
 
-    def _stored_blob(self) -> NDArray[np.uint8]:
-        """The stored records' bytes, *not* verified as a whole section.
+    def _stored_table(self) -> tuple[NDArray[np.uint64], list[int], NDArray[np.uint64], NDArray[np.uint32]]:
+        """The block table (K x 5), its first record ids, the raw record offsets and the record CRCs.
 
-        Each record carries its own CRC32C (``stored.crc``) and is checked when
-        read, so one damaged record makes that one document absent instead of
-        failing every document of the segment. ``verify`` checks the section.
+        Checked once per reader, O(n + K), before any block is read: the table
+        covers records ``0 .. n-1`` in order and the compressed blob end to end
+        with no gap; each block's raw length is what ``stored.offsets`` gives
+        its records and, for a zstd block, at most :data:`STORED_MAX_RATIO`
+        times its compressed length (so no block can make a reader allocate
+        more than that multiple of bytes the file holds); a stored block's raw
+        length is its length. The sections' own checksums are checked as they
+        are read.
+
+        Raises:
+            CorruptIndexError: a section fails its checksum or the table breaks a rule.
+
         """
-        return np.frombuffer(self._file.raw("stored.blob"), dtype=np.uint8)
+
+        def build() -> tuple[NDArray[np.uint64], list[int], NDArray[np.uint64], NDArray[np.uint32]]:
+            n = self.n_docs
+            offsets = self._array("stored.offsets", "<u8", n + 1)
+            crcs = self._array("stored.crc", "<u4", n)
+            flat = self._file.array("stored.blocks")
+            if flat.dtype.str != "<u8" or flat.shape[0] % BLOCK_COLUMNS:
+                raise self._corrupt(f"section 'stored.blocks' has {flat.shape[0]} x {flat.dtype}")
+            table = flat.reshape(-1, BLOCK_COLUMNS)
+            count = table.shape[0]
+            block_crcs = self._array("stored.block_crc", "<u4", count)
+            del block_crcs  # checksum-verified here; read per block
+            blob_length = self._file.size("stored.blob")
+            if not 0 <= int(offsets[-1]) <= STORED_MAX_RATIO * blob_length or (count == 0) != (n == 0):
+                raise self._corrupt(f"stored records claim {int(offsets[-1])} bytes in {blob_length}")
+            _check_offsets(offsets, n, int(offsets[-1]), "stored record", self.path)
+            if count > n:
+                raise self._corrupt(f"{count} stored blocks for {n} records")
+            if count:
+                first, at, packed, raw, method = (table[:, c].astype(np.int64) for c in range(5))
+                ends = np.append(first[1:], n)
+                if (
+                    int(table[:, 0].max()) >= n
+                    or int(first[0]) != 0
+                    or bool(np.any(ends <= first))
+                    or int(table[:, 1].max()) > blob_length
+                    or int(table[:, 2].max()) > blob_length
+                    or int(table[:, 3].max()) > STORED_MAX_RATIO * blob_length
+                    or int(at[0]) != 0
+                    or not np.array_equal(at[1:], (at + packed)[:-1])
+                    or int(at[-1] + packed[-1]) != blob_length
+                ):
+                    raise self._corrupt("stored block table does not cover the records and blob in order")
+                if bool(np.any((method != METHOD_RAW) & (method != METHOD_ZSTD))):
+                    raise self._corrupt("a stored block has an unknown method")
+                if bool(np.any((method == METHOD_RAW) & (raw != packed))) or bool(
+                    np.any((method == METHOD_ZSTD) & ((packed == 0) | (raw > STORED_MAX_RATIO * packed)))
+                ):
+                    # Checked before anything is decompressed: a length no file backs never sizes a buffer.
+                    worst = int(np.argmax(raw - STORED_MAX_RATIO * packed))
+                    raise self._corrupt(
+                        f"stored block {worst} claims {int(raw[worst])} raw bytes "
+                        f"from {int(packed[worst])} compressed"
+                    )
+                record_at = offsets.astype(np.int64)
+                if not np.array_equal(raw, record_at[ends] - record_at[first]):
+                    raise self._corrupt("stored block raw lengths disagree with the record offsets")
+            return table, table[:, 0].tolist(), offsets, crcs  # type: ignore[return-value]
+
+        result: tuple[NDArray[np.uint64], list[int], NDArray[np.uint64], NDArray[np.uint32]] = self._memo(
+            "stored.table", build
+        )
+        return result
+
+    def _stored_block(self, block: int) -> bytes | None:
+        """Block ``block``'s raw bytes (cached); ``None`` if they fail their CRC32C or do not decompress."""
+        found = self._blocks_cache.get(block)
+        if found is not None:
+            return found
+        table = self._stored_table()[0]
+        _, at, packed_length, raw_length, method = (int(v) for v in table[block])
+        packed = self._file.raw("stored.blob")[at : at + packed_length]
+        if checksum(packed) != int(self._file.array("stored.block_crc")[block]):
+            return None
+        raw = decompress_block(packed, raw_length, method)
+        if raw is not None:
+            self._blocks_cache.put(block, raw)
+        return raw
 
     def _checked_record(self, local: int) -> bytes | None:
-        """Document ``local``'s stored record if its extent and CRC32C are sound, else ``None``."""
-        blob = self._stored_blob()
-        offsets = self._array("stored.offsets", "<u8", self.n_docs + 1)
-        crcs = self._array("stored.crc", "<u4", self.n_docs)
-        start, end = int(offsets[local]), int(offsets[local + 1])
-        if not 0 <= start <= end <= blob.shape[0]:
+        """Document ``local``'s stored record if its block and its CRC32C are sound, else ``None``.
+
+        Raises:
+            CorruptIndexError: the stored sections' tables are damaged (every record is then unknown).
+
+        """
+        _, firsts, offsets, crcs = self._stored_table()
+        block = bisect.bisect_right(firsts, local) - 1
+        raw = self._stored_block(block)
+        if raw is None:
             return None
-        raw = blob[start:end].tobytes()
-        return raw if checksum(raw) == int(crcs[local]) else None
+        base = int(offsets[firsts[block]])
+        record = raw[int(offsets[local]) - base : int(offsets[local + 1]) - base]
+        return record if checksum(record) == int(crcs[local]) else None
+
+    def stored_block_problems(self) -> list[str]:
+        """Every stored block that fails its CRC32C or does not decompress (scrub). O(stored bytes)."""
+        problems = []
+        table, firsts, _, _ = self._stored_table()
+        for block in range(table.shape[0]):
+            found = self._blocks_cache.get(block)
+            if found is None and self._stored_block(block) is None:
+                last = firsts[block + 1] - 1 if block + 1 < len(firsts) else self.n_docs - 1
+                where = f"documents {firsts[block]}..{last}"
+                problems.append(f"{self.path}: stored block {block} ({where}) is damaged")
+        return problems
 
     def document(self, local: int) -> Document | None:
         """The stored document ``local``, or ``None`` if its record is damaged."""
@@ -1013,6 +1129,7 @@ class SegmentReader:
                     self.postings(term)  # checksum and ranges, as a query reads them
                 except CorruptIndexError as exc:
                     problems.append(str(exc))
+            problems.extend(self.stored_block_problems())
             records: list[Mapping[str, Any]] | None = []
             for local in range(self.n_docs):
                 document = self.document(local)

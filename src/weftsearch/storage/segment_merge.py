@@ -199,6 +199,7 @@ def merge_columns(
         doc_of_posting=np.zeros(0, np.int64),
         tf_of_posting=np.zeros(0, np.uint32),
         post_sections=builder.sections(),
+        spill=spill,
         # The sources' field indexes renumbered (no stored record decoded); a source whose
         # field index is damaged fails here, as its postings or records would.
         field_index=FieldIndex.merge(

@@ -24,7 +24,8 @@ from numpy.typing import NDArray
 
 from weftsearch.documents import Document
 from weftsearch.errors import CorruptIndexError
-from weftsearch.storage.codec import FileStamp, checksum, encode_sections
+from weftsearch.storage.codec import FileStamp, encode_sections
+from weftsearch.storage.docstore import stored_sections
 from weftsearch.storage.fields import FieldIndex, field_kind, first_type_only
 from weftsearch.storage.ivf import IVF_MIN_VECTORS, TRAIN_ITERATIONS, TRAIN_SEED, train_partitions
 from weftsearch.storage.pausing import (
@@ -169,6 +170,8 @@ class SegmentColumns:
     post_sections: Mapping[str, Section] | None = None
     #: The documents' field indexes (:mod:`weftsearch.storage.fields`); ``None``: derived from ``records``.
     field_index: FieldIndex | None = None
+    #: Where the compressed stored blocks may wait on disk (a merge's folder); ``None``: in memory.
+    spill: Path | None = None
 
 def encode_segment(
     documents: Sequence[SegmentDocument],
@@ -450,20 +453,6 @@ class PostingsBuilder:
         return produce
 
 
-class _RecordChunks:
-    """The stored blob as chunks of joined records (a slice of records at a time)."""
-
-    __slots__ = ("_records",)
-
-    def __init__(self, records: Sequence[bytes]) -> None:
-        self._records = records
-
-    def __call__(self) -> Iterator[bytes]:
-        records = self._records
-        for start, end in slices(len(records), 16 * SLICE):
-            yield b"".join(records[start:end])
-
-
 def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dict[str, Section]:
     """The sections of the segment of ``columns`` (arrays, and the stored blob in chunks).
 
@@ -495,16 +484,7 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
         post = postings_sections(posting_ids, posting_tfs, term_offsets, lengths, pause)
     keys_blob, keys_offsets = _blob(columns.keys, pause)
     terms_blob, terms_offsets = _blob(columns.vocabulary, pause)
-    records = columns.records
-    stored_offsets = np.zeros(n + 1, dtype=np.uint64)
-    stored_crcs = np.empty(n, dtype=np.uint32)
-    for start, end in slices(n, 16 * SLICE):
-        part = records[start:end]
-        stored_offsets[start + 1 : end + 1] = np.fromiter(map(len, part), dtype=np.uint64, count=end - start)
-        stored_crcs[start:end] = np.fromiter(map(checksum, part), dtype=np.uint32, count=end - start)
-        pause()
-    np.cumsum(stored_offsets, out=stored_offsets)
-    stored_blob = ByteChunks(int(stored_offsets[-1]), _RecordChunks(records))
+    stored = stored_sections(columns.records, pause, spill=columns.spill)
     links_blob, links_target_offsets = _blob(columns.link_targets, pause)
     links_offsets = np.zeros(n + 1, dtype=np.uint64)
     np.cumsum(columns.link_counts, out=links_offsets[1:])
@@ -554,9 +534,7 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
         "terms.blob": terms_blob,
         "terms.offsets": terms_offsets,
         **post,
-        "stored.blob": stored_blob,
-        "stored.offsets": stored_offsets,
-        "stored.crc": stored_crcs,
+        **stored,
         "links.doc": links_offsets,
         "links.blob": links_blob,
         "links.offsets": links_target_offsets,

@@ -1,0 +1,133 @@
+"""A snapshot is warmed before a commit, merge or refresh publishes it (issue 31, item 5).
+
+No timing here (bench/first_search.py measures the latency): the published snapshot's
+segment readers have their tables built, and the newest searches were replayed on it, so
+its first search finds each new segment's term lookups and the snapshot's caches built.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from weftsearch import RRF, BM25Scorer, Document, Index, Query
+from weftsearch.engine import index as index_module
+from weftsearch.engine.snapshot import Snapshot
+from weftsearch.errors import CorruptIndexError
+
+TABLES = ("terms", "blocks", "packed", "keys.table", "stored.table")
+
+
+def _documents(prefix: str, count: int) -> list[Document]:
+    words = ["graph", "retrieval", "vector", "search", "index", "merge", "commit"]
+    return [
+        Document(f"{prefix}{i:03d}", " ".join(words[(i + j) % len(words)] for j in range(1 + i % 5)))
+        for i in range(count)
+    ]
+
+
+def _readers(snapshot: Snapshot) -> list[object]:
+    return [part.reader for part in snapshot._parts]
+
+
+def _built(reader: object) -> set[str]:
+    return {name for name in TABLES if name in reader._cache}  # type: ignore[attr-defined]
+
+
+def test_a_commit_publishes_readers_with_their_tables_built(tmp_path: Path) -> None:
+    with Index.create(tmp_path / "idx") as index:
+        index.add_many(_documents("a", 40), progress=False)
+        index.commit()
+        for reader in _readers(index.snapshot()):
+            assert _built(reader) == set(TABLES)
+        index.add_many(_documents("b", 40), progress=False)
+        index.commit()
+        index.merge(force=True)
+        readers = _readers(index.snapshot())
+        assert len(readers) == 1
+        assert _built(readers[0]) == set(TABLES)
+    reopened = Index.open(tmp_path / "idx", readonly=True)
+    assert reopened.search("graph", 3, RRF(), BM25Scorer())  # a live reader, serving searches
+    old = {id(reader) for reader in _readers(reopened.snapshot())}
+    writer = Index.open(tmp_path / "idx")
+    with writer:
+        writer.add(Document("c000", "graph commit"))
+        writer.commit()
+    assert reopened.refresh()
+    new = [reader for reader in _readers(reopened.snapshot()) if id(reader) not in old]
+    assert new
+    for reader in new:
+        assert _built(reader) == set(TABLES)
+
+
+@pytest.mark.parametrize("publish", ["commit", "merge", "refresh"])
+def test_the_newest_searches_are_replayed_before_publishing(tmp_path: Path, publish: str) -> None:
+    scorer, fuser = BM25Scorer(), RRF()
+    with Index.create(tmp_path / "idx") as index:
+        index.add_many(_documents("a", 40), progress=False)
+        index.commit()
+        before = index.search("graph retrieval", 5, fuser, scorer)
+        index.add_many(_documents("b", 40), progress=False)
+        if publish == "commit":
+            index.commit()
+        elif publish == "merge":
+            index.commit()
+            index.search("graph retrieval", 5, fuser, scorer)
+            index.merge(force=True)
+        else:
+            index.refresh()
+        snapshot = index.snapshot()
+        # Nothing searched this snapshot yet, but each new segment has looked the terms up
+        # and the scorer's per-snapshot caches are built.
+        for reader in _readers(snapshot):
+            assert {"graph", "retriev"} <= set(reader._term_cache), reader  # type: ignore[attr-defined]
+        assert any(str(key[0]).startswith("bm25") for key in snapshot._memo if isinstance(key, tuple))
+        after = index.search("graph retrieval", 5, fuser, scorer)
+        assert after and before
+
+
+def test_warming_remembers_a_bounded_number_of_searches(tmp_path: Path) -> None:
+    scorer, fuser = BM25Scorer(), RRF()
+    with Index.create(tmp_path / "idx") as index:
+        index.add_many(_documents("a", 20), progress=False)
+        index.commit()
+        for i in range(3 * index_module.WARM_SEARCHES):
+            index.search(Query(f"graph term{i}"), 3, fuser, scorer)
+            index.search(Query(f"graph term{i}"), 3, fuser, scorer)  # the same search once
+        recent = index._recent
+        assert len(recent) == index_module.WARM_SEARCHES
+        newest = [entry[0] for entry in recent.values()]
+        assert newest[-1] == Query(f"graph term{3 * index_module.WARM_SEARCHES - 1}")
+
+
+class _FailsOnNewSnapshots:
+    """A scorer that works on the first snapshot it sees and raises on any other."""
+
+    name = "fails"
+
+    def __init__(self) -> None:
+        self.first: Snapshot | None = None
+        self.calls = 0
+
+    def score(self, snapshot: Snapshot, query: Query, depth: int) -> object:
+        self.calls += 1
+        if self.first is None:
+            self.first = snapshot
+        if snapshot is not self.first:
+            raise CorruptIndexError("only the first snapshot is readable")
+        return BM25Scorer().score(snapshot, query, depth)
+
+
+def test_a_search_that_fails_while_warming_does_not_fail_the_commit(tmp_path: Path) -> None:
+    scorer = _FailsOnNewSnapshots()
+    with Index.create(tmp_path / "idx") as index:
+        index.add_many(_documents("a", 20), progress=False)
+        index.commit()
+        index.search("graph", 3, RRF(), scorer)  # type: ignore[arg-type]
+        index.add_many(_documents("b", 20), progress=False)
+        index.commit()  # replays the search, which raises: the commit still succeeds
+        assert scorer.calls == 2
+        assert "b000" in index
+        with pytest.raises(CorruptIndexError):
+            index.search("graph", 3, RRF(), scorer)  # type: ignore[arg-type]
