@@ -71,7 +71,7 @@ from weftsearch.storage.directory import (
     read_tombstones,
     segment_number,
 )
-from weftsearch.storage.fields import field_kind
+from weftsearch.storage.fields import LIST_KINDS, field_kind
 from weftsearch.storage.integrity import ScrubReport, check_segment, scrub_directory
 from weftsearch.storage.segment import VECTOR_DTYPES, SegmentReader
 from weftsearch.storage.segment_merge import merge_columns
@@ -1662,6 +1662,16 @@ _EXACT_INTEGER = 2**53
 def _check_field_types(document: Document, kinds: dict[str, str]) -> None:
     """Refuse a field value whose type differs from the field's; record new fields in ``kinds``."""
     for name, value in document.fields.items():
+        if isinstance(value, (list, tuple)) and not value:
+            # No value, so no type to fix; but a scalar field stays scalar for the whole index.
+            fixed_kind = kinds.get(name)
+            if fixed_kind is not None and fixed_kind not in LIST_KINDS:
+                raise FieldTypeError(
+                    f"document {document.key!r}: field {name!r} holds {fixed_kind} values in this "
+                    "index; an empty list is a list (a field is a list field or a scalar one for the "
+                    "whole index)"
+                )
+            continue
         kind = field_kind(value)
         if kind is None:  # Document validation refuses these first; kept as a second guard
             raise FieldTypeError(f"document {document.key!r}: field {name!r} holds a {type(value).__name__}")

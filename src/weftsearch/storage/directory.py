@@ -74,7 +74,7 @@ LOCK = "write.lock"
 INDEX_FORMAT = "weft-search-index"
 #: Version of the manifest and directory layout. Version 2 added the index id,
 #: each file's size and checksum, and the stamp in every file's header.
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 #: An index id: 128 random bits as 32 lowercase hex digits.
 _INDEX_ID = re.compile(r"[0-9a-f]{32}")
 _SEGMENT_NAME = re.compile(r"^seg-\d{6}\.wseg$")
