@@ -35,13 +35,15 @@ from weftsearch.analysis import Analyzer, get_analyzer
 from weftsearch.documents import Document
 from weftsearch.engine import children
 from weftsearch.engine.children import COMMIT_PRIORITIES, ChildFile
+from weftsearch.engine.facets import Facets, check_facet_fields, check_facet_k
+from weftsearch.engine.filters import Filter
 from weftsearch.engine.inflight import SearchesInFlight
 from weftsearch.engine.ingest import analyse_documents, resolve_workers
 from weftsearch.engine.merge_policy import MergePolicy
 from weftsearch.engine.pacing import YieldToSearches, release_gradually
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
-from weftsearch.engine.search import SearchResults, search_snapshot, search_snapshot_many
+from weftsearch.engine.search import SearchResults, query_facets, search_snapshot, search_snapshot_many
 from weftsearch.engine.snapshot import QueryTerms, Snapshot
 from weftsearch.engine.stats import IndexStats, SegmentStats, file_bytes, manifest_bytes
 from weftsearch.errors import (
@@ -101,10 +103,7 @@ FORK_ENCODE_MIN_DOCUMENTS = 2000
 FLUSH_DOCUMENTS = 50_000
 
 
-
 _IN_MEMORY = Path("<memory>")
-
-
 
 
 class _Segment:
@@ -1123,8 +1122,14 @@ class Index:
         *scorers: Scorer,
         depth: int | None = None,
         snapshot: Snapshot | None = None,
+        facets: Sequence[str] | None = None,
+        facet_k: int = 10,
     ) -> SearchResults:
         """Search the current snapshot; see :func:`~weftsearch.engine.search.search_snapshot`.
+
+        ``facets``: field names whose value counts over every live document the
+        query's filter matches are put in ``results.facets`` (``facet_k`` values
+        per field; see :meth:`facets`).
 
         With one scorer, its stream passes through with its own scores (the
         fuser is not called; ``results.fuser`` is ``"passthrough"``).
@@ -1151,9 +1156,54 @@ class Index:
                 )
             )
         with self._searches:  # commits and merges yield to running searches
-            return search_snapshot(
-                self.snapshot() if snapshot is None else snapshot, query, k, fuser, scorers, depth
-            )
+            searched = self.snapshot() if snapshot is None else snapshot
+            if facets is not None:  # checked before any scorer runs
+                check_facet_fields(facets, searched.field_kinds())
+                check_facet_k(facet_k)
+            results = search_snapshot(searched, query, k, fuser, scorers, depth)
+            if facets is not None:
+                results.facets = query_facets(searched, _as_query_or_text(query), facets, facet_k)
+            return results
+
+    def facets(
+        self,
+        query: Query | Filter | str | None,
+        fields: Sequence[str],
+        k: int = 10,
+        *,
+        top: int | None = None,
+        fuser: Fuser | None = None,
+        scorers: Sequence[Scorer] = (),
+        snapshot: Snapshot | None = None,
+    ) -> Facets:
+        """How many documents hold each value of ``fields``, over what ``query`` matches.
+
+        ``query``: a :class:`Query` (its filter), a filter (a ``Filter`` or its
+        string form: a ``str`` here is a filter, not query text) or ``None``
+        (every live document). ``top=N`` counts over the top ``N`` hits of the
+        Query's ranking by ``scorers`` fused by ``fuser`` instead. Returns field
+        -> ``[(value, count), ...]``: at most ``k`` (1 to 10,000) values, count
+        descending then value ascending; counts are exact, over live documents
+        only, each document once per distinct value it holds. Keyword, boolean,
+        number (integral values as ``int``) and list fields facet.
+
+        Example::
+
+            index.facets("year >= 2000", ["tags", "year"], k=5)
+            # {"tags": [("ml", 41), ("ir", 17), ...], "year": [(2021, 12), ...]}
+
+        Raises:
+            UnknownFieldError: a field no document has (text and vectors are no fields).
+            InvalidParameterError: bad ``k``, ``top`` or field list.
+            InvalidFilterError: the filter is malformed or does not fit the fields.
+
+        """
+        self._check_open()
+        if snapshot is not None and not self._made_here(snapshot):
+            raise InvalidParameterError("snapshot must be one taken from this index with index.snapshot()")
+        with self._searches:
+            searched = self.snapshot() if snapshot is None else snapshot
+            return query_facets(searched, query, fields, k, top=top, fuser=fuser, scorers=scorers)
 
     def _made_here(self, snapshot: object) -> bool:
         """Whether ``snapshot`` is a :class:`Snapshot` this index made. O(1)."""
@@ -1533,9 +1583,7 @@ class Index:
         stamp = FileStamp(self._index_id, segment_number(name))
         return ChildFile(directory, name, stamp, self._commit_priority, lock_fd)
 
-    def _merge_forked(
-        self, sources: Sequence[tuple[_Segment, NDArray[np.bool_]]], target: ChildFile
-    ) -> bool:
+    def _merge_forked(self, sources: Sequence[tuple[_Segment, NDArray[np.bool_]]], target: ChildFile) -> bool:
         """Write the merged segment ``target.name`` from a forked child; ``False``: merge in this thread.
 
         Like a large commit's encoding (:meth:`_encode_pending_in_child`): a
@@ -1653,6 +1701,11 @@ class Index:
             return scrub_directory(self._directory.path)
         except IndexStorageError as exc:
             return ScrubReport(0, 0, (str(exc),))
+
+
+def _as_query_or_text(query: Query | str) -> Query:
+    """A search's query as a :class:`Query` (a ``str`` there is query text, not a filter)."""
+    return Query(text=query) if isinstance(query, str) else query
 
 
 #: Integers beyond this magnitude would compare inexactly once stored as float64.

@@ -512,6 +512,39 @@ class FieldIndex:
             stop = int(np.searchsorted(numbers.values, high, side="right" if high_inclusive else "left"))
         return numbers.ids[start:stop] if start < stop else np.zeros(0, dtype=np.uint32)
 
+    def value_counts(
+        self, name: str, mask: NDArray[np.bool_]
+    ) -> tuple[list[str] | NDArray[np.float64], NDArray[np.int64]]:
+        """The distinct values of field ``name`` the documents ``mask`` selects hold, and how many hold each.
+
+        ``mask``: one bool per local id. Only values held by at least one
+        selected document are returned, in the field's value order (keyword
+        values as str, numbers and booleans as float64); a list field's
+        document counts once per distinct value of its list. Vectorised: one
+        gather of the mask over the field's id runs and a cumulative sum (or a
+        run-length count over the sorted number values); no step per document.
+        Memory: about 9 bytes per (document, value) entry of the field in this
+        segment, plus the returned arrays.
+        """
+        keyword = self._keyword.get(name)
+        if keyword is not None:
+            selected = mask[keyword.ids]
+            running = np.zeros(selected.shape[0] + 1, dtype=np.int64)
+            np.cumsum(selected, out=running[1:])
+            offsets = keyword.id_offsets.astype(np.intp)
+            counts = running[offsets[1:]] - running[offsets[:-1]]
+            held = np.flatnonzero(counts)
+            return [keyword.values[i] for i in held.tolist()], counts[held]
+        numbers = self._numbers.get(name)
+        if numbers is None:
+            return [], np.zeros(0, dtype=np.int64)
+        values = numbers.values[mask[numbers.ids]]  # still ascending
+        if not values.shape[0]:
+            return np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int64)
+        starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+        counts = np.diff(np.concatenate((starts, [values.shape[0]]))).astype(np.int64)
+        return values[starts], counts
+
 
 def _blob(strings: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.uint64]]:
     encoded = [s.encode("utf-8") for s in strings]
