@@ -50,7 +50,14 @@ from tqdm.auto import tqdm
 
 from weftsearch._atomic import write_atomic
 from weftsearch.documents import Document, FieldValue
-from weftsearch.engine.filters import as_filter
+from weftsearch.engine.facets import (
+    Facets,
+    add_facet_counts,
+    check_facet_fields,
+    check_facet_k,
+    top_facets,
+)
+from weftsearch.engine.filters import Filter, as_filter, check_filter
 from weftsearch.engine.index import _check_field_types
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
@@ -989,10 +996,13 @@ class ShardedIndex:
         *scorers: Scorer,
         depth: int | None = None,
         allow_partial: bool = False,
+        facets: Sequence[str] | None = None,
+        facet_k: int = 10,
     ) -> ShardedResults:
         """Search every shard at the current cut; the single index's results for the same documents.
 
-        Arguments as :meth:`Index.search`. ``allow_partial``: when a shard
+        Arguments as :meth:`Index.search` (``facets``: :meth:`facets` of the
+        query, in ``results.facets``). ``allow_partial``: when a shard
         cannot be reached, return the other shards' results with
         :attr:`ShardedResults.missing_shards` naming it (scored with the
         statistics of the shards that answered) instead of raising.
@@ -1002,7 +1012,45 @@ class ShardedIndex:
                 ``allow_partial`` is False); the message names it and its node.
 
         """
-        return self.search_many([query], k, fuser, *scorers, depth=depth, allow_partial=allow_partial)[0]
+        if facets is not None:  # checked before any shard searches
+            check_facet_fields(facets, self._field_kinds)
+            check_facet_k(facet_k)
+        results = self.search_many([query], k, fuser, *scorers, depth=depth, allow_partial=allow_partial)[0]
+        if facets is not None:
+            asked = Query(text=query) if isinstance(query, str) else query
+            results.facets = self.facets(asked, facets, facet_k, allow_partial=allow_partial)
+        return results
+
+    def facets(
+        self,
+        query: Query | Filter | str | None,
+        fields: Sequence[str],
+        k: int = 10,
+        *,
+        allow_partial: bool = False,
+    ) -> Facets:
+        """:meth:`Index.facets <weftsearch.Index.facets>` over every shard: each shard counts, the counts add.
+
+        Exact, and equal to one index's facets over the same documents. Counts
+        over the filter's matches only (no ``top``: a ranking's top hits
+        would need the fused ranking first). With ``allow_partial``, a shard
+        that cannot be reached is left out of the counts.
+
+        Raises:
+            ShardUnavailableError: a shard could not be reached (and not ``allow_partial``).
+
+        """
+        self._check_open()
+        names = check_facet_fields(fields, self._field_kinds)
+        k = check_facet_k(k)
+        node = as_filter(query.filter if isinstance(query, Query) else query)
+        if node is not None:
+            check_filter(node, self._field_kinds)
+        cut = self._cut
+        arguments = {n: (cut.refs[n], node, names) for n in range(len(self._names))}
+        found = self._group.call("facet_counts", arguments, read=True)
+        missing = self._missing(found, allow_partial)
+        return top_facets(add_facet_counts(found[n] for n in sorted(found) if n not in missing), k)
 
     def search_many(
         self,
