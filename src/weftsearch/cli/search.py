@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -57,6 +58,7 @@ from weftsearch.corpus import (
     write_trec_run,
 )
 from weftsearch.distributed.sharded import ShardedIndex
+from weftsearch.engine.facets import Facets
 from weftsearch.engine.filters import Filter, parse_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.query import Query
@@ -415,6 +417,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         return _search_one(args)
     if args.query_vector is not None:
         raise InvalidParameterError("--query-vector is for one QUERY; use --query-vectors with --queries")
+    if args.facets is not None:
+        raise InvalidParameterError("--facets is for one QUERY, not --queries (batch mode)")
     return _search_batch(args)
 
 
@@ -429,7 +433,15 @@ def _search_one(args: argparse.Namespace) -> int:
     if ranking.reads_vectors and _vector_dim(index) is None:
         _warn(f"the index at {args.index} holds no vectors; the vector signal will be empty")
     query = Query(text=args.query, vector=vector, filter=ranking.filter)
-    results = index.search(query, args.k, ranking.arm.fuser, *ranking.arm.scorers, depth=ranking.depth)
+    results = index.search(
+        query,
+        args.k,
+        ranking.arm.fuser,
+        *ranking.arm.scorers,
+        depth=ranking.depth,
+        facets=args.facets,
+        facet_k=args.facet_k,
+    )
     if args.json:
         print(_json_dump({"query": args.query, "k": args.k, "rank": ranking.spec, **results.to_dict()}))
         return 0
@@ -441,7 +453,26 @@ def _search_one(args: argparse.Namespace) -> int:
     sys.stdout.write(
         format_results(results, index if isinstance(index, Index) else None, explain=args.explain)
     )
+    if results.facets is not None:
+        sys.stdout.write(format_facets(results.facets))
     return 0
+
+
+def format_facets(facets: Facets) -> str:
+    """Facet counts as text: one line per field, ``value (count)`` in order."""
+    lines = ["facets (over every document the filter matches):"]
+    for name, pairs in facets.items():
+        shown = ", ".join(f"{json.dumps(value, ensure_ascii=False)} ({count})" for value, count in pairs)
+        lines.append(f"  {name}: {shown or '(no values)'}")
+    return "\n".join(lines) + "\n"
+
+
+def _facet_fields(text: str) -> list[str]:
+    """``--facets tags,year``: the comma-separated field names (no empty one)."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"--facets takes field names separated by commas, got {text!r}")
+    return names
 
 
 def _search_batch(args: argparse.Namespace) -> int:
@@ -733,6 +764,20 @@ def add_search_command(commands: Any) -> None:
         help="only documents matching EXPR, applied inside every signal before its top k: "
         "e.g. \"year >= 1990 and source in ('pubmed', 'arxiv') and not exists(retracted)\" "
         "(grammar: docs/ARCHITECTURE.md, 'Filters')",
+    )
+    search.add_argument(
+        "--facets",
+        type=_facet_fields,
+        metavar="FIELDS",
+        help="also count the values of these fields (comma-separated: tags,year) over every document "
+        "the filter matches: keyword, boolean, number and list fields",
+    )
+    search.add_argument(
+        "--facet-k",
+        type=positive_int,
+        default=10,
+        metavar="N",
+        help="values shown per facet field, most frequent first (10; at most 10,000)",
     )
     search.add_argument("--explain", action="store_true", help="show each signal's rank, score, share")
     search.add_argument("--json", action="store_true", help="print JSON")
