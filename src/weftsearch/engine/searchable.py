@@ -70,9 +70,20 @@ class Searchable(Protocol):
         ...
 
     def search(
-        self, query: Query | str, k: int, fuser: Fuser, *scorers: Scorer, depth: int | None = None
+        self,
+        query: Query | str,
+        k: int,
+        fuser: Fuser,
+        *scorers: Scorer,
+        depth: int | None = None,
+        facets: Sequence[str] | None = None,
+        facet_k: int = 10,
     ) -> SearchResults:
-        """The ``k`` best documents for ``query``: each scorer's stream fused, explained."""
+        """The ``k`` best documents for ``query``: each scorer's stream fused, explained.
+
+        ``facets``: fields whose value counts over every document the query's
+        filter matches go in ``results.facets`` (``facet_k`` values each).
+        """
         ...
 
     def search_many(

@@ -429,11 +429,27 @@ class ServerState:
                     raise ApiError(503, "IndexUnavailable", problem) from None
                 raise ApiError(status_of(exc), type(exc).__name__, str(exc)) from None
 
-    def run_search(self, ranking: Ranking, queries: list[Query], k: int) -> list[SearchResults]:
-        """Search (callers adopt the newest commit first, before building the queries)."""
+    def run_search(
+        self,
+        ranking: Ranking,
+        queries: list[Query],
+        k: int,
+        *,
+        facets: list[str] | None = None,
+        facet_k: int = 10,
+    ) -> list[SearchResults]:
+        """Search (callers adopt the newest commit first, before building the queries).
+
+        ``facets`` (one query only): the fields counted into ``results.facets``.
+        """
         arm = ranking.arm
         if len(queries) == 1:
-            return [self.index.search(queries[0], k, arm.fuser, *arm.scorers, depth=max(arm.depth, k))]
+            depth = max(arm.depth, k)
+            return [
+                self.index.search(
+                    queries[0], k, arm.fuser, *arm.scorers, depth=depth, facets=facets, facet_k=facet_k
+                )
+            ]
         return list(
             self.index.search_many(
                 queries,

@@ -7,8 +7,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from weftsearch.engine.facets import facets_to_json
 from weftsearch.engine.search import SearchResults
-from weftsearch.server.errors import about_field, answers
+from weftsearch.server.errors import ApiError, about_field, answers
 from weftsearch.server.models import BatchSearchRequest, BatchSearchResponse, SearchRequest, SearchResponse
 from weftsearch.server.state import Ranking, Served
 
@@ -46,6 +47,7 @@ def search_body(
         "cut_short": list(results.cut_short),
         **({"plans": results.plans} if explain else {}),
         "hits": hits_of(results, explain),
+        **({} if results.facets is None else {"facets": facets_to_json(results.facets)}),
     }
 
 
@@ -60,8 +62,13 @@ def search(body: SearchRequest, state: Served) -> dict[str, Any]:
     ranking = state.ranking(body)
     state.adopt_commits()
     (query,), (source,) = state.queries([(body, "")], ranking)
-    with about_field(None):
-        (results,) = state.run_search(ranking, [query], body.k)
+    try:
+        with about_field(None):
+            (results,) = state.run_search(ranking, [query], body.k, facets=body.facets, facet_k=body.facet_k)
+    except ApiError as exc:
+        if body.facets is not None and "to facet on" in exc.message:
+            exc.field = "facets"  # an unknown facet field, not a filter's (same error type)
+        raise
     return search_body(results, ranking, body.explain, source)
 
 
