@@ -24,7 +24,7 @@ class Element {
 
 const ids = ["q", "filter", "profile", "k", "search-form", "key-form", "key", "status", "signals", "spec",
   "reset", "ranking-label", "results", "doc", "compare", "compare-toggle", "compare-form", "compare-a",
-  "compare-b", "overlap", "compare-result"];
+  "compare-b", "overlap", "compare-result", "facet-fields", "facets"];
 const byId = {};
 for (const id of ids) byId[id] = new Element("div");
 byId.k.value = "10";
@@ -41,6 +41,7 @@ global.Event = class { constructor(type) { this.type = type; } };
 // Scripted answers, in order: [status, body] per request.
 const answers = JSON.parse(process.argv[3]);
 global.fetch = async (path, init) => {
+  sent.push([path, init && init.body ? JSON.parse(init.body) : null]);
   const [status, body] = answers.shift();
   return { status, ok: status < 400, json: async () => body };
 };
@@ -51,7 +52,14 @@ const snapshot = () => ({
   results: byId.results.children.map((c) => ({ className: c.className, key: c.dataset.key || null, text: c.textContent })),
   label: byId["ranking-label"].textContent,
   compare: byId["compare-result"].textContent, overlap: byId.overlap.textContent,
+  facets: byId.facets.textContent, filter: byId.filter.value,
 });
+// Every element under ``node`` whose className is ``name``, in document order.
+const find = (node, name) => [
+  ...(node.className === name ? [node] : []), ...node.children.flatMap((c) => find(c, name)),
+];
+// Requests the page sent, as [path, body], for the tests to check.
+const sent = [];
 
 (async () => {
   eval(fs.readFileSync(process.argv[2], "utf8"));
@@ -60,9 +68,11 @@ const snapshot = () => ({
   const seen = [];
   for (const step of JSON.parse(process.argv[4])) {
     if (step === "search") { byId.q.value = "graph"; byId["search-form"].dispatchEvent({ type: "submit", preventDefault() {} }); }
+    if (step === "facets") { byId.q.value = "graph"; byId["facet-fields"].value = "tags, year"; byId["search-form"].dispatchEvent({ type: "submit", preventDefault() {} }); }
+    if (step === "click-facet") find(byId.facets, "facet-value")[0].dispatchEvent({ type: "click" });
     if (step === "compare") { byId.q.value = "graph"; byId["compare-form"].dispatchEvent({ type: "submit", preventDefault() {} }); }
     await settle();
-    seen.push(snapshot());
+    seen.push({ ...snapshot(), sent: sent.length ? sent[sent.length - 1] : null });
   }
   process.stdout.write(JSON.stringify(seen));
 })();

@@ -121,3 +121,21 @@ def test_an_error_clears_the_results_it_replaces() -> None:
     assert "d1" in compare_ok["compare"] and compare_ok["overlap"]
     assert "d1" not in compare_failed["compare"] and compare_failed["overlap"] == ""
     assert "needs a query vector" in compare_failed["compare"]
+
+
+@pytest.mark.skipif(NODE is None, reason="needs node to run the page's script")
+def test_facets_are_asked_for_shown_and_a_click_filters_on_the_value() -> None:
+    """Issue 30: the page sends the facet fields, lists each value with its count, and a click
+    adds ``field == value`` (on a list field: the list holds it) to the filter and searches again."""
+    profiles: dict[str, list[Any]] = {"profiles": []}
+    faceted = {
+        **_hits("d1", "d2"),
+        "facets": {"tags": [{"value": 'say "hi"', "count": 2}], "and": [{"value": 3, "count": 1}]},
+    }
+    answers = [[200, profiles], [200, faceted], [200, _hits("d1")]]
+    asked, clicked = _run_page(answers, ["facets", "click-facet"])
+    assert asked["sent"][1]["facets"] == ["tags", "year"]
+    assert 'say "hi"2' in asked["facets"] and "and31" in asked["facets"]
+    assert clicked["filter"] == 'tags == "say \\"hi\\""'
+    assert clicked["sent"][1]["filter"] == 'tags == "say \\"hi\\""'
+    assert [r["key"] for r in clicked["results"]] == ["d1"]

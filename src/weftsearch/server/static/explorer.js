@@ -179,6 +179,8 @@
     const body = { text, k: Number($("k").value) || 10, explain: true };
     const filter = $("filter").value.trim();
     if (filter) body.filter = filter;
+    const facets = $("facet-fields").value.split(",").map((f) => f.trim()).filter((f) => f);
+    if (facets.length) body.facets = facets;
     if (state.custom) {
       const spec = customSpec();
       if (!spec) { status("turn on at least one signal", true); return; }
@@ -192,10 +194,51 @@
       const result = await api("POST", "v1/search", body);
       if (!state.custom && state.baseSpec === null && result.ranking.spec) useSpec(result.ranking.spec);
       renderResults(result);
+      renderFacets(result.facets || null);
       status(result.hits.length + " hits, generation " + result.generation);
       if (!$("compare").hidden) compare();
     } catch (e) {
       failed("results", e.message);
+    }
+  }
+
+  // A filter literal of a facet value: strings quoted (backslash and quote escaped), numbers and
+  // booleans as the filter language spells them.
+  function literal(value) {
+    if (typeof value === "string") return '"' + value.replace(/\\/g, "\\\\").replace(/"/g, '\\"') + '"';
+    return String(value);
+  }
+
+  // A field name as the filter language reads it: plain, or between backquotes.
+  function fieldName(name) {
+    const words = ["and", "or", "not", "in", "exists", "true", "false", "contains", "any", "all"];
+    if (/^[A-Za-z_][A-Za-z0-9_.-]*$/.test(name) && !words.includes(name.toLowerCase())) return name;
+    return "`" + name.replace(/\\/g, "\\\\").replace(/`/g, "\\`") + "`";
+  }
+
+  // Each field's values with their counts; a click adds "field == value" to the filter (on a
+  // list field, == means the list holds the value) and searches again.
+  function renderFacets(facets) {
+    const box = $("facets");
+    box.replaceChildren();
+    if (!facets) return;
+    for (const [name, values] of Object.entries(facets)) {
+      const list = el("ul", { className: "facet" });
+      for (const entry of values) {
+        const button = el("button", { type: "button", className: "facet-value" },
+          el("span", { className: "value", textContent: String(entry.value) }),
+          el("span", { className: "count", textContent: String(entry.count) }));
+        button.dataset.field = name;
+        button.addEventListener("click", () => {
+          const condition = fieldName(name) + " == " + literal(entry.value);
+          const current = $("filter").value.trim();
+          $("filter").value = current ? "(" + current + ") and " + condition : condition;
+          search();
+        });
+        list.append(el("li", {}, button));
+      }
+      if (!values.length) list.append(el("li", { className: "note", textContent: "no values" }));
+      box.append(el("h3", { textContent: name }), list);
     }
   }
 
@@ -205,6 +248,7 @@
     status(message, true);
     if (where === "results") {
       $("ranking-label").textContent = "";
+      $("facets").replaceChildren();
       $("results").replaceChildren(el("li", { className: "note error", textContent: "no results: " + message }));
     } else {
       $("overlap").textContent = "";
