@@ -1,9 +1,10 @@
-"""The checked-in format fixtures: the current version's (3) opens with the recorded answers
+"""The checked-in format fixtures: the current version's (4) opens with the recorded answers
 and rebuilds byte for byte; the pre-release layouts' (1 and 2) are refused with
 FormatVersionError saying to rebuild; newer version numbers in the manifest or a file header are refused,
 not misread.
 
-The current fixture is built by ``tests/fixtures/make_format_v3.py`` (from the documents and
+The current fixture is built by ``tests/fixtures/make_format_v4.py`` (version 3's, now refused as
+too old, by ``make_format_v3.py``) (from the documents and
 searches of ``make_format_v1.py``);
 never regenerate one to make these tests pass after a format change (see the scripts'
 docstrings): a new version gets a new fixture beside them.
