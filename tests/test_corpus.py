@@ -92,7 +92,10 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
         ('{"key": "x", "time": "yesterday"}', "not an ISO-8601"),
         ('{"key": "x", "time": true}', "time must be"),
         ('{"key": "x", "links": "b"}', "'links' must be a list"),
-        ('{"key": "x", "fields": {"tags": ["a"]}}', "fields.tags"),
+        ('{"key": "x", "fields": {"tags": {"a": 1}}}', "fields.tags"),
+        # Lists are list fields now (issue 30); a mixed one is refused by Document, naming it.
+        ('{"key": "x", "fields": {"tags": ["a", 1]}}', "list field 'tags' mixes str 'a'"),
+        ('{"key": "x", "fields": {"tags": [true]}}', "holds the boolean True"),
         ('{"key": "x", "fields": [1]}', "'fields' must be an object"),
     ],
 )
@@ -480,3 +483,12 @@ def test_a_query_vector_header_claiming_a_huge_shape_is_refused(tmp_path: Path) 
     path.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\0" * 64)
     with pytest.raises(CorpusFormatError, match=r"not a readable \.npy"):
         load_query_vector(path)
+
+
+def test_a_list_in_fields_is_a_list_field(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_text(
+        '{"key": "a", "fields": {"tags": ["x", "y"], "n": [1, 2.5], "none": []}}\n', encoding="utf-8"
+    )
+    (doc,) = load_documents(path)
+    assert doc.fields == {"tags": ("x", "y"), "n": (1, 2.5), "none": ()}

@@ -12,7 +12,7 @@ import pytest
 
 from weftsearch import RRF, BM25Scorer, Document, Index, Query
 from weftsearch.documents import MAX_FIELD_INTEGER, as_vector
-from weftsearch.errors import InvalidDocumentError, InvalidVectorError
+from weftsearch.errors import FieldTypeError, InvalidDocumentError, InvalidVectorError
 
 HUGE = {"2**53+1": 2**53 + 1, "-2**53-1": -(2**53) - 1, "2**63": 2**63, "1e400": 10**400, "1e5000": 10**5000}
 
@@ -82,3 +82,39 @@ def test_real_vectors_of_any_real_dtype_are_kept() -> None:
         warnings.simplefilter("error")  # past float32 is refused as non-finite, without numpy's warning
         with pytest.raises(InvalidVectorError, match="non-finite"):
             as_vector([1e40, 1.0], "v")
+
+
+# ---------------------------------------------------------------- list-valued fields (issue 30)
+
+
+def test_a_list_field_is_kept_as_a_tuple() -> None:
+    from weftsearch.documents import MAX_LIST_VALUES
+
+    doc = Document("k", "t", fields={"tags": ["a", "b"], "n": (1, 2.5), "none": []})
+    assert doc.fields == {"tags": ("a", "b"), "n": (1, 2.5), "none": ()}
+    assert Document("k", fields={"n": [0] * MAX_LIST_VALUES}).fields["n"] == (0,) * MAX_LIST_VALUES
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        (["a", 1], FieldTypeError, r"'tags' mixes str 'a' \(position 0\) and int 1 \(position 1\)"),
+        ([1.5, "a"], FieldTypeError, r"mixes float 1.5 .* and str 'a'"),
+        ([True, False], FieldTypeError, r"boolean True at position 0"),
+        ([1, True], FieldTypeError, r"boolean True at position 1"),
+        ([["a"]], InvalidDocumentError, r"holds a list at position 0"),
+        ([None], InvalidDocumentError, r"holds a NoneType at position 0"),
+        ([{"a": 1}], InvalidDocumentError, r"holds a dict"),
+        ([1.0, float("nan")], InvalidDocumentError, r"'tags\[1\]' is not finite"),
+        ([2**60], FieldTypeError, r"beyond the integers"),
+        (["ok", "\ud800"], InvalidDocumentError, r"value 1 holds the lone surrogate"),
+        (["x"] * 1001, InvalidDocumentError, r"holds 1,001 values; a list field holds at most 1,000"),
+        (list(range(100_000)), InvalidDocumentError, r"holds 100,000 values"),
+    ],
+)
+def test_a_bad_list_field_is_refused_naming_the_document_and_field(
+    value: list[Any], error: type[Exception], message: str, tmp_path: Path
+) -> None:
+    with pytest.raises(error, match=message) as caught:
+        Document("doc-1", "t", fields={"tags": value})
+    assert "'doc-1'" in str(caught.value) and len(str(caught.value)) < 300

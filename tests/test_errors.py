@@ -187,7 +187,9 @@ def test_bad_query_time(time: Any) -> None:
 @pytest.mark.parametrize(
     "fields",
     [
-        {"tags": ["a", "b"]},
+        {"tags": ["a", 1]},  # a list field holds strings or numbers, not both (issue 30)
+        {"tags": [["a"]]},
+        {"tags": [True]},
         {"meta": {"x": 1}},
         {"none": None},
         {"arr": np.array([1.0])},

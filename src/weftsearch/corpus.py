@@ -12,7 +12,8 @@ Two corpus layouts are read:
     that is turned into one). ``title``, ``text``, ``links``, ``time`` and
     ``fields`` are optional. ``time`` is an ISO-8601 string (a trailing ``Z``
     and offsets are understood; no offset means UTC) or POSIX seconds.
-    ``fields`` is an object of scalars (string, number, boolean); ``null``
+    ``fields`` is an object of scalars (string, number, boolean) or lists
+    of strings or of numbers (list fields: ``"tags": ["a", "b"]``); ``null``
     values are skipped. Other keys are ignored. An object that names a
     member twice, or gives its key under two names (``key`` and ``_id``), is
     refused: which one would win is not the reader's guess to make.
@@ -325,9 +326,12 @@ def _fields(value: object, where: str, name: str, *, strict: bool) -> dict[str, 
             if isinstance(item, float) and not math.isfinite(item):
                 raise CorpusFormatError(f"{where}: {name}.{field_name} is not finite")
             fields[field_name] = item
+        elif strict and isinstance(item, list):
+            fields[field_name] = tuple(item)  # a list field: Document checks its values
         elif strict:
             raise CorpusFormatError(
-                f"{where}: {name}.{field_name} must be a string, number or boolean, got {type(item).__name__}"
+                f"{where}: {name}.{field_name} must be a string, number, boolean or list, got "
+                f"{type(item).__name__}"
             )
     return fields
 

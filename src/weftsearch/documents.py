@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -25,6 +25,7 @@ __all__ = [
     "Document",
     "FieldValue",
     "MAX_FIELD_INTEGER",
+    "MAX_LIST_VALUES",
     "TimeLike",
     "as_vector",
     "as_timestamp",
@@ -35,8 +36,13 @@ __all__ = [
     "stored_document",
 ]
 
-#: A value allowed in :attr:`Document.fields`: small scalar metadata.
-FieldValue = Union[str, int, float, bool]
+#: A value allowed in :attr:`Document.fields`: small scalar metadata, or a list of strings
+#: or of numbers (given as any list or tuple, kept as a tuple; see :class:`Document`).
+FieldValue = Union[str, int, float, bool, Sequence[str], Sequence[Union[int, float]]]
+
+#: Most values one list field of a document may hold: a list is small metadata (tags,
+#: authors), and the bound keeps a stored record, its field index entries and a facet small.
+MAX_LIST_VALUES = 1_000
 
 #: Largest magnitude of an integer field value: number fields are stored as float64
 #: (docs/FORMAT.md), which holds every integer up to 2**53 exactly and no larger range of them.
@@ -190,6 +196,49 @@ def stored_document(
         _READING_STORED.reset(token)
 
 
+def _check_number(key: str, name: str, value: object) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidDocumentError(f"document {key!r}: field {name!r} is not finite")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_FIELD_INTEGER:
+        raise FieldTypeError(
+            f"document {key!r}: field {name!r} holds {number_text(value)}, beyond the "
+            f"integers a number field holds exactly (-2**53 to 2**53, as float64)"
+        )
+
+
+def _list_value(key: str, name: str, value: list[object] | tuple[object, ...]) -> FieldValue:
+    """A list field's value checked and made a tuple (see :attr:`Document.fields`). O(len)."""
+    where = f"document {key!r}: list field {name!r}"
+    if len(value) > MAX_LIST_VALUES:
+        raise InvalidDocumentError(
+            f"{where} holds {len(value):,} values; a list field holds at most {MAX_LIST_VALUES:,}"
+        )
+    first: object = None
+    for position, item in enumerate(value):
+        if isinstance(item, bool):
+            raise FieldTypeError(
+                f"{where} holds the boolean {item!r} at position {position}; a list holds strings or "
+                "numbers (a yes/no is a bool field)"
+            )
+        if isinstance(item, str):
+            check_string(item, f"{where}: value {position}")
+        elif isinstance(item, (int, float)):
+            _check_number(key, f"{name}[{position}]", item)
+        else:
+            raise InvalidDocumentError(
+                f"{where} holds a {type(item).__name__} at position {position}; a list holds str, "
+                "int or float values"
+            )
+        if position == 0:
+            first = item
+        elif isinstance(item, str) != isinstance(first, str):
+            raise FieldTypeError(
+                f"{where} mixes {type(first).__name__} {first!r} (position 0) and "
+                f"{type(item).__name__} {item!r} (position {position}): a list holds strings or numbers"
+            )
+    return tuple(value)  # type: ignore[return-value]  # checked homogeneous just above
+
+
 @dataclass(frozen=True, slots=True)
 class Document:
     """One document to index.
@@ -219,10 +268,16 @@ class Document:
             number is seconds since 1970-01-01 UTC, never a year). Stored as
             POSIX seconds (float) at construction, so ``time`` reads back as
             a float. ``None`` means the document is absent from recency streams.
-        fields: small scalar metadata (title, author, year, ...), kept and
+        fields: small metadata (title, author, year, tags, ...), kept and
             returned with hits, never scored. Values are ``str``, ``bool``,
             finite ``float`` or ``int`` from ``-2**53`` to ``2**53``
-            (:data:`MAX_FIELD_INTEGER`: number fields are float64).
+            (:data:`MAX_FIELD_INTEGER`: number fields are float64), or a list
+            (or tuple) of at most :data:`MAX_LIST_VALUES` such strings, or of
+            such numbers (ints and floats may mix; strings and numbers may not;
+            booleans are refused in a list: a yes/no is a ``bool`` field).
+            A list is kept as a tuple; an empty one holds no value (filters
+            and facets see the document as without the field). A field is a
+            list field or a scalar one for the whole index.
 
     """
 
@@ -261,20 +316,17 @@ class Document:
             if not isinstance(name, str) or not name:
                 raise InvalidDocumentError(f"document {self.key!r}: field names must be non-empty str")
             check_string(name, f"document {self.key!r}: field name {name!r}")
+            if isinstance(value, (list, tuple)):
+                fields[name] = _list_value(self.key, name, value)
+                continue
             if isinstance(value, str):
                 check_string(value, f"document {self.key!r}: field {name!r}")
             if not isinstance(value, (str, int, float, bool)):
                 raise InvalidDocumentError(
-                    f"document {self.key!r}: field {name!r} must be str/int/float/bool, "
+                    f"document {self.key!r}: field {name!r} must be str/int/float/bool or a list, "
                     f"got {type(value).__name__}"
                 )
-            if isinstance(value, float) and not math.isfinite(value):
-                raise InvalidDocumentError(f"document {self.key!r}: field {name!r} is not finite")
-            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_FIELD_INTEGER:
-                raise FieldTypeError(
-                    f"document {self.key!r}: field {name!r} holds {number_text(value)}, beyond the "
-                    f"integers a number field holds exactly (-2**53 to 2**53, as float64)"
-                )
+            _check_number(self.key, name, value)
             fields[name] = value
         object.__setattr__(self, "fields", MappingProxyType(fields))
 

@@ -426,3 +426,47 @@ def test_a_deeply_nested_record_is_corrupt_not_a_recursion_error(tmp_path: Path)
     (root / RECORD).write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(CorruptIndexError, match="not JSON"):
         ShardedIndex.open(root)
+
+
+def test_facets_add_across_shards_to_the_single_index_counts(tmp_path: Path) -> None:
+    """Issue 30: each shard counts its documents' values; the sum is the one index's facets."""
+    rng = np.random.default_rng(4)
+    docs = [
+        Document(
+            key=f"d{i:03d}",
+            text=f"alpha beta {i % 5}",
+            fields={
+                "tags": [f"t{int(t)}" for t in rng.integers(0, 6, int(rng.integers(0, 4)))],
+                "year": int(rng.integers(2000, 2005)),
+                **({"rare": True} if i == 7 else {}),
+            },
+        )
+        for i in range(150)
+    ]
+    single = Index(analyzer="english")
+    single.add_many(docs)
+    single.delete("d010")
+    sharded = ShardedIndex.create(tmp_path / "s", 3)
+    sharded.add_many(docs)
+    sharded.delete_many(["d010"])
+    sharded.commit()
+    try:
+        fields = ["tags", "year", "rare"]
+        for condition in (
+            None,
+            "tags contains any ('t1', 't2')",
+            "rare == true",
+            Query("alpha", filter="year < 2002"),
+        ):
+            for k in (1, 4, 50):
+                assert sharded.facets(condition, fields, k) == single.facets(condition, fields, k), (
+                    condition,
+                    k,
+                )
+        query = Query("alpha", filter="tags contains 't3'")
+        results = sharded.search(query, 5, RRF(), BM25Scorer(), facets=["tags"], facet_k=3)
+        assert results.facets == single.facets(query, ["tags"], 3)
+        with pytest.raises(UnknownFieldError):
+            sharded.facets(None, ["nope"])
+    finally:
+        sharded.close()

@@ -56,6 +56,8 @@ def corpus(seed: int, n: int) -> list[Document]:
         vector = rng.integers(-2, 3, 4).astype(np.float32)  # small integers: many exact ties
         links = tuple(f"d{int(t):03d}" for t in rng.integers(0, n, int(rng.integers(0, 3))))
         time = None if rng.random() < 0.2 else float(rng.integers(0, 5)) * 86400.0
+        if rng.random() < 0.7:  # a list field (issue 30), sometimes empty
+            fields["tags"] = [SOURCES[int(t)] for t in rng.integers(0, 3, int(rng.integers(0, 3)))]
         documents.append(Document(f"d{i:03d}", text, vector=vector, links=links, time=time, fields=fields))
     return documents
 
@@ -82,6 +84,9 @@ FILTERS = [
     "@time >= 86400 and year != 1993",
     "not exists(year)",
     "year == 1990 and source == 'zzz'",  # matches nothing
+    "tags contains 'a'",
+    "tags contains all ('a', 'b') or year == 1991",
+    "not tags contains any ('b', 'c')",
 ]
 
 SCORERS: dict[str, Callable[[], Any]] = {

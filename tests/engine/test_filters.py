@@ -16,6 +16,7 @@ from weftsearch.engine.filters import (
     TIME_FIELD,
     And,
     Compare,
+    Contains,
     Exists,
     F,
     Filter,
@@ -162,11 +163,22 @@ def plain(node: Filter, fields: dict[str, Any], time: float | None) -> bool:
         value: Any = time
     else:
         value = fields.get(node.field)  # type: ignore[attr-defined]
+    if isinstance(value, (list, tuple)):
+        if not value:  # an empty list is no value
+            value = None
+        elif isinstance(node, Contains) and node.mode == "all":
+            return all(any(same(element, v) for element in value) for v in node.values)
+        elif isinstance(node, Compare) and node.op == "!=":
+            equal = Compare(node.field, "==", node.value)
+            return not any(plain(equal, {node.field: element}, time) for element in value)
+        elif not isinstance(node, Exists):
+            # A condition on a list holds when it holds for some element (Elasticsearch's reading).
+            return any(plain(node, {node.field: element}, time) for element in value)  # type: ignore[attr-defined]
     if isinstance(node, Exists):
         return value is not None
     if value is None:
         return isinstance(node, Compare) and node.op == "!="
-    if isinstance(node, IsIn):
+    if isinstance(node, (IsIn, Contains)):
         return any(same(value, v) for v in node.values)
     assert isinstance(node, Compare)
     if node.op == "==":
@@ -200,6 +212,10 @@ documents = st.lists(
                     st.integers(-3, 3), st.sampled_from([0.5, -1.5, 2.0, 1e300, 1e20, BIG, -BIG, BIG - 1])
                 ),
                 "flag": st.booleans(),
+                "tags": st.lists(st.sampled_from(KEYWORDS), max_size=4),
+                "nums": st.lists(
+                    st.one_of(st.integers(-3, 3), st.sampled_from([0.5, 2.0, 1e20, BIG, -BIG])), max_size=4
+                ),
             },
         ),
         st.one_of(st.none(), st.sampled_from([0.0, 86400.0, 1e9, -5.0])),
@@ -225,7 +241,24 @@ def conditions() -> st.SearchStrategy[Filter]:
         st.builds(IsIn, st.just("kw"), st.lists(kw, min_size=1, max_size=3).map(tuple)),
         st.builds(IsIn, st.just("num"), st.lists(num, min_size=1, max_size=3).map(tuple)),
         st.builds(IsIn, st.just(TIME_FIELD), st.lists(st.sampled_from([0.0, 1e9]), min_size=1).map(tuple)),
-        st.builds(Exists, st.sampled_from(["kw", "num", "flag", TIME_FIELD, "absent"])),
+        st.builds(Exists, st.sampled_from(["kw", "num", "flag", "tags", "nums", TIME_FIELD, "absent"])),
+        # List fields: contains any/all, and the scalar conditions read as "some element".
+        st.builds(
+            Contains,
+            st.just("tags"),
+            st.lists(kw, min_size=1, max_size=3).map(tuple),
+            st.sampled_from(["any", "all"]),
+        ),
+        st.builds(
+            Contains,
+            st.just("nums"),
+            st.lists(num, min_size=1, max_size=3).map(tuple),
+            st.sampled_from(["any", "all"]),
+        ),
+        st.builds(Compare, st.just("tags"), st.sampled_from(["==", "!="]), kw),
+        st.builds(Compare, st.just("nums"), ops, num),
+        st.builds(IsIn, st.just("tags"), st.lists(kw, min_size=1, max_size=3).map(tuple)),
+        st.builds(IsIn, st.just("nums"), st.lists(num, min_size=1, max_size=3).map(tuple)),
     )
 
 
@@ -316,7 +349,13 @@ def test_a_damaged_field_index_is_refused(section: str, damage: Any, message: st
         st.lists(
             st.fixed_dictionaries(
                 {},
-                optional={"kw": st.sampled_from(KEYWORDS), "num": st.integers(-3, 3), "flag": st.booleans()},
+                optional={
+                    "kw": st.sampled_from(KEYWORDS),
+                    "num": st.integers(-3, 3),
+                    "flag": st.booleans(),
+                    "tags": st.lists(st.sampled_from(KEYWORDS), max_size=3),
+                    "nums": st.lists(st.integers(-3, 3), max_size=3),
+                },
             ),
             min_size=1,
             max_size=15,
@@ -452,3 +491,23 @@ def test_nesting_is_bounded_in_both_forms() -> None:
     # Flattened and/or chains are one level however long.
     wide = parse_filter(" or ".join(f"x == {i}" for i in range(500)))
     assert isinstance(wide, Or) and len(wide.parts) == 500
+
+
+@pytest.mark.parametrize(
+    ("section", "damage", "message"),
+    [
+        # A list field's document once under each value: an id twice in one run is refused ...
+        ("fld.kw_ids", lambda a: a.__setitem__(1, 0), "empty or not ascending"),
+        # ... and so is a (value, id) pair twice.
+        ("fld.num_ids", lambda a: a.__setitem__(1, 0), "order"),
+        # A scalar field read as a list field's kind code, or the reverse, is checked against its values.
+        ("fld.kinds", lambda a: a.__setitem__(1, 0), "two values of field 'tags'"),
+        ("fld.kinds", lambda a: a.__setitem__(0, 1), "two values of field 'n'"),
+    ],
+)
+def test_a_damaged_list_field_index_is_refused(section: str, damage: Any, message: str) -> None:
+    docs: list[dict[str, Any]] = [{"tags": ("x", "y"), "n": (1, 1.5)}, {"tags": ("x",), "n": (1, 2)}]
+    sections = {name: array.copy() for name, array in FieldIndex.build(docs).sections().items()}
+    damage(sections[section])
+    with pytest.raises(CorruptIndexError, match=message):
+        FieldIndex.from_sections(lambda name: sections[name], len(docs), "seg-1.wseg")

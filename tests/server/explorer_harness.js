@@ -24,7 +24,7 @@ class Element {
 
 const ids = ["q", "filter", "profile", "k", "search-form", "key-form", "key", "status", "signals", "spec",
   "reset", "ranking-label", "results", "doc", "compare", "compare-toggle", "compare-form", "compare-a",
-  "compare-b", "overlap", "compare-result", "pager", "prev", "next", "page-info"];
+  "compare-b", "overlap", "compare-result", "pager", "prev", "next", "page-info", "facet-fields", "facets"];
 const byId = {};
 for (const id of ids) byId[id] = new Element("div");
 byId.k.value = "10";
@@ -43,6 +43,7 @@ const answers = JSON.parse(process.argv[3]);
 const requests = [];
 global.fetch = async (path, init) => {
   requests.push({ path, body: init && init.body ? JSON.parse(init.body) : null });
+  sent.push([path, init && init.body ? JSON.parse(init.body) : null]);
   const [status, body] = answers.shift();
   return { status, ok: status < 400, json: async () => body };
 };
@@ -55,7 +56,14 @@ const snapshot = () => ({
   compare: byId["compare-result"].textContent, overlap: byId.overlap.textContent,
   pager: { hidden: byId.pager.hidden, info: byId["page-info"].textContent, prev: !!byId.prev.disabled, next: !!byId.next.disabled },
   requests: requests.splice(0),
+  facets: byId.facets.textContent, filter: byId.filter.value,
 });
+// Every element under ``node`` whose className is ``name``, in document order.
+const find = (node, name) => [
+  ...(node.className === name ? [node] : []), ...node.children.flatMap((c) => find(c, name)),
+];
+// Requests the page sent, as [path, body], for the tests to check.
+const sent = [];
 
 (async () => {
   eval(fs.readFileSync(process.argv[2], "utf8"));
@@ -65,9 +73,11 @@ const snapshot = () => ({
   for (const step of JSON.parse(process.argv[4])) {
     if (step === "search") { byId.q.value = "graph"; byId["search-form"].dispatchEvent({ type: "submit", preventDefault() {} }); }
     if (step === "next" || step === "prev") byId[step].dispatchEvent({ type: "click" });
+    if (step === "facets") { byId.q.value = "graph"; byId["facet-fields"].value = "tags, year"; byId["search-form"].dispatchEvent({ type: "submit", preventDefault() {} }); }
+    if (step === "click-facet") find(byId.facets, "facet-value")[0].dispatchEvent({ type: "click" });
     if (step === "compare") { byId.q.value = "graph"; byId["compare-form"].dispatchEvent({ type: "submit", preventDefault() {} }); }
     await settle();
-    seen.push(snapshot());
+    seen.push({ ...snapshot(), sent: sent.length ? sent[sent.length - 1] : null });
   }
   process.stdout.write(JSON.stringify(seen));
 })();

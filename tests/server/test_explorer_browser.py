@@ -26,7 +26,7 @@ pytest.importorskip("playwright.sync_api", reason="the explorer test needs playw
 import uvicorn
 from playwright import sync_api
 
-from weftsearch.demo import build_demo_index
+from weftsearch.demo import build_demo_index, demo_documents
 from weftsearch.ranking.profiles import ProfileStore
 from weftsearch.server.app import create_app
 from weftsearch.server.launch import free_port
@@ -175,6 +175,27 @@ def test_explorer_page_in_headless_chromium(server: str, tmp_path: Path) -> None
             page.fill("#filter", "")
             page.press("#q", "Enter")
             assert wait_for_change(page, "#results .hit", narrowed) == text
+
+            # Facets (issue 30): topic counts over every match, most frequent first; a click on a
+            # value filters on it, after which the topic facet holds that value alone.
+            page.fill("#facet-fields", "topic")
+            page.press("#q", "Enter")
+            page.wait_for_selector("#facets .facet-value")
+            counts = page.eval_on_selector_all(
+                "#facets .facet-value .count", "els => els.map(e => Number(e.textContent))"
+            )
+            assert counts == sorted(counts, reverse=True)
+            assert sum(counts) == sum(1 for d in demo_documents() if "topic" in d.fields)
+            first = page.inner_text("#facets li:first-child .facet-value .value")
+            page.click("#facets li:first-child .facet-value")
+            page.wait_for_function("() => document.querySelectorAll('#facets .facet-value').length === 1")
+            assert page.input_value("#filter") == f'topic == "{first}"'
+            assert page.inner_text("#facets .facet-value .count") == str(counts[0])
+            page.fill("#filter", "")
+            page.fill("#facet-fields", "")
+            page.press("#q", "Enter")
+            page.wait_for_function("() => document.querySelectorAll('#facets .facet-value').length === 0")
+            assert keys(page, "#results .hit") == text
 
             # Open a document.
             page.click(f"#results .hit[data-key='{text[0]}']")

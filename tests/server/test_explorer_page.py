@@ -150,6 +150,8 @@ def test_next_and_previous_page_send_the_cursors_of_the_pages_seen() -> None:
     assert last["pager"] == {"hidden": False, "info": "page 3 · hits 5\u20135", "prev": False, "next": True}
     assert back["requests"][0]["body"]["after"] == "c1"  # page 2 again, from the cursor that made it
     assert [r["key"] for r in back["results"]] == ["d3", "d4"] and not back["pager"]["next"]
+
+
 @pytest.mark.skipif(NODE is None, reason="needs node to run the page's script")
 def test_a_server_that_cannot_highlight_still_answers_searches() -> None:
     """A sharded server refuses ``highlight`` (400 naming it): the page searches again without it,
@@ -163,3 +165,21 @@ def test_a_server_that_cannot_highlight_still_answers_searches() -> None:
     bodies = [r["body"] for r in first["requests"] + second["requests"] if r["path"] == "v1/search"]
     assert [("highlight" in body) for body in bodies] == [True, False, False]
     assert bodies[0]["highlight"] == {"fields": ["text"], "fragment_size": 160, "number_of_fragments": 1}
+
+
+@pytest.mark.skipif(NODE is None, reason="needs node to run the page's script")
+def test_facets_are_asked_for_shown_and_a_click_filters_on_the_value() -> None:
+    """Issue 30: the page sends the facet fields, lists each value with its count, and a click
+    adds ``field == value`` (on a list field: the list holds it) to the filter and searches again."""
+    profiles: dict[str, list[Any]] = {"profiles": []}
+    faceted = {
+        **_hits("d1", "d2"),
+        "facets": {"tags": [{"value": 'say "hi"', "count": 2}], "and": [{"value": 3, "count": 1}]},
+    }
+    answers = [[200, profiles], [200, faceted], [200, _hits("d1")]]
+    asked, clicked = _run_page(answers, ["facets", "click-facet"])
+    assert asked["sent"][1]["facets"] == ["tags", "year"]
+    assert 'say "hi"2' in asked["facets"] and "and31" in asked["facets"]
+    assert clicked["filter"] == 'tags == "say \\"hi\\""'
+    assert clicked["sent"][1]["filter"] == 'tags == "say \\"hi\\""'
+    assert [r["key"] for r in clicked["results"]] == ["d1"]

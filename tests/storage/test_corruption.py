@@ -125,7 +125,14 @@ def make_document(i: int, version: int = 0) -> Document:
         vector=rng.standard_normal(DIM).astype(np.float32),
         links=tuple(KEYS[(3 * i + j) % len(KEYS)] for j in range(1, 1 + i % 4)),
         time=1.7e9 + 86400.0 * i + 3600.0 * version,
-        fields={"title": f"Title {i} é", "year": 2000 + i, "weight": i / 4, "even": i % 2 == 0},
+        fields={
+            "title": f"Title {i} é",
+            "year": 2000 + i,
+            "weight": i / 4,
+            "even": i % 2 == 0,
+            "tags": [f"t{i % 3}", f"t{i % 5}"],  # list fields (issue 30)
+            "scores": [i % 4, i / 2],
+        },
     )
 
 
@@ -517,6 +524,22 @@ def field_index_cases(name: str, data: bytes, manifest: bytes) -> list[Case]:
     ]
     edits.append(("fld.num_values all +1", None, 1))
     cases = []
+    # A list field's document moved from one value's run to another (ids kept ascending
+    # and in range): every check of the sections passes, only the records can tell.
+    kw_start, kw_end = {section: (a, b) for a, b, section in regions(data)}["fld.kw_ids"]
+    ids = np.frombuffer(data[kw_start:kw_end], dtype="<u4")
+    for position in range(ids.shape[0]):
+        for step in (1, -1):
+            moved_ids = ids.copy()
+            moved_ids[position] = max(int(ids[position]) + step, 0)
+            if np.array_equal(moved_ids, ids):
+                continue
+            damaged = bytearray(data)
+            damaged[kw_start:kw_end] = moved_ids.astype("<u4").tobytes()
+            reseal_section(damaged, "fld.kw_ids")
+            also = ((MANIFEST, recorded(manifest, name, bytes(damaged))),)
+            kw_label = f"fld.kw_ids[{position}] {step:+d}, re-sealed"
+            cases.append(Case(name, kw_label, bytes(damaged), region="fld.kw_ids", also=also))
     for label, at, delta in edits:
         moved = values.copy()
         if at is None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -57,6 +58,7 @@ from weftsearch.corpus import (
     write_trec_run,
 )
 from weftsearch.distributed.sharded import ShardedIndex
+from weftsearch.engine.facets import Facets
 from weftsearch.engine.filters import Filter, parse_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.query import Query
@@ -64,9 +66,9 @@ from weftsearch.engine.search import Hit, SearchResults
 from weftsearch.engine.stream import PlanValue
 from weftsearch.errors import InvalidParameterError, QuerySyntaxError, UnknownSignalError
 from weftsearch.fusion import FUSION_METHODS
+from weftsearch.highlight import MAX_FRAGMENT_SIZE, HighlightOptions
 from weftsearch.querylang import Node
 from weftsearch.querylang import parse as parse_query
-from weftsearch.highlight import MAX_FRAGMENT_SIZE, HighlightOptions
 from weftsearch.ranking import Arm, Expr, ProfileStore, build_arm, parse_arm
 from weftsearch.scorers.vector import DEFAULT_NPROBE
 
@@ -436,6 +438,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         raise InvalidParameterError("--offset and --after page one QUERY, not a --queries batch")
     if args.highlight:
         raise InvalidParameterError("--highlight is for one QUERY, not a batch (--queries)")
+    if args.facets is not None:
+        raise InvalidParameterError("--facets is for one QUERY, not --queries (batch mode)")
     return _search_batch(args)
 
 
@@ -467,6 +471,8 @@ def _search_one(args: argparse.Namespace) -> int:
         offset=args.offset,
         after=args.after,
         **({} if options is None else {"highlight": options}),
+        facets=args.facets,
+        facet_k=args.facet_k,
     )
     if args.json:
         page = {"offset": results.offset, "next_cursor": results.next_cursor}
@@ -481,6 +487,8 @@ def _search_one(args: argparse.Namespace) -> int:
     sys.stdout.write(
         format_results(results, index if isinstance(index, Index) else None, explain=args.explain)
     )
+    if results.facets is not None:
+        sys.stdout.write(format_facets(results.facets))
     if results.next_cursor is not None:
         print(f"next page: --after {results.next_cursor}")
     return 0
@@ -494,6 +502,23 @@ def _tree_of(named: NamedQuery, syntax: str) -> Node | None:
         return parse_query(named.query.text)
     except QuerySyntaxError as exc:
         raise QuerySyntaxError(f"query {named.qid!r}: {exc.reason}", exc.position, exc.query) from None
+
+
+def format_facets(facets: Facets) -> str:
+    """Facet counts as text: one line per field, ``value (count)`` in order."""
+    lines = ["facets (over every document the filter matches):"]
+    for name, pairs in facets.items():
+        shown = ", ".join(f"{json.dumps(value, ensure_ascii=False)} ({count})" for value, count in pairs)
+        lines.append(f"  {name}: {shown or '(no values)'}")
+    return "\n".join(lines) + "\n"
+
+
+def _facet_fields(text: str) -> list[str]:
+    """``--facets tags,year``: the comma-separated field names (no empty one)."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"--facets takes field names separated by commas, got {text!r}")
+    return names
 
 
 def _search_batch(args: argparse.Namespace) -> int:
@@ -816,6 +841,20 @@ def add_search_command(commands: Any) -> None:
         default="plain",
         help="how query texts are read: plain (a bag of words, the default) or lucene (+must -not "
         "\"phrase\"~N field:term term^2 prefix* AND OR NOT (...); docs/ARCHITECTURE.md, 'Query language')",
+    )
+    search.add_argument(
+        "--facets",
+        type=_facet_fields,
+        metavar="FIELDS",
+        help="also count the values of these fields (comma-separated: tags,year) over every document "
+        "the filter matches: keyword, boolean, number and list fields",
+    )
+    search.add_argument(
+        "--facet-k",
+        type=positive_int,
+        default=10,
+        metavar="N",
+        help="values shown per facet field, most frequent first (10; at most 10,000)",
     )
     search.add_argument("--explain", action="store_true", help="show each signal's rank, score, share")
     search.add_argument(

@@ -25,7 +25,8 @@ from numpy.typing import NDArray
 
 from weftsearch._atomic import write_atomic
 from weftsearch.documents import Document, FieldValue
-from weftsearch.engine.filters import Filter
+from weftsearch.engine.facets import FacetCounts, count_facets
+from weftsearch.engine.filters import Filter, SegmentFields, segment_mask
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Scorer
 from weftsearch.engine.query import Query
@@ -47,6 +48,7 @@ def shard_index_id(sharded_id: str, name: str) -> str:
     shard, so a shard copied over its sibling is caught by its id.
     """
     return hashlib.sha256(f"{sharded_id}/{name}".encode()).hexdigest()[:32]
+
 
 __all__ = ["CutRef", "ShardStatistics", "ShardStreams", "ShardLinks", "ShardInputs", "LocalShard"]
 
@@ -346,6 +348,23 @@ class LocalShard:
         return [
             dict(row) if keep is None or bool(keep[position]) else None for position, row in enumerate(rows)
         ]
+
+    def facet_counts(self, cut: CutRef, filter: Filter | None, fields: Sequence[str]) -> FacetCounts:
+        """Every value of ``fields`` with the number of the shard's live documents ``filter`` matches.
+
+        The coordinator checked ``filter`` and ``fields`` against the whole
+        collection's fields; a field this shard lacks matches none of its
+        documents (so the filter is evaluated here without the shard's own
+        check, which would refuse a field only other shards have).
+        """
+        snapshot = self._snapshot(cut)
+        mask = None
+        if filter is not None:
+            mask = np.zeros(snapshot.n_docs, dtype=np.bool_)
+            for part in snapshot.parts:
+                local = segment_mask(filter, SegmentFields(part.reader.field_index(), part.reader.times()))
+                mask[part.base : part.base + part.n_live] = part.live(local)
+        return count_facets(snapshot, mask, list(fields))
 
     def field_kinds(self) -> dict[str, str]:
         """The shard's fields and their types (the index's record)."""

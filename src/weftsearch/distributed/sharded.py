@@ -50,7 +50,14 @@ from tqdm.auto import tqdm
 
 from weftsearch._atomic import write_atomic
 from weftsearch.documents import Document, FieldValue
-from weftsearch.engine.filters import as_filter
+from weftsearch.engine.facets import (
+    Facets,
+    add_facet_counts,
+    check_facet_fields,
+    check_facet_k,
+    top_facets,
+)
+from weftsearch.engine.filters import Filter, as_filter, check_filter
 from weftsearch.engine.index import _check_field_types
 from weftsearch.engine.pages import CursorSeal, PageStart, check_offset, ranking_digest
 from weftsearch.engine.protocols import Fuser, Scorer
@@ -996,6 +1003,8 @@ class ShardedIndex:
         allow_partial: bool = False,
         offset: int = 0,
         after: str | None = None,
+        facets: Sequence[str] | None = None,
+        facet_k: int = 10,
     ) -> ShardedResults:
         """Search every shard at the current cut; the single index's results for the same documents.
 
@@ -1003,7 +1012,8 @@ class ShardedIndex:
         included (:mod:`weftsearch.engine.pages`), except which state a cursor
         may name: a sharded index keeps no older cuts for cursors, so a cursor
         issued on another cut than the current one raises
-        :class:`~weftsearch.errors.CursorExpiredError`. ``allow_partial``: when a shard
+        :class:`~weftsearch.errors.CursorExpiredError`. ``facets``: :meth:`facets`
+        of the query, in ``results.facets``. ``allow_partial``: when a shard
         cannot be reached, return the other shards' results with
         :attr:`ShardedResults.missing_shards` naming it (scored with the
         statistics of the shards that answered) instead of raising; partial
@@ -1016,6 +1026,9 @@ class ShardedIndex:
 
         """
         self._check_open()
+        if facets is not None:  # checked before any shard searches
+            check_facet_fields(facets, self._field_kinds)
+            check_facet_k(facet_k)
         start: PageStart | None = None
         if after is not None:
             start = self._cursors().check(after, _as_query(query), fuser, scorers, depth, offset)
@@ -1037,6 +1050,8 @@ class ShardedIndex:
                 self._issue_cursor, results.generation, _as_query(query), fuser, scorers, depth
             )
             results._offer_cursor(issue, page)
+        if facets is not None:
+            results.facets = self.facets(_as_query(query), facets, facet_k, allow_partial=allow_partial)
         return results
 
     def _cursors(self) -> CursorSeal:
@@ -1068,6 +1083,37 @@ class ShardedIndex:
         """A cursor for the page after ``position`` hits of a search at ``cut``."""
         digest = ranking_digest(query, fuser, scorers, depth)
         return self._cursors().write(PageStart(cut, position, score, key, digest))
+
+    def facets(
+        self,
+        query: Query | Filter | str | None,
+        fields: Sequence[str],
+        k: int = 10,
+        *,
+        allow_partial: bool = False,
+    ) -> Facets:
+        """:meth:`Index.facets <weftsearch.Index.facets>` over every shard: each shard counts, the counts add.
+
+        Exact, and equal to one index's facets over the same documents. Counts
+        over the filter's matches only (no ``top``: a ranking's top hits
+        would need the fused ranking first). With ``allow_partial``, a shard
+        that cannot be reached is left out of the counts.
+
+        Raises:
+            ShardUnavailableError: a shard could not be reached (and not ``allow_partial``).
+
+        """
+        self._check_open()
+        names = check_facet_fields(fields, self._field_kinds)
+        k = check_facet_k(k)
+        node = as_filter(query.filter if isinstance(query, Query) else query)
+        if node is not None:
+            check_filter(node, self._field_kinds)
+        cut = self._cut
+        arguments = {n: (cut.refs[n], node, names) for n in range(len(self._names))}
+        found = self._group.call("facet_counts", arguments, read=True)
+        missing = self._missing(found, allow_partial)
+        return top_facets(add_facet_counts(found[n] for n in sorted(found) if n not in missing), k)
 
     def search_many(
         self,

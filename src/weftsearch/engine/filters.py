@@ -13,9 +13,11 @@ The string grammar (keywords are case-insensitive)::
     or         := and ("or" and)*
     and        := not ("and" not)*
     not        := "not" not | atom
-    atom       := "(" filter ")" | comparison | membership | "exists" "(" field ")"
+    atom       := "(" filter ")" | comparison | membership | contains | "exists" "(" field ")"
     comparison := field op value          op: == (or =)  !=  <  <=  >  >=
     membership := field ["not"] "in" "(" value ("," value)* [","] ")"
+    contains   := field "contains" value
+                | field "contains" ("any" | "all") "(" value ("," value)* [","] ")"
     field      := name | `any name` | @time
     value      := "string" | 'string' | number | true | false
 
@@ -36,6 +38,16 @@ Meaning, fixed so every scorer and shard applies the same rule:
   documents without the field too), as ``field not in (...)`` is.
 * A document without a time never matches a condition on ``@time`` (and
   matches its ``not``).
+* List fields (``keyword-list``, ``number-list``: a document's field holds a
+  list): ``tags contains "x"`` matches documents whose list holds ``"x"``;
+  ``contains any (...)`` one of the values, ``contains all (...)`` every one.
+  A comparison on a list field holds when it holds for *some* element, as
+  Elasticsearch reads a condition on an array: ``tags == "x"`` is ``tags
+  contains "x"``, ``tags in (...)`` is ``contains any``, ``scores > 5`` means
+  some score is above 5, and ``tags != "x"`` (``not tags == "x"``) matches
+  the lists without ``"x"`` (and documents without the field). An empty list
+  is no value (``exists`` is false). ``contains`` on a scalar field, or on
+  ``@time``, is a :class:`FilterTypeError` (use ``==`` or ``in``).
 
 Bounds: a filter nests ``and``/``or``/``not`` at most :data:`MAX_FILTER_DEPTH`
 deep, and a number must be a finite float64 (:data:`MAX_FILTER_NUMBER`; a decimal
@@ -64,7 +76,7 @@ from numpy.typing import NDArray
 
 from weftsearch._numbers import number_text
 from weftsearch.errors import FilterSyntaxError, FilterTypeError, InvalidFilterError, UnknownFieldError
-from weftsearch.storage.fields import FieldIndex, field_kind
+from weftsearch.storage.fields import LIST_KINDS, FieldIndex, field_kind
 from weftsearch.times import TimeLike, as_timestamp
 
 __all__ = [
@@ -72,6 +84,7 @@ __all__ = [
     "Filter",
     "Compare",
     "IsIn",
+    "Contains",
     "Exists",
     "And",
     "Or",
@@ -90,8 +103,9 @@ __all__ = [
 ]
 
 #: The type of a field as the index records it: ``keyword`` (str), ``number``
-#: (int or float), ``boolean`` (bool), and ``time`` (only :data:`TIME_FIELD`).
-FieldKind = Literal["keyword", "number", "boolean", "time"]
+#: (int or float), ``boolean`` (bool), ``keyword-list`` and ``number-list`` (a list of
+#: those), and ``time`` (only :data:`TIME_FIELD`).
+FieldKind = Literal["keyword", "number", "boolean", "keyword-list", "number-list", "time"]
 #: A value a condition compares with.
 FilterValue = Union[str, int, float, bool]
 #: How the string form names the document time.
@@ -120,7 +134,7 @@ def kind_of_value(value: object) -> FieldKind | None:
 
 
 def _check_value(value: object, where: str, position: int | None) -> FilterValue:
-    if kind_of_value(value) is None:
+    if kind_of_value(value) not in ("keyword", "number", "boolean"):  # a list is no filter value
         raise InvalidFilterError(
             f"{where}: a filter value is a str, int, float or bool, got {type(value).__name__}"
             + _at(position)
@@ -199,7 +213,7 @@ def _is_plain_name(name: str) -> bool:
     return all(c.isascii() and (c.isalnum() or c in "_.-") for c in name)
 
 
-_KEYWORDS = frozenset({"and", "or", "not", "in", "exists", "true", "false"})
+_KEYWORDS = frozenset({"and", "or", "not", "in", "exists", "true", "false", "contains", "any", "all"})
 
 
 def _value_text(value: FilterValue) -> str:
@@ -275,6 +289,62 @@ class IsIn(Filter):
     def to_string(self) -> str:
         """The canonical string form (see :meth:`Filter.to_string`)."""
         return f"{_field_text(self.field)} in ({', '.join(_value_text(v) for v in self.values)})"
+
+    def fields(self) -> Iterator[str]:
+        """The field names read (see :meth:`Filter.fields`)."""
+        yield self.field
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Contains(Filter):
+    """``field contains v``, ``field contains any (v1, ...)``, ``field contains all (v1, ...)``.
+
+    For list fields (``keyword-list``, ``number-list``). ``mode`` is ``"any"``
+    (the list holds at least one of ``values``) or ``"all"`` (every one); one
+    value is always ``"any"`` (the two agree), so equal meaning is one tree.
+
+    Attributes:
+        field: the field name.
+        values: the values (at least one, at most :data:`MAX_IN_VALUES`).
+        mode: ``"any"`` or ``"all"``.
+        position: where the condition starts in the parsed text; not part of equality.
+
+    """
+
+    field: str
+    values: tuple[FilterValue, ...]
+    mode: Literal["any", "all"] = "any"
+    position: int | None = _dataclass_field(default=None, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        _check_field(self.field, self.position)
+        if self.field == TIME_FIELD:
+            raise FilterTypeError(
+                f"{TIME_FIELD} is one time, not a list: 'contains' needs a list field; use == or "
+                f"in{_at(self.position)}"
+            )
+        if self.mode not in ("any", "all"):
+            raise InvalidFilterError(f"contains takes mode 'any' or 'all', got {self.mode!r}")
+        values = tuple(self.values) if not isinstance(self.values, (str, bytes)) else None
+        if values is None or not values:
+            raise InvalidFilterError(
+                f"field {self.field!r}: 'contains' needs a non-empty list of values{_at(self.position)}"
+            )
+        if len(values) > MAX_IN_VALUES:
+            raise InvalidFilterError(
+                f"field {self.field!r}: 'contains' takes at most {MAX_IN_VALUES} values, got {len(values)}"
+            )
+        values = tuple(_check_value(v, f"field {self.field!r}", self.position) for v in values)
+        object.__setattr__(self, "values", values)
+        if len(values) == 1:
+            object.__setattr__(self, "mode", "any")
+
+    def to_string(self) -> str:
+        """The canonical string form (see :meth:`Filter.to_string`)."""
+        if len(self.values) == 1:
+            return f"{_field_text(self.field)} contains {_value_text(self.values[0])}"
+        listed = ", ".join(_value_text(v) for v in self.values)
+        return f"{_field_text(self.field)} contains {self.mode} ({listed})"
 
     def fields(self) -> Iterator[str]:
         """The field names read (see :meth:`Filter.fields`)."""
@@ -458,6 +528,26 @@ class F:
         """The document has this field."""
         return Exists(self.name)
 
+    def contains(self, value: FilterValue) -> Contains:
+        """The list field holds ``value`` (``tags contains "x"``)."""
+        return Contains(self.name, (value,))
+
+    def contains_any(self, values: Iterable[FilterValue]) -> Contains:
+        """The list field holds at least one of ``values`` (a non-empty iterable; not a str)."""
+        if isinstance(values, (str, bytes)):
+            raise InvalidFilterError(
+                f"field {self.name!r}: contains_any takes a list of values, not a string"
+            )
+        return Contains(self.name, tuple(values), "any")
+
+    def contains_all(self, values: Iterable[FilterValue]) -> Contains:
+        """The list field holds every one of ``values`` (a non-empty iterable; not a str)."""
+        if isinstance(values, (str, bytes)):
+            raise InvalidFilterError(
+                f"field {self.name!r}: contains_all takes a list of values, not a string"
+            )
+        return Contains(self.name, tuple(values), "all")
+
     def between(
         self,
         low: FilterValue | TimeLike | None,
@@ -489,11 +579,15 @@ _GRAMMAR = r"""
 ?atom: "(" or_ ")"
      | comparison
      | membership
+     | contains
      | exists
 comparison: field OP value
 membership: field NOTIN "(" value ("," value)* ","? ")"
           | field _IN "(" value ("," value)* ","? ")"
 exists: _EXISTS "(" field ")"
+contains: field _CONTAINS value
+        | field _CONTAINS ANY "(" value ("," value)* ","? ")"
+        | field _CONTAINS ALL "(" value ("," value)* ","? ")"
 field: NAME -> plain_field
      | QUOTED_NAME -> quoted_field
      | TIME -> time_field
@@ -508,6 +602,9 @@ _AND.2: /and(?![A-Za-z0-9_.\-])/i
 _NOT.2: /not(?![A-Za-z0-9_.\-])/i
 _IN.2: /in(?![A-Za-z0-9_.\-])/i
 _EXISTS.2: /exists(?![A-Za-z0-9_.\-])/i
+_CONTAINS.2: /contains(?![A-Za-z0-9_.\-])/i
+ANY.2: /any(?![A-Za-z0-9_.\-])/i
+ALL.2: /all(?![A-Za-z0-9_.\-])/i
 TRUE.2: /true(?![A-Za-z0-9_.\-])/i
 FALSE.2: /false(?![A-Za-z0-9_.\-])/i
 TIME: "@time"
@@ -605,6 +702,13 @@ def _build(tree: object) -> Filter:
             (target,) = node.children
             assert isinstance(target, Tree)
             return Exists(field_of(target), position)
+        if kind == "contains":
+            target, *rest = node.children
+            assert isinstance(target, Tree)
+            every = any(getattr(item, "type", None) == "ALL" for item in rest)
+            mode: Literal["any", "all"] = "all" if every else "any"
+            listed = tuple(value_of(child) for child in rest if isinstance(child, Tree))
+            return Contains(field_of(target), listed, mode, position)
         raise FilterSyntaxError(f"unexpected {kind}")  # pragma: no cover - the grammar has no other rule
 
     return walk(tree)
@@ -718,8 +822,8 @@ def as_filter(value: Filter | str | None) -> Filter | None:
     raise InvalidFilterError(f"a filter is a Filter, its string form or None, got {type(value).__name__}")
 
 
-def _conditions(node: Filter) -> Iterator[Compare | IsIn | Exists]:
-    if isinstance(node, (Compare, IsIn, Exists)):
+def _conditions(node: Filter) -> Iterator[Compare | IsIn | Contains | Exists]:
+    if isinstance(node, (Compare, IsIn, Contains, Exists)):
         yield node
     elif isinstance(node, (And, Or)):
         for part in node.parts:
@@ -756,13 +860,19 @@ def check_filter(node: Filter, schema: Mapping[str, str]) -> None:
             raise UnknownFieldError(f"no document has field {name!r}{where}{hint} (fields: {known})")
         if isinstance(condition, Exists):
             continue
+        if isinstance(condition, Contains) and kind not in LIST_KINDS:
+            raise FilterTypeError(
+                f"field {name!r} holds {kind} values, not lists: 'contains' needs a list field; use == "
+                f"or in{where}"
+            )
+        element = LIST_KINDS.get(kind, kind)  # a condition on a list field compares its elements
         values = (condition.value,) if isinstance(condition, Compare) else condition.values
         for value in values:
-            if kind_of_value(value) != kind:
+            if kind_of_value(value) != element:
                 raise FilterTypeError(
                     f"field {name!r} holds {kind} values; {value!r} is a {kind_of_value(value)}{where}"
                 )
-        if isinstance(condition, Compare) and condition.op in _RANGE_OPERATORS and kind != "number":
+        if isinstance(condition, Compare) and condition.op in _RANGE_OPERATORS and element != "number":
             raise FilterTypeError(
                 f"field {name!r} holds {kind} values: a range ({condition.op}) needs a number field or "
                 f"{TIME_FIELD}{where}"
@@ -801,6 +911,16 @@ def _exact_range(op: str, value: int | float) -> tuple[str, float]:
     if nearest > value:
         return ("<" if op in ("<", "<=") else ">="), nearest
     return ("<=" if op in ("<", "<=") else ">"), nearest
+
+
+def _canonical(value: FilterValue) -> tuple[str, object]:
+    """One key per distinct value a field compares: ``1`` and ``1.0`` are one number, ``True`` is not 1."""
+    if isinstance(value, bool):
+        return ("boolean", value)
+    if isinstance(value, str):
+        return ("keyword", value)
+    nearest = float(value)
+    return ("number", nearest if nearest == value else value)  # an inexact integer matches nothing
 
 
 def segment_mask(node: Filter, fields: SegmentFields) -> NDArray[np.bool_]:
@@ -868,6 +988,22 @@ def segment_mask(node: Filter, fields: SegmentFields) -> NDArray[np.bool_]:
             for value in node.values:
                 mask[equal_ids(node.field, value)] = True
             return mask
+        if isinstance(node, Contains):
+            if node.mode == "any":
+                mask = np.zeros(n, dtype=np.bool_)
+                for value in node.values:
+                    mask[equal_ids(node.field, value)] = True
+                return mask
+            # Every value: count, per document, the distinct values it holds (a list field's
+            # document appears once under each of its values), in one bincount rather than
+            # one mask per value.
+            distinct = {_canonical(value): value for value in node.values}
+            runs = [equal_ids(node.field, value) for value in distinct.values()]
+            if any(run.shape[0] == 0 for run in runs):
+                return np.zeros(n, dtype=np.bool_)
+            counts = np.bincount(np.concatenate(runs).astype(np.intp), minlength=n)
+            found_all: NDArray[np.bool_] = counts == len(runs)
+            return found_all
         assert isinstance(node, Compare)
         if node.field == TIME_FIELD:
             found = time_compare(node.op, float(node.value))

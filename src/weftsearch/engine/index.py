@@ -38,6 +38,8 @@ from weftsearch.analysis import Analyzer, get_analyzer
 from weftsearch.documents import Document
 from weftsearch.engine import children
 from weftsearch.engine.children import COMMIT_PRIORITIES, ChildFile
+from weftsearch.engine.facets import Facets, check_facet_fields, check_facet_k
+from weftsearch.engine.filters import Filter
 from weftsearch.engine.highlighting import snapshot_highlighter
 from weftsearch.engine.inflight import SearchesInFlight
 from weftsearch.engine.ingest import analyse_documents, resolve_workers
@@ -46,7 +48,13 @@ from weftsearch.engine.pacing import YieldToSearches, release_gradually
 from weftsearch.engine.pages import CURSOR_GENERATIONS, CursorSeal, PageStart, ranking_digest
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
-from weftsearch.engine.search import SearchResults, _as_query, search_snapshot, search_snapshot_many
+from weftsearch.engine.search import (
+    SearchResults,
+    _as_query,
+    query_facets,
+    search_snapshot,
+    search_snapshot_many,
+)
 from weftsearch.engine.snapshot import QueryTerms, Snapshot
 from weftsearch.engine.stats import IndexStats, SegmentStats, file_bytes, manifest_bytes
 from weftsearch.errors import (
@@ -78,7 +86,7 @@ from weftsearch.storage.directory import (
     read_tombstones,
     segment_number,
 )
-from weftsearch.storage.fields import field_kind
+from weftsearch.storage.fields import LIST_KINDS, field_kind
 from weftsearch.storage.integrity import ScrubReport, check_segment, scrub_directory
 from weftsearch.storage.segment import VECTOR_DTYPES, SegmentReader
 from weftsearch.storage.segment_merge import merge_columns
@@ -1205,8 +1213,14 @@ class Index:
         offset: int = 0,
         after: str | None = None,
         highlight: bool | HighlightOptions | None = None,
+        facets: Sequence[str] | None = None,
+        facet_k: int = 10,
     ) -> SearchResults:
         """Search the current snapshot; see :func:`~weftsearch.engine.search.search_snapshot`.
+
+        ``facets``: field names whose value counts over every live document the
+        query's filter matches are put in ``results.facets`` (``facet_k`` values
+        per field; see :meth:`facets`).
 
         With one scorer, its stream passes through with its own scores (the
         fuser is not called; ``results.fuser`` is ``"passthrough"``).
@@ -1261,7 +1275,12 @@ class Index:
             )
         searched = self.snapshot() if snapshot is None else snapshot
         with self._searches:  # commits and merges yield to running searches
+            if facets is not None:  # checked before any scorer runs
+                check_facet_fields(facets, searched.field_kinds())
+                check_facet_k(facet_k)
             results = search_snapshot(searched, query, k, fuser, scorers, depth, offset=offset, after=start)
+            if facets is not None:
+                results.facets = query_facets(searched, _as_query(query), facets, facet_k)
         if options is not None:
             parsed = query if isinstance(query, Query) else Query(text=query)
             results._highlight_with(snapshot_highlighter(searched, parsed, options, store_text=self._store_text))
@@ -1321,6 +1340,46 @@ class Index:
             f"{current.generation} and keeps the last {CURSOR_GENERATIONS} generations it issued "
             "cursors on): search again from the first page"
         )
+
+    def facets(
+        self,
+        query: Query | Filter | str | None,
+        fields: Sequence[str],
+        k: int = 10,
+        *,
+        top: int | None = None,
+        fuser: Fuser | None = None,
+        scorers: Sequence[Scorer] = (),
+        snapshot: Snapshot | None = None,
+    ) -> Facets:
+        """How many documents hold each value of ``fields``, over what ``query`` matches.
+
+        ``query``: a :class:`Query` (its filter), a filter (a ``Filter`` or its
+        string form: a ``str`` here is a filter, not query text) or ``None``
+        (every live document). ``top=N`` counts over the top ``N`` hits of the
+        Query's ranking by ``scorers`` fused by ``fuser`` instead. Returns field
+        -> ``[(value, count), ...]``: at most ``k`` (1 to 10,000) values, count
+        descending then value ascending; counts are exact, over live documents
+        only, each document once per distinct value it holds. Keyword, boolean,
+        number (integral values as ``int``) and list fields facet.
+
+        Example::
+
+            index.facets("year >= 2000", ["tags", "year"], k=5)
+            # {"tags": [("ml", 41), ("ir", 17), ...], "year": [(2021, 12), ...]}
+
+        Raises:
+            UnknownFieldError: a field no document has (text and vectors are no fields).
+            InvalidParameterError: bad ``k``, ``top`` or field list.
+            InvalidFilterError: the filter is malformed or does not fit the fields.
+
+        """
+        self._check_open()
+        if snapshot is not None and not self._made_here(snapshot):
+            raise InvalidParameterError("snapshot must be one taken from this index with index.snapshot()")
+        with self._searches:
+            searched = self.snapshot() if snapshot is None else snapshot
+            return query_facets(searched, query, fields, k, top=top, fuser=fuser, scorers=scorers)
 
     def _made_here(self, snapshot: object) -> bool:
         """Whether ``snapshot`` is a :class:`Snapshot` this index made. O(1)."""
@@ -1827,6 +1886,16 @@ _EXACT_INTEGER = 2**53
 def _check_field_types(document: Document, kinds: dict[str, str]) -> None:
     """Refuse a field value whose type differs from the field's; record new fields in ``kinds``."""
     for name, value in document.fields.items():
+        if isinstance(value, (list, tuple)) and not value:
+            # No value, so no type to fix; but a scalar field stays scalar for the whole index.
+            fixed_kind = kinds.get(name)
+            if fixed_kind is not None and fixed_kind not in LIST_KINDS:
+                raise FieldTypeError(
+                    f"document {document.key!r}: field {name!r} holds {fixed_kind} values in this "
+                    "index; an empty list is a list (a field is a list field or a scalar one for the "
+                    "whole index)"
+                )
+            continue
         kind = field_kind(value)
         if kind is None:  # Document validation refuses these first; kept as a second guard
             raise FieldTypeError(f"document {document.key!r}: field {name!r} holds a {type(value).__name__}")

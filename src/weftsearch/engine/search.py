@@ -31,6 +31,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.documents import FieldValue
+from weftsearch.engine.facets import (
+    Facets,
+    check_facet_fields,
+    check_facet_k,
+    count_facets,
+    facets_to_json,
+    top_facets,
+)
+from weftsearch.engine.filters import Filter
 from weftsearch.engine.pages import PageStart, check_offset
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
@@ -54,6 +63,8 @@ __all__ = [
     "ExplainArrays",
     "search_snapshot",
     "search_snapshot_many",
+    "facet_mask",
+    "query_facets",
     "score_queries",
     "MAX_THREADS",
     "results_of",
@@ -217,6 +228,9 @@ class SearchResults(Sequence[Hit]):
             then every stream is as long as the filter and its evidence allow.
         offset: hits of the ranking before these (0 for a first page): the
             first hit's :attr:`Hit.rank` is ``offset + 1``.
+        facets: when the search asked for them (``search(..., facets=[...])``),
+            field -> ``[(value, count), ...]`` over every live document the
+            query's filter matches (:mod:`weftsearch.engine.facets`); else ``None``.
 
     """
 
@@ -235,6 +249,7 @@ class SearchResults(Sequence[Hit]):
         "_signal_scores",
         "cut_short",
         "depth",
+        "facets",
         "fuser",
         "generation",
         "offset",
@@ -259,6 +274,7 @@ class SearchResults(Sequence[Hit]):
         self.depth = depth
         self._plans: tuple[dict[str, PlanValue] | None, ...] = _plan_copies(plans, len(self.signals))
         self.cut_short: tuple[str, ...] = tuple(cut_short)
+        self.facets: Facets | None = None
         width = len(self.signals)
         self._keys: tuple[str, ...] = tuple(hit.key for hit in hits)
         self._scores: NDArray[np.float64] = _frozen_array(np.array([hit.score for hit in hits], np.float64))
@@ -326,6 +342,7 @@ class SearchResults(Sequence[Hit]):
         results.offset = 0
         results._cursor = None
         results._highlighter = None
+        results.facets = None
         return results
 
     def _sliced(self, start: int, stop: int) -> SearchResults:
@@ -350,6 +367,7 @@ class SearchResults(Sequence[Hit]):
         page.offset = self.offset + start
         page._cursor = None
         page._highlighter = self._highlighter
+        page.facets = self.facets
         return page
 
     def _offer_cursor(self, issue: Callable[[int, float, str], str], k: int) -> None:
@@ -505,6 +523,7 @@ class SearchResults(Sequence[Hit]):
             "cut_short": list(self.cut_short),
             "plans": self.plans,
             "hits": [hit.to_dict() for hit in self],
+            **({} if self.facets is None else {"facets": facets_to_json(self.facets)}),
         }
 
 
@@ -795,6 +814,63 @@ def _as_query(query: object, position: int | None = None) -> Query:
         return Query(text=query)
     where = "" if position is None else f" (queries[{position}])"
     raise InvalidQueryError(f"query must be a Query or str, got {type(query).__name__}{where}")
+
+
+def facet_mask(
+    snapshot: Snapshot,
+    query: Query | Filter | str | None,
+    *,
+    top: int | None = None,
+    fuser: Fuser | None = None,
+    scorers: Sequence[Scorer] = (),
+    depth: int | None = None,
+) -> NDArray[np.bool_] | None:
+    """The live documents facets count for ``query`` (``None``: every live document).
+
+    ``query``: a :class:`Query` (its filter), a filter (a
+    :class:`~weftsearch.engine.filters.Filter` or its string form: a ``str``
+    here is a filter, not query text) or ``None``. With ``top=N``: the top
+    ``N`` hits of ``query``'s ranking by ``scorers`` fused by ``fuser`` (a
+    :class:`Query` and at least one scorer are then required).
+
+    Raises:
+        InvalidParameterError: ``top`` without a Query and scorers, or out of range.
+        InvalidFilterError: the filter is malformed or does not fit the fields.
+
+    """
+    if top is None:
+        node = query.filter if isinstance(query, Query) else query
+        return snapshot.filter_mask(node)
+    if not isinstance(query, Query) or not scorers or fuser is None:
+        raise InvalidParameterError(
+            "facets over the top hits (top=N) rank a Query: give a Query, a fuser and at least one scorer"
+        )
+    results = search_snapshot(snapshot, query, top, fuser, scorers, depth)
+    mask = np.zeros(snapshot.n_docs, dtype=np.bool_)
+    ids = snapshot.ids_of(results.keys)
+    mask[ids[ids >= 0]] = True
+    return mask
+
+
+def query_facets(
+    snapshot: Snapshot,
+    query: Query | Filter | str | None,
+    fields: Sequence[str],
+    k: int = 10,
+    *,
+    top: int | None = None,
+    fuser: Fuser | None = None,
+    scorers: Sequence[Scorer] = (),
+    depth: int | None = None,
+) -> Facets:
+    """Facet counts of ``fields`` over the documents :func:`facet_mask` selects, top ``k`` per field.
+
+    See :mod:`weftsearch.engine.facets` (exact counts, order, cost, bounds).
+    """
+    names = check_facet_fields(fields, snapshot.field_kinds())
+    k = check_facet_k(k)
+    mask = facet_mask(snapshot, query, top=top, fuser=fuser, scorers=scorers, depth=depth)
+    return top_facets(count_facets(snapshot, mask, names), k)
 
 
 def search_snapshot(

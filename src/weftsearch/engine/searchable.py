@@ -78,10 +78,14 @@ class Searchable(Protocol):
         depth: int | None = None,
         offset: int = 0,
         after: str | None = None,
+        facets: Sequence[str] | None = None,
+        facet_k: int = 10,
     ) -> SearchResults:
         """The ``k`` best documents for ``query`` (from ``offset``, or after a cursor's hit), explained.
 
         Pages: :mod:`weftsearch.engine.pages`.
+        ``facets``: fields whose value counts over every document the query's
+        filter matches go in ``results.facets`` (``facet_k`` values each).
         """
         ...
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from weftsearch.engine.stream import PlanValue
 from weftsearch.highlight import MAX_FRAGMENT_SIZE, MAX_FRAGMENTS
@@ -17,7 +17,11 @@ NAME_PATTERN = "^" + PROFILE_NAME.pattern + "$"
 
 _NO_EXTRA = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-FieldValue = Union[bool, int, float, str]
+#: A field value: a scalar, or a list of strings or of numbers (a list field; strict, so a
+#: mixed list or one of booleans is refused by validation, not coerced).
+FieldValue = Union[bool, int, float, str, list[StrictStr], list[Union[StrictInt, StrictFloat]]]
+#: A value a facet counts (list fields count their values one by one).
+FacetValue = Union[bool, int, float, str]
 
 
 class ProfileRef(BaseModel):
@@ -116,6 +120,15 @@ class SearchRequest(QueryIn, RankingIn):
     )
     highlight: HighlightIn | None = Field(
         default=None, description="snippets of each hit's stored text with the query's terms marked"
+    )
+    facets: list[str] | None = Field(
+        default=None,
+        max_length=32,
+        description="field names whose values are counted over every document the filter matches "
+        "(keyword, boolean, number and list fields); the answer's facets",
+    )
+    facet_k: int = Field(
+        default=10, ge=1, le=10_000, description="values per facet field, most frequent first"
     )
 
 
@@ -297,6 +310,14 @@ class QueryVectorOut(BaseModel):
     dims: int | None = Field(description="the vector's width")
 
 
+class FacetOut(BaseModel):
+    """One value of a facet and the number of matching documents that hold it."""
+
+    model_config = _OUT
+    value: FacetValue
+    count: int
+
+
 class SearchResponse(BaseModel):
     """``POST /v1/search``: the fused ranking, best first."""
 
@@ -323,6 +344,11 @@ class SearchResponse(BaseModel):
         default=None,
         description="send as after= (with the same query and ranking) for the next page; null when the "
         "ranking ended on this page",
+    )
+    facets: dict[str, list[FacetOut]] | None = Field(
+        default=None,
+        description="with facets: per field, its values and how many matching documents hold each, count "
+        "descending then value ascending (exact, live documents only)",
     )
 
 

@@ -436,23 +436,29 @@ class ServerState:
                     raise ApiError(503, "IndexUnavailable", problem) from None
                 raise ApiError(status_of(exc), type(exc).__name__, str(exc)) from None
 
-    def run_highlighted_search(
+    def run_search(
         self,
         ranking: Ranking,
-        query: Query,
+        queries: list[Query],
         k: int,
-        highlight: HighlightOptions,
         offset: int = 0,
         after: str | None = None,
-    ) -> SearchResults:
-        """One search whose hits carry highlights (a single index only); ``offset``/``after`` page it.
+        *,
+        facets: list[str] | None = None,
+        facet_k: int = 10,
+        highlight: HighlightOptions | None = None,
+    ) -> list[SearchResults]:
+        """Search (callers adopt the newest commit first, before building the queries).
+
+        ``offset``/``after`` page one query (:mod:`weftsearch.engine.pages`);
+        ``facets`` (one query only): the fields counted into ``results.facets``;
+        ``highlight`` (one query, a single index only): the hits' snippets.
 
         Raises:
             ApiError: 400 naming ``highlight`` when the served index is sharded.
 
         """
-        index = self.index
-        if not isinstance(index, Index):
+        if highlight is not None and not isinstance(self.index, Index):
             raise ApiError(
                 400,
                 "InvalidParameterError",
@@ -460,23 +466,20 @@ class ServerState:
                 "highlight",
             )
         arm = ranking.arm
-        return index.search(
-            query, k, arm.fuser, *arm.scorers, depth=max(arm.depth, k), highlight=highlight, offset=offset, after=after
-        )
-
-    def run_search(
-        self, ranking: Ranking, queries: list[Query], k: int, offset: int = 0, after: str | None = None
-    ) -> list[SearchResults]:
-        """Search (callers adopt the newest commit first, before building the queries).
-
-        ``offset``/``after`` page one query (:mod:`weftsearch.engine.pages`).
-        """
-        arm = ranking.arm
         if len(queries) == 1:
             depth = max(arm.depth, k)
             return [
                 self.index.search(
-                    queries[0], k, arm.fuser, *arm.scorers, depth=depth, offset=offset, after=after
+                    queries[0],
+                    k,
+                    arm.fuser,
+                    *arm.scorers,
+                    depth=depth,
+                    offset=offset,
+                    after=after,
+                    facets=facets,
+                    facet_k=facet_k,
+                    **({} if highlight is None else {"highlight": highlight}),
                 )
             ]
         return list(

@@ -49,7 +49,8 @@ __all__ = [
 
 MAGIC = b"WEFTSEC\x00"
 #: Version of the section-file layout and of every section this code writes.
-#: Only this version is read: versions 1 and 2 were pre-release layouts, refused with
+#: Only this version is read: versions 1 and 2 were pre-release layouts and version 3 stored
+#: records uncompressed and had no list-valued fields; each is refused with
 #: :class:`~weftsearch.errors.FormatVersionError` (rebuild the index from its documents).
 FORMAT_VERSION = 4
 #: Every section starts at a multiple of this many bytes (cache line; lets any dtype map).

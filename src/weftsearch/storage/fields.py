@@ -7,7 +7,11 @@ A segment keeps, for every field any of its documents has:
   list; equality and ``in`` are binary searches in the dictionary, then a slice);
 * **number** fields (``int``/``float``, compared as float64) and **boolean**
   fields (``False``/``True`` as 0/1): the values sorted ascending with the id of
-  each (ties by id), so a range is two binary searches and a slice.
+  each (ties by id), so a range is two binary searches and a slice;
+* **keyword-list** and **number-list** fields (a list of strings, or of numbers):
+  laid out as keyword and number fields, except that a document appears once
+  under each distinct value it holds, so it may appear under several values
+  (duplicates within one document's list count once; an empty list is no value).
 
 All of it lives in eight sections of the segment file (docs/FORMAT.md, "Field
 indexes"), whatever the number of fields, each checksummed like every section.
@@ -34,12 +38,25 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch._numbers import number_text
+from weftsearch.documents import MAX_LIST_VALUES
 from weftsearch.errors import CorruptIndexError, FieldTypeError
 
-__all__ = ["FieldIndex", "FIELD_KINDS", "FIELD_SECTIONS", "field_kind"]
+__all__ = [
+    "FieldIndex",
+    "FIELD_KINDS",
+    "FIELD_SECTIONS",
+    "LIST_KINDS",
+    "MAX_LIST_VALUES",
+    "field_kind",
+    "is_field_value",
+]
 
 #: The field types a segment records, by code (the ``fld.kinds`` section).
-FIELD_KINDS = ("keyword", "number", "boolean")
+FIELD_KINDS = ("keyword", "number", "boolean", "keyword-list", "number-list")
+
+#: The list kinds, each with the kind of its elements (what a filter value compares as).
+LIST_KINDS = {"keyword-list": "keyword", "number-list": "number"}
+
 
 #: The section names and dtypes of the field index (see docs/FORMAT.md).
 FIELD_SECTIONS = {
@@ -60,14 +77,31 @@ _EXACT_FLOAT = 2.0**53
 
 
 def field_kind(value: object) -> str | None:
-    """The field type a value makes (``keyword``, ``number``, ``boolean``), or ``None``. O(1)."""
+    """The field type a value makes, or ``None`` (another type, or an empty list). O(1) for a scalar.
+
+    ``keyword``, ``number``, ``boolean`` for a scalar; ``keyword-list`` for a
+    non-empty list or tuple of str, ``number-list`` for one of int/float (not
+    bool), ``None`` for a list mixing them or holding anything else, and for
+    an empty list (it holds no value, so it makes no type: see
+    :func:`is_field_value`). O(len) for a list.
+    """
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, str):
         return "keyword"
     if isinstance(value, (int, float)):
         return "number"
+    if isinstance(value, (list, tuple)) and value:
+        if all(isinstance(v, str) for v in value):
+            return "keyword-list"
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            return "number-list"
     return None
+
+
+def is_field_value(value: object) -> bool:
+    """Whether ``value`` may be a stored field value: one :func:`field_kind` knows, or an empty list."""
+    return field_kind(value) is not None or (isinstance(value, (list, tuple)) and not value)
 
 
 def _number(value: object) -> float:
@@ -130,6 +164,8 @@ class FieldIndex:
         seen: dict[str, str] = {}
         for doc, mapping in enumerate(fields):
             for name, value in mapping.items():
+                if isinstance(value, (list, tuple)) and not value:
+                    continue  # an empty list holds no value (and fixes no type)
                 kind = field_kind(value)
                 if kind is None:
                     raise FieldTypeError(f"document {doc}: field {name!r} holds a {type(value).__name__}")
@@ -142,6 +178,15 @@ class FieldIndex:
                 seen[name] = kind
                 if kind == "keyword":
                     keyword_docs.setdefault(name, {}).setdefault(value, []).append(doc)
+                elif kind == "keyword-list":
+                    by_value = keyword_docs.setdefault(name, {})
+                    for item in dict.fromkeys(value):  # once per distinct value, in order
+                        by_value.setdefault(item, []).append(doc)
+                elif kind == "number-list":
+                    values, docs = number_docs.setdefault(name, ([], []))
+                    for item in dict.fromkeys(_number(v) for v in value):  # 1 and 1.0 are one value
+                        values.append(item)
+                        docs.append(doc)
                 else:
                     values, docs = number_docs.setdefault(name, ([], []))
                     values.append(_number(value))
@@ -185,7 +230,7 @@ class FieldIndex:
         keyword: dict[str, _Keyword] = {}
         numbers: dict[str, _Numbers] = {}
         for name, kind in kinds.items():
-            if kind == "keyword":
+            if kind in ("keyword", "keyword-list"):
                 by_value: dict[str, list[NDArray[np.int64]]] = {}
                 for index, new_ids in parts:
                     own = index._keyword.get(name)
@@ -338,11 +383,11 @@ class FieldIndex:
             kinds[name] = kind
             first, last = starts[position], starts[position + 1]
             low, high = num_bounds[position], num_bounds[position + 1]
-            if kind == "keyword":
+            if kind in ("keyword", "keyword-list"):
                 if low != high:
-                    raise corrupt(f"keyword field {name!r} has number values")
+                    raise corrupt(f"{kind} field {name!r} has number values")
                 if first == last:
-                    raise corrupt(f"keyword field {name!r} has no values")
+                    raise corrupt(f"{kind} field {name!r} has no values")
                 own = values[first:last]
                 if any(a >= b for a, b in itertools.pairwise(own)):
                     raise corrupt(f"the values of field {name!r} are not strictly increasing")
@@ -352,9 +397,7 @@ class FieldIndex:
                 for a, b in itertools.pairwise(relative.tolist()):
                     if a == b or (b - a > 1 and bool(np.any(ids[a + 1 : b] <= ids[a : b - 1]))):
                         raise corrupt(f"the ids of a value of field {name!r} are empty or not ascending")
-                seen = np.zeros(n_docs, dtype=np.int32)
-                np.add.at(seen, ids.astype(np.int64), 1)
-                if ids.shape[0] and int(seen.max()) > 1:
+                if kind == "keyword" and ids.shape[0] and int(np.bincount(ids.astype(np.int64)).max()) > 1:
                     raise corrupt(f"a document holds two values of field {name!r}")
                 keyword[name] = _Keyword(own, relative, ids)
             else:
@@ -369,7 +412,9 @@ class FieldIndex:
                     earlier = own_values[:-1]
                     if bool(np.any((later < earlier) | ((later == earlier) & (own_ids[1:] <= own_ids[:-1])))):
                         raise corrupt(f"the values of field {name!r} are not in (value, id) order")
-                if np.unique(own_ids).shape[0] != own_ids.shape[0]:
+                # A list field's document appears once per distinct value: the (value, id)
+                # order above is strict, so a pair appears at most once.
+                if kind != "number-list" and np.unique(own_ids).shape[0] != own_ids.shape[0]:
                     raise corrupt(f"a document holds two values of field {name!r}")
                 if kind == "boolean" and bool(np.any((own_values != 0.0) & (own_values != 1.0))):
                     raise corrupt(f"boolean field {name!r} holds a value other than 0 and 1")
@@ -394,7 +439,7 @@ class FieldIndex:
                     f"field {name!r} is {mine or 'absent'} here, {theirs or 'absent'} in the records"
                 )
                 continue
-            if mine == "keyword":
+            if mine in ("keyword", "keyword-list"):
                 a, b = self._keyword[name], derived._keyword[name]
                 same = (
                     a.values == b.values
@@ -402,7 +447,7 @@ class FieldIndex:
                     and np.array_equal(a.ids, b.ids)
                 )
                 if not same:
-                    found.append(f"the values or documents of keyword field {name!r} differ from the records")
+                    found.append(f"the values or documents of {mine} field {name!r} differ from the records")
             else:
                 x, y = self._numbers[name], derived._numbers[name]
                 if x.values.shape != y.values.shape:
@@ -423,7 +468,7 @@ class FieldIndex:
         return dict(self._kinds)
 
     def present(self, name: str) -> NDArray[np.uint32]:
-        """Ids of the documents that have field ``name`` (any order). O(those documents)."""
+        """Ids of the documents that have field ``name`` (any order; a list field's may repeat). O(values)."""
         keyword = self._keyword.get(name)
         if keyword is not None:
             return keyword.ids
@@ -431,9 +476,15 @@ class FieldIndex:
         return numbers.ids if numbers is not None else np.zeros(0, dtype=np.uint32)
 
     def equal(self, name: str, value: object) -> NDArray[np.uint32]:
-        """Ids of the documents whose field ``name`` equals ``value``. O(log values + matches)."""
+        """Ids of the documents whose field ``name`` equals ``value``. O(log values + matches).
+
+        For a list field: the documents whose list holds ``value`` (each once).
+        """
         kind = self._kinds.get(name)
-        if kind is None or field_kind(value) != kind:
+        if kind is None:
+            return np.zeros(0, dtype=np.uint32)
+        kind = LIST_KINDS.get(kind, kind)
+        if field_kind(value) != kind:
             return np.zeros(0, dtype=np.uint32)
         if kind == "keyword":
             keyword = self._keyword[name]
@@ -446,7 +497,10 @@ class FieldIndex:
     def between(
         self, name: str, low: float | None, low_inclusive: bool, high: float | None, high_inclusive: bool
     ) -> NDArray[np.uint32]:
-        """Ids of the documents whose number (or boolean) field lies in the range. O(log n + matches)."""
+        """Ids of the documents whose number (or boolean) field lies in the range. O(log n + matches).
+
+        For a number-list field: the documents holding a value in the range, once per such value.
+        """
         numbers = self._numbers.get(name)
         if numbers is None:
             return np.zeros(0, dtype=np.uint32)
@@ -457,6 +511,39 @@ class FieldIndex:
         if high is not None:
             stop = int(np.searchsorted(numbers.values, high, side="right" if high_inclusive else "left"))
         return numbers.ids[start:stop] if start < stop else np.zeros(0, dtype=np.uint32)
+
+    def value_counts(
+        self, name: str, mask: NDArray[np.bool_]
+    ) -> tuple[list[str] | NDArray[np.float64], NDArray[np.int64]]:
+        """The distinct values of field ``name`` the documents ``mask`` selects hold, and how many hold each.
+
+        ``mask``: one bool per local id. Only values held by at least one
+        selected document are returned, in the field's value order (keyword
+        values as str, numbers and booleans as float64); a list field's
+        document counts once per distinct value of its list. Vectorised: one
+        gather of the mask over the field's id runs and a cumulative sum (or a
+        run-length count over the sorted number values); no step per document.
+        Memory: about 9 bytes per (document, value) entry of the field in this
+        segment, plus the returned arrays.
+        """
+        keyword = self._keyword.get(name)
+        if keyword is not None:
+            selected = mask[keyword.ids]
+            running = np.zeros(selected.shape[0] + 1, dtype=np.int64)
+            np.cumsum(selected, out=running[1:])
+            offsets = keyword.id_offsets.astype(np.intp)
+            counts = running[offsets[1:]] - running[offsets[:-1]]
+            held = np.flatnonzero(counts)
+            return [keyword.values[i] for i in held.tolist()], counts[held]
+        numbers = self._numbers.get(name)
+        if numbers is None:
+            return [], np.zeros(0, dtype=np.int64)
+        values = numbers.values[mask[numbers.ids]]  # still ascending
+        if not values.shape[0]:
+            return np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int64)
+        starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+        counts = np.diff(np.concatenate((starts, [values.shape[0]]))).astype(np.int64)
+        return values[starts], counts
 
 
 def _blob(strings: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.uint64]]:

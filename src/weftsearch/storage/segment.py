@@ -39,7 +39,7 @@ from weftsearch.storage.docstore import (
     BlockCache,
     decompress_block,
 )
-from weftsearch.storage.fields import FieldIndex, field_kind, first_type_only
+from weftsearch.storage.fields import FieldIndex, first_type_only, is_field_value
 from weftsearch.storage.postings import (
     BLOCK_ROWS,
     POSTINGS_BLOCK,
@@ -549,7 +549,7 @@ class SegmentReader:
         return result
 
     def fields(self, local: int) -> dict[str, Any] | None:
-        """The stored fields of document ``local`` (no vector, no links), or ``None`` if damaged."""
+        """The stored fields of document ``local`` (no links; lists as tuples), or ``None`` if damaged."""
         raw = self._checked_record(local)
         if raw is None:
             return None
@@ -557,7 +557,10 @@ class SegmentReader:
             fields = json.loads(raw)["fields"]
         except (ValueError, KeyError, TypeError, RecursionError):
             return None
-        return fields if isinstance(fields, dict) else None
+        if not isinstance(fields, dict):
+            return None
+        # A list field reads back as the tuple Document.fields holds, so hits and get() agree.
+        return {name: tuple(v) if isinstance(v, list) else v for name, v in fields.items()}
 
     def record(self, local: int) -> bytes:
         """The raw stored record of document ``local``, checked against its CRC32C.
@@ -1063,7 +1066,7 @@ class SegmentReader:
                 except (ValueError, RecursionError):
                     raise self._corrupt(f"stored document {local} is not valid JSON") from None
                 found = record.get("fields") if isinstance(record, dict) else None
-                if not isinstance(found, dict) or not all(field_kind(v) for v in found.values()):
+                if not isinstance(found, dict) or not all(is_field_value(v) for v in found.values()):
                     raise self._corrupt(f"stored document {local} has no valid fields")
                 fields.append(found)
             try:

@@ -26,7 +26,7 @@ from weftsearch.documents import Document
 from weftsearch.errors import CorruptIndexError
 from weftsearch.storage.codec import FileStamp, encode_sections
 from weftsearch.storage.docstore import stored_sections
-from weftsearch.storage.fields import FieldIndex, field_kind, first_type_only
+from weftsearch.storage.fields import FieldIndex, first_type_only, is_field_value
 from weftsearch.storage.ivf import IVF_MIN_VECTORS, TRAIN_ITERATIONS, TRAIN_SEED, train_partitions
 from weftsearch.storage.pausing import (
     SLICE,
@@ -555,7 +555,7 @@ def _field_sections(columns: SegmentColumns) -> dict[str, NDArray[Any]]:
                 found = json.loads(record).get("fields")
             except (ValueError, RecursionError, AttributeError):
                 found = None
-            if not isinstance(found, dict) or not all(field_kind(v) for v in found.values()):
+            if not isinstance(found, dict) or not all(is_field_value(v) for v in found.values()):
                 raise CorruptIndexError(f"stored record {position} has no valid fields to index")
             fields.append(found)
         index = FieldIndex.build(first_type_only(fields))

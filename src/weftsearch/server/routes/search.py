@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from weftsearch.engine.facets import facets_to_json
 from weftsearch.engine.search import SearchResults
 from weftsearch.highlight import HighlightOptions
 from weftsearch.server.errors import ApiError, about_field, answers
@@ -91,6 +92,7 @@ def search_body(
         "cut_short": list(results.cut_short),
         **({"plans": results.plans} if explain else {}),
         "hits": hits_of(results, explain),
+        **({} if results.facets is None else {"facets": facets_to_json(results.facets)}),
     }
 
 
@@ -109,12 +111,22 @@ def search(body: SearchRequest, state: Served) -> dict[str, Any]:
     ranking = state.ranking(body)
     state.adopt_commits()
     (query,), (source,) = state.queries([(body, "")], ranking)
-    if highlight is not None:
-        with about_field("highlight"):
-            results = state.run_highlighted_search(ranking, query, body.k, highlight, body.offset, body.after)
-    else:
-        with about_field(None):
-            (results,) = state.run_search(ranking, [query], body.k, body.offset, body.after)
+    try:
+        with about_field("highlight" if highlight is not None else None):
+            (results,) = state.run_search(
+                ranking,
+                [query],
+                body.k,
+                body.offset,
+                body.after,
+                facets=body.facets,
+                facet_k=body.facet_k,
+                highlight=highlight,
+            )
+    except ApiError as exc:
+        if body.facets is not None and "to facet on" in exc.message:
+            exc.field = "facets"  # an unknown facet field, not a filter's (same error type)
+        raise
     return {
         **search_body(results, ranking, body.explain, source),
         "offset": results.offset,

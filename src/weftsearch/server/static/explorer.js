@@ -187,6 +187,8 @@
     const body = { text, k: Number($("k").value) || 10, explain: true };
     const filter = $("filter").value.trim();
     if (filter) body.filter = filter;
+    const facets = $("facet-fields").value.split(",").map((f) => f.trim()).filter((f) => f);
+    if (facets.length) body.facets = facets;
     if (state.custom) {
       const spec = customSpec();
       if (!spec) { status("turn on at least one signal", true); return; }
@@ -237,6 +239,7 @@
     state.cursors = state.cursors.slice(0, state.page + 1);
     if (result.next_cursor) state.cursors.push(result.next_cursor);
     renderResults(result);
+    renderFacets(result.facets || null);
     const first = (result.offset || 0) + 1;
     const range = result.hits.length ? "hits " + first + "–" + (first + result.hits.length - 1) : "no hits";
     $("page-info").textContent = "page " + (state.page + 1) + " · " + range;
@@ -246,6 +249,46 @@
     status(result.hits.length + " hits, page " + (state.page + 1) + ", generation " + result.generation);
   }
 
+  // A filter literal of a facet value: strings quoted (backslash and quote escaped), numbers and
+  // booleans as the filter language spells them.
+  function literal(value) {
+    if (typeof value === "string") return '"' + value.replace(/\\/g, "\\\\").replace(/"/g, '\\"') + '"';
+    return String(value);
+  }
+
+  // A field name as the filter language reads it: plain, or between backquotes.
+  function fieldName(name) {
+    const words = ["and", "or", "not", "in", "exists", "true", "false", "contains", "any", "all"];
+    if (/^[A-Za-z_][A-Za-z0-9_.-]*$/.test(name) && !words.includes(name.toLowerCase())) return name;
+    return "`" + name.replace(/\\/g, "\\\\").replace(/`/g, "\\`") + "`";
+  }
+
+  // Each field's values with their counts; a click adds "field == value" to the filter (on a
+  // list field, == means the list holds the value) and searches again.
+  function renderFacets(facets) {
+    const box = $("facets");
+    box.replaceChildren();
+    if (!facets) return;
+    for (const [name, values] of Object.entries(facets)) {
+      const list = el("ul", { className: "facet" });
+      for (const entry of values) {
+        const button = el("button", { type: "button", className: "facet-value" },
+          el("span", { className: "value", textContent: String(entry.value) }),
+          el("span", { className: "count", textContent: String(entry.count) }));
+        button.dataset.field = name;
+        button.addEventListener("click", () => {
+          const condition = fieldName(name) + " == " + literal(entry.value);
+          const current = $("filter").value.trim();
+          $("filter").value = current ? "(" + current + ") and " + condition : condition;
+          search();
+        });
+        list.append(el("li", {}, button));
+      }
+      if (!values.length) list.append(el("li", { className: "note", textContent: "no values" }));
+      box.append(el("h3", { textContent: name }), list);
+    }
+  }
+
   // An error replaces what it failed to produce: the results (or the side by side) of an earlier
   // request are cleared, never left standing under the error as if they answered this one.
   function failed(where, message) {
@@ -253,6 +296,7 @@
     if (where === "results") {
       $("ranking-label").textContent = "";
       $("pager").hidden = true;
+      $("facets").replaceChildren();
       $("results").replaceChildren(el("li", { className: "note error", textContent: "no results: " + message }));
     } else {
       $("overlap").textContent = "";
