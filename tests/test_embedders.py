@@ -24,6 +24,7 @@ from weftsearch.errors import (
     CorruptIndexError,
     EmbedderMismatchError,
     EmbeddingError,
+    InvalidDocumentError,
     InvalidParameterError,
     UnknownEmbedderError,
     VectorDimensionError,
@@ -361,3 +362,14 @@ def test_the_real_minilm_model_embeds_documents_and_queries(tmp_path: Path) -> N
         assert abs(float(np.linalg.norm(stored)) - 1.0) < 1e-5
         hits = index.search("neural network embeddings for search", 3, RRF(), VectorScorer()).hits
         assert hits[0].key == "b"
+
+
+def test_embed_documents_embeds_as_add_many_would() -> None:
+    index = Index(embedder=NAME)
+    made = index.embed_documents([*DOCS, Document("blank", "")])
+    assert [d.key for d in made] == ["a", "b", "c", "blank"]
+    np.testing.assert_array_equal(made[0].vector, FakeEmbedder().embed([DOCS[0].text])[0])
+    assert made[3].vector is None
+    assert Index().embed_documents(DOCS) == DOCS
+    with pytest.raises(InvalidDocumentError, match="not a Document"):
+        index.embed_documents(["text"])  # type: ignore[list-item]

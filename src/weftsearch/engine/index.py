@@ -969,6 +969,30 @@ class Index:
             self._bump()
         return len(batch)
 
+    def embed_documents(
+        self, documents: Iterable[Document], *, progress: bool | None = None
+    ) -> list[Document]:
+        """``documents`` as :meth:`add_many` would add them: each without a vector given its text's.
+
+        Lets a caller that serialises its writes (the server) embed before taking its own
+        lock; :meth:`add_many` then finds the vectors there. Without an embedder the
+        documents are returned as they are.
+
+        Raises:
+            InvalidDocumentError: an item is not a :class:`Document`.
+            EmbeddingError: the embedder failed on a batch (nothing is changed).
+
+        """
+        self._check_open()
+        batch = list(documents)
+        for position, document in enumerate(batch):
+            if not isinstance(document, Document):
+                raise InvalidDocumentError(f"item {position} is {type(document).__name__}, not a Document")
+        if self._embedder is None:
+            return batch
+        disable = (not progress) if progress is not None else (len(batch) < PROGRESS_THRESHOLD or None)
+        return self._embed_documents(batch, disable)
+
     def _embed_documents(self, batch: list[Document], disable: bool | None) -> list[Document]:
         """``batch`` with a vector from the index's embedder for each document without one.
 
