@@ -596,3 +596,25 @@ def test_the_readme_example_runs_and_prints_the_fused_order(capsys: pytest.Captu
     assert lines[0] == "bm25 1 0.0328 [('bm25', 1), ('vector', 1)]"
     assert lines[1].startswith("rrf 2 ")
     assert lines[2:] == ["Dense retrieval compares embeddings", "Reciprocal rank fusion merges term rankings"]
+
+
+def test_an_index_made_with_an_embedder_embeds_the_query_itself(tmp_path: Path) -> None:
+    from tests.fake_embedder import NAME, FakeEmbedder
+
+    with Index.create(tmp_path / "idx", embedder=NAME) as index:
+        index.add_many(
+            [
+                Document("sparse", "sparse retrieval with inverted indexes"),
+                Document("dense", "dense retrieval with neural embeddings"),
+                Document("graph", "graph walks over citation links"),
+            ]
+        )
+    retriever = WeftRetriever(tmp_path / "idx", k=3)  # opened read-only: the embedder found by name
+    documents = retriever.invoke("citation walks")
+    assert [s["signal"] for s in documents[0].metadata["signals"]] == ["bm25", "vector"]
+    with Index.open(tmp_path / "idx", readonly=True) as reopened:
+        vector = FakeEmbedder().embed(["citation walks"])[0]
+        _expected(
+            reopened, documents, Query("citation walks", vector=vector), 3, BM25Scorer(), VectorScorer()
+        )
+    assert asyncio.run(retriever.ainvoke("citation walks")) == documents
