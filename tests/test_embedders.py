@@ -26,6 +26,7 @@ from weftsearch.errors import (
     EmbeddingError,
     InvalidDocumentError,
     InvalidParameterError,
+    MissingDependencyError,
     UnknownEmbedderError,
     VectorDimensionError,
     WeftError,
@@ -373,3 +374,18 @@ def test_embed_documents_embeds_as_add_many_would() -> None:
     assert Index().embed_documents(DOCS) == DOCS
     with pytest.raises(InvalidDocumentError, match="not a Document"):
         index.embed_documents(["text"])  # type: ignore[list-item]
+
+
+def test_without_the_embed_extra_minilm_names_it_and_adds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import weftsearch.embed as embed
+
+    def missing() -> None:
+        raise MissingDependencyError("weftsearch.embed needs onnxruntime and tokenizers (test); install them")
+
+    monkeypatch.setattr(embed, "_runtime", missing)
+    index = Index(embedder=MINILM)  # creating and opening need no model
+    index.add(Document("own", "kept", vector=np.ones(384, dtype=np.float32)))
+    with pytest.raises(MissingDependencyError, match="onnxruntime"):
+        index.add_many(DOCS)
+    assert index.keys() == ["own"]
+    assert index.search("kept", 1, RRF(), BM25Scorer()).keys == ["own"]  # text search still works

@@ -71,6 +71,7 @@ import json
 import os
 import platform
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -504,6 +505,7 @@ class MiniLMEmbedder:
     def __init__(self, threads: int | None = None) -> None:
         self._threads = threads
         self._encoder: Encoder | None = None
+        self._loading = threading.Lock()  # searching threads may embed their first query at once
 
     @property
     def name(self) -> str:
@@ -530,9 +532,11 @@ class MiniLMEmbedder:
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Embed ``texts`` (loading the model on the first call)."""
-        if self._encoder is None:
-            self._encoder = Encoder(threads=self._threads)
-        rows: NDArray[np.float32] = self._encoder.encode(texts, progress=False)
+        with self._loading:
+            if self._encoder is None:
+                self._encoder = Encoder(threads=self._threads)
+            encoder = self._encoder
+        rows: NDArray[np.float32] = encoder.encode(texts, progress=False)
         return rows
 
 
