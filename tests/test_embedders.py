@@ -26,6 +26,7 @@ from weftsearch.errors import (
     EmbeddingError,
     InvalidDocumentError,
     InvalidParameterError,
+    InvalidQueryError,
     MissingDependencyError,
     UnknownEmbedderError,
     VectorDimensionError,
@@ -389,3 +390,16 @@ def test_without_the_embed_extra_minilm_names_it_and_adds_nothing(monkeypatch: p
         index.add_many(DOCS)
     assert index.keys() == ["own"]
     assert index.search("kept", 1, RRF(), BM25Scorer()).keys == ["own"]  # text search still works
+
+
+def test_bad_query_batches_are_refused_as_without_an_embedder() -> None:
+    index = Index(embedder=NAME)
+    index.add_many(DOCS)
+    embedder = index.embedder
+    assert isinstance(embedder, FakeEmbedder)
+    before = list(embedder.calls)
+    with pytest.raises(InvalidParameterError, match="sequence"):
+        index.search_many("graph", 2, RRF(), VectorScorer())
+    with pytest.raises(InvalidQueryError, match=r"queries\[1\]"):
+        index.search_many(["graph", 7], 2, RRF(), VectorScorer())  # type: ignore[list-item]
+    assert embedder.calls == before  # nothing embedded for a batch that is refused

@@ -1336,21 +1336,24 @@ class Index:
 
     def _embed_queries(
         self, queries: Sequence[Query | str], snapshot: Snapshot, scorers: Sequence[Scorer]
-    ) -> list[Query | str]:
+    ) -> Sequence[Query | str]:
         """``queries`` with text and no vector given the vector of their text, when a scorer needs one.
 
         A scorer needs one when its optional ``missing_input`` (docs/ARCHITECTURE.md,
         "Adding a scorer") says ``"a query vector"``; the texts of one call are
         embedded in one batch per :data:`~weftsearch.embedders.EMBED_BATCH_SIZE`.
-        Without an embedder the queries are returned as they are.
+        Without an embedder, or given something else than a list or tuple (which
+        the search then refuses), the queries are returned as they are.
         """
+        if (
+            self._embedder is None
+            or not isinstance(queries, (list, tuple))
+            or not all(isinstance(q, (Query, str)) for q in queries)  # the search refuses them first
+        ):
+            return queries
         out = list(queries)
-        if self._embedder is None:
-            return out
         built = [Query(text=q) if isinstance(q, str) else q for q in out]
-        todo = [
-            i for i, q in enumerate(built) if isinstance(q, Query) and q.vector is None and q.text.strip()
-        ]
+        todo = [i for i, q in enumerate(built) if q.vector is None and q.text.strip()]
         if not todo or not any(_needs_vector(scorer, snapshot, built[todo[0]]) for scorer in scorers):
             return out
         texts = [built[i].text for i in todo]
