@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from numpy.typing import NDArray
 
 from tests.fake_embedder import DIM, NAME, FakeEmbedder
-from weftsearch import Document, Index
+from weftsearch import Document, Index, register_embedder
 from weftsearch.errors import InvalidParameterError
 from weftsearch.server.app import create_app
 
@@ -72,3 +73,28 @@ def test_a_record_of_another_model_is_refused_at_start(index_path: Path, tmp_pat
     record.write_text(json.dumps({"model": {"name": "sentence-transformers/all-MiniLM-L6-v2"}, "dims": DIM}))
     with pytest.raises(InvalidParameterError, match="made with embedder 'hashed-words'"):
         create_app(index_path, vectors_record=record)
+
+
+class _Refusing(FakeEmbedder):
+    """Raises on the text "poison" (registered as "refusing-16" for the test below)."""
+
+    name = "refusing-16"
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        if "poison" in texts:
+            raise RuntimeError("the model fell over")
+        return super().embed(texts)
+
+
+def test_a_failed_upsert_embedding_is_a_400_and_adds_nothing(tmp_path: Path) -> None:
+    register_embedder("refusing-16", _Refusing)
+    with Index.create(tmp_path / "idx", embedder="refusing-16") as index:
+        index.add_many(DOCS)
+    with TestClient(create_app(tmp_path / "idx")) as client:
+        sent = [{"key": "d", "text": "fine"}, {"key": "e", "text": "poison"}]
+        answer = client.post("/v1/documents", json={"documents": sent})
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "EmbeddingError" and "the model fell over" in error["message"]
+        assert client.get("/v1/documents/d").status_code == 404
+        assert client.get("/v1/documents/a").status_code == 200
