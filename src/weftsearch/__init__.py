@@ -21,6 +21,8 @@ from weftsearch.analysis import (
     register_analyzer,
 )
 from weftsearch.documents import Document
+from weftsearch.embed import MiniLMEmbedder  # registers it as "minilm-l6-int8"
+from weftsearch.embedders import Embedder, embedder_names, get_embedder, register_embedder
 from weftsearch.engine.asynchronous import AsyncIndex
 from weftsearch.engine.filters import F, Filter, parse_filter
 from weftsearch.engine.index import Index
@@ -49,6 +51,11 @@ __all__ = [
     "get_analyzer",
     "register_analyzer",
     "Document",
+    "Embedder",
+    "MiniLMEmbedder",
+    "register_embedder",
+    "get_embedder",
+    "embedder_names",
     "Query",
     "F",
     "Filter",

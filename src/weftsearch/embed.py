@@ -71,6 +71,7 @@ import json
 import os
 import platform
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,7 @@ from tqdm.auto import tqdm
 from weftsearch._atomic import write_atomic
 from weftsearch.corpus import PROGRESS_DELAY, parse_json_object
 from weftsearch.documents import check_string, key_problem
+from weftsearch.embedders import MINILM, register_embedder
 from weftsearch.errors import (
     CorpusFormatError,
     DatasetIntegrityError,
@@ -112,6 +114,7 @@ __all__ = [
     "EmbedResult",
     "Encoder",
     "EncoderFactory",
+    "MiniLMEmbedder",
     "VectorsExistError",
     "embed_texts_to",
     "read_texts_file",
@@ -482,6 +485,62 @@ def _resolve(encoder: EncoderFactory | None) -> Encoder:
     if not isinstance(made, Encoder):
         raise InvalidParameterError(f"the encoder factory returned {type(made).__name__}, not an Encoder")
     return made
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX), offline: :class:`Encoder` as an index's embedder (``"minilm-l6-int8"``).
+
+    The model is loaded on the first :meth:`embed` call (about a second), so
+    an index recording this embedder opens without the ``embed`` extra; an
+    embedding without it raises
+    :class:`~weftsearch.errors.MissingDependencyError` naming the extra.
+    Texts are truncated at :data:`MAX_TOKENS` (256) tokens, as
+    ``weft-search embed`` does; its rows are the frozen vectors' rows.
+
+    Args:
+        threads: onnxruntime threads; ``None`` for its default (one per core).
+
+    """
+
+    def __init__(self, threads: int | None = None) -> None:
+        self._threads = threads
+        self._encoder: Encoder | None = None
+        self._loading = threading.Lock()  # searching threads may embed their first query at once
+
+    @property
+    def name(self) -> str:
+        """``"minilm-l6-int8"``."""
+        return MINILM
+
+    @property
+    def dim(self) -> int:
+        """384."""
+        return DIMS
+
+    @property
+    def model_record(self) -> dict[str, Any]:
+        """The model's name, vector set, pinned file hashes and recipe (not the runtime's versions)."""
+        return {
+            "name": MODEL_NAME,
+            "vectors": VARIANT,
+            "onnx_sha256": MODEL_SHA256,
+            "tokenizer_sha256": TOKENIZER_SHA256,
+            "max_tokens": MAX_TOKENS,
+            "pooling": "mean",
+            "normalisation": "l2",
+        }
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Embed ``texts`` (loading the model on the first call)."""
+        with self._loading:
+            if self._encoder is None:
+                self._encoder = Encoder(threads=self._threads)
+            encoder = self._encoder
+        rows: NDArray[np.float32] = encoder.encode(texts, progress=False)
+        return rows
+
+
+register_embedder(MINILM, MiniLMEmbedder)
 
 
 # ---------------------------------------------------------------------- records and files

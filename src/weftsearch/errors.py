@@ -58,6 +58,9 @@ __all__ = [
     "TrialValidationError",
     "InvalidCursorError",
     "CursorExpiredError",
+    "UnknownEmbedderError",
+    "EmbedderMismatchError",
+    "EmbeddingError",
 ]
 
 
@@ -385,4 +388,28 @@ class CursorExpiredError(InvalidCursorError):
 
     An index keeps the snapshots of the last few generations it issued cursors on
     (:data:`weftsearch.engine.pages.CURSOR_GENERATIONS`); a sharded index only its current cut.
+    """
+
+
+class UnknownEmbedderError(WeftError, ValueError):
+    """An embedder name that is not registered (see ``weftsearch.register_embedder``).
+
+    An index records the name of the embedder it was created with; reopening it
+    in a process where no embedder of that name is registered raises this,
+    naming the embedder and how to register it.
+    """
+
+
+class EmbedderMismatchError(WeftError, ValueError):
+    """An embedder (or a vector) is not the one the index records: another model or width.
+
+    The message names both: the recorded embedder and the one offered.
+    """
+
+
+class EmbeddingError(WeftError, RuntimeError):
+    """An embedder failed on a batch: it raised, or returned rows of the wrong shape, dtype or NaN.
+
+    The whole batch is refused (nothing of it is added); the message names the
+    embedder, the documents of the batch and the reason.
     """

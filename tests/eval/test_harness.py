@@ -1022,3 +1022,24 @@ def test_without_ties_one_number_is_printed(tie_comparison: Comparison) -> None:
     record = reports.report_record(only)
     assert record["arms"][0]["served_means"] == record["arms"][0]["means"]
     assert record["arms"][0]["served_differs"] == [] and record["per_query_served"] == {}
+
+
+# ---------------------------------------------------------------------- an embedder instead of stored vectors
+
+
+def test_a_testbed_with_an_embedder_embeds_documents_and_queries(collection: Collection) -> None:
+    from tests.fake_embedder import DIM, NAME, FakeEmbedder
+
+    bed = build_testbed(collection, embedder=NAME)
+    fake = FakeEmbedder()
+    for qid, query in bed.queries.items():
+        assert query.vector is not None, qid
+        np.testing.assert_array_equal(query.vector, fake.embed([collection.queries[qid]])[0])
+    assert bed.index.vector_dim == DIM
+    assert all(d.vector is not None for d in (bed.index.get(key) for key in collection.document_keys[:5]))
+    assert bed.record()["embedder"]["name"] == NAME
+    run = run_arm(StreamCache(bed.snapshot), Arm("vec", (VectorScorer(),), RRF()), bed.queries, 5)
+    assert all(len(keys) == 5 for keys in run.keys.values())  # every query had a vector: no empty stream
+    assert bed.with_split("test").queries["7"].vector is not None
+    with pytest.raises(InvalidParameterError, match="not both"):
+        build_testbed(collection, embedder=NAME, vectors=make_vectors(collection))

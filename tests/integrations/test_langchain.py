@@ -629,3 +629,25 @@ def test_ainvoke_over_an_index_uses_the_shared_read_pool() -> None:
     asyncio.run(retriever.ainvoke(QUERY))
     pool_threads = {thread.ident for thread in read_executor()._threads}
     assert recorder.threads[0] in pool_threads
+
+
+def test_an_index_made_with_an_embedder_embeds_the_query_itself(tmp_path: Path) -> None:
+    from tests.fake_embedder import NAME, FakeEmbedder
+
+    with Index.create(tmp_path / "idx", embedder=NAME) as index:
+        index.add_many(
+            [
+                Document("sparse", "sparse retrieval with inverted indexes"),
+                Document("dense", "dense retrieval with neural embeddings"),
+                Document("graph", "graph walks over citation links"),
+            ]
+        )
+    retriever = WeftRetriever(tmp_path / "idx", k=3)  # opened read-only: the embedder found by name
+    documents = retriever.invoke("citation walks")
+    assert [s["signal"] for s in documents[0].metadata["signals"]] == ["bm25", "vector"]
+    with Index.open(tmp_path / "idx", readonly=True) as reopened:
+        vector = FakeEmbedder().embed(["citation walks"])[0]
+        _expected(
+            reopened, documents, Query("citation walks", vector=vector), 3, BM25Scorer(), VectorScorer()
+        )
+    assert asyncio.run(retriever.ainvoke("citation walks")) == documents

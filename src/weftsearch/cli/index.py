@@ -23,6 +23,7 @@ from weftsearch.corpus import CORPUS_FORMATS, FrozenVectors, load_documents, loa
 from weftsearch.demo import run_demo
 from weftsearch.distributed.sharded import is_sharded, scrub_sharded
 from weftsearch.documents import Document
+from weftsearch.embedders import MINILM
 from weftsearch.engine.index import Index
 from weftsearch.engine.search import SearchResults
 from weftsearch.engine.stats import IndexStats
@@ -70,6 +71,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             commit_priority="normal",
             store_text=not args.no_store_text,
+            embedder=args.embed,
         )
     except IndexExistsError:  # the library's message names the keyword; here the flag is the way
         raise IndexExistsError(f"{args.index} is not empty; pass --overwrite to replace it") from None
@@ -78,13 +80,21 @@ def _cmd_index(args: argparse.Namespace) -> int:
         index.add_many(documents, workers=args.workers)
         index.commit()
         count = len(index)
-    with_vectors = sum(1 for document in documents if document.vector is not None)
+    with_vectors = _with_vectors(documents, index)
     dim = "" if index.vector_dim is None else f", dim {index.vector_dim}"
+    if index.embedder is not None:
+        dim += f", embedder {index.embedder.name}"
     elapsed = time.perf_counter() - started
     print(
         f"indexed {count} documents ({with_vectors} with vectors{dim}) into {args.index} in {elapsed:.2f} s"
     )
     return 0
+
+
+def _with_vectors(documents: Sequence[Document], index: Index) -> int:
+    """How many of ``documents`` have a vector in ``index``: their own, or one its embedder made."""
+    embeds = index.embedder is not None
+    return sum(1 for d in documents if d.vector is not None or (embeds and d.text.strip()))
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -128,7 +138,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
         index.add_many(documents, workers=args.workers)
         generation = index.commit()
         total = len(index)
-    with_vectors = sum(1 for document in documents if document.vector is not None)
+    with_vectors = _with_vectors(documents, index)
     elapsed = time.perf_counter() - started
     print(
         f"added {len(documents) - replaced} new and replaced {replaced} documents "
@@ -270,6 +280,16 @@ def add_index_commands(commands: Any) -> None:
         "--no-store-text",
         action="store_true",
         help="index the text but do not store it (smaller index; hits show no text; docs/FORMAT.md)",
+    )
+    index.add_argument(
+        "--embed",
+        nargs="?",
+        const=MINILM,
+        default=None,
+        metavar="NAME",
+        help=f"embed each document without a vector from its text with the embedder NAME ({MINILM}, "
+        "the offline MiniLM int8 model of the embed extra, when NAME is left out), and record it in "
+        "the index so searches embed query text too",
     )
     index.set_defaults(handler=_cmd_index)
 

@@ -58,6 +58,7 @@ from weftsearch.corpus import (
     write_trec_run,
 )
 from weftsearch.distributed.sharded import ShardedIndex
+from weftsearch.embedders import Embedder
 from weftsearch.engine.facets import Facets
 from weftsearch.engine.filters import Filter, parse_filter
 from weftsearch.engine.index import Index
@@ -448,7 +449,10 @@ def _search_one(args: argparse.Namespace) -> int:
     if args.query_vector is not None:
         vector = load_query_vector(args.query_vector)
     index = _open_readonly(args.index)
-    ranking = _ranking(args, index, vector is not None, "a query vector (--query-vector FILE.npy)")
+    # An index made with an embedder embeds the query's text itself (Index.search) when the
+    # ranking needs a vector: no --query-vector file is needed.
+    embeds = _embedder_of(index) is not None and bool(args.query.strip())
+    ranking = _ranking(args, index, vector is not None or embeds, "a query vector (--query-vector FILE.npy)")
     if vector is not None and not ranking.reads_vectors:
         _warn("--query-vector is ignored: the ranking has no vector scorer")
     if ranking.reads_vectors and _vector_dim(index) is None:
@@ -460,7 +464,9 @@ def _search_one(args: argparse.Namespace) -> int:
     options = None
     if args.highlight:
         if not isinstance(index, Index):
-            raise InvalidParameterError("--highlight needs a single index; a sharded index cannot highlight yet")
+            raise InvalidParameterError(
+                "--highlight needs a single index; a sharded index cannot highlight yet"
+            )
         options = HighlightOptions(fragment_size=args.fragment_size)
     results = index.search(
         query,
@@ -521,6 +527,11 @@ def _facet_fields(text: str) -> list[str]:
     return names
 
 
+def _embedder_of(index: Index | ShardedIndex) -> Embedder | None:
+    """The embedder of a single index (a sharded index embeds nothing), or ``None``."""
+    return index.embedder if isinstance(index, Index) else None
+
+
 def _search_batch(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     query_vectors = None
@@ -548,13 +559,18 @@ def _search_batch(args: argparse.Namespace) -> int:
             NamedQuery(n.qid, dataclasses.replace(n.query, tree=_tree_of(n, args.syntax))) for n in queries
         ]
     index = _open_readonly(args.index)
+    embeds = _embedder_of(index) is not None  # it embeds each query's text (Index.search_many)
     try:
-        ranking = _ranking(args, index, query_vectors is not None, "query vectors (--query-vectors FILE.npy)")
+        ranking = _ranking(
+            args, index, query_vectors is not None or embeds, "query vectors (--query-vectors FILE.npy)"
+        )
     except BaseException:
         index.close()
         raise
     if ranking.reads_vectors:
-        lacking = sum(1 for named in queries if named.query.vector is None)
+        lacking = sum(
+            1 for named in queries if named.query.vector is None and not (embeds and named.query.text.strip())
+        )
         if lacking:
             _warn(f"{lacking} of {len(queries)} queries have no vector; their vector signal is empty")
     fuser, scorers, depth = ranking.arm.fuser, ranking.arm.scorers, ranking.depth

@@ -36,6 +36,15 @@ from tqdm.auto import tqdm
 
 from weftsearch.analysis import Analyzer, get_analyzer
 from weftsearch.documents import Document
+from weftsearch.embedders import (
+    EMBED_BATCH_SIZE,
+    Embedder,
+    check_embedder,
+    embedder_record,
+    get_embedder,
+    match_record,
+    run_embedder,
+)
 from weftsearch.engine import children
 from weftsearch.engine.children import COMMIT_PRIORITIES, ChildFile
 from weftsearch.engine.facets import Facets, check_facet_fields, check_facet_k
@@ -62,6 +71,7 @@ from weftsearch.errors import (
     CursorExpiredError,
     DiscardedWritesWarning,
     DuplicateKeyError,
+    EmbedderMismatchError,
     FieldTypeError,
     IndexClosedError,
     IndexStorageError,
@@ -238,6 +248,14 @@ class Index:
             else wants, so searches keep their latency during the commit; on a
             machine whose cores are all busy with other work the commit then
             waits for them. ``"normal"`` shares the CPU equally.
+        embedder: an :class:`~weftsearch.embedders.Embedder`, or the name of a
+            registered one (``"minilm-l6-int8"``, the offline MiniLM int8
+            model of the ``embed`` extra); ``None`` (default) for none. Fixed
+            for the life of the index and recorded in its manifest (name,
+            width, model record); it fixes ``vector_dim``. Documents added
+            without a vector then get one from their text
+            (:meth:`add_many`), and a search whose ranking needs a query
+            vector embeds the query's text (:meth:`search`).
 
     An index made with the constructor lives in memory; :meth:`create` and
     :meth:`open` tie it to a directory, and :meth:`commit` writes it there.
@@ -276,6 +294,7 @@ class Index:
         background_merge: bool = False,
         commit_priority: str = "idle",
         store_text: bool = True,
+        embedder: Embedder | str | None = None,
     ) -> None:
         self._analyzer = get_analyzer(analyzer) if isinstance(analyzer, str) else analyzer
         if not isinstance(self._analyzer, Analyzer):
@@ -285,6 +304,15 @@ class Index:
             isinstance(vector_dim, bool) or not isinstance(vector_dim, int) or vector_dim <= 0
         ):
             raise InvalidParameterError(f"vector_dim must be a positive integer, got {vector_dim!r}")
+        self._embedder: Embedder | None = None
+        if embedder is not None:
+            self._embedder = get_embedder(embedder) if isinstance(embedder, str) else check_embedder(embedder)
+            if vector_dim is not None and vector_dim != self._embedder.dim:
+                raise VectorDimensionError(
+                    f"vector_dim is {vector_dim} but embedder {self._embedder.name!r} makes vectors of "
+                    f"{self._embedder.dim}; give one or the other"
+                )
+            vector_dim = self._embedder.dim
         self._vector_dim = vector_dim
         if vector_dtype not in VECTOR_DTYPES:
             raise InvalidParameterError(
@@ -354,8 +382,14 @@ class Index:
         commit_priority: str = "idle",
         index_id: str | None = None,
         store_text: bool = True,
+        embedder: Embedder | str | None = None,
     ) -> Index:
         """Create an empty index stored at ``path``, take its writer lock, and commit it.
+
+        ``embedder`` (see the class docstring) is recorded in the manifest, so
+        :meth:`open` finds it again by name (register a custom one with
+        :func:`~weftsearch.embedders.register_embedder` in every process that
+        opens the index).
 
         ``index_id`` (32 lowercase hex digits) names the index in its manifest
         and in every file it writes; by default 128 fresh random bits. Give
@@ -392,6 +426,7 @@ class Index:
             background_merge=background_merge,
             commit_priority=commit_priority,
             store_text=store_text,
+            embedder=embedder,
         )
         index._index_id = index_id
         directory = IndexDirectory(Path(path))
@@ -431,11 +466,17 @@ class Index:
         merge_policy: MergePolicy | None = None,
         background_merge: bool = False,
         commit_priority: str = "idle",
+        embedder: Embedder | None = None,
     ) -> Index:
-        """Open the index stored at ``path`` with the analyzer it was created with.
+        """Open the index stored at ``path`` with the analyzer (and embedder) it was created with.
 
         A writer (the default) takes the directory's lock; ``readonly=True``
         takes none, refuses writes, and sees new commits after :meth:`refresh`.
+
+        An index created with an embedder gets it from the registry by its
+        recorded name, or uses ``embedder`` when given; either way its name,
+        width and model record must be the recorded ones. ``embedder`` given
+        for an index created without one is refused.
 
         Raises:
             IndexNotFoundError: no index at ``path``.
@@ -443,6 +484,10 @@ class Index:
             FormatVersionError: written by an unknown format version.
             CorruptIndexError: the manifest or a segment header fails its checks.
             UnknownAnalyzerError: the recorded analyzer is not registered.
+            UnknownEmbedderError: the recorded embedder is not registered (the
+                message names it and how to register it).
+            EmbedderMismatchError: the embedder (registered or given) is not
+                the recorded one: another name, width or model record.
 
         """
         directory = IndexDirectory(Path(path))
@@ -451,6 +496,7 @@ class Index:
         directory.lock = writer_lock
         try:
             manifest = directory.read_manifest()
+            chosen = _recorded_embedder(manifest, embedder, directory.path)
             index = cls(
                 manifest.analyzer,
                 vector_dim=manifest.vector_dim,
@@ -459,6 +505,7 @@ class Index:
                 background_merge=background_merge and not readonly,
                 commit_priority=commit_priority,
                 store_text=manifest.extra.get("store_text", True) is not False,
+                embedder=chosen,
             )
             index._directory = directory
             index._writer_lock = writer_lock
@@ -720,6 +767,11 @@ class Index:
         return self._analyzer
 
     @property
+    def embedder(self) -> Embedder | None:
+        """The embedder the index was created with (see the class docstring), or ``None``."""
+        return self._embedder
+
+    @property
     def vector_dim(self) -> int | None:
         """The width of stored vectors, or ``None`` until the first vector arrives."""
         return self._vector_dim
@@ -870,8 +922,19 @@ class Index:
         Returns:
             The number of documents added or replaced.
 
+        With an embedder (see the class docstring), each document without a
+        vector gets one from its text first, :data:`~weftsearch.embedders.EMBED_BATCH_SIZE`
+        (256) texts per call, with a progress bar ("embedding") on long work,
+        outside every lock; a document whose text is blank gets none. A
+        document with its own vector keeps it: only its width can be checked
+        against the embedder's (an index cannot tell which model made a
+        vector of the right width). An embedder that raises or returns rows of
+        the wrong shape or dtype, or NaN, refuses the whole call with
+        :class:`~weftsearch.errors.EmbeddingError` and the index is unchanged.
+
         Raises:
             InvalidParameterError: ``workers`` is not ``None`` or a positive int.
+            EmbeddingError: the embedder failed on a batch (the message names its documents).
 
         Complexity: O(total text length) for analysis, outside any lock,
         divided among the workers.
@@ -899,9 +962,13 @@ class Index:
                     raise VectorDimensionError(
                         f"document {document.key!r} has a vector of width {width}; the index holds {dim}"
                     )
-        processes = resolve_workers(workers, len(batch), self._analyzer)
         # tqdm's disable=None means "only on a terminal".
         disable = (not progress) if progress is not None else (len(batch) < PROGRESS_THRESHOLD or None)
+        if self._embedder is not None:
+            # Before any lock (and before the commit lock _add_in_runs takes): a slow or failing
+            # model never holds up a commit, and a failed batch has changed nothing.
+            batch = self._embed_documents(batch, disable)
+        processes = resolve_workers(workers, len(batch), self._analyzer)
         lock_fd = None if self._writer_lock is None else self._writer_lock.fileno()
         if self._directory is not None and len(batch) > self._flush_documents:
             with tqdm(total=len(batch), desc="analysing", unit="doc", disable=disable, leave=False) as bar:
@@ -937,6 +1004,59 @@ class Index:
                 self._pending[entry.document.key] = entry
             self._bump()
         return len(batch)
+
+    def embed_documents(
+        self, documents: Iterable[Document], *, progress: bool | None = None
+    ) -> list[Document]:
+        """``documents`` as :meth:`add_many` would add them: each without a vector given its text's.
+
+        Lets a caller that serialises its writes (the server) embed before taking its own
+        lock; :meth:`add_many` then finds the vectors there. Without an embedder the
+        documents are returned as they are.
+
+        Raises:
+            InvalidDocumentError: an item is not a :class:`Document`.
+            EmbeddingError: the embedder failed on a batch (nothing is changed).
+
+        """
+        self._check_open()
+        batch = list(documents)
+        for position, document in enumerate(batch):
+            if not isinstance(document, Document):
+                raise InvalidDocumentError(f"item {position} is {type(document).__name__}, not a Document")
+        if self._embedder is None:
+            return batch
+        disable = (not progress) if progress is not None else (len(batch) < PROGRESS_THRESHOLD or None)
+        return self._embed_documents(batch, disable)
+
+    def _embed_documents(self, batch: list[Document], disable: bool | None) -> list[Document]:
+        """``batch`` with a vector from the index's embedder for each document without one.
+
+        Texts go to the embedder :data:`~weftsearch.embedders.EMBED_BATCH_SIZE` at a
+        time. A document whose text is blank gets no vector (there is nothing to
+        embed; the vector scorer never returns it). Any failed call refuses the
+        whole batch (:class:`~weftsearch.errors.EmbeddingError`).
+        """
+        embedder = self._embedder
+        assert embedder is not None
+        todo = [i for i, document in enumerate(batch) if document.vector is None and document.text.strip()]
+        if not todo:
+            return batch
+        out = list(batch)
+        with tqdm(total=len(todo), desc="embedding", unit="doc", disable=disable, leave=False) as bar:
+            for start in range(0, len(todo), EMBED_BATCH_SIZE):
+                chunk = todo[start : start + EMBED_BATCH_SIZE]
+                first, last = batch[chunk[0]].key, batch[chunk[-1]].key
+                what = (
+                    f"the document {first!r}"
+                    if len(chunk) == 1
+                    else f"a batch of {len(chunk)} documents ({first!r} to {last!r})"
+                )
+                rows = run_embedder(embedder, [batch[i].text for i in chunk], what)
+                for i, row in zip(chunk, rows, strict=True):
+                    out[i] = replace(batch[i], vector=row)
+                bar.update(len(chunk))
+        return out
 
     def _add_in_runs(
         self,
@@ -1275,6 +1395,8 @@ class Index:
             )
         searched = self.snapshot() if snapshot is None else snapshot
         with self._searches:  # commits and merges yield to running searches
+            asked = query  # the cursor's digest is of the query as asked, before any embedding
+            [query] = self._embed_queries([query], searched, scorers)
             if facets is not None:  # checked before any scorer runs
                 check_facet_fields(facets, searched.field_kinds())
                 check_facet_k(facet_k)
@@ -1283,9 +1405,10 @@ class Index:
                 results.facets = query_facets(searched, _as_query(query), facets, facet_k)
         if options is not None:
             parsed = query if isinstance(query, Query) else Query(text=query)
-            results._highlight_with(snapshot_highlighter(searched, parsed, options, store_text=self._store_text))
+            highlighter = snapshot_highlighter(searched, parsed, options, store_text=self._store_text)
+            results._highlight_with(highlighter)
         results._offer_cursor(
-            functools.partial(self._issue_cursor, searched, _as_query(query), fuser, scorers, depth), int(k)
+            functools.partial(self._issue_cursor, searched, _as_query(asked), fuser, scorers, depth), int(k)
         )
         self._remember(query, k, fuser, scorers, depth)  # only searches that completed are replayed
         return results
@@ -1421,7 +1544,57 @@ class Index:
 
         """
         with self._searches:  # commits and merges yield to running searches
-            return search_snapshot_many(self.snapshot(), queries, k, fuser, scorers, depth, threads)
+            searched = self.snapshot()
+            queries = self._embed_queries(queries, searched, scorers)
+            return search_snapshot_many(searched, queries, k, fuser, scorers, depth, threads)
+
+    def embed_query(self, text: str) -> NDArray[np.float32]:
+        """The vector of query ``text`` from the index's embedder (one float32 row of ``vector_dim``).
+
+        Raises:
+            InvalidParameterError: the index has no embedder.
+            EmbeddingError: the embedder failed.
+
+        """
+        if self._embedder is None:
+            raise InvalidParameterError(
+                "this index has no embedder (create it with embedder=...); give the query's vector"
+            )
+        row: NDArray[np.float32] = run_embedder(self._embedder, [text], f"the query text {text!r:.80}")[0]
+        return row
+
+    def _embed_queries(
+        self, queries: Sequence[Query | str], snapshot: Snapshot, scorers: Sequence[Scorer]
+    ) -> Sequence[Query | str]:
+        """``queries`` with text and no vector given the vector of their text, when a scorer needs one.
+
+        A scorer needs one when its optional ``missing_input`` (docs/ARCHITECTURE.md,
+        "Adding a scorer") says ``"a query vector"``; the texts of one call are
+        embedded in one batch per :data:`~weftsearch.embedders.EMBED_BATCH_SIZE`.
+        Without an embedder, or given something else than a list or tuple (which
+        the search then refuses), the queries are returned as they are.
+        """
+        if (
+            self._embedder is None
+            or not isinstance(queries, (list, tuple))
+            or not all(isinstance(q, (Query, str)) for q in queries)  # the search refuses them first
+        ):
+            return queries
+        out = list(queries)
+        built = [Query(text=q) if isinstance(q, str) else q for q in out]
+        todo = [i for i, q in enumerate(built) if q.vector is None and q.text.strip()]
+        if not todo or not any(_needs_vector(scorer, snapshot, built[todo[0]]) for scorer in scorers):
+            return out
+        texts = [built[i].text for i in todo]
+        for start in range(0, len(todo), EMBED_BATCH_SIZE):
+            chunk = todo[start : start + EMBED_BATCH_SIZE]
+            what = f"the query text {texts[start]!r:.80}" + (
+                f" and {len(chunk) - 1} more" if len(chunk) > 1 else ""
+            )
+            rows = run_embedder(self._embedder, texts[start : start + len(chunk)], what)
+            for i, row in zip(chunk, rows, strict=True):
+                out[i] = replace(built[i], vector=row)
+        return out
 
     # ------------------------------------------------------------------ commit
 
@@ -1436,6 +1609,8 @@ class Index:
         kinds = self._known_field_kinds()
         if kinds:
             extra["fields"] = dict(sorted(kinds.items()))
+        if self._embedder is not None:
+            extra["embedder"] = embedder_record(self._embedder)
         return extra
 
     @property
@@ -1881,6 +2056,31 @@ class Index:
 
 #: Integers beyond this magnitude would compare inexactly once stored as float64.
 _EXACT_INTEGER = 2**53
+
+
+def _needs_vector(scorer: Scorer, snapshot: Snapshot, query: Query) -> bool:
+    """Whether ``scorer`` says (by its optional ``missing_input``) that ``query`` lacks a query vector."""
+    missing = getattr(scorer, "missing_input", None)
+    return callable(missing) and missing(snapshot, query) == "a query vector"
+
+
+def _recorded_embedder(manifest: Manifest, given: Embedder | None, where: Path) -> Embedder | None:
+    """The embedder an index recorded (registered by its name, or ``given``), checked against the record."""
+    recorded = manifest.extra.get("embedder")
+    if recorded is None:
+        if given is not None:
+            raise EmbedderMismatchError(
+                f"the index at {where} was made without an embedder; open it without one "
+                f"(offered: {getattr(given, 'name', given)!r})"
+            )
+        return None
+    if manifest.vector_dim is not None and manifest.vector_dim != recorded["dim"]:
+        raise CorruptIndexError(
+            f"{where}: the manifest records embedder {recorded['name']!r} of {recorded['dim']} dims "
+            f"but vectors of {manifest.vector_dim}"
+        )
+    embedder = given if given is not None else get_embedder(recorded["name"])
+    return match_record(embedder, recorded, where)
 
 
 def _check_field_types(document: Document, kinds: dict[str, str]) -> None:

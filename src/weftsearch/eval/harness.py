@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from weftsearch.documents import Document
+from weftsearch.embedders import EMBED_BATCH_SIZE, Embedder, embedder_record, run_embedder
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser
 from weftsearch.engine.query import Query
@@ -238,10 +239,25 @@ class Testbed:
         missing = [qid for qid in wanted if qid not in qrels]
         if missing:
             raise InvalidParameterError(f"queries without judgements in split {split!r}: {missing[:5]}")
-        queries = {qid: self._query(qid) for qid in wanted}
+        queries = self._embedded({qid: self._query(qid) for qid in wanted})
         # Only the chosen queries' judgements: a judged query left out on
         # purpose (a development split's duplicates) is not "missing".
         return replace(self, split=split, qrels={qid: qrels[qid] for qid in wanted}, queries=queries)
+
+    def _embedded(self, queries: dict[str, Query]) -> dict[str, Query]:
+        """``queries``, each without a vector given its text's by the index's embedder (when it has one)."""
+        embedder = self.index.embedder
+        todo = [qid for qid, query in queries.items() if query.vector is None and query.text.strip()]
+        if embedder is None or not todo:
+            return queries
+        out = dict(queries)
+        for start in range(0, len(todo), EMBED_BATCH_SIZE):
+            chunk = todo[start : start + EMBED_BATCH_SIZE]
+            what = f"{len(chunk)} query texts of {self.collection.name} (from query {chunk[0]!r})"
+            rows = run_embedder(embedder, [queries[qid].text for qid in chunk], what)
+            for qid, row in zip(chunk, rows, strict=True):
+                out[qid] = replace(queries[qid], vector=row)
+        return out
 
     def _query(self, qid: str) -> Query:
         text = self.collection.queries[qid]
@@ -264,6 +280,8 @@ class Testbed:
             "publishable": self.publishable,
             "provenance": self.provenance,
         }
+        if self.index.embedder is not None:
+            out["embedder"] = embedder_record(self.index.embedder)
         if self.vectors is not None:
             out["vectors"] = {
                 "variant": self.vectors.variant,
@@ -312,6 +330,7 @@ def build_testbed(
     analyzer: str = "english",
     link_set: str | None = None,
     progress: bool | None = False,
+    embedder: Embedder | str | None = None,
 ) -> Testbed:
     """Index ``collection`` and prepare its judged queries.
 
@@ -325,15 +344,25 @@ def build_testbed(
         link_set: replace every document's links by its neighbours in
             ``collection.link_sets[link_set]`` (``None``: links as loaded).
         progress: a progress bar while indexing (``None``: on a terminal).
+        embedder: embed documents and query texts with this
+            :class:`~weftsearch.Embedder` (or registered name) instead of
+            attaching stored vectors: the testbed's index is made with it, so
+            every document and judged query gets the vector of its text, and
+            :meth:`Testbed.record` names it (``"embedder"``). Refused with
+            ``vectors``; a collection's own vectors are then not attached.
 
     Raises:
         PairingError: the vectors belong to another collection or model, or a
             judged document is not in the index.
-        InvalidParameterError: an unknown split or link set.
+        InvalidParameterError: an unknown split or link set, or both
+            ``vectors`` and ``embedder``.
+        EmbeddingError: the embedder failed on a batch.
 
     """
     documents = list(collection.documents)
-    if vectors is None:
+    if embedder is not None and vectors is not None:
+        raise InvalidParameterError("give vectors (stored ones) or embedder (to embed the texts), not both")
+    if vectors is None and embedder is None:
         vectors = collection.vectors
     if link_set is not None:
         if link_set not in collection.link_sets:
@@ -351,7 +380,7 @@ def build_testbed(
         raise PairingError(
             f"{collection.name}: {len(absent)} judged documents are not in the index (first: {absent[:5]})"
         )
-    index = Index(analyzer, vector_dim=None if vectors is None else vectors.dims)
+    index = Index(analyzer, vector_dim=None if vectors is None else vectors.dims, embedder=embedder)
     index.add_many(documents, progress=progress)
     snapshot = index.snapshot()
     testbed = Testbed(

@@ -104,7 +104,10 @@ class WeftRetriever(BaseRetriever):
         embed_query: makes the query vector: a function from the query text to
             its embedding, or a LangChain ``Embeddings`` object (its
             ``embed_query``, and ``aembed_query`` on the async path). ``None``
-            means queries carry no vector.
+            means the index's own embedder (an :class:`~weftsearch.Index`
+            created with ``embedder=...``: :meth:`Index.embed_query
+            <weftsearch.Index.embed_query>`), or no query vector for an
+            index without one.
         filter: which documents may be returned: a filter in the engine's
             string form (``"year >= 2015 and source in ('pubmed', 'arxiv')"``)
             or a :class:`~weftsearch.Filter` built with :class:`~weftsearch.F`
@@ -244,6 +247,8 @@ class WeftRetriever(BaseRetriever):
                 "embed_query must be a function from the query text to its vector or a LangChain "
                 f"Embeddings, got {type(embed_query).__name__}"
             )
+        if embed_query is None and isinstance(the_index, Index) and the_index.embedder is not None:
+            embed_query = the_index.embed_query  # the model the index's vectors were made with
         if scorers is None:
             chosen: tuple[Scorer, ...] = (
                 (BM25Scorer(),) if embed_query is None else (BM25Scorer(), VectorScorer())

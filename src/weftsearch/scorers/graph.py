@@ -79,7 +79,8 @@ class _SeededGraphScorer(ABC):
         Seeds are missing when the query names none and there is no seed
         scorer (a seed scorer's own inputs are its business). The optional
         input protocol (docs/ARCHITECTURE.md, "Adding a scorer"); the
-        evaluation harness reads it, the engine never does.
+        evaluation harness and the server read it, and an index with an
+        embedder asks it whether to embed the query text.
         """
         if snapshot.memo(("graph.links",), lambda: int(snapshot.links().nnz)) == 0:
             return "links in the index"

@@ -60,7 +60,8 @@ class RecencyScorer:
         """``"document times in the index"`` when no document has a time, else ``None``.
 
         The optional input protocol (docs/ARCHITECTURE.md, "Adding a
-        scorer"); the evaluation harness reads it, the engine never does.
+        scorer"); the evaluation harness and the server read it, and an index with
+        an embedder asks it whether to embed the query text.
         """
         timed = snapshot.memo(("recency.timed",), lambda: bool((~np.isnan(snapshot.times())).any()))
         return None if timed else "document times in the index"

@@ -238,7 +238,8 @@ class VectorScorer:
         """What this scorer lacks for ``query``: ``"a query vector"``, ``"vectors in the index"`` or ``None``.
 
         The optional input protocol (docs/ARCHITECTURE.md, "Adding a
-        scorer"); the evaluation harness reads it, the engine never does.
+        scorer"); the evaluation harness and the server read it, and an index with
+        an embedder asks it whether to embed the query text.
         O(segments), memoised per snapshot.
         """
         rows = snapshot.memo(

@@ -197,9 +197,12 @@ def _open(
     try:
         profiles = ProfileStore(path)
         index.refresh()  # publish a snapshot, so the first search takes no lock
-        if model is not None:
-            check_fits(model, index.vector_dim, vectors_record, path)
-        embedder = None if model is None else QueryEmbedder(model)
+        if index.embedder is not None:  # the index's own embedder (a record, if given, must name it)
+            embedder: QueryEmbedder | None = QueryEmbedder.of_index(index.embedder, model, vectors_record)
+        else:
+            if model is not None:
+                check_fits(model, index.vector_dim, vectors_record, path)
+            embedder = None if model is None else QueryEmbedder(model)
         watch = DirectoryWatch(path)
         return ServerState(index, profiles, limits, embedder, watch, owned=True, **options)
     except BaseException:

@@ -22,6 +22,12 @@ server to embed (otherwise it only checks requests against it), and its width
 must be the index's. Without the ``embed`` extra the server still serves; a
 request that needs the server to embed its text gets a 400 naming the extra.
 
+An index created with an embedder (``Index.create(..., embedder=...)``,
+``weft-search index --embed``) records it, and the server then embeds query
+text with it without any record (:meth:`QueryEmbedder.of_index`); a
+``--vectors-record`` given too must name the same model. Upserts without a
+vector are embedded by the index itself (``Index.add_many``).
+
 This module needs no web framework.
 """
 
@@ -40,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from weftsearch.embedders import Embedder, embedder_record, run_embedder
 from weftsearch.errors import CorpusFormatError, InvalidParameterError, WeftError
 
 if TYPE_CHECKING:
@@ -131,6 +138,8 @@ class QueryEmbedder:
             thread and a worker process). Called once, at construction.
         cache_size: texts whose vectors are kept (a compare request embeds
             each query once for both rankings; repeated queries are free).
+        encode: embeds a list of texts (then ``model`` is taken as it is and
+            ``encoder`` is not used); :meth:`of_index` gives it.
 
     Construction never raises for a missing extra or a model this package
     cannot encode: :attr:`problem` then says why, and :meth:`embed` raises
@@ -143,13 +152,17 @@ class QueryEmbedder:
         model: VectorModel,
         encoder: Callable[[], Encoder] | None = None,
         cache_size: int = 1024,
+        *,
+        encode: Callable[[list[str]], NDArray[np.float32]] | None = None,
     ) -> None:
         self.model = model
-        self._encoder: Encoder | None = None
+        self._encode = encode
         self._problem: WeftError | None = None
         self._cache: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
+        if encode is not None:  # an index's embedder (of_index): it is the model, nothing to check
+            return
         try:
             from weftsearch.embed import _recipe_mismatch
 
@@ -163,12 +176,51 @@ class QueryEmbedder:
             if encoder is None:
                 from weftsearch.embed import Encoder
 
-                self._encoder = Encoder(threads=1)
+                made = Encoder(threads=1)
             else:
-                self._encoder = encoder()
+                made = encoder()
+            self._encode = lambda texts: made.encode(texts, progress=False)
         except WeftError as exc:  # MissingDependencyError included: the server serves on
             self._problem = exc
             LOG.warning("queries will not be embedded on the server: %s", exc)
+
+    @classmethod
+    def of_index(
+        cls,
+        embedder: Embedder,
+        record: VectorModel | None = None,
+        where: object = None,
+        cache_size: int = 1024,
+    ) -> QueryEmbedder:
+        """Embed with the embedder an index records (its name, width and model record name the model).
+
+        Args:
+            embedder: the index's embedder (``Index.embedder``).
+            record: the ``--vectors-record`` given as well, if any: it must
+                name the same model (its name or vector set is the
+                embedder's model name or the embedder's name) and width.
+            where: the record's path, for messages.
+            cache_size: as for the constructor.
+
+        Raises:
+            InvalidParameterError: ``record`` names another model or width than the index's embedder.
+
+        """
+        model_name = str(embedder.model_record.get("name", embedder.name))
+        model = VectorModel(model_name, embedder.name, embedder.dim, embedder_record(embedder))
+        if record is not None and (
+            record.dims != embedder.dim or not (record.accepts(model_name) or record.accepts(embedder.name))
+        ):
+            raise InvalidParameterError(
+                f"{where}: the record is of {record.describe()}, but the index was made with embedder "
+                f"{model.describe()}; give the record of the index's vectors, or none (the index's "
+                "embedder embeds query text)"
+            )
+        return cls(
+            model,
+            cache_size=cache_size,
+            encode=lambda texts: run_embedder(embedder, texts, f"the query text {texts[0]!r:.80}"),
+        )
 
     @property
     def problem(self) -> str | None:
@@ -186,9 +238,10 @@ class QueryEmbedder:
         Raises:
             MissingDependencyError: the ``embed`` extra is missing (the message names it).
             InvalidParameterError: the record names a model this package cannot encode with.
+            EmbeddingError: the index's embedder failed on the texts.
 
         """
-        if self._problem is not None or self._encoder is None:
+        if self._problem is not None or self._encode is None:
             error = self._problem or InvalidParameterError("no encoder")
             raise type(error)(self.problem or str(error))
         out: dict[str, NDArray[np.float32]] = {}
@@ -200,7 +253,7 @@ class QueryEmbedder:
                     out[text] = found
         todo = list(dict.fromkeys(text for text in texts if text not in out))
         if todo:
-            rows = self._encoder.encode(todo, progress=False)
+            rows = self._encode(todo)
             with self._lock:
                 for text, row in zip(todo, rows, strict=True):
                     row = np.array(row, dtype=np.float32)  # a copy: the cache holds no view of a batch

