@@ -171,7 +171,11 @@ def write_in_child(write: Callable[[Path], object], target: ChildFile) -> bool:
 
 
 def encode_in_child(
-    documents: Sequence[SegmentDocument], dim: int | None, dtype: str, target: ChildFile
+    documents: Sequence[SegmentDocument],
+    dim: int | None,
+    dtype: str,
+    target: ChildFile,
+    text_fields: Sequence[str] = (),
 ) -> bool:
     """Encode and write a committed buffer's segment in a forked child (:func:`write_in_child`).
 
@@ -180,7 +184,7 @@ def encode_in_child(
     """
 
     def write(path: Path) -> None:
-        write_columns(segment_columns(documents, dim, dtype), path, target.stamp)
+        write_columns(segment_columns(documents, dim, dtype, text_fields=text_fields), path, target.stamp)
 
     return write_in_child(write, target)
 

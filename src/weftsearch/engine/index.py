@@ -36,7 +36,7 @@ from weftsearch.documents import Document
 from weftsearch.engine import children
 from weftsearch.engine.children import COMMIT_PRIORITIES, ChildFile
 from weftsearch.engine.inflight import SearchesInFlight
-from weftsearch.engine.ingest import analyse_documents, resolve_workers
+from weftsearch.engine.ingest import FieldAnalysis, analyse_documents, resolve_workers
 from weftsearch.engine.merge_policy import MergePolicy
 from weftsearch.engine.pacing import YieldToSearches, release_gradually
 from weftsearch.engine.protocols import Fuser, Scorer
@@ -58,6 +58,7 @@ from weftsearch.errors import (
     UnknownKeyError,
     VectorDimensionError,
 )
+from weftsearch.schema import Schema
 from weftsearch.storage.codec import FileStamp
 from weftsearch.storage.directory import (
     MANIFEST,
@@ -254,6 +255,7 @@ class Index:
         background_merge: bool = False,
         commit_priority: str = "idle",
         store_text: bool = True,
+        schema: Schema | None = None,
     ) -> None:
         self._analyzer = get_analyzer(analyzer) if isinstance(analyzer, str) else analyzer
         if not isinstance(self._analyzer, Analyzer):
@@ -276,6 +278,7 @@ class Index:
         if not isinstance(store_text, bool):
             raise InvalidParameterError(f"store_text must be True or False, got {store_text!r}")
         self._store_text = store_text
+        self._schema, self._field_analysis = self._resolve_schema(schema)
         if commit_priority not in COMMIT_PRIORITIES:
             raise InvalidParameterError(
                 f"commit_priority must be one of {', '.join(COMMIT_PRIORITIES)}, got {commit_priority!r}"
@@ -308,6 +311,39 @@ class Index:
         self._closed = False
         self._index_id = ""  # the index id of the directory (docs/FORMAT.md, "Identity")
 
+    def _resolve_schema(self, schema: Schema | None) -> tuple[Schema, FieldAnalysis]:
+        """The index's schema (the default one when ``None``) and its named fields' analyzers.
+
+        Raises:
+            InvalidParameterError: not a :class:`Schema`, or its ``"text"`` field
+                disagrees with the index's analyzer or ``store_text``.
+            UnknownAnalyzerError: a field names an analyzer not registered.
+
+        """
+        if schema is None:
+            return Schema.default(self._analyzer.name, self._store_text), FieldAnalysis()
+        if not isinstance(schema, Schema):
+            raise InvalidParameterError(f"schema must be a weftsearch.Schema, got {schema!r}")
+        default = schema.default_field
+        if default.analyzer != self._analyzer.name:
+            raise InvalidParameterError(
+                f"the schema's 'text' field is analysed by {default.analyzer!r} but the index's analyzer is "
+                f"{self._analyzer.name!r}; they are the same field (Document.text)"
+            )
+        if default.stored != self._store_text:
+            raise InvalidParameterError(
+                f"the schema's 'text' field has stored={default.stored} but store_text={self._store_text}; "
+                "they say the same thing"
+            )
+        analyzers = {field.name: get_analyzer(field.analyzer) for field in schema.named_fields}
+        unstored = frozenset(field.name for field in schema.named_fields if not field.stored)
+        return schema, FieldAnalysis(analyzers, unstored)
+
+    @property
+    def schema(self) -> Schema:
+        """The index's text fields (:class:`~weftsearch.schema.Schema`; without one, the default)."""
+        return self._schema
+
     # ------------------------------------------------------------------ opening and closing
 
     @classmethod
@@ -324,8 +360,15 @@ class Index:
         commit_priority: str = "idle",
         index_id: str | None = None,
         store_text: bool = True,
+        schema: Schema | None = None,
     ) -> Index:
         """Create an empty index stored at ``path``, take its writer lock, and commit it.
+
+        ``schema`` (:class:`~weftsearch.schema.Schema`) names the text fields
+        besides ``text`` (documents give them in ``Document.text_fields``),
+        each with its analyzer; it is recorded in the manifest and fixed for
+        the life of the index. Its ``"text"`` field must agree with
+        ``analyzer`` and ``store_text``.
 
         ``index_id`` (32 lowercase hex digits) names the index in its manifest
         and in every file it writes; by default 128 fresh random bits. Give
@@ -362,6 +405,7 @@ class Index:
             background_merge=background_merge,
             commit_priority=commit_priority,
             store_text=store_text,
+            schema=schema,
         )
         index._index_id = index_id
         directory = IndexDirectory(Path(path))
@@ -429,6 +473,7 @@ class Index:
                 background_merge=background_merge and not readonly,
                 commit_priority=commit_priority,
                 store_text=manifest.extra.get("store_text", True) is not False,
+                schema=Schema.from_dict(manifest.extra["schema"]) if "schema" in manifest.extra else None,
             )
             index._directory = directory
             index._writer_lock = writer_lock
@@ -855,6 +900,8 @@ class Index:
             seen.add(document.key)
             if document.fields:
                 _check_field_types(document, kinds)
+            if document.text_fields:
+                self._check_text_fields(document)
             if document.vector is not None:
                 width = int(document.vector.shape[0])
                 if dim is None:
@@ -878,6 +925,7 @@ class Index:
                 processes,
                 tick=bar.update,
                 close_fds=() if lock_fd is None else (lock_fd,),
+                fields=self._field_analysis,
             )
         if not analysed:
             return 0
@@ -901,6 +949,22 @@ class Index:
                 self._pending[entry.document.key] = entry
             self._bump()
         return len(batch)
+
+    def _check_text_fields(self, document: Document) -> None:
+        """Every named text field of ``document`` is one of the schema's.
+
+        Raises:
+            InvalidDocumentError: a field the schema lacks (the known ones named).
+
+        """
+        analyzers = self._field_analysis.analyzers
+        for name in document.text_fields:
+            if name not in analyzers:
+                known = ", ".join(field.name for field in self._schema.named_fields) or "none besides 'text'"
+                raise InvalidDocumentError(
+                    f"document {document.key!r}: text field {name!r} is not in the index's schema "
+                    f"(its named text fields: {known})"
+                )
 
     def _add_in_runs(
         self,
@@ -931,6 +995,7 @@ class Index:
                         min(processes, len(batch[start : start + flush])),
                         tick=tick,
                         close_fds=() if lock_fd is None else (lock_fd,),
+                        fields=self._field_analysis,
                     )
                     if not self._store_text:
                         analysed = [without_text(entry) for entry in analysed]
@@ -964,7 +1029,9 @@ class Index:
         self._check_fresh_name(name)
         stamp = FileStamp(self._index_id, segment_number(name))
         pause = YieldToSearches(self._searches)
-        columns = segment_columns(analysed, dim, self._vector_dtype, pause=pause)
+        columns = segment_columns(
+            analysed, dim, self._vector_dtype, pause=pause, text_fields=self._text_field_names()
+        )
         directory.write_streamed(name, lambda path: write_columns(columns, path, stamp, pause=pause))
         segment = _Segment(_own_reader(directory.path / name), None, name)
         segment.run = True
@@ -1064,7 +1131,13 @@ class Index:
         if self._pending:
             pause = YieldToSearches(self._searches)
             pending = self._pending
-            data = encode_segment(list(pending.values()), self._vector_dim, self._vector_dtype, pause=pause)
+            data = encode_segment(
+                list(pending.values()),
+                self._vector_dim,
+                self._vector_dtype,
+                pause=pause,
+                text_fields=self._text_field_names(),
+            )
             reader = _in_memory(data)
             reader.warm()
             self._segments.append(_Segment(reader, data, None))
@@ -1210,7 +1283,13 @@ class Index:
         kinds = self._known_field_kinds()
         if kinds:
             extra["fields"] = dict(sorted(kinds.items()))
+        if self._schema.named_fields or self._schema.default_field.positions:
+            extra["schema"] = self._schema.to_dict()
         return extra
+
+    def _text_field_names(self) -> tuple[str, ...]:
+        """The named text fields, in schema order: each has ``tf.N.`` sections in every segment."""
+        return tuple(field.name for field in self._schema.named_fields)
 
     @property
     def store_text(self) -> bool:
@@ -1397,7 +1476,11 @@ class Index:
             name = f"seg-{self._next_segment:06d}.wseg"
         self._check_fresh_name(name)
         if not children.encode_in_child(
-            list(batch.values()), dim, self._vector_dtype, self._child_file(directory, name)
+            list(batch.values()),
+            dim,
+            self._vector_dtype,
+            self._child_file(directory, name),
+            self._text_field_names(),
         ):
             return
         try:

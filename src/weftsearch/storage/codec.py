@@ -51,12 +51,12 @@ MAGIC = b"WEFTSEC\x00"
 #: Version of the section-file layout and of every section this code writes.
 #: Only this version is read: versions 1 and 2 were pre-release layouts, refused with
 #: :class:`~weftsearch.errors.FormatVersionError` (rebuild the index from its documents).
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: Every section starts at a multiple of this many bytes (cache line; lets any dtype map).
 ALIGNMENT = 64
 
 #: What a refusal of an older version says it is.
-_PRE_RELEASE = "; versions 1 and 2 were pre-release layouts, no longer read"
+_PRE_RELEASE = "; versions 1 to 3 were earlier layouts, no longer read"
 
 # magic, version, section count, file length, table CRC32C, header CRC32C (of the bytes before it)
 _HEADER = struct.Struct("<8sIIQII")

@@ -38,7 +38,9 @@ from weftsearch.errors import (
     IndexLockedError,
     IndexNotFoundError,
     IndexStorageError,
+    InvalidParameterError,
 )
+from weftsearch.schema import Schema
 from weftsearch.storage.codec import (
     FORMAT_VERSION,
     FileStamp,
@@ -74,7 +76,7 @@ LOCK = "write.lock"
 INDEX_FORMAT = "weft-search-index"
 #: Version of the manifest and directory layout. Version 2 added the index id,
 #: each file's size and checksum, and the stamp in every file's header.
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 #: An index id: 128 random bits as 32 lowercase hex digits.
 _INDEX_ID = re.compile(r"[0-9a-f]{32}")
 _SEGMENT_NAME = re.compile(r"^seg-\d{6}\.wseg$")
@@ -206,7 +208,7 @@ class Manifest:
                 raise FormatVersionError(
                     f"{where}: index format version {version!r}; this code reads version {INDEX_VERSION}"
                     + (
-                        "; versions before it were pre-release layouts, no longer read "
+                        "; versions before it were earlier layouts, no longer read "
                         f"(rebuild the index {where.parent} from its documents)"
                         if older
                         else ""
@@ -285,7 +287,7 @@ _BODY_KEYS = frozenset(
 _BODY_OPTIONAL_KEYS = frozenset({"extra"})
 _ENTRY_KEYS = frozenset({"name", "documents", "deletes", "deleted"})
 _ENTRY_IDENTITY_KEYS = frozenset({"size", "checksum", "deletes_size", "deletes_checksum"})
-_EXTRA_KEYS = frozenset({"vector_dtype", "store_text", "fields"})
+_EXTRA_KEYS = frozenset({"vector_dtype", "store_text", "fields", "schema"})
 #: What ``extra["vector_dtype"]`` may be (as ``storage.segment.VECTOR_DTYPES``).
 _VECTOR_DTYPES = ("float32", "float16")
 #: Every integer of a manifest is below this (sizes, counts, checksums, generations).
@@ -367,6 +369,11 @@ def _extra(extra: object, where: Path) -> dict[str, Any]:
                 f"{where}: manifest field {name!r} has unknown kind {kind!r} "
                 f"(known: {', '.join(FIELD_KINDS)})"
             )
+    if "schema" in extra:
+        try:
+            Schema.from_dict(extra["schema"])
+        except InvalidParameterError as exc:
+            raise CorruptIndexError(f"{where}: manifest schema is not a schema ({exc})") from None
     return dict(extra)
 
 

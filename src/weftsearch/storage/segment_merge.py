@@ -31,7 +31,7 @@ from weftsearch.storage.postings import (
     unpack_postings,
 )
 from weftsearch.storage.segment import SegmentReader
-from weftsearch.storage.segment_writer import PostingsBuilder, SegmentColumns
+from weftsearch.storage.segment_writer import FieldColumns, PostingsBuilder, SegmentColumns
 
 __all__ = ["MERGE_CHUNK_POSTINGS", "merge_columns"]
 
@@ -184,6 +184,7 @@ def merge_columns(
             matrix[vector_rows[mapping[local[has]]]] = block.reshape(block.shape[0], dim)
     builder = PostingsBuilder(lengths, spill)
     vocabulary = _merge_postings(sources, new_index, builder, pause)
+    text_fields = _merge_text_fields(sources, new_index, locals_, n, spill, pause)
     return SegmentColumns(
         keys=sorted_keys.tolist(),
         lengths=lengths,
@@ -199,12 +200,60 @@ def merge_columns(
         doc_of_posting=np.zeros(0, np.int64),
         tf_of_posting=np.zeros(0, np.uint32),
         post_sections=builder.sections(),
+        text_fields=text_fields,
         # The sources' field indexes renumbered (no stored record decoded); a source whose
         # field index is damaged fails here, as its postings or records would.
         field_index=FieldIndex.merge(
             [(reader.field_index(), mapping) for reader, mapping in zip(readers, new_index, strict=True)], n
         ),
     )
+
+
+def _merge_text_fields(
+    sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]],
+    new_index: Sequence[NDArray[np.int64]],
+    locals_: Sequence[NDArray[np.int64]],
+    n: int,
+    spill: Path | None,
+    pause: Pause,
+) -> tuple[FieldColumns, ...]:
+    """The named text fields' merged columns: each merges as the default field does, through its views.
+
+    Raises:
+        CorruptIndexError: the sources disagree on their text fields (one index has one schema).
+
+    """
+    readers = [reader for reader, _ in sources]
+    named = {reader.text_field_names for reader in readers}
+    if len(named) > 1:
+        raise CorruptIndexError(
+            f"merging {', '.join(str(r.path) for r in readers)}: the segments disagree on their text fields"
+        )
+    merged = []
+    for name in (named.pop() if named else ("text",))[1:]:
+        views: list[SegmentReader] = []
+        lengths = np.zeros(n, dtype=np.uint32)
+        for reader, mapping, local in zip(readers, new_index, locals_, strict=True):
+            view = reader.text_field(name)
+            assert isinstance(view, SegmentReader)
+            lengths[mapping[local]] = view.doc_lengths()[local]
+            views.append(view)
+        builder = PostingsBuilder(lengths, spill)
+        vocabulary = _merge_postings(
+            [(view, live) for view, (_, live) in zip(views, sources, strict=True)], new_index, builder, pause
+        )
+        merged.append(
+            FieldColumns(
+                name=name,
+                lengths=lengths,
+                vocabulary=vocabulary,
+                term_of_posting=np.zeros(0, np.int64),
+                doc_of_posting=np.zeros(0, np.int64),
+                tf_of_posting=np.zeros(0, np.uint32),
+                post_sections=builder.sections(),
+            )
+        )
+    return tuple(merged)
 
 
 def _merge_postings(

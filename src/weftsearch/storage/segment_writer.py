@@ -44,6 +44,8 @@ from weftsearch.storage.segment import VECTOR_DTYPES
 __all__ = [
     "SegmentDocument",
     "SegmentColumns",
+    "FieldColumns",
+    "field_prefix",
     "encode_segment",
     "encode_postings",
     "encode_columns",
@@ -76,6 +78,9 @@ class SegmentDocument:
     terms: Mapping[str, int]
     length: int
     record: bytes | None = None
+    #: Named text field -> (term -> frequency, length), as :attr:`terms` and :attr:`length`
+    #: are for the default field; a field the document lacks is absent (no terms, length 0).
+    field_terms: Mapping[str, tuple[Mapping[str, int], int]] = dataclasses.field(default_factory=dict)
 
 
 def _blob(strings: Sequence[str], pause: Pause = no_pause) -> tuple[NDArray[np.uint8], NDArray[np.uint64]]:
@@ -96,6 +101,9 @@ def _bytes_blob(parts: Sequence[bytes], pause: Pause) -> tuple[NDArray[np.uint8]
 def stored_record(document: Document) -> bytes:
     """The stored record of ``document``: its text, fields and time as canonical JSON (docs/FORMAT.md).
 
+    A document with named text fields also has ``"text_fields"`` (name ->
+    text, the stored ones: the caller drops the others first).
+
     The bytes are those of ``json.dumps({"text": ..., "fields": ..., "time": ...},
     ensure_ascii=False, sort_keys=True, separators=(",", ":"))`` in UTF-8,
     assembled from the same encoders part by part: one ``json.dumps`` call
@@ -109,6 +117,8 @@ def stored_record(document: Document) -> bytes:
             _dumps_canonical(dict(fields)) if fields else "{}",
             ',"text":',
             _encode_json_string(document.text),
+            # Only a document with named text fields has the key, so every other record keeps its bytes.
+            ',"text_fields":' + _dumps_canonical(dict(document.text_fields)) if document.text_fields else "",
             ',"time":',
             "null" if time is None else json.dumps(time),
             "}",
@@ -124,7 +134,7 @@ def without_text(entry: SegmentDocument) -> SegmentDocument:
     stored; the analysed terms and length (what search and scores use) are kept.
     """
     document = dataclasses.replace(entry.document, text="")
-    return SegmentDocument(document, entry.terms, entry.length, stored_record(document))
+    return SegmentDocument(document, entry.terms, entry.length, stored_record(document), entry.field_terms)
 
 
 #: JSON string encoder ``json.dumps(..., ensure_ascii=False)`` uses (C where available).
@@ -139,6 +149,33 @@ _CANONICAL = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",
 
 def _dumps_canonical(value: object) -> str:
     return _CANONICAL.encode(value)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldColumns:
+    """One named text field's columns: as :class:`SegmentColumns` holds the default field's.
+
+    Either the three posting columns (any order; the encoder sorts them) or
+    ``post_sections`` already encoded (a merge's).
+    """
+
+    name: str
+    lengths: NDArray[np.uint32]
+    vocabulary: Sequence[str]
+    term_of_posting: NDArray[np.int64]
+    doc_of_posting: NDArray[np.int64]
+    tf_of_posting: NDArray[np.uint32]
+    post_sections: Mapping[str, Section] | None = None
+
+
+def field_prefix(number: int) -> str:
+    """The section-name prefix of the ``number``-th named text field of a segment (from 1): ``tf.N.``.
+
+    Numbers, not names: a section name has 24 bytes (docs/FORMAT.md), and
+    ``tf.`` + a 64-character name + ``.post.block_offsets`` would not fit.
+    ``meta``'s ``text_fields`` gives the names in the same order.
+    """
+    return f"tf.{number}."
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +204,8 @@ class SegmentColumns:
     doc_of_posting: NDArray[np.int64]
     tf_of_posting: NDArray[np.uint32]
     post_sections: Mapping[str, Section] | None = None
+    #: The named text fields' postings and lengths, in schema order (docs/FORMAT.md, "Text fields").
+    text_fields: Sequence[FieldColumns] = ()
     #: The documents' field indexes (:mod:`weftsearch.storage.fields`); ``None``: derived from ``records``.
     field_index: FieldIndex | None = None
 
@@ -176,6 +215,7 @@ def encode_segment(
     vector_dtype: str = "float32",
     *,
     pause: Pause = no_pause,
+    text_fields: Sequence[str] = (),
 ) -> bytes:
     """Encode ``documents`` (unique keys) as one segment file's bytes.
 
@@ -185,7 +225,10 @@ def encode_segment(
 
     Complexity: O(P log P) for P postings, plus the size of the stored text.
     """
-    return encode_columns(segment_columns(documents, vector_dim, vector_dtype, pause=pause), pause=pause)
+    return encode_columns(
+        segment_columns(documents, vector_dim, vector_dtype, pause=pause, text_fields=text_fields),
+        pause=pause,
+    )
 
 
 def segment_columns(
@@ -194,8 +237,13 @@ def segment_columns(
     vector_dtype: str = "float32",
     *,
     pause: Pause = no_pause,
+    text_fields: Sequence[str] = (),
 ) -> SegmentColumns:
     """The columns of the segment of ``documents`` (unique keys): what :func:`encode_segment` encodes.
+
+    ``text_fields`` names the index's named text fields in schema order
+    (every segment of the index has sections for each, documents without
+    the field included: length 0).
 
     Write them to a file with :func:`write_columns` (never the whole file in memory).
     """
@@ -203,30 +251,22 @@ def segment_columns(
         raise ValueError(f"unknown vector dtype {vector_dtype!r}")
     ordered = sorted_in_slices(documents, _key_of, pause)
     n = len(ordered)
-    # Postings are flattened and mapped to term ids by C-level iteration
-    # (chain, map, dict lookups) a slice of documents at a time: no Python
-    # bytecode runs per posting, and no call runs long.
-    flat_terms: list[str] = []
-    tf_parts: list[NDArray[np.uint32]] = []
-    counts = np.empty(n, dtype=np.int64)
-    vocabulary_set: set[str] = set()
-    for start, end in slices(n):
-        part = ordered[start:end]
-        before = len(flat_terms)
-        flat_terms.extend(itertools.chain.from_iterable(d.terms for d in part))
-        vocabulary_set.update(flat_terms[before:])
-        tf_parts.append(np.fromiter(itertools.chain.from_iterable(d.terms.values() for d in part), np.uint32))
-        counts[start:end] = np.fromiter(map(len, (d.terms for d in part)), dtype=np.int64, count=end - start)
-        pause()
-    vocabulary = sorted_in_slices(list(vocabulary_set), None, pause)
-    term_id: dict[str, int] = {}
-    for start, end in slices(len(vocabulary)):
-        term_id.update(zip(vocabulary[start:end], range(start, end), strict=True))
-        pause()
-    term_parts = []
-    for start, end in slices(len(flat_terms), 16 * SLICE):
-        term_parts.append(np.fromiter(map(term_id.__getitem__, flat_terms[start:end]), np.int64))
-        pause()
+    vocabulary, term_of, doc_of, tf_of = _flat_postings([d.terms for d in ordered], pause)
+    named = []
+    for name in text_fields:
+        empty: tuple[Mapping[str, int], int] = ({}, 0)
+        analysed = [d.field_terms.get(name, empty) for d in ordered]
+        f_vocabulary, f_term_of, f_doc_of, f_tf_of = _flat_postings([a[0] for a in analysed], pause)
+        named.append(
+            FieldColumns(
+                name=name,
+                lengths=np.array([a[1] for a in analysed], dtype=np.uint32),
+                vocabulary=f_vocabulary,
+                term_of_posting=f_term_of,
+                doc_of_posting=f_doc_of,
+                tf_of_posting=f_tf_of,
+            )
+        )
     with_vector: list[int] = []
     for start, end in slices(n):
         with_vector.extend([i for i in range(start, end) if ordered[i].document.vector is not None])
@@ -264,10 +304,50 @@ def segment_columns(
         matrix=matrix,
         vector_dim=vector_dim,
         vocabulary=vocabulary,
-        term_of_posting=np.concatenate(term_parts) if term_parts else np.zeros(0, np.int64),
-        doc_of_posting=np.repeat(np.arange(n, dtype=np.int64), counts),
-        tf_of_posting=np.concatenate(tf_parts) if tf_parts else np.zeros(0, np.uint32),
+        term_of_posting=term_of,
+        doc_of_posting=doc_of,
+        tf_of_posting=tf_of,
+        text_fields=tuple(named),
         field_index=FieldIndex.build([d.document.fields for d in ordered]),
+    )
+
+
+def _flat_postings(
+    term_maps: Sequence[Mapping[str, int]], pause: Pause
+) -> tuple[list[str], NDArray[np.int64], NDArray[np.int64], NDArray[np.uint32]]:
+    """Documents' term counts (in local-id order) as columns: vocabulary, term, doc and tf of each posting.
+
+    Postings are flattened and mapped to term ids by C-level iteration
+    (chain, map, dict lookups) a slice of documents at a time: no Python
+    bytecode runs per posting, and no call runs long.
+    """
+    n = len(term_maps)
+    flat_terms: list[str] = []
+    tf_parts: list[NDArray[np.uint32]] = []
+    counts = np.empty(n, dtype=np.int64)
+    vocabulary_set: set[str] = set()
+    for start, end in slices(n):
+        part = term_maps[start:end]
+        before = len(flat_terms)
+        flat_terms.extend(itertools.chain.from_iterable(part))
+        vocabulary_set.update(flat_terms[before:])
+        tf_parts.append(np.fromiter(itertools.chain.from_iterable(t.values() for t in part), np.uint32))
+        counts[start:end] = np.fromiter(map(len, part), dtype=np.int64, count=end - start)
+        pause()
+    vocabulary = sorted_in_slices(list(vocabulary_set), None, pause)
+    term_id: dict[str, int] = {}
+    for start, end in slices(len(vocabulary)):
+        term_id.update(zip(vocabulary[start:end], range(start, end), strict=True))
+        pause()
+    term_parts = []
+    for start, end in slices(len(flat_terms), 16 * SLICE):
+        term_parts.append(np.fromiter(map(term_id.__getitem__, flat_terms[start:end]), np.int64))
+        pause()
+    return (
+        vocabulary,
+        np.concatenate(term_parts) if term_parts else np.zeros(0, np.int64),
+        np.repeat(np.arange(n, dtype=np.int64), counts),
+        np.concatenate(tf_parts) if tf_parts else np.zeros(0, np.uint32),
     )
 
 
@@ -474,25 +554,40 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
     n = len(columns.keys)
     vocabulary_size = len(columns.vocabulary)
     lengths = np.asarray(columns.lengths, dtype=np.uint32)
-    if columns.post_sections is not None:
-        post = dict(columns.post_sections)
-    else:
-        # Sorting by (term, doc) makes the bytes independent of the order postings came in.
-        # A document holds a term once, so term * n + doc is a unique key: one unstable
-        # sort of it gives lexsort's order (about 40% less time than its two stable passes).
-        key = columns.term_of_posting.astype(np.int64) * np.int64(max(n, 1)) + columns.doc_of_posting
-        order = np.argsort(key)
-        if order.shape[0] > 1 and bool(np.any(np.diff(key[order]) == 0)):
-            raise ValueError("a document holds a term twice in the postings")
-        del key
-        posting_ids = columns.doc_of_posting[order].astype(np.uint32)
-        posting_tfs = columns.tf_of_posting[order].astype(np.uint32)
-        del order
-        term_offsets = np.zeros(vocabulary_size + 1, dtype=np.uint64)
-        np.cumsum(np.bincount(columns.term_of_posting, minlength=vocabulary_size), out=term_offsets[1:])
-        if posting_ids.shape[0] and int(posting_ids.max()) >= n:
-            raise ValueError("a posting names a document past the end")
-        post = postings_sections(posting_ids, posting_tfs, term_offsets, lengths, pause)
+    post = _field_postings(
+        columns.post_sections,
+        columns.term_of_posting,
+        columns.doc_of_posting,
+        columns.tf_of_posting,
+        vocabulary_size,
+        lengths,
+        pause,
+    )
+    named_sections: dict[str, Section] = {}
+    named_meta: list[dict[str, Any]] = []
+    for number, field in enumerate(columns.text_fields, start=1):
+        field_lengths = np.asarray(field.lengths, dtype=np.uint32)
+        if field_lengths.shape[0] != n:
+            raise ValueError(f"text field {field.name!r}: {field_lengths.shape[0]} lengths, {n} documents")
+        field_post = _field_postings(
+            field.post_sections,
+            field.term_of_posting,
+            field.doc_of_posting,
+            field.tf_of_posting,
+            len(field.vocabulary),
+            field_lengths,
+            pause,
+        )
+        field_terms_blob, field_terms_offsets = _blob(field.vocabulary, pause)
+        prefix = field_prefix(number)
+        for name, section in {
+            "terms.blob": field_terms_blob,
+            "terms.offsets": field_terms_offsets,
+            "doc.lengths": field_lengths,
+            **field_post,
+        }.items():
+            named_sections[prefix + name] = section
+        named_meta.append({"name": field.name, **_postings_counts(len(field.vocabulary), field_post)})
     keys_blob, keys_offsets = _blob(columns.keys, pause)
     terms_blob, terms_offsets = _blob(columns.vocabulary, pause)
     records = columns.records
@@ -510,10 +605,7 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
     np.cumsum(columns.link_counts, out=links_offsets[1:])
     meta: dict[str, Any] = {
         "documents": n,
-        "terms": vocabulary_size,
-        "postings": int(post["post.offsets"][-1]),  # type: ignore[index]
-        "blocks": int(post["post.block_offsets"][-1]),  # type: ignore[index]
-        "words": int(post["post.data_offsets"][-1]),  # type: ignore[index]
+        **_postings_counts(vocabulary_size, post),
         "links": len(columns.link_targets),
         "vectors": int(columns.matrix.shape[0]),
         "vector_dim": columns.vector_dim,
@@ -522,6 +614,8 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
     matrix: NDArray[Any] = np.ascontiguousarray(columns.matrix, dtype=np.float16 if half else np.float32)
     if half:
         meta["vector_dtype"] = "float16"  # absent means float32, as in every earlier segment
+    if named_meta:  # absent in a segment of the default field only
+        meta["text_fields"] = named_meta
     vector_rows = np.asarray(columns.vector_rows, dtype=np.int32)
     ivf_sections: dict[str, NDArray[Any]] = {}
     if matrix.shape[0] >= IVF_MIN_VECTORS and matrix.shape[1]:
@@ -564,7 +658,49 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
         "vec.matrix": matrix.reshape(-1),
         **ivf_sections,
         **_field_sections(columns),
+        **named_sections,
     }
+
+
+def _postings_counts(vocabulary_size: int, post: Mapping[str, Section]) -> dict[str, int]:
+    """``meta``'s counts of one text field's postings: terms, postings, blocks, packed words."""
+    return {
+        "terms": vocabulary_size,
+        "postings": int(post["post.offsets"][-1]),  # type: ignore[index]
+        "blocks": int(post["post.block_offsets"][-1]),  # type: ignore[index]
+        "words": int(post["post.data_offsets"][-1]),  # type: ignore[index]
+    }
+
+
+def _field_postings(
+    encoded: Mapping[str, Section] | None,
+    term_of_posting: NDArray[np.int64],
+    doc_of_posting: NDArray[np.int64],
+    tf_of_posting: NDArray[np.uint32],
+    vocabulary_size: int,
+    lengths: NDArray[np.uint32],
+    pause: Pause,
+) -> dict[str, Section]:
+    """One text field's ``post.*`` sections: ``encoded`` as given, or its posting columns encoded."""
+    if encoded is not None:
+        return dict(encoded)
+    n = lengths.shape[0]
+    # Sorting by (term, doc) makes the bytes independent of the order postings came in.
+    # A document holds a term once, so term * n + doc is a unique key: one unstable
+    # sort of it gives lexsort's order (about 40% less time than its two stable passes).
+    key = term_of_posting.astype(np.int64) * np.int64(max(n, 1)) + doc_of_posting
+    order = np.argsort(key)
+    if order.shape[0] > 1 and bool(np.any(np.diff(key[order]) == 0)):
+        raise ValueError("a document holds a term twice in the postings")
+    del key
+    posting_ids = doc_of_posting[order].astype(np.uint32)
+    posting_tfs = tf_of_posting[order].astype(np.uint32)
+    del order
+    term_offsets = np.zeros(vocabulary_size + 1, dtype=np.uint64)
+    np.cumsum(np.bincount(term_of_posting, minlength=vocabulary_size), out=term_offsets[1:])
+    if posting_ids.shape[0] and int(posting_ids.max()) >= n:
+        raise ValueError("a posting names a document past the end")
+    return postings_sections(posting_ids, posting_tfs, term_offsets, lengths, pause)
 
 
 def _field_sections(columns: SegmentColumns) -> dict[str, NDArray[Any]]:
