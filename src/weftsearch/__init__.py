@@ -29,6 +29,7 @@ from weftsearch.engine.search import ExplainArrays, Hit, SearchResults, SignalHi
 from weftsearch.engine.snapshot import Postings, Snapshot, VectorBlock
 from weftsearch.engine.stream import FusedStream, KeyOrder, Stream, top_k
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF, make_fuser
+from weftsearch.schema import Schema, TextField
 from weftsearch.scorers import (
     BM25Scorer,
     GraphScorer,
@@ -47,6 +48,8 @@ __all__ = [
     "get_analyzer",
     "register_analyzer",
     "Document",
+    "Schema",
+    "TextField",
     "Query",
     "F",
     "Filter",

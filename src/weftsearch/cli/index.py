@@ -8,6 +8,7 @@ holds. Each write is one atomic commit; a bad corpus line changes nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
@@ -32,25 +33,61 @@ from weftsearch.errors import (
     IndexExistsError,
     InvalidParameterError,
 )
+from weftsearch.schema import Schema, TextField
 from weftsearch.storage import scrub_directory
 from weftsearch.storage.directory import MANIFEST
 
 __all__ = ["add_index_commands", "format_stats"]
 
 
-def _read_corpus(args: argparse.Namespace) -> tuple[list[Document], FrozenVectors | None]:
-    """The documents of ``args.corpus`` with their ``--vectors`` (read and checked whole)."""
+def _read_corpus(
+    args: argparse.Namespace, text_fields: Sequence[str] = ()
+) -> tuple[list[Document], FrozenVectors | None]:
+    """The documents of ``args.corpus`` with their ``--vectors`` (read and checked whole).
+
+    ``text_fields``: the record keys read as named text fields (the index's schema).
+    """
     vectors = None
     if args.vectors is not None:
         vectors = load_vectors(args.vectors, args.vector_ids)
     elif args.vector_ids is not None:
         raise InvalidParameterError("--vector-ids needs --vectors")
-    return load_documents(args.corpus, args.format, vectors=vectors), vectors
+    return load_documents(args.corpus, args.format, vectors=vectors, text_fields=text_fields), vectors
+
+
+def _schema_of(args: argparse.Namespace) -> Schema | None:
+    """The schema ``--schema FILE`` or ``--text-field NAME ...`` ask for; ``None`` for neither.
+
+    Raises:
+        InvalidParameterError: both given, an unreadable or invalid schema file, a bad name.
+
+    """
+    if args.schema is not None and args.text_field:
+        raise InvalidParameterError("give --schema or --text-field, not both")
+    if args.schema is not None:
+        try:
+            data = json.loads(Path(args.schema).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InvalidParameterError(f"--schema {args.schema}: cannot read it as JSON ({exc})") from None
+        try:
+            schema = Schema.from_dict(data)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(f"--schema {args.schema}: {exc}") from None
+    elif args.text_field:
+        if "text" in args.text_field:
+            raise InvalidParameterError("--text-field text: 'text' is the default field, always indexed")
+        fields = [TextField(name, analyzer=args.analyzer) for name in args.text_field]
+        schema = Schema((TextField("text", analyzer=args.analyzer, stored=not args.no_store_text), *fields))
+    else:
+        return None
+    return schema
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    documents, vectors = _read_corpus(args)
+    schema = _schema_of(args)
+    named = () if schema is None else tuple(field.name for field in schema.named_fields)
+    documents, vectors = _read_corpus(args, named)
     if not documents:
         # As `add` does: an index of nothing is almost always a wrong path or an unfinished
         # file, and nothing is created (an existing index at DIR is left as it is).
@@ -70,6 +107,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             commit_priority="normal",
             store_text=not args.no_store_text,
+            schema=schema,
         )
     except IndexExistsError:  # the library's message names the keyword; here the flag is the way
         raise IndexExistsError(f"{args.index} is not empty; pass --overwrite to replace it") from None
@@ -118,7 +156,9 @@ def _cmd_merge(args: argparse.Namespace) -> int:
 def _cmd_add(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     # Every line is read and checked before the index is opened: a bad line changes nothing.
-    documents, _ = _read_corpus(args)
+    with Index.open(args.index, readonly=True) as reader:
+        named = tuple(field.name for field in reader.schema.named_fields)
+    documents, _ = _read_corpus(args, named)
     if not documents:
         raise InvalidParameterError(f"{args.corpus} holds no documents; nothing to add")
     with Index.open(args.index, commit_priority="normal") as index:  # no search here (see index)
@@ -270,6 +310,20 @@ def add_index_commands(commands: Any) -> None:
         "--no-store-text",
         action="store_true",
         help="index the text but do not store it (smaller index; hits show no text; docs/FORMAT.md)",
+    )
+    index.add_argument(
+        "--text-field",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="index the record's key NAME as a named text field (repeatable; e.g. --text-field title: "
+        "the title is then its own field, not joined to the text); analysed by --analyzer",
+    )
+    index.add_argument(
+        "--schema",
+        metavar="FILE",
+        help='the text fields as JSON: {"fields": [{"name": "title", "analyzer": "english", "weight": 2.0}]} '
+        "(keys as weftsearch.schema.TextField); instead of --text-field",
     )
     index.set_defaults(handler=_cmd_index)
 
