@@ -67,7 +67,7 @@ def test_repeated_and_too_many_fields() -> None:
 
 
 def test_unknown_field_names_the_known_ones() -> None:
-    with pytest.raises(InvalidParameterError, match="'body'.*text, title"):
+    with pytest.raises(InvalidParameterError, match=r"'body'.*text, title"):
         Schema((TextField("title"),)).field("body")
 
 

@@ -61,10 +61,10 @@ def test_an_index_without_a_schema_records_none(tmp_path: Path) -> None:
 
 def test_a_field_outside_the_schema_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
     index = Index.create(tmp_path / "i", schema=SCHEMA)
-    with pytest.raises(InvalidDocumentError, match="'body'.*title, tags"):
+    with pytest.raises(InvalidDocumentError, match=r"'body'.*title, tags"):
         index.add(Document("x", "x", text_fields={"body": "y"}))
     plain = Index()
-    with pytest.raises(InvalidDocumentError, match="'title'.*none besides 'text'"):
+    with pytest.raises(InvalidDocumentError, match=r"'title'.*none besides 'text'"):
         plain.add(Document("x", "x", text_fields={"title": "y"}))
     index.close(discard=True)
 

@@ -199,5 +199,5 @@ def test_meta_counts_of_a_field_are_checked_at_open(tmp_path: Path) -> None:
         )
 
     rewrite_sections(segment, edit)
-    with pytest.raises(CorruptIndexError, match="tf.1"):
+    with pytest.raises(CorruptIndexError, match=r"tf\.1"):
         SegmentReader(segment)
