@@ -1183,6 +1183,7 @@ class Index:
                 vector_dim=self._vector_dim,
                 segments=[(s.reader, s.deleted) for s in self._segments],
                 query_terms=self._query_terms,
+                schema=self._schema,
             )
             self._made.add(self._snapshot)
             self._latest = self._snapshot
