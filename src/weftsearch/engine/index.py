@@ -337,7 +337,8 @@ class Index:
             )
         analyzers = {field.name: get_analyzer(field.analyzer) for field in schema.named_fields}
         unstored = frozenset(field.name for field in schema.named_fields if not field.stored)
-        return schema, FieldAnalysis(analyzers, unstored)
+        positions = frozenset(field.name for field in schema.fields if field.positions)
+        return schema, FieldAnalysis(analyzers, unstored, positions)
 
     @property
     def schema(self) -> Schema:
@@ -1030,7 +1031,12 @@ class Index:
         stamp = FileStamp(self._index_id, segment_number(name))
         pause = YieldToSearches(self._searches)
         columns = segment_columns(
-            analysed, dim, self._vector_dtype, pause=pause, text_fields=self._text_field_names()
+            analysed,
+            dim,
+            self._vector_dtype,
+            pause=pause,
+            text_fields=self._text_field_names(),
+            positions_fields=self._field_analysis.positions,
         )
         directory.write_streamed(name, lambda path: write_columns(columns, path, stamp, pause=pause))
         segment = _Segment(_own_reader(directory.path / name), None, name)
@@ -1137,6 +1143,7 @@ class Index:
                 self._vector_dtype,
                 pause=pause,
                 text_fields=self._text_field_names(),
+                positions_fields=self._field_analysis.positions,
             )
             reader = _in_memory(data)
             reader.warm()
@@ -1482,6 +1489,7 @@ class Index:
             self._vector_dtype,
             self._child_file(directory, name),
             self._text_field_names(),
+            self._field_analysis.positions,
         ):
             return
         try:

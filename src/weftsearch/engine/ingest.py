@@ -59,7 +59,9 @@ _LOCK_FREE_ANALYZERS = (EnglishAnalyzer, SimpleAnalyzer)
 
 #: One analysed document as a worker sends it: term counts, length, stored record, and the
 #: named text fields' term counts and lengths.
-_Analysed = tuple[Mapping[str, int], int, bytes, dict[str, tuple[Mapping[str, int], int]]]
+_Analysed = tuple[
+    Mapping[str, int], int, bytes, dict[str, tuple[Mapping[str, int], int]], dict[str, dict[str, list[int]]]
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +71,14 @@ class FieldAnalysis:
     Attributes:
         analyzers: named field -> the analyzer of its terms (schema order).
         unstored: named fields whose text the stored record leaves out.
+        positions: fields (``"text"`` included) whose terms' positions are kept.
 
     """
 
     analyzers: Mapping[str, Analyzer] = field(default_factory=dict)
     unstored: frozenset[str] = frozenset()
+    #: Fields (``"text"`` included) whose terms' positions are kept.
+    positions: frozenset[str] = frozenset()
 
 
 _NO_FIELDS = FieldAnalysis()
@@ -165,6 +170,23 @@ def _term_counter(analyzer: Analyzer) -> _Counter:
     return count
 
 
+def _with_positions(analyzer: Analyzer, text: str) -> tuple[dict[str, int], int, dict[str, list[int]]]:
+    """``text``'s terms counted, its length, and each term's positions (indexes in ``analyze``'s output).
+
+    The counts equal ``Counter(analyzer.analyze(text))`` (the same first-seen
+    order). One Python step per term of the text: the price of positions.
+    """
+    terms = analyzer.analyze(text)
+    positions: dict[str, list[int]] = {}
+    for index, term in enumerate(terms):
+        found = positions.get(term)
+        if found is None:
+            positions[term] = [index]
+        else:
+            found.append(index)
+    return {term: len(where) for term, where in positions.items()}, len(terms), positions
+
+
 def _analyse_chunk(
     analyzer: Analyzer, documents: Sequence[Document], tick: Callable[[], object], fields: FieldAnalysis
 ) -> list[_Analysed]:
@@ -178,6 +200,7 @@ def _analyse_chunk(
 
     """
     count = _term_counter(analyzer)
+    keep_positions = fields.positions
     counters = {
         name: (field_analyzer, _term_counter(field_analyzer))
         for name, field_analyzer in fields.analyzers.items()
@@ -185,22 +208,31 @@ def _analyse_chunk(
     unstored = fields.unstored
     analysed: list[_Analysed] = []
     for document in documents:
+        positions: dict[str, dict[str, list[int]]] = {}
+        terms: Mapping[str, int]
         try:
-            terms, length = count(document.text)
+            if "text" in keep_positions:
+                terms, length, positions["text"] = _with_positions(analyzer, document.text)
+            else:
+                terms, length = count(document.text)
         except Exception as exc:  # any failure of user code: reported naming the document
             raise _analysis_error(analyzer, document, exc) from exc
         field_terms: dict[str, tuple[Mapping[str, int], int]] = {}
         for name, text in document.text_fields.items():
             field_analyzer, field_count = counters[name]
             try:
-                field_terms[name] = field_count(text)
+                if name in keep_positions:
+                    field_counts, field_length, positions[name] = _with_positions(field_analyzer, text)
+                    field_terms[name] = (field_counts, field_length)
+                else:
+                    field_terms[name] = field_count(text)
             except Exception as exc:  # as above, naming the field too
                 raise _analysis_error(field_analyzer, document, exc, name) from exc
         stored = document
         if unstored and not unstored.isdisjoint(document.text_fields):
             kept = {name: text for name, text in document.text_fields.items() if name not in unstored}
             stored = replace(document, text_fields=kept)
-        analysed.append((terms, length, stored_record(stored), field_terms))
+        analysed.append((terms, length, stored_record(stored), field_terms, positions))
         tick()
     return analysed
 
@@ -306,8 +338,8 @@ def analyse_documents(
     else:
         analysed = _analyse_in_workers(analyzer, documents, workers, count, close_fds, fields)
     return [
-        SegmentDocument(document, terms, length, record, field_terms)
-        for document, (terms, length, record, field_terms) in zip(documents, analysed, strict=True)
+        SegmentDocument(document, terms, length, record, field_terms, positions)
+        for document, (terms, length, record, field_terms, positions) in zip(documents, analysed, strict=True)
     ]
 
 

@@ -35,6 +35,7 @@ from weftsearch.storage.postings import (
     POSTINGS_BLOCK,
     PostingsDecodeError,
     derive_blocks,
+    unpack_positions,
     unpack_postings,
 )
 
@@ -62,6 +63,19 @@ VECTOR_DTYPES = ("float32", "float16")
 #: step and decodes once; below it, decoding key by key is cheaper (measured: equal near 30
 #: keys, the gather 1.3x faster at 100, key by key 2-3x faster at 10).
 _GATHER_KEYS_FROM = 32
+
+
+#: A text field's positions tables: chunk offsets, chunk widths, word offsets, per-term CRC32C.
+_PositionsTables = tuple[NDArray[np.uint64], NDArray[np.uint8], NDArray[np.uint64], NDArray[np.uint32]]
+
+
+def _positions_record_ok(record: object) -> bool:
+    """A ``meta`` positions record: ``{"chunks": C, "words": W}``, each an integer below 2^40."""
+    return (
+        isinstance(record, dict)
+        and set(record) == {"chunks", "words"}
+        and all(type(record[c]) is int and 0 <= record[c] < 2**40 for c in ("chunks", "words"))
+    )
 
 
 def _check_offsets(offsets: NDArray[np.uint64], count: int, limit: int, what: str, path: Path) -> None:
@@ -156,6 +170,14 @@ class SegmentReader:
         expected["post.blocks"] = BLOCK_ROWS * meta["blocks"]
         expected["post.data_offsets"] = terms + 1
         expected["post.data"] = meta["words"]
+        numbered = enumerate(meta.get("text_fields", []), start=1)
+        for prefix, entry in [("", meta), *((f"tf.{number}.", named) for number, named in numbered)]:
+            if "positions" in entry:
+                expected[prefix + "pos.chunk_offsets"] = entry["terms"] + 1
+                expected[prefix + "pos.data_offsets"] = entry["terms"] + 1
+                expected[prefix + "pos.crc"] = entry["terms"]
+                expected[prefix + "pos.widths"] = entry["positions"]["chunks"]
+                expected[prefix + "pos.data"] = entry["positions"]["words"]
         for number, entry in enumerate(meta.get("text_fields", []), start=1):
             prefix = f"tf.{number}."
             expected[prefix + "doc.lengths"] = n
@@ -228,7 +250,8 @@ class SegmentReader:
                 not isinstance(named, list)
                 or not all(
                     isinstance(entry, dict)
-                    and set(entry) == {"name", *counts}
+                    and set(entry) - {"positions"} == {"name", *counts}
+                    and _positions_record_ok(entry.get("positions", {"chunks": 0, "words": 0}))
                     and isinstance(entry["name"], str)
                     and all(type(entry[c]) is int and 0 <= entry[c] < 2**40 for c in counts)
                     for entry in named
@@ -237,6 +260,8 @@ class SegmentReader:
                 or len(named) > 63
             ):
                 raise ValueError("bad text_fields record")
+            if not _positions_record_ok(meta.get("positions", {"chunks": 0, "words": 0})):
+                raise ValueError("bad positions record")
             return meta
         except WeftError:
             raise
@@ -634,6 +659,76 @@ class SegmentReader:
                         known = ", ".join(self.text_field_names)
                         raise KeyError(f"{self.path}: no text field {name!r} (it has {known})")
         return found
+
+    @property
+    def has_positions(self) -> bool:
+        """Whether this text field keeps its terms' positions (docs/FORMAT.md, "Positions")."""
+        return "positions" in self._meta_cache
+
+    def _positions_tables(self) -> _PositionsTables:
+        """``pos.chunk_offsets``, ``pos.widths``, ``pos.data_offsets`` (checked once) and ``pos.crc``."""
+
+        def build() -> tuple[Any, ...]:
+            counts = self._meta_cache["positions"]
+            chunk_offsets = self._array("pos.chunk_offsets", "<u8", self.n_terms + 1)
+            _check_offsets(chunk_offsets, self.n_terms, int(counts["chunks"]), "positions chunk", self.path)
+            data_offsets = self._array("pos.data_offsets", "<u8", self.n_terms + 1)
+            _check_offsets(data_offsets, self.n_terms, int(counts["words"]), "positions data", self.path)
+            widths = self._array("pos.widths", "|u1", int(counts["chunks"]))
+            crcs = self._array("pos.crc", "<u4", self.n_terms)
+            return chunk_offsets, widths, data_offsets, crcs
+
+        result: _PositionsTables = self._memo("positions", build)
+        return result
+
+    def _positions_data(self) -> NDArray[np.uint32]:
+        """``pos.data`` as ``<u4`` words, *not* verified as a whole section (each term has its CRC32C)."""
+
+        def build() -> NDArray[np.uint32]:
+            raw = self._file.raw("pos.data")
+            if len(raw) != 4 * int(self._meta_cache["positions"]["words"]):
+                raise self._corrupt("section 'pos.data' has the wrong size")
+            return np.frombuffer(raw, dtype="<u4")
+
+        result: NDArray[np.uint32] = self._memo("pos.data", build)
+        return result
+
+    def positions(
+        self, term: str
+    ) -> tuple[NDArray[np.uint32], NDArray[np.uint32], NDArray[np.uint64], NDArray[np.uint32]]:
+        """``term``'s postings with their positions: ``(ids, tfs, starts, positions)``; all empty if absent.
+
+        Posting j's positions (indexes in the analyzer's output, ascending)
+        are ``positions[starts[j]:starts[j+1]]``; ``starts`` has ``df + 1``
+        entries. The term's words are checked against their CRC32C, then
+        decoded (vectorised) with every size and range check (each position
+        below its document's length). O(positions of the term).
+
+        Raises:
+            CorruptIndexError: the positions (or the postings) are damaged.
+            KeyError: this field keeps no positions.
+
+        """
+        if not self.has_positions:
+            raise KeyError(f"{self.path}: text field {self.field_name!r} keeps no positions")
+        ids, tfs = self.postings(term)
+        if not ids.size:
+            return ids, tfs, np.zeros(1, np.uint64), np.empty(0, np.uint32)
+        position = self.term_position(term)
+        chunk_offsets, widths, data_offsets, crcs = self._positions_tables()
+        words = self._positions_data()[int(data_offsets[position]) : int(data_offsets[position + 1])]
+        if checksum(words.tobytes()) != int(crcs[position]):
+            raise self._corrupt(f"positions of term {term!r} fail their checksum")
+        try:
+            starts, found = unpack_positions(
+                words,
+                widths[int(chunk_offsets[position]) : int(chunk_offsets[position + 1])],
+                tfs,
+                self.doc_lengths()[ids],
+            )
+        except PostingsDecodeError as exc:
+            raise self._corrupt(f"positions of term {term!r} do not decode ({exc})") from None
+        return ids, tfs, starts, found
 
     # ------------------------------------------------------------------ postings
 
@@ -1045,6 +1140,8 @@ class SegmentReader:
             for term in terms:
                 try:
                     self.postings(term)  # checksum and ranges, as a query reads them
+                    if self.has_positions:
+                        self.positions(term)
                 except CorruptIndexError as exc:
                     problems.append(str(exc))
         except WeftError as exc:
@@ -1165,6 +1262,9 @@ class _FieldView(SegmentReader):
         meta = dict(segment._meta_cache)
         meta.update({key: entry[key] for key in ("terms", "postings", "blocks", "words")})
         meta.pop("text_fields", None)
+        meta.pop("positions", None)
+        if "positions" in entry:
+            meta["positions"] = entry["positions"]
         self._meta_cache = meta
         self._name = str(entry["name"])
         self.n_docs = segment.n_docs
