@@ -1211,6 +1211,17 @@ class TextFieldReader(Protocol):
         """Each document's analysed length in this field."""
         ...
 
+    @property
+    def has_positions(self) -> bool:
+        """Whether the field keeps its terms' positions."""
+        ...
+
+    def positions(
+        self, term: str
+    ) -> tuple[NDArray[np.uint32], NDArray[np.uint32], NDArray[np.uint64], NDArray[np.uint32]]:
+        """``(ids, tfs, starts, positions)`` of ``term`` (posting j: ``positions[starts[j]:starts[j+1]]``)."""
+        ...
+
 
 class _PrefixedFile:
     """A segment's section file seen by one named text field: its sections under ``tf.N.``, the rest as is."""
