@@ -35,7 +35,7 @@ from weftsearch.errors import (
 )
 from weftsearch.schema import Schema, TextField
 from weftsearch.storage import scrub_directory
-from weftsearch.storage.directory import MANIFEST
+from weftsearch.storage.directory import MANIFEST, IndexDirectory
 
 __all__ = ["add_index_commands", "format_stats"]
 
@@ -53,6 +53,20 @@ def _read_corpus(
     elif args.vector_ids is not None:
         raise InvalidParameterError("--vector-ids needs --vectors")
     return load_documents(args.corpus, args.format, vectors=vectors, text_fields=text_fields), vectors
+
+
+def _named_fields_of(path: Path) -> tuple[str, ...]:
+    """The named text fields of the index at ``path``, from its manifest (no lock, nothing opened else).
+
+    Raises:
+        IndexNotFoundError: no index there (as opening it would).
+
+    """
+    directory = IndexDirectory(path)
+    directory.check_exists()
+    recorded = directory.read_manifest().extra.get("schema")
+    schema = Schema.from_dict(recorded) if recorded is not None else None
+    return () if schema is None else tuple(field.name for field in schema.named_fields)
 
 
 def _schema_of(args: argparse.Namespace) -> Schema | None:
@@ -156,9 +170,7 @@ def _cmd_merge(args: argparse.Namespace) -> int:
 def _cmd_add(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     # Every line is read and checked before the index is opened: a bad line changes nothing.
-    with Index.open(args.index, readonly=True) as reader:
-        named = tuple(field.name for field in reader.schema.named_fields)
-    documents, _ = _read_corpus(args, named)
+    documents, _ = _read_corpus(args, _named_fields_of(Path(args.index)))
     if not documents:
         raise InvalidParameterError(f"{args.corpus} holds no documents; nothing to add")
     with Index.open(args.index, commit_priority="normal") as index:  # no search here (see index)
