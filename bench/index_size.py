@@ -9,6 +9,13 @@ on; older code refuses it). Run, for example::
     PYTHONPATH=src python bench/index_size.py --scifact ../shared/datasets/scifact
     PYTHONPATH=src python bench/index_size.py --scifact ../shared/datasets/scifact --no-store-text
     PYTHONPATH=src python bench/index_size.py --synthetic 100000
+    PYTHONPATH=src python bench/index_size.py --scifact ../shared/datasets/scifact --positions
+    PYTHONPATH=src python bench/index_size.py --scifact ../shared/datasets/scifact --tantivy
+
+``--positions`` keeps the text's positions (format version 4 on: a schema whose ``text``
+field has ``positions=True``). ``--tantivy`` also builds the same documents into a tantivy
+index (the ``tantivy`` Python package) with positions (``index_option="position"``,
+tokenizer ``en_stem``), with and without the text stored, one segment, and prints its size.
 
 The synthetic corpus is ``bm25_vs_bm25s.synthetic`` (Zipfian vocabulary, seed 20240601),
 indexed through the ``simple`` analyzer (its tokens survive it unchanged).
@@ -46,6 +53,11 @@ GROUPS = {
     "stored.block_crc": "stored documents",
     "terms.blob": "terms",
     "terms.offsets": "terms",
+    "pos.chunk_offsets": "positions",
+    "pos.widths": "positions",
+    "pos.data_offsets": "positions",
+    "pos.data": "positions",
+    "pos.crc": "positions",
 }
 
 
@@ -73,14 +85,22 @@ def documents_synthetic(count: int) -> list[Document]:
     ]
 
 
-def measure(documents: list[Document], analyzer: str, store_text: bool) -> dict[str, int]:
+def measure(
+    documents: list[Document], analyzer: str, store_text: bool, positions: bool = False
+) -> dict[str, int]:
     """Bytes per section group of the one-segment index of ``documents``."""
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "index"
-        # Older code has no store_text: pass it only when it is not the default.
-        created = (
-            Index.create(path, analyzer) if store_text else Index.create(path, analyzer, store_text=False)
-        )
+        # Older code has no store_text (nor schema): pass them only when they are not the default.
+        if positions:
+            from weftsearch import Schema, TextField
+
+            schema = Schema((TextField("text", analyzer=analyzer, stored=store_text, positions=True),))
+            created = Index.create(path, analyzer, store_text=store_text, schema=schema)
+        else:
+            created = (
+                Index.create(path, analyzer) if store_text else Index.create(path, analyzer, store_text=False)
+            )
         with created as index:
             index.add_many(documents, progress=False)
             index.commit()
@@ -102,12 +122,36 @@ def measure(documents: list[Document], analyzer: str, store_text: bool) -> dict[
         return dict(sizes)
 
 
+def measure_tantivy(documents: list[Document], stored: bool) -> int:
+    """Bytes on disk of a one-segment tantivy index of ``documents`` with positions."""
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("key", stored=True, tokenizer_name="raw")
+    builder.add_text_field("text", stored=stored, tokenizer_name="en_stem", index_option="position")
+    schema = builder.build()
+    with tempfile.TemporaryDirectory() as scratch:
+        index = tantivy.Index(schema, path=scratch)
+        writer = index.writer(heap_size=500_000_000, num_threads=1)
+        for document in documents:
+            writer.add_document(tantivy.Document(key=document.key, text=document.text))
+        writer.commit()
+        writer.wait_merging_threads()
+        writer = index.writer(heap_size=500_000_000, num_threads=1)
+        segments = index.searcher().num_segments
+        if segments > 1:
+            raise RuntimeError(f"tantivy wrote {segments} segments; raise the heap size")
+        return sum(f.stat().st_size for f in Path(scratch).rglob("*") if f.is_file())
+
+
 def main() -> int:
     """Parse the arguments, build, print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scifact", type=Path, help="BEIR SciFact folder")
     parser.add_argument("--synthetic", type=int, help="documents of the synthetic corpus")
     parser.add_argument("--no-store-text", action="store_true", help="build with store_text=False")
+    parser.add_argument("--positions", action="store_true", help="keep the text's positions (version 4 on)")
+    parser.add_argument("--tantivy", action="store_true", help="also measure tantivy with positions")
     args = parser.parse_args()
     if (args.scifact is None) == (args.synthetic is None):
         parser.error("give exactly one of --scifact and --synthetic")
@@ -122,15 +166,27 @@ def main() -> int:
         )
     import weftsearch.storage.codec as codec
 
-    sizes = measure(documents, analyzer, not args.no_store_text)
+    sizes = measure(documents, analyzer, not args.no_store_text, args.positions)
     print(
         f"{label}: {len(documents)} documents, format version {codec.FORMAT_VERSION}, "
-        f"store_text={not args.no_store_text}, load average {os.getloadavg()[0]:.2f} "
+        f"store_text={not args.no_store_text}, positions={args.positions}, "
+        f"load average {os.getloadavg()[0]:.2f} "
         f"({time.perf_counter() - started:.1f} s)"
     )
     for group, size in sorted(sizes.items(), key=lambda item: -item[1]):
         print(f"  {group:26s} {size:>14,d} bytes  {size / sizes['total']:6.1%}")
+    if args.tantivy:
+        for stored in (False, True):
+            size = measure_tantivy(documents, stored)
+            print(f"tantivy {tantivy_version()} with positions, text stored={stored}: {size:,d} bytes")
     return 0
+
+
+def tantivy_version() -> str:
+    """The installed tantivy package's version."""
+    from importlib.metadata import version
+
+    return version("tantivy")
 
 
 if __name__ == "__main__":

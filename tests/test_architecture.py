@@ -304,7 +304,7 @@ def test_fusion_imports_no_scorer() -> None:
 ENGINE = "weftsearch.engine"
 STORAGE = "weftsearch.storage"
 #: The value types below storage: what a document and a time are.
-VALUE_TYPES = ("documents", "times")
+VALUE_TYPES = ("documents", "times", "schema")
 
 
 def test_storage_imports_neither_scorers_nor_fusion() -> None:

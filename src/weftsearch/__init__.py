@@ -33,6 +33,7 @@ from weftsearch.engine.snapshot import Postings, Snapshot, VectorBlock
 from weftsearch.engine.stream import FusedStream, KeyOrder, Stream, top_k
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF, make_fuser
 from weftsearch.highlight import FieldHighlight, HighlightOptions, Snippet
+from weftsearch.schema import Schema, TextField
 from weftsearch.scorers import (
     BM25Scorer,
     GraphScorer,
@@ -56,6 +57,8 @@ __all__ = [
     "register_embedder",
     "get_embedder",
     "embedder_names",
+    "Schema",
+    "TextField",
     "Query",
     "F",
     "Filter",

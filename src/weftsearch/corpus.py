@@ -27,6 +27,11 @@ In both, a document's text is ``title.strip() + " " + text.strip()`` when the
 title is non-empty (the rule the frozen vectors of the shared datasets were
 embedded with), and the title is also kept in ``fields["title"]`` for display.
 
+Named text fields (``text_fields=("title",)``, the CLI's ``--text-field title``):
+each named key of a record (a string) becomes ``Document.text_fields[name]``
+instead; a ``title`` read so is neither joined to the text nor kept in
+``fields``.
+
 Frozen vectors are a 2-D ``.npy`` matrix whose row order is given by a sibling
 ids file, one id a line (``corpus.npy`` with ``corpus_ids.txt`` by default).
 They are attached to documents (or queries) by key. A document without a row
@@ -45,7 +50,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -524,9 +529,11 @@ def _document(
     where: str,
     resolved: Literal["jsonl", "beir"],
     vector: NDArray[np.float32] | None,
+    text_fields: Sequence[str] = (),
 ) -> Document:
     key = _key(record, where, "document")
-    title = _string(record, "title", where)
+    named = {name: value for name in text_fields if (value := _string(record, name, where).strip())}
+    title = "" if "title" in text_fields else _string(record, "title", where)
     text = _string(record, "text", where)
     if resolved == "beir":
         fields = _fields(record.get("metadata"), where, "metadata", strict=False)
@@ -540,7 +547,13 @@ def _document(
         fields["title"] = title.strip()
     try:
         return Document(
-            key=key, text=_document_text(title, text), vector=vector, links=links, time=time, fields=fields
+            key=key,
+            text=_document_text(title, text),
+            vector=vector,
+            links=links,
+            time=time,
+            fields=fields,
+            text_fields=named,
         )
     except WeftError as exc:
         raise CorpusFormatError(f"{where}: {exc}") from None
@@ -552,6 +565,7 @@ def iter_documents(
     *,
     vectors: FrozenVectors | None = None,
     progress: bool | None = None,
+    text_fields: Sequence[str] = (),
 ) -> Iterator[Document]:
     """Stream the documents of the corpus at ``path``, attaching ``vectors`` by key.
 
@@ -565,6 +579,7 @@ def iter_documents(
         format: ``"auto"``, ``"jsonl"`` or ``"beir"``.
         vectors: frozen vectors to attach; documents without a row get none.
         progress: progress bar; ``None`` shows one on a terminal after a second.
+        text_fields: record keys read as named text fields (see the module docstring).
 
     Raises:
         CorpusFormatError: a malformed line (the message names file and line),
@@ -583,7 +598,7 @@ def iter_documents(
         first_line[key] = number
         row = rows.get(key)
         vector = None if row is None or matrix is None else np.asarray(matrix[row], dtype=np.float32)
-        yield _document(record, where, resolved, vector)
+        yield _document(record, where, resolved, vector, text_fields)
     if vectors is not None:
         missing = [key for key in vectors.ids if key not in first_line]
         if missing:
@@ -600,9 +615,10 @@ def load_documents(
     *,
     vectors: FrozenVectors | None = None,
     progress: bool | None = None,
+    text_fields: Sequence[str] = (),
 ) -> list[Document]:
     """All documents of the corpus at ``path``; see :func:`iter_documents`."""
-    return list(iter_documents(path, format, vectors=vectors, progress=progress))
+    return list(iter_documents(path, format, vectors=vectors, progress=progress, text_fields=text_fields))
 
 
 # ---------------------------------------------------------------------- queries and judgements

@@ -91,6 +91,8 @@ def as_vector(value: ArrayLike, what: str) -> NDArray[np.float32]:
 #: runs) or, for NUL, a lookup (numpy's ``str_`` drops trailing NULs, so ``"b\x00"`` would
 #: find ``"b"``).
 _KEY_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+#: A named text field's name (the rule of :class:`weftsearch.schema.TextField`).
+_TEXT_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 #: Lone surrogates: the only ``str`` values UTF-8 cannot encode.
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
@@ -174,6 +176,7 @@ def stored_document(
     links: tuple[str, ...],
     time: TimeLike | None,
     fields: Mapping[str, FieldValue],
+    text_fields: Mapping[str, str] | None = None,
 ) -> Document:
     """A :class:`Document` read back from an index (the storage layer's constructor).
 
@@ -191,7 +194,15 @@ def stored_document(
     """
     token = _READING_STORED.set(True)
     try:
-        return Document(key=key, text=text, vector=vector, links=links, time=time, fields=fields)
+        return Document(
+            key=key,
+            text=text,
+            vector=vector,
+            links=links,
+            time=time,
+            fields=fields,
+            text_fields=text_fields or {},
+        )
     finally:
         _READING_STORED.reset(token)
 
@@ -278,6 +289,11 @@ class Document:
             A list is kept as a tuple; an empty one holds no value (filters
             and facets see the document as without the field). A field is a
             list field or a scalar one for the whole index.
+        text_fields: named text fields besides ``text`` (``{"title": "..."}``),
+            each analysed into its own postings as the index's schema says
+            (:class:`~weftsearch.schema.Schema`); a name the schema lacks is
+            refused when the document is added. Names follow the schema's rule
+            (``[A-Za-z_][A-Za-z0-9_]*``, not ``"text"``), values are ``str``.
 
     """
 
@@ -287,6 +303,7 @@ class Document:
     links: tuple[str, ...] = ()
     time: TimeLike | None = None
     fields: Mapping[str, FieldValue] = field(default_factory=dict)
+    text_fields: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not _READING_STORED.get():
@@ -329,6 +346,21 @@ class Document:
             _check_number(self.key, name, value)
             fields[name] = value
         object.__setattr__(self, "fields", MappingProxyType(fields))
+        if not isinstance(self.text_fields, Mapping):
+            raise InvalidDocumentError(f"document {self.key!r}: text_fields must be a mapping")
+        texts: dict[str, str] = {}
+        for name, value in self.text_fields.items():
+            if not isinstance(name, str) or not _TEXT_FIELD_NAME.fullmatch(name) or name == "text":
+                raise InvalidDocumentError(
+                    f"document {self.key!r}: a text field name matches [A-Za-z_][A-Za-z0-9_]* "
+                    f"(at most 64 characters) and is not 'text' (that is Document.text), got {name!r}"
+                )
+            if not isinstance(value, str):
+                raise InvalidDocumentError(
+                    f"document {self.key!r}: text field {name!r} must be str, got {type(value).__name__}"
+                )
+            texts[name] = check_string(value, f"document {self.key!r}: text field {name!r}")
+        object.__setattr__(self, "text_fields", MappingProxyType(dict(sorted(texts.items()))))
 
     @property
     def timestamp(self) -> float | None:

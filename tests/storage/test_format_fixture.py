@@ -439,7 +439,8 @@ def test_file_of_another_version_is_refused(tmp_path: Path, name: str, other: in
 def test_version_changed_without_resealing_is_corruption(tmp_path: Path, version: int) -> None:
     path = copy_of(FIXTURES[version], tmp_path)
     set_header_version(path / "seg-000002.wseg", 99, reseal=False)
-    with pytest.raises(CorruptIndexError):
+    # An older version's index is refused by its manifest before any segment is read.
+    with pytest.raises(CorruptIndexError if FIXTURES[version].current else FormatVersionError):
         Index.open(path, readonly=True)
 
 

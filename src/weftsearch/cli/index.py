@@ -8,6 +8,7 @@ holds. Each write is one atomic commit; a bad corpus line changes nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
@@ -33,25 +34,75 @@ from weftsearch.errors import (
     IndexExistsError,
     InvalidParameterError,
 )
+from weftsearch.schema import Schema, TextField
 from weftsearch.storage import scrub_directory
-from weftsearch.storage.directory import MANIFEST
+from weftsearch.storage.directory import MANIFEST, IndexDirectory
 
 __all__ = ["add_index_commands", "format_stats"]
 
 
-def _read_corpus(args: argparse.Namespace) -> tuple[list[Document], FrozenVectors | None]:
-    """The documents of ``args.corpus`` with their ``--vectors`` (read and checked whole)."""
+def _read_corpus(
+    args: argparse.Namespace, text_fields: Sequence[str] = ()
+) -> tuple[list[Document], FrozenVectors | None]:
+    """The documents of ``args.corpus`` with their ``--vectors`` (read and checked whole).
+
+    ``text_fields``: the record keys read as named text fields (the index's schema).
+    """
     vectors = None
     if args.vectors is not None:
         vectors = load_vectors(args.vectors, args.vector_ids)
     elif args.vector_ids is not None:
         raise InvalidParameterError("--vector-ids needs --vectors")
-    return load_documents(args.corpus, args.format, vectors=vectors), vectors
+    return load_documents(args.corpus, args.format, vectors=vectors, text_fields=text_fields), vectors
+
+
+def _named_fields_of(path: Path) -> tuple[str, ...]:
+    """The named text fields of the index at ``path``, from its manifest (no lock, nothing opened else).
+
+    Raises:
+        IndexNotFoundError: no index there (as opening it would).
+
+    """
+    directory = IndexDirectory(path)
+    directory.check_exists()
+    recorded = directory.read_manifest().extra.get("schema")
+    schema = Schema.from_dict(recorded) if recorded is not None else None
+    return () if schema is None else tuple(field.name for field in schema.named_fields)
+
+
+def _schema_of(args: argparse.Namespace) -> Schema | None:
+    """The schema ``--schema FILE`` or ``--text-field NAME ...`` ask for; ``None`` for neither.
+
+    Raises:
+        InvalidParameterError: both given, an unreadable or invalid schema file, a bad name.
+
+    """
+    if args.schema is not None and args.text_field:
+        raise InvalidParameterError("give --schema or --text-field, not both")
+    if args.schema is not None:
+        try:
+            data = json.loads(Path(args.schema).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InvalidParameterError(f"--schema {args.schema}: cannot read it as JSON ({exc})") from None
+        try:
+            schema = Schema.from_dict(data)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(f"--schema {args.schema}: {exc}") from None
+    elif args.text_field:
+        if "text" in args.text_field:
+            raise InvalidParameterError("--text-field text: 'text' is the default field, always indexed")
+        fields = [TextField(name, analyzer=args.analyzer) for name in args.text_field]
+        schema = Schema((TextField("text", analyzer=args.analyzer, stored=not args.no_store_text), *fields))
+    else:
+        return None
+    return schema
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    documents, vectors = _read_corpus(args)
+    schema = _schema_of(args)
+    named = () if schema is None else tuple(field.name for field in schema.named_fields)
+    documents, vectors = _read_corpus(args, named)
     if not documents:
         # As `add` does: an index of nothing is almost always a wrong path or an unfinished
         # file, and nothing is created (an existing index at DIR is left as it is).
@@ -72,6 +123,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
             commit_priority="normal",
             store_text=not args.no_store_text,
             embedder=args.embed,
+            schema=schema,
         )
     except IndexExistsError:  # the library's message names the keyword; here the flag is the way
         raise IndexExistsError(f"{args.index} is not empty; pass --overwrite to replace it") from None
@@ -128,7 +180,7 @@ def _cmd_merge(args: argparse.Namespace) -> int:
 def _cmd_add(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     # Every line is read and checked before the index is opened: a bad line changes nothing.
-    documents, _ = _read_corpus(args)
+    documents, _ = _read_corpus(args, _named_fields_of(Path(args.index)))
     if not documents:
         raise InvalidParameterError(f"{args.corpus} holds no documents; nothing to add")
     with Index.open(args.index, commit_priority="normal") as index:  # no search here (see index)
@@ -290,6 +342,20 @@ def add_index_commands(commands: Any) -> None:
         help=f"embed each document without a vector from its text with the embedder NAME ({MINILM}, "
         "the offline MiniLM int8 model of the embed extra, when NAME is left out), and record it in "
         "the index so searches embed query text too",
+    )
+    index.add_argument(
+        "--text-field",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="index the record's key NAME as a named text field (repeatable; e.g. --text-field title: "
+        "the title is then its own field, not joined to the text); analysed by --analyzer",
+    )
+    index.add_argument(
+        "--schema",
+        metavar="FILE",
+        help='the text fields as JSON: {"fields": [{"name": "title", "analyzer": "english", "weight": 2.0}]} '
+        "(keys as weftsearch.schema.TextField); instead of --text-field",
     )
     index.set_defaults(handler=_cmd_index)
 

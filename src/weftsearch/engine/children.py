@@ -16,7 +16,7 @@ import ctypes
 import gc
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,7 +171,12 @@ def write_in_child(write: Callable[[Path], object], target: ChildFile) -> bool:
 
 
 def encode_in_child(
-    documents: Sequence[SegmentDocument], dim: int | None, dtype: str, target: ChildFile
+    documents: Sequence[SegmentDocument],
+    dim: int | None,
+    dtype: str,
+    target: ChildFile,
+    text_fields: Sequence[str] = (),
+    positions_fields: Collection[str] = (),
 ) -> bool:
     """Encode and write a committed buffer's segment in a forked child (:func:`write_in_child`).
 
@@ -180,7 +185,10 @@ def encode_in_child(
     """
 
     def write(path: Path) -> None:
-        write_columns(segment_columns(documents, dim, dtype), path, target.stamp)
+        columns = segment_columns(
+            documents, dim, dtype, text_fields=text_fields, positions_fields=positions_fields
+        )
+        write_columns(columns, path, target.stamp)
 
     return write_in_child(write, target)
 

@@ -51,7 +51,7 @@ from weftsearch.engine.facets import Facets, check_facet_fields, check_facet_k
 from weftsearch.engine.filters import Filter
 from weftsearch.engine.highlighting import snapshot_highlighter
 from weftsearch.engine.inflight import SearchesInFlight
-from weftsearch.engine.ingest import analyse_documents, resolve_workers
+from weftsearch.engine.ingest import FieldAnalysis, analyse_documents, resolve_workers
 from weftsearch.engine.merge_policy import MergePolicy
 from weftsearch.engine.pacing import YieldToSearches, release_gradually
 from weftsearch.engine.pages import CURSOR_GENERATIONS, CursorSeal, PageStart, ranking_digest
@@ -83,6 +83,7 @@ from weftsearch.errors import (
     VectorDimensionError,
 )
 from weftsearch.highlight import HighlightOptions, options_of
+from weftsearch.schema import Schema
 from weftsearch.storage.codec import FileStamp
 from weftsearch.storage.directory import (
     MANIFEST,
@@ -295,6 +296,7 @@ class Index:
         commit_priority: str = "idle",
         store_text: bool = True,
         embedder: Embedder | str | None = None,
+        schema: Schema | None = None,
     ) -> None:
         self._analyzer = get_analyzer(analyzer) if isinstance(analyzer, str) else analyzer
         if not isinstance(self._analyzer, Analyzer):
@@ -326,6 +328,7 @@ class Index:
         if not isinstance(store_text, bool):
             raise InvalidParameterError(f"store_text must be True or False, got {store_text!r}")
         self._store_text = store_text
+        self._schema, self._field_analysis = self._resolve_schema(schema)
         if commit_priority not in COMMIT_PRIORITIES:
             raise InvalidParameterError(
                 f"commit_priority must be one of {', '.join(COMMIT_PRIORITIES)}, got {commit_priority!r}"
@@ -366,6 +369,40 @@ class Index:
         self._cursor_lock = threading.Lock()
         self._cursor_seal: CursorSeal | None = None
 
+    def _resolve_schema(self, schema: Schema | None) -> tuple[Schema, FieldAnalysis]:
+        """The index's schema (the default one when ``None``) and its named fields' analyzers.
+
+        Raises:
+            InvalidParameterError: not a :class:`Schema`, or its ``"text"`` field
+                disagrees with the index's analyzer or ``store_text``.
+            UnknownAnalyzerError: a field names an analyzer not registered.
+
+        """
+        if schema is None:
+            return Schema.default(self._analyzer.name, self._store_text), FieldAnalysis()
+        if not isinstance(schema, Schema):
+            raise InvalidParameterError(f"schema must be a weftsearch.Schema, got {schema!r}")
+        default = schema.default_field
+        if default.analyzer != self._analyzer.name:
+            raise InvalidParameterError(
+                f"the schema's 'text' field is analysed by {default.analyzer!r} but the index's analyzer is "
+                f"{self._analyzer.name!r}; they are the same field (Document.text)"
+            )
+        if default.stored != self._store_text:
+            raise InvalidParameterError(
+                f"the schema's 'text' field has stored={default.stored} but store_text={self._store_text}; "
+                "they say the same thing"
+            )
+        analyzers = {field.name: get_analyzer(field.analyzer) for field in schema.named_fields}
+        unstored = frozenset(field.name for field in schema.named_fields if not field.stored)
+        positions = frozenset(field.name for field in schema.fields if field.positions)
+        return schema, FieldAnalysis(analyzers, unstored, positions)
+
+    @property
+    def schema(self) -> Schema:
+        """The index's text fields (:class:`~weftsearch.schema.Schema`; without one, the default)."""
+        return self._schema
+
     # ------------------------------------------------------------------ opening and closing
 
     @classmethod
@@ -383,6 +420,7 @@ class Index:
         index_id: str | None = None,
         store_text: bool = True,
         embedder: Embedder | str | None = None,
+        schema: Schema | None = None,
     ) -> Index:
         """Create an empty index stored at ``path``, take its writer lock, and commit it.
 
@@ -390,6 +428,11 @@ class Index:
         :meth:`open` finds it again by name (register a custom one with
         :func:`~weftsearch.embedders.register_embedder` in every process that
         opens the index).
+        ``schema`` (:class:`~weftsearch.schema.Schema`) names the text fields
+        besides ``text`` (documents give them in ``Document.text_fields``),
+        each with its analyzer; it is recorded in the manifest and fixed for
+        the life of the index. Its ``"text"`` field must agree with
+        ``analyzer`` and ``store_text``.
 
         ``index_id`` (32 lowercase hex digits) names the index in its manifest
         and in every file it writes; by default 128 fresh random bits. Give
@@ -427,6 +470,7 @@ class Index:
             commit_priority=commit_priority,
             store_text=store_text,
             embedder=embedder,
+            schema=schema,
         )
         index._index_id = index_id
         directory = IndexDirectory(Path(path))
@@ -506,6 +550,7 @@ class Index:
                 commit_priority=commit_priority,
                 store_text=manifest.extra.get("store_text", True) is not False,
                 embedder=chosen,
+                schema=Schema.from_dict(manifest.extra["schema"]) if "schema" in manifest.extra else None,
             )
             index._directory = directory
             index._writer_lock = writer_lock
@@ -954,6 +999,8 @@ class Index:
             seen.add(document.key)
             if document.fields:
                 _check_field_types(document, kinds)
+            if document.text_fields:
+                self._check_text_fields(document)
             if document.vector is not None:
                 width = int(document.vector.shape[0])
                 if dim is None:
@@ -981,6 +1028,7 @@ class Index:
                 processes,
                 tick=bar.update,
                 close_fds=() if lock_fd is None else (lock_fd,),
+                fields=self._field_analysis,
             )
         if not analysed:
             return 0
@@ -1058,6 +1106,22 @@ class Index:
                 bar.update(len(chunk))
         return out
 
+    def _check_text_fields(self, document: Document) -> None:
+        """Every named text field of ``document`` is one of the schema's.
+
+        Raises:
+            InvalidDocumentError: a field the schema lacks (the known ones named).
+
+        """
+        analyzers = self._field_analysis.analyzers
+        for name in document.text_fields:
+            if name not in analyzers:
+                known = ", ".join(field.name for field in self._schema.named_fields) or "none besides 'text'"
+                raise InvalidDocumentError(
+                    f"document {document.key!r}: text field {name!r} is not in the index's schema "
+                    f"(its named text fields: {known})"
+                )
+
     def _add_in_runs(
         self,
         batch: Sequence[Document],
@@ -1087,6 +1151,7 @@ class Index:
                         min(processes, len(batch[start : start + flush])),
                         tick=tick,
                         close_fds=() if lock_fd is None else (lock_fd,),
+                        fields=self._field_analysis,
                     )
                     if not self._store_text:
                         analysed = [without_text(entry) for entry in analysed]
@@ -1120,7 +1185,14 @@ class Index:
         self._check_fresh_name(name)
         stamp = FileStamp(self._index_id, segment_number(name))
         pause = YieldToSearches(self._searches)
-        columns = segment_columns(analysed, dim, self._vector_dtype, pause=pause)
+        columns = segment_columns(
+            analysed,
+            dim,
+            self._vector_dtype,
+            pause=pause,
+            text_fields=self._text_field_names(),
+            positions_fields=self._field_analysis.positions,
+        )
         directory.write_streamed(name, lambda path: write_columns(columns, path, stamp, pause=pause))
         segment = _Segment(_own_reader(directory.path / name), None, name)
         segment.run = True
@@ -1220,7 +1292,14 @@ class Index:
         if self._pending:
             pause = YieldToSearches(self._searches)
             pending = self._pending
-            data = encode_segment(list(pending.values()), self._vector_dim, self._vector_dtype, pause=pause)
+            data = encode_segment(
+                list(pending.values()),
+                self._vector_dim,
+                self._vector_dtype,
+                pause=pause,
+                text_fields=self._text_field_names(),
+                positions_fields=self._field_analysis.positions,
+            )
             reader = _in_memory(data)
             reader.warm()
             self._segments.append(_Segment(reader, data, None))
@@ -1271,6 +1350,7 @@ class Index:
                 vector_dim=self._vector_dim,
                 segments=[(s.reader, s.deleted) for s in self._segments],
                 query_terms=self._query_terms,
+                schema=self._schema,
             )
             if warm:
                 self._warm(snapshot)
@@ -1611,7 +1691,13 @@ class Index:
             extra["fields"] = dict(sorted(kinds.items()))
         if self._embedder is not None:
             extra["embedder"] = embedder_record(self._embedder)
+        if self._schema.named_fields or self._schema.default_field.positions:
+            extra["schema"] = self._schema.to_dict()
         return extra
+
+    def _text_field_names(self) -> tuple[str, ...]:
+        """The named text fields, in schema order: each has ``tf.N.`` sections in every segment."""
+        return tuple(field.name for field in self._schema.named_fields)
 
     @property
     def store_text(self) -> bool:
@@ -1798,7 +1884,12 @@ class Index:
             name = f"seg-{self._next_segment:06d}.wseg"
         self._check_fresh_name(name)
         if not children.encode_in_child(
-            list(batch.values()), dim, self._vector_dtype, self._child_file(directory, name)
+            list(batch.values()),
+            dim,
+            self._vector_dtype,
+            self._child_file(directory, name),
+            self._text_field_names(),
+            self._field_analysis.positions,
         ):
             return
         try:

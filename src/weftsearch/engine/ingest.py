@@ -31,6 +31,7 @@ import signal
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from weftsearch.analysis import Analyzer, EnglishAnalyzer, SimpleAnalyzer
 from weftsearch.documents import Document
@@ -38,7 +39,14 @@ from weftsearch.engine import children
 from weftsearch.errors import AnalysisError, InvalidParameterError
 from weftsearch.storage.segment_writer import SegmentDocument, stored_record
 
-__all__ = ["PARALLEL_MIN_DOCUMENTS", "analyse_documents", "idle_cpus", "resolve_workers", "usable_cpus"]
+__all__ = [
+    "FieldAnalysis",
+    "PARALLEL_MIN_DOCUMENTS",
+    "analyse_documents",
+    "idle_cpus",
+    "resolve_workers",
+    "usable_cpus",
+]
 
 #: With ``workers=None``, batches of at least this many documents may be
 #: analysed by several processes (see :func:`resolve_workers`); smaller ones in
@@ -49,8 +57,31 @@ PARALLEL_MIN_DOCUMENTS = 2000
 #: run cannot wait forever on one (see :func:`resolve_workers`).
 _LOCK_FREE_ANALYZERS = (EnglishAnalyzer, SimpleAnalyzer)
 
-#: One analysed document as a worker sends it: term counts, length, stored record.
-_Analysed = tuple[Mapping[str, int], int, bytes]
+#: One analysed document as a worker sends it: term counts, length, stored record, and the
+#: named text fields' term counts and lengths.
+_Analysed = tuple[
+    Mapping[str, int], int, bytes, dict[str, tuple[Mapping[str, int], int]], dict[str, dict[str, list[int]]]
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FieldAnalysis:
+    """How a batch's named text fields are analysed and stored (the index's schema, resolved).
+
+    Attributes:
+        analyzers: named field -> the analyzer of its terms (schema order).
+        unstored: named fields whose text the stored record leaves out.
+        positions: fields (``"text"`` included) whose terms' positions are kept.
+
+    """
+
+    analyzers: Mapping[str, Analyzer] = field(default_factory=dict)
+    unstored: frozenset[str] = frozenset()
+    #: Fields (``"text"`` included) whose terms' positions are kept.
+    positions: frozenset[str] = frozenset()
+
+
+_NO_FIELDS = FieldAnalysis()
 
 
 def usable_cpus() -> int:
@@ -109,9 +140,12 @@ def resolve_workers(workers: int | None, documents: int, analyzer: Analyzer) -> 
     return min(workers, documents)
 
 
-def _analysis_error(analyzer: Analyzer, document: Document, exc: Exception) -> AnalysisError:
+def _analysis_error(
+    analyzer: Analyzer, document: Document, exc: Exception, field: str = "text"
+) -> AnalysisError:
+    where = "" if field == "text" else f" text field {field!r}:"
     return AnalysisError(
-        f"document {document.key!r}: analyzer {analyzer.name!r} raised {type(exc).__name__}: {exc}"
+        f"document {document.key!r}:{where} analyzer {analyzer.name!r} raised {type(exc).__name__}: {exc}"
     )
 
 
@@ -136,23 +170,69 @@ def _term_counter(analyzer: Analyzer) -> _Counter:
     return count
 
 
+def _with_positions(analyzer: Analyzer, text: str) -> tuple[dict[str, int], int, dict[str, list[int]]]:
+    """``text``'s terms counted, its length, and each term's positions (indexes in ``analyze``'s output).
+
+    The counts equal ``Counter(analyzer.analyze(text))`` (the same first-seen
+    order). One Python step per term of the text: the price of positions.
+    """
+    terms = analyzer.analyze(text)
+    positions: dict[str, list[int]] = {}
+    for index, term in enumerate(terms):
+        found = positions.get(term)
+        if found is None:
+            positions[term] = [index]
+        else:
+            found.append(index)
+    return {term: len(where) for term, where in positions.items()}, len(terms), positions
+
+
 def _analyse_chunk(
-    analyzer: Analyzer, documents: Sequence[Document], tick: Callable[[], object]
+    analyzer: Analyzer, documents: Sequence[Document], tick: Callable[[], object], fields: FieldAnalysis
 ) -> list[_Analysed]:
     """Terms counted, length and stored record of each document, in order, calling ``tick`` after each.
 
+    Each named text field a document has is analysed by its own analyzer
+    (``fields``); the stored record leaves out the unstored ones.
+
     Raises:
-        AnalysisError: the analyzer raised on a document (the first one is named).
+        AnalysisError: an analyzer raised on a document (the first one is named).
 
     """
     count = _term_counter(analyzer)
-    analysed = []
+    keep_positions = fields.positions
+    counters = {
+        name: (field_analyzer, _term_counter(field_analyzer))
+        for name, field_analyzer in fields.analyzers.items()
+    }
+    unstored = fields.unstored
+    analysed: list[_Analysed] = []
     for document in documents:
+        positions: dict[str, dict[str, list[int]]] = {}
+        terms: Mapping[str, int]
         try:
-            terms, length = count(document.text)
+            if "text" in keep_positions:
+                terms, length, positions["text"] = _with_positions(analyzer, document.text)
+            else:
+                terms, length = count(document.text)
         except Exception as exc:  # any failure of user code: reported naming the document
             raise _analysis_error(analyzer, document, exc) from exc
-        analysed.append((terms, length, stored_record(document)))
+        field_terms: dict[str, tuple[Mapping[str, int], int]] = {}
+        for name, text in document.text_fields.items():
+            field_analyzer, field_count = counters[name]
+            try:
+                if name in keep_positions:
+                    field_counts, field_length, positions[name] = _with_positions(field_analyzer, text)
+                    field_terms[name] = (field_counts, field_length)
+                else:
+                    field_terms[name] = field_count(text)
+            except Exception as exc:  # as above, naming the field too
+                raise _analysis_error(field_analyzer, document, exc, name) from exc
+        stored = document
+        if unstored and not unstored.isdisjoint(document.text_fields):
+            kept = {name: text for name, text in document.text_fields.items() if name not in unstored}
+            stored = replace(document, text_fields=kept)
+        analysed.append((terms, length, stored_record(stored), field_terms, positions))
         tick()
     return analysed
 
@@ -163,6 +243,7 @@ def _worker(
     write_fd: int,
     close_fds: Sequence[int],
     die_with_parent: Callable[[], None],
+    fields: FieldAnalysis,
 ) -> None:  # pragma: no cover - runs in a forked child
     """The body of a forked worker: analyse ``documents``, pickle the outcome to ``write_fd``, exit.
 
@@ -178,7 +259,7 @@ def _worker(
         gc.disable()
         outcome: tuple[str, object]
         try:
-            outcome = ("ok", _analyse_chunk(analyzer, documents, _no_tick))
+            outcome = ("ok", _analyse_chunk(analyzer, documents, _no_tick, fields))
         except AnalysisError as exc:
             outcome = ("error", str(exc))
         with os.fdopen(write_fd, "wb") as pipe:
@@ -225,6 +306,7 @@ def analyse_documents(
     *,
     tick: Callable[[int], object] | None = None,
     close_fds: Sequence[int] = (),
+    fields: FieldAnalysis = _NO_FIELDS,
 ) -> list[SegmentDocument]:
     """Analyse ``documents`` (terms counted, length, stored record) in input order.
 
@@ -235,6 +317,9 @@ def analyse_documents(
             here, in this thread.
         tick: called with a number of documents done, for a progress bar.
         close_fds: descriptors a worker closes first (the writer lock's).
+        fields: the named text fields' analyzers and which are not stored
+            (every name a document's ``text_fields`` uses must be there: the
+            index checked it).
 
     Returns:
         One :class:`SegmentDocument` per document, in input order, the same
@@ -249,12 +334,12 @@ def analyse_documents(
     """
     count: Callable[[int], object] = tick or (lambda done: None)
     if workers <= 1 or len(documents) < 2 or not hasattr(os, "fork"):
-        analysed = _analyse_chunk(analyzer, documents, lambda: count(1))
+        analysed = _analyse_chunk(analyzer, documents, lambda: count(1), fields)
     else:
-        analysed = _analyse_in_workers(analyzer, documents, workers, count, close_fds)
+        analysed = _analyse_in_workers(analyzer, documents, workers, count, close_fds, fields)
     return [
-        SegmentDocument(document, terms, length, record)
-        for document, (terms, length, record) in zip(documents, analysed, strict=True)
+        SegmentDocument(document, terms, length, record, field_terms, positions)
+        for document, (terms, length, record, field_terms, positions) in zip(documents, analysed, strict=True)
     ]
 
 
@@ -264,6 +349,7 @@ def _analyse_in_workers(
     workers: int,
     count: Callable[[int], object],
     close_fds: Sequence[int],
+    fields: FieldAnalysis,
 ) -> list[_Analysed]:
     """Chunk 0 here, chunk ``i`` in forked worker ``i``; results gathered in chunk order."""
     children.libc_prctl()  # looked up before forking (see its docstring)
@@ -286,7 +372,7 @@ def _analyse_in_workers(
                 continue
             if pid == 0:  # pragma: no cover - the child
                 os.close(read_fd)
-                _worker(analyzer, documents[start:end], write_fd, close_fds, die_with_parent)
+                _worker(analyzer, documents[start:end], write_fd, close_fds, die_with_parent, fields)
             os.close(write_fd)
             started.append((pid, read_fd))
         results: list[_Analysed] = []
@@ -295,14 +381,14 @@ def _analyse_in_workers(
             started[position] = None  # received (or about to be analysed here): not cleaned up below
             outcome = None if worker is None else _receive(*worker)
             if outcome is None:  # ours, or a worker that died: analysed here
-                results.extend(_analyse_chunk(analyzer, documents[start:end], lambda: count(1)))
+                results.extend(_analyse_chunk(analyzer, documents[start:end], lambda: count(1), fields))
                 continue
             kind, payload = outcome
             if kind == "error":
                 raise AnalysisError(str(payload))
             assert isinstance(payload, list)
             if len(payload) != end - start:  # cannot happen; never trust it silently
-                results.extend(_analyse_chunk(analyzer, documents[start:end], lambda: count(1)))
+                results.extend(_analyse_chunk(analyzer, documents[start:end], lambda: count(1), fields))
                 continue
             results.extend(payload)
             count(end - start)

@@ -125,7 +125,8 @@ def ranking_digest(query: Query, fuser: Fuser, scorers: Sequence[Scorer], depth:
     plain text, so a plain query's cursor does not page a parsed one), vector
     (its float32 bytes), seeds, time and filter (canonical form), each scorer
     and the fuser (type, name, repr: the built-in ones' reprs show their
-    parameters) and the ``depth`` argument as given. The page size ``k`` is not part of it: pages may differ in size.
+    parameters) and the ``depth`` argument as given. The page size ``k`` is
+    not part of it: pages may differ in size.
     """
     digest = hashlib.blake2b(digest_size=16, person=b"weft-rank")
     vector = b"" if query.vector is None else np.ascontiguousarray(query.vector, np.float32).tobytes()

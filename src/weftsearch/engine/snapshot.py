@@ -37,6 +37,7 @@ from weftsearch.engine.filters import Filter, SegmentFields, as_filter, check_fi
 from weftsearch.engine.stream import at_least_kth
 from weftsearch.errors import CorruptIndexError, InvalidParameterError, PartialGraphError, UnknownKeyError
 from weftsearch.native.scan import inner_products
+from weftsearch.schema import DEFAULT_FIELD, Schema
 from weftsearch.storage.ivf import worth_probing
 from weftsearch.storage.segment import SegmentReader
 
@@ -369,8 +370,10 @@ class Snapshot:
         vector_dim: int | None,
         segments: Sequence[tuple[SegmentReader, NDArray[np.bool_] | None]],
         query_terms: QueryTerms | None = None,
+        schema: Schema | None = None,
     ) -> None:
         self._generation = generation
+        self._schema = schema if schema is not None else Schema.default(analyzer.name)
         self._analyzer = analyzer
         if query_terms is None or query_terms.analyzer is not analyzer:
             query_terms = QueryTerms(analyzer)
@@ -409,6 +412,11 @@ class Snapshot:
     def analyzer(self) -> Analyzer:
         """The analyzer the documents were indexed with; analyse queries with it."""
         return self._analyzer
+
+    @property
+    def schema(self) -> Schema:
+        """The index's text fields (:class:`~weftsearch.schema.Schema`)."""
+        return self._schema
 
     def query_terms(self, text: str) -> list[str]:
         """The analyzer's terms of a query ``text``, cached (see :class:`QueryTerms`).
@@ -735,6 +743,41 @@ class Snapshot:
         """Number of indexed terms in each document, by internal id (read-only)."""
         return self._per_document("lengths", lambda r: r.doc_lengths(), np.int64)
 
+    def field_lengths(self, field: str) -> NDArray[np.int64]:
+        """Number of indexed terms of text field ``field`` in each document, by internal id (read-only).
+
+        ``"text"`` is :attr:`doc_lengths`.
+
+        Raises:
+            InvalidParameterError: the index has no such text field.
+
+        """
+        if field == DEFAULT_FIELD:
+            return self.doc_lengths
+        self._check_field(field)
+        return self._per_document(f"lengths.{field}", lambda r: r.text_field(field).doc_lengths(), np.int64)
+
+    def field_avglen(self, field: str) -> float:
+        """Mean length of text field ``field`` over live documents, computed once (0.0 when empty).
+
+        ``"text"`` is :attr:`collection_avgdl`. A named field's is this
+        snapshot's own: a shard's view does not carry the collection's.
+        """
+        if field == DEFAULT_FIELD:
+            return self.collection_avgdl
+
+        def build() -> float:
+            lengths = self.field_lengths(field)
+            return float(int(lengths.sum()) / lengths.shape[0]) if lengths.shape[0] else 0.0
+
+        return self.memo(("engine", "avglen", field), build)
+
+    def _check_field(self, field: str) -> None:
+        if field not in self._schema.names:
+            raise InvalidParameterError(
+                f"unknown text field {field!r}; the index has {', '.join(self._schema.names)}"
+            )
+
     @property
     def avgdl(self) -> float:
         """Mean document length in terms over live documents (0.0 when empty)."""
@@ -815,20 +858,27 @@ class Snapshot:
 
         return self.memo(("engine", "latest_time"), build)
 
-    def postings(self, terms: Sequence[str]) -> Postings:
-        """Postings of analysed ``terms``, concatenated in the given order.
+    def postings(self, terms: Sequence[str], field: str = DEFAULT_FIELD) -> Postings:
+        """Postings of analysed ``terms`` in text field ``field``, concatenated in the given order.
 
         A term may be repeated; it is then returned twice. Each segment's
         postings of a term are read (and checksum-verified) on their own, so a
         query touches only the postings of its terms. O(total postings),
         vectorised: the Python loop runs over terms and segments, not postings.
+
+        Raises:
+            InvalidParameterError: the index has no such text field.
+
         """
+        if field != DEFAULT_FIELD:
+            self._check_field(field)
         id_runs: list[IdArray] = []
         tf_runs: list[NDArray[Any]] = []
         counts = np.zeros(len(terms), dtype=np.int64)
         for position, term in enumerate(terms):
             for part in self._parts:
-                local, tfs = part.reader.postings(term)
+                reader = part.reader if field == DEFAULT_FIELD else part.reader.text_field(field)
+                local, tfs = reader.postings(term)
                 if not local.size:
                     continue
                 ids = part.to_global(local)
@@ -1116,7 +1166,7 @@ class LinkView(Snapshot):
         """Not held: raises."""
         raise self._absent("fields")
 
-    def postings(self, terms: Sequence[str]) -> Postings:
+    def postings(self, terms: Sequence[str], field: str = DEFAULT_FIELD) -> Postings:
         """Not held: raises."""
         raise self._absent("postings")
 

@@ -99,7 +99,7 @@ def _collection(name: str, folder: Path, parsed: _Parsed, manifest: tuple[FileRe
     )
 
 
-def _beir_document(record: Mapping[str, Any], where: str, key: str) -> Document:
+def _beir_document(record: Mapping[str, Any], where: str, key: str, fields_: bool = False) -> Document:
     """One ``corpus.jsonl`` record as a document, with the keys ``weft-search index`` reads.
 
     ``title`` and ``text`` make the text (the frozen vectors' rule);
@@ -107,7 +107,9 @@ def _beir_document(record: Mapping[str, Any], where: str, key: str) -> Document:
     ``fields`` (an object of scalars) as in :mod:`weftsearch.corpus`'s JSONL
     layout, and BEIR's ``metadata`` (scalar values kept, nested ones dropped,
     as ``weft-search index`` reads a BEIR folder); ``fields`` wins over
-    ``metadata`` on a shared name, the title is ``fields["title"]``.
+    ``metadata`` on a shared name, the title is ``fields["title"]``. With
+    ``fields_`` the title is the named text field ``title`` instead (not
+    joined to the text, not in ``fields``) and the text is ``text`` alone.
     """
     # BEIR corpora may omit the title; the text is required.
     title = _json_str(record, "title", where).strip() if "title" in record else ""
@@ -115,15 +117,16 @@ def _beir_document(record: Mapping[str, Any], where: str, key: str) -> Document:
     fields: dict[str, FieldValue] = {}
     fields.update(corpus_fields(record.get("metadata"), where, "metadata", strict=False))
     fields.update(corpus_fields(record.get("fields"), where, "fields", strict=True))
-    if title:
+    if title and not fields_:
         fields["title"] = title
     try:
         return Document(
             key,
-            _join(title, text),
+            text if fields_ else _join(title, text),
             links=corpus_links(record.get("links"), where),
             time=parse_time(record.get("time"), where),
             fields=fields,
+            text_fields={"title": title} if fields_ and title else {},
         )
     except WeftError as exc:
         if isinstance(exc, CorpusFormatError):
@@ -131,7 +134,9 @@ def _beir_document(record: Mapping[str, Any], where: str, key: str) -> Document:
         raise CorpusFormatError(f"{where}: {exc}") from None
 
 
-def _parse_beir(blobs: Mapping[str, bytes], splits: Sequence[str], main: str) -> _Parsed:
+def _parse_beir(
+    blobs: Mapping[str, bytes], splits: Sequence[str], main: str, fields: bool = False
+) -> _Parsed:
     """BEIR's layout: ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv`` per split."""
     documents: list[Document] = []
     seen: dict[str, str] = {}
@@ -140,7 +145,7 @@ def _parse_beir(blobs: Mapping[str, bytes], splits: Sequence[str], main: str) ->
         if key in seen:
             raise CorpusFormatError(f"{where}: document id {key!r} repeats (first at {seen[key]})")
         seen[key] = where
-        documents.append(_beir_document(record, where, key))
+        documents.append(_beir_document(record, where, key, fields))
     queries: dict[str, str] = {}
     for where, record in _json_records(blobs["queries.jsonl"], "queries.jsonl"):
         qid = _json_str(record, "_id", where)
@@ -242,6 +247,7 @@ def load_beir(
     times: Mapping[str, TimeLike | str | None] | None = None,
     any_snapshot: bool = False,
     pins: Mapping[str, CollectionPins] | None = None,
+    fields: bool = False,
 ) -> Collection:
     """Load any collection in BEIR's layout (your own, or SciFact), with vectors, links and times.
 
@@ -281,6 +287,11 @@ def load_beir(
             or ISO-8601 string), replacing those of ``corpus.jsonl``.
         any_snapshot: load pinned files that differ from their pins anyway.
         pins: the pins to verify against; ``None`` means :data:`PINS`.
+        fields: map BEIR's ``title`` and ``text`` onto two text fields: the
+            title becomes ``Document.text_fields["title"]`` and the text alone
+            is ``Document.text`` (index it with
+            ``Schema((TextField("title"),))``). ``False`` (default): one text,
+            the title joined before it.
 
     Raises:
         FileNotFoundError: a file is missing, or ``qrels/`` holds no ``.tsv``.
@@ -307,7 +318,7 @@ def load_beir(
     else:
         # Nothing public pins this data: nothing to verify against, and nothing contradicted.
         blobs, manifest = _verify_files(base, paths, {}, name, True)
-    parsed = _parse_beir(blobs, found, main)
+    parsed = _parse_beir(blobs, found, main, fields)
     parsed.documents = _attach_links_and_times(parsed.documents, links, times)
     collection = _collection(name, base, parsed, manifest)
     if vectors is None:
@@ -335,6 +346,11 @@ def load_collection(
         cranfield_grades: how Cranfield's codes become grades (ignored by the
             other collections); see the module docstring.
         pins: the pins to verify against; ``None`` means :data:`PINS`.
+        fields: map BEIR's ``title`` and ``text`` onto two text fields: the
+            title becomes ``Document.text_fields["title"]`` and the text alone
+            is ``Document.text`` (index it with
+            ``Schema((TextField("title"),))``). ``False`` (default): one text,
+            the title joined before it.
 
     Returns:
         The collection, with its manifest.

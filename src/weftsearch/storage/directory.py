@@ -38,7 +38,9 @@ from weftsearch.errors import (
     IndexLockedError,
     IndexNotFoundError,
     IndexStorageError,
+    InvalidParameterError,
 )
+from weftsearch.schema import Schema
 from weftsearch.storage.codec import (
     FORMAT_VERSION,
     FileStamp,
@@ -285,7 +287,7 @@ _BODY_KEYS = frozenset(
 _BODY_OPTIONAL_KEYS = frozenset({"extra"})
 _ENTRY_KEYS = frozenset({"name", "documents", "deletes", "deleted"})
 _ENTRY_IDENTITY_KEYS = frozenset({"size", "checksum", "deletes_size", "deletes_checksum"})
-_EXTRA_KEYS = frozenset({"vector_dtype", "store_text", "fields", "embedder"})
+_EXTRA_KEYS = frozenset({"vector_dtype", "store_text", "fields", "embedder", "schema"})
 #: The keys of ``extra["embedder"]`` (an index made with an embedder; docs/FORMAT.md).
 _EMBEDDER_KEYS = frozenset({"name", "dim", "model"})
 #: What ``extra["vector_dtype"]`` may be (as ``storage.segment.VECTOR_DTYPES``).
@@ -371,6 +373,11 @@ def _extra(extra: object, where: Path) -> dict[str, Any]:
             )
     if "embedder" in extra:
         _embedder_record(extra["embedder"], where)
+    if "schema" in extra:
+        try:
+            Schema.from_dict(extra["schema"])
+        except InvalidParameterError as exc:
+            raise CorruptIndexError(f"{where}: manifest schema is not a schema ({exc})") from None
     return dict(extra)
 
 

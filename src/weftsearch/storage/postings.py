@@ -47,6 +47,10 @@ from weftsearch.storage.pausing import Pause, no_pause, slices
 
 __all__ = [
     "POSTINGS_BLOCK",
+    "PackedPositions",
+    "pack_positions",
+    "position_codes",
+    "unpack_positions",
     "BLOCK_ROWS",
     "PackedPostings",
     "PostingsDecodeError",
@@ -332,3 +336,197 @@ def unpack_postings(
     if int(tf_less.max()) >= 0xFFFFFFFF:
         raise PostingsDecodeError("a term frequency is 2^32")
     return ids.astype(np.uint32), (tf_less + np.uint64(1)).astype(np.uint32)
+
+
+# ---------------------------------------------------------------------------- positions
+#
+# A term's positions (docs/FORMAT.md, "Positions"), in posting order: per posting its tf
+# positions, ascending, coded as the first position itself, then each gap less one
+# (``p_i - p_(i-1) - 1``). A term's values are cut into chunks of POSTINGS_BLOCK (across
+# posting boundaries; the last chunk of a term shorter), each bit-packed on its own words
+# with the smallest width that holds its values, exactly as a block's id run is.
+
+
+def _pack_runs(
+    values: NDArray[np.uint64], starts: NDArray[np.int64], ends: NDArray[np.int64], widths: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.uint32]]:
+    """Runs ``values[starts[r]:ends[r]]`` packed at ``widths[r]`` bits each, each run from a new word.
+
+    Returns each run's first word (R + 1 entries, the last the total) and the
+    words. The float64 ``bincount`` of :func:`pack_postings`: the bit fields of
+    one word are disjoint and below 2^32, so the sum is exact and equals their OR.
+    """
+    counts = ends - starts
+    words_of = (counts * widths + 31) // 32
+    word_start = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(words_of, out=word_start[1:])
+    data = np.zeros(int(word_start[-1]), dtype=np.uint32)
+    for low_run, high_run in slices(counts.shape[0], _BLOCK_SLICE):
+        low, high = (int(starts[low_run]), int(ends[high_run - 1])) if high_run > low_run else (0, 0)
+        if high == low:
+            continue
+        base = int(word_start[low_run])
+        size = int(word_start[high_run]) - base
+        run = np.repeat(np.arange(low_run, high_run, dtype=np.int64), counts[low_run:high_run])
+        bits = (word_start[run] - base) * 32 + (np.arange(low, high, dtype=np.int64) - starts[run]) * widths[
+            run
+        ]
+        word = bits >> 5
+        shift = (bits & 31).astype(np.uint64)
+        part = values[low:high]
+        packed = np.bincount(
+            word, weights=((part << shift) & np.uint64(0xFFFFFFFF)).astype(np.float64), minlength=size + 1
+        )[: size + 1]
+        packed += np.bincount(
+            word + 1, weights=(part >> (np.uint64(32) - shift)).astype(np.float64), minlength=size + 2
+        )[: size + 1]
+        data[base : base + size] = packed[:size].astype(np.uint32)
+    return word_start, data
+
+
+def _unpack_runs(
+    data: NDArray[np.uint32],
+    starts: NDArray[np.int64],
+    ends: NDArray[np.int64],
+    widths: NDArray[np.int64],
+    word_start: NDArray[np.int64],
+) -> NDArray[np.uint64]:
+    """The values :func:`_pack_runs` packed (sizes checked by the caller). O(values)."""
+    counts = ends - starts
+    total = int(ends[-1] - starts[0]) if counts.shape[0] else 0
+    padded = np.zeros(data.shape[0] + 2, dtype=np.uint64)
+    padded[: data.shape[0]] = data
+    run = np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)
+    bits = word_start[run] * 32 + (np.arange(total, dtype=np.int64) + starts[0] - starts[run]) * widths[run]
+    word = bits >> 5
+    shift = (bits & 31).astype(np.uint64)
+    value = (padded[word] >> shift) | ((padded[word + 1] << (np.uint64(32) - shift)) & np.uint64(0xFFFFFFFF))
+    masked: NDArray[np.uint64] = value & ((np.uint64(1) << widths[run].astype(np.uint64)) - np.uint64(1))
+    return masked
+
+
+@dataclass(frozen=True, slots=True)
+class PackedPositions:
+    """One text field's positions as a segment stores them (docs/FORMAT.md, "Positions").
+
+    Attributes:
+        chunk_offsets: ``<u8`` x (V + 1): term t's chunks are ``chunk_offsets[t] ..< chunk_offsets[t+1]``.
+        widths: ``|u1`` x C: each chunk's bit width (0..32).
+        data_offsets: ``<u8`` x (V + 1): term t's words are ``data[data_offsets[t] ..< data_offsets[t+1]]``.
+        data: ``<u4`` x W: the packed chunks.
+
+    """
+
+    chunk_offsets: NDArray[np.uint64]
+    widths: NDArray[np.uint8]
+    data_offsets: NDArray[np.uint64]
+    data: NDArray[np.uint32]
+
+
+def position_codes(positions: NDArray[Any], tfs: NDArray[Any]) -> NDArray[np.int64]:
+    """Positions (runs of ``tfs``, ascending within a run) as stored: first of a run itself, then gap - 1."""
+    values = np.asarray(positions, dtype=np.int64)
+    codes = np.empty_like(values)
+    if values.shape[0]:
+        codes[0] = values[0]
+        codes[1:] = values[1:] - values[:-1] - 1
+        firsts = np.cumsum(np.asarray(tfs, dtype=np.int64)) - np.asarray(tfs, dtype=np.int64)
+        codes[firsts] = values[firsts]
+    return codes
+
+
+def pack_positions(positions: NDArray[Any], tfs: NDArray[Any], term_offsets: NDArray[Any]) -> PackedPositions:
+    """Compress the positions of postings laid out as :func:`derive_blocks` takes them. Deterministic.
+
+    ``positions`` holds, posting after posting (term t's postings are
+    ``term_offsets[t] ..< term_offsets[t+1]``), each posting's ``tf``
+    positions, ascending. O(positions), vectorised.
+
+    Raises:
+        PostingsDecodeError: positions not ascending within a posting.
+
+    """
+    codes = position_codes(positions, tfs)
+    if codes.shape[0] and int(codes.min()) < 0:
+        raise PostingsDecodeError("positions are not ascending within a posting")
+    cut = np.zeros(np.asarray(tfs).shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.asarray(tfs, dtype=np.int64), out=cut[1:])
+    per_term = cut[np.asarray(term_offsets, dtype=np.int64)]  # cumulative positions at each term's start
+    _, first_chunk, _, _, starts, ends = _block_geometry(per_term)
+    widths = bit_widths(np.maximum.reduceat(codes, starts)) if starts.shape[0] else np.zeros(0, np.int64)
+    word_start, data = _pack_runs(codes.astype(np.uint64), starts, ends, widths)
+    return PackedPositions(
+        first_chunk.astype(np.uint64),
+        widths.astype(np.uint8),
+        word_start[first_chunk].astype(np.uint64),
+        data,
+    )
+
+
+def unpack_positions(
+    data: NDArray[np.uint32],
+    widths: NDArray[np.uint8],
+    tfs: NDArray[Any],
+    lengths: NDArray[Any],
+    term_offsets: NDArray[Any] | None = None,
+) -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
+    """Decode the positions of consecutive terms: ``(starts, positions)`` for postings of ``tfs``.
+
+    ``data`` and ``widths`` are the terms' words and chunk widths, ``tfs``
+    their postings' frequencies (term t's postings ``term_offsets[t] ..<
+    term_offsets[t+1]``, from 0; ``None``: one term), ``lengths`` the field
+    length of each posting's document. Posting j's positions are
+    ``positions[starts[j]:starts[j+1]]``. Checked before use: widths at most
+    32, each term's chunk count and the words, zero bits past each chunk's
+    last value, every position below its document's length. O(positions).
+
+    Raises:
+        PostingsDecodeError: the positions do not decode as their table says.
+
+    """
+    tf = np.asarray(tfs, dtype=np.int64)
+    starts = np.zeros(tf.shape[0] + 1, dtype=np.int64)
+    np.cumsum(tf, out=starts[1:])
+    total = int(starts[-1])
+    cuts = (
+        np.array([0, tf.shape[0]], dtype=np.int64)
+        if term_offsets is None
+        else np.asarray(term_offsets, np.int64)
+    )
+    _, _, _, _, chunk_starts, chunk_ends = _block_geometry(starts[cuts])
+    chunks = chunk_starts.shape[0]
+    if widths.shape[0] != chunks:
+        raise PostingsDecodeError(f"{widths.shape[0]} chunks of positions for {total} positions")
+    width = widths.astype(np.int64)
+    if chunks and int(width.max()) > 32:
+        raise PostingsDecodeError("a chunk's bit width is above 32")
+    counts = chunk_ends - chunk_starts
+    words_of = (counts * width + 31) // 32
+    word_start = np.zeros(chunks + 1, dtype=np.int64)
+    np.cumsum(words_of, out=word_start[1:])
+    if int(word_start[-1]) != data.shape[0]:
+        raise PostingsDecodeError("the chunks of positions do not fill their words")
+    used = (counts * width) & 31
+    ragged = np.flatnonzero((words_of > 0) & (used > 0))
+    if ragged.shape[0] and bool(
+        np.any(
+            data[word_start[ragged] + words_of[ragged] - 1].astype(np.uint64)
+            >> used[ragged].astype(np.uint64)
+        )
+    ):
+        raise PostingsDecodeError("bits past a chunk's last value are not zero")
+    if not total:
+        return starts.astype(np.uint64), np.empty(0, np.uint32)
+    codes = _unpack_runs(data, chunk_starts, chunk_ends, width, word_start).astype(np.int64)
+    steps = codes + 1
+    present = tf > 0
+    firsts = starts[:-1][present]
+    steps[firsts] = codes[firsts]
+    running = np.cumsum(steps)
+    before = np.where(firsts > 0, running[np.maximum(firsts - 1, 0)], 0)
+    # Each posting's run restarts from its own first position.
+    positions = running - np.repeat(before, tf[present])
+    limit = np.repeat(np.asarray(lengths, dtype=np.int64), tf)
+    if bool(np.any(positions >= limit)):
+        raise PostingsDecodeError("a position is at or past its document's length")
+    return starts.astype(np.uint64), positions.astype(np.uint32)

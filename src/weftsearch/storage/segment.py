@@ -23,7 +23,7 @@ import mmap
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,10 +45,14 @@ from weftsearch.storage.postings import (
     POSTINGS_BLOCK,
     PostingsDecodeError,
     derive_blocks,
+    unpack_positions,
     unpack_postings,
 )
 
-__all__ = ["POSTINGS_BLOCK", "VECTOR_DTYPES", "SegmentReader", "derive_blocks"]
+__all__ = ["POSTINGS_BLOCK", "VECTOR_DTYPES", "SegmentReader", "TextFieldReader", "derive_blocks"]
+
+#: Sections each text field has its own copy of (a named field's under its ``tf.N.`` prefix).
+_FIELD_SECTIONS = ("terms.", "post.", "doc.lengths", "pos.")
 
 
 #: Term lookups a segment reader remembers (a bound on its memory, about 100 bytes each).
@@ -68,6 +72,19 @@ VECTOR_DTYPES = ("float32", "float16")
 #: step and decodes once; below it, decoding key by key is cheaper (measured: equal near 30
 #: keys, the gather 1.3x faster at 100, key by key 2-3x faster at 10).
 _GATHER_KEYS_FROM = 32
+
+
+#: A text field's positions tables: chunk offsets, chunk widths, word offsets, per-term CRC32C.
+_PositionsTables = tuple[NDArray[np.uint64], NDArray[np.uint8], NDArray[np.uint64], NDArray[np.uint32]]
+
+
+def _positions_record_ok(record: object) -> bool:
+    """A ``meta`` positions record: ``{"chunks": C, "words": W}``, each an integer below 2^40."""
+    return (
+        isinstance(record, dict)
+        and set(record) == {"chunks", "words"}
+        and all(type(record[c]) is int and 0 <= record[c] < 2**40 for c in ("chunks", "words"))
+    )
 
 
 def _check_offsets(offsets: NDArray[np.uint64], count: int, limit: int, what: str, path: Path) -> None:
@@ -163,6 +180,29 @@ class SegmentReader:
         expected["post.blocks"] = BLOCK_ROWS * meta["blocks"]
         expected["post.data_offsets"] = terms + 1
         expected["post.data"] = meta["words"]
+        numbered = enumerate(meta.get("text_fields", []), start=1)
+        for prefix, entry in [("", meta), *((f"tf.{number}.", named) for number, named in numbered)]:
+            if "positions" in entry:
+                expected[prefix + "pos.chunk_offsets"] = entry["terms"] + 1
+                expected[prefix + "pos.data_offsets"] = entry["terms"] + 1
+                expected[prefix + "pos.crc"] = entry["terms"]
+                expected[prefix + "pos.widths"] = entry["positions"]["chunks"]
+                expected[prefix + "pos.data"] = entry["positions"]["words"]
+        for number, entry in enumerate(meta.get("text_fields", []), start=1):
+            prefix = f"tf.{number}."
+            expected[prefix + "doc.lengths"] = n
+            expected[prefix + "terms.offsets"] = entry["terms"] + 1
+            expected[prefix + "post.offsets"] = entry["terms"] + 1
+            expected[prefix + "post.crc"] = entry["terms"]
+            expected[prefix + "post.block_offsets"] = entry["terms"] + 1
+            expected[prefix + "post.blocks"] = BLOCK_ROWS * entry["blocks"]
+            expected[prefix + "post.data_offsets"] = entry["terms"] + 1
+            expected[prefix + "post.data"] = entry["words"]
+            if not entry["blocks"] <= entry["postings"] <= POSTINGS_BLOCK * entry["blocks"]:
+                raise self._corrupt(
+                    f"meta claims {entry['postings']} postings in {entry['blocks']} blocks "
+                    f"for text field {entry['name']!r}"
+                )
         if meta["vectors"] and not dim:
             raise self._corrupt(f"meta claims {meta['vectors']} vectors of no width")
         # The ivf.* sections size nothing (they are read as views, and nlist is
@@ -218,6 +258,24 @@ class SegmentReader:
                 or dim is None
             ):
                 raise ValueError("bad ivf record")
+            named = meta.get("text_fields", [])
+            counts = ("terms", "postings", "blocks", "words")
+            if (
+                not isinstance(named, list)
+                or not all(
+                    isinstance(entry, dict)
+                    and set(entry) - {"positions"} == {"name", *counts}
+                    and _positions_record_ok(entry.get("positions", {"chunks": 0, "words": 0}))
+                    and isinstance(entry["name"], str)
+                    and all(type(entry[c]) is int and 0 <= entry[c] < 2**40 for c in counts)
+                    for entry in named
+                )
+                or len({entry["name"] for entry in named}) != len(named)
+                or len(named) > 63
+            ):
+                raise ValueError("bad text_fields record")
+            if not _positions_record_ok(meta.get("positions", {"chunks": 0, "words": 0})):
+                raise ValueError("bad positions record")
             return meta
         except WeftError:
             raise
@@ -519,8 +577,9 @@ class SegmentReader:
                 links=self.links(local),
                 time=record["time"],
                 fields=record["fields"],
+                text_fields=record.get("text_fields"),
             )
-        except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError, AttributeError):
             return None
 
     def record_ok(self, local: int) -> bool:
@@ -677,6 +736,117 @@ class SegmentReader:
         row = int(self.vector_rows()[local])
         return None if row < 0 else np.array(self.vector_matrix()[row], dtype=np.float32)
 
+    # ------------------------------------------------------------------ text fields
+
+    @property
+    def field_name(self) -> str:
+        """The text field whose postings this reader's postings methods read (``"text"``: the default)."""
+        return "text"
+
+    @property
+    def text_field_names(self) -> tuple[str, ...]:
+        """Every text field of the segment: ``"text"``, then the named ones in schema order."""
+        return ("text", *(entry["name"] for entry in self._meta_cache.get("text_fields", [])))
+
+    def text_field(self, name: str) -> TextFieldReader:
+        """The reader of text field ``name``'s terms, postings and lengths (``"text"``: this reader).
+
+        A named field's reader shares this one's file and reads the field's
+        ``tf.N.`` sections with every check the default field's get (each
+        term's CRC32C, a decode and its block table at first use). Made once
+        per field and reader.
+
+        Raises:
+            KeyError: the segment has no such text field.
+
+        """
+        if name == "text":
+            return self
+        fields: dict[str, TextFieldReader] = self._memo("text_fields", dict)
+        found = fields.get(name)
+        if found is None:
+            with self._lock:
+                found = fields.get(name)
+                if found is None:
+                    for number, entry in enumerate(self._meta_cache.get("text_fields", []), start=1):
+                        if entry["name"] == name:
+                            found = fields[name] = _FieldView(self, entry, f"tf.{number}.")
+                            break
+                    else:
+                        known = ", ".join(self.text_field_names)
+                        raise KeyError(f"{self.path}: no text field {name!r} (it has {known})")
+        return found
+
+    @property
+    def has_positions(self) -> bool:
+        """Whether this text field keeps its terms' positions (docs/FORMAT.md, "Positions")."""
+        return "positions" in self._meta_cache
+
+    def _positions_tables(self) -> _PositionsTables:
+        """``pos.chunk_offsets``, ``pos.widths``, ``pos.data_offsets`` (checked once) and ``pos.crc``."""
+
+        def build() -> tuple[Any, ...]:
+            counts = self._meta_cache["positions"]
+            chunk_offsets = self._array("pos.chunk_offsets", "<u8", self.n_terms + 1)
+            _check_offsets(chunk_offsets, self.n_terms, int(counts["chunks"]), "positions chunk", self.path)
+            data_offsets = self._array("pos.data_offsets", "<u8", self.n_terms + 1)
+            _check_offsets(data_offsets, self.n_terms, int(counts["words"]), "positions data", self.path)
+            widths = self._array("pos.widths", "|u1", int(counts["chunks"]))
+            crcs = self._array("pos.crc", "<u4", self.n_terms)
+            return chunk_offsets, widths, data_offsets, crcs
+
+        result: _PositionsTables = self._memo("positions", build)
+        return result
+
+    def _positions_data(self) -> NDArray[np.uint32]:
+        """``pos.data`` as ``<u4`` words, *not* verified as a whole section (each term has its CRC32C)."""
+
+        def build() -> NDArray[np.uint32]:
+            raw = self._file.raw("pos.data")
+            if len(raw) != 4 * int(self._meta_cache["positions"]["words"]):
+                raise self._corrupt("section 'pos.data' has the wrong size")
+            return np.frombuffer(raw, dtype="<u4")
+
+        result: NDArray[np.uint32] = self._memo("pos.data", build)
+        return result
+
+    def positions(
+        self, term: str
+    ) -> tuple[NDArray[np.uint32], NDArray[np.uint32], NDArray[np.uint64], NDArray[np.uint32]]:
+        """``term``'s postings with their positions: ``(ids, tfs, starts, positions)``; all empty if absent.
+
+        Posting j's positions (indexes in the analyzer's output, ascending)
+        are ``positions[starts[j]:starts[j+1]]``; ``starts`` has ``df + 1``
+        entries. The term's words are checked against their CRC32C, then
+        decoded (vectorised) with every size and range check (each position
+        below its document's length). O(positions of the term).
+
+        Raises:
+            CorruptIndexError: the positions (or the postings) are damaged.
+            KeyError: this field keeps no positions.
+
+        """
+        if not self.has_positions:
+            raise KeyError(f"{self.path}: text field {self.field_name!r} keeps no positions")
+        ids, tfs = self.postings(term)
+        if not ids.size:
+            return ids, tfs, np.zeros(1, np.uint64), np.empty(0, np.uint32)
+        position = self.term_position(term)
+        chunk_offsets, widths, data_offsets, crcs = self._positions_tables()
+        words = self._positions_data()[int(data_offsets[position]) : int(data_offsets[position + 1])]
+        if checksum(words.tobytes()) != int(crcs[position]):
+            raise self._corrupt(f"positions of term {term!r} fail their checksum")
+        try:
+            starts, found = unpack_positions(
+                words,
+                widths[int(chunk_offsets[position]) : int(chunk_offsets[position + 1])],
+                tfs,
+                self.doc_lengths()[ids],
+            )
+        except PostingsDecodeError as exc:
+            raise self._corrupt(f"positions of term {term!r} do not decode ({exc})") from None
+        return ids, tfs, starts, found
+
     # ------------------------------------------------------------------ postings
 
     def _term_tables(
@@ -782,6 +952,9 @@ class SegmentReader:
         checked).
         """
         self._tables_trusted = True
+        for view in self._cache.get("text_fields", {}).values():
+            if view is not self:
+                view.trust_own_tables()
 
     def _check_words(self, position: int, term: str) -> None:
         """A trusted term's first use: its packed words against their CRC32C, then trusted whole."""
@@ -1098,18 +1271,10 @@ class SegmentReader:
             for what in stored.disagreements(derived)
         ]
 
-    def verify(self) -> list[str]:
-        """Every checksum and structural rule of the segment; one message per problem."""
-        problems = self._file.verify()
-        if problems:
-            return problems
+    def _postings_problems(self) -> list[str]:
+        """The postings of this reader's text field: every checksum, decode, block table and term order."""
+        problems: list[str] = []
         try:
-            self._strings("keys", self.n_docs)  # afresh: keys_at trusts its once-per-reader check
-            self.keys()
-            self.doc_lengths()
-            self.times()
-            self.vector_rows()
-            self.vector_lists()
             _, _, _, crcs = self._term_tables()
             _, _, data_offsets = self._packed_tables()
             words = self._file.array("post.data")
@@ -1122,7 +1287,6 @@ class SegmentReader:
                 problems.extend(self._block_problems())
             except CorruptIndexError as exc:
                 problems.append(str(exc))
-            self.all_links()
             terms = self.terms()
             if any(earlier >= later for earlier, later in itertools.pairwise(terms)):
                 # Lookups binary-search the table: out of order, they could miss a term.
@@ -1130,8 +1294,32 @@ class SegmentReader:
             for term in terms:
                 try:
                     self.postings(term)  # checksum and ranges, as a query reads them
+                    if self.has_positions:
+                        self.positions(term)
                 except CorruptIndexError as exc:
                     problems.append(str(exc))
+        except WeftError as exc:
+            problems.append(str(exc))
+        return problems
+
+    def verify(self) -> list[str]:
+        """Every checksum and structural rule of the segment; one message per problem."""
+        problems = self._file.verify()
+        if problems:
+            return problems
+        try:
+            self._strings("keys", self.n_docs)  # afresh: keys_at trusts its once-per-reader check
+            self.keys()
+            self.doc_lengths()
+            self.times()
+            self.vector_rows()
+            self.vector_lists()
+            problems.extend(self._postings_problems())
+            for name in self.text_field_names[1:]:
+                view = self.text_field(name)
+                assert isinstance(view, SegmentReader)
+                problems.extend(view._postings_problems())
+            self.all_links()
             problems.extend(self.stored_block_problems())
             records: list[Mapping[str, Any]] | None = []
             for local in range(self.n_docs):
@@ -1146,3 +1334,130 @@ class SegmentReader:
         except WeftError as exc:
             problems.append(str(exc))
         return problems
+
+
+@runtime_checkable
+class TextFieldReader(Protocol):
+    """One text field of a segment: its terms, postings and lengths (docs/FORMAT.md, "Text fields").
+
+    :meth:`SegmentReader.text_field` gives one; the segment reader itself is
+    the default field's (``"text"``).
+    """
+
+    @property
+    def field_name(self) -> str:
+        """The field's name."""
+        ...
+
+    @property
+    def n_docs(self) -> int:
+        """Documents of the segment (every field has a length for each, 0 where absent)."""
+        ...
+
+    def postings(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
+        """Local ids (ascending) and term frequencies of ``term`` in this field; empty if absent."""
+        ...
+
+    def terms(self) -> list[str]:
+        """The field's terms, ascending."""
+        ...
+
+    def doc_lengths(self) -> NDArray[np.uint32]:
+        """Each document's analysed length in this field."""
+        ...
+
+    @property
+    def has_positions(self) -> bool:
+        """Whether the field keeps its terms' positions."""
+        ...
+
+    def positions(
+        self, term: str
+    ) -> tuple[NDArray[np.uint32], NDArray[np.uint32], NDArray[np.uint64], NDArray[np.uint32]]:
+        """``(ids, tfs, starts, positions)`` of ``term`` (posting j: ``positions[starts[j]:starts[j+1]]``)."""
+        ...
+
+
+class _PrefixedFile:
+    """A segment's section file seen by one named text field: its sections under ``tf.N.``, the rest as is."""
+
+    __slots__ = ("_file", "_prefix")
+
+    def __init__(self, file: SectionFile, prefix: str) -> None:
+        self._file = file
+        self._prefix = prefix
+
+    def _name(self, name: str) -> str:
+        return self._prefix + name if name.startswith(_FIELD_SECTIONS) else name
+
+    def array(self, name: str) -> NDArray[np.generic]:
+        return self._file.array(self._name(name))
+
+    def raw(self, name: str) -> memoryview:
+        return self._file.raw(self._name(name))
+
+    def count(self, name: str) -> int:
+        return self._file.count(self._name(name))
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._name(name) in self._file
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._file, name)
+
+
+class _FieldView(SegmentReader):
+    """A named text field of a segment, read with the default field's code over its ``tf.N.`` sections.
+
+    Shares the segment's file (no second map); its caches (term lookups,
+    decoded postings, verdicts of the first-use checks) are its own. The
+    segment's reader checked the sections' element counts at open.
+    """
+
+    def __init__(self, segment: SegmentReader, entry: Mapping[str, Any], prefix: str) -> None:
+        self.path = segment.path
+        self._file = _PrefixedFile(segment.section_file, prefix)  # type: ignore[assignment]
+        self._lock = threading.RLock()
+        self._cache = {}
+        self._verified_postings = {}
+        self._verified_blocks = {}
+        self._tables_trusted = segment._tables_trusted
+        self._decoded = {}
+        self._decoded_postings = 0
+        self._term_cache = {}
+        meta = dict(segment._meta_cache)
+        meta.update({key: entry[key] for key in ("terms", "postings", "blocks", "words")})
+        meta.pop("text_fields", None)
+        meta.pop("positions", None)
+        if "positions" in entry:
+            meta["positions"] = entry["positions"]
+        self._meta_cache = meta
+        self._name = str(entry["name"])
+        self.n_docs = segment.n_docs
+        self.n_terms = int(entry["terms"])
+        self.vector_dim = segment.vector_dim
+        self.n_vectors = segment.n_vectors
+
+    def _corrupt(self, what: str) -> CorruptIndexError:
+        return CorruptIndexError(f"{self.path}: text field {self._name!r}: {what}")
+
+    @property
+    def field_name(self) -> str:
+        """The field's name."""
+        return self._name
+
+    @property
+    def text_field_names(self) -> tuple[str, ...]:
+        """Only the field's own name (a view has no fields of its own)."""
+        return (self._name,)
+
+    def text_field(self, name: str) -> TextFieldReader:
+        """The view itself, for its own name.
+
+        Raises:
+            KeyError: any other name.
+
+        """
+        if name != self._name:
+            raise KeyError(f"{self.path}: a text field view reads {self._name!r} only, not {name!r}")
+        return self

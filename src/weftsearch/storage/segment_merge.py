@@ -8,6 +8,7 @@ fresh build of the same documents gives.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.errors import CorruptIndexError
+from weftsearch.storage.codec import checksum
 from weftsearch.storage.fields import FieldIndex
 from weftsearch.storage.pausing import (
     SLICE,
@@ -28,10 +30,11 @@ from weftsearch.storage.pausing import (
 from weftsearch.storage.postings import (
     BLOCK_ROWS,
     PostingsDecodeError,
+    unpack_positions,
     unpack_postings,
 )
 from weftsearch.storage.segment import SegmentReader
-from weftsearch.storage.segment_writer import PostingsBuilder, SegmentColumns
+from weftsearch.storage.segment_writer import FieldColumns, PostingsBuilder, SegmentColumns
 
 __all__ = ["MERGE_CHUNK_POSTINGS", "merge_columns"]
 
@@ -182,8 +185,12 @@ def merge_columns(
         if has.any():
             block = reader.vector_matrix()[rows[has]]
             matrix[vector_rows[mapping[local[has]]]] = block.reshape(block.shape[0], dim)
-    builder = PostingsBuilder(lengths, spill)
+    keeps = {reader.has_positions for reader in readers}
+    if len(keeps) > 1:
+        raise CorruptIndexError("the segments disagree on whether the text field keeps positions")
+    builder = PostingsBuilder(lengths, spill, positions=keeps == {True})
     vocabulary = _merge_postings(sources, new_index, builder, pause)
+    text_fields = _merge_text_fields(sources, new_index, locals_, n, spill, pause)
     return SegmentColumns(
         keys=sorted_keys.tolist(),
         lengths=lengths,
@@ -200,12 +207,63 @@ def merge_columns(
         tf_of_posting=np.zeros(0, np.uint32),
         post_sections=builder.sections(),
         spill=spill,
+        text_fields=text_fields,
         # The sources' field indexes renumbered (no stored record decoded); a source whose
         # field index is damaged fails here, as its postings or records would.
         field_index=FieldIndex.merge(
             [(reader.field_index(), mapping) for reader, mapping in zip(readers, new_index, strict=True)], n
         ),
     )
+
+
+def _merge_text_fields(
+    sources: Sequence[tuple[SegmentReader, NDArray[np.bool_]]],
+    new_index: Sequence[NDArray[np.int64]],
+    locals_: Sequence[NDArray[np.int64]],
+    n: int,
+    spill: Path | None,
+    pause: Pause,
+) -> tuple[FieldColumns, ...]:
+    """The named text fields' merged columns: each merges as the default field does, through its views.
+
+    Raises:
+        CorruptIndexError: the sources disagree on their text fields (one index has one schema).
+
+    """
+    readers = [reader for reader, _ in sources]
+    named = {reader.text_field_names for reader in readers}
+    if len(named) > 1:
+        raise CorruptIndexError(
+            f"merging {', '.join(str(r.path) for r in readers)}: the segments disagree on their text fields"
+        )
+    merged = []
+    for name in (named.pop() if named else ("text",))[1:]:
+        views: list[SegmentReader] = []
+        lengths = np.zeros(n, dtype=np.uint32)
+        for reader, mapping, local in zip(readers, new_index, locals_, strict=True):
+            view = reader.text_field(name)
+            assert isinstance(view, SegmentReader)
+            lengths[mapping[local]] = view.doc_lengths()[local]
+            views.append(view)
+        keeps = {view.has_positions for view in views}
+        if len(keeps) > 1:
+            raise CorruptIndexError(f"the segments disagree on whether text field {name!r} keeps positions")
+        builder = PostingsBuilder(lengths, spill, positions=keeps == {True})
+        vocabulary = _merge_postings(
+            [(view, live) for view, (_, live) in zip(views, sources, strict=True)], new_index, builder, pause
+        )
+        merged.append(
+            FieldColumns(
+                name=name,
+                lengths=lengths,
+                vocabulary=vocabulary,
+                term_of_posting=np.zeros(0, np.int64),
+                doc_of_posting=np.zeros(0, np.int64),
+                tf_of_posting=np.zeros(0, np.uint32),
+                post_sections=builder.sections(),  # pos.* among them when kept
+            )
+        )
+    return tuple(merged)
 
 
 def _merge_postings(
@@ -274,7 +332,7 @@ def _merge_postings(
         # The next range of merged terms: about MERGE_CHUNK_POSTINGS postings, at least one term.
         b = int(np.searchsorted(cumulative, cumulative[a] + MERGE_CHUNK_POSTINGS, side="right")) - 1
         b = min(max(b, a + 1), size)
-        doc_parts, tf_parts, term_parts = [], [], []
+        doc_parts, tf_parts, term_parts, pos_parts = [], [], [], []
         for (_, bounds, term_postings, _), remap, mapping, (_, live) in zip(
             tables, remaps, new_index, sources, strict=True
         ):
@@ -290,16 +348,29 @@ def _merge_postings(
             doc_parts.append(mapping[part[keep]])
             tf_parts.append(part_tfs[keep])
             term_parts.append(term_of)
+            if term_postings.positions:
+                found = term_postings.positions_of(sa, sb, part, part_tfs)
+                pos_parts.append(found[np.repeat(keep, part_tfs.astype(np.int64))])
         docs = np.concatenate(doc_parts)
         key = np.concatenate(term_parts) * (int(docs.max()) + 1 if docs.shape[0] else 1) + docs
         sort = np.argsort(key)
         low, high = int(cumulative[a]), int(cumulative[b])
         if sort.shape[0] != high - low:  # cannot happen: counted above from the same arrays
             raise CorruptIndexError("a merge's postings do not add up")
+        all_tfs = np.concatenate(tf_parts)
+        positions = None
+        if pos_parts:
+            # Each posting's run of positions follows it into (term, doc) order.
+            flat_tf = all_tfs.astype(np.int64)
+            run_start = np.cumsum(flat_tf) - flat_tf
+            sorted_tf = flat_tf[sort]
+            shift = np.repeat(run_start[sort] - (np.cumsum(sorted_tf) - sorted_tf), sorted_tf)
+            positions = np.concatenate(pos_parts)[np.arange(int(sorted_tf.sum()), dtype=np.int64) + shift]
         builder.add(
             docs[sort].astype(np.uint32),
-            np.concatenate(tf_parts)[sort].astype(np.uint32),
+            all_tfs[sort].astype(np.uint32),
             (cumulative[a : b + 1] - low).astype(np.uint64),
+            positions,
         )
         a = b
         for reader, _ in sources:  # what was read is not needed again: out of the resident set
@@ -332,6 +403,7 @@ class _TermPostings:
 
     def __init__(self, reader: SegmentReader) -> None:
         self._reader = reader
+        self.positions = reader.has_positions
         _, _, offsets, _ = reader._term_tables()
         self._offsets = offsets
         self._block_offsets, self._table, self._data_offsets = reader._packed_tables()
@@ -352,3 +424,32 @@ class _TermPostings:
             )
         except PostingsDecodeError as exc:
             raise CorruptIndexError(f"{reader.path}: postings do not decode ({exc})") from None
+
+    def positions_of(
+        self, start: int, end: int, ids: NDArray[np.uint32], tfs: NDArray[np.uint32]
+    ) -> NDArray[np.int64]:
+        """The positions of terms ``start ..< end`` (their postings ``ids``/``tfs``), in posting order.
+
+        Each term's words are checked against their CRC32C and decoded with
+        every check (:func:`~weftsearch.storage.postings.unpack_positions`).
+        """
+        reader = self._reader
+        chunk_offsets, widths, data_offsets, crcs = reader._positions_tables()
+        data = reader._positions_data()
+        first, last = int(data_offsets[start]), int(data_offsets[end])
+        bounds = data_offsets[start : end + 1].astype(np.int64).tolist()
+        for term, (low, high) in enumerate(itertools.pairwise(bounds), start=start):
+            if checksum(data[low:high].tobytes()) != int(crcs[term]):
+                raise CorruptIndexError(f"{reader.path}: positions of term {term} fail their checksum")
+        term_offsets = self._offsets[start : end + 1].astype(np.int64)
+        try:
+            _, positions = unpack_positions(
+                data[first:last],
+                widths[int(chunk_offsets[start]) : int(chunk_offsets[end])],
+                tfs,
+                reader.doc_lengths()[ids],
+                term_offsets - term_offsets[0],
+            )
+        except PostingsDecodeError as exc:
+            raise CorruptIndexError(f"{reader.path}: positions do not decode ({exc})") from None
+        return positions.astype(np.int64)

@@ -13,7 +13,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from weftsearch.storage.pausing import (
     sorted_in_slices,
 )
 from weftsearch.storage.postings import (
+    pack_positions,
     pack_postings,
 )
 from weftsearch.storage.sectionwriter import ByteChunks, Section, materialize, write_section_file
@@ -45,6 +46,8 @@ from weftsearch.storage.segment import VECTOR_DTYPES
 __all__ = [
     "SegmentDocument",
     "SegmentColumns",
+    "FieldColumns",
+    "field_prefix",
     "encode_segment",
     "encode_postings",
     "encode_columns",
@@ -52,6 +55,7 @@ __all__ = [
     "write_columns",
     "segment_sections",
     "postings_sections",
+    "positions_sections",
     "PostingsBuilder",
     "stored_record",
     "without_text",
@@ -77,6 +81,12 @@ class SegmentDocument:
     terms: Mapping[str, int]
     length: int
     record: bytes | None = None
+    #: Named text field -> (term -> frequency, length), as :attr:`terms` and :attr:`length`
+    #: are for the default field; a field the document lacks is absent (no terms, length 0).
+    field_terms: Mapping[str, tuple[Mapping[str, int], int]] = dataclasses.field(default_factory=dict)
+    #: Text field (``"text"`` included) -> term -> its positions (ascending, as many as its
+    #: frequency), for the fields whose positions the index keeps.
+    positions: Mapping[str, Mapping[str, Sequence[int]]] = dataclasses.field(default_factory=dict)
 
 
 def _blob(strings: Sequence[str], pause: Pause = no_pause) -> tuple[NDArray[np.uint8], NDArray[np.uint64]]:
@@ -97,6 +107,9 @@ def _bytes_blob(parts: Sequence[bytes], pause: Pause) -> tuple[NDArray[np.uint8]
 def stored_record(document: Document) -> bytes:
     """The stored record of ``document``: its text, fields and time as canonical JSON (docs/FORMAT.md).
 
+    A document with named text fields also has ``"text_fields"`` (name ->
+    text, the stored ones: the caller drops the others first).
+
     The bytes are those of ``json.dumps({"text": ..., "fields": ..., "time": ...},
     ensure_ascii=False, sort_keys=True, separators=(",", ":"))`` in UTF-8,
     assembled from the same encoders part by part: one ``json.dumps`` call
@@ -110,6 +123,8 @@ def stored_record(document: Document) -> bytes:
             _dumps_canonical(dict(fields)) if fields else "{}",
             ',"text":',
             _encode_json_string(document.text),
+            # Only a document with named text fields has the key, so every other record keeps its bytes.
+            ',"text_fields":' + _dumps_canonical(dict(document.text_fields)) if document.text_fields else "",
             ',"time":',
             "null" if time is None else json.dumps(time),
             "}",
@@ -125,7 +140,9 @@ def without_text(entry: SegmentDocument) -> SegmentDocument:
     stored; the analysed terms and length (what search and scores use) are kept.
     """
     document = dataclasses.replace(entry.document, text="")
-    return SegmentDocument(document, entry.terms, entry.length, stored_record(document))
+    return SegmentDocument(
+        document, entry.terms, entry.length, stored_record(document), entry.field_terms, entry.positions
+    )
 
 
 #: JSON string encoder ``json.dumps(..., ensure_ascii=False)`` uses (C where available).
@@ -140,6 +157,37 @@ _CANONICAL = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",
 
 def _dumps_canonical(value: object) -> str:
     return _CANONICAL.encode(value)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldColumns:
+    """One named text field's columns: as :class:`SegmentColumns` holds the default field's.
+
+    Either the three posting columns (any order; the encoder sorts them) or
+    ``post_sections`` already encoded (a merge's).
+    """
+
+    name: str
+    lengths: NDArray[np.uint32]
+    vocabulary: Sequence[str]
+    term_of_posting: NDArray[np.int64]
+    doc_of_posting: NDArray[np.int64]
+    tf_of_posting: NDArray[np.uint32]
+    post_sections: Mapping[str, Section] | None = None
+    #: Positions (runs of each posting's tf, in posting order as given), when kept.
+    positions: NDArray[np.int64] | None = None
+    #: ``pos.*`` sections already encoded (a merge's; with ``post_sections``).
+    pos_sections: Mapping[str, Section] | None = None
+
+
+def field_prefix(number: int) -> str:
+    """The section-name prefix of the ``number``-th named text field of a segment (from 1): ``tf.N.``.
+
+    Numbers, not names: a section name has 24 bytes (docs/FORMAT.md), and
+    ``tf.`` + a 64-character name + ``.post.block_offsets`` would not fit.
+    ``meta``'s ``text_fields`` gives the names in the same order.
+    """
+    return f"tf.{number}."
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +216,12 @@ class SegmentColumns:
     doc_of_posting: NDArray[np.int64]
     tf_of_posting: NDArray[np.uint32]
     post_sections: Mapping[str, Section] | None = None
+    #: The named text fields' postings and lengths, in schema order (docs/FORMAT.md, "Text fields").
+    text_fields: Sequence[FieldColumns] = ()
+    #: The default field's positions, as :attr:`FieldColumns.positions`.
+    positions: NDArray[np.int64] | None = None
+    #: The default field's ``pos.*`` sections already encoded.
+    pos_sections: Mapping[str, Section] | None = None
     #: The documents' field indexes (:mod:`weftsearch.storage.fields`); ``None``: derived from ``records``.
     field_index: FieldIndex | None = None
     #: Where the compressed stored blocks may wait on disk (a merge's folder); ``None``: in memory.
@@ -179,6 +233,8 @@ def encode_segment(
     vector_dtype: str = "float32",
     *,
     pause: Pause = no_pause,
+    text_fields: Sequence[str] = (),
+    positions_fields: Collection[str] = (),
 ) -> bytes:
     """Encode ``documents`` (unique keys) as one segment file's bytes.
 
@@ -188,7 +244,17 @@ def encode_segment(
 
     Complexity: O(P log P) for P postings, plus the size of the stored text.
     """
-    return encode_columns(segment_columns(documents, vector_dim, vector_dtype, pause=pause), pause=pause)
+    return encode_columns(
+        segment_columns(
+            documents,
+            vector_dim,
+            vector_dtype,
+            pause=pause,
+            text_fields=text_fields,
+            positions_fields=positions_fields,
+        ),
+        pause=pause,
+    )
 
 
 def segment_columns(
@@ -197,8 +263,15 @@ def segment_columns(
     vector_dtype: str = "float32",
     *,
     pause: Pause = no_pause,
+    text_fields: Sequence[str] = (),
+    positions_fields: Collection[str] = (),
 ) -> SegmentColumns:
     """The columns of the segment of ``documents`` (unique keys): what :func:`encode_segment` encodes.
+
+    ``text_fields`` names the index's named text fields in schema order
+    (every segment of the index has sections for each, documents without
+    the field included: length 0); ``positions_fields`` those (``"text"``
+    included) whose positions are kept (from :attr:`SegmentDocument.positions`).
 
     Write them to a file with :func:`write_columns` (never the whole file in memory).
     """
@@ -206,30 +279,32 @@ def segment_columns(
         raise ValueError(f"unknown vector dtype {vector_dtype!r}")
     ordered = sorted_in_slices(documents, _key_of, pause)
     n = len(ordered)
-    # Postings are flattened and mapped to term ids by C-level iteration
-    # (chain, map, dict lookups) a slice of documents at a time: no Python
-    # bytecode runs per posting, and no call runs long.
-    flat_terms: list[str] = []
-    tf_parts: list[NDArray[np.uint32]] = []
-    counts = np.empty(n, dtype=np.int64)
-    vocabulary_set: set[str] = set()
-    for start, end in slices(n):
-        part = ordered[start:end]
-        before = len(flat_terms)
-        flat_terms.extend(itertools.chain.from_iterable(d.terms for d in part))
-        vocabulary_set.update(flat_terms[before:])
-        tf_parts.append(np.fromiter(itertools.chain.from_iterable(d.terms.values() for d in part), np.uint32))
-        counts[start:end] = np.fromiter(map(len, (d.terms for d in part)), dtype=np.int64, count=end - start)
-        pause()
-    vocabulary = sorted_in_slices(list(vocabulary_set), None, pause)
-    term_id: dict[str, int] = {}
-    for start, end in slices(len(vocabulary)):
-        term_id.update(zip(vocabulary[start:end], range(start, end), strict=True))
-        pause()
-    term_parts = []
-    for start, end in slices(len(flat_terms), 16 * SLICE):
-        term_parts.append(np.fromiter(map(term_id.__getitem__, flat_terms[start:end]), np.int64))
-        pause()
+    vocabulary, term_of, doc_of, tf_of = _flat_postings([d.terms for d in ordered], pause)
+    default_positions = (
+        _flat_positions([d.terms for d in ordered], [d.positions.get("text", {}) for d in ordered])
+        if "text" in positions_fields
+        else None
+    )
+    named = []
+    for name in text_fields:
+        empty: tuple[Mapping[str, int], int] = ({}, 0)
+        analysed = [d.field_terms.get(name, empty) for d in ordered]
+        f_vocabulary, f_term_of, f_doc_of, f_tf_of = _flat_postings([a[0] for a in analysed], pause)
+        named.append(
+            FieldColumns(
+                name=name,
+                lengths=np.array([a[1] for a in analysed], dtype=np.uint32),
+                vocabulary=f_vocabulary,
+                term_of_posting=f_term_of,
+                doc_of_posting=f_doc_of,
+                tf_of_posting=f_tf_of,
+                positions=(
+                    _flat_positions([a[0] for a in analysed], [d.positions.get(name, {}) for d in ordered])
+                    if name in positions_fields
+                    else None
+                ),
+            )
+        )
     with_vector: list[int] = []
     for start, end in slices(n):
         with_vector.extend([i for i in range(start, end) if ordered[i].document.vector is not None])
@@ -267,11 +342,99 @@ def segment_columns(
         matrix=matrix,
         vector_dim=vector_dim,
         vocabulary=vocabulary,
-        term_of_posting=np.concatenate(term_parts) if term_parts else np.zeros(0, np.int64),
-        doc_of_posting=np.repeat(np.arange(n, dtype=np.int64), counts),
-        tf_of_posting=np.concatenate(tf_parts) if tf_parts else np.zeros(0, np.uint32),
+        term_of_posting=term_of,
+        doc_of_posting=doc_of,
+        tf_of_posting=tf_of,
+        text_fields=tuple(named),
+        positions=default_positions,
         field_index=FieldIndex.build([d.document.fields for d in ordered]),
     )
+
+
+def _flat_postings(
+    term_maps: Sequence[Mapping[str, int]], pause: Pause
+) -> tuple[list[str], NDArray[np.int64], NDArray[np.int64], NDArray[np.uint32]]:
+    """Documents' term counts (in local-id order) as columns: vocabulary, term, doc and tf of each posting.
+
+    Postings are flattened and mapped to term ids by C-level iteration
+    (chain, map, dict lookups) a slice of documents at a time: no Python
+    bytecode runs per posting, and no call runs long.
+    """
+    n = len(term_maps)
+    flat_terms: list[str] = []
+    tf_parts: list[NDArray[np.uint32]] = []
+    counts = np.empty(n, dtype=np.int64)
+    vocabulary_set: set[str] = set()
+    for start, end in slices(n):
+        part = term_maps[start:end]
+        before = len(flat_terms)
+        flat_terms.extend(itertools.chain.from_iterable(part))
+        vocabulary_set.update(flat_terms[before:])
+        tf_parts.append(np.fromiter(itertools.chain.from_iterable(t.values() for t in part), np.uint32))
+        counts[start:end] = np.fromiter(map(len, part), dtype=np.int64, count=end - start)
+        pause()
+    vocabulary = sorted_in_slices(list(vocabulary_set), None, pause)
+    term_id: dict[str, int] = {}
+    for start, end in slices(len(vocabulary)):
+        term_id.update(zip(vocabulary[start:end], range(start, end), strict=True))
+        pause()
+    term_parts = []
+    for start, end in slices(len(flat_terms), 16 * SLICE):
+        term_parts.append(np.fromiter(map(term_id.__getitem__, flat_terms[start:end]), np.int64))
+        pause()
+    return (
+        vocabulary,
+        np.concatenate(term_parts) if term_parts else np.zeros(0, np.int64),
+        np.repeat(np.arange(n, dtype=np.int64), counts),
+        np.concatenate(tf_parts) if tf_parts else np.zeros(0, np.uint32),
+    )
+
+
+def _flat_positions(
+    term_maps: Sequence[Mapping[str, int]], position_maps: Sequence[Mapping[str, Sequence[int]]]
+) -> NDArray[np.int64]:
+    """Each document's terms' positions, in :func:`_flat_postings`' posting order (runs of each tf)."""
+    runs = itertools.chain.from_iterable(
+        itertools.chain.from_iterable(map(positions.__getitem__, terms))
+        for terms, positions in zip(term_maps, position_maps, strict=True)
+    )
+    return np.fromiter(runs, dtype=np.int64)
+
+
+def positions_sections(
+    positions: NDArray[Any], tfs: NDArray[Any], term_offsets: NDArray[Any], pause: Pause = no_pause
+) -> dict[str, NDArray[Any]]:
+    """The ``pos.*`` sections of postings laid out as :func:`postings_sections` takes them.
+
+    ``positions`` holds each posting's ``tf`` positions in posting order.
+    ``pos.chunk_offsets``, ``pos.widths``, ``pos.data_offsets``, ``pos.data``
+    (:func:`~weftsearch.storage.postings.pack_positions`) and ``pos.crc``
+    (CRC32C of each term's words). Deterministic. O(positions + V).
+    """
+    packed = pack_positions(positions, tfs, term_offsets)
+    bounds = (packed.data_offsets * 4).tolist()
+    data_view = memoryview(packed.data.view(np.uint8))  # type: ignore[arg-type]
+    crcs = np.empty(len(bounds) - 1, dtype=np.uint32)
+    for start, end in slices(crcs.shape[0], 4 * SLICE):
+        crcs[start:end] = [
+            crc32c.crc32c(data_view[a:b]) for a, b in itertools.pairwise(bounds[start : end + 1])
+        ]
+        pause()
+    return {
+        "pos.chunk_offsets": packed.chunk_offsets,
+        "pos.widths": packed.widths,
+        "pos.data_offsets": packed.data_offsets,
+        "pos.data": packed.data,
+        "pos.crc": crcs,
+    }
+
+
+def _positions_counts(sections: Mapping[str, Section]) -> dict[str, int]:
+    """``meta``'s counts of one text field's positions: chunks and packed words."""
+    return {
+        "chunks": int(sections["pos.chunk_offsets"][-1]),  # type: ignore[index]
+        "words": int(sections["pos.data_offsets"][-1]),  # type: ignore[index]
+    }
 
 
 def _key_of(document: SegmentDocument) -> str:
@@ -380,8 +543,17 @@ class PostingsBuilder:
     term its offsets and CRC, per block its metadata.
     """
 
-    def __init__(self, lengths: NDArray[np.uint32], folder: Path | None) -> None:
+    def __init__(self, lengths: NDArray[np.uint32], folder: Path | None, positions: bool = False) -> None:
         self._lengths = lengths
+        # The pos.* sections, when positions are kept: every term's (offsets rebased) as for post.*.
+        self._positions = positions
+        self._pos_chunk_offsets: list[NDArray[np.uint64]] = []
+        self._pos_data_offsets: list[NDArray[np.uint64]] = []
+        self._pos_widths: list[NDArray[np.uint8]] = []
+        self._pos_crcs: list[NDArray[np.uint32]] = []
+        self._pos_data: list[NDArray[np.uint32]] = []
+        self._pos_chunks = 0
+        self._pos_words = 0
         # An unlinked file, closed when the builder is collected (after the segment is written):
         # nothing is left behind, even by a crash.
         self._spill = tempfile.TemporaryFile(dir=folder) if folder else None  # noqa: SIM115
@@ -395,8 +567,28 @@ class PostingsBuilder:
         self._block_count = 0
         self._words = 0
 
-    def add(self, ids: NDArray[np.uint32], tfs: NDArray[np.uint32], offsets: NDArray[np.uint64]) -> None:
-        """Append the next terms: term ``t``'s postings are ``offsets[t] ..< offsets[t+1]``, from 0."""
+    def add(
+        self,
+        ids: NDArray[np.uint32],
+        tfs: NDArray[np.uint32],
+        offsets: NDArray[np.uint64],
+        positions: NDArray[np.int64] | None = None,
+    ) -> None:
+        """Append the next terms: term ``t``'s postings are ``offsets[t] ..< offsets[t+1]``, from 0.
+
+        ``positions``: each posting's ``tf`` positions in posting order (a builder made with positions).
+        """
+        if self._positions:
+            if positions is None:
+                raise ValueError("this builder keeps positions: add() needs them")
+            pos = positions_sections(positions, tfs, offsets)
+            self._pos_chunk_offsets.append(pos["pos.chunk_offsets"][:-1] + np.uint64(self._pos_chunks))
+            self._pos_data_offsets.append(pos["pos.data_offsets"][:-1] + np.uint64(self._pos_words))
+            self._pos_widths.append(pos["pos.widths"])
+            self._pos_crcs.append(pos["pos.crc"])
+            self._pos_data.append(pos["pos.data"])
+            self._pos_chunks += int(pos["pos.chunk_offsets"][-1])
+            self._pos_words += int(pos["pos.data_offsets"][-1])
         sections = postings_sections(ids, tfs, offsets, self._lengths)
         block_offsets = sections["post.block_offsets"]
         data_offsets = sections["post.data_offsets"]
@@ -426,7 +618,17 @@ class PostingsBuilder:
         def tail(parts: list[NDArray[np.uint64]], last: int) -> NDArray[np.uint64]:
             return np.concatenate([*parts, np.array([last], dtype=np.uint64)])
 
+        positions: dict[str, Section] = {}
+        if self._positions:
+            positions = {
+                "pos.chunk_offsets": tail(self._pos_chunk_offsets, self._pos_chunks),
+                "pos.data_offsets": tail(self._pos_data_offsets, self._pos_words),
+                "pos.widths": np.concatenate(self._pos_widths) if self._pos_widths else np.zeros(0, np.uint8),
+                "pos.crc": np.concatenate(self._pos_crcs) if self._pos_crcs else np.zeros(0, np.uint32),
+                "pos.data": np.concatenate(self._pos_data) if self._pos_data else np.zeros(0, np.uint32),
+            }
         return {
+            **positions,
             "post.offsets": tail(self._offsets, self._postings),
             "post.crc": np.concatenate(self._crcs) if self._crcs else np.zeros(0, np.uint32),
             "post.block_offsets": tail(self._block_offsets, self._block_count),
@@ -463,25 +665,47 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
     n = len(columns.keys)
     vocabulary_size = len(columns.vocabulary)
     lengths = np.asarray(columns.lengths, dtype=np.uint32)
-    if columns.post_sections is not None:
-        post = dict(columns.post_sections)
-    else:
-        # Sorting by (term, doc) makes the bytes independent of the order postings came in.
-        # A document holds a term once, so term * n + doc is a unique key: one unstable
-        # sort of it gives lexsort's order (about 40% less time than its two stable passes).
-        key = columns.term_of_posting.astype(np.int64) * np.int64(max(n, 1)) + columns.doc_of_posting
-        order = np.argsort(key)
-        if order.shape[0] > 1 and bool(np.any(np.diff(key[order]) == 0)):
-            raise ValueError("a document holds a term twice in the postings")
-        del key
-        posting_ids = columns.doc_of_posting[order].astype(np.uint32)
-        posting_tfs = columns.tf_of_posting[order].astype(np.uint32)
-        del order
-        term_offsets = np.zeros(vocabulary_size + 1, dtype=np.uint64)
-        np.cumsum(np.bincount(columns.term_of_posting, minlength=vocabulary_size), out=term_offsets[1:])
-        if posting_ids.shape[0] and int(posting_ids.max()) >= n:
-            raise ValueError("a posting names a document past the end")
-        post = postings_sections(posting_ids, posting_tfs, term_offsets, lengths, pause)
+    post = _field_postings(
+        columns.post_sections,
+        columns.term_of_posting,
+        columns.doc_of_posting,
+        columns.tf_of_posting,
+        vocabulary_size,
+        lengths,
+        pause,
+        columns.positions,
+        columns.pos_sections,
+    )
+    named_sections: dict[str, Section] = {}
+    named_meta: list[dict[str, Any]] = []
+    for number, field in enumerate(columns.text_fields, start=1):
+        field_lengths = np.asarray(field.lengths, dtype=np.uint32)
+        if field_lengths.shape[0] != n:
+            raise ValueError(f"text field {field.name!r}: {field_lengths.shape[0]} lengths, {n} documents")
+        field_post = _field_postings(
+            field.post_sections,
+            field.term_of_posting,
+            field.doc_of_posting,
+            field.tf_of_posting,
+            len(field.vocabulary),
+            field_lengths,
+            pause,
+            field.positions,
+            field.pos_sections,
+        )
+        field_terms_blob, field_terms_offsets = _blob(field.vocabulary, pause)
+        prefix = field_prefix(number)
+        for name, section in {
+            "terms.blob": field_terms_blob,
+            "terms.offsets": field_terms_offsets,
+            "doc.lengths": field_lengths,
+            **field_post,
+        }.items():
+            named_sections[prefix + name] = section
+        entry = {"name": field.name, **_postings_counts(len(field.vocabulary), field_post)}
+        if "pos.data" in field_post:
+            entry["positions"] = _positions_counts(field_post)
+        named_meta.append(entry)
     keys_blob, keys_offsets = _blob(columns.keys, pause)
     terms_blob, terms_offsets = _blob(columns.vocabulary, pause)
     stored = stored_sections(columns.records, pause, spill=columns.spill)
@@ -490,10 +714,7 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
     np.cumsum(columns.link_counts, out=links_offsets[1:])
     meta: dict[str, Any] = {
         "documents": n,
-        "terms": vocabulary_size,
-        "postings": int(post["post.offsets"][-1]),  # type: ignore[index]
-        "blocks": int(post["post.block_offsets"][-1]),  # type: ignore[index]
-        "words": int(post["post.data_offsets"][-1]),  # type: ignore[index]
+        **_postings_counts(vocabulary_size, post),
         "links": len(columns.link_targets),
         "vectors": int(columns.matrix.shape[0]),
         "vector_dim": columns.vector_dim,
@@ -502,6 +723,10 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
     matrix: NDArray[Any] = np.ascontiguousarray(columns.matrix, dtype=np.float16 if half else np.float32)
     if half:
         meta["vector_dtype"] = "float16"  # absent means float32, as in every earlier segment
+    if named_meta:  # absent in a segment of the default field only
+        meta["text_fields"] = named_meta
+    if "pos.data" in post:  # absent where the default field keeps no positions
+        meta["positions"] = _positions_counts(post)
     vector_rows = np.asarray(columns.vector_rows, dtype=np.int32)
     ivf_sections: dict[str, NDArray[Any]] = {}
     if matrix.shape[0] >= IVF_MIN_VECTORS and matrix.shape[1]:
@@ -542,7 +767,64 @@ def segment_sections(columns: SegmentColumns, *, pause: Pause = no_pause) -> dic
         "vec.matrix": matrix.reshape(-1),
         **ivf_sections,
         **_field_sections(columns),
+        **named_sections,
     }
+
+
+def _postings_counts(vocabulary_size: int, post: Mapping[str, Section]) -> dict[str, int]:
+    """``meta``'s counts of one text field's postings: terms, postings, blocks, packed words."""
+    return {
+        "terms": vocabulary_size,
+        "postings": int(post["post.offsets"][-1]),  # type: ignore[index]
+        "blocks": int(post["post.block_offsets"][-1]),  # type: ignore[index]
+        "words": int(post["post.data_offsets"][-1]),  # type: ignore[index]
+    }
+
+
+def _field_postings(
+    encoded: Mapping[str, Section] | None,
+    term_of_posting: NDArray[np.int64],
+    doc_of_posting: NDArray[np.int64],
+    tf_of_posting: NDArray[np.uint32],
+    vocabulary_size: int,
+    lengths: NDArray[np.uint32],
+    pause: Pause,
+    positions: NDArray[np.int64] | None = None,
+    encoded_positions: Mapping[str, Section] | None = None,
+) -> dict[str, Section]:
+    """One text field's ``post.*`` (and ``pos.*``) sections: as given, or its columns encoded."""
+    if encoded is not None:
+        return {**encoded, **(encoded_positions or {})}
+    n = lengths.shape[0]
+    # Sorting by (term, doc) makes the bytes independent of the order postings came in.
+    # A document holds a term once, so term * n + doc is a unique key: one unstable
+    # sort of it gives lexsort's order (about 40% less time than its two stable passes).
+    key = term_of_posting.astype(np.int64) * np.int64(max(n, 1)) + doc_of_posting
+    order = np.argsort(key)
+    if order.shape[0] > 1 and bool(np.any(np.diff(key[order]) == 0)):
+        raise ValueError("a document holds a term twice in the postings")
+    del key
+    posting_ids = doc_of_posting[order].astype(np.uint32)
+    posting_tfs = tf_of_posting[order].astype(np.uint32)
+    del order
+    term_offsets = np.zeros(vocabulary_size + 1, dtype=np.uint64)
+    np.cumsum(np.bincount(term_of_posting, minlength=vocabulary_size), out=term_offsets[1:])
+    if posting_ids.shape[0] and int(posting_ids.max()) >= n:
+        raise ValueError("a posting names a document past the end")
+    sections = postings_sections(posting_ids, posting_tfs, term_offsets, lengths, pause)
+    if positions is not None:
+        # The runs follow their postings into (term, doc) order: one gather, no Python per run.
+        key = term_of_posting.astype(np.int64) * np.int64(max(n, 1)) + doc_of_posting
+        order = np.argsort(key)
+        del key
+        flat_tf = tf_of_posting.astype(np.int64)
+        run_start = np.cumsum(flat_tf) - flat_tf
+        sorted_tf = flat_tf[order]
+        sorted_start = np.cumsum(sorted_tf) - sorted_tf
+        shift = np.repeat(run_start[order] - sorted_start, sorted_tf)
+        gather = np.arange(int(sorted_tf.sum()), dtype=np.int64) + shift
+        sections.update(positions_sections(positions[gather], sorted_tf, term_offsets, pause))
+    return sections
 
 
 def _field_sections(columns: SegmentColumns) -> dict[str, NDArray[Any]]:

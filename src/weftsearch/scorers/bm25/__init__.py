@@ -34,7 +34,7 @@ import functools
 import math
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -45,8 +45,9 @@ from weftsearch.engine.inflight import searches_in_flight
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import PlanValue, Stream, _vouched_stream, check_k, top_k
-from weftsearch.errors import InvalidParameterError
+from weftsearch.errors import InvalidParameterError, InvalidQueryError
 from weftsearch.native import bm25 as kernel
+from weftsearch.schema import DEFAULT_FIELD
 from weftsearch.scorers.bm25 import lists as layout
 from weftsearch.scorers.bm25.tree import Matches, TreeScorer
 
@@ -288,6 +289,52 @@ def lucene_idf(n_docs: int, doc_freq: NDArray[np.int64]) -> NDArray[np.float64]:
     return table.reshape(frequencies.shape)
 
 
+def _field_weights(
+    fields: Mapping[str, float] | None, field_b: Mapping[str, float] | None
+) -> tuple[dict[str, float] | None, dict[str, float]]:
+    """``fields`` and ``field_b`` checked and copied (BM25F's weights and per-field ``b``).
+
+    Raises:
+        InvalidParameterError: not a mapping of names to numbers, a weight not
+            finite and above 0, a ``b`` outside [0, 1], ``field_b`` naming a
+            field ``fields`` lacks, or ``field_b`` without ``fields``.
+
+    """
+    if fields is None:
+        if field_b:
+            raise InvalidParameterError("BM25 field_b needs fields (the fields to score)")
+        return None, {}
+    if not isinstance(fields, Mapping) or not fields:
+        raise InvalidParameterError(
+            f"BM25 fields must be a non-empty mapping of field name to weight, got {fields!r}"
+        )
+    weights: dict[str, float] = {}
+    for field, weight in fields.items():
+        if not isinstance(field, str):
+            raise InvalidParameterError(f"BM25 fields: a field name is a string, got {field!r}")
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, (int, float))
+            or not math.isfinite(weight)
+            or weight <= 0
+        ):
+            raise InvalidParameterError(
+                f"BM25 field {field!r}: weight must be finite and above 0, got {weight!r}"
+            )
+        weights[field] = float(weight)
+    per_field: dict[str, float] = {}
+    if field_b is not None:
+        if not isinstance(field_b, Mapping):
+            raise InvalidParameterError(f"BM25 field_b must be a mapping of field name to b, got {field_b!r}")
+        for field, b in field_b.items():
+            if field not in weights:
+                raise InvalidParameterError(f"BM25 field_b names {field!r}, which fields does not score")
+            if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0.0 <= b <= 1.0:
+                raise InvalidParameterError(f"BM25 field {field!r}: b must be in [0, 1], got {b!r}")
+            per_field[field] = float(b)
+    return weights, per_field
+
+
 class BM25Scorer:
     """Okapi BM25 with Lucene's IDF; parameters are per scorer, not per index.
 
@@ -295,6 +342,18 @@ class BM25Scorer:
         k1: term-frequency saturation, >= 0 (1.2 by default).
         b: length normalisation, in [0, 1] (0.75 by default).
         name: label in explanations.
+        fields: BM25F (Robertson, Zaragoza & Taylor 2004, as Lucene's
+            ``combined_fields``): text field name -> weight (``{"title": 2.0,
+            "text": 1.0}``), fields of the index's schema analysed by the
+            index's analyzer. ``None`` (default): BM25 over ``text``.
+        field_b: per-field length normalisation for ``fields`` (the others use ``b``).
+
+    BM25F scores ``sum_t qtf * idf(t) * tf~ * (k1 + 1) / (tf~ + k1)`` with
+    ``tf~ = sum_f w_f * tf_f / (1 - b_f + b_f * len_f / avglen_f)`` and
+    ``idf`` from the documents holding ``t`` in any scored field. With
+    ``fields={"text": 1.0}`` it is BM25 to the bit (the same code). Several
+    fields (or a weighted one) are scored exactly through numpy, never the
+    compiled block-max kernel, and not on a sharded index.
 
     Complexity per query: O(P) for P postings of the query terms, plus
     O(N + P) or O(P log P), whichever is cheaper, to sum them per document;
@@ -306,7 +365,15 @@ class BM25Scorer:
 
     """
 
-    def __init__(self, k1: float = 1.2, b: float = 0.75, *, name: str = "bm25") -> None:
+    def __init__(
+        self,
+        k1: float = 1.2,
+        b: float = 0.75,
+        *,
+        name: str = "bm25",
+        fields: Mapping[str, float] | None = None,
+        field_b: Mapping[str, float] | None = None,
+    ) -> None:
         if isinstance(k1, bool) or not isinstance(k1, (int, float)) or not math.isfinite(k1) or k1 < 0:
             raise InvalidParameterError(f"BM25 k1 must be a finite number >= 0, got {k1!r}")
         if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0.0 <= b <= 1.0:
@@ -314,6 +381,14 @@ class BM25Scorer:
         self.k1 = float(k1)
         self.b = float(b)
         self._name = name
+        self.fields, self.field_b = _field_weights(fields, field_b)
+        # BM25F only where it differs from BM25: the default field alone at weight 1 is BM25
+        # with that field's b, through the same code, so the same score bits (tested).
+        self._bm25f = self.fields is not None and (
+            set(self.fields) != {DEFAULT_FIELD} or self.fields[DEFAULT_FIELD] != 1.0
+        )
+        if self.fields is not None and not self._bm25f:
+            self.b = self.field_b.get(DEFAULT_FIELD, self.b)
 
     @property
     def name(self) -> str:
@@ -321,7 +396,106 @@ class BM25Scorer:
         return self._name
 
     def __repr__(self) -> str:
-        return f"BM25Scorer(k1={self.k1}, b={self.b})"
+        if self.fields is None:
+            return f"BM25Scorer(k1={self.k1}, b={self.b})"
+        return f"BM25Scorer(k1={self.k1}, b={self.b}, fields={self.fields}, field_b={self.field_b})"
+
+    def _field_postings(
+        self, snapshot: Snapshot, distinct: list[str]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """BM25F's pseudo-frequency per (term, document): ``sum_f w_f tf_f / (1 - b_f + b_f len_f / avg_f)``.
+
+        Returns the pairs as keys ``term * N + id`` (ascending, unique) and
+        their pseudo-frequencies, each summed over the fields in name order.
+        Vectorised: a Python loop over fields and terms, never over postings.
+        """
+        assert self.fields is not None
+        n_docs = snapshot.n_docs
+        keys: list[NDArray[np.int64]] = []
+        values: list[NDArray[np.float64]] = []
+        for field in sorted(self.fields):
+            postings = snapshot.postings(distinct, field)
+            if not postings.ids.shape[0]:
+                continue
+            b = self.field_b.get(field, self.b)
+            average = snapshot.field_avglen(field)
+            lengths = snapshot.field_lengths(field)[postings.ids].astype(np.float64)
+            norm = 1.0 - b + b * lengths / (average if average > 0 else 1.0)
+            keys.append(postings.term_index * np.int64(n_docs) + postings.ids)
+            values.append(self.fields[field] * postings.term_freqs / norm)
+        if not keys:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        pairs, slot = np.unique(np.concatenate(keys), return_inverse=True)
+        # bincount adds in input order: field by field in name order, for every pair.
+        pseudo = np.bincount(slot, weights=np.concatenate(values), minlength=pairs.shape[0])
+        return pairs, pseudo.astype(np.float64, copy=False)
+
+    def _bm25f_scores(
+        self, snapshot: Snapshot, query: Query
+    ) -> tuple[NDArray[np.float64] | None, dict[str, PlanValue]]:
+        """Every document's BM25F score (dense, 0 without a match; ``None``: nothing matches), and the plan.
+
+        ``idf`` uses the number of documents holding the term in any scored
+        field (Lucene's ``combined_fields``); the saturation keeps BM25's
+        ``(k1 + 1)`` factor, so one field at weight 1 is this scorer's BM25 (mathematically).
+
+        Raises:
+            InvalidParameterError: a field the index lacks, a field analysed by
+                another analyzer than the query, or a sharded search.
+
+        """
+        assert self.fields is not None
+        schema = snapshot.schema
+        for field in self.fields:
+            found = schema.field(field) if field in schema.names else None
+            if found is None:
+                raise InvalidParameterError(
+                    f"BM25F field {field!r} is not a text field of the index ({', '.join(schema.names)})"
+                )
+            if found.analyzer != snapshot.analyzer.name:
+                # As Lucene's combined_fields: one analysis of the query must serve every field.
+                raise InvalidParameterError(
+                    f"BM25F field {field!r} is analysed by {found.analyzer!r}, the query by "
+                    f"{snapshot.analyzer.name!r}; BM25F scores fields that share the query's analyzer"
+                )
+        if snapshot.statistics is not None:
+            raise InvalidParameterError(
+                "BM25F over a sharded index is not supported (no per-field statistics)"
+            )
+        terms = snapshot.query_terms(query.text) if query.text else []
+        distinct = sorted(set(terms))
+        if not terms or snapshot.n_docs == 0:
+            return None, _numpy_plan(len(distinct), 0, len(snapshot.parts), 0)
+        counts = Counter(terms)
+        query_tf = np.array([counts[term] for term in distinct], dtype=np.float64)
+        pairs, pseudo = self._field_postings(snapshot, distinct)
+        n_docs = snapshot.n_docs
+        term_of = pairs // np.int64(n_docs)
+        doc_freq = np.bincount(term_of, minlength=len(distinct)).astype(np.int64)
+        plan = _numpy_plan(
+            len(distinct), int(np.count_nonzero(doc_freq)), len(snapshot.parts), int(pairs.shape[0])
+        )
+        if not pairs.shape[0]:
+            return None, plan
+        weights = query_tf * lucene_idf(snapshot.collection_n_docs, doc_freq)
+        impacts = pseudo * (self.k1 + 1.0) / (pseudo + self.k1)
+        dense = np.bincount(
+            pairs - term_of * np.int64(n_docs), weights=weights[term_of] * impacts, minlength=n_docs
+        )
+        return dense.astype(np.float64, copy=False), plan
+
+    def _score_bm25f(
+        self, snapshot: Snapshot, query: Query, k: int, allowed: NDArray[np.bool_] | None
+    ) -> Stream:
+        """:meth:`score` for several fields (or one weighted one): numpy, exact, every posting."""
+        dense, plan = self._bm25f_scores(snapshot, query)
+        if dense is None:
+            return Stream.empty(plan=plan)
+        hit = dense > 0.0
+        if allowed is not None:
+            hit &= allowed
+        ids = np.flatnonzero(hit)
+        return _vouched_stream(*top_k(ids, dense[ids], k, snapshot), snapshot, plan=plan)
 
     def _length_norm(self, snapshot: Snapshot) -> NDArray[np.float64]:
         """``k1 * (1 - b + b * |d| / avgdl)`` for every document of the snapshot."""
@@ -463,7 +637,14 @@ class BM25Scorer:
     def score_all(self, snapshot: Snapshot, query: Query) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """Every document holding a query term and its score, ids ascending (for a tree: every match)."""
         if query.tree is not None:
+            self._check_tree_fields()
             return self._tree(snapshot, query)[0]
+        if self._bm25f:
+            dense, _ = self._bm25f_scores(snapshot, query)
+            if dense is None:
+                return np.empty(0, np.int64), np.empty(0, np.float64)
+            hit = np.flatnonzero(dense > 0.0)
+            return hit, dense[hit]
         postings, _ = self._contributions(snapshot, query)
         if postings is None:
             return np.empty(0, np.int64), np.empty(0, np.float64)
@@ -566,7 +747,7 @@ class BM25Scorer:
         k = check_k(k)
         library = kernel.compiled_bm25()
         small = snapshot.n_docs < _COMPILED_FROM_DOCS and k > _BATCH_COMPILED_MAX_K
-        if library is None or small or not kernel.top_k_batch_available():
+        if library is None or small or self._bm25f or not kernel.top_k_batch_available():
             return [self.score(snapshot, query, k) for query in queries]
         segments = len(snapshot.parts)
         streams: dict[int, Stream] = {}  # by position in queries
@@ -635,16 +816,29 @@ class BM25Scorer:
         # matching documents with a query term). Same scores to the bit.
         allowed = snapshot.allowed(query)
         if query.tree is not None:
+            self._check_tree_fields()
             (ids, scores), plan = self._tree(snapshot, query)
             if allowed is not None:
                 keep = allowed[ids]
                 ids, scores = ids[keep], scores[keep]
             return _vouched_stream(*top_k(ids, scores, k, snapshot), snapshot, plan=plan)
+        if self._bm25f:
+            # Several fields are scored exactly on the numpy path: the kernel has no per-field
+            # block bounds (docs/FORMAT.md, "Text fields").
+            return self._score_bm25f(snapshot, query, k, allowed)
         if snapshot.n_docs >= _COMPILED_FROM_DOCS or searches_in_flight() > 1:
             library = kernel.compiled_bm25()
             if library is not None:
                 return self._score_compiled(library, snapshot, query, k, allowed)
         return self._score_numpy(snapshot, query, k, allowed)
+
+    def _check_tree_fields(self) -> None:
+        """Refuse a BM25F scorer for a query tree (scored over the default field) rather than drop its fields."""
+        if self._bm25f:
+            raise InvalidQueryError(
+                f"{self.name}: a parsed query (Query.parse) is scored over the default field 'text'; "
+                "this scorer is BM25F over several fields, which query trees do not support yet"
+            )
 
     def _tree(self, snapshot: Snapshot, query: Query) -> tuple[Matches, dict[str, PlanValue]]:
         """Every document ``query.tree`` matches, with its score (:mod:`.tree`), and the search's plan.
