@@ -833,7 +833,7 @@ class BM25Scorer:
         return self._score_numpy(snapshot, query, k, allowed)
 
     def _check_tree_fields(self) -> None:
-        """Refuse a BM25F scorer for a query tree (scored over the default field) rather than drop its fields."""
+        """Refuse a BM25F scorer for a query tree, scored over the default field, not drop its fields."""
         if self._bm25f:
             raise InvalidQueryError(
                 f"{self.name}: a parsed query (Query.parse) is scored over the default field 'text'; "
