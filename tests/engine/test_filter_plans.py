@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -209,7 +209,7 @@ def test_a_far_cluster_filter_with_a_small_budget_is_cut_short_and_explained(sna
     by_cluster: dict[int, list[np.ndarray]] = {}
     for document in docs:
         assert document.vector is not None
-        by_cluster.setdefault(int(document.fields["cluster"]), []).append(document.vector)
+        by_cluster.setdefault(cast(int, document.fields["cluster"]), []).append(document.vector)
     far = sorted(by_cluster, key=lambda c: float(np.mean(by_cluster[c], axis=0) @ query_vector))[:3]
     query = Query(vector=query_vector, filter=F("cluster").isin(far))
     matching = _matching(snapshot, query)

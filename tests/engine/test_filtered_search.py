@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -194,7 +194,7 @@ def test_hybrid_search_with_a_filter_fuses_filtered_streams(tmp_path: Path) -> N
     query = Query(text="alpha beta", vector=np.ones(4, np.float32), filter=F("year") >= 1993)
     results = index.search(query, 10, RRF(), BM25Scorer(), VectorScorer())
     assert len(results) == 10
-    assert all(int(hit.fields.get("year", 0)) >= 1993 for hit in results)
+    assert all(cast(int, hit.fields.get("year", 0)) >= 1993 for hit in results)
     batch = index.search_many([query, query], 10, RRF(), BM25Scorer(), VectorScorer())
     assert [r.keys for r in batch] == [results.keys, results.keys]
 

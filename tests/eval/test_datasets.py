@@ -25,7 +25,7 @@ import tarfile
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -724,7 +724,7 @@ def test_cacm_details() -> None:
         assert len(undirected(cacm.link_sets[name])) == pairs and len(cacm.link_sets[name]) == docs
         assert symmetric(cacm.link_sets[name])
     assert sum(docid in linked for docs in cacm.qrels.values() for docid in docs) == 637
-    years = [d.fields["year"] for d in cacm.documents]
+    years = [cast(int, d.fields["year"]) for d in cacm.documents]
     assert all(d.time is not None for d in cacm.documents)
     assert min(years) == 1958 and max(years) == 1979
     assert sum(1 for d in cacm.documents if d.text == d.fields.get("title", "")) == 3204 - 1587

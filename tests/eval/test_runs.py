@@ -10,6 +10,7 @@ ask what it is.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import numpy as np
 import pytest
@@ -717,7 +718,9 @@ def test_a_filtered_arm_runs_its_own_streams_beside_the_unfiltered_one() -> None
     again = run_arm(cache, Arm("plain2", (bm25,), RRF()), queries, 10)
     assert again.keys == plain.keys  # the filtered arm did not overwrite the cached unfiltered streams
     allowed = {
-        d.key for d in (snapshot.document(i) for i in range(snapshot.n_docs)) if int(d.fields["year"]) >= 1993
+        d.key
+        for d in (snapshot.document(i) for i in range(snapshot.n_docs))
+        if cast(int, d.fields["year"]) >= 1993
     }
     for qid in queries:
         assert recent.keys[qid] and set(recent.keys[qid]) <= allowed

@@ -23,6 +23,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from typing import cast
 from unittest import mock
 
 import numpy as np
@@ -303,7 +304,7 @@ def test_filters_and_k_apply_to_trees() -> None:
     tree = BoolNode(should=(TermNode("alpha"), TermNode("beta", boost=2.0)))
     oracle = Oracle(docs)
     snapshot = index.snapshot()
-    even = {key for key in docs if int(snapshot.document(snapshot.id_of(key)).fields["n"]) % 2 == 0}
+    even = {key for key in docs if cast(int, snapshot.document(snapshot.id_of(key)).fields["n"]) % 2 == 0}
     for k in (1, 3, 20):
         got = engine_search(index, Query(tree=tree, filter="n in (0, 2, 4, 6, 8)"), k)
         assert got == oracle.search(tree, k, even)

@@ -33,7 +33,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -106,7 +106,7 @@ def check_snapshot(snapshot: Snapshot, committed_only: bool = False) -> int:
     assert n > 0, "the anchor key is always live"
     keys = snapshot.keys()
     documents = [snapshot.document(position) for position in range(n)]
-    rounds = {int(document.fields["gen"]) for document in documents}
+    rounds = {cast(int, document.fields["gen"]) for document in documents}
     assert len(rounds) == 1, f"one snapshot mixes rounds {sorted(rounds)}"
     (round_,) = rounds
     for document in documents:
@@ -124,7 +124,7 @@ def check_snapshot(snapshot: Snapshot, committed_only: bool = False) -> int:
 def check_search(index: Index, committed_only: bool = False) -> int:
     """Search the current snapshot; the hits must be one whole round. Return it."""
     results = index.search(COMMON, K, RRF(), BM25Scorer())
-    rounds = {int(hit.fields["gen"]) for hit in results}
+    rounds = {cast(int, hit.fields["gen"]) for hit in results}
     assert len(rounds) == 1, f"one search mixes rounds {sorted(rounds)}"
     (round_,) = rounds
     assert frozenset(results.keys) in allowed(round_, committed_only)

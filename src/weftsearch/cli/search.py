@@ -468,18 +468,24 @@ def _search_one(args: argparse.Namespace) -> int:
                 "--highlight needs a single index; a sharded index cannot highlight yet"
             )
         options = HighlightOptions(fragment_size=args.fragment_size)
-    results = index.search(
-        query,
-        args.k,
-        ranking.arm.fuser,
-        *ranking.arm.scorers,
-        depth=ranking.depth,
-        offset=args.offset,
-        after=args.after,
-        **({} if options is None else {"highlight": options}),
-        facets=args.facets,
-        facet_k=args.facet_k,
-    )
+    arm = ranking.arm
+    pages = {"depth": ranking.depth, "offset": args.offset, "after": args.after}
+    if options is not None:
+        assert isinstance(index, Index)  # checked above: only a single index highlights
+        results: SearchResults = index.search(
+            query,
+            args.k,
+            arm.fuser,
+            *arm.scorers,
+            **pages,
+            facets=args.facets,
+            facet_k=args.facet_k,
+            highlight=options,
+        )
+    else:
+        results = index.search(
+            query, args.k, arm.fuser, *arm.scorers, **pages, facets=args.facets, facet_k=args.facet_k
+        )
     if args.json:
         page = {"offset": results.offset, "next_cursor": results.next_cursor}
         answer = {"query": args.query, "k": args.k, "rank": ranking.spec, **results.to_dict(), **page}
