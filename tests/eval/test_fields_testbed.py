@@ -4,6 +4,7 @@ testbed with a schema, reachable from ``weft-search eval --fields``; the default
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from tests.eval.test_datasets import DATA, load_mini, mini_scifact, write_files
 from weftsearch import RRF, BM25Scorer
 from weftsearch.cli import main
 from weftsearch.eval.datasets import load_beir, load_collection
-from weftsearch.eval.harness import build_testbed, content_hash, fielded_schema
+from weftsearch.eval.harness import build_testbed, content_hash, fielded_schema, title_body_documents
 
 
 @pytest.mark.parametrize("name", ["cacm", "cisi", "cranfield", "scifact"])
@@ -70,13 +71,13 @@ def test_eval_fields_runs_bm25f_arms_on_a_folder(tmp_path: Path, capsys: pytest.
     write_files(tmp_path / "mine", files)
     out = tmp_path / "out"
     argv = ["eval", str(tmp_path / "mine"), "--fields", "--out", str(out), "--no-plots", "--resamples", "200"]
-    arms = ["--arms", "text=bm25", "f=bm25f(title=2, text=1)"]
+    arms = ["--arms", "text=bm25", "f=bm25f(title=2, body=1)"]
     assert main([*argv, *arms]) == 0
     report = json.loads((out / "report.json").read_text())
-    assert report["testbed"]["text_fields"] == ["text", "title"]
+    assert report["testbed"]["text_fields"] == ["text", "body", "title"]
     capsys.readouterr()
     # Without --fields the index has no title field, and bm25f(title=...) says so.
-    assert main(["eval", str(tmp_path / "mine"), "--arms", "f=bm25f(title=2, text=1)"]) == 2
+    assert main(["eval", str(tmp_path / "mine"), "--arms", "f=bm25f(title=2, body=1)"]) == 2
     assert "'title' is not a text field" in capsys.readouterr().err
     assert main([*argv, *arms, "--vectors", "some"]) == 2
     assert "--vectors none" in capsys.readouterr().err
@@ -103,3 +104,23 @@ def test_load_beir_records_fields(tmp_path: Path) -> None:
     write_files(tmp_path / "s", files)
     collection = load_beir(tmp_path / "s", name="mine", fields=True)
     assert collection.parameters["text_fields"] == "title,text"
+
+
+def test_title_body_documents_keep_the_joined_text_so_bm25_is_unchanged_to_the_bit(tmp_path: Path) -> None:
+    plain = load_mini(tmp_path / "plain", "cacm")
+    fielded = load_mini(tmp_path / "fielded", "cacm", fields=True)
+    documents = title_body_documents(fielded.documents)
+    assert [d.text for d in documents] == [d.text for d in plain.documents]
+    first, second, _ = documents
+    assert dict(first.text_fields) == {"title": "Preliminary Report-International Algebraic Language"}
+    assert dict(second.text_fields) == {"title": "Extraction of Roots", "body": "An algorithm for extracting roots."}
+    both = build_testbed(replace(fielded, documents=documents))
+    alone = build_testbed(plain)
+    for text in ("algebraic roots", "extraction paper", "language"):
+        got = both.index.search(text, 10, RRF(), BM25Scorer())
+        want = alone.index.search(text, 10, RRF(), BM25Scorer())
+        assert got.keys == want.keys and got.keys
+        assert np.array_equal(got.score_array.view(np.uint64), want.score_array.view(np.uint64))
+    # BM25F over title and body is another ranking (the title counts 5 times here).
+    fielded_hits = both.index.search("roots", 10, RRF(), BM25Scorer(fields={"title": 5.0, "body": 1.0}))
+    assert fielded_hits.keys == ["2"]

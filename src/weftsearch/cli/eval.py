@@ -72,6 +72,7 @@ from weftsearch.eval.harness import (
     Testbed,
     build_testbed,
     compare,
+    title_body_documents,
     development_split,
     learn_fusion,
     sweep,
@@ -331,8 +332,9 @@ def _load(
 ) -> _Loaded:
     """The collection ``dataset`` names (verified), its testbed, splits and the arm specs to run.
 
-    ``fields``: the title and the text as two text fields (``--fields``), with no vectors
-    (the frozen ones were embedded from the joined text).
+    ``fields``: the joined text as the default field (as without it) and the title and the
+    text as the text fields ``title`` and ``body`` (``--fields``:
+    :func:`~weftsearch.eval.harness.title_body_documents`), with no vectors.
     """
     name, folder = resolve_dataset(dataset)
     if fields and vectors is not None:
@@ -376,6 +378,8 @@ def _load(
             test_split = split
             dev_split = dev_split if dev_split != split else None
         model = FROZEN_MODEL if loaded else None
+    if fields:
+        collection = replace(collection, documents=title_body_documents(collection.documents))
     if collection.derivation(test_split) is not None:
         dev_split = None  # evaluating on development queries: nothing else to learn a fuser on
     testbed = build_testbed(
@@ -480,10 +484,10 @@ def run_experiment(
         dev_from: the split ``dev`` is derived from (``None``: ``train``);
             giving it (or ``dedupe_against``) implies ``split="dev"``.
         dedupe_against: the split ``dev`` is deduplicated against (``None``: ``test``).
-        fields: index the title and the text as two text fields (``title``,
-            ``text``) for ``bm25f`` arms (loaders' ``fields=True``; no
-            vectors); ``False``: the title joined before the text, as every
-            published number.
+        fields: also index the title and the text as the text fields
+            ``title`` and ``body`` for ``bm25f`` arms, beside the joined text
+            (the default field, which ``bm25`` scores as without ``fields``):
+            :func:`~weftsearch.eval.harness.title_body_documents`; no vectors.
         plugins: modules to import before the arm specs are read
             (:func:`load_plugins`).
         ray: a Ray cluster's address: the arms' streams are computed there,
@@ -1074,9 +1078,9 @@ def add_eval_commands(commands: Any) -> None:
     evaluate.add_argument(
         "--fields",
         action="store_true",
-        help="index the title and the text as two text fields, title and text (for bm25f(title=W, "
-        "text=W) arms; bm25 then scores the text alone); default: the title joined before the text. "
-        "No vectors (they pair with the joined text)",
+        help="also index the title and the text as text fields title and body, for bm25f(title=W, "
+        "body=W) arms (the joined text stays the default field: bm25 scores it as without --fields). "
+        "No vectors",
     )
     evaluate.add_argument(
         "--plugin",

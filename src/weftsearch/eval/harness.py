@@ -64,6 +64,8 @@ __all__ = [
     "Testbed",
     "build_testbed",
     "fielded_schema",
+    "title_body_documents",
+    "BODY_FIELD",
     "content_hash",
     "code_version",
     "ArmResult",
@@ -332,6 +334,34 @@ def _check_vectors(collection: Collection, vectors: CollectionVectors, model: st
                 )
         elif tuple(rows) != tuple(keys):
             raise PairingError(f"{collection.name}: the {which} do not name the collection's {what} in order")
+
+
+#: The named text field :func:`title_body_documents` puts a document's text (its abstract) in.
+BODY_FIELD = "body"
+
+
+def title_body_documents(documents: Iterable[Document]) -> list[Document]:
+    """Documents of a ``fields=True`` collection with the joined text back as their default field.
+
+    Each document's ``text`` (BEIR's ``text``, SMART's ``.W``) moves to the
+    text field ``body`` (absent when empty) beside its ``title``, and
+    ``text`` becomes ``title + " " + text`` again: exactly the text of the
+    collection loaded without ``fields``. So one index serves both sides of a
+    comparison: ``bm25`` scores the joined text to the bit as every published
+    number does (same postings, N and average length), and
+    ``bm25f(title=W, body=1)`` the two fields (its IDF counts documents
+    holding the term in either, which are those holding it in the joined
+    text). What ``weft-search eval --fields`` indexes. O(total text).
+    """
+    out: list[Document] = []
+    for document in documents:
+        title = document.text_fields.get("title", "")
+        named = {name: value for name, value in document.text_fields.items()}
+        if document.text:
+            named[BODY_FIELD] = document.text
+        joined = " ".join(part for part in (title, document.text) if part)
+        out.append(replace(document, text=joined, text_fields=named))
+    return out
 
 
 def fielded_schema(documents: Iterable[Document], analyzer: str = "english") -> Schema | None:
