@@ -113,7 +113,10 @@ def test_title_body_documents_keep_the_joined_text_so_bm25_is_unchanged_to_the_b
     assert [d.text for d in documents] == [d.text for d in plain.documents]
     first, second, _ = documents
     assert dict(first.text_fields) == {"title": "Preliminary Report-International Algebraic Language"}
-    assert dict(second.text_fields) == {"title": "Extraction of Roots", "body": "An algorithm for extracting roots."}
+    assert dict(second.text_fields) == {
+        "title": "Extraction of Roots",
+        "body": "An algorithm for extracting roots.",
+    }
     both = build_testbed(replace(fielded, documents=documents))
     alone = build_testbed(plain)
     for text in ("algebraic roots", "extraction paper", "language"):

@@ -72,10 +72,10 @@ from weftsearch.eval.harness import (
     Testbed,
     build_testbed,
     compare,
-    title_body_documents,
     development_split,
     learn_fusion,
     sweep,
+    title_body_documents,
 )
 from weftsearch.eval.links import DEFAULT_RANDOM_PAIRS, format_link_independence, link_independence
 from weftsearch.eval.runs import StreamCache, run_arm
