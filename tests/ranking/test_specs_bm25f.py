@@ -13,6 +13,7 @@ from weftsearch.cli import main
 from weftsearch.errors import InvalidParameterError
 from weftsearch.eval.gridfile import parse_grid_file
 from weftsearch.ranking import build_arm
+from weftsearch.ranking.profiles import ProfileStore
 from weftsearch.ranking.specs import ArmBuilder, Expr, parse_arm
 
 DOCS = [
@@ -138,3 +139,22 @@ def test_cli_rank_takes_bm25f(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_expr_of_bm25f_is_an_ordinary_expr() -> None:
     assert parse_arm("f=bm25f(title=2)").expr == Expr("bm25f", (), (("title", 2),))
+
+
+def test_a_profile_stores_a_bm25f_spec_and_searches_with_it(tmp_path: Path) -> None:
+    index = fielded_index(tmp_path / "i")
+    index.commit()
+    store = ProfileStore(tmp_path / "i")
+    spec = "bm25f(title=5, text=1, b.title=0.3)@50"
+    store.create("fielded", spec)
+    profile = store.get("fielded")
+    assert profile.spec == spec and profile.depth == 50
+    arm = profile.arm()
+    direct = BM25Scorer(fields={"title": 5.0, "text": 1.0}, field_b={"title": 0.3})
+    got = index.search("graph ranking", 10, arm.fuser, *arm.scorers)
+    want = index.search("graph ranking", 10, RRF(), direct)
+    assert got.keys == want.keys
+    assert np.array_equal(got.score_array.view(np.uint64), want.score_array.view(np.uint64))
+    with pytest.raises(InvalidParameterError, match="at least one field"):
+        store.create("broken", "bm25f(k1=1)")
+    index.close()
