@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.eval.test_harness import make_collection
+from weftsearch import BM25Scorer
 from weftsearch.errors import InvalidParameterError
 from weftsearch.eval.grids import families, parse_grid
 from weftsearch.eval.harness import build_testbed, sweep
@@ -137,12 +138,11 @@ def test_a_grid_sweeps_a_dotted_keyword_of_bm25f() -> None:
     builder = ArmBuilder()
     [family] = families("grid:f:title=1,2;b.title=0.3,0.75", {"f": builder.arm(specs["f"])}, specs, builder)
     scorers = [arm.scorers[0] for _, arm in family.candidates()]
-    assert [(s.fields["title"], s.field_b["title"]) for s in scorers] == [
-        (1, 0.3),
-        (1, 0.75),
-        (2, 0.3),
-        (2, 0.75),
-    ]  # type: ignore[attr-defined]
+    assert all(isinstance(s, BM25Scorer) and s.fields is not None for s in scorers)
+    pairs = [
+        (s.fields["title"], s.field_b["title"]) for s in scorers if isinstance(s, BM25Scorer) and s.fields
+    ]
+    assert pairs == [(1, 0.3), (1, 0.75), (2, 0.3), (2, 0.75)]
     for bad in ("grid:f:b..title=1", "grid:f:.b=1", "grid:f:b.title.x=1"):
         with pytest.raises(InvalidParameterError, match="NAME=V"):
             parse_grid(bad)
