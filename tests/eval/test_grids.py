@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.eval.test_harness import make_collection
+from weftsearch import BM25Scorer
 from weftsearch.errors import InvalidParameterError
 from weftsearch.eval.grids import families, parse_grid
 from weftsearch.eval.harness import build_testbed, sweep
@@ -127,3 +128,21 @@ def test_the_grid_point_at_the_arms_own_parameters_reprints_the_arm() -> None:
     mean = evaluate(testbed.qrels, own.run, ["nDCG@10"]).mean("nDCG@10")
     [point] = [p for p in result.points if p.params == {"seed_n": 5, "max_depth": 3}]
     assert point.mean == mean
+
+
+def test_a_grid_sweeps_a_dotted_keyword_of_bm25f() -> None:
+    # Issue 29: bm25f's per-field b is b.FIELD; a sweep names it as the spec does.
+    target, grid = parse_grid("grid:f:title=1,2;b.title=0.3,0.75")
+    assert target == "f" and grid == {"title": (1, 2), "b.title": (0.3, 0.75)}
+    specs = {"f": parse_arm("f=bm25f(title=1, text=1)")}
+    builder = ArmBuilder()
+    [family] = families("grid:f:title=1,2;b.title=0.3,0.75", {"f": builder.arm(specs["f"])}, specs, builder)
+    scorers = [arm.scorers[0] for _, arm in family.candidates()]
+    assert all(isinstance(s, BM25Scorer) and s.fields is not None for s in scorers)
+    pairs = [
+        (s.fields["title"], s.field_b["title"]) for s in scorers if isinstance(s, BM25Scorer) and s.fields
+    ]
+    assert pairs == [(1, 0.3), (1, 0.75), (2, 0.3), (2, 0.75)]
+    for bad in ("grid:f:b..title=1", "grid:f:.b=1", "grid:f:b.title.x=1"):
+        with pytest.raises(InvalidParameterError, match="NAME=V"):
+            parse_grid(bad)

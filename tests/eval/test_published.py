@@ -143,3 +143,16 @@ def test_the_workflow_block_is_current(tmp_path: Path) -> None:
     recorded = PUBLISHED.published_block(PUBLISHED.EVAL_MD.read_text(encoding="utf-8"), PUBLISHED.WORKFLOW)
     assert recorded is not None
     assert PUBLISHED.stable(printed) == PUBLISHED.stable(recorded), "docs/EVAL.md is stale: run `make eval`"
+
+
+def test_the_bm25f_test_run_evaluates_the_cell_the_dev_block_picked() -> None:
+    # Issue 29: the SciFact test comparison runs the development pick, never a cell chosen by hand.
+    block = PUBLISHED.published_block(PUBLISHED.EVAL_MD.read_text(encoding="utf-8"), "scifact-bm25f-dev")
+    assert block is not None
+    picked = [line for line in block.splitlines() if "picked" in line]
+    assert len(picked) == 1 and f"`{PUBLISHED.BM25F_TEST_ARM}`" in picked[0]
+    [test] = [e for e in PUBLISHED.EXPERIMENTS if e.name == "scifact-bm25f"]
+    assert f"bm25f={PUBLISHED.BM25F_TEST_ARM}" in test.argv
+    # CACM's candidates start at equal weights and b 0.75: the chooser's tie-break.
+    first = [axis.split("=")[1].split(",")[0] for axis in PUBLISHED.BM25F_CV_SWEEP.split(":")[2].split(";")]
+    assert first == ["1", "0.75", "0.75"]

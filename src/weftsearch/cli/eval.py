@@ -75,6 +75,7 @@ from weftsearch.eval.harness import (
     development_split,
     learn_fusion,
     sweep,
+    title_body_documents,
 )
 from weftsearch.eval.links import DEFAULT_RANDOM_PAIRS, format_link_independence, link_independence
 from weftsearch.eval.runs import StreamCache, run_arm
@@ -201,7 +202,7 @@ def resolve_dataset(dataset: str | Path) -> tuple[str, Path | None]:
 
 
 def _user_collection(
-    folder: Path, name: str, split: str | None, vectors: str | None, any_snapshot: bool
+    folder: Path, name: str, split: str | None, vectors: str | None, any_snapshot: bool, fields: bool = False
 ) -> tuple[Collection, CollectionVectors | None]:
     """A folder of your own: :func:`load_beir` with ``--split``, and its ``--vectors DIR`` (or none).
 
@@ -221,7 +222,7 @@ def _user_collection(
                 f"--vectors {vectors!r}: no such folder (nor {folder / 'vectors' / vectors}); give a folder "
                 "holding corpus.npy, corpus_ids.txt, queries.npy and queries_ids.txt, or 'none'"
             )
-    collection = load_beir(folder, name=name, split=split, any_snapshot=any_snapshot)
+    collection = load_beir(folder, name=name, split=split, any_snapshot=any_snapshot, fields=fields)
     if directory is None:
         return collection, None
     pinned = PINS[name].vectors if name in PINS else {}
@@ -327,9 +328,22 @@ def _load(
     progress: bool | None,
     dev_from: str | None = None,
     dedupe_against: str | None = None,
+    fields: bool = False,
 ) -> _Loaded:
-    """The collection ``dataset`` names (verified), its testbed, splits and the arm specs to run."""
+    """The collection ``dataset`` names (verified), its testbed, splits and the arm specs to run.
+
+    ``fields``: the joined text as the default field (as without it) and the title and the
+    text as the text fields ``title`` and ``body`` (``--fields``:
+    :func:`~weftsearch.eval.harness.title_body_documents`), with no vectors.
+    """
     name, folder = resolve_dataset(dataset)
+    if fields and vectors is not None:
+        if vectors != DEFAULT_VECTORS:
+            raise InvalidParameterError(
+                f"--fields indexes the title and the text apart; vectors ({vectors!r}) pair with the joined "
+                "text: give --vectors none"
+            )
+        vectors = None
     split = _dev_split_asked(split, dev_from, dedupe_against)
     if folder is not None:
         specs = [parse_arm(text) for text in (arms or ("text=bm25",))]
@@ -338,7 +352,7 @@ def _load(
         )
         # A derived split is no file: load with the split it is deduplicated against as the default.
         load_split = (dedupe_against or "test") if derived else split
-        collection, loaded = _user_collection(folder, name, load_split, vectors, any_snapshot)
+        collection, loaded = _user_collection(folder, name, load_split, vectors, any_snapshot, fields)
         collection = _with_dev_split(collection, split, dev_from, dedupe_against)
         test_split: str | None = split or _user_main_split(collection)
         dev_split = _user_dev_split(folder, test_split or "test")
@@ -354,6 +368,7 @@ def _load(
             data,
             any_snapshot=any_snapshot,
             cranfield_grades=cranfield_grades,  # type: ignore[arg-type]
+            fields=fields,
         )
         loaded = _vectors_for(collection, vectors, any_snapshot)
         collection = _with_dev_split(collection, split, dev_from, dedupe_against)
@@ -363,6 +378,8 @@ def _load(
             test_split = split
             dev_split = dev_split if dev_split != split else None
         model = FROZEN_MODEL if loaded else None
+    if fields:
+        collection = replace(collection, documents=title_body_documents(collection.documents))
     if collection.derivation(test_split) is not None:
         dev_split = None  # evaluating on development queries: nothing else to learn a fuser on
     testbed = build_testbed(
@@ -447,6 +464,7 @@ def run_experiment(
     select: str | None = None,
     dev_from: str | None = None,
     dedupe_against: str | None = None,
+    fields: bool = False,
 ) -> Experiment:
     """Run ``weft-search eval`` as a function; see the module docstring.
 
@@ -466,6 +484,10 @@ def run_experiment(
         dev_from: the split ``dev`` is derived from (``None``: ``train``);
             giving it (or ``dedupe_against``) implies ``split="dev"``.
         dedupe_against: the split ``dev`` is deduplicated against (``None``: ``test``).
+        fields: also index the title and the text as the text fields
+            ``title`` and ``body`` for ``bm25f`` arms, beside the joined text
+            (the default field, which ``bm25`` scores as without ``fields``):
+            :func:`~weftsearch.eval.harness.title_body_documents`; no vectors.
         plugins: modules to import before the arm specs are read
             (:func:`load_plugins`).
         ray: a Ray cluster's address: the arms' streams are computed there,
@@ -521,6 +543,7 @@ def run_experiment(
         progress,
         dev_from,
         dedupe_against,
+        fields,
     )
     if declared is not None:
         grid_args = (measures, k, resamples, seed, progress, ray, command, started)
@@ -803,6 +826,7 @@ def experiment_from_args(args: argparse.Namespace, command: str) -> Experiment:
         select=getattr(args, "select", None),
         dev_from=getattr(args, "dev_from", None),
         dedupe_against=getattr(args, "dedupe_against", None),
+        fields=getattr(args, "fields", False),
     )
 
 
@@ -1050,6 +1074,13 @@ def add_eval_commands(commands: Any) -> None:
         metavar="SPLIT",
         help="drop from the dev split every query whose text (or id) is a query of SPLIT (default: test); "
         "implies --split dev",
+    )
+    evaluate.add_argument(
+        "--fields",
+        action="store_true",
+        help="also index the title and the text as text fields title and body, for bm25f(title=W, "
+        "body=W) arms (the joined text stays the default field: bm25 scores it as without --fields). "
+        "No vectors",
     )
     evaluate.add_argument(
         "--plugin",

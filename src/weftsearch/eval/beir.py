@@ -33,6 +33,9 @@ from weftsearch.eval.judged import _check_pair, _parse_cacm, _parse_cisi, _parse
 from weftsearch.eval.pins import _USED, CRANFIELD_GRADES, CollectionPins, CranfieldGrades, Judgements, StrPath
 from weftsearch.eval.vectors import load_vector_folder
 
+#: The :attr:`Collection.parameters` key a loader sets with ``fields=True`` (value: ``"title,text"``).
+TEXT_FIELDS_PARAMETER = "text_fields"
+
 
 def _json_records(data: bytes, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
     for number, line in enumerate(_lines(data, path), start=1):
@@ -159,8 +162,8 @@ def _parse_beir(
     return _Parsed(documents, queries, judged[main], splits=judged, query_file_ids={q: q for q in queries})
 
 
-def _parse_scifact(blobs: Mapping[str, bytes]) -> _Parsed:
-    return _parse_beir(blobs, ("train", "test"), "test")
+def _parse_scifact(blobs: Mapping[str, bytes], fields: bool = False) -> _Parsed:
+    return _parse_beir(blobs, ("train", "test"), "test", fields)
 
 
 def beir_splits(folder: StrPath) -> tuple[str, ...]:
@@ -319,6 +322,8 @@ def load_beir(
         # Nothing public pins this data: nothing to verify against, and nothing contradicted.
         blobs, manifest = _verify_files(base, paths, {}, name, True)
     parsed = _parse_beir(blobs, found, main, fields)
+    if fields:
+        parsed.parameters[TEXT_FIELDS_PARAMETER] = "title,text"
     parsed.documents = _attach_links_and_times(parsed.documents, links, times)
     collection = _collection(name, base, parsed, manifest)
     if vectors is None:
@@ -335,6 +340,7 @@ def load_collection(
     any_snapshot: bool = False,
     cranfield_grades: CranfieldGrades = "cleverdon",
     pins: Mapping[str, CollectionPins] | None = None,
+    fields: bool = False,
 ) -> Collection:
     """Load a judged collection after verifying every file it reads.
 
@@ -346,11 +352,13 @@ def load_collection(
         cranfield_grades: how Cranfield's codes become grades (ignored by the
             other collections); see the module docstring.
         pins: the pins to verify against; ``None`` means :data:`PINS`.
-        fields: map BEIR's ``title`` and ``text`` onto two text fields: the
-            title becomes ``Document.text_fields["title"]`` and the text alone
-            is ``Document.text`` (index it with
-            ``Schema((TextField("title"),))``). ``False`` (default): one text,
-            the title joined before it.
+        fields: map the title (BEIR's ``title``, SMART's ``.T``) and the
+            text (BEIR's ``text``, SMART's ``.W``: CACM's abstract) onto two
+            text fields: the title becomes ``Document.text_fields["title"]``
+            (not ``fields["title"]``) and the text alone is ``Document.text``
+            (index it with ``Schema((TextField("title"),))``; ``build_testbed``
+            does). ``False`` (default): one text, the title joined before it.
+            Recorded in :attr:`Collection.parameters` (``text_fields``).
 
     Returns:
         The collection, with its manifest.
@@ -375,11 +383,13 @@ def load_collection(
     by_path = {pin.path: pin for pin in table[name].files}
     blobs, manifest = _verify_files(folder, _USED[name], by_path, name, any_snapshot)
     if name == "scifact":
-        parsed = _parse_scifact(blobs)
+        parsed = _parse_scifact(blobs, fields)
     elif name == "cacm":
-        parsed = _parse_cacm(blobs)
+        parsed = _parse_cacm(blobs, fields)
     elif name == "cisi":
-        parsed = _parse_cisi(blobs)
+        parsed = _parse_cisi(blobs, fields)
     else:
-        parsed = _parse_cranfield(blobs, cranfield_grades)
+        parsed = _parse_cranfield(blobs, cranfield_grades, fields)
+    if fields:
+        parsed.parameters[TEXT_FIELDS_PARAMETER] = "title,text"
     return _collection(name, folder, parsed, manifest)

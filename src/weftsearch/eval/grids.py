@@ -129,7 +129,7 @@ def parse_grid(kind: str) -> tuple[str, dict[str, tuple[Value, ...]]]:
     for item in parts[2].split(";"):
         name, equals, values = item.partition("=")
         name = name.strip()
-        if not equals or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is None:
+        if not equals or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?", name) is None:
             raise InvalidParameterError(f"sweep {kind!r}: expected NAME=V,V,... in {item.strip()!r}")
         if name in grid:
             raise InvalidParameterError(f"sweep {kind!r}: parameter {name!r} given twice")

@@ -57,11 +57,15 @@ from weftsearch.eval.runs import ArmRun, StreamCache, run_arm
 from weftsearch.eval.stats import BootstrapResult, RandomisationResult, fisher_randomisation, paired_bootstrap
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF
 from weftsearch.ranking.arm import Arm
+from weftsearch.schema import Schema, TextField
 
 __all__ = [
     "DEFAULT_MEASURES",
     "Testbed",
     "build_testbed",
+    "fielded_schema",
+    "title_body_documents",
+    "BODY_FIELD",
     "content_hash",
     "code_version",
     "ArmResult",
@@ -165,6 +169,14 @@ def content_hash(documents: Iterable[Document], analyzer: str) -> str:
         for link in links:
             field(link.encode("utf-8"))
         field(repr(document.timestamp).encode())
+        if document.text_fields:
+            # Only documents with named text fields add to the hash, so every hash published
+            # before them holds; a key never holds NUL, so this marker is never a next key.
+            field(b"\x00text_fields")
+            field(len(document.text_fields).to_bytes(8, "little"))
+            for name in sorted(document.text_fields):
+                field(name.encode("utf-8"))
+                field(document.text_fields[name].encode("utf-8"))
     return digest.hexdigest()
 
 
@@ -280,6 +292,9 @@ class Testbed:
             "publishable": self.publishable,
             "provenance": self.provenance,
         }
+        if self.index.schema.named_fields:
+            # Only a fielded testbed says so: every record published before fields reads as it did.
+            out["text_fields"] = list(self.index.schema.names)
         if self.index.embedder is not None:
             out["embedder"] = embedder_record(self.index.embedder)
         if self.vectors is not None:
@@ -321,6 +336,49 @@ def _check_vectors(collection: Collection, vectors: CollectionVectors, model: st
             raise PairingError(f"{collection.name}: the {which} do not name the collection's {what} in order")
 
 
+#: The named text field :func:`title_body_documents` puts a document's text (its abstract) in.
+BODY_FIELD = "body"
+
+
+def title_body_documents(documents: Iterable[Document]) -> list[Document]:
+    """Documents of a ``fields=True`` collection with the joined text back as their default field.
+
+    Each document's ``text`` (BEIR's ``text``, SMART's ``.W``) moves to the
+    text field ``body`` (absent when empty) beside its ``title``, and
+    ``text`` becomes ``title + " " + text`` again: exactly the text of the
+    collection loaded without ``fields``. So one index serves both sides of a
+    comparison: ``bm25`` scores the joined text to the bit as every published
+    number does (same postings, N and average length), and
+    ``bm25f(title=W, body=1)`` the two fields (its IDF counts documents
+    holding the term in either, which are those holding it in the joined
+    text). What ``weft-search eval --fields`` indexes. O(total text).
+    """
+    out: list[Document] = []
+    for document in documents:
+        title = document.text_fields.get("title", "")
+        named = {name: value for name, value in document.text_fields.items()}
+        if document.text:
+            named[BODY_FIELD] = document.text
+        joined = " ".join(part for part in (title, document.text) if part)
+        out.append(replace(document, text=joined, text_fields=named))
+    return out
+
+
+def fielded_schema(documents: Iterable[Document], analyzer: str = "english") -> Schema | None:
+    """The schema :func:`build_testbed` indexes ``documents`` with when given none.
+
+    ``None`` (the index's default: the field ``text`` alone) when no document
+    has a named text field, else ``text`` and every named field the documents
+    use (in name order), all analysed by ``analyzer`` and kept without
+    positions, as the default field is: BM25F needs one analysis for every
+    field it scores, and the evaluation runs no phrase query. O(documents).
+    """
+    names = sorted({name for document in documents for name in document.text_fields})
+    if not names:
+        return None
+    return Schema(tuple(TextField(name, analyzer=analyzer, positions=False) for name in ("text", *names)))
+
+
 def build_testbed(
     collection: Collection,
     *,
@@ -331,6 +389,7 @@ def build_testbed(
     link_set: str | None = None,
     progress: bool | None = False,
     embedder: Embedder | str | None = None,
+    schema: Schema | None = None,
 ) -> Testbed:
     """Index ``collection`` and prepare its judged queries.
 
@@ -350,6 +409,10 @@ def build_testbed(
             every document and judged query gets the vector of its text, and
             :meth:`Testbed.record` names it (``"embedder"``). Refused with
             ``vectors``; a collection's own vectors are then not attached.
+        schema: the index's text fields. ``None``: :func:`fielded_schema`,
+            the default field alone unless documents carry named text fields
+            (a collection loaded with ``fields=True``), each then a field
+            analysed by ``analyzer``.
 
     Raises:
         PairingError: the vectors belong to another collection or model, or a
@@ -380,7 +443,11 @@ def build_testbed(
         raise PairingError(
             f"{collection.name}: {len(absent)} judged documents are not in the index (first: {absent[:5]})"
         )
-    index = Index(analyzer, vector_dim=None if vectors is None else vectors.dims, embedder=embedder)
+    if schema is None:
+        schema = fielded_schema(documents, analyzer)
+    index = Index(
+        analyzer, vector_dim=None if vectors is None else vectors.dims, embedder=embedder, schema=schema
+    )
     index.add_many(documents, progress=progress)
     snapshot = index.snapshot()
     testbed = Testbed(

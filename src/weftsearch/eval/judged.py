@@ -133,19 +133,29 @@ def _documents(
     records: Mapping[str, _Record],
     links: Mapping[str, Mapping[str, int]],
     extra: Mapping[str, tuple[datetime | None, dict[str, FieldValue]]] | None = None,
+    fields_: bool = False,
 ) -> list[Document]:
+    """The records as documents; ``fields_``: ``.T`` is the text field ``title`` and ``.W`` alone the text."""
     documents: list[Document] = []
     for key, record in records.items():
         title = record.text("T")
-        fields: dict[str, FieldValue] = {"title": title} if title else {}
+        fields: dict[str, FieldValue] = {"title": title} if title and not fields_ else {}
         when: datetime | None = None
         if extra is not None and key in extra:
             when, more = extra[key]
             fields.update(more)
         neighbours = tuple(sorted(links.get(key, {}), key=int))
-        documents.append(
-            Document(key, _join(title, record.text("W")), links=neighbours, time=when, fields=fields)
-        )
+        if fields_:
+            text_fields = {"title": title} if title else {}
+            documents.append(
+                Document(
+                    key, record.text("W"), links=neighbours, time=when, fields=fields, text_fields=text_fields
+                )
+            )
+        else:
+            documents.append(
+                Document(key, _join(title, record.text("W")), links=neighbours, time=when, fields=fields)
+            )
     return documents
 
 
@@ -214,7 +224,7 @@ class _Parsed:
     parameters: dict[str, str] = field(default_factory=dict)
 
 
-def _parse_cacm(blobs: Mapping[str, bytes]) -> _Parsed:
+def _parse_cacm(blobs: Mapping[str, bytes], fields_: bool = False) -> _Parsed:
     path = "cacm.all"
     records = _smart_documents(_parse_smart(_lines(blobs[path], path), path), path)
     names = {4: "coupling", 5: "links", 6: "cocitation"}
@@ -236,7 +246,7 @@ def _parse_cacm(blobs: Mapping[str, bytes]) -> _Parsed:
     link_sets = {name: {k: dict(c) for k, c in by_doc.items()} for name, by_doc in counts.items()}
     for name, links in link_sets.items():
         _check_resolves(links, records, path, f".X {name}")
-    documents = _documents(records, link_sets["links"], extra)
+    documents = _documents(records, link_sets["links"], extra, fields_)
     keys = {document.key: None for document in documents}
     queries, written = _smart_queries(
         _lines(blobs["query.text"], "query.text"), "query.text", "W", sentinel=True
@@ -245,7 +255,7 @@ def _parse_cacm(blobs: Mapping[str, bytes]) -> _Parsed:
     return _Parsed(documents, queries, qrels, link_sets=link_sets, query_file_ids=written)
 
 
-def _parse_cisi(blobs: Mapping[str, bytes]) -> _Parsed:
+def _parse_cisi(blobs: Mapping[str, bytes], fields_: bool = False) -> _Parsed:
     path = "CISI.ALL"
     records = _smart_documents(_parse_smart(_lines(blobs[path], path), path), path)
     weights: dict[str, dict[str, int]] = {}
@@ -260,7 +270,7 @@ def _parse_cisi(blobs: Mapping[str, bytes]) -> _Parsed:
                     f"{known} and {weight}"
                 )
     _check_resolves(weights, records, path, ".X association")
-    documents = _documents(records, weights)
+    documents = _documents(records, weights, None, fields_)
     keys = {document.key: None for document in documents}
     queries, written = _smart_queries(_lines(blobs["CISI.QRY"], "CISI.QRY"), "CISI.QRY", "TW", sentinel=False)
     qrels = _binary_qrels(_lines(blobs["CISI.REL"], "CISI.REL"), "CISI.REL", queries, keys, 4)
@@ -274,10 +284,10 @@ _CRANFIELD_MAPS: Mapping[str, Mapping[int, int]] = {
 }
 
 
-def _parse_cranfield(blobs: Mapping[str, bytes], grades: str) -> _Parsed:
+def _parse_cranfield(blobs: Mapping[str, bytes], grades: str, fields_: bool = False) -> _Parsed:
     path = "cran.all.1400"
     records = _smart_documents(_parse_smart(_lines(blobs[path], path), path), path)
-    documents = _documents(records, {})
+    documents = _documents(records, {}, None, fields_)
     keys = {document.key: None for document in documents}
     queries: dict[str, str] = {}
     written: dict[str, str] = {}

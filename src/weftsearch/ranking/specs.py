@@ -31,12 +31,28 @@ which is never called.)
 Scorers known by default (keywords are the constructors' parameters)::
 
     bm25(k1=1.2, b=0.75)
+    bm25f(FIELD=WEIGHT, ..., k1=1.2, b=0.75, b.FIELD=B, ...)
+                                         BM25F over named text fields (see below)
     vector(nprobe=20)                    (or vector(exact=true): scan every vector)
     graph(seed=bm25, max_depth=3, seed_n=5, keep_seeds=false, directed=false)
     pagerank(seed=bm25, damping=0.85, seed_n=5, keep_seeds=false, directed=false, restart=uniform)
                                          (restart=score: seed-weighted restart)
     recency(half_life=DAYS)
     propagate(seed=bm25, a=0.3, iterations=2, depth=100, expand=false, directed=false)
+
+``bm25f`` is :class:`~weftsearch.scorers.BM25Scorer` with ``fields=`` and
+``field_b=``: each bare keyword other than ``k1`` and ``b`` is a text field of
+the index's schema and its weight (at least one), ``b.FIELD`` is that field's
+own length normalisation (the others use ``b``), and ``w.FIELD`` is a weight
+spelled explicitly (for a field named ``k1`` or ``b``)::
+
+    bm25f(title=2.0, text=1.0)                   title counts twice the body
+    bm25f(title=2, text=1, k1=0.9, b.title=0.3)  title lengths barely normalised
+
+A field name has no dot, so ``b.title`` can name nothing but a ``b``. The
+expression prints as written and reads back equal (``str(parse_arm(s).expr)``),
+so a grid template (``bm25f(title={w}, text=1)``), a saved profile, the
+server's ``rank`` and the CLI's ``--rank`` all take it.
 
 Add your own with :func:`register_scorer`. Equal scorer expressions build one
 shared object (within one :class:`ArmBuilder`), so two arms that both use
@@ -133,6 +149,9 @@ class ArmSpec:
         text = f"{self.name}={self.expr}" + ("" if self.depth is None else f"@{self.depth}")
         return text if self.filter is None else f"{text} where {self.filter}"
 
+
+#: A text field's name (:class:`~weftsearch.schema.TextField`): never a dot, so ``b.title`` is unambiguous.
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 #: Where an arm's filter starts: the word ``where`` between spaces (the rest is the filter).
 _WHERE = re.compile(r"\s+where\s+", re.IGNORECASE)
@@ -358,6 +377,45 @@ def _bm25(builder: ArmBuilder, expr: Expr) -> Scorer:
     return BM25Scorer(k1=_number(expr, params, "k1", 1.2), b=_number(expr, params, "b", 0.75))
 
 
+#: ``bm25f``'s own parameters; every other bare keyword is a field weight.
+_BM25F_PARAMS = ("k1", "b")
+
+
+def _bm25f(builder: ArmBuilder, expr: Expr) -> Scorer:
+    if expr.args:
+        raise InvalidParameterError(f"bm25f: takes no positional items, got {len(expr.args)}")
+    weights: dict[str, float] = {}
+    per_field_b: dict[str, float] = {}
+    for key, _ in expr.kwargs:
+        if key in _BM25F_PARAMS:
+            continue
+        prefix, dot, field = key.partition(".")
+        if dot and prefix in ("b", "w") and _FIELD_NAME.fullmatch(field):
+            target = per_field_b if prefix == "b" else weights
+            label = f"{prefix}.{field}"
+        elif not dot and _FIELD_NAME.fullmatch(key):
+            target, field, label = weights, key, key
+        else:
+            raise InvalidParameterError(
+                f"bm25f: {key!r} is neither k1, b, a field weight (title=2), b.FIELD nor w.FIELD"
+            )
+        if field in target:
+            raise InvalidParameterError(f"bm25f: field {field!r} given twice (as {label})")
+        target[field] = _number(expr, dict(expr.kwargs), key, 0.0)
+    if not weights:
+        raise InvalidParameterError(
+            "bm25f: give at least one field and its weight, as in bm25f(title=2.0, text=1.0)"
+        )
+    params = dict(expr.kwargs)
+    return BM25Scorer(
+        k1=_number(expr, params, "k1", 1.2),
+        b=_number(expr, params, "b", 0.75),
+        fields=weights,
+        field_b=per_field_b,
+        name="bm25f",
+    )
+
+
 def _vector(builder: ArmBuilder, expr: Expr) -> Scorer:
     params = _params(expr, ("nprobe", "exact"))
     if _flag(expr, params, "exact"):
@@ -421,6 +479,7 @@ def _propagate(builder: ArmBuilder, expr: Expr) -> Scorer:
 #: Scorer name -> factory. Extend with :func:`register_scorer`.
 SCORER_FACTORIES: dict[str, ScorerFactory] = {
     "bm25": _bm25,
+    "bm25f": _bm25f,
     "vector": _vector,
     "graph": _graph,
     "pagerank": _pagerank,
