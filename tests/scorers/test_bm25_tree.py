@@ -43,7 +43,7 @@ from weftsearch.scorers.bm25.tree import MAX_PREFIX_TERMS, phrase_frequencies
 ANALYZER = EnglishAnalyzer()
 #: Words that stem, a stopword, a hyphenated word (two terms), capitals.
 VOCABULARY = ["alpha", "beta", "gamma", "delta", "running", "runs", "the", "Gamma", "alpha-beta", "epsilon"]
-PREFIXES = ["al", "b", "ru", "g", "x", "ALP", "d"]
+PREFIXES = ["al", "b", "ru", "g", "x", "ALP", "d", "Al", "Be"]
 K1, B = 1.2, 0.75
 
 
@@ -449,7 +449,8 @@ class FieldOracle:
             if isinstance(node, TermNode):
                 found = self.word(self.analyse(node.field, node.text), key, fields)
             elif isinstance(node, PrefixNode):
-                prefix = node.prefix.lower()
+                # A keyword field keeps case, so its prefix is as typed (Field.fold).
+                prefix = node.prefix if fields[0][0] == "tags" else node.prefix.lower()
                 expanded = {
                     t
                     for f, _ in fields
@@ -638,6 +639,11 @@ def test_fielded_clauses_read_only_their_field() -> None:
         "b"
     ]
     assert [key for key, _ in field_search(index, PhraseNode(("alpha", "beta"), field="text"), 5, True)] == []
+    # A prefix is folded as its field's analyzer folds: a keyword field keeps case.
+    tagged = build_fields({"a": {"tags": "Alpha"}, "b": {"title": "alpha"}}, 0)
+    assert [key for key, _ in field_search(tagged, Query.parse("tags:Al*").tree, 5, False)] == ["a"]  # type: ignore[arg-type]
+    assert field_search(tagged, Query.parse("tags:al*").tree, 5, False) == []  # type: ignore[arg-type]
+    assert [key for key, _ in field_search(tagged, Query.parse("title:AL*").tree, 5, False)] == ["b"]  # type: ignore[arg-type]
     with pytest.raises(UnknownTextFieldError, match=r"'body'.*text, title, tags"):
         field_search(index, TermNode("alpha", field="body"), 5, True)
 

@@ -27,7 +27,8 @@ In its scope:
   :class:`~weftsearch.errors.PhrasePositionsError` naming the field and how to
   keep them. A phrase of one term is that term.
 * :class:`~weftsearch.querylang.PrefixNode`: the lower-cased prefix (not
-  stemmed: ``Retriev*`` matches the indexed stem ``retriev``) expands to the
+  stemmed: ``Retriev*`` matches the indexed stem ``retriev``; as typed in a
+  field whose analyzer keeps case, such as ``keyword``) expands to the
   scope's dictionary terms that start with it, at most :data:`MAX_PREFIX_TERMS`
   over the snapshot's segments and fields (more is an
   :class:`~weftsearch.errors.InvalidQueryError` naming the limit); every
@@ -197,6 +198,7 @@ class Field:
         self.name = name
         self.b = b
         self.analyse = analyse
+        self._keeps_case: bool | None = None
 
     def postings(self, terms: Sequence[str]) -> Any:
         """The live postings of ``terms`` in this field (:meth:`Snapshot.postings`)."""
@@ -260,8 +262,19 @@ class Field:
         read = sum(int(run.shape[0]) for run in id_runs)
         return np.concatenate(id_runs), all_starts, np.concatenate(position_runs), read
 
+    def fold(self, prefix: str) -> str:
+        """``prefix`` lower-cased, unless the field's analyzer keeps case (``keyword``: as typed).
+
+        Probed once per field: an analyzer that gives ``"Q"`` back as ``["Q"]``
+        indexes terms in their case, so a lower-cased prefix would miss them.
+        """
+        if self._keeps_case is None:
+            self._keeps_case = self.analyse("Q") == ["Q"]
+        return prefix if self._keeps_case else prefix.lower()
+
     def prefix_terms(self, prefix: str, node: PrefixNode) -> set[str]:
         """The field's dictionary terms starting with ``prefix`` (bounded by :data:`MAX_PREFIX_TERMS`)."""
+        prefix = self.fold(prefix)
         expanded: set[str] = set()
         for part in self.snapshot.parts:
             expanded.update(part.reader.text_field(self.name).terms_with_prefix(prefix, MAX_PREFIX_TERMS))
@@ -312,7 +325,7 @@ class Scope:
         raise NotImplementedError
 
     def prefix(self, node: PrefixNode) -> Matches:
-        """Every document holding a term that starts with the lower-cased prefix, at score 1."""
+        """Every document holding a term that starts with the prefix (:meth:`Field.fold`), at score 1."""
         raise NotImplementedError
 
 
@@ -408,7 +421,7 @@ class BM25Scope(Scope):
 
     def prefix(self, node: PrefixNode) -> Matches:
         """As :meth:`Scope.prefix`."""
-        expanded = self.field.prefix_terms(node.prefix.lower(), node)
+        expanded = self.field.prefix_terms(node.prefix, node)
         if not expanded:
             return _empty()
         postings = self.field.postings(sorted(expanded))
@@ -517,10 +530,9 @@ class BM25FScope(Scope):
 
     def prefix(self, node: PrefixNode) -> Matches:
         """As :meth:`Scope.prefix`."""
-        prefix = node.prefix.lower()
         expanded: set[str] = set()
         for field, _ in self.fields:
-            expanded |= field.prefix_terms(prefix, node)
+            expanded |= field.prefix_terms(node.prefix, node)
             _check_prefix(expanded, node)
         if not expanded:
             return _empty()
