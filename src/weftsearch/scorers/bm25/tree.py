@@ -364,8 +364,16 @@ class BM25Scope(Scope):
     def norm(self) -> NDArray[np.float64]:
         """``k1 * (1 - b + b * len / avglen)`` of every document (the BM25 scorer's expression)."""
         if self._norm is None:
-            b = self.field.b
-            self._norm = self.k1 * (1.0 - b + b * self.field.lengths() / self.field.average())
+            field, k1 = self.field, self.k1
+
+            def build() -> NDArray[np.float64]:
+                norm = k1 * (1.0 - field.b + field.b * field.lengths() / field.average())
+                norm.setflags(write=False)
+                return norm
+
+            # Once per snapshot, field and parameters: O(N) otherwise on every query.
+            key = ("bm25.tree.norm", field.name, k1, field.b, field.average())
+            self._norm = field.snapshot.memo(key, build)
         return self._norm
 
     def impacts(self, term: str) -> Matches | None:
@@ -463,7 +471,14 @@ class BM25FScope(Scope):
         """``1 - b_f + b_f * len_f / avglen_f`` of every document."""
         norm = self._norms.get(field.name)
         if norm is None:
-            norm = self._norms[field.name] = 1.0 - field.b + field.b * field.lengths() / field.average()
+
+            def build() -> NDArray[np.float64]:
+                built = 1.0 - field.b + field.b * field.lengths() / field.average()
+                built.setflags(write=False)
+                return built
+
+            key = ("bm25f.tree.norm", field.name, field.b, field.average())
+            norm = self._norms[field.name] = field.snapshot.memo(key, build)
         return norm
 
     def _doc_freq(
