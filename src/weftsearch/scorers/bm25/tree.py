@@ -243,8 +243,8 @@ class Field:
                     f"the text field {self.name!r} keeps no positions, so the phrase {node.to_string()!r} "
                     "cannot be matched; positions are chosen when an index is created: "
                     f"Index.create(path, schema=Schema((TextField({self.name!r}, positions=True), ...))) "
-                    '(CLI: --schema with "positions": true), then add the documents again; '
-                    "or search the words without quotes"
+                    '(CLI: weft-search index --schema FILE, the field with "positions": true), '
+                    "then add the documents again; or search the words without quotes"
                 )
             local, _, starts, positions = reader.positions(term)
             if not local.shape[0]:
