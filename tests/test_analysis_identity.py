@@ -75,6 +75,7 @@ def check_same(texts: list[str], analyzer: EnglishAnalyzer, reference: Reference
     """
     plain = EnglishAnalyzer(analyzer._stopwords, analyzer.name)
     counter = EnglishAnalyzer(analyzer._stopwords, analyzer.name)
+    positioner = EnglishAnalyzer(analyzer._stopwords, analyzer.name)
     for text in texts:
         expected = reference.analyze(text)
         assert analyzer.analyze(text) == expected, text
@@ -82,9 +83,15 @@ def check_same(texts: list[str], analyzer: EnglishAnalyzer, reference: Reference
             counts, length = counting.term_counts(text)
             assert length == len(expected), text
             assert list(counts.items()) == list(Counter(expected).items()), text  # order too
+        where = {term: [i for i, t in enumerate(expected) if t == term] for term in dict.fromkeys(expected)}
+        for listing in (positioner, analyzer):
+            positions, length = listing.term_positions(text)
+            assert length == len(expected), text
+            assert list(positions.items()) == list(where.items()), text  # order too
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(analysis, "_compiled", None)
             assert plain.term_counts(text) == (Counter(expected), len(expected)), text
+            assert plain.term_positions(text) == (where, len(expected)), text
 
 
 def test_the_compiled_loop_is_checked_where_it_is_built() -> None:
@@ -93,6 +100,10 @@ def test_the_compiled_loop_is_checked_where_it_is_built() -> None:
         pytest.skip("weftsearch.native._analysis is not built (setup.py build_ext --inplace): Python only")
     counts = EnglishAnalyzer().term_counts("The walkers' walks, walking")
     assert counts == ({"walker": 1, "walk": 2}, 3)
+    assert EnglishAnalyzer().term_positions("The walkers' walks, walking") == (
+        {"walker": [0], "walk": [1, 2]},
+        3,
+    )
 
 
 def test_unicode_texts_match_the_reference() -> None:

@@ -257,6 +257,24 @@ class EnglishAnalyzer:
         )
         return counts
 
+    def term_positions(self, text: str) -> tuple[dict[str, list[int]], int]:
+        """The terms of ``text`` with their positions: ``(term -> ascending indexes, number of terms)``.
+
+        A term's positions are its indexes in ``analyze(text)`` (terms in
+        first-seen order); what indexing with positions stores. One compiled
+        pass where :meth:`term_counts` has one, else a Python step per term.
+        O(len(text)).
+        """
+        compiled = _compiled
+        if compiled is None:
+            terms = self.analyze(text)
+            return _positions_of(terms), len(terms)
+        folded = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
+        found: tuple[dict[str, list[int]], int] = compiled.term_positions(
+            folded, self._memo, self._stopwords, self._stemmer.stemWord, WORD_MEMO_SIZE
+        )
+        return found
+
     def _remember(self, resolved: dict[str, str | None]) -> None:
         """Add ``resolved`` to the memo, emptying it first if it would hold over :data:`WORD_MEMO_SIZE`."""
         memo = self._memo
@@ -387,7 +405,24 @@ def _agrees_with_python(module: ModuleType) -> bool:
         terms = EnglishAnalyzer().analyze(text)
         if list(counts.items()) != list(Counter(terms).items()) or total != len(terms):
             return False
+        positions, total = module.term_positions(
+            folded, analyzer._memo, analyzer._stopwords, analyzer._stemmer.stemWord, WORD_MEMO_SIZE
+        )
+        if list(positions.items()) != list(_positions_of(terms).items()) or total != len(terms):
+            return False
     return True
+
+
+def _positions_of(terms: Sequence[str]) -> dict[str, list[int]]:
+    """Each term of ``terms`` (first-seen order) with its indexes in ``terms``, ascending."""
+    positions: dict[str, list[int]] = {}
+    for index, term in enumerate(terms):
+        found = positions.get(term)
+        if found is None:
+            positions[term] = [index]
+        else:
+            found.append(index)
+    return positions
 
 
 #: The compiled inner loop of :meth:`EnglishAnalyzer.term_counts`, or ``None`` (not built, switched

@@ -43,6 +43,7 @@ __all__ = [
     "AnalysisError",
     "QuerySyntaxError",
     "PhrasePositionsError",
+    "UnknownTextFieldError",
     "InvalidFilterError",
     "FilterSyntaxError",
     "UnknownFieldError",
@@ -269,6 +270,10 @@ class QuerySyntaxError(InvalidQueryError):
 
 class PhrasePositionsError(InvalidQueryError):
     """A phrase query on an index (or field) that keeps no term positions; the message names the phrase."""
+
+
+class UnknownTextFieldError(InvalidQueryError):
+    """A query clause names a text field the schema lacks (``title:word``); the message names the known."""
 
 
 class InvalidFilterError(InvalidQueryError):

@@ -9,6 +9,7 @@ import pytest
 
 from weftsearch import Document, Index
 from weftsearch.cli import main
+from weftsearch.schema import Schema, TextField
 
 TEXTS = {
     "a": "Graph retrieval with <b>BM25</b> runs fast over graphs.",
@@ -88,3 +89,50 @@ def test_highlight_is_for_one_query(tmp_path: Path, capsys: pytest.CaptureFixtur
     queries.write_text(json.dumps({"_id": "q1", "text": "graph"}) + "\n", encoding="utf-8")
     assert main(["search", "--queries", str(queries), "--index", str(index), "--highlight"]) == 2
     assert "--highlight is for one QUERY, not a batch (--queries)" in error_line(capsys)
+
+
+def _named_index(path: Path) -> Path:
+    schema = Schema((TextField("text", positions=True), TextField("title", positions=True)))
+    with Index.create(path, schema=schema) as index:
+        index.add_many(
+            [
+                Document("a", "gamma beta alpha", text_fields={"title": "Alpha beta runs"}),
+                Document("b", "alpha beta", text_fields={"title": "beta alpha"}),
+            ]
+        )
+        index.commit()
+    return path
+
+
+def test_highlight_fields_are_passed_through(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index = str(_named_index(tmp_path / "i"))
+    query = ["search", 'title:"alpha beta"', "--syntax", "lucene", "--index", index, "--json", "--highlight"]
+    assert main([*query, "--highlight-field", "title", "--highlight-field", "text"]) == 0
+    (hit,) = json.loads(capsys.readouterr().out)["hits"]
+    assert hit["key"] == "a"
+    assert hit["highlights"]["title"]["snippets"][0]["marked"] == "<em>Alpha beta</em> runs"
+    assert hit["highlights"]["text"]["snippets"] == []  # a fielded clause marks only its field
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["body:alpha", "--syntax", "lucene"],
+            "unknown text field 'body' in the query; the index's text fields are text, title",
+        ),
+        (["alpha", "--highlight", "--highlight-field", "body"], "cannot highlight unknown text field 'body'"),
+        (["alpha", "--highlight-field", "title"], "--highlight-field is for --highlight: add --highlight"),
+        (['text:"alpha beta"', "--syntax", "lucene"], None),
+    ],
+)
+def test_bad_fields_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str | None
+) -> None:
+    index = str(_named_index(tmp_path / "i"))
+    code = main(["search", argv[0], "--index", index, *argv[1:]])
+    if message is None:
+        assert code == 0
+        return
+    assert code == 2
+    assert message in error_line(capsys)

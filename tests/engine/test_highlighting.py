@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from weftsearch import RRF, BM25Scorer, Document, Index
+from weftsearch import RRF, BM25Scorer, Document, Index, Query
 from weftsearch.analysis import EnglishAnalyzer, Token
-from weftsearch.engine.highlighting import NOT_STORED
+from weftsearch.engine.highlighting import NOT_STORED, NOT_STORED_FIELD
 from weftsearch.errors import InvalidParameterError
 from weftsearch.highlight import HighlightOptions
+from weftsearch.schema import Schema, TextField
 
 DOCS = [
     Document("a", "Graph retrieval with <b>BM25</b>: running fast over graphs."),
@@ -136,3 +137,58 @@ def test_a_custom_analyzer_without_tokens_is_refused_by_name(tmp_path: Path) -> 
         assert index.search("graph", 5, RRF(), BM25Scorer()).keys == ["a"]
         with pytest.raises(InvalidParameterError, match="'plain-words' has no tokens"):
             index.search("graph", 5, RRF(), BM25Scorer(), highlight=True)
+
+
+def named_field_index() -> Index:
+    schema = Schema(
+        (
+            TextField("text", positions=True),
+            TextField("title", positions=True),
+            TextField("tags", analyzer="keyword"),
+            TextField("secret", stored=False),
+        )
+    )
+    index = Index(schema=schema)
+    index.add_many(
+        [
+            Document(
+                "a",
+                "The alpha beta gamma, and beta.",
+                text_fields={"title": "Beta alpha", "tags": "Alpha", "secret": "alpha"},
+            ),
+            Document("b", "gamma beta alpha", text_fields={"title": "Alpha beta runs", "tags": "beta"}),
+        ]
+    )
+    return index
+
+
+def marked(index: Index, query: str, fields: tuple[str, ...]) -> dict[str, dict[str, list[str] | str]]:
+    results = index.search(
+        Query.parse(query), 5, RRF(), BM25Scorer(), highlight=HighlightOptions(fields=fields)
+    )
+    found: dict[str, dict[str, list[str] | str]] = {}
+    for hit in results:
+        assert hit.highlights is not None
+        found[hit.key] = {
+            name: [snippet.marked for snippet in value.snippets] or str(value.reason)
+            for name, value in hit.highlights.items()
+        }
+    return found
+
+
+def test_named_fields_highlight_with_their_own_analyzers() -> None:
+    index = named_field_index()
+    # A fielded clause highlights only its field; the phrase as one span; "running" marks "runs" (stems).
+    got = marked(index, 'title:"alpha beta" OR text:gamma OR title:running', ("text", "title"))
+    assert got["b"]["title"] == ["<em>Alpha beta</em> <em>runs</em>"]
+    assert got["b"]["text"] == ["<em>gamma</em> beta alpha"]
+    assert got["a"]["title"] == "no match"  # "Beta alpha" is not the phrase
+    # The keyword field matches its whole value, exactly (its analyzer, not english).
+    assert marked(index, "tags:Alpha", ("tags",)) == {"a": {"tags": ["<em>Alpha</em>"]}}
+    # An unstored field says so instead of a snippet.
+    assert marked(index, "alpha", ("secret",))["a"]["secret"] == NOT_STORED_FIELD
+
+
+def test_highlighting_an_unknown_field_names_the_known_ones() -> None:
+    with pytest.raises(InvalidParameterError, match="'body'; text fields: secret, tags, text, title"):
+        marked(named_field_index(), "alpha", ("body",))

@@ -9,11 +9,10 @@ added to 0.0 in order; the boost multiplied last). With the same operations
 in the same order, IEEE arithmetic gives the same bits, so the comparison is
 exact (``==`` on floats): no tolerance.
 
-Phrases need term positions, which segments do not store yet (issue 29 item
-3); the phrase tests give the segment reader a ``positions(term)`` method of
-the agreed shape computed from the stored text, so the tree's phrase path
-(candidates, gathering, :func:`phrase_frequencies`, scoring) is checked end to
-end now, and against the real positions once they land.
+Phrases read the segments' real positions (an index whose schema keeps
+them), over two segments and deleted documents. The second half checks the
+same way an index with named text fields (``text``, ``title`` and a keyword
+``tags``), fielded clauses and the BM25F scorer (:class:`FieldOracle`).
 """
 
 from __future__ import annotations
@@ -22,8 +21,7 @@ import itertools
 import math
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from typing import cast
+from collections.abc import Sequence
 from unittest import mock
 
 import numpy as np
@@ -34,18 +32,18 @@ from numpy.typing import NDArray
 
 from tests.querylang.strategies import trees
 from weftsearch import BM25Scorer, Document, Index, Query
-from weftsearch.analysis import EnglishAnalyzer
-from weftsearch.errors import InvalidQueryError, PhrasePositionsError
+from weftsearch.analysis import EnglishAnalyzer, get_analyzer
+from weftsearch.errors import InvalidQueryError, PhrasePositionsError, UnknownTextFieldError
 from weftsearch.querylang import BoolNode, Node, PhraseNode, PrefixNode, TermNode
+from weftsearch.schema import Schema, TextField
 from weftsearch.scorers.bm25 import lucene_idf
 from weftsearch.scorers.bm25 import tree as tree_module
 from weftsearch.scorers.bm25.tree import MAX_PREFIX_TERMS, phrase_frequencies
-from weftsearch.storage.segment import SegmentReader
 
 ANALYZER = EnglishAnalyzer()
 #: Words that stem, a stopword, a hyphenated word (two terms), capitals.
 VOCABULARY = ["alpha", "beta", "gamma", "delta", "running", "runs", "the", "Gamma", "alpha-beta", "epsilon"]
-PREFIXES = ["al", "b", "ru", "g", "x", "ALP", "d"]
+PREFIXES = ["al", "b", "ru", "g", "x", "ALP", "d", "Al", "Be"]
 K1, B = 1.2, 0.75
 
 
@@ -156,43 +154,12 @@ class Oracle:
         return sorted(found, key=lambda hit: (-hit[1], hit[0]))[:k]
 
 
-# ---------------------------------------------------------------------- positions from the stored text
-
-
-def positions_from_text(
-    self: SegmentReader, term: str
-) -> tuple[NDArray[np.uint32], NDArray[np.uint32], NDArray[np.uint64], NDArray[np.uint32]]:
-    """``positions(term)`` in the agreed shape, computed from each stored document's re-analysed text."""
-    ids: list[int] = []
-    tfs: list[int] = []
-    runs: list[list[int]] = []
-    for local in range(self.n_docs):
-        document = self.document(local)
-        assert document is not None
-        found = [p for p, t in enumerate(ANALYZER.analyze(document.text)) if t == term]
-        if found:
-            ids.append(local)
-            tfs.append(len(found))
-            runs.append(found)
-    starts = np.zeros(len(runs) + 1, np.uint64)
-    np.cumsum([len(r) for r in runs], out=starts[1:])
-    flat = np.array([p for r in runs for p in r], np.uint32)
-    return np.array(ids, np.uint32), np.array(tfs, np.uint32), starts, flat
-
-
-@pytest.fixture
-def with_positions(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(SegmentReader, "positions", positions_from_text, raising=False)
-    monkeypatch.setattr(SegmentReader, "has_positions", True, raising=False)
-    yield
-
-
 # ---------------------------------------------------------------------- the index under test
 
 
-def build(docs: dict[str, str], extra: int) -> Index:
+def build(docs: dict[str, str], extra: int, positions: bool = True) -> Index:
     """An index of ``docs`` in two segments, plus ``extra`` documents added and deleted (tombstones)."""
-    index = Index()
+    index = Index(schema=Schema((TextField("text", positions=positions),)))
     items = list(docs.items())
     half = len(items) // 2
     index.add_many([Document(key, text, fields={"n": i}) for i, (key, text) in enumerate(items[:half])])
@@ -278,12 +245,7 @@ def test_trees_without_phrases_match_the_oracle_to_the_bit(
     compare(docs, tree, k, extra, dense)
 
 
-# The fixture patches a class for the whole test, the same for every input: nothing to reset.
-@settings(
-    max_examples=80,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     DOCS, trees(term_leaves(phrases=True), max_leaves=6), st.integers(1, 15), st.integers(0, 2), st.booleans()
 )
@@ -292,8 +254,8 @@ def test_trees_without_phrases_match_the_oracle_to_the_bit(
 )
 @example({"a": "alpha the beta", "b": "beta alpha"}, PhraseNode(("alpha", "the", "beta")), 5, 0, False)
 @example({"a": "alpha-beta gamma"}, PhraseNode(("alpha", "beta", "gamma"), boost=2.5), 5, 0, True)
-def test_trees_with_phrases_match_the_oracle_given_positions(
-    with_positions: None, docs: dict[str, str], tree: Node, k: int, extra: int, dense: bool
+def test_trees_with_phrases_match_the_oracle_on_real_positions(
+    docs: dict[str, str], tree: Node, k: int, extra: int, dense: bool
 ) -> None:
     compare(docs, tree, k, extra, dense)
 
@@ -304,7 +266,7 @@ def test_filters_and_k_apply_to_trees() -> None:
     tree = BoolNode(should=(TermNode("alpha"), TermNode("beta", boost=2.0)))
     oracle = Oracle(docs)
     snapshot = index.snapshot()
-    even = {key for key in docs if cast(int, snapshot.document(snapshot.id_of(key)).fields["n"]) % 2 == 0}
+    even = {key for key in docs if str(snapshot.document(snapshot.id_of(key)).fields["n"]) in "02468"}
     for k in (1, 3, 20):
         got = engine_search(index, Query(tree=tree, filter="n in (0, 2, 4, 6, 8)"), k)
         assert got == oracle.search(tree, k, even)
@@ -321,10 +283,13 @@ def test_a_word_scores_as_plain_text_of_it_to_the_bit() -> None:
 
 
 def test_phrases_need_positions() -> None:
-    index = build({"a": "alpha beta"}, 0)
-    with pytest.raises(PhrasePositionsError, match="keeps no positions") as caught:
+    index = build({"a": "alpha beta"}, 0, positions=False)
+    with pytest.raises(PhrasePositionsError, match="'text' keeps no positions") as caught:
         engine_search(index, Query.parse('"alpha beta"'), 10)
     assert isinstance(caught.value, InvalidQueryError) and '"alpha beta"' in str(caught.value)
+    # The message says how to keep them, in a spelling that runs.
+    assert "Index.create(path, schema=Schema((TextField('text', positions=True), ...)))" in str(caught.value)
+    assert TextField("text", positions=True).positions
     # A phrase of one term (after analysis) is that term: no positions needed.
     assert engine_search(index, Query.parse('"the alpha"'), 10) == engine_search(index, Query("alpha"), 10)
 
@@ -343,7 +308,7 @@ def test_a_prefix_is_lower_cased_not_stemmed_and_bounded() -> None:
 
 def test_unknown_fields_are_typed_errors() -> None:
     index = build({"a": "alpha"}, 0)
-    with pytest.raises(InvalidQueryError, match="unknown text field 'title'"):
+    with pytest.raises(UnknownTextFieldError, match=r"unknown text field 'title'.* are text$"):
         engine_search(index, Query.parse("title:alpha"), 10)
     assert engine_search(index, Query.parse("text:alpha"), 10) == engine_search(index, Query("alpha"), 10)
 
@@ -395,3 +360,315 @@ def test_phrase_frequencies_are_vectorised_over_long_lists() -> None:
     sample = range(0, docs, 97)
     assert [int(got[d]) for d in sample] == [phrase_count([r[d] for r in runs], 2) for d in sample]
     assert math.isfinite(float(got.sum()))
+
+
+# ---------------------------------------------------------------------- named fields, BM25F, real positions
+
+FIELD_SCHEMA = Schema(
+    (
+        TextField("text", positions=True),
+        TextField("title", positions=True),
+        TextField("tags", analyzer="keyword", positions=True),
+    )
+)
+ANALYZERS = {"text": ANALYZER, "title": ANALYZER, "tags": get_analyzer("keyword")}
+#: The BM25F scorer's fields and b per field (``tags`` is only ever searched fielded).
+BM25F_WEIGHTS = {"text": 1.0, "title": 2.5}
+BM25F_B = {"title": 0.3}
+TAGS = ["alpha", "Beta", "x y", "gamma"]
+
+
+class FieldOracle:
+    """A tree over named fields, document by document in Python floats, as :mod:`.tree` defines it.
+
+    ``bm25f``: the scorer is ``BM25Scorer(K1, B, fields=BM25F_WEIGHTS, field_b=BM25F_B)``, so an
+    unfielded leaf is BM25F over ``text`` and ``title`` and a fielded one BM25F of that field alone
+    (at its weight there, else 1.0); otherwise plain BM25, an unfielded leaf in ``text``.
+    """
+
+    def __init__(self, docs: dict[str, dict[str, str]], bm25f: bool) -> None:
+        self.keys = list(docs)
+        self.n = len(docs)
+        self.bm25f = bm25f
+        self.terms = {
+            name: {key: analyzer.analyze(docs[key].get(name, "")) for key in docs}
+            for name, analyzer in ANALYZERS.items()
+        }
+        self.avg: dict[str, float] = {}
+        for name, per_doc in self.terms.items():
+            total = sum(len(terms) for terms in per_doc.values())
+            self.avg[name] = total / self.n if total else 1.0
+
+    def scope(self, field: str | None) -> list[tuple[str, float]]:
+        if field is None:
+            return sorted(BM25F_WEIGHTS.items()) if self.bm25f else [("text", 1.0)]
+        return [(field, BM25F_WEIGHTS.get(field, 1.0))]
+
+    def b(self, field: str) -> float:
+        return BM25F_B.get(field, B) if self.bm25f else B
+
+    def idf(self, term: str, fields: list[tuple[str, float]]) -> float:
+        df = sum(any(term in self.terms[f][key] for f, _ in fields) for key in self.keys)
+        return float(lucene_idf(self.n, np.array([df], np.int64))[0])
+
+    def analyse(self, field: str | None, text: str) -> list[str]:
+        return ANALYZERS[self.scope(field)[0][0]].analyze(text)
+
+    def dropped(self, node: Node) -> bool:
+        if isinstance(node, TermNode):
+            return not self.analyse(node.field, node.text)
+        if isinstance(node, PhraseNode):
+            return not [t for w in node.terms for t in self.analyse(node.field, w)]
+        if isinstance(node, PrefixNode):
+            return False
+        return all(self.dropped(c) for c in (*node.must, *node.should, *node.must_not))
+
+    def saturate(self, freqs: dict[str, float], key: str, fields: list[tuple[str, float]]) -> float | None:
+        """The tf part of a term (or phrase) of frequency ``freqs[f]`` in each field; None: nowhere."""
+        if not any(freqs.values()):
+            return None
+        if not self.bm25f:
+            (field, _), tf = fields[0], freqs[fields[0][0]]
+            b = self.b(field)
+            norm = K1 * (1.0 - b + b * float(len(self.terms[field][key])) / self.avg[field])
+            return tf * (K1 + 1.0) / (tf + norm)
+        pseudo = 0.0
+        for field, weight in fields:  # name order
+            if freqs[field]:
+                b = self.b(field)
+                norm = 1.0 - b + b * float(len(self.terms[field][key])) / self.avg[field]
+                pseudo += weight * freqs[field] / norm
+        return pseudo * (K1 + 1.0) / (pseudo + K1)
+
+    def score(self, node: Node, key: str) -> float | None:
+        found: float | None
+        if isinstance(node, BoolNode):
+            found = self.boolean(node, key)
+        else:
+            fields = self.scope(node.field)
+            if isinstance(node, TermNode):
+                found = self.word(self.analyse(node.field, node.text), key, fields)
+            elif isinstance(node, PrefixNode):
+                # A keyword field keeps case, so its prefix is as typed (Field.fold).
+                prefix = node.prefix if fields[0][0] == "tags" else node.prefix.lower()
+                expanded = {
+                    t
+                    for f, _ in fields
+                    for terms in self.terms[f].values()
+                    for t in terms
+                    if t.startswith(prefix)
+                }
+                hit = any(t in expanded for f, _ in fields for t in self.terms[f][key])
+                found = 1.0 if hit else None
+            else:
+                phrase = [t for w in node.terms for t in self.analyse(node.field, w)]
+                if len(phrase) == 1:
+                    found = self.word(phrase, key, fields)
+                else:
+                    freqs = {}
+                    for f, _ in fields:
+                        where = [
+                            [p for p, t in enumerate(self.terms[f][key]) if t == term] for term in phrase
+                        ]
+                        freqs[f] = float(phrase_count(where, node.slop))
+                    part = self.saturate(freqs, key, fields)
+                    idf = 0.0
+                    for term in phrase:
+                        idf += self.idf(term, fields)
+                    found = None if part is None else idf * part
+        if found is None or node.boost == 1.0:
+            return found
+        return found * node.boost
+
+    def word(self, analysed: list[str], key: str, fields: list[tuple[str, float]]) -> float | None:
+        counts = Counter(analysed)
+        total = 0.0
+        matched = False
+        for term in sorted(counts):
+            part = self.saturate({f: float(self.terms[f][key].count(term)) for f, _ in fields}, key, fields)
+            if part is not None:
+                matched = True
+                total += (float(counts[term]) * self.idf(term, fields)) * part
+        return total if matched else None
+
+    def boolean(self, node: BoolNode, key: str) -> float | None:
+        must = [self.score(c, key) for c in node.must if not self.dropped(c)]
+        should = [self.score(c, key) for c in node.should if not self.dropped(c)]
+        must_not = [self.score(c, key) for c in node.must_not if not self.dropped(c)]
+        if must:
+            if any(s is None for s in must):
+                return None
+        elif not should or all(s is None for s in should):
+            return None
+        if any(s is not None for s in must_not):
+            return None
+        total = 0.0
+        for s in (*must, *should):
+            if s is not None:
+                total += s
+        return total
+
+    def search(self, tree: Node, k: int) -> list[tuple[str, float]]:
+        if self.dropped(tree):
+            return []
+        hits = [(key, self.score(tree, key)) for key in self.keys]
+        found = [(key, s) for key, s in hits if s is not None]
+        return sorted(found, key=lambda hit: (-hit[1], hit[0]))[:k]
+
+
+def build_fields(docs: dict[str, dict[str, str]], extra: int) -> Index:
+    """An index of ``docs``' three fields in two segments, with ``extra`` deleted documents in the second."""
+    index = Index(schema=FIELD_SCHEMA)
+    items = list(docs.items())
+    half = len(items) // 2
+
+    def document(key: str, fields: dict[str, str]) -> Document:
+        return Document(
+            key, fields.get("text", ""), text_fields={k: v for k, v in fields.items() if k != "text"}
+        )
+
+    index.add_many([document(key, fields) for key, fields in items[:half]])
+    index.snapshot()
+    ghost = {"text": "alpha gamma running", "title": "beta alpha", "tags": "alpha"}
+    index.add_many(
+        [document(f"zz{i}", ghost) for i in range(extra)]
+        + [document(key, fields) for key, fields in items[half:]]
+    )
+    for i in range(extra):
+        index.delete(f"zz{i}")
+    assert len(index.snapshot().parts) == (2 if half else 1)
+    return index
+
+
+FIELD_TEXTS = st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=7).map(" ".join)
+FIELD_DOCS = st.dictionaries(
+    st.text("abcdefgh", min_size=1, max_size=3),
+    st.fixed_dictionaries(
+        {},
+        optional={"text": FIELD_TEXTS, "title": FIELD_TEXTS, "tags": st.sampled_from(TAGS)},
+    ),
+    min_size=2,
+    max_size=10,
+)
+LEAF_FIELDS = st.sampled_from([None, None, "text", "title", "tags"])
+
+
+def field_leaves() -> st.SearchStrategy[Node]:
+    texts = st.one_of(LEAF_TEXTS, st.sampled_from(TAGS))
+    return st.one_of(
+        st.builds(TermNode, texts, LEAF_FIELDS, BOOSTS),
+        st.builds(PrefixNode, st.sampled_from(PREFIXES), LEAF_FIELDS, BOOSTS),
+        st.builds(
+            PhraseNode,
+            st.lists(LEAF_TEXTS, min_size=1, max_size=3).map(tuple),
+            LEAF_FIELDS,
+            st.integers(0, 3),
+            BOOSTS,
+        ),
+    )
+
+
+def field_search(index: Index, tree: Node, k: int, bm25f: bool) -> list[tuple[str, float]]:
+    snapshot = index.snapshot()
+    scorer = BM25Scorer(K1, B, fields=BM25F_WEIGHTS, field_b=BM25F_B) if bm25f else BM25Scorer(K1, B)
+    stream = scorer.score(snapshot, Query(tree=tree), k)
+    return list(zip(snapshot.keys_of(stream.ids), stream.scores.tolist(), strict=True))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(FIELD_DOCS, trees(field_leaves(), max_leaves=5), st.integers(1, 12), st.integers(0, 2), st.booleans())
+@example(
+    {"a": {"text": "alpha beta", "title": "beta alpha"}, "b": {"title": "alpha beta gamma"}},
+    PhraseNode(("alpha", "beta")),
+    5,
+    1,
+    True,
+)
+@example({"a": {"tags": "x y"}, "b": {"text": "x y"}}, TermNode("x y", field="tags"), 5, 0, False)
+@example(
+    {"a": {"text": "gamma", "title": "running"}, "b": {"title": "gamma"}},
+    BoolNode(must=(TermNode("gamma"),), must_not=(PhraseNode(("run",), field="title"),)),
+    5,
+    1,
+    True,
+)
+def test_trees_over_named_fields_match_the_oracle_to_the_bit(
+    docs: dict[str, dict[str, str]], tree: Node, k: int, extra: int, bm25f: bool
+) -> None:
+    index = build_fields(docs, extra)
+    expected = FieldOracle(docs, bm25f).search(tree, k)
+    assert field_search(index, tree, k, bm25f) == expected
+
+
+#: Leaves and disjunctions of them: most match something, so scores are compared on many documents.
+FLAT_TREES = st.one_of(
+    field_leaves(), st.lists(field_leaves(), min_size=1, max_size=4).map(lambda c: BoolNode(should=tuple(c)))
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(FIELD_DOCS, FLAT_TREES, st.integers(1, 12), st.integers(0, 2), st.booleans())
+def test_leaves_over_named_fields_match_the_oracle_to_the_bit(
+    docs: dict[str, dict[str, str]], tree: Node, k: int, extra: int, bm25f: bool
+) -> None:
+    index = build_fields(docs, extra)
+    assert field_search(index, tree, k, bm25f) == FieldOracle(docs, bm25f).search(tree, k)
+
+
+@pytest.mark.parametrize("bm25f", [False, True])
+def test_a_word_with_fields_scores_as_plain_text_of_it_to_the_bit(bm25f: bool) -> None:
+    docs = {
+        "a": {"text": "alpha-beta alpha", "title": "beta"},
+        "b": {"text": "beta beta running", "title": "alpha alpha"},
+        "c": {"text": "runs"},
+    }
+    index = build_fields(docs, 1)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer(K1, B, fields=BM25F_WEIGHTS, field_b=BM25F_B) if bm25f else BM25Scorer(K1, B)
+    for text in ("alpha-beta", "Running", "beta", "alpha beta"):
+        tree = scorer.score(snapshot, Query.parse(text), 10)
+        plain = scorer.score(snapshot, Query(text), 10)
+        assert (tree.ids.tolist(), tree.scores.tolist()) == (plain.ids.tolist(), plain.scores.tolist())
+
+
+def test_fielded_clauses_read_only_their_field() -> None:
+    docs = {"a": {"text": "alpha", "title": "beta"}, "b": {"text": "beta", "title": "alpha beta"}}
+    index = build_fields(docs, 0)
+    assert [key for key, _ in field_search(index, TermNode("alpha", field="title"), 5, False)] == ["b"]
+    assert [key for key, _ in field_search(index, PhraseNode(("alpha", "beta"), field="title"), 5, True)] == [
+        "b"
+    ]
+    assert [key for key, _ in field_search(index, PhraseNode(("alpha", "beta"), field="text"), 5, True)] == []
+    # A prefix is folded as its field's analyzer folds: a keyword field keeps case.
+    tagged = build_fields({"a": {"tags": "Alpha"}, "b": {"title": "alpha"}}, 0)
+    assert [key for key, _ in field_search(tagged, Query.parse("tags:Al*").tree, 5, False)] == ["a"]  # type: ignore[arg-type]
+    assert field_search(tagged, Query.parse("tags:al*").tree, 5, False) == []  # type: ignore[arg-type]
+    assert [key for key, _ in field_search(tagged, Query.parse("title:AL*").tree, 5, False)] == ["b"]  # type: ignore[arg-type]
+    with pytest.raises(UnknownTextFieldError, match=r"'body'.*text, title, tags"):
+        field_search(index, TermNode("alpha", field="body"), 5, True)
+
+
+def test_a_field_without_positions_names_itself_in_a_phrase_error() -> None:
+    index = Index(schema=Schema((TextField("text", positions=True), TextField("title", positions=False))))
+    index.add(Document("a", "alpha beta", text_fields={"title": "alpha beta"}))
+    snapshot = index.snapshot()
+    assert BM25Scorer().score(snapshot, Query.parse('text:"alpha beta"'), 5).ids.tolist() == [0]
+    for scorer in (BM25Scorer(), BM25Scorer(fields={"text": 1.0, "title": 2.0})):
+        query = Query.parse('title:"alpha beta"') if scorer.fields is None else Query.parse('"alpha beta"')
+        with pytest.raises(
+            PhrasePositionsError, match=r"'title' keeps no positions.*TextField\('title', positions=True\)"
+        ):
+            scorer.score(snapshot, query, 5)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(FIELD_DOCS, FLAT_TREES, st.integers(1, 2), st.booleans())
+def test_a_merge_keeps_fielded_phrase_results_to_the_bit(
+    docs: dict[str, dict[str, str]], tree: Node, extra: int, bm25f: bool
+) -> None:
+    index = build_fields(docs, extra)
+    before = field_search(index, tree, 20, bm25f)
+    index.merge(force=True)
+    parts = index.snapshot().parts
+    assert len(parts) == 1 and parts[0].deleted is None  # the deleted documents were dropped
+    assert field_search(index, tree, 20, bm25f) == before == FieldOracle(docs, bm25f).search(tree, 20)

@@ -337,7 +337,7 @@ def test_lucene_syntax_is_opt_in_and_its_errors_are_400_with_the_position(open_c
     unknown = open_client.post("/v1/search", json={"text": "graph", "syntax": "sql"})
     assert unknown.status_code == 422
     # Parsed, but not answerable by this index: typed 400s, never a 500.
-    for text, kind in (("title:graph", "InvalidQueryError"), ('"graph ranking"', "PhrasePositionsError")):
+    for text, kind in (("title:graph", "UnknownTextFieldError"), ('"graph ranking"', "PhrasePositionsError")):
         refused = open_client.post("/v1/search", json={"text": text, "syntax": "lucene", "spec": "bm25"})
         assert (refused.status_code, refused.json()["error"]["type"]) == (400, kind), refused.text
     # No text: nothing to parse, as in plain syntax (a vector-only query may say lucene all the same).

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from tests.server.conftest import TEXTS
 from weftsearch import Document, Index
 from weftsearch.distributed.sharded import ShardedIndex
+from weftsearch.schema import Schema, TextField
 from weftsearch.server.app import create_app
 
 
@@ -102,3 +103,30 @@ def test_a_sharded_index_refuses_highlighting_by_name(tmp_path: Path) -> None:
     assert response.status_code == 400
     assert response.json()["error"]["field"] == "highlight"
     assert "sharded" in response.json()["error"]["message"]
+
+
+def test_named_fields_fielded_phrases_and_unknown_fields(tmp_path: Path) -> None:
+    schema = Schema((TextField("text", positions=True), TextField("title", positions=True)))
+    with Index.create(tmp_path / "named", schema=schema) as index:
+        index.add_many(
+            [
+                Document("a", "gamma beta alpha", text_fields={"title": "Alpha beta runs"}),
+                Document("b", "alpha beta", text_fields={"title": "beta alpha"}),
+            ],
+            progress=False,
+        )
+    with TestClient(create_app(tmp_path / "named")) as client:
+        response = search(
+            client,
+            text='title:"alpha beta"',
+            syntax="lucene",
+            highlight={"fields": ["title", "text"]},
+        )
+        assert response.status_code == 200, response.text
+        (hit,) = response.json()["hits"]
+        assert hit["key"] == "a"
+        assert hit["highlight"] == {"title": ["<em>Alpha beta</em> runs"], "text": []}
+        response = search(client, text="body:alpha", syntax="lucene")
+        assert response.status_code == 400, response.text
+        assert "unknown text field 'body'" in response.json()["error"]["message"]
+        assert "text, title" in response.json()["error"]["message"]

@@ -462,12 +462,15 @@ def _search_one(args: argparse.Namespace) -> int:
     else:
         query = Query(text=args.query, vector=vector, filter=ranking.filter)
     options = None
+    if args.highlight_field and not args.highlight:
+        raise InvalidParameterError("--highlight-field is for --highlight: add --highlight")
     if args.highlight:
         if not isinstance(index, Index):
             raise InvalidParameterError(
                 "--highlight needs a single index; a sharded index cannot highlight yet"
             )
-        options = HighlightOptions(fragment_size=args.fragment_size)
+        fields = tuple(args.highlight_field) if args.highlight_field else ("text",)
+        options = HighlightOptions(fields=fields, fragment_size=args.fragment_size)
     arm = ranking.arm
     pages = {"depth": ranking.depth, "offset": args.offset, "after": args.after}
     if options is not None:
@@ -884,6 +887,12 @@ def add_search_command(commands: Any) -> None:
         action="store_true",
         help="show each hit's best snippets with the query's terms marked <em>...</em> "
         "(in --json: each hit's 'highlights')",
+    )
+    search.add_argument(
+        "--highlight-field",
+        action="append",
+        metavar="NAME",
+        help="with --highlight: a text field to highlight (repeat for several; 'text' by default)",
     )
     search.add_argument(
         "--fragment-size",

@@ -7,7 +7,7 @@ computed when the hit is first read (:attr:`Hit.highlights
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from weftsearch.analysis import Analyzer, TokenizingAnalyzer
 from weftsearch.documents import Document
@@ -17,10 +17,12 @@ from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import InvalidParameterError
 from weftsearch.highlight import DEFAULT_FIELD, FieldHighlight, HighlightOptions, highlight_text, query_units
 
-__all__ = ["snapshot_highlighter", "text_fields_of", "NOT_STORED"]
+__all__ = ["NOT_STORED", "NOT_STORED_FIELD", "snapshot_highlighter", "text_fields_of"]
 
 #: The reason given for every field of an index created with ``store_text=False``.
 NOT_STORED = "the text is not stored (the index was created with store_text=False)"
+#: The reason given for a named text field whose schema says ``stored=False``.
+NOT_STORED_FIELD = "the field's text is not stored (its TextField has stored=False)"
 
 
 def text_fields_of(document: Document) -> Mapping[str, str]:
@@ -36,6 +38,7 @@ def snapshot_highlighter(
     *,
     store_text: bool,
     analyzers: Mapping[str, Analyzer] | None = None,
+    unstored: Collection[str] = (),
 ) -> Highlighter:
     """The function giving a hit's highlights from its key, reading ``snapshot``'s stored texts.
 
@@ -48,6 +51,8 @@ def snapshot_highlighter(
             so (:data:`NOT_STORED`) instead of a snippet.
         analyzers: each highlightable text field's analyzer by name; ``None``
             means the default field only, with the snapshot's analyzer.
+        unstored: named fields whose text the index does not keep: each says
+            so (:data:`NOT_STORED_FIELD`) instead of a snippet.
 
     Raises:
         InvalidParameterError: ``options.fields`` names a field the index has
@@ -81,7 +86,9 @@ def snapshot_highlighter(
             }
         texts = text_fields_of(document)
         return {
-            name: highlight_text(texts.get(name, ""), units[name], tokenizers[name], options, name)
+            name: FieldHighlight(name, reason=NOT_STORED_FIELD)
+            if name in unstored
+            else highlight_text(texts.get(name, ""), units[name], tokenizers[name], options, name)
             for name in options.fields
         }
 

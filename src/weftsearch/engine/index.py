@@ -83,7 +83,7 @@ from weftsearch.errors import (
     VectorDimensionError,
 )
 from weftsearch.highlight import HighlightOptions, options_of
-from weftsearch.schema import Schema
+from weftsearch.schema import DEFAULT_FIELD, Schema
 from weftsearch.storage.codec import FileStamp
 from weftsearch.storage.directory import (
     MANIFEST,
@@ -1485,7 +1485,17 @@ class Index:
                 results.facets = query_facets(searched, _as_query(query), facets, facet_k)
         if options is not None:
             parsed = query if isinstance(query, Query) else Query(text=query)
-            highlighter = snapshot_highlighter(searched, parsed, options, store_text=self._store_text)
+            # Every text field of the schema, each with its own analyzer; a named field kept
+            # unstored says so instead of a snippet.
+            analyzers = {DEFAULT_FIELD: self._analyzer, **self._field_analysis.analyzers}
+            highlighter = snapshot_highlighter(
+                searched,
+                parsed,
+                options,
+                store_text=self._store_text,
+                analyzers=analyzers,
+                unstored=self._field_analysis.unstored,
+            )
             results._highlight_with(highlighter)
         results._offer_cursor(
             functools.partial(self._issue_cursor, searched, _as_query(asked), fuser, scorers, depth), int(k)

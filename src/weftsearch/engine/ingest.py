@@ -170,21 +170,39 @@ def _term_counter(analyzer: Analyzer) -> _Counter:
     return count
 
 
-def _with_positions(analyzer: Analyzer, text: str) -> tuple[dict[str, int], int, dict[str, list[int]]]:
-    """``text``'s terms counted, its length, and each term's positions (indexes in ``analyze``'s output).
+#: How one text's terms are listed with positions: ``text -> (counts, length, term -> positions)``.
+_Positioner = Callable[[str], tuple[dict[str, int], int, dict[str, list[int]]]]
 
-    The counts equal ``Counter(analyzer.analyze(text))`` (the same first-seen
-    order). One Python step per term of the text: the price of positions.
+
+def _positioner(analyzer: Analyzer) -> _Positioner:
+    """How ``analyzer``'s terms of a text get their positions (indexes in ``analyze``'s output).
+
+    ``EnglishAnalyzer.term_positions`` (one compiled pass) where that lists
+    what ``analyze`` gives (not for a subclass that overrides ``analyze``),
+    else a Python step per term of ``analyze``'s output. The counts equal
+    ``Counter(analyzer.analyze(text))`` (the same first-seen order).
     """
-    terms = analyzer.analyze(text)
-    positions: dict[str, list[int]] = {}
-    for index, term in enumerate(terms):
-        found = positions.get(term)
-        if found is None:
-            positions[term] = [index]
-        else:
-            found.append(index)
-    return {term: len(where) for term, where in positions.items()}, len(terms), positions
+    if isinstance(analyzer, EnglishAnalyzer) and type(analyzer).analyze is EnglishAnalyzer.analyze:
+        listed = analyzer.term_positions
+
+        def compiled(text: str) -> tuple[dict[str, int], int, dict[str, list[int]]]:
+            positions, length = listed(text)
+            return {term: len(where) for term, where in positions.items()}, length, positions
+
+        return compiled
+
+    def each(text: str) -> tuple[dict[str, int], int, dict[str, list[int]]]:
+        terms = analyzer.analyze(text)
+        positions: dict[str, list[int]] = {}
+        for index, term in enumerate(terms):
+            found = positions.get(term)
+            if found is None:
+                positions[term] = [index]
+            else:
+                found.append(index)
+        return {term: len(where) for term, where in positions.items()}, len(terms), positions
+
+    return each
 
 
 def _analyse_chunk(
@@ -200,9 +218,10 @@ def _analyse_chunk(
 
     """
     count = _term_counter(analyzer)
+    position = _positioner(analyzer)
     keep_positions = fields.positions
     counters = {
-        name: (field_analyzer, _term_counter(field_analyzer))
+        name: (field_analyzer, _term_counter(field_analyzer), _positioner(field_analyzer))
         for name, field_analyzer in fields.analyzers.items()
     }
     unstored = fields.unstored
@@ -212,17 +231,17 @@ def _analyse_chunk(
         terms: Mapping[str, int]
         try:
             if "text" in keep_positions:
-                terms, length, positions["text"] = _with_positions(analyzer, document.text)
+                terms, length, positions["text"] = position(document.text)
             else:
                 terms, length = count(document.text)
         except Exception as exc:  # any failure of user code: reported naming the document
             raise _analysis_error(analyzer, document, exc) from exc
         field_terms: dict[str, tuple[Mapping[str, int], int]] = {}
         for name, text in document.text_fields.items():
-            field_analyzer, field_count = counters[name]
+            field_analyzer, field_count, field_position = counters[name]
             try:
                 if name in keep_positions:
-                    field_counts, field_length, positions[name] = _with_positions(field_analyzer, text)
+                    field_counts, field_length, positions[name] = field_position(text)
                     field_terms[name] = (field_counts, field_length)
                 else:
                     field_terms[name] = field_count(text)

@@ -1,5 +1,6 @@
 /* The english analyzer's inner loop, compiled: words of a folded text looked up in the
- * analyzer's memo and counted (weftsearch.analysis.EnglishAnalyzer.term_counts).
+ * analyzer's memo and counted (weftsearch.analysis.EnglishAnalyzer.term_counts), or their
+ * positions listed (EnglishAnalyzer.term_positions).
  *
  * Words are what the regex  \w+(?:['\u2019]\w+)*  finds: runs of word characters, an
  * apostrophe (' or U+2019) kept only between word characters. A word character is what
@@ -13,6 +14,11 @@
  *   stem(base) (PyStemmer's stemWord); the memo is emptied first if it holds limit words, then
  *   the word is remembered. Returns counts (term -> frequency, terms in first-seen order, as
  *   collections.Counter gives) and length (the number of terms kept).
+ *
+ * term_positions(folded, memo, stopwords, stem, limit) -> (positions, length)
+ *   The same scan; positions maps each term (first-seen order) to the list of its indexes
+ *   among the terms kept, ascending: what indexing with positions stores, without a Python
+ *   step per term.
  *
  * Holds the GIL throughout (it builds Python objects); O(len(folded)).
  */
@@ -72,22 +78,18 @@ static PyObject *resolve(PyObject *word, PyObject *memo, PyObject *stopwords, Py
     return term;
 }
 
-static PyObject *term_counts(PyObject *self, PyObject *args) {
-    PyObject *text, *memo, *stopwords, *stem;
-    Py_ssize_t limit;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "UO!O!On:term_counts", &text, &PyDict_Type, &memo, &PyFrozenSet_Type,
-                          &stopwords, &stem, &limit))
-        return NULL;
-    if (PyUnicode_READY(text) == -1) return NULL;
+/* The words of text, their terms found or resolved; with positions == 0 each kept term is
+ * counted into out (term -> int), else its position (its index among the kept terms) is
+ * appended to out (term -> list of int). Returns the number of terms kept, -1 on error. */
+static Py_ssize_t scan(PyObject *text, PyObject *memo, PyObject *stopwords, PyObject *stem, Py_ssize_t limit,
+                       PyObject *out, int positions) {
     const int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    PyObject *counts = PyDict_New();
     PyObject *one = PyLong_FromLong(1);
     Py_ssize_t length = 0;
     Py_ssize_t i = 0;
-    if (counts == NULL || one == NULL) goto error;
+    if (one == NULL) return -1;
     while (i < n) {
         if (!is_word(PyUnicode_READ(kind, data, i))) {
             i++;
@@ -121,13 +123,33 @@ static PyObject *term_counts(PyObject *self, PyObject *args) {
             Py_DECREF(term);
             continue;
         }
-        PyObject *count = PyDict_GetItemWithError(counts, term);
+        PyObject *found = PyDict_GetItemWithError(out, term); /* borrowed */
         int failed;
-        if (count == NULL) {
-            failed = PyErr_Occurred() ? -1 : PyDict_SetItem(counts, term, one);
+        if (positions) {
+            PyObject *at = PyLong_FromSsize_t(length);
+            if (at == NULL) {
+                failed = -1;
+            } else if (found != NULL) {
+                failed = PyList_Append(found, at);
+            } else if (PyErr_Occurred()) {
+                failed = -1;
+            } else {
+                PyObject *runs = PyList_New(1);
+                if (runs == NULL) {
+                    failed = -1;
+                } else {
+                    Py_INCREF(at);
+                    PyList_SET_ITEM(runs, 0, at);
+                    failed = PyDict_SetItem(out, term, runs);
+                    Py_DECREF(runs);
+                }
+            }
+            Py_XDECREF(at);
+        } else if (found == NULL) {
+            failed = PyErr_Occurred() ? -1 : PyDict_SetItem(out, term, one);
         } else {
-            PyObject *next = PyNumber_Add(count, one);
-            failed = next == NULL ? -1 : PyDict_SetItem(counts, term, next);
+            PyObject *next = PyNumber_Add(found, one);
+            failed = next == NULL ? -1 : PyDict_SetItem(out, term, next);
             Py_XDECREF(next);
         }
         Py_DECREF(term);
@@ -135,16 +157,43 @@ static PyObject *term_counts(PyObject *self, PyObject *args) {
         length++;
     }
     Py_DECREF(one);
-    return Py_BuildValue("(Nn)", counts, length);
+    return length;
 error:
-    Py_XDECREF(counts);
-    Py_XDECREF(one);
-    return NULL;
+    Py_DECREF(one);
+    return -1;
+}
+
+static PyObject *analyse(PyObject *args, const char *format, int positions) {
+    PyObject *text, *memo, *stopwords, *stem;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, format, &text, &PyDict_Type, &memo, &PyFrozenSet_Type, &stopwords, &stem, &limit))
+        return NULL;
+    if (PyUnicode_READY(text) == -1) return NULL;
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    const Py_ssize_t length = scan(text, memo, stopwords, stem, limit, out, positions);
+    if (length < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return Py_BuildValue("(Nn)", out, length);
+}
+
+static PyObject *term_counts(PyObject *self, PyObject *args) {
+    (void)self;
+    return analyse(args, "UO!O!On:term_counts", 0);
+}
+
+static PyObject *term_positions(PyObject *self, PyObject *args) {
+    (void)self;
+    return analyse(args, "UO!O!On:term_positions", 1);
 }
 
 static PyMethodDef methods[] = {
     {"term_counts", term_counts, METH_VARARGS,
      "term_counts(folded, memo, stopwords, stem, limit) -> (counts, length) (see the module source)."},
+    {"term_positions", term_positions, METH_VARARGS,
+     "term_positions(folded, memo, stopwords, stem, limit) -> (positions, length) (see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,3 +11,13 @@ def term_counts(
     /,
 ) -> tuple[dict[str, int], int]:
     """Terms of the words of ``folded`` (from ``memo``, else resolved and remembered), counted."""
+
+def term_positions(
+    folded: str,
+    memo: dict[str, str | None],
+    stopwords: frozenset[str],
+    stem: Callable[[str], str],
+    limit: int,
+    /,
+) -> tuple[dict[str, list[int]], int]:
+    """Terms of the words of ``folded`` as ``term_counts`` finds them, each with its positions."""

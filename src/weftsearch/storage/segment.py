@@ -1362,6 +1362,10 @@ class TextFieldReader(Protocol):
         """The field's terms, ascending."""
         ...
 
+    def terms_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """The field's terms starting with ``prefix``, ascending, at most ``limit + 1``."""
+        ...
+
     def doc_lengths(self) -> NDArray[np.uint32]:
         """Each document's analysed length in this field."""
         ...

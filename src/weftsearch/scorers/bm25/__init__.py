@@ -29,8 +29,6 @@ on another). The C library's ``log1p`` has per-CPU variants too.
 from __future__ import annotations
 
 import dataclasses
-import decimal
-import functools
 import math
 import threading
 from collections import Counter, OrderedDict
@@ -41,15 +39,17 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from weftsearch.analysis import get_analyzer
 from weftsearch.engine.inflight import searches_in_flight
 from weftsearch.engine.query import Query
-from weftsearch.engine.snapshot import Snapshot
+from weftsearch.engine.snapshot import QueryTerms, Snapshot
 from weftsearch.engine.stream import PlanValue, Stream, _vouched_stream, check_k, top_k
-from weftsearch.errors import InvalidParameterError, InvalidQueryError
+from weftsearch.errors import InvalidParameterError, UnknownTextFieldError
 from weftsearch.native import bm25 as kernel
-from weftsearch.schema import DEFAULT_FIELD
+from weftsearch.schema import DEFAULT_FIELD, Schema
 from weftsearch.scorers.bm25 import lists as layout
-from weftsearch.scorers.bm25.tree import Matches, TreeScorer
+from weftsearch.scorers.bm25.idf import lucene_idf
+from weftsearch.scorers.bm25.tree import BM25FScope, BM25Scope, Field, Matches, Scope, Tally, TreeScorer
 
 __all__ = ["PLAN_KEYS", "TERM_CACHE_POSTINGS", "BM25Scorer", "lucene_idf"]
 
@@ -259,34 +259,9 @@ class _QueryPostings:
     seed_ids: NDArray[np.int64] | None = None
 
 
-#: Digits :func:`_exact_idf` works with: far beyond float64's 17, so rounding the result to float64
-#: is a correct rounding except when ln lands within 1e-40 of a halfway point (never seen, and
-#: even then the same on every machine, since :mod:`decimal` is exact software arithmetic).
-_IDF_DIGITS = 40
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _exact_idf(n_docs: int, doc_freq: int) -> float:
-    """``ln(1 + (N - df + 0.5) / (df + 0.5))`` = ``ln((2N + 2) / (2df + 1))``, rounded once to float64."""
-    context = decimal.Context(prec=_IDF_DIGITS)
-    ratio = context.divide(decimal.Decimal(2 * n_docs + 2), decimal.Decimal(2 * doc_freq + 1))
-    return float(ratio.ln(context))
-
-
-def lucene_idf(n_docs: int, doc_freq: NDArray[np.int64]) -> NDArray[np.float64]:
-    """Lucene's BM25 IDF, ``ln(1 + (N - df + 0.5) / (df + 0.5))``, elementwise.
-
-    Computed exactly and rounded once (see the module docstring), so the bits
-    do not depend on the CPU, numpy's SIMD dispatch or the C library: the
-    value is the correctly rounded float64 of the real number. Distinct
-    document frequencies are computed once per process (an LRU cache of 65,536).
-    """
-    frequencies = np.asarray(doc_freq, dtype=np.int64)
-    n = int(n_docs)
-    # One cache look-up per term (~0.1 us), no np.unique: a query holds a handful of terms.
-    values = frequencies.ravel().tolist()
-    table = np.fromiter((_exact_idf(n, df) for df in values), np.float64, len(values))
-    return table.reshape(frequencies.shape)
+def _field_terms(schema: Schema, name: str) -> QueryTerms:
+    """The cached query analysis of text field ``name`` (its own analyzer, from the schema)."""
+    return QueryTerms(get_analyzer(schema.field(name).analyzer))
 
 
 def _field_weights(
@@ -445,23 +420,7 @@ class BM25Scorer:
 
         """
         assert self.fields is not None
-        schema = snapshot.schema
-        for field in self.fields:
-            found = schema.field(field) if field in schema.names else None
-            if found is None:
-                raise InvalidParameterError(
-                    f"BM25F field {field!r} is not a text field of the index ({', '.join(schema.names)})"
-                )
-            if found.analyzer != snapshot.analyzer.name:
-                # As Lucene's combined_fields: one analysis of the query must serve every field.
-                raise InvalidParameterError(
-                    f"BM25F field {field!r} is analysed by {found.analyzer!r}, the query by "
-                    f"{snapshot.analyzer.name!r}; BM25F scores fields that share the query's analyzer"
-                )
-        if snapshot.statistics is not None:
-            raise InvalidParameterError(
-                "BM25F over a sharded index is not supported (no per-field statistics)"
-            )
+        self._check_bm25f_fields(snapshot, list(self.fields), "BM25F")
         terms = snapshot.query_terms(query.text) if query.text else []
         distinct = sorted(set(terms))
         if not terms or snapshot.n_docs == 0:
@@ -637,7 +596,6 @@ class BM25Scorer:
     def score_all(self, snapshot: Snapshot, query: Query) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """Every document holding a query term and its score, ids ascending (for a tree: every match)."""
         if query.tree is not None:
-            self._check_tree_fields()
             return self._tree(snapshot, query)[0]
         if self._bm25f:
             dense, _ = self._bm25f_scores(snapshot, query)
@@ -816,7 +774,6 @@ class BM25Scorer:
         # matching documents with a query term). Same scores to the bit.
         allowed = snapshot.allowed(query)
         if query.tree is not None:
-            self._check_tree_fields()
             (ids, scores), plan = self._tree(snapshot, query)
             if allowed is not None:
                 keep = allowed[ids]
@@ -832,13 +789,79 @@ class BM25Scorer:
                 return self._score_compiled(library, snapshot, query, k, allowed)
         return self._score_numpy(snapshot, query, k, allowed)
 
-    def _check_tree_fields(self) -> None:
-        """Refuse a BM25F scorer for a query tree, scored over the default field, not drop its fields."""
-        if self._bm25f:
-            raise InvalidQueryError(
-                f"{self.name}: a parsed query (Query.parse) is scored over the default field 'text'; "
-                "this scorer is BM25F over several fields, which query trees do not support yet"
+    def _check_bm25f_fields(self, snapshot: Snapshot, fields: Sequence[str], what: str) -> None:
+        """Refuse BM25F over ``fields`` where it cannot be exact (BM25F's checks, with ``what`` searched).
+
+        Raises:
+            InvalidParameterError: a field the index lacks, a field analysed by
+                another analyzer than the query, or a sharded search.
+
+        """
+        schema = snapshot.schema
+        for field in fields:
+            found = schema.field(field) if field in schema.names else None
+            if found is None:
+                raise InvalidParameterError(
+                    f"BM25F field {field!r} is not a text field of the index ({', '.join(schema.names)})"
+                )
+            if found.analyzer != snapshot.analyzer.name:
+                # As Lucene's combined_fields: one analysis of the query must serve every field.
+                raise InvalidParameterError(
+                    f"BM25F field {field!r} is analysed by {found.analyzer!r}, the query by "
+                    f"{snapshot.analyzer.name!r}; BM25F scores fields that share the query's analyzer"
+                )
+        if snapshot.statistics is not None:
+            raise InvalidParameterError(
+                f"{what} over a sharded index is not supported (no per-field statistics)"
             )
+
+    def _scope(self, snapshot: Snapshot, field: str | None, tally: Tally) -> Scope:
+        """Where a leaf of ``field`` (``None``: unfielded) is scored (:mod:`.tree`, "scope").
+
+        Raises:
+            UnknownTextFieldError: ``field`` is not a text field of the index.
+            InvalidParameterError: a named field on a sharded index, or BM25F's refusals.
+
+        """
+        schema = snapshot.schema
+        if field is not None and field not in schema.names:
+            raise UnknownTextFieldError(
+                f"unknown text field {field!r} in the query; the index's text fields are "
+                f"{', '.join(schema.names)}"
+            )
+
+        def make(name: str) -> Field:
+            if name == DEFAULT_FIELD:
+                return Field(snapshot, name, self.field_b.get(name, self.b), snapshot.query_terms)
+            if snapshot.statistics is not None:
+                raise InvalidParameterError(
+                    f"the text field {name!r} in a query over a sharded index is not supported "
+                    "(no per-field statistics); search 'text' there"
+                )
+            terms = snapshot.memo(("tree.field_terms", name), lambda: _field_terms(snapshot.schema, name))
+            return Field(snapshot, name, self.field_b.get(name, self.b), terms)
+
+        if self._bm25f:
+            assert self.fields is not None
+            if field is None:
+                self._check_bm25f_fields(snapshot, list(self.fields), "BM25F")
+                return BM25FScope([(make(name), w) for name, w in self.fields.items()], self.k1, tally)
+            return BM25FScope([(make(field), self.fields.get(field, 1.0))], self.k1, tally)
+        name = DEFAULT_FIELD if field is None else field
+        if name != DEFAULT_FIELD:
+            return BM25Scope(make(name), self.k1, tally)
+
+        def impacts(term: str) -> Matches | None:
+            entry = self._cached_terms(snapshot, [term])[0]
+            return None if entry is None else Matches(entry.ids, entry.impacts)
+
+        return BM25Scope(make(name), self.k1, tally, impacts, self._cached_norm(snapshot))
+
+    def _cached_norm(self, snapshot: Snapshot) -> NDArray[np.float64]:
+        """:meth:`_length_norm`, memoised on the snapshot (the key its per-term cache uses)."""
+        key = ("bm25.length_norm", self.k1, self.b, self._avgdl(snapshot))
+        norm: NDArray[np.float64] = snapshot.memo(key, lambda: self._length_norm(snapshot))
+        return norm
 
     def _tree(self, snapshot: Snapshot, query: Query) -> tuple[Matches, dict[str, PlanValue]]:
         """Every document ``query.tree`` matches, with its score (:mod:`.tree`), and the search's plan.
@@ -849,37 +872,12 @@ class BM25Scorer:
         """
         tree = query.tree
         assert tree is not None
-
-        def word(text: str) -> Matches | None:
-            postings, _ = self._term_contributions(snapshot, snapshot.query_terms(text))
-            if postings is None:
-                return None
-            if postings.single:
-                return Matches(postings.ids, postings.contributions)
-            return Matches(*self._sparse(postings))
-
-        def impacts(term: str) -> Matches | None:
-            entry = self._cached_terms(snapshot, [term])[0]
-            return None if entry is None else Matches(entry.ids, entry.impacts)
-
-        def idf(terms: list[str]) -> NDArray[np.float64]:
-            local = np.array(
-                [0 if e is None else e.ids.shape[0] for e in self._cached_terms(snapshot, terms)], np.int64
-            )
-            return lucene_idf(snapshot.collection_n_docs, snapshot.collection_doc_freq(terms, local))
-
-        def length_norm() -> NDArray[np.float64]:
-            key = ("bm25.length_norm", self.k1, self.b, self._avgdl(snapshot))
-            norm: NDArray[np.float64] = snapshot.memo(key, lambda: self._length_norm(snapshot))
-            return norm
-
-        scorer = TreeScorer(snapshot, word, impacts, idf, length_norm, self.k1)
+        tally = Tally()
+        scorer = TreeScorer(snapshot, lambda field: self._scope(snapshot, field, tally), tally)
         found = scorer.evaluate(tree) if snapshot.n_docs else None
         if found is None:
             found = Matches(np.empty(0, np.int64), np.empty(0, np.float64))
-        terms = sorted(scorer.terms)
-        matched = sum(entry is not None for entry in self._cached_terms(snapshot, terms))
-        plan = _numpy_plan(len(terms), matched, len(snapshot.parts), scorer.postings)
+        plan = _numpy_plan(len(tally.terms), len(tally.matched), len(snapshot.parts), tally.postings)
         return found, plan
 
     def _score_numpy(

@@ -1,24 +1,36 @@
-"""Scoring a parsed query tree (:mod:`weftsearch.querylang`) with BM25, as Lucene's ``BooleanQuery`` does.
+"""A parsed query tree (:mod:`weftsearch.querylang`) scored with BM25 or BM25F, as Lucene's ``BooleanQuery``.
 
 Each node of the tree evaluates to the documents it matches, ascending
-internal ids, and their scores, float64:
+internal ids, and their scores, float64. A leaf is scored in its *scope*:
+
+* a fielded leaf (``title:word``) in that text field alone, with the field's
+  analyzer, its document frequencies and lengths, and the scorer's ``b`` for
+  it (``field_b``, else ``b``): BM25 when the scorer is plain BM25, BM25F of
+  that one field at the scorer's weight for it (``fields``, else 1.0) when
+  the scorer is BM25F;
+* an unfielded leaf in the default field ``text`` with a plain BM25 scorer,
+  and over the scorer's fields with a BM25F one (:class:`BM25FScope`).
+
+In its scope:
 
 * :class:`~weftsearch.querylang.TermNode`: the word's analysed terms scored
-  exactly as plain query text of that word is (BM25 with Lucene's IDF, summed
-  over its distinct terms in sorted order, each weighted by how often the
-  analysis repeats it), so ``Query.parse("word")`` has the same bits as
-  ``Query("word")``; a document matches when it holds any of them.
+  exactly as plain query text of that word is (summed over its distinct terms
+  in sorted order, each weighted by how often the analysis repeats it), so
+  ``Query.parse("word")`` has the same bits as ``Query("word")`` with the same
+  scorer; a document matches when it holds any of them.
 * :class:`~weftsearch.querylang.PhraseNode`: the words' analysed terms in a
   row (a stopword takes no position); a document matches where the phrase
-  occurs (within ``slop``), and is scored as one BM25 term whose frequency is
-  the phrase's (:func:`phrase_frequencies`) and whose IDF is the sum of its
-  terms' IDFs (Lucene). Needs term positions; an index without them raises
-  :class:`~weftsearch.errors.PhrasePositionsError`. A phrase of one term is
-  that term.
+  occurs (within ``slop``), and is scored as one term whose frequency is the
+  phrase's (:func:`phrase_frequencies`; under BM25F its frequency in each
+  field, folded as a term's ``tf_f``) and whose IDF is the sum of its terms'
+  IDFs (Lucene). Reads the segments' positions; a field without them raises
+  :class:`~weftsearch.errors.PhrasePositionsError` naming the field and how to
+  keep them. A phrase of one term is that term.
 * :class:`~weftsearch.querylang.PrefixNode`: the lower-cased prefix (not
-  stemmed: ``Retriev*`` matches the indexed stem ``retriev``) expands to the
-  dictionary terms that start with it, at most :data:`MAX_PREFIX_TERMS`
-  over the snapshot's segments (more is an
+  stemmed: ``Retriev*`` matches the indexed stem ``retriev``; as typed in a
+  field whose analyzer keeps case, such as ``keyword``) expands to the
+  scope's dictionary terms that start with it, at most :data:`MAX_PREFIX_TERMS`
+  over the snapshot's segments and fields (more is an
   :class:`~weftsearch.errors.InvalidQueryError` naming the limit); every
   document holding one scores ``boost`` (Lucene's constant-score rewrite).
 * :class:`~weftsearch.querylang.BoolNode`: the intersection of the ``must``
@@ -35,12 +47,13 @@ the definition: the exhaustive oracle in ``tests/scorers/test_bm25_tree.py``
 follows it and gets the same bits.
 
 Everything is vectorised over postings (``np.searchsorted`` membership,
-``np.unique``); Python loops run over the tree's nodes, a prefix's
+``np.unique``); Python loops run over the tree's nodes, fields, a prefix's
 terms and a phrase's terms, never over postings or documents.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -50,8 +63,21 @@ from numpy.typing import NDArray
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import InvalidQueryError, PhrasePositionsError
 from weftsearch.querylang import BoolNode, Node, PhraseNode, PrefixNode, TermNode
+from weftsearch.schema import DEFAULT_FIELD
+from weftsearch.scorers.bm25.idf import lucene_idf
 
-__all__ = ["DEFAULT_FIELD", "MAX_PREFIX_TERMS", "Matches", "TreeScorer", "phrase_frequencies"]
+__all__ = [
+    "DEFAULT_FIELD",
+    "MAX_PREFIX_TERMS",
+    "BM25FScope",
+    "BM25Scope",
+    "Field",
+    "Matches",
+    "Scope",
+    "Tally",
+    "TreeScorer",
+    "phrase_frequencies",
+]
 
 #: Most dictionary terms one prefix may expand to (over all segments of a snapshot).
 MAX_PREFIX_TERMS = 64
@@ -60,9 +86,6 @@ MAX_PREFIX_TERMS = 64
 # O(N + matches) then beats binary searches and sorts of the union. Both ways: the same bits.
 _DENSE_BELOW_DOCS = 20_000
 _DENSE_RATIO = 0.05
-
-#: The only text field this scorer reads: ``Document.text``.
-DEFAULT_FIELD = "text"
 
 
 class Matches(NamedTuple):
@@ -155,160 +178,473 @@ def _gather_rows(
     return new_starts, positions[index]
 
 
-class TreeScorer:
-    """One tree's evaluation on one snapshot (see the module docstring for the semantics).
+class Field:
+    """One text field's inputs on a snapshot: its analysis, postings, statistics and positions.
 
     Args:
         snapshot: the snapshot searched.
-        word: scores of a word's analysed terms, as plain text of it scores:
-            ``(ids, scores)`` or ``None`` when no term of it is in the snapshot.
-        impacts: an analysed term's ids and BM25 tf part
-            ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * |d| / avgdl))``, or ``None`` when absent.
-        idf: Lucene IDF of analysed terms (the collection's).
-        length_norm: ``k1 * (1 - b + b * |d| / avgdl)`` of every document.
+        name: the field (``"text"`` is ``Document.text``).
+        b: its length normalisation.
+        analyse: its analyzer's terms of a query text (cached by the caller).
+
+    The default field uses the collection's statistics (a shard's view: the
+    whole collection's); a named field its snapshot's, so a sharded view is
+    refused for it by the scorer before a :class:`Field` is made.
+
+    """
+
+    def __init__(self, snapshot: Snapshot, name: str, b: float, analyse: Callable[[str], list[str]]) -> None:
+        self.snapshot = snapshot
+        self.name = name
+        self.b = b
+        self.analyse = analyse
+        self._keeps_case: bool | None = None
+
+    def postings(self, terms: Sequence[str]) -> Any:
+        """The live postings of ``terms`` in this field (:meth:`Snapshot.postings`)."""
+        return self.snapshot.postings(terms, self.name)
+
+    def doc_freq(self, terms: Sequence[str], local: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Document frequencies for the IDF: the collection's for the default field, else ``local``."""
+        if self.name == DEFAULT_FIELD:
+            return self.snapshot.collection_doc_freq(terms, local)
+        return local
+
+    def average(self) -> float:
+        """The field's mean length (1.0 when 0, as BM25's ``avgdl``)."""
+        if self.name == DEFAULT_FIELD:
+            average = self.snapshot.collection_avgdl
+        else:
+            average = self.snapshot.field_avglen(self.name)
+        return average if average > 0 else 1.0
+
+    def lengths(self) -> NDArray[np.float64]:
+        """Every document's length in this field, float64."""
+        lengths: NDArray[np.float64] = self.snapshot.field_lengths(self.name).astype(np.float64)
+        return lengths
+
+    def positions(
+        self, term: str, node: PhraseNode
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.uint32], int]:
+        """A term's live ids (ascending), its positions per id as CSR, and the postings read.
+
+        Raises:
+            PhrasePositionsError: the field keeps no positions (how to keep them is named).
+
+        """
+        id_runs: list[NDArray[np.int64]] = []
+        start_runs: list[NDArray[np.int64]] = []
+        position_runs: list[NDArray[np.uint32]] = []
+        base = 0
+        for part in self.snapshot.parts:
+            reader: Any = part.reader.text_field(self.name)
+            if not getattr(reader, "has_positions", False):
+                raise PhrasePositionsError(
+                    f"the text field {self.name!r} keeps no positions, so the phrase {node.to_string()!r} "
+                    "cannot be matched; positions are chosen when an index is created: "
+                    f"Index.create(path, schema=Schema((TextField({self.name!r}, positions=True), ...))) "
+                    '(CLI: weft-search index --schema FILE, the field with "positions": true), '
+                    "then add the documents again; or search the words without quotes"
+                )
+            local, _, starts, positions = reader.positions(term)
+            if not local.shape[0]:
+                continue
+            ids = part.to_global(local)
+            rows = np.flatnonzero(ids >= 0)
+            starts, positions = _gather_rows(starts.astype(np.int64), positions, rows)
+            id_runs.append(ids[rows])
+            start_runs.append(starts[:-1] + base)
+            position_runs.append(positions)
+            base += int(starts[-1])
+        if not id_runs:
+            return np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.uint32), 0
+        all_starts = np.concatenate([*start_runs, np.array([base], dtype=np.int64)])
+        read = sum(int(run.shape[0]) for run in id_runs)
+        return np.concatenate(id_runs), all_starts, np.concatenate(position_runs), read
+
+    def fold(self, prefix: str) -> str:
+        """``prefix`` lower-cased, unless the field's analyzer keeps case (``keyword``: as typed).
+
+        Probed once per field: an analyzer that gives ``"Q"`` back as ``["Q"]``
+        indexes terms in their case, so a lower-cased prefix would miss them.
+        """
+        if self._keeps_case is None:
+            self._keeps_case = self.analyse("Q") == ["Q"]
+        return prefix if self._keeps_case else prefix.lower()
+
+    def prefix_terms(self, prefix: str, node: PrefixNode) -> set[str]:
+        """The field's dictionary terms starting with ``prefix`` (bounded by :data:`MAX_PREFIX_TERMS`)."""
+        prefix = self.fold(prefix)
+        expanded: set[str] = set()
+        for part in self.snapshot.parts:
+            expanded.update(part.reader.text_field(self.name).terms_with_prefix(prefix, MAX_PREFIX_TERMS))
+            _check_prefix(expanded, node)
+        return expanded
+
+
+def _check_prefix(expanded: set[str], node: PrefixNode) -> None:
+    if len(expanded) > MAX_PREFIX_TERMS:
+        raise InvalidQueryError(
+            f"the prefix {node.prefix + '*'!r} matches more than MAX_PREFIX_TERMS "
+            f"({MAX_PREFIX_TERMS}) terms of the index; make it longer"
+        )
+
+
+class Tally:
+    """The plan's counts of one tree: distinct (field, term) pairs read, those matched, postings read."""
+
+    def __init__(self) -> None:
+        self.terms: set[tuple[str, str]] = set()
+        self.matched: set[tuple[str, str]] = set()
+        self.postings = 0
+
+    def note(self, field: str, terms: Sequence[str], doc_freq: Sequence[int]) -> None:
+        """As :meth:`Scope.note`."""
+        for term, df in zip(terms, doc_freq, strict=True):
+            self.terms.add((field, term))
+            if df:
+                self.matched.add((field, term))
+
+
+class Scope:
+    """Where a leaf is scored: one field (BM25) or several (BM25F); see the module docstring."""
+
+    #: The fields' names, for messages.
+    label: str
+
+    def analyse(self, text: str) -> list[str]:
+        """The analysed terms of a word or of a phrase's words."""
+        raise NotImplementedError
+
+    def terms(self, terms: list[str]) -> Matches:
+        """Analysed ``terms`` scored as plain query text of them (repeats weighed by their count)."""
+        raise NotImplementedError
+
+    def phrase(self, terms: list[str], node: PhraseNode) -> Matches:
+        """A phrase of two or more analysed terms, with ``node``'s slop (needs positions)."""
+        raise NotImplementedError
+
+    def prefix(self, node: PrefixNode) -> Matches:
+        """Every document holding a term that starts with the prefix (:meth:`Field.fold`), at score 1."""
+        raise NotImplementedError
+
+
+class BM25Scope(Scope):
+    """One field scored with BM25: ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen))``.
+
+    Args:
+        field: the field.
         k1: BM25 ``k1``.
+        tally: the plan's counts.
+        impacts: the scorer's cached ``(ids, tf part)`` of a term (the default
+            field's per-term cache), or ``None`` to read the postings here.
+        norm: the scorer's cached :meth:`norm`, or ``None`` to compute it here.
 
     """
 
     def __init__(
         self,
-        snapshot: Snapshot,
-        word: Callable[[str], Matches | None],
-        impacts: Callable[[str], Matches | None],
-        idf: Callable[[list[str]], NDArray[np.float64]],
-        length_norm: Callable[[], NDArray[np.float64]],
+        field: Field,
         k1: float,
+        tally: Tally,
+        impacts: Callable[[str], Matches | None] | None = None,
+        norm: NDArray[np.float64] | None = None,
     ) -> None:
-        self.snapshot = snapshot
-        self.word = word
-        self.impacts = impacts
-        self.idf = idf
-        self.length_norm = length_norm
+        self.field = field
+        self.label = field.name
         self.k1 = k1
-        self.postings = 0
-        self.terms: set[str] = set()
+        self.tally = tally
+        self._impacts = impacts
+        self._norm = norm
+
+    def analyse(self, text: str) -> list[str]:
+        """As :meth:`Scope.analyse`."""
+        return self.field.analyse(text)
+
+    def norm(self) -> NDArray[np.float64]:
+        """``k1 * (1 - b + b * len / avglen)`` of every document (the BM25 scorer's expression)."""
+        if self._norm is None:
+            field, k1 = self.field, self.k1
+
+            def build() -> NDArray[np.float64]:
+                norm = k1 * (1.0 - field.b + field.b * field.lengths() / field.average())
+                norm.setflags(write=False)
+                return norm
+
+            # Once per snapshot, field and parameters: O(N) otherwise on every query.
+            key = ("bm25.tree.norm", field.name, k1, field.b, field.average())
+            self._norm = field.snapshot.memo(key, build)
+        return self._norm
+
+    def impacts(self, term: str) -> Matches | None:
+        """A term's ids and ``tf * (k1 + 1) / (tf + norm)``; ``None`` when no live document holds it."""
+        if self._impacts is not None:
+            return self._impacts(term)
+        postings = self.field.postings([term])
+        if not postings.ids.shape[0]:
+            return None
+        tf = postings.term_freqs
+        return Matches(postings.ids, tf * (self.k1 + 1.0) / (tf + self.norm()[postings.ids]))
+
+    def idf(self, terms: list[str], found: Sequence[Matches | None]) -> NDArray[np.float64]:
+        """Lucene IDF of ``terms`` (``found``: their :meth:`impacts`)."""
+        local = np.array([0 if entry is None else entry.ids.shape[0] for entry in found], np.int64)
+        return lucene_idf(self.field.snapshot.collection_n_docs, self.field.doc_freq(terms, local))
+
+    def terms(self, terms: list[str]) -> Matches:
+        """As :meth:`Scope.terms`."""
+        # The BM25 scorer's own steps (BM25Scorer._term_contributions), so the same bits.
+        distinct = sorted(set(terms))
+        counts = Counter(terms)
+        query_tf = np.array([counts[term] for term in distinct], dtype=np.float64)
+        found = [self.impacts(term) for term in distinct]
+        frequencies = [0 if entry is None else int(entry.ids.shape[0]) for entry in found]
+        self.tally.note(self.label, distinct, frequencies)
+        self.tally.postings += sum(frequencies)
+        weights = query_tf * self.idf(distinct, found)
+        present = [(entry, weight) for entry, weight in zip(found, weights.tolist(), strict=True) if entry]
+        if not present:
+            return _empty()
+        if len(present) == 1:
+            entry, weight = present[0]
+            return Matches(entry.ids, weight * entry.scores)
+        ids = np.concatenate([entry.ids for entry, _ in present])
+        contributions = np.concatenate([entry.scores for entry, _ in present])
+        contributions *= np.repeat(weights, np.array(frequencies, dtype=np.int64))
+        return _sum_by_id(ids, contributions)
+
+    def phrase(self, terms: list[str], node: PhraseNode) -> Matches:
+        """As :meth:`Scope.phrase`."""
+        found = _phrase_in_field(self.field, terms, node, self.tally)
+        if found is None:
+            return _empty()
+        ids, frequency = found
+        tf = frequency.astype(np.float64)
+        idf = 0.0
+        idfs = self.idf(terms, [self.impacts(term) for term in terms])
+        for value in idfs.tolist():  # in phrase order, one add at a time: the oracle's order
+            idf += value
+        impacts = tf * (self.k1 + 1.0) / (tf + self.norm()[ids])
+        return Matches(ids, idf * impacts)
+
+    def prefix(self, node: PrefixNode) -> Matches:
+        """As :meth:`Scope.prefix`."""
+        expanded = self.field.prefix_terms(node.prefix, node)
+        if not expanded:
+            return _empty()
+        postings = self.field.postings(sorted(expanded))
+        self.tally.postings += int(postings.ids.shape[0])
+        ids = np.unique(postings.ids)
+        return Matches(ids, np.ones(ids.shape[0], dtype=np.float64))
+
+
+class BM25FScope(Scope):
+    """Several fields (or one weighted) scored with BM25F (design29.md; Lucene's ``combined_fields``).
+
+    ``score = sum_t qtf * idf(t) * tf~ * (k1 + 1) / (tf~ + k1)``, ``tf~ = sum_f
+    w_f * tf_f / (1 - b_f + b_f * len_f / avglen_f)`` summed over the fields in
+    name order, ``idf`` from the documents holding ``t`` in any of them: the
+    steps of ``BM25Scorer``'s BM25F path, so ``Query.parse("word")`` has the
+    bits of ``Query("word")``. A phrase's ``tf_f`` is its frequency in field
+    ``f`` (:func:`phrase_frequencies`), folded into ``tf~`` the same way, and
+    its IDF is the sum of its terms' (each from any field).
+
+    Args:
+        fields: the fields, sorted by name, with their weights.
+        k1: BM25 ``k1``.
+        tally: the plan's counts.
+
+    """
+
+    def __init__(self, fields: Sequence[tuple[Field, float]], k1: float, tally: Tally) -> None:
+        self.fields = sorted(fields, key=lambda entry: entry[0].name)
+        self.label = "+".join(field.name for field, _ in self.fields)
+        self.k1 = k1
+        self.tally = tally
+        self._norms: dict[str, NDArray[np.float64]] = {}
+
+    def analyse(self, text: str) -> list[str]:
+        """As :meth:`Scope.analyse`."""
+        return self.fields[0][0].analyse(text)  # the scorer checked every field shares this analysis
+
+    def norm(self, field: Field) -> NDArray[np.float64]:
+        """``1 - b_f + b_f * len_f / avglen_f`` of every document."""
+        norm = self._norms.get(field.name)
+        if norm is None:
+
+            def build() -> NDArray[np.float64]:
+                built = 1.0 - field.b + field.b * field.lengths() / field.average()
+                built.setflags(write=False)
+                return built
+
+            key = ("bm25f.tree.norm", field.name, field.b, field.average())
+            norm = self._norms[field.name] = field.snapshot.memo(key, build)
+        return norm
+
+    def _doc_freq(
+        self, distinct: list[str]
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+        """``(pairs, doc_freq, pseudo)``: keys ``term * N + id`` (ascending), df per term, and ``tf~``."""
+        n_docs = self.fields[0][0].snapshot.n_docs
+        keys: list[NDArray[np.int64]] = []
+        values: list[NDArray[np.float64]] = []
+        for field, weight in self.fields:
+            postings = field.postings(distinct)
+            self.tally.note(field.name, distinct, postings.doc_freq.tolist())
+            self.tally.postings += int(postings.ids.shape[0])
+            if not postings.ids.shape[0]:
+                continue
+            keys.append(postings.term_index * np.int64(n_docs) + postings.ids)
+            values.append(weight * postings.term_freqs / self.norm(field)[postings.ids])
+        if not keys:
+            return np.empty(0, np.int64), np.zeros(len(distinct), np.int64), np.empty(0, np.float64)
+        pairs, slot = np.unique(np.concatenate(keys), return_inverse=True)
+        # bincount adds in input order: field by field in name order, for every pair.
+        pseudo = np.bincount(slot, weights=np.concatenate(values), minlength=pairs.shape[0])
+        doc_freq = np.bincount(pairs // np.int64(n_docs), minlength=len(distinct)).astype(np.int64)
+        return pairs, doc_freq, pseudo.astype(np.float64, copy=False)
+
+    def _idf(self, doc_freq: NDArray[np.int64]) -> NDArray[np.float64]:
+        return lucene_idf(self.fields[0][0].snapshot.collection_n_docs, doc_freq)
+
+    def terms(self, terms: list[str]) -> Matches:
+        """As :meth:`Scope.terms`."""
+        distinct = sorted(set(terms))
+        counts = Counter(terms)
+        query_tf = np.array([counts[term] for term in distinct], dtype=np.float64)
+        pairs, doc_freq, pseudo = self._doc_freq(distinct)
+        if not pairs.shape[0]:
+            return _empty()
+        n_docs = np.int64(self.fields[0][0].snapshot.n_docs)
+        term_of = pairs // n_docs
+        weights = query_tf * self._idf(doc_freq)
+        impacts = pseudo * (self.k1 + 1.0) / (pseudo + self.k1)
+        # Summed per document in term order (pairs are term-major): the dense path's order.
+        return _sum_by_id(pairs - term_of * n_docs, weights[term_of] * impacts)
+
+    def phrase(self, terms: list[str], node: PhraseNode) -> Matches:
+        """As :meth:`Scope.phrase`."""
+        id_runs: list[NDArray[np.int64]] = []
+        value_runs: list[NDArray[np.float64]] = []
+        for field, weight in self.fields:
+            found = _phrase_in_field(field, terms, node, self.tally)
+            if found is not None:
+                ids, frequency = found
+                id_runs.append(ids)
+                value_runs.append(weight * frequency.astype(np.float64) / self.norm(field)[ids])
+        _, doc_freq, _ = self._doc_freq(sorted(set(terms)))
+        if not id_runs:
+            return _empty()
+        ids, slot = np.unique(np.concatenate(id_runs), return_inverse=True)
+        pseudo = np.bincount(slot, weights=np.concatenate(value_runs), minlength=ids.shape[0])
+        by_term = dict(zip(sorted(set(terms)), self._idf(doc_freq).tolist(), strict=True))
+        idf = 0.0
+        for term in terms:  # in phrase order, one add at a time
+            idf += by_term[term]
+        return Matches(ids, idf * (pseudo * (self.k1 + 1.0) / (pseudo + self.k1)))
+
+    def prefix(self, node: PrefixNode) -> Matches:
+        """As :meth:`Scope.prefix`."""
+        expanded: set[str] = set()
+        for field, _ in self.fields:
+            expanded |= field.prefix_terms(node.prefix, node)
+            _check_prefix(expanded, node)
+        if not expanded:
+            return _empty()
+        runs = []
+        for field, _ in self.fields:
+            postings = field.postings(sorted(expanded))
+            self.tally.postings += int(postings.ids.shape[0])
+            runs.append(postings.ids)
+        ids = np.unique(np.concatenate(runs))
+        return Matches(ids, np.ones(ids.shape[0], dtype=np.float64))
+
+
+def _phrase_in_field(
+    field: Field, terms: list[str], node: PhraseNode, tally: Tally
+) -> tuple[NDArray[np.int64], NDArray[np.int64]] | None:
+    """The documents where the phrase occurs in ``field`` and its frequency there; ``None``: nowhere."""
+    lists = []
+    for term in terms:
+        ids, starts, positions, read = field.positions(term, node)
+        tally.note(field.name, [term], [read])
+        tally.postings += read
+        lists.append((ids, starts, positions))
+    candidates = min((ids for ids, _, _ in lists), key=lambda ids: ids.shape[0])
+    for ids, _, _ in lists:
+        candidates = candidates[_member(candidates, ids)]
+    if not candidates.shape[0]:
+        return None
+    rows = [
+        _gather_rows(starts, positions, np.searchsorted(ids, candidates)) for ids, starts, positions in lists
+    ]
+    frequency = phrase_frequencies(rows, node.slop)
+    hit = frequency > 0
+    if not hit.any():
+        return None
+    return candidates[hit], frequency[hit]
+
+
+def _sum_by_id(ids: NDArray[np.int64], contributions: NDArray[np.float64]) -> Matches:
+    """Distinct ids (ascending) and their contributions summed in input order (a stable sort)."""
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    first = np.empty(sorted_ids.shape[0], dtype=np.bool_)
+    first[0] = True
+    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=first[1:])
+    slot = np.empty(ids.shape[0], dtype=np.int64)
+    slot[order] = np.cumsum(first) - 1
+    summed = np.bincount(slot, weights=contributions).astype(np.float64, copy=False)
+    return Matches(sorted_ids[first], summed)
+
+
+class TreeScorer:
+    """One tree's evaluation on one snapshot (see the module docstring for the semantics).
+
+    Args:
+        snapshot: the snapshot searched.
+        scope: the :class:`Scope` of a leaf's field (``None``: unfielded),
+            made once per field and tree; it raises a typed error for a field
+            the index lacks.
+        tally: the plan's counts, which the scopes fill.
+
+    """
+
+    def __init__(self, snapshot: Snapshot, scope: Callable[[str | None], Scope], tally: Tally) -> None:
+        self.snapshot = snapshot
+        self._make_scope = scope
+        self._scopes: dict[str | None, Scope] = {}
+        self.tally = tally
+
+    def scope(self, field: str | None) -> Scope:
+        """The scope of ``field`` (made on first use)."""
+        found = self._scopes.get(field)
+        if found is None:
+            found = self._scopes[field] = self._make_scope(field)
+        return found
 
     def evaluate(self, node: Node) -> Matches | None:
         """What ``node`` matches with its scores; ``None`` when it analyses to nothing (dropped)."""
         if isinstance(node, BoolNode):
             found = self._bool(node)
         else:
-            self._check_field(node)
+            scope = self.scope(node.field)
             if isinstance(node, TermNode):
-                found = self._term(node)
+                terms = scope.analyse(node.text)
+                found = scope.terms(terms) if terms else None
             elif isinstance(node, PhraseNode):
-                found = self._phrase(node)
+                terms = [term for word in node.terms for term in scope.analyse(word)]
+                if not terms:
+                    found = None
+                elif len(terms) == 1:
+                    found = scope.terms(terms)  # a phrase of one term is that term
+                else:
+                    found = scope.phrase(terms, node)
             else:
-                found = self._prefix(node)
+                found = scope.prefix(node)
         if found is None or node.boost == 1.0:
             return found
         return Matches(found.ids, found.scores * node.boost)
-
-    @staticmethod
-    def _check_field(node: TermNode | PhraseNode | PrefixNode) -> None:
-        if node.field is not None and node.field != DEFAULT_FIELD:
-            raise InvalidQueryError(
-                f"unknown text field {node.field!r} in {node.to_string()!r}; this index has one: "
-                f"{DEFAULT_FIELD!r}"
-            )
-
-    def _term(self, node: TermNode) -> Matches | None:
-        terms = self.snapshot.query_terms(node.text)
-        if not terms:
-            return None
-        self.terms.update(terms)
-        found = self.word(node.text)
-        if found is None:
-            return _empty()
-        self.postings += int(found.ids.shape[0])
-        return found
-
-    def _prefix(self, node: PrefixNode) -> Matches:
-        prefix = node.prefix.lower()
-        expanded: set[str] = set()
-        for part in self.snapshot.parts:
-            expanded.update(part.reader.terms_with_prefix(prefix, MAX_PREFIX_TERMS))
-            if len(expanded) > MAX_PREFIX_TERMS:
-                raise InvalidQueryError(
-                    f"the prefix {node.prefix + '*'!r} matches more than MAX_PREFIX_TERMS "
-                    f"({MAX_PREFIX_TERMS}) terms of the index; make it longer"
-                )
-        if not expanded:
-            return _empty()
-        postings = self.snapshot.postings(sorted(expanded))
-        self.postings += int(postings.ids.shape[0])
-        ids = np.unique(postings.ids)
-        return Matches(ids, np.ones(ids.shape[0], dtype=np.float64))
-
-    def _phrase(self, node: PhraseNode) -> Matches | None:
-        terms = [term for word in node.terms for term in self.snapshot.query_terms(word)]
-        if not terms:
-            return None
-        if len(terms) == 1:
-            return self._single(terms[0])
-        self.terms.update(terms)
-        lists = [self._positions(term, node) for term in terms]
-        candidates = min((ids for ids, _, _ in lists), key=lambda ids: ids.shape[0])
-        for ids, _, _ in lists:
-            candidates = candidates[_member(candidates, ids)]
-        if not candidates.shape[0]:
-            return _empty()
-        rows = [
-            _gather_rows(starts, positions, np.searchsorted(ids, candidates))
-            for ids, starts, positions in lists
-        ]
-        frequency = phrase_frequencies(rows, node.slop)
-        hit = frequency > 0
-        ids = candidates[hit]
-        tf = frequency[hit].astype(np.float64)
-        idf = 0.0
-        for value in self.idf(terms).tolist():  # in phrase order, one add at a time: the oracle's order
-            idf += value
-        norm = self.length_norm()
-        impacts = tf * (self.k1 + 1.0) / (tf + norm[ids])
-        return Matches(ids, idf * impacts)
-
-    def _single(self, term: str) -> Matches:
-        """A phrase of one analysed term: that term's BM25 (the term as is: it is not analysed again)."""
-        self.terms.add(term)
-        found = self.impacts(term)
-        if found is None:
-            return _empty()
-        self.postings += int(found.ids.shape[0])
-        return Matches(found.ids, float(self.idf([term])[0]) * found.scores)
-
-    def _positions(
-        self, term: str, node: PhraseNode
-    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.uint32]]:
-        """A term's live ids (ascending), and its positions per id as CSR, over the snapshot's segments."""
-        id_runs: list[NDArray[np.int64]] = []
-        start_runs: list[NDArray[np.int64]] = []
-        position_runs: list[NDArray[np.uint32]] = []
-        base = 0
-        for part in self.snapshot.parts:
-            reader: Any = part.reader
-            read = getattr(reader, "positions", None)
-            if read is None or not getattr(reader, "has_positions", True):
-                raise PhrasePositionsError(
-                    f"this index keeps no positions, so the phrase {node.to_string()!r} cannot be "
-                    "matched; rebuild it with positions, or search the words without quotes"
-                )
-            local, _, starts, positions = read(term)
-            if not local.shape[0]:
-                continue
-            ids = part.to_global(local)
-            starts = starts.astype(np.int64)
-            rows = np.flatnonzero(ids >= 0)
-            starts, positions = _gather_rows(starts, positions, rows)
-            id_runs.append(ids[rows])
-            start_runs.append(starts[:-1] + base)
-            position_runs.append(positions)
-            base += int(starts[-1])
-        if not id_runs:
-            return np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.uint32)
-        self.postings += sum(int(run.shape[0]) for run in id_runs)
-        all_starts = np.concatenate([*start_runs, np.array([base], dtype=np.int64)])
-        return np.concatenate(id_runs), all_starts, np.concatenate(position_runs)
 
     def _bool(self, node: BoolNode) -> Matches | None:
         must = [m for m in (self.evaluate(c) for c in node.must) if m is not None]
