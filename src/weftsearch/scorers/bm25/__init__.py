@@ -47,7 +47,9 @@ from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import PlanValue, Stream, _vouched_stream, check_k, top_k
 from weftsearch.errors import InvalidParameterError, InvalidQueryError
 from weftsearch.native import bm25 as kernel
+from weftsearch.native import boolean as boolean_kernel
 from weftsearch.schema import DEFAULT_FIELD
+from weftsearch.scorers.bm25 import conjunction
 from weftsearch.scorers.bm25 import lists as layout
 from weftsearch.scorers.bm25.tree import Matches, TreeScorer
 
@@ -817,6 +819,9 @@ class BM25Scorer:
         allowed = snapshot.allowed(query)
         if query.tree is not None:
             self._check_tree_fields()
+            compiled = self._tree_compiled(snapshot, query, k, allowed)
+            if compiled is not None:
+                return compiled
             (ids, scores), plan = self._tree(snapshot, query)
             if allowed is not None:
                 keep = allowed[ids]
@@ -839,6 +844,33 @@ class BM25Scorer:
                 f"{self.name}: a parsed query (Query.parse) is scored over the default field 'text'; "
                 "this scorer is BM25F over several fields, which query trees do not support yet"
             )
+
+    def _tree_compiled(
+        self, snapshot: Snapshot, query: Query, k: int, allowed: NDArray[np.bool_] | None
+    ) -> Stream | None:
+        """:meth:`score` of a tree through ``_boolean.c`` (:mod:`.conjunction`), or ``None`` (numpy then).
+
+        ``None`` when the kernel is not loaded, the snapshot is empty or the
+        tree does not fit (:func:`.conjunction.plan`). Same ids, score bits and
+        order as the numpy path (:meth:`_tree`), which is its oracle.
+        """
+        tree = query.tree
+        if tree is None or snapshot.n_docs == 0:
+            return None
+        function = boolean_kernel.compiled_boolean()
+        if function is None:
+            return None
+        laid_out = conjunction.plan(snapshot, tree)
+        if laid_out is None:
+            return None
+
+        def idf(terms: list[str], live: NDArray[np.int64]) -> NDArray[np.float64]:
+            return lucene_idf(snapshot.collection_n_docs, snapshot.collection_doc_freq(terms, live))
+
+        ids, scores, plan = conjunction.score(
+            function, snapshot, laid_out, idf, self.k1, self.b, self._avgdl(snapshot), k, allowed
+        )
+        return _vouched_stream(ids, scores, snapshot, plan=plan)
 
     def _tree(self, snapshot: Snapshot, query: Query) -> tuple[Matches, dict[str, PlanValue]]:
         """Every document ``query.tree`` matches, with its score (:mod:`.tree`), and the search's plan.
