@@ -51,14 +51,18 @@
 #define WB_MAX_CLAUSES 64
 
 typedef struct {
-    int64_t data;        /* address of uint32 packed words */
-    int64_t words;       /* their count */
-    int64_t count;       /* postings; 0: the term is absent from this part (nothing else read) */
-    int64_t meta;        /* address of uint32[4 * n_blocks]: last ids, max tfs, min lengths, widths */
-    int64_t n_blocks;    /* ceil(count / 128) */
-    int64_t starts;      /* address of int64[count + 1] position starts, or 0 (no positions needed) */
-    int64_t positions;   /* address of uint32 positions */
-    int64_t n_positions; /* their count */
+    int64_t data;       /* address of uint32 packed words */
+    int64_t words;      /* their count */
+    int64_t count;      /* postings; 0: the term is absent from this part (nothing else read) */
+    int64_t meta;       /* address of uint32[4 * n_blocks]: last ids, max tfs, min lengths, widths */
+    int64_t n_blocks;   /* ceil(count / 128) */
+    int64_t pos_words;  /* address of the term's uint32 packed positions (a phrase's slot; else 0) */
+    int64_t pos_n;      /* their count of words */
+    int64_t pos_widths; /* address of uint8 bit width per chunk of 128 position codes */
+    int64_t n_chunks;   /* chunks */
+    int64_t chunk_at;   /* address of int64[n_chunks + 1]: each chunk's first word, the last pos_n */
+    int64_t tf_before;  /* address of int64[n_blocks + 1]: positions before each block of postings */
+    int64_t spare;
 } list_desc;
 
 typedef struct {
@@ -83,9 +87,13 @@ typedef struct {
     int64_t *word_start;
     int tfs_ready;
     uint32_t ids[WB_BLOCK], tfs[WB_BLOCK];
-    const int64_t *pstarts;
-    const uint32_t *positions;
-    int64_t n_positions;
+    /* positions (a phrase's slot) */
+    const uint32_t *pwords;
+    const uint8_t *pwidths;
+    const int64_t *chunk_at, *tf_before;
+    int64_t n_chunks;
+    int64_t *at;   /* the candidate's positions, decoded */
+    int64_t at_n, at_cap;
 } cursor;
 
 typedef struct {
@@ -197,9 +205,12 @@ static int open_cursor(cursor *c, const list_desc *l, int64_t row, int64_t *word
     c->block = -1;
     c->row = row;
     c->word_start = word_start;
-    c->pstarts = (const int64_t *)(uintptr_t)l->starts;
-    c->positions = (const uint32_t *)(uintptr_t)l->positions;
-    c->n_positions = l->n_positions;
+    c->pwords = (const uint32_t *)(uintptr_t)l->pos_words;
+    c->pwidths = (const uint8_t *)(uintptr_t)l->pos_widths;
+    c->chunk_at = (const int64_t *)(uintptr_t)l->chunk_at;
+    c->tf_before = (const int64_t *)(uintptr_t)l->tf_before;
+    c->n_chunks = l->n_chunks;
+    c->at_n = 0;
     int64_t word = 0;
     for (int64_t block = 0; block < c->n_blocks; block++) {
         uint32_t widths = c->widths[block];
@@ -210,14 +221,75 @@ static int open_cursor(cursor *c, const list_desc *l, int64_t row, int64_t *word
         int64_t n = block_count(c, block);
         word += run_words(n, widths & 0xFF) + run_words(n, (widths >> 8) & 0xFF);
     }
-    return word == l->words && (int64_t)c->last[c->n_blocks - 1] < n_docs;
+    if (word != l->words || (int64_t)c->last[c->n_blocks - 1] >= n_docs) return 0;
+    if (!c->pwords) return 1;
+    /*
+     * A phrase's slot: the positions tables must describe the words (the reader checked the
+     * positions themselves; this O(blocks + chunks) check keeps every read below inside them).
+     */
+    if (c->tf_before[0] != 0) return 0;
+    for (int64_t block = 0; block < c->n_blocks; block++)
+        if (c->tf_before[block + 1] < c->tf_before[block] + block_count(c, block)) return 0; /* tf >= 1 */
+    int64_t total = c->tf_before[c->n_blocks];
+    if (total > ((int64_t)1 << 40) || c->n_chunks != (total + WB_BLOCK - 1) / WB_BLOCK || c->chunk_at[0] != 0 ||
+        c->chunk_at[c->n_chunks] != l->pos_n)
+        return 0;
+    for (int64_t chunk = 0; chunk < c->n_chunks; chunk++) {
+        int64_t n = total - chunk * WB_BLOCK < WB_BLOCK ? total - chunk * WB_BLOCK : WB_BLOCK;
+        if (c->pwidths[chunk] > 32 || c->chunk_at[chunk + 1] - c->chunk_at[chunk] != run_words(n, c->pwidths[chunk]))
+            return 0;
+    }
+    return 1;
+}
+
+/* Position code `x` of the list: chunk x / 128 at its width, inside its run (checked at open). */
+static inline uint64_t position_code(const cursor *c, int64_t x) {
+    int64_t chunk = x >> WB_SHIFT;
+    unsigned width = c->pwidths[chunk];
+    if (!width) return 0;
+    uint64_t bit = (uint64_t)(x & (WB_BLOCK - 1)) * width;
+    const uint32_t *run = c->pwords + c->chunk_at[chunk] + (int64_t)(bit >> 5);
+    unsigned shift = (unsigned)(bit & 31);
+    uint64_t value = (uint64_t)run[0] >> shift;
+    if (shift + width > 32) value |= (uint64_t)run[1] << (32 - shift);
+    return value & (width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1));
+}
+
+/*
+ * Decode the positions of the posting the cursor stands on into c->at (first code absolute,
+ * then gap - 1): where they start is the positions before its block plus its block's tfs before
+ * it. 1: done, 0: out of memory, -3: the tables disagree with the tfs (corrupt).
+ */
+static int decode_positions(cursor *c) {
+    int64_t block = c->pos >> WB_SHIFT, i = c->pos & (WB_BLOCK - 1);
+    tf_now(c); /* the block's tfs */
+    int64_t start = c->tf_before[block];
+    for (int64_t j = 0; j < i; j++) start += c->tfs[j];
+    int64_t tf = c->tfs[i];
+    if (start + tf > c->tf_before[block + 1]) return -3;
+    if (tf > c->at_cap) {
+        int64_t cap = tf > 2 * c->at_cap ? tf : 2 * c->at_cap; /* <= 2 * 2^40 entries: no overflow */
+        int64_t *grown = realloc(c->at, (size_t)cap * sizeof(int64_t));
+        if (!grown) return 0;
+        c->at = grown;
+        c->at_cap = cap;
+    }
+    uint64_t p = position_code(c, start);
+    c->at[0] = (int64_t)p;
+    for (int64_t t = 1; t < tf; t++) {
+        p += position_code(c, start + t) + 1;
+        if (p > ((uint64_t)1 << 40)) return -3; /* a document is not that long: a crafted run */
+        c->at[t] = (int64_t)p;
+    }
+    c->at_n = tf;
+    return 1;
 }
 
 /* Binary search: the first index in [lo, hi) whose position is >= target. */
-static inline int64_t lower_bound(const uint32_t *p, int64_t lo, int64_t hi, int64_t target) {
+static inline int64_t lower_bound(const int64_t *p, int64_t lo, int64_t hi, int64_t target) {
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
-        if ((int64_t)p[mid] < target)
+        if (p[mid] < target)
             lo = mid + 1;
         else
             hi = mid;
@@ -225,30 +297,29 @@ static inline int64_t lower_bound(const uint32_t *p, int64_t lo, int64_t hi, int
     return lo;
 }
 
-/* The phrase's frequency in the document the cursors stand on (tree.py's fixpoint); -3: corrupt. */
+/*
+ * The phrase's frequency in the document its cursors stand on (tree.py's fixpoint), its terms'
+ * positions decoded for this document only. -1: out of memory, -3: corrupt.
+ */
 static int64_t phrase_frequency(cursor **slots, int64_t n, int64_t slop) {
-    int64_t from[WB_MAX_SLOTS], to[WB_MAX_SLOTS];
     for (int64_t i = 0; i < n; i++) {
-        const cursor *c = slots[i];
-        int64_t a = c->pstarts[c->pos], b = c->pstarts[c->pos + 1];
-        if (a < 0 || b < a || b > c->n_positions) return -3;
-        from[i] = a;
-        to[i] = b;
+        int done = decode_positions(slots[i]);
+        if (done != 1) return done == 0 ? -1 : -3;
     }
-    const uint32_t *first = slots[0]->positions;
+    const int64_t *first = slots[0]->at;
     int64_t count = 0;
-    for (int64_t j = from[0]; j < to[0]; j++) {
+    for (int64_t j = 0; j < slots[0]->at_n; j++) {
         int64_t anchor = first[j], low = anchor - slop;
         for (;;) {
             int64_t furthest = anchor, alive = 1;
             for (int64_t i = 1; i < n; i++) {
                 /* the next shifted position p - i at or after low */
-                int64_t at = lower_bound(slots[i]->positions, from[i], to[i], low + i);
-                if (at >= to[i]) {
+                int64_t at = lower_bound(slots[i]->at, 0, slots[i]->at_n, low + i);
+                if (at >= slots[i]->at_n) {
                     alive = 0;
                     break;
                 }
-                int64_t next = (int64_t)slots[i]->positions[at] - i;
+                int64_t next = slots[i]->at[at] - i;
                 if (next > furthest) furthest = next;
             }
             if (!alive) break;
@@ -338,7 +409,10 @@ int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause
                 continue;
             }
             if (!l->data || !l->meta || l->n_blocks != (l->count + WB_BLOCK - 1) / WB_BLOCK) return -2;
-            if (slot_role[s] == 1 && (!l->starts || !l->positions || l->n_positions < 0)) return -2;
+            if (slot_role[s] == 1 && (!l->pos_words || !l->pos_widths || !l->chunk_at || !l->tf_before ||
+                                      l->n_chunks < 0 || l->pos_n < 0))
+                return -2;
+            if (slot_role[s] != 1 && l->pos_words) return -2;
             blocks += l->n_blocks; /* <= 64 * 2^25: no overflow */
             st.blocks += l->n_blocks;
             st.postings += l->count;
@@ -354,7 +428,7 @@ int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause
     int64_t heap_k = k < candidates ? k : candidates;
     if (heap_k < 1) heap_k = 1;
     if ((uint64_t)heap_k > SIZE_MAX / sizeof(scored_id)) return -1;
-    cursor *cursors = malloc((size_t)n_slots * sizeof(cursor));
+    cursor *cursors = calloc((size_t)n_slots, sizeof(cursor)); /* position buffers start empty */
     int64_t *word_starts = malloc((size_t)(max_blocks + 1) * sizeof(int64_t));
     selection sel = {malloc((size_t)heap_k * sizeof(scored_id)), NULL, 0, heap_k, 0, 0, candidates};
     int64_t result = 0;
@@ -438,6 +512,10 @@ int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause
                     tf = (double)tf_now(cur[cl->first]);
                 } else if (cl->role == 1) {
                     int64_t freq = phrase_frequency(&cur[cl->first], cl->n, cl->slop);
+                    if (freq == -1) {
+                        result = -1;
+                        break;
+                    }
                     if (freq == -3) {
                         st.corrupt_row = p * n_slots + cl->first;
                         result = -3;
@@ -497,6 +575,8 @@ done:
         stats_out[3] = st.candidates;
         stats_out[4] = st.scored;
     }
+    if (cursors)
+        for (int64_t s = 0; s < n_slots; s++) free(cursors[s].at);
     free(cursors);
     free(word_starts);
     free(sel.heap);

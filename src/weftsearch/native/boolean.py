@@ -2,7 +2,8 @@
 
 This module binds the library and runs it over arrays: list descriptors
 (:data:`LIST_FIELDS` int64 per slot and segment: packed words, block table,
-counts, decoded positions for a phrase's terms), clause descriptors
+counts, and for a phrase's terms their packed positions with the tables of
+:func:`positions_tables`), clause descriptors
 (:data:`CLAUSE_FIELDS` int64 per clause: role, first slot, slots, slop), one
 weight and one boost per clause, and the part descriptors of
 :mod:`weftsearch.native.bm25` (length norms, id map, base, documents). Which
@@ -34,7 +35,7 @@ from numpy.typing import NDArray
 
 from weftsearch.errors import CorruptIndexError
 from weftsearch.native.loader import BOOLEAN_SWITCH, Scratch, load_library
-from weftsearch.storage.postings import BLOCK_ROWS, pack_postings
+from weftsearch.storage.postings import BLOCK_ROWS, POSTINGS_BLOCK, pack_positions, pack_postings
 
 __all__ = [
     "CLAUSE_FIELDS",
@@ -49,6 +50,7 @@ __all__ = [
     "BooleanStats",
     "CorruptSlotError",
     "compiled_boolean",
+    "positions_tables",
     "top_k",
 ]
 
@@ -56,7 +58,7 @@ __all__ = [
 DISABLE_VARIABLE = BOOLEAN_SWITCH
 
 #: int64 fields of one list descriptor and one clause descriptor (see ``_boolean.c``).
-LIST_FIELDS = 8
+LIST_FIELDS = 12
 CLAUSE_FIELDS = 4
 #: Most term slots (a phrase takes one per term) and clauses in one call (``_boolean.c``'s limits).
 MAX_SLOTS = 64
@@ -97,6 +99,30 @@ class CorruptSlotError(CorruptIndexError):
     def __init__(self, index: int) -> None:
         super().__init__("packed postings of a query term do not decode")
         self.index = index
+
+
+def positions_tables(
+    tfs: NDArray[np.uint32], widths: NDArray[np.uint8]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The two tables ``_boolean.c`` finds a posting's positions with: ``(chunk_at, tf_before)``.
+
+    ``tfs``: one term's postings' frequencies in one segment; ``widths``: its
+    chunks' bit widths as stored. ``chunk_at``: each chunk's first word (one
+    more entry: the words); ``tf_before``: the positions before each block of
+    128 postings (one more entry: all of them). O(postings / 128 + chunks),
+    vectorised; the kernel checks both against the words before reading.
+    """
+    tf = np.asarray(tfs, dtype=np.int64)
+    tf_before = np.zeros((tf.shape[0] + POSTINGS_BLOCK - 1) // POSTINGS_BLOCK + 1, dtype=np.int64)
+    if tf.shape[0]:
+        np.cumsum(np.add.reduceat(tf, np.arange(0, tf.shape[0], POSTINGS_BLOCK)), out=tf_before[1:])
+    total = int(tf_before[-1])
+    counts = np.full(widths.shape[0], POSTINGS_BLOCK, dtype=np.int64)
+    if counts.shape[0]:
+        counts[-1] = total - POSTINGS_BLOCK * (counts.shape[0] - 1)
+    chunk_at = np.zeros(widths.shape[0] + 1, dtype=np.int64)
+    np.cumsum((counts * widths.astype(np.int64) + 31) // 32, out=chunk_at[1:])
+    return chunk_at, tf_before
 
 
 @cache
@@ -205,26 +231,34 @@ def _agrees_with_formula(function: Callable[..., int]) -> bool:
         ids = np.array(sorted(found), dtype=np.uint32)
         tfs = np.array([len(found[doc]) for doc in sorted(found)], dtype=np.uint32)
         pack = pack_postings(ids, tfs, np.array([0, ids.shape[0]], np.uint64), lengths)
-        starts = np.zeros(ids.shape[0] + 1, dtype=np.int64)
-        np.cumsum(tfs, out=starts[1:])
         at = np.array([p for doc in sorted(found) for p in found[doc]], dtype=np.uint32)
-        keep += [pack.data, pack.blocks, starts, at]
+        packed = pack_positions(at, tfs, np.array([0, ids.shape[0]], np.uint64))
+        chunk_at, tf_before = positions_tables(tfs, packed.widths)
+        keep += [pack.data, pack.blocks, packed.data, packed.widths, chunk_at, tf_before]
         data = pack.data.ctypes.data if pack.data.shape[0] else pack.blocks.ctypes.data
-        rows.append(
-            (
-                data,
-                pack.data.shape[0],
-                ids.shape[0],
-                pack.blocks.ctypes.data,
-                pack.blocks.shape[0] // BLOCK_ROWS,
-                starts.ctypes.data,
-                at.ctypes.data if at.shape[0] else starts.ctypes.data,
-                at.shape[0],
-            )
-        )
+        row = [
+            data,
+            pack.data.shape[0],
+            ids.shape[0],
+            pack.blocks.ctypes.data,
+            pack.blocks.shape[0] // BLOCK_ROWS,
+        ]
+        positions = [
+            packed.data.ctypes.data if packed.data.shape[0] else chunk_at.ctypes.data,
+            packed.data.shape[0],
+            packed.widths.ctypes.data if packed.widths.shape[0] else chunk_at.ctypes.data,
+            packed.widths.shape[0],
+            chunk_at.ctypes.data,
+            tf_before.ctypes.data,
+            0,
+        ]
+        rows.append((row, positions))
     # must 0 (boost 2.5), must phrase (1, 2) slop 1, should 3, must_not 4.
     slots = [0, 1, 2, 3, 4]
-    lists = np.array([rows[term] for term in slots], dtype=np.int64)
+    # Only the phrase's slots (1 and 2) carry positions.
+    lists = np.array(
+        [rows[term][0] + (rows[term][1] if term in (1, 2) else [0] * 7) for term in slots], dtype=np.int64
+    )
     clauses = np.array([(MUST, 0, 1, 0), (PHRASE, 1, 2, 1), (SHOULD, 3, 1, 0), (MUST_NOT, 4, 1, 0)], np.int64)
     weights = np.array([0.7, 1.9, 0.3, 1.0])
     boosts = np.array([2.5, 1.0, 0.5, 1.0])

@@ -867,9 +867,12 @@ class BM25Scorer:
         def idf(terms: list[str], live: NDArray[np.int64]) -> NDArray[np.float64]:
             return lucene_idf(snapshot.collection_n_docs, snapshot.collection_doc_freq(terms, live))
 
-        ids, scores, plan = conjunction.score(
+        found = conjunction.score(
             function, snapshot, laid_out, idf, self.k1, self.b, self._avgdl(snapshot), k, allowed
         )
+        if found is None:
+            return None
+        ids, scores, plan = found
         return _vouched_stream(ids, scores, snapshot, plan=plan)
 
     def _tree(self, snapshot: Snapshot, query: Query) -> tuple[Matches, dict[str, PlanValue]]:

@@ -12,9 +12,10 @@ numpy path: each clause's weight is what the numpy path multiplies its
 impacts by (a term's IDF; a phrase's terms' IDFs added to 0.0 in order), and
 the kernel sums in the tree's clause order.
 
-Positions for a phrase's terms are decoded per segment and term (the reader
-checks them on the way) and kept for reuse, up to :data:`POSITIONS_BUDGET`
-positions per segment (the oldest term dropped first).
+A phrase's terms are read from their packed positions (views of the segment
+file), decoded by the kernel for the candidates only; the reader checks a
+term's positions in full the first time it is used (remembered per segment,
+up to :data:`POSITIONS_TERMS` terms).
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ from weftsearch.native import boolean as kernel
 from weftsearch.querylang import BoolNode, Node, PhraseNode, TermNode
 from weftsearch.schema import DEFAULT_FIELD
 
-__all__ = ["POSITIONS_BUDGET", "Layout", "plan", "score"]
+__all__ = ["POSITIONS_TERMS", "Layout", "plan", "score"]
 
-#: Decoded positions one segment keeps for phrases (4 bytes each, plus 8 per posting for the starts).
-POSITIONS_BUDGET = 8_000_000
+#: Terms whose positions descriptors one segment reader keeps (views of the file plus two small
+#: tables: 8 bytes per 128 postings and per 128 positions); past it the oldest is dropped.
+POSITIONS_TERMS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,20 +114,26 @@ def plan(snapshot: Snapshot, tree: Node) -> Layout | None:
 
 
 class _Positions:
-    """One segment reader's decoded positions per term, bounded by :data:`POSITIONS_BUDGET`."""
+    """A segment reader's positions descriptors by term, at most :data:`POSITIONS_TERMS` (oldest dropped)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.terms: dict[str, tuple[NDArray[np.int64], NDArray[np.uint32]]] = {}
-        self.held = 0
+        self.terms: dict[str, tuple[tuple[int, ...], tuple[Any, ...]]] = {}
 
 
 _POSITIONS: weakref.WeakKeyDictionary[Any, _Positions] = weakref.WeakKeyDictionary()
 _POSITIONS_LOCK = threading.Lock()
 
 
-def _positions(reader: Any, term: str) -> tuple[NDArray[np.int64], NDArray[np.uint32]]:
-    """``(starts, positions)`` of ``term`` in ``reader`` (int64 starts, one per posting plus one)."""
+def _positions(reader: Any, term: str) -> tuple[tuple[int, ...], tuple[Any, ...]] | None:
+    """The last 7 fields of ``term``'s list descriptor in ``reader`` (its packed positions), and their arrays.
+
+    ``None`` when the reader hands out no packed positions (the numpy path
+    then runs). The first use of a term on a reader checks its positions
+    (:meth:`~weftsearch.storage.segment.SegmentReader.packed_positions`: a full
+    decode) and derives the kernel's tables from its tfs: O(postings +
+    positions) once; after that O(1).
+    """
     with _POSITIONS_LOCK:
         cache = _POSITIONS.get(reader)
         if cache is None:
@@ -133,16 +141,33 @@ def _positions(reader: Any, term: str) -> tuple[NDArray[np.int64], NDArray[np.ui
     found = cache.terms.get(term)
     if found is not None:
         return found
-    _, _, starts, positions = reader.positions(term)
-    entry = (np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(positions, dtype=np.uint32))
-    size = int(entry[1].shape[0]) + 2 * int(entry[0].shape[0])
+    read = getattr(reader, "packed_positions", None)
+    if read is None:
+        return None
+    try:
+        packed = read(term)
+    except KeyError:  # no positions section: the numpy path says so, typed
+        return None
+    if packed is None:
+        return None
+    words, widths = np.ascontiguousarray(packed[0], np.uint32), np.ascontiguousarray(packed[1], np.uint8)
+    _, tfs = reader.postings(term)
+    chunk_at, tf_before = kernel.positions_tables(tfs, widths)
+    fallback = chunk_at.ctypes.data  # an empty run has no address of its own: any valid one will do
+    fields = (
+        words.ctypes.data if words.shape[0] else fallback,
+        int(words.shape[0]),
+        widths.ctypes.data if widths.shape[0] else fallback,
+        int(widths.shape[0]),
+        chunk_at.ctypes.data,
+        tf_before.ctypes.data,
+        0,
+    )
+    entry = (fields, (words, widths, chunk_at, tf_before))
     with cache.lock:
-        while cache.terms and cache.held + size > POSITIONS_BUDGET:
-            dropped = cache.terms.pop(next(iter(cache.terms)))
-            cache.held -= int(dropped[1].shape[0]) + 2 * int(dropped[0].shape[0])
-        if size <= POSITIONS_BUDGET:
-            cache.terms[term] = entry
-            cache.held += size
+        if term not in cache.terms and len(cache.terms) >= POSITIONS_TERMS:
+            del cache.terms[next(iter(cache.terms))]
+        cache.terms[term] = entry
     return entry
 
 
@@ -156,14 +181,17 @@ def score(
     avgdl: float,
     k: int,
     allowed: NDArray[np.bool_] | None,
-) -> tuple[NDArray[np.int64], NDArray[np.float64], dict[str, PlanValue]]:
+) -> tuple[NDArray[np.int64], NDArray[np.float64], dict[str, PlanValue]] | None:
     """The ``k`` best documents of the laid-out tree, canonical order, and the search's plan.
+
+    ``None`` when a segment hands out no packed positions for a phrase's term
+    (the numpy path then runs).
 
     ``idf(terms, live_df)``: the numpy path's IDF of each term (the
     collection's document frequency where the snapshot carries one).
     O(lists' blocks) to open the lists, then the kernel (see
     :func:`weftsearch.native.boolean.top_k`), plus the positions of a
-    phrase's terms the first time they are read on a segment.
+    phrase's terms the first time they are read on a segment (see :func:`_positions`).
 
     Raises:
         CorruptIndexError: a term's postings or positions do not decode (the term is named).
@@ -199,16 +227,11 @@ def score(
             at = part * n_slots + slot
             table[at, :5] = row[:5]
             if phrase_slot[slot]:
-                starts, positions = _positions(snapshot.parts[part].reader, term)
-                if starts.shape[0] != row[2] + 1:
-                    reader = snapshot.parts[part].reader
-                    raise CorruptIndexError(
-                        f"{reader.path}: positions of term {term!r} disagree with its postings"
-                    )
-                keep.append((starts, positions))
-                table[at, 5] = starts.ctypes.data
-                table[at, 6] = positions.ctypes.data if positions.shape[0] else starts.ctypes.data
-                table[at, 7] = positions.shape[0]
+                found = _positions(snapshot.parts[part].reader, term)
+                if found is None:
+                    return None
+                keep.append(found[1])
+                table[at, 5:] = found[0]
     parts, _ = layout._part_table(snapshot, k1, b, avgdl)
     if allowed is not None:
         maps = layout._filtered_maps(snapshot, allowed)
