@@ -382,7 +382,7 @@ int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause
     if (n_parts > INT64_MAX / n_slots) return -2;
     int slot_role[WB_MAX_SLOTS];
     for (int64_t s = 0; s < n_slots; s++) slot_role[s] = -1;
-    int has_must = 0;
+    int has_must = 0, has_phrase = 0;
     for (int64_t q = 0; q < n_clauses; q++) {
         const clause_desc *cl = &clauses[q];
         if (cl->role < 0 || cl->role > 3 || cl->first < 0 || cl->n < 1 || cl->first > n_slots - cl->n) return -2;
@@ -393,6 +393,7 @@ int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause
             slot_role[s] = (int)cl->role;
         }
         if (cl->role <= 1) has_must = 1;
+        if (cl->role == 1) has_phrase = 1;
     }
     for (int64_t s = 0; s < n_slots; s++)
         if (slot_role[s] == -1) return -2;
@@ -504,6 +505,30 @@ int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause
                 if (id == doc) keep = 0;
             }
             if (result) break;
+            if (keep && has_phrase && sel.size == k) {
+                /*
+                 * A bound before any position is read: a phrase occurs at most as often as its first
+                 * term, and the impact rises with tf, so the sum with each phrase's tf replaced by its
+                 * first term's bounds the score (in real arithmetic; the same operations in the same
+                 * order otherwise, so a relative 2^-30 covers the roundings). Strictly below the k-th
+                 * score: the document cannot enter, ties can (they are verified and scored).
+                 */
+                double bound = 0.0;
+                for (int64_t q = 0; q < n_clauses && result == 0; q++) {
+                    const clause_desc *cl = &clauses[q];
+                    cursor *c = cur[cl->first];
+                    if (cl->role == 3 || !c) continue;
+                    if (cl->role == 2) {
+                        int64_t id = advance(c, doc, &st);
+                        if (id == -3) result = -3;
+                        if (id != doc) continue;
+                    }
+                    double tf = (double)tf_now(c);
+                    bound = bound + (weights[q] * ((tf * kp1) / (tf + norms[doc]))) * boosts[q];
+                }
+                if (result) break;
+                if ((bound * root_boost) * (1.0 + 0x1p-30) < sel.heap[0].score) keep = 0;
+            }
             double score = 0.0;
             for (int64_t q = 0; q < n_clauses && keep; q++) {
                 const clause_desc *cl = &clauses[q];
