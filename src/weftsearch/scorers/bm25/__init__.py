@@ -794,7 +794,10 @@ class BM25Scorer:
 
         A query with a :attr:`~weftsearch.engine.query.Query.tree` (``Query.parse``)
         is scored as that tree instead (:mod:`weftsearch.scorers.bm25.tree`:
-        Lucene's boolean semantics, through numpy on every snapshot size).
+        Lucene's boolean semantics): through the compiled conjunction kernel
+        (:mod:`weftsearch.scorers.bm25.conjunction`, ``_boolean.c``) when the tree
+        fits it (must terms and phrases, should and must_not terms), else numpy;
+        the same ids, score bits and order either way.
 
         On snapshots of 20,000 documents or more, runs compiled with
         block-max early termination and without the GIL where the kernel is
@@ -878,8 +881,8 @@ class BM25Scorer:
     def _tree(self, snapshot: Snapshot, query: Query) -> tuple[Matches, dict[str, PlanValue]]:
         """Every document ``query.tree`` matches, with its score (:mod:`.tree`), and the search's plan.
 
-        Through numpy on every snapshot size (the compiled kernel scores bags
-        of words only). O(postings of the tree's terms) plus, per phrase,
+        Through numpy (the oracle of :meth:`_tree_compiled`, which :meth:`score`
+        tries first). O(postings of the tree's terms) plus, per phrase,
         O(positions of its terms in the documents holding them all).
         """
         tree = query.tree
