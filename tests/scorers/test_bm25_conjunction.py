@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from numpy.typing import NDArray
 
 from weftsearch import BM25Scorer, Document, Index, Query, Schema, TextField
 from weftsearch.engine.snapshot import Snapshot
@@ -151,3 +152,29 @@ def test_a_corrupt_block_is_a_typed_error_naming_the_term() -> None:
         pytest.raises(CorruptIndexError, match="term 'alpha' do not decode"),
     ):
         BM25Scorer(1.2, 0.75).score(snapshot, Query(tree=tree), 5)
+
+
+@pytest.mark.parametrize("damage", ["tf_before", "chunk_at"])
+def test_positions_tables_that_disagree_with_the_words_are_a_typed_error(damage: str) -> None:
+    # The kernel checks the tables it reads positions through before any read: never a crash.
+    index = build(["alpha beta gamma"] * 300, 1, 0.0, 0)
+    snapshot = index.snapshot()
+    real = boolean.positions_tables
+
+    def damaged(tfs: NDArray[np.uint32], widths: NDArray[np.uint8]) -> tuple[NDArray[np.int64], ...]:
+        chunk_at, tf_before = real(tfs, widths)
+        if damage == "tf_before":
+            tf_before[-1] += 1000  # more positions than the chunks hold
+        else:
+            chunk_at[-1] += 1  # a run past the words
+        return chunk_at, tf_before
+
+    conjunction._POSITIONS.clear()
+    try:
+        with (
+            mock.patch.object(boolean, "positions_tables", damaged),
+            pytest.raises(CorruptIndexError, match="term 'alpha' do not decode"),
+        ):
+            BM25Scorer(1.2, 0.75).score(snapshot, Query.parse('"alpha beta"'), 5)
+    finally:
+        conjunction._POSITIONS.clear()
