@@ -1,9 +1,10 @@
 """Build step for the compiled parts, all in src/weftsearch/native/: the vector scorer's scan
-(_scan.c), the BM25 top-k with block-max early termination (_bm25.c), and the english
-analyzer's inner loop (_analysis.c). Both C kernels include native/heap.h.
+(_scan.c), the BM25 top-k with block-max early termination (_bm25.c), the conjunctions and
+phrases of query trees (_boolean.c), and the english analyzer's inner loop (_analysis.c).
+The three C kernels include native/heap.h.
 
-Everything else is in pyproject.toml. The first two have no Python.h dependency
-(they are loaded with ctypes); the third is a CPython extension module. All are
+Everything else is in pyproject.toml. The first three have no Python.h dependency
+(they are loaded with ctypes); the last is a CPython extension module. All are
 optional: where one cannot be compiled, the install still succeeds and the same
 results come from numpy or Python (see weftsearch.native, whose loader finds, switches
 off and self-checks each of them).
@@ -32,6 +33,13 @@ setup(
         Extension(
             "weftsearch.native._bm25",
             sources=["src/weftsearch/native/_bm25.c"],
+            depends=[HEAP],
+            extra_compile_args=FLAGS,
+            optional=True,
+        ),
+        Extension(
+            "weftsearch.native._boolean",
+            sources=["src/weftsearch/native/_boolean.c"],
             depends=[HEAP],
             extra_compile_args=FLAGS,
             optional=True,

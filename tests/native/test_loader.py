@@ -31,6 +31,7 @@ def test_every_part_setup_py_builds_has_a_switch_and_lives_in_native() -> None:
     assert set(loader.SWITCHES.values()) == {
         "WEFTSEARCH_NO_COMPILED_SCAN",
         "WEFTSEARCH_NO_COMPILED_BM25",
+        "WEFTSEARCH_NO_COMPILED_BOOLEAN",
         "WEFTSEARCH_NO_COMPILED_ANALYSIS",
     }
 

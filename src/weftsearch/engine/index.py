@@ -133,7 +133,6 @@ WARM_SEARCHES = 16
 WARM_SECONDS = 0.2
 
 
-
 #: A search as :meth:`Index.search` takes it: query, k, fuser, scorers, depth.
 _Search = tuple[Query | str, int, Fuser, tuple[Scorer, ...], int | None]
 

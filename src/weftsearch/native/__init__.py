@@ -1,6 +1,6 @@
 """Every compiled part of weftsearch and its binding, over plain arrays.
 
-Three C sources live here, each optional (where one cannot be built, or is
+Four C sources live here, each optional (where one cannot be built, or is
 switched off, the same results come from numpy or Python, to the bit):
 
 ``_scan.c`` (:mod:`weftsearch.native.scan`)
@@ -8,10 +8,13 @@ switched off, the same results come from numpy or Python, to the bit):
     rows with faiss's own row kernel, keep the k best and their ties.
 ``_bm25.c`` (:mod:`weftsearch.native.bm25`)
     BM25 top-k with block-max MaxScore over packed postings.
+``_boolean.c`` (:mod:`weftsearch.native.boolean`)
+    BM25 top-k of a query tree's conjunction (must, should and must_not terms,
+    phrases verified on the documents that pass), skipping by block last ids.
 ``_analysis.c`` (``weftsearch.native._analysis``, used by :mod:`weftsearch.analysis`)
     The english analyzer's inner loop (a CPython extension module).
 
-``heap.h`` is the binary heap both C kernels select with. :mod:`weftsearch.native.loader`
+``heap.h`` is the binary heap the C kernels select with. :mod:`weftsearch.native.loader`
 is the one way a compiled part is found, switched off and checked.
 
 Switches: set one of these environment variables to anything but ``""`` or
@@ -20,6 +23,7 @@ numpy path instead (:data:`~weftsearch.native.loader.SWITCHES` lists them):
 
 - ``WEFTSEARCH_NO_COMPILED_SCAN``: the vector scan.
 - ``WEFTSEARCH_NO_COMPILED_BM25``: the BM25 top-k.
+- ``WEFTSEARCH_NO_COMPILED_BOOLEAN``: the query trees' conjunctions and phrases.
 - ``WEFTSEARCH_NO_COMPILED_ANALYSIS``: the analyzer's inner loop.
 
 A compiled part is used only after a self-check on load finds it agrees with

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 __all__ = [
     "BM25_SWITCH",
+    "BOOLEAN_SWITCH",
     "SCAN_SWITCH",
     "ANALYSIS_SWITCH",
     "SWITCHES",
@@ -40,11 +41,18 @@ __all__ = [
 SCAN_SWITCH = "WEFTSEARCH_NO_COMPILED_SCAN"
 #: Turns the BM25 top-k (``_bm25.c``) off.
 BM25_SWITCH = "WEFTSEARCH_NO_COMPILED_BM25"
+#: Turns the compiled conjunctions and phrases of query trees (``_boolean.c``) off.
+BOOLEAN_SWITCH = "WEFTSEARCH_NO_COMPILED_BOOLEAN"
 #: Turns the analyzer's compiled inner loop (``_analysis.c``) off.
 ANALYSIS_SWITCH = "WEFTSEARCH_NO_COMPILED_ANALYSIS"
 
 #: Each compiled part's module name in this package and its switch.
-SWITCHES: dict[str, str] = {"_scan": SCAN_SWITCH, "_bm25": BM25_SWITCH, "_analysis": ANALYSIS_SWITCH}
+SWITCHES: dict[str, str] = {
+    "_scan": SCAN_SWITCH,
+    "_bm25": BM25_SWITCH,
+    "_boolean": BOOLEAN_SWITCH,
+    "_analysis": ANALYSIS_SWITCH,
+}
 
 _HERE = Path(__file__).resolve().parent
 

@@ -87,8 +87,6 @@ def check_segment(reader: SegmentReader, entry: SegmentEntry, manifest: Manifest
         raise CorruptIndexError(f"{reader.path}: vectors are {reader.vector_dtype}, the index's are {wanted}")
 
 
-
-
 def _scrub_segment(path: Path, entry: SegmentEntry | None, manifest: Manifest | None) -> list[str]:
     reader = SegmentReader(path)
     problems = reader.verify()

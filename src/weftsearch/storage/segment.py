@@ -847,6 +847,34 @@ class SegmentReader:
             raise self._corrupt(f"positions of term {term!r} do not decode ({exc})") from None
         return ids, tfs, starts, found
 
+    def packed_positions(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint8]] | None:
+        """``term``'s positions as stored: its words and its chunks' bit widths (views); ``None``: absent.
+
+        For a reader that decodes positions per posting itself (the compiled
+        phrase check): chunks of 128 codes (docs/FORMAT.md, "Positions"), each
+        at its width, runs starting on a new word. Checked before they are
+        handed out: the CRC32C and a full decode with every range check
+        (:meth:`positions`), once per term and reader (remembered). O(positions)
+        the first time, O(1) after.
+
+        Raises:
+            CorruptIndexError: the positions (or the postings) are damaged.
+            KeyError: this field keeps no positions.
+
+        """
+        if not self.has_positions:
+            raise KeyError(f"{self.path}: text field {self.field_name!r} keeps no positions")
+        position = self.term_position(term)
+        if position < 0:
+            return None
+        checked: set[str] = self._memo("pos.checked terms", set)
+        if term not in checked:
+            self.positions(term)  # the CRC and every range check, once
+            checked.add(term)
+        chunk_offsets, widths, data_offsets, _ = self._positions_tables()
+        words = self._positions_data()[int(data_offsets[position]) : int(data_offsets[position + 1])]
+        return words, widths[int(chunk_offsets[position]) : int(chunk_offsets[position + 1])]
+
     # ------------------------------------------------------------------ postings
 
     def _term_tables(

@@ -62,7 +62,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True, slots=True)
 class SegmentDocument:
     """A document with its analysed text, as the segment writer takes it.
@@ -226,6 +225,7 @@ class SegmentColumns:
     field_index: FieldIndex | None = None
     #: Where the compressed stored blocks may wait on disk (a merge's folder); ``None``: in memory.
     spill: Path | None = None
+
 
 def encode_segment(
     documents: Sequence[SegmentDocument],

@@ -46,7 +46,9 @@ from weftsearch.engine.snapshot import QueryTerms, Snapshot
 from weftsearch.engine.stream import PlanValue, Stream, _vouched_stream, check_k, top_k
 from weftsearch.errors import InvalidParameterError, UnknownTextFieldError
 from weftsearch.native import bm25 as kernel
+from weftsearch.native import boolean as boolean_kernel
 from weftsearch.schema import DEFAULT_FIELD, Schema
+from weftsearch.scorers.bm25 import conjunction
 from weftsearch.scorers.bm25 import lists as layout
 from weftsearch.scorers.bm25.idf import lucene_idf
 from weftsearch.scorers.bm25.tree import BM25FScope, BM25Scope, Field, Matches, Scope, Tally, TreeScorer
@@ -750,7 +752,10 @@ class BM25Scorer:
 
         A query with a :attr:`~weftsearch.engine.query.Query.tree` (``Query.parse``)
         is scored as that tree instead (:mod:`weftsearch.scorers.bm25.tree`:
-        Lucene's boolean semantics, through numpy on every snapshot size).
+        Lucene's boolean semantics): through the compiled conjunction kernel
+        (:mod:`weftsearch.scorers.bm25.conjunction`, ``_boolean.c``) when the tree
+        fits it (must terms and phrases, should and must_not terms), else numpy;
+        the same ids, score bits and order either way.
 
         On snapshots of 20,000 documents or more, runs compiled with
         block-max early termination and without the GIL where the kernel is
@@ -774,6 +779,9 @@ class BM25Scorer:
         # matching documents with a query term). Same scores to the bit.
         allowed = snapshot.allowed(query)
         if query.tree is not None:
+            compiled = self._tree_compiled(snapshot, query, k, allowed)
+            if compiled is not None:
+                return compiled
             (ids, scores), plan = self._tree(snapshot, query)
             if allowed is not None:
                 keep = allowed[ids]
@@ -863,11 +871,41 @@ class BM25Scorer:
         norm: NDArray[np.float64] = snapshot.memo(key, lambda: self._length_norm(snapshot))
         return norm
 
+    def _tree_compiled(
+        self, snapshot: Snapshot, query: Query, k: int, allowed: NDArray[np.bool_] | None
+    ) -> Stream | None:
+        """:meth:`score` of a tree through ``_boolean.c`` (:mod:`.conjunction`), or ``None`` (numpy then).
+
+        ``None`` when the kernel is not loaded, the snapshot is empty or the
+        tree does not fit (:func:`.conjunction.plan`). Same ids, score bits and
+        order as the numpy path (:meth:`_tree`), which is its oracle.
+        """
+        tree = query.tree
+        if tree is None or snapshot.n_docs == 0 or self._bm25f:
+            return None  # the kernel scores plain BM25 over the default field
+        function = boolean_kernel.compiled_boolean()
+        if function is None:
+            return None
+        laid_out = conjunction.plan(snapshot, tree)
+        if laid_out is None:
+            return None
+
+        def idf(terms: list[str], live: NDArray[np.int64]) -> NDArray[np.float64]:
+            return lucene_idf(snapshot.collection_n_docs, snapshot.collection_doc_freq(terms, live))
+
+        found = conjunction.score(
+            function, snapshot, laid_out, idf, self.k1, self.b, self._avgdl(snapshot), k, allowed
+        )
+        if found is None:
+            return None
+        ids, scores, plan = found
+        return _vouched_stream(ids, scores, snapshot, plan=plan)
+
     def _tree(self, snapshot: Snapshot, query: Query) -> tuple[Matches, dict[str, PlanValue]]:
         """Every document ``query.tree`` matches, with its score (:mod:`.tree`), and the search's plan.
 
-        Through numpy on every snapshot size (the compiled kernel scores bags
-        of words only). O(postings of the tree's terms) plus, per phrase,
+        Through numpy (the oracle of :meth:`_tree_compiled`, which :meth:`score`
+        tries first). O(postings of the tree's terms) plus, per phrase,
         O(positions of its terms in the documents holding them all).
         """
         tree = query.tree

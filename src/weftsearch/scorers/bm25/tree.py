@@ -49,6 +49,10 @@ follows it and gets the same bits.
 Everything is vectorised over postings (``np.searchsorted`` membership,
 ``np.unique``); Python loops run over the tree's nodes, fields, a prefix's
 terms and a phrase's terms, never over postings or documents.
+
+Trees of must terms and phrases with should and must_not terms are scored
+compiled instead (:mod:`weftsearch.scorers.bm25.conjunction`); this module is
+that path's oracle, to the bit (``tests/scorers/test_bm25_conjunction.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,610 @@
+/*
+ * BM25 top-k of a conjunctive query tree over one snapshot's packed postings, in one call
+ * (weftsearch.native.boolean binds it; weftsearch.scorers.bm25.conjunction lays out its lists).
+ *
+ * The query is a flat list of clauses, in the order weftsearch.scorers.bm25.tree sums them:
+ *   role 0  must term     (one analysed term: a slot)
+ *   role 1  must phrase   (n consecutive slots, with a slop; needs positions)
+ *   role 2  should term   (added when the document holds it)
+ *   role 3  must_not term (the document is dropped when it holds it)
+ * A document matches when it holds every must slot (a phrase's terms included), is mapped to a
+ * live, allowed internal id, holds no must_not term and every must phrase occurs in it. Its
+ * score is, with c = (w * impact(tf, d)) * boost per clause and impact(tf, d) =
+ * (tf * (k1 + 1.0)) / (tf + norm(d)):
+ *     s = 0.0;  s = s + c  for each must clause, then each matched should clause, in order;
+ *     s = s * root_boost
+ * which is tree.py's numpy evaluation operation for operation (a phrase's tf is its frequency,
+ * its w the sum of its terms' IDFs, computed by the caller), so the bits are the same
+ * (built with -ffp-contract=off and no fast-math).
+ *
+ * Traversal, per segment: the rarest must slot drives; every other must slot is advanced to the
+ * candidate by its blocks' last ids (whole blocks skipped without decoding) and a block is
+ * decoded only when it can hold the candidate; a slot ahead of the candidate moves the driver
+ * up to it (leapfrog). Should and must_not lists are advanced the same way, only on candidates.
+ *
+ * Phrases: positions are passed decoded per list (posting j's positions are
+ * positions[starts[j] ..< starts[j + 1]]), and read only for candidates that passed the
+ * conjunction, the tombstones, the filter and the must_not clauses. The frequency is the number
+ * of first-term positions p0 for which each other term i has a position p_i with
+ * max(p_i - i) - min(p_i - i) <= slop (p0 included), found by tree.py's fixpoint.
+ *
+ * Selection: a min-heap of the k best scores and a store of every document that scored at least
+ * the heap's minimum on arrival; every stored document >= the k-th score is returned, best first
+ * (score descending, internal id ascending), so the caller applies the key tie rule.
+ *
+ * The packed-block decoder is a copy (value by value) of the layout _bm25.c decodes (docs/FORMAT.md
+ * "Compressed postings"): per block of 128, id gaps then tf - 1, bit-packed LSB first at the two
+ * widths of the block's widths entry. Kept apart so the two kernels change independently.
+ *
+ * Errors are return codes, never aborts: -1 out of memory, -2 bad arguments, -3 a corrupt list
+ * (its row index in stats[0]).
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WB_BLOCK 128
+#define WB_SHIFT 7
+#define WB_MAX_SLOTS 64
+#define WB_MAX_CLAUSES 64
+
+typedef struct {
+    int64_t data;       /* address of uint32 packed words */
+    int64_t words;      /* their count */
+    int64_t count;      /* postings; 0: the term is absent from this part (nothing else read) */
+    int64_t meta;       /* address of uint32[4 * n_blocks]: last ids, max tfs, min lengths, widths */
+    int64_t n_blocks;   /* ceil(count / 128) */
+    int64_t pos_words;  /* address of the term's uint32 packed positions (a phrase's slot; else 0) */
+    int64_t pos_n;      /* their count of words */
+    int64_t pos_widths; /* address of uint8 bit width per chunk of 128 position codes */
+    int64_t n_chunks;   /* chunks */
+    int64_t chunk_at;   /* address of int64[n_chunks + 1]: each chunk's first word, the last pos_n */
+    int64_t tf_before;  /* address of int64[n_blocks + 1]: positions before each block of postings */
+    int64_t spare;
+} list_desc;
+
+typedef struct {
+    int64_t role, first, n, slop;
+} clause_desc;
+
+typedef struct {
+    int64_t norms, to_global, base, n_docs;
+} part_desc;
+
+typedef struct {
+    double score;
+    int64_t id;
+} scored_id;
+
+static int worse(scored_id a, scored_id b) { return a.score < b.score; }
+#include "heap.h"
+
+typedef struct {
+    const uint32_t *data, *last, *widths;
+    int64_t count, n_blocks, pos, block, row;
+    int64_t *word_start;
+    int tfs_ready;
+    uint32_t ids[WB_BLOCK], tfs[WB_BLOCK];
+    /* positions (a phrase's slot) */
+    const uint32_t *pwords;
+    const uint8_t *pwidths;
+    const int64_t *chunk_at, *tf_before;
+    int64_t n_chunks;
+    int64_t *at;   /* the candidate's positions, decoded */
+    int64_t at_n, at_cap;
+} cursor;
+
+typedef struct {
+    int64_t blocks, blocks_decoded, postings, candidates, scored, corrupt_row;
+} stats_t;
+
+static inline int64_t run_words(int64_t n, unsigned width) { return (n * (int64_t)width + 31) >> 5; }
+
+static inline int64_t block_count(const cursor *c, int64_t block) {
+    int64_t start = block << WB_SHIFT;
+    return c->count - start < WB_BLOCK ? c->count - start : WB_BLOCK;
+}
+
+/* n values of `width` bits from `run` (inside it: n * width bits), as ids (kind 1) or tfs (kind 0). */
+static inline uint64_t unpack_run(const uint32_t *run, int64_t n, unsigned width, uint32_t *out, uint64_t acc,
+                                  int kind) {
+    const uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t value = 0;
+        if (width) {
+            uint64_t bit = (uint64_t)i * width, at = bit >> 5;
+            unsigned shift = (unsigned)(bit & 31);
+            value = (uint64_t)run[at] >> shift;
+            if (shift + width > 32) value |= (uint64_t)run[at + 1] << (32 - shift);
+            value &= mask;
+        }
+        if (kind) {
+            acc += value + 1;
+            out[i] = (uint32_t)acc;
+        } else {
+            out[i] = (uint32_t)value + 1;
+        }
+    }
+    return acc;
+}
+
+static int decode_block(cursor *c, int64_t block, stats_t *st) {
+    if (c->block == block) return 1;
+    int64_t n = block_count(c, block);
+    unsigned width = c->widths[block] & 0xFF;
+    int64_t id = block > 0 ? (int64_t)c->last[block - 1] : -1;
+    id = (int64_t)unpack_run(c->data + c->word_start[block], n, width, c->ids, (uint64_t)id, 1);
+    if (id != (int64_t)c->last[block]) {
+        st->corrupt_row = c->row;
+        c->pos = c->count; /* reads as exhausted from here on */
+        return 0;
+    }
+    c->block = block;
+    c->tfs_ready = 0;
+    st->blocks_decoded++;
+    return 1;
+}
+
+static inline uint32_t tf_now(cursor *c) {
+    if (!c->tfs_ready) {
+        int64_t n = block_count(c, c->block);
+        unsigned wid = c->widths[c->block] & 0xFF, wtf = (c->widths[c->block] >> 8) & 0xFF;
+        unpack_run(c->data + c->word_start[c->block] + run_words(n, wid), n, wtf, c->tfs, 0, 0);
+        c->tfs_ready = 1;
+    }
+    return c->tfs[c->pos & (WB_BLOCK - 1)];
+}
+
+/*
+ * Move to the first posting whose id is >= target: whole blocks by their last ids (no decoding),
+ * then the one block that holds it. Returns its id, -1 past the end, -3 corrupt.
+ */
+static inline int64_t advance(cursor *c, int64_t target, stats_t *st) {
+    if (c->pos >= c->count) return -1;
+    int64_t block = c->pos >> WB_SHIFT;
+    if ((int64_t)c->last[block] < target) {
+        /* Gallop over the last ids, then search the bracket: long skips cost O(log blocks). */
+        int64_t low = block + 1, step = 1, high = low;
+        while (high < c->n_blocks && (int64_t)c->last[high] < target) {
+            low = high + 1;
+            high += step;
+            step <<= 1;
+        }
+        if (high > c->n_blocks) high = c->n_blocks;
+        while (low < high) {
+            int64_t mid = low + (high - low) / 2;
+            if ((int64_t)c->last[mid] < target)
+                low = mid + 1;
+            else
+                high = mid;
+        }
+        if (low >= c->n_blocks) {
+            c->pos = c->count;
+            return -1;
+        }
+        block = low;
+        c->pos = block << WB_SHIFT;
+    }
+    if (!decode_block(c, block, st)) return -3;
+    int64_t i = c->pos & (WB_BLOCK - 1);
+    while ((int64_t)c->ids[i] < target) i++; /* the block's last id is >= target */
+    c->pos = (block << WB_SHIFT) + i;
+    return c->ids[i];
+}
+
+/* Open a cursor on row `row`; 0 when its table does not describe its words (a corrupt list). */
+static int open_cursor(cursor *c, const list_desc *l, int64_t row, int64_t *word_start, int64_t n_docs) {
+    c->data = (const uint32_t *)(uintptr_t)l->data;
+    c->last = (const uint32_t *)(uintptr_t)l->meta;
+    c->widths = c->last + 3 * l->n_blocks;
+    c->count = l->count;
+    c->n_blocks = l->n_blocks;
+    c->pos = 0;
+    c->block = -1;
+    c->row = row;
+    c->word_start = word_start;
+    c->pwords = (const uint32_t *)(uintptr_t)l->pos_words;
+    c->pwidths = (const uint8_t *)(uintptr_t)l->pos_widths;
+    c->chunk_at = (const int64_t *)(uintptr_t)l->chunk_at;
+    c->tf_before = (const int64_t *)(uintptr_t)l->tf_before;
+    c->n_chunks = l->n_chunks;
+    c->at_n = 0;
+    int64_t word = 0;
+    for (int64_t block = 0; block < c->n_blocks; block++) {
+        uint32_t widths = c->widths[block];
+        if ((widths & 0xFF) > 32 || ((widths >> 8) & 0xFF) > 32 || (widths >> 16) != 0 ||
+            (block > 0 && c->last[block] <= c->last[block - 1]))
+            return 0;
+        word_start[block] = word;
+        int64_t n = block_count(c, block);
+        word += run_words(n, widths & 0xFF) + run_words(n, (widths >> 8) & 0xFF);
+    }
+    if (word != l->words || (int64_t)c->last[c->n_blocks - 1] >= n_docs) return 0;
+    if (!c->pwords) return 1;
+    /*
+     * A phrase's slot: the positions tables must describe the words (the reader checked the
+     * positions themselves; this O(blocks + chunks) check keeps every read below inside them).
+     */
+    if (c->tf_before[0] != 0) return 0;
+    for (int64_t block = 0; block < c->n_blocks; block++)
+        if (c->tf_before[block + 1] < c->tf_before[block] + block_count(c, block)) return 0; /* tf >= 1 */
+    int64_t total = c->tf_before[c->n_blocks];
+    if (total > ((int64_t)1 << 40) || c->n_chunks != (total + WB_BLOCK - 1) / WB_BLOCK || c->chunk_at[0] != 0 ||
+        c->chunk_at[c->n_chunks] != l->pos_n)
+        return 0;
+    for (int64_t chunk = 0; chunk < c->n_chunks; chunk++) {
+        int64_t n = total - chunk * WB_BLOCK < WB_BLOCK ? total - chunk * WB_BLOCK : WB_BLOCK;
+        if (c->pwidths[chunk] > 32 || c->chunk_at[chunk + 1] - c->chunk_at[chunk] != run_words(n, c->pwidths[chunk]))
+            return 0;
+    }
+    return 1;
+}
+
+/* Position code `x` of the list: chunk x / 128 at its width, inside its run (checked at open). */
+static inline uint64_t position_code(const cursor *c, int64_t x) {
+    int64_t chunk = x >> WB_SHIFT;
+    unsigned width = c->pwidths[chunk];
+    if (!width) return 0;
+    uint64_t bit = (uint64_t)(x & (WB_BLOCK - 1)) * width;
+    const uint32_t *run = c->pwords + c->chunk_at[chunk] + (int64_t)(bit >> 5);
+    unsigned shift = (unsigned)(bit & 31);
+    uint64_t value = (uint64_t)run[0] >> shift;
+    if (shift + width > 32) value |= (uint64_t)run[1] << (32 - shift);
+    return value & (width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1));
+}
+
+/*
+ * Decode the positions of the posting the cursor stands on into c->at (first code absolute,
+ * then gap - 1): where they start is the positions before its block plus its block's tfs before
+ * it. 1: done, 0: out of memory, -3: the tables disagree with the tfs (corrupt).
+ */
+static int decode_positions(cursor *c) {
+    int64_t block = c->pos >> WB_SHIFT, i = c->pos & (WB_BLOCK - 1);
+    tf_now(c); /* the block's tfs */
+    int64_t start = c->tf_before[block];
+    for (int64_t j = 0; j < i; j++) start += c->tfs[j];
+    int64_t tf = c->tfs[i];
+    if (start + tf > c->tf_before[block + 1]) return -3;
+    if (tf > c->at_cap) {
+        int64_t cap = tf > 2 * c->at_cap ? tf : 2 * c->at_cap; /* <= 2 * 2^40 entries: no overflow */
+        int64_t *grown = realloc(c->at, (size_t)cap * sizeof(int64_t));
+        if (!grown) return 0;
+        c->at = grown;
+        c->at_cap = cap;
+    }
+    uint64_t p = position_code(c, start);
+    c->at[0] = (int64_t)p;
+    for (int64_t t = 1; t < tf; t++) {
+        p += position_code(c, start + t) + 1;
+        if (p > ((uint64_t)1 << 40)) return -3; /* a document is not that long: a crafted run */
+        c->at[t] = (int64_t)p;
+    }
+    c->at_n = tf;
+    return 1;
+}
+
+/* Binary search: the first index in [lo, hi) whose position is >= target. */
+static inline int64_t lower_bound(const int64_t *p, int64_t lo, int64_t hi, int64_t target) {
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (p[mid] < target)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/*
+ * The phrase's frequency in the document its cursors stand on (tree.py's fixpoint), its terms'
+ * positions decoded for this document only. -1: out of memory, -3: corrupt.
+ */
+static int64_t phrase_frequency(cursor **slots, int64_t n, int64_t slop) {
+    for (int64_t i = 0; i < n; i++) {
+        int done = decode_positions(slots[i]);
+        if (done != 1) return done == 0 ? -1 : -3;
+    }
+    const int64_t *first = slots[0]->at;
+    int64_t count = 0;
+    for (int64_t j = 0; j < slots[0]->at_n; j++) {
+        int64_t anchor = first[j], low = anchor - slop;
+        for (;;) {
+            int64_t furthest = anchor, alive = 1;
+            for (int64_t i = 1; i < n; i++) {
+                /* the next shifted position p - i at or after low */
+                int64_t at = lower_bound(slots[i]->at, 0, slots[i]->at_n, low + i);
+                if (at >= slots[i]->at_n) {
+                    alive = 0;
+                    break;
+                }
+                int64_t next = slots[i]->at[at] - i;
+                if (next > furthest) furthest = next;
+            }
+            if (!alive) break;
+            int64_t moved = furthest - slop;
+            if (moved <= low) {
+                count++;
+                break;
+            }
+            if (moved > anchor) break;
+            low = moved;
+        }
+    }
+    return count;
+}
+
+typedef struct {
+    scored_id *heap, *store;
+    int64_t size, k, stored, store_cap, store_max;
+} selection;
+
+static int offer(selection *sel, double score, int64_t id) {
+    scored_id item = {score, id};
+    if (sel->size == sel->k && score < sel->heap[0].score) return 1;
+    if (sel->stored == sel->store_cap) {
+        int64_t cap = sel->store_cap ? 2 * sel->store_cap : 256;
+        if (cap > sel->store_max) cap = sel->store_max;
+        if (cap <= sel->stored) return 0; /* cannot happen: one entry per candidate */
+        scored_id *grown = realloc(sel->store, (size_t)cap * sizeof(scored_id));
+        if (!grown) return 0;
+        sel->store = grown;
+        sel->store_cap = cap;
+    }
+    sel->store[sel->stored++] = item;
+    if (sel->size < sel->k)
+        push(sel->heap, &sel->size, item);
+    else if (worse(sel->heap[0], item))
+        replace_root(sel->heap, sel->size, item);
+    return 1;
+}
+
+static int best_first(const void *a, const void *b) {
+    const scored_id *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/*
+ * lists: n_parts * n_slots rows (row p * n_slots + s: slot s in part p); clauses: n_clauses;
+ * weights, boosts: one per clause; parts: n_parts. Writes at most out_capacity results and
+ * returns how many there are (more than out_capacity: call again with more room); stats: 5 int64.
+ */
+int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause_desc *clauses, int64_t n_clauses,
+                           const double *weights, const double *boosts, double root_boost, const part_desc *parts,
+                           int64_t n_parts, double k1, int64_t k, int64_t *ids_out, double *scores_out,
+                           int64_t out_capacity, int64_t *stats_out) {
+    stats_t st = {0, 0, 0, 0, 0, -1};
+    if (n_slots < 1 || n_slots > WB_MAX_SLOTS || n_clauses < 1 || n_clauses > WB_MAX_CLAUSES || n_parts < 0 ||
+        k < 1 || out_capacity < 0 || !lists || !clauses || !weights || !boosts || (n_parts && !parts))
+        return -2;
+    if (n_parts > INT64_MAX / n_slots) return -2;
+    int slot_role[WB_MAX_SLOTS];
+    for (int64_t s = 0; s < n_slots; s++) slot_role[s] = -1;
+    int has_must = 0, has_phrase = 0;
+    for (int64_t q = 0; q < n_clauses; q++) {
+        const clause_desc *cl = &clauses[q];
+        if (cl->role < 0 || cl->role > 3 || cl->first < 0 || cl->n < 1 || cl->first > n_slots - cl->n) return -2;
+        if (cl->role != 1 && cl->n != 1) return -2;
+        if (cl->role == 1 && (cl->slop < 0 || cl->slop > ((int64_t)1 << 32))) return -2;
+        for (int64_t s = cl->first; s < cl->first + cl->n; s++) {
+            if (slot_role[s] != -1) return -2; /* every slot belongs to one clause */
+            slot_role[s] = (int)cl->role;
+        }
+        if (cl->role <= 1) has_must = 1;
+        if (cl->role == 1) has_phrase = 1;
+    }
+    for (int64_t s = 0; s < n_slots; s++)
+        if (slot_role[s] == -1) return -2;
+    if (!has_must) return -2;
+    /* Bounds of the allocations: the blocks of the largest part's lists, the candidates. */
+    int64_t max_blocks = 0, candidates = 0;
+    for (int64_t p = 0; p < n_parts; p++) {
+        int64_t blocks = 0, fewest = -1;
+        for (int64_t s = 0; s < n_slots; s++) {
+            const list_desc *l = &lists[p * n_slots + s];
+            if (l->count < 0 || l->count > ((int64_t)1 << 32)) return -2;
+            if (l->count == 0) {
+                if (slot_role[s] <= 1) fewest = 0;
+                continue;
+            }
+            if (!l->data || !l->meta || l->n_blocks != (l->count + WB_BLOCK - 1) / WB_BLOCK) return -2;
+            if (slot_role[s] == 1 && (!l->pos_words || !l->pos_widths || !l->chunk_at || !l->tf_before ||
+                                      l->n_chunks < 0 || l->pos_n < 0))
+                return -2;
+            if (slot_role[s] != 1 && l->pos_words) return -2;
+            blocks += l->n_blocks; /* <= 64 * 2^25: no overflow */
+            st.blocks += l->n_blocks;
+            st.postings += l->count;
+            if (slot_role[s] <= 1 && (fewest < 0 || l->count < fewest)) fewest = l->count;
+        }
+        if (blocks > max_blocks) max_blocks = blocks;
+        if (fewest > 0) {
+            if (candidates > INT64_MAX - fewest) return -2;
+            candidates += fewest;
+        }
+    }
+    if ((uint64_t)max_blocks > SIZE_MAX / sizeof(int64_t) - 1) return -1;
+    int64_t heap_k = k < candidates ? k : candidates;
+    if (heap_k < 1) heap_k = 1;
+    if ((uint64_t)heap_k > SIZE_MAX / sizeof(scored_id)) return -1;
+    cursor *cursors = calloc((size_t)n_slots, sizeof(cursor)); /* position buffers start empty */
+    int64_t *word_starts = malloc((size_t)(max_blocks + 1) * sizeof(int64_t));
+    selection sel = {malloc((size_t)heap_k * sizeof(scored_id)), NULL, 0, heap_k, 0, 0, candidates};
+    int64_t result = 0;
+    if (!cursors || !word_starts || !sel.heap) {
+        result = -1;
+        goto done;
+    }
+    const double kp1 = k1 + 1.0;
+    for (int64_t p = 0; p < n_parts && result == 0; p++) {
+        const part_desc *part = &parts[p];
+        const double *norms = (const double *)(uintptr_t)part->norms;
+        const int64_t *to_global = (const int64_t *)(uintptr_t)part->to_global;
+        const list_desc *row = &lists[p * n_slots];
+        cursor *cur[WB_MAX_SLOTS] = {0};
+        int64_t must[WB_MAX_SLOTS], n_must = 0, used = 0, skip = 0;
+        for (int64_t s = 0; s < n_slots; s++) {
+            if (row[s].count == 0) {
+                if (slot_role[s] <= 1) skip = 1; /* a must term absent: nothing in this part */
+                continue;
+            }
+            if (!norms) {
+                result = -2;
+                goto done;
+            }
+            cur[s] = &cursors[s];
+            if (!open_cursor(cur[s], &row[s], p * n_slots + s, word_starts + used, part->n_docs)) {
+                st.corrupt_row = p * n_slots + s;
+                result = -3;
+                goto done;
+            }
+            used += row[s].n_blocks;
+            if (slot_role[s] <= 1) must[n_must++] = s;
+        }
+        if (skip) continue;
+        /* Rarest first: the driver, then the others by ascending length (the likeliest to refuse). */
+        for (int64_t i = 1; i < n_must; i++)
+            for (int64_t j = i; j > 0 && cur[must[j]]->count < cur[must[j - 1]]->count; j--) {
+                int64_t t = must[j];
+                must[j] = must[j - 1];
+                must[j - 1] = t;
+            }
+        cursor *driver = cur[must[0]];
+        int64_t doc = advance(driver, 0, &st);
+        while (doc >= 0) {
+            int64_t target = doc;
+            for (int64_t i = 1; i < n_must; i++) {
+                int64_t id = advance(cur[must[i]], target, &st);
+                if (id < 0 || id > target) {
+                    target = id;
+                    break;
+                }
+            }
+            if (target == -3) {
+                result = -3;
+                break;
+            }
+            if (target < 0) break; /* a must list ended: no more matches in this part */
+            if (target != doc) {
+                doc = advance(driver, target, &st);
+                continue;
+            }
+            /* Every must slot stands on doc. */
+            st.candidates++;
+            int64_t internal = to_global ? to_global[doc] : part->base + doc;
+            int keep = internal >= 0;
+            for (int64_t q = 0; q < n_clauses && keep; q++) {
+                if (clauses[q].role != 3 || !cur[clauses[q].first]) continue;
+                int64_t id = advance(cur[clauses[q].first], doc, &st);
+                if (id == -3) {
+                    result = -3;
+                    break;
+                }
+                if (id == doc) keep = 0;
+            }
+            if (result) break;
+            if (keep && has_phrase && sel.size == k) {
+                /*
+                 * A bound before any position is read: a phrase occurs at most as often as its first
+                 * term, and the impact rises with tf, so the sum with each phrase's tf replaced by its
+                 * first term's bounds the score (in real arithmetic; the same operations in the same
+                 * order otherwise, so a relative 2^-30 covers the roundings). Strictly below the k-th
+                 * score: the document cannot enter, ties can (they are verified and scored).
+                 */
+                double bound = 0.0;
+                for (int64_t q = 0; q < n_clauses && result == 0; q++) {
+                    const clause_desc *cl = &clauses[q];
+                    cursor *c = cur[cl->first];
+                    if (cl->role == 3 || !c) continue;
+                    if (cl->role == 2) {
+                        int64_t id = advance(c, doc, &st);
+                        if (id == -3) result = -3;
+                        if (id != doc) continue;
+                    }
+                    double tf = (double)tf_now(c);
+                    bound = bound + (weights[q] * ((tf * kp1) / (tf + norms[doc]))) * boosts[q];
+                }
+                if (result) break;
+                if ((bound * root_boost) * (1.0 + 0x1p-30) < sel.heap[0].score) keep = 0;
+            }
+            double score = 0.0;
+            for (int64_t q = 0; q < n_clauses && keep; q++) {
+                const clause_desc *cl = &clauses[q];
+                double tf;
+                if (cl->role == 0) {
+                    tf = (double)tf_now(cur[cl->first]);
+                } else if (cl->role == 1) {
+                    int64_t freq = phrase_frequency(&cur[cl->first], cl->n, cl->slop);
+                    if (freq == -1) {
+                        result = -1;
+                        break;
+                    }
+                    if (freq == -3) {
+                        st.corrupt_row = p * n_slots + cl->first;
+                        result = -3;
+                        break;
+                    }
+                    if (freq == 0) {
+                        keep = 0;
+                        break;
+                    }
+                    tf = (double)freq;
+                } else if (cl->role == 2) {
+                    cursor *c = cur[cl->first];
+                    if (!c) continue;
+                    int64_t id = advance(c, doc, &st);
+                    if (id == -3) {
+                        result = -3;
+                        break;
+                    }
+                    if (id != doc) continue;
+                    tf = (double)tf_now(c);
+                } else {
+                    continue;
+                }
+                double impact = (tf * kp1) / (tf + norms[doc]);
+                score = score + (weights[q] * impact) * boosts[q];
+            }
+            if (result) break;
+            if (keep) {
+                st.scored++;
+                if (!offer(&sel, score * root_boost, internal)) {
+                    result = -1;
+                    break;
+                }
+            }
+            if (doc + 1 > (int64_t)UINT32_MAX) break;
+            doc = advance(driver, doc + 1, &st);
+        }
+        if (doc == -3) result = -3;
+    }
+    if (result == 0) {
+        double kth = sel.size == k ? sel.heap[0].score : -INFINITY;
+        int64_t kept = 0;
+        for (int64_t i = 0; i < sel.stored; i++)
+            if (sel.store[i].score >= kth) sel.store[kept++] = sel.store[i];
+        if (kept > 1) qsort(sel.store, (size_t)kept, sizeof(scored_id), best_first);
+        for (int64_t i = 0; i < kept && i < out_capacity; i++) {
+            ids_out[i] = sel.store[i].id;
+            scores_out[i] = sel.store[i].score;
+        }
+        result = kept;
+    }
+done:
+    if (result >= 0 || result == -3) {
+        stats_out[0] = result == -3 ? st.corrupt_row : st.blocks;
+        stats_out[1] = st.blocks_decoded;
+        stats_out[2] = st.postings;
+        stats_out[3] = st.candidates;
+        stats_out[4] = st.scored;
+    }
+    if (cursors)
+        for (int64_t s = 0; s < n_slots; s++) free(cursors[s].at);
+    free(cursors);
+    free(word_starts);
+    free(sel.heap);
+    free(sel.store);
+    return result;
+}

@@ -1,0 +1,180 @@
+"""Query trees through the compiled conjunction kernel (``_boolean.c``) against the numpy path, every bit.
+
+The numpy evaluation of :mod:`weftsearch.scorers.bm25.tree` is the oracle
+(itself checked against a brute force in ``test_bm25_tree.py``): for random
+corpora with positions over several segments, tombstones and filters, and
+random trees of the shapes the kernel takes (must terms and phrases with
+slop, should terms, must_not terms, boosts), the compiled stream has the same
+keys, the same score bits and the same order, ties included.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from numpy.typing import NDArray
+
+from weftsearch import BM25Scorer, Document, Index, Query, Schema, TextField
+from weftsearch.engine.snapshot import Snapshot
+from weftsearch.errors import CorruptIndexError
+from weftsearch.native import boolean, loader
+from weftsearch.querylang import BoolNode, Node, PhraseNode, TermNode
+from weftsearch.scorers.bm25 import conjunction
+from weftsearch.scorers.bm25 import lists as layout_module
+
+# Skipped only where the library was not built: a built one that fails its self-check fails here.
+pytestmark = pytest.mark.skipif(loader.library_path("_boolean") is None, reason="_boolean.c is not built")
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "the"]
+# Skewed: alpha and beta in most documents (many blocks of 128), zeta and eta rare.
+WEIGHTS = np.array([0.3, 0.2, 0.15, 0.12, 0.1, 0.06, 0.03, 0.04])
+
+
+def corpus(seed: int, n_docs: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 14, n_docs)
+    return [" ".join(rng.choice(WORDS, int(n), p=WEIGHTS / WEIGHTS.sum())) for n in lengths]
+
+
+def build(texts: list[str], segments: int, deleted: float, seed: int) -> Index:
+    index = Index(schema=Schema((TextField("text"),)))
+    rng = np.random.default_rng(seed + 1)
+    cuts = np.linspace(0, len(texts), segments + 1).astype(int)
+    for start, stop in itertools.pairwise(cuts.tolist()):
+        index.add_many([Document(f"k{i:05d}", texts[i], fields={"n": i}) for i in range(start, stop)])
+        index.snapshot()
+    for i in np.flatnonzero(rng.random(len(texts)) < deleted).tolist()[1:]:  # one document stays
+        index.delete(f"k{i:05d}")
+    return index
+
+
+def both(index: Index, query: Query, k: int) -> Iterator[tuple[list[str], list[float], object]]:
+    snapshot = index.snapshot()
+    scorer = BM25Scorer(1.2, 0.75)
+    stream = scorer.score(snapshot, query, k)
+    yield snapshot.keys_of(stream.ids), stream.scores.tolist(), (stream.plan or {})["path"]
+    with mock.patch.object(boolean, "compiled_boolean", lambda: None):
+        stream = scorer.score(snapshot, query, k)
+    yield snapshot.keys_of(stream.ids), stream.scores.tolist(), (stream.plan or {})["path"]
+
+
+BOOSTS = st.sampled_from([1.0, 2.5, 0.5, 3.0])
+TERMS = st.builds(TermNode, st.sampled_from(WORDS[:-1]), st.none(), BOOSTS)
+PHRASES = st.builds(
+    PhraseNode,
+    st.lists(st.sampled_from(WORDS), min_size=2, max_size=3).map(tuple),
+    st.none(),
+    st.integers(0, 3),
+    BOOSTS,
+)
+TREES = st.one_of(
+    PHRASES,
+    st.builds(
+        BoolNode,
+        st.lists(st.one_of(TERMS, PHRASES), min_size=1, max_size=4).map(tuple),
+        st.lists(TERMS, max_size=3).map(tuple),
+        st.lists(TERMS, max_size=2).map(tuple),
+        BOOSTS,
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 10_000),
+    st.integers(1, 700),
+    TREES,
+    st.sampled_from([1, 3, 10, 100, 1000]),
+    st.integers(1, 3),
+    st.sampled_from([0.0, 0.1, 0.5]),
+    st.booleans(),
+)
+def test_the_kernel_matches_the_numpy_path_to_the_bit(
+    seed: int, n_docs: int, tree: Node, k: int, segments: int, deleted: float, filtered: bool
+) -> None:
+    index = build(corpus(seed, n_docs), segments, deleted, seed)
+    query = Query(tree=tree, filter="n < 400" if filtered else None)
+    (keys, scores, path), (want_keys, want_scores, want_path) = both(index, query, k)
+    assert want_path == "numpy"
+    if conjunction.plan(index.snapshot(), tree) is not None:
+        assert path == "compiled"
+    assert keys == want_keys
+    assert [s.hex() for s in scores] == [s.hex() for s in want_scores]
+
+
+def test_ties_are_broken_by_key_across_segments() -> None:
+    # Identical documents in three segments: every score ties; the k best are the smallest keys.
+    texts = ["alpha beta gamma"] * 300
+    index = build(texts, 3, 0.1, 0)
+    tree = BoolNode(must=(TermNode("alpha"), PhraseNode(("beta", "gamma"))))
+    for k in (1, 7, 128, 1000):
+        (keys, scores, path), (want_keys, want_scores, _) = both(index, Query(tree=tree), k)
+        assert path == "compiled"
+        assert keys == want_keys and scores == want_scores
+        assert keys == sorted(keys)
+
+
+def test_trees_that_do_not_fit_go_to_numpy() -> None:
+    index = build(corpus(3, 50), 1, 0.0, 3)
+    snapshot = index.snapshot()
+    assert conjunction.plan(snapshot, BoolNode(should=(TermNode("alpha"),))) is None  # no must clause
+    assert conjunction.plan(snapshot, BoolNode(must=(TermNode("the"),))) is None  # a stopword
+    assert conjunction.plan(snapshot, BoolNode(must=(BoolNode(must=(TermNode("alpha"),)),))) is None
+    assert conjunction.plan(snapshot, BoolNode(must=(TermNode("alpha", field="title"),))) is None
+    laid = conjunction.plan(snapshot, BoolNode(must=(PhraseNode(("the", "alpha")), TermNode("beta"))))
+    assert laid is not None and laid.clauses == ((boolean.MUST, 0, 1, 0), (boolean.MUST, 1, 1, 0))
+
+
+def test_a_corrupt_block_is_a_typed_error_naming_the_term() -> None:
+    index = build(["alpha beta"] * 300, 1, 0.0, 0)
+    snapshot = index.snapshot()
+    packed = snapshot.parts[0].reader.term_packed("alpha")
+    assert packed is not None
+    meta = np.array(packed[1], dtype=np.uint32)
+    meta[0] += 1  # the first block's last id is no longer what its gaps decode to
+    real = layout_module.gather
+
+    def damaged(snap: Snapshot, terms: Sequence[str]) -> layout_module.QueryLists:
+        found = real(snap, terms)
+        table = found.table.copy()
+        table[0, 3] = meta.ctypes.data  # row 0: alpha (sorted first) in the one segment
+        return layout_module.QueryLists(found.doc_freq, table, found.keep)
+
+    tree = BoolNode(must=(TermNode("alpha"), TermNode("beta")))
+    with (
+        mock.patch.object(layout_module, "gather", damaged),
+        pytest.raises(CorruptIndexError, match="term 'alpha' do not decode"),
+    ):
+        BM25Scorer(1.2, 0.75).score(snapshot, Query(tree=tree), 5)
+
+
+@pytest.mark.parametrize("damage", ["tf_before", "chunk_at"])
+def test_positions_tables_that_disagree_with_the_words_are_a_typed_error(damage: str) -> None:
+    # The kernel checks the tables it reads positions through before any read: never a crash.
+    index = build(["alpha beta gamma"] * 300, 1, 0.0, 0)
+    snapshot = index.snapshot()
+    real = boolean.positions_tables
+
+    def damaged(tfs: NDArray[np.uint32], widths: NDArray[np.uint8]) -> tuple[NDArray[np.int64], ...]:
+        chunk_at, tf_before = real(tfs, widths)
+        if damage == "tf_before":
+            tf_before[-1] += 1000  # more positions than the chunks hold
+        else:
+            chunk_at[-1] += 1  # a run past the words
+        return chunk_at, tf_before
+
+    conjunction._POSITIONS.clear()
+    try:
+        with (
+            mock.patch.object(boolean, "positions_tables", damaged),
+            pytest.raises(CorruptIndexError, match="term 'alpha' do not decode"),
+        ):
+            BM25Scorer(1.2, 0.75).score(snapshot, Query.parse('"alpha beta"'), 5)
+    finally:
+        conjunction._POSITIONS.clear()
