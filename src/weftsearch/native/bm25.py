@@ -116,12 +116,16 @@ class CompiledBM25:
     ``top_k``: ``weft_bm25_top_k``; ``blocks``: ``weft_bm25_blocks``; ``query`` and
     ``query_batch``: ``weft_bm25_query`` and ``weft_bm25_query_batch`` (a query from
     per-term descriptor rows, see :func:`query`; ``None`` in a library built before them).
+    ``dense_max_docs``: the library's ``weft_bm25_dense_max_docs`` (parts up to this many
+    documents with long lists are scored densely; the tests set it to 0 to run block-max
+    everywhere; nothing else may change it), or ``None`` in an older build.
     """
 
     top_k: Callable[..., int]
     blocks: Callable[..., int]
     query: Callable[..., int] | None = None
     query_batch: Callable[..., int] | None = None
+    dense_max_docs: ctypes.c_int64 | None = None
 
 
 @cache
@@ -161,7 +165,8 @@ def _bind(library: ctypes.CDLL) -> CompiledBM25:
     batch.argtypes = [_POINTER, _POINTER, _POINTER, _INT, _POINTER, _INT, _DOUBLE, _DOUBLE, _DOUBLE, _INT]
     batch.argtypes += [_DOUBLE, _INT, _INT, _POINTER, _POINTER, _POINTER, _POINTER]
     batch.restype = _INT
-    return CompiledBM25(top, blocks, query, batch)
+    dense = ctypes.c_int64.in_dll(library, "weft_bm25_dense_max_docs")
+    return CompiledBM25(top, blocks, query, batch, dense)
 
 
 def compiled_bm25_available() -> bool:
