@@ -2,10 +2,16 @@
 
 The BM25 scorer (:mod:`weftsearch.scorers.bm25`) scores through one compiled
 kernel (:mod:`weftsearch.native.bm25`, block-max MaxScore over arrays); this
-module lays a snapshot out for it. Per query, :func:`gather` finds each
-term's packed postings and block table in every segment (views of the
-segment files: no copy, no per-term arrays derived) and :func:`search` runs
-the kernel over them and puts the results in the snapshot's canonical order.
+module lays a snapshot out for it. Each term searched on a snapshot gets its
+descriptor rows once (its packed postings and block table in every segment,
+views of the segment files, with its live document frequency and IDF), kept
+with the snapshot; per query, :func:`plan` looks its terms up (a few integers
+of set-up, no numpy array) and :func:`run` is one kernel call
+(``weft_bm25_query``, which lays the rows out by segment itself) whose results
+are already in canonical order unless two tie on a several-segment snapshot.
+:func:`run_many` is the batch, on threads inside C. :func:`gather` and
+:func:`search` are the older table-per-query interface (a library built
+before ``weft_bm25_query``).
 
 Block metadata (per block: last local id, largest tf, smallest document
 length) is written by the segment writer (``post.block_offsets``,
