@@ -919,7 +919,7 @@ def loadavg() -> tuple[float, float, float]:
 def kernel_skips(snapshot: Snapshot, scorer: BM25Scorer, queries: Sequence[Query], k: int) -> dict[str, Any]:
     """The share of postings and of blocks each query's compiled BM25 pass skipped (untimed).
 
-    A bench-only path, no public API: ``weftsearch.scorers.bm25.lists.search`` (which
+    A bench-only path, no public API: ``weftsearch.scorers.bm25.lists.run`` or ``.search`` (which
     returns a ``KernelStats`` beside the results ``BM25Scorer.score`` keeps) is wrapped
     for the duration, and every query goes through ``scorer.score`` as a user's would.
     Where ``score`` takes its numpy path (snapshots below its compiled threshold), the
@@ -933,20 +933,26 @@ def kernel_skips(snapshot: Snapshot, scorer: BM25Scorer, queries: Sequence[Query
     except ImportError as error:  # pragma: no cover - the modules ship with the package
         return {"unavailable": f"no BM25 kernel modules ({error})"}
     library = kernel.compiled_bm25() if hasattr(kernel, "compiled_bm25") else None
-    if library is None or not hasattr(bm25_lists, "search"):
+    if library is None or not (hasattr(bm25_lists, "search") or hasattr(bm25_lists, "run")):
         return {"unavailable": "compiled BM25 kernel not built (or WEFTSEARCH_NO_COMPILED_BM25 set)"}
-    original = bm25_lists.search
+    # The scorer's one-call path (``run``, issue 31) and the older ``search``: both return the
+    # KernelStats third; whichever the installed version has is wrapped.
+    originals = {name: getattr(bm25_lists, name) for name in ("run", "search") if hasattr(bm25_lists, name)}
     seen: list[Any] = []
 
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
-        seen.append(result[2])
-        return result
+    def spying(original: Any) -> Any:
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            seen.append(result[2])
+            return result
+
+        return spy
 
     compiled: Any = getattr(scorer, "_score_compiled", None)
     per_query: list[tuple[int, int, int, int, int]] = []
     path = "BM25Scorer.score (compiled: its own path on this snapshot)"
-    setattr(bm25_lists, "search", spy)  # noqa: B010  (the spy must replace the module attribute)
+    for name, original in originals.items():
+        setattr(bm25_lists, name, spying(original))
     try:
         for query in queries:
             before = len(seen)
@@ -971,7 +977,8 @@ def kernel_skips(snapshot: Snapshot, scorer: BM25Scorer, queries: Sequence[Query
     except Exception as error:
         return {"unavailable": f"kernel statistics failed: {type(error).__name__}: {error}"}
     finally:
-        setattr(bm25_lists, "search", original)  # noqa: B010
+        for name, original in originals.items():
+            setattr(bm25_lists, name, original)
     counted = [q for q in per_query if q[0] > 0 and q[2] > 0]
     if not counted:
         return {"unavailable": "no query reached the compiled kernel"}

@@ -359,6 +359,27 @@ def test_search_many_uses_score_many_when_a_scorer_offers_it() -> None:
     assert [r.keys for r in many] == [r.keys for r in plain]
 
 
+def test_search_many_hands_bm25_its_threads_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31 item 2: threads were a Python pool over chunks of 64; BM25 now gets them, in one call."""
+    calls: list[tuple[int, int]] = []
+    real = BM25Scorer.score_many
+
+    def spying(
+        self: BM25Scorer, snapshot: Snapshot, batch: Sequence[Query], k: int, threads: int = 1
+    ) -> object:
+        calls.append((len(batch), threads))
+        return real(self, snapshot, batch, k, threads)
+
+    monkeypatch.setattr(BM25Scorer, "score_many", spying)
+    index = segmented_index(3)
+    batch = queries(150, 5)
+    many = index.search_many(batch, 5, RRF(), BM25Scorer(), threads=3)
+    assert calls == [(150, 3)]
+    for query, results in zip(batch, many, strict=True):
+        alone = index.search(query, 5, RRF(), BM25Scorer())
+        assert without_paths(results.to_dict()) == without_paths(alone.to_dict())
+
+
 def test_a_wrong_score_many_is_refused() -> None:
     class Short(BatchScorer):
         def score_many(self, snapshot: Snapshot, queries: Sequence[Query], k: int) -> list[Stream]:

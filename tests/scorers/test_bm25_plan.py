@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import weftsearch.scorers.bm25 as bm25_module
-from tests.scorers.test_bm25_kernel import DISABLED
+from tests.scorers.test_bm25_kernel import DISABLED, block_max_everywhere
 from weftsearch import RRF, BM25Scorer, Document, F, Index, Query, Snapshot
 from weftsearch.engine.stream import PlanValue
 from weftsearch.native import bm25 as kernel
@@ -149,6 +149,7 @@ def test_the_compiled_plan_is_exact_and_agrees_with_numpy(
 def test_block_max_skips_show_in_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     """A rare term beside one in every document: k = 1 skips most of the common list, and the plan says so."""
     monkeypatch.setattr(bm25_module, "_COMPILED_FROM_DOCS", 0)
+    block_max_everywhere(monkeypatch)  # 4,000 documents: else scored densely, nothing skipped
     with Index("simple") as index:
         index.add_many(
             Document(f"d{i:05d}", "common filler" + (" rare" if i % 997 == 0 else "")) for i in range(4000)

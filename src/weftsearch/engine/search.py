@@ -1068,13 +1068,20 @@ _CHUNK = 64
 
 
 def score_queries(
-    scorer: Scorer, label: str, snapshot: Snapshot, queries: Sequence[Query], depth: int
+    scorer: Scorer,
+    label: str,
+    snapshot: Snapshot,
+    queries: Sequence[Query],
+    depth: int,
+    threads: int = 1,
 ) -> list[Stream]:
     """Each query's checked, canonical stream from ``scorer``, in order.
 
     Calls the scorer's optional ``score_many(snapshot, queries, depth)`` once
     when it has one (see :func:`search_snapshot_many`), else ``score`` per
     query; every stream then goes through :func:`canonical_stream`.
+    ``threads`` above 1 is passed on as ``score_many(..., threads=threads)``
+    to a scorer that declares it takes it (``score_many_threads`` is ``True``).
 
     Raises:
         ScorerOutputError: ``score_many`` returned other than one stream per
@@ -1083,7 +1090,10 @@ def score_queries(
     """
     many = getattr(scorer, "score_many", None)
     if callable(many):
-        streams = many(snapshot, queries, depth)
+        if threads > 1 and getattr(scorer, "score_many_threads", False) is True:
+            streams = many(snapshot, queries, depth, threads=threads)
+        else:
+            streams = many(snapshot, queries, depth)
         if not isinstance(streams, Sequence) or len(streams) != len(queries):
             raise ScorerOutputError(
                 f"scorer {label!r}: score_many returned {type(streams).__name__} "
@@ -1106,10 +1116,11 @@ def _score_chunk(
     scorers: Sequence[Scorer],
     labels: Sequence[str],
     depth: int,
+    threads: int = 1,
 ) -> list[SearchResults]:
     """Search each of ``queries``; a scorer offering ``score_many`` is called once for all of them."""
     columns = [
-        score_queries(scorer, label, snapshot, queries, depth)
+        score_queries(scorer, label, snapshot, queries, depth, threads)
         for scorer, label in zip(scorers, labels, strict=True)
     ]
     return [
@@ -1149,7 +1160,10 @@ def search_snapshot_many(
             or ``k`` with one scorer (as :func:`search_snapshot`).
         threads: ``None`` or 1 runs the chunks in this thread; ``n`` runs them
             on a pool of ``n`` threads (1 to :data:`MAX_THREADS`). The scoring
-            kernels release the GIL, so threads overlap their scoring.
+            kernels release the GIL, so threads overlap their scoring. When
+            every scorer's ``score_many_threads`` is ``True`` (BM25), its
+            ``score_many`` gets all the queries in one call with
+            ``threads=n`` and runs them on threads inside compiled code.
 
     Raises:
         InvalidParameterError: as :func:`search_snapshot`, ``queries`` not a
@@ -1175,6 +1189,14 @@ def search_snapshot_many(
     labels = stream_labels(scorers)
     chunks = [checked[start : start + _CHUNK] for start in range(0, len(checked), _CHUNK)]
     results: list[SearchResults] = []
+    if (
+        threads is not None
+        and threads > 1
+        and all(getattr(scorer, "score_many_threads", False) is True for scorer in scorers)
+    ):
+        # Every scorer shares its batch out on threads of its own (inside compiled code):
+        # one call per scorer for all the queries, no Python pool.
+        return _score_chunk(snapshot, checked, k, fuser, scorers, labels, depth, threads)
     if threads is None or threads == 1 or len(chunks) <= 1:
         for chunk in chunks:
             results.extend(_score_chunk(snapshot, chunk, k, fuser, scorers, labels, depth))

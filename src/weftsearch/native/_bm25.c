@@ -924,6 +924,53 @@ static void walk_part(walk *w, const part_walk *pw) {
 }
 
 /*
+ * Parts of at most this many documents are scored densely when their lists hold at least a
+ * quarter as many postings as the part has documents (weft_bm25_dense_max_docs, exported so the
+ * tests can set it to 0 and exercise block-max on small parts too): every posting is decoded and
+ * added into a per-document sum, then every document holding a term is offered. There block-max
+ * skips little (SciFact: about half the postings, hardly any block) and its windows, bounds and
+ * probes cost more than the postings they save; the sums fit in L2 (8 bytes a document).
+ * The results are the same to the bit: each sum is ((0.0 + c_t1) + c_t2) + ... in sorted term
+ * order, as score_exact sums it, and only documents scoring above 0 (all that hold a term: every
+ * contribution is positive) are offered, in id order.
+ */
+int64_t weft_bm25_dense_max_docs = 65536;
+
+static int use_dense(const walk *w, const part_walk *pw) {
+    int64_t n_docs = pw->part->n_docs, postings = 0;
+    if (n_docs <= 0 || n_docs > weft_bm25_dense_max_docs) return 0;
+    for (int64_t j = 0; j < pw->n; j++) postings += w->cursors[j].count;
+    return postings >= n_docs / 4;
+}
+
+/* Score one part densely into sums (n_docs zeroed doubles, left zeroed); see weft_bm25_dense_max_docs. */
+static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
+    int64_t n_docs = pw->part->n_docs;
+    for (int64_t j = 0; j < pw->n && !w->corrupt; j++) {
+        cursor *c = &w->cursors[j];
+        for (int64_t block = 0; block < c->n_blocks; block++) {
+            if (!decode_block(c, c->main, block)) break;
+            const uint32_t *tfs = block_tfs(c, c->main);
+            const uint32_t *ids = c->main->ids;
+            int64_t n = block_count(c, block);
+            for (int64_t i = 0; i < n; i++) sums[ids[i]] += contribution(c, ids[i], tfs[i], pw->norms, w->k1);
+            w->postings_scored += n;
+            w->blocks_scored++;
+        }
+    }
+    for (int64_t doc = 0; doc < n_docs; doc++) {
+        double score = sums[doc];
+        sums[doc] = 0.0;
+        if (!(score > 0.0)) continue;
+        if (w->corrupt || w->sel.failed) continue; /* only clearing the sums */
+        int64_t id = pw->to_global != NULL ? pw->to_global[doc] : pw->part->base + doc;
+        if (id < 0) continue; /* deleted or filtered out */
+        w->threshold = offer(&w->sel, score, id);
+        w->documents_scored++;
+    }
+}
+
+/*
  * Every stored document at least the k-th score, counted; when they fit in out_capacity, written
  * best first (score descending, then internal id ascending). Returns their number.
  */
@@ -992,6 +1039,8 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     w.threshold = -INFINITY;
     int64_t result = -1;
     if (!walk_alloc(&w, k, largest_part)) goto done;
+    double *sums = NULL; /* the dense pass's per-document sums, sized by the largest dense part */
+    int64_t sums_size = 0;
     for (int64_t p = 0, first = 0; p < n_parts && !w.sel.failed && !w.corrupt; p++) {
         part_walk pw = {&parts[p], (const double *)(uintptr_t)parts[p].norms,
                         (const int64_t *)(uintptr_t)parts[p].to_global, 0};
@@ -999,8 +1048,22 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
         first += pw.n;
         if (w.corrupt) break;
         if (pw.n == 0) continue;
-        walk_part(&w, &pw);
+        if (use_dense(&w, &pw)) {
+            if (pw.part->n_docs > sums_size) {
+                free(sums);
+                sums_size = pw.part->n_docs;
+                sums = calloc((size_t)sums_size, sizeof(double));
+                if (sums == NULL) {
+                    w.sel.failed = 1;
+                    break;
+                }
+            }
+            walk_part_dense(&w, &pw, sums);
+        } else {
+            walk_part(&w, &pw);
+        }
     }
+    free(sums);
     if (w.sel.failed) goto done;
     stats[1] = w.blocks_scored;
     stats[3] = w.postings_scored;
@@ -1099,5 +1162,161 @@ int64_t weft_bm25_top_k_batch(const int64_t *lists_raw, const int64_t *list_star
         written[q] = kept <= out_capacity - used;
         if (written[q]) used += kept;
     }
+    return 0;
+}
+
+/* --------------------------------------------------------------------------- one query, by term */
+
+/*
+ * One query from the snapshot's per-term descriptor tables (weftsearch.native.bm25.query): the
+ * caller passes, per query term in sorted term order, the address and length of that term's rows
+ * (list descriptors built once per snapshot and term, ascending part, the term field ignored);
+ * this function lays them out grouped by part, ascending term within a part (what weft_bm25_top_k
+ * takes), so a query's set-up on the Python side is a term lookup and two integers per term.
+ *
+ * terms: 2 * m int64 (rows address, rows). stats: 6 int64, weft_bm25_top_k's five, then
+ * stats[5]: 1 when two written results have the same score (the caller then orders those by key;
+ * without ties the internal-id order written here is the canonical order on any snapshot).
+ * On -3 (a corrupt list) stats[0] is the term's index and stats[5] the part's.
+ * Returns what weft_bm25_top_k returns.
+ */
+int64_t weft_bm25_query(const int64_t *terms, int64_t m, const double *weights, const int64_t *parts_raw,
+                        int64_t n_parts, double k1, double b, double avgdl, int64_t k, double bound_scale,
+                        int64_t *ids_out, double *scores_out, int64_t out_capacity, int64_t *stats) {
+    for (int i = 0; i < 6; i++) stats[i] = 0;
+    if (m <= 0 || n_parts < 0 || m > INT64_MAX / 2) return -2;
+    int64_t n_lists = 0;
+    for (int64_t t = 0; t < m; t++) {
+        int64_t rows = terms[2 * t + 1];
+        if (rows < 0 || rows > n_parts || (rows > 0 && terms[2 * t] == 0)) return -2;
+        n_lists += rows;
+    }
+    /* A handful of terms and segments is the usual query: no allocation for it. */
+    list_desc local_lists[64];
+    int64_t local_heads[64];
+    list_desc *lists = n_lists <= 64 ? local_lists : malloc((size_t)n_lists * sizeof(list_desc));
+    int64_t *heads = m <= 64 ? local_heads : malloc((size_t)m * sizeof(int64_t));
+    int64_t result = -1;
+    if (lists == NULL || heads == NULL) goto done;
+    for (int64_t t = 0; t < m; t++) heads[t] = 0;
+    /* Merge the terms' rows by part (each term's rows ascend by part): O(lists * terms). */
+    for (int64_t filled = 0; filled < n_lists;) {
+        int64_t part = INT64_MAX;
+        for (int64_t t = 0; t < m; t++) {
+            if (heads[t] >= terms[2 * t + 1]) continue;
+            const list_desc *row = (const list_desc *)(uintptr_t)terms[2 * t] + heads[t];
+            if (row->part < part) part = row->part;
+        }
+        if (part < 0 || part >= n_parts) {
+            result = -2;
+            goto done;
+        }
+        for (int64_t t = 0; t < m; t++) {
+            if (heads[t] >= terms[2 * t + 1]) continue;
+            const list_desc *row = (const list_desc *)(uintptr_t)terms[2 * t] + heads[t];
+            if (row->part != part) continue;
+            lists[filled] = *row;
+            lists[filled].term = t;
+            filled++;
+            heads[t]++;
+            /* Rows of one term must ascend by part: a repeat would be read twice. */
+            if (heads[t] < terms[2 * t + 1] && row[1].part <= part) {
+                result = -2;
+                goto done;
+            }
+        }
+    }
+    result = weft_bm25_top_k((const int64_t *)lists, n_lists, parts_raw, n_parts, weights, m, k1, b, avgdl, k,
+                             bound_scale, ids_out, scores_out, out_capacity, stats);
+    if (result == -3) {
+        int64_t index = stats[0];
+        stats[0] = index >= 0 && index < n_lists ? lists[index].term : -1;
+        stats[5] = index >= 0 && index < n_lists ? lists[index].part : -1;
+    } else if (result > 0 && result <= out_capacity) {
+        for (int64_t i = 1; i < result; i++)
+            if (scores_out[i] == scores_out[i - 1]) {
+                stats[5] = 1;
+                break;
+            }
+    }
+done:
+    if (lists != local_lists) free(lists);
+    if (heads != local_heads) free(heads);
+    return result;
+}
+
+/* --------------------------------------------------------------------------- many queries, threads */
+
+#ifndef _WIN32
+#include <pthread.h>
+#endif
+
+typedef struct {
+    const int64_t *terms, *term_starts;
+    const double *weights;
+    const int64_t *parts;
+    int64_t n_parts, n_queries, k, slot;
+    double k1, b, avgdl, bound_scale;
+    int64_t *ids_out, *counts_out, *stats;
+    double *scores_out;
+    int64_t next; /* the next query to take (atomic) */
+} batch_job;
+
+static void run_query(batch_job *job, int64_t q) {
+    int64_t first = job->term_starts[q], end = job->term_starts[q + 1];
+    if (first < 0 || end < first || end > INT64_MAX / 2) {
+        job->counts_out[q] = -2;
+        return;
+    }
+    job->counts_out[q] = weft_bm25_query(job->terms + 2 * first, end - first, job->weights + first, job->parts,
+                                         job->n_parts, job->k1, job->b, job->avgdl, job->k, job->bound_scale,
+                                         job->ids_out + q * job->slot, job->scores_out + q * job->slot, job->slot,
+                                         job->stats + 6 * q);
+}
+
+static void *batch_worker(void *argument) {
+    batch_job *job = argument;
+    for (;;) {
+        int64_t q = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
+        if (q >= job->n_queries) break;
+        run_query(job, q);
+    }
+    return NULL;
+}
+
+/*
+ * Many queries in one call, on `threads` threads (the calling one included): weft_bm25_query for
+ * each, so each query's results are exactly what a call of its own returns, whichever thread ran
+ * it. Query q's terms are terms[2 * term_starts[q] ..< 2 * term_starts[q + 1]] (pairs as for
+ * weft_bm25_query) and its weights weights[term_starts[q] ..< term_starts[q + 1]]; every query
+ * reads the same parts and (k1, b, avgdl, k). Its results go to ids_out/scores_out at q * slot,
+ * room for `slot`; counts_out[q] is what weft_bm25_query returned (more than slot: not written,
+ * the caller runs it again alone with room; negative: that query's error, the caller runs it again
+ * alone to raise it), its six statistics at stats[6 * q]. Returns 0, or -2 for bad arguments.
+ * A thread that cannot be started leaves its share to the others (the results are the same).
+ */
+int64_t weft_bm25_query_batch(const int64_t *terms, const int64_t *term_starts, const double *weights,
+                              int64_t n_queries, const int64_t *parts_raw, int64_t n_parts, double k1, double b,
+                              double avgdl, int64_t k, double bound_scale, int64_t slot, int64_t threads,
+                              int64_t *ids_out, double *scores_out, int64_t *counts_out, int64_t *stats) {
+    if (n_queries < 0 || slot < 0 || threads < 1 || n_queries > INT64_MAX / 6 ||
+        (slot > 0 && n_queries > INT64_MAX / slot))
+        return -2;
+    batch_job job = {terms,   term_starts, weights, parts_raw, n_parts, n_queries, k,          slot, k1, b,
+                     avgdl,   bound_scale, ids_out, counts_out, stats, scores_out, 0};
+    if (threads > n_queries) threads = n_queries > 0 ? n_queries : 1;
+#ifndef _WIN32
+    enum { MOST_THREADS = 64 };
+    pthread_t started[MOST_THREADS];
+    int64_t n_started = 0;
+    for (int64_t i = 1; i < threads && i < MOST_THREADS; i++) {
+        if (pthread_create(&started[n_started], NULL, batch_worker, &job) != 0) break;
+        n_started++;
+    }
+    batch_worker(&job);
+    for (int64_t i = 0; i < n_started; i++) pthread_join(started[i], NULL);
+#else
+    batch_worker(&job);
+#endif
     return 0;
 }

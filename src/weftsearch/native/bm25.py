@@ -41,10 +41,14 @@ __all__ = [
     "PART_FIELDS",
     "CompiledBM25",
     "CorruptListError",
+    "CorruptTermError",
+    "QueryBatch",
     "KernelStats",
     "compiled_blocks",
     "compiled_bm25",
     "compiled_bm25_available",
+    "query",
+    "query_batch",
     "top_k",
     "top_k_batch",
     "top_k_batch_available",
@@ -107,10 +111,21 @@ class CorruptListError(CorruptIndexError):
 
 @dataclass(frozen=True, slots=True)
 class CompiledBM25:
-    """The loaded library's functions (see ``_bm25.c``): ``weft_bm25_top_k`` and ``weft_bm25_blocks``."""
+    """The loaded library's functions (see ``_bm25.c``).
+
+    ``top_k``: ``weft_bm25_top_k``; ``blocks``: ``weft_bm25_blocks``; ``query`` and
+    ``query_batch``: ``weft_bm25_query`` and ``weft_bm25_query_batch`` (a query from
+    per-term descriptor rows, see :func:`query`; ``None`` in a library built before them).
+    ``dense_max_docs``: the library's ``weft_bm25_dense_max_docs`` (parts up to this many
+    documents with long lists are scored densely; the tests set it to 0 to run block-max
+    everywhere; nothing else may change it), or ``None`` in an older build.
+    """
 
     top_k: Callable[..., int]
     blocks: Callable[..., int]
+    query: Callable[..., int] | None = None
+    query_batch: Callable[..., int] | None = None
+    dense_max_docs: ctypes.c_int64 | None = None
 
 
 @cache
@@ -136,7 +151,22 @@ def _bind(library: ctypes.CDLL) -> CompiledBM25:
     top.restype = _INT
     blocks.argtypes = [_POINTER, _POINTER, _INT, _POINTER, _INT, _POINTER]
     blocks.restype = _INT
-    return CompiledBM25(top, blocks)
+    query = getattr(library, "weft_bm25_query", None)
+    batch = getattr(library, "weft_bm25_query_batch", None)
+    if query is None or batch is None:
+        return CompiledBM25(top, blocks)
+    # terms, m, weights, parts, n_parts, k1, b, avgdl, k, bound_scale, ids_out, scores_out,
+    # out_capacity, stats.
+    query.argtypes = [_POINTER, _INT, _POINTER, _POINTER, _INT, _DOUBLE, _DOUBLE, _DOUBLE, _INT, _DOUBLE]
+    query.argtypes += [_POINTER, _POINTER, _INT, _POINTER]
+    query.restype = _INT
+    # terms, term_starts, weights, n_queries, parts, n_parts, k1, b, avgdl, k, bound_scale, slot,
+    # threads, ids_out, scores_out, counts_out, stats.
+    batch.argtypes = [_POINTER, _POINTER, _POINTER, _INT, _POINTER, _INT, _DOUBLE, _DOUBLE, _DOUBLE, _INT]
+    batch.argtypes += [_DOUBLE, _INT, _INT, _POINTER, _POINTER, _POINTER, _POINTER]
+    batch.restype = _INT
+    dense = ctypes.c_int64.in_dll(library, "weft_bm25_dense_max_docs")
+    return CompiledBM25(top, blocks, query, batch, dense)
 
 
 def compiled_bm25_available() -> bool:
@@ -239,6 +269,164 @@ def top_k(
         scratch.reserve(kept)  # more ties than room: run again (the same result, now written)
     stats = KernelStats(*scratch.stats.tolist())
     return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), stats
+
+
+# --------------------------------------------------------------------------- one query, by term
+
+
+class _QueryScratch(Scratch):
+    """:class:`Scratch` with six statistics (``weft_bm25_query``'s: the kernel's five and the tie flag)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stats = np.zeros(6, dtype=np.int64)
+        self.stats_address = self.stats.ctypes.data
+
+
+_query_scratch = _QueryScratch()
+
+
+class CorruptTermError(CorruptIndexError):
+    """Query term ``term`` (its index) is corrupt in part ``part`` (code -3 of ``weft_bm25_query``)."""
+
+    def __init__(self, term: int, part: int) -> None:
+        super().__init__("packed postings of a query term do not decode")
+        self.term = term
+        self.part = part
+
+
+def query(
+    function: Callable[..., int],
+    terms: int,
+    m: int,
+    weights: int,
+    parts: NDArray[np.int64],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], KernelStats, bool]:
+    """One query from per-term descriptor rows in one compiled call (``weft_bm25_query``, no GIL held).
+
+    ``terms``: the address of ``2 * m`` int64, per query term in sorted term
+    order the address of its rows (``(rows, 8)`` int64 list descriptors of
+    its lists, ascending part; built once per snapshot and term) and their
+    number (0: the term is absent); ``weights``: the address of ``m`` float64
+    (``qtf * idf``); ``parts``: the part descriptors. Returns what
+    :func:`top_k` returns for the same lists, and whether two results tie
+    (without ties, internal-id order is key order on any snapshot).
+    ``function`` is :attr:`CompiledBM25.query`.
+
+    Raises:
+        CorruptTermError: a term's packed postings do not decode (its index and the part's).
+        MemoryError: the library could not allocate its working memory.
+        ValueError: the library refused the arguments (a bug of the caller).
+
+    """
+    scratch = _query_scratch
+    while True:
+        kept = function(
+            terms,
+            m,
+            weights,
+            parts.ctypes.data,
+            parts.shape[0],
+            k1,
+            b,
+            avgdl,
+            k,
+            _BOUND_SCALE,
+            scratch.ids_address,
+            scratch.scores_address,
+            scratch.capacity,
+            scratch.stats_address,
+        )
+        if kept == -1:
+            raise MemoryError("the BM25 kernel could not allocate its working memory")
+        if kept == -3:
+            raise CorruptTermError(int(scratch.stats[0]), int(scratch.stats[5]))
+        if kept < 0:
+            raise ValueError(f"the BM25 kernel refused its arguments (code {kept})")  # a bug on this side
+        if kept <= scratch.capacity:
+            break
+        scratch.reserve(kept)  # more ties than room: run again (the same result, now written)
+    counts = scratch.stats.tolist()
+    stats = KernelStats(counts[0], counts[1], counts[2], counts[3], counts[4])
+    return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), stats, bool(counts[5])
+
+
+@dataclass(frozen=True, slots=True)
+class QueryBatch:
+    """What :func:`query_batch` found: query ``q``'s results are ``ids[q, :counts[q]]`` when written.
+
+    Attributes:
+        ids: int64 ``(queries, slot)``.
+        scores: float64 ``(queries, slot)``.
+        counts: per query, its number of results; more than the slot: not
+            written (run it alone); negative: its error code (run it alone to raise it).
+        stats: int64 ``(queries, 6)``: the kernel's five statistics and the tie flag.
+
+    """
+
+    ids: NDArray[np.int64]
+    scores: NDArray[np.float64]
+    counts: list[int]
+    stats: NDArray[np.int64]
+
+
+def query_batch(
+    function: Callable[..., int],
+    terms: int,
+    term_starts: NDArray[np.int64],
+    weights: int,
+    parts: NDArray[np.int64],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+    slot: int,
+    threads: int,
+) -> QueryBatch:
+    """:func:`query` for many queries in ONE compiled call, on ``threads`` threads inside C (no GIL held).
+
+    Query ``q``'s term pairs are ``terms[2 * term_starts[q] : 2 * term_starts[q + 1]]``
+    and its weights the same slice of ``weights`` (both addresses of the
+    caller's buffers). Each query's results are what :func:`query` returns
+    for it, to the bit, whichever thread ran it (each query is one
+    independent call of the same routine); ``slot`` results of room each.
+    ``function`` is :attr:`CompiledBM25.query_batch`.
+
+    Raises:
+        ValueError: the library refused the arguments (a bug of the caller).
+
+    """
+    count = int(term_starts.shape[0]) - 1
+    ids = np.empty((count, slot), dtype=np.int64)
+    scores = np.empty((count, slot), dtype=np.float64)
+    counts = np.empty(count, dtype=np.int64)
+    stats = np.zeros((count, 6), dtype=np.int64)
+    code = function(
+        terms,
+        term_starts.ctypes.data,
+        weights,
+        count,
+        parts.ctypes.data,
+        parts.shape[0],
+        k1,
+        b,
+        avgdl,
+        k,
+        _BOUND_SCALE,
+        slot,
+        threads,
+        ids.ctypes.data,
+        scores.ctypes.data,
+        counts.ctypes.data,
+        stats.ctypes.data,
+    )
+    if code < 0:
+        raise ValueError(f"the BM25 kernel refused its arguments (code {code})")  # a bug on this side
+    return QueryBatch(ids, scores, counts.tolist(), stats)
 
 
 # --------------------------------------------------------------------------- many queries
@@ -463,10 +651,23 @@ def _agrees_with_numpy(library: CompiledBM25) -> bool:
         out_ids = np.empty(capacity, dtype=np.int64)
         out_scores = np.empty(capacity, dtype=np.float64)
         stats = np.zeros(5, dtype=np.int64)
-        for k in (1, 5, 40, capacity):
-            inputs = (table.ctypes.data, table.shape[0], parts.ctypes.data, 2, weights.ctypes.data, terms)
+        # The same lists as per-term rows (ascending part), for weft_bm25_query.
+        term_rows = [np.ascontiguousarray(table[table[:, 5] == term]) for term in range(terms)]
+        term_refs = np.array(
+            [(rows.ctypes.data if rows.shape[0] else 0, rows.shape[0]) for rows in term_rows], dtype=np.int64
+        )
+        stats6 = np.zeros(6, dtype=np.int64)
+        for k, by_term in ((k, by_term) for k in (1, 5, 40, capacity) for by_term in (False, True)):
             outputs = (out_ids.ctypes.data, out_scores.ctypes.data, capacity, stats.ctypes.data)
-            kept = library.top_k(*inputs, k1, b, avgdl, k, 1.0, *outputs)
+            if by_term:
+                if library.query is None:
+                    continue
+                by_term_inputs = (term_refs.ctypes.data, terms, weights.ctypes.data, parts.ctypes.data, 2)
+                by_term_outputs = (*outputs[:3], stats6.ctypes.data)
+                kept = library.query(*by_term_inputs, k1, b, avgdl, k, 1.0, *by_term_outputs)
+            else:
+                inputs = (table.ctypes.data, table.shape[0], parts.ctypes.data, 2, weights.ctypes.data, terms)
+                kept = library.top_k(*inputs, k1, b, avgdl, k, 1.0, *outputs)
             if kept < min(k, want_ids.shape[0]):
                 return False
             kth = want_scores[min(k, want_scores.shape[0]) - 1]
@@ -476,5 +677,7 @@ def _agrees_with_numpy(library: CompiledBM25) -> bool:
             if out_ids[:kept].tobytes() != want_ids[:kept].tobytes():
                 return False
             if out_scores[:kept].tobytes() != want_scores[:kept].tobytes():
+                return False
+            if by_term and bool(stats6[5]) != bool(np.any(want_scores[1:kept] == want_scores[: kept - 1])):
                 return False
     return True

@@ -64,14 +64,17 @@ __all__ = ["PLAN_KEYS", "TERM_CACHE_POSTINGS", "BM25Scorer", "lucene_idf"]
 _DENSE_BELOW_DOCS = 20_000
 _DENSE_RATIO = 0.05
 
-# score() runs the compiled kernel (weftsearch.native.bm25) on snapshots of at
-# least this many documents, numpy below: over few documents the dense numpy pass
-# is cheaper than the kernel's windows and probes. Both give the same results to
-# the bit; the kernel also releases the GIL. Below this size score() still takes
-# the kernel while another search runs in the process (weftsearch.engine.inflight):
-# numpy holds the GIL through most of a search on a small snapshot, so two threads
-# convoy. The figures behind the threshold: docs/BENCHMARKS.md, "BM25 path thresholds".
-_COMPILED_FROM_DOCS = 20_000
+# score() and score_many() run the compiled kernel (weftsearch.native.bm25) on snapshots
+# of at least this many documents: 0, every size, since a query became one call from the
+# snapshot's per-term descriptor rows (issue 31; before, numpy won below 20,000 documents
+# on a search alone, and held the GIL there). The numpy path stays as the oracle (tests set
+# this high to run it) and as the fallback where the library is missing. Both give the same
+# results to the bit. Figures: docs/BENCHMARKS.md, "One compiled call per query".
+_COMPILED_FROM_DOCS = 0
+
+#: Threads :meth:`BM25Scorer.score_many` accepts at most (as ``search_many``); the C side
+#: starts at most 64 of them.
+MAX_BATCH_THREADS = 256
 
 # score_many() runs the compiled batch below _COMPILED_FROM_DOCS too when k is at most
 # this: one call for the batch saves the per-query call overhead, which is what the numpy
@@ -314,6 +317,10 @@ def _field_weights(
 
 class BM25Scorer:
     """Okapi BM25 with Lucene's IDF; parameters are per scorer, not per index.
+
+    :meth:`score_many` takes ``threads=`` (threads inside C), which
+    :func:`~weftsearch.engine.search.search_snapshot_many` passes on
+    (:attr:`score_many_threads`).
 
     Args:
         k1: term-frequency saturation, >= 0 (1.2 by default).
@@ -646,6 +653,26 @@ class BM25Scorer:
         return _Found(lists, query_tf, len(distinct), matched, postings)
 
     @staticmethod
+    def _term_query(snapshot: Snapshot, query: Query) -> tuple[layout.TermQuery | None, int]:
+        """The query's one-call set-up (``None``: no term, or an empty snapshot) and its distinct terms.
+
+        The numpy path's terms: the snapshot's cached analysis of the text,
+        distinct, sorted, with their counts. O(terms) for terms seen before on
+        the snapshot (:func:`~weftsearch.scorers.bm25.lists.plan`).
+        """
+        terms = snapshot.query_terms(query.text) if query.text else []
+        if not terms or snapshot.n_docs == 0:
+            return None, len(set(terms))
+        if len(terms) == 1:
+            return layout.plan(snapshot, terms, None), 1
+        distinct = sorted(set(terms))
+        query_tf: list[float] | None = None
+        if len(distinct) != len(terms):
+            counts = Counter(terms)
+            query_tf = [float(counts[term]) for term in distinct]
+        return layout.plan(snapshot, distinct, query_tf), len(distinct)
+
+    @staticmethod
     def _weights(query_tf: NDArray[np.float64] | None, idf: NDArray[np.float64]) -> NDArray[np.float64]:
         """``qtf * idf``, the numpy path's weights (every qtf 1: ``idf`` itself, as 1.0 * x is x exactly)."""
         return idf if query_tf is None else query_tf * idf
@@ -672,9 +699,25 @@ class BM25Scorer:
         documents, scores to the bit and order; it reads the postings straight
         from the segments (no per-term cache) and skips blocks of postings that
         cannot reach the k-th score. O(lists + scored postings * log k).
+
+        Where the library has ``weft_bm25_query``, a query is one call from the
+        snapshot's per-term descriptor rows (:func:`~weftsearch.scorers.bm25.lists.plan`,
+        :func:`~weftsearch.scorers.bm25.lists.run`): a term look-up and a few
+        integers of set-up in Python, everything else in C without the GIL.
         """
-        found = self._lists(snapshot, query)
         segments = len(snapshot.parts)
+        if library.query is not None:
+            planned, terms = self._term_query(snapshot, query)
+            if planned is None or not planned.lists:
+                matched = 0 if planned is None else planned.matched
+                postings = 0 if planned is None else planned.postings
+                return Stream.empty(plan=_compiled_plan(terms, matched, segments, postings, None))
+            ids, scores, stats = layout.run(
+                library, snapshot, planned, self.k1, self.b, self._avgdl(snapshot), k, allowed
+            )
+            plan = _compiled_plan(terms, planned.matched, segments, planned.postings, stats)
+            return _vouched_stream(ids, scores, snapshot, plan=plan)
+        found = self._lists(snapshot, query)
         lists = found.lists
         if lists is None:
             return Stream.empty(
@@ -689,23 +732,48 @@ class BM25Scorer:
         plan = _compiled_plan(found.terms, found.matched, segments, found.postings, stats)
         return _vouched_stream(ids, scores, snapshot, plan=plan)
 
-    def score_many(self, snapshot: Snapshot, queries: Sequence[Query], k: int) -> list[Stream]:
+    @property
+    def score_many_threads(self) -> bool:
+        """Whether :meth:`score_many` runs its batch on ``threads=`` threads in C (not for BM25F)."""
+        return not self._bm25f
+
+    def score_many(
+        self, snapshot: Snapshot, queries: Sequence[Query], k: int, threads: int = 1
+    ) -> list[Stream]:
         """:meth:`score` of each of ``queries``, in order, in one compiled call where it can.
 
         The optional batch method of the scorer protocol (see
         :func:`~weftsearch.engine.search.search_snapshot_many`). Where the
         compiled kernel and its batch entry point are loaded, every query
-        with a matching term is scored in one call to ``_bm25.c`` that holds
-        no GIL for the whole batch (:func:`~weftsearch.scorers.bm25.lists.search_many`),
-        on snapshots of 20,000 documents or more, and on smaller ones for
-        ``k`` up to 10 (beyond that numpy is faster there); elsewhere each
-        query goes through :meth:`score`. Each stream is what :meth:`score` returns for that
-        query: the same documents, scores to the bit and order (the kernel
-        and numpy agree to the bit, checked when the kernel loads), with its
-        own plan (:data:`PLAN_KEYS`; the kernel counts each query of a batch apart).
+        with a matching term (and no filter or query tree) is scored in one
+        call to ``_bm25.c`` that holds no GIL for the whole batch
+        (:func:`~weftsearch.scorers.bm25.lists.run_many`), its queries shared
+        out among ``threads`` threads inside C (1 to :data:`MAX_BATCH_THREADS`;
+        C starts at most 64); elsewhere each query goes through :meth:`score`.
+        Each stream is what :meth:`score` returns for that query, whatever
+        ``threads`` is: the same documents, scores to the bit and order (the
+        kernel and numpy agree to the bit, checked when the kernel loads),
+        with its own plan (:data:`PLAN_KEYS`; the kernel counts each query of
+        a batch apart).
+
+        Raises:
+            InvalidParameterError: ``k`` is not a positive integer, or
+                ``threads`` is not an integer from 1 to :data:`MAX_BATCH_THREADS`.
+
         """
         k = check_k(k)
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_BATCH_THREADS:
+            raise InvalidParameterError(
+                f"threads must be an integer from 1 to {MAX_BATCH_THREADS}, got {threads!r}"
+            )
         library = kernel.compiled_bm25()
+        if (
+            library is not None
+            and library.query_batch is not None
+            and not self._bm25f
+            and snapshot.n_docs >= _COMPILED_FROM_DOCS
+        ):
+            return self._score_batch(library, snapshot, queries, k, threads)
         small = snapshot.n_docs < _COMPILED_FROM_DOCS and k > _BATCH_COMPILED_MAX_K
         if library is None or small or self._bm25f or not kernel.top_k_batch_available():
             return [self.score(snapshot, query, k) for query in queries]
@@ -745,6 +813,45 @@ class BM25Scorer:
             for position, found, (ids, scores, stats) in zip(positions, batched, results, strict=True):
                 plan = _compiled_plan(found.terms, found.matched, segments, found.postings, stats)
                 streams[position] = _vouched_stream(ids, scores, snapshot, plan=plan)
+        return [streams[position] for position in range(len(queries))]  # each position is filled above
+
+    def _score_batch(
+        self,
+        library: kernel.CompiledBM25,
+        snapshot: Snapshot,
+        queries: Sequence[Query],
+        k: int,
+        threads: int,
+    ) -> list[Stream]:
+        """:meth:`score_many` through ``weft_bm25_query_batch``: one call, ``threads`` threads in C."""
+        segments = len(snapshot.parts)
+        streams: dict[int, Stream] = {}  # by position in queries
+        positions: list[int] = []
+        planned: list[layout.TermQuery] = []
+        terms_of: list[int] = []
+        for position, query in enumerate(queries):
+            if query.filter is not None or query.tree is not None:  # score()'s filtered or tree path
+                streams[position] = self.score(snapshot, query, k)
+                continue
+            found, terms = self._term_query(snapshot, query)
+            if found is None or not found.lists:
+                matched = 0 if found is None else found.matched
+                postings = 0 if found is None else found.postings
+                streams[position] = Stream.empty(
+                    plan=_compiled_plan(terms, matched, segments, postings, None)
+                )
+                continue
+            positions.append(position)
+            planned.append(found)
+            terms_of.append(terms)
+        results = layout.run_many(
+            library, snapshot, planned, self.k1, self.b, self._avgdl(snapshot), k, threads
+        )
+        for position, found, terms, (ids, scores, stats) in zip(
+            positions, planned, terms_of, results, strict=True
+        ):
+            plan = _compiled_plan(terms, found.matched, segments, found.postings, stats)
+            streams[position] = _vouched_stream(ids, scores, snapshot, plan=plan)
         return [streams[position] for position in range(len(queries))]  # each position is filled above
 
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:

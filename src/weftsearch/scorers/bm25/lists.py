@@ -2,10 +2,16 @@
 
 The BM25 scorer (:mod:`weftsearch.scorers.bm25`) scores through one compiled
 kernel (:mod:`weftsearch.native.bm25`, block-max MaxScore over arrays); this
-module lays a snapshot out for it. Per query, :func:`gather` finds each
-term's packed postings and block table in every segment (views of the
-segment files: no copy, no per-term arrays derived) and :func:`search` runs
-the kernel over them and puts the results in the snapshot's canonical order.
+module lays a snapshot out for it. Each term searched on a snapshot gets its
+descriptor rows once (its packed postings and block table in every segment,
+views of the segment files, with its live document frequency and IDF), kept
+with the snapshot; per query, :func:`plan` looks its terms up (a few integers
+of set-up, no numpy array) and :func:`run` is one kernel call
+(``weft_bm25_query``, which lays the rows out by segment itself) whose results
+are already in canonical order unless two tie on a several-segment snapshot.
+:func:`run_many` is the batch, on threads inside C. :func:`gather` and
+:func:`search` are the older table-per-query interface (a library built
+before ``weft_bm25_query``).
 
 Block metadata (per block: last local id, largest tf, smallest document
 length) is written by the segment writer (``post.block_offsets``,
@@ -19,6 +25,7 @@ fails the query instead of pruning a document that belongs in the top k.
 
 from __future__ import annotations
 
+import array
 import collections
 import threading
 import weakref
@@ -34,6 +41,7 @@ from weftsearch.engine.stream import top_k
 from weftsearch.errors import CorruptIndexError
 from weftsearch.native import bm25 as kernel
 from weftsearch.native.bm25 import BLOCK, LIST_FIELDS, PART_FIELDS, CompiledBM25, KernelStats
+from weftsearch.scorers.bm25.idf import exact_idf, lucene_idf
 from weftsearch.storage.postings import BLOCK_ROWS
 from weftsearch.storage.segment import SegmentReader
 
@@ -41,7 +49,11 @@ __all__ = [
     "BLOCK_CACHE_TERMS",
     "FILTER_MAPS",
     "QueryLists",
+    "TermQuery",
     "gather",
+    "plan",
+    "run",
+    "run_many",
     "search",
     "search_many",
 ]
@@ -222,11 +234,20 @@ class QueryLists:
 
 @dataclass(frozen=True, slots=True)
 class _SnapshotTerm:
-    """One term across a snapshot's segments: its list rows (term column 0), live documents, owners."""
+    """One term across a snapshot's segments: its list rows (term column 0), live documents, owners.
+
+    ``address`` and ``n_rows``: where ``rows`` lies and how many there are (0 when
+    the term is in no segment), the pair ``_bm25.c``'s ``weft_bm25_query`` takes per
+    term. ``idf``: the term's IDF over this snapshot's own live documents
+    (:attr:`Snapshot.n_docs`), so a query on it needs no IDF computation.
+    """
 
     rows: NDArray[np.int64]
     doc_freq: int
     keep: tuple[_TermList, ...]
+    address: int
+    n_rows: int
+    idf: float
 
 
 def _snapshot_term(snapshot: Snapshot, parts: _Parts, term: str) -> _SnapshotTerm:
@@ -247,7 +268,25 @@ def _snapshot_term(snapshot: Snapshot, parts: _Parts, term: str) -> _SnapshotTer
         keep.append(entry)
     table = np.array(rows, dtype=np.int64).reshape(len(rows), LIST_FIELDS)
     table.setflags(write=False)
-    return _SnapshotTerm(table, doc_freq, tuple(keep))
+    address = table.ctypes.data if len(rows) else 0
+    idf = exact_idf(snapshot.n_docs, doc_freq)
+    return _SnapshotTerm(table, doc_freq, tuple(keep), address, len(rows), idf)
+
+
+def _terms(snapshot: Snapshot, parts: _Parts, terms: Sequence[str]) -> list[_SnapshotTerm]:
+    """Each of ``terms``' :class:`_SnapshotTerm` on ``snapshot``, from its cache (built on first use)."""
+    cache: dict[str, _SnapshotTerm] = snapshot.memo(("bm25 lists", "terms"), dict)
+    found: list[_SnapshotTerm] = []
+    for term in terms:
+        entry = cache.get(term)
+        if entry is None:
+            entry = _snapshot_term(snapshot, parts, term)
+            with _READERS_LOCK:
+                if term not in cache and len(cache) >= _SNAPSHOT_TERMS:
+                    del cache[next(iter(cache))]
+                cache[term] = entry
+        found.append(entry)
+    return found
 
 
 def gather(snapshot: Snapshot, terms: Sequence[str]) -> QueryLists:
@@ -262,17 +301,7 @@ def gather(snapshot: Snapshot, terms: Sequence[str]) -> QueryLists:
     O(segments + df).
     """
     parts = _parts(snapshot)
-    cache: dict[str, _SnapshotTerm] = snapshot.memo(("bm25 lists", "terms"), dict)
-    found: list[_SnapshotTerm] = []
-    for term in terms:
-        entry = cache.get(term)
-        if entry is None:
-            entry = _snapshot_term(snapshot, parts, term)
-            with _READERS_LOCK:
-                if term not in cache and len(cache) >= _SNAPSHOT_TERMS:
-                    del cache[next(iter(cache))]
-                cache[term] = entry
-        found.append(entry)
+    found = _terms(snapshot, parts, terms)
     doc_freq = np.array([entry.doc_freq for entry in found], dtype=np.int64)
     if not found:
         return QueryLists(doc_freq, np.empty((0, LIST_FIELDS), np.int64), (parts,))
@@ -437,4 +466,206 @@ def search_many(
         # Slices of the batch's own arrays (nothing else holds them): no copy per query.
         query_ids, query_scores = batch.ids[start : start + kept], batch.scores[start : start + kept]
         results.append((*_canonical(snapshot, query_ids, query_scores, k), batch.stats[query]))
+    return results
+
+
+# --------------------------------------------------------------------------- one call per query
+
+
+@dataclass(frozen=True, slots=True)
+class TermQuery:
+    """A query's set-up for ``weft_bm25_query``: per term its rows' address and count, and its weight.
+
+    Attributes:
+        terms: the distinct query terms, sorted (the kernel's term order).
+        entries: each term's :class:`_SnapshotTerm` (keeps its rows alive; names a corrupt term).
+        refs: int64 pairs (rows address, rows) per term, an :class:`array.array`.
+        weights: float64 ``qtf * idf`` per term, an :class:`array.array`.
+        matched: terms held by at least one live document of the snapshot.
+        postings: live postings in the terms' lists (their document frequencies summed).
+        lists: the terms' lists in the snapshot's segments (0: nothing to read).
+
+    """
+
+    terms: Sequence[str]
+    entries: list[_SnapshotTerm]
+    refs: array.array[int]
+    weights: array.array[float]
+    matched: int
+    postings: int
+    lists: int
+
+
+def plan(snapshot: Snapshot, terms: Sequence[str], query_tf: Sequence[float] | None) -> TermQuery:
+    """The set-up of one query on ``snapshot``: a cache look-up per term and a few integers.
+
+    ``terms``: distinct, sorted; ``query_tf``: how often each occurs in the
+    query (``None``: once each). The rows, document frequency and IDF of a
+    term are built the first time the term is searched on the snapshot and
+    kept with it (:func:`gather`'s cache; the index's warming step replays
+    recent searches on a new snapshot before publishing it, so they are
+    built by then). The weights are the numpy path's to the bit: ``qtf *
+    idf`` is one float64 product either way. No numpy array is made
+    unless the snapshot scores with a collection's statistics (a shard).
+    """
+    entries = _terms(snapshot, _parts(snapshot), terms)
+    refs = array.array("q")
+    postings = matched = lists = 0
+    for entry in entries:
+        refs.append(entry.address)
+        refs.append(entry.n_rows)
+        lists += entry.n_rows
+        postings += entry.doc_freq
+        matched += entry.doc_freq != 0
+    if snapshot.statistics is None:
+        idf = [entry.idf for entry in entries]
+    else:
+        local = np.array([entry.doc_freq for entry in entries], dtype=np.int64)
+        frequencies = snapshot.collection_doc_freq(terms, local)
+        idf = lucene_idf(snapshot.collection_n_docs, frequencies).tolist()
+    if query_tf is None:
+        weights = array.array("d", idf)
+    else:
+        weights = array.array("d", [count * value for count, value in zip(query_tf, idf, strict=True)])
+    return TermQuery(terms, entries, refs, weights, matched, postings, lists)
+
+
+def _part_table_for(
+    snapshot: Snapshot, k1: float, b: float, avgdl: float, allowed: NDArray[np.bool_] | None
+) -> NDArray[np.int64]:
+    """The part descriptors, with a filter's id maps in place of the deletion maps (kept per filter)."""
+    parts, _ = _part_table(snapshot, k1, b, avgdl)
+    if allowed is None:
+        return parts
+    # Keyed by the mask's identity, which the snapshot's filter cache keeps alive; the maps
+    # the table points into are kept by _filtered_maps' cache, so the table is rebuilt
+    # (from those maps or new ones) whenever that cache let them go.
+    cache: collections.OrderedDict[tuple[int, float, float, float], tuple[Any, ...]]
+    cache = snapshot.memo(("bm25 lists", "filter parts"), collections.OrderedDict)
+    key = (id(allowed), k1, b, avgdl)
+    with _filter_maps_lock:
+        entry = cache.get(key)
+        if entry is not None and entry[0]() is allowed:
+            cache.move_to_end(key)
+            table: NDArray[np.int64] = entry[1]
+            return table
+    maps = _filtered_maps(snapshot, allowed)
+    table = parts.copy()
+    table[:, 1] = [mapping.ctypes.data for mapping in maps]
+    with _filter_maps_lock:
+        cache[key] = (weakref.ref(allowed), table, maps)
+        while len(cache) > FILTER_MAPS:
+            cache.popitem(last=False)
+    return table
+
+
+def run(
+    library: CompiledBM25,
+    snapshot: Snapshot,
+    query: TermQuery,
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+    allowed: NDArray[np.bool_] | None = None,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], KernelStats]:
+    """The ``k`` best documents of ``query``, canonical order, in one compiled call without the GIL.
+
+    What :func:`search` returns for the same terms and weights, to the bit:
+    the kernel lays the lists out by segment itself and carries the
+    threshold from segment to segment. Keys are compared (in Python) only
+    when two results tie on a snapshot of several segments; otherwise the
+    kernel's internal-id order is the canonical order.
+
+    Raises:
+        CorruptIndexError: a query term's packed postings do not decode (the term is named).
+        MemoryError: the library could not allocate its working memory.
+
+    """
+    function = library.query
+    assert function is not None  # the caller checks that the library has it
+    parts = _part_table_for(snapshot, k1, b, avgdl, allowed)
+    try:
+        ids, scores, stats, ties = kernel.query(
+            function,
+            query.refs.buffer_info()[0],
+            len(query.weights),
+            query.weights.buffer_info()[0],
+            parts,
+            k1,
+            b,
+            avgdl,
+            k,
+        )
+    except kernel.CorruptTermError as error:
+        raise _corrupt_term(snapshot, query, error.term, error.part) from None
+    if ties and not snapshot.ids_follow_keys:
+        return (*_canonical(snapshot, ids, scores, k), stats)
+    return ids[:k], scores[:k], stats
+
+
+def _corrupt_term(snapshot: Snapshot, query: TermQuery, term: int, part: int) -> CorruptIndexError:
+    """The error naming the term and segment ``_bm25.c`` found corrupt (code -3 of ``weft_bm25_query``)."""
+    if 0 <= term < len(query.terms) and 0 <= part < len(snapshot.parts):
+        return CorruptIndexError(
+            f"{snapshot.parts[part].reader.path}: packed postings of term {query.terms[term]!r} do not decode"
+            " (the block table disagrees with the data)"
+        )
+    return CorruptIndexError("packed postings of a query term do not decode")
+
+
+def run_many(
+    library: CompiledBM25,
+    snapshot: Snapshot,
+    queries: Sequence[TermQuery],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+    threads: int = 1,
+) -> list[tuple[NDArray[np.int64], NDArray[np.float64], KernelStats]]:
+    """:func:`run` for many queries in ONE compiled call, on ``threads`` threads inside C.
+
+    Each query's result is what :func:`run` returns for it (ids, scores, its
+    own statistics), to the bit, whatever ``threads`` is: each query is an
+    independent call of the same routine, written to its own slot. A query
+    with more tied results than its slot holds, or whose lists fail to
+    decode, is run again alone through :func:`run` (which raises for the
+    latter). Each query must have at least one term.
+
+    Raises:
+        CorruptIndexError: a query term's packed postings do not decode (the term is named).
+        MemoryError: the library could not allocate its working memory.
+
+    """
+    if not queries:
+        return []
+    function = library.query_batch
+    assert function is not None  # the caller checks that the library has it
+    parts = _part_table_for(snapshot, k1, b, avgdl, None)
+    refs = array.array("q")
+    weights = array.array("d")
+    starts = np.zeros(len(queries) + 1, dtype=np.int64)
+    for index, query in enumerate(queries):
+        refs.extend(query.refs)
+        weights.extend(query.weights)
+        starts[index + 1] = len(weights)
+    slot = k + 8  # room for k results and a few ties; a query with more ties is run again alone
+    refs_address, weights_address = refs.buffer_info()[0], weights.buffer_info()[0]
+    batch = kernel.query_batch(
+        function, refs_address, starts, weights_address, parts, k1, b, avgdl, k, slot, threads
+    )
+    results: list[tuple[NDArray[np.int64], NDArray[np.float64], KernelStats]] = []
+    stats = batch.stats.tolist()
+    for index, (query, kept) in enumerate(zip(queries, batch.counts, strict=True)):
+        if kept < 0 or kept > slot:
+            results.append(run(library, snapshot, query, k1, b, avgdl, k))
+            continue
+        ids, scores = batch.ids[index, :kept], batch.scores[index, :kept]
+        row = stats[index]
+        found = KernelStats(row[0], row[1], row[2], row[3], row[4])
+        if row[5] and not snapshot.ids_follow_keys:
+            results.append((*_canonical(snapshot, ids, scores, k), found))
+        else:
+            results.append((ids[:k], scores[:k], found))
     return results
