@@ -193,7 +193,8 @@ class MissingInputError(InvalidParameterError):
 class PluginError(WeftError, ImportError):
     """A plugin module (``weft-search eval --plugin MODULE``) could not be imported.
 
-    The message names the module and the error its import raised.
+    Also an embedder's entry point (group ``weftsearch.embedders``) that failed
+    to load. The message names the module or entry point and the error its import raised.
     """
 
 
