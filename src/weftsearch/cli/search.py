@@ -461,13 +461,14 @@ def _search_one(args: argparse.Namespace) -> int:
         query = Query.parse(args.query, vector=vector, filter=ranking.filter)
     else:
         query = Query(text=args.query, vector=vector, filter=ranking.filter)
-    options = None
+    # Only a single index highlights (checked below): a sharded index's search takes no such argument.
+    highlighting: dict[str, Any] = {}
     if args.highlight:
         if not isinstance(index, Index):
             raise InvalidParameterError(
                 "--highlight needs a single index; a sharded index cannot highlight yet"
             )
-        options = HighlightOptions(fragment_size=args.fragment_size)
+        highlighting["highlight"] = HighlightOptions(fragment_size=args.fragment_size)
     results = index.search(
         query,
         args.k,
@@ -476,13 +477,21 @@ def _search_one(args: argparse.Namespace) -> int:
         depth=ranking.depth,
         offset=args.offset,
         after=args.after,
-        **({} if options is None else {"highlight": options}),
+        **highlighting,
         facets=args.facets,
         facet_k=args.facet_k,
     )
+    source = _vector_source(args, index, ranking, vector is not None, embeds)
     if args.json:
         page = {"offset": results.offset, "next_cursor": results.next_cursor}
-        answer = {"query": args.query, "k": args.k, "rank": ranking.spec, **results.to_dict(), **page}
+        answer = {
+            "query": args.query,
+            "k": args.k,
+            "rank": ranking.spec,
+            **results.to_dict(),
+            **page,
+            "query_vector": source,
+        }
         print(_json_dump(answer))
         return 0
     fusion = repr(ranking.arm.fuser) if len(ranking.arm.scorers) > 1 else "none (one signal: its own scores)"
@@ -490,6 +499,8 @@ def _search_one(args: argparse.Namespace) -> int:
         f"query {args.query!r}: {len(results)} hit(s); rank {ranking.spec}; "
         f"signals {', '.join(results.signals)}; fusion {fusion}"
     )
+    if source is not None:
+        print(f"query vector: {_describe_source(source)}")
     sys.stdout.write(
         format_results(results, index if isinstance(index, Index) else None, explain=args.explain)
     )
@@ -498,6 +509,31 @@ def _search_one(args: argparse.Namespace) -> int:
     if results.next_cursor is not None:
         print(f"next page: --after {results.next_cursor}")
     return 0
+
+
+def _vector_source(
+    args: argparse.Namespace, index: Index | ShardedIndex, ranking: _Ranking, given: bool, embeds: bool
+) -> dict[str, str] | None:
+    """Where one query's vector came from, for the output (``None``: the ranking reads no vector).
+
+    ``{"source": "file", "path": ...}`` (``--query-vector``, which wins over an
+    embedder) or ``{"source": "embedder", "name": ...}`` (the index's embedder
+    embedded the query text).
+    """
+    if not ranking.reads_vectors:
+        return None
+    if given:
+        return {"source": "file", "path": str(args.query_vector)}
+    embedder = _embedder_of(index)
+    # Neither: the ranking was refused or its vector signal dropped (_ranking) before this.
+    return {"source": "embedder", "name": embedder.name} if embeds and embedder is not None else None
+
+
+def _describe_source(source: Mapping[str, str]) -> str:
+    """The text line of :func:`_vector_source`'s answer."""
+    if source["source"] == "file":
+        return f"from --query-vector {source['path']}"
+    return f"the query text embedded by the index's embedder {source['name']}"
 
 
 def _tree_of(named: NamedQuery, syntax: str) -> Node | None:
