@@ -90,6 +90,7 @@ __all__ = [
     "EMBED_BATCH_SIZE",
     "ENTRY_POINT_GROUP",
     "MINILM",
+    "CountsTruncation",
     "Embedder",
     "check_embedder",
     "check_rows",
@@ -99,6 +100,7 @@ __all__ = [
     "match_record",
     "register_embedder",
     "run_embedder",
+    "run_embedder_counting",
 ]
 
 #: Texts per call of an embedder's ``embed`` when documents are added (the
@@ -131,6 +133,27 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """One float32 row of width :attr:`dim` per text, in order: shape ``(len(texts), dim)``."""
+        ...
+
+
+@runtime_checkable
+class CountsTruncation(Protocol):
+    """An embedder that also says which texts it truncated (optional; the built-in MiniLM does).
+
+    A model reads at most so many tokens of a text; the rest is cut and does
+    not shape the vector. An embedder with :meth:`embed_counting` lets the
+    index report that (:class:`~weftsearch.errors.TruncatedTextWarning`, once
+    per add call, with the count and the first keys); one without it is
+    assumed to truncate nothing, as the index cannot know its limit.
+    """
+
+    @property
+    def max_tokens(self) -> int:
+        """Tokens per text the model reads; longer texts are truncated."""
+        ...
+
+    def embed_counting(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], NDArray[np.bool_]]:
+        """:meth:`Embedder.embed`'s rows, and a bool per text: ``True`` for one that was truncated."""
         ...
 
 
@@ -330,12 +353,41 @@ def run_embedder(embedder: Embedder, texts: Sequence[str], what: str) -> NDArray
             the error) or returned rows that break the protocol.
 
     """
+    rows, _ = run_embedder_counting(embedder, texts, what, count=False)
+    return rows
+
+
+def run_embedder_counting(
+    embedder: Embedder, texts: Sequence[str], what: str, *, count: bool = True
+) -> tuple[NDArray[np.float32], NDArray[np.bool_]]:
+    """:func:`run_embedder`, and which texts the embedder truncated.
+
+    An embedder that is not :class:`CountsTruncation` (or ``count=False``)
+    reports none truncated.
+
+    Raises:
+        EmbeddingError: as :func:`run_embedder`, or the truncation flags are
+            not one bool per text.
+
+    """
+    counting = count and isinstance(embedder, CountsTruncation)
     try:
-        rows = embedder.embed(list(texts))
+        if counting:
+            assert isinstance(embedder, CountsTruncation)
+            rows, cut = embedder.embed_counting(list(texts))
+        else:
+            rows, cut = embedder.embed(list(texts)), np.zeros(len(texts), dtype=np.bool_)
     except (EmbeddingError, MissingDependencyError):  # a missing extra is said as it is
         raise
     except Exception as exc:
         raise EmbeddingError(
             f"embedder {embedder.name!r} failed on {what}: {type(exc).__name__}: {exc}"
         ) from exc
-    return check_rows(embedder, rows, len(texts), what)
+    checked = check_rows(embedder, rows, len(texts), what)
+    if not isinstance(cut, np.ndarray) or cut.dtype != np.bool_ or cut.shape != (len(texts),):
+        raise EmbeddingError(
+            f"embedder {embedder.name!r} on {what}: embed_counting's truncation flags are "
+            f"{getattr(cut, 'dtype', type(cut).__name__)} of shape {getattr(cut, 'shape', None)}, "
+            f"expected {len(texts)} bools"
+        )
+    return checked, cut

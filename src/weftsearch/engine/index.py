@@ -43,7 +43,7 @@ from weftsearch.embedders import (
     embedder_record,
     get_embedder,
     match_record,
-    run_embedder,
+    run_embedder_counting,
 )
 from weftsearch.engine import children
 from weftsearch.engine.children import COMMIT_PRIORITIES, ChildFile
@@ -78,6 +78,7 @@ from weftsearch.errors import (
     InvalidDocumentError,
     InvalidParameterError,
     ManifestRollbackError,
+    TruncatedTextWarning,
     UncommittedWritesError,
     UnknownKeyError,
     VectorDimensionError,
@@ -131,7 +132,6 @@ FLUSH_DOCUMENTS = 50_000
 WARM_SEARCHES = 16
 #: At most this many seconds of replay per publish: bounds what warming adds to a commit.
 WARM_SECONDS = 0.2
-
 
 
 #: A search as :meth:`Index.search` takes it: query, k, fuser, scorers, depth.
@@ -1091,6 +1091,7 @@ class Index:
         if not todo:
             return batch
         out = list(batch)
+        truncated: list[int] = []
         with tqdm(total=len(todo), desc="embedding", unit="doc", disable=disable, leave=False) as bar:
             for start in range(0, len(todo), EMBED_BATCH_SIZE):
                 chunk = todo[start : start + EMBED_BATCH_SIZE]
@@ -1100,10 +1101,14 @@ class Index:
                     if len(chunk) == 1
                     else f"a batch of {len(chunk)} documents ({first!r} to {last!r})"
                 )
-                rows = run_embedder(embedder, [batch[i].text for i in chunk], what)
-                for i, row in zip(chunk, rows, strict=True):
+                rows, cut = run_embedder_counting(embedder, [batch[i].text for i in chunk], what)
+                for i, row, was_cut in zip(chunk, rows, cut, strict=True):
                     out[i] = replace(batch[i], vector=row)
+                    if was_cut:
+                        truncated.append(i)
                 bar.update(len(chunk))
+        # Said after the whole call embedded: a failed batch raises instead, and nothing is added.
+        _warn_truncated(embedder, truncated, [batch[i].key for i in truncated], "document text")
         return out
 
     def _check_text_fields(self, document: Document) -> None:
@@ -1640,7 +1645,9 @@ class Index:
             raise InvalidParameterError(
                 "this index has no embedder (create it with embedder=...); give the query's vector"
             )
-        row: NDArray[np.float32] = run_embedder(self._embedder, [text], f"the query text {text!r:.80}")[0]
+        rows, cut = run_embedder_counting(self._embedder, [text], f"the query text {text!r:.80}")
+        _warn_truncated(self._embedder, [0] if cut[0] else [], [], "query text", stacklevel=3)
+        row: NDArray[np.float32] = rows[0]
         return row
 
     def _embed_queries(
@@ -1666,14 +1673,18 @@ class Index:
         if not todo or not any(_needs_vector(scorer, snapshot, built[todo[0]]) for scorer in scorers):
             return out
         texts = [built[i].text for i in todo]
+        truncated: list[int] = []
         for start in range(0, len(todo), EMBED_BATCH_SIZE):
             chunk = todo[start : start + EMBED_BATCH_SIZE]
             what = f"the query text {texts[start]!r:.80}" + (
                 f" and {len(chunk) - 1} more" if len(chunk) > 1 else ""
             )
-            rows = run_embedder(self._embedder, texts[start : start + len(chunk)], what)
-            for i, row in zip(chunk, rows, strict=True):
+            rows, cut = run_embedder_counting(self._embedder, texts[start : start + len(chunk)], what)
+            for i, row, was_cut in zip(chunk, rows, cut, strict=True):
                 out[i] = replace(built[i], vector=row)
+                if was_cut:
+                    truncated.append(i)
+        _warn_truncated(self._embedder, truncated, [], "query text")
         return out
 
     # ------------------------------------------------------------------ commit
@@ -2153,6 +2164,31 @@ def _needs_vector(scorer: Scorer, snapshot: Snapshot, query: Query) -> bool:
     """Whether ``scorer`` says (by its optional ``missing_input``) that ``query`` lacks a query vector."""
     missing = getattr(scorer, "missing_input", None)
     return callable(missing) and missing(snapshot, query) == "a query vector"
+
+
+#: How many truncated documents' keys a TruncatedTextWarning names in its message (it holds them all).
+_TRUNCATED_SHOWN = 5
+
+
+def _warn_truncated(
+    embedder: Embedder, truncated: Sequence[int], keys: Sequence[str], what: str, stacklevel: int = 4
+) -> None:
+    """Warn once (:class:`TruncatedTextWarning`) that the embedder truncated ``truncated`` texts, if any."""
+    if not truncated:
+        return
+    limit = getattr(embedder, "max_tokens", None)
+    longer = f"longer than the {limit} tokens it reads" if isinstance(limit, int) else "too long for it"
+    named = ""
+    if keys:
+        shown = ", ".join(repr(key) for key in keys[:_TRUNCATED_SHOWN])
+        named = f" (documents {shown}{', ...' if len(keys) > _TRUNCATED_SHOWN else ''})"
+    count = len(truncated)
+    message = (
+        f"embedder {embedder.name!r} truncated {count} {what}{'s' if count != 1 else ''}{named} "
+        f"{longer}: only the start of {'each' if count != 1 else 'it'} shapes its vector"
+    )
+    # stacklevel 4: _warn_truncated < _embed_documents/_embed_queries < add_many/search < the caller.
+    warnings.warn(TruncatedTextWarning(message, embedder.name, count, tuple(keys)), stacklevel=stacklevel)
 
 
 def _recorded_embedder(manifest: Manifest, given: Embedder | None, where: Path) -> Embedder | None:
