@@ -564,8 +564,8 @@ def _facet_fields(text: str) -> list[str]:
 
 
 def _embedder_of(index: Index | ShardedIndex) -> Embedder | None:
-    """The embedder of a single index (a sharded index embeds nothing), or ``None``."""
-    return index.embedder if isinstance(index, Index) else None
+    """The embedder the index (single or sharded) was made with, or ``None``."""
+    return index.embedder
 
 
 def _search_batch(args: argparse.Namespace) -> int:

@@ -1078,38 +1078,9 @@ class Index:
         return self._embed_documents(batch, disable)
 
     def _embed_documents(self, batch: list[Document], disable: bool | None) -> list[Document]:
-        """``batch`` with a vector from the index's embedder for each document without one.
-
-        Texts go to the embedder :data:`~weftsearch.embedders.EMBED_BATCH_SIZE` at a
-        time. A document whose text is blank gets no vector (there is nothing to
-        embed; the vector scorer never returns it). Any failed call refuses the
-        whole batch (:class:`~weftsearch.errors.EmbeddingError`).
-        """
-        embedder = self._embedder
-        assert embedder is not None
-        todo = [i for i, document in enumerate(batch) if document.vector is None and document.text.strip()]
-        if not todo:
-            return batch
-        out = list(batch)
-        truncated: list[int] = []
-        with tqdm(total=len(todo), desc="embedding", unit="doc", disable=disable, leave=False) as bar:
-            for start in range(0, len(todo), EMBED_BATCH_SIZE):
-                chunk = todo[start : start + EMBED_BATCH_SIZE]
-                first, last = batch[chunk[0]].key, batch[chunk[-1]].key
-                what = (
-                    f"the document {first!r}"
-                    if len(chunk) == 1
-                    else f"a batch of {len(chunk)} documents ({first!r} to {last!r})"
-                )
-                rows, cut = run_embedder_counting(embedder, [batch[i].text for i in chunk], what)
-                for i, row, was_cut in zip(chunk, rows, cut, strict=True):
-                    out[i] = replace(batch[i], vector=row)
-                    if was_cut:
-                        truncated.append(i)
-                bar.update(len(chunk))
-        # Said after the whole call embedded: a failed batch raises instead, and nothing is added.
-        _warn_truncated(embedder, truncated, [batch[i].key for i in truncated], "document text")
-        return out
+        """``batch`` with the index embedder's vectors where it has none (:func:`embed_missing`)."""
+        assert self._embedder is not None
+        return embed_missing(self._embedder, batch, disable, stacklevel=5)
 
     def _check_text_fields(self, document: Document) -> None:
         """Every named text field of ``document`` is one of the schema's.
@@ -1672,19 +1643,9 @@ class Index:
         todo = [i for i, q in enumerate(built) if q.vector is None and q.text.strip()]
         if not todo or not any(_needs_vector(scorer, snapshot, built[todo[0]]) for scorer in scorers):
             return out
-        texts = [built[i].text for i in todo]
-        truncated: list[int] = []
-        for start in range(0, len(todo), EMBED_BATCH_SIZE):
-            chunk = todo[start : start + EMBED_BATCH_SIZE]
-            what = f"the query text {texts[start]!r:.80}" + (
-                f" and {len(chunk) - 1} more" if len(chunk) > 1 else ""
-            )
-            rows, cut = run_embedder_counting(self._embedder, texts[start : start + len(chunk)], what)
-            for i, row, was_cut in zip(chunk, rows, cut, strict=True):
-                out[i] = replace(built[i], vector=row)
-                if was_cut:
-                    truncated.append(i)
-        _warn_truncated(self._embedder, truncated, [], "query text")
+        embedded = embed_query_texts(self._embedder, built, todo)
+        for i in todo:
+            out[i] = embedded[i]
         return out
 
     # ------------------------------------------------------------------ commit
@@ -2160,10 +2121,77 @@ class Index:
 _EXACT_INTEGER = 2**53
 
 
+def embed_missing(
+    embedder: Embedder, batch: list[Document], disable: bool | None, *, stacklevel: int = 3
+) -> list[Document]:
+    """``batch`` with a vector from ``embedder`` for each document without one.
+
+    Texts go to the embedder :data:`~weftsearch.embedders.EMBED_BATCH_SIZE` at a
+    time. A document whose text is blank gets no vector (there is nothing to
+    embed; the vector scorer never returns it). Any failed call refuses the
+    whole batch (:class:`~weftsearch.errors.EmbeddingError`). Texts the
+    embedder truncated are warned of once (:class:`TruncatedTextWarning`,
+    ``stacklevel`` counted from this function's caller's caller).
+    """
+    todo = [i for i, document in enumerate(batch) if document.vector is None and document.text.strip()]
+    if not todo:
+        return batch
+    out = list(batch)
+    truncated: list[int] = []
+    with tqdm(total=len(todo), desc="embedding", unit="doc", disable=disable, leave=False) as bar:
+        for start in range(0, len(todo), EMBED_BATCH_SIZE):
+            chunk = todo[start : start + EMBED_BATCH_SIZE]
+            first, last = batch[chunk[0]].key, batch[chunk[-1]].key
+            what = (
+                f"the document {first!r}"
+                if len(chunk) == 1
+                else f"a batch of {len(chunk)} documents ({first!r} to {last!r})"
+            )
+            rows, cut = run_embedder_counting(embedder, [batch[i].text for i in chunk], what)
+            for i, row, was_cut in zip(chunk, rows, cut, strict=True):
+                out[i] = replace(batch[i], vector=row)
+                if was_cut:
+                    truncated.append(i)
+            bar.update(len(chunk))
+    # Said after the whole call embedded: a failed batch raises instead, and nothing is added.
+    _warn_truncated(
+        embedder, truncated, [batch[i].key for i in truncated], "document text", stacklevel=stacklevel
+    )
+    return out
+
+
 def _needs_vector(scorer: Scorer, snapshot: Snapshot, query: Query) -> bool:
     """Whether ``scorer`` says (by its optional ``missing_input``) that ``query`` lacks a query vector."""
     missing = getattr(scorer, "missing_input", None)
     return callable(missing) and missing(snapshot, query) == "a query vector"
+
+
+def needs_query_vector(scorers: Sequence[Scorer], snapshot: Snapshot, query: Query) -> bool:
+    """Whether a scorer says (its ``missing_input``) that ``query`` lacks a query vector on ``snapshot``."""
+    return any(_needs_vector(scorer, snapshot, query) for scorer in scorers)
+
+
+def embed_query_texts(embedder: Embedder, queries: list[Query], todo: Sequence[int]) -> list[Query]:
+    """``queries`` with those at ``todo`` given their text's vector, in batches; truncation warned of once.
+
+    Raises:
+        EmbeddingError: the embedder failed on a batch.
+
+    """
+    out = list(queries)
+    texts = [queries[i].text for i in todo]
+    truncated: list[int] = []
+    for start in range(0, len(todo), EMBED_BATCH_SIZE):
+        chunk = todo[start : start + EMBED_BATCH_SIZE]
+        more = f" and {len(chunk) - 1} more" if len(chunk) > 1 else ""
+        what = f"the query text {texts[start]!r:.80}{more}"
+        rows, cut = run_embedder_counting(embedder, texts[start : start + len(chunk)], what)
+        for i, row, was_cut in zip(chunk, rows, cut, strict=True):
+            out[i] = replace(queries[i], vector=row)
+            if was_cut:
+                truncated.append(i)
+    _warn_truncated(embedder, truncated, [], "query text", stacklevel=5)
+    return out
 
 
 #: How many truncated documents' keys a TruncatedTextWarning names in its message (it holds them all).
