@@ -184,3 +184,22 @@ def test_the_cli_searches_a_sharded_index_by_text_alone(
     answer = json.loads(capsys.readouterr().out)
     assert answer["hits"][0]["key"] in {"c", "f"}
     assert answer["query_vector"] == {"source": "embedder", "name": NAME}
+
+
+def test_search_many_facets_each_query_single_and_sharded_alike(tmp_path: Path) -> None:
+    docs = [
+        Document(key, text, fields={"tags": ["even" if i % 2 else "odd", "all"], "n": i})
+        for i, (key, text) in enumerate(TEXTS.items())
+    ]
+    single = Index()
+    single.add_many(docs)
+    queries = [Query("retrieval", filter="n < 3"), Query("graph")]
+    want = [single.facets(query, ["tags"], 5) for query in queries]
+    got = single.search_many(queries, 2, RRF(), BM25Scorer(), facets=["tags"], facet_k=5)
+    assert [results.facets for results in got] == want
+    with ShardedIndex.create(tmp_path / "s", 3) as sharded:
+        sharded.add_many(docs)
+        sharded.commit()
+        spread = sharded.search_many(queries, 2, RRF(), BM25Scorer(), facets=["tags"], facet_k=5)
+        assert [results.facets for results in spread] == want
+        assert sharded.search_many(queries, 2, RRF(), BM25Scorer())[0].facets is None

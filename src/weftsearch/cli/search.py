@@ -439,8 +439,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
         raise InvalidParameterError("--offset and --after page one QUERY, not a --queries batch")
     if args.highlight:
         raise InvalidParameterError("--highlight is for one QUERY, not a batch (--queries)")
-    if args.facets is not None:
-        raise InvalidParameterError("--facets is for one QUERY, not --queries (batch mode)")
+    if args.facets is not None and not (args.json and args.run_out is None):
+        # A TREC run line has no place for counts; JSON lines carry each query's facets.
+        raise InvalidParameterError("--facets with --queries needs --json (a TREC run holds no counts)")
     return _search_batch(args)
 
 
@@ -637,10 +638,13 @@ def _search_batch(args: argparse.Namespace) -> int:
         for start in range(0, len(queries), _BATCH_SLICE):
             batch = queries[start : start + _BATCH_SLICE]
             asked = [dataclasses.replace(named.query, filter=ranking.filter) for named in batch]
+            faceted = {"facets": args.facets, "facet_k": args.facet_k}
             many: Sequence[SearchResults] = (
-                index.search_many(asked, args.k, fuser, *scorers, depth=depth)
+                index.search_many(asked, args.k, fuser, *scorers, depth=depth, **faceted)
                 if isinstance(index, ShardedIndex)
-                else index.search_many(asked, args.k, fuser, *scorers, depth=depth, threads=args.threads)
+                else index.search_many(
+                    asked, args.k, fuser, *scorers, depth=depth, threads=args.threads, **faceted
+                )
             )
             for named, results in zip(batch, many, strict=True):
                 if args.json and args.run_out is None:

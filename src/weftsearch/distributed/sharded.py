@@ -1173,13 +1173,36 @@ class ShardedIndex:
         depth: int | None = None,
         threads: int | None = None,
         allow_partial: bool = False,
+        facets: Sequence[str] | None = None,
+        facet_k: int = 10,
     ) -> list[ShardedResults]:
         """:meth:`search` for each of ``queries``, one cut for all: two calls per shard for the batch.
 
         ``threads`` is checked as :meth:`Index.search_many <weftsearch.Index.search_many>`
         checks it and otherwise unused: the shards search the batch concurrently.
+        ``facets``: :meth:`facets` of each query (one call per shard each).
         """
         self._check_open()
+        if facets is not None:  # checked before any shard searches
+            check_facet_fields(facets, self._field_kinds)
+            check_facet_k(facet_k)
+        answered = self._search_many(queries, k, fuser, scorers, depth, threads, allow_partial)
+        if facets is not None:
+            for query, results in zip(queries, answered, strict=True):
+                results.facets = self.facets(_as_query(query), facets, facet_k, allow_partial=allow_partial)
+        return answered
+
+    def _search_many(
+        self,
+        queries: Sequence[Query | str],
+        k: int,
+        fuser: Fuser,
+        scorers: Sequence[Scorer],
+        depth: int | None,
+        threads: int | None,
+        allow_partial: bool,
+    ) -> list[ShardedResults]:
+        """:meth:`search_many` without facets."""
         k, depth = _check_call(k, fuser, scorers, depth)
         if threads is not None and (
             isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS

@@ -1572,6 +1572,8 @@ class Index:
         *scorers: Scorer,
         depth: int | None = None,
         threads: int | None = None,
+        facets: Sequence[str] | None = None,
+        facet_k: int = 10,
     ) -> list[SearchResults]:
         """Search one snapshot for many queries: one :class:`SearchResults` per query, in order.
 
@@ -1597,12 +1599,22 @@ class Index:
                 or ``k`` with one scorer.
             threads: ``None``/1 for this thread, or a pool of that many threads
                 (at most :data:`~weftsearch.engine.search.MAX_THREADS`).
+            facets: as :meth:`search`'s, for each query (its own filter), on the
+                batch's snapshot. One count per query: O(documents its filter matches) each.
+            facet_k: values per facet field (1 to 10,000).
 
         """
         with self._searches:  # commits and merges yield to running searches
             searched = self.snapshot()
+            if facets is not None:  # checked before any scorer runs
+                check_facet_fields(facets, searched.field_kinds())
+                check_facet_k(facet_k)
             queries = self._embed_queries(queries, searched, scorers)
-            return search_snapshot_many(searched, queries, k, fuser, scorers, depth, threads)
+            many = search_snapshot_many(searched, queries, k, fuser, scorers, depth, threads)
+            if facets is not None:
+                for query, results in zip(queries, many, strict=True):
+                    results.facets = query_facets(searched, _as_query(query), facets, facet_k)
+            return many
 
     def embed_query(self, text: str) -> NDArray[np.float32]:
         """The vector of query ``text`` from the index's embedder (one float32 row of ``vector_dim``).
