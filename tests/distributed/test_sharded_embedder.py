@@ -203,3 +203,19 @@ def test_search_many_facets_each_query_single_and_sharded_alike(tmp_path: Path) 
         spread = sharded.search_many(queries, 2, RRF(), BM25Scorer(), facets=["tags"], facet_k=5)
         assert [results.facets for results in spread] == want
         assert sharded.search_many(queries, 2, RRF(), BM25Scorer())[0].facets is None
+
+
+def test_a_text_only_ranking_asks_the_shards_nothing_about_vectors(tmp_path: Path) -> None:
+    groups: list[CountingGroup] = []
+
+    def factory(directories: Sequence[Path], options: Mapping[str, Any] | None, readonly: bool) -> ShardGroup:
+        groups.append(CountingGroup(local_shards(directories, options, readonly), {}))
+        return groups[-1]
+
+    with ShardedIndex.create(tmp_path / "s", 2, embedder=NAME, factory=factory) as sharded:
+        sharded.add_many(DOCS)
+        sharded.commit()
+        sharded.search("citation links", 3, RRF(), BM25Scorer())
+        assert "needs_query_vector" not in groups[0].calls
+        sharded.search("citation links", 3, RRF(), BM25Scorer(), VectorScorer())
+        assert groups[0].calls["needs_query_vector"] == 1

@@ -1280,6 +1280,8 @@ class ShardedIndex:
         todo = [i for i, query in enumerate(batch) if query.vector is None and query.text.strip()]
         if embedder is None or not todo:
             return batch
+        if not any(callable(getattr(scorer, "missing_input", None)) for scorer in scorers):
+            return batch  # no scorer says what it lacks (BM25 alone): no round trip to ask
         probe = batch[todo[0]]
         arguments = {n: (cut.refs[n], list(scorers), probe) for n in range(len(self._names))}
         answers = self._group.call("needs_query_vector", arguments, read=True)
