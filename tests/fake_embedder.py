@@ -58,9 +58,36 @@ class FakeEmbedder:
         return out
 
 
+#: The name of :class:`ShortFake`, which reads at most :data:`SHORT_WORDS` words of a text.
+SHORT_NAME = "fake-16-short"
+SHORT_WORDS = 8
+
+
+class ShortFake(FakeEmbedder):
+    """:class:`FakeEmbedder` over the first :data:`SHORT_WORDS` words only, saying which texts it cut.
+
+    A :class:`~weftsearch.embedders.CountsTruncation` embedder, as the MiniLM
+    one is at 256 tokens.
+    """
+
+    name = SHORT_NAME
+    max_tokens = SHORT_WORDS
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """The rows of the first :data:`SHORT_WORDS` words of each text."""
+        return self.embed_counting(texts)[0]
+
+    def embed_counting(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], NDArray[np.bool_]]:
+        """The rows, and ``True`` for each text of more than :data:`SHORT_WORDS` words."""
+        words = [_WORD.findall(text) for text in texts]
+        cut = np.array([len(found) > SHORT_WORDS for found in words], dtype=np.bool_)
+        return super().embed([" ".join(found[:SHORT_WORDS]) for found in words]), cut
+
+
 def register() -> None:
-    """Register :class:`FakeEmbedder` as ``"fake-16"``."""
+    """Register :class:`FakeEmbedder` as ``"fake-16"`` and :class:`ShortFake` as ``"fake-16-short"``."""
     register_embedder(NAME, FakeEmbedder)
+    register_embedder(SHORT_NAME, ShortFake)
 
 
 register()

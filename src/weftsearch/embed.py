@@ -381,8 +381,27 @@ class Encoder:
             InvalidDocumentError: an element is not a string (or not valid Unicode).
 
         """
+        rows, _ = self.encode_counting(texts, progress=progress)
+        return rows
+
+    def encode_counting(
+        self, texts: Sequence[str], *, progress: bool | None = None
+    ) -> tuple[NDArray[np.float32], NDArray[np.bool_]]:
+        """:meth:`encode`, and which texts were longer than :data:`MAX_TOKENS` tokens (so truncated).
+
+        Returns:
+            The rows as :meth:`encode` returns them, and a bool array with
+            ``True`` for each text the tokenizer cut (the tokens it dropped did
+            not reach the model).
+
+        Raises:
+            InvalidParameterError: ``texts`` is a single string.
+            InvalidDocumentError: an element is not a string (or not valid Unicode).
+
+        """
         items = _check_texts(texts)
         out = np.empty((len(items), DIMS), dtype=np.float32)
+        cut = np.zeros(len(items), dtype=np.bool_)
         # tqdm's disable=None means "only on a terminal".
         disable = (not progress) if progress is not None else (len(items) <= self._batch_size or None)
         with tqdm(
@@ -395,12 +414,14 @@ class Encoder:
         ) as bar:
             for start in range(0, len(items), self._batch_size):
                 batch = items[start : start + self._batch_size]
-                out[start : start + len(batch)] = self._encode_batch(batch)
+                out[start : start + len(batch)] = self._encode_batch(batch, cut[start : start + len(batch)])
                 bar.update(len(batch))
-        return out
+        return out, cut
 
-    def _encode_batch(self, batch: list[str]) -> NDArray[np.float32]:
+    def _encode_batch(self, batch: list[str], cut: NDArray[np.bool_]) -> NDArray[np.float32]:
         encodings = self._tokenizer.encode_batch(batch)
+        # With truncation on, the tokenizer keeps what it cut as "overflowing" encodings.
+        cut[:] = [bool(e.overflowing) for e in encodings]
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
@@ -532,12 +553,26 @@ class MiniLMEmbedder:
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Embed ``texts`` (loading the model on the first call)."""
+        rows, _ = self.embed_counting(texts)
+        return rows
+
+    def embed_counting(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], NDArray[np.bool_]]:
+        """:meth:`embed`, and which texts were longer than :data:`MAX_TOKENS` tokens (truncated).
+
+        The index reports the truncated ones
+        (:class:`~weftsearch.errors.TruncatedTextWarning`); see
+        :class:`~weftsearch.embedders.CountsTruncation`.
+        """
         with self._loading:
             if self._encoder is None:
                 self._encoder = Encoder(threads=self._threads)
             encoder = self._encoder
-        rows: NDArray[np.float32] = encoder.encode(texts, progress=False)
-        return rows
+        return encoder.encode_counting(texts, progress=False)
+
+    @property
+    def max_tokens(self) -> int:
+        """Tokens per text the model sees (:data:`MAX_TOKENS`); longer texts are truncated."""
+        return MAX_TOKENS
 
 
 register_embedder(MINILM, MiniLMEmbedder)

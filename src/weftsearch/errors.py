@@ -39,6 +39,7 @@ __all__ = [
     "IndexClosedError",
     "UncommittedWritesError",
     "DiscardedWritesWarning",
+    "TruncatedTextWarning",
     "ManifestRollbackError",
     "AnalysisError",
     "QuerySyntaxError",
@@ -194,7 +195,8 @@ class MissingInputError(InvalidParameterError):
 class PluginError(WeftError, ImportError):
     """A plugin module (``weft-search eval --plugin MODULE``) could not be imported.
 
-    The message names the module and the error its import raised.
+    Also an embedder's entry point (group ``weftsearch.embedders``) that failed
+    to load. The message names the module or entry point and the error its import raised.
     """
 
 
@@ -212,6 +214,29 @@ class UncommittedWritesError(IndexStorageError):
 
 class DiscardedWritesWarning(WeftError, UserWarning):  # noqa: N818 - a warning, named as Python names them
     """Uncommitted writes were dropped because a ``with Index...`` block ended by an exception."""
+
+
+class TruncatedTextWarning(WeftError, UserWarning):  # noqa: N818 - a warning, named as Python names them
+    """An embedder truncated texts longer than its model takes (documents still added, queries still run).
+
+    Warned once per ``add``/``add_many``/``embed_documents`` call (and per
+    query text) with an embedder that counts truncation
+    (:class:`weftsearch.embedders.CountsTruncation`, as the built-in MiniLM
+    does at 256 tokens): only the first tokens of such a text shape its
+    vector. The message names the count, the limit and the first keys.
+
+    Attributes:
+        embedder: the embedder's name.
+        count: how many texts of the call were truncated.
+        keys: the keys of the truncated documents (empty for a query text).
+
+    """
+
+    def __init__(self, message: str, embedder: str, count: int, keys: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.embedder = embedder
+        self.count = count
+        self.keys = keys
 
 
 class ManifestRollbackError(CorruptIndexError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.fake_embedder import NAME
@@ -83,3 +84,35 @@ def test_an_index_without_embedder_still_drops_the_vector_signal(
     capsys.readouterr()
     assert main(["search", "links", "--index", str(tmp_path / "i"), "--signals", "text,vector"]) == 0
     assert "the vector signal needs a query vector" in capsys.readouterr().err
+
+
+def test_search_says_where_the_query_vector_came_from(
+    embedded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["search", "citation links", "--index", str(embedded), "-k", "1"]
+    assert main([*argv, "--rank", "vector", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["query_vector"] == {"source": "embedder", "name": NAME}
+    assert main([*argv, "--rank", "vector"]) == 0
+    assert (
+        f"query vector: the query text embedded by the index's embedder {NAME}\n" in capsys.readouterr().out
+    )
+    own = tmp_path / "q.npy"
+    np.save(own, np.ones(16, dtype=np.float32))
+    assert main([*argv, "--rank", "vector", "--query-vector", str(own), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["query_vector"] == {"source": "file", "path": str(own)}
+    assert main([*argv, "--rank", "bm25", "--json"]) == 0  # no vector read: none to account for
+    assert json.loads(capsys.readouterr().out)["query_vector"] is None
+    assert main([*argv, "--rank", "bm25"]) == 0
+    assert "query vector:" not in capsys.readouterr().out
+
+
+def test_search_without_an_embedder_drops_the_vector_signal_and_reports_no_vector(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["index", str(_corpus(tmp_path)), "--index", str(tmp_path / "i")]) == 0
+    capsys.readouterr()
+    argv = ["search", "links", "--index", str(tmp_path / "i"), "--signals", "text,vector"]
+    assert main([*argv, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "the vector signal needs a query vector" in captured.err
+    assert json.loads(captured.out)["query_vector"] is None

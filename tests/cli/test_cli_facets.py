@@ -75,3 +75,30 @@ def test_a_list_field_mixing_types_in_a_corpus_is_a_one_line_error(
     assert main(["index", str(corpus), "--index", str(tmp_path / "idx")]) == 2
     line = error_line(capsys)
     assert "bad.jsonl:1" in line and "'tags' mixes str 'a'" in line
+
+
+def test_batch_mode_facets_each_query_in_json_lines(
+    index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"_id": "q1", "text": "graph"}\n{"_id": "q2", "text": "retrieval"}\n')
+    argv = [
+        "search",
+        "--queries",
+        str(queries),
+        "--index",
+        str(index_dir),
+        "--facets",
+        "tags",
+        "--facet-k",
+        "1",
+    ]
+    assert main([*argv, "--json", "--filter", "year >= 2021"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["qid"] for line in lines] == ["q1", "q2"]
+    # Counted over the filter's matches (b and c), whatever each query's hits are.
+    assert all(line["facets"] == {"tags": [{"value": "dense", "count": 1}]} for line in lines)
+    assert main(argv) == 2  # a TREC run has no place for them
+    assert "--facets with --queries needs --json" in error_line(capsys)
+    assert main([*argv, "--json", "--facets", "text"]) == 2
+    assert "no document has field 'text' to facet on" in error_line(capsys)

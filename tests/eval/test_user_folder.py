@@ -270,3 +270,36 @@ def test_documents_without_a_vector_row_are_indexed_without_one(tmp_path: Path) 
     (vectors / "corpus_ids.txt").write_text("".join(f"{key}\n" for key in [*list(rows)[:-1], "zz"]))
     with pytest.raises(CorpusFormatError, match=r"1 rows for no documents of beir \(first: 'zz'\)"):
         load_beir(folder, split="dev", vectors=vectors)
+
+
+def test_eval_embed_embeds_documents_and_queries_with_the_named_embedder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--embed NAME`` (a ``--plugin`` registers it): every query gets a vector, the report names it."""
+    folder = write_folder(tmp_path / "my-folder", SPLITS)
+    out = tmp_path / "report"
+    argv = ["eval", str(folder), "--split", "dev", "--plugin", "tests.fake_embedder", "--embed", "fake-16"]
+    argv += ["--resamples", "20", "--no-plots", "--out", str(out), "--arms", "text=bm25", "vector=vector"]
+    assert main(argv) == 0, capsys.readouterr().err
+    record = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert record["testbed"]["embedder"]["name"] == "fake-16"
+    assert record["testbed"]["embedder"]["dim"] == 16
+    coverage = {entry["arm"]["name"]: entry["coverage"] for entry in record["arms"]}
+    assert all(c["covered"] == 3 for c in coverage["vector"])  # all three queries embedded
+
+
+def test_eval_embed_refuses_stored_vectors_and_unknown_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = write_folder(tmp_path / "my-folder", SPLITS)
+    vectors = write_vectors(tmp_path / "my-vectors")
+    base = ["eval", str(folder), "--split", "dev", "--resamples", "10", "--no-plots"]
+    assert (
+        main([*base, "--plugin", "tests.fake_embedder", "--embed", "fake-16", "--vectors", str(vectors)]) == 2
+    )
+    assert "give it or --vectors" in capsys.readouterr().err
+    assert main([*base, "--embed", "no-such-embedder"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown embedder 'no-such-embedder'" in err and len(err.splitlines()) == 1
+    with pytest.raises(InvalidParameterError, match="not both"):
+        run_experiment(folder, None, split="dev", embed="fake-16", vectors=str(vectors), resamples=10)

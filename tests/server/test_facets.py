@@ -77,3 +77,22 @@ def test_bad_facets_and_lists_are_4xx_naming_the_field(client: TestClient) -> No
 def test_index_facets_match_the_server(index_path: object) -> None:
     with Index.open(index_path, readonly=True) as index:  # type: ignore[arg-type]
         assert index.facets(None, ["source"], 1) == {"source": [("a", 3)]}
+
+
+def test_the_batch_endpoint_facets_each_query(client: TestClient) -> None:
+    body = {
+        "queries": [{"text": "graph", "filter": "year < 1992"}, {"text": "graph"}],
+        "spec": "bm25",
+        "facets": ["source"],
+    }
+    answer = client.post("/v1/search/batch", json=body)
+    assert answer.status_code == 200, answer.text
+    facets = [result["facets"] for result in answer.json()["results"]]
+    assert facets == [
+        {"source": [{"value": "a", "count": 1}, {"value": "b", "count": 1}]},
+        {"source": [{"value": "a", "count": 3}, {"value": "b", "count": 3}]},
+    ]
+    plain = client.post("/v1/search/batch", json={"queries": [{"text": "graph"}], "spec": "bm25"})
+    assert "facets" not in plain.json()["results"][0]
+    unknown = client.post("/v1/search/batch", json={**body, "facets": ["text"]})
+    assert unknown.status_code == 400 and unknown.json()["error"]["field"] == "facets"

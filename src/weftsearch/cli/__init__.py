@@ -31,9 +31,13 @@ an unknown signal, a missing index, ...), printed as one line,
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
+import warnings
+from collections.abc import Callable
 from contextlib import suppress
+from typing import TextIO
 
 from weftsearch import __version__
 from weftsearch.cli._common import EXIT_PROBLEM, PROG, _CommandParser, _error, _os_message
@@ -89,6 +93,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(
+    shown: Callable[..., None],
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A weft-search warning (e.g. texts an embedder truncated) as one ``weft-search: warning:`` line."""
+    if issubclass(category, WeftError):
+        print(f"{PROG}: warning: {message}", file=sys.stderr if file is None else file)
+        return
+    shown(message, category, filename, lineno, file, line)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``weft-search`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
 
@@ -103,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # reports record the command
     try:
-        return int(args.handler(args))
+        with warnings.catch_warnings():  # restores showwarning after the command
+            shown = warnings.showwarning
+            warnings.showwarning = functools.partial(_show_warning, shown)
+            return int(args.handler(args))
     except BrokenPipeError:
         # The reader went away (e.g. `| head`); silence the flush at exit.
         with suppress(OSError):

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from weftsearch._argtypes import int_at_least, positive_int
+from weftsearch.embedders import get_embedder
 from weftsearch.errors import InvalidParameterError, PluginError
 from weftsearch.eval.cv import (
     CrossValidation,
@@ -329,6 +330,7 @@ def _load(
     dev_from: str | None = None,
     dedupe_against: str | None = None,
     fields: bool = False,
+    embed: str | None = None,
 ) -> _Loaded:
     """The collection ``dataset`` names (verified), its testbed, splits and the arm specs to run.
 
@@ -352,7 +354,9 @@ def _load(
         )
         # A derived split is no file: load with the split it is deduplicated against as the default.
         load_split = (dedupe_against or "test") if derived else split
-        collection, loaded = _user_collection(folder, name, load_split, vectors, any_snapshot, fields)
+        collection, loaded = _user_collection(
+            folder, name, load_split, None if embed is not None else vectors, any_snapshot, fields
+        )
         collection = _with_dev_split(collection, split, dev_from, dedupe_against)
         test_split: str | None = split or _user_main_split(collection)
         dev_split = _user_dev_split(folder, test_split or "test")
@@ -370,7 +374,7 @@ def _load(
             cranfield_grades=cranfield_grades,  # type: ignore[arg-type]
             fields=fields,
         )
-        loaded = _vectors_for(collection, vectors, any_snapshot)
+        loaded = None if embed is not None else _vectors_for(collection, vectors, any_snapshot)
         collection = _with_dev_split(collection, split, dev_from, dedupe_against)
         test_split, dev_split = SPLITS[name]
         if split is not None:
@@ -389,6 +393,7 @@ def _load(
         model=model,
         link_set=link_set,
         progress=progress,
+        embedder=embed,
     )
     return _Loaded(name, specs, collection, testbed, test_split, dev_split)
 
@@ -465,6 +470,7 @@ def run_experiment(
     dev_from: str | None = None,
     dedupe_against: str | None = None,
     fields: bool = False,
+    embed: str | None = None,
 ) -> Experiment:
     """Run ``weft-search eval`` as a function; see the module docstring.
 
@@ -489,7 +495,12 @@ def run_experiment(
             (the default field, which ``bm25`` scores as without ``fields``):
             :func:`~weftsearch.eval.harness.title_body_documents`; no vectors.
         plugins: modules to import before the arm specs are read
-            (:func:`load_plugins`).
+            (:func:`load_plugins`); a plugin may also register an embedder for ``embed``.
+        embed: the name of a registered embedder (``--embed NAME``): the
+            documents and judged queries get the vectors of their texts from
+            it (:func:`~weftsearch.eval.harness.build_testbed` ``embedder=``),
+            and the report's testbed record names it. No stored vectors then:
+            ``vectors`` must be ``None`` or the default variant (which is not loaded).
         ray: a Ray cluster's address: the arms' streams are computed there,
             queries spread over its workers (the ``ray`` extra); the results
             are a local run's (:mod:`weftsearch.distributed.cluster_eval`).
@@ -530,6 +541,12 @@ def run_experiment(
     """
     started = time.perf_counter()
     load_plugins(plugins)  # before any spec is read: a plugin's scorers must be known by then
+    if embed is not None:
+        if vectors not in (None, DEFAULT_VECTORS):
+            raise InvalidParameterError(
+                f"--embed {embed!r} embeds the texts; give it or --vectors {vectors!r}, not both"
+            )
+        get_embedder(embed)  # an unknown name is said now, before the collection is read
     declared = _declared_grid(grid, select, arms=arms, baseline=baseline, sweeps=sweeps, cv=cv)
     loaded = _load(
         dataset,
@@ -544,6 +561,7 @@ def run_experiment(
         dev_from,
         dedupe_against,
         fields,
+        embed,
     )
     if declared is not None:
         grid_args = (measures, k, resamples, seed, progress, ray, command, started)
@@ -811,7 +829,7 @@ def experiment_from_args(args: argparse.Namespace, command: str) -> Experiment:
         k=args.k,
         resamples=args.resamples,
         seed=args.seed,
-        vectors=None if args.vectors == "none" else args.vectors,
+        vectors=_vectors_arg(args),
         link_set=args.link_set,
         sweeps=args.sweep or (),
         any_snapshot=args.any_snapshot,
@@ -827,7 +845,21 @@ def experiment_from_args(args: argparse.Namespace, command: str) -> Experiment:
         dev_from=getattr(args, "dev_from", None),
         dedupe_against=getattr(args, "dedupe_against", None),
         fields=getattr(args, "fields", False),
+        embed=getattr(args, "embed", None),
     )
+
+
+def _vectors_arg(args: argparse.Namespace) -> str | None:
+    """``--vectors`` as :func:`run_experiment` takes it: unset is the default variant, unless ``--embed``."""
+    given: str | None = args.vectors
+    embed = getattr(args, "embed", None)
+    if given is None:
+        return None if embed is not None else DEFAULT_VECTORS
+    if embed is not None and given != "none":
+        raise InvalidParameterError(
+            f"--embed {embed!r} embeds the texts; give it or --vectors {given!r}, not both"
+        )
+    return None if given == "none" else given
 
 
 def _print_grid(result: GridResult) -> None:
@@ -1103,11 +1135,17 @@ def add_eval_commands(commands: Any) -> None:
     evaluate.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the tests (default: 0)")
     evaluate.add_argument(
         "--vectors",
-        default=DEFAULT_VECTORS,
+        default=None,
         metavar="VARIANT|DIR",
         help="a known collection's frozen vectors (default: %(default)s when present), or for a folder of "
         "your own a folder holding corpus.npy, corpus_ids.txt, queries.npy, queries_ids.txt (and the "
         "records 'weft-search embed' writes, which are checked); 'none' for none",
+    )
+    evaluate.add_argument(
+        "--embed",
+        metavar="NAME",
+        help="embed the documents and queries from their texts with the embedder NAME (e.g. "
+        "minilm-l6-int8, or one a --plugin registers or a package declares) instead of stored vectors",
     )
     evaluate.add_argument("--link-set", metavar="NAME", help="take document links from this link set")
     evaluate.add_argument(

@@ -439,8 +439,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
         raise InvalidParameterError("--offset and --after page one QUERY, not a --queries batch")
     if args.highlight:
         raise InvalidParameterError("--highlight is for one QUERY, not a batch (--queries)")
-    if args.facets is not None:
-        raise InvalidParameterError("--facets is for one QUERY, not --queries (batch mode)")
+    if args.facets is not None and not (args.json and args.run_out is None):
+        # A TREC run line has no place for counts; JSON lines carry each query's facets.
+        raise InvalidParameterError("--facets with --queries needs --json (a TREC run holds no counts)")
     return _search_batch(args)
 
 
@@ -489,9 +490,17 @@ def _search_one(args: argparse.Namespace) -> int:
         results = index.search(
             query, args.k, arm.fuser, *arm.scorers, **pages, facets=args.facets, facet_k=args.facet_k
         )
+    source = _vector_source(args, index, ranking, vector is not None, embeds)
     if args.json:
         page = {"offset": results.offset, "next_cursor": results.next_cursor}
-        answer = {"query": args.query, "k": args.k, "rank": ranking.spec, **results.to_dict(), **page}
+        answer = {
+            "query": args.query,
+            "k": args.k,
+            "rank": ranking.spec,
+            **results.to_dict(),
+            **page,
+            "query_vector": source,
+        }
         print(_json_dump(answer))
         return 0
     fusion = repr(ranking.arm.fuser) if len(ranking.arm.scorers) > 1 else "none (one signal: its own scores)"
@@ -499,6 +508,8 @@ def _search_one(args: argparse.Namespace) -> int:
         f"query {args.query!r}: {len(results)} hit(s); rank {ranking.spec}; "
         f"signals {', '.join(results.signals)}; fusion {fusion}"
     )
+    if source is not None:
+        print(f"query vector: {_describe_source(source)}")
     sys.stdout.write(
         format_results(results, index if isinstance(index, Index) else None, explain=args.explain)
     )
@@ -507,6 +518,31 @@ def _search_one(args: argparse.Namespace) -> int:
     if results.next_cursor is not None:
         print(f"next page: --after {results.next_cursor}")
     return 0
+
+
+def _vector_source(
+    args: argparse.Namespace, index: Index | ShardedIndex, ranking: _Ranking, given: bool, embeds: bool
+) -> dict[str, str] | None:
+    """Where one query's vector came from, for the output (``None``: the ranking reads no vector).
+
+    ``{"source": "file", "path": ...}`` (``--query-vector``, which wins over an
+    embedder) or ``{"source": "embedder", "name": ...}`` (the index's embedder
+    embedded the query text).
+    """
+    if not ranking.reads_vectors:
+        return None
+    if given:
+        return {"source": "file", "path": str(args.query_vector)}
+    embedder = _embedder_of(index)
+    # Neither: the ranking was refused or its vector signal dropped (_ranking) before this.
+    return {"source": "embedder", "name": embedder.name} if embeds and embedder is not None else None
+
+
+def _describe_source(source: Mapping[str, str]) -> str:
+    """The text line of :func:`_vector_source`'s answer."""
+    if source["source"] == "file":
+        return f"from --query-vector {source['path']}"
+    return f"the query text embedded by the index's embedder {source['name']}"
 
 
 def _tree_of(named: NamedQuery, syntax: str) -> Node | None:
@@ -537,8 +573,8 @@ def _facet_fields(text: str) -> list[str]:
 
 
 def _embedder_of(index: Index | ShardedIndex) -> Embedder | None:
-    """The embedder of a single index (a sharded index embeds nothing), or ``None``."""
-    return index.embedder if isinstance(index, Index) else None
+    """The embedder the index (single or sharded) was made with, or ``None``."""
+    return index.embedder
 
 
 def _search_batch(args: argparse.Namespace) -> int:
@@ -610,10 +646,13 @@ def _search_batch(args: argparse.Namespace) -> int:
         for start in range(0, len(queries), _BATCH_SLICE):
             batch = queries[start : start + _BATCH_SLICE]
             asked = [dataclasses.replace(named.query, filter=ranking.filter) for named in batch]
+            faceted = {"facets": args.facets, "facet_k": args.facet_k}
             many: Sequence[SearchResults] = (
-                index.search_many(asked, args.k, fuser, *scorers, depth=depth)
+                index.search_many(asked, args.k, fuser, *scorers, depth=depth, **faceted)
                 if isinstance(index, ShardedIndex)
-                else index.search_many(asked, args.k, fuser, *scorers, depth=depth, threads=args.threads)
+                else index.search_many(
+                    asked, args.k, fuser, *scorers, depth=depth, threads=args.threads, **faceted
+                )
             )
             for named, results in zip(batch, many, strict=True):
                 if args.json and args.run_out is None:

@@ -25,9 +25,10 @@ from numpy.typing import NDArray
 
 from weftsearch._atomic import write_atomic
 from weftsearch.documents import Document, FieldValue
+from weftsearch.embedders import embedder_record
 from weftsearch.engine.facets import FacetCounts, count_facets
 from weftsearch.engine.filters import Filter, SegmentFields, segment_mask
-from weftsearch.engine.index import Index
+from weftsearch.engine.index import Index, needs_query_vector
 from weftsearch.engine.protocols import Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import score_queries, stream_labels
@@ -263,6 +264,19 @@ class LocalShard:
             f"it holds generation {self._index.generation}",
             (self._name,),
         )
+
+    def embedder_record(self) -> dict[str, Any] | None:
+        """The embedder its index records (:func:`~weftsearch.embedders.embedder_record`), or ``None``."""
+        embedder = self._index.embedder
+        return None if embedder is None else embedder_record(embedder)
+
+    def needs_query_vector(self, cut: CutRef, scorers: Sequence[Scorer], query: Query) -> bool:
+        """Whether a scorer of ``scorers`` says (``missing_input``) that ``query`` lacks a query vector here.
+
+        Asked by a coordinator with an embedder before it embeds query text: a
+        scorer's inputs are read from a snapshot, which only the shards hold.
+        """
+        return needs_query_vector(scorers, self._snapshot(cut), query)
 
     def statistics(self, cut: CutRef, texts: Sequence[str]) -> ShardStatistics:
         """Return this shard's N, total length, latest time, fields, and df of every term of ``texts``."""

@@ -50,6 +50,7 @@ from tqdm.auto import tqdm
 
 from weftsearch._atomic import write_atomic
 from weftsearch.documents import Document, FieldValue
+from weftsearch.embedders import Embedder, check_embedder, get_embedder, match_record
 from weftsearch.engine.facets import (
     Facets,
     add_facet_counts,
@@ -58,7 +59,7 @@ from weftsearch.engine.facets import (
     top_facets,
 )
 from weftsearch.engine.filters import Filter, as_filter, check_filter
-from weftsearch.engine.index import _check_field_types
+from weftsearch.engine.index import _check_field_types, embed_missing, embed_query_texts
 from weftsearch.engine.pages import CursorSeal, PageStart, check_offset, ranking_digest
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
@@ -450,6 +451,7 @@ class ShardedIndex:
         self._lock = threading.Lock()
         self._closed = False
         self._cursor_seal: CursorSeal | None = None
+        self._embedder: Embedder | None = None
         # The collection's link table, for whole-collection scorers: built at the first such
         # search of a cut, kept for that cut only (a new cut replaces it).
         self._links: _LinkTable | None = None
@@ -477,6 +479,11 @@ class ShardedIndex:
                 but ``index_id`` names the sharded index (its ``SHARDS`` record),
                 and each shard index gets an id of its own (derived from the
                 given one: a build with a fixed id is byte-identical).
+                ``embedder`` (an :class:`~weftsearch.Embedder` or a registered
+                name) is recorded by every shard; the coordinator embeds the
+                documents without a vector before sending them to their shards
+                (a failed batch reaches none), and query text once per search
+                when a scorer needs a query vector (:meth:`search_many`).
 
         Each shard's directory gets its ``SHARD`` record (this sharded index's
         id, its slot, the shard count), then ``SHARDS`` records every shard's
@@ -492,6 +499,10 @@ class ShardedIndex:
         identity = new_index_id() if given is None else given
         if not is_index_id(identity):
             raise InvalidParameterError(f"index_id must be 32 lowercase hex digits, got {identity!r}")
+        asked = options.get("embedder")
+        embedder: Embedder | None = None
+        if asked is not None:  # checked before anything is made (each shard checks it again)
+            embedder = get_embedder(asked) if isinstance(asked, str) else check_embedder(asked)
         root = Path(path)
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise IndexExistsError(f"{root}: exists and is not an empty directory")
@@ -510,6 +521,7 @@ class ShardedIndex:
             group.close()
             raise
         index = cls(root, group, _Cut(0, ()), 0, False, identity, shard_ids)
+        index._embedder = embedder
         index.commit()
         return index
 
@@ -541,6 +553,11 @@ class ShardedIndex:
                 record lists in its place: copied from another slot, swapped, from another
                 sharded index, an extra ``shard-NNNN`` directory (the message names it).
             ShardedCutError: the shards are not at the recorded generations.
+            UnknownEmbedderError: the shards record an embedder not registered here.
+            EmbedderMismatchError: the registered embedder of that name is not the recorded one.
+
+        A sharded index created with an embedder gets it from the registry by
+        the name its shards record (as :meth:`Index.open` does).
 
         """
         root = Path(path)
@@ -580,12 +597,39 @@ class ShardedIndex:
             else:
                 index._pin_all(index._cut, "stage")
             index._field_kinds = index._gather_field_kinds()
+            index._embedder = index._recorded_embedder()
             return index
         except BaseException:
             group.close()
             raise
 
+    def _recorded_embedder(self) -> Embedder | None:
+        """The embedder every shard records (the same one), from the registry; ``None`` without.
+
+        Raises:
+            CorruptIndexError: two shards record different embedders (or one none).
+            ShardUnavailableError: a shard could not be reached.
+
+        """
+        found = self._group.call("embedder_record", {n: () for n in range(len(self._names))}, read=True)
+        self._raise_missing(found)
+        records = [found[n] for n in range(len(self._names))]
+        for number, record in enumerate(records):
+            if record != records[0]:
+                raise CorruptIndexError(
+                    f"{self._path}: {self._names[0]} records embedder {records[0]!r} but "
+                    f"{self._names[number]} records {record!r}; the shards of one index share one embedder"
+                )
+        if records[0] is None:
+            return None
+        return match_record(get_embedder(records[0]["name"]), records[0], self._path)
+
     # ------------------------------------------------------------------ state
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder the shards record (see :meth:`create`), or ``None``."""
+        return self._embedder
 
     @property
     def path(self) -> Path:
@@ -783,8 +827,13 @@ class ShardedIndex:
                 raise DuplicateKeyError(f"key {document.key!r} appears twice in the batch")
             seen.add(document.key)
             _check_field_types(document, kinds)
-            parts[shard_of(document.key, len(self._names))].append(document)
         show = progress if progress is not None else None
+        if self._embedder is not None:
+            # Here, before any shard gets a document: a failed embedding batch reaches no shard.
+            quiet = show is False or (show is None and len(batch) < 10_000)
+            batch = embed_missing(self._embedder, batch, quiet or None, stacklevel=4)
+        for document in batch:
+            parts[shard_of(document.key, len(self._names))].append(document)
         with tqdm(
             total=len(batch),
             desc="indexing",
@@ -1124,13 +1173,36 @@ class ShardedIndex:
         depth: int | None = None,
         threads: int | None = None,
         allow_partial: bool = False,
+        facets: Sequence[str] | None = None,
+        facet_k: int = 10,
     ) -> list[ShardedResults]:
         """:meth:`search` for each of ``queries``, one cut for all: two calls per shard for the batch.
 
         ``threads`` is checked as :meth:`Index.search_many <weftsearch.Index.search_many>`
         checks it and otherwise unused: the shards search the batch concurrently.
+        ``facets``: :meth:`facets` of each query (one call per shard each).
         """
         self._check_open()
+        if facets is not None:  # checked before any shard searches
+            check_facet_fields(facets, self._field_kinds)
+            check_facet_k(facet_k)
+        answered = self._search_many(queries, k, fuser, scorers, depth, threads, allow_partial)
+        if facets is not None:
+            for query, results in zip(queries, answered, strict=True):
+                results.facets = self.facets(_as_query(query), facets, facet_k, allow_partial=allow_partial)
+        return answered
+
+    def _search_many(
+        self,
+        queries: Sequence[Query | str],
+        k: int,
+        fuser: Fuser,
+        scorers: Sequence[Scorer],
+        depth: int | None,
+        threads: int | None,
+        allow_partial: bool,
+    ) -> list[ShardedResults]:
+        """:meth:`search_many` without facets."""
         k, depth = _check_call(k, fuser, scorers, depth)
         if threads is not None and (
             isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
@@ -1142,6 +1214,7 @@ class ShardedIndex:
         if not batch:
             return []
         cut = self._cut
+        batch = self._embed_queries(batch, cut, scorers)
         everyone = range(len(self._names))
         labels = stream_labels(scorers)
         graph: _LinkTable | None = None
@@ -1194,6 +1267,27 @@ class ShardedIndex:
         return self._fetch(
             cut, merged, labels, depth, tuple(self._names[n] for n in sorted(missing)), allow_partial
         )
+
+    def _embed_queries(self, batch: list[Query], cut: _Cut, scorers: Sequence[Scorer]) -> list[Query]:
+        """``batch`` with text and no vector given their text's vector, once, here, when a scorer needs one.
+
+        Whether one does is a scorer's ``missing_input`` on a snapshot, which
+        the shards hold: they are asked (one round trip) only when the index
+        has an embedder and a query has text but no vector. A shard that does
+        not answer is left to the search that follows to report.
+        """
+        embedder = self._embedder
+        todo = [i for i, query in enumerate(batch) if query.vector is None and query.text.strip()]
+        if embedder is None or not todo:
+            return batch
+        if not any(callable(getattr(scorer, "missing_input", None)) for scorer in scorers):
+            return batch  # no scorer says what it lacks (BM25 alone): no round trip to ask
+        probe = batch[todo[0]]
+        arguments = {n: (cut.refs[n], list(scorers), probe) for n in range(len(self._names))}
+        answers = self._group.call("needs_query_vector", arguments, read=True)
+        if not any(answer is True for answer in answers.values()):
+            return batch
+        return embed_query_texts(embedder, batch, todo)
 
     def _link_table(self, cut: _Cut, allow_partial: bool, live: Sequence[int]) -> _LinkTable:
         """The collection's link table at ``cut``: built from every shard once per cut, then cached.

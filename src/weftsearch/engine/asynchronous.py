@@ -255,11 +255,21 @@ class AsyncIndex:
         *scorers: Scorer,
         depth: int | None = None,
         threads: int | None = None,
+        facets: Sequence[str] | None = None,
+        facet_k: int = 10,
     ) -> list[SearchResults]:
         """:meth:`Index.search_many <weftsearch.Index.search_many>` on a read thread."""
         await self._published()
         call = functools.partial(
-            self._index.search_many, queries, k, fuser, *scorers, depth=depth, threads=threads
+            self._index.search_many,
+            queries,
+            k,
+            fuser,
+            *scorers,
+            depth=depth,
+            threads=threads,
+            facets=facets,
+            facet_k=facet_k,
         )
         return await _read(self._read_pool(), call)
 

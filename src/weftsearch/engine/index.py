@@ -43,7 +43,7 @@ from weftsearch.embedders import (
     embedder_record,
     get_embedder,
     match_record,
-    run_embedder,
+    run_embedder_counting,
 )
 from weftsearch.engine import children
 from weftsearch.engine.children import COMMIT_PRIORITIES, ChildFile
@@ -78,6 +78,7 @@ from weftsearch.errors import (
     InvalidDocumentError,
     InvalidParameterError,
     ManifestRollbackError,
+    TruncatedTextWarning,
     UncommittedWritesError,
     UnknownKeyError,
     VectorDimensionError,
@@ -1077,33 +1078,9 @@ class Index:
         return self._embed_documents(batch, disable)
 
     def _embed_documents(self, batch: list[Document], disable: bool | None) -> list[Document]:
-        """``batch`` with a vector from the index's embedder for each document without one.
-
-        Texts go to the embedder :data:`~weftsearch.embedders.EMBED_BATCH_SIZE` at a
-        time. A document whose text is blank gets no vector (there is nothing to
-        embed; the vector scorer never returns it). Any failed call refuses the
-        whole batch (:class:`~weftsearch.errors.EmbeddingError`).
-        """
-        embedder = self._embedder
-        assert embedder is not None
-        todo = [i for i, document in enumerate(batch) if document.vector is None and document.text.strip()]
-        if not todo:
-            return batch
-        out = list(batch)
-        with tqdm(total=len(todo), desc="embedding", unit="doc", disable=disable, leave=False) as bar:
-            for start in range(0, len(todo), EMBED_BATCH_SIZE):
-                chunk = todo[start : start + EMBED_BATCH_SIZE]
-                first, last = batch[chunk[0]].key, batch[chunk[-1]].key
-                what = (
-                    f"the document {first!r}"
-                    if len(chunk) == 1
-                    else f"a batch of {len(chunk)} documents ({first!r} to {last!r})"
-                )
-                rows = run_embedder(embedder, [batch[i].text for i in chunk], what)
-                for i, row in zip(chunk, rows, strict=True):
-                    out[i] = replace(batch[i], vector=row)
-                bar.update(len(chunk))
-        return out
+        """``batch`` with the index embedder's vectors where it has none (:func:`embed_missing`)."""
+        assert self._embedder is not None
+        return embed_missing(self._embedder, batch, disable, stacklevel=5)
 
     def _check_text_fields(self, document: Document) -> None:
         """Every named text field of ``document`` is one of the schema's.
@@ -1605,6 +1582,8 @@ class Index:
         *scorers: Scorer,
         depth: int | None = None,
         threads: int | None = None,
+        facets: Sequence[str] | None = None,
+        facet_k: int = 10,
     ) -> list[SearchResults]:
         """Search one snapshot for many queries: one :class:`SearchResults` per query, in order.
 
@@ -1630,12 +1609,22 @@ class Index:
                 or ``k`` with one scorer.
             threads: ``None``/1 for this thread, or a pool of that many threads
                 (at most :data:`~weftsearch.engine.search.MAX_THREADS`).
+            facets: as :meth:`search`'s, for each query (its own filter), on the
+                batch's snapshot. One count per query: O(documents its filter matches) each.
+            facet_k: values per facet field (1 to 10,000).
 
         """
         with self._searches:  # commits and merges yield to running searches
             searched = self.snapshot()
+            if facets is not None:  # checked before any scorer runs
+                check_facet_fields(facets, searched.field_kinds())
+                check_facet_k(facet_k)
             queries = self._embed_queries(queries, searched, scorers)
-            return search_snapshot_many(searched, queries, k, fuser, scorers, depth, threads)
+            many = search_snapshot_many(searched, queries, k, fuser, scorers, depth, threads)
+            if facets is not None:
+                for query, results in zip(queries, many, strict=True):
+                    results.facets = query_facets(searched, _as_query(query), facets, facet_k)
+            return many
 
     def embed_query(self, text: str) -> NDArray[np.float32]:
         """The vector of query ``text`` from the index's embedder (one float32 row of ``vector_dim``).
@@ -1649,7 +1638,9 @@ class Index:
             raise InvalidParameterError(
                 "this index has no embedder (create it with embedder=...); give the query's vector"
             )
-        row: NDArray[np.float32] = run_embedder(self._embedder, [text], f"the query text {text!r:.80}")[0]
+        rows, cut = run_embedder_counting(self._embedder, [text], f"the query text {text!r:.80}")
+        _warn_truncated(self._embedder, [0] if cut[0] else [], [], "query text", stacklevel=3)
+        row: NDArray[np.float32] = rows[0]
         return row
 
     def _embed_queries(
@@ -1674,15 +1665,9 @@ class Index:
         todo = [i for i, q in enumerate(built) if q.vector is None and q.text.strip()]
         if not todo or not any(_needs_vector(scorer, snapshot, built[todo[0]]) for scorer in scorers):
             return out
-        texts = [built[i].text for i in todo]
-        for start in range(0, len(todo), EMBED_BATCH_SIZE):
-            chunk = todo[start : start + EMBED_BATCH_SIZE]
-            what = f"the query text {texts[start]!r:.80}" + (
-                f" and {len(chunk) - 1} more" if len(chunk) > 1 else ""
-            )
-            rows = run_embedder(self._embedder, texts[start : start + len(chunk)], what)
-            for i, row in zip(chunk, rows, strict=True):
-                out[i] = replace(built[i], vector=row)
+        embedded = embed_query_texts(self._embedder, built, todo)
+        for i in todo:
+            out[i] = embedded[i]
         return out
 
     # ------------------------------------------------------------------ commit
@@ -2158,10 +2143,102 @@ class Index:
 _EXACT_INTEGER = 2**53
 
 
+def embed_missing(
+    embedder: Embedder, batch: list[Document], disable: bool | None, *, stacklevel: int = 3
+) -> list[Document]:
+    """``batch`` with a vector from ``embedder`` for each document without one.
+
+    Texts go to the embedder :data:`~weftsearch.embedders.EMBED_BATCH_SIZE` at a
+    time. A document whose text is blank gets no vector (there is nothing to
+    embed; the vector scorer never returns it). Any failed call refuses the
+    whole batch (:class:`~weftsearch.errors.EmbeddingError`). Texts the
+    embedder truncated are warned of once (:class:`TruncatedTextWarning`,
+    ``stacklevel`` counted from this function's caller's caller).
+    """
+    todo = [i for i, document in enumerate(batch) if document.vector is None and document.text.strip()]
+    if not todo:
+        return batch
+    out = list(batch)
+    truncated: list[int] = []
+    with tqdm(total=len(todo), desc="embedding", unit="doc", disable=disable, leave=False) as bar:
+        for start in range(0, len(todo), EMBED_BATCH_SIZE):
+            chunk = todo[start : start + EMBED_BATCH_SIZE]
+            first, last = batch[chunk[0]].key, batch[chunk[-1]].key
+            what = (
+                f"the document {first!r}"
+                if len(chunk) == 1
+                else f"a batch of {len(chunk)} documents ({first!r} to {last!r})"
+            )
+            rows, cut = run_embedder_counting(embedder, [batch[i].text for i in chunk], what)
+            for i, row, was_cut in zip(chunk, rows, cut, strict=True):
+                out[i] = replace(batch[i], vector=row)
+                if was_cut:
+                    truncated.append(i)
+            bar.update(len(chunk))
+    # Said after the whole call embedded: a failed batch raises instead, and nothing is added.
+    _warn_truncated(
+        embedder, truncated, [batch[i].key for i in truncated], "document text", stacklevel=stacklevel
+    )
+    return out
+
+
 def _needs_vector(scorer: Scorer, snapshot: Snapshot, query: Query) -> bool:
     """Whether ``scorer`` says (by its optional ``missing_input``) that ``query`` lacks a query vector."""
     missing = getattr(scorer, "missing_input", None)
     return callable(missing) and missing(snapshot, query) == "a query vector"
+
+
+def needs_query_vector(scorers: Sequence[Scorer], snapshot: Snapshot, query: Query) -> bool:
+    """Whether a scorer says (its ``missing_input``) that ``query`` lacks a query vector on ``snapshot``."""
+    return any(_needs_vector(scorer, snapshot, query) for scorer in scorers)
+
+
+def embed_query_texts(embedder: Embedder, queries: list[Query], todo: Sequence[int]) -> list[Query]:
+    """``queries`` with those at ``todo`` given their text's vector, in batches; truncation warned of once.
+
+    Raises:
+        EmbeddingError: the embedder failed on a batch.
+
+    """
+    out = list(queries)
+    texts = [queries[i].text for i in todo]
+    truncated: list[int] = []
+    for start in range(0, len(todo), EMBED_BATCH_SIZE):
+        chunk = todo[start : start + EMBED_BATCH_SIZE]
+        more = f" and {len(chunk) - 1} more" if len(chunk) > 1 else ""
+        what = f"the query text {texts[start]!r:.80}{more}"
+        rows, cut = run_embedder_counting(embedder, texts[start : start + len(chunk)], what)
+        for i, row, was_cut in zip(chunk, rows, cut, strict=True):
+            out[i] = replace(queries[i], vector=row)
+            if was_cut:
+                truncated.append(i)
+    _warn_truncated(embedder, truncated, [], "query text", stacklevel=5)
+    return out
+
+
+#: How many truncated documents' keys a TruncatedTextWarning names in its message (it holds them all).
+_TRUNCATED_SHOWN = 5
+
+
+def _warn_truncated(
+    embedder: Embedder, truncated: Sequence[int], keys: Sequence[str], what: str, stacklevel: int = 4
+) -> None:
+    """Warn once (:class:`TruncatedTextWarning`) that the embedder truncated ``truncated`` texts, if any."""
+    if not truncated:
+        return
+    limit = getattr(embedder, "max_tokens", None)
+    longer = f"longer than the {limit} tokens it reads" if isinstance(limit, int) else "too long for it"
+    named = ""
+    if keys:
+        shown = ", ".join(repr(key) for key in keys[:_TRUNCATED_SHOWN])
+        named = f" (documents {shown}{', ...' if len(keys) > _TRUNCATED_SHOWN else ''})"
+    count = len(truncated)
+    message = (
+        f"embedder {embedder.name!r} truncated {count} {what}{'s' if count != 1 else ''}{named} "
+        f"{longer}: only the start of {'each' if count != 1 else 'it'} shapes its vector"
+    )
+    # stacklevel 4: _warn_truncated < _embed_documents/_embed_queries < add_many/search < the caller.
+    warnings.warn(TruncatedTextWarning(message, embedder.name, count, tuple(keys)), stacklevel=stacklevel)
 
 
 def _recorded_embedder(manifest: Manifest, given: Embedder | None, where: Path) -> Embedder | None:

@@ -97,8 +97,10 @@ class Searchable(Protocol):
         *scorers: Scorer,
         depth: int | None = None,
         threads: int | None = None,
+        facets: Sequence[str] | None = None,
+        facet_k: int = 10,
     ) -> Sequence[SearchResults]:
-        """:meth:`search` for each of ``queries``, all reading one state, in order."""
+        """:meth:`search` for each of ``queries``, all reading one state, in order (``facets`` each)."""
         ...
 
     def get(self, key: str) -> Document:

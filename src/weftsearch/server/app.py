@@ -153,7 +153,10 @@ def create_app(
         watch = DirectoryWatch(
             Path(str(sharded.path)), sharded.record_name, lambda _: sharded.recorded_index_id()
         )
-        state = ServerState(sharded, sharded_profile_store(sharded), limits, None, watch, **options)
+        # A sharded index made with an embedder embeds query text here, as a single index's server does.
+        recorded = getattr(sharded, "embedder", None)
+        embedder = None if recorded is None else QueryEmbedder.of_index(recorded, None, None)
+        state = ServerState(sharded, sharded_profile_store(sharded), limits, embedder, watch, **options)
 
     app = FastAPI(
         lifespan=_lifespan,

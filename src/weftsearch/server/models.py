@@ -139,6 +139,14 @@ class BatchSearchRequest(RankingIn):
     queries: list[QueryIn] = Field(description="the queries, answered in order")
     k: int = Field(default=10, ge=1)
     explain: bool = False
+    facets: list[str] | None = Field(
+        default=None,
+        max_length=32,
+        description="as in /v1/search, for each query (its own filter), on the batch's snapshot",
+    )
+    facet_k: int = Field(
+        default=10, ge=1, le=10_000, description="values per facet field, most frequent first"
+    )
 
 
 class DocumentIn(BaseModel):

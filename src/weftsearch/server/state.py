@@ -381,8 +381,8 @@ class ServerState:
         label = ranking.label.get("spec") or f"profile {ranking.label.get('profile')!r}"
         width = self.index.vector_dim
         send = f"send the query's vector in {where}vector" + (f" ({width} numbers)" if width else "")
-        if not isinstance(self.index, Index):
-            why = "a server over a sharded index cannot embed query text"
+        if not isinstance(self.index, Index) and self.embedder is None:
+            why = "a server over a sharded index made without an embedder cannot embed query text"
         elif self.embedder is None:
             why = (
                 "this server cannot embed query text (it was started without --vectors-record, "

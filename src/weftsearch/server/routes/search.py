@@ -146,15 +146,22 @@ def search_batch(body: BatchSearchRequest, state: Served) -> dict[str, Any]:
     ranking = state.ranking(body)
     state.adopt_commits()
     queries, sources = state.queries([(q, f"queries.{i}.") for i, q in enumerate(body.queries)], ranking)
-    with about_field("queries"):
-        results = state.index.search_many(
-            queries,
-            body.k,
-            ranking.arm.fuser,
-            *ranking.arm.scorers,
-            depth=max(ranking.arm.depth, body.k),
-            threads=state.limits.search_threads,
-        )
+    try:
+        with about_field("queries"):
+            results = state.index.search_many(
+                queries,
+                body.k,
+                ranking.arm.fuser,
+                *ranking.arm.scorers,
+                depth=max(ranking.arm.depth, body.k),
+                threads=state.limits.search_threads,
+                facets=body.facets,
+                facet_k=body.facet_k,
+            )
+    except ApiError as exc:
+        if body.facets is not None and "to facet on" in exc.message:
+            exc.field = "facets"  # an unknown facet field, not a filter's (same error type)
+        raise
     return {
         "results": [
             search_body(r, ranking, body.explain, source) for r, source in zip(results, sources, strict=True)
