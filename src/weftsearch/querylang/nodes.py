@@ -106,8 +106,24 @@ def _check_boost(value: object) -> float:
     return float(value)
 
 
+class _Leaf:
+    """What every leaf node is: no nesting, one leaf (a mixin without state)."""
+
+    __slots__ = ()
+
+    @property
+    def depth(self) -> int:
+        """Nesting depth: 0 for a leaf."""
+        return 0
+
+    @property
+    def leaves(self) -> int:
+        """Leaves in the tree: 1."""
+        return 1
+
+
 @dataclass(frozen=True, slots=True)
-class TermNode:
+class TermNode(_Leaf):
     """One word, matched as the analyzer reads it (a word may analyse to several terms, or none).
 
     Attributes:
@@ -126,23 +142,13 @@ class TermNode:
         _check_field(self.field)
         object.__setattr__(self, "boost", _check_boost(self.boost))
 
-    @property
-    def depth(self) -> int:
-        """Nesting depth: 0 for a leaf."""
-        return 0
-
-    @property
-    def leaves(self) -> int:
-        """Leaves in the tree: 1."""
-        return 1
-
     def to_string(self) -> str:
         """Query syntax that parses back to this node."""
         return f"{_field_prefix(self.field)}{escape_term(self.text)}{_boost_suffix(self.boost)}"
 
 
 @dataclass(frozen=True, slots=True)
-class PhraseNode:
+class PhraseNode(_Leaf):
     """Words that must occur in order, next to each other (or within ``slop`` moves).
 
     Attributes:
@@ -175,16 +181,6 @@ class PhraseNode:
             raise InvalidQueryError(f"a phrase's slop must be an int in [0, {MAX_SLOP}], got {self.slop!r}")
         object.__setattr__(self, "boost", _check_boost(self.boost))
 
-    @property
-    def depth(self) -> int:
-        """Nesting depth: 0 for a leaf."""
-        return 0
-
-    @property
-    def leaves(self) -> int:
-        """Leaves in the tree: 1."""
-        return 1
-
     def to_string(self) -> str:
         """Query syntax that parses back to this node."""
         words = " ".join(_escape(word, PHRASE_SPECIAL) for word in self.terms)
@@ -193,7 +189,7 @@ class PhraseNode:
 
 
 @dataclass(frozen=True, slots=True)
-class PrefixNode:
+class PrefixNode(_Leaf):
     """Every term of the field's dictionary that starts with ``prefix`` (``retriev*``).
 
     Scored as a constant ``boost`` per matching document (Lucene's
@@ -215,16 +211,6 @@ class PrefixNode:
         _check_text(self.prefix, "a prefix")
         _check_field(self.field)
         object.__setattr__(self, "boost", _check_boost(self.boost))
-
-    @property
-    def depth(self) -> int:
-        """Nesting depth: 0 for a leaf."""
-        return 0
-
-    @property
-    def leaves(self) -> int:
-        """Leaves in the tree: 1."""
-        return 1
 
     def to_string(self) -> str:
         """Query syntax that parses back to this node."""
