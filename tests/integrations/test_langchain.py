@@ -26,10 +26,12 @@ from weftsearch import (
     Index,
     Query,
     RecencyScorer,
+    Schema,
     ScoreFusion,
     Scorer,
     Snapshot,
     Stream,
+    TextField,
     VectorScorer,
 )
 from weftsearch.distributed import ShardedIndex
@@ -114,7 +116,11 @@ def _expected(
         assert isinstance(document, LCDocument)
         stored = index.get(hit.key)
         assert document.page_content == stored.text
-        assert document.metadata == {**hit.to_dict(), "time": stored.timestamp}
+        assert document.metadata == {
+            **hit.to_dict(),
+            "time": stored.timestamp,
+            "text_fields": dict(stored.text_fields),
+        }
 
 
 # ---------------------------------------------------------------------------- results
@@ -128,6 +134,23 @@ def test_invoke_returns_index_search_hits_in_fused_order() -> None:
     first = documents[0].metadata
     assert first["rank"] == 1 and first["fields"] == {"title": first["key"].upper()}
     assert [s["signal"] for s in first["signals"]] == ["bm25"]
+
+
+def test_metadata_carries_the_stored_named_text_fields() -> None:
+    schema = Schema((TextField("text"), TextField("title"), TextField("notes", stored=False)))
+    index = Index(schema=schema)
+    index.add_many(
+        [
+            Document("a", "sparse retrieval", text_fields={"title": "Sparse", "notes": "n"}),
+            Document("b", "dense retrieval"),
+        ],
+        progress=False,
+    )
+    documents = WeftRetriever(index, k=2).invoke("sparse retrieval")
+    by_key = {d.id: d.metadata["text_fields"] for d in documents}
+    # notes is indexed and not stored: absent, as Index.get gives the document.
+    assert by_key == {"a": {"title": "Sparse"}, "b": {}}
+    _expected(index, documents, Query("sparse retrieval"), 2, BM25Scorer())
 
 
 def test_hybrid_metadata_explains_every_signal() -> None:

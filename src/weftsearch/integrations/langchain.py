@@ -21,7 +21,8 @@ key as ``id``, and in ``metadata`` exactly what :meth:`Hit.to_dict
 <weftsearch.engine.search.Hit.to_dict>` reports for the hit (``key``,
 ``rank``, ``score``, ``fields``, and ``signals``: each signal's rank, raw
 score and contribution to the fused score) plus ``time`` (POSIX seconds, or
-``None``).
+``None``) and ``text_fields`` (the named text fields the index's schema
+stores, name -> text; ``{}`` without any).
 
 This module sits above the library: it imports the engine, the scorers and
 the fusers, and nothing in the library imports it.
@@ -435,4 +436,6 @@ def _to_langchain(hit: Hit, document: WeftDocument) -> Document:
     """A LangChain ``Document`` for one hit: the stored text, and the hit's explanation as metadata."""
     metadata = hit.to_dict()
     metadata["time"] = document.timestamp
+    # page_content is the default field only: the named ones would be lost without this.
+    metadata["text_fields"] = dict(document.text_fields)
     return Document(page_content=document.text, metadata=metadata, id=hit.key)

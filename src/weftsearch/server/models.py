@@ -159,6 +159,11 @@ class DocumentIn(BaseModel):
     links: list[str] = Field(default_factory=list)
     time: str | float | None = None
     fields: dict[str, FieldValue] = Field(default_factory=dict)
+    text_fields: dict[str, StrictStr] = Field(
+        default_factory=dict,
+        description="named text fields besides text, name -> text (Document.text_fields): each name must "
+        "be one of the index's schema (400 InvalidDocumentError naming it and the known ones otherwise)",
+    )
 
 
 class UpsertRequest(BaseModel):
@@ -377,6 +382,9 @@ class DocumentOut(BaseModel):
     links: list[str]
     time: float | None = Field(description="POSIX seconds, or null")
     fields: dict[str, FieldValue]
+    text_fields: dict[str, str] = Field(
+        description="the named text fields the schema stores, name -> text (an unstored field is absent)"
+    )
 
 
 _WRITE_GENERATION = (

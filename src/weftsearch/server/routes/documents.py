@@ -8,10 +8,12 @@ from fastapi import APIRouter
 
 from weftsearch.documents import Document
 from weftsearch.engine.index import Index
+from weftsearch.schema import Schema
 from weftsearch.server.errors import ApiError, about_field, answers
 from weftsearch.server.models import (
     CommitResponse,
     DeleteResponse,
+    DocumentIn,
     DocumentOut,
     UpsertRequest,
     UpsertResponse,
@@ -32,7 +34,42 @@ def document_body(document: Document) -> dict[str, Any]:
         "links": list(document.links),
         "time": document.timestamp,
         "fields": dict(document.fields),
+        "text_fields": dict(getattr(document, "text_fields", None) or {}),
     }
+
+
+def served_schema(index: object) -> Schema:
+    """The text fields of the served index: its schema, or the default one (``text`` only).
+
+    A served index without a ``schema`` (a sharded index, whose shards are
+    created without one) holds only the default field.
+    """
+    schema = getattr(index, "schema", None)
+    return schema if isinstance(schema, Schema) else Schema.default()
+
+
+def check_text_fields(doc: DocumentIn, position: int, schema: Schema) -> None:
+    """Every name in ``doc.text_fields`` (well formed: a :class:`Document` was made of it) is ``schema``'s.
+
+    Checked here, for the whole batch before anything is written, so the
+    answer names the request field (``documents.N.text_fields.NAME``) and a
+    sharded index never writes part of a batch it then refuses.
+
+    Raises:
+        ApiError: 400 ``InvalidDocumentError`` naming the field and the known ones.
+
+    """
+    known = {field.name for field in schema.named_fields}
+    for name in doc.text_fields:
+        if name not in known:
+            listed = ", ".join(field.name for field in schema.named_fields) or "none besides 'text'"
+            raise ApiError(
+                400,
+                "InvalidDocumentError",
+                f"document {doc.key!r}: text field {name!r} is not in the index's schema "
+                f"(its named text fields: {listed})",
+                f"documents.{position}.text_fields.{name}",
+            )
 
 
 @router.get(
@@ -56,12 +93,13 @@ def upsert(body: UpsertRequest, state: Served) -> dict[str, Any]:
     if len(body.documents) > limits.max_documents:
         raise state.too_large("documents", len(body.documents), limits.max_documents, "max_documents")
     made = []
+    schema = served_schema(state.index)
     for i, doc in enumerate(body.documents):
         if doc.vector is not None and len(doc.vector) > limits.max_vector_dim:
             raise state.too_large(
                 f"documents.{i}.vector", len(doc.vector), limits.max_vector_dim, "max_vector_dim"
             )
-        with about_field(f"documents.{i}"):
+        with about_field(f"documents.{i}.text_fields" if doc.text_fields else f"documents.{i}"):
             made.append(
                 Document(
                     key=doc.key,
@@ -70,8 +108,10 @@ def upsert(body: UpsertRequest, state: Served) -> dict[str, Any]:
                     links=tuple(doc.links),
                     time=doc.time,
                     fields=dict(doc.fields),
+                    text_fields=dict(doc.text_fields),
                 )
             )
+        check_text_fields(doc, i, schema)
     if isinstance(state.index, Index):
         with about_field("documents"):
             # Before the write lock: a slow model never holds up other writes or a commit.
