@@ -8,8 +8,11 @@ earlier example and number holds. Other fields (``title``, ``body``, ``tags``)
 are given per document in :attr:`Document.text_fields
 <weftsearch.documents.Document.text_fields>`; each has its own analyzer
 (a registered name), its own postings and lengths in every segment, and a
-default weight and ``b`` for BM25F (:class:`~weftsearch.scorers.BM25Scorer`'s
-``fields=`` and ``field_b=`` override them per scorer without reindexing).
+declared weight and ``b``. Scoring does not read those two: a scorer says its
+own (:class:`~weftsearch.scorers.BM25Scorer`'s ``fields=`` and ``field_b=``,
+else its ``b`` and weight 1), as Lucene's ``combined_fields`` takes its weights
+per query, so they change without reindexing; the schema records what the
+index's author meant, for tools and profiles to read.
 
 A value type only: it imports nothing of storage or the engine.
 """
@@ -49,8 +52,8 @@ class TextField:
             ``Index.get`` and hits); its terms are indexed either way.
         positions: whether each term's positions (its index in the analyzer's
             output) are kept, for phrase queries and highlighting.
-        weight: its default BM25F weight (finite, above 0).
-        b: its default BM25F length normalisation (0 to 1).
+        weight: its declared BM25F weight (finite, above 0; recorded, not read by scorers).
+        b: its declared BM25F length normalisation (0 to 1; recorded, not read by scorers).
 
     Raises:
         InvalidParameterError: any attribute out of its range (named, with the value).
