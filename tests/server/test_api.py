@@ -323,6 +323,18 @@ def test_lucene_syntax_is_opt_in_and_its_errors_are_400_with_the_position(open_c
     assert parsed.status_code == plain.status_code == 200
     assert {hit["key"] for hit in parsed.json()["hits"]} == {"d2", "d6"}  # ranking, rankings; no graph
     assert {hit["key"] for hit in plain.json()["hits"]} >= {"d1", "d2", "d4"}
+    # The batch route reads each query's syntax the same way (one snapshot, the same answers).
+    batched = open_client.post(
+        "/v1/search/batch",
+        json={
+            "queries": [{"text": body["text"], "syntax": "lucene"}, {"text": body["text"]}],
+            "spec": "bm25",
+        },
+    )
+    assert batched.status_code == 200, batched.text
+    answers = [[hit["key"] for hit in answer["hits"]] for answer in batched.json()["results"]]
+    single = [[hit["key"] for hit in answer.json()["hits"]] for answer in (parsed, plain)]
+    assert answers == single
     bad = open_client.post("/v1/search", json={"text": "ranking AND (graph", "syntax": "lucene"})
     assert bad.status_code == 400
     error = bad.json()["error"]
