@@ -57,6 +57,7 @@ const snapshot = () => ({
   pager: { hidden: byId.pager.hidden, info: byId["page-info"].textContent, prev: !!byId.prev.disabled, next: !!byId.next.disabled },
   requests: requests.splice(0),
   facets: byId.facets.textContent, filter: byId.filter.value,
+  doc: byId.doc.children.map((c) => [c.tagName, c.textContent]),
 });
 // Every element under ``node`` whose className is ``name``, in document order.
 const find = (node, name) => [
@@ -75,6 +76,7 @@ const sent = [];
     if (step === "next" || step === "prev") byId[step].dispatchEvent({ type: "click" });
     if (step === "facets") { byId.q.value = "graph"; byId["facet-fields"].value = "tags, year"; byId["search-form"].dispatchEvent({ type: "submit", preventDefault() {} }); }
     if (step === "click-facet") find(byId.facets, "facet-value")[0].dispatchEvent({ type: "click" });
+    if (step === "open-first") byId.results.children[0].dispatchEvent({ type: "click" });
     if (step === "compare") { byId.q.value = "graph"; byId["compare-form"].dispatchEvent({ type: "submit", preventDefault() {} }); }
     await settle();
     seen.push({ ...snapshot(), sent: sent.length ? sent[sent.length - 1] : null });

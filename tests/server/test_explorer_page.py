@@ -183,3 +183,29 @@ def test_facets_are_asked_for_shown_and_a_click_filters_on_the_value() -> None:
     assert clicked["filter"] == 'tags == "say \\"hi\\""'
     assert clicked["sent"][1]["filter"] == 'tags == "say \\"hi\\""'
     assert [r["key"] for r in clicked["results"]] == ["d1"]
+
+
+@pytest.mark.skipif(NODE is None, reason="needs node to run the page's script")
+def test_the_document_view_shows_named_text_fields_as_text() -> None:
+    """Issue 29: a schema's ``title`` text field titles the document; every other named field is
+    shown under its name, set as text (markup in it is shown, never parsed)."""
+    profiles: dict[str, list[Any]] = {"profiles": []}
+    document: dict[str, Any] = {
+        "key": "d1",
+        "text": "body <b>text</b>",
+        "fields": {"year": 2020, "title": "metadata title"},
+        "text_fields": {"title": "A <i>title</i>", "notes": "<img src=x onerror=alert(1)>"},
+        "time": None,
+        "links": [],
+        "vector": None,
+    }
+    older = {**document, "key": "d2"}
+    del older["text_fields"]  # a document as a server before named fields answered it
+    answers = [[200, profiles], [200, _hits("d1")], [200, document], [200, _hits("d2")], [200, older]]
+    _, opened, _, opened_older = _run_page(answers, ["search", "open-first", "search", "open-first"])
+    assert opened["doc"][0] == ["h3", "A <i>title</i>"]
+    assert ["h4", "notes"] in opened["doc"] and ["p", "<img src=x onerror=alert(1)>"] in opened["doc"]
+    assert ["h4", "title"] not in opened["doc"]  # shown once, as the title
+    assert ["p", "body <b>text</b>"] in opened["doc"]
+    assert opened_older["doc"][0] == ["h3", "metadata title"]
+    assert not any(tag == "h4" and text != "links" for tag, text in opened_older["doc"])

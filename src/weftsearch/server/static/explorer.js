@@ -381,7 +381,10 @@
     try {
       const doc = await api("GET", "v1/documents/" + encodeURIComponent(key));
       for (const li of $("results").children) li.classList.toggle("open", li.dataset.key === key);
-      const title = typeof doc.fields.title === "string" ? doc.fields.title : doc.key;
+      // A schema's "title" text field names the document first, then a "title" metadata field.
+      const named = doc.text_fields || {};
+      const title = typeof named.title === "string" ? named.title
+        : typeof doc.fields.title === "string" ? doc.fields.title : doc.key;
       const meta = el("dl", {});
       meta.append(el("dt", { textContent: "key" }), el("dd", { textContent: doc.key }));
       if (doc.time !== null) {
@@ -398,6 +401,12 @@
         links.append(button, " ");
       }
       box.replaceChildren(el("h3", { textContent: title }), meta, el("p", { textContent: doc.text }));
+      // The other named text fields, each under its name (set as text: never parsed as markup).
+      for (const [name, text] of Object.entries(named)) {
+        if (name !== "title" || title !== text) {
+          box.append(el("h4", { className: "text-field", textContent: name }), el("p", { textContent: text }));
+        }
+      }
       if (doc.links.length) box.append(el("h4", { textContent: "links" }), links);
       if (doc.vector) box.append(el("p", { className: "note", textContent: "vector of " + doc.vector.length + " numbers" }));
       box.dataset.key = doc.key;
