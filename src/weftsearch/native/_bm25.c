@@ -1189,8 +1189,10 @@ int64_t weft_bm25_query(const int64_t *terms, int64_t m, const double *weights, 
     for (int64_t t = 0; t < m; t++) {
         int64_t rows = terms[2 * t + 1];
         if (rows < 0 || rows > n_parts || (rows > 0 && terms[2 * t] == 0)) return -2;
+        if (n_lists > INT64_MAX - rows) return -2; /* m * n_parts rows could wrap */
         n_lists += rows;
     }
+    if ((uint64_t)n_lists > SIZE_MAX / sizeof(list_desc) || (uint64_t)m > SIZE_MAX / sizeof(int64_t)) return -1;
     /* A handful of terms and segments is the usual query: no allocation for it. */
     list_desc local_lists[64];
     int64_t local_heads[64];
