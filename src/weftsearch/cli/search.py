@@ -837,60 +837,7 @@ def add_search_command(commands: Any) -> None:
         metavar="NAME",
         help="run the newest version of the ranking profile NAME stored in the index",
     )
-    sugar = search.add_argument_group(
-        "ranking sugar",
-        "shorthand that compiles to a --rank spec (--signals text,vector is rrf(bm25, vector))",
-    )
-    sugar.add_argument(
-        "--signals", default=None, help=f"comma-separated signals from {', '.join(SIGNALS)} (text = bm25)"
-    )
-    sugar.add_argument("--fusion", choices=FUSION_METHODS, default=None, help="fusion method (rrf)")
-    sugar.add_argument(
-        "--weights", type=_weights, metavar="W,W", help="one weight per signal (weighted, score)"
-    )
-    sugar.add_argument("--rrf-k", type=non_negative_float, default=None, help="RRF constant (60)")
-    sugar.add_argument(
-        "--norm", choices=("minmax", "zscore"), default=None, help="score fusion norm (minmax)"
-    )
-    search.add_argument(
-        "--depth",
-        type=_count,
-        help="candidates per signal (default: a --rank spec's @DEPTH or a profile's depth; "
-        "else max(k, 100), k with one signal)",
-    )
-    sugar.add_argument(
-        "--half-life",
-        type=positive_float,
-        default=None,
-        metavar="DAYS",
-        help="recency half-life in days (365); the age at which the recency score halves",
-    )
-    sugar.add_argument("--k1", type=non_negative_float, default=None, help="BM25 k1 (1.2)")
-    sugar.add_argument("--b", type=non_negative_float, default=None, help="BM25 b (0.75)")
-    sugar.add_argument(
-        "--seed-n", type=positive_int, default=None, help="BM25 hits seeding graph signals (5)"
-    )
-    sugar.add_argument("--graph-depth", type=positive_int, default=None, help="hops for the graph signal (3)")
-    sugar.add_argument(
-        "--keep-seeds",
-        action="store_const",
-        const=True,
-        default=None,
-        help="keep the BM25 seeds in the graph/pagerank streams",
-    )
-    sugar.add_argument(
-        "--nprobe",
-        type=positive_int,
-        default=None,
-        help=f"IVF lists the vector signal reads ({DEFAULT_NPROBE})",
-    )
-    sugar.add_argument(
-        "--exact-vectors",
-        action="store_const",
-        const=True,
-        default=None,
-        help="scan every vector (no IVF lists)",
-    )
+    _add_ranking_sugar(search)
     search.add_argument(
         "--filter",
         type=_filter,
@@ -967,3 +914,61 @@ def add_search_command(commands: Any) -> None:
         help="batch: search on this many threads (default 1; the output is the same for any number)",
     )
     search.set_defaults(handler=_cmd_search)
+
+
+def _add_ranking_sugar(search: Any) -> None:
+    """The flags that compile to a ranking spec (--signals, --fusion, ...) and --depth."""
+    sugar = search.add_argument_group(
+        "ranking sugar",
+        "shorthand that compiles to a --rank spec (--signals text,vector is rrf(bm25, vector))",
+    )
+    sugar.add_argument(
+        "--signals", default=None, help=f"comma-separated signals from {', '.join(SIGNALS)} (text = bm25)"
+    )
+    sugar.add_argument("--fusion", choices=FUSION_METHODS, default=None, help="fusion method (rrf)")
+    sugar.add_argument(
+        "--weights", type=_weights, metavar="W,W", help="one weight per signal (weighted, score)"
+    )
+    sugar.add_argument("--rrf-k", type=non_negative_float, default=None, help="RRF constant (60)")
+    sugar.add_argument(
+        "--norm", choices=("minmax", "zscore"), default=None, help="score fusion norm (minmax)"
+    )
+    search.add_argument(
+        "--depth",
+        type=_count,
+        help="candidates per signal (default: a --rank spec's @DEPTH or a profile's depth; "
+        "else max(k, 100), k with one signal)",
+    )
+    sugar.add_argument(
+        "--half-life",
+        type=positive_float,
+        default=None,
+        metavar="DAYS",
+        help="recency half-life in days (365); the age at which the recency score halves",
+    )
+    sugar.add_argument("--k1", type=non_negative_float, default=None, help="BM25 k1 (1.2)")
+    sugar.add_argument("--b", type=non_negative_float, default=None, help="BM25 b (0.75)")
+    sugar.add_argument(
+        "--seed-n", type=positive_int, default=None, help="BM25 hits seeding graph signals (5)"
+    )
+    sugar.add_argument("--graph-depth", type=positive_int, default=None, help="hops for the graph signal (3)")
+    sugar.add_argument(
+        "--keep-seeds",
+        action="store_const",
+        const=True,
+        default=None,
+        help="keep the BM25 seeds in the graph/pagerank streams",
+    )
+    sugar.add_argument(
+        "--nprobe",
+        type=positive_int,
+        default=None,
+        help=f"IVF lists the vector signal reads ({DEFAULT_NPROBE})",
+    )
+    sugar.add_argument(
+        "--exact-vectors",
+        action="store_const",
+        const=True,
+        default=None,
+        help="scan every vector (no IVF lists)",
+    )
