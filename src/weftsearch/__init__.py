@@ -24,6 +24,7 @@ from weftsearch.documents import Document
 from weftsearch.embed import MiniLMEmbedder  # registers it as "minilm-l6-int8"
 from weftsearch.embedders import Embedder, embedder_names, get_embedder, register_embedder
 from weftsearch.engine.asynchronous import AsyncIndex
+from weftsearch.engine.explanation import Explanation
 from weftsearch.engine.filters import F, Filter, parse_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser, Scorer
@@ -78,6 +79,7 @@ __all__ = [
     "SignalHit",
     "SearchResults",
     "ExplainArrays",
+    "Explanation",
     "HighlightOptions",
     "FieldHighlight",
     "Snippet",

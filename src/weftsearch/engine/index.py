@@ -47,6 +47,8 @@ from weftsearch.embedders import (
 )
 from weftsearch.engine import children
 from weftsearch.engine.children import COMMIT_PRIORITIES, ChildFile
+from weftsearch.engine.explaining import explain_keys
+from weftsearch.engine.explanation import Explanation
 from weftsearch.engine.facets import Facets, check_facet_fields, check_facet_k
 from weftsearch.engine.filters import Filter
 from weftsearch.engine.highlighting import snapshot_highlighter
@@ -1529,6 +1531,56 @@ class Index:
             f"{current.generation} and keeps the last {CURSOR_GENERATIONS} generations it issued "
             "cursors on): search again from the first page"
         )
+
+    def explain(
+        self,
+        query: Query | str,
+        key: str,
+        fuser: Fuser,
+        *scorers: Scorer,
+        depth: int | None = None,
+        snapshot: Snapshot | None = None,
+    ) -> Explanation:
+        """Why ``key`` ranks where it does for ``query`` (Elasticsearch's ``_explain``): :meth:`explain_many`.
+
+        Example::
+
+            print(index.explain("graph retrieval", "doc-7", RRF(), BM25Scorer(), VectorScorer()))
+        """
+        return self.explain_many(query, [key], fuser, *scorers, depth=depth, snapshot=snapshot)[0]
+
+    def explain_many(
+        self,
+        query: Query | str,
+        keys: Sequence[str],
+        fuser: Fuser,
+        *scorers: Scorer,
+        depth: int | None = None,
+        snapshot: Snapshot | None = None,
+    ) -> list[Explanation]:
+        """Each of ``keys``' :class:`~weftsearch.engine.explanation.Explanation` for this search, in order.
+
+        The root is the document's fused score (or the one stream's score) and
+        its rank, 0 when it is not among the top ``depth`` results; one child
+        per stream (rank, raw score, contribution); under a stream, its
+        scorer's breakdown when the scorer offers ``explain`` (the BM25
+        scorer's: per query term, idf, tf per field, length norm; per clause
+        of a parsed query). ``snapshot`` (one this index gave out) explains the
+        hits of a search made on it. See :mod:`weftsearch.engine.explaining`.
+
+        Raises:
+            UnknownKeyError: a key the snapshot lacks.
+            InvalidParameterError: more than 1,000 keys, or what :meth:`search` refuses.
+
+        O(one search to ``depth`` (100 by default)) plus the breakdowns.
+
+        """
+        if snapshot is not None and not self._made_here(snapshot):
+            raise InvalidParameterError("snapshot must be one taken from this index with index.snapshot()")
+        searched = self.snapshot() if snapshot is None else snapshot
+        with self._searches:
+            [query] = self._embed_queries([query], searched, scorers)
+            return explain_keys(searched, query, keys, fuser, scorers, depth)
 
     def facets(
         self,

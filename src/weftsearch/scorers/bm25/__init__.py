@@ -40,6 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.analysis import get_analyzer
+from weftsearch.engine.explanation import Explanation
 from weftsearch.engine.inflight import searches_in_flight
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import QueryTerms, Snapshot
@@ -48,7 +49,7 @@ from weftsearch.errors import InvalidParameterError, UnknownTextFieldError
 from weftsearch.native import bm25 as kernel
 from weftsearch.native import boolean as boolean_kernel
 from weftsearch.schema import DEFAULT_FIELD, Schema
-from weftsearch.scorers.bm25 import conjunction
+from weftsearch.scorers.bm25 import conjunction, explain
 from weftsearch.scorers.bm25 import lists as layout
 from weftsearch.scorers.bm25.idf import lucene_idf
 from weftsearch.scorers.bm25.tree import BM25FScope, BM25Scope, Field, Matches, Scope, Tally, TreeScorer
@@ -903,6 +904,46 @@ class BM25Scorer:
             if library is not None:
                 return self._score_compiled(library, snapshot, query, k, allowed)
         return self._score_numpy(snapshot, query, k, allowed)
+
+    def explain(self, snapshot: Snapshot, query: Query, ids: NDArray[np.int64]) -> list[Explanation]:
+        """Each of ``ids``' score broken into its query terms, as Elasticsearch's ``_explain`` (on request).
+
+        For plain text, one part per query term the document holds: the
+        term's query count, IDF (``n``, ``N``), frequency, the field's length
+        and average length, ``k1`` and ``b`` (BM25F: the pseudo-frequency
+        ``tf~`` with each field's weighted, normalised frequency); for a
+        parsed tree, one node per clause (a phrase's frequency and summed
+        IDF, a prefix's constant score, boosts). Each root's value is this
+        scorer's score of the document to the bit (the same evaluation as
+        :meth:`score`), 0 with the reason where it does not match (a filter
+        that excludes it, a required clause that fails, no query term).
+        See :mod:`weftsearch.scorers.bm25.explain`.
+
+        Args:
+            snapshot: the snapshot searched.
+            query: the query (its filter applies).
+            ids: internal ids of ``snapshot``.
+
+        Raises:
+            InvalidParameterError: BM25F's refusals (a field the index lacks, ...).
+
+        O(documents x terms) in Python on top of one evaluation of the query's tree.
+
+        """
+        ids = np.asarray(ids, dtype=np.int64)
+        tally = Tally()
+        tree_scorer = TreeScorer(snapshot, lambda field: self._scope(snapshot, field, tally), tally)
+        if query.tree is not None:
+            found = explain.explain_documents(tree_scorer, query.tree, ids, self.name)
+        else:
+            found = explain.explain_text(tree_scorer, query.text or "", ids, self.name)
+        allowed = snapshot.allowed(query)
+        if allowed is None:
+            return found
+        return [
+            item if allowed[doc] else Explanation(0.0, "no match: the query's filter excludes it")
+            for doc, item in zip(ids.tolist(), found, strict=True)
+        ]
 
     def _check_bm25f_fields(self, snapshot: Snapshot, fields: Sequence[str], what: str) -> None:
         """Refuse BM25F over ``fields`` where it cannot be exact (BM25F's checks, with ``what`` searched).
