@@ -209,6 +209,26 @@ def test_search_explain_shows_every_signal(index_dir: Path, capsys: pytest.Captu
     assert "score" in out and "rank 1" in out
 
 
+def test_search_explain_terms_prints_and_returns_each_hits_breakdown(
+    index_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["search", "rank fusion", "--index", str(index_dir), "--signals", "text,recency", "-k", "2"]
+    assert main([*argv, "--explain-terms"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("why '") == 2
+    assert "fused by rrf from each stream's contribution:" in out
+    assert "weight(text:fusion) [BM25]" in out and "idf, computed as" in out
+    assert main([*argv, "--explain-terms", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    for hit in payload["hits"]:
+        assert hit["explanation"]["value"] == hit["score"]
+        assert [d["value"] for d in hit["explanation"]["details"]] == [
+            s["contribution"] for s in hit["signals"]
+        ]
+    assert main(argv) == 0
+    assert "why '" not in capsys.readouterr().out
+
+
 def test_search_with_query_vector(
     index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -80,6 +80,14 @@ def test_search_threads_on_a_sharded_index_is_one_line_exit_2(
     assert err.count("\n") == 1 and "--threads is for a single index" in err and str(sharded) in err
 
 
+def test_explain_terms_on_a_sharded_index_is_one_line_exit_2(
+    sharded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["search", "apple", "--index", str(sharded), "--explain-terms"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--explain-terms needs a single index" in err
+
+
 def test_scrub_checks_the_record_every_shard_and_its_place(
     sharded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -63,6 +63,33 @@ def test_explain_gives_each_signals_rank_and_contribution(open_client: TestClien
     assert sum(s["contribution"] for s in hit["signals"]) == pytest.approx(hit["score"])
 
 
+def test_explain_gives_each_hit_its_explanation_down_to_the_terms(open_client: TestClient) -> None:
+    body = open_client.post(
+        "/v1/search",
+        json={"text": "graph retrieval", "spec": "rrf(bm25, recency(half_life=30))", "explain": True, "k": 3},
+    ).json()
+    for hit in body["hits"]:
+        tree = hit["explanation"]
+        assert tree["value"] == hit["score"]
+        assert [part["value"] for part in tree["details"]] == [s["contribution"] for s in hit["signals"]]
+        bm25, recency = tree["details"]
+        if hit["signals"][0]["rank"] is not None:
+            (breakdown,) = bm25["details"]  # the BM25 scorer's own: per term, idf, tf, lengths
+            assert breakdown["value"] == hit["signals"][0]["score"]
+            assert breakdown["details"][0]["description"].startswith("weight(text:")
+        assert recency["details"] == []  # the recency scorer offers no breakdown
+    plain = open_client.post("/v1/search", json={"text": "graph", "spec": "bm25"}).json()
+    assert plain["hits"] and all("explanation" not in hit for hit in plain["hits"])
+    page = open_client.post(
+        "/v1/search", json={"text": "graph", "spec": "bm25", "k": 1, "explain": True}
+    ).json()
+    after = open_client.post(
+        "/v1/search",
+        json={"text": "graph", "spec": "bm25", "k": 1, "explain": True, "after": page["next_cursor"]},
+    ).json()
+    assert "explanation" in page["hits"][0] and all("explanation" not in hit for hit in after["hits"])
+
+
 def test_explain_shows_each_signals_plan_and_the_result_says_what_was_cut_short(
     open_client: TestClient,
 ) -> None:

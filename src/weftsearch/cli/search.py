@@ -59,6 +59,7 @@ from weftsearch.corpus import (
 )
 from weftsearch.distributed.sharded import ShardedIndex
 from weftsearch.embedders import Embedder
+from weftsearch.engine.explanation import Explanation
 from weftsearch.engine.facets import Facets
 from weftsearch.engine.filters import Filter, parse_filter
 from weftsearch.engine.index import Index
@@ -491,6 +492,7 @@ def _search_one(args: argparse.Namespace) -> int:
             query, args.k, arm.fuser, *arm.scorers, **pages, facets=args.facets, facet_k=args.facet_k
         )
     source = _vector_source(args, index, ranking, vector is not None, embeds)
+    explained = _explanations(args, index, query, results, ranking)
     if args.json:
         page = {"offset": results.offset, "next_cursor": results.next_cursor}
         answer = {
@@ -501,6 +503,8 @@ def _search_one(args: argparse.Namespace) -> int:
             **page,
             "query_vector": source,
         }
+        for row, explanation in zip(answer["hits"], explained or [], strict=False):
+            row["explanation"] = explanation.to_dict()
         print(_json_dump(answer))
         return 0
     fusion = repr(ranking.arm.fuser) if len(ranking.arm.scorers) > 1 else "none (one signal: its own scores)"
@@ -513,11 +517,38 @@ def _search_one(args: argparse.Namespace) -> int:
     sys.stdout.write(
         format_results(results, index if isinstance(index, Index) else None, explain=args.explain)
     )
+    for hit, explanation in zip(results, explained or [], strict=False):
+        print(f"why {hit.key!r}:")
+        print("\n".join(explanation.lines()))
     if results.facets is not None:
         sys.stdout.write(format_facets(results.facets))
     if results.next_cursor is not None:
         print(f"next page: --after {results.next_cursor}")
     return 0
+
+
+def _explanations(
+    args: argparse.Namespace,
+    index: Index | ShardedIndex,
+    query: Query,
+    results: SearchResults,
+    ranking: _Ranking,
+) -> list[Explanation] | None:
+    """Each hit's :meth:`Index.explain_many` tree when ``--explain-terms`` asks (``None``: not asked).
+
+    Raises:
+        InvalidParameterError: on a sharded index (it cannot explain terms yet).
+
+    """
+    if not args.explain_terms:
+        return None
+    if not isinstance(index, Index):
+        raise InvalidParameterError(
+            "--explain-terms needs a single index; a sharded index cannot explain terms yet"
+        )
+    arm = ranking.arm
+    # The search's own depth, so each stream's part is the one the search gave.
+    return index.explain_many(query, results.keys, arm.fuser, *arm.scorers, depth=results.depth)
 
 
 def _vector_source(
@@ -868,6 +899,12 @@ def add_search_command(commands: Any) -> None:
         help="values shown per facet field, most frequent first (10; at most 10,000)",
     )
     search.add_argument("--explain", action="store_true", help="show each signal's rank, score, share")
+    search.add_argument(
+        "--explain-terms",
+        action="store_true",
+        help="print each hit's score broken into streams, query terms and fields (idf, tf, lengths), "
+        "as Elasticsearch's _explain (a single index)",
+    )
     search.add_argument(
         "--highlight",
         action="store_true",

@@ -104,7 +104,12 @@ class SearchRequest(QueryIn, RankingIn):
 
     model_config = _NO_EXTRA
     k: int = Field(default=10, ge=1, description="hits wanted")
-    explain: bool = Field(default=False, description="per-signal rank, score and contribution of each hit")
+    explain: bool = Field(
+        default=False,
+        description="per-signal rank, score and contribution of each hit, and each hit's explanation "
+        "(the score broken into streams, terms, fields: Elasticsearch's _explanation; a single index, "
+        "offset pages: a cursor page's hits carry signals only)",
+    )
     offset: int = Field(
         default=0,
         ge=0,
@@ -278,6 +283,15 @@ class FieldHighlightOut(BaseModel):
     truncated: bool = Field(description="the text was longer than the characters analysed for highlighting")
 
 
+class ExplanationOut(BaseModel):
+    """Why a hit scored what it did (:class:`weftsearch.Explanation`, Elasticsearch's ``_explanation``)."""
+
+    model_config = _OUT
+    value: float | None = Field(description="the number this node explains (null if not finite)")
+    description: str = Field(description="what the value is")
+    details: list[ExplanationOut] = Field(description="what it was computed from, in order")
+
+
 class HitOut(BaseModel):
     """One result."""
 
@@ -287,6 +301,9 @@ class HitOut(BaseModel):
     score: float = Field(description="the fused score")
     fields: dict[str, FieldValue] = Field(description="the document's fields")
     signals: list[SignalOut] | None = Field(default=None, description="per stream, with explain only")
+    explanation: ExplanationOut | None = Field(
+        default=None, description="with explain (a single index, offset pages): the score broken down"
+    )
     highlight: dict[str, list[str]] | None = Field(
         default=None,
         description="with highlight: each field's marked snippets, best first (as Elasticsearch)",

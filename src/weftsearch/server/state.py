@@ -25,6 +25,7 @@ from weftsearch.engine.filters import parse_filter
 from weftsearch.engine.index import Index
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults
+from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import IndexStorageError, InvalidVectorError, WeftError
 from weftsearch.highlight import HighlightOptions
 from weftsearch.ranking.arm import Arm
@@ -447,8 +448,11 @@ class ServerState:
         facets: list[str] | None = None,
         facet_k: int = 10,
         highlight: HighlightOptions | None = None,
+        snapshot: Snapshot | None = None,
     ) -> list[SearchResults]:
         """Search (callers adopt the newest commit first, before building the queries).
+
+        ``snapshot`` (a single index's, one query): search it rather than the current one.
 
         ``offset``/``after`` page one query (:mod:`weftsearch.engine.pages`);
         ``facets`` (one query only): the fields counted into ``results.facets``;
@@ -480,6 +484,7 @@ class ServerState:
                     facets=facets,
                     facet_k=facet_k,
                     **({} if highlight is None else {"highlight": highlight}),
+                    **({} if snapshot is None else {"snapshot": snapshot}),
                 )
             ]
         return list(

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from weftsearch.engine.facets import facets_to_json
+from weftsearch.engine.index import Index
 from weftsearch.engine.search import SearchResults
 from weftsearch.highlight import HighlightOptions
 from weftsearch.server.errors import ApiError, about_field, answers
@@ -111,6 +112,9 @@ def search(body: SearchRequest, state: Served) -> dict[str, Any]:
     ranking = state.ranking(body)
     state.adopt_commits()
     (query,), (source,) = state.queries([(body, "")], ranking)
+    # Hits are explained on the snapshot they were found in (a single index, an offset page).
+    explaining = body.explain and body.after is None and isinstance(state.index, Index)
+    snapshot = state.index.snapshot() if explaining and isinstance(state.index, Index) else None
     try:
         with about_field("highlight" if highlight is not None else None):
             (results,) = state.run_search(
@@ -122,13 +126,28 @@ def search(body: SearchRequest, state: Served) -> dict[str, Any]:
                 facets=body.facets,
                 facet_k=body.facet_k,
                 highlight=highlight,
+                snapshot=snapshot,
             )
     except ApiError as exc:
         if body.facets is not None and "to facet on" in exc.message:
             exc.field = "facets"  # an unknown facet field, not a filter's (same error type)
         raise
+    answer = search_body(results, ranking, body.explain, source)
+    if snapshot is not None and isinstance(state.index, Index) and len(results):
+        # One more search of the same snapshot explains the page's hits.
+        with about_field("explain"):
+            explained = state.index.explain_many(
+                query,
+                results.keys,
+                ranking.arm.fuser,
+                *ranking.arm.scorers,
+                depth=results.depth,
+                snapshot=snapshot,
+            )
+        for row, explanation in zip(answer["hits"], explained, strict=True):
+            row["explanation"] = explanation.to_dict()
     return {
-        **search_body(results, ranking, body.explain, source),
+        **answer,
         "offset": results.offset,
         "next_cursor": results.next_cursor,
     }
