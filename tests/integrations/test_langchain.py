@@ -44,6 +44,7 @@ from weftsearch.errors import (
     InvalidQueryError,
     InvalidVectorError,
     MissingDependencyError,
+    QuerySyntaxError,
     UnknownFieldError,
     VectorDimensionError,
     WeftError,
@@ -134,6 +135,21 @@ def test_invoke_returns_index_search_hits_in_fused_order() -> None:
     first = documents[0].metadata
     assert first["rank"] == 1 and first["fields"] == {"title": first["key"].upper()}
     assert [s["signal"] for s in first["signals"]] == ["bm25"]
+
+
+def test_lucene_syntax_parses_the_query_string_as_the_engine_does() -> None:
+    index = _index()
+    text = '+retrieval -sparse dense^2'
+    documents = WeftRetriever(index, k=5, syntax="lucene").invoke(text)
+    _expected(index, documents, Query.parse(text), 5, BM25Scorer())
+    assert asyncio.run(WeftRetriever(index, k=5, syntax="lucene").ainvoke(text)) == documents
+    plain = WeftRetriever(index, k=5).invoke(text)  # plain text keeps its meaning: a bag of words
+    _expected(index, plain, Query(text), 5, BM25Scorer())
+    assert [d.id for d in plain] != [d.id for d in documents]
+    with pytest.raises(QuerySyntaxError, match="position"):
+        WeftRetriever(index, syntax="lucene").invoke('"unbalanced')
+    with pytest.raises(InvalidParameterError, match="syntax must be"):
+        WeftRetriever(index, syntax="sql")  # type: ignore[arg-type]
 
 
 def test_metadata_carries_the_stored_named_text_fields() -> None:

@@ -49,7 +49,7 @@ from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Fuser
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import Snapshot
-from weftsearch.errors import InvalidParameterError, PairingError
+from weftsearch.errors import InvalidParameterError, PairingError, QuerySyntaxError
 from weftsearch.eval.collection import DEV_SPLIT, DUPLICATE_RULE, DerivedSplit, derive_split
 from weftsearch.eval.datasets import Collection, CollectionVectors, Judgements, Provenance
 from weftsearch.eval.metrics import Evaluation, Measure, evaluate, parse_measure
@@ -196,6 +196,8 @@ class Testbed:
         analyzer: the analyzer's name.
         link_set: the link set the documents' links come from (``None``: as loaded).
         content_hash: :func:`content_hash` of the indexed documents.
+        query_syntax: how query texts are read: ``"plain"`` (bag of words) or
+            ``"lucene"`` (each parsed with :meth:`Query.parse <weftsearch.Query.parse>`).
 
     """
 
@@ -209,6 +211,7 @@ class Testbed:
     analyzer: str
     link_set: str | None
     content_hash: str
+    query_syntax: str = "plain"
 
     @property
     def provenance(self) -> Provenance:
@@ -273,9 +276,21 @@ class Testbed:
 
     def _query(self, qid: str) -> Query:
         text = self.collection.queries[qid]
-        if self.vectors is None or not self.vectors.has_query_vector(qid):
-            return Query(text=text)
-        return Query(text=text, vector=self.vectors.query_vector(qid))
+        vector = None
+        if self.vectors is not None and self.vectors.has_query_vector(qid):
+            vector = self.vectors.query_vector(qid)
+        if self.query_syntax != "lucene":
+            return Query(text=text, vector=vector)
+        try:
+            return Query.parse(text, vector=vector)
+        except QuerySyntaxError as exc:
+            # Which query of which file: a collection's queries are not written in the syntax.
+            raise QuerySyntaxError(
+                f"query {qid!r} of {self.collection.name} does not parse as the query language "
+                f"(query_syntax='lucene'): {exc.reason}",
+                exc.position,
+                exc.query,
+            ) from None
 
     def record(self) -> dict[str, Any]:
         """What produced this testbed, for reports: files and hashes, content hash, choices."""
@@ -292,6 +307,8 @@ class Testbed:
             "publishable": self.publishable,
             "provenance": self.provenance,
         }
+        if self.query_syntax != "plain":
+            out["query_syntax"] = self.query_syntax  # only when parsed: older records keep their bytes
         if self.index.schema.named_fields:
             # Only a fielded testbed says so: every record published before fields reads as it did.
             out["text_fields"] = list(self.index.schema.names)
@@ -390,6 +407,7 @@ def build_testbed(
     progress: bool | None = False,
     embedder: Embedder | str | None = None,
     schema: Schema | None = None,
+    query_syntax: str = "plain",
 ) -> Testbed:
     """Index ``collection`` and prepare its judged queries.
 
@@ -413,15 +431,22 @@ def build_testbed(
             the default field alone unless documents carry named text fields
             (a collection loaded with ``fields=True``), each then a field
             analysed by ``analyzer``.
+        query_syntax: ``"plain"`` (default): query texts are bags of words;
+            ``"lucene"``: each is parsed as the query language (phrases,
+            ``+must -not``, ``field:term``, boosts), so a query file can hold
+            boolean and fielded queries.
 
     Raises:
         PairingError: the vectors belong to another collection or model, or a
             judged document is not in the index.
-        InvalidParameterError: an unknown split or link set, or both
-            ``vectors`` and ``embedder``.
+        InvalidParameterError: an unknown split or link set, both
+            ``vectors`` and ``embedder``, or an unknown ``query_syntax``.
+        QuerySyntaxError: with ``"lucene"``, a query that does not parse (its id named).
         EmbeddingError: the embedder failed on a batch.
 
     """
+    if query_syntax not in ("plain", "lucene"):
+        raise InvalidParameterError(f"query_syntax must be 'plain' or 'lucene', got {query_syntax!r}")
     documents = list(collection.documents)
     if embedder is not None and vectors is not None:
         raise InvalidParameterError("give vectors (stored ones) or embedder (to embed the texts), not both")
@@ -461,6 +486,7 @@ def build_testbed(
         analyzer=index.analyzer.name,
         link_set=link_set,
         content_hash=content_hash(documents, index.analyzer.name),
+        query_syntax=query_syntax,
     )
     return testbed.with_split(split)
 

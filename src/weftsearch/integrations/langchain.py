@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -120,6 +120,12 @@ class WeftRetriever(BaseRetriever):
             same: a mapping with ``"filter"`` and/or ``"k"`` (see
             :data:`SEARCH_KWARGS`). Giving a value both here and as its own
             argument raises, as does any other key.
+        syntax: ``"plain"`` (default): the query string is plain text, a bag
+            of words; ``"lucene"``: it is parsed as the query language
+            (:meth:`Query.parse <weftsearch.Query.parse>`: ``"phrases"``,
+            ``+must -not``, ``AND``/``OR``/``NOT``, ``field:term``, boosts,
+            ``prefix*``), a malformed one raising
+            :class:`~weftsearch.errors.QuerySyntaxError` with its position.
         refresh: for a read-only index, adopt the newest commit on disk before
             each query (one small manifest read); ``False`` keeps the state
             the index had. A writable index is never refreshed by the
@@ -200,6 +206,8 @@ class WeftRetriever(BaseRetriever):
     """Which documents may be returned (parsed), or ``None``; a call's ``filter`` overrides it."""
     refresh: bool = True
     """Whether a read-only index adopts the newest commit before each query."""
+    syntax: Literal["plain", "lucene"] = "plain"
+    """How a query string is read: plain text, or parsed as the query language."""
     _async: AsyncIndex | None = PrivateAttr(default=None)
 
     def __init__(
@@ -214,6 +222,7 @@ class WeftRetriever(BaseRetriever):
         filter: Filter | str | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
         refresh: bool = True,
+        syntax: Literal["plain", "lucene"] = "plain",
         name: str | None = None,
         tags: list[str] | None = None,
         metadata: dict[str, Any] | None = None,
@@ -262,6 +271,8 @@ class WeftRetriever(BaseRetriever):
             raise InvalidParameterError(f"fuser {chosen_fuser!r} is not a Fuser (needs .name and .fuse)")
         if not isinstance(refresh, bool):
             raise InvalidParameterError(f"refresh must be True or False, got {refresh!r}")
+        if syntax not in ("plain", "lucene"):
+            raise InvalidParameterError(f"syntax must be 'plain' or 'lucene', got {syntax!r}")
         fields: dict[str, Any] = {
             "index": the_index,
             "scorers": chosen,
@@ -271,6 +282,7 @@ class WeftRetriever(BaseRetriever):
             "embed_query": embed_query,
             "filter": the_filter,
             "refresh": refresh,
+            "syntax": syntax,
             "name": name,
             "tags": tags,
             "metadata": metadata,
@@ -312,6 +324,8 @@ class WeftRetriever(BaseRetriever):
 
     def _query(self, text: str, vector: NDArray[np.float32] | None, filter: Filter | None) -> Query:
         """The weft :class:`~weftsearch.Query` for a LangChain query string (the one place one is built)."""
+        if self.syntax == "lucene":
+            return Query.parse(text, vector=vector, filter=filter)
         return Query(text=text, vector=vector, filter=filter)
 
     def _snapshot(self) -> Snapshot | None:
