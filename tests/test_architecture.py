@@ -1183,7 +1183,7 @@ def test_the_golden_renderer_sees_contract_changes() -> None:
     fields = [line.split(":")[0].strip() for line in retriever.splitlines() if line.startswith("  field ")]
     assert fields == [
         f"field {name}"
-        for name in ("index", "scorers", "fuser", "k", "depth", "embed_query", "filter", "refresh")
+        for name in ("index", "scorers", "fuser", "k", "depth", "embed_query", "filter", "refresh", "syntax")
     ]
     assert "model_" not in retriever  # pydantic's own namespace is not weft-search's contract
 
