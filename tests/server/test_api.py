@@ -66,7 +66,13 @@ def test_explain_gives_each_signals_rank_and_contribution(open_client: TestClien
 def test_explain_gives_each_hit_its_explanation_down_to_the_terms(open_client: TestClient) -> None:
     body = open_client.post(
         "/v1/search",
-        json={"text": "graph retrieval", "spec": "rrf(bm25, recency(half_life=30))", "explain": True, "k": 3},
+        json={
+            "text": "graph retrieval",
+            "spec": "rrf(bm25, recency(half_life=30))",
+            "explain": True,
+            "explain_terms": True,
+            "k": 3,
+        },
     ).json()
     for hit in body["hits"]:
         tree = hit["explanation"]
@@ -78,16 +84,18 @@ def test_explain_gives_each_hit_its_explanation_down_to_the_terms(open_client: T
             assert breakdown["value"] == hit["signals"][0]["score"]
             assert breakdown["details"][0]["description"].startswith("weight(text:")
         assert recency["details"] == []  # the recency scorer offers no breakdown
-    plain = open_client.post("/v1/search", json={"text": "graph", "spec": "bm25"}).json()
-    assert plain["hits"] and all("explanation" not in hit for hit in plain["hits"])
+    plain = open_client.post("/v1/search", json={"text": "graph", "spec": "bm25", "explain": True}).json()
+    assert plain["hits"] and all("explanation" not in hit for hit in plain["hits"])  # signals only
     page = open_client.post(
-        "/v1/search", json={"text": "graph", "spec": "bm25", "k": 1, "explain": True}
+        "/v1/search", json={"text": "graph", "spec": "bm25", "k": 1, "explain_terms": True}
     ).json()
+    assert "explanation" in page["hits"][0]
     after = open_client.post(
         "/v1/search",
-        json={"text": "graph", "spec": "bm25", "k": 1, "explain": True, "after": page["next_cursor"]},
-    ).json()
-    assert "explanation" in page["hits"][0] and all("explanation" not in hit for hit in after["hits"])
+        json={"text": "graph", "spec": "bm25", "k": 1, "explain_terms": True, "after": page["next_cursor"]},
+    )
+    assert after.status_code == 400
+    assert after.json()["error"]["field"] == "explain_terms" and "offset" in after.json()["error"]["message"]
 
 
 def test_explain_shows_each_signals_plan_and_the_result_says_what_was_cut_short(

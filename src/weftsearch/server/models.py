@@ -104,11 +104,12 @@ class SearchRequest(QueryIn, RankingIn):
 
     model_config = _NO_EXTRA
     k: int = Field(default=10, ge=1, description="hits wanted")
-    explain: bool = Field(
+    explain: bool = Field(default=False, description="per-signal rank, score and contribution of each hit")
+    explain_terms: bool = Field(
         default=False,
-        description="per-signal rank, score and contribution of each hit, and each hit's explanation "
-        "(the score broken into streams, terms, fields: Elasticsearch's _explanation; a single index, "
-        "offset pages: a cursor page's hits carry signals only)",
+        description="each hit's explanation: its score broken into streams, query terms and fields "
+        "(idf, tf, lengths; Elasticsearch's _explanation); a single index, offset pages (not after): "
+        "one more search of the same snapshot",
     )
     offset: int = Field(
         default=0,
@@ -302,7 +303,7 @@ class HitOut(BaseModel):
     fields: dict[str, FieldValue] = Field(description="the document's fields")
     signals: list[SignalOut] | None = Field(default=None, description="per stream, with explain only")
     explanation: ExplanationOut | None = Field(
-        default=None, description="with explain (a single index, offset pages): the score broken down"
+        default=None, description="with explain_terms: the score broken down (Index.explain)"
     )
     highlight: dict[str, list[str]] | None = Field(
         default=None,

@@ -108,12 +108,24 @@ def search(body: SearchRequest, state: Served) -> dict[str, Any]:
     if body.offset + body.k > state.limits.max_k:
         error = state.too_large("offset + k", body.offset + body.k, state.limits.max_k, "max_k")
         raise ApiError(error.status, error.kind, error.message, "offset")
+    # Hits are explained on the snapshot they were found in (a single index, an offset page).
+    if body.explain_terms and (body.after is not None or not isinstance(state.index, Index)):
+        raise ApiError(
+            400,
+            "InvalidParameterError",
+            "explain_terms explains the hits of a single index's offset pages"
+            + (
+                " (not a cursor page: give offset instead of after)"
+                if body.after is not None
+                else " (this server serves a sharded index)"
+            ),
+            "explain_terms",
+        )
     highlight = highlight_options(body.highlight)
     ranking = state.ranking(body)
     state.adopt_commits()
     (query,), (source,) = state.queries([(body, "")], ranking)
-    # Hits are explained on the snapshot they were found in (a single index, an offset page).
-    explaining = body.explain and body.after is None and isinstance(state.index, Index)
+    explaining = body.explain_terms and isinstance(state.index, Index)
     snapshot = state.index.snapshot() if explaining and isinstance(state.index, Index) else None
     try:
         with about_field("highlight" if highlight is not None else None):
