@@ -541,12 +541,7 @@ def run_experiment(
     """
     started = time.perf_counter()
     load_plugins(plugins)  # before any spec is read: a plugin's scorers must be known by then
-    if embed is not None:
-        if vectors not in (None, DEFAULT_VECTORS):
-            raise InvalidParameterError(
-                f"--embed {embed!r} embeds the texts; give it or --vectors {vectors!r}, not both"
-            )
-        get_embedder(embed)  # an unknown name is said now, before the collection is read
+    _check_embed(embed, vectors)
     declared = _declared_grid(grid, select, arms=arms, baseline=baseline, sweeps=sweeps, cv=cv)
     loaded = _load(
         dataset,
@@ -566,6 +561,44 @@ def run_experiment(
     if declared is not None:
         grid_args = (measures, k, resamples, seed, progress, ray, command, started)
         return _run_grid(declared, loaded, split, *grid_args)
+    arm_args = (baseline, measures, k, resamples, seed, progress, ray, command, started)
+    return _run_arms(loaded, sweeps, cv, *arm_args)
+
+
+def _check_embed(embed: str | None, vectors: str | None) -> None:
+    """Refuse ``--embed`` with stored vectors, or naming no registered embedder.
+
+    Checked before the collection is read, so a mistyped name costs no loading.
+    """
+    if embed is None:
+        return
+    if vectors not in (None, DEFAULT_VECTORS):
+        raise InvalidParameterError(
+            f"--embed {embed!r} embeds the texts; give it or --vectors {vectors!r}, not both"
+        )
+    get_embedder(embed)  # an unknown name is said now, before the collection is read
+
+
+def _run_arms(
+    loaded: _Loaded,
+    sweeps: Sequence[str],
+    cv: int | None,
+    baseline: str | None,
+    measures: Sequence[str],
+    k: int,
+    resamples: int,
+    seed: int,
+    progress: bool | None,
+    ray: str | None,
+    command: str,
+    started: float,
+) -> Experiment:
+    """The arms of ``loaded`` compared with the baseline, then the sweeps and the cross-validated arms.
+
+    The counterpart of :func:`_run_grid` for a run without ``--grid``; kept
+    apart from :func:`run_experiment` (which checks the options and reads the
+    collection) so each stays one readable step.
+    """
     builder = ArmBuilder(default_depth=k)
     cache = StreamCache(loaded.testbed.snapshot)
     built, learned, learned_specs, deferred, extra = _build_arms(loaded, builder, cache, k, cv)
