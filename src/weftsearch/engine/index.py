@@ -16,7 +16,6 @@ publish the result with one atomic rename of the manifest.
 
 from __future__ import annotations
 
-import collections
 import functools
 import os
 import threading
@@ -54,7 +53,7 @@ from weftsearch.engine.inflight import SearchesInFlight
 from weftsearch.engine.ingest import FieldAnalysis, analyse_documents, resolve_workers
 from weftsearch.engine.merge_policy import MergePolicy
 from weftsearch.engine.pacing import YieldToSearches, release_gradually
-from weftsearch.engine.pages import CURSOR_GENERATIONS, CursorSeal, PageStart, ranking_digest
+from weftsearch.engine.pages import IndexCursors, PageStart
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import (
@@ -364,10 +363,7 @@ class Index:
         self._replacing = False  # create(overwrite=True): the old index stays until the first commit
         self._closed = False
         self._index_id = ""  # the index id of the directory (docs/FORMAT.md, "Identity")
-        # The snapshots of the newest generations cursors were issued on (weftsearch.engine.pages).
-        self._cursor_kept: collections.OrderedDict[int, Snapshot] = collections.OrderedDict()
-        self._cursor_lock = threading.Lock()
-        self._cursor_seal: CursorSeal | None = None
+        self._cursors = IndexCursors()
 
     def _resolve_schema(self, schema: Schema | None) -> tuple[Schema, FieldAnalysis]:
         """The index's schema (the default one when ``None``) and its named fields' analyzers.
@@ -743,8 +739,7 @@ class Index:
             self._pending = {}
             self._segments = []
             self._snapshot = self._latest = None
-            with self._cursor_lock:
-                self._cursor_kept.clear()
+            self._cursors.close()
             if self._writer_lock is not None:
                 self._writer_lock.release()
                 self._writer_lock = None
@@ -1432,13 +1427,15 @@ class Index:
         """
         start: PageStart | None = None
         if after is not None:
-            start = self._cursors().check(after, _as_query(query), fuser, scorers, depth, offset)
+            seal = self._cursors.seal(self._index_id)
+            start = seal.check(after, _as_query(query), fuser, scorers, depth, offset)
             if snapshot is not None and snapshot.generation != start.generation:
                 raise CursorExpiredError(
                     f"the cursor was issued on generation {start.generation}, "
                     f"not on the snapshot given (generation {snapshot.generation})"
                 )
-            snapshot = self._cursor_snapshot(start.generation) if snapshot is None else snapshot
+            if snapshot is None:
+                snapshot = self._cursors.snapshot(start.generation, self.snapshot, self._made)
         options = options_of(highlight)
         if snapshot is not None and not self._made_here(snapshot):
             raise InvalidParameterError(
@@ -1473,62 +1470,12 @@ class Index:
                 unstored=self._field_analysis.unstored,
             )
             results._highlight_with(highlighter)
-        results._offer_cursor(
-            functools.partial(self._issue_cursor, searched, _as_query(asked), fuser, scorers, depth), int(k)
+        issue = functools.partial(
+            self._cursors.issue, self._index_id, searched, _as_query(asked), fuser, scorers, depth
         )
+        results._offer_cursor(issue, int(k))
         self._remember(query, k, fuser, scorers, depth)  # only searches that completed are replayed
         return results
-
-    def _cursors(self) -> CursorSeal:
-        """The seal of this index's cursors (made on first use, once the index id is known)."""
-        seal = self._cursor_seal
-        if seal is None:
-            seal = self._cursor_seal = CursorSeal(self._index_id)
-        return seal
-
-    def _issue_cursor(
-        self,
-        snapshot: Snapshot,
-        query: Query,
-        fuser: Fuser,
-        scorers: Sequence[Scorer],
-        depth: int | None,
-        position: int,
-        score: float,
-        key: str,
-    ) -> str:
-        """A cursor for the page after ``position`` hits, keeping ``snapshot`` for it."""
-        with self._cursor_lock:
-            if not self._closed:
-                self._cursor_kept[snapshot.generation] = snapshot
-                self._cursor_kept.move_to_end(snapshot.generation)
-                while len(self._cursor_kept) > CURSOR_GENERATIONS:
-                    self._cursor_kept.popitem(last=False)
-        digest = ranking_digest(query, fuser, scorers, depth)
-        return self._cursors().write(PageStart(snapshot.generation, position, score, key, digest))
-
-    def _cursor_snapshot(self, generation: int) -> Snapshot:
-        """The snapshot of ``generation`` for a cursor, else :class:`CursorExpiredError`."""
-        with self._cursor_lock:
-            kept = self._cursor_kept.get(generation)
-        if kept is not None:
-            return kept
-        current = self.snapshot()
-        if current.generation == generation:
-            return current
-        for _ in range(3):
-            try:
-                held = [snapshot for snapshot in self._made if snapshot.generation == generation]
-            except RuntimeError:  # a writer published a snapshot meanwhile (the set changed size): look again
-                continue
-            if held:
-                return held[0]
-            break
-        raise CursorExpiredError(
-            f"the cursor's generation {generation} is no longer kept (the index is at generation "
-            f"{current.generation} and keeps the last {CURSOR_GENERATIONS} generations it issued "
-            "cursors on): search again from the first page"
-        )
 
     def facets(
         self,
