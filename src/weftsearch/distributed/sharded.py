@@ -50,7 +50,7 @@ from tqdm.auto import tqdm
 
 from weftsearch._atomic import write_atomic
 from weftsearch.documents import Document, FieldValue
-from weftsearch.embedders import Embedder, check_embedder, get_embedder, match_record
+from weftsearch.embedders import Embedder, check_embedder, embed_missing, get_embedder, match_record
 from weftsearch.engine.facets import (
     Facets,
     add_facet_counts,
@@ -59,7 +59,7 @@ from weftsearch.engine.facets import (
     top_facets,
 )
 from weftsearch.engine.filters import Filter, as_filter, check_filter
-from weftsearch.engine.index import _check_field_types, embed_missing, embed_query_texts
+from weftsearch.engine.index import _check_field_types, embed_query_texts
 from weftsearch.engine.pages import CursorSeal, PageStart, check_offset, ranking_digest
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query

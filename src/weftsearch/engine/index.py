@@ -39,10 +39,12 @@ from weftsearch.embedders import (
     EMBED_BATCH_SIZE,
     Embedder,
     check_embedder,
+    embed_missing,
     embedder_record,
     get_embedder,
-    match_record,
+    recorded_embedder,
     run_embedder_counting,
+    warn_truncated,
 )
 from weftsearch.engine import children
 from weftsearch.engine.children import COMMIT_PRIORITIES, ChildFile
@@ -70,14 +72,12 @@ from weftsearch.errors import (
     CursorExpiredError,
     DiscardedWritesWarning,
     DuplicateKeyError,
-    EmbedderMismatchError,
     FieldTypeError,
     IndexClosedError,
     IndexStorageError,
     InvalidDocumentError,
     InvalidParameterError,
     ManifestRollbackError,
-    TruncatedTextWarning,
     UncommittedWritesError,
     UnknownKeyError,
     VectorDimensionError,
@@ -536,7 +536,8 @@ class Index:
         directory.lock = writer_lock
         try:
             manifest = directory.read_manifest()
-            chosen = _recorded_embedder(manifest, embedder, directory.path)
+            recorded = manifest.extra.get("embedder")
+            chosen = recorded_embedder(recorded, manifest.vector_dim, embedder, directory.path)
             index = cls(
                 manifest.analyzer,
                 vector_dim=manifest.vector_dim,
@@ -1586,7 +1587,7 @@ class Index:
                 "this index has no embedder (create it with embedder=...); give the query's vector"
             )
         rows, cut = run_embedder_counting(self._embedder, [text], f"the query text {text!r:.80}")
-        _warn_truncated(self._embedder, [0] if cut[0] else [], [], "query text", stacklevel=3)
+        warn_truncated(self._embedder, [0] if cut[0] else [], [], "query text", stacklevel=3)
         row: NDArray[np.float32] = rows[0]
         return row
 
@@ -2090,45 +2091,6 @@ class Index:
 _EXACT_INTEGER = 2**53
 
 
-def embed_missing(
-    embedder: Embedder, batch: list[Document], disable: bool | None, *, stacklevel: int = 3
-) -> list[Document]:
-    """``batch`` with a vector from ``embedder`` for each document without one.
-
-    Texts go to the embedder :data:`~weftsearch.embedders.EMBED_BATCH_SIZE` at a
-    time. A document whose text is blank gets no vector (there is nothing to
-    embed; the vector scorer never returns it). Any failed call refuses the
-    whole batch (:class:`~weftsearch.errors.EmbeddingError`). Texts the
-    embedder truncated are warned of once (:class:`TruncatedTextWarning`,
-    ``stacklevel`` counted from this function's caller's caller).
-    """
-    todo = [i for i, document in enumerate(batch) if document.vector is None and document.text.strip()]
-    if not todo:
-        return batch
-    out = list(batch)
-    truncated: list[int] = []
-    with tqdm(total=len(todo), desc="embedding", unit="doc", disable=disable, leave=False) as bar:
-        for start in range(0, len(todo), EMBED_BATCH_SIZE):
-            chunk = todo[start : start + EMBED_BATCH_SIZE]
-            first, last = batch[chunk[0]].key, batch[chunk[-1]].key
-            what = (
-                f"the document {first!r}"
-                if len(chunk) == 1
-                else f"a batch of {len(chunk)} documents ({first!r} to {last!r})"
-            )
-            rows, cut = run_embedder_counting(embedder, [batch[i].text for i in chunk], what)
-            for i, row, was_cut in zip(chunk, rows, cut, strict=True):
-                out[i] = replace(batch[i], vector=row)
-                if was_cut:
-                    truncated.append(i)
-            bar.update(len(chunk))
-    # Said after the whole call embedded: a failed batch raises instead, and nothing is added.
-    _warn_truncated(
-        embedder, truncated, [batch[i].key for i in truncated], "document text", stacklevel=stacklevel
-    )
-    return out
-
-
 def _needs_vector(scorer: Scorer, snapshot: Snapshot, query: Query) -> bool:
     """Whether ``scorer`` says (by its optional ``missing_input``) that ``query`` lacks a query vector."""
     missing = getattr(scorer, "missing_input", None)
@@ -2159,52 +2121,8 @@ def embed_query_texts(embedder: Embedder, queries: list[Query], todo: Sequence[i
             out[i] = replace(queries[i], vector=row)
             if was_cut:
                 truncated.append(i)
-    _warn_truncated(embedder, truncated, [], "query text", stacklevel=5)
+    warn_truncated(embedder, truncated, [], "query text", stacklevel=5)
     return out
-
-
-#: How many truncated documents' keys a TruncatedTextWarning names in its message (it holds them all).
-_TRUNCATED_SHOWN = 5
-
-
-def _warn_truncated(
-    embedder: Embedder, truncated: Sequence[int], keys: Sequence[str], what: str, stacklevel: int = 4
-) -> None:
-    """Warn once (:class:`TruncatedTextWarning`) that the embedder truncated ``truncated`` texts, if any."""
-    if not truncated:
-        return
-    limit = getattr(embedder, "max_tokens", None)
-    longer = f"longer than the {limit} tokens it reads" if isinstance(limit, int) else "too long for it"
-    named = ""
-    if keys:
-        shown = ", ".join(repr(key) for key in keys[:_TRUNCATED_SHOWN])
-        named = f" (documents {shown}{', ...' if len(keys) > _TRUNCATED_SHOWN else ''})"
-    count = len(truncated)
-    message = (
-        f"embedder {embedder.name!r} truncated {count} {what}{'s' if count != 1 else ''}{named} "
-        f"{longer}: only the start of {'each' if count != 1 else 'it'} shapes its vector"
-    )
-    # stacklevel 4: _warn_truncated < _embed_documents/_embed_queries < add_many/search < the caller.
-    warnings.warn(TruncatedTextWarning(message, embedder.name, count, tuple(keys)), stacklevel=stacklevel)
-
-
-def _recorded_embedder(manifest: Manifest, given: Embedder | None, where: Path) -> Embedder | None:
-    """The embedder an index recorded (registered by its name, or ``given``), checked against the record."""
-    recorded = manifest.extra.get("embedder")
-    if recorded is None:
-        if given is not None:
-            raise EmbedderMismatchError(
-                f"the index at {where} was made without an embedder; open it without one "
-                f"(offered: {getattr(given, 'name', given)!r})"
-            )
-        return None
-    if manifest.vector_dim is not None and manifest.vector_dim != recorded["dim"]:
-        raise CorruptIndexError(
-            f"{where}: the manifest records embedder {recorded['name']!r} of {recorded['dim']} dims "
-            f"but vectors of {manifest.vector_dim}"
-        )
-    embedder = given if given is not None else get_embedder(recorded["name"])
-    return match_record(embedder, recorded, where)
 
 
 def _check_field_types(document: Document, kinds: dict[str, str]) -> None:
