@@ -501,5 +501,5 @@ def warn_truncated(
         f"embedder {embedder.name!r} truncated {count} {what}{'s' if count != 1 else ''}{named} "
         f"{longer}: only the start of {'each' if count != 1 else 'it'} shapes its vector"
     )
-    # stacklevel 4: warn_truncated < _embed_documents/_embed_queries < add_many/search < the caller.
+    # stacklevel 4: warn_truncated < Index._embed_documents < add_many < the caller.
     warnings.warn(TruncatedTextWarning(message, embedder.name, count, tuple(keys)), stacklevel=stacklevel)

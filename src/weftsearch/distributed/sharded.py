@@ -59,10 +59,11 @@ from weftsearch.engine.facets import (
     top_facets,
 )
 from weftsearch.engine.filters import Filter, as_filter, check_filter
-from weftsearch.engine.index import _check_field_types, embed_query_texts
+from weftsearch.engine.index import _check_field_types
 from weftsearch.engine.pages import CursorSeal, PageStart, check_offset, ranking_digest
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
+from weftsearch.engine.query_vectors import embed_query_texts
 from weftsearch.engine.search import (
     MAX_THREADS,
     Fused,

@@ -36,7 +36,6 @@ from tqdm.auto import tqdm
 from weftsearch.analysis import Analyzer, get_analyzer
 from weftsearch.documents import Document
 from weftsearch.embedders import (
-    EMBED_BATCH_SIZE,
     Embedder,
     check_embedder,
     embed_missing,
@@ -58,6 +57,7 @@ from weftsearch.engine.pacing import YieldToSearches, release_gradually
 from weftsearch.engine.pages import IndexCursors, PageStart
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
+from weftsearch.engine.query_vectors import embed_queries
 from weftsearch.engine.search import (
     SearchResults,
     _as_query,
@@ -1450,7 +1450,7 @@ class Index:
         searched = self.snapshot() if snapshot is None else snapshot
         with self._searches:  # commits and merges yield to running searches
             asked = query  # the cursor's digest is of the query as asked, before any embedding
-            [query] = self._embed_queries([query], searched, scorers)
+            [query] = embed_queries(self._embedder, [query], searched, scorers)
             if facets is not None:  # checked before any scorer runs
                 check_facet_fields(facets, searched.field_kinds())
                 check_facet_k(facet_k)
@@ -1567,7 +1567,7 @@ class Index:
             if facets is not None:  # checked before any scorer runs
                 check_facet_fields(facets, searched.field_kinds())
                 check_facet_k(facet_k)
-            queries = self._embed_queries(queries, searched, scorers)
+            queries = embed_queries(self._embedder, queries, searched, scorers)
             many = search_snapshot_many(searched, queries, k, fuser, scorers, depth, threads)
             if facets is not None:
                 for query, results in zip(queries, many, strict=True):
@@ -1590,33 +1590,6 @@ class Index:
         warn_truncated(self._embedder, [0] if cut[0] else [], [], "query text", stacklevel=3)
         row: NDArray[np.float32] = rows[0]
         return row
-
-    def _embed_queries(
-        self, queries: Sequence[Query | str], snapshot: Snapshot, scorers: Sequence[Scorer]
-    ) -> Sequence[Query | str]:
-        """``queries`` with text and no vector given the vector of their text, when a scorer needs one.
-
-        A scorer needs one when its optional ``missing_input`` (docs/ARCHITECTURE.md,
-        "Adding a scorer") says ``"a query vector"``; the texts of one call are
-        embedded in one batch per :data:`~weftsearch.embedders.EMBED_BATCH_SIZE`.
-        Without an embedder, or given something else than a list or tuple (which
-        the search then refuses), the queries are returned as they are.
-        """
-        if (
-            self._embedder is None
-            or not isinstance(queries, (list, tuple))
-            or not all(isinstance(q, (Query, str)) for q in queries)  # the search refuses them first
-        ):
-            return queries
-        out = list(queries)
-        built = [Query(text=q) if isinstance(q, str) else q for q in out]
-        todo = [i for i, q in enumerate(built) if q.vector is None and q.text.strip()]
-        if not todo or not any(_needs_vector(scorer, snapshot, built[todo[0]]) for scorer in scorers):
-            return out
-        embedded = embed_query_texts(self._embedder, built, todo)
-        for i in todo:
-            out[i] = embedded[i]
-        return out
 
     # ------------------------------------------------------------------ commit
 
@@ -2089,40 +2062,6 @@ class Index:
 
 #: Integers beyond this magnitude would compare inexactly once stored as float64.
 _EXACT_INTEGER = 2**53
-
-
-def _needs_vector(scorer: Scorer, snapshot: Snapshot, query: Query) -> bool:
-    """Whether ``scorer`` says (by its optional ``missing_input``) that ``query`` lacks a query vector."""
-    missing = getattr(scorer, "missing_input", None)
-    return callable(missing) and missing(snapshot, query) == "a query vector"
-
-
-def needs_query_vector(scorers: Sequence[Scorer], snapshot: Snapshot, query: Query) -> bool:
-    """Whether a scorer says (its ``missing_input``) that ``query`` lacks a query vector on ``snapshot``."""
-    return any(_needs_vector(scorer, snapshot, query) for scorer in scorers)
-
-
-def embed_query_texts(embedder: Embedder, queries: list[Query], todo: Sequence[int]) -> list[Query]:
-    """``queries`` with those at ``todo`` given their text's vector, in batches; truncation warned of once.
-
-    Raises:
-        EmbeddingError: the embedder failed on a batch.
-
-    """
-    out = list(queries)
-    texts = [queries[i].text for i in todo]
-    truncated: list[int] = []
-    for start in range(0, len(todo), EMBED_BATCH_SIZE):
-        chunk = todo[start : start + EMBED_BATCH_SIZE]
-        more = f" and {len(chunk) - 1} more" if len(chunk) > 1 else ""
-        what = f"the query text {texts[start]!r:.80}{more}"
-        rows, cut = run_embedder_counting(embedder, texts[start : start + len(chunk)], what)
-        for i, row, was_cut in zip(chunk, rows, cut, strict=True):
-            out[i] = replace(queries[i], vector=row)
-            if was_cut:
-                truncated.append(i)
-    warn_truncated(embedder, truncated, [], "query text", stacklevel=5)
-    return out
 
 
 def _check_field_types(document: Document, kinds: dict[str, str]) -> None:
