@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import os
 import threading
-import time
 import warnings
 import weakref
 from collections.abc import Iterable, Sequence
@@ -67,6 +66,7 @@ from weftsearch.engine.search import (
 )
 from weftsearch.engine.snapshot import QueryTerms, Snapshot
 from weftsearch.engine.stats import IndexStats, SegmentStats, file_bytes, manifest_bytes
+from weftsearch.engine.warming import RecentSearches
 from weftsearch.errors import (
     CorruptIndexError,
     CursorExpiredError,
@@ -125,16 +125,6 @@ FORK_ENCODE_MIN_DOCUMENTS = 2000
 #: the whole batch; the committed segment's bytes are the same whatever this is
 #: (a merge writes the bytes of a fresh build).
 FLUSH_DOCUMENTS = 50_000
-#: Distinct recent searches a commit, merge or refresh replays on its new snapshot before
-#: publishing it (``Index._warm``): a handful of a workload's queries touch most of its hot
-#: terms, and each replay costs about one cold search (docs/BENCHMARKS.md, issue 31).
-WARM_SEARCHES = 16
-#: At most this many seconds of replay per publish: bounds what warming adds to a commit.
-WARM_SECONDS = 0.2
-
-
-#: A search as :meth:`Index.search` takes it: query, k, fuser, scorers, depth.
-_Search = tuple[Query | str, int, Fuser, tuple[Scorer, ...], int | None]
 
 _IN_MEMORY = Path("<memory>")
 
@@ -348,10 +338,9 @@ class Index:
         self._last_writer = 0  # thread id of the newest write
         self._write_lock = threading.RLock()
         self._searches = SearchesInFlight()
-        # The newest distinct searches (oldest first), replayed on a snapshot before a commit,
-        # merge or refresh publishes it (_warm), so its first searches find its caches built.
-        self._recent: dict[tuple[Any, ...], _Search] = {}
-        self._recent_lock = threading.Lock()
+        # The newest distinct searches, replayed on a snapshot before a commit, merge or refresh
+        # publishes it, so its first searches find its caches built.
+        self._warming = RecentSearches(self._searches)
         self._fork_encode_min: int | None = FORK_ENCODE_MIN_DOCUMENTS if hasattr(os, "fork") else None
         self._flush_documents = FLUSH_DOCUMENTS
         self._commit_lock = threading.RLock()
@@ -1312,7 +1301,8 @@ class Index:
 
         ``warm`` (commits, merges, refreshes: the snapshot every thread then
         switches to): before it is published, the newest searches are replayed
-        on it (:meth:`_warm`), so its first searches do not build its caches.
+        on it (:meth:`~weftsearch.engine.warming.RecentSearches.replay`), so its
+        first searches do not build its caches.
         """
         if self._snapshot is None:
             self._seal()
@@ -1325,54 +1315,11 @@ class Index:
                 schema=self._schema,
             )
             if warm:
-                self._warm(snapshot)
+                self._warming.replay(snapshot)
             self._snapshot = snapshot
             self._made.add(snapshot)
             self._latest = snapshot
         return self._snapshot
-
-    def _remember(
-        self, query: Query | str, k: int, fuser: Fuser, scorers: tuple[Scorer, ...], depth: int | None
-    ) -> None:
-        """Keep this search among the newest :data:`WARM_SEARCHES` distinct ones (for :meth:`_warm`)."""
-        try:
-            key = (query, k, depth, id(fuser), *map(id, scorers))
-            hash(key)
-        except TypeError:  # a query that cannot be a key is not replayed
-            return
-        with self._recent_lock:
-            recent = self._recent
-            recent.pop(key, None)
-            recent[key] = (query, k, fuser, scorers, depth)
-            if len(recent) > WARM_SEARCHES:
-                del recent[next(iter(recent))]
-
-    def _warm(self, snapshot: Snapshot) -> None:
-        """Replay the newest searches on ``snapshot``, newest first, for at most :data:`WARM_SECONDS`.
-
-        What a search builds lazily on a new snapshot (each new segment's
-        term lookups and decoded postings, the snapshot's per-term and
-        per-scorer caches: BM25's impacts and IDFs, the length norms, the
-        compiled path's per-segment tables) is then built here, in the
-        committing thread, before any search can reach the snapshot; the
-        answers are dropped. Lucene's and Solr's searcher warming does the
-        same. Best effort: a search that fails here is left for its next run
-        to report. Runs under the write lock (writers wait, searches do not).
-        """
-        with self._recent_lock:
-            searches = list(reversed(self._recent.values()))
-        # Between replays, rest while searches run (as the encoder does), so the searches still
-        # served by the previous snapshot keep the GIL.
-        pause = YieldToSearches(self._searches)
-        deadline = time.monotonic() + WARM_SECONDS
-        for query, k, fuser, scorers, depth in searches:
-            if time.monotonic() > deadline:
-                break
-            try:
-                search_snapshot(snapshot, query, k, fuser, scorers, depth)
-            except Exception:  # warming must never fail a commit; the search's next run reports it
-                continue
-            pause()
 
     def search(
         self,
@@ -1475,7 +1422,7 @@ class Index:
             self._cursors.issue, self._index_id, searched, _as_query(asked), fuser, scorers, depth
         )
         results._offer_cursor(issue, int(k))
-        self._remember(query, k, fuser, scorers, depth)  # only searches that completed are replayed
+        self._warming.remember(query, k, fuser, scorers, depth)  # only searches that completed are replayed
         return results
 
     def facets(
