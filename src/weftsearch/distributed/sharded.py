@@ -59,7 +59,6 @@ from weftsearch.engine.facets import (
     top_facets,
 )
 from weftsearch.engine.filters import Filter, as_filter, check_filter
-from weftsearch.engine.index import _check_field_types
 from weftsearch.engine.pages import CursorSeal, PageStart, check_offset, ranking_digest
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
@@ -96,6 +95,7 @@ from weftsearch.errors import (
 )
 from weftsearch.querylang import tree_texts
 from weftsearch.storage.directory import IndexDirectory, is_index_id, new_index_id
+from weftsearch.storage.fields import check_field_types
 from weftsearch.storage.files import read_regular
 from weftsearch.storage.integrity import ScrubReport, scrub_directory
 
@@ -827,7 +827,7 @@ class ShardedIndex:
             if document.key in seen:
                 raise DuplicateKeyError(f"key {document.key!r} appears twice in the batch")
             seen.add(document.key)
-            _check_field_types(document, kinds)
+            check_field_types(document, kinds)
         show = progress if progress is not None else None
         if self._embedder is not None:
             # Here, before any shard gets a document: a failed embedding batch reaches no shard.

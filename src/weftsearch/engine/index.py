@@ -97,7 +97,7 @@ from weftsearch.storage.directory import (
     read_tombstones,
     segment_number,
 )
-from weftsearch.storage.fields import LIST_KINDS, field_kind
+from weftsearch.storage.fields import check_field_types
 from weftsearch.storage.integrity import ScrubReport, check_segment, scrub_directory
 from weftsearch.storage.segment import VECTOR_DTYPES, SegmentReader
 from weftsearch.storage.segment_merge import merge_columns
@@ -983,7 +983,7 @@ class Index:
                 raise DuplicateKeyError(f"key {document.key!r} appears twice in one add_many call")
             seen.add(document.key)
             if document.fields:
-                _check_field_types(document, kinds)
+                check_field_types(document, kinds)
             if document.text_fields:
                 self._check_text_fields(document)
             if document.vector is not None:
@@ -2005,36 +2005,3 @@ class Index:
             return scrub_directory(self._directory.path)
         except IndexStorageError as exc:
             return ScrubReport(0, 0, (str(exc),))
-
-
-#: Integers beyond this magnitude would compare inexactly once stored as float64.
-_EXACT_INTEGER = 2**53
-
-
-def _check_field_types(document: Document, kinds: dict[str, str]) -> None:
-    """Refuse a field value whose type differs from the field's; record new fields in ``kinds``."""
-    for name, value in document.fields.items():
-        if isinstance(value, (list, tuple)) and not value:
-            # No value, so no type to fix; but a scalar field stays scalar for the whole index.
-            fixed_kind = kinds.get(name)
-            if fixed_kind is not None and fixed_kind not in LIST_KINDS:
-                raise FieldTypeError(
-                    f"document {document.key!r}: field {name!r} holds {fixed_kind} values in this "
-                    "index; an empty list is a list (a field is a list field or a scalar one for the "
-                    "whole index)"
-                )
-            continue
-        kind = field_kind(value)
-        if kind is None:  # Document validation refuses these first; kept as a second guard
-            raise FieldTypeError(f"document {document.key!r}: field {name!r} holds a {type(value).__name__}")
-        if kind == "number" and isinstance(value, int) and abs(value) > _EXACT_INTEGER:
-            raise FieldTypeError(
-                f"document {document.key!r}: field {name!r} = {value} is beyond 2**53 and would "
-                "compare inexactly (store it as a string)"
-            )
-        fixed = kinds.setdefault(name, kind)
-        if fixed != kind:
-            raise FieldTypeError(
-                f"document {document.key!r}: field {name!r} holds {fixed} values in this index; "
-                f"{value!r} is a {kind} (a field's type is fixed by the first document that has it)"
-            )
