@@ -50,7 +50,7 @@ from weftsearch.engine.facets import Facets, check_facet_fields, check_facet_k
 from weftsearch.engine.filters import Filter
 from weftsearch.engine.highlighting import snapshot_highlighter
 from weftsearch.engine.inflight import SearchesInFlight
-from weftsearch.engine.ingest import FieldAnalysis, analyse_documents, resolve_workers
+from weftsearch.engine.ingest import analyse_documents, resolve_schema, resolve_workers
 from weftsearch.engine.merge_policy import MergePolicy
 from weftsearch.engine.pacing import YieldToSearches, release_gradually
 from weftsearch.engine.pages import IndexCursors, PageStart
@@ -317,7 +317,7 @@ class Index:
         if not isinstance(store_text, bool):
             raise InvalidParameterError(f"store_text must be True or False, got {store_text!r}")
         self._store_text = store_text
-        self._schema, self._field_analysis = self._resolve_schema(schema)
+        self._schema, self._field_analysis = resolve_schema(schema, self._analyzer, store_text)
         if commit_priority not in COMMIT_PRIORITIES:
             raise InvalidParameterError(
                 f"commit_priority must be one of {', '.join(COMMIT_PRIORITIES)}, got {commit_priority!r}"
@@ -353,35 +353,6 @@ class Index:
         self._closed = False
         self._index_id = ""  # the index id of the directory (docs/FORMAT.md, "Identity")
         self._cursors = IndexCursors()
-
-    def _resolve_schema(self, schema: Schema | None) -> tuple[Schema, FieldAnalysis]:
-        """The index's schema (the default one when ``None``) and its named fields' analyzers.
-
-        Raises:
-            InvalidParameterError: not a :class:`Schema`, or its ``"text"`` field
-                disagrees with the index's analyzer or ``store_text``.
-            UnknownAnalyzerError: a field names an analyzer not registered.
-
-        """
-        if schema is None:
-            return Schema.default(self._analyzer.name, self._store_text), FieldAnalysis()
-        if not isinstance(schema, Schema):
-            raise InvalidParameterError(f"schema must be a weftsearch.Schema, got {schema!r}")
-        default = schema.default_field
-        if default.analyzer != self._analyzer.name:
-            raise InvalidParameterError(
-                f"the schema's 'text' field is analysed by {default.analyzer!r} but the index's analyzer is "
-                f"{self._analyzer.name!r}; they are the same field (Document.text)"
-            )
-        if default.stored != self._store_text:
-            raise InvalidParameterError(
-                f"the schema's 'text' field has stored={default.stored} but store_text={self._store_text}; "
-                "they say the same thing"
-            )
-        analyzers = {field.name: get_analyzer(field.analyzer) for field in schema.named_fields}
-        unstored = frozenset(field.name for field in schema.named_fields if not field.stored)
-        positions = frozenset(field.name for field in schema.fields if field.positions)
-        return schema, FieldAnalysis(analyzers, unstored, positions)
 
     @property
     def schema(self) -> Schema:
