@@ -59,7 +59,7 @@ from weftsearch.engine.facets import (
     top_facets,
 )
 from weftsearch.engine.filters import Filter, as_filter, check_filter
-from weftsearch.engine.pages import CursorSeal, PageStart, check_offset, ranking_digest
+from weftsearch.engine.pages import CursorSeal, PageStart, check_offset
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.query_vectors import embed_query_texts
@@ -1096,9 +1096,7 @@ class ShardedIndex:
             paged.missing_shards = results.missing_shards
             results = paged
         if not results.partial:
-            issue = functools.partial(
-                self._issue_cursor, results.generation, _as_query(query), fuser, scorers, depth
-            )
+            issue = self._cursors().issuer(results.generation, _as_query(query), fuser, scorers, depth)
             results._offer_cursor(issue, page)
         if facets is not None:
             results.facets = self.facets(_as_query(query), facets, facet_k, allow_partial=allow_partial)
@@ -1118,21 +1116,6 @@ class ShardedIndex:
                 f"the cursor was issued on cut {issued}; this sharded index reads cut {searched} and "
                 "keeps no older cut for cursors: search again from the first page"
             )
-
-    def _issue_cursor(
-        self,
-        cut: int,
-        query: Query,
-        fuser: Fuser,
-        scorers: Sequence[Scorer],
-        depth: int | None,
-        position: int,
-        score: float,
-        key: str,
-    ) -> str:
-        """A cursor for the page after ``position`` hits of a search at ``cut``."""
-        digest = ranking_digest(query, fuser, scorers, depth)
-        return self._cursors().write(PageStart(cut, position, score, key, digest))
 
     def facets(
         self,

@@ -16,7 +16,6 @@ publish the result with one atomic rename of the manifest.
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import warnings
@@ -1389,9 +1388,7 @@ class Index:
                 unstored=self._field_analysis.unstored,
             )
             results._highlight_with(highlighter)
-        issue = functools.partial(
-            self._cursors.issue, self._index_id, searched, _as_query(asked), fuser, scorers, depth
-        )
+        issue = self._cursors.issuer(self._index_id, searched, _as_query(asked), fuser, scorers, depth)
         results._offer_cursor(issue, int(k))
         self._warming.remember(query, k, fuser, scorers, depth)  # only searches that completed are replayed
         return results

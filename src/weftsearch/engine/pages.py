@@ -176,6 +176,24 @@ class CursorSeal:
         body = _HEAD.pack(_VERSION, start.generation, start.position, bits, start.digest) + start.key.encode()
         return base64.urlsafe_b64encode(body + self._seal(body)).rstrip(b"=").decode("ascii")
 
+    def issuer(
+        self, generation: int, query: Query, fuser: Fuser, scorers: Sequence[Scorer], depth: int | None
+    ) -> Callable[[int, float, str], str]:
+        """What issues the cursors of one search: ``issue(position, score, key)``.
+
+        The search read ``generation`` and ranked ``query`` by ``scorers`` fused
+        by ``fuser`` at ``depth``; ``issue`` makes the cursor of the page after
+        hit ``(score, key)``, the ``position``-th (``SearchResults._offer_cursor``
+        calls it when ``next_cursor`` is first read). The ranking's digest is
+        made then, not by every search.
+        """
+
+        def issue(position: int, score: float, key: str) -> str:
+            digest = ranking_digest(query, fuser, scorers, depth)
+            return self.write(PageStart(generation, position, score, key, digest))
+
+        return issue
+
     def read(self, cursor: object) -> PageStart:
         """The :class:`PageStart` a cursor holds; :class:`InvalidCursorError` unless this index sealed it."""
         if not isinstance(cursor, str):
@@ -251,7 +269,7 @@ class IndexCursors:
             seal = self._seal = CursorSeal(index_id)
         return seal
 
-    def issue(
+    def issuer(
         self,
         index_id: str,
         snapshot: Snapshot,
@@ -259,19 +277,25 @@ class IndexCursors:
         fuser: Fuser,
         scorers: Sequence[Scorer],
         depth: int | None,
-        position: int,
-        score: float,
-        key: str,
-    ) -> str:
-        """A cursor for the page after ``position`` hits, keeping ``snapshot`` for it (unless closed)."""
-        with self._lock:
-            if not self._closed:
-                self.kept[snapshot.generation] = snapshot
-                self.kept.move_to_end(snapshot.generation)
-                while len(self.kept) > CURSOR_GENERATIONS:
-                    self.kept.popitem(last=False)
-        digest = ranking_digest(query, fuser, scorers, depth)
-        return self.seal(index_id).write(PageStart(snapshot.generation, position, score, key, digest))
+    ) -> Callable[[int, float, str], str]:
+        """:meth:`CursorSeal.issuer` of a search of ``snapshot``, which each cursor it issues keeps.
+
+        Kept (unless closed) when the cursor is issued, that is when
+        ``next_cursor`` is first read, so searches whose cursor nobody reads
+        keep nothing.
+        """
+        sealed = self.seal(index_id).issuer(snapshot.generation, query, fuser, scorers, depth)
+
+        def issue(position: int, score: float, key: str) -> str:
+            with self._lock:
+                if not self._closed:
+                    self.kept[snapshot.generation] = snapshot
+                    self.kept.move_to_end(snapshot.generation)
+                    while len(self.kept) > CURSOR_GENERATIONS:
+                        self.kept.popitem(last=False)
+            return sealed(position, score, key)
+
+        return issue
 
     def snapshot(
         self, generation: int, current: Callable[[], Snapshot], held: Iterable[Snapshot]
