@@ -1371,3 +1371,56 @@ def test_every_agreement_with_a_reference_is_marked_reference() -> None:
         if (names := unmarked_reference_tests(path.read_text(encoding="utf-8")))
     }
     assert found == {}, f"mark these @pytest.mark.reference: {found}"
+
+
+# ---------------------------------------------------------------------------- no function over 150 lines
+
+#: The most lines a function may span (its ``def`` line to its last, docstring included), counted
+#: as ``../shared/tools/import_map.py`` counts them.
+MAX_FUNCTION_LINES = 150
+
+
+def long_functions(source: str, module: str, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """Every function of ``source`` (methods, async and nested ones too) spanning over ``limit`` lines."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > limit:
+                found.append(f"{module}:{node.lineno} {node.name} spans {length} lines")
+    return found
+
+
+def _function(name: str, lines: int, indent: str = "", kind: str = "def") -> str:
+    """Source of a function spanning exactly ``lines`` lines (its ``def`` line included)."""
+    body = "".join(f"{indent}    x{i} = {i}\n" for i in range(lines - 1))
+    return f"{indent}{kind} {name}() -> None:\n{body}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        _function("f", MAX_FUNCTION_LINES + 1),
+        "class C:\n" + _function("method", MAX_FUNCTION_LINES + 1, indent="    "),
+        _function("f", MAX_FUNCTION_LINES + 1, kind="async def"),
+        "def outer() -> None:\n" + _function("inner", MAX_FUNCTION_LINES + 1, indent="    "),
+    ],
+    ids=["function", "method", "async", "nested"],
+)
+def test_the_length_checker_finds_a_function_over_the_limit(source: str) -> None:
+    found = long_functions(source, "weftsearch.x")
+    assert found and f"spans {MAX_FUNCTION_LINES + 1} lines" in found[-1], found
+
+
+def test_the_length_checker_accepts_a_function_at_the_limit() -> None:
+    assert long_functions(_function("f", MAX_FUNCTION_LINES), "weftsearch.x") == []
+
+
+def test_no_function_in_the_package_spans_over_150_lines() -> None:
+    """The project's limit, with no exception: a longer function is split into named steps."""
+    paths = sorted(PACKAGE_DIR.rglob("*.py"))
+    assert {"weftsearch.engine.index", "weftsearch.cli.eval"} <= {_module_name(p)[0] for p in paths}
+    problems: list[str] = []
+    for path in paths:
+        problems.extend(long_functions(path.read_text(encoding="utf-8"), _module_name(path)[0]))
+    assert problems == []

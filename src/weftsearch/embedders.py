@@ -70,19 +70,25 @@ so nothing needs to be imported first, in any process. A name registered with
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
+from tqdm.auto import tqdm
 
+from weftsearch.documents import Document
 from weftsearch.errors import (
+    CorruptIndexError,
     EmbedderMismatchError,
     EmbeddingError,
     InvalidParameterError,
     MissingDependencyError,
     PluginError,
+    TruncatedTextWarning,
     UnknownEmbedderError,
 )
 
@@ -94,13 +100,16 @@ __all__ = [
     "Embedder",
     "check_embedder",
     "check_rows",
+    "embed_missing",
     "embedder_names",
     "embedder_record",
     "get_embedder",
     "match_record",
+    "recorded_embedder",
     "register_embedder",
     "run_embedder",
     "run_embedder_counting",
+    "warn_truncated",
 ]
 
 #: Texts per call of an embedder's ``embed`` when documents are added (the
@@ -391,3 +400,106 @@ def run_embedder_counting(
             f"expected {len(texts)} bools"
         )
     return checked, cut
+
+
+def recorded_embedder(
+    recorded: Mapping[str, Any] | None, vector_dim: int | None, given: Embedder | None, where: object
+) -> Embedder | None:
+    """The embedder an index recorded (registered by its name, or ``given``), checked against the record.
+
+    ``recorded`` is the manifest's embedder record (:func:`embedder_record`;
+    ``None`` for an index made without one) and ``vector_dim`` the manifest's
+    vector width; ``where`` names the index in messages.
+
+    Raises:
+        EmbedderMismatchError: ``given`` for an index made without an
+            embedder, or an embedder that is not the recorded one.
+        CorruptIndexError: the record's width is not the manifest's.
+        UnknownEmbedderError: the recorded name is not registered.
+
+    """
+    if recorded is None:
+        if given is not None:
+            raise EmbedderMismatchError(
+                f"the index at {where} was made without an embedder; open it without one "
+                f"(offered: {getattr(given, 'name', given)!r})"
+            )
+        return None
+    if vector_dim is not None and vector_dim != recorded["dim"]:
+        raise CorruptIndexError(
+            f"{where}: the manifest records embedder {recorded['name']!r} of {recorded['dim']} dims "
+            f"but vectors of {vector_dim}"
+        )
+    embedder = given if given is not None else get_embedder(recorded["name"])
+    return match_record(embedder, recorded, where)
+
+
+def embed_missing(
+    embedder: Embedder, batch: list[Document], disable: bool | None, *, stacklevel: int = 3
+) -> list[Document]:
+    """``batch`` with a vector from ``embedder`` for each document without one.
+
+    Texts go to the embedder :data:`EMBED_BATCH_SIZE` at a time, with a
+    progress bar ("embedding") unless ``disable`` (tqdm's: ``None`` shows one
+    on a terminal). A document whose text is blank gets no vector (there is
+    nothing to embed; the vector scorer never returns it). Any failed call
+    refuses the whole batch (:class:`~weftsearch.errors.EmbeddingError`).
+    Texts the embedder truncated are warned of once
+    (:class:`~weftsearch.errors.TruncatedTextWarning`, ``stacklevel`` counted
+    from this function's caller's caller).
+    """
+    todo = [i for i, document in enumerate(batch) if document.vector is None and document.text.strip()]
+    if not todo:
+        return batch
+    out = list(batch)
+    truncated: list[int] = []
+    with tqdm(total=len(todo), desc="embedding", unit="doc", disable=disable, leave=False) as bar:
+        for start in range(0, len(todo), EMBED_BATCH_SIZE):
+            chunk = todo[start : start + EMBED_BATCH_SIZE]
+            first, last = batch[chunk[0]].key, batch[chunk[-1]].key
+            what = (
+                f"the document {first!r}"
+                if len(chunk) == 1
+                else f"a batch of {len(chunk)} documents ({first!r} to {last!r})"
+            )
+            rows, cut = run_embedder_counting(embedder, [batch[i].text for i in chunk], what)
+            for i, row, was_cut in zip(chunk, rows, cut, strict=True):
+                out[i] = replace(batch[i], vector=row)
+                if was_cut:
+                    truncated.append(i)
+            bar.update(len(chunk))
+    # Said after the whole call embedded: a failed batch raises instead, and nothing is added.
+    warn_truncated(
+        embedder, truncated, [batch[i].key for i in truncated], "document text", stacklevel=stacklevel
+    )
+    return out
+
+
+#: How many truncated documents' keys a TruncatedTextWarning names in its message (it holds them all).
+_TRUNCATED_SHOWN = 5
+
+
+def warn_truncated(
+    embedder: Embedder, truncated: Sequence[int], keys: Sequence[str], what: str, stacklevel: int = 4
+) -> None:
+    """Warn once (:class:`~weftsearch.errors.TruncatedTextWarning`) that ``embedder`` truncated texts.
+
+    ``truncated`` are the positions of the texts it cut (nothing is said
+    when empty), ``keys`` their documents' keys (empty for query texts),
+    ``what`` what a text is ("document text", "query text").
+    """
+    if not truncated:
+        return
+    limit = getattr(embedder, "max_tokens", None)
+    longer = f"longer than the {limit} tokens it reads" if isinstance(limit, int) else "too long for it"
+    named = ""
+    if keys:
+        shown = ", ".join(repr(key) for key in keys[:_TRUNCATED_SHOWN])
+        named = f" (documents {shown}{', ...' if len(keys) > _TRUNCATED_SHOWN else ''})"
+    count = len(truncated)
+    message = (
+        f"embedder {embedder.name!r} truncated {count} {what}{'s' if count != 1 else ''}{named} "
+        f"{longer}: only the start of {'each' if count != 1 else 'it'} shapes its vector"
+    )
+    # stacklevel 4: warn_truncated < Index._embed_documents < add_many < the caller.
+    warnings.warn(TruncatedTextWarning(message, embedder.name, count, tuple(keys)), stacklevel=stacklevel)

@@ -174,9 +174,9 @@ def test_a_closed_index_keeps_no_generation_for_cursors(tmp_path: Path) -> None:
     reader = Index.open(tmp_path / "ix", readonly=True)
     query, fuser, scorers = RANKINGS["bm25"]
     cursor = reader.search(query, 5, fuser, *scorers).next_cursor
-    assert reader._cursor_kept
+    assert reader._cursors.kept
     reader.close()
-    assert not reader._cursor_kept
+    assert not reader._cursors.kept
     # Another reader of the same directory (another server worker) reads the cursor: same index id.
     with Index.open(tmp_path / "ix", readonly=True) as other:
         page = other.search(query, 5, fuser, *scorers, after=cursor)
@@ -282,11 +282,11 @@ def test_a_snapshot_still_held_serves_its_cursors_and_another_snapshot_is_refuse
     held = index.snapshot()
     first = index.search(query, 5, fuser, *scorers, snapshot=held)
     cursor = first.next_cursor
-    index._cursor_kept.clear()  # as if many later generations had pushed it out of the window
+    index._cursors.kept.clear()  # as if many later generations had pushed it out of the window
     index.add(Document("zz", "alpha beta alpha beta"))
     deep = index.search(query, 10, fuser, *scorers, snapshot=held)
     page = index.search(query, 5, fuser, *scorers, after=cursor)  # found among the snapshots held
-    assert not index._cursor_kept or held.generation not in index._cursor_kept
+    assert not index._cursors.kept or held.generation not in index._cursors.kept
     assert facts([first, page]) == facts(deep)
     with pytest.raises(CursorExpiredError, match="not on the snapshot given"):
         index.search(query, 5, fuser, *scorers, after=cursor, snapshot=index.snapshot())

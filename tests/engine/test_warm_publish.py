@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from weftsearch import RRF, BM25Scorer, Document, Index, Query
-from weftsearch.engine import index as index_module
+from weftsearch.engine import warming
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import CorruptIndexError
 
@@ -92,13 +92,13 @@ def test_warming_remembers_a_bounded_number_of_searches(tmp_path: Path) -> None:
     with Index.create(tmp_path / "idx") as index:
         index.add_many(_documents("a", 20), progress=False)
         index.commit()
-        for i in range(3 * index_module.WARM_SEARCHES):
+        for i in range(3 * warming.WARM_SEARCHES):
             index.search(Query(f"graph term{i}"), 3, fuser, scorer)
             index.search(Query(f"graph term{i}"), 3, fuser, scorer)  # the same search once
-        recent = index._recent
-        assert len(recent) == index_module.WARM_SEARCHES
+        recent = index._warming.recent
+        assert len(recent) == warming.WARM_SEARCHES
         newest = [entry[0] for entry in recent.values()]
-        assert newest[-1] == Query(f"graph term{3 * index_module.WARM_SEARCHES - 1}")
+        assert newest[-1] == Query(f"graph term{3 * warming.WARM_SEARCHES - 1}")
 
 
 class _FailsOnNewSnapshots:

@@ -541,12 +541,7 @@ def run_experiment(
     """
     started = time.perf_counter()
     load_plugins(plugins)  # before any spec is read: a plugin's scorers must be known by then
-    if embed is not None:
-        if vectors not in (None, DEFAULT_VECTORS):
-            raise InvalidParameterError(
-                f"--embed {embed!r} embeds the texts; give it or --vectors {vectors!r}, not both"
-            )
-        get_embedder(embed)  # an unknown name is said now, before the collection is read
+    _check_embed(embed, vectors)
     declared = _declared_grid(grid, select, arms=arms, baseline=baseline, sweeps=sweeps, cv=cv)
     loaded = _load(
         dataset,
@@ -563,30 +558,99 @@ def run_experiment(
         fields,
         embed,
     )
+    run = _Run(measures, k, resamples, seed, progress, ray, command, started)
     if declared is not None:
-        grid_args = (measures, k, resamples, seed, progress, ray, command, started)
-        return _run_grid(declared, loaded, split, *grid_args)
+        return _run_grid(declared, loaded, split, run)
+    return _run_arms(loaded, sweeps, cv, baseline, run)
+
+
+def _check_embed(embed: str | None, vectors: str | None) -> None:
+    """Refuse ``--embed`` with stored vectors, or naming no registered embedder.
+
+    Checked before the collection is read, so a mistyped name costs no loading.
+    """
+    if embed is None:
+        return
+    if vectors not in (None, DEFAULT_VECTORS):
+        raise InvalidParameterError(
+            f"--embed {embed!r} embeds the texts; give it or --vectors {vectors!r}, not both"
+        )
+    get_embedder(embed)  # an unknown name is said now, before the collection is read
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What a grid run and an arms run share: how arms are compared, and the report's context.
+
+    Attributes:
+        measures: measure names; the first is the headline.
+        k: hits per query (and the arms' default depth).
+        resamples: bootstrap resamples and randomisation permutations.
+        seed: the seed of both tests.
+        progress: progress bars (``None``: on a terminal).
+        ray: a Ray cluster's address that computes the arms' streams, or ``None``.
+        command: the command line, for the report.
+        started: ``time.perf_counter()`` when the run started.
+
+    """
+
+    measures: Sequence[str]
+    k: int
+    resamples: int
+    seed: int
+    progress: bool | None
+    ray: str | None
+    command: str
+    started: float
+
+    def compare(
+        self,
+        testbed: Testbed,
+        arms: list[Arm],
+        cache: StreamCache,
+        baseline: str | None,
+        *,
+        measures: Sequence[str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Comparison:
+        """``arms`` compared with ``baseline`` on ``testbed`` (``measures``: these, not the run's).
+
+        With ``ray``, the arms' streams are computed over the cluster first,
+        into ``cache``: the report is then a local run's.
+        """
+        if self.ray is not None:
+            from weftsearch.distributed.cluster_eval import fill_streams_on_ray
+
+            fill_streams_on_ray(self.ray, cache, testbed, arms)
+        return compare(
+            testbed,
+            arms,
+            k=self.k,
+            measures=self.measures if measures is None else measures,
+            baseline=baseline,
+            resamples=self.resamples,
+            seed=self.seed,
+            cache=cache,
+            progress=self.progress,
+            extra=extra,
+        )
+
+
+def _run_arms(
+    loaded: _Loaded, sweeps: Sequence[str], cv: int | None, baseline: str | None, run: _Run
+) -> Experiment:
+    """The arms of ``loaded`` compared with the baseline, then the sweeps and the cross-validated arms.
+
+    The counterpart of :func:`_run_grid` for a run without ``--grid``; kept
+    apart from :func:`run_experiment` (which checks the options and reads the
+    collection) so each stays one readable step.
+    """
+    k, seed = run.k, run.seed
     builder = ArmBuilder(default_depth=k)
     cache = StreamCache(loaded.testbed.snapshot)
     built, learned, learned_specs, deferred, extra = _build_arms(loaded, builder, cache, k, cv)
     testbed, specs = loaded.testbed, loaded.specs
-    if ray is not None:
-        # The arms' streams over the cluster, into the same cache: the report is a local run's.
-        from weftsearch.distributed.cluster_eval import fill_streams_on_ray
-
-        fill_streams_on_ray(ray, cache, testbed, list(built.values()))
-    comparison = compare(
-        testbed,
-        list(built.values()),
-        k=k,
-        measures=measures,
-        baseline=baseline,
-        resamples=resamples,
-        seed=seed,
-        cache=cache,
-        progress=progress,
-        extra=extra,
-    )
+    comparison = run.compare(testbed, list(built.values()), cache, baseline, extra=extra)
     done: list[Sweep] = [
         result
         for kind in sweeps
@@ -597,7 +661,7 @@ def run_experiment(
             comparison.baseline,
             builder,
             seed=seed,
-            resamples=resamples,
+            resamples=run.resamples,
             cache=cache,
             k=k,
             specs=specs,
@@ -607,13 +671,13 @@ def run_experiment(
     if cv is not None:
         validations = _cross_validated(cv, testbed, built, specs, deferred, sweeps, builder, cache, seed, k)
         comparison = add_to_comparison(comparison, testbed, validations)
-    seconds = time.perf_counter() - started
+    seconds = time.perf_counter() - run.started
     return Experiment(
         comparison,
         tuple(done),
         learned,
         seconds,
-        command,
+        run.command,
         validations,
         learned_specs,
         dict(extra.get("development_split", {})),
@@ -644,19 +708,7 @@ def _declared_grid(
     return declared
 
 
-def _run_grid(
-    grid: GridFile,
-    loaded: _Loaded,
-    split: str | None,
-    measures: Sequence[str],
-    k: int,
-    resamples: int,
-    seed: int,
-    progress: bool | None,
-    ray: str | None,
-    command: str,
-    started: float,
-) -> Experiment:
+def _run_grid(grid: GridFile, loaded: _Loaded, split: str | None, run: _Run) -> Experiment:
     """``--grid``: every cell on development queries, each against the baseline cell; the rule picks one.
 
     The development queries are ``--split``'s, as named (the run is then a
@@ -686,25 +738,11 @@ def _run_grid(
     elif (derived := testbed.split_derivation) is not None:  # --split dev or --dev-from: a derived split
         removed = dict(derived.removed)
         development = derived.record()
-    wanted = list(measures) + [m for m in grid.rule.measures() if m not in measures]
-    builder = ArmBuilder(default_depth=k)
+    wanted = list(run.measures) + [m for m in grid.rule.measures() if m not in run.measures]
+    builder = ArmBuilder(default_depth=run.k)
     cache = StreamCache(testbed.snapshot)
     arms = [builder.arm(cell.arm) for cell in grid.cells]
-    if ray is not None:
-        from weftsearch.distributed.cluster_eval import fill_streams_on_ray
-
-        fill_streams_on_ray(ray, cache, testbed, arms)
-    comparison = compare(
-        testbed,
-        arms,
-        k=k,
-        measures=wanted,
-        baseline=grid.baseline_cell.name,
-        resamples=resamples,
-        seed=seed,
-        cache=cache,
-        progress=progress,
-    )
+    comparison = run.compare(testbed, arms, cache, grid.baseline_cell.name, measures=wanted)
     scores = [{m: comparison.mean(cell.name, m) for m in comparison.measures} for cell in grid.cells]
     result = select_cell(grid, scores, split=testbed.split, queries=len(testbed.queries), removed=removed)
     extra: dict[str, Any] = {"grid": result.record()}
@@ -713,8 +751,8 @@ def _run_grid(
     comparison = replace(comparison, extra=extra)
     return Experiment(
         comparison,
-        seconds=time.perf_counter() - started,
-        command=command,
+        seconds=time.perf_counter() - run.started,
+        command=run.command,
         development=development,
         grid=result,
         specs={cell.name: cell.arm for cell in grid.cells},

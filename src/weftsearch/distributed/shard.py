@@ -28,9 +28,10 @@ from weftsearch.documents import Document, FieldValue
 from weftsearch.embedders import embedder_record
 from weftsearch.engine.facets import FacetCounts, count_facets
 from weftsearch.engine.filters import Filter, SegmentFields, segment_mask
-from weftsearch.engine.index import Index, needs_query_vector
+from weftsearch.engine.index import Index
 from weftsearch.engine.protocols import Scorer
 from weftsearch.engine.query import Query
+from weftsearch.engine.query_vectors import needs_query_vector
 from weftsearch.engine.search import score_queries, stream_labels
 from weftsearch.engine.snapshot import CollectionStatistics, Snapshot
 from weftsearch.engine.stats import IndexStats

@@ -50,7 +50,7 @@ from tqdm.auto import tqdm
 
 from weftsearch._atomic import write_atomic
 from weftsearch.documents import Document, FieldValue
-from weftsearch.embedders import Embedder, check_embedder, get_embedder, match_record
+from weftsearch.embedders import Embedder, check_embedder, embed_missing, get_embedder, match_record
 from weftsearch.engine.facets import (
     Facets,
     add_facet_counts,
@@ -59,10 +59,10 @@ from weftsearch.engine.facets import (
     top_facets,
 )
 from weftsearch.engine.filters import Filter, as_filter, check_filter
-from weftsearch.engine.index import _check_field_types, embed_missing, embed_query_texts
-from weftsearch.engine.pages import CursorSeal, PageStart, check_offset, ranking_digest
+from weftsearch.engine.pages import CursorSeal, PageStart, check_offset
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
+from weftsearch.engine.query_vectors import embed_query_texts
 from weftsearch.engine.search import (
     MAX_THREADS,
     Fused,
@@ -95,6 +95,7 @@ from weftsearch.errors import (
 )
 from weftsearch.querylang import tree_texts
 from weftsearch.storage.directory import IndexDirectory, is_index_id, new_index_id
+from weftsearch.storage.fields import check_field_types
 from weftsearch.storage.files import read_regular
 from weftsearch.storage.integrity import ScrubReport, scrub_directory
 
@@ -826,7 +827,7 @@ class ShardedIndex:
             if document.key in seen:
                 raise DuplicateKeyError(f"key {document.key!r} appears twice in the batch")
             seen.add(document.key)
-            _check_field_types(document, kinds)
+            check_field_types(document, kinds)
         show = progress if progress is not None else None
         if self._embedder is not None:
             # Here, before any shard gets a document: a failed embedding batch reaches no shard.
@@ -1095,9 +1096,7 @@ class ShardedIndex:
             paged.missing_shards = results.missing_shards
             results = paged
         if not results.partial:
-            issue = functools.partial(
-                self._issue_cursor, results.generation, _as_query(query), fuser, scorers, depth
-            )
+            issue = self._cursors().issuer(results.generation, _as_query(query), fuser, scorers, depth)
             results._offer_cursor(issue, page)
         if facets is not None:
             results.facets = self.facets(_as_query(query), facets, facet_k, allow_partial=allow_partial)
@@ -1117,21 +1116,6 @@ class ShardedIndex:
                 f"the cursor was issued on cut {issued}; this sharded index reads cut {searched} and "
                 "keeps no older cut for cursors: search again from the first page"
             )
-
-    def _issue_cursor(
-        self,
-        cut: int,
-        query: Query,
-        fuser: Fuser,
-        scorers: Sequence[Scorer],
-        depth: int | None,
-        position: int,
-        score: float,
-        key: str,
-    ) -> str:
-        """A cursor for the page after ``position`` hits of a search at ``cut``."""
-        digest = ranking_digest(query, fuser, scorers, depth)
-        return self._cursors().write(PageStart(cut, position, score, key, digest))
 
     def facets(
         self,

@@ -16,11 +16,8 @@ publish the result with one atomic rename of the manifest.
 
 from __future__ import annotations
 
-import collections
-import functools
 import os
 import threading
-import time
 import warnings
 import weakref
 from collections.abc import Iterable, Sequence
@@ -37,13 +34,14 @@ from tqdm.auto import tqdm
 from weftsearch.analysis import Analyzer, get_analyzer
 from weftsearch.documents import Document
 from weftsearch.embedders import (
-    EMBED_BATCH_SIZE,
     Embedder,
     check_embedder,
+    embed_missing,
     embedder_record,
     get_embedder,
-    match_record,
+    recorded_embedder,
     run_embedder_counting,
+    warn_truncated,
 )
 from weftsearch.engine import children
 from weftsearch.engine.children import COMMIT_PRIORITIES, ChildFile
@@ -53,12 +51,13 @@ from weftsearch.engine.facets import Facets, check_facet_fields, check_facet_k
 from weftsearch.engine.filters import Filter
 from weftsearch.engine.highlighting import snapshot_highlighter
 from weftsearch.engine.inflight import SearchesInFlight
-from weftsearch.engine.ingest import FieldAnalysis, analyse_documents, resolve_workers
+from weftsearch.engine.ingest import analyse_documents, resolve_schema, resolve_workers
 from weftsearch.engine.merge_policy import MergePolicy
 from weftsearch.engine.pacing import YieldToSearches, release_gradually
-from weftsearch.engine.pages import CURSOR_GENERATIONS, CursorSeal, PageStart, ranking_digest
+from weftsearch.engine.pages import IndexCursors, PageStart
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
+from weftsearch.engine.query_vectors import embed_queries
 from weftsearch.engine.search import (
     SearchResults,
     _as_query,
@@ -68,19 +67,18 @@ from weftsearch.engine.search import (
 )
 from weftsearch.engine.snapshot import QueryTerms, Snapshot
 from weftsearch.engine.stats import IndexStats, SegmentStats, file_bytes, manifest_bytes
+from weftsearch.engine.warming import RecentSearches
 from weftsearch.errors import (
     CorruptIndexError,
     CursorExpiredError,
     DiscardedWritesWarning,
     DuplicateKeyError,
-    EmbedderMismatchError,
     FieldTypeError,
     IndexClosedError,
     IndexStorageError,
     InvalidDocumentError,
     InvalidParameterError,
     ManifestRollbackError,
-    TruncatedTextWarning,
     UncommittedWritesError,
     UnknownKeyError,
     VectorDimensionError,
@@ -100,7 +98,7 @@ from weftsearch.storage.directory import (
     read_tombstones,
     segment_number,
 )
-from weftsearch.storage.fields import LIST_KINDS, field_kind
+from weftsearch.storage.fields import check_field_types
 from weftsearch.storage.integrity import ScrubReport, check_segment, scrub_directory
 from weftsearch.storage.segment import VECTOR_DTYPES, SegmentReader
 from weftsearch.storage.segment_merge import merge_columns
@@ -128,16 +126,6 @@ FORK_ENCODE_MIN_DOCUMENTS = 2000
 #: the whole batch; the committed segment's bytes are the same whatever this is
 #: (a merge writes the bytes of a fresh build).
 FLUSH_DOCUMENTS = 50_000
-#: Distinct recent searches a commit, merge or refresh replays on its new snapshot before
-#: publishing it (``Index._warm``): a handful of a workload's queries touch most of its hot
-#: terms, and each replay costs about one cold search (docs/BENCHMARKS.md, issue 31).
-WARM_SEARCHES = 16
-#: At most this many seconds of replay per publish: bounds what warming adds to a commit.
-WARM_SECONDS = 0.2
-
-
-#: A search as :meth:`Index.search` takes it: query, k, fuser, scorers, depth.
-_Search = tuple[Query | str, int, Fuser, tuple[Scorer, ...], int | None]
 
 _IN_MEMORY = Path("<memory>")
 
@@ -330,7 +318,7 @@ class Index:
         if not isinstance(store_text, bool):
             raise InvalidParameterError(f"store_text must be True or False, got {store_text!r}")
         self._store_text = store_text
-        self._schema, self._field_analysis = self._resolve_schema(schema)
+        self._schema, self._field_analysis = resolve_schema(schema, self._analyzer, store_text)
         if commit_priority not in COMMIT_PRIORITIES:
             raise InvalidParameterError(
                 f"commit_priority must be one of {', '.join(COMMIT_PRIORITIES)}, got {commit_priority!r}"
@@ -351,10 +339,9 @@ class Index:
         self._last_writer = 0  # thread id of the newest write
         self._write_lock = threading.RLock()
         self._searches = SearchesInFlight()
-        # The newest distinct searches (oldest first), replayed on a snapshot before a commit,
-        # merge or refresh publishes it (_warm), so its first searches find its caches built.
-        self._recent: dict[tuple[Any, ...], _Search] = {}
-        self._recent_lock = threading.Lock()
+        # The newest distinct searches, replayed on a snapshot before a commit, merge or refresh
+        # publishes it, so its first searches find its caches built.
+        self._warming = RecentSearches(self._searches)
         self._fork_encode_min: int | None = FORK_ENCODE_MIN_DOCUMENTS if hasattr(os, "fork") else None
         self._flush_documents = FLUSH_DOCUMENTS
         self._commit_lock = threading.RLock()
@@ -366,39 +353,7 @@ class Index:
         self._replacing = False  # create(overwrite=True): the old index stays until the first commit
         self._closed = False
         self._index_id = ""  # the index id of the directory (docs/FORMAT.md, "Identity")
-        # The snapshots of the newest generations cursors were issued on (weftsearch.engine.pages).
-        self._cursor_kept: collections.OrderedDict[int, Snapshot] = collections.OrderedDict()
-        self._cursor_lock = threading.Lock()
-        self._cursor_seal: CursorSeal | None = None
-
-    def _resolve_schema(self, schema: Schema | None) -> tuple[Schema, FieldAnalysis]:
-        """The index's schema (the default one when ``None``) and its named fields' analyzers.
-
-        Raises:
-            InvalidParameterError: not a :class:`Schema`, or its ``"text"`` field
-                disagrees with the index's analyzer or ``store_text``.
-            UnknownAnalyzerError: a field names an analyzer not registered.
-
-        """
-        if schema is None:
-            return Schema.default(self._analyzer.name, self._store_text), FieldAnalysis()
-        if not isinstance(schema, Schema):
-            raise InvalidParameterError(f"schema must be a weftsearch.Schema, got {schema!r}")
-        default = schema.default_field
-        if default.analyzer != self._analyzer.name:
-            raise InvalidParameterError(
-                f"the schema's 'text' field is analysed by {default.analyzer!r} but the index's analyzer is "
-                f"{self._analyzer.name!r}; they are the same field (Document.text)"
-            )
-        if default.stored != self._store_text:
-            raise InvalidParameterError(
-                f"the schema's 'text' field has stored={default.stored} but store_text={self._store_text}; "
-                "they say the same thing"
-            )
-        analyzers = {field.name: get_analyzer(field.analyzer) for field in schema.named_fields}
-        unstored = frozenset(field.name for field in schema.named_fields if not field.stored)
-        positions = frozenset(field.name for field in schema.fields if field.positions)
-        return schema, FieldAnalysis(analyzers, unstored, positions)
+        self._cursors = IndexCursors()
 
     @property
     def schema(self) -> Schema:
@@ -542,7 +497,8 @@ class Index:
         directory.lock = writer_lock
         try:
             manifest = directory.read_manifest()
-            chosen = _recorded_embedder(manifest, embedder, directory.path)
+            recorded = manifest.extra.get("embedder")
+            chosen = recorded_embedder(recorded, manifest.vector_dim, embedder, directory.path)
             index = cls(
                 manifest.analyzer,
                 vector_dim=manifest.vector_dim,
@@ -745,8 +701,7 @@ class Index:
             self._pending = {}
             self._segments = []
             self._snapshot = self._latest = None
-            with self._cursor_lock:
-                self._cursor_kept.clear()
+            self._cursors.close()
             if self._writer_lock is not None:
                 self._writer_lock.release()
                 self._writer_lock = None
@@ -1000,7 +955,7 @@ class Index:
                 raise DuplicateKeyError(f"key {document.key!r} appears twice in one add_many call")
             seen.add(document.key)
             if document.fields:
-                _check_field_types(document, kinds)
+                check_field_types(document, kinds)
             if document.text_fields:
                 self._check_text_fields(document)
             if document.vector is not None:
@@ -1318,7 +1273,8 @@ class Index:
 
         ``warm`` (commits, merges, refreshes: the snapshot every thread then
         switches to): before it is published, the newest searches are replayed
-        on it (:meth:`_warm`), so its first searches do not build its caches.
+        on it (:meth:`~weftsearch.engine.warming.RecentSearches.replay`), so its
+        first searches do not build its caches.
         """
         if self._snapshot is None:
             self._seal()
@@ -1331,54 +1287,11 @@ class Index:
                 schema=self._schema,
             )
             if warm:
-                self._warm(snapshot)
+                self._warming.replay(snapshot)
             self._snapshot = snapshot
             self._made.add(snapshot)
             self._latest = snapshot
         return self._snapshot
-
-    def _remember(
-        self, query: Query | str, k: int, fuser: Fuser, scorers: tuple[Scorer, ...], depth: int | None
-    ) -> None:
-        """Keep this search among the newest :data:`WARM_SEARCHES` distinct ones (for :meth:`_warm`)."""
-        try:
-            key = (query, k, depth, id(fuser), *map(id, scorers))
-            hash(key)
-        except TypeError:  # a query that cannot be a key is not replayed
-            return
-        with self._recent_lock:
-            recent = self._recent
-            recent.pop(key, None)
-            recent[key] = (query, k, fuser, scorers, depth)
-            if len(recent) > WARM_SEARCHES:
-                del recent[next(iter(recent))]
-
-    def _warm(self, snapshot: Snapshot) -> None:
-        """Replay the newest searches on ``snapshot``, newest first, for at most :data:`WARM_SECONDS`.
-
-        What a search builds lazily on a new snapshot (each new segment's
-        term lookups and decoded postings, the snapshot's per-term and
-        per-scorer caches: BM25's impacts and IDFs, the length norms, the
-        compiled path's per-segment tables) is then built here, in the
-        committing thread, before any search can reach the snapshot; the
-        answers are dropped. Lucene's and Solr's searcher warming does the
-        same. Best effort: a search that fails here is left for its next run
-        to report. Runs under the write lock (writers wait, searches do not).
-        """
-        with self._recent_lock:
-            searches = list(reversed(self._recent.values()))
-        # Between replays, rest while searches run (as the encoder does), so the searches still
-        # served by the previous snapshot keep the GIL.
-        pause = YieldToSearches(self._searches)
-        deadline = time.monotonic() + WARM_SECONDS
-        for query, k, fuser, scorers, depth in searches:
-            if time.monotonic() > deadline:
-                break
-            try:
-                search_snapshot(snapshot, query, k, fuser, scorers, depth)
-            except Exception:  # warming must never fail a commit; the search's next run reports it
-                continue
-            pause()
 
     def search(
         self,
@@ -1434,13 +1347,15 @@ class Index:
         """
         start: PageStart | None = None
         if after is not None:
-            start = self._cursors().check(after, _as_query(query), fuser, scorers, depth, offset)
+            seal = self._cursors.seal(self._index_id)
+            start = seal.check(after, _as_query(query), fuser, scorers, depth, offset)
             if snapshot is not None and snapshot.generation != start.generation:
                 raise CursorExpiredError(
                     f"the cursor was issued on generation {start.generation}, "
                     f"not on the snapshot given (generation {snapshot.generation})"
                 )
-            snapshot = self._cursor_snapshot(start.generation) if snapshot is None else snapshot
+            if snapshot is None:
+                snapshot = self._cursors.snapshot(start.generation, self.snapshot, self._made)
         options = options_of(highlight)
         if snapshot is not None and not self._made_here(snapshot):
             raise InvalidParameterError(
@@ -1454,7 +1369,7 @@ class Index:
         searched = self.snapshot() if snapshot is None else snapshot
         with self._searches:  # commits and merges yield to running searches
             asked = query  # the cursor's digest is of the query as asked, before any embedding
-            [query] = self._embed_queries([query], searched, scorers)
+            [query] = embed_queries(self._embedder, [query], searched, scorers)
             if facets is not None:  # checked before any scorer runs
                 check_facet_fields(facets, searched.field_kinds())
                 check_facet_k(facet_k)
@@ -1475,62 +1390,10 @@ class Index:
                 unstored=self._field_analysis.unstored,
             )
             results._highlight_with(highlighter)
-        results._offer_cursor(
-            functools.partial(self._issue_cursor, searched, _as_query(asked), fuser, scorers, depth), int(k)
-        )
-        self._remember(query, k, fuser, scorers, depth)  # only searches that completed are replayed
+        issue = self._cursors.issuer(self._index_id, searched, _as_query(asked), fuser, scorers, depth)
+        results._offer_cursor(issue, int(k))
+        self._warming.remember(query, k, fuser, scorers, depth)  # only searches that completed are replayed
         return results
-
-    def _cursors(self) -> CursorSeal:
-        """The seal of this index's cursors (made on first use, once the index id is known)."""
-        seal = self._cursor_seal
-        if seal is None:
-            seal = self._cursor_seal = CursorSeal(self._index_id)
-        return seal
-
-    def _issue_cursor(
-        self,
-        snapshot: Snapshot,
-        query: Query,
-        fuser: Fuser,
-        scorers: Sequence[Scorer],
-        depth: int | None,
-        position: int,
-        score: float,
-        key: str,
-    ) -> str:
-        """A cursor for the page after ``position`` hits, keeping ``snapshot`` for it."""
-        with self._cursor_lock:
-            if not self._closed:
-                self._cursor_kept[snapshot.generation] = snapshot
-                self._cursor_kept.move_to_end(snapshot.generation)
-                while len(self._cursor_kept) > CURSOR_GENERATIONS:
-                    self._cursor_kept.popitem(last=False)
-        digest = ranking_digest(query, fuser, scorers, depth)
-        return self._cursors().write(PageStart(snapshot.generation, position, score, key, digest))
-
-    def _cursor_snapshot(self, generation: int) -> Snapshot:
-        """The snapshot of ``generation`` for a cursor, else :class:`CursorExpiredError`."""
-        with self._cursor_lock:
-            kept = self._cursor_kept.get(generation)
-        if kept is not None:
-            return kept
-        current = self.snapshot()
-        if current.generation == generation:
-            return current
-        for _ in range(3):
-            try:
-                held = [snapshot for snapshot in self._made if snapshot.generation == generation]
-            except RuntimeError:  # a writer published a snapshot meanwhile (the set changed size): look again
-                continue
-            if held:
-                return held[0]
-            break
-        raise CursorExpiredError(
-            f"the cursor's generation {generation} is no longer kept (the index is at generation "
-            f"{current.generation} and keeps the last {CURSOR_GENERATIONS} generations it issued "
-            "cursors on): search again from the first page"
-        )
 
     def explain(
         self,
@@ -1579,7 +1442,7 @@ class Index:
             raise InvalidParameterError("snapshot must be one taken from this index with index.snapshot()")
         searched = self.snapshot() if snapshot is None else snapshot
         with self._searches:
-            [query] = self._embed_queries([query], searched, scorers)
+            [query] = embed_queries(self._embedder, [query], searched, scorers)
             return explain_keys(searched, query, keys, fuser, scorers, depth)
 
     def facets(
@@ -1671,7 +1534,7 @@ class Index:
             if facets is not None:  # checked before any scorer runs
                 check_facet_fields(facets, searched.field_kinds())
                 check_facet_k(facet_k)
-            queries = self._embed_queries(queries, searched, scorers)
+            queries = embed_queries(self._embedder, queries, searched, scorers)
             many = search_snapshot_many(searched, queries, k, fuser, scorers, depth, threads)
             if facets is not None:
                 for query, results in zip(queries, many, strict=True):
@@ -1691,36 +1554,9 @@ class Index:
                 "this index has no embedder (create it with embedder=...); give the query's vector"
             )
         rows, cut = run_embedder_counting(self._embedder, [text], f"the query text {text!r:.80}")
-        _warn_truncated(self._embedder, [0] if cut[0] else [], [], "query text", stacklevel=3)
+        warn_truncated(self._embedder, [0] if cut[0] else [], [], "query text", stacklevel=3)
         row: NDArray[np.float32] = rows[0]
         return row
-
-    def _embed_queries(
-        self, queries: Sequence[Query | str], snapshot: Snapshot, scorers: Sequence[Scorer]
-    ) -> Sequence[Query | str]:
-        """``queries`` with text and no vector given the vector of their text, when a scorer needs one.
-
-        A scorer needs one when its optional ``missing_input`` (docs/ARCHITECTURE.md,
-        "Adding a scorer") says ``"a query vector"``; the texts of one call are
-        embedded in one batch per :data:`~weftsearch.embedders.EMBED_BATCH_SIZE`.
-        Without an embedder, or given something else than a list or tuple (which
-        the search then refuses), the queries are returned as they are.
-        """
-        if (
-            self._embedder is None
-            or not isinstance(queries, (list, tuple))
-            or not all(isinstance(q, (Query, str)) for q in queries)  # the search refuses them first
-        ):
-            return queries
-        out = list(queries)
-        built = [Query(text=q) if isinstance(q, str) else q for q in out]
-        todo = [i for i, q in enumerate(built) if q.vector is None and q.text.strip()]
-        if not todo or not any(_needs_vector(scorer, snapshot, built[todo[0]]) for scorer in scorers):
-            return out
-        embedded = embed_query_texts(self._embedder, built, todo)
-        for i in todo:
-            out[i] = embedded[i]
-        return out
 
     # ------------------------------------------------------------------ commit
 
@@ -2189,153 +2025,3 @@ class Index:
             return scrub_directory(self._directory.path)
         except IndexStorageError as exc:
             return ScrubReport(0, 0, (str(exc),))
-
-
-#: Integers beyond this magnitude would compare inexactly once stored as float64.
-_EXACT_INTEGER = 2**53
-
-
-def embed_missing(
-    embedder: Embedder, batch: list[Document], disable: bool | None, *, stacklevel: int = 3
-) -> list[Document]:
-    """``batch`` with a vector from ``embedder`` for each document without one.
-
-    Texts go to the embedder :data:`~weftsearch.embedders.EMBED_BATCH_SIZE` at a
-    time. A document whose text is blank gets no vector (there is nothing to
-    embed; the vector scorer never returns it). Any failed call refuses the
-    whole batch (:class:`~weftsearch.errors.EmbeddingError`). Texts the
-    embedder truncated are warned of once (:class:`TruncatedTextWarning`,
-    ``stacklevel`` counted from this function's caller's caller).
-    """
-    todo = [i for i, document in enumerate(batch) if document.vector is None and document.text.strip()]
-    if not todo:
-        return batch
-    out = list(batch)
-    truncated: list[int] = []
-    with tqdm(total=len(todo), desc="embedding", unit="doc", disable=disable, leave=False) as bar:
-        for start in range(0, len(todo), EMBED_BATCH_SIZE):
-            chunk = todo[start : start + EMBED_BATCH_SIZE]
-            first, last = batch[chunk[0]].key, batch[chunk[-1]].key
-            what = (
-                f"the document {first!r}"
-                if len(chunk) == 1
-                else f"a batch of {len(chunk)} documents ({first!r} to {last!r})"
-            )
-            rows, cut = run_embedder_counting(embedder, [batch[i].text for i in chunk], what)
-            for i, row, was_cut in zip(chunk, rows, cut, strict=True):
-                out[i] = replace(batch[i], vector=row)
-                if was_cut:
-                    truncated.append(i)
-            bar.update(len(chunk))
-    # Said after the whole call embedded: a failed batch raises instead, and nothing is added.
-    _warn_truncated(
-        embedder, truncated, [batch[i].key for i in truncated], "document text", stacklevel=stacklevel
-    )
-    return out
-
-
-def _needs_vector(scorer: Scorer, snapshot: Snapshot, query: Query) -> bool:
-    """Whether ``scorer`` says (by its optional ``missing_input``) that ``query`` lacks a query vector."""
-    missing = getattr(scorer, "missing_input", None)
-    return callable(missing) and missing(snapshot, query) == "a query vector"
-
-
-def needs_query_vector(scorers: Sequence[Scorer], snapshot: Snapshot, query: Query) -> bool:
-    """Whether a scorer says (its ``missing_input``) that ``query`` lacks a query vector on ``snapshot``."""
-    return any(_needs_vector(scorer, snapshot, query) for scorer in scorers)
-
-
-def embed_query_texts(embedder: Embedder, queries: list[Query], todo: Sequence[int]) -> list[Query]:
-    """``queries`` with those at ``todo`` given their text's vector, in batches; truncation warned of once.
-
-    Raises:
-        EmbeddingError: the embedder failed on a batch.
-
-    """
-    out = list(queries)
-    texts = [queries[i].text for i in todo]
-    truncated: list[int] = []
-    for start in range(0, len(todo), EMBED_BATCH_SIZE):
-        chunk = todo[start : start + EMBED_BATCH_SIZE]
-        more = f" and {len(chunk) - 1} more" if len(chunk) > 1 else ""
-        what = f"the query text {texts[start]!r:.80}{more}"
-        rows, cut = run_embedder_counting(embedder, texts[start : start + len(chunk)], what)
-        for i, row, was_cut in zip(chunk, rows, cut, strict=True):
-            out[i] = replace(queries[i], vector=row)
-            if was_cut:
-                truncated.append(i)
-    _warn_truncated(embedder, truncated, [], "query text", stacklevel=5)
-    return out
-
-
-#: How many truncated documents' keys a TruncatedTextWarning names in its message (it holds them all).
-_TRUNCATED_SHOWN = 5
-
-
-def _warn_truncated(
-    embedder: Embedder, truncated: Sequence[int], keys: Sequence[str], what: str, stacklevel: int = 4
-) -> None:
-    """Warn once (:class:`TruncatedTextWarning`) that the embedder truncated ``truncated`` texts, if any."""
-    if not truncated:
-        return
-    limit = getattr(embedder, "max_tokens", None)
-    longer = f"longer than the {limit} tokens it reads" if isinstance(limit, int) else "too long for it"
-    named = ""
-    if keys:
-        shown = ", ".join(repr(key) for key in keys[:_TRUNCATED_SHOWN])
-        named = f" (documents {shown}{', ...' if len(keys) > _TRUNCATED_SHOWN else ''})"
-    count = len(truncated)
-    message = (
-        f"embedder {embedder.name!r} truncated {count} {what}{'s' if count != 1 else ''}{named} "
-        f"{longer}: only the start of {'each' if count != 1 else 'it'} shapes its vector"
-    )
-    # stacklevel 4: _warn_truncated < _embed_documents/_embed_queries < add_many/search < the caller.
-    warnings.warn(TruncatedTextWarning(message, embedder.name, count, tuple(keys)), stacklevel=stacklevel)
-
-
-def _recorded_embedder(manifest: Manifest, given: Embedder | None, where: Path) -> Embedder | None:
-    """The embedder an index recorded (registered by its name, or ``given``), checked against the record."""
-    recorded = manifest.extra.get("embedder")
-    if recorded is None:
-        if given is not None:
-            raise EmbedderMismatchError(
-                f"the index at {where} was made without an embedder; open it without one "
-                f"(offered: {getattr(given, 'name', given)!r})"
-            )
-        return None
-    if manifest.vector_dim is not None and manifest.vector_dim != recorded["dim"]:
-        raise CorruptIndexError(
-            f"{where}: the manifest records embedder {recorded['name']!r} of {recorded['dim']} dims "
-            f"but vectors of {manifest.vector_dim}"
-        )
-    embedder = given if given is not None else get_embedder(recorded["name"])
-    return match_record(embedder, recorded, where)
-
-
-def _check_field_types(document: Document, kinds: dict[str, str]) -> None:
-    """Refuse a field value whose type differs from the field's; record new fields in ``kinds``."""
-    for name, value in document.fields.items():
-        if isinstance(value, (list, tuple)) and not value:
-            # No value, so no type to fix; but a scalar field stays scalar for the whole index.
-            fixed_kind = kinds.get(name)
-            if fixed_kind is not None and fixed_kind not in LIST_KINDS:
-                raise FieldTypeError(
-                    f"document {document.key!r}: field {name!r} holds {fixed_kind} values in this "
-                    "index; an empty list is a list (a field is a list field or a scalar one for the "
-                    "whole index)"
-                )
-            continue
-        kind = field_kind(value)
-        if kind is None:  # Document validation refuses these first; kept as a second guard
-            raise FieldTypeError(f"document {document.key!r}: field {name!r} holds a {type(value).__name__}")
-        if kind == "number" and isinstance(value, int) and abs(value) > _EXACT_INTEGER:
-            raise FieldTypeError(
-                f"document {document.key!r}: field {name!r} = {value} is beyond 2**53 and would "
-                "compare inexactly (store it as a string)"
-            )
-        fixed = kinds.setdefault(name, kind)
-        if fixed != kind:
-            raise FieldTypeError(
-                f"document {document.key!r}: field {name!r} holds {fixed} values in this index; "
-                f"{value!r} is a {kind} (a field's type is fixed by the first document that has it)"
-            )

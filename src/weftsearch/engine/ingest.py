@@ -33,10 +33,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from weftsearch.analysis import Analyzer, EnglishAnalyzer, SimpleAnalyzer
+from weftsearch.analysis import Analyzer, EnglishAnalyzer, SimpleAnalyzer, get_analyzer
 from weftsearch.documents import Document
 from weftsearch.engine import children
 from weftsearch.errors import AnalysisError, InvalidParameterError
+from weftsearch.schema import Schema
 from weftsearch.storage.segment_writer import SegmentDocument, stored_record
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "PARALLEL_MIN_DOCUMENTS",
     "analyse_documents",
     "idle_cpus",
+    "resolve_schema",
     "resolve_workers",
     "usable_cpus",
 ]
@@ -82,6 +84,41 @@ class FieldAnalysis:
 
 
 _NO_FIELDS = FieldAnalysis()
+
+
+def resolve_schema(
+    schema: Schema | None, analyzer: Analyzer, store_text: bool
+) -> tuple[Schema, FieldAnalysis]:
+    """An index's schema (the default one when ``None``) and its named fields' analysis.
+
+    ``analyzer`` and ``store_text`` are the index's: the schema's ``"text"``
+    field must say the same (they are one field, ``Document.text``).
+
+    Raises:
+        InvalidParameterError: not a :class:`~weftsearch.schema.Schema`, or its
+            ``"text"`` field disagrees with ``analyzer`` or ``store_text``.
+        UnknownAnalyzerError: a field names an analyzer not registered.
+
+    """
+    if schema is None:
+        return Schema.default(analyzer.name, store_text), FieldAnalysis()
+    if not isinstance(schema, Schema):
+        raise InvalidParameterError(f"schema must be a weftsearch.Schema, got {schema!r}")
+    default = schema.default_field
+    if default.analyzer != analyzer.name:
+        raise InvalidParameterError(
+            f"the schema's 'text' field is analysed by {default.analyzer!r} but the index's analyzer is "
+            f"{analyzer.name!r}; they are the same field (Document.text)"
+        )
+    if default.stored != store_text:
+        raise InvalidParameterError(
+            f"the schema's 'text' field has stored={default.stored} but store_text={store_text}; "
+            "they say the same thing"
+        )
+    analyzers = {field.name: get_analyzer(field.analyzer) for field in schema.named_fields}
+    unstored = frozenset(field.name for field in schema.named_fields if not field.stored)
+    positions = frozenset(field.name for field in schema.fields if field.positions)
+    return schema, FieldAnalysis(analyzers, unstored, positions)
 
 
 def usable_cpus() -> int:

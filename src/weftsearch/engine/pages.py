@@ -48,20 +48,24 @@ import hmac
 import os
 import re
 import struct
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
+from weftsearch.engine.snapshot import Snapshot
 from weftsearch.engine.stream import MAX_K
-from weftsearch.errors import InvalidCursorError, InvalidParameterError
+from weftsearch.errors import CursorExpiredError, InvalidCursorError, InvalidParameterError
 
 __all__ = [
     "CURSOR_GENERATIONS",
     "PageStart",
     "CursorSeal",
+    "IndexCursors",
     "check_offset",
     "ranking_digest",
 ]
@@ -172,6 +176,24 @@ class CursorSeal:
         body = _HEAD.pack(_VERSION, start.generation, start.position, bits, start.digest) + start.key.encode()
         return base64.urlsafe_b64encode(body + self._seal(body)).rstrip(b"=").decode("ascii")
 
+    def issuer(
+        self, generation: int, query: Query, fuser: Fuser, scorers: Sequence[Scorer], depth: int | None
+    ) -> Callable[[int, float, str], str]:
+        """What issues the cursors of one search: ``issue(position, score, key)``.
+
+        The search read ``generation`` and ranked ``query`` by ``scorers`` fused
+        by ``fuser`` at ``depth``; ``issue`` makes the cursor of the page after
+        hit ``(score, key)``, the ``position``-th (``SearchResults._offer_cursor``
+        calls it when ``next_cursor`` is first read). The ranking's digest is
+        made then, not by every search.
+        """
+
+        def issue(position: int, score: float, key: str) -> str:
+            digest = ranking_digest(query, fuser, scorers, depth)
+            return self.write(PageStart(generation, position, score, key, digest))
+
+        return issue
+
     def read(self, cursor: object) -> PageStart:
         """The :class:`PageStart` a cursor holds; :class:`InvalidCursorError` unless this index sealed it."""
         if not isinstance(cursor, str):
@@ -216,3 +238,97 @@ class CursorSeal:
                 "scorers, fuser and depth must be those of the first page)"
             )
         return start
+
+
+class IndexCursors:
+    """An :class:`~weftsearch.Index`'s cursor bookkeeping: the seal and the snapshots cursors may name.
+
+    Kept out of the index so that its module holds the index's state and
+    writes, and the retention rule (module docstring, "Retention") lives
+    beside the cursor format it serves. Thread-safe: searching threads issue
+    cursors while a writer publishes snapshots and may close the index.
+    """
+
+    def __init__(self) -> None:
+        #: Generation -> its snapshot, for the newest :data:`CURSOR_GENERATIONS` generations
+        #: a cursor was issued on (oldest first).
+        self.kept: OrderedDict[int, Snapshot] = OrderedDict()
+        self._lock = threading.Lock()
+        self._seal: CursorSeal | None = None
+        self._closed = False
+
+    def seal(self, index_id: str) -> CursorSeal:
+        """The seal of the index's cursors, made on first use.
+
+        Made lazily because an index learns its id after construction
+        (``Index.create``/``Index.open`` set it), and every search before then
+        is impossible anyway.
+        """
+        seal = self._seal
+        if seal is None:
+            seal = self._seal = CursorSeal(index_id)
+        return seal
+
+    def issuer(
+        self,
+        index_id: str,
+        snapshot: Snapshot,
+        query: Query,
+        fuser: Fuser,
+        scorers: Sequence[Scorer],
+        depth: int | None,
+    ) -> Callable[[int, float, str], str]:
+        """:meth:`CursorSeal.issuer` of a search of ``snapshot``, which each cursor it issues keeps.
+
+        Kept (unless closed) when the cursor is issued, that is when
+        ``next_cursor`` is first read, so searches whose cursor nobody reads
+        keep nothing.
+        """
+        sealed = self.seal(index_id).issuer(snapshot.generation, query, fuser, scorers, depth)
+
+        def issue(position: int, score: float, key: str) -> str:
+            with self._lock:
+                if not self._closed:
+                    self.kept[snapshot.generation] = snapshot
+                    self.kept.move_to_end(snapshot.generation)
+                    while len(self.kept) > CURSOR_GENERATIONS:
+                        self.kept.popitem(last=False)
+            return sealed(position, score, key)
+
+        return issue
+
+    def snapshot(
+        self, generation: int, current: Callable[[], Snapshot], held: Iterable[Snapshot]
+    ) -> Snapshot:
+        """The snapshot of ``generation`` for a cursor, else :class:`CursorExpiredError`.
+
+        Looked for among the kept ones, then ``current()`` (the index's
+        current snapshot), then ``held`` (every snapshot the index made that
+        someone still holds: a weak set, which may change size while read).
+        """
+        with self._lock:
+            kept = self.kept.get(generation)
+        if kept is not None:
+            return kept
+        now = current()
+        if now.generation == generation:
+            return now
+        for _ in range(3):
+            try:
+                found = [snapshot for snapshot in held if snapshot.generation == generation]
+            except RuntimeError:  # a writer published a snapshot meanwhile (the set changed size): look again
+                continue
+            if found:
+                return found[0]
+            break
+        raise CursorExpiredError(
+            f"the cursor's generation {generation} is no longer kept (the index is at generation "
+            f"{now.generation} and keeps the last {CURSOR_GENERATIONS} generations it issued "
+            "cursors on): search again from the first page"
+        )
+
+    def close(self) -> None:
+        """Drop the kept snapshots (their memory maps) and keep none from now on."""
+        with self._lock:
+            self._closed = True
+            self.kept.clear()

@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch._numbers import number_text
-from weftsearch.documents import MAX_LIST_VALUES
+from weftsearch.documents import MAX_LIST_VALUES, Document
 from weftsearch.errors import CorruptIndexError, FieldTypeError
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "FIELD_SECTIONS",
     "LIST_KINDS",
     "MAX_LIST_VALUES",
+    "check_field_types",
     "field_kind",
     "is_field_value",
 ]
@@ -73,6 +74,7 @@ FIELD_SECTIONS = {
     "fld.num_ids": "<u4",  # the local id of each value (ties by id)
 }
 
+#: Integers beyond this magnitude would compare inexactly once stored as float64.
 _EXACT_FLOAT = 2.0**53
 
 
@@ -591,3 +593,43 @@ def first_type_only(fields: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
                 own[name] = value
         kept.append(own)
     return kept
+
+
+def check_field_types(document: Document, kinds: dict[str, str]) -> None:
+    """Refuse a field value whose type differs from the field's; record new fields in ``kinds``.
+
+    ``kinds`` (field name -> kind, :data:`FIELD_KINDS`) is the whole index's:
+    a field's kind is fixed by the first document that has it. New fields are
+    added to it in place as they are met.
+
+    Raises:
+        FieldTypeError: a value of another kind than its field's, an empty
+            list for a scalar field, or an integer beyond 2**53 (it would
+            compare inexactly once stored as float64).
+
+    """
+    for name, value in document.fields.items():
+        if isinstance(value, (list, tuple)) and not value:
+            # No value, so no type to fix; but a scalar field stays scalar for the whole index.
+            fixed_kind = kinds.get(name)
+            if fixed_kind is not None and fixed_kind not in LIST_KINDS:
+                raise FieldTypeError(
+                    f"document {document.key!r}: field {name!r} holds {fixed_kind} values in this "
+                    "index; an empty list is a list (a field is a list field or a scalar one for the "
+                    "whole index)"
+                )
+            continue
+        kind = field_kind(value)
+        if kind is None:  # Document validation refuses these first; kept as a second guard
+            raise FieldTypeError(f"document {document.key!r}: field {name!r} holds a {type(value).__name__}")
+        if kind == "number" and isinstance(value, int) and abs(value) > _EXACT_FLOAT:
+            raise FieldTypeError(
+                f"document {document.key!r}: field {name!r} = {value} is beyond 2**53 and would "
+                "compare inexactly (store it as a string)"
+            )
+        fixed = kinds.setdefault(name, kind)
+        if fixed != kind:
+            raise FieldTypeError(
+                f"document {document.key!r}: field {name!r} holds {fixed} values in this index; "
+                f"{value!r} is a {kind} (a field's type is fixed by the first document that has it)"
+            )
