@@ -303,3 +303,40 @@ def test_eval_embed_refuses_stored_vectors_and_unknown_names(
     assert "unknown embedder 'no-such-embedder'" in err and len(err.splitlines()) == 1
     with pytest.raises(InvalidParameterError, match="not both"):
         run_experiment(folder, None, split="dev", embed="fake-16", vectors=str(vectors), resamples=10)
+
+
+def test_eval_syntax_lucene_reads_the_query_file_as_the_query_language(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--syntax lucene``: a query file of boolean queries ranks as the engine ranks them parsed."""
+    folder = write_folder(tmp_path / "my-folder", SPLITS)
+    (folder / "queries.jsonl").write_text(
+        "".join(
+            json.dumps({"_id": q, "text": t}) + "\n"
+            for q, t in [("q1", "+disease -z"), ("q2", '"sea birds"'), ("q3", "rain^3 OR sea")]
+        ),
+        encoding="utf-8",
+    )
+    out = tmp_path / "report"
+    argv = ["eval", str(folder), "--split", "dev", "--resamples", "10", "--no-plots", "--arms", "text=bm25"]
+    assert main([*argv, "--syntax", "lucene", "--out", str(out)]) == 0, capsys.readouterr().err
+    record = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert record["testbed"]["query_syntax"] == "lucene"
+    run: dict[str, list[str]] = {}
+    for line in (out / "text.trec").read_text(encoding="utf-8").splitlines():
+        qid, _, key, *_ = line.split()
+        run.setdefault(qid, []).append(key)
+    assert "d2" not in run["q1"] and set(run["q1"]) == {"d1", "d5"}  # +disease -z: d2 holds "z"
+    # Plain text keeps its meaning: "-z" is one more word, and d2 matches "disease".
+    plain = tmp_path / "plain"
+    assert main([*argv, "--out", str(plain)]) == 0
+    assert "query_syntax" not in json.loads((plain / "report.json").read_text(encoding="utf-8"))["testbed"]
+    (folder / "queries.jsonl").write_text(
+        "".join(
+            json.dumps({"_id": q, "text": t}) + "\n" for q, t in [("q1", '"open'), ("q2", "a"), ("q3", "b")]
+        ),
+        encoding="utf-8",
+    )
+    assert main([*argv, "--syntax", "lucene", "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "query 'q1'" in err and "position" in err

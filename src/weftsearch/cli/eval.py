@@ -331,6 +331,7 @@ def _load(
     dedupe_against: str | None = None,
     fields: bool = False,
     embed: str | None = None,
+    query_syntax: str = "plain",
 ) -> _Loaded:
     """The collection ``dataset`` names (verified), its testbed, splits and the arm specs to run.
 
@@ -394,6 +395,7 @@ def _load(
         link_set=link_set,
         progress=progress,
         embedder=embed,
+        query_syntax=query_syntax,
     )
     return _Loaded(name, specs, collection, testbed, test_split, dev_split)
 
@@ -471,6 +473,7 @@ def run_experiment(
     dedupe_against: str | None = None,
     fields: bool = False,
     embed: str | None = None,
+    query_syntax: str = "plain",
 ) -> Experiment:
     """Run ``weft-search eval`` as a function; see the module docstring.
 
@@ -494,6 +497,10 @@ def run_experiment(
             ``title`` and ``body`` for ``bm25f`` arms, beside the joined text
             (the default field, which ``bm25`` scores as without ``fields``):
             :func:`~weftsearch.eval.harness.title_body_documents`; no vectors.
+        query_syntax: ``"lucene"``: every query text is parsed as the query
+            language (``--syntax lucene``: phrases, ``+must -not``,
+            ``field:term``, boosts), a query that does not parse naming its
+            id; ``"plain"`` (default): bags of words.
         plugins: modules to import before the arm specs are read
             (:func:`load_plugins`); a plugin may also register an embedder for ``embed``.
         embed: the name of a registered embedder (``--embed NAME``): the
@@ -557,6 +564,7 @@ def run_experiment(
         dedupe_against,
         fields,
         embed,
+        query_syntax,
     )
     run = _Run(measures, k, resamples, seed, progress, ray, command, started)
     if declared is not None:
@@ -884,6 +892,7 @@ def experiment_from_args(args: argparse.Namespace, command: str) -> Experiment:
         dedupe_against=getattr(args, "dedupe_against", None),
         fields=getattr(args, "fields", False),
         embed=getattr(args, "embed", None),
+        query_syntax=getattr(args, "syntax", "plain"),
     )
 
 
@@ -1151,6 +1160,13 @@ def add_eval_commands(commands: Any) -> None:
         help="also index the title and the text as text fields title and body, for bm25f(title=W, "
         "body=W) arms (the joined text stays the default field: bm25 scores it as without --fields). "
         "No vectors",
+    )
+    evaluate.add_argument(
+        "--syntax",
+        choices=("plain", "lucene"),
+        default="plain",
+        help="how query texts are read: plain (default: bags of words) or lucene (each parsed as the "
+        "query language: \"phrases\", +must -not, AND/OR/NOT, field:term, boosts, prefix*)",
     )
     evaluate.add_argument(
         "--plugin",

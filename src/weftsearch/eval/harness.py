@@ -381,19 +381,23 @@ def title_body_documents(documents: Iterable[Document]) -> list[Document]:
     return out
 
 
-def fielded_schema(documents: Iterable[Document], analyzer: str = "english") -> Schema | None:
+def fielded_schema(
+    documents: Iterable[Document], analyzer: str = "english", positions: bool = False
+) -> Schema | None:
     """The schema :func:`build_testbed` indexes ``documents`` with when given none.
 
     ``None`` (the index's default: the field ``text`` alone) when no document
     has a named text field, else ``text`` and every named field the documents
     use (in name order), all analysed by ``analyzer`` and kept without
     positions, as the default field is: BM25F needs one analysis for every
-    field it scores, and the evaluation runs no phrase query. O(documents).
+    field it scores, and plain queries need no positions. With ``positions``
+    (parsed queries, which may hold phrases) every field keeps them, the
+    default field alone included. O(documents).
     """
     names = sorted({name for document in documents for name in document.text_fields})
-    if not names:
+    if not names and not positions:
         return None
-    return Schema(tuple(TextField(name, analyzer=analyzer, positions=False) for name in ("text", *names)))
+    return Schema(tuple(TextField(name, analyzer=analyzer, positions=positions) for name in ("text", *names)))
 
 
 def build_testbed(
@@ -469,7 +473,7 @@ def build_testbed(
             f"{collection.name}: {len(absent)} judged documents are not in the index (first: {absent[:5]})"
         )
     if schema is None:
-        schema = fielded_schema(documents, analyzer)
+        schema = fielded_schema(documents, analyzer, positions=query_syntax == "lucene")
     index = Index(
         analyzer, vector_dim=None if vectors is None else vectors.dims, embedder=embedder, schema=schema
     )
