@@ -407,7 +407,7 @@ def positions_sections(
     """The ``pos.*`` sections of postings laid out as :func:`postings_sections` takes them.
 
     ``positions`` holds each posting's ``tf`` positions in posting order.
-    ``pos.chunk_offsets``, ``pos.widths``, ``pos.data_offsets``, ``pos.data``
+    ``pos.data_offsets``, ``pos.data``
     (:func:`~weftsearch.storage.postings.pack_positions`) and ``pos.crc``
     (CRC32C of each term's words). Deterministic. O(positions + V).
     """
@@ -421,8 +421,6 @@ def positions_sections(
         ]
         pause()
     return {
-        "pos.chunk_offsets": packed.chunk_offsets,
-        "pos.widths": packed.widths,
         "pos.data_offsets": packed.data_offsets,
         "pos.data": packed.data,
         "pos.crc": crcs,
@@ -430,11 +428,8 @@ def positions_sections(
 
 
 def _positions_counts(sections: Mapping[str, Section]) -> dict[str, int]:
-    """``meta``'s counts of one text field's positions: chunks and packed words."""
-    return {
-        "chunks": int(sections["pos.chunk_offsets"][-1]),  # type: ignore[index]
-        "words": int(sections["pos.data_offsets"][-1]),  # type: ignore[index]
-    }
+    """``meta``'s count of one text field's positions: its packed words."""
+    return {"words": int(sections["pos.data_offsets"][-1])}  # type: ignore[index]
 
 
 def _key_of(document: SegmentDocument) -> str:
@@ -547,12 +542,9 @@ class PostingsBuilder:
         self._lengths = lengths
         # The pos.* sections, when positions are kept: every term's (offsets rebased) as for post.*.
         self._positions = positions
-        self._pos_chunk_offsets: list[NDArray[np.uint64]] = []
         self._pos_data_offsets: list[NDArray[np.uint64]] = []
-        self._pos_widths: list[NDArray[np.uint8]] = []
         self._pos_crcs: list[NDArray[np.uint32]] = []
         self._pos_data: list[NDArray[np.uint32]] = []
-        self._pos_chunks = 0
         self._pos_words = 0
         # An unlinked file, closed when the builder is collected (after the segment is written):
         # nothing is left behind, even by a crash.
@@ -582,12 +574,9 @@ class PostingsBuilder:
             if positions is None:
                 raise ValueError("this builder keeps positions: add() needs them")
             pos = positions_sections(positions, tfs, offsets)
-            self._pos_chunk_offsets.append(pos["pos.chunk_offsets"][:-1] + np.uint64(self._pos_chunks))
             self._pos_data_offsets.append(pos["pos.data_offsets"][:-1] + np.uint64(self._pos_words))
-            self._pos_widths.append(pos["pos.widths"])
             self._pos_crcs.append(pos["pos.crc"])
             self._pos_data.append(pos["pos.data"])
-            self._pos_chunks += int(pos["pos.chunk_offsets"][-1])
             self._pos_words += int(pos["pos.data_offsets"][-1])
         sections = postings_sections(ids, tfs, offsets, self._lengths)
         block_offsets = sections["post.block_offsets"]
@@ -621,9 +610,7 @@ class PostingsBuilder:
         positions: dict[str, Section] = {}
         if self._positions:
             positions = {
-                "pos.chunk_offsets": tail(self._pos_chunk_offsets, self._pos_chunks),
                 "pos.data_offsets": tail(self._pos_data_offsets, self._pos_words),
-                "pos.widths": np.concatenate(self._pos_widths) if self._pos_widths else np.zeros(0, np.uint8),
                 "pos.crc": np.concatenate(self._pos_crcs) if self._pos_crcs else np.zeros(0, np.uint32),
                 "pos.data": np.concatenate(self._pos_data) if self._pos_data else np.zeros(0, np.uint32),
             }
