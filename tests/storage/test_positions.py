@@ -17,8 +17,10 @@ from weftsearch.engine.ingest import FieldAnalysis, analyse_documents
 from weftsearch.errors import CorruptIndexError
 from weftsearch.storage.postings import (
     PostingsDecodeError,
+    join_offsets,
     pack_positions,
     positions_chunks,
+    split_offsets,
     unpack_positions,
 )
 from weftsearch.storage.segment import SegmentReader
@@ -132,6 +134,36 @@ def test_word_offsets_that_do_not_cover_the_data_are_refused() -> None:
     for bounds in ([0, 1, 3], [0, 2, 1], [1, 1, 2], [0, 1]):
         with pytest.raises(PostingsDecodeError):
             unpack_positions(words, tfs, lengths, terms, np.array(bounds))
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=st.lists(st.sampled_from([0, 1, 7, 2**31, 2**32 - 1, 2**32, 2**32 + 5, 3 * 2**32]), max_size=12))
+def test_term_offsets_split_in_low_words_and_wrap_points_join_back(steps: list[int]) -> None:
+    offsets = np.cumsum(np.array([0, *steps], dtype=np.uint64)).astype(np.uint64)
+    low, wraps = split_offsets(offsets)
+    assert low.dtype == np.uint32 and wraps.dtype == np.uint64
+    assert wraps.shape[0] == int(offsets[-1]) >> 32  # none below 16 GiB of positions
+    assert join_offsets(low, wraps).tolist() == offsets.tolist()
+
+
+def test_wrap_points_that_are_not_terms_in_order_are_refused() -> None:
+    low = np.array([0, 5, 3, 9], dtype=np.uint32)
+    assert join_offsets(low, np.array([2], np.uint64)).tolist() == [0, 5, 2**32 + 3, 2**32 + 9]
+    for wraps in ([0], [4], [3, 2], [2**64 - 1]):
+        with pytest.raises(PostingsDecodeError, match="wrap points"):
+            join_offsets(low, np.array(wraps, np.uint64))
+
+
+def test_a_crafted_wrap_point_is_refused_when_the_segment_is_read() -> None:
+    from weftsearch.storage.codec import SectionFile, encode_sections
+
+    data = encode(corpus(12, seed=5))
+    source = SectionFile(Path("<memory>"), data)
+    sections = {name: source.array(name).copy() for name in source.names}
+    sections["pos.data_wraps"] = np.array([1], np.uint64)  # 16 GiB of words the meta does not claim
+    with pytest.raises(CorruptIndexError):
+        reader = SegmentReader(Path("<memory>"), encode_sections(sections))
+        reader.positions(reader.terms()[0])
 
 
 def corpus(count: int, seed: int = 3) -> list[Document]:

@@ -50,6 +50,8 @@ __all__ = [
     "PackedPositions",
     "pack_positions",
     "positions_chunks",
+    "join_offsets",
+    "split_offsets",
     "position_codes",
     "unpack_positions",
     "BLOCK_ROWS",
@@ -591,3 +593,39 @@ def unpack_positions(
     if bool(np.any(positions >= limit)):
         raise PostingsDecodeError("a position is at or past its document's length")
     return starts.astype(np.uint64), positions.astype(np.uint32)
+
+
+# A field's term offsets into its positions words are stored as their low 32 bits, one ``<u4`` a
+# term (``pos.data_offsets``), and the high part as the terms at which it grows (``pos.data_wraps``,
+# ``<u8``: entry k is the first term at or past (k + 1) * 2^32 words), so a segment below 16 GiB of
+# positions per field (all of them in practice) pays 4 bytes a term, and none has a limit.
+
+#: The low part's modulus.
+_WRAP = 1 << 32
+
+
+def split_offsets(offsets: NDArray[Any]) -> tuple[NDArray[np.uint32], NDArray[np.uint64]]:
+    """Non-decreasing word offsets as stored: ``(low 32 bits, the terms where the high part grows)``."""
+    values = np.asarray(offsets, dtype=np.uint64)
+    wraps = int(values[-1]) >> 32 if values.shape[0] else 0
+    targets = np.arange(1, wraps + 1, dtype=np.uint64) << np.uint64(32)
+    return (values & np.uint64(_WRAP - 1)).astype(np.uint32), np.searchsorted(values, targets).astype(
+        np.uint64
+    )
+
+
+def join_offsets(low: NDArray[Any], wraps: NDArray[Any]) -> NDArray[np.uint64]:
+    """The offsets :func:`split_offsets` split (the caller checks that they never decrease). O(V).
+
+    Raises:
+        PostingsDecodeError: the wrap points are not non-decreasing term numbers from 1 to ``len(low) - 1``.
+
+    """
+    points = np.asarray(wraps, dtype=np.uint64)
+    if points.shape[0] and (
+        int(points[0]) < 1 or int(points[-1]) >= low.shape[0] or bool(np.any(points[1:] < points[:-1]))
+    ):
+        raise PostingsDecodeError("the positions offsets' wrap points are not terms in order")
+    high = np.searchsorted(points, np.arange(low.shape[0], dtype=np.uint64), side="right").astype(np.uint64)
+    joined: NDArray[np.uint64] = np.asarray(low, dtype=np.uint64) + (high << np.uint64(32))
+    return joined

@@ -45,6 +45,7 @@ from weftsearch.storage.postings import (
     POSTINGS_BLOCK,
     PostingsDecodeError,
     derive_blocks,
+    join_offsets,
     positions_chunks,
     unpack_positions,
     unpack_postings,
@@ -186,6 +187,7 @@ class SegmentReader:
         for prefix, entry in [("", meta), *((f"tf.{number}.", named) for number, named in numbered)]:
             if "positions" in entry:
                 expected[prefix + "pos.data_offsets"] = entry["terms"] + 1
+                expected[prefix + "pos.data_wraps"] = entry["positions"]["words"] >> 32
                 expected[prefix + "pos.crc"] = entry["terms"]
                 expected[prefix + "pos.data"] = entry["positions"]["words"]
         for number, entry in enumerate(meta.get("text_fields", []), start=1):
@@ -783,12 +785,21 @@ class SegmentReader:
         return "positions" in self._meta_cache
 
     def _positions_tables(self) -> _PositionsTables:
-        """``pos.data_offsets`` (checked once) and ``pos.crc``."""
+        """Each term's first word in ``pos.data`` (checked once) and ``pos.crc``.
+
+        The first words are ``pos.data_offsets`` (low 32 bits) joined with ``pos.data_wraps``.
+        """
 
         def build() -> tuple[Any, ...]:
-            counts = self._meta_cache["positions"]
-            data_offsets = self._array("pos.data_offsets", "<u8", self.n_terms + 1)
-            _check_offsets(data_offsets, self.n_terms, int(counts["words"]), "positions data", self.path)
+            words = int(self._meta_cache["positions"]["words"])
+            try:
+                data_offsets = join_offsets(
+                    self._array("pos.data_offsets", "<u4", self.n_terms + 1),
+                    self._array("pos.data_wraps", "<u8", words >> 32),
+                )
+            except PostingsDecodeError as exc:
+                raise self._corrupt(str(exc)) from None
+            _check_offsets(data_offsets, self.n_terms, words, "positions data", self.path)
             crcs = self._array("pos.crc", "<u4", self.n_terms)
             return data_offsets, crcs
 
