@@ -53,9 +53,8 @@ GROUPS = {
     "stored.block_crc": "stored documents",
     "terms.blob": "terms",
     "terms.offsets": "terms",
-    "pos.chunk_offsets": "positions",
-    "pos.widths": "positions",
     "pos.data_offsets": "positions",
+    "pos.data_wraps": "positions",
     "pos.data": "positions",
     "pos.crc": "positions",
 }

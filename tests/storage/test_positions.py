@@ -319,3 +319,25 @@ def test_every_rechecksummed_positions_edit_is_refused_never_read(field: str) ->
             assert all(np.array_equal(got[i], truth[term][i]) for i in range(4)), label
         assert refused, label
         assert SegmentReader(Path("<memory>"), encode_sections(edited)).verify(), label
+
+
+def test_builds_with_positions_are_byte_identical_whatever_the_worker_count(tmp_path: Path) -> None:
+    documents = [
+        Document(
+            f"d{i:05d}",
+            f"word{i % 97} alpha beta{i % 13} alpha word{i % 89}",
+            text_fields={"title": f"gamma{i % 7} delta gamma{i % 7}"},
+        )
+        for i in range(2_100)
+    ]  # 2,000 or more: add_many forks its workers
+    schema = Schema((TextField("text", positions=True), TextField("title")))
+    built = []
+    for workers in (1, 2):
+        path = tmp_path / str(workers)
+        with Index.create(path, schema=schema, index_id="0123456789abcdef" * 2) as index:
+            index.add_many(documents, workers=workers, progress=False)
+            index.commit()
+        built.append({file.name: file.read_bytes() for file in sorted(path.iterdir())})
+    assert built[0] == built[1]
+    reader = Index.open(tmp_path / "1", readonly=True).snapshot().parts[0].reader
+    assert reader.has_positions and reader.positions("alpha")[3][:4].tolist() == [1, 3, 1, 3]
