@@ -370,7 +370,7 @@ def _pack_runs(
     disjoint and below 2^32, so the sum is exact and equals their OR.
     """
     counts = ends - starts
-    data = np.zeros(words, dtype=np.uint32)
+    data = np.zeros(words, dtype="<u4")  # little-endian: its bytes are the file's (the widths are bytes)
     for low_run, high_run in slices(counts.shape[0], _BLOCK_SLICE):
         low, high = int(starts[low_run]), int(ends[high_run - 1])
         if high == low:
