@@ -35,7 +35,13 @@ from numpy.typing import NDArray
 
 from weftsearch.errors import CorruptIndexError
 from weftsearch.native.loader import BOOLEAN_SWITCH, Scratch, load_library
-from weftsearch.storage.postings import BLOCK_ROWS, POSTINGS_BLOCK, pack_positions, pack_postings
+from weftsearch.storage.postings import (
+    BLOCK_ROWS,
+    POSTINGS_BLOCK,
+    pack_positions,
+    pack_postings,
+    positions_chunks,
+)
 
 __all__ = [
     "CLAUSE_FIELDS",
@@ -233,8 +239,9 @@ def _agrees_with_formula(function: Callable[..., int]) -> bool:
         pack = pack_postings(ids, tfs, np.array([0, ids.shape[0]], np.uint64), lengths)
         at = np.array([p for doc in sorted(found) for p in found[doc]], dtype=np.uint32)
         packed = pack_positions(at, tfs, np.array([0, ids.shape[0]], np.uint64))
-        chunk_at, tf_before = positions_tables(tfs, packed.widths)
-        keep += [pack.data, pack.blocks, packed.data, packed.widths, chunk_at, tf_before]
+        chunk_words, chunk_widths = positions_chunks(packed.data, at.shape[0])
+        chunk_at, tf_before = positions_tables(tfs, chunk_widths)
+        keep += [pack.data, pack.blocks, chunk_words, chunk_widths, chunk_at, tf_before]
         data = pack.data.ctypes.data if pack.data.shape[0] else pack.blocks.ctypes.data
         row = [
             data,
@@ -244,10 +251,10 @@ def _agrees_with_formula(function: Callable[..., int]) -> bool:
             pack.blocks.shape[0] // BLOCK_ROWS,
         ]
         positions = [
-            packed.data.ctypes.data if packed.data.shape[0] else chunk_at.ctypes.data,
-            packed.data.shape[0],
-            packed.widths.ctypes.data if packed.widths.shape[0] else chunk_at.ctypes.data,
-            packed.widths.shape[0],
+            chunk_words.ctypes.data if chunk_words.shape[0] else chunk_at.ctypes.data,
+            chunk_words.shape[0],
+            chunk_widths.ctypes.data if chunk_widths.shape[0] else chunk_at.ctypes.data,
+            chunk_widths.shape[0],
             chunk_at.ctypes.data,
             tf_before.ctypes.data,
             0,

@@ -49,6 +49,9 @@ __all__ = [
     "POSTINGS_BLOCK",
     "PackedPositions",
     "pack_positions",
+    "positions_chunks",
+    "join_offsets",
+    "split_offsets",
     "position_codes",
     "unpack_positions",
     "BLOCK_ROWS",
@@ -343,32 +346,39 @@ def unpack_postings(
 # A term's positions (docs/FORMAT.md, "Positions"), in posting order: per posting its tf
 # positions, ascending, coded as the first position itself, then each gap less one
 # (``p_i - p_(i-1) - 1``). A term's values are cut into chunks of POSTINGS_BLOCK (across
-# posting boundaries; the last chunk of a term shorter), each bit-packed on its own words
-# with the smallest width that holds its values, exactly as a block's id run is.
+# posting boundaries; the last chunk of a term shorter), each bit-packed at the smallest width
+# that holds its values, exactly as a block's id run is. A term's words hold its chunks from
+# its first word (a full chunk is 4 * width words, so every chunk starts on a word), then zero
+# bits, then its chunks' widths, one byte each, as the term's last bytes: the term takes the
+# fewest words that hold both. Its chunk count is ceil(positions / 128), and its positions are
+# the sum of its postings' tfs, so nothing but the term's first word (``pos.data_offsets``) and
+# its CRC32C (``pos.crc``) is stored beside the words.
 
 
 def _pack_runs(
-    values: NDArray[np.uint64], starts: NDArray[np.int64], ends: NDArray[np.int64], widths: NDArray[np.int64]
-) -> tuple[NDArray[np.int64], NDArray[np.uint32]]:
-    """Runs ``values[starts[r]:ends[r]]`` packed at ``widths[r]`` bits each, each run from a new word.
+    values: NDArray[np.uint64],
+    starts: NDArray[np.int64],
+    ends: NDArray[np.int64],
+    widths: NDArray[np.int64],
+    run_word: NDArray[np.int64],
+    words: int,
+) -> NDArray[np.uint32]:
+    """``words`` words holding runs ``values[starts[r]:ends[r]]`` at ``widths[r]`` bits, from ``run_word[r]``.
 
-    Returns each run's first word (R + 1 entries, the last the total) and the
-    words. The float64 ``bincount`` of :func:`pack_postings`: the bit fields of
-    one word are disjoint and below 2^32, so the sum is exact and equals their OR.
+    Runs must not overlap (words between them stay zero). The float64
+    ``bincount`` of :func:`pack_postings`: the bit fields of one word are
+    disjoint and below 2^32, so the sum is exact and equals their OR.
     """
     counts = ends - starts
-    words_of = (counts * widths + 31) // 32
-    word_start = np.zeros(counts.shape[0] + 1, dtype=np.int64)
-    np.cumsum(words_of, out=word_start[1:])
-    data = np.zeros(int(word_start[-1]), dtype=np.uint32)
+    data = np.zeros(words, dtype="<u4")  # little-endian: its bytes are the file's (the widths are bytes)
     for low_run, high_run in slices(counts.shape[0], _BLOCK_SLICE):
-        low, high = (int(starts[low_run]), int(ends[high_run - 1])) if high_run > low_run else (0, 0)
+        low, high = int(starts[low_run]), int(ends[high_run - 1])
         if high == low:
             continue
-        base = int(word_start[low_run])
-        size = int(word_start[high_run]) - base
+        base = int(run_word[low_run])
+        size = int(run_word[high_run - 1] + (counts[high_run - 1] * widths[high_run - 1] + 31) // 32) - base
         run = np.repeat(np.arange(low_run, high_run, dtype=np.int64), counts[low_run:high_run])
-        bits = (word_start[run] - base) * 32 + (np.arange(low, high, dtype=np.int64) - starts[run]) * widths[
+        bits = (run_word[run] - base) * 32 + (np.arange(low, high, dtype=np.int64) - starts[run]) * widths[
             run
         ]
         word = bits >> 5
@@ -380,8 +390,8 @@ def _pack_runs(
         packed += np.bincount(
             word + 1, weights=(part >> (np.uint64(32) - shift)).astype(np.float64), minlength=size + 2
         )[: size + 1]
-        data[base : base + size] = packed[:size].astype(np.uint32)
-    return word_start, data
+        data[base : base + size] |= packed[:size].astype(np.uint32)
+    return data
 
 
 def _unpack_runs(
@@ -389,7 +399,7 @@ def _unpack_runs(
     starts: NDArray[np.int64],
     ends: NDArray[np.int64],
     widths: NDArray[np.int64],
-    word_start: NDArray[np.int64],
+    run_word: NDArray[np.int64],
 ) -> NDArray[np.uint64]:
     """The values :func:`_pack_runs` packed (sizes checked by the caller). O(values)."""
     counts = ends - starts
@@ -397,7 +407,7 @@ def _unpack_runs(
     padded = np.zeros(data.shape[0] + 2, dtype=np.uint64)
     padded[: data.shape[0]] = data
     run = np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)
-    bits = word_start[run] * 32 + (np.arange(total, dtype=np.int64) + starts[0] - starts[run]) * widths[run]
+    bits = run_word[run] * 32 + (np.arange(total, dtype=np.int64) + starts[0] - starts[run]) * widths[run]
     word = bits >> 5
     shift = (bits & 31).astype(np.uint64)
     value = (padded[word] >> shift) | ((padded[word + 1] << (np.uint64(32) - shift)) & np.uint64(0xFFFFFFFF))
@@ -410,15 +420,11 @@ class PackedPositions:
     """One text field's positions as a segment stores them (docs/FORMAT.md, "Positions").
 
     Attributes:
-        chunk_offsets: ``<u8`` x (V + 1): term t's chunks are ``chunk_offsets[t] ..< chunk_offsets[t+1]``.
-        widths: ``|u1`` x C: each chunk's bit width (0..32).
         data_offsets: ``<u8`` x (V + 1): term t's words are ``data[data_offsets[t] ..< data_offsets[t+1]]``.
-        data: ``<u4`` x W: the packed chunks.
+        data: ``<u4`` x W: per term its packed chunks, then its chunks' widths as its last bytes.
 
     """
 
-    chunk_offsets: NDArray[np.uint64]
-    widths: NDArray[np.uint8]
     data_offsets: NDArray[np.uint64]
     data: NDArray[np.uint32]
 
@@ -433,6 +439,28 @@ def position_codes(positions: NDArray[Any], tfs: NDArray[Any]) -> NDArray[np.int
         firsts = np.cumsum(np.asarray(tfs, dtype=np.int64)) - np.asarray(tfs, dtype=np.int64)
         codes[firsts] = values[firsts]
     return codes
+
+
+def _term_words(chunk_bits: NDArray[np.int64], chunks: NDArray[np.int64], term_of: NDArray[np.int64]) -> Any:
+    """Per term: the bits of its chunks, and the fewest words holding them then one byte per chunk."""
+    bits = np.bincount(term_of, weights=chunk_bits.astype(np.float64), minlength=chunks.shape[0]).astype(
+        np.int64
+    )
+    return bits, ((bits + 7) // 8 + chunks + 3) // 4
+
+
+def _chunk_words(
+    counts: NDArray[np.int64],
+    widths: NDArray[np.int64],
+    term_of: NDArray[np.int64],
+    term_word: NDArray[np.int64],
+) -> NDArray[np.int64]:
+    """Each chunk's first word: its term's first word plus the words of the term's chunks before it."""
+    words = (counts * widths + 31) // 32
+    before = np.cumsum(words) - words  # words of every chunk before, in all terms
+    first = np.flatnonzero(np.r_[True, term_of[1:] != term_of[:-1]]) if term_of.shape[0] else term_of
+    into: NDArray[np.int64] = before - np.repeat(before[first], np.diff(np.r_[first, term_of.shape[0]]))
+    return term_word[term_of] + into
 
 
 def pack_positions(positions: NDArray[Any], tfs: NDArray[Any], term_offsets: NDArray[Any]) -> PackedPositions:
@@ -452,72 +480,107 @@ def pack_positions(positions: NDArray[Any], tfs: NDArray[Any], term_offsets: NDA
     cut = np.zeros(np.asarray(tfs).shape[0] + 1, dtype=np.int64)
     np.cumsum(np.asarray(tfs, dtype=np.int64), out=cut[1:])
     per_term = cut[np.asarray(term_offsets, dtype=np.int64)]  # cumulative positions at each term's start
-    _, first_chunk, _, _, starts, ends = _block_geometry(per_term)
+    chunks, _, term_of, within, starts, ends = _block_geometry(per_term)
     widths = bit_widths(np.maximum.reduceat(codes, starts)) if starts.shape[0] else np.zeros(0, np.int64)
-    word_start, data = _pack_runs(codes.astype(np.uint64), starts, ends, widths)
-    return PackedPositions(
-        first_chunk.astype(np.uint64),
-        widths.astype(np.uint8),
-        word_start[first_chunk].astype(np.uint64),
-        data,
+    counts = ends - starts
+    _, term_words = _term_words(counts * widths, chunks, term_of)
+    term_word = np.zeros(chunks.shape[0] + 1, dtype=np.int64)
+    np.cumsum(term_words, out=term_word[1:])
+    data = _pack_runs(
+        codes.astype(np.uint64),
+        starts,
+        ends,
+        widths,
+        _chunk_words(counts, widths, term_of, term_word),
+        int(term_word[-1]),
     )
+    # The widths, as each term's last bytes (the chunks' bits end before them: _term_words).
+    data.view(np.uint8)[4 * term_word[1:][term_of] - chunks[term_of] + within] = widths.astype(np.uint8)
+    return PackedPositions(term_word.astype(np.uint64), data)
+
+
+def positions_chunks(
+    words: NDArray[np.uint32], positions: int
+) -> tuple[NDArray[np.uint32], NDArray[np.uint8]]:
+    """One term's packed chunks and their widths (views), from its words and its count of positions.
+
+    For a term whose words :func:`unpack_positions` has accepted (so the
+    layout holds): its ``ceil(positions / 128)`` widths are its last bytes,
+    and the chunks take the words up to the last one's last value. O(chunks).
+    """
+    chunks = (positions + POSTINGS_BLOCK - 1) // POSTINGS_BLOCK
+    raw = words.view(np.uint8)
+    widths = raw[raw.shape[0] - chunks :]
+    if not chunks:
+        return words[:0], widths
+    last = positions - POSTINGS_BLOCK * (chunks - 1)
+    used = 4 * int(widths[:-1].astype(np.int64).sum()) + (last * int(widths[-1]) + 31) // 32
+    return words[:used], widths
 
 
 def unpack_positions(
     data: NDArray[np.uint32],
-    widths: NDArray[np.uint8],
     tfs: NDArray[Any],
     lengths: NDArray[Any],
     term_offsets: NDArray[Any] | None = None,
+    word_offsets: NDArray[Any] | None = None,
 ) -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
     """Decode the positions of consecutive terms: ``(starts, positions)`` for postings of ``tfs``.
 
-    ``data`` and ``widths`` are the terms' words and chunk widths, ``tfs``
-    their postings' frequencies (term t's postings ``term_offsets[t] ..<
-    term_offsets[t+1]``, from 0; ``None``: one term), ``lengths`` the field
-    length of each posting's document. Posting j's positions are
-    ``positions[starts[j]:starts[j+1]]``. Checked before use: widths at most
-    32, each term's chunk count and the words, zero bits past each chunk's
-    last value, every position below its document's length. O(positions).
+    ``data`` is the terms' words (term t's ``word_offsets[t] ..<
+    word_offsets[t+1]``, from 0), ``tfs`` their postings' frequencies (term
+    t's postings ``term_offsets[t] ..< term_offsets[t+1]``, from 0; both
+    ``None``: one term), ``lengths`` the field length of each posting's
+    document. Posting j's positions are ``positions[starts[j]:starts[j+1]]``.
+    Checked before use: every tf at most its document's length (which bounds
+    what is allocated), widths at most 32, each term's words the fewest that
+    hold its chunks and widths, zero bits between them, every position below
+    its document's length. O(positions).
 
     Raises:
         PostingsDecodeError: the positions do not decode as their table says.
 
     """
     tf = np.asarray(tfs, dtype=np.int64)
+    limit_of = np.asarray(lengths, dtype=np.int64)
+    if limit_of.shape[0] != tf.shape[0] or bool(np.any(tf > limit_of)):
+        raise PostingsDecodeError("a posting has more positions than its document has terms")
     starts = np.zeros(tf.shape[0] + 1, dtype=np.int64)
     np.cumsum(tf, out=starts[1:])
     total = int(starts[-1])
     cuts = (
-        np.array([0, tf.shape[0]], dtype=np.int64)
-        if term_offsets is None
-        else np.asarray(term_offsets, np.int64)
+        np.array([0, tf.shape[0]], np.int64) if term_offsets is None else np.asarray(term_offsets, np.int64)
     )
-    _, _, _, _, chunk_starts, chunk_ends = _block_geometry(starts[cuts])
-    chunks = chunk_starts.shape[0]
-    if widths.shape[0] != chunks:
-        raise PostingsDecodeError(f"{widths.shape[0]} chunks of positions for {total} positions")
-    width = widths.astype(np.int64)
-    if chunks and int(width.max()) > 32:
+    bounds = (
+        np.array([0, data.shape[0]], np.int64) if word_offsets is None else np.asarray(word_offsets, np.int64)
+    )
+    if bounds.shape[0] != cuts.shape[0] or int(bounds[0]) != 0 or int(bounds[-1]) != data.shape[0]:
+        raise PostingsDecodeError("the terms' words do not cover the positions data")
+    term_words = np.diff(bounds)
+    chunks, _, term_of, within, chunk_starts, chunk_ends = _block_geometry(starts[cuts])
+    if bool(np.any(term_words < 0)) or bool(np.any(4 * term_words < chunks)):
+        raise PostingsDecodeError("a term's words cannot hold its chunks' widths")
+    width = data.view(np.uint8)[4 * bounds[1:][term_of] - chunks[term_of] + within].astype(np.int64)
+    if width.shape[0] and int(width.max()) > 32:
         raise PostingsDecodeError("a chunk's bit width is above 32")
     counts = chunk_ends - chunk_starts
-    words_of = (counts * width + 31) // 32
-    word_start = np.zeros(chunks + 1, dtype=np.int64)
-    np.cumsum(words_of, out=word_start[1:])
-    if int(word_start[-1]) != data.shape[0]:
+    bits, expected = _term_words(counts * width, chunks, term_of)
+    if not np.array_equal(expected, term_words):
         raise PostingsDecodeError("the chunks of positions do not fill their words")
-    used = (counts * width) & 31
-    ragged = np.flatnonzero((words_of > 0) & (used > 0))
-    if ragged.shape[0] and bool(
-        np.any(
-            data[word_start[ragged] + words_of[ragged] - 1].astype(np.uint64)
-            >> used[ragged].astype(np.uint64)
-        )
-    ):
-        raise PostingsDecodeError("bits past a chunk's last value are not zero")
+    # Bits between a term's last value and its widths are zero: the writer leaves them so, and a
+    # reader that let them vary would accept a file that scrub cannot tell from the original.
+    gap_start = 32 * bounds[:-1] + bits
+    gap = 32 * term_words - 8 * chunks - bits  # 0 ..< 32 (the fewest words)
+    padded = np.zeros(data.shape[0] + 2, dtype=np.uint64)
+    padded[: data.shape[0]] = data
+    word, shift = gap_start >> 5, (gap_start & 31).astype(np.uint64)
+    window = (padded[word] | (padded[word + 1] << np.uint64(32))) >> shift
+    if bool(np.any(window & ((np.uint64(1) << gap.astype(np.uint64)) - np.uint64(1)))):
+        raise PostingsDecodeError("bits between a term's last position and its widths are not zero")
     if not total:
         return starts.astype(np.uint64), np.empty(0, np.uint32)
-    codes = _unpack_runs(data, chunk_starts, chunk_ends, width, word_start).astype(np.int64)
+    run_word = _chunk_words(counts, width, term_of, bounds)
+    codes = _unpack_runs(data, chunk_starts, chunk_ends, width, run_word).astype(np.int64)
     steps = codes + 1
     present = tf > 0
     firsts = starts[:-1][present]
@@ -526,7 +589,43 @@ def unpack_positions(
     before = np.where(firsts > 0, running[np.maximum(firsts - 1, 0)], 0)
     # Each posting's run restarts from its own first position.
     positions = running - np.repeat(before, tf[present])
-    limit = np.repeat(np.asarray(lengths, dtype=np.int64), tf)
+    limit = np.repeat(limit_of, tf)
     if bool(np.any(positions >= limit)):
         raise PostingsDecodeError("a position is at or past its document's length")
     return starts.astype(np.uint64), positions.astype(np.uint32)
+
+
+# A field's term offsets into its positions words are stored as their low 32 bits, one ``<u4`` a
+# term (``pos.data_offsets``), and the high part as the terms at which it grows (``pos.data_wraps``,
+# ``<u8``: entry k is the first term at or past (k + 1) * 2^32 words), so a segment below 16 GiB of
+# positions per field (all of them in practice) pays 4 bytes a term, and none has a limit.
+
+#: The low part's modulus.
+_WRAP = 1 << 32
+
+
+def split_offsets(offsets: NDArray[Any]) -> tuple[NDArray[np.uint32], NDArray[np.uint64]]:
+    """Non-decreasing word offsets as stored: ``(low 32 bits, the terms where the high part grows)``."""
+    values = np.asarray(offsets, dtype=np.uint64)
+    wraps = int(values[-1]) >> 32 if values.shape[0] else 0
+    targets = np.arange(1, wraps + 1, dtype=np.uint64) << np.uint64(32)
+    return (values & np.uint64(_WRAP - 1)).astype(np.uint32), np.searchsorted(values, targets).astype(
+        np.uint64
+    )
+
+
+def join_offsets(low: NDArray[Any], wraps: NDArray[Any]) -> NDArray[np.uint64]:
+    """The offsets :func:`split_offsets` split (the caller checks that they never decrease). O(V).
+
+    Raises:
+        PostingsDecodeError: the wrap points are not non-decreasing term numbers from 1 to ``len(low) - 1``.
+
+    """
+    points = np.asarray(wraps, dtype=np.uint64)
+    if points.shape[0] and (
+        int(points[0]) < 1 or int(points[-1]) >= low.shape[0] or bool(np.any(points[1:] < points[:-1]))
+    ):
+        raise PostingsDecodeError("the positions offsets' wrap points are not terms in order")
+    high = np.searchsorted(points, np.arange(low.shape[0], dtype=np.uint64), side="right").astype(np.uint64)
+    joined: NDArray[np.uint64] = np.asarray(low, dtype=np.uint64) + (high << np.uint64(32))
+    return joined

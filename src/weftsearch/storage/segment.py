@@ -45,6 +45,8 @@ from weftsearch.storage.postings import (
     POSTINGS_BLOCK,
     PostingsDecodeError,
     derive_blocks,
+    join_offsets,
+    positions_chunks,
     unpack_positions,
     unpack_postings,
 )
@@ -74,16 +76,17 @@ VECTOR_DTYPES = ("float32", "float16")
 _GATHER_KEYS_FROM = 32
 
 
-#: A text field's positions tables: chunk offsets, chunk widths, word offsets, per-term CRC32C.
-_PositionsTables = tuple[NDArray[np.uint64], NDArray[np.uint8], NDArray[np.uint64], NDArray[np.uint32]]
+#: A text field's positions tables: each term's first word, each term's CRC32C.
+_PositionsTables = tuple[NDArray[np.uint64], NDArray[np.uint32]]
 
 
 def _positions_record_ok(record: object) -> bool:
-    """A ``meta`` positions record: ``{"chunks": C, "words": W}``, each an integer below 2^40."""
+    """A ``meta`` positions record: ``{"words": W}``, an integer below 2^40."""
     return (
         isinstance(record, dict)
-        and set(record) == {"chunks", "words"}
-        and all(type(record[c]) is int and 0 <= record[c] < 2**40 for c in ("chunks", "words"))
+        and set(record) == {"words"}
+        and type(record["words"]) is int
+        and 0 <= record["words"] < 2**40
     )
 
 
@@ -183,10 +186,9 @@ class SegmentReader:
         numbered = enumerate(meta.get("text_fields", []), start=1)
         for prefix, entry in [("", meta), *((f"tf.{number}.", named) for number, named in numbered)]:
             if "positions" in entry:
-                expected[prefix + "pos.chunk_offsets"] = entry["terms"] + 1
                 expected[prefix + "pos.data_offsets"] = entry["terms"] + 1
+                expected[prefix + "pos.data_wraps"] = entry["positions"]["words"] >> 32
                 expected[prefix + "pos.crc"] = entry["terms"]
-                expected[prefix + "pos.widths"] = entry["positions"]["chunks"]
                 expected[prefix + "pos.data"] = entry["positions"]["words"]
         for number, entry in enumerate(meta.get("text_fields", []), start=1):
             prefix = f"tf.{number}."
@@ -265,7 +267,7 @@ class SegmentReader:
                 or not all(
                     isinstance(entry, dict)
                     and set(entry) - {"positions"} == {"name", *counts}
-                    and _positions_record_ok(entry.get("positions", {"chunks": 0, "words": 0}))
+                    and _positions_record_ok(entry.get("positions", {"words": 0}))
                     and isinstance(entry["name"], str)
                     and all(type(entry[c]) is int and 0 <= entry[c] < 2**40 for c in counts)
                     for entry in named
@@ -274,7 +276,7 @@ class SegmentReader:
                 or len(named) > 63
             ):
                 raise ValueError("bad text_fields record")
-            if not _positions_record_ok(meta.get("positions", {"chunks": 0, "words": 0})):
+            if not _positions_record_ok(meta.get("positions", {"words": 0})):
                 raise ValueError("bad positions record")
             return meta
         except WeftError:
@@ -783,17 +785,23 @@ class SegmentReader:
         return "positions" in self._meta_cache
 
     def _positions_tables(self) -> _PositionsTables:
-        """``pos.chunk_offsets``, ``pos.widths``, ``pos.data_offsets`` (checked once) and ``pos.crc``."""
+        """Each term's first word in ``pos.data`` (checked once) and ``pos.crc``.
+
+        The first words are ``pos.data_offsets`` (low 32 bits) joined with ``pos.data_wraps``.
+        """
 
         def build() -> tuple[Any, ...]:
-            counts = self._meta_cache["positions"]
-            chunk_offsets = self._array("pos.chunk_offsets", "<u8", self.n_terms + 1)
-            _check_offsets(chunk_offsets, self.n_terms, int(counts["chunks"]), "positions chunk", self.path)
-            data_offsets = self._array("pos.data_offsets", "<u8", self.n_terms + 1)
-            _check_offsets(data_offsets, self.n_terms, int(counts["words"]), "positions data", self.path)
-            widths = self._array("pos.widths", "|u1", int(counts["chunks"]))
+            words = int(self._meta_cache["positions"]["words"])
+            try:
+                data_offsets = join_offsets(
+                    self._array("pos.data_offsets", "<u4", self.n_terms + 1),
+                    self._array("pos.data_wraps", "<u8", words >> 32),
+                )
+            except PostingsDecodeError as exc:
+                raise self._corrupt(str(exc)) from None
+            _check_offsets(data_offsets, self.n_terms, words, "positions data", self.path)
             crcs = self._array("pos.crc", "<u4", self.n_terms)
-            return chunk_offsets, widths, data_offsets, crcs
+            return data_offsets, crcs
 
         result: _PositionsTables = self._memo("positions", build)
         return result
@@ -832,17 +840,12 @@ class SegmentReader:
         if not ids.size:
             return ids, tfs, np.zeros(1, np.uint64), np.empty(0, np.uint32)
         position = self.term_position(term)
-        chunk_offsets, widths, data_offsets, crcs = self._positions_tables()
+        data_offsets, crcs = self._positions_tables()
         words = self._positions_data()[int(data_offsets[position]) : int(data_offsets[position + 1])]
         if checksum(words.tobytes()) != int(crcs[position]):
             raise self._corrupt(f"positions of term {term!r} fail their checksum")
         try:
-            starts, found = unpack_positions(
-                words,
-                widths[int(chunk_offsets[position]) : int(chunk_offsets[position + 1])],
-                tfs,
-                self.doc_lengths()[ids],
-            )
+            starts, found = unpack_positions(words, tfs, self.doc_lengths()[ids])
         except PostingsDecodeError as exc:
             raise self._corrupt(f"positions of term {term!r} do not decode ({exc})") from None
         return ids, tfs, starts, found
@@ -852,7 +855,9 @@ class SegmentReader:
 
         For a reader that decodes positions per posting itself (the compiled
         phrase check): chunks of 128 codes (docs/FORMAT.md, "Positions"), each
-        at its width, runs starting on a new word. Checked before they are
+        at its width, runs starting on a new word (the words up to the last
+        chunk's last value; the widths are the term's last bytes, a view of
+        them). Checked before they are
         handed out: the CRC32C and a full decode with every range check
         (:meth:`positions`), once per term and reader (remembered). O(positions)
         the first time, O(1) after.
@@ -871,9 +876,10 @@ class SegmentReader:
         if term not in checked:
             self.positions(term)  # the CRC and every range check, once
             checked.add(term)
-        chunk_offsets, widths, data_offsets, _ = self._positions_tables()
+        data_offsets, _ = self._positions_tables()
         words = self._positions_data()[int(data_offsets[position]) : int(data_offsets[position + 1])]
-        return words, widths[int(chunk_offsets[position]) : int(chunk_offsets[position + 1])]
+        _, tfs = self.postings(term)
+        return positions_chunks(words, int(tfs.sum(dtype=np.int64)))
 
     # ------------------------------------------------------------------ postings
 

@@ -434,7 +434,7 @@ class _TermPostings:
         every check (:func:`~weftsearch.storage.postings.unpack_positions`).
         """
         reader = self._reader
-        chunk_offsets, widths, data_offsets, crcs = reader._positions_tables()
+        data_offsets, crcs = reader._positions_tables()
         data = reader._positions_data()
         first, last = int(data_offsets[start]), int(data_offsets[end])
         bounds = data_offsets[start : end + 1].astype(np.int64).tolist()
@@ -445,10 +445,10 @@ class _TermPostings:
         try:
             _, positions = unpack_positions(
                 data[first:last],
-                widths[int(chunk_offsets[start]) : int(chunk_offsets[end])],
                 tfs,
                 reader.doc_lengths()[ids],
                 term_offsets - term_offsets[0],
+                np.asarray(bounds, dtype=np.int64) - first,
             )
         except PostingsDecodeError as exc:
             raise CorruptIndexError(f"{reader.path}: positions do not decode ({exc})") from None

@@ -39,6 +39,7 @@ from weftsearch.storage.pausing import (
 from weftsearch.storage.postings import (
     pack_positions,
     pack_postings,
+    split_offsets,
 )
 from weftsearch.storage.sectionwriter import ByteChunks, Section, materialize, write_section_file
 from weftsearch.storage.segment import VECTOR_DTYPES
@@ -401,16 +402,10 @@ def _flat_positions(
     return np.fromiter(runs, dtype=np.int64)
 
 
-def positions_sections(
+def _positions_parts(
     positions: NDArray[Any], tfs: NDArray[Any], term_offsets: NDArray[Any], pause: Pause = no_pause
-) -> dict[str, NDArray[Any]]:
-    """The ``pos.*`` sections of postings laid out as :func:`postings_sections` takes them.
-
-    ``positions`` holds each posting's ``tf`` positions in posting order.
-    ``pos.chunk_offsets``, ``pos.widths``, ``pos.data_offsets``, ``pos.data``
-    (:func:`~weftsearch.storage.postings.pack_positions`) and ``pos.crc``
-    (CRC32C of each term's words). Deterministic. O(positions + V).
-    """
+) -> tuple[NDArray[np.uint64], NDArray[np.uint32], NDArray[np.uint32]]:
+    """Each term's first word (``<u8``, one more: the words), the packed words, each term's CRC32C."""
     packed = pack_positions(positions, tfs, term_offsets)
     bounds = (packed.data_offsets * 4).tolist()
     data_view = memoryview(packed.data.view(np.uint8))  # type: ignore[arg-type]
@@ -420,21 +415,35 @@ def positions_sections(
             crc32c.crc32c(data_view[a:b]) for a, b in itertools.pairwise(bounds[start : end + 1])
         ]
         pause()
-    return {
-        "pos.chunk_offsets": packed.chunk_offsets,
-        "pos.widths": packed.widths,
-        "pos.data_offsets": packed.data_offsets,
-        "pos.data": packed.data,
-        "pos.crc": crcs,
-    }
+    return packed.data_offsets, packed.data, crcs
+
+
+def _positions_tables(
+    offsets: NDArray[np.uint64], data: NDArray[np.uint32], crcs: NDArray[np.uint32]
+) -> dict[str, NDArray[Any]]:
+    """The ``pos.*`` sections of one field's term offsets, words and CRCs (the offsets split in two)."""
+    low, wraps = split_offsets(offsets)
+    return {"pos.data_offsets": low, "pos.data_wraps": wraps, "pos.data": data, "pos.crc": crcs}
+
+
+def positions_sections(
+    positions: NDArray[Any], tfs: NDArray[Any], term_offsets: NDArray[Any], pause: Pause = no_pause
+) -> dict[str, NDArray[Any]]:
+    """The ``pos.*`` sections of postings laid out as :func:`postings_sections` takes them.
+
+    ``positions`` holds each posting's ``tf`` positions in posting order.
+    ``pos.data`` (:func:`~weftsearch.storage.postings.pack_positions`),
+    ``pos.crc`` (CRC32C of each term's words) and each term's first word,
+    as ``pos.data_offsets`` (its low 32 bits) and ``pos.data_wraps``
+    (:func:`~weftsearch.storage.postings.split_offsets`). Deterministic.
+    O(positions + V).
+    """
+    return _positions_tables(*_positions_parts(positions, tfs, term_offsets, pause))
 
 
 def _positions_counts(sections: Mapping[str, Section]) -> dict[str, int]:
-    """``meta``'s counts of one text field's positions: chunks and packed words."""
-    return {
-        "chunks": int(sections["pos.chunk_offsets"][-1]),  # type: ignore[index]
-        "words": int(sections["pos.data_offsets"][-1]),  # type: ignore[index]
-    }
+    """``meta``'s count of one text field's positions: its packed words."""
+    return {"words": int(np.asarray(sections["pos.data"]).shape[0])}
 
 
 def _key_of(document: SegmentDocument) -> str:
@@ -547,12 +556,9 @@ class PostingsBuilder:
         self._lengths = lengths
         # The pos.* sections, when positions are kept: every term's (offsets rebased) as for post.*.
         self._positions = positions
-        self._pos_chunk_offsets: list[NDArray[np.uint64]] = []
         self._pos_data_offsets: list[NDArray[np.uint64]] = []
-        self._pos_widths: list[NDArray[np.uint8]] = []
         self._pos_crcs: list[NDArray[np.uint32]] = []
         self._pos_data: list[NDArray[np.uint32]] = []
-        self._pos_chunks = 0
         self._pos_words = 0
         # An unlinked file, closed when the builder is collected (after the segment is written):
         # nothing is left behind, even by a crash.
@@ -581,14 +587,11 @@ class PostingsBuilder:
         if self._positions:
             if positions is None:
                 raise ValueError("this builder keeps positions: add() needs them")
-            pos = positions_sections(positions, tfs, offsets)
-            self._pos_chunk_offsets.append(pos["pos.chunk_offsets"][:-1] + np.uint64(self._pos_chunks))
-            self._pos_data_offsets.append(pos["pos.data_offsets"][:-1] + np.uint64(self._pos_words))
-            self._pos_widths.append(pos["pos.widths"])
-            self._pos_crcs.append(pos["pos.crc"])
-            self._pos_data.append(pos["pos.data"])
-            self._pos_chunks += int(pos["pos.chunk_offsets"][-1])
-            self._pos_words += int(pos["pos.data_offsets"][-1])
+            term_words, words_of_terms, crcs = _positions_parts(positions, tfs, offsets)
+            self._pos_data_offsets.append(term_words[:-1] + np.uint64(self._pos_words))
+            self._pos_crcs.append(crcs)
+            self._pos_data.append(words_of_terms)
+            self._pos_words += int(term_words[-1])
         sections = postings_sections(ids, tfs, offsets, self._lengths)
         block_offsets = sections["post.block_offsets"]
         data_offsets = sections["post.data_offsets"]
@@ -620,13 +623,13 @@ class PostingsBuilder:
 
         positions: dict[str, Section] = {}
         if self._positions:
-            positions = {
-                "pos.chunk_offsets": tail(self._pos_chunk_offsets, self._pos_chunks),
-                "pos.data_offsets": tail(self._pos_data_offsets, self._pos_words),
-                "pos.widths": np.concatenate(self._pos_widths) if self._pos_widths else np.zeros(0, np.uint8),
-                "pos.crc": np.concatenate(self._pos_crcs) if self._pos_crcs else np.zeros(0, np.uint32),
-                "pos.data": np.concatenate(self._pos_data) if self._pos_data else np.zeros(0, np.uint32),
-            }
+            positions = dict(
+                _positions_tables(
+                    tail(self._pos_data_offsets, self._pos_words),
+                    np.concatenate(self._pos_data) if self._pos_data else np.zeros(0, np.uint32),
+                    np.concatenate(self._pos_crcs) if self._pos_crcs else np.zeros(0, np.uint32),
+                )
+            )
         return {
             **positions,
             "post.offsets": tail(self._offsets, self._postings),
