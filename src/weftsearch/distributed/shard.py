@@ -14,8 +14,8 @@ cut. Reads are idempotent: a retried call returns the same answer.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch._atomic import write_atomic
+from weftsearch.analysis import get_analyzer
 from weftsearch.documents import Document, FieldValue
 from weftsearch.embedders import embedder_record
 from weftsearch.engine.facets import FacetCounts, count_facets
@@ -32,10 +33,11 @@ from weftsearch.engine.index import Index, needs_query_vector
 from weftsearch.engine.protocols import Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import score_queries, stream_labels
-from weftsearch.engine.snapshot import CollectionStatistics, Snapshot
+from weftsearch.engine.snapshot import CollectionStatistics, QueryTerms, Snapshot
 from weftsearch.engine.stats import IndexStats
 from weftsearch.engine.stream import PlanValue, Stream
 from weftsearch.errors import InvalidParameterError, ShardUnavailableError
+from weftsearch.schema import DEFAULT_FIELD
 from weftsearch.storage.directory import IndexDirectory
 
 from .records import SHARD_RECORD, ShardBinding, encode_binding, read_binding
@@ -51,7 +53,15 @@ def shard_index_id(sharded_id: str, name: str) -> str:
     return hashlib.sha256(f"{sharded_id}/{name}".encode()).hexdigest()[:32]
 
 
-__all__ = ["CutRef", "ShardStatistics", "ShardStreams", "ShardLinks", "ShardInputs", "LocalShard"]
+__all__ = [
+    "CutRef",
+    "FieldRequest",
+    "ShardStatistics",
+    "ShardStreams",
+    "ShardLinks",
+    "ShardInputs",
+    "LocalShard",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +91,11 @@ class ShardStatistics:
         latest_time: the newest document time, ``None`` if none has one.
         doc_freq: live documents holding each analysed term of the queries asked about.
         field_kinds: the shard's fields and their types.
+        field_lengths: the total length of each named text field asked about
+            (:data:`FieldRequest`), over live documents.
+        field_doc_freq: per group of text fields asked about (a sorted tuple
+            of names), live documents holding each analysed term in any field
+            of the group.
 
     """
 
@@ -89,6 +104,8 @@ class ShardStatistics:
     latest_time: float | None
     doc_freq: dict[str, int]
     field_kinds: dict[str, str]
+    field_lengths: dict[str, int] = field(default_factory=dict)
+    field_doc_freq: dict[tuple[str, ...], dict[str, int]] = field(default_factory=dict)
 
 
 #: One query's candidates from one scorer on one shard: keys and scores, best first, whether
@@ -103,6 +120,10 @@ ShardLinks = tuple[list[str], NDArray[np.int64], list[str]]
 #: :meth:`LocalShard.search_inputs`' answer: the batch's streams (as :meth:`LocalShard.search`),
 #: one stream per input request, and one filter mask (over the shard's ids) per filter asked.
 ShardInputs = tuple[ShardStreams, list[ShardStream], list[NDArray[np.bool_]]]
+#: A request for per-field statistics: a group of text fields (a sorted tuple of names; one
+#: field for a ``field:term`` leaf, BM25F's fields for its ``combined_fields`` df) and the
+#: query texts whose terms' df in any field of the group the coordinator needs.
+FieldRequest = tuple[tuple[str, ...], Sequence[str]]
 #: A request for an input stream of a whole-collection scorer: its label (for errors), the
 #: scorer, the query it sees and how many candidates.
 InputRequest = tuple[str, Scorer, Query, int]
@@ -278,17 +299,40 @@ class LocalShard:
         """
         return needs_query_vector(scorers, self._snapshot(cut), query)
 
-    def statistics(self, cut: CutRef, texts: Sequence[str]) -> ShardStatistics:
-        """Return this shard's N, total length, latest time, fields, and df of every term of ``texts``."""
+    def statistics(
+        self, cut: CutRef, texts: Sequence[str], fields: Sequence[FieldRequest] = ()
+    ) -> ShardStatistics:
+        """Return the shard's N, total length, latest time, fields, and df of every term of ``texts``.
+
+        ``fields``: per-field statistics (:data:`FieldRequest`): each named
+        field's total length and, per group, the df of the texts' terms in any
+        of its fields. A field the index lacks is left out (the scorer names it
+        when it searches). O(postings of the terms asked about).
+        """
         snapshot = self._snapshot(cut)
         terms = sorted({term for text in texts for term in snapshot.query_terms(text)})
         counts = snapshot.postings(terms).doc_freq if terms else np.zeros(0, np.int64)
+        lengths: dict[str, int] = {}
+        groups: dict[tuple[str, ...], dict[str, int]] = {}
+        known = set(snapshot.schema.names)
+        for group, group_texts in fields:
+            if not group or not known.issuperset(group):
+                continue
+            for name in group:
+                if name != DEFAULT_FIELD and name not in lengths:
+                    lengths[name] = int(snapshot.field_lengths(name).sum())
+            analyse = _group_analysis(snapshot, group)
+            found = sorted({term for text in group_texts for term in analyse(text)})
+            table = groups.setdefault(group, {})
+            table.update(zip(found, _any_field_doc_freq(snapshot, group, found), strict=True))
         return ShardStatistics(
             n_docs=snapshot.n_docs,
             total_length=int(snapshot.doc_lengths.sum()),
             latest_time=snapshot.latest_time,
             doc_freq={term: int(count) for term, count in zip(terms, counts.tolist(), strict=True)},
             field_kinds=snapshot.field_kinds(),
+            field_lengths=lengths,
+            field_doc_freq=groups,
         )
 
     def search(
@@ -396,6 +440,38 @@ class LocalShard:
     def stats(self) -> IndexStats:
         """:meth:`Index.stats` of the shard's index (its current state, uncommitted writes included)."""
         return self._index.stats()
+
+
+def _group_analysis(snapshot: Snapshot, group: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """How a query text is analysed for ``group``: one named field by its own analyzer, else the query's.
+
+    As the BM25 scorer analyses: a ``field:term`` leaf by its field's
+    analyzer; the default field, and BM25F's several fields (which must share
+    the query's analyzer, or the scorer refuses them), by the index's.
+    """
+    if len(group) == 1 and group[0] != DEFAULT_FIELD:
+        name = group[0]
+        terms: QueryTerms = snapshot.memo(
+            ("shard.field_terms", name),
+            lambda: QueryTerms(get_analyzer(snapshot.schema.field(name).analyzer)),
+        )
+        return terms
+    return snapshot.query_terms
+
+
+def _any_field_doc_freq(snapshot: Snapshot, group: tuple[str, ...], terms: list[str]) -> list[int]:
+    """Live documents holding each of ``terms`` in any field of ``group`` (a union per term, vectorised)."""
+    if not terms:
+        return []
+    if len(group) == 1:
+        return [int(count) for count in snapshot.postings(terms, group[0]).doc_freq.tolist()]
+    n_docs = np.int64(max(snapshot.n_docs, 1))
+    keys = []
+    for name in group:
+        postings = snapshot.postings(terms, name)
+        keys.append(postings.term_index * n_docs + postings.ids)
+    pairs = np.unique(np.concatenate(keys))
+    return [int(count) for count in np.bincount(pairs // n_docs, minlength=len(terms)).tolist()]
 
 
 def _streams(view: Snapshot, queries: Sequence[Query], scorers: Sequence[Scorer], depth: int) -> ShardStreams:

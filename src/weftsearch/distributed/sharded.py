@@ -93,13 +93,23 @@ from weftsearch.errors import (
     ShardUnavailableError,
     UnknownKeyError,
 )
-from weftsearch.querylang import tree_texts
+from weftsearch.querylang import BoolNode, Node, PhraseNode, TermNode, tree_texts
+from weftsearch.schema import DEFAULT_FIELD
 from weftsearch.storage.directory import IndexDirectory, is_index_id, new_index_id
 from weftsearch.storage.files import read_regular
 from weftsearch.storage.integrity import ScrubReport, scrub_directory
 
 from .records import COUNTER_LIMIT, ShardBinding, exact_keys, identifier, integer, read_binding, seal, unseal
-from .shard import CutRef, InputRequest, LocalShard, ShardLinks, ShardStatistics, ShardStream, _shard_stream
+from .shard import (
+    CutRef,
+    FieldRequest,
+    InputRequest,
+    LocalShard,
+    ShardLinks,
+    ShardStatistics,
+    ShardStream,
+    _shard_stream,
+)
 from .sharding import HASH_NAME, MAX_SHARDS, check_shards, shard_of
 
 __all__ = [
@@ -1226,7 +1236,10 @@ class ShardedIndex:
             # A tree's words are analysed one by one (the query text holds its syntax).
             | {text for query in batch if query.tree is not None for text in tree_texts(query.tree)}
         )
-        found = self._group.call("statistics", {n: (cut.refs[n], texts) for n in everyone}, read=True)
+        pairs = [(query, scorers[column]) for query in batch for column in plan.on_shards]
+        pairs += [(request[2], request[1]) for request in plan.requests]
+        fields = _field_requests(pairs)
+        found = self._group.call("statistics", {n: (cut.refs[n], texts, fields) for n in everyone}, read=True)
         missing = self._missing(found, allow_partial)
         live = [n for n in everyone if n not in missing]
         statistics = _combine([found[n] for n in live], len(self._names))
@@ -1455,14 +1468,66 @@ def _combined_plan(plans: Sequence[tuple[str, dict[str, PlanValue] | None]]) -> 
     return combined
 
 
+def _scored_fields(scorer: Scorer) -> tuple[str, ...] | None:
+    """The text fields a scorer scores together (``BM25Scorer(fields=...)``'s, sorted), ``None`` if none.
+
+    Read from a ``fields`` mapping of names, as :class:`~weftsearch.BM25Scorer`
+    has; the coordinator imports no scorer.
+    """
+    fields = getattr(scorer, "fields", None)
+    if isinstance(fields, Mapping) and fields and all(isinstance(name, str) for name in fields):
+        return tuple(sorted(fields))
+    return None
+
+
+def _leaf_texts(node: Node) -> list[tuple[str | None, str]]:
+    """Every ``(field, text)`` of ``node`` analysed into scored terms (``None``: the default field)."""
+    if isinstance(node, TermNode):
+        return [(node.field, node.text)]
+    if isinstance(node, PhraseNode):
+        return [(node.field, word) for word in node.terms]
+    if isinstance(node, BoolNode):
+        return [pair for clause in (*node.must, *node.should, *node.must_not) for pair in _leaf_texts(clause)]
+    return []  # a prefix scores a constant: no statistics
+
+
+def _field_requests(pairs: Sequence[tuple[Query, Scorer]]) -> list[FieldRequest]:
+    """The per-field statistics the shards must gather for each (query, scorer) searched.
+
+    A ``field:word`` leaf needs the word's df in that field; an unfielded word
+    under a scorer of several fields (BM25F) its df in any of them. The default
+    field alone is the statistics' ``doc_freq`` (gathered for every text).
+    """
+    groups: dict[tuple[str, ...], set[str]] = {}
+    for query, scorer in pairs:
+        scored = _scored_fields(scorer)
+        if query.tree is None:
+            leaves: list[tuple[str | None, str]] = [(None, query.text)] if query.text else []
+        else:
+            leaves = _leaf_texts(query.tree)
+        for field, text in leaves:
+            group = (field,) if field is not None else scored
+            if group is not None and group != (DEFAULT_FIELD,):
+                groups.setdefault(group, set()).add(text)
+    return [(group, sorted(texts)) for group, texts in sorted(groups.items())]
+
+
 def _combine(parts: Sequence[ShardStatistics], shards: int) -> CollectionStatistics:
     """The collection's statistics from its shards' (sums; the newest time; the union of fields)."""
     doc_freq: dict[str, int] = {}
     kinds: dict[str, str] = {}
     latest: float | None = None
+    lengths: dict[str, int] = {}
+    groups: dict[tuple[str, ...], dict[str, int]] = {}
     for part in parts:
         for term, count in part.doc_freq.items():
             doc_freq[term] = doc_freq.get(term, 0) + count
+        for name, length in part.field_lengths.items():
+            lengths[name] = lengths.get(name, 0) + length
+        for group, table in part.field_doc_freq.items():
+            into = groups.setdefault(group, {})
+            for term, count in table.items():
+                into[term] = into.get(term, 0) + count
         for name, kind in part.field_kinds.items():
             kinds.setdefault(name, kind)
         if part.latest_time is not None and (latest is None or part.latest_time > latest):
@@ -1474,6 +1539,8 @@ def _combine(parts: Sequence[ShardStatistics], shards: int) -> CollectionStatist
         latest_time=latest,
         field_kinds=kinds,
         links_complete=len(parts) == 1 and shards == 1,
+        field_lengths=lengths,
+        field_doc_freq=groups,
     )
 
 

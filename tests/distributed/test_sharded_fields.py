@@ -1,0 +1,154 @@
+"""Named text fields on a sharded index: one index's keys, order and score bits.
+
+Fielded leaves (``title:word``, ``title:"a phrase"``), phrases, boolean trees,
+prefixes and boosts, and the BM25F scorer (``fields=``, ``field_b=``), over
+random small corpora with named fields on 1-3 shards, against one
+:class:`~weftsearch.Index` holding the same documents. Exact because the
+coordinator gathers per-field statistics (each field's total length, its df,
+and BM25F's any-field df) as it gathers the default field's.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from tests.distributed.building import close_all, sharded_copies
+from tests.querylang.strategies import trees
+from tests.scorers.test_bm25_tree import BM25F_B, BM25F_WEIGHTS, FIELD_DOCS, FIELD_SCHEMA, field_leaves
+from weftsearch import RRF, BM25Scorer, Document, Index, Query, SearchResults
+from weftsearch.distributed import ShardedIndex
+from weftsearch.querylang import BoolNode, Node, PhraseNode, TermNode
+
+K1, B = 1.2, 0.75
+GHOST = {"text": "alpha gamma running", "title": "beta alpha", "tags": "alpha"}
+
+
+def document(key: str, fields: dict[str, str]) -> Document:
+    return Document(key, fields.get("text", ""), text_fields={k: v for k, v in fields.items() if k != "text"})
+
+
+def fill(index: Index | ShardedIndex, docs: dict[str, dict[str, str]], extra: int) -> None:
+    """``docs`` in two commits, ``extra`` documents added then deleted (df and lengths skip them)."""
+    items = list(docs.items())
+    half = len(items) // 2
+    index.add_many([document(key, fields) for key, fields in items[:half]], progress=False)
+    index.commit()
+    ghosts = [document(f"zz{i}", GHOST) for i in range(extra)]
+    index.add_many(ghosts + [document(key, fields) for key, fields in items[half:]], progress=False)
+    index.delete_many([ghost.key for ghost in ghosts])
+    index.commit()
+
+
+def scorer(bm25f: bool) -> BM25Scorer:
+    return BM25Scorer(K1, B, fields=BM25F_WEIGHTS, field_b=BM25F_B) if bm25f else BM25Scorer(K1, B)
+
+
+def assert_same(expected: SearchResults, got: SearchResults) -> None:
+    assert list(got.keys) == list(expected.keys)
+    assert got.scores.tobytes() == expected.scores.tobytes()
+    assert [s.score for h in got for s in h.signals] == [s.score for h in expected for s in h.signals]
+
+
+def compare(
+    docs: dict[str, dict[str, str]], queries: Sequence[Query], k: int, extra: int, shards: int, bm25f: bool
+) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        single = Index.create(Path(root) / "one", schema=FIELD_SCHEMA)
+        sharded = ShardedIndex.create(Path(root) / "sharded", shards, schema=FIELD_SCHEMA)
+        try:
+            fill(single, docs, extra)
+            fill(sharded, docs, extra)
+            expected = single.search_many(queries, k, RRF(), scorer(bm25f))
+            got = sharded.search_many(queries, k, RRF(), scorer(bm25f))
+            for want, have in zip(expected, got, strict=True):
+                assert_same(want, have)
+        finally:
+            sharded.close()
+            single.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    FIELD_DOCS,
+    st.lists(trees(field_leaves(), max_leaves=5), min_size=1, max_size=3),
+    st.integers(1, 12),
+    st.integers(0, 2),
+    st.integers(1, 3),
+    st.booleans(),
+)
+@example(
+    {"a": {"text": "alpha beta", "title": "beta alpha"}, "b": {"title": "alpha beta gamma"}, "c": {}},
+    [PhraseNode(("alpha", "beta")), TermNode("alpha", field="title", boost=2.0)],
+    5,
+    1,
+    2,
+    True,
+)
+@example(
+    {"a": {"text": "gamma", "title": "running"}, "b": {"title": "gamma"}, "c": {"text": "gamma gamma"}},
+    [BoolNode(must=(TermNode("gamma"),), must_not=(PhraseNode(("run",), field="title"),))],
+    5,
+    0,
+    3,
+    False,
+)
+def test_fielded_trees_score_the_single_index_bits_on_every_shard_count(
+    docs: dict[str, dict[str, str]], nodes: list[Node], k: int, extra: int, shards: int, bm25f: bool
+) -> None:
+    compare(docs, [Query(tree=node) for node in nodes], k, extra, shards, bm25f)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    FIELD_DOCS,
+    st.lists(st.sampled_from(["alpha", "beta gamma", "running the", "epsilon alpha-beta"]), min_size=1),
+    st.integers(1, 12),
+    st.integers(0, 2),
+    st.integers(1, 3),
+)
+def test_bm25f_over_plain_text_scores_the_single_index_bits(
+    docs: dict[str, dict[str, str]], texts: list[str], k: int, extra: int, shards: int
+) -> None:
+    compare(docs, [Query(text) for text in texts], k, extra, shards, True)
+
+
+PARSED = [
+    "title:alpha",
+    'title:"beta alpha"',
+    '"alpha beta"~1 OR title:gamma^2',
+    "+alpha -title:beta",
+    "(alpha AND title:gamma) OR NOT tags:Beta",
+    "tags:Al* OR title:ru*^3",
+    "text:alpha title:alpha",
+]
+TITLED = {
+    "a": {"text": "alpha beta gamma", "title": "beta alpha"},
+    "b": {"text": "beta alpha", "title": "gamma running", "tags": "Beta"},
+    "c": {"text": "running runs gamma", "title": "alpha", "tags": "alpha"},
+    "d": {"text": "alpha alpha delta", "title": "alpha beta gamma"},
+    "e": {"title": "gamma"},
+}
+
+
+@pytest.mark.parametrize("bm25f", [False, True])
+@pytest.mark.parametrize("text", PARSED)
+def test_parsed_fielded_queries_score_the_single_index_bits(tmp_path: Path, text: str, bm25f: bool) -> None:
+    documents = [document(key, fields) for key, fields in TITLED.items()]
+    single = Index.create(tmp_path / "one", schema=FIELD_SCHEMA)
+    single.add_many(documents, progress=False)
+    single.commit()
+    sharded = sharded_copies(tmp_path, documents, [2, 3], schema=FIELD_SCHEMA)
+    try:
+        query = Query.parse(text)
+        expected = single.search(query, 10, RRF(), scorer(bm25f))
+        assert expected.keys, text  # the query has hits to compare
+        for count in (2, 3):
+            assert_same(expected, sharded[count].search(query, 10, RRF(), scorer(bm25f)))
+    finally:
+        close_all(single, sharded)
