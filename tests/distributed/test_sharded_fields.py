@@ -23,7 +23,10 @@ from tests.querylang.strategies import trees
 from tests.scorers.test_bm25_tree import BM25F_B, BM25F_WEIGHTS, FIELD_DOCS, FIELD_SCHEMA, field_leaves
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, SearchResults
 from weftsearch.distributed import ShardedIndex
+from weftsearch.errors import InvalidParameterError
+from weftsearch.highlight import HighlightOptions
 from weftsearch.querylang import BoolNode, Node, PhraseNode, TermNode
+from weftsearch.schema import Schema, TextField
 
 K1, B = 1.2, 0.75
 GHOST = {"text": "alpha gamma running", "title": "beta alpha", "tags": "alpha"}
@@ -150,5 +153,93 @@ def test_parsed_fielded_queries_score_the_single_index_bits(tmp_path: Path, text
         assert expected.keys, text  # the query has hits to compare
         for count in (2, 3):
             assert_same(expected, sharded[count].search(query, 10, RRF(), scorer(bm25f)))
+    finally:
+        close_all(single, sharded)
+
+
+# ---------------------------------------------------------------------- highlighting
+
+HIGHLIGHT_SCHEMA = Schema(
+    (TextField("text", positions=True), TextField("title", positions=True), TextField("notes", stored=False))
+)
+HIGHLIGHTED = {
+    f"d{i}": {
+        "text": f"alpha beta {'gamma ' * (i % 3)}running delta number {i}",
+        "title": ["Alpha beta", "gamma runs", "Beta, then alpha"][i % 3],
+        "notes": "alpha",
+    }
+    for i in range(14)
+}
+
+
+def highlighted(results: SearchResults) -> list[tuple[str, dict[str, object] | None]]:
+    return [(hit.key, hit.to_dict().get("highlights")) for hit in results]
+
+
+@pytest.mark.parametrize("text", ['"alpha beta" OR title:gamma', "title:runs^2 alpha", "running"])
+def test_highlights_are_the_single_index_ones(tmp_path: Path, text: str) -> None:
+    documents = [document(key, fields) for key, fields in HIGHLIGHTED.items()]
+    single = Index.create(tmp_path / "one", schema=HIGHLIGHT_SCHEMA)
+    single.add_many(documents, progress=False)
+    single.commit()
+    sharded = sharded_copies(tmp_path, documents, [1, 3], schema=HIGHLIGHT_SCHEMA)
+    options = HighlightOptions(fields=("title", "text", "notes"), fragment_size=20, pre_tag="[", post_tag="]")
+    try:
+        query = Query.parse(text)
+        for offset in (0, 4):
+            expected = single.search(query, 6, RRF(), BM25Scorer(), highlight=options, offset=offset)
+            want = highlighted(expected)
+            assert want and all(found is not None for _, found in want)
+            for index in sharded.values():
+                assert (
+                    highlighted(index.search(query, 6, RRF(), BM25Scorer(), highlight=options, offset=offset))
+                    == want
+                )
+                assert highlighted(
+                    index.search(query, 6, RRF(), BM25Scorer(), highlight=True, offset=offset)
+                ) == (
+                    highlighted(single.search(query, 6, RRF(), BM25Scorer(), highlight=True, offset=offset))
+                )
+        # Without highlight=, no highlights, as one index.
+        assert all(hit.highlights is None for hit in sharded[3].search(query, 6, RRF(), BM25Scorer()))
+    finally:
+        close_all(single, sharded)
+
+
+def test_bad_highlight_options_are_refused_as_one_index_refuses_them(tmp_path: Path) -> None:
+    documents = [document(key, fields) for key, fields in HIGHLIGHTED.items()]
+    single = Index.create(tmp_path / "one", schema=HIGHLIGHT_SCHEMA)
+    single.add_many(documents, progress=False)
+    single.commit()
+    sharded = sharded_copies(tmp_path, documents, [2], schema=HIGHLIGHT_SCHEMA)
+    try:
+        # An unknown field, with hits and with none (nothing matches "zzz").
+        for text in ("alpha", "zzz"):
+            bad = HighlightOptions(fields=("body",))
+            with pytest.raises(InvalidParameterError) as one:
+                single.search(text, 5, RRF(), BM25Scorer(), highlight=bad)
+            with pytest.raises(InvalidParameterError) as many:
+                sharded[2].search(text, 5, RRF(), BM25Scorer(), highlight=bad)
+            assert str(many.value) == str(one.value) and "'body'" in str(many.value)
+        for wrong in ("text", 3):
+            with pytest.raises(InvalidParameterError) as one:
+                single.search("alpha", 5, RRF(), BM25Scorer(), highlight=wrong)  # type: ignore[arg-type]
+            with pytest.raises(InvalidParameterError) as many:
+                sharded[2].search("alpha", 5, RRF(), BM25Scorer(), highlight=wrong)  # type: ignore[arg-type]
+            assert str(many.value) == str(one.value)
+    finally:
+        close_all(single, sharded)
+
+
+def test_an_index_without_stored_text_says_why_on_every_shard(tmp_path: Path) -> None:
+    documents = [Document(f"d{i}", f"alpha beta {i}") for i in range(6)]
+    single = Index.create(tmp_path / "one", store_text=False)
+    single.add_many(documents, progress=False)
+    single.commit()
+    sharded = sharded_copies(tmp_path, documents, [3], store_text=False)
+    try:
+        want = highlighted(single.search("alpha", 5, RRF(), BM25Scorer(), highlight=True))
+        assert want and "not stored" in str(want[0][1])
+        assert highlighted(sharded[3].search("alpha", 5, RRF(), BM25Scorer(), highlight=True)) == want
     finally:
         close_all(single, sharded)

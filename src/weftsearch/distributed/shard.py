@@ -37,6 +37,7 @@ from weftsearch.engine.snapshot import CollectionStatistics, QueryTerms, Snapsho
 from weftsearch.engine.stats import IndexStats
 from weftsearch.engine.stream import PlanValue, Stream
 from weftsearch.errors import InvalidParameterError, ShardUnavailableError
+from weftsearch.highlight import FieldHighlight, HighlightOptions
 from weftsearch.schema import DEFAULT_FIELD
 from weftsearch.storage.directory import IndexDirectory
 
@@ -406,6 +407,22 @@ class LocalShard:
         return [
             dict(row) if keep is None or bool(keep[position]) else None for position, row in enumerate(rows)
         ]
+
+    def highlights(
+        self, cut: CutRef, query: Query, options: HighlightOptions, keys: Sequence[str]
+    ) -> list[Mapping[str, FieldHighlight]]:
+        """The highlights of ``keys`` (the shard's hits) at ``cut``, as :meth:`Index.search` gives them.
+
+        Each key's stored text fields read from the cut's snapshot and marked
+        by :meth:`Index.highlighter <weftsearch.Index.highlighter>`. With no
+        keys, only ``options`` are checked against the index's text fields.
+
+        Raises:
+            InvalidParameterError: ``options`` names a field the index lacks.
+
+        """
+        highlight = self._index.highlighter(self._snapshot(cut), query, options)
+        return [highlight(key) for key in keys]
 
     def facet_counts(self, cut: CutRef, filter: Filter | None, fields: Sequence[str]) -> FacetCounts:
         """Every value of ``fields`` with the number of the shard's live documents ``filter`` matches.

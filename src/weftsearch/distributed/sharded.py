@@ -93,6 +93,7 @@ from weftsearch.errors import (
     ShardUnavailableError,
     UnknownKeyError,
 )
+from weftsearch.highlight import FieldHighlight, HighlightOptions, options_of
 from weftsearch.querylang import BoolNode, Node, PhraseNode, TermNode, tree_texts
 from weftsearch.schema import DEFAULT_FIELD
 from weftsearch.storage.directory import IndexDirectory, is_index_id, new_index_id
@@ -222,9 +223,11 @@ class ShardedResults(SearchResults):
 
     """
 
-    __slots__ = ("missing_shards",)
+    __slots__ = ("_refs", "missing_shards")
 
     missing_shards: tuple[str, ...]
+    #: The shards' states the search read (what its highlights are read from).
+    _refs: tuple[CutRef, ...]
 
     @property
     def partial(self) -> bool:
@@ -1064,6 +1067,7 @@ class ShardedIndex:
         after: str | None = None,
         facets: Sequence[str] | None = None,
         facet_k: int = 10,
+        highlight: bool | HighlightOptions | None = None,
     ) -> ShardedResults:
         """Search every shard at the current cut; the single index's results for the same documents.
 
@@ -1072,7 +1076,10 @@ class ShardedIndex:
         may name: a sharded index keeps no older cuts for cursors, so a cursor
         issued on another cut than the current one raises
         :class:`~weftsearch.errors.CursorExpiredError`. ``facets``: :meth:`facets`
-        of the query, in ``results.facets``. ``allow_partial``: when a shard
+        of the query, in ``results.facets``. ``highlight``: each hit's
+        highlights as one index gives them, read from the hit's shard at the
+        cut searched (:meth:`LocalShard.highlights`), computed at the search
+        (one call per shard), not when a hit is first read. ``allow_partial``: when a shard
         cannot be reached, return the other shards' results with
         :attr:`ShardedResults.missing_shards` naming it (scored with the
         statistics of the shards that answered) instead of raising; partial
@@ -1085,6 +1092,7 @@ class ShardedIndex:
 
         """
         self._check_open()
+        options = options_of(highlight)
         if facets is not None:  # checked before any shard searches
             check_facet_fields(facets, self._field_kinds)
             check_facet_k(facet_k)
@@ -1103,7 +1111,11 @@ class ShardedIndex:
             paged = page_of(results, skip, page, start)
             assert isinstance(paged, ShardedResults)  # _sliced keeps the class
             paged.missing_shards = results.missing_shards
+            paged._refs = results._refs
             results = paged
+        if options is not None:
+            table = _shard_highlights(self, results, _as_query(query), options, allow_partial)
+            results._highlight_with(table.__getitem__)
         if not results.partial:
             issue = functools.partial(
                 self._issue_cursor, results.generation, _as_query(query), fuser, scorers, depth
@@ -1446,8 +1458,45 @@ class ShardedIndex:
             )
             assert isinstance(result, ShardedResults)  # _from_arrays builds its own class
             result.missing_shards = missing
+            result._refs = cut.refs
             results.append(result)
         return results
+
+
+def _shard_highlights(
+    index: ShardedIndex,
+    results: ShardedResults,
+    query: Query,
+    options: HighlightOptions,
+    allow_partial: bool,
+) -> dict[str, Mapping[str, FieldHighlight]]:
+    """Every hit's highlights, from its shard at the cut searched: one call per shard, at the search.
+
+    Every shard is asked (one without hits only checks ``options``), so bad
+    options raise as one index raises them, hits or none. Computed now, not
+    when a hit is read as one index does: a shard keeps a cut only until the
+    next two are made. A hit whose shard did not answer (``allow_partial``)
+    says so in its highlights.
+    """
+    count = len(index._names)
+    wanted: dict[int, list[str]] = {n: [] for n in range(count)}
+    for key in results.keys:
+        wanted[shard_of(key, count)].append(key)
+    refs = results._refs
+    arguments = {n: (refs[n], query, options, keys) for n, keys in wanted.items()}
+    found = index._group.call("highlights", arguments, read=True)
+    missing = index._missing(found, allow_partial)
+    table: dict[str, Mapping[str, FieldHighlight]] = {}
+    for number, keys in wanted.items():
+        if number in missing:
+            reason = f"shard {index._names[number]!r} did not answer"
+            rows: list[Mapping[str, FieldHighlight]] = [
+                {name: FieldHighlight(name, reason=reason) for name in options.fields}
+            ] * len(keys)
+        else:
+            rows = found[number]
+        table.update(zip(keys, rows, strict=True))
+    return table
 
 
 def _combined_plan(plans: Sequence[tuple[str, dict[str, PlanValue] | None]]) -> dict[str, PlanValue] | None:

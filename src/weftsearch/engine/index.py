@@ -58,6 +58,7 @@ from weftsearch.engine.pages import CURSOR_GENERATIONS, CursorSeal, PageStart, r
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import (
+    Highlighter,
     SearchResults,
     _as_query,
     query_facets,
@@ -1460,24 +1461,37 @@ class Index:
             if facets is not None:
                 results.facets = query_facets(searched, _as_query(query), facets, facet_k)
         if options is not None:
-            parsed = query if isinstance(query, Query) else Query(text=query)
-            # Every text field of the schema, each with its own analyzer; a named field kept
-            # unstored says so instead of a snippet.
-            analyzers = {DEFAULT_FIELD: self._analyzer, **self._field_analysis.analyzers}
-            highlighter = snapshot_highlighter(
-                searched,
-                parsed,
-                options,
-                store_text=self._store_text,
-                analyzers=analyzers,
-                unstored=self._field_analysis.unstored,
-            )
-            results._highlight_with(highlighter)
+            results._highlight_with(self.highlighter(searched, query, options))
         results._offer_cursor(
             functools.partial(self._issue_cursor, searched, _as_query(asked), fuser, scorers, depth), int(k)
         )
         self._remember(query, k, fuser, scorers, depth)  # only searches that completed are replayed
         return results
+
+    def highlighter(self, snapshot: Snapshot, query: Query | str, options: HighlightOptions) -> Highlighter:
+        """The function giving a hit's highlights (by key) from ``snapshot``'s stored texts.
+
+        What ``search(..., highlight=options)`` gives its hits: every text
+        field of the schema highlighted with its own analyzer, a field kept
+        unstored (or an index with ``store_text=False``) saying so instead of
+        a snippet. A sharded index asks each shard for its hits' highlights
+        through this.
+
+        Raises:
+            InvalidParameterError: ``options.fields`` names a field the index
+                has not (or one whose analyzer cannot highlight).
+
+        """
+        parsed = query if isinstance(query, Query) else Query(text=query)
+        analyzers = {DEFAULT_FIELD: self._analyzer, **self._field_analysis.analyzers}
+        return snapshot_highlighter(
+            snapshot,
+            parsed,
+            options,
+            store_text=self._store_text,
+            analyzers=analyzers,
+            unstored=self._field_analysis.unstored,
+        )
 
     def _cursors(self) -> CursorSeal:
         """The seal of this index's cursors (made on first use, once the index id is known)."""
