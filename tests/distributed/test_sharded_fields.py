@@ -23,7 +23,12 @@ from tests.querylang.strategies import trees
 from tests.scorers.test_bm25_tree import BM25F_B, BM25F_WEIGHTS, FIELD_DOCS, FIELD_SCHEMA, field_leaves
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, SearchResults
 from weftsearch.distributed import ShardedIndex
-from weftsearch.errors import InvalidParameterError
+from weftsearch.errors import (
+    InvalidParameterError,
+    InvalidQueryError,
+    PhrasePositionsError,
+    UnknownTextFieldError,
+)
 from weftsearch.highlight import HighlightOptions
 from weftsearch.querylang import BoolNode, Node, PhraseNode, TermNode
 from weftsearch.schema import Schema, TextField
@@ -241,5 +246,79 @@ def test_an_index_without_stored_text_says_why_on_every_shard(tmp_path: Path) ->
         want = highlighted(single.search("alpha", 5, RRF(), BM25Scorer(), highlight=True))
         assert want and "not stored" in str(want[0][1])
         assert highlighted(sharded[3].search("alpha", 5, RRF(), BM25Scorer(), highlight=True)) == want
+    finally:
+        close_all(single, sharded)
+
+
+# ---------------------------------------------------------------------- refusals
+
+REFUSAL_SCHEMA = Schema(
+    (
+        TextField("text", positions=True),
+        TextField("title", positions=False),
+        TextField("tags", analyzer="keyword"),
+    )
+)
+#: 100 documents, each with its own "w<i>x" term: 100 terms start with "w" over the collection,
+#: fewer than MAX_PREFIX_TERMS (64) on each of 2 or 3 shards.
+REFUSAL_DOCS = [
+    Document(f"k{i}", f"alpha w{i}x beta", text_fields={"title": f"zebra t{i}y", "tags": "Q"})
+    for i in range(100)
+]
+REFUSALS = [
+    ('title:"zebra t1y"', None, PhrasePositionsError),
+    ('"alpha w1x"', {"text": 1.0, "title": 2.0}, PhrasePositionsError),
+    ("body:alpha", None, UnknownTextFieldError),
+    ("body:alpha", {"text": 1.0, "title": 2.0}, UnknownTextFieldError),
+    ("alpha", {"body": 1.0}, InvalidParameterError),
+    ("alpha", {"text": 1.0, "tags": 2.0}, InvalidParameterError),
+    ("w*", None, InvalidQueryError),
+    ("alpha OR title:t*", None, InvalidQueryError),
+    # Fewer than 64 in each field, more than 64 in text and title together (BM25F's expansion).
+    ("w1* OR t1* OR w2* OR t2* OR w3* OR t3* OR w4* OR t4*", {"text": 1.0, "title": 2.0}, None),
+    ("zebra", {"text": 1.0, "title": 2.0}, None),
+    ("a*", {"text": 1.0, "title": 2.0}, None),
+    ('tags:"Q"', None, None),
+]
+
+
+@pytest.mark.parametrize(("text", "fields", "error"), REFUSALS)
+def test_what_one_index_refuses_a_sharded_index_refuses_alike(
+    tmp_path: Path, text: str, fields: dict[str, float] | None, error: type[Exception] | None
+) -> None:
+    single = Index.create(tmp_path / "one", schema=REFUSAL_SCHEMA)
+    single.add_many(REFUSAL_DOCS, progress=False)
+    single.commit()
+    sharded = sharded_copies(tmp_path, REFUSAL_DOCS, [2, 3], schema=REFUSAL_SCHEMA)
+    try:
+        query = Query.parse(text)
+        if error is None:
+            expected = single.search(query, 10, RRF(), BM25Scorer(fields=fields))
+            for index in sharded.values():
+                assert_same(expected, index.search(query, 10, RRF(), BM25Scorer(fields=fields)))
+            return
+        with pytest.raises(error) as one:
+            single.search(query, 10, RRF(), BM25Scorer(fields=fields))
+        for index in sharded.values():
+            with pytest.raises(error) as many:
+                index.search(query, 10, RRF(), BM25Scorer(fields=fields))
+            assert type(many.value) is type(one.value) and str(many.value) == str(one.value)
+    finally:
+        close_all(single, sharded)
+
+
+def test_a_prefix_is_bounded_over_bm25f_fields_together(tmp_path: Path) -> None:
+    """50 terms start with "q" in text, 50 others in title: each field is under the bound, both over."""
+    documents = [Document(f"k{i}", f"q{i}a", text_fields={"title": f"q{i}b", "tags": "Q"}) for i in range(50)]
+    single = Index.create(tmp_path / "one", schema=REFUSAL_SCHEMA)
+    single.add_many(documents, progress=False)
+    single.commit()
+    sharded = sharded_copies(tmp_path, documents, [2], schema=REFUSAL_SCHEMA)
+    try:
+        bm25f = BM25Scorer(fields={"text": 1.0, "title": 1.0})
+        for index in (single, sharded[2]):
+            assert index.search(Query.parse("q*"), 10, RRF(), BM25Scorer()).keys  # text alone: 50
+            with pytest.raises(InvalidQueryError, match="MAX_PREFIX_TERMS"):
+                index.search(Query.parse("q*"), 10, RRF(), bm25f)
     finally:
         close_all(single, sharded)

@@ -38,6 +38,7 @@ from weftsearch.engine.stats import IndexStats
 from weftsearch.engine.stream import PlanValue, Stream
 from weftsearch.errors import InvalidParameterError, ShardUnavailableError
 from weftsearch.highlight import FieldHighlight, HighlightOptions
+from weftsearch.querylang import MAX_PREFIX_TERMS
 from weftsearch.schema import DEFAULT_FIELD
 from weftsearch.storage.directory import IndexDirectory
 
@@ -57,6 +58,7 @@ def shard_index_id(sharded_id: str, name: str) -> str:
 __all__ = [
     "CutRef",
     "FieldRequest",
+    "PrefixRequest",
     "ShardStatistics",
     "ShardStreams",
     "ShardLinks",
@@ -97,6 +99,9 @@ class ShardStatistics:
         field_doc_freq: per group of text fields asked about (a sorted tuple
             of names), live documents holding each analysed term in any field
             of the group.
+        prefix_terms: per (group, prefix) asked about, the dictionary terms
+            the prefix expands to in any field of the group (at most
+            ``MAX_PREFIX_TERMS + 1``: enough to tell "too many").
 
     """
 
@@ -107,6 +112,7 @@ class ShardStatistics:
     field_kinds: dict[str, str]
     field_lengths: dict[str, int] = field(default_factory=dict)
     field_doc_freq: dict[tuple[str, ...], dict[str, int]] = field(default_factory=dict)
+    prefix_terms: dict[tuple[tuple[str, ...], str], list[str]] = field(default_factory=dict)
 
 
 #: One query's candidates from one scorer on one shard: keys and scores, best first, whether
@@ -125,6 +131,8 @@ ShardInputs = tuple[ShardStreams, list[ShardStream], list[NDArray[np.bool_]]]
 #: field for a ``field:term`` leaf, BM25F's fields for its ``combined_fields`` df) and the
 #: query texts whose terms' df in any field of the group the coordinator needs.
 FieldRequest = tuple[tuple[str, ...], Sequence[str]]
+#: A request for a prefix's expansion over a group of text fields: (group, prefix as typed).
+PrefixRequest = tuple[tuple[str, ...], str]
 #: A request for an input stream of a whole-collection scorer: its label (for errors), the
 #: scorer, the query it sees and how many candidates.
 InputRequest = tuple[str, Scorer, Query, int]
@@ -301,14 +309,21 @@ class LocalShard:
         return needs_query_vector(scorers, self._snapshot(cut), query)
 
     def statistics(
-        self, cut: CutRef, texts: Sequence[str], fields: Sequence[FieldRequest] = ()
+        self,
+        cut: CutRef,
+        texts: Sequence[str],
+        fields: Sequence[FieldRequest] = (),
+        prefixes: Sequence[PrefixRequest] = (),
     ) -> ShardStatistics:
         """Return the shard's N, total length, latest time, fields, and df of every term of ``texts``.
 
         ``fields``: per-field statistics (:data:`FieldRequest`): each named
         field's total length and, per group, the df of the texts' terms in any
         of its fields. A field the index lacks is left out (the scorer names it
-        when it searches). O(postings of the terms asked about).
+        when it searches). ``prefixes``: each prefix's dictionary terms in any
+        field of its group, so the coordinator counts a prefix's expansion over
+        every shard (:data:`PrefixRequest`). O(postings of the terms asked
+        about + prefixes x segments x MAX_PREFIX_TERMS).
         """
         snapshot = self._snapshot(cut)
         terms = sorted({term for text in texts for term in snapshot.query_terms(text)})
@@ -334,6 +349,11 @@ class LocalShard:
             field_kinds=snapshot.field_kinds(),
             field_lengths=lengths,
             field_doc_freq=groups,
+            prefix_terms={
+                (group, prefix): _prefix_terms(snapshot, group, prefix)
+                for group, prefix in prefixes
+                if group and known.issuperset(group)
+            },
         )
 
     def search(
@@ -474,6 +494,20 @@ def _group_analysis(snapshot: Snapshot, group: tuple[str, ...]) -> Callable[[str
         )
         return terms
     return snapshot.query_terms
+
+
+def _prefix_terms(snapshot: Snapshot, group: tuple[str, ...], prefix: str) -> list[str]:
+    """The terms ``prefix`` expands to in any field of ``group``, at most ``MAX_PREFIX_TERMS + 1``.
+
+    Folded per field as the BM25 scorer folds it: lower-cased, unless the
+    field's analyzer keeps case (it gives ``"Q"`` back as ``["Q"]``).
+    """
+    expanded: set[str] = set()
+    for name in group:
+        folded = prefix if _group_analysis(snapshot, (name,))("Q") == ["Q"] else prefix.lower()
+        for part in snapshot.parts:
+            expanded.update(part.reader.text_field(name).terms_with_prefix(folded, MAX_PREFIX_TERMS))
+    return sorted(expanded)[: MAX_PREFIX_TERMS + 1]
 
 
 def _any_field_doc_freq(snapshot: Snapshot, group: tuple[str, ...], terms: list[str]) -> list[int]:

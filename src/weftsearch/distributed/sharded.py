@@ -94,7 +94,7 @@ from weftsearch.errors import (
     UnknownKeyError,
 )
 from weftsearch.highlight import FieldHighlight, HighlightOptions, options_of
-from weftsearch.querylang import BoolNode, Node, PhraseNode, TermNode, tree_texts
+from weftsearch.querylang import Node, PhraseNode, PrefixNode, TermNode, tree_texts
 from weftsearch.schema import DEFAULT_FIELD
 from weftsearch.storage.directory import IndexDirectory, is_index_id, new_index_id
 from weftsearch.storage.files import read_regular
@@ -106,6 +106,7 @@ from .shard import (
     FieldRequest,
     InputRequest,
     LocalShard,
+    PrefixRequest,
     ShardLinks,
     ShardStatistics,
     ShardStream,
@@ -1250,8 +1251,10 @@ class ShardedIndex:
         )
         pairs = [(query, scorers[column]) for query in batch for column in plan.on_shards]
         pairs += [(request[2], request[1]) for request in plan.requests]
-        fields = _field_requests(pairs)
-        found = self._group.call("statistics", {n: (cut.refs[n], texts, fields) for n in everyone}, read=True)
+        fields, prefixes = _field_requests(pairs)
+        found = self._group.call(
+            "statistics", {n: (cut.refs[n], texts, fields, prefixes) for n in everyone}, read=True
+        )
         missing = self._missing(found, allow_partial)
         live = [n for n in everyone if n not in missing]
         statistics = _combine([found[n] for n in live], len(self._names))
@@ -1529,36 +1532,46 @@ def _scored_fields(scorer: Scorer) -> tuple[str, ...] | None:
     return None
 
 
-def _leaf_texts(node: Node) -> list[tuple[str | None, str]]:
-    """Every ``(field, text)`` of ``node`` analysed into scored terms (``None``: the default field)."""
+def _leaf_texts(node: Node) -> list[tuple[str | None, str, bool]]:
+    """Every ``(field, text, is a prefix)`` of ``node`` (``None``: the default field).
+
+    Words and phrase words are analysed into scored terms; a prefix is kept
+    as typed (it scores a constant, but its expansion is bounded).
+    """
     if isinstance(node, TermNode):
-        return [(node.field, node.text)]
+        return [(node.field, node.text, False)]
     if isinstance(node, PhraseNode):
-        return [(node.field, word) for word in node.terms]
-    if isinstance(node, BoolNode):
-        return [pair for clause in (*node.must, *node.should, *node.must_not) for pair in _leaf_texts(clause)]
-    return []  # a prefix scores a constant: no statistics
+        return [(node.field, word, False) for word in node.terms]
+    if isinstance(node, PrefixNode):
+        return [(node.field, node.prefix, True)]
+    return [leaf for clause in (*node.must, *node.should, *node.must_not) for leaf in _leaf_texts(clause)]
 
 
-def _field_requests(pairs: Sequence[tuple[Query, Scorer]]) -> list[FieldRequest]:
+def _field_requests(pairs: Sequence[tuple[Query, Scorer]]) -> tuple[list[FieldRequest], list[PrefixRequest]]:
     """The per-field statistics the shards must gather for each (query, scorer) searched.
 
     A ``field:word`` leaf needs the word's df in that field; an unfielded word
     under a scorer of several fields (BM25F) its df in any of them. The default
-    field alone is the statistics' ``doc_freq`` (gathered for every text).
+    field alone is the statistics' ``doc_freq`` (gathered for every text). A
+    prefix needs its expansion in the same fields (the default one included),
+    so that its bound holds over the collection, not per shard.
     """
     groups: dict[tuple[str, ...], set[str]] = {}
+    prefixes: set[PrefixRequest] = set()
     for query, scorer in pairs:
         scored = _scored_fields(scorer)
         if query.tree is None:
-            leaves: list[tuple[str | None, str]] = [(None, query.text)] if query.text else []
+            leaves: list[tuple[str | None, str, bool]] = [(None, query.text, False)] if query.text else []
         else:
             leaves = _leaf_texts(query.tree)
-        for field, text in leaves:
+        for field, text, prefix in leaves:
+            if prefix:
+                prefixes.add(((field,) if field is not None else scored or (DEFAULT_FIELD,), text))
+                continue
             group = (field,) if field is not None else scored
             if group is not None and group != (DEFAULT_FIELD,):
                 groups.setdefault(group, set()).add(text)
-    return [(group, sorted(texts)) for group, texts in sorted(groups.items())]
+    return [(group, sorted(texts)) for group, texts in sorted(groups.items())], sorted(prefixes)
 
 
 def _combine(parts: Sequence[ShardStatistics], shards: int) -> CollectionStatistics:
@@ -1568,7 +1581,10 @@ def _combine(parts: Sequence[ShardStatistics], shards: int) -> CollectionStatist
     latest: float | None = None
     lengths: dict[str, int] = {}
     groups: dict[tuple[str, ...], dict[str, int]] = {}
+    prefixes: dict[tuple[tuple[str, ...], str], set[str]] = {}
     for part in parts:
+        for asked, terms in part.prefix_terms.items():
+            prefixes.setdefault(asked, set()).update(terms)
         for term, count in part.doc_freq.items():
             doc_freq[term] = doc_freq.get(term, 0) + count
         for name, length in part.field_lengths.items():
@@ -1590,6 +1606,7 @@ def _combine(parts: Sequence[ShardStatistics], shards: int) -> CollectionStatist
         links_complete=len(parts) == 1 and shards == 1,
         field_lengths=lengths,
         field_doc_freq=groups,
+        prefix_terms={asked: len(terms) for asked, terms in prefixes.items()},
     )
 
 

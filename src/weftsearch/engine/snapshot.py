@@ -95,6 +95,11 @@ class CollectionStatistics:
             group: one field's df for a ``field:term`` leaf, BM25F's
             (``combined_fields``) df for several (:meth:`Snapshot.fields_doc_freq`).
             The default field alone is :attr:`doc_freq`.
+        prefix_terms: per (group of text fields, prefix as typed), how many
+            distinct dictionary terms the prefix expands to in any field of
+            the group over the whole collection (at least one more than the
+            limit when there are more), so a shard refuses a prefix the whole
+            index would refuse (:meth:`Snapshot.collection_prefix_terms`).
 
     """
 
@@ -106,6 +111,7 @@ class CollectionStatistics:
     links_complete: bool = True
     field_lengths: Mapping[str, int] | None = None
     field_doc_freq: Mapping[tuple[str, ...], Mapping[str, int]] | None = None
+    prefix_terms: Mapping[tuple[tuple[str, ...], str], int] | None = None
 
     @property
     def avgdl(self) -> float:
@@ -902,6 +908,18 @@ class Snapshot:
                 value = 0
             counts[position] = value
         return counts
+
+    def collection_prefix_terms(self, fields: Sequence[str], prefix: str) -> int | None:
+        """How many terms ``prefix`` expands to in any of text ``fields`` over the collection.
+
+        ``None`` unless the snapshot scores with a collection's statistics
+        that counted it (a shard's view): then this snapshot's own expansion
+        is all there is to check.
+        """
+        statistics = self._statistics
+        if statistics is None or statistics.prefix_terms is None:
+            return None
+        return statistics.prefix_terms.get((tuple(sorted(set(fields))), prefix))
 
     @property
     def latest_time(self) -> float | None:

@@ -66,7 +66,7 @@ from numpy.typing import NDArray
 
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import InvalidQueryError, PhrasePositionsError
-from weftsearch.querylang import BoolNode, Node, PhraseNode, PrefixNode, TermNode
+from weftsearch.querylang import MAX_PREFIX_TERMS, BoolNode, Node, PhraseNode, PrefixNode, TermNode
 from weftsearch.schema import DEFAULT_FIELD
 from weftsearch.scorers.bm25.idf import lucene_idf
 
@@ -83,8 +83,6 @@ __all__ = [
     "phrase_frequencies",
 ]
 
-#: Most dictionary terms one prefix may expand to (over all segments of a snapshot).
-MAX_PREFIX_TERMS = 64
 # A Bool node is evaluated over arrays of all N documents on snapshots this small, or when its
 # clauses hold this share of N in matches (as the bag-of-words numpy path accumulates densely):
 # O(N + matches) then beats binary searches and sorts of the union. Both ways: the same bits.
@@ -277,11 +275,17 @@ class Field:
         for part in self.snapshot.parts:
             expanded.update(part.reader.text_field(self.name).terms_with_prefix(prefix, MAX_PREFIX_TERMS))
             _check_prefix(expanded, node)
+        _check_prefix(expanded, node, self.snapshot.collection_prefix_terms([self.name], node.prefix))
         return expanded
 
 
-def _check_prefix(expanded: set[str], node: PrefixNode) -> None:
-    if len(expanded) > MAX_PREFIX_TERMS:
+def _check_prefix(expanded: set[str], node: PrefixNode, collection: int | None = None) -> None:
+    """Refuse a prefix expanding to more than :data:`MAX_PREFIX_TERMS` terms here or in the collection.
+
+    ``collection``: how many it expands to over the whole collection (a
+    shard's view: every shard's terms, :meth:`Snapshot.collection_prefix_terms`).
+    """
+    if len(expanded) > MAX_PREFIX_TERMS or (collection is not None and collection > MAX_PREFIX_TERMS):
         raise InvalidQueryError(
             f"the prefix {node.prefix + '*'!r} matches more than MAX_PREFIX_TERMS "
             f"({MAX_PREFIX_TERMS}) terms of the index; make it longer"
@@ -551,6 +555,9 @@ class BM25FScope(Scope):
         for field, _ in self.fields:
             expanded |= field.prefix_terms(node.prefix, node)
             _check_prefix(expanded, node)
+        snapshot = self.fields[0][0].snapshot
+        names = [field.name for field, _ in self.fields]
+        _check_prefix(expanded, node, snapshot.collection_prefix_terms(names, node.prefix))
         if not expanded:
             return _empty()
         runs = []
