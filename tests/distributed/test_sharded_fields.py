@@ -24,6 +24,7 @@ from tests.scorers.test_bm25_tree import BM25F_B, BM25F_WEIGHTS, FIELD_DOCS, FIE
 from weftsearch import RRF, BM25Scorer, Document, Index, Query, SearchResults
 from weftsearch.distributed import ShardedIndex
 from weftsearch.errors import (
+    InvalidDocumentError,
     InvalidParameterError,
     InvalidQueryError,
     PhrasePositionsError,
@@ -322,3 +323,24 @@ def test_a_prefix_is_bounded_over_bm25f_fields_together(tmp_path: Path) -> None:
                 index.search(Query.parse("q*"), 10, RRF(), bm25f)
     finally:
         close_all(single, sharded)
+
+
+# ---------------------------------------------------------------------- the schema
+
+
+def test_the_schema_is_every_shards_and_an_unknown_text_field_reaches_no_shard(tmp_path: Path) -> None:
+    with ShardedIndex.create(tmp_path / "s", 3, schema=REFUSAL_SCHEMA) as sharded:
+        assert sharded.schema == REFUSAL_SCHEMA
+        sharded.add_many(REFUSAL_DOCS[:5], progress=False)
+        sharded.commit()
+        bad = [*REFUSAL_DOCS[5:40], Document("x", "alpha", text_fields={"body": "b"})]
+        with pytest.raises(InvalidDocumentError, match="text field 'body' is not in the index's schema"):
+            sharded.add_many(bad, progress=False)
+        sharded.commit()
+        assert sharded.stats().documents == 5  # the batch was refused whole, before any shard wrote
+    with ShardedIndex.open(tmp_path / "s", readonly=True) as reopened:
+        assert reopened.schema == REFUSAL_SCHEMA
+    with ShardedIndex.create(tmp_path / "plain", 2) as plain:
+        assert plain.schema == Schema.default()
+        with pytest.raises(InvalidDocumentError, match="none besides 'text'"):
+            plain.add_many([Document("t", "x", text_fields={"title": "t"})], progress=False)

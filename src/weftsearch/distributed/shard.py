@@ -39,7 +39,7 @@ from weftsearch.engine.stream import PlanValue, Stream
 from weftsearch.errors import InvalidParameterError, ShardUnavailableError
 from weftsearch.highlight import FieldHighlight, HighlightOptions
 from weftsearch.querylang import MAX_PREFIX_TERMS
-from weftsearch.schema import DEFAULT_FIELD
+from weftsearch.schema import DEFAULT_FIELD, Schema
 from weftsearch.storage.directory import IndexDirectory
 
 from .records import SHARD_RECORD, ShardBinding, encode_binding, read_binding
@@ -464,6 +464,10 @@ class LocalShard:
     def field_kinds(self) -> dict[str, str]:
         """The shard's fields and their types (the index's record)."""
         return self._index.field_kinds()
+
+    def schema(self) -> Schema:
+        """The shard index's text fields (its manifest's :class:`~weftsearch.schema.Schema`)."""
+        return self._index.schema
 
     def get(self, cut: CutRef, key: str) -> Document | None:
         """The stored document with ``key`` at ``cut``, ``None`` when absent (or its record is damaged).

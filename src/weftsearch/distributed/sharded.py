@@ -87,6 +87,7 @@ from weftsearch.errors import (
     IndexExistsError,
     IndexNotFoundError,
     IndexStorageError,
+    InvalidDocumentError,
     InvalidParameterError,
     ScorerOutputError,
     ShardedCutError,
@@ -95,7 +96,7 @@ from weftsearch.errors import (
 )
 from weftsearch.highlight import FieldHighlight, HighlightOptions, options_of
 from weftsearch.querylang import Node, PhraseNode, PrefixNode, TermNode, tree_texts
-from weftsearch.schema import DEFAULT_FIELD
+from weftsearch.schema import DEFAULT_FIELD, Schema
 from weftsearch.storage.directory import IndexDirectory, is_index_id, new_index_id
 from weftsearch.storage.files import read_regular
 from weftsearch.storage.integrity import ScrubReport, scrub_directory
@@ -461,6 +462,7 @@ class ShardedIndex:
         # Writes since the last cut (committed or refreshed): refresh() makes a new cut only then.
         self._unpublished = False
         self._field_kinds: dict[str, str] = {}
+        self._schema = Schema.default()
         self._vector_dim: int | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -536,6 +538,7 @@ class ShardedIndex:
             raise
         index = cls(root, group, _Cut(0, ()), 0, False, identity, shard_ids)
         index._embedder = embedder
+        index._schema = index._gather_schema()
         index.commit()
         return index
 
@@ -611,6 +614,7 @@ class ShardedIndex:
             else:
                 index._pin_all(index._cut, "stage")
             index._field_kinds = index._gather_field_kinds()
+            index._schema = index._gather_schema()
             index._embedder = index._recorded_embedder()
             return index
         except BaseException:
@@ -639,6 +643,11 @@ class ShardedIndex:
         return match_record(get_embedder(records[0]["name"]), records[0], self._path)
 
     # ------------------------------------------------------------------ state
+
+    @property
+    def schema(self) -> Schema:
+        """The text fields of every shard (:class:`~weftsearch.schema.Schema`; create's ``schema=``)."""
+        return self._schema
 
     @property
     def embedder(self) -> Embedder | None:
@@ -811,6 +820,25 @@ class ShardedIndex:
                 kinds.setdefault(name, kind)
         return kinds
 
+    def _gather_schema(self) -> Schema:
+        """The shards' schema (every shard's the same).
+
+        Raises:
+            CorruptIndexError: two shards record different schemas (named).
+
+        """
+        found = self._group.call("schema", {n: () for n in range(len(self._names))}, read=True)
+        self._raise_missing(found)
+        first = found[0]
+        for number in range(1, len(self._names)):
+            if found[number] != first:
+                raise CorruptIndexError(
+                    f"{self._path}: {self._names[number]} has another text field schema than "
+                    f"{self._names[0]} ({', '.join(found[number].names)} against {', '.join(first.names)})"
+                )
+        schema: Schema = first
+        return schema
+
     def _raise_missing(self, results: Mapping[int, Any]) -> None:
         missing = [value for value in results.values() if isinstance(value, ShardUnavailableError)]
         if missing:
@@ -823,7 +851,7 @@ class ShardedIndex:
         """Add (upsert) documents, each to the shard its key hashes to; return how many.
 
         The batch is checked whole first (a repeated key, a field of another
-        type than the index's), then sent to the shards in chunks of 2,000
+        type than the index's, a text field the schema lacks), then sent to the shards in chunks of 2,000
         documents with a progress bar (``None``: on a terminal for large
         batches). A shard refusing its part (a bad vector width) leaves the
         earlier chunks applied in memory: :meth:`commit` nothing, or
@@ -841,6 +869,7 @@ class ShardedIndex:
                 raise DuplicateKeyError(f"key {document.key!r} appears twice in the batch")
             seen.add(document.key)
             _check_field_types(document, kinds)
+            self._check_text_fields(document)
         show = progress if progress is not None else None
         if self._embedder is not None:
             # Here, before any shard gets a document: a failed embedding batch reaches no shard.
@@ -868,6 +897,22 @@ class ShardedIndex:
                 start += _ADD_CHUNK
         self._field_kinds = kinds
         return len(batch)
+
+    def _check_text_fields(self, document: Document) -> None:
+        """Every named text field of ``document`` is the schema's (as :meth:`Index.add_many` checks).
+
+        Raises:
+            InvalidDocumentError: a field the schema lacks (the known ones named).
+
+        """
+        known = {field.name for field in self._schema.named_fields}
+        for name in document.text_fields:
+            if name not in known:
+                listed = ", ".join(field.name for field in self._schema.named_fields) or "none besides 'text'"
+                raise InvalidDocumentError(
+                    f"document {document.key!r}: text field {name!r} is not in the index's schema "
+                    f"(its named text fields: {listed})"
+                )
 
     def add(self, document: Document) -> None:
         """Add (upsert) one document."""
