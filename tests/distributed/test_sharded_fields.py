@@ -344,3 +344,23 @@ def test_the_schema_is_every_shards_and_an_unknown_text_field_reaches_no_shard(t
         assert plain.schema == Schema.default()
         with pytest.raises(InvalidDocumentError, match="none besides 'text'"):
             plain.add_many([Document("t", "x", text_fields={"title": "t"})], progress=False)
+
+
+@pytest.mark.parametrize("bm25f", [False, True])
+def test_filters_combine_with_fielded_queries_as_on_one_index(tmp_path: Path, bm25f: bool) -> None:
+    documents = [
+        Document(key, fields.get("text", ""), fields={"n": n}, text_fields={"title": fields.get("title", "")})
+        for n, (key, fields) in enumerate(TITLED.items())
+    ]
+    single = Index.create(tmp_path / "one", schema=FIELD_SCHEMA)
+    single.add_many(documents, progress=False)
+    single.commit()
+    sharded = sharded_copies(tmp_path, documents, [2], schema=FIELD_SCHEMA)
+    try:
+        for text in ("title:alpha OR gamma", '"alpha beta" title:gamma^2', "run*"):
+            query = Query.parse(text, filter="n >= 1")
+            expected = single.search(query, 10, RRF(), scorer(bm25f))
+            assert expected.keys and "a" not in expected.keys, text
+            assert_same(expected, sharded[2].search(query, 10, RRF(), scorer(bm25f)))
+    finally:
+        close_all(single, sharded)
