@@ -13,6 +13,7 @@ cut. Reads are idempotent: a retried call returns the same answer.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -336,7 +337,10 @@ class LocalShard:
                 continue
             for name in group:
                 if name != DEFAULT_FIELD and name not in lengths:
-                    lengths[name] = int(snapshot.field_lengths(name).sum())
+                    # O(documents) once per snapshot, not per search.
+                    lengths[name] = snapshot.memo(
+                        ("shard.field_total", name), functools.partial(_field_total, snapshot, name)
+                    )
             analyse = _group_analysis(snapshot, group)
             found = sorted({term for text in group_texts for term in analyse(text)})
             table = groups.setdefault(group, {})
@@ -498,6 +502,11 @@ def _group_analysis(snapshot: Snapshot, group: tuple[str, ...]) -> Callable[[str
         )
         return terms
     return snapshot.query_terms
+
+
+def _field_total(snapshot: Snapshot, name: str) -> int:
+    """The total length of text field ``name`` over the snapshot's live documents."""
+    return int(snapshot.field_lengths(name).sum())
 
 
 def _prefix_terms(snapshot: Snapshot, group: tuple[str, ...], prefix: str) -> list[str]:

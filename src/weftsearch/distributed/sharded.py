@@ -851,8 +851,8 @@ class ShardedIndex:
         """Add (upsert) documents, each to the shard its key hashes to; return how many.
 
         The batch is checked whole first (a repeated key, a field of another
-        type than the index's, a text field the schema lacks), then sent to the shards in chunks of 2,000
-        documents with a progress bar (``None``: on a terminal for large
+        type than the index's, a text field the schema lacks), then sent to
+        the shards in chunks of 2,000 documents with a progress bar (``None``: on a terminal for large
         batches). A shard refusing its part (a bad vector width) leaves the
         earlier chunks applied in memory: :meth:`commit` nothing, or
         :meth:`close` to discard them.
