@@ -9,6 +9,7 @@ import pytest
 
 from weftsearch import Document, Index
 from weftsearch.cli import main
+from weftsearch.distributed import ShardedIndex
 from weftsearch.schema import Schema, TextField
 
 TEXTS = {
@@ -91,21 +92,25 @@ def test_highlight_is_for_one_query(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "--highlight is for one QUERY, not a batch (--queries)" in error_line(capsys)
 
 
-def _named_index(path: Path) -> Path:
+def _named_index(path: Path, shards: int = 0) -> Path:
+    """Two documents with a ``title``: one index, or ``shards`` shards of a sharded one."""
     schema = Schema((TextField("text", positions=True), TextField("title", positions=True)))
-    with Index.create(path, schema=schema) as index:
-        index.add_many(
-            [
-                Document("a", "gamma beta alpha", text_fields={"title": "Alpha beta runs"}),
-                Document("b", "alpha beta", text_fields={"title": "beta alpha"}),
-            ]
-        )
+    documents = [
+        Document("a", "gamma beta alpha", text_fields={"title": "Alpha beta runs"}),
+        Document("b", "alpha beta", text_fields={"title": "beta alpha"}),
+    ]
+    index = ShardedIndex.create(path, shards, schema=schema) if shards else Index.create(path, schema=schema)
+    with index:
+        index.add_many(documents)
         index.commit()
     return path
 
 
-def test_highlight_fields_are_passed_through(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    index = str(_named_index(tmp_path / "i"))
+@pytest.mark.parametrize("shards", [0, 2])
+def test_highlight_fields_are_passed_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shards: int
+) -> None:
+    index = str(_named_index(tmp_path / "i", shards))
     query = ["search", 'title:"alpha beta"', "--syntax", "lucene", "--index", index, "--json", "--highlight"]
     assert main([*query, "--highlight-field", "title", "--highlight-field", "text"]) == 0
     (hit,) = json.loads(capsys.readouterr().out)["hits"]
@@ -126,10 +131,11 @@ def test_highlight_fields_are_passed_through(tmp_path: Path, capsys: pytest.Capt
         (['text:"alpha beta"', "--syntax", "lucene"], None),
     ],
 )
+@pytest.mark.parametrize("shards", [0, 2])
 def test_bad_fields_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str | None
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str | None, shards: int
 ) -> None:
-    index = str(_named_index(tmp_path / "i"))
+    index = str(_named_index(tmp_path / "i", shards))
     code = main(["search", argv[0], "--index", index, *argv[1:]])
     if message is None:
         assert code == 0

@@ -128,6 +128,40 @@ def test_ray_shards_equal_the_single_index(small: tuple[Index, ShardedIndex]) ->
         )
 
 
+def test_ray_shards_score_named_fields_highlight_and_refuse_as_one_index(
+    cluster: str, tmp_path: Path
+) -> None:
+    """Per-field statistics, prefix expansions and highlights travel through the actors as in-process."""
+    from tests.distributed.test_sharded_fields import REFUSAL_DOCS, REFUSAL_SCHEMA
+    from weftsearch.errors import InvalidQueryError, UnknownTextFieldError
+
+    single = Index.create(tmp_path / "one", schema=REFUSAL_SCHEMA)
+    single.add_many(REFUSAL_DOCS, progress=False)
+    single.commit()
+    sharded = ShardedIndex.create(
+        tmp_path / "s", 3, schema=REFUSAL_SCHEMA, factory=ray_shards(max_restarts=0)
+    )
+    try:
+        assert sharded.schema == REFUSAL_SCHEMA
+        sharded.add_many(REFUSAL_DOCS, progress=False)
+        sharded.commit()
+        bm25f = BM25Scorer(fields={"text": 1.0, "title": 2.0}, field_b={"title": 0.4})
+        for text, scorer in [("title:zebra w1*", BM25Scorer()), ("zebra alpha w2x", bm25f)]:
+            query = Query.parse(text)
+            expected = single.search(query, 10, RRF(), scorer, highlight=True)
+            got = sharded.search(query, 10, RRF(), scorer, highlight=True)
+            assert_same([expected], [got])
+            assert [hit.to_dict()["highlights"] for hit in got] == [
+                hit.to_dict()["highlights"] for hit in expected
+            ]
+        for text, error in [("w*", InvalidQueryError), ("body:x", UnknownTextFieldError)]:
+            with pytest.raises(error):
+                sharded.search(Query.parse(text), 10, RRF(), BM25Scorer())
+    finally:
+        sharded.close()
+        single.close()
+
+
 class SlowScorer:
     """BM25 that first waits, so a test can kill a shard while a search runs on it."""
 

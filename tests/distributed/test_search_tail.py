@@ -18,9 +18,7 @@ from weftsearch import RRF, BM25Scorer, Document, FusedStream, Index, KeyOrder, 
 from weftsearch.distributed import ShardedIndex
 from weftsearch.errors import ScorerOutputError
 
-DOCS = [
-    Document(key=f"d{i:02d}", text=f"alpha beta {'gamma ' * (i % 4)} delta{i % 3}") for i in range(24)
-]
+DOCS = [Document(key=f"d{i:02d}", text=f"alpha beta {'gamma ' * (i % 4)} delta{i % 3}") for i in range(24)]
 
 
 def _union(streams: Sequence[Stream]) -> list[int]:

@@ -252,9 +252,7 @@ def test_a_sharded_build_with_a_fixed_id_is_byte_identical_and_its_shard_ids_dif
     assert trees[0] == trees[1]
     with ShardedIndex.open(tmp_path / "a", readonly=True) as sharded:
         assert sharded.index_id == fixed
-    ids = {
-        IndexDirectory(tmp_path / "a" / f"shard-{n:04d}").read_manifest().index_id for n in range(3)
-    }
+    ids = {IndexDirectory(tmp_path / "a" / f"shard-{n:04d}").read_manifest().index_id for n in range(3)}
     assert len(ids) == 3 and fixed not in ids
 
 

@@ -154,7 +154,7 @@ def test_next_and_previous_page_send_the_cursors_of_the_pages_seen() -> None:
 
 @pytest.mark.skipif(NODE is None, reason="needs node to run the page's script")
 def test_a_server_that_cannot_highlight_still_answers_searches() -> None:
-    """A sharded server refuses ``highlight`` (400 naming it): the page searches again without it,
+    """A server that refuses ``highlight`` (400 naming it): the page searches again without it,
     shows the hits, and asks no more."""
     refused = {"error": {"type": "InvalidParameterError", "field": "highlight", "message": "sharded"}}
     profiles: dict[str, list[Any]] = {"profiles": []}

@@ -94,15 +94,32 @@ def test_bad_highlight_requests_are_4xx(
         assert error["field"] == field and message in error["message"]
 
 
-def test_a_sharded_index_refuses_highlighting_by_name(tmp_path: Path) -> None:
-    with ShardedIndex.create(tmp_path / "s", 2) as sharded:
-        sharded.add_many([Document(key, text) for key, text in TEXTS.items()], progress=False)
-        sharded.commit()
-        with TestClient(create_app(sharded)) as client:
-            response = search(client, text="graph", highlight={})
-    assert response.status_code == 400
-    assert response.json()["error"]["field"] == "highlight"
-    assert "sharded" in response.json()["error"]["message"]
+def test_a_sharded_index_highlights_as_one_index(tmp_path: Path) -> None:
+    """Each hit's snippets read from its shard: the single index's answer, named fields included."""
+    schema = Schema((TextField("text", positions=True), TextField("title", positions=True)))
+    documents = [
+        Document(key, text, text_fields={"title": f"graph {key} title"}) for key, text in TEXTS.items()
+    ]
+    with Index.create(tmp_path / "one", schema=schema) as index:
+        index.add_many(documents, progress=False)
+    sharded = ShardedIndex.create(tmp_path / "s", 3, schema=schema)
+    sharded.add_many(documents, progress=False)
+    sharded.commit()
+    answers = []
+    for served in (tmp_path / "one", sharded):
+        with TestClient(create_app(served)) as client:
+            body = {"text": 'graph OR title:"d1 title"', "syntax": "lucene"}
+            response = search(client, **body, highlight={"fields": ["text", "title"], "fragment_size": 30})
+            assert response.status_code == 200, response.text
+            answers.append(response.json()["hits"])
+            unknown = search(client, **body, highlight={"fields": ["body"]})
+            assert unknown.status_code == 400 and "'body'" in unknown.json()["error"]["message"]
+    sharded.close()
+    one, many = answers
+    assert one and all(hit["highlights"]["title"]["snippets"] for hit in one)
+    assert [(h["key"], h["highlight"], h["highlights"]) for h in many] == [
+        (h["key"], h["highlight"], h["highlights"]) for h in one
+    ]
 
 
 def test_named_fields_fielded_phrases_and_unknown_fields(tmp_path: Path) -> None:

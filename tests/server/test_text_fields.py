@@ -112,3 +112,50 @@ def test_a_sharded_server_refuses_text_fields_before_writing(tmp_path: Path) -> 
         assert response.status_code == 400, response.text
         assert response.json()["error"]["field"] == "documents.8.text_fields.title"
         assert all(client.get(f"/v1/documents/k{i}").status_code == 404 for i in range(8))
+
+
+def test_a_sharded_server_answers_fielded_queries_and_bm25f_as_one_index(tmp_path: Path) -> None:
+    """Parsed fielded queries and ``bm25f(...)`` rankings pass through to the shards: the same
+    hits and score bits as a server over one index; what one index refuses is the same 400."""
+    schema = Schema((TextField("text", positions=True), TextField("title", positions=False)))
+    documents = [
+        {"key": f"k{i}", "text": f"alpha w{i}x beta", "text_fields": {"title": f"zebra t{i}y"}}
+        for i in range(80)
+    ]
+    Index.create(tmp_path / "one", schema=schema).close()
+    sharded = ShardedIndex.create(tmp_path / "s", 3, schema=schema)
+    answers = []
+    try:
+        for served in (tmp_path / "one", sharded):
+            with TestClient(create_app(served)) as client:
+                written = upsert(client, *documents)
+                assert written.status_code == 200, written.text
+                assert client.post("/v1/commit").status_code == 200
+                answer = []
+                for text, spec in [
+                    ("title:zebra w1*", "bm25"),
+                    ('"alpha w3x" OR title:t3y^2', "bm25"),
+                    ("zebra alpha", "bm25f(title=2.0, text=1.0, b.title=0.5)"),
+                    ("+alpha -title:t1y", "bm25f(title=2.0, text=1.0)"),
+                    ("body:alpha", "bm25"),
+                    ('title:"zebra t1y"', "bm25"),
+                    ("w*", "bm25"),
+                ]:
+                    found = client.post("/v1/search", json={"text": text, "syntax": "lucene", "spec": spec})
+                    body = found.json()
+                    if found.status_code == 200:
+                        answer.append([(hit["key"], hit["score"]) for hit in body["hits"]])
+                    else:
+                        assert found.status_code == 400, found.text
+                        answer.append([(body["error"]["type"], body["error"]["message"])])
+                answers.append(answer)
+    finally:
+        sharded.close()
+    one, many = answers
+    assert many == one
+    assert all(one[n] for n in range(4))  # hits to compare
+    assert [row[0][0] for row in one[4:]] == [
+        "UnknownTextFieldError",
+        "PhrasePositionsError",
+        "InvalidQueryError",
+    ]

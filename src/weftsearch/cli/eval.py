@@ -1108,34 +1108,8 @@ def _measures(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def add_eval_commands(commands: Any) -> None:
-    """Add ``eval`` and ``datasets`` to the ``weft-search`` subcommand parser."""
-    presets = "; ".join(f"{name}: {' '.join(arms)}" for name, arms in PRESET_ARMS.items())
-    evaluate = commands.add_parser(
-        "eval",
-        help="evaluate arms on a judged collection",
-        description=(
-            # A description is printed as written (only help strings and usage are %-formatted).
-            "Run arms on a judged collection, print each measure with the paired 95% bootstrap "
-            "interval against the baseline arm, and write a report. Arm spec: NAME=EXPR[@DEPTH], e.g. "
-            "'hybrid=rrf(bm25, vector, k=60)'; recency(half_life=DAYS) counts days. Default arms: "
-            + presets
-            + "; text=bm25 for a folder of your own."
-        ),
-    )
-    evaluate.add_argument(
-        "dataset",
-        metavar="DATASET",
-        help=(
-            f"a known collection ({', '.join(COLLECTIONS)}: the pinned copy under --data; a known name "
-            "always means it, so write ./NAME for a folder of that name), or else a folder of your own "
-            "in BEIR's layout (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv); corpus.jsonl may give "
-            "links, time and fields as for 'weft-search index'"
-        ),
-    )
-    evaluate.add_argument(
-        "--data", metavar="DIR", help="folder holding the known collections (required for a known name)"
-    )
+def _add_testbed_options(evaluate: Any) -> None:
+    """``eval``'s options for what the testbed holds: the split, the text fields, the query syntax."""
     evaluate.add_argument(
         "--split",
         metavar="NAME",
@@ -1168,6 +1142,37 @@ def add_eval_commands(commands: Any) -> None:
         help="how query texts are read: plain (default: bags of words) or lucene (each parsed as the "
         "query language: \"phrases\", +must -not, AND/OR/NOT, field:term, boosts, prefix*)",
     )
+
+
+def add_eval_commands(commands: Any) -> None:
+    """Add ``eval`` and ``datasets`` to the ``weft-search`` subcommand parser."""
+    presets = "; ".join(f"{name}: {' '.join(arms)}" for name, arms in PRESET_ARMS.items())
+    evaluate = commands.add_parser(
+        "eval",
+        help="evaluate arms on a judged collection",
+        description=(
+            # A description is printed as written (only help strings and usage are %-formatted).
+            "Run arms on a judged collection, print each measure with the paired 95% bootstrap "
+            "interval against the baseline arm, and write a report. Arm spec: NAME=EXPR[@DEPTH], e.g. "
+            "'hybrid=rrf(bm25, vector, k=60)'; recency(half_life=DAYS) counts days. Default arms: "
+            + presets
+            + "; text=bm25 for a folder of your own."
+        ),
+    )
+    evaluate.add_argument(
+        "dataset",
+        metavar="DATASET",
+        help=(
+            f"a known collection ({', '.join(COLLECTIONS)}: the pinned copy under --data; a known name "
+            "always means it, so write ./NAME for a folder of that name), or else a folder of your own "
+            "in BEIR's layout (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv); corpus.jsonl may give "
+            "links, time and fields as for 'weft-search index'"
+        ),
+    )
+    evaluate.add_argument(
+        "--data", metavar="DIR", help="folder holding the known collections (required for a known name)"
+    )
+    _add_testbed_options(evaluate)
     evaluate.add_argument(
         "--plugin",
         action="append",

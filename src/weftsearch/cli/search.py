@@ -467,30 +467,20 @@ def _search_one(args: argparse.Namespace) -> int:
     if args.highlight_field and not args.highlight:
         raise InvalidParameterError("--highlight-field is for --highlight: add --highlight")
     if args.highlight:
-        if not isinstance(index, Index):
-            raise InvalidParameterError(
-                "--highlight needs a single index; a sharded index cannot highlight yet"
-            )
         fields = tuple(args.highlight_field) if args.highlight_field else ("text",)
         options = HighlightOptions(fields=fields, fragment_size=args.fragment_size)
     arm = ranking.arm
     pages = {"depth": ranking.depth, "offset": args.offset, "after": args.after}
-    if options is not None:
-        assert isinstance(index, Index)  # checked above: only a single index highlights
-        results: SearchResults = index.search(
-            query,
-            args.k,
-            arm.fuser,
-            *arm.scorers,
-            **pages,
-            facets=args.facets,
-            facet_k=args.facet_k,
-            highlight=options,
-        )
-    else:
-        results = index.search(
-            query, args.k, arm.fuser, *arm.scorers, **pages, facets=args.facets, facet_k=args.facet_k
-        )
+    results: SearchResults = index.search(
+        query,
+        args.k,
+        arm.fuser,
+        *arm.scorers,
+        **pages,
+        facets=args.facets,
+        facet_k=args.facet_k,
+        highlight=options,
+    )
     source = _vector_source(args, index, ranking, vector is not None, embeds)
     explained = _explanations(args, index, query, results, ranking)
     if args.json:

@@ -30,10 +30,11 @@ from weftsearch.engine.protocols import Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import score_queries, stream_labels
 from weftsearch.engine.stream import Stream
-from weftsearch.errors import MissingDependencyError, ShardUnavailableError
+from weftsearch.errors import InvalidParameterError, MissingDependencyError, ShardUnavailableError
 from weftsearch.eval.harness import Testbed
 from weftsearch.eval.runs import StreamCache
 from weftsearch.ranking.arm import Arm
+from weftsearch.schema import Schema
 
 from .ray_shard import connect
 
@@ -47,10 +48,12 @@ __all__ = ["fill_streams_on_ray"]
 
 
 class _EvalWorker:
-    """One replica of the testbed's index, scoring the queries it is given."""
+    """One replica of the testbed's index (its schema too), scoring the queries it is given."""
 
-    def __init__(self, documents: list[Document], analyzer: str, vector_dim: int | None) -> None:
-        self._index = Index(analyzer, vector_dim=vector_dim)
+    def __init__(
+        self, documents: list[Document], analyzer: str, vector_dim: int | None, schema: Schema | None = None
+    ) -> None:
+        self._index = Index(analyzer, vector_dim=vector_dim, schema=schema)
         self._index.add_many(documents, progress=False)
         self._snapshot = self._index.snapshot()
 
@@ -77,15 +80,27 @@ def fill_streams_on_ray(
 
     Raises:
         ShardUnavailableError: a worker died or its node left; the message names it.
+        InvalidParameterError: a named text field of the testbed is not stored,
+            so a worker could not index it (checked before connecting).
 
     """
-    connect(address)
     snapshot = testbed.snapshot
+    schema = snapshot.schema
+    unstored = [field.name for field in schema.fields if not field.stored]
+    if unstored:
+        # A worker indexes the stored documents: without a field's text its BM25F would differ.
+        raise InvalidParameterError(
+            f"eval --ray rebuilds the index on every worker from its stored documents, but the text "
+            f"field {unstored[0]!r} is not stored (TextField(stored=False)); run without --ray"
+        )
+    connect(address)
     documents = [snapshot.document(doc) for doc in range(snapshot.n_docs)]
     count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
     shared = ray.put(documents)
     remote = ray.remote(num_cpus=1, max_restarts=0)(_EvalWorker)
-    actors: list[Any] = [remote.remote(shared, testbed.analyzer, snapshot.vector_dim) for _ in range(count)]
+    actors: list[Any] = [
+        remote.remote(shared, testbed.analyzer, snapshot.vector_dim, schema) for _ in range(count)
+    ]
     try:
         return _fill(actors, cache, testbed.queries, arms)
     finally:

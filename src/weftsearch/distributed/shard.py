@@ -13,9 +13,10 @@ cut. Reads are idempotent: a retried call returns the same answer.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch._atomic import write_atomic
+from weftsearch.analysis import get_analyzer
 from weftsearch.documents import Document, FieldValue
 from weftsearch.embedders import embedder_record
 from weftsearch.engine.facets import FacetCounts, count_facets
@@ -33,10 +35,13 @@ from weftsearch.engine.protocols import Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.query_vectors import needs_query_vector
 from weftsearch.engine.search import score_queries, stream_labels
-from weftsearch.engine.snapshot import CollectionStatistics, Snapshot
+from weftsearch.engine.snapshot import CollectionStatistics, QueryTerms, Snapshot
 from weftsearch.engine.stats import IndexStats
 from weftsearch.engine.stream import PlanValue, Stream
 from weftsearch.errors import InvalidParameterError, ShardUnavailableError
+from weftsearch.highlight import FieldHighlight, HighlightOptions
+from weftsearch.querylang import MAX_PREFIX_TERMS
+from weftsearch.schema import DEFAULT_FIELD, Schema
 from weftsearch.storage.directory import IndexDirectory
 
 from .records import SHARD_RECORD, ShardBinding, encode_binding, read_binding
@@ -52,7 +57,16 @@ def shard_index_id(sharded_id: str, name: str) -> str:
     return hashlib.sha256(f"{sharded_id}/{name}".encode()).hexdigest()[:32]
 
 
-__all__ = ["CutRef", "ShardStatistics", "ShardStreams", "ShardLinks", "ShardInputs", "LocalShard"]
+__all__ = [
+    "CutRef",
+    "FieldRequest",
+    "PrefixRequest",
+    "ShardStatistics",
+    "ShardStreams",
+    "ShardLinks",
+    "ShardInputs",
+    "LocalShard",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +96,14 @@ class ShardStatistics:
         latest_time: the newest document time, ``None`` if none has one.
         doc_freq: live documents holding each analysed term of the queries asked about.
         field_kinds: the shard's fields and their types.
+        field_lengths: the total length of each named text field asked about
+            (:data:`FieldRequest`), over live documents.
+        field_doc_freq: per group of text fields asked about (a sorted tuple
+            of names), live documents holding each analysed term in any field
+            of the group.
+        prefix_terms: per (group, prefix) asked about, the dictionary terms
+            the prefix expands to in any field of the group (at most
+            ``MAX_PREFIX_TERMS + 1``: enough to tell "too many").
 
     """
 
@@ -90,6 +112,9 @@ class ShardStatistics:
     latest_time: float | None
     doc_freq: dict[str, int]
     field_kinds: dict[str, str]
+    field_lengths: dict[str, int] = field(default_factory=dict)
+    field_doc_freq: dict[tuple[str, ...], dict[str, int]] = field(default_factory=dict)
+    prefix_terms: dict[tuple[tuple[str, ...], str], list[str]] = field(default_factory=dict)
 
 
 #: One query's candidates from one scorer on one shard: keys and scores, best first, whether
@@ -104,6 +129,12 @@ ShardLinks = tuple[list[str], NDArray[np.int64], list[str]]
 #: :meth:`LocalShard.search_inputs`' answer: the batch's streams (as :meth:`LocalShard.search`),
 #: one stream per input request, and one filter mask (over the shard's ids) per filter asked.
 ShardInputs = tuple[ShardStreams, list[ShardStream], list[NDArray[np.bool_]]]
+#: A request for per-field statistics: a group of text fields (a sorted tuple of names; one
+#: field for a ``field:term`` leaf, BM25F's fields for its ``combined_fields`` df) and the
+#: query texts whose terms' df in any field of the group the coordinator needs.
+FieldRequest = tuple[tuple[str, ...], Sequence[str]]
+#: A request for a prefix's expansion over a group of text fields: (group, prefix as typed).
+PrefixRequest = tuple[tuple[str, ...], str]
 #: A request for an input stream of a whole-collection scorer: its label (for errors), the
 #: scorer, the query it sees and how many candidates.
 InputRequest = tuple[str, Scorer, Query, int]
@@ -279,17 +310,55 @@ class LocalShard:
         """
         return needs_query_vector(scorers, self._snapshot(cut), query)
 
-    def statistics(self, cut: CutRef, texts: Sequence[str]) -> ShardStatistics:
-        """Return this shard's N, total length, latest time, fields, and df of every term of ``texts``."""
+    def statistics(
+        self,
+        cut: CutRef,
+        texts: Sequence[str],
+        fields: Sequence[FieldRequest] = (),
+        prefixes: Sequence[PrefixRequest] = (),
+    ) -> ShardStatistics:
+        """Return the shard's N, total length, latest time, fields, and df of every term of ``texts``.
+
+        ``fields``: per-field statistics (:data:`FieldRequest`): each named
+        field's total length and, per group, the df of the texts' terms in any
+        of its fields. A field the index lacks is left out (the scorer names it
+        when it searches). ``prefixes``: each prefix's dictionary terms in any
+        field of its group, so the coordinator counts a prefix's expansion over
+        every shard (:data:`PrefixRequest`). O(postings of the terms asked
+        about + prefixes x segments x MAX_PREFIX_TERMS).
+        """
         snapshot = self._snapshot(cut)
         terms = sorted({term for text in texts for term in snapshot.query_terms(text)})
         counts = snapshot.postings(terms).doc_freq if terms else np.zeros(0, np.int64)
+        lengths: dict[str, int] = {}
+        groups: dict[tuple[str, ...], dict[str, int]] = {}
+        known = set(snapshot.schema.names)
+        for group, group_texts in fields:
+            if not group or not known.issuperset(group):
+                continue
+            for name in group:
+                if name != DEFAULT_FIELD and name not in lengths:
+                    # O(documents) once per snapshot, not per search.
+                    lengths[name] = snapshot.memo(
+                        ("shard.field_total", name), functools.partial(_field_total, snapshot, name)
+                    )
+            analyse = _group_analysis(snapshot, group)
+            found = sorted({term for text in group_texts for term in analyse(text)})
+            table = groups.setdefault(group, {})
+            table.update(zip(found, _any_field_doc_freq(snapshot, group, found), strict=True))
         return ShardStatistics(
             n_docs=snapshot.n_docs,
             total_length=int(snapshot.doc_lengths.sum()),
             latest_time=snapshot.latest_time,
             doc_freq={term: int(count) for term, count in zip(terms, counts.tolist(), strict=True)},
             field_kinds=snapshot.field_kinds(),
+            field_lengths=lengths,
+            field_doc_freq=groups,
+            prefix_terms={
+                (group, prefix): _prefix_terms(snapshot, group, prefix)
+                for group, prefix in prefixes
+                if group and known.issuperset(group)
+            },
         )
 
     def search(
@@ -364,6 +433,22 @@ class LocalShard:
             dict(row) if keep is None or bool(keep[position]) else None for position, row in enumerate(rows)
         ]
 
+    def highlights(
+        self, cut: CutRef, query: Query, options: HighlightOptions, keys: Sequence[str]
+    ) -> list[Mapping[str, FieldHighlight]]:
+        """The highlights of ``keys`` (the shard's hits) at ``cut``, as :meth:`Index.search` gives them.
+
+        Each key's stored text fields read from the cut's snapshot and marked
+        by :meth:`Index.highlighter <weftsearch.Index.highlighter>`. With no
+        keys, only ``options`` are checked against the index's text fields.
+
+        Raises:
+            InvalidParameterError: ``options`` names a field the index lacks.
+
+        """
+        highlight = self._index.highlighter(self._snapshot(cut), query, options)
+        return [highlight(key) for key in keys]
+
     def facet_counts(self, cut: CutRef, filter: Filter | None, fields: Sequence[str]) -> FacetCounts:
         """Every value of ``fields`` with the number of the shard's live documents ``filter`` matches.
 
@@ -385,6 +470,10 @@ class LocalShard:
         """The shard's fields and their types (the index's record)."""
         return self._index.field_kinds()
 
+    def schema(self) -> Schema:
+        """The shard index's text fields (its manifest's :class:`~weftsearch.schema.Schema`)."""
+        return self._index.schema
+
     def get(self, cut: CutRef, key: str) -> Document | None:
         """The stored document with ``key`` at ``cut``, ``None`` when absent (or its record is damaged).
 
@@ -397,6 +486,57 @@ class LocalShard:
     def stats(self) -> IndexStats:
         """:meth:`Index.stats` of the shard's index (its current state, uncommitted writes included)."""
         return self._index.stats()
+
+
+def _group_analysis(snapshot: Snapshot, group: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """How a query text is analysed for ``group``: one named field by its own analyzer, else the query's.
+
+    As the BM25 scorer analyses: a ``field:term`` leaf by its field's
+    analyzer; the default field, and BM25F's several fields (which must share
+    the query's analyzer, or the scorer refuses them), by the index's.
+    """
+    if len(group) == 1 and group[0] != DEFAULT_FIELD:
+        name = group[0]
+        terms: QueryTerms = snapshot.memo(
+            ("shard.field_terms", name),
+            lambda: QueryTerms(get_analyzer(snapshot.schema.field(name).analyzer)),
+        )
+        return terms
+    return snapshot.query_terms
+
+
+def _field_total(snapshot: Snapshot, name: str) -> int:
+    """The total length of text field ``name`` over the snapshot's live documents."""
+    return int(snapshot.field_lengths(name).sum())
+
+
+def _prefix_terms(snapshot: Snapshot, group: tuple[str, ...], prefix: str) -> list[str]:
+    """The terms ``prefix`` expands to in any field of ``group``, at most ``MAX_PREFIX_TERMS + 1``.
+
+    Folded per field as the BM25 scorer folds it: lower-cased, unless the
+    field's analyzer keeps case (it gives ``"Q"`` back as ``["Q"]``).
+    """
+    expanded: set[str] = set()
+    for name in group:
+        folded = prefix if _group_analysis(snapshot, (name,))("Q") == ["Q"] else prefix.lower()
+        for part in snapshot.parts:
+            expanded.update(part.reader.text_field(name).terms_with_prefix(folded, MAX_PREFIX_TERMS))
+    return sorted(expanded)[: MAX_PREFIX_TERMS + 1]
+
+
+def _any_field_doc_freq(snapshot: Snapshot, group: tuple[str, ...], terms: list[str]) -> list[int]:
+    """Live documents holding each of ``terms`` in any field of ``group`` (a union per term, vectorised)."""
+    if not terms:
+        return []
+    if len(group) == 1:
+        return [int(count) for count in snapshot.postings(terms, group[0]).doc_freq.tolist()]
+    n_docs = np.int64(max(snapshot.n_docs, 1))
+    keys = []
+    for name in group:
+        postings = snapshot.postings(terms, name)
+        keys.append(postings.term_index * n_docs + postings.ids)
+    pairs = np.unique(np.concatenate(keys))
+    return [int(count) for count in np.bincount(pairs // n_docs, minlength=len(terms)).tolist()]
 
 
 def _streams(view: Snapshot, queries: Sequence[Query], scorers: Sequence[Scorer], depth: int) -> ShardStreams:

@@ -87,20 +87,33 @@ from weftsearch.errors import (
     IndexExistsError,
     IndexNotFoundError,
     IndexStorageError,
+    InvalidDocumentError,
     InvalidParameterError,
     ScorerOutputError,
     ShardedCutError,
     ShardUnavailableError,
     UnknownKeyError,
 )
-from weftsearch.querylang import tree_texts
+from weftsearch.highlight import FieldHighlight, HighlightOptions, options_of
+from weftsearch.querylang import Node, PhraseNode, PrefixNode, TermNode, tree_texts
+from weftsearch.schema import DEFAULT_FIELD, Schema
 from weftsearch.storage.directory import IndexDirectory, is_index_id, new_index_id
 from weftsearch.storage.fields import check_field_types
 from weftsearch.storage.files import read_regular
 from weftsearch.storage.integrity import ScrubReport, scrub_directory
 
 from .records import COUNTER_LIMIT, ShardBinding, exact_keys, identifier, integer, read_binding, seal, unseal
-from .shard import CutRef, InputRequest, LocalShard, ShardLinks, ShardStatistics, ShardStream, _shard_stream
+from .shard import (
+    CutRef,
+    FieldRequest,
+    InputRequest,
+    LocalShard,
+    PrefixRequest,
+    ShardLinks,
+    ShardStatistics,
+    ShardStream,
+    _shard_stream,
+)
 from .sharding import HASH_NAME, MAX_SHARDS, check_shards, shard_of
 
 __all__ = [
@@ -213,9 +226,11 @@ class ShardedResults(SearchResults):
 
     """
 
-    __slots__ = ("missing_shards",)
+    __slots__ = ("_refs", "missing_shards")
 
     missing_shards: tuple[str, ...]
+    #: The shards' states the search read (what its highlights are read from).
+    _refs: tuple[CutRef, ...]
 
     @property
     def partial(self) -> bool:
@@ -448,6 +463,7 @@ class ShardedIndex:
         # Writes since the last cut (committed or refreshed): refresh() makes a new cut only then.
         self._unpublished = False
         self._field_kinds: dict[str, str] = {}
+        self._schema = Schema.default()
         self._vector_dim: int | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -523,6 +539,7 @@ class ShardedIndex:
             raise
         index = cls(root, group, _Cut(0, ()), 0, False, identity, shard_ids)
         index._embedder = embedder
+        index._schema = index._gather_schema()
         index.commit()
         return index
 
@@ -598,6 +615,7 @@ class ShardedIndex:
             else:
                 index._pin_all(index._cut, "stage")
             index._field_kinds = index._gather_field_kinds()
+            index._schema = index._gather_schema()
             index._embedder = index._recorded_embedder()
             return index
         except BaseException:
@@ -626,6 +644,11 @@ class ShardedIndex:
         return match_record(get_embedder(records[0]["name"]), records[0], self._path)
 
     # ------------------------------------------------------------------ state
+
+    @property
+    def schema(self) -> Schema:
+        """The text fields of every shard (:class:`~weftsearch.schema.Schema`; create's ``schema=``)."""
+        return self._schema
 
     @property
     def embedder(self) -> Embedder | None:
@@ -798,6 +821,25 @@ class ShardedIndex:
                 kinds.setdefault(name, kind)
         return kinds
 
+    def _gather_schema(self) -> Schema:
+        """The shards' schema (every shard's the same).
+
+        Raises:
+            CorruptIndexError: two shards record different schemas (named).
+
+        """
+        found = self._group.call("schema", {n: () for n in range(len(self._names))}, read=True)
+        self._raise_missing(found)
+        first = found[0]
+        for number in range(1, len(self._names)):
+            if found[number] != first:
+                raise CorruptIndexError(
+                    f"{self._path}: {self._names[number]} has another text field schema than "
+                    f"{self._names[0]} ({', '.join(found[number].names)} against {', '.join(first.names)})"
+                )
+        schema: Schema = first
+        return schema
+
     def _raise_missing(self, results: Mapping[int, Any]) -> None:
         missing = [value for value in results.values() if isinstance(value, ShardUnavailableError)]
         if missing:
@@ -810,8 +852,8 @@ class ShardedIndex:
         """Add (upsert) documents, each to the shard its key hashes to; return how many.
 
         The batch is checked whole first (a repeated key, a field of another
-        type than the index's), then sent to the shards in chunks of 2,000
-        documents with a progress bar (``None``: on a terminal for large
+        type than the index's, a text field the schema lacks), then sent to
+        the shards in chunks of 2,000 documents with a progress bar (``None``: on a terminal for large
         batches). A shard refusing its part (a bad vector width) leaves the
         earlier chunks applied in memory: :meth:`commit` nothing, or
         :meth:`close` to discard them.
@@ -828,6 +870,7 @@ class ShardedIndex:
                 raise DuplicateKeyError(f"key {document.key!r} appears twice in the batch")
             seen.add(document.key)
             check_field_types(document, kinds)
+            self._check_text_fields(document)
         show = progress if progress is not None else None
         if self._embedder is not None:
             # Here, before any shard gets a document: a failed embedding batch reaches no shard.
@@ -855,6 +898,22 @@ class ShardedIndex:
                 start += _ADD_CHUNK
         self._field_kinds = kinds
         return len(batch)
+
+    def _check_text_fields(self, document: Document) -> None:
+        """Every named text field of ``document`` is the schema's (as :meth:`Index.add_many` checks).
+
+        Raises:
+            InvalidDocumentError: a field the schema lacks (the known ones named).
+
+        """
+        known = {field.name for field in self._schema.named_fields}
+        for name in document.text_fields:
+            if name not in known:
+                listed = ", ".join(field.name for field in self._schema.named_fields) or "none besides 'text'"
+                raise InvalidDocumentError(
+                    f"document {document.key!r}: text field {name!r} is not in the index's schema "
+                    f"(its named text fields: {listed})"
+                )
 
     def add(self, document: Document) -> None:
         """Add (upsert) one document."""
@@ -1055,6 +1114,7 @@ class ShardedIndex:
         after: str | None = None,
         facets: Sequence[str] | None = None,
         facet_k: int = 10,
+        highlight: bool | HighlightOptions | None = None,
     ) -> ShardedResults:
         """Search every shard at the current cut; the single index's results for the same documents.
 
@@ -1063,7 +1123,10 @@ class ShardedIndex:
         may name: a sharded index keeps no older cuts for cursors, so a cursor
         issued on another cut than the current one raises
         :class:`~weftsearch.errors.CursorExpiredError`. ``facets``: :meth:`facets`
-        of the query, in ``results.facets``. ``allow_partial``: when a shard
+        of the query, in ``results.facets``. ``highlight``: each hit's
+        highlights as one index gives them, read from the hit's shard at the
+        cut searched (:meth:`LocalShard.highlights`), computed at the search
+        (one call per shard), not when a hit is first read. ``allow_partial``: when a shard
         cannot be reached, return the other shards' results with
         :attr:`ShardedResults.missing_shards` naming it (scored with the
         statistics of the shards that answered) instead of raising; partial
@@ -1076,6 +1139,7 @@ class ShardedIndex:
 
         """
         self._check_open()
+        options = options_of(highlight)
         if facets is not None:  # checked before any shard searches
             check_facet_fields(facets, self._field_kinds)
             check_facet_k(facet_k)
@@ -1094,7 +1158,11 @@ class ShardedIndex:
             paged = page_of(results, skip, page, start)
             assert isinstance(paged, ShardedResults)  # _sliced keeps the class
             paged.missing_shards = results.missing_shards
+            paged._refs = results._refs
             results = paged
+        if options is not None:
+            table = _shard_highlights(self, results, _as_query(query), options, allow_partial)
+            results._highlight_with(table.__getitem__)
         if not results.partial:
             issue = self._cursors().issuer(results.generation, _as_query(query), fuser, scorers, depth)
             results._offer_cursor(issue, page)
@@ -1210,7 +1278,12 @@ class ShardedIndex:
             # A tree's words are analysed one by one (the query text holds its syntax).
             | {text for query in batch if query.tree is not None for text in tree_texts(query.tree)}
         )
-        found = self._group.call("statistics", {n: (cut.refs[n], texts) for n in everyone}, read=True)
+        pairs = [(query, scorers[column]) for query in batch for column in plan.on_shards]
+        pairs += [(request[2], request[1]) for request in plan.requests]
+        fields, prefixes = _field_requests(pairs)
+        found = self._group.call(
+            "statistics", {n: (cut.refs[n], texts, fields, prefixes) for n in everyone}, read=True
+        )
         missing = self._missing(found, allow_partial)
         live = [n for n in everyone if n not in missing]
         statistics = _combine([found[n] for n in live], len(self._names))
@@ -1417,8 +1490,45 @@ class ShardedIndex:
             )
             assert isinstance(result, ShardedResults)  # _from_arrays builds its own class
             result.missing_shards = missing
+            result._refs = cut.refs
             results.append(result)
         return results
+
+
+def _shard_highlights(
+    index: ShardedIndex,
+    results: ShardedResults,
+    query: Query,
+    options: HighlightOptions,
+    allow_partial: bool,
+) -> dict[str, Mapping[str, FieldHighlight]]:
+    """Every hit's highlights, from its shard at the cut searched: one call per shard, at the search.
+
+    Every shard is asked (one without hits only checks ``options``), so bad
+    options raise as one index raises them, hits or none. Computed now, not
+    when a hit is read as one index does: a shard keeps a cut only until the
+    next two are made. A hit whose shard did not answer (``allow_partial``)
+    says so in its highlights.
+    """
+    count = len(index._names)
+    wanted: dict[int, list[str]] = {n: [] for n in range(count)}
+    for key in results.keys:
+        wanted[shard_of(key, count)].append(key)
+    refs = results._refs
+    arguments = {n: (refs[n], query, options, keys) for n, keys in wanted.items()}
+    found = index._group.call("highlights", arguments, read=True)
+    missing = index._missing(found, allow_partial)
+    table: dict[str, Mapping[str, FieldHighlight]] = {}
+    for number, keys in wanted.items():
+        if number in missing:
+            reason = f"shard {index._names[number]!r} did not answer"
+            rows: list[Mapping[str, FieldHighlight]] = [
+                {name: FieldHighlight(name, reason=reason) for name in options.fields}
+            ] * len(keys)
+        else:
+            rows = found[number]
+        table.update(zip(keys, rows, strict=True))
+    return table
 
 
 def _combined_plan(plans: Sequence[tuple[str, dict[str, PlanValue] | None]]) -> dict[str, PlanValue] | None:
@@ -1439,14 +1549,79 @@ def _combined_plan(plans: Sequence[tuple[str, dict[str, PlanValue] | None]]) -> 
     return combined
 
 
+def _scored_fields(scorer: Scorer) -> tuple[str, ...] | None:
+    """The text fields a scorer scores together (``BM25Scorer(fields=...)``'s, sorted), ``None`` if none.
+
+    Read from a ``fields`` mapping of names, as :class:`~weftsearch.BM25Scorer`
+    has; the coordinator imports no scorer.
+    """
+    fields = getattr(scorer, "fields", None)
+    if isinstance(fields, Mapping) and fields and all(isinstance(name, str) for name in fields):
+        return tuple(sorted(fields))
+    return None
+
+
+def _leaf_texts(node: Node) -> list[tuple[str | None, str, bool]]:
+    """Every ``(field, text, is a prefix)`` of ``node`` (``None``: the default field).
+
+    Words and phrase words are analysed into scored terms; a prefix is kept
+    as typed (it scores a constant, but its expansion is bounded).
+    """
+    if isinstance(node, TermNode):
+        return [(node.field, node.text, False)]
+    if isinstance(node, PhraseNode):
+        return [(node.field, word, False) for word in node.terms]
+    if isinstance(node, PrefixNode):
+        return [(node.field, node.prefix, True)]
+    return [leaf for clause in (*node.must, *node.should, *node.must_not) for leaf in _leaf_texts(clause)]
+
+
+def _field_requests(pairs: Sequence[tuple[Query, Scorer]]) -> tuple[list[FieldRequest], list[PrefixRequest]]:
+    """The per-field statistics the shards must gather for each (query, scorer) searched.
+
+    A ``field:word`` leaf needs the word's df in that field; an unfielded word
+    under a scorer of several fields (BM25F) its df in any of them. The default
+    field alone is the statistics' ``doc_freq`` (gathered for every text). A
+    prefix needs its expansion in the same fields (the default one included),
+    so that its bound holds over the collection, not per shard.
+    """
+    groups: dict[tuple[str, ...], set[str]] = {}
+    prefixes: set[PrefixRequest] = set()
+    for query, scorer in pairs:
+        scored = _scored_fields(scorer)
+        if query.tree is None:
+            leaves: list[tuple[str | None, str, bool]] = [(None, query.text, False)] if query.text else []
+        else:
+            leaves = _leaf_texts(query.tree)
+        for field, text, prefix in leaves:
+            if prefix:
+                prefixes.add(((field,) if field is not None else scored or (DEFAULT_FIELD,), text))
+                continue
+            group = (field,) if field is not None else scored
+            if group is not None and group != (DEFAULT_FIELD,):
+                groups.setdefault(group, set()).add(text)
+    return [(group, sorted(texts)) for group, texts in sorted(groups.items())], sorted(prefixes)
+
+
 def _combine(parts: Sequence[ShardStatistics], shards: int) -> CollectionStatistics:
     """The collection's statistics from its shards' (sums; the newest time; the union of fields)."""
     doc_freq: dict[str, int] = {}
     kinds: dict[str, str] = {}
     latest: float | None = None
+    lengths: dict[str, int] = {}
+    groups: dict[tuple[str, ...], dict[str, int]] = {}
+    prefixes: dict[tuple[tuple[str, ...], str], set[str]] = {}
     for part in parts:
+        for asked, terms in part.prefix_terms.items():
+            prefixes.setdefault(asked, set()).update(terms)
         for term, count in part.doc_freq.items():
             doc_freq[term] = doc_freq.get(term, 0) + count
+        for name, length in part.field_lengths.items():
+            lengths[name] = lengths.get(name, 0) + length
+        for group, table in part.field_doc_freq.items():
+            into = groups.setdefault(group, {})
+            for term, count in table.items():
+                into[term] = into.get(term, 0) + count
         for name, kind in part.field_kinds.items():
             kinds.setdefault(name, kind)
         if part.latest_time is not None and (latest is None or part.latest_time > latest):
@@ -1458,6 +1633,9 @@ def _combine(parts: Sequence[ShardStatistics], shards: int) -> CollectionStatist
         latest_time=latest,
         field_kinds=kinds,
         links_complete=len(parts) == 1 and shards == 1,
+        field_lengths=lengths,
+        field_doc_freq=groups,
+        prefix_terms={asked: len(terms) for asked, terms in prefixes.items()},
     )
 
 

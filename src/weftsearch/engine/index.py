@@ -59,6 +59,7 @@ from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.query_vectors import embed_queries
 from weftsearch.engine.search import (
+    Highlighter,
     SearchResults,
     _as_query,
     query_facets,
@@ -1377,23 +1378,36 @@ class Index:
             if facets is not None:
                 results.facets = query_facets(searched, _as_query(query), facets, facet_k)
         if options is not None:
-            parsed = query if isinstance(query, Query) else Query(text=query)
-            # Every text field of the schema, each with its own analyzer; a named field kept
-            # unstored says so instead of a snippet.
-            analyzers = {DEFAULT_FIELD: self._analyzer, **self._field_analysis.analyzers}
-            highlighter = snapshot_highlighter(
-                searched,
-                parsed,
-                options,
-                store_text=self._store_text,
-                analyzers=analyzers,
-                unstored=self._field_analysis.unstored,
-            )
-            results._highlight_with(highlighter)
+            results._highlight_with(self.highlighter(searched, query, options))
         issue = self._cursors.issuer(self._index_id, searched, _as_query(asked), fuser, scorers, depth)
         results._offer_cursor(issue, int(k))
         self._warming.remember(query, k, fuser, scorers, depth)  # only searches that completed are replayed
         return results
+
+    def highlighter(self, snapshot: Snapshot, query: Query | str, options: HighlightOptions) -> Highlighter:
+        """The function giving a hit's highlights (by key) from ``snapshot``'s stored texts.
+
+        What ``search(..., highlight=options)`` gives its hits: every text
+        field of the schema highlighted with its own analyzer, a field kept
+        unstored (or an index with ``store_text=False``) saying so instead of
+        a snippet. A sharded index asks each shard for its hits' highlights
+        through this.
+
+        Raises:
+            InvalidParameterError: ``options.fields`` names a field the index
+                has not (or one whose analyzer cannot highlight).
+
+        """
+        parsed = query if isinstance(query, Query) else Query(text=query)
+        analyzers = {DEFAULT_FIELD: self._analyzer, **self._field_analysis.analyzers}
+        return snapshot_highlighter(
+            snapshot,
+            parsed,
+            options,
+            store_text=self._store_text,
+            analyzers=analyzers,
+            unstored=self._field_analysis.unstored,
+        )
 
     def explain(
         self,

@@ -24,6 +24,7 @@ from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
 from weftsearch.engine.search import SearchResults
 from weftsearch.engine.stats import IndexStats
+from weftsearch.highlight import HighlightOptions
 
 __all__ = ["Searchable"]
 
@@ -80,12 +81,15 @@ class Searchable(Protocol):
         after: str | None = None,
         facets: Sequence[str] | None = None,
         facet_k: int = 10,
+        highlight: bool | HighlightOptions | None = None,
     ) -> SearchResults:
         """The ``k`` best documents for ``query`` (from ``offset``, or after a cursor's hit), explained.
 
         Pages: :mod:`weftsearch.engine.pages`.
         ``facets``: fields whose value counts over every document the query's
         filter matches go in ``results.facets`` (``facet_k`` values each).
+        ``highlight``: each hit's snippets of its stored text fields
+        (:mod:`weftsearch.highlight`).
         """
         ...
 

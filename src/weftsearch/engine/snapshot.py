@@ -87,6 +87,19 @@ class CollectionStatistics:
             reach; when False (one shard of several), :meth:`Snapshot.links`
             and :meth:`Snapshot.linked` refuse rather than give a part of the
             graph as if it were the whole.
+        field_lengths: the total length of each named text field over the
+            live documents (an integer, as ``total_length``), for the fields a
+            query scores (:meth:`Snapshot.field_avglen`).
+        field_doc_freq: per group of text fields (a sorted tuple of names),
+            the live documents holding each analysed term in ANY field of the
+            group: one field's df for a ``field:term`` leaf, BM25F's
+            (``combined_fields``) df for several (:meth:`Snapshot.fields_doc_freq`).
+            The default field alone is :attr:`doc_freq`.
+        prefix_terms: per (group of text fields, prefix as typed), how many
+            distinct dictionary terms the prefix expands to in any field of
+            the group over the whole collection (at least one more than the
+            limit when there are more), so a shard refuses a prefix the whole
+            index would refuse (:meth:`Snapshot.collection_prefix_terms`).
 
     """
 
@@ -96,6 +109,9 @@ class CollectionStatistics:
     latest_time: float | None = None
     field_kinds: Mapping[str, str] | None = None
     links_complete: bool = True
+    field_lengths: Mapping[str, int] | None = None
+    field_doc_freq: Mapping[tuple[str, ...], Mapping[str, int]] | None = None
+    prefix_terms: Mapping[tuple[tuple[str, ...], str], int] | None = None
 
     @property
     def avgdl(self) -> float:
@@ -760,11 +776,23 @@ class Snapshot:
     def field_avglen(self, field: str) -> float:
         """Mean length of text field ``field`` over live documents, computed once (0.0 when empty).
 
-        ``"text"`` is :attr:`collection_avgdl`. A named field's is this
-        snapshot's own: a shard's view does not carry the collection's.
+        ``"text"`` is :attr:`collection_avgdl`. On a view with a collection's
+        statistics (:meth:`with_statistics`, a shard), the collection's:
+        ``field_lengths[field] / n_docs``, the single index's to the bit.
+
+        Raises:
+            InvalidParameterError: the overriding statistics lack the field
+                (they were gathered for another query).
+
         """
         if field == DEFAULT_FIELD:
             return self.collection_avgdl
+        statistics = self._statistics
+        if statistics is not None:
+            total = None if statistics.field_lengths is None else statistics.field_lengths.get(field)
+            if total is None:
+                raise InvalidParameterError(f"collection statistics lack the text field {field!r}")
+            return float(total / statistics.n_docs) if statistics.n_docs else 0.0
 
         def build() -> float:
             lengths = self.field_lengths(field)
@@ -844,6 +872,54 @@ class Snapshot:
                 value = 0
             counts[position] = value
         return counts
+
+    def fields_doc_freq(
+        self, fields: Sequence[str], terms: Sequence[str], local: NDArray[np.int64]
+    ) -> NDArray[np.int64]:
+        """Documents holding each of ``terms`` in any of text ``fields``, for scoring.
+
+        ``local`` (this snapshot's counts) unless the snapshot scores with a
+        collection's statistics (a shard's view): then the collection's
+        (:attr:`CollectionStatistics.field_doc_freq`; the default field alone
+        is :meth:`collection_doc_freq`).
+
+        Raises:
+            InvalidParameterError: the overriding statistics lack the group of
+                fields, or a term this snapshot holds (gathered for another query).
+
+        """
+        group = tuple(sorted(set(fields)))
+        if self._statistics is None:
+            return local
+        if group == (DEFAULT_FIELD,):
+            return self.collection_doc_freq(terms, local)
+        groups = self._statistics.field_doc_freq
+        table = None if groups is None else groups.get(group)
+        if table is None:
+            raise InvalidParameterError(f"collection statistics lack the text fields {'+'.join(group)!r}")
+        counts = np.empty(len(terms), dtype=np.int64)
+        for position, term in enumerate(terms):
+            value = table.get(term)
+            if value is None:
+                if int(local[position]):
+                    raise InvalidParameterError(
+                        f"collection statistics lack the term {term!r} in {'+'.join(group)!r}"
+                    )
+                value = 0
+            counts[position] = value
+        return counts
+
+    def collection_prefix_terms(self, fields: Sequence[str], prefix: str) -> int | None:
+        """How many terms ``prefix`` expands to in any of text ``fields`` over the collection.
+
+        ``None`` unless the snapshot scores with a collection's statistics
+        that counted it (a shard's view): then this snapshot's own expansion
+        is all there is to check.
+        """
+        statistics = self._statistics
+        if statistics is None or statistics.prefix_terms is None:
+            return None
+        return statistics.prefix_terms.get((tuple(sorted(set(fields))), prefix))
 
     @property
     def latest_time(self) -> float | None:

@@ -14,6 +14,7 @@ from weftsearch.errors import QuerySyntaxError
 from weftsearch.querylang.nodes import (
     MAX_CLAUSES,
     MAX_DEPTH,
+    MAX_PREFIX_TERMS,
     MAX_SLOP,
     BoolNode,
     Node,
@@ -27,6 +28,7 @@ from weftsearch.querylang.parser import MAX_QUERY_LENGTH, parse
 __all__ = [
     "MAX_CLAUSES",
     "MAX_DEPTH",
+    "MAX_PREFIX_TERMS",
     "MAX_QUERY_LENGTH",
     "MAX_SLOP",
     "BoolNode",

@@ -23,6 +23,7 @@ from weftsearch.errors import InvalidQueryError
 __all__ = [
     "MAX_CLAUSES",
     "MAX_DEPTH",
+    "MAX_PREFIX_TERMS",
     "MAX_SLOP",
     "BoolNode",
     "Node",
@@ -39,6 +40,9 @@ MAX_DEPTH = 32
 MAX_CLAUSES = 1024
 #: Largest slop of a phrase (``"a b"~N``).
 MAX_SLOP = 10_000
+#: Most dictionary terms one prefix may expand to (over a whole index, every shard of a sharded
+#: one); beyond, a search refuses it (``InvalidQueryError``).
+MAX_PREFIX_TERMS = 64
 #: Longest field name.
 FIELD_NAME_LIMIT = 64
 

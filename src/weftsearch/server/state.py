@@ -456,19 +456,10 @@ class ServerState:
 
         ``offset``/``after`` page one query (:mod:`weftsearch.engine.pages`);
         ``facets`` (one query only): the fields counted into ``results.facets``;
-        ``highlight`` (one query, a single index only): the hits' snippets.
-
-        Raises:
-            ApiError: 400 naming ``highlight`` when the served index is sharded.
+        ``highlight`` (one query): the hits' snippets (a sharded index reads
+        each hit's from its shard).
 
         """
-        if highlight is not None and not isinstance(self.index, Index):
-            raise ApiError(
-                400,
-                "InvalidParameterError",
-                "highlight needs a single index; this server serves a sharded one (it cannot highlight yet)",
-                "highlight",
-            )
         arm = ranking.arm
         if len(queries) == 1:
             depth = max(arm.depth, k)
@@ -483,7 +474,7 @@ class ServerState:
                     after=after,
                     facets=facets,
                     facet_k=facet_k,
-                    **({} if highlight is None else {"highlight": highlight}),
+                    highlight=highlight,
                     **({} if snapshot is None else {"snapshot": snapshot}),
                 )
             ]

@@ -425,12 +425,12 @@ class BM25Scorer:
         ``(k1 + 1)`` factor, so one field at weight 1 is this scorer's BM25 (mathematically).
 
         Raises:
-            InvalidParameterError: a field the index lacks, a field analysed by
-                another analyzer than the query, or a sharded search.
+            InvalidParameterError: a field the index lacks, or a field analysed
+                by another analyzer than the query.
 
         """
         assert self.fields is not None
-        self._check_bm25f_fields(snapshot, list(self.fields), "BM25F")
+        self._check_bm25f_fields(snapshot, list(self.fields))
         terms = snapshot.query_terms(query.text) if query.text else []
         distinct = sorted(set(terms))
         if not terms or snapshot.n_docs == 0:
@@ -446,6 +446,8 @@ class BM25Scorer:
         )
         if not pairs.shape[0]:
             return None, plan
+        # Any scored field's df: a shard's view reads the collection's (Snapshot.fields_doc_freq).
+        doc_freq = snapshot.fields_doc_freq(list(self.fields), distinct, doc_freq)
         weights = query_tf * lucene_idf(snapshot.collection_n_docs, doc_freq)
         impacts = pseudo * (self.k1 + 1.0) / (pseudo + self.k1)
         dense = np.bincount(
@@ -945,12 +947,12 @@ class BM25Scorer:
             for doc, item in zip(ids.tolist(), found, strict=True)
         ]
 
-    def _check_bm25f_fields(self, snapshot: Snapshot, fields: Sequence[str], what: str) -> None:
-        """Refuse BM25F over ``fields`` where it cannot be exact (BM25F's checks, with ``what`` searched).
+    def _check_bm25f_fields(self, snapshot: Snapshot, fields: Sequence[str]) -> None:
+        """Refuse BM25F over ``fields`` where it cannot be exact.
 
         Raises:
-            InvalidParameterError: a field the index lacks, a field analysed by
-                another analyzer than the query, or a sharded search.
+            InvalidParameterError: a field the index lacks, or a field analysed
+                by another analyzer than the query.
 
         """
         schema = snapshot.schema
@@ -966,17 +968,13 @@ class BM25Scorer:
                     f"BM25F field {field!r} is analysed by {found.analyzer!r}, the query by "
                     f"{snapshot.analyzer.name!r}; BM25F scores fields that share the query's analyzer"
                 )
-        if snapshot.statistics is not None:
-            raise InvalidParameterError(
-                f"{what} over a sharded index is not supported (no per-field statistics)"
-            )
 
     def _scope(self, snapshot: Snapshot, field: str | None, tally: Tally) -> Scope:
         """Where a leaf of ``field`` (``None``: unfielded) is scored (:mod:`.tree`, "scope").
 
         Raises:
             UnknownTextFieldError: ``field`` is not a text field of the index.
-            InvalidParameterError: a named field on a sharded index, or BM25F's refusals.
+            InvalidParameterError: BM25F's refusals (:meth:`_check_bm25f_fields`).
 
         """
         schema = snapshot.schema
@@ -989,18 +987,13 @@ class BM25Scorer:
         def make(name: str) -> Field:
             if name == DEFAULT_FIELD:
                 return Field(snapshot, name, self.field_b.get(name, self.b), snapshot.query_terms)
-            if snapshot.statistics is not None:
-                raise InvalidParameterError(
-                    f"the text field {name!r} in a query over a sharded index is not supported "
-                    "(no per-field statistics); search 'text' there"
-                )
             terms = snapshot.memo(("tree.field_terms", name), lambda: _field_terms(snapshot.schema, name))
             return Field(snapshot, name, self.field_b.get(name, self.b), terms)
 
         if self._bm25f:
             assert self.fields is not None
             if field is None:
-                self._check_bm25f_fields(snapshot, list(self.fields), "BM25F")
+                self._check_bm25f_fields(snapshot, list(self.fields))
                 return BM25FScope([(make(name), w) for name, w in self.fields.items()], self.k1, tally)
             return BM25FScope([(make(field), self.fields.get(field, 1.0))], self.k1, tally)
         name = DEFAULT_FIELD if field is None else field

@@ -307,9 +307,11 @@ def _bm25f_terms(
     scope: BM25FScope, distinct: list[str], counts: Counter[str], ids: NDArray[np.int64]
 ) -> list[list[Explanation | None]]:
     """Per term, each document's BM25F part over the scope's fields (``None`` without the term)."""
-    pairs, doc_freq, pseudo = scope._doc_freq(distinct)
-    idfs = scope._idf(doc_freq).tolist()
+    pairs, local, pseudo = scope._doc_freq(distinct)
+    idfs = scope._idf(distinct, local).tolist()
     snapshot = scope.fields[0][0].snapshot
+    # The df the IDF used: the collection's on a shard's view, this snapshot's otherwise.
+    doc_freq = snapshot.fields_doc_freq([field.name for field, _ in scope.fields], distinct, local)
     n_docs = np.int64(snapshot.n_docs)
     k1 = scope.k1
     out: list[list[Explanation | None]] = []
@@ -422,9 +424,10 @@ def _term_idfs(scope: Scope, terms: list[str]) -> list[Explanation]:
         total = scope.field.snapshot.collection_n_docs
     else:
         assert isinstance(scope, BM25FScope)
-        _, doc_freq, _ = scope._doc_freq(distinct)
-        values = scope._idf(doc_freq).tolist()
-        dfs = doc_freq.tolist()
-        total = scope.fields[0][0].snapshot.collection_n_docs
+        _, local_df, _ = scope._doc_freq(distinct)
+        values = scope._idf(distinct, local_df).tolist()
+        snapshot = scope.fields[0][0].snapshot
+        dfs = snapshot.fields_doc_freq([field.name for field, _ in scope.fields], distinct, local_df).tolist()
+        total = snapshot.collection_n_docs
     by_term = {term: (value, df) for term, value, df in zip(distinct, values, dfs, strict=True)}
     return [_idf_node(by_term[term][0], int(by_term[term][1]), total, repr(term)) for term in terms]

@@ -66,7 +66,7 @@ from numpy.typing import NDArray
 
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import InvalidQueryError, PhrasePositionsError
-from weftsearch.querylang import BoolNode, Node, PhraseNode, PrefixNode, TermNode
+from weftsearch.querylang import MAX_PREFIX_TERMS, BoolNode, Node, PhraseNode, PrefixNode, TermNode
 from weftsearch.schema import DEFAULT_FIELD
 from weftsearch.scorers.bm25.idf import lucene_idf
 
@@ -83,8 +83,6 @@ __all__ = [
     "phrase_frequencies",
 ]
 
-#: Most dictionary terms one prefix may expand to (over all segments of a snapshot).
-MAX_PREFIX_TERMS = 64
 # A Bool node is evaluated over arrays of all N documents on snapshots this small, or when its
 # clauses hold this share of N in matches (as the bag-of-words numpy path accumulates densely):
 # O(N + matches) then beats binary searches and sorts of the union. Both ways: the same bits.
@@ -191,9 +189,8 @@ class Field:
         b: its length normalisation.
         analyse: its analyzer's terms of a query text (cached by the caller).
 
-    The default field uses the collection's statistics (a shard's view: the
-    whole collection's); a named field its snapshot's, so a sharded view is
-    refused for it by the scorer before a :class:`Field` is made.
+    Its statistics are the collection's on a shard's view (the whole
+    collection's, :meth:`Snapshot.with_statistics`), its snapshot's otherwise.
 
     """
 
@@ -209,17 +206,12 @@ class Field:
         return self.snapshot.postings(terms, self.name)
 
     def doc_freq(self, terms: Sequence[str], local: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Document frequencies for the IDF: the collection's for the default field, else ``local``."""
-        if self.name == DEFAULT_FIELD:
-            return self.snapshot.collection_doc_freq(terms, local)
-        return local
+        """Document frequencies in this field for the IDF: the collection's (``local`` is the snapshot's)."""
+        return self.snapshot.fields_doc_freq([self.name], terms, local)
 
     def average(self) -> float:
-        """The field's mean length (1.0 when 0, as BM25's ``avgdl``)."""
-        if self.name == DEFAULT_FIELD:
-            average = self.snapshot.collection_avgdl
-        else:
-            average = self.snapshot.field_avglen(self.name)
+        """The field's mean length over the collection (1.0 when 0, as BM25's ``avgdl``)."""
+        average = self.snapshot.field_avglen(self.name)
         return average if average > 0 else 1.0
 
     def lengths(self) -> NDArray[np.float64]:
@@ -283,11 +275,17 @@ class Field:
         for part in self.snapshot.parts:
             expanded.update(part.reader.text_field(self.name).terms_with_prefix(prefix, MAX_PREFIX_TERMS))
             _check_prefix(expanded, node)
+        _check_prefix(expanded, node, self.snapshot.collection_prefix_terms([self.name], node.prefix))
         return expanded
 
 
-def _check_prefix(expanded: set[str], node: PrefixNode) -> None:
-    if len(expanded) > MAX_PREFIX_TERMS:
+def _check_prefix(expanded: set[str], node: PrefixNode, collection: int | None = None) -> None:
+    """Refuse a prefix expanding to more than :data:`MAX_PREFIX_TERMS` terms here or in the collection.
+
+    ``collection``: how many it expands to over the whole collection (a
+    shard's view: every shard's terms, :meth:`Snapshot.collection_prefix_terms`).
+    """
+    if len(expanded) > MAX_PREFIX_TERMS or (collection is not None and collection > MAX_PREFIX_TERMS):
         raise InvalidQueryError(
             f"the prefix {node.prefix + '*'!r} matches more than MAX_PREFIX_TERMS "
             f"({MAX_PREFIX_TERMS}) terms of the index; make it longer"
@@ -508,8 +506,11 @@ class BM25FScope(Scope):
         doc_freq = np.bincount(pairs // np.int64(n_docs), minlength=len(distinct)).astype(np.int64)
         return pairs, doc_freq, pseudo.astype(np.float64, copy=False)
 
-    def _idf(self, doc_freq: NDArray[np.int64]) -> NDArray[np.float64]:
-        return lucene_idf(self.fields[0][0].snapshot.collection_n_docs, doc_freq)
+    def _idf(self, distinct: list[str], doc_freq: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The IDF of ``distinct`` from their df in any field of the scope (the collection's on a shard)."""
+        snapshot = self.fields[0][0].snapshot
+        names = [field.name for field, _ in self.fields]
+        return lucene_idf(snapshot.collection_n_docs, snapshot.fields_doc_freq(names, distinct, doc_freq))
 
     def terms(self, terms: list[str]) -> Matches:
         """As :meth:`Scope.terms`."""
@@ -521,7 +522,7 @@ class BM25FScope(Scope):
             return _empty()
         n_docs = np.int64(self.fields[0][0].snapshot.n_docs)
         term_of = pairs // n_docs
-        weights = query_tf * self._idf(doc_freq)
+        weights = query_tf * self._idf(distinct, doc_freq)
         impacts = pseudo * (self.k1 + 1.0) / (pseudo + self.k1)
         # Summed per document in term order (pairs are term-major): the dense path's order.
         return _sum_by_id(pairs - term_of * n_docs, weights[term_of] * impacts)
@@ -536,12 +537,13 @@ class BM25FScope(Scope):
                 ids, frequency = found
                 id_runs.append(ids)
                 value_runs.append(weight * frequency.astype(np.float64) / self.norm(field)[ids])
-        _, doc_freq, _ = self._doc_freq(sorted(set(terms)))
+        distinct = sorted(set(terms))
+        _, doc_freq, _ = self._doc_freq(distinct)
         if not id_runs:
             return _empty()
         ids, slot = np.unique(np.concatenate(id_runs), return_inverse=True)
         pseudo = np.bincount(slot, weights=np.concatenate(value_runs), minlength=ids.shape[0])
-        by_term = dict(zip(sorted(set(terms)), self._idf(doc_freq).tolist(), strict=True))
+        by_term = dict(zip(distinct, self._idf(distinct, doc_freq).tolist(), strict=True))
         idf = 0.0
         for term in terms:  # in phrase order, one add at a time
             idf += by_term[term]
@@ -553,6 +555,9 @@ class BM25FScope(Scope):
         for field, _ in self.fields:
             expanded |= field.prefix_terms(node.prefix, node)
             _check_prefix(expanded, node)
+        snapshot = self.fields[0][0].snapshot
+        names = [field.name for field, _ in self.fields]
+        _check_prefix(expanded, node, snapshot.collection_prefix_terms(names, node.prefix))
         if not expanded:
             return _empty()
         runs = []

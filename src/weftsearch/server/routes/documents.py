@@ -41,8 +41,8 @@ def document_body(document: Document) -> dict[str, Any]:
 def served_schema(index: object) -> Schema:
     """The text fields of the served index: its schema, or the default one (``text`` only).
 
-    A served index without a ``schema`` (a sharded index, whose shards are
-    created without one) holds only the default field.
+    ``Index.schema``, or ``ShardedIndex.schema`` (every shard's); an index
+    without one holds only the default field.
     """
     schema = getattr(index, "schema", None)
     return schema if isinstance(schema, Schema) else Schema.default()

@@ -24,7 +24,7 @@
     pageBody: null,     // the first page's request: the other pages send it with after=
     cursors: [null],    // cursors[i]: the after= of page i (null for the first page)
     page: 0,            // the page shown, from 0
-    highlight: true,    // ask for snippets (off once the server says it cannot: a sharded index)
+    highlight: true,    // ask for snippets (off once a server says it cannot highlight)
   };
 
   const $ = (id) => document.getElementById(id);
