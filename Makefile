@@ -34,7 +34,7 @@ typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 pytest: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 test: lint typecheck pytest
 
