@@ -1,0 +1,253 @@
+"""The segment writer's compiled inversion (``_inversion.c``) against its Python path, byte for byte.
+
+The Python path (flatten the term counts, map them to ids, argsort by term and
+document) is the oracle: every index built with the compiled inversion must have
+the same bytes in every file as one built without it, whatever the documents
+(named text fields with positions, list fields, deletes, empty texts, Unicode).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from weftsearch import Document, Index
+from weftsearch.native import inversion
+from weftsearch.schema import Schema, TextField
+from weftsearch.storage import segment_writer
+from weftsearch.storage.pausing import no_pause
+
+WORDS = [
+    "a",
+    "graph",
+    "graphs",
+    "ranking",
+    "the",
+    "don't",
+    "\u00e9t\u00e9",
+    "Stra\u00dfe",
+    "x\u00b2",
+    "\U0001f600",
+    "z",
+]
+
+SCHEMA = Schema(
+    (
+        TextField("text"),
+        TextField("title", positions=True),
+        TextField("tags", analyzer="simple", stored=False, positions=False),
+    )
+)
+
+
+def python_inversion(
+    term_maps: Sequence[Mapping[str, int]], position_maps: Sequence[Mapping[str, Sequence[int]]] | None
+) -> tuple[list[str], list[int], list[int], list[int], list[int] | None]:
+    """The writer's Python path: _flat_postings, then sorted by (term, doc) as _field_postings sorts."""
+    vocabulary, term_of, doc_of, tf_of = segment_writer._flat_postings(term_maps, no_pause)
+    order = np.lexsort((doc_of, term_of))
+    offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term_of, minlength=len(vocabulary)), out=offsets[1:])
+    positions = None
+    if position_maps is not None:
+        flat = segment_writer._flat_positions(term_maps, position_maps)
+        starts = np.zeros(tf_of.shape[0] + 1, dtype=np.int64)
+        np.cumsum(tf_of, out=starts[1:])
+        positions = [int(p) for i in order for p in flat[starts[i] : starts[i + 1]]]
+    return vocabulary, offsets.tolist(), doc_of[order].tolist(), tf_of[order].tolist(), positions
+
+
+def test_the_compiled_inversion_is_built_and_used() -> None:
+    assert isinstance(inversion._compiled, ModuleType)
+    assert inversion.invert([{"b": 1, "a": 2}]) is not None
+    # ``import weftsearch`` hands it to the segment writer (storage does not import native).
+    assert segment_writer._inversion is inversion.invert
+
+
+def test_the_self_check_refuses_a_module_that_disagrees() -> None:
+    class Wrong:
+        UnsupportedInputError = ValueError
+
+        class Inverter:
+            def add(self, maps: object, positions: object) -> None:
+                pass
+
+            def finish(self) -> tuple[list[str], bytearray, bytearray, bytearray, None]:
+                return [], bytearray(8), bytearray(), bytearray(), None
+
+    assert inversion._compiled is not None and inversion._agrees(inversion._compiled)
+    assert not inversion._agrees(Wrong)  # type: ignore[arg-type]
+
+
+term_maps_strategy = st.lists(
+    st.dictionaries(
+        st.text(alphabet="ab\u00e9\U0001f600_", min_size=1, max_size=4), st.integers(1, 5), max_size=6
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(term_maps=term_maps_strategy, with_positions=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_invert_matches_the_python_path(
+    term_maps: list[dict[str, int]], with_positions: bool, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    position_maps = None
+    if with_positions:
+        position_maps = [
+            {term: sorted(rng.choice(1000, size=tf, replace=False).tolist()) for term, tf in terms.items()}
+            for terms in term_maps
+        ]
+    got = inversion.invert(term_maps, position_maps)
+    assert got is not None
+    vocabulary, offsets, ids, tfs, positions = python_inversion(term_maps, position_maps)
+    assert got.vocabulary == vocabulary
+    assert got.offsets.tolist() == offsets
+    assert got.ids.tolist() == ids
+    assert got.tfs.tolist() == tfs
+    assert (None if got.positions is None else got.positions.tolist()) == positions
+
+
+def test_invert_spans_several_calls_and_a_large_term_table() -> None:
+    # More documents than one add() takes and more terms than the first hash table holds.
+    term_maps = [
+        {f"t{(i * 7 + j) % 5000}": 1 + j % 3 for j in range(12)}
+        for i in range(3 * inversion.DOCUMENTS_PER_CALL)
+    ]
+    got = inversion.invert(term_maps)
+    assert got is not None
+    vocabulary, offsets, ids, tfs, _ = python_inversion(term_maps, None)
+    assert got.vocabulary == vocabulary and got.offsets.tolist() == offsets
+    assert got.ids.tolist() == ids and got.tfs.tolist() == tfs
+
+
+class Mapped(Mapping[str, int]):
+    """A mapping that is not a dict: left to the Python path."""
+
+    def __init__(self, data: dict[str, int]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> int:
+        return self._data[key]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class Named(str):
+    """A str subclass: left to the Python path."""
+
+
+@pytest.mark.parametrize(
+    ("term_maps", "position_maps"),
+    [
+        ([Mapped({"a": 1})], None),
+        ([{Named("a"): 1}], None),
+        ([{"a": 0}], None),
+        ([{"a": -1}], None),
+        ([{"a": 2**32}], None),
+        ([{"a": 1.0}], None),
+        ([{"a": True}], None),
+        ([{"a": 2}], [{"a": [0]}]),  # a run shorter than its tf
+        ([{"a": 1}], [{}]),  # a term without positions
+        ([{"a": 1}], [{"a": ["0"]}]),
+        ([{"a": 1}], [{"a": [2**63]}]),
+        ([{"a": 1}], [Mapped({"a": 1})]),
+        ([{"\ud800": 1}], None),  # a lone surrogate: not UTF-8
+    ],
+)
+def test_input_the_compiled_path_does_not_take_is_left_to_python(
+    term_maps: list[Mapping[str, int]], position_maps: list[Mapping[str, Sequence[int]]] | None
+) -> None:
+    assert inversion.invert(term_maps, position_maps) is None
+
+
+def test_a_counter_is_inverted_as_its_dict() -> None:
+    counted = inversion.invert([Counter("abca"), Counter("b")])
+    assert counted is not None
+    assert counted.vocabulary == ["a", "b", "c"] and counted.ids.tolist() == [0, 0, 1, 0]
+
+
+def test_without_the_module_invert_returns_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inversion, "_compiled", None)
+    assert inversion.invert([{"a": 1}]) is None
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(directory.iterdir()) if path.is_file()}
+
+
+def build(directory: Path, batches: list[list[Document]], deletes: list[str]) -> dict[str, bytes]:
+    with Index.create(directory, schema=SCHEMA, index_id="7" * 32) as index:
+        for batch in batches:
+            index.add_many(batch, workers=1)
+            index.commit()
+        if deletes:
+            index.delete_many(deletes)
+            index.commit()
+        index.merge()  # the merge of sources the compiled path wrote
+        index.commit()
+    return files_of(directory)
+
+
+words = st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join)
+document_strategy = st.builds(
+    lambda key, text, title, tags, labels: Document(
+        key=f"k{key}",
+        text=text,
+        text_fields={
+            **({"title": title} if title is not None else {}),
+            **({"tags": tags} if tags is not None else {}),
+        },
+        fields={"labels": labels} if labels else {},
+    ),
+    st.integers(0, 60),
+    words,
+    st.none() | words,
+    st.none() | words,
+    st.lists(st.sampled_from(["x", "y", "\u00e9"]), max_size=3),
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    batches=st.lists(
+        st.lists(document_strategy, max_size=25, unique_by=lambda d: d.key), min_size=1, max_size=3
+    ),
+    deletes=st.lists(st.integers(0, 60).map(lambda i: f"k{i}"), max_size=5, unique=True),
+)
+def test_an_index_built_with_the_compiled_inversion_has_the_python_paths_bytes(
+    monkeypatch: pytest.MonkeyPatch, batches: list[list[Document]], deletes: list[str]
+) -> None:
+    taken: list[bool] = []
+
+    def counted(*args: Any) -> segment_writer.InvertedPostings | None:
+        result = inversion.invert(*args)
+        taken.append(result is not None)
+        return result
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with monkeypatch.context() as patch:
+            patch.setattr(segment_writer, "_inversion", counted)
+            compiled = build(Path(tmp) / "compiled", batches, deletes)
+        # every field of every segment written went through C
+        assert all(taken) and (bool(taken) or not any(batches))
+        with monkeypatch.context() as patch:
+            patch.setattr(segment_writer, "_inversion", None)
+            python = build(Path(tmp) / "python", batches, deletes)
+    assert compiled.keys() == python.keys()
+    for name, data in compiled.items():
+        assert data == python[name], name
