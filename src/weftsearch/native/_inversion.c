@@ -68,13 +68,20 @@ static int reserve(void **buffer, size_t *capacity, size_t need, size_t width) {
     return 1;
 }
 
+/* A slot of the term table: the term (borrowed from terms[]), its hash, its id + 1 (0: empty).
+ * One slot holds what a probe compares, so a probe reads one place. */
+typedef struct {
+    PyObject *term;
+    Py_hash_t hash;
+    uint32_t id_plus_1;
+} Slot;
+
 typedef struct {
     PyObject_HEAD
-    /* the term table: terms[i] (owned) with hashes[i]; slots: term index + 1, 0 when empty */
+    /* the term table: terms[i] (owned); slots: open addressing, linear probing */
     PyObject **terms;
-    Py_hash_t *hashes;
-    size_t n_terms, terms_capacity, hashes_capacity;
-    uint32_t *slots;
+    size_t n_terms, terms_capacity;
+    Slot *slots;
     size_t slots_capacity; /* a power of two, at least twice n_terms */
     /* postings in document order */
     uint32_t *term_of, *tf_of;
@@ -92,19 +99,17 @@ typedef struct {
 static void inverter_free(Inverter *self) {
     for (size_t i = 0; i < self->n_terms; i++) Py_DECREF(self->terms[i]);
     free(self->terms);
-    free(self->hashes);
     free(self->slots);
     free(self->term_of);
     free(self->tf_of);
     free(self->doc_end);
     free(self->positions);
     self->terms = NULL;
-    self->hashes = NULL;
     self->slots = NULL;
     self->term_of = self->tf_of = NULL;
     self->doc_end = NULL;
     self->positions = NULL;
-    self->n_terms = self->terms_capacity = self->hashes_capacity = self->slots_capacity = 0;
+    self->n_terms = self->terms_capacity = self->slots_capacity = 0;
     self->n_postings = self->postings_capacity = self->n_docs = self->docs_capacity = 0;
     self->n_positions = self->positions_capacity = 0;
 }
@@ -129,20 +134,22 @@ static PyObject *inverter_new(PyTypeObject *type, PyObject *args, PyObject *kwar
 static int grow_slots(Inverter *self) {
     size_t capacity = self->slots_capacity ? self->slots_capacity * 2 : 1024;
     size_t bytes;
-    if (capacity < self->slots_capacity || !mul_size(capacity, sizeof(uint32_t), &bytes)) {
+    if (capacity < self->slots_capacity || !mul_size(capacity, sizeof(Slot), &bytes)) {
         PyErr_NoMemory();
         return 0;
     }
-    uint32_t *slots = calloc(capacity, sizeof(uint32_t));
+    Slot *slots = calloc(capacity, sizeof(Slot));
     if (slots == NULL) {
         PyErr_NoMemory();
         return 0;
     }
     const size_t mask = capacity - 1;
-    for (size_t i = 0; i < self->n_terms; i++) {
-        size_t at = (size_t)self->hashes[i] & mask;
-        while (slots[at]) at = (at + 1) & mask;
-        slots[at] = (uint32_t)(i + 1);
+    for (size_t i = 0; i < self->slots_capacity; i++) {
+        const Slot old = self->slots[i];
+        if (!old.id_plus_1) continue;
+        size_t at = (size_t)old.hash & mask;
+        while (slots[at].id_plus_1) at = (at + 1) & mask;
+        slots[at] = old;
     }
     free(self->slots);
     self->slots = slots;
@@ -150,34 +157,39 @@ static int grow_slots(Inverter *self) {
     return 1;
 }
 
+/* Two exact, ready strs equal? As CPython's own unicode_eq: same length, kind and code units. */
+static inline int same_text(PyObject *a, PyObject *b) {
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    if (n != PyUnicode_GET_LENGTH(b) || PyUnicode_KIND(a) != PyUnicode_KIND(b)) return 0;
+    return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0;
+}
+
 /* The id of term (an exact str) in the table, added if new; -1 on error. */
 static int64_t term_id(Inverter *self, PyObject *term) {
+    if (PyUnicode_READY(term) == -1) return -1;
     const Py_hash_t hash = PyObject_Hash(term);
     if (hash == -1) return -1;
     const size_t mask = self->slots_capacity - 1;
     size_t at = (size_t)hash & mask;
     for (;;) {
-        const uint32_t slot = self->slots[at];
-        if (slot == 0) break;
-        PyObject *known = self->terms[slot - 1];
-        if (known == term) return slot - 1;
-        if (self->hashes[slot - 1] == hash && PyUnicode_Compare(known, term) == 0) return slot - 1;
+        const Slot *slot = &self->slots[at];
+        if (!slot->id_plus_1) break;
+        if (slot->term == term || (slot->hash == hash && same_text(slot->term, term))) return slot->id_plus_1 - 1;
         at = (at + 1) & mask;
     }
-    /* new: the table keeps at most UINT32_MAX - 1 terms (slot values are index + 1) */
+    /* new: the table keeps at most UINT32_MAX - 1 terms (ids + 1 fit a uint32) */
     if (self->n_terms >= UINT32_MAX - 1) {
         PyErr_SetString(UnsupportedInputError, "more than 2**32 - 2 terms in one segment");
         return -1;
     }
     if (!reserve((void **)&self->terms, &self->terms_capacity, self->n_terms + 1, sizeof(PyObject *)))
         return -1;
-    if (!reserve((void **)&self->hashes, &self->hashes_capacity, self->n_terms + 1, sizeof(Py_hash_t)))
-        return -1;
     const size_t id = self->n_terms++;
     Py_INCREF(term);
     self->terms[id] = term;
-    self->hashes[id] = hash;
-    self->slots[at] = (uint32_t)(id + 1);
+    self->slots[at].term = term;
+    self->slots[at].hash = hash;
+    self->slots[at].id_plus_1 = (uint32_t)(id + 1);
     if (self->n_terms * 2 > self->slots_capacity && !grow_slots(self)) return -1;
     return (int64_t)id;
 }
