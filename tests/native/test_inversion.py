@@ -19,11 +19,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from numpy.typing import NDArray
 
 from weftsearch import Document, Index
 from weftsearch.native import inversion
 from weftsearch.schema import Schema, TextField
-from weftsearch.storage import segment_writer
+from weftsearch.storage import postings, segment_writer
 from weftsearch.storage.pausing import no_pause
 
 WORDS = [
@@ -229,7 +230,7 @@ document_strategy = st.builds(
     ),
     deletes=st.lists(st.integers(0, 60).map(lambda i: f"k{i}"), max_size=5, unique=True),
 )
-def test_an_index_built_with_the_compiled_inversion_has_the_python_paths_bytes(
+def test_an_index_built_in_c_has_the_python_paths_bytes(
     monkeypatch: pytest.MonkeyPatch, batches: list[list[Document]], deletes: list[str]
 ) -> None:
     taken: list[bool] = []
@@ -247,7 +248,84 @@ def test_an_index_built_with_the_compiled_inversion_has_the_python_paths_bytes(
         assert all(taken) and (bool(taken) or not any(batches))
         with monkeypatch.context() as patch:
             patch.setattr(segment_writer, "_inversion", None)
+            patch.setattr(postings, "_packing", None)
             python = build(Path(tmp) / "python", batches, deletes)
     assert compiled.keys() == python.keys()
     for name, data in compiled.items():
         assert data == python[name], name
+
+
+# ---------------------------------------------------------------- block encoding
+
+
+def numpy_pack(
+    ids: NDArray[np.uint32], tfs: NDArray[np.uint32], offsets: NDArray[np.uint64], lengths: NDArray[np.uint32]
+) -> postings.PackedPostings:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(postings, "_packing", None)
+        return postings.pack_postings(ids, tfs, offsets, lengths)
+
+
+def test_the_compiled_packing_is_handed_to_the_writer() -> None:
+    assert postings._packing is inversion.pack
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n_docs=st.integers(1, 3000),
+    sizes=st.lists(st.integers(0, 400), max_size=8),
+    big_tfs=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_pack_matches_numpy(n_docs: int, sizes: list[int], big_tfs: bool, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    terms = [np.sort(rng.choice(n_docs, size=min(size, n_docs), replace=False)) for size in sizes]
+    ids = np.concatenate([*terms, np.zeros(0, np.int64)]).astype(np.uint32)
+    high = 2**32 if big_tfs else 5
+    tfs = np.asarray(rng.integers(1, high, size=ids.shape[0], dtype=np.uint64)).astype(np.uint32)
+    lengths = np.asarray(rng.integers(0, 2**32, size=n_docs, dtype=np.uint64)).astype(np.uint32)
+    offsets = np.zeros(len(terms) + 1, dtype=np.uint64)
+    np.cumsum([t.shape[0] for t in terms], out=offsets[1:])
+    got = inversion.pack(ids, tfs, offsets, lengths)
+    assert got is not None
+    want = numpy_pack(ids, tfs, offsets, lengths)
+    for name in ("block_offsets", "blocks", "data_offsets", "data"):
+        mine, theirs = getattr(got, name), getattr(want, name)
+        assert mine.dtype == theirs.dtype and mine.tobytes() == theirs.tobytes(), name
+
+
+def test_pack_spans_every_width_of_an_id_gap() -> None:
+    # One term whose gaps need 0 .. 22 bits (lengths has 2**22 + 1 documents).
+    gaps = [0, *(2**w - 1 for w in range(1, 23))]
+    ids = (np.cumsum(np.array(gaps, dtype=np.int64) + 1) - 1).astype(np.uint32)
+    n = int(ids[-1]) + 1
+    lengths = np.ones(n, dtype=np.uint32)
+    tfs = np.ones(ids.shape[0], dtype=np.uint32)
+    offsets = np.array([0, ids.shape[0]], dtype=np.uint64)
+    got = inversion.pack(ids, tfs, offsets, lengths)
+    assert got is not None
+    assert got.data.tobytes() == numpy_pack(ids, tfs, offsets, lengths).data.tobytes()
+
+
+U32, U64 = np.uint32, np.uint64
+
+
+@pytest.mark.parametrize(
+    ("ids", "tfs", "offsets", "n_docs"),
+    [
+        (np.array([1, 1], U32), np.array([1, 1], U32), np.array([0, 2], U64), 3),  # not strictly ascending
+        (np.array([2, 1], U32), np.array([1, 1], U32), np.array([0, 2], U64), 3),
+        (np.array([0, 3], U32), np.array([1, 1], U32), np.array([0, 2], U64), 3),  # past the documents
+        (np.array([0, 1], U32), np.array([1, 0], U32), np.array([0, 2], U64), 3),  # a tf of 0
+        (np.array([0, 1], U32), np.array([1, 1], U32), np.array([1, 2], U64), 3),  # offsets not from 0
+        (np.array([0, 1], U32), np.array([1, 1], U32), np.array([0, 3], U64), 3),  # past the postings
+        (np.array([0, 1], U32), np.array([1, 1], U32), np.array([0, 2, 1], U64), 3),  # descending
+        (np.array([0, 1], np.int64), np.array([1, 1], U32), np.array([0, 2], U64), 3),  # another dtype
+        (np.array([0, 1], U32), np.array([1, 1], np.float32), np.array([0, 2], U64), 3),
+        (np.array([0, 1], U32), np.array([1], U32), np.array([0, 2], U64), 3),  # lengths differ
+    ],
+)
+def test_postings_the_compiled_packing_does_not_take_are_left_to_numpy(
+    ids: NDArray[Any], tfs: NDArray[Any], offsets: NDArray[Any], n_docs: int
+) -> None:
+    assert inversion.pack(ids, tfs, offsets, np.ones(n_docs, dtype=np.uint32)) is None

@@ -15,8 +15,9 @@ switched off, the same results come from numpy or Python, to the bit):
     The english analyzer's inner loop (a CPython extension module).
 ``_inversion.c`` (:mod:`weftsearch.native.inversion`, used by the segment writer)
     A segment's term counts (and positions) inverted into postings sorted by
-    term and document: a term table built in C, a counting sort without the GIL
-    (a CPython extension module).
+    term and document (a term table built in C, a counting sort without the
+    GIL), and postings packed into blocks as ``storage.postings.pack_postings``
+    packs them (a CPython extension module).
 
 ``heap.h`` is the binary heap the C kernels select with. :mod:`weftsearch.native.loader`
 is the one way a compiled part is found, switched off and checked.

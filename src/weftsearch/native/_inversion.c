@@ -1,4 +1,4 @@
-/* Inversion of a segment's analysed documents, compiled: the per-document term counts (and
+/* Inversion of a segment's analysed documents, compiled (and, below, the block packing): the per-document term counts (and
  * positions) become the postings grouped by term, terms in sorted order, local ids ascending
  * within a term: what weftsearch.storage.segment_writer's Python path (_flat_postings, then an
  * argsort by (term, doc) in _field_postings) gives, without a Python step or an object per
@@ -468,8 +468,218 @@ static PyTypeObject InverterType = {
     .tp_methods = inverter_methods,
 };
 
+
+/* ---------------------------------------------------------------- block encoding
+ *
+ * pack(ids, tfs, offsets, lengths) -> (block_offsets, blocks, data_offsets, data)
+ *   The compressed postings of docs/FORMAT.md ("Compressed postings"), as
+ *   weftsearch.storage.postings.pack_postings packs them in numpy, byte for byte: term t's
+ *   postings ids[offsets[t] ..< offsets[t+1]] (uint32, strictly ascending, each below
+ *   len(lengths)) and tfs (uint32, >= 1) cut into blocks of 128; per block its last id, max
+ *   tf, min document length (lengths: uint32) and widths (w_id | w_tf << 8, the smallest that
+ *   hold its id gaps and tf - 1), stored per term as four runs; then its id gaps and tf - 1
+ *   bit-packed into uint32 words. offsets: uint64, offsets[0] == 0, ascending, the last at
+ *   most len(ids). Returns bytearrays: block_offsets (V + 1 uint64), blocks (4 per block,
+ *   uint32), data_offsets (V + 1 uint64), data (uint32 words). Input the numpy path would
+ *   treat otherwise raises UnsupportedInputError (the caller runs numpy). Runs without the
+ *   GIL (the arrays are held as buffers).
+ */
+
+#define BLOCK 128
+
+static unsigned width_of(uint64_t value) {
+    unsigned bits = 0;
+    while (value) {
+        bits++;
+        value >>= 1;
+    }
+    return bits;
+}
+
+typedef struct {
+    const uint32_t *ids, *tfs, *lengths;
+    const uint64_t *offsets;
+    size_t n_ids, n_terms, n_docs;
+} PackInput;
+
+/* Checks the input and counts the blocks; 0 (and *why set) when the numpy path must run. */
+static int pack_check(const PackInput *in, size_t *blocks, const char **why) {
+    if (in->offsets[0] != 0) {
+        *why = "offsets do not start at 0";
+        return 0;
+    }
+    size_t total = 0;
+    for (size_t t = 0; t < in->n_terms; t++) {
+        const uint64_t low = in->offsets[t], high = in->offsets[t + 1];
+        if (high < low || high > in->n_ids) {
+            *why = "offsets are not ascending within the postings";
+            return 0;
+        }
+        total += (size_t)((high - low + BLOCK - 1) / BLOCK);
+        for (uint64_t i = low; i < high; i++) {
+            if (in->ids[i] >= in->n_docs || in->tfs[i] == 0 || (i > low && in->ids[i] <= in->ids[i - 1])) {
+                *why = "a posting's id or tf is out of order or range";
+                return 0;
+            }
+        }
+    }
+    *blocks = total;
+    return 1;
+}
+
+/* The block table and each term's first block and word; returns the words, or SIZE_MAX. */
+static size_t pack_table(const PackInput *in, uint64_t *block_offsets, uint32_t *table, uint64_t *data_offsets) {
+    size_t block = 0, words = 0;
+    for (size_t t = 0; t < in->n_terms; t++) {
+        const uint64_t low = in->offsets[t], high = in->offsets[t + 1];
+        const size_t count = (size_t)((high - low + BLOCK - 1) / BLOCK);
+        uint32_t *lasts = table + 4 * block;
+        uint32_t *max_tfs = lasts + count, *min_lengths = lasts + 2 * count, *widths = lasts + 3 * count;
+        block_offsets[t] = block;
+        data_offsets[t] = words;
+        int64_t previous = -1;
+        for (size_t b = 0; b < count; b++) {
+            const uint64_t start = low + (uint64_t)b * BLOCK;
+            const uint64_t end = start + BLOCK < high ? start + BLOCK : high;
+            uint64_t max_gap = 0;
+            uint32_t max_tf = 0, min_length = UINT32_MAX;
+            for (uint64_t i = start; i < end; i++) {
+                const uint64_t gap = (uint64_t)((int64_t)in->ids[i] - previous - 1);
+                previous = in->ids[i];
+                if (gap > max_gap) max_gap = gap;
+                if (in->tfs[i] > max_tf) max_tf = in->tfs[i];
+                const uint32_t length = in->lengths[in->ids[i]];
+                if (length < min_length) min_length = length;
+            }
+            const unsigned w_id = width_of(max_gap), w_tf = width_of((uint64_t)max_tf - 1);
+            lasts[b] = in->ids[end - 1];
+            max_tfs[b] = max_tf;
+            min_lengths[b] = min_length;
+            widths[b] = (uint32_t)(w_id | (w_tf << 8));
+            const size_t c = (size_t)(end - start);
+            words += (c * w_id + 31) / 32 + (c * w_tf + 31) / 32;
+        }
+        block += count;
+    }
+    block_offsets[in->n_terms] = block;
+    data_offsets[in->n_terms] = words;
+    return words;
+}
+
+/* value's w bits at bit position bit of words (zeroed beforehand). */
+static inline void put_bits(uint32_t *words, uint64_t bit, uint64_t value, unsigned w) {
+    if (!w) return;
+    const uint64_t word = bit >> 5;
+    const unsigned shift = (unsigned)(bit & 31);
+    words[word] |= (uint32_t)(value << shift);
+    if (shift + w > 32) words[word + 1] |= (uint32_t)(value >> (32 - shift));
+}
+
+static void pack_data(const PackInput *in, const uint32_t *table, const uint64_t *block_offsets, uint32_t *data) {
+    size_t at = 0; /* the next block's first word */
+    for (size_t t = 0; t < in->n_terms; t++) {
+        const uint64_t low = in->offsets[t], high = in->offsets[t + 1];
+        const size_t count = (size_t)(block_offsets[t + 1] - block_offsets[t]);
+        const uint32_t *widths = table + 4 * block_offsets[t] + 3 * count;
+        int64_t previous = -1;
+        for (size_t b = 0; b < count; b++) {
+            const uint64_t start = low + (uint64_t)b * BLOCK;
+            const uint64_t end = start + BLOCK < high ? start + BLOCK : high;
+            const unsigned w_id = widths[b] & 0xFF, w_tf = widths[b] >> 8;
+            const size_t c = (size_t)(end - start);
+            uint32_t *id_words = data + at, *tf_words = data + at + (c * w_id + 31) / 32;
+            for (uint64_t i = start; i < end; i++) {
+                const uint64_t k = i - start;
+                put_bits(id_words, k * w_id, (uint64_t)((int64_t)in->ids[i] - previous - 1), w_id);
+                put_bits(tf_words, k * w_tf, (uint64_t)in->tfs[i] - 1, w_tf);
+                previous = in->ids[i];
+            }
+            at += (c * w_id + 31) / 32 + (c * w_tf + 31) / 32;
+        }
+    }
+}
+
+/* A C-contiguous buffer of itemsize bytes an item (format ignored but its size), or 0. */
+static int get_array(PyObject *object, Py_buffer *view, Py_ssize_t itemsize, const char *name) {
+    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return 0;
+    if (view->itemsize != itemsize || view->ndim != 1) {
+        PyBuffer_Release(view);
+        PyErr_Format(UnsupportedInputError, "%s: not a 1-d array of %zd-byte items", name, itemsize);
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *pack(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ids_o, *tfs_o, *offsets_o, *lengths_o;
+    if (!PyArg_ParseTuple(args, "OOOO:pack", &ids_o, &tfs_o, &offsets_o, &lengths_o)) return NULL;
+    Py_buffer ids = {0}, tfs = {0}, offsets = {0}, lengths = {0};
+    PyObject *result = NULL, *block_offsets = NULL, *table = NULL, *data_offsets = NULL, *data = NULL;
+    if (!get_array(ids_o, &ids, 4, "ids")) goto done;
+    if (!get_array(tfs_o, &tfs, 4, "tfs")) goto done;
+    if (!get_array(offsets_o, &offsets, 8, "offsets")) goto done;
+    if (!get_array(lengths_o, &lengths, 4, "lengths")) goto done;
+    if (ids.shape[0] != tfs.shape[0] || offsets.shape[0] < 1) {
+        PyErr_SetString(UnsupportedInputError, "ids and tfs differ in length, or no offsets");
+        goto done;
+    }
+    PackInput in = {ids.buf, tfs.buf, lengths.buf, offsets.buf, (size_t)ids.shape[0],
+                    (size_t)offsets.shape[0] - 1, (size_t)lengths.shape[0]};
+    size_t blocks = 0, table_items;
+    const char *why = NULL;
+    int fine;
+    Py_BEGIN_ALLOW_THREADS;
+    fine = pack_check(&in, &blocks, &why);
+    Py_END_ALLOW_THREADS;
+    if (!fine) {
+        PyErr_SetString(UnsupportedInputError, why);
+        goto done;
+    }
+    if (!mul_size(blocks, 4, &table_items)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    block_offsets = buffer_of(in.n_terms + 1, sizeof(uint64_t));
+    table = buffer_of(table_items, sizeof(uint32_t));
+    data_offsets = buffer_of(in.n_terms + 1, sizeof(uint64_t));
+    if (block_offsets == NULL || table == NULL || data_offsets == NULL) goto done;
+    size_t words;
+    Py_BEGIN_ALLOW_THREADS;
+    words = pack_table(&in, (uint64_t *)PyByteArray_AS_STRING(block_offsets), (uint32_t *)PyByteArray_AS_STRING(table),
+                       (uint64_t *)PyByteArray_AS_STRING(data_offsets));
+    Py_END_ALLOW_THREADS;
+    /* at most 2 words a posting plus 2 a block: bounded by the input */
+    data = buffer_of(words, sizeof(uint32_t));
+    if (data == NULL) goto done;
+    uint32_t *out = (uint32_t *)PyByteArray_AS_STRING(data);
+    Py_BEGIN_ALLOW_THREADS;
+    memset(out, 0, words * sizeof(uint32_t));
+    pack_data(&in, (const uint32_t *)PyByteArray_AS_STRING(table), (const uint64_t *)PyByteArray_AS_STRING(block_offsets),
+              out);
+    Py_END_ALLOW_THREADS;
+    result = Py_BuildValue("(OOOO)", block_offsets, table, data_offsets, data);
+done:
+    if (ids.obj) PyBuffer_Release(&ids);
+    if (tfs.obj) PyBuffer_Release(&tfs);
+    if (offsets.obj) PyBuffer_Release(&offsets);
+    if (lengths.obj) PyBuffer_Release(&lengths);
+    Py_XDECREF(block_offsets);
+    Py_XDECREF(table);
+    Py_XDECREF(data_offsets);
+    Py_XDECREF(data);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"pack", pack, METH_VARARGS,
+     "pack(ids, tfs, offsets, lengths) -> (block_offsets, blocks, data_offsets, data) (see the module source)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "weftsearch.native._inversion", "A segment's postings inverted in C.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "weftsearch.native._inversion", "A segment's postings inverted and packed in C.", -1,
+    module_methods,
     NULL, NULL, NULL, NULL,
 };
 

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from weftsearch.native.loader import load_extension
+from weftsearch.storage.postings import PackedPostings, pack_postings, use_packing
 from weftsearch.storage.segment_writer import InvertedPostings, use_inversion
 
-__all__ = ["invert", "DOCUMENTS_PER_CALL"]
+__all__ = ["invert", "pack", "DOCUMENTS_PER_CALL"]
 
 #: Documents handed to C per call (the caller's ``pause`` runs between calls, so no call holds
 #: the GIL long; the sort and the counting sort then run without it).
@@ -70,7 +73,29 @@ def _agrees(module: ModuleType) -> bool:
             or (None if got.positions is None else got.positions.tolist()) != want[4]
         ):
             return False
-    return True
+    return _packs_as_numpy(module)
+
+
+def _packs_as_numpy(module: ModuleType) -> bool:
+    """The compiled packing against numpy's on a sample: full and partial blocks, widths 0 to 32."""
+    rng = np.random.default_rng(20261207)
+    lengths = np.asarray(rng.integers(0, 2**32, size=5000, dtype=np.uint64)).astype(np.uint32)
+    lengths[-1] = 7
+    terms = [
+        np.sort(rng.choice(5000, size=size, replace=False)).astype(np.uint32)
+        for size in (1, 128, 300, 5000, 2)
+    ]
+    ids = np.concatenate(terms)
+    tfs = np.asarray(rng.integers(1, 4, size=ids.shape[0], dtype=np.uint64)).astype(np.uint32)
+    tfs[:200] = np.asarray(rng.integers(1, 2**32, size=200, dtype=np.uint64)).astype(np.uint32)
+    offsets = np.zeros(len(terms) + 1, dtype=np.uint64)
+    np.cumsum([t.shape[0] for t in terms], out=offsets[1:])
+    want = pack_postings(ids, tfs, offsets, lengths)  # numpy: the packing is not handed over yet
+    got = module.pack(ids, tfs, offsets, lengths)
+    wanted: tuple[NDArray[Any], ...] = (want.block_offsets, want.blocks, want.data_offsets, want.data)
+    return all(
+        np.frombuffer(g, dtype=w.dtype).tobytes() == w.tobytes() for g, w in zip(got, wanted, strict=True)
+    )
 
 
 def _run(
@@ -121,5 +146,39 @@ def invert(
         return None
 
 
-# The segment writer inverts with this from now on (storage cannot import native: see use_inversion).
+def pack(
+    ids: NDArray[Any], tfs: NDArray[Any], offsets: NDArray[Any], lengths: NDArray[Any]
+) -> PackedPostings | None:
+    """The postings' blocks packed in C, as :func:`~weftsearch.storage.postings.pack_postings` packs them.
+
+    ``None`` where numpy must run: the module is off, the arrays are not
+    ``uint32`` ids, tfs and lengths and ``uint64`` offsets, or they hold what
+    the C code leaves to numpy (ids not strictly ascending within a term or
+    past ``len(lengths)``, a tf of 0, offsets not from 0 and ascending).
+    Runs without the GIL. O(P + V).
+    """
+    if _compiled is None:
+        return None
+    arrays = (ids, tfs, offsets, lengths)
+    if any(a.dtype != d for a, d in zip(arrays, _PACK_DTYPES, strict=True)) or any(
+        a.ndim != 1 for a in arrays
+    ):
+        return None
+    try:
+        block_offsets, blocks, data_offsets, data = _compiled.pack(*map(np.ascontiguousarray, arrays))
+    except _compiled.UnsupportedInputError:
+        return None
+    return PackedPostings(
+        np.frombuffer(block_offsets, dtype=np.uint64),
+        np.frombuffer(blocks, dtype=np.uint32),
+        np.frombuffer(data_offsets, dtype=np.uint64),
+        np.frombuffer(data, dtype=np.uint32),
+    )
+
+
+_PACK_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint32), np.dtype(np.uint64), np.dtype(np.uint32))
+
+# The segment writer inverts and packs with these from now on (storage cannot import native:
+# see use_inversion).
 use_inversion(invert if _compiled is not None else None)
+use_packing(pack if _compiled is not None else None)
