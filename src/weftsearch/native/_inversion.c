@@ -6,7 +6,7 @@
  *
  * Inverter()
  *   .add(term_maps, position_maps) -> None
- *     term_maps: a list of dicts (term str -> tf int, 1 <= tf < 2**32), one per document, in
+ *     term_maps: a list of dicts or Counters (term str -> tf int, 1 <= tf < 2**32), one per document, in
  *     local-id order (appended after the documents of earlier calls); position_maps: None, or a
  *     list as long of dicts (term -> list or tuple of its tf positions, ints). Each new term
  *     gets the next id of the batch's term table (a hash table of the term objects, holding a
@@ -34,6 +34,9 @@
 #include <string.h>
 
 static PyObject *UnsupportedInputError;
+/* collections.Counter: a dict subclass that keeps dict's storage, iteration and values() (the
+ * Python path's term counts of a custom analyzer); any other subclass goes to the Python path. */
+static PyObject *counter_type;
 
 /* a * b into *out, or 0 when it would not fit a size_t. */
 static int mul_size(size_t a, size_t b, size_t *out) {
@@ -263,7 +266,7 @@ static PyObject *inverter_add(Inverter *self, PyObject *args) {
     for (Py_ssize_t d = 0; d < count; d++) {
         PyObject *map = PyList_GET_ITEM(maps, d);
         PyObject *positions_map = with_positions ? PyList_GET_ITEM(position_maps, d) : NULL;
-        if (!PyDict_CheckExact(map) && !(PyDict_Check(map) && Py_TYPE(map)->tp_iter == PyDict_Type.tp_iter)) {
+        if (!PyDict_CheckExact(map) && (PyObject *)Py_TYPE(map) != counter_type) {
             PyErr_SetString(UnsupportedInputError, "a document's terms are not a dict");
             return NULL;
         }
@@ -685,6 +688,11 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__inversion(void) {
     if (PyType_Ready(&InverterType) < 0) return NULL;
+    PyObject *collections = PyImport_ImportModule("collections");
+    if (collections == NULL) return NULL;
+    counter_type = PyObject_GetAttrString(collections, "Counter");
+    Py_DECREF(collections);
+    if (counter_type == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     UnsupportedInputError = PyErr_NewException("weftsearch.native._inversion.UnsupportedInputError", PyExc_ValueError, NULL);
