@@ -8,6 +8,9 @@ the same bytes in every file as one built without it, whatever the documents
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -337,3 +340,24 @@ def test_postings_the_compiled_packing_does_not_take_are_left_to_numpy(
     ids: NDArray[Any], tfs: NDArray[Any], offsets: NDArray[Any], n_docs: int
 ) -> None:
     assert inversion.pack(ids, tfs, offsets, np.ones(n_docs, dtype=np.uint32)) is None
+
+
+def test_the_switch_leaves_inversion_and_packing_to_python(tmp_path: Path) -> None:
+    """``WEFTSEARCH_NO_COMPILED_INVERSION=1``: neither is handed over, and an index still builds."""
+    script = (
+        "from weftsearch import Document, Index\n"
+        "from pathlib import Path\n"
+        "from weftsearch.storage import SegmentReader, postings, segment_writer\n"
+        "assert segment_writer._inversion is None and postings._packing is None\n"
+        f"path = Path({str(tmp_path / 'index')!r})\n"
+        "with Index.create(path) as index:\n"
+        "    index.add_many([Document('a', 'graph ranking'), Document('b', 'graph')])\n"
+        "    index.commit()\n"
+        "(segment,) = path.glob('seg-*.wseg')\n"
+        "assert list(SegmentReader(segment).terms()) == ['graph', 'rank']\n"
+    )
+    env = dict(os.environ, WEFTSEARCH_NO_COMPILED_INVERSION="1")
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
