@@ -361,3 +361,22 @@ def test_the_switch_leaves_inversion_and_packing_to_python(tmp_path: Path) -> No
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_an_inverter_whose_add_failed_cannot_be_finished() -> None:
+    """A document half added (its second term refused) leaves nothing to finish: no half-built postings."""
+    module = inversion._compiled
+    assert module is not None
+    inverter = module.Inverter()
+    inverter.add([{"a": 1}], [{"a": [0]}])
+    with pytest.raises(module.UnsupportedInputError):
+        inverter.add([{"b": 2, "c": 1}], [{"b": [0, 1], "c": []}])  # c's run is shorter than its tf
+    with pytest.raises(RuntimeError, match="finished or failed"):
+        inverter.finish()
+    with pytest.raises(RuntimeError, match="finished or failed"):
+        inverter.add([{"a": 1}], [{"a": [0]}])
+    spent = module.Inverter()
+    spent.add([{"a": 1}], None)
+    assert spent.finish()[0] == ["a"]
+    with pytest.raises(RuntimeError):
+        spent.finish()

@@ -18,7 +18,7 @@
  *     ids, tfs: bytearrays of P uint32, sorted by (term, local id); positions: bytearray of
  *     int64, each posting's run in that order (None unless positions were given). The sort
  *     and the counting sort run with the GIL released (no Python object is touched). The
- *     Inverter is spent afterwards.
+ *     Inverter is spent afterwards, as it is after an add() that raised.
  *
  * Anything the Python path would treat differently from a plain dict of str -> int (another
  * mapping type, a str subclass, a tf out of range, a positions run whose length is not its tf,
@@ -237,80 +237,91 @@ static int copy_run(Inverter *self, PyObject *positions_map, PyObject *term, uin
     return 1;
 }
 
-static PyObject *inverter_add(Inverter *self, PyObject *args) {
-    PyObject *maps, *position_maps;
-    if (!PyArg_ParseTuple(args, "O!O:add", &PyList_Type, &maps, &position_maps)) return NULL;
-    if (self->spent) {
-        PyErr_SetString(PyExc_RuntimeError, "this Inverter has finished");
-        return NULL;
-    }
+/* The body of add(): 0 on error (the documents may then be half added). */
+static int add_documents(Inverter *self, PyObject *maps, PyObject *position_maps) {
     const int with_positions = position_maps != Py_None;
     if (with_positions &&
         (!PyList_Check(position_maps) || PyList_GET_SIZE(position_maps) != PyList_GET_SIZE(maps))) {
         PyErr_SetString(PyExc_ValueError, "position_maps must be None or a list as long as term_maps");
-        return NULL;
+        return 0;
     }
     if (self->with_positions >= 0 && self->with_positions != with_positions) {
         PyErr_SetString(PyExc_ValueError, "every add() gives positions, or none does");
-        return NULL;
+        return 0;
     }
     self->with_positions = with_positions;
-    if (self->slots == NULL && !grow_slots(self)) return NULL;
+    if (self->slots == NULL && !grow_slots(self)) return 0;
     const Py_ssize_t count = PyList_GET_SIZE(maps);
     if ((size_t)count > (size_t)UINT32_MAX - self->n_docs) {
         PyErr_SetString(UnsupportedInputError, "more than 2**32 - 1 documents in one segment");
-        return NULL;
+        return 0;
     }
     if (!reserve((void **)&self->doc_end, &self->docs_capacity, self->n_docs + (size_t)count, sizeof(size_t)))
-        return NULL;
+        return 0;
     for (Py_ssize_t d = 0; d < count; d++) {
         PyObject *map = PyList_GET_ITEM(maps, d);
         PyObject *positions_map = with_positions ? PyList_GET_ITEM(position_maps, d) : NULL;
         if (!PyDict_CheckExact(map) && (PyObject *)Py_TYPE(map) != counter_type) {
             PyErr_SetString(UnsupportedInputError, "a document's terms are not a dict");
-            return NULL;
+            return 0;
         }
         if (with_positions && !PyDict_CheckExact(positions_map)) {
             PyErr_SetString(UnsupportedInputError, "a document's positions are not a dict");
-            return NULL;
+            return 0;
         }
         const size_t terms = (size_t)PyDict_GET_SIZE(map);
         if (self->n_postings > SIZE_MAX - terms) {
             PyErr_NoMemory();
-            return NULL;
+            return 0;
         }
         const size_t need = self->n_postings + terms;
         size_t capacity = self->postings_capacity;
-        if (!reserve((void **)&self->term_of, &capacity, need, sizeof(uint32_t))) return NULL;
+        if (!reserve((void **)&self->term_of, &capacity, need, sizeof(uint32_t))) return 0;
         capacity = self->postings_capacity;
-        if (!reserve((void **)&self->tf_of, &capacity, need, sizeof(uint32_t))) return NULL;
+        if (!reserve((void **)&self->tf_of, &capacity, need, sizeof(uint32_t))) return 0;
         self->postings_capacity = capacity;
         Py_ssize_t at = 0;
         PyObject *term, *value;
         while (PyDict_Next(map, &at, &term, &value)) {
             if (!PyUnicode_CheckExact(term) || !PyLong_CheckExact(value)) {
                 PyErr_SetString(UnsupportedInputError, "a term that is not a str, or a tf that is not an int");
-                return NULL;
+                return 0;
             }
             int overflow = 0;
             const long long tf = PyLong_AsLongLongAndOverflow(value, &overflow);
             if (overflow || tf < 1 || tf > (long long)UINT32_MAX) {
                 PyErr_Clear();
                 PyErr_SetString(UnsupportedInputError, "a tf outside 1 .. 2**32 - 1");
-                return NULL;
+                return 0;
             }
             const int64_t id = term_id(self, term);
-            if (id < 0) return NULL;
-            if (with_positions && !copy_run(self, positions_map, term, (uint32_t)tf)) return NULL;
+            if (id < 0) return 0;
+            if (with_positions && !copy_run(self, positions_map, term, (uint32_t)tf)) return 0;
             self->term_of[self->n_postings] = (uint32_t)id;
             self->tf_of[self->n_postings] = (uint32_t)tf;
             self->n_postings++;
         }
         if ((size_t)PyDict_GET_SIZE(map) != terms) {
             PyErr_SetString(PyExc_RuntimeError, "a document's terms changed during inversion");
-            return NULL;
+            return 0;
         }
         self->doc_end[self->n_docs++] = self->n_postings;
+    }
+    return 1;
+}
+
+static PyObject *inverter_add(Inverter *self, PyObject *args) {
+    PyObject *maps, *position_maps;
+    if (!PyArg_ParseTuple(args, "O!O:add", &PyList_Type, &maps, &position_maps)) return NULL;
+    if (self->spent) {
+        PyErr_SetString(PyExc_RuntimeError, "this Inverter has finished or failed");
+        return NULL;
+    }
+    if (!add_documents(self, maps, position_maps)) {
+        /* a document may be half added: this Inverter cannot be finished */
+        self->spent = 1;
+        inverter_free(self);
+        return NULL;
     }
     Py_RETURN_NONE;
 }
@@ -395,7 +406,7 @@ static PyObject *buffer_of(size_t count, size_t width) {
 static PyObject *inverter_finish(Inverter *self, PyObject *unused) {
     (void)unused;
     if (self->spent) {
-        PyErr_SetString(PyExc_RuntimeError, "this Inverter has finished");
+        PyErr_SetString(PyExc_RuntimeError, "this Inverter has finished or failed");
         return NULL;
     }
     self->spent = 1;
