@@ -562,7 +562,9 @@ static size_t pack_table(const PackInput *in, uint64_t *block_offsets, uint32_t 
                 previous = in->ids[i];
                 if (gap > max_gap) max_gap = gap;
                 if (in->tfs[i] > max_tf) max_tf = in->tfs[i];
-                const uint32_t length = in->lengths[in->ids[i]];
+                /* checked in pack_check; read again so that an array changed meanwhile by another
+                 * thread (the GIL is released) can give wrong bytes but never a read out of range */
+                const uint32_t length = in->ids[i] < in->n_docs ? in->lengths[in->ids[i]] : 0;
                 if (length < min_length) min_length = length;
             }
             const unsigned w_id = width_of(max_gap), w_tf = width_of((uint64_t)max_tf - 1);
