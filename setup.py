@@ -1,10 +1,11 @@
 """Build step for the compiled parts, all in src/weftsearch/native/: the vector scorer's scan
 (_scan.c), the BM25 top-k with block-max early termination (_bm25.c), the conjunctions and
-phrases of query trees (_boolean.c), and the english analyzer's inner loop (_analysis.c).
+phrases of query trees (_boolean.c), the english analyzer's inner loop (_analysis.c), and the
+segment writer's inversion of term counts into sorted postings (_inversion.c).
 The three C kernels include native/heap.h.
 
 Everything else is in pyproject.toml. The first three have no Python.h dependency
-(they are loaded with ctypes); the last is a CPython extension module. All are
+(they are loaded with ctypes); the last two are CPython extension modules. All are
 optional: where one cannot be compiled, the install still succeeds and the same
 results come from numpy or Python (see weftsearch.native, whose loader finds, switches
 off and self-checks each of them).
@@ -51,6 +52,12 @@ setup(
         Extension(
             "weftsearch.native._analysis",
             sources=["src/weftsearch/native/_analysis.c"],
+            extra_compile_args=FLAGS,
+            optional=True,
+        ),
+        Extension(
+            "weftsearch.native._inversion",
+            sources=["src/weftsearch/native/_inversion.c"],
             extra_compile_args=FLAGS,
             optional=True,
         ),

@@ -16,6 +16,10 @@ machine may be shared (figures are indicative, not tests).
   ``commit``, on disk; one writer thread and tantivy's default thread count.
 
 Loading the JSONL file is timed once, apart: every arm indexes the same texts.
+``--pre-analysed`` indexes each text's ``english`` terms joined by spaces instead (made
+before any clock starts, as docs/BENCHMARKS.md's pre-analysed tables do): weft-search
+with an analyzer that splits on whitespace, bm25s the token lists (no stopwords, no
+stemmer), tantivy its ``whitespace`` tokenizer.
 ``--synthetic N`` indexes N generated documents instead (Zipfian vocabulary of
 50,000 words, lengths log-normal around 100 words, fixed seed; the corpus the
 issue-14 figures use). ``--memory`` also builds once per arm in a forked child
@@ -28,6 +32,7 @@ process (the commit forks a child to run it).
 Usage::
 
     python bench/ingest.py [--corpus PATH | --synthetic N] [--repeat 5] [--workers 1,auto] [--memory]
+                           [--pre-analysed]
 """
 
 from __future__ import annotations
@@ -120,14 +125,30 @@ def cpu_seconds() -> float:
     return times.user + times.system + times.children_user + times.children_system
 
 
-def weft_arm(documents: list[Document], workers: str, priority: str = "idle") -> Callable[[], float]:
+class PreAnalysed:
+    """The analyzer of pre-analysed text: its terms are the whitespace-separated tokens."""
+
+    @property
+    def name(self) -> str:
+        """Registry name: ``"pre-analysed"``."""
+        return "pre-analysed"
+
+    def analyze(self, text: str) -> list[str]:
+        """Split ``text`` on whitespace."""
+        return text.split()
+
+
+def weft_arm(
+    documents: list[Document], workers: str, priority: str = "idle", pre_analysed: bool = False
+) -> Callable[[], float]:
     """A pass of weft-search: create, add_many, commit, close; returns seconds."""
     takes_workers = "workers" in inspect.signature(Index.add_many).parameters
 
     def run() -> float:
         with tempfile.TemporaryDirectory(prefix="weft-bench-ingest-") as directory:
             started = time.perf_counter()
-            index = Index.create(Path(directory) / "index", "english", commit_priority=priority)
+            analyzer: Any = PreAnalysed() if pre_analysed else "english"
+            index = Index.create(Path(directory) / "index", analyzer, commit_priority=priority)
             kwargs: dict[str, Any] = {"progress": False}
             if takes_workers:
                 kwargs["workers"] = None if workers == "auto" else int(workers)
@@ -139,13 +160,22 @@ def weft_arm(documents: list[Document], workers: str, priority: str = "idle") ->
     return run
 
 
-def bm25s_arm(texts: list[str]) -> Callable[[], float]:
-    """A pass of bm25s: tokenize (English stopwords, Snowball stems) and index; returns seconds."""
+def bm25s_arm(texts: list[str], pre_analysed: bool = False) -> Callable[[], float]:
+    """A pass of bm25s: tokenize (English stopwords, Snowball stems) and index; returns seconds.
+
+    Pre-analysed: the token lists (split before the clock, as bm25s's API takes them) indexed.
+    """
     import bm25s
     import Stemmer
 
+    split = [text.split() for text in texts] if pre_analysed else []
+
     def run() -> float:
         started = time.perf_counter()
+        if pre_analysed:
+            retriever = bm25s.BM25()
+            retriever.index(split, show_progress=False)
+            return time.perf_counter() - started
         stemmer = Stemmer.Stemmer("english")
         tokens = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False)
         retriever = bm25s.BM25()
@@ -155,8 +185,13 @@ def bm25s_arm(texts: list[str]) -> Callable[[], float]:
     return run
 
 
-def tantivy_arm(keys: list[str], texts: list[str], threads: int) -> Callable[[], float]:
-    """A pass of tantivy: add_document of key and stored text, commit, on disk; returns seconds."""
+def tantivy_arm(
+    keys: list[str], texts: list[str], threads: int, pre_analysed: bool = False
+) -> Callable[[], float]:
+    """A pass of tantivy: add_document of key and stored text, commit, on disk; returns seconds.
+
+    Pre-analysed: the ``whitespace`` tokenizer instead of ``en_stem``.
+    """
     import tantivy
 
     def run() -> float:
@@ -164,7 +199,8 @@ def tantivy_arm(keys: list[str], texts: list[str], threads: int) -> Callable[[],
             started = time.perf_counter()
             builder = tantivy.SchemaBuilder()
             builder.add_text_field("key", stored=True, tokenizer_name="raw")
-            builder.add_text_field("body", stored=True, tokenizer_name="en_stem")
+            tokenizer = "whitespace" if pre_analysed else "en_stem"
+            builder.add_text_field("body", stored=True, tokenizer_name=tokenizer)
             schema = builder.build()
             index = tantivy.Index(schema, path=directory)
             writer = index.writer(heap_size=500_000_000, num_threads=threads)
@@ -225,6 +261,9 @@ def main() -> None:
     )
     parser.add_argument("--memory", action="store_true", help="peak RSS of one build per arm (forked child)")
     parser.add_argument("--no-breakdown", action="store_true", help="skip the one-process breakdown")
+    parser.add_argument(
+        "--pre-analysed", action="store_true", help="index the english terms joined by spaces (see above)"
+    )
     args = parser.parse_args()
 
     print(f"load average before: {load_average()}; cpus: {os.cpu_count()}")
@@ -242,20 +281,28 @@ def main() -> None:
     if not args.no_breakdown:
         print("breakdown of weft-search's work, one process:")
         breakdown(documents)
+    if args.pre_analysed:
+        analyzer = EnglishAnalyzer()
+        documents = [Document(d.key, " ".join(analyzer.analyze(d.text))) for d in documents]
+        print("pre-analysed: every arm indexes the english terms joined by spaces")
+    pre = args.pre_analysed
 
     texts = [document.text for document in documents]
     keys = [document.key for document in documents]
     arms: list[tuple[str, Callable[[], float]]] = [
-        (f"weft-search add_many+commit, workers={w}", weft_arm(documents, w)) for w in args.workers.split(",")
+        (f"weft-search add_many+commit, workers={w}", weft_arm(documents, w, pre_analysed=pre))
+        for w in args.workers.split(",")
     ]
     if "commit_priority" in inspect.signature(Index.create).parameters:
         # As `weft-search index` runs it: no searches to yield to, so the encoder child runs at
         # normal priority (the library's default, "idle", waits behind other processes).
-        arms.append(("weft-search, workers=auto, priority normal", weft_arm(documents, "auto", "normal")))
+        arms.append(
+            ("weft-search, workers=auto, priority normal", weft_arm(documents, "auto", "normal", pre))
+        )
     if not args.no_peers:
-        arms.append(("bm25s tokenize+index (in memory)", bm25s_arm(texts)))
-        arms.append(("tantivy add+commit, 1 thread", tantivy_arm(keys, texts, 1)))
-        arms.append(("tantivy add+commit, default threads", tantivy_arm(keys, texts, 0)))
+        arms.append(("bm25s tokenize+index (in memory)", bm25s_arm(texts, pre)))
+        arms.append(("tantivy add+commit, 1 thread", tantivy_arm(keys, texts, 1, pre)))
+        arms.append(("tantivy add+commit, default threads", tantivy_arm(keys, texts, 0, pre)))
     if args.memory:
         print(f"\npeak memory, one build per arm in a forked child (load average {load_average()}):")
         for name, run in arms:

@@ -174,3 +174,48 @@ def test_scifact_matches_the_reference_term_for_term() -> None:
     analyzer, reference = EnglishAnalyzer(), ReferenceEnglish()
     check_same(texts, analyzer, reference)
     check_same(texts[:500], analyzer, reference)  # from the memo
+
+
+def test_the_compiled_word_cache_gives_the_memos_terms_and_stays_bounded() -> None:
+    """The C word -> term table (``WordCache``): the same terms, hit or miss, emptied at its limit."""
+    module = vars(analysis)["_compiled"]
+    if module is None:
+        pytest.skip("weftsearch.native._analysis is not built (setup.py build_ext --inplace): Python only")
+    reference = ReferenceEnglish()
+    rng = random.Random(31)
+    words = [
+        *(
+            "running",
+            "cat's",
+            "don't",
+            "the",
+            "Stra\u00dfe",
+            "\u6771\u4eac",
+            "\U0001f600x",
+            "x" * 32,
+            "y" * 33,
+        ),
+        *("caf\u00e9s", "r\u00e9sum\u00e9", "a_b", "\u2019tis", "dogs\u2019"),
+    ]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 12))) for _ in range(400)]
+    for limit in (3, 1000):  # 3: emptied again and again
+        analyzer = EnglishAnalyzer()
+        cache = module.WordCache()
+        for text in texts + texts:  # the second time, known words come from the cache
+            folded = unicodedata.normalize("NFKC", text).casefold()
+            expected = reference.analyze(text)
+            counts, length = module.term_counts(
+                folded, {}, analyzer._stopwords, analyzer._stemmer.stemWord, limit, cache
+            )
+            assert (list(counts.items()), length) == (list(Counter(expected).items()), len(expected)), text
+            positions, length = module.term_positions(
+                folded, {}, analyzer._stopwords, analyzer._stemmer.stemWord, limit, cache
+            )
+            assert sum(map(len, positions.values())) == length == len(expected), text
+            assert cache.size() <= limit
+    # The analyzer's own cache fills from term_counts (a known word then costs no str).
+    analyzer = EnglishAnalyzer()
+    analyzer.term_counts("walkers walk")
+    assert analyzer._words is not None and analyzer._words.size() == 2
+    with pytest.raises(TypeError, match="WordCache"):
+        module.term_counts("a", {}, frozenset(), str, 10, {})

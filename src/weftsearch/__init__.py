@@ -34,6 +34,7 @@ from weftsearch.engine.snapshot import Postings, Snapshot, VectorBlock
 from weftsearch.engine.stream import FusedStream, KeyOrder, Stream, top_k
 from weftsearch.fusion import RRF, ScoreFusion, WeightedRRF, make_fuser
 from weftsearch.highlight import FieldHighlight, HighlightOptions, Snippet
+from weftsearch.native import inversion as _inversion  # noqa: F401 - gives the segment writer its compiled inversion
 from weftsearch.schema import Schema, TextField
 from weftsearch.scorers import (
     BM25Scorer,

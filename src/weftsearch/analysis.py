@@ -151,6 +151,10 @@ class TokenizingAnalyzer(Analyzer, Protocol):
         ...
 
 
+#: The compiled inner loop (set at the end of this module, once its self-check ran).
+_compiled: ModuleType | None = None
+
+
 class EnglishAnalyzer:
     """Unicode words, case folding, Lucene English stopwords, Snowball English stems.
 
@@ -176,6 +180,9 @@ class EnglishAnalyzer:
         # dict call is atomic, and a miss is resolved into a table local to
         # the call, so a concurrent clear cannot lose a word.
         self._memo: dict[str, str | None] = {}
+        # The compiled loop's own word -> term table (words as code points, no str made for a
+        # known word); bounded as the memo is. None without the compiled loop.
+        self._words = None if _compiled is None else _compiled.WordCache()
 
     @property
     def name(self) -> str:
@@ -253,7 +260,7 @@ class EnglishAnalyzer:
         folded = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
         # Typed by native/_analysis.pyi; the loader hands the module over as a ModuleType.
         counts: tuple[dict[str, int], int] = compiled.term_counts(
-            folded, self._memo, self._stopwords, self._stemmer.stemWord, WORD_MEMO_SIZE
+            folded, self._memo, self._stopwords, self._stemmer.stemWord, WORD_MEMO_SIZE, self._words
         )
         return counts
 
@@ -271,7 +278,7 @@ class EnglishAnalyzer:
             return _positions_of(terms), len(terms)
         folded = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
         found: tuple[dict[str, list[int]], int] = compiled.term_positions(
-            folded, self._memo, self._stopwords, self._stemmer.stemWord, WORD_MEMO_SIZE
+            folded, self._memo, self._stopwords, self._stemmer.stemWord, WORD_MEMO_SIZE, self._words
         )
         return found
 
@@ -396,17 +403,18 @@ def _agrees_with_python(module: ModuleType) -> bool:
         "a an the",
         "",
     )
-    for text in samples:
+    cache = module.WordCache()  # shared by the samples and run twice: its hits are checked too
+    for text in (*samples, *samples):
         analyzer = EnglishAnalyzer()
         folded = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
         counts, total = module.term_counts(
-            folded, analyzer._memo, analyzer._stopwords, analyzer._stemmer.stemWord, WORD_MEMO_SIZE
+            folded, analyzer._memo, analyzer._stopwords, analyzer._stemmer.stemWord, WORD_MEMO_SIZE, cache
         )
         terms = EnglishAnalyzer().analyze(text)
         if list(counts.items()) != list(Counter(terms).items()) or total != len(terms):
             return False
         positions, total = module.term_positions(
-            folded, analyzer._memo, analyzer._stopwords, analyzer._stemmer.stemWord, WORD_MEMO_SIZE
+            folded, analyzer._memo, analyzer._stopwords, analyzer._stemmer.stemWord, WORD_MEMO_SIZE, cache
         )
         if list(positions.items()) != list(_positions_of(terms).items()) or total != len(terms):
             return False
@@ -427,4 +435,4 @@ def _positions_of(terms: Sequence[str]) -> dict[str, list[int]]:
 
 #: The compiled inner loop of :meth:`EnglishAnalyzer.term_counts`, or ``None`` (not built, switched
 #: off, or its self-check disagreed): then the same counts come from Python.
-_compiled: ModuleType | None = load_extension("_analysis", _agrees_with_python)
+_compiled = load_extension("_analysis", _agrees_with_python)

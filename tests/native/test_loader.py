@@ -33,6 +33,7 @@ def test_every_part_setup_py_builds_has_a_switch_and_lives_in_native() -> None:
         "WEFTSEARCH_NO_COMPILED_BM25",
         "WEFTSEARCH_NO_COMPILED_BOOLEAN",
         "WEFTSEARCH_NO_COMPILED_ANALYSIS",
+        "WEFTSEARCH_NO_COMPILED_INVERSION",
     }
 
 

@@ -1,6 +1,6 @@
 """Every compiled part of weftsearch and its binding, over plain arrays.
 
-Four C sources live here, each optional (where one cannot be built, or is
+Five C sources live here, each optional (where one cannot be built, or is
 switched off, the same results come from numpy or Python, to the bit):
 
 ``_scan.c`` (:mod:`weftsearch.native.scan`)
@@ -13,6 +13,11 @@ switched off, the same results come from numpy or Python, to the bit):
     phrases verified on the documents that pass), skipping by block last ids.
 ``_analysis.c`` (``weftsearch.native._analysis``, used by :mod:`weftsearch.analysis`)
     The english analyzer's inner loop (a CPython extension module).
+``_inversion.c`` (:mod:`weftsearch.native.inversion`, used by the segment writer)
+    A segment's term counts (and positions) inverted into postings sorted by
+    term and document (a term table built in C, a counting sort without the
+    GIL), and postings packed into blocks as ``storage.postings.pack_postings``
+    packs them (a CPython extension module).
 
 ``heap.h`` is the binary heap the C kernels select with. :mod:`weftsearch.native.loader`
 is the one way a compiled part is found, switched off and checked.
@@ -25,6 +30,7 @@ numpy path instead (:data:`~weftsearch.native.loader.SWITCHES` lists them):
 - ``WEFTSEARCH_NO_COMPILED_BM25``: the BM25 top-k.
 - ``WEFTSEARCH_NO_COMPILED_BOOLEAN``: the query trees' conjunctions and phrases.
 - ``WEFTSEARCH_NO_COMPILED_ANALYSIS``: the analyzer's inner loop.
+- ``WEFTSEARCH_NO_COMPILED_INVERSION``: the segment writer's inversion.
 
 A compiled part is used only after a self-check on load finds it agrees with
 the reference path in every bit; a disagreement turns it off.

@@ -2,15 +2,22 @@
 
 from collections.abc import Callable
 
+class WordCache:
+    """word -> term in C, consulted before the memo (bounded: emptied when full)."""
+
+    def size(self) -> int:
+        """The words it holds."""
+
 def term_counts(
     folded: str,
     memo: dict[str, str | None],
     stopwords: frozenset[str],
     stem: Callable[[str], str],
     limit: int,
+    cache: WordCache | None = None,
     /,
 ) -> tuple[dict[str, int], int]:
-    """Terms of the words of ``folded`` (from ``memo``, else resolved and remembered), counted."""
+    """Terms of the words of ``folded`` (from ``cache``, ``memo``, else resolved and remembered), counted."""
 
 def term_positions(
     folded: str,
@@ -18,6 +25,7 @@ def term_positions(
     stopwords: frozenset[str],
     stem: Callable[[str], str],
     limit: int,
+    cache: WordCache | None = None,
     /,
 ) -> tuple[dict[str, list[int]], int]:
     """Terms of the words of ``folded`` as ``term_counts`` finds them, each with its positions."""

@@ -29,6 +29,7 @@ __all__ = [
     "BOOLEAN_SWITCH",
     "SCAN_SWITCH",
     "ANALYSIS_SWITCH",
+    "INVERSION_SWITCH",
     "SWITCHES",
     "Scratch",
     "disabled",
@@ -45,6 +46,8 @@ BM25_SWITCH = "WEFTSEARCH_NO_COMPILED_BM25"
 BOOLEAN_SWITCH = "WEFTSEARCH_NO_COMPILED_BOOLEAN"
 #: Turns the analyzer's compiled inner loop (``_analysis.c``) off.
 ANALYSIS_SWITCH = "WEFTSEARCH_NO_COMPILED_ANALYSIS"
+#: Turns the segment writer's compiled inversion (``_inversion.c``) off.
+INVERSION_SWITCH = "WEFTSEARCH_NO_COMPILED_INVERSION"
 
 #: Each compiled part's module name in this package and its switch.
 SWITCHES: dict[str, str] = {
@@ -52,6 +55,7 @@ SWITCHES: dict[str, str] = {
     "_bm25": BM25_SWITCH,
     "_boolean": BOOLEAN_SWITCH,
     "_analysis": ANALYSIS_SWITCH,
+    "_inversion": INVERSION_SWITCH,
 }
 
 _HERE = Path(__file__).resolve().parent

@@ -37,6 +37,7 @@ Everything here is vectorised numpy: no Python runs per posting or per block.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,8 @@ __all__ = [
     "bit_widths",
     "derive_blocks",
     "pack_postings",
+    "Packing",
+    "use_packing",
     "unpack_postings",
 ]
 
@@ -201,6 +204,25 @@ def _block_columns(
     return lasts, widths & 0xFF, widths >> 8
 
 
+#: Postings (ids, tfs, offsets, lengths) to their :class:`PackedPostings`, or ``None`` where the
+#: numpy path must run (:func:`use_packing`).
+Packing = Callable[[NDArray[Any], NDArray[Any], NDArray[Any], NDArray[Any]], "PackedPostings | None"]
+
+#: The compiled packing, when one was given (:func:`use_packing`).
+_packing: Packing | None = None
+
+
+def use_packing(packing: Packing | None) -> None:
+    """Pack postings with ``packing`` first (``None``: numpy alone).
+
+    :mod:`weftsearch.native.inversion` gives its compiled one when it is
+    imported (``import weftsearch`` does): storage does not import native.
+    Whatever it is, it must give the bytes the numpy path gives.
+    """
+    global _packing
+    _packing = packing
+
+
 def pack_postings(
     ids: NDArray[Any],
     tfs: NDArray[Any],
@@ -210,10 +232,15 @@ def pack_postings(
 ) -> PackedPostings:
     """Compress postings laid out as :func:`derive_blocks` takes them. Deterministic. O(P + V).
 
-    Each value's bits are placed by a float64 ``bincount`` over word indices:
-    the bit fields of one word are disjoint and the word is below 2^32, so the
-    sum is exact and equals their OR.
+    In C where it was given (:func:`use_packing`); else numpy: each value's
+    bits are placed by a float64 ``bincount`` over word indices: the bit
+    fields of one word are disjoint and the word is below 2^32, so the sum is
+    exact and equals their OR.
     """
+    if _packing is not None:
+        compiled = _packing(ids, tfs, offsets, lengths)
+        if compiled is not None:
+            return compiled
     block_offsets, blocks = derive_blocks(ids, tfs, offsets, lengths, pause)
     per_term, first_block, term_of, within, starts, ends = _block_geometry(offsets)
     total = int(first_block[-1])

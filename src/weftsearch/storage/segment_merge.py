@@ -353,7 +353,11 @@ def _merge_postings(
                 pos_parts.append(found[np.repeat(keep, part_tfs.astype(np.int64))])
         docs = np.concatenate(doc_parts)
         key = np.concatenate(term_parts) * (int(docs.max()) + 1 if docs.shape[0] else 1) + docs
-        sort = np.argsort(key)
+        # Each source's keys come in ascending order (its terms and its documents' new ids both
+        # keep its order), so the keys are a few sorted runs: a stable sort (timsort) merges them
+        # in O(P log sources), several times faster than quicksort's O(P log P). Keys are unique,
+        # so every sort gives the same permutation.
+        sort = np.argsort(key, kind="stable")
         low, high = int(cumulative[a]), int(cumulative[b])
         if sort.shape[0] != high - low:  # cannot happen: counted above from the same arrays
             raise CorruptIndexError("a merge's postings do not add up")

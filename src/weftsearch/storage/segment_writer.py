@@ -58,6 +58,9 @@ __all__ = [
     "postings_sections",
     "positions_sections",
     "PostingsBuilder",
+    "InvertedPostings",
+    "Inversion",
+    "use_inversion",
     "stored_record",
     "without_text",
 ]
@@ -280,30 +283,24 @@ def segment_columns(
         raise ValueError(f"unknown vector dtype {vector_dtype!r}")
     ordered = sorted_in_slices(documents, _key_of, pause)
     n = len(ordered)
-    vocabulary, term_of, doc_of, tf_of = _flat_postings([d.terms for d in ordered], pause)
-    default_positions = (
-        _flat_positions([d.terms for d in ordered], [d.positions.get("text", {}) for d in ordered])
-        if "text" in positions_fields
-        else None
+    default = _field_columns(
+        "text",
+        [d.terms for d in ordered],
+        np.array([d.length for d in ordered], dtype=np.uint32),
+        [d.positions.get("text", {}) for d in ordered] if "text" in positions_fields else None,
+        pause,
     )
     named = []
     for name in text_fields:
         empty: tuple[Mapping[str, int], int] = ({}, 0)
         analysed = [d.field_terms.get(name, empty) for d in ordered]
-        f_vocabulary, f_term_of, f_doc_of, f_tf_of = _flat_postings([a[0] for a in analysed], pause)
         named.append(
-            FieldColumns(
-                name=name,
-                lengths=np.array([a[1] for a in analysed], dtype=np.uint32),
-                vocabulary=f_vocabulary,
-                term_of_posting=f_term_of,
-                doc_of_posting=f_doc_of,
-                tf_of_posting=f_tf_of,
-                positions=(
-                    _flat_positions([a[0] for a in analysed], [d.positions.get(name, {}) for d in ordered])
-                    if name in positions_fields
-                    else None
-                ),
+            _field_columns(
+                name,
+                [a[0] for a in analysed],
+                np.array([a[1] for a in analysed], dtype=np.uint32),
+                [d.positions.get(name, {}) for d in ordered] if name in positions_fields else None,
+                pause,
             )
         )
     with_vector: list[int] = []
@@ -320,7 +317,6 @@ def segment_columns(
     keys: list[str] = []
     records: list[bytes] = []
     times: list[float] = []
-    lengths: list[int] = []
     link_counts: list[int] = []
     link_targets: list[str] = []
     for start, end in slices(n):
@@ -328,13 +324,12 @@ def segment_columns(
         keys.extend([d.document.key for d in part])
         records.extend([stored_record(d.document) if d.record is None else d.record for d in part])
         times.extend([math.nan if d.document.timestamp is None else d.document.timestamp for d in part])
-        lengths.extend([d.length for d in part])
         link_counts.extend([len(d.document.links) for d in part])
         link_targets.extend(itertools.chain.from_iterable(d.document.links for d in part))
         pause()
     return SegmentColumns(
         keys=keys,
-        lengths=np.array(lengths, dtype=np.uint32),
+        lengths=default.lengths,
         times=np.array(times, dtype=np.float64),
         records=records,
         link_counts=np.array(link_counts, dtype=np.int64),
@@ -342,13 +337,101 @@ def segment_columns(
         vector_rows=vector_rows,
         matrix=matrix,
         vector_dim=vector_dim,
-        vocabulary=vocabulary,
-        term_of_posting=term_of,
-        doc_of_posting=doc_of,
-        tf_of_posting=tf_of,
+        vocabulary=default.vocabulary,
+        term_of_posting=default.term_of_posting,
+        doc_of_posting=default.doc_of_posting,
+        tf_of_posting=default.tf_of_posting,
+        post_sections=default.post_sections,
         text_fields=tuple(named),
-        positions=default_positions,
+        positions=default.positions,
+        pos_sections=default.pos_sections,
         field_index=FieldIndex.build([d.document.fields for d in ordered]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class InvertedPostings:
+    """A text field's postings inverted: what an :data:`Inversion` returns.
+
+    Attributes:
+        vocabulary: the terms, sorted (code point order, as ``sorted`` gives).
+        offsets: ``V + 1`` cuts: term ``t``'s postings are ``offsets[t] ..< offsets[t+1]``.
+        ids: each posting's local document id, ascending within a term.
+        tfs: each posting's term frequency.
+        positions: each posting's ``tf`` positions, in posting order (``None``: not kept).
+
+    """
+
+    vocabulary: list[str]
+    offsets: NDArray[np.uint64]
+    ids: NDArray[np.uint32]
+    tfs: NDArray[np.uint32]
+    positions: NDArray[np.int64] | None
+
+
+#: Documents' term counts (local-id order), their positions or ``None``, and the pause, to their
+#: postings inverted, or ``None`` where the Python path must run (:func:`use_inversion`).
+Inversion = Callable[
+    [Sequence[Mapping[str, int]], Sequence[Mapping[str, Sequence[int]]] | None, Pause],
+    InvertedPostings | None,
+]
+
+#: The compiled inversion, when one was given (:func:`use_inversion`).
+_inversion: Inversion | None = None
+
+
+def use_inversion(inversion: Inversion | None) -> None:
+    """Invert the segments this module writes with ``inversion`` (``None``: the Python path alone).
+
+    :mod:`weftsearch.native.inversion` gives its compiled one when it is
+    imported (``import weftsearch`` does): storage does not import native
+    (native imports storage), so the compiled part is handed in. Whatever it
+    is, it must give the bytes the Python path gives.
+    """
+    global _inversion
+    _inversion = inversion
+
+
+def _field_columns(
+    name: str,
+    term_maps: Sequence[Mapping[str, int]],
+    lengths: NDArray[np.uint32],
+    position_maps: Sequence[Mapping[str, Sequence[int]]] | None,
+    pause: Pause,
+) -> FieldColumns:
+    """One text field's columns from its documents' term counts (and positions), in local-id order.
+
+    Inverted in C where it can be (:func:`use_inversion`, :func:`weftsearch.native.inversion.invert`:
+    the postings come out sorted by term and document, so they are encoded
+    here, by the same :func:`postings_sections` and :func:`positions_sections`);
+    else flattened in Python (:func:`_flat_postings`), sorted and encoded by
+    :func:`segment_sections`. Both give the same bytes (tests/native/test_inversion.py).
+    """
+    inverted = None if _inversion is None else _inversion(term_maps, position_maps, pause)
+    if inverted is None:
+        vocabulary, term_of, doc_of, tf_of = _flat_postings(term_maps, pause)
+        return FieldColumns(
+            name=name,
+            lengths=lengths,
+            vocabulary=vocabulary,
+            term_of_posting=term_of,
+            doc_of_posting=doc_of,
+            tf_of_posting=tf_of,
+            positions=None if position_maps is None else _flat_positions(term_maps, position_maps),
+        )
+    return FieldColumns(
+        name=name,
+        lengths=lengths,
+        vocabulary=inverted.vocabulary,
+        term_of_posting=np.zeros(0, np.int64),
+        doc_of_posting=np.zeros(0, np.int64),
+        tf_of_posting=np.zeros(0, np.uint32),
+        post_sections=postings_sections(inverted.ids, inverted.tfs, inverted.offsets, lengths, pause),
+        pos_sections=(
+            None
+            if inverted.positions is None
+            else positions_sections(inverted.positions, inverted.tfs, inverted.offsets, pause)
+        ),
     )
 
 
