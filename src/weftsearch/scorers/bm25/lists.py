@@ -31,7 +31,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -482,9 +482,10 @@ def search_many(
 # --------------------------------------------------------------------------- one call per query
 
 
-@dataclass(frozen=True, slots=True)
-class TermQuery:
+class TermQuery(NamedTuple):
     """A query's set-up for ``weft_bm25_query``: per term its rows' address and count, and its weight.
+
+    A named tuple: made once per query, it costs a third of a frozen dataclass.
 
     Attributes:
         terms: the distinct query terms, sorted (the kernel's term order).
@@ -509,21 +510,22 @@ class TermQuery:
     held: tuple[Any, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # identity: `None in found` never calls __eq__
 class _ImpactTerm:
     """One term's rows on a snapshot with their impact tables named (``_bm25.c``'s ``impacts`` field).
 
     ``entry``: the term's :class:`_SnapshotTerm` (document frequency, IDF, plain
     rows); ``tables``: the tables the rows point into (``weft_bm25_impacts``);
-    ``address``: where the rows lie, for ``weft_bm25_query``; ``postings``:
-    postings the tables hold plus one a row (what the cache counts against
-    :data:`IMPACT_CACHE_POSTINGS`).
+    ``ref``: the pair ``weft_bm25_query`` takes for the term (the rows' address,
+    0 for a term in no segment, and their number) as 16 bytes, so a query joins
+    its terms' pairs in one call; ``postings``: postings the tables hold plus
+    one (what the cache counts against :data:`IMPACT_CACHE_POSTINGS`).
     """
 
     entry: _SnapshotTerm
     rows: NDArray[np.int64]
     tables: tuple[NDArray[np.int64], ...]
-    address: int
+    ref: bytes
     postings: int
 
 
@@ -595,7 +597,7 @@ def _impact_term(
     parts_table, _ = _part_table(snapshot, k1, b, avgdl)
     rows = entry.rows.copy()
     tables: list[NDArray[np.int64]] = []
-    postings = int(rows.shape[0])  # a row of a part too large for a table costs a little too
+    postings = 1 + int(rows.shape[0])  # a term without a table (or in no segment) costs a little too
     for index in range(rows.shape[0]):
         part = int(rows[index, 6])
         n_docs = int(parts_table[part, 3])
@@ -613,17 +615,21 @@ def _impact_term(
         rows[index, 7] = table.ctypes.data
         postings += int(rows[index, 2])
     rows.setflags(write=False)
-    return _ImpactTerm(entry, rows, tuple(tables), rows.ctypes.data, postings)
+    address = rows.ctypes.data if rows.shape[0] else 0
+    ref = array.array("q", (address, int(rows.shape[0]))).tobytes()
+    return _ImpactTerm(entry, rows, tuple(tables), ref, postings)
 
 
 def _impact_terms(
     snapshot: Snapshot, parts: _Parts, terms: Sequence[str], impacts: tuple[float, float, float]
-) -> tuple[list[_SnapshotTerm], list[int], list[_ImpactTerm]] | None:
-    """Each term's entry, the address of its rows naming its impact tables (0: absent), the tables.
+) -> list[_ImpactTerm] | None:
+    """Each term's :class:`_ImpactTerm` (its rows naming its impact tables), from the snapshot's cache.
 
     ``None`` when the library cannot build tables (an older build) or no
     segment is small enough for the dense pass. A term seen before on the
-    snapshot with these (k1, b, avgdl) costs one dictionary read.
+    snapshot with these (k1, b, avgdl) costs one dictionary read; a term in
+    no segment is kept too (one unit of the budget: queries could add those
+    without end, the budget bounds them).
     """
     library = kernel.compiled_bm25()
     if library is None or library.impacts is None or library.dense_max_docs is None:
@@ -632,24 +638,15 @@ def _impact_terms(
         return None
     cache = _impact_cache(snapshot, *impacts)
     get = cache.entries.get
-    entries: list[_SnapshotTerm] = []
-    addresses: list[int] = []
-    held: list[_ImpactTerm] = []
-    for term in terms:
-        found = get(term)
-        if found is None:
-            entry = _terms(snapshot, parts, [term])[0]
-            if not entry.n_rows:
-                # Absent here: nothing to build, nothing kept (queries could add those without end).
-                entries.append(entry)
-                addresses.append(0)
-                continue
-            found = _impact_term(library, snapshot, entry, *impacts)
-            cache.put(term, found)
-        entries.append(found.entry)
-        addresses.append(found.address)
-        held.append(found)
-    return entries, addresses, held
+    found = [get(term) for term in terms]
+    if None in found:
+        for index, term in enumerate(terms):
+            if found[index] is None:
+                entry = _terms(snapshot, parts, [term])[0]
+                built = _impact_term(library, snapshot, entry, *impacts)
+                cache.put(term, built)
+                found[index] = built
+    return found  # type: ignore[return-value]  # every None was filled
 
 
 def plan(
@@ -684,20 +681,20 @@ def plan(
     parts = _parts(snapshot)
     found = None if impacts is None else _impact_terms(snapshot, parts, terms, impacts)
     held: tuple[_ImpactTerm, ...] = ()
+    refs = array.array("q")
     if found is None:
         entries = _terms(snapshot, parts, terms)
-        addresses = [entry.address for entry in entries]
+        for entry in entries:
+            refs.append(entry.address)
+            refs.append(entry.n_rows)
     else:
-        entries, addresses, held_list = found
-        held = tuple(held_list)
-    refs = array.array("q")
-    postings = matched = lists = 0
-    for entry, address in zip(entries, addresses, strict=True):
-        refs.append(address)
-        refs.append(entry.n_rows)
-        lists += entry.n_rows
-        postings += entry.doc_freq
-        matched += entry.doc_freq != 0
+        # A few list comprehensions over the query's terms, one join of their pairs.
+        held = tuple(found)
+        entries = [term.entry for term in found]
+        refs.frombytes(b"".join([term.ref for term in found]))
+    lists = sum([entry.n_rows for entry in entries])
+    postings = sum([entry.doc_freq for entry in entries])
+    matched = sum([entry.doc_freq != 0 for entry in entries])
     if snapshot.statistics is None:
         idf = [entry.idf for entry in entries]
     else:
