@@ -631,13 +631,28 @@ static void walk_free(walk *w) {
 /*
  * Open a cursor on each list of part p (lists[first ..], the part's run), computing its blocks'
  * bounds and first words. Returns the number opened; sets w->corrupt (and stops) at a list whose
- * block table is corrupt.
+ * block table is corrupt. `dense`: the part will be scored by the dense pass, which uses no bound:
+ * none is computed, and a list with an impact table (checked against the part by check_impacts,
+ * its ids built below n_docs by weft_bm25_impacts) is read from the table alone, so its block
+ * table is neither checked nor touched (ten small segments are ten times the lists of one).
  */
-static int64_t open_cursors(walk *w, int64_t p, int64_t first, const part_desc *part) {
+static int64_t open_cursors(walk *w, int64_t p, int64_t first, const part_desc *part, int dense) {
     int64_t n = 0;
     while (first + n < w->n_lists && w->lists[first + n].part == p) {
         const list_desc *l = &w->lists[first + n];
         cursor *c = &w->cursors[n];
+        if (dense && l->impacts != 0) {
+            c->count = l->count;
+            c->n_blocks = l->n_blocks;
+            c->term = l->term;
+            c->list = first + n;
+            c->weight = w->weights[l->term];
+            c->corrupt = &w->corrupt;
+            c->impacts = (const double *)((const int64_t *)(uintptr_t)l->impacts + WEFT_IMPACT_HEADER);
+            c->local_ids = (const uint32_t *)(c->impacts + c->count);
+            n++;
+            continue;
+        }
         c->data = (const uint32_t *)(uintptr_t)l->data;
         c->last = (const uint32_t *)(uintptr_t)l->meta;
         c->max_tf = c->last + l->n_blocks;
@@ -686,7 +701,7 @@ static int64_t open_cursors(walk *w, int64_t p, int64_t first, const part_desc *
                 w->corrupt = (int)(c->list + 1);
                 break;
             }
-            c->bounds[block] = block_bound(c, block, w->k1, w->b, w->avgdl, w->bound_scale);
+            if (!dense) c->bounds[block] = block_bound(c, block, w->k1, w->b, w->avgdl, w->bound_scale);
             c->word_start[block] = word;
             int64_t count = block_count(c, block);
             word += run_words(count, widths & 0xFF) + run_words(count, (widths >> 8) & 0xFF);
@@ -969,10 +984,11 @@ static void walk_part(walk *w, const part_walk *pw) {
  */
 int64_t weft_bm25_dense_max_docs = 65536;
 
-static int use_dense(const walk *w, const part_walk *pw) {
-    int64_t n_docs = pw->part->n_docs, postings = 0;
+static int use_dense(const walk *w, int64_t p, int64_t first, const part_desc *part) {
+    int64_t n_docs = part->n_docs, postings = 0;
     if (n_docs <= 0 || n_docs > weft_bm25_dense_max_docs) return 0;
-    for (int64_t j = 0; j < pw->n; j++) postings += w->cursors[j].count;
+    /* Counts are positive and their total fits (check_lists summed them all). */
+    for (int64_t i = first; i < w->n_lists && w->lists[i].part == p; i++) postings += w->lists[i].count;
     return postings >= n_docs / 4;
 }
 
@@ -1150,11 +1166,12 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     for (int64_t p = 0, first = 0; p < n_parts && !w.sel.failed && !w.corrupt; p++) {
         part_walk pw = {&parts[p], (const double *)(uintptr_t)parts[p].norms,
                         (const int64_t *)(uintptr_t)parts[p].to_global, 0};
-        pw.n = open_cursors(&w, p, first, pw.part);
+        int dense = use_dense(&w, p, first, pw.part);
+        pw.n = open_cursors(&w, p, first, pw.part, dense);
         first += pw.n;
         if (w.corrupt) break;
         if (pw.n == 0) continue;
-        if (use_dense(&w, &pw)) {
+        if (dense) {
             if (pw.part->n_docs > sums_size) {
                 free(sums);
                 sums_size = pw.part->n_docs;
@@ -1226,7 +1243,7 @@ int64_t weft_bm25_impacts(const int64_t *row_raw, const double *norms, int64_t n
     if (!walk_alloc(&w, 1, 1)) goto done;
     result = -3;
     /* Checks the block table (widths, increasing last ids, the words, the last id below n_docs). */
-    if (open_cursors(&w, 0, 0, &part) != 1 || w.corrupt) goto done;
+    if (open_cursors(&w, 0, 0, &part, 0) != 1 || w.corrupt) goto done;
     cursor *c = &w.cursors[0];
     double *impacts = (double *)(table + WEFT_IMPACT_HEADER);
     uint32_t *ids_out = (uint32_t *)(impacts + count);
