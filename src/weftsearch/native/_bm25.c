@@ -998,22 +998,32 @@ static int use_dense(const walk *w, int64_t p, int64_t first, const part_desc *p
  */
 #define WEFT_SCAN_RUN 8
 
+/* Bits set in an 8-bit mask (no popcnt instruction is assumed: __builtin_popcount would call libgcc). */
+static inline unsigned bits8(unsigned x) {
+    x = x - ((x >> 1) & 0x55);
+    x = (x & 0x33) + ((x >> 2) & 0x33);
+    return (x + (x >> 4)) & 0x0F;
+}
+
 /*
- * One run of the offer scan, at sums (and to_global, or NULL: every document live): returns a
- * mask with bit i set when sums[i] >= gate, and adds to *scored how many live documents of the
- * run are above 0 (whose full scores the dense pass summed). `n` documents, at most
- * WEFT_SCAN_RUN; a full run is compared two at a time with SSE2 (every x86-64 has it), where
- * moving the sign bits of to_global tells the deleted. The same comparisons either way: a NaN
- * passes neither.
+ * One run of the offer scan, at sums (and to_global, or NULL: every document live): copies the
+ * run's n sums (n <= WEFT_SCAN_RUN) to `run` and clears them in sums (the next part finds them
+ * zeroed: one pass instead of a scan and a memset), returns a mask with bit i set when
+ * run[i] >= gate, and adds to *scored how many live documents of the run are above 0 (whose full
+ * scores the dense pass summed). A full run is compared two at a time with SSE2 (every x86-64
+ * has it), where the sign bits of to_global tell the deleted. The same comparisons either way: a
+ * NaN passes neither.
  */
-static inline unsigned scan_run(const double *sums, const int64_t *to_global, int64_t n, double gate,
-                                int64_t *scored) {
+static inline unsigned scan_run(double *sums, const int64_t *to_global, int64_t n, double gate, int64_t *scored,
+                                double *run) {
     unsigned ge = 0, positive = 0, dead = 0;
 #ifdef __SSE2__
     if (n == WEFT_SCAN_RUN) {
         const __m128d g = _mm_set1_pd(gate), zero = _mm_setzero_pd();
         for (int i = 0; i < WEFT_SCAN_RUN; i += 2) {
             __m128d v = _mm_loadu_pd(sums + i);
+            _mm_storeu_pd(run + i, v);
+            _mm_storeu_pd(sums + i, zero);
             ge |= (unsigned)_mm_movemask_pd(_mm_cmpge_pd(v, g)) << i;
             positive |= (unsigned)_mm_movemask_pd(_mm_cmpgt_pd(v, zero)) << i;
         }
@@ -1021,16 +1031,18 @@ static inline unsigned scan_run(const double *sums, const int64_t *to_global, in
             for (int i = 0; i < WEFT_SCAN_RUN; i += 2)
                 dead |= (unsigned)_mm_movemask_pd(_mm_castsi128_pd(_mm_loadu_si128((const __m128i *)(to_global + i))))
                         << i;
-        *scored += __builtin_popcount(positive & ~dead);
+        *scored += bits8(positive & ~dead);
         return ge;
     }
 #endif
     for (int64_t i = 0; i < n; i++) {
-        ge |= (unsigned)(sums[i] >= gate) << i;
-        positive |= (unsigned)(sums[i] > 0.0) << i;
+        run[i] = sums[i];
+        sums[i] = 0.0;
+        ge |= (unsigned)(run[i] >= gate) << i;
+        positive |= (unsigned)(run[i] > 0.0) << i;
         if (to_global != NULL) dead |= (unsigned)(to_global[i] < 0) << i;
     }
-    *scored += __builtin_popcount(positive & ~dead);
+    *scored += bits8(positive & ~dead);
     return ge;
 }
 
@@ -1071,14 +1083,17 @@ static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
     const double least = 4.9406564584124654e-324; /* the smallest positive double: score >= it iff score > 0 */
     double gate = w->threshold > least ? w->threshold : least;
     int64_t scored = 0; /* every live document above 0 had its full score summed: the statistic counts them all */
-    for (int64_t start = 0; start < n_docs && !w->corrupt && !w->sel.failed; start += WEFT_SCAN_RUN) {
+    double run[WEFT_SCAN_RUN];
+    int64_t start = 0;
+    for (; start < n_docs && !w->corrupt && !w->sel.failed; start += WEFT_SCAN_RUN) {
         int64_t n = n_docs - start < WEFT_SCAN_RUN ? n_docs - start : WEFT_SCAN_RUN;
         const int64_t *to_global = pw->to_global != NULL ? pw->to_global + start : NULL;
-        unsigned ge = scan_run(sums + start, to_global, n, gate, &scored);
+        unsigned ge = scan_run(sums + start, to_global, n, gate, &scored, run);
         while (ge) {
-            int64_t doc = start + __builtin_ctz(ge);
+            int at = __builtin_ctz(ge);
+            int64_t doc = start + at;
             ge &= ge - 1;
-            double score = sums[doc];
+            double score = run[at];
             if (!(score >= gate)) continue; /* the gate rose within the run */
             int64_t id = pw->to_global != NULL ? pw->to_global[doc] : pw->part->base + doc;
             if (id < 0) continue; /* deleted or filtered out */
@@ -1088,7 +1103,7 @@ static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
         }
     }
     w->documents_scored += scored;
-    memset(sums, 0, (size_t)n_docs * sizeof(double));
+    if (start < n_docs) memset(sums + start, 0, (size_t)(n_docs - start) * sizeof(double)); /* a scan cut short */
 }
 
 /*
