@@ -25,6 +25,7 @@ import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -79,9 +80,10 @@ _INT = ctypes.c_int64
 _DOUBLE = ctypes.c_double
 
 
-@dataclass(frozen=True, slots=True)
-class KernelStats:
+class KernelStats(NamedTuple):
     """What one compiled query read (for benchmarks; the scores never depend on it).
+
+    A named tuple: one is made per query, and a frozen dataclass's ``__init__`` costs more.
 
     Attributes:
         blocks: blocks of 128 postings in the query terms' lists.
