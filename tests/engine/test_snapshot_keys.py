@@ -39,7 +39,7 @@ def test_few_hits_get_the_keys_and_verdicts_of_the_checking_path(
             part.reader.keys()  # the reader's decoded key table: the views read that instead
     rng = np.random.default_rng(seed)
     n = snapshot.n_docs
-    for size in (1, 2, 10, snapshot_module._KEYS_ONE_BY_ONE):
+    for size in (1, 2, 10, snapshot_module._KEYS_ONE_BY_ONE, 100):  # 100: one by one on several segments
         ids = rng.choice(n, size=min(size, n), replace=False).astype(np.int64)
         for _ in range(2):  # verdicts unknown (the checking path), then known (one by one)
             keep, keys = snapshot.sound_keys(ids)
