@@ -30,7 +30,6 @@ from weftsearch.engine.search import canonical_stream, in_canonical_order
 from weftsearch.engine.snapshot import QUERY_TERMS_ENTRIES, QUERY_TERMS_MAX_TEXT, QueryTerms
 from weftsearch.engine.stream import order_by_score
 from weftsearch.errors import InvalidParameterError, InvalidQueryError, ScorerOutputError
-from weftsearch.storage.segment import SegmentReader
 
 WORDS = ["graph", "retrieval", "sparse", "dense", "vector", "bm25", "time", "decay", "cite", "link"]
 
@@ -296,19 +295,16 @@ def test_damaged_records_still_leave_the_hits() -> None:
     [part] = snapshot.parts
     victim_local = int(part.live_locals[victim])
     # The record verdicts come from the segment reader (what both Snapshot.damaged and
-    # the search's one-pass key lookup read): flag the victim's record there.
-    original = SegmentReader.records_ok
-
-    def records_ok(self: SegmentReader, local: np.ndarray) -> np.ndarray:
-        sound: np.ndarray = original(self, local) & (np.asarray(local) != victim_local)
-        return sound
-
-    SegmentReader.records_ok = records_ok  # type: ignore[method-assign]
+    # the search's key lookups read): flag the victim's record there, as the reader's first
+    # check of a damaged record does (verdict 2).
+    verdicts = part.reader.key_views()[0]
+    assert verdicts[victim_local] == 1  # checked sound by the first search
+    verdicts[victim_local] = 2
     try:
         again = index.search("graph", 5, RRF(), BM25Scorer())
         assert bool(snapshot.damaged(np.array([victim]))[0])
     finally:
-        SegmentReader.records_ok = original  # type: ignore[method-assign]
+        verdicts[victim_local] = 1
     assert again.keys == results.keys[:1] + results.keys[2:]
     assert again.explain_arrays().ranks[:, 0].tolist() == [1, 3, 4, 5]
     assert [hit.rank for hit in again] == [1, 2, 3, 4]
@@ -504,31 +500,30 @@ def test_sound_keys_is_damaged_then_keys_of(segments: int) -> None:
     snapshot = index.snapshot()
     rng = np.random.default_rng(segments)
     victims = set(rng.choice(snapshot.n_docs, size=6, replace=False).tolist())
-    original = SegmentReader.records_ok
-    locals_of = {
-        (id(part.reader), int(part.live_locals[doc - part.base]))
+    # Each victim's record flagged damaged in its reader's verdicts (what a reader's first
+    # check of a damaged record records, and every key lookup of a search reads).
+    flagged = [
+        (part.reader.key_views()[0], int(part.live_locals[doc - part.base]))
         for part in snapshot.parts
         for doc in victims
         if part.base <= doc < part.base + part.n_live
-    }
+    ]
 
-    def records_ok(self: SegmentReader, local: np.ndarray) -> np.ndarray:
-        flagged = np.array(
-            [(id(self), int(doc)) in locals_of for doc in np.asarray(local).tolist()], dtype=bool
-        )
-        sound: np.ndarray = original(self, local) & ~flagged
-        return sound
-
-    for size in (0, 1, 7, 40, snapshot.n_docs):  # the Python grouping and the numpy one (over 256 ids)
+    for size in (0, 1, 7, 40, snapshot.n_docs):  # one by one, the Python grouping and the numpy one
         ids = rng.choice(snapshot.n_docs, size=min(size, snapshot.n_docs), replace=False).astype(np.int64)
         keep, keys = snapshot.sound_keys(ids)
         assert keep is None and keys == snapshot.keys_of(ids)
-        SegmentReader.records_ok = records_ok  # type: ignore[method-assign]
+        ids = np.concatenate([ids[: max(size - 1, 0)], np.array(sorted(victims)[:1], dtype=np.int64)])
+        ids = np.unique(ids)
+        snapshot.sound_keys(ids)  # every verdict known (sound) before the damage
+        for verdicts, local in flagged:
+            verdicts[local] = 2
         try:
             keep, keys = snapshot.sound_keys(ids)
             damaged = snapshot.damaged(ids)
         finally:
-            SegmentReader.records_ok = original  # type: ignore[method-assign]
+            for verdicts, local in flagged:
+                verdicts[local] = 1
         assert damaged.tolist() == [int(doc) in victims for doc in ids.tolist()]
         if not damaged.any():
             assert keep is None and keys == snapshot.keys_of(ids)

@@ -59,6 +59,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define WEFT_BLOCK 128
 #define WEFT_BLOCK_SHIFT 7
@@ -74,6 +77,8 @@
 #ifndef WEFT_MIN_WINDOW
 #define WEFT_MIN_WINDOW 512
 #endif
+/* int64 words before an impact table's impacts: what it was built for (see weft_bm25_impacts). */
+#define WEFT_IMPACT_HEADER 4
 
 /*
  * One term's postings in one segment, as the Python side lays it out (8 int64 per list).
@@ -91,7 +96,7 @@ typedef struct {
     int64_t n_blocks; /* ceil(count / WEFT_BLOCK) */
     int64_t term;     /* index of the term in sorted order, 0 .. m - 1 */
     int64_t part;     /* index of the segment, 0 .. n_parts - 1 (lists are grouped by part) */
-    int64_t spare;
+    int64_t impacts;  /* address of the list's impact table (weft_bm25_impacts), or 0: decode the blocks */
 } list_desc;
 
 /* One segment (4 int64 per part). */
@@ -128,6 +133,8 @@ typedef struct {
     int64_t resolved, pending;
     double weight, window_bound;
     double *bounds;        /* per block: w * impact(max_tf, min_len), before the margin */
+    const double *impacts; /* the list's impact table, by position (NULL: none; see weft_bm25_impacts) */
+    const uint32_t *local_ids; /* its ids, by position */
     int64_t *word_start;   /* per block: first word in data */
     lane *main, *exact;
     const lane *exact_from; /* main or exact: the lane holding the exact position's block */
@@ -472,6 +479,9 @@ static inline double length_norm(double length, double k1, double b, double avgd
     return k1 * (1.0 - b + b * length / avgdl);
 }
 
+/* A posting's impact, (tf * (k1 + 1)) / (tf + norm): its share of a score before the term's weight. */
+static inline double impact(double tf, double norm, double k1) { return tf * (k1 + 1.0) / (tf + norm); }
+
 /*
  * One posting's share of a score, (tf * (k1 + 1)) / (tf + norm) * w, in numpy's order of operations.
  * The one formula of both the contribution (a posting's tf and its document's norm) and a block's
@@ -479,7 +489,7 @@ static inline double length_norm(double length, double k1, double b, double avgd
  * contribution of the block's best possible posting.
  */
 static inline double weighted_impact(double tf, double norm, double k1, double weight) {
-    return tf * (k1 + 1.0) / (tf + norm) * weight;
+    return impact(tf, norm, k1) * weight; /* the same operations in the same order as one expression */
 }
 
 /* The bound of block `block` of a list, before the margin: w * impact(max_tf, min_len). */
@@ -568,6 +578,23 @@ static int64_t check_lists(const list_desc *lists, int64_t n_lists, int64_t n_pa
     return 0;
 }
 
+/*
+ * Every impact table a list names was built for that list and its part's norms and k1 (its header
+ * says so): a table of another snapshot, scorer or segment would score with the wrong impacts, or
+ * read past the part's sums. -2 when one was not, else 0. O(lists).
+ */
+static int64_t check_impacts(const list_desc *lists, int64_t n_lists, const part_desc *parts, double k1) {
+    for (int64_t i = 0; i < n_lists; i++) {
+        if (lists[i].impacts == 0) continue;
+        const int64_t *header = (const int64_t *)(uintptr_t)lists[i].impacts;
+        const part_desc *part = &parts[lists[i].part]; /* check_lists placed part in range */
+        if (header[0] != lists[i].count || header[1] != part->n_docs || header[2] != part->norms ||
+            memcmp(&header[3], &k1, sizeof k1) != 0)
+            return -2;
+    }
+    return 0;
+}
+
 /* Allocate the walk's working memory for k results and parts of up to `largest_part` lists; 0: out of memory. */
 static int walk_alloc(walk *w, int64_t k, int64_t largest_part) {
     w->sel = (selection){k, 0, 0, 64, NULL, NULL, 0};
@@ -604,13 +631,28 @@ static void walk_free(walk *w) {
 /*
  * Open a cursor on each list of part p (lists[first ..], the part's run), computing its blocks'
  * bounds and first words. Returns the number opened; sets w->corrupt (and stops) at a list whose
- * block table is corrupt.
+ * block table is corrupt. `dense`: the part will be scored by the dense pass, which uses no bound:
+ * none is computed, and a list with an impact table (checked against the part by check_impacts,
+ * its ids built below n_docs by weft_bm25_impacts) is read from the table alone, so its block
+ * table is neither checked nor touched (ten small segments are ten times the lists of one).
  */
-static int64_t open_cursors(walk *w, int64_t p, int64_t first, const part_desc *part) {
+static int64_t open_cursors(walk *w, int64_t p, int64_t first, const part_desc *part, int dense) {
     int64_t n = 0;
     while (first + n < w->n_lists && w->lists[first + n].part == p) {
         const list_desc *l = &w->lists[first + n];
         cursor *c = &w->cursors[n];
+        if (dense && l->impacts != 0) {
+            c->count = l->count;
+            c->n_blocks = l->n_blocks;
+            c->term = l->term;
+            c->list = first + n;
+            c->weight = w->weights[l->term];
+            c->corrupt = &w->corrupt;
+            c->impacts = (const double *)((const int64_t *)(uintptr_t)l->impacts + WEFT_IMPACT_HEADER);
+            c->local_ids = (const uint32_t *)(c->impacts + c->count);
+            n++;
+            continue;
+        }
         c->data = (const uint32_t *)(uintptr_t)l->data;
         c->last = (const uint32_t *)(uintptr_t)l->meta;
         c->max_tf = c->last + l->n_blocks;
@@ -634,6 +676,12 @@ static int64_t open_cursors(walk *w, int64_t p, int64_t first, const part_desc *
         c->main->block = c->exact->block = -1;
         c->exact_from = c->exact;
         c->corrupt = &w->corrupt;
+        c->impacts = NULL;
+        c->local_ids = NULL;
+        if (l->impacts != 0) { /* checked against the part by check_impacts */
+            c->impacts = (const double *)((const int64_t *)(uintptr_t)l->impacts + WEFT_IMPACT_HEADER);
+            c->local_ids = (const uint32_t *)(c->impacts + c->count);
+        }
         w->bounds_used += l->n_blocks;
         /*
          * The traversal moves forward by the blocks' last ids: they must increase, or a seek
@@ -653,7 +701,7 @@ static int64_t open_cursors(walk *w, int64_t p, int64_t first, const part_desc *
                 w->corrupt = (int)(c->list + 1);
                 break;
             }
-            c->bounds[block] = block_bound(c, block, w->k1, w->b, w->avgdl, w->bound_scale);
+            if (!dense) c->bounds[block] = block_bound(c, block, w->k1, w->b, w->avgdl, w->bound_scale);
             c->word_start[block] = word;
             int64_t count = block_count(c, block);
             word += run_words(count, widths & 0xFF) + run_words(count, (widths >> 8) & 0xFF);
@@ -936,18 +984,92 @@ static void walk_part(walk *w, const part_walk *pw) {
  */
 int64_t weft_bm25_dense_max_docs = 65536;
 
-static int use_dense(const walk *w, const part_walk *pw) {
-    int64_t n_docs = pw->part->n_docs, postings = 0;
+static int use_dense(const walk *w, int64_t p, int64_t first, const part_desc *part) {
+    int64_t n_docs = part->n_docs, postings = 0;
     if (n_docs <= 0 || n_docs > weft_bm25_dense_max_docs) return 0;
-    for (int64_t j = 0; j < pw->n; j++) postings += w->cursors[j].count;
+    /* Counts are positive and their total fits (check_lists summed them all). */
+    for (int64_t i = first; i < w->n_lists && w->lists[i].part == p; i++) postings += w->lists[i].count;
     return postings >= n_docs / 4;
 }
 
-/* Score one part densely into sums (n_docs zeroed doubles, left zeroed); see weft_bm25_dense_max_docs. */
+/*
+ * Documents the dense pass's offer scan looks at together: a run whose sums are all below the gate
+ * (compared without a branch among them) is passed over with one well-predicted branch.
+ */
+#define WEFT_SCAN_RUN 8
+
+/* Bits set in an 8-bit mask (no popcnt instruction is assumed: __builtin_popcount would call libgcc). */
+static inline unsigned bits8(unsigned x) {
+    x = x - ((x >> 1) & 0x55);
+    x = (x & 0x33) + ((x >> 2) & 0x33);
+    return (x + (x >> 4)) & 0x0F;
+}
+
+/*
+ * One run of the offer scan, at sums (and to_global, or NULL: every document live): copies the
+ * run's n sums (n <= WEFT_SCAN_RUN) to `run` and clears them in sums (the next part finds them
+ * zeroed: one pass instead of a scan and a memset), returns a mask with bit i set when
+ * run[i] >= gate, and adds to *scored how many live documents of the run are above 0 (whose full
+ * scores the dense pass summed). A full run is compared two at a time with SSE2 (every x86-64
+ * has it), where the sign bits of to_global tell the deleted. The same comparisons either way: a
+ * NaN passes neither.
+ */
+static inline unsigned scan_run(double *sums, const int64_t *to_global, int64_t n, double gate, int64_t *scored,
+                                double *run) {
+    unsigned ge = 0, positive = 0, dead = 0;
+#ifdef __SSE2__
+    if (n == WEFT_SCAN_RUN) {
+        const __m128d g = _mm_set1_pd(gate), zero = _mm_setzero_pd();
+        for (int i = 0; i < WEFT_SCAN_RUN; i += 2) {
+            __m128d v = _mm_loadu_pd(sums + i);
+            _mm_storeu_pd(run + i, v);
+            _mm_storeu_pd(sums + i, zero);
+            ge |= (unsigned)_mm_movemask_pd(_mm_cmpge_pd(v, g)) << i;
+            positive |= (unsigned)_mm_movemask_pd(_mm_cmpgt_pd(v, zero)) << i;
+        }
+        if (to_global != NULL)
+            for (int i = 0; i < WEFT_SCAN_RUN; i += 2)
+                dead |= (unsigned)_mm_movemask_pd(_mm_castsi128_pd(_mm_loadu_si128((const __m128i *)(to_global + i))))
+                        << i;
+        *scored += bits8(positive & ~dead);
+        return ge;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) {
+        run[i] = sums[i];
+        sums[i] = 0.0;
+        ge |= (unsigned)(run[i] >= gate) << i;
+        positive |= (unsigned)(run[i] > 0.0) << i;
+        if (to_global != NULL) dead |= (unsigned)(to_global[i] < 0) << i;
+    }
+    *scored += bits8(positive & ~dead);
+    return ge;
+}
+
+/*
+ * Score one part densely into sums (n_docs zeroed doubles, left zeroed); see weft_bm25_dense_max_docs.
+ *
+ * The offers: a document is offered when its sum is at least the gate, the running threshold or,
+ * before there is one (fewer than k offered), the smallest positive double (so exactly the
+ * documents above 0, the ones holding a term). offer() does nothing with a score below the
+ * threshold, so skipping those changes nothing; and since the threshold soon sits near the k-th
+ * best, almost every run of WEFT_SCAN_RUN documents is passed over whole. The scan used to branch
+ * on `score > 0` per document, which half of a long query's documents pass at random: the
+ * mispredictions cost more than scoring the postings did (SciFact: two thirds of the call).
+ */
 static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
     int64_t n_docs = pw->part->n_docs;
     for (int64_t j = 0; j < pw->n && !w->corrupt; j++) {
         cursor *c = &w->cursors[j];
+        if (c->impacts != NULL) {
+            /* The impact table: no decoding, no division (impact(...) * weight, the same bits). */
+            const double *impacts = c->impacts, weight = c->weight;
+            const uint32_t *ids = c->local_ids;
+            for (int64_t i = 0; i < c->count; i++) sums[ids[i]] += impacts[i] * weight;
+            w->postings_scored += c->count;
+            w->blocks_scored += c->n_blocks;
+            continue;
+        }
         for (int64_t block = 0; block < c->n_blocks; block++) {
             if (!decode_block(c, c->main, block)) break;
             const uint32_t *tfs = block_tfs(c, c->main);
@@ -958,16 +1080,30 @@ static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
             w->blocks_scored++;
         }
     }
-    for (int64_t doc = 0; doc < n_docs; doc++) {
-        double score = sums[doc];
-        sums[doc] = 0.0;
-        if (!(score > 0.0)) continue;
-        if (w->corrupt || w->sel.failed) continue; /* only clearing the sums */
-        int64_t id = pw->to_global != NULL ? pw->to_global[doc] : pw->part->base + doc;
-        if (id < 0) continue; /* deleted or filtered out */
-        w->threshold = offer(&w->sel, score, id);
-        w->documents_scored++;
+    const double least = 4.9406564584124654e-324; /* the smallest positive double: score >= it iff score > 0 */
+    double gate = w->threshold > least ? w->threshold : least;
+    int64_t scored = 0; /* every live document above 0 had its full score summed: the statistic counts them all */
+    double run[WEFT_SCAN_RUN];
+    int64_t start = 0;
+    for (; start < n_docs && !w->corrupt && !w->sel.failed; start += WEFT_SCAN_RUN) {
+        int64_t n = n_docs - start < WEFT_SCAN_RUN ? n_docs - start : WEFT_SCAN_RUN;
+        const int64_t *to_global = pw->to_global != NULL ? pw->to_global + start : NULL;
+        unsigned ge = scan_run(sums + start, to_global, n, gate, &scored, run);
+        while (ge) {
+            int at = __builtin_ctz(ge);
+            int64_t doc = start + at;
+            ge &= ge - 1;
+            double score = run[at];
+            if (!(score >= gate)) continue; /* the gate rose within the run */
+            int64_t id = pw->to_global != NULL ? pw->to_global[doc] : pw->part->base + doc;
+            if (id < 0) continue; /* deleted or filtered out */
+            w->threshold = offer(&w->sel, score, id);
+            if (w->sel.failed) break;
+            gate = w->threshold > least ? w->threshold : least;
+        }
     }
+    w->documents_scored += scored;
+    if (start < n_docs) memset(sums + start, 0, (size_t)(n_docs - start) * sizeof(double)); /* a scan cut short */
 }
 
 /*
@@ -1020,6 +1156,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     int64_t total = 0, largest_part = 0;
     if (check_lists(lists, n_lists, n_parts, m, k, out_capacity, k1, b, avgdl, stats, &total, &largest_part) != 0)
         return -2;
+    if (check_impacts(lists, n_lists, parts, k1) != 0) return -2;
     if (total == 0) return 0;
     /* The candidates that exist bound k: never allocate for more. */
     if (k > total) k = total;
@@ -1044,11 +1181,12 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     for (int64_t p = 0, first = 0; p < n_parts && !w.sel.failed && !w.corrupt; p++) {
         part_walk pw = {&parts[p], (const double *)(uintptr_t)parts[p].norms,
                         (const int64_t *)(uintptr_t)parts[p].to_global, 0};
-        pw.n = open_cursors(&w, p, first, pw.part);
+        int dense = use_dense(&w, p, first, pw.part);
+        pw.n = open_cursors(&w, p, first, pw.part, dense);
         first += pw.n;
         if (w.corrupt) break;
         if (pw.n == 0) continue;
-        if (use_dense(&w, &pw)) {
+        if (dense) {
             if (pw.part->n_docs > sums_size) {
                 free(sums);
                 sums_size = pw.part->n_docs;
@@ -1074,6 +1212,70 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
         goto done;
     }
     result = collect(&w.sel, ids_out, scores_out, out_capacity);
+done:
+    walk_free(&w);
+    return result;
+}
+
+/*
+ * One list's impact table, which the dense pass reads instead of decoding the list and dividing
+ * once a posting (weftsearch.scorers.bm25.lists keeps one per snapshot, (k1, b, avgdl), segment
+ * and term, built on a term's first search there). row: one list descriptor (its term, part and
+ * impacts fields are ignored); norms: its part's n_docs length norms (the part table's, whose
+ * address the table records). table: table_words int64, which must be
+ * WEFT_IMPACT_HEADER + count + ceil(count / 2): the header (count, n_docs, the norms' address, k1's
+ * bits), then count float64 impacts impact(tf, norm(id), k1), then count uint32 local ids, by
+ * position in the list. The same impact() the kernel computes, so impact * weight is the
+ * contribution to the bit. Returns 0, -1 out of memory, -2 bad arguments, -3 the postings or their
+ * block table are corrupt (the same checks as a query's). O(count).
+ */
+int64_t weft_bm25_impacts(const int64_t *row_raw, const double *norms, int64_t n_docs, double k1, int64_t *table,
+                          int64_t table_words) {
+    const list_desc *row = (const list_desc *)row_raw;
+    int64_t count = row->count;
+    /* count <= (INT64_MAX - header) / 2 keeps header + count + ceil(count / 2) in range. */
+    if (count <= 0 || count > (INT64_MAX - WEFT_IMPACT_HEADER) / 2 || n_docs < 0 || !(k1 >= 0.0) ||
+        row->words < 0 || row->n_blocks != (count + WEFT_BLOCK - 1) / WEFT_BLOCK || norms == NULL || table == NULL)
+        return -2;
+    if (table_words != WEFT_IMPACT_HEADER + count + (count + 1) / 2) return -2;
+    if ((uint64_t)table_words > SIZE_MAX / sizeof(int64_t)) return -2;
+    list_desc one = *row;
+    one.term = 0;
+    one.part = 0;
+    one.impacts = 0;
+    part_desc part = {(int64_t)(uintptr_t)norms, 0, 0, n_docs};
+    double weight = 1.0;
+    walk w = {0};
+    w.lists = &one;
+    w.n_lists = 1;
+    w.weights = &weight;
+    w.k1 = k1;
+    w.b = 0.0; /* the bounds open_cursors computes are not used */
+    w.avgdl = 1.0;
+    w.bound_scale = 1.0;
+    w.threshold = -INFINITY;
+    int64_t result = -1;
+    if (!walk_alloc(&w, 1, 1)) goto done;
+    result = -3;
+    /* Checks the block table (widths, increasing last ids, the words, the last id below n_docs). */
+    if (open_cursors(&w, 0, 0, &part, 0) != 1 || w.corrupt) goto done;
+    cursor *c = &w.cursors[0];
+    double *impacts = (double *)(table + WEFT_IMPACT_HEADER);
+    uint32_t *ids_out = (uint32_t *)(impacts + count);
+    for (int64_t block = 0; block < c->n_blocks; block++) {
+        if (!decode_block(c, c->main, block)) goto done; /* ids not ending at the block's last id */
+        const uint32_t *tfs = block_tfs(c, c->main), *ids = c->main->ids;
+        int64_t n = block_count(c, block), start = block << WEFT_BLOCK_SHIFT;
+        for (int64_t i = 0; i < n; i++) {
+            ids_out[start + i] = ids[i]; /* below n_docs: they ascend to the last id, checked above */
+            impacts[start + i] = impact((double)tfs[i], norms[ids[i]], k1);
+        }
+    }
+    table[0] = count;
+    table[1] = n_docs;
+    table[2] = (int64_t)(uintptr_t)norms;
+    memcpy(&table[3], &k1, sizeof k1);
+    result = 0;
 done:
     walk_free(&w);
     return result;

@@ -25,6 +25,7 @@ import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -47,6 +48,8 @@ __all__ = [
     "compiled_blocks",
     "compiled_bm25",
     "compiled_bm25_available",
+    "impact_table",
+    "impact_table_words",
     "query",
     "query_batch",
     "top_k",
@@ -77,9 +80,10 @@ _INT = ctypes.c_int64
 _DOUBLE = ctypes.c_double
 
 
-@dataclass(frozen=True, slots=True)
-class KernelStats:
+class KernelStats(NamedTuple):
     """What one compiled query read (for benchmarks; the scores never depend on it).
+
+    A named tuple: one is made per query, and a frozen dataclass's ``__init__`` costs more.
 
     Attributes:
         blocks: blocks of 128 postings in the query terms' lists.
@@ -119,6 +123,8 @@ class CompiledBM25:
     ``dense_max_docs``: the library's ``weft_bm25_dense_max_docs`` (parts up to this many
     documents with long lists are scored densely; the tests set it to 0 to run block-max
     everywhere; nothing else may change it), or ``None`` in an older build.
+    ``impacts``: ``weft_bm25_impacts`` (a list's impact table for the dense pass, see
+    :func:`impact_table`), or ``None`` in an older build.
     """
 
     top_k: Callable[..., int]
@@ -126,6 +132,7 @@ class CompiledBM25:
     query: Callable[..., int] | None = None
     query_batch: Callable[..., int] | None = None
     dense_max_docs: ctypes.c_int64 | None = None
+    impacts: Callable[..., int] | None = None
 
 
 @cache
@@ -166,7 +173,12 @@ def _bind(library: ctypes.CDLL) -> CompiledBM25:
     batch.argtypes += [_DOUBLE, _INT, _INT, _POINTER, _POINTER, _POINTER, _POINTER]
     batch.restype = _INT
     dense = ctypes.c_int64.in_dll(library, "weft_bm25_dense_max_docs")
-    return CompiledBM25(top, blocks, query, batch, dense)
+    impacts = getattr(library, "weft_bm25_impacts", None)
+    if impacts is not None:
+        # row, norms, n_docs, k1, table, table_words.
+        impacts.argtypes = [_POINTER, _POINTER, _INT, _DOUBLE, _POINTER, _INT]
+        impacts.restype = _INT
+    return CompiledBM25(top, blocks, query, batch, dense, impacts)
 
 
 def compiled_bm25_available() -> bool:
@@ -269,6 +281,50 @@ def top_k(
         scratch.reserve(kept)  # more ties than room: run again (the same result, now written)
     stats = KernelStats(*scratch.stats.tolist())
     return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), stats
+
+
+# --------------------------------------------------------------------------- impact tables
+
+#: int64 words before an impact table's impacts (``WEFT_IMPACT_HEADER`` in ``_bm25.c``).
+_IMPACT_HEADER = 4
+
+
+def impact_table_words(count: int) -> int:
+    """int64 words of the impact table of a list of ``count`` postings (header, float64s, uint32s)."""
+    return _IMPACT_HEADER + count + (count + 1) // 2
+
+
+def impact_table(
+    function: Callable[..., int], row: NDArray[np.int64], norms: int, n_docs: int, k1: float
+) -> NDArray[np.int64]:
+    """One list's impact table (``weft_bm25_impacts``, no GIL held), which the dense pass reads.
+
+    ``row``: the list's descriptor (:data:`LIST_FIELDS` int64); ``norms``: the
+    address of its part's ``n_docs`` length norms as the part table holds them
+    (the table records it, and the kernel refuses the table with other norms or
+    another ``k1``). The table holds each posting's local id and impact
+    ``tf * (k1 + 1) / (tf + norm)``, computed by the kernel's own routine, so
+    ``impact * weight`` is the contribution to the bit and a query reading the
+    table neither decodes the list nor divides. 12 bytes a posting. O(postings).
+    ``function`` is :attr:`CompiledBM25.impacts`.
+
+    Raises:
+        CorruptListError: the postings or their block table do not decode (index 0).
+        MemoryError: the library could not allocate its working memory.
+        ValueError: the library refused the arguments (a bug of the caller).
+
+    """
+    row = np.ascontiguousarray(row, dtype=np.int64)
+    table = np.empty(impact_table_words(int(row[2])), dtype=np.int64)
+    code = function(row.ctypes.data, norms, n_docs, k1, table.ctypes.data, table.shape[0])
+    if code == -1:
+        raise MemoryError("the BM25 kernel could not allocate its working memory")
+    if code == -3:
+        raise CorruptListError(0)
+    if code != 0:
+        raise ValueError(f"the BM25 kernel refused its arguments (code {code})")  # a bug on this side
+    table.setflags(write=False)
+    return table
 
 
 # --------------------------------------------------------------------------- one query, by term
@@ -657,12 +713,32 @@ def _agrees_with_numpy(library: CompiledBM25) -> bool:
             [(rows.ctypes.data if rows.shape[0] else 0, rows.shape[0]) for rows in term_rows], dtype=np.int64
         )
         stats6 = np.zeros(6, dtype=np.int64)
-        for k, by_term in ((k, by_term) for k in (1, 5, 40, capacity) for by_term in (False, True)):
+        # The same rows again, each naming its impact table (the dense pass reads those instead).
+        tables: list[NDArray[np.int64]] = []
+        impact_rows = [term_table.copy() for term_table in term_rows]
+        if library.impacts is not None:
+            for term_table in impact_rows:
+                for row in term_table:
+                    part = int(row[6])
+                    norms_address = local_norms[part].ctypes.data
+                    try:
+                        tables.append(impact_table(library.impacts, row, norms_address, n_docs[part], k1))
+                    except (ValueError, CorruptListError):
+                        return False
+                    row[7] = tables[-1].ctypes.data
+        impact_refs = np.array(
+            [(table.ctypes.data if table.shape[0] else 0, table.shape[0]) for table in impact_rows],
+            dtype=np.int64,
+        )
+        modes = ("table", "by term", "impacts")
+        for k, mode in ((k, mode) for k in (1, 5, 40, capacity) for mode in modes):
+            by_term = mode != "table"
             outputs = (out_ids.ctypes.data, out_scores.ctypes.data, capacity, stats.ctypes.data)
             if by_term:
-                if library.query is None:
+                if library.query is None or (mode == "impacts" and library.impacts is None):
                     continue
-                by_term_inputs = (term_refs.ctypes.data, terms, weights.ctypes.data, parts.ctypes.data, 2)
+                refs = impact_refs if mode == "impacts" else term_refs
+                by_term_inputs = (refs.ctypes.data, terms, weights.ctypes.data, parts.ctypes.data, 2)
                 by_term_outputs = (*outputs[:3], stats6.ctypes.data)
                 kept = library.query(*by_term_inputs, k1, b, avgdl, k, 1.0, *by_term_outputs)
             else:

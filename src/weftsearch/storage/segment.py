@@ -381,6 +381,28 @@ class SegmentReader:
         )
         return table
 
+    def key_views(self) -> tuple[memoryview, memoryview, memoryview, memoryview, NDArray[np.str_] | None]:
+        """What resolving a search hit's key one document at a time reads, as memoryviews (no copy).
+
+        ``(state, checked, offsets, blob, decoded)``: the stored-record verdicts
+        :meth:`records_ok` keeps (0 unknown, 1 sound, 2 damaged) and the key
+        verdicts :meth:`keys_at` keeps (the same arrays, so a verdict either
+        records is seen here), the key table's offsets and bytes, and the keys
+        decoded by :meth:`keys` when that ran (else ``None``). A key is ready
+        to be read from the table when both verdicts say sound. O(1) after the
+        first call (the key table is checked then, once per reader).
+        """
+
+        def build() -> tuple[memoryview, memoryview, memoryview, memoryview]:
+            state = self._memo("stored.state", lambda: np.zeros(self.n_docs, dtype=np.uint8))
+            checked = self._memo("keys.checked", lambda: np.zeros(self.n_docs, dtype=bool))
+            blob, offsets = self._key_table()
+            return memoryview(state), memoryview(checked), memoryview(offsets), memoryview(blob)  # type: ignore[arg-type]
+
+        views: tuple[memoryview, memoryview, memoryview, memoryview] = self._memo("keys.views", build)
+        decoded: NDArray[np.str_] | None = self._cache.get("keys")
+        return (*views, decoded)
+
     def keys_at(self, local: NDArray[np.int64]) -> list[str]:
         """Keys of some documents, decoded one by one (no full key-table decode). O(len(local)).
 

@@ -655,25 +655,27 @@ class BM25Scorer:
             )
         return _Found(lists, query_tf, len(distinct), matched, postings)
 
-    @staticmethod
-    def _term_query(snapshot: Snapshot, query: Query) -> tuple[layout.TermQuery | None, int]:
+    def _term_query(self, snapshot: Snapshot, query: Query) -> tuple[layout.TermQuery | None, int]:
         """The query's one-call set-up (``None``: no term, or an empty snapshot) and its distinct terms.
 
         The numpy path's terms: the snapshot's cached analysis of the text,
         distinct, sorted, with their counts. O(terms) for terms seen before on
-        the snapshot (:func:`~weftsearch.scorers.bm25.lists.plan`).
+        the snapshot (:func:`~weftsearch.scorers.bm25.lists.plan`, which also
+        points the rows at the snapshot's impact tables for this scorer's
+        (k1, b) and the snapshot's average length).
         """
         terms = snapshot.query_terms(query.text) if query.text else []
         if not terms or snapshot.n_docs == 0:
             return None, len(set(terms))
+        impacts = (self.k1, self.b, self._avgdl(snapshot))
         if len(terms) == 1:
-            return layout.plan(snapshot, terms, None), 1
+            return layout.plan(snapshot, terms, None, impacts), 1
         distinct = sorted(set(terms))
         query_tf: list[float] | None = None
         if len(distinct) != len(terms):
             counts = Counter(terms)
             query_tf = [float(counts[term]) for term in distinct]
-        return layout.plan(snapshot, distinct, query_tf), len(distinct)
+        return layout.plan(snapshot, distinct, query_tf, impacts), len(distinct)
 
     @staticmethod
     def _weights(query_tf: NDArray[np.float64] | None, idf: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -31,7 +31,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,6 +48,7 @@ from weftsearch.storage.segment import SegmentReader
 __all__ = [
     "BLOCK_CACHE_TERMS",
     "FILTER_MAPS",
+    "IMPACT_CACHE_POSTINGS",
     "QueryLists",
     "TermQuery",
     "gather",
@@ -67,6 +68,12 @@ BLOCK_CACHE_TERMS = 65_536
 #: Terms whose lists (descriptors and live document counts) one snapshot remembers;
 #: past it the oldest is dropped. An entry is about 300 bytes plus 64 per segment.
 _SNAPSHOT_TERMS = 65_536
+
+#: Postings whose impact tables (:func:`plan`) one snapshot keeps per (k1, b, average
+#: length): at 12 bytes a posting (a local id and a float64 impact) about 48 MB at most,
+#: however many distinct terms are searched; past it the least recently used terms go.
+#: SciFact's 5,183 documents hold about 0.5 million postings in all.
+IMPACT_CACHE_POSTINGS = 4_000_000
 
 # --------------------------------------------------------------------------- block metadata
 
@@ -155,12 +162,14 @@ def _term_list(reader: SegmentReader, blocks: _SegmentBlocks, term: str) -> _Ter
 class _Parts:
     """A snapshot's segments as the kernel reads them (built once per snapshot).
 
-    ``rows``: per part, (address of its internal-id map or 0, base, local documents).
+    ``rows``: per part, (address of its internal-id map or 0, base, local documents);
+    ``smallest``: the fewest documents of a part (0 without parts).
     """
 
     rows: tuple[tuple[int, int, int], ...]
     keep: tuple[Any, ...]
     blocks: tuple[_SegmentBlocks, ...]
+    smallest: int = 0
 
 
 def _parts(snapshot: Snapshot) -> _Parts:
@@ -186,7 +195,8 @@ def _parts(snapshot: Snapshot) -> _Parts:
                 to_global = mapping.ctypes.data
             rows.append((to_global, part.base, n_docs))
             segment_blocks.append(blocks)
-        return _Parts(tuple(rows), tuple(keep), tuple(segment_blocks))
+        smallest = min((row[2] for row in rows), default=0)
+        return _Parts(tuple(rows), tuple(keep), tuple(segment_blocks), smallest)
 
     return snapshot.memo(("bm25 lists", "parts"), build)
 
@@ -472,9 +482,10 @@ def search_many(
 # --------------------------------------------------------------------------- one call per query
 
 
-@dataclass(frozen=True, slots=True)
-class TermQuery:
+class TermQuery(NamedTuple):
     """A query's set-up for ``weft_bm25_query``: per term its rows' address and count, and its weight.
+
+    A named tuple: made once per query, it costs a third of a frozen dataclass.
 
     Attributes:
         terms: the distinct query terms, sorted (the kernel's term order).
@@ -484,6 +495,8 @@ class TermQuery:
         matched: terms held by at least one live document of the snapshot.
         postings: live postings in the terms' lists (their document frequencies summed).
         lists: the terms' lists in the snapshot's segments (0: nothing to read).
+        held: the impact tables ``refs`` points into (kept alive while the query runs,
+            whatever the cache evicts meanwhile).
 
     """
 
@@ -494,9 +507,154 @@ class TermQuery:
     matched: int
     postings: int
     lists: int
+    held: tuple[Any, ...] = ()
 
 
-def plan(snapshot: Snapshot, terms: Sequence[str], query_tf: Sequence[float] | None) -> TermQuery:
+@dataclass(frozen=True, slots=True, eq=False)  # identity: `None in found` never calls __eq__
+class _ImpactTerm:
+    """One term's rows on a snapshot with their impact tables named (``_bm25.c``'s ``impacts`` field).
+
+    ``entry``: the term's :class:`_SnapshotTerm` (document frequency, IDF, plain
+    rows); ``tables``: the tables the rows point into (``weft_bm25_impacts``);
+    ``ref``: the pair ``weft_bm25_query`` takes for the term (the rows' address,
+    0 for a term in no segment, and their number) as 16 bytes, so a query joins
+    its terms' pairs in one call; ``postings``: postings the tables hold plus
+    one (what the cache counts against :data:`IMPACT_CACHE_POSTINGS`).
+    """
+
+    entry: _SnapshotTerm
+    rows: NDArray[np.int64]
+    tables: tuple[NDArray[np.int64], ...]
+    ref: bytes
+    postings: int
+
+
+class _ImpactCache:
+    """A map term -> :class:`_ImpactTerm`, bounded by postings held (first in, first out).
+
+    One per snapshot and (k1, b, average length): an impact depends on the
+    length norm, which the snapshot's average length sets, so a snapshot after
+    a commit, a delete or a merge starts with an empty cache (segments are
+    immutable, the collection's statistics are not). A look-up is one
+    dictionary read, without a lock (a query's set-up must stay a few
+    integers); insertions take the lock, and two threads may build the same
+    term (one insertion wins; both are the same bits). First in, first out
+    rather than least recently used for that reason: an evicted hot term is
+    built again on its next search, O(its postings). A term holding more
+    postings than the whole budget is not kept.
+    """
+
+    __slots__ = ("_budget", "_held", "_lock", "entries")
+
+    def __init__(self, budget: int) -> None:
+        self._budget = budget
+        self.entries: dict[str, _ImpactTerm] = {}
+        self._held = 0
+        self._lock = threading.Lock()
+
+    @property
+    def postings(self) -> int:
+        """Postings held now (at most the budget)."""
+        return self._held
+
+    def put(self, term: str, entry: _ImpactTerm) -> None:
+        """Keep ``entry`` for ``term`` (unless it is over the budget alone), evicting the oldest."""
+        if entry.postings > self._budget:
+            return
+        with self._lock:
+            if term in self.entries:
+                return
+            self.entries[term] = entry
+            self._held += entry.postings
+            while self._held > self._budget:
+                evicted = self.entries.pop(next(iter(self.entries)))
+                self._held -= evicted.postings
+
+
+def _impact_cache(snapshot: Snapshot, k1: float, b: float, avgdl: float) -> _ImpactCache:
+    """The snapshot's impact tables for (k1, b, avgdl) (:class:`_ImpactCache`)."""
+    return snapshot.memo(("bm25 lists", "impacts", k1, b, avgdl), lambda: _ImpactCache(IMPACT_CACHE_POSTINGS))
+
+
+def _impact_term(
+    library: CompiledBM25, snapshot: Snapshot, entry: _SnapshotTerm, k1: float, b: float, avgdl: float
+) -> _ImpactTerm:
+    """``entry``'s rows with an impact table for each segment the dense pass may score. O(postings there).
+
+    The dense pass is for segments of at most ``weft_bm25_dense_max_docs``
+    documents (:attr:`CompiledBM25.dense_max_docs`); larger ones keep their
+    rows as they are (block-max decodes what it reads). Each table is built
+    against the norms of the part table for (k1, b, avgdl), whose address
+    it records: the kernel refuses it with any other norms.
+
+    Raises:
+        CorruptIndexError: a segment's postings of the term do not decode (named).
+
+    """
+    function = library.impacts
+    assert function is not None and library.dense_max_docs is not None  # the caller checks
+    limit = library.dense_max_docs.value
+    parts_table, _ = _part_table(snapshot, k1, b, avgdl)
+    rows = entry.rows.copy()
+    tables: list[NDArray[np.int64]] = []
+    postings = 1 + int(rows.shape[0])  # a term without a table (or in no segment) costs a little too
+    for index in range(rows.shape[0]):
+        part = int(rows[index, 6])
+        n_docs = int(parts_table[part, 3])
+        if n_docs > limit:
+            continue
+        try:
+            table = kernel.impact_table(function, rows[index], int(parts_table[part, 0]), n_docs, k1)
+        except kernel.CorruptListError:
+            found = entry.keep[index]
+            raise CorruptIndexError(
+                f"{found.reader.path}: packed postings of term {found.term!r} do not decode"
+                " (the block table disagrees with the data)"
+            ) from None
+        tables.append(table)
+        rows[index, 7] = table.ctypes.data
+        postings += int(rows[index, 2])
+    rows.setflags(write=False)
+    address = rows.ctypes.data if rows.shape[0] else 0
+    ref = array.array("q", (address, int(rows.shape[0]))).tobytes()
+    return _ImpactTerm(entry, rows, tuple(tables), ref, postings)
+
+
+def _impact_terms(
+    snapshot: Snapshot, parts: _Parts, terms: Sequence[str], impacts: tuple[float, float, float]
+) -> list[_ImpactTerm] | None:
+    """Each term's :class:`_ImpactTerm` (its rows naming its impact tables), from the snapshot's cache.
+
+    ``None`` when the library cannot build tables (an older build) or no
+    segment is small enough for the dense pass. A term seen before on the
+    snapshot with these (k1, b, avgdl) costs one dictionary read; a term in
+    no segment is kept too (one unit of the budget: queries could add those
+    without end, the budget bounds them).
+    """
+    library = kernel.compiled_bm25()
+    if library is None or library.impacts is None or library.dense_max_docs is None:
+        return None
+    if not parts.rows or parts.smallest > library.dense_max_docs.value:
+        return None
+    cache = _impact_cache(snapshot, *impacts)
+    get = cache.entries.get
+    found = [get(term) for term in terms]
+    if None in found:
+        for index, term in enumerate(terms):
+            if found[index] is None:
+                entry = _terms(snapshot, parts, [term])[0]
+                built = _impact_term(library, snapshot, entry, *impacts)
+                cache.put(term, built)
+                found[index] = built
+    return found  # type: ignore[return-value]  # every None was filled
+
+
+def plan(
+    snapshot: Snapshot,
+    terms: Sequence[str],
+    query_tf: Sequence[float] | None,
+    impacts: tuple[float, float, float] | None = None,
+) -> TermQuery:
     """The set-up of one query on ``snapshot``: a cache look-up per term and a few integers.
 
     ``terms``: distinct, sorted; ``query_tf``: how often each occurs in the
@@ -507,16 +665,36 @@ def plan(snapshot: Snapshot, terms: Sequence[str], query_tf: Sequence[float] | N
     built by then). The weights are the numpy path's to the bit: ``qtf *
     idf`` is one float64 product either way. No numpy array is made
     unless the snapshot scores with a collection's statistics (a shard).
+
+    ``impacts``: the (k1, b, avgdl) the query will run with, to point its
+    rows at the snapshot's impact tables for them (built on a term's first
+    search, kept per snapshot, bounded by :data:`IMPACT_CACHE_POSTINGS`), so
+    the dense pass reads each posting's id and impact instead of decoding
+    and dividing: the same scores to the bit. ``None``, a library without
+    ``weft_bm25_impacts`` or no segment small enough for the dense pass: the
+    plain rows.
+
+    Raises:
+        CorruptIndexError: a term's postings do not decode (the term and segment are named).
+
     """
-    entries = _terms(snapshot, _parts(snapshot), terms)
+    parts = _parts(snapshot)
+    found = None if impacts is None else _impact_terms(snapshot, parts, terms, impacts)
+    held: tuple[_ImpactTerm, ...] = ()
     refs = array.array("q")
-    postings = matched = lists = 0
-    for entry in entries:
-        refs.append(entry.address)
-        refs.append(entry.n_rows)
-        lists += entry.n_rows
-        postings += entry.doc_freq
-        matched += entry.doc_freq != 0
+    if found is None:
+        entries = _terms(snapshot, parts, terms)
+        for entry in entries:
+            refs.append(entry.address)
+            refs.append(entry.n_rows)
+    else:
+        # A few list comprehensions over the query's terms, one join of their pairs.
+        held = tuple(found)
+        entries = [term.entry for term in found]
+        refs.frombytes(b"".join([term.ref for term in found]))
+    lists = sum([entry.n_rows for entry in entries])
+    postings = sum([entry.doc_freq for entry in entries])
+    matched = sum([entry.doc_freq != 0 for entry in entries])
     if snapshot.statistics is None:
         idf = [entry.idf for entry in entries]
     else:
@@ -527,7 +705,7 @@ def plan(snapshot: Snapshot, terms: Sequence[str], query_tf: Sequence[float] | N
         weights = array.array("d", idf)
     else:
         weights = array.array("d", [count * value for count, value in zip(query_tf, idf, strict=True)])
-    return TermQuery(terms, entries, refs, weights, matched, postings, lists)
+    return TermQuery(terms, entries, refs, weights, matched, postings, lists, held)
 
 
 def _part_table_for(
