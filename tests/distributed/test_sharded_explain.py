@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.distributed.building import close_all, sharded_copies
-from tests.distributed.test_sharded_fields import FIELD_SCHEMA, TITLED, document, fill, scorer
+from tests.distributed.test_sharded_fields import TITLED, document, fill, scorer
 from tests.querylang.strategies import trees
-from tests.scorers.test_bm25_tree import FIELD_DOCS, field_leaves
+from tests.scorers.test_bm25_tree import FIELD_DOCS, FIELD_SCHEMA, field_leaves
 from weftsearch import (
     RRF,
     BM25Scorer,
@@ -230,7 +230,7 @@ def test_results_of_a_search_name_the_cut_explained(titled: Any) -> None:
             "alpha", "a", RRF(), BM25Scorer(), snapshot=sharded[3].search("alpha", 3, RRF(), BM25Scorer())
         )
     with pytest.raises(InvalidParameterError, match="results of a search of this sharded index"):
-        index.explain("alpha", "a", RRF(), BM25Scorer(), snapshot="cut 1")  # type: ignore[arg-type]
+        index.explain("alpha", "a", RRF(), BM25Scorer(), snapshot="cut 1")
 
 
 class Unexplained:
