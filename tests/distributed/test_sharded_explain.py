@@ -38,7 +38,7 @@ from weftsearch import (
 )
 from weftsearch.distributed import ShardedIndex
 from weftsearch.engine.explanation import Explanation
-from weftsearch.errors import InvalidParameterError, UnknownKeyError
+from weftsearch.errors import InvalidParameterError, ShardUnavailableError, UnknownKeyError
 from weftsearch.querylang import BoolNode, PhraseNode, TermNode
 
 TEXTS = st.sampled_from(["alpha", "beta gamma", "running the", "epsilon alpha-beta", "the"])
@@ -225,6 +225,11 @@ def test_results_of_a_search_name_the_cut_explained(titled: Any) -> None:
     assert [t.to_dict() for t in again] == before
     now = index.explain_many("alpha", results.keys, RRF(), BM25Scorer())
     assert [t.to_dict() for t in now] != before
+    # Two cuts later the shards have let that cut go: the call names a shard, never a wrong tree.
+    index.add_many([Document(f"g{n}", "alpha beta") for n in range(6)], progress=False)
+    index.commit()
+    with pytest.raises(ShardUnavailableError, match=r"does not hold cut"):
+        index.explain_many("alpha", results.keys, RRF(), BM25Scorer(), snapshot=results)
     with pytest.raises(InvalidParameterError, match="results of a search of this sharded index"):
         index.explain(
             "alpha", "a", RRF(), BM25Scorer(), snapshot=sharded[3].search("alpha", 3, RRF(), BM25Scorer())
