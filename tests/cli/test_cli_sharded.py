@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from weftsearch import RRF, BM25Scorer, Document
+from weftsearch import RRF, BM25Scorer, Document, Index
 from weftsearch.cli import main
 from weftsearch.distributed import RECORD, ShardedIndex
 
@@ -80,12 +80,31 @@ def test_search_threads_on_a_sharded_index_is_one_line_exit_2(
     assert err.count("\n") == 1 and "--threads is for a single index" in err and str(sharded) in err
 
 
-def test_explain_terms_on_a_sharded_index_is_one_line_exit_2(
-    sharded: Path, capsys: pytest.CaptureFixture[str]
+def test_explain_terms_on_a_sharded_index_answers_as_one_index(
+    sharded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["search", "apple", "--index", str(sharded), "--explain-terms"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--explain-terms needs a single index" in err
+    """``--explain-terms`` on shards: the JSON (hits and their trees) and the text one index prints."""
+    single = tmp_path / "one"
+    with ShardedIndex.open(sharded, readonly=True) as index, Index.create(single) as one:
+        documents = [index.get(f"d{n:02d}") for n in range(1, 30)]
+        one.add_many(documents, progress=False)
+        one.commit()
+    for extra in ([], ["--syntax", "lucene"], ["--signals", "text,text", "-k", "7"]):
+        query = "apple OR cherry^2 -damson" if extra[:1] == ["--syntax"] else "apple pie"
+        answers = []
+        for where in (single, sharded):
+            argv = ["search", query, "--index", str(where), "--explain-terms", *extra]
+            assert main([*argv, "--json"]) == 0
+            payload = json.loads(capsys.readouterr().out)
+            assert main(argv) == 0
+            # From the first tree, up to the cursor (sealed with each index's own id).
+            printed = capsys.readouterr().out.split("why ", 1)[1].split("next page:")[0]
+            answers.append((payload["hits"], printed))
+        assert answers[1] == answers[0]
+        hits = answers[1][0]
+        assert hits and all(hit["explanation"]["value"] == hit["score"] for hit in hits)
+        assert "idf, computed as" in answers[1][1]
+        assert ("fused by" in answers[1][1]) == ("--signals" in extra)
 
 
 def test_scrub_checks_the_record_every_shard_and_its_place(

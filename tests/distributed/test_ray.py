@@ -131,9 +131,9 @@ def test_ray_shards_equal_the_single_index(small: tuple[Index, ShardedIndex]) ->
 def test_ray_shards_score_named_fields_highlight_and_refuse_as_one_index(
     cluster: str, tmp_path: Path
 ) -> None:
-    """Per-field statistics, prefix expansions and highlights travel through the actors as in-process."""
+    """Per-field statistics, prefix expansions, highlights and explanations go through the actors."""
     from tests.distributed.test_sharded_fields import REFUSAL_DOCS, REFUSAL_SCHEMA
-    from weftsearch.errors import InvalidQueryError, UnknownTextFieldError
+    from weftsearch.errors import InvalidQueryError, UnknownKeyError, UnknownTextFieldError
 
     single = Index.create(tmp_path / "one", schema=REFUSAL_SCHEMA)
     single.add_many(REFUSAL_DOCS, progress=False)
@@ -154,6 +154,14 @@ def test_ray_shards_score_named_fields_highlight_and_refuse_as_one_index(
             assert [hit.to_dict()["highlights"] for hit in got] == [
                 hit.to_dict()["highlights"] for hit in expected
             ]
+            # Explained through the actors: each breakdown on the key's shard, the collection's statistics.
+            keys = [document.key for document in REFUSAL_DOCS]
+            for scorers in ([scorer], [BM25Scorer(), bm25f]):
+                want = single.explain_many(query, keys, RRF(), *scorers, depth=3)
+                have = sharded.explain_many(query, keys, RRF(), *scorers, depth=3)
+                assert [tree.to_dict() for tree in have] == [tree.to_dict() for tree in want]
+        with pytest.raises(UnknownKeyError, match="'absent'"):
+            sharded.explain("zebra", "absent", RRF(), BM25Scorer())
         for text, error in [("w*", InvalidQueryError), ("body:x", UnknownTextFieldError)]:
             with pytest.raises(error):
                 sharded.search(Query.parse(text), 10, RRF(), BM25Scorer())

@@ -360,3 +360,29 @@ def test_a_ranking_that_needs_a_vector_none_was_sent_for_is_refused(
         "sharded"
         in clients[0].post("/v1/search", json={"text": "x", "spec": spec}).json()["error"]["message"]
     )
+
+
+@pytest.mark.parametrize("spec", ["bm25", "rrf(bm25, vector, k=60)@100", "rrf(bm25, graph(seed=bm25))"])
+@pytest.mark.parametrize("syntax", ["plain", "lucene"])
+def test_explain_terms_equals_the_single_index_server(
+    clients: tuple[TestClient, TestClient], queries: list[Query], spec: str, syntax: str
+) -> None:
+    """``explain_terms`` over shards: each hit's tree (the BM25 breakdown with the collection's idf)."""
+    over_shards, over_single = clients
+    for query in queries[:3]:
+        text = f"{query.text.split()[0]} OR ({query.text})" if syntax == "lucene" else query.text
+        asked = {**request_of(query, spec, 5, explain_terms=True, offset=2), "text": text, "syntax": syntax}
+        mine = over_shards.post("/v1/search", json=asked)
+        assert mine.status_code == 200, mine.text
+        theirs = over_single.post("/v1/search", json=asked).json()
+        hits = mine.json()["hits"]
+        assert hits and ranked(mine.json()) == ranked(theirs)
+        assert [hit["explanation"] for hit in hits] == [hit["explanation"] for hit in theirs["hits"]]
+        assert all(hit["explanation"]["value"] == hit["score"] for hit in hits)
+        assert any(tree["details"][0]["details"] for tree in (hit["explanation"] for hit in hits))
+    page = over_shards.post("/v1/search", json=request_of(queries[0], spec, 1)).json()
+    after = over_shards.post(
+        "/v1/search",
+        json={**request_of(queries[0], spec, 1, explain_terms=True), "after": page["next_cursor"]},
+    )
+    assert after.status_code == 400 and after.json()["error"]["field"] == "explain_terms"

@@ -57,7 +57,7 @@ from weftsearch.corpus import (
     load_vectors,
     write_trec_run,
 )
-from weftsearch.distributed.sharded import ShardedIndex
+from weftsearch.distributed.sharded import ShardedIndex, ShardedResults
 from weftsearch.embedders import Embedder
 from weftsearch.engine.explanation import Explanation
 from weftsearch.engine.facets import Facets
@@ -526,18 +526,18 @@ def _explanations(
 ) -> list[Explanation] | None:
     """Each hit's :meth:`Index.explain_many` tree when ``--explain-terms`` asks (``None``: not asked).
 
-    Raises:
-        InvalidParameterError: on a sharded index (it cannot explain terms yet).
-
+    A sharded index explains at the cut its search read (``snapshot=results``),
+    with the tree one index of the same documents gives.
     """
     if not args.explain_terms:
         return None
-    if not isinstance(index, Index):
-        raise InvalidParameterError(
-            "--explain-terms needs a single index; a sharded index cannot explain terms yet"
-        )
     arm = ranking.arm
     # The search's own depth, so each stream's part is the one the search gave.
+    if isinstance(index, ShardedIndex):
+        assert isinstance(results, ShardedResults)  # what a sharded index's search returns
+        return index.explain_many(
+            query, results.keys, arm.fuser, *arm.scorers, depth=results.depth, snapshot=results
+        )
     return index.explain_many(query, results.keys, arm.fuser, *arm.scorers, depth=results.depth)
 
 
@@ -893,7 +893,7 @@ def add_search_command(commands: Any) -> None:
         "--explain-terms",
         action="store_true",
         help="print each hit's score broken into streams, query terms and fields (idf, tf, lengths), "
-        "as Elasticsearch's _explain (a single index)",
+        "as Elasticsearch's _explain (one index or a sharded one)",
     )
     search.add_argument(
         "--highlight",

@@ -28,6 +28,8 @@ from weftsearch._atomic import write_atomic
 from weftsearch.analysis import get_analyzer
 from weftsearch.documents import Document, FieldValue
 from weftsearch.embedders import embedder_record
+from weftsearch.engine.explaining import scorer_breakdown
+from weftsearch.engine.explanation import Explanation
 from weftsearch.engine.facets import FacetCounts, count_facets
 from weftsearch.engine.filters import Filter, SegmentFields, segment_mask
 from weftsearch.engine.index import Index
@@ -61,6 +63,7 @@ __all__ = [
     "CutRef",
     "FieldRequest",
     "PrefixRequest",
+    "ShardBreakdowns",
     "ShardStatistics",
     "ShardStreams",
     "ShardLinks",
@@ -129,6 +132,9 @@ ShardLinks = tuple[list[str], NDArray[np.int64], list[str]]
 #: :meth:`LocalShard.search_inputs`' answer: the batch's streams (as :meth:`LocalShard.search`),
 #: one stream per input request, and one filter mask (over the shard's ids) per filter asked.
 ShardInputs = tuple[ShardStreams, list[ShardStream], list[NDArray[np.bool_]]]
+#: :meth:`LocalShard.explain`'s answer: the keys the cut lacks (then no breakdowns), else per scorer
+#: one explanation per key, ``None`` for a scorer without ``explain``.
+ShardBreakdowns = tuple[list[str], list[list[Explanation] | None]]
 #: A request for per-field statistics: a group of text fields (a sorted tuple of names; one
 #: field for a ``field:term`` leaf, BM25F's fields for its ``combined_fields`` df) and the
 #: query texts whose terms' df in any field of the group the coordinator needs.
@@ -413,6 +419,32 @@ class LocalShard:
             mask = view.filter_mask(condition)
             masks.append(np.ones(view.n_docs, np.bool_) if mask is None else np.asarray(mask, np.bool_))
         return streams, [stream for stream in answered if stream is not None], masks
+
+    def explain(
+        self,
+        cut: CutRef,
+        query: Query,
+        scorers: Sequence[Scorer],
+        keys: Sequence[str],
+        statistics: CollectionStatistics,
+    ) -> ShardBreakdowns:
+        """Each scorer's own breakdown of this shard's ``keys`` at ``cut``, with the collection's statistics.
+
+        The view the shard searched with (:meth:`search`), so a breakdown's
+        idf, N and average lengths are the collection's and its value is the
+        document's score in the stream. Per scorer, one explanation per key
+        (:func:`~weftsearch.engine.explaining.scorer_breakdown`; ``None`` for
+        a scorer without ``explain``). A key the cut lacks makes the answer
+        ``(absent keys, [])`` for the coordinator to name.
+
+        O(the scorers' breakdowns of ``keys``).
+        """
+        view = self._snapshot(cut).with_statistics(statistics)
+        ids = view.ids_of(list(keys))
+        absent = [key for key, found in zip(keys, ids.tolist(), strict=True) if found < 0]
+        if absent:
+            return absent, []
+        return [], [scorer_breakdown(scorer, view, query, ids) for scorer in scorers]
 
     def links(self, cut: CutRef) -> ShardLinks:
         """The shard's part of the collection's link table at ``cut`` (:data:`ShardLinks`).

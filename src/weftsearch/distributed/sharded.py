@@ -51,6 +51,13 @@ from tqdm.auto import tqdm
 from weftsearch._atomic import write_atomic
 from weftsearch.documents import Document, FieldValue
 from weftsearch.embedders import Embedder, check_embedder, embed_missing, get_embedder, match_record
+from weftsearch.engine.explaining import (
+    check_keys_count,
+    check_scorers,
+    explanation_trees,
+    scorer_breakdown,
+)
+from weftsearch.engine.explanation import Explanation
 from weftsearch.engine.facets import (
     Facets,
     add_facet_counts,
@@ -226,11 +233,13 @@ class ShardedResults(SearchResults):
 
     """
 
-    __slots__ = ("_refs", "missing_shards")
+    __slots__ = ("_owner", "_refs", "missing_shards")
 
     missing_shards: tuple[str, ...]
     #: The shards' states the search read (what its highlights are read from).
     _refs: tuple[CutRef, ...]
+    #: The id of the sharded index searched (what ``explain_many(snapshot=...)`` checks).
+    _owner: str
 
     @property
     def partial(self) -> bool:
@@ -1159,6 +1168,7 @@ class ShardedIndex:
             assert isinstance(paged, ShardedResults)  # _sliced keeps the class
             paged.missing_shards = results.missing_shards
             paged._refs = results._refs
+            paged._owner = results._owner
             results = paged
         if options is not None:
             table = _shard_highlights(self, results, _as_query(query), options, allow_partial)
@@ -1244,6 +1254,150 @@ class ShardedIndex:
                 results.facets = self.facets(_as_query(query), facets, facet_k, allow_partial=allow_partial)
         return answered
 
+    def explain(
+        self,
+        query: Query | str,
+        key: str,
+        fuser: Fuser,
+        *scorers: Scorer,
+        depth: int | None = None,
+        snapshot: ShardedResults | None = None,
+    ) -> Explanation:
+        """Why ``key`` ranks where it does for ``query``: :meth:`explain_many` of one key."""
+        return self.explain_many(query, [key], fuser, *scorers, depth=depth, snapshot=snapshot)[0]
+
+    def explain_many(
+        self,
+        query: Query | str,
+        keys: Sequence[str],
+        fuser: Fuser,
+        *scorers: Scorer,
+        depth: int | None = None,
+        snapshot: ShardedResults | None = None,
+    ) -> list[Explanation]:
+        """Each of ``keys``' explanation, the tree one :class:`~weftsearch.Index` of the same documents gives.
+
+        :meth:`Index.explain_many <weftsearch.Index.explain_many>`'s answer,
+        node for node and value for value: one search to ``depth`` over every
+        shard gives the root (the fused score) and each stream's rank and
+        contribution; each scorer's own breakdown (its optional ``explain``)
+        is computed on the key's shard with the collection statistics that
+        search scored with (:meth:`LocalShard.explain`), so idf's ``n`` and
+        ``N`` and the average lengths are the collection's. A whole-collection
+        scorer (a graph scorer) is explained here, on the link view it scored
+        on, when it offers ``explain`` (the graph scorers do not).
+
+        Args:
+            query: a :class:`~weftsearch.engine.query.Query` or plain text.
+            keys: the documents to explain (at most 1,000), in the order answered.
+            fuser: as :meth:`search`.
+            *scorers: as :meth:`search`.
+            depth: candidates per stream (``None``: 100, as one index explains).
+            snapshot: the results of a search of this sharded index, to explain
+                at the cut they read (as one index explains a snapshot it gave
+                out); ``None``: the current cut. The shards keep a cut until the
+                second cut after it, then the call names the shard that lost it.
+
+        Raises:
+            UnknownKeyError: a key the cut lacks (named).
+            InvalidParameterError: more than 1,000 keys, no scorer, what
+                :meth:`search` refuses, or a ``snapshot`` that is not a whole
+                search of this index.
+            ShardUnavailableError: a shard could not be reached.
+
+        O(one sharded search to ``depth``) plus one call per shard holding keys.
+
+        """
+        self._check_open()
+        keys = list(keys)
+        check_keys_count(keys)
+        for key in keys:
+            if not isinstance(key, str):
+                raise UnknownKeyError(f"document keys are strings, got {key!r}")
+        check_scorers(scorers)
+        cut = self._cut if snapshot is None else self._cut_of(snapshot)
+        wanted = 100 if depth is None else depth  # one index's default, so the same search
+        _, depth = _check_call(wanted, fuser, scorers, wanted)
+        [parsed] = self._embed_queries([_as_query(query)], cut, scorers)
+        [results], statistics, views = self._search_cut(cut, [parsed], depth, fuser, scorers, depth, False)
+        breakdowns = self._breakdowns(cut, parsed, keys, scorers, statistics, views.get(0))
+        return explanation_trees(keys, results, stream_labels(scorers), depth, breakdowns)
+
+    def _cut_of(self, results: object) -> _Cut:
+        """The cut ``results`` (a whole search of this sharded index) read.
+
+        Raises:
+            InvalidParameterError: not a :class:`ShardedResults` of this index, or a partial one.
+
+        """
+        if not isinstance(results, ShardedResults) or getattr(results, "_owner", None) != self._index_id:
+            raise InvalidParameterError(
+                "snapshot must be the results of a search of this sharded index (it names the cut read), "
+                f"got {type(results).__name__}"
+            )
+        if results.partial:
+            raise InvalidParameterError(
+                f"snapshot is a partial search (shards {', '.join(results.missing_shards)} missing): its "
+                "scores are not the collection's, so they cannot be explained"
+            )
+        return _Cut(results.generation, results._refs)
+
+    def _breakdowns(
+        self,
+        cut: _Cut,
+        query: Query,
+        keys: Sequence[str],
+        scorers: Sequence[Scorer],
+        statistics: CollectionStatistics,
+        view: LinkView | None,
+    ) -> list[list[Explanation] | None]:
+        """Per scorer, its breakdown of each of ``keys`` (``None``: it offers none).
+
+        The scorers the shards run explain there (one call per shard holding
+        keys, with ``statistics``); a whole-collection scorer explains here on
+        ``view``, the link view it ran on.
+
+        Raises:
+            UnknownKeyError: the first of ``keys`` its shard lacks at ``cut``.
+
+        """
+        count = len(self._names)
+        whole = [_whole_collection(scorer) for scorer in scorers]
+        on_shards = [scorer for scorer, here in zip(scorers, whole, strict=True) if not here]
+        wanted: dict[int, list[str]] = {}
+        for key in keys:
+            wanted.setdefault(shard_of(key, count), []).append(key)
+        arguments = {n: (cut.refs[n], query, on_shards, part, statistics) for n, part in wanted.items()}
+        found = self._group.call("explain", arguments, read=True) if arguments else {}
+        self._raise_missing(found)
+        absent = {key for answer in found.values() for key in answer[0]}
+        for key in keys:
+            if key in absent:
+                number = shard_of(key, count)
+                raise UnknownKeyError(
+                    f"no document with key {key!r} at cut {cut.number} (in shard {self._names[number]!r})"
+                )
+        rows: list[tuple[int, int]] = []
+        seen = {n: 0 for n in wanted}
+        for key in keys:
+            number = shard_of(key, count)
+            rows.append((number, seen[number]))
+            seen[number] += 1
+        out: list[list[Explanation] | None] = []
+        at = 0
+        for scorer, here in zip(scorers, whole, strict=True):
+            if here:
+                out.append(None if view is None else scorer_breakdown(scorer, view, query, view.ids_of(keys)))
+                continue
+            parts = {n: found[n][1][at] for n in found}
+            at += 1
+            # One scorer object went to every shard: it offers explain on all or on none.
+            if any(part is None for part in parts.values()):
+                out.append(None)
+                continue
+            out.append([parts[n][position] for n, position in rows])
+        return out
+
     def _search_many(
         self,
         queries: Sequence[Query | str],
@@ -1267,6 +1421,24 @@ class ShardedIndex:
             return []
         cut = self._cut
         batch = self._embed_queries(batch, cut, scorers)
+        return self._search_cut(cut, batch, k, fuser, scorers, depth, allow_partial)[0]
+
+    def _search_cut(
+        self,
+        cut: _Cut,
+        batch: list[Query],
+        k: int,
+        fuser: Fuser,
+        scorers: Sequence[Scorer],
+        depth: int,
+        allow_partial: bool,
+    ) -> tuple[list[ShardedResults], CollectionStatistics, dict[int, LinkView]]:
+        """The three phases over ``cut`` for checked, embedded queries.
+
+        Returns the results, the collection statistics every shard scored
+        with and, per query with a whole-collection scorer, the link view it
+        ran on: what :meth:`explain_many` explains the scores with.
+        """
         everyone = range(len(self._names))
         labels = stream_labels(scorers)
         graph: _LinkTable | None = None
@@ -1308,12 +1480,14 @@ class ShardedIndex:
             live = [n for n in live if n not in missing]
         names = [self._names[n] for n in live]
         merged = []
+        # Per query, the link view (with its filter's mask) its whole-collection scorers ran on.
+        views: dict[int, LinkView] = {}
         for row in range(len(batch)):
             columns: list[list[tuple[str | None, ShardStream]]] = []
             for column in range(len(scorers)):
                 if column in plan.whole:
                     assert graph is not None  # built above whenever plan.whole
-                    stream = self._collection_stream(
+                    stream, views[row] = self._collection_stream(
                         graph, plan, answers, live, batch[row], row, column, depth
                     )
                     columns.append([(None, stream)])
@@ -1321,9 +1495,10 @@ class ShardedIndex:
                     at = plan.on_shards.index(column)
                     columns.append([(name, streams[n][row][at]) for name, n in zip(names, live, strict=True)])
             merged.append(self._merge(columns, k, depth, fuser))
-        return self._fetch(
+        results = self._fetch(
             cut, merged, labels, depth, tuple(self._names[n] for n in sorted(missing)), allow_partial
         )
+        return results, statistics, views
 
     def _embed_queries(self, batch: list[Query], cut: _Cut, scorers: Sequence[Scorer]) -> list[Query]:
         """``batch`` with text and no vector given their text's vector, once, here, when a scorer needs one.
@@ -1377,8 +1552,11 @@ class ShardedIndex:
         row: int,
         column: int,
         depth: int,
-    ) -> ShardStream:
-        """A whole-collection scorer's stream for one query, run here on the collection's link view."""
+    ) -> tuple[ShardStream, LinkView]:
+        """A whole-collection scorer's stream for one query, run here on the collection's link view.
+
+        Returned with that view (the query's filter mask set), which explains the stream.
+        """
         view = graph.view
         mask = None
         if query.filter is not None:
@@ -1406,7 +1584,7 @@ class ShardedIndex:
         optional: Any = scorer  # the optional protocol (its stream is checked below)
         produced = optional.score_inputs(query_view, query, depth, inputs)
         stream = canonical_stream(produced, query_view, depth, label, query_view.allowed(query))
-        return _shard_stream(query_view, stream)
+        return _shard_stream(query_view, stream), query_view
 
     def _missing(self, results: Mapping[int, Any], allow_partial: bool) -> set[int]:
         missing = {n for n, value in results.items() if isinstance(value, ShardUnavailableError)}
@@ -1491,6 +1669,7 @@ class ShardedIndex:
             assert isinstance(result, ShardedResults)  # _from_arrays builds its own class
             result.missing_shards = missing
             result._refs = cut.refs
+            result._owner = self._index_id
             results.append(result)
         return results
 

@@ -20,11 +20,25 @@ from numpy.typing import NDArray
 from weftsearch.engine.explanation import Explanation
 from weftsearch.engine.protocols import Fuser, Scorer
 from weftsearch.engine.query import Query
-from weftsearch.engine.search import PASSTHROUGH, Hit, _as_query, search_snapshot, stream_labels
+from weftsearch.engine.search import (
+    PASSTHROUGH,
+    Hit,
+    SearchResults,
+    _as_query,
+    search_snapshot,
+    stream_labels,
+)
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import InvalidParameterError, UnknownKeyError
 
-__all__ = ["MAX_EXPLAINED", "explain_keys"]
+__all__ = [
+    "MAX_EXPLAINED",
+    "check_keys_count",
+    "check_scorers",
+    "explain_keys",
+    "explanation_trees",
+    "scorer_breakdown",
+]
 
 #: Most documents one call explains (each is a tree of Python objects; a results page is far fewer).
 MAX_EXPLAINED = 1_000
@@ -56,24 +70,67 @@ def explain_keys(
     O(one search to ``depth``) plus the scorers' breakdowns of ``keys``.
 
     """
-    if len(keys) > MAX_EXPLAINED:
-        raise InvalidParameterError(
-            f"at most {MAX_EXPLAINED} documents are explained a call, got {len(keys)}"
-        )
+    check_keys_count(keys)
     ids = snapshot.ids_of(list(keys))
     for key, found in zip(keys, ids.tolist(), strict=True):
         if found < 0:
             raise UnknownKeyError(
                 f"no document with key {key!r} in this snapshot (generation {snapshot.generation})"
             )
-    if not scorers:
-        raise InvalidParameterError("explain needs at least one scorer")
+    check_scorers(scorers)
     depth = 100 if depth is None else depth
     parsed = _as_query(query)
     results = search_snapshot(snapshot, parsed, depth, fuser, scorers, depth)
+    breakdowns = [scorer_breakdown(scorer, snapshot, parsed, ids) for scorer in scorers]
+    return explanation_trees(keys, results, stream_labels(scorers), depth, breakdowns)
+
+
+def check_keys_count(keys: Sequence[str]) -> None:
+    """Refuse more than :data:`MAX_EXPLAINED` keys.
+
+    Raises:
+        InvalidParameterError: too many keys (the count named).
+
+    """
+    if len(keys) > MAX_EXPLAINED:
+        raise InvalidParameterError(
+            f"at most {MAX_EXPLAINED} documents are explained a call, got {len(keys)}"
+        )
+
+
+def check_scorers(scorers: Sequence[Scorer]) -> None:
+    """Refuse an explanation without scorers.
+
+    Raises:
+        InvalidParameterError: no scorer.
+
+    """
+    if not scorers:
+        raise InvalidParameterError("explain needs at least one scorer")
+
+
+def explanation_trees(
+    keys: Sequence[str],
+    results: SearchResults,
+    labels: Sequence[str],
+    depth: int,
+    breakdowns: Sequence[Sequence[Explanation] | None],
+) -> list[Explanation]:
+    """Each key's tree from a search to ``depth`` and each scorer's breakdowns of the keys.
+
+    Shared by one index and a sharded one, so both give the same tree for the
+    same search: the root is the key's fused score (0 when it is not among the
+    top ``depth``), one child per stream, the scorer's breakdown under it.
+
+    Args:
+        keys: the documents explained, in order.
+        results: the search to ``depth`` (``k = depth``) the explanation reads.
+        labels: the streams' labels (:func:`stream_labels` of the scorers).
+        depth: candidates per stream of that search.
+        breakdowns: per scorer, one explanation per key (``None``: it offers none).
+
+    """
     by_key = {hit.key: hit for hit in results}
-    labels = stream_labels(scorers)
-    breakdowns = [_breakdown(scorer, snapshot, parsed, ids) for scorer in scorers]
     out = []
     for row, key in enumerate(keys):
         hit = by_key.get(key)
@@ -102,10 +159,19 @@ def explain_keys(
     return out
 
 
-def _breakdown(
+def scorer_breakdown(
     scorer: Scorer, snapshot: Snapshot, query: Query, ids: NDArray[np.int64]
 ) -> list[Explanation] | None:
-    """The scorer's own explanations of ``ids`` (``None``: the scorer offers none)."""
+    """The scorer's own explanations of ``ids`` of ``snapshot`` (``None``: the scorer offers none).
+
+    Read through the optional ``explain`` method, never by the scorer's type.
+    A sharded index calls it on each shard's view with the collection's
+    statistics, with that shard's ids.
+
+    Raises:
+        InvalidParameterError: the scorer's answer is not one Explanation per id.
+
+    """
     explain = getattr(scorer, "explain", None)
     if explain is None:
         return None

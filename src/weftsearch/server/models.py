@@ -108,8 +108,8 @@ class SearchRequest(QueryIn, RankingIn):
     explain_terms: bool = Field(
         default=False,
         description="each hit's explanation: its score broken into streams, query terms and fields "
-        "(idf, tf, lengths; Elasticsearch's _explanation); a single index, offset pages (not after): "
-        "one more search of the same snapshot",
+        "(idf, tf, lengths; Elasticsearch's _explanation); offset pages (not after): one more search "
+        "of the same snapshot (a sharded index: of the same cut, the tree one index gives)",
     )
     offset: int = Field(
         default=0,

@@ -17,12 +17,15 @@ through the object the caller opened), so the dependency rules hold.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from weftsearch.documents import Document
+from weftsearch.engine.explanation import Explanation
+from weftsearch.engine.protocols import Fuser, Scorer
+from weftsearch.engine.query import Query
 from weftsearch.engine.searchable import Searchable
 from weftsearch.errors import InvalidParameterError
 from weftsearch.ranking.profiles import ProfileStore
@@ -68,6 +71,18 @@ class SupportsShardedServing(ServedIndex, Protocol):
 
     def recorded_index_id(self) -> str:
         """The sharded index id the record on disk names now (read again and checked)."""
+        ...
+
+    def explain_many(
+        self,
+        query: Query | str,
+        keys: Sequence[str],
+        fuser: Fuser,
+        *scorers: Scorer,
+        depth: int | None = None,
+        snapshot: Any = None,
+    ) -> list[Explanation]:
+        """Each key's explanation, one index's tree; ``snapshot``: the results whose cut is explained."""
         ...
 
 

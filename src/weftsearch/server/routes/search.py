@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 from fastapi import APIRouter
 
@@ -19,6 +19,7 @@ from weftsearch.server.models import (
     SearchRequest,
     SearchResponse,
 )
+from weftsearch.server.sharded import SupportsShardedServing
 from weftsearch.server.state import Ranking, Served
 
 __all__ = ["router"]
@@ -108,25 +109,21 @@ def search(body: SearchRequest, state: Served) -> dict[str, Any]:
     if body.offset + body.k > state.limits.max_k:
         error = state.too_large("offset + k", body.offset + body.k, state.limits.max_k, "max_k")
         raise ApiError(error.status, error.kind, error.message, "offset")
-    # Hits are explained on the snapshot they were found in (a single index, an offset page).
-    if body.explain_terms and (body.after is not None or not isinstance(state.index, Index)):
+    # Hits are explained on the state they were found in (an index's snapshot, a sharded index's
+    # cut), on offset pages: a cursor names a state the explanation would not read.
+    if body.explain_terms and body.after is not None:
         raise ApiError(
             400,
             "InvalidParameterError",
-            "explain_terms explains the hits of a single index's offset pages"
-            + (
-                " (not a cursor page: give offset instead of after)"
-                if body.after is not None
-                else " (this server serves a sharded index)"
-            ),
+            "explain_terms explains the hits of offset pages "
+            "(not a cursor page: give offset instead of after)",
             "explain_terms",
         )
     highlight = highlight_options(body.highlight)
     ranking = state.ranking(body)
     state.adopt_commits()
     (query,), (source,) = state.queries([(body, "")], ranking)
-    explaining = body.explain_terms and isinstance(state.index, Index)
-    snapshot = state.index.snapshot() if explaining and isinstance(state.index, Index) else None
+    snapshot = state.index.snapshot() if body.explain_terms and isinstance(state.index, Index) else None
     try:
         with about_field("highlight" if highlight is not None else None):
             (results,) = state.run_search(
@@ -145,17 +142,21 @@ def search(body: SearchRequest, state: Served) -> dict[str, Any]:
             exc.field = "facets"  # an unknown facet field, not a filter's (same error type)
         raise
     answer = search_body(results, ranking, body.explain, source)
-    if snapshot is not None and isinstance(state.index, Index) and len(results):
-        # One more search of the same snapshot explains the page's hits.
+    if body.explain_terms and len(results):
+        # One more search of the same snapshot (or cut: the results name it) explains the page's hits.
+        index = state.index
+        arm = ranking.arm
         with about_field("explain"):
-            explained = state.index.explain_many(
-                query,
-                results.keys,
-                ranking.arm.fuser,
-                *ranking.arm.scorers,
-                depth=results.depth,
-                snapshot=snapshot,
-            )
+            if isinstance(index, Index):
+                explained = index.explain_many(
+                    query, results.keys, arm.fuser, *arm.scorers, depth=results.depth, snapshot=snapshot
+                )
+            else:
+                # create_app took it through check_sharded: a SupportsShardedServing.
+                sharded = cast(SupportsShardedServing, index)
+                explained = sharded.explain_many(
+                    query, results.keys, arm.fuser, *arm.scorers, depth=results.depth, snapshot=results
+                )
         for row, explanation in zip(answer["hits"], explained, strict=True):
             row["explanation"] = explanation.to_dict()
     return {
