@@ -10,8 +10,10 @@ keys, the same score bits and the same order, ties included.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator, Sequence
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -138,17 +140,21 @@ def test_a_corrupt_block_is_a_typed_error_naming_the_term() -> None:
     assert packed is not None
     meta = np.array(packed[1], dtype=np.uint32)
     meta[0] += 1  # the first block's last id is no longer what its gaps decode to
-    real = layout_module.gather
+    real = layout_module._terms
 
-    def damaged(snap: Snapshot, terms: Sequence[str]) -> layout_module.QueryLists:
-        found = real(snap, terms)
-        table = found.table.copy()
-        table[0, 3] = meta.ctypes.data  # row 0: alpha (sorted first) in the one segment
-        return layout_module.QueryLists(found.doc_freq, table, found.keep)
+    def damaged(snap: Snapshot, parts: Any, terms: Sequence[str]) -> list[Any]:
+        found = []
+        for term, entry in zip(terms, real(snap, parts, terms), strict=True):
+            if term == "alpha":  # its one row (one segment) points at the damaged table
+                rows = entry.rows.copy()
+                rows[0, 3] = meta.ctypes.data
+                entry = dataclasses.replace(entry, rows=rows, address=rows.ctypes.data)
+            found.append(entry)
+        return found
 
     tree = BoolNode(must=(TermNode("alpha"), TermNode("beta")))
     with (
-        mock.patch.object(layout_module, "gather", damaged),
+        mock.patch.object(layout_module, "_terms", damaged),
         pytest.raises(CorruptIndexError, match="term 'alpha' do not decode"),
     ):
         BM25Scorer(1.2, 0.75).score(snapshot, Query(tree=tree), 5)

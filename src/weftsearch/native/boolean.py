@@ -12,8 +12,17 @@ trees fit and how a snapshot becomes those arrays is
 
 The kernel drives each segment by its rarest must list and moves the others
 to each candidate by their blocks' last ids, decoding a block only when it can
-hold the candidate; phrases are verified on the candidates that pass the
-conjunction, the tombstones, the filter and the must_not terms. Scores are
+hold the candidate; once it holds k results, a block of the driving list
+whose clauses' block-max bounds cannot reach the k-th score is passed without
+decoding it or moving the others (block-max, as ``_bm25.c`` for
+disjunctions); phrases are verified on the candidates that pass the
+conjunction, the tombstones, the filter and the must_not terms, and whose
+bound reaches the k-th score.
+
+:func:`query` (``weft_boolean_query``) takes each slot's cached descriptor
+rows (the rows :mod:`weftsearch.scorers.bm25.lists` keeps per snapshot and
+term for ``_bm25.c``) and lays them out by segment in C; :func:`top_k` takes
+a table laid out by the caller. Scores are
 :mod:`weftsearch.scorers.bm25.tree`'s numpy evaluation to the bit (the same
 float64 operations in the same order; checked on load), every document tied
 with the k-th score is returned, and the GIL is released for the whole call.
@@ -47,10 +56,13 @@ __all__ = [
     "MUST_NOT",
     "PHRASE",
     "SHOULD",
+    "SLOT_FIELDS",
     "BooleanStats",
+    "CompiledBoolean",
     "CorruptSlotError",
     "compiled_boolean",
     "positions_tables",
+    "query",
     "top_k",
 ]
 
@@ -60,6 +72,8 @@ DISABLE_VARIABLE = BOOLEAN_SWITCH
 #: int64 fields of one list descriptor and one clause descriptor (see ``_boolean.c``).
 LIST_FIELDS = 12
 CLAUSE_FIELDS = 4
+#: int64 fields per slot of :func:`query`: rows address, rows, positions fields address (or 0).
+SLOT_FIELDS = 3
 #: Most term slots (a phrase takes one per term) and clauses in one call (``_boolean.c``'s limits).
 MAX_SLOTS = 64
 MAX_CLAUSES = 64
@@ -83,6 +97,7 @@ class BooleanStats:
         candidates: documents holding every must term (before tombstones, filter,
             must_not terms and phrases).
         documents_scored: documents that matched and were scored.
+        windows_skipped: blocks of the driving list passed by their block-max bound.
 
     """
 
@@ -91,6 +106,15 @@ class BooleanStats:
     postings: int
     candidates: int
     documents_scored: int
+    windows_skipped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledBoolean:
+    """The bound library: ``weft_boolean_top_k`` (a laid-out table), ``weft_boolean_query`` (cached rows)."""
+
+    top_k: Callable[..., int]
+    query: Callable[..., int]
 
 
 class CorruptSlotError(CorruptIndexError):
@@ -126,68 +150,67 @@ def positions_tables(
 
 
 @cache
-def compiled_boolean() -> Callable[..., int] | None:
-    """``weft_boolean_top_k`` bound and self-checked, or ``None`` (trees are scored by numpy)."""
+def compiled_boolean() -> CompiledBoolean | None:
+    """The library bound and self-checked, or ``None`` (trees are scored by numpy)."""
     return load_library("_boolean", _bind, _agrees_with_formula)
 
 
-def _bind(library: ctypes.CDLL) -> Callable[..., int]:
-    function = library.weft_boolean_top_k
-    # lists, n_slots, clauses, n_clauses, weights, boosts, root_boost, parts, n_parts, k1, k,
-    # ids_out, scores_out, out_capacity, stats.
-    function.argtypes = [_POINTER, _INT, _POINTER, _INT, _POINTER, _POINTER, _DOUBLE, _POINTER, _INT]
-    function.argtypes += [_DOUBLE, _INT, _POINTER, _POINTER, _INT, _POINTER]
-    function.restype = _INT
-    return function
+def _bind(library: ctypes.CDLL) -> CompiledBoolean:
+    functions = []
+    for name, first in (("weft_boolean_top_k", _POINTER), ("weft_boolean_query", _POINTER)):
+        function = getattr(library, name)
+        # lists (or slot refs), n_slots, clauses, n_clauses, weights, boosts, root_boost, parts,
+        # n_parts, k1, b, avgdl, k, ids_out, scores_out, out_capacity, stats.
+        function.argtypes = [first, _INT, _POINTER, _INT, _POINTER, _POINTER, _DOUBLE, _POINTER, _INT]
+        function.argtypes += [_DOUBLE, _DOUBLE, _DOUBLE, _INT, _POINTER, _POINTER, _INT, _POINTER]
+        function.restype = _INT
+        functions.append(function)
+    return CompiledBoolean(*functions)
 
 
-_scratch = Scratch()
+class _Scratch(Scratch):
+    """:class:`Scratch` with six counters (the kernel's statistics)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stats = np.zeros(6, dtype=np.int64)
+        self.stats_address = self.stats.ctypes.data
 
 
-def top_k(
+_scratch = _Scratch()
+
+
+def _call(
     function: Callable[..., int],
-    lists: NDArray[np.int64],
+    first: int,
     n_slots: int,
-    clauses: NDArray[np.int64],
-    weights: NDArray[np.float64],
-    boosts: NDArray[np.float64],
+    clauses: int,
+    n_clauses: int,
+    weights: int,
+    boosts: int,
     root_boost: float,
     parts: NDArray[np.int64],
     k1: float,
+    b: float,
+    avgdl: float,
     k: int,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64], BooleanStats]:
-    """Every matching document scoring at least the k-th best score, best first (score desc, internal id asc).
-
-    ``lists``: int64 ``(parts * n_slots, 8)``, row ``p * slots + s`` slot ``s``
-    in part ``p`` (count 0: absent there); ``clauses``: int64 ``(clauses, 4)``
-    in the tree's summing order. Ties with the k-th score are all returned.
-    Runs without the GIL. O(candidates * clauses * log) plus the blocks
-    decoded; blocks past which a list is moved are not decoded.
-
-    Raises:
-        CorruptSlotError: a row's postings or positions do not decode.
-        MemoryError: the library could not allocate its working memory.
-        ValueError: the library refused the arguments (a bug of the caller).
-
-    """
-    lists = np.ascontiguousarray(lists, dtype=np.int64)
-    clauses = np.ascontiguousarray(clauses, dtype=np.int64)
-    weights = np.ascontiguousarray(weights, dtype=np.float64)
-    boosts = np.ascontiguousarray(boosts, dtype=np.float64)
-    parts = np.ascontiguousarray(parts, dtype=np.int64)
+    """One kernel call into this thread's scratch (again with more room when the ties need it)."""
     scratch = _scratch
     while True:
         kept = function(
-            lists.ctypes.data,
+            first,
             n_slots,
-            clauses.ctypes.data,
-            clauses.shape[0],
-            weights.ctypes.data,
-            boosts.ctypes.data,
+            clauses,
+            n_clauses,
+            weights,
+            boosts,
             root_boost,
             parts.ctypes.data,
             parts.shape[0],
             k1,
+            b,
+            avgdl,
             k,
             scratch.ids_address,
             scratch.scores_address,
@@ -207,10 +230,95 @@ def top_k(
     return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), stats
 
 
+def query(
+    library: CompiledBoolean,
+    slots: int,
+    n_slots: int,
+    clauses: int,
+    n_clauses: int,
+    weights: int,
+    boosts: int,
+    root_boost: float,
+    parts: NDArray[np.int64],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], BooleanStats]:
+    """:func:`top_k` from each slot's cached rows (``weft_boolean_query``), arguments by address.
+
+    ``slots``: the address of :data:`SLOT_FIELDS` int64 per slot (its rows'
+    address and count, its positions fields' address or 0); ``clauses``,
+    ``weights``, ``boosts``: addresses of int64 ``(n_clauses, 4)`` and float64
+    ``n_clauses`` each, which the caller keeps alive for the call. ``b`` and
+    ``avgdl`` are the norms' own (the block bounds recompute a block's
+    smallest norm). Runs without the GIL.
+
+    Raises:
+        CorruptSlotError: a row's postings or positions do not decode (``index``: part * slots + slot).
+        MemoryError: the library could not allocate its working memory.
+        ValueError: the library refused the arguments (a bug of the caller).
+
+    """
+    return _call(
+        library.query, slots, n_slots, clauses, n_clauses, weights, boosts, root_boost, parts, k1, b, avgdl, k
+    )
+
+
+def top_k(
+    library: CompiledBoolean,
+    lists: NDArray[np.int64],
+    n_slots: int,
+    clauses: NDArray[np.int64],
+    weights: NDArray[np.float64],
+    boosts: NDArray[np.float64],
+    root_boost: float,
+    parts: NDArray[np.int64],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], BooleanStats]:
+    """Every matching document scoring at least the k-th best score, best first (score desc, internal id asc).
+
+    ``lists``: int64 ``(parts * n_slots, LIST_FIELDS)``, row ``p * slots + s`` slot ``s``
+    in part ``p`` (count 0: absent there); ``clauses``: int64 ``(clauses, 4)``
+    in the tree's summing order. Ties with the k-th score are all returned.
+    Runs without the GIL. O(candidates * clauses * log) plus the blocks
+    decoded; blocks past which a list is moved are not decoded.
+
+    Raises:
+        CorruptSlotError: a row's postings or positions do not decode.
+        MemoryError: the library could not allocate its working memory.
+        ValueError: the library refused the arguments (a bug of the caller).
+
+    """
+    lists = np.ascontiguousarray(lists, dtype=np.int64)
+    clauses = np.ascontiguousarray(clauses, dtype=np.int64)
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    boosts = np.ascontiguousarray(boosts, dtype=np.float64)
+    parts = np.ascontiguousarray(parts, dtype=np.int64)
+    return _call(
+        library.top_k,
+        lists.ctypes.data,
+        n_slots,
+        clauses.ctypes.data,
+        clauses.shape[0],
+        weights.ctypes.data,
+        boosts.ctypes.data,
+        root_boost,
+        parts,
+        k1,
+        b,
+        avgdl,
+        k,
+    )
+
+
 # --------------------------------------------------------------------------- the self-check
 
 
-def _agrees_with_formula(function: Callable[..., int]) -> bool:
+def _agrees_with_formula(function: CompiledBoolean) -> bool:
     """Random texts, one tombstoned segment: every clause role against Python floats, every bit."""
     rng = np.random.default_rng(1)
     n_docs, vocabulary = 400, 5
@@ -284,7 +392,7 @@ def _agrees_with_formula(function: Callable[..., int]) -> bool:
     expected.sort(key=lambda item: (-item[0], item[1]))
     for k in (1, 3, 1000):
         got_ids, got_scores, _ = top_k(
-            function, lists, len(slots), clauses, weights, boosts, 1.5, parts, k1, k
+            function, lists, len(slots), clauses, weights, boosts, 1.5, parts, k1, b, avgdl, k
         )
         want = expected if k >= len(expected) else [e for e in expected if e[0] >= expected[k - 1][0]]
         if [(float(s), int(i)) for s, i in zip(got_scores, got_ids, strict=True)] != want:

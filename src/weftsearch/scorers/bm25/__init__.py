@@ -990,18 +990,14 @@ class BM25Scorer:
         tree = query.tree
         if tree is None or snapshot.n_docs == 0 or self._bm25f:
             return None  # the kernel scores plain BM25 over the default field
-        function = boolean_kernel.compiled_boolean()
-        if function is None:
+        library = boolean_kernel.compiled_boolean()
+        if library is None:
             return None
         laid_out = conjunction.plan(snapshot, tree)
         if laid_out is None:
             return None
-
-        def idf(terms: list[str], live: NDArray[np.int64]) -> NDArray[np.float64]:
-            return lucene_idf(snapshot.collection_n_docs, snapshot.collection_doc_freq(terms, live))
-
         found = conjunction.score(
-            function, snapshot, laid_out, idf, self.k1, self.b, self._avgdl(snapshot), k, allowed
+            library, snapshot, laid_out, self.k1, self.b, self._avgdl(snapshot), k, allowed
         )
         if found is None:
             return None

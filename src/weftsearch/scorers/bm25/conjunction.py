@@ -20,9 +20,9 @@ up to :data:`POSITIONS_TERMS` terms).
 
 from __future__ import annotations
 
+import array
 import threading
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from weftsearch.errors import CorruptIndexError
 from weftsearch.native import boolean as kernel
 from weftsearch.querylang import BoolNode, Node, PhraseNode, TermNode
 from weftsearch.schema import DEFAULT_FIELD
+from weftsearch.scorers.bm25.idf import lucene_idf
 
 __all__ = ["POSITIONS_TERMS", "Layout", "plan", "score"]
 
@@ -106,9 +107,7 @@ def plan(snapshot: Snapshot, tree: Node) -> Layout | None:
             boosts.append(node.boost)
     if len(slots) > kernel.MAX_SLOTS or len(clauses) > kernel.MAX_CLAUSES:
         return None
-    if any(role == kernel.PHRASE for role, *_ in clauses) and not all(
-        getattr(part.reader, "has_positions", False) for part in snapshot.parts
-    ):
+    if any(role == kernel.PHRASE for role, *_ in clauses) and not _has_positions(snapshot):
         return None  # the numpy path raises PhrasePositionsError
     return Layout(tuple(slots), tuple(clauses), tuple(boosts), root_boost)
 
@@ -171,11 +170,49 @@ def _positions(reader: Any, term: str) -> tuple[tuple[int, ...], tuple[Any, ...]
     return entry
 
 
+def _slot_positions(snapshot: Snapshot, term: str, rows: NDArray[np.int64]) -> tuple[int, Any] | None:
+    """The address of ``term``'s positions fields aligned with its descriptor ``rows`` (7 int64 a row), kept.
+
+    Built once per snapshot and term (at most :data:`POSITIONS_TERMS`, oldest
+    dropped) from each segment's :func:`_positions`; ``None`` when a segment
+    hands out no packed positions (the numpy path then runs).
+    """
+    cache: dict[str, tuple[int, Any] | None] = snapshot.memo(("bm25 conjunction", "positions"), dict)
+    try:
+        return cache[term]
+    except KeyError:
+        pass
+    table = np.zeros((rows.shape[0], 7), dtype=np.int64)
+    keep: list[Any] = [table]
+    entry: tuple[int, Any] | None = None
+    for at, part in enumerate(rows[:, 6].tolist()):
+        found = _positions(snapshot.parts[part].reader, term)
+        if found is None:
+            break
+        table[at] = found[0]
+        keep.append(found[1])
+    else:
+        entry = (table.ctypes.data if rows.shape[0] else 0, tuple(keep))
+    with _POSITIONS_LOCK:
+        if term not in cache and len(cache) >= POSITIONS_TERMS:
+            del cache[next(iter(cache))]
+        cache[term] = entry
+    return entry
+
+
+def _has_positions(snapshot: Snapshot) -> bool:
+    """Whether every segment of ``snapshot`` keeps positions (remembered with the snapshot)."""
+    found: bool = snapshot.memo(
+        ("bm25 conjunction", "has positions"),
+        lambda: all(getattr(part.reader, "has_positions", False) for part in snapshot.parts),
+    )
+    return found
+
+
 def score(
-    function: Callable[..., int],
+    library: kernel.CompiledBoolean,
     snapshot: Snapshot,
     layout_: Layout,
-    idf: Callable[[list[str], NDArray[np.int64]], NDArray[np.float64]],
     k1: float,
     b: float,
     avgdl: float,
@@ -187,83 +224,84 @@ def score(
     ``None`` when a segment hands out no packed positions for a phrase's term
     (the numpy path then runs).
 
-    ``idf(terms, live_df)``: the numpy path's IDF of each term (the
-    collection's document frequency where the snapshot carries one).
-    O(lists' blocks) to open the lists, then the kernel (see
-    :func:`weftsearch.native.boolean.top_k`), plus the positions of a
-    phrase's terms the first time they are read on a segment (see :func:`_positions`).
+    Each slot's term is looked up in the snapshot's per-term cache of
+    descriptor rows and IDFs (:mod:`weftsearch.scorers.bm25.lists`, the one the
+    disjunctions use) and a phrase's terms in a per-snapshot cache of their
+    positions fields, so the set-up is a few look-ups and small arrays; the
+    kernel lays the rows out by segment (``weft_boolean_query``). The IDFs are
+    the numpy path's (the collection's document frequency where the snapshot
+    carries one). O(slots + segments) set-up, then the kernel (see
+    :func:`weftsearch.native.boolean.top_k`), plus the first reads of a
+    term on the snapshot (its rows; a phrase's term: its positions, see
+    :func:`_positions`).
 
     Raises:
         CorruptIndexError: a term's postings or positions do not decode (the term is named).
         MemoryError: the kernel could not allocate its working memory.
 
     """
-    distinct = sorted(set(layout_.slots))
-    index_of = {term: i for i, term in enumerate(distinct)}
-    lists = layout.gather(snapshot, distinct)
-    values = idf(distinct, lists.doc_freq).tolist()
-    weights: list[float] = []
+    slots = layout_.slots
+    entries = layout._terms(snapshot, layout._parts(snapshot), slots)
+    if snapshot.statistics is None:
+        idf = [entry.idf for entry in entries]
+    else:
+        local = np.array([entry.doc_freq for entry in entries], dtype=np.int64)
+        idf = lucene_idf(
+            snapshot.collection_n_docs, snapshot.collection_doc_freq(list(slots), local)
+        ).tolist()
+    weights = array.array("d")
+    refs = array.array("q", [0] * (kernel.SLOT_FIELDS * len(slots)))
+    keep: list[Any] = [entries]
     for role, first, count, _ in layout_.clauses:
         if role == kernel.PHRASE:
             weight = 0.0
-            for term in layout_.slots[first : first + count]:  # in phrase order, from 0.0: tree.py's sum
-                weight += values[index_of[term]]
-        else:
-            weight = values[index_of[layout_.slots[first]]]
-        weights.append(weight)
-    n_slots = len(layout_.slots)
-    n_parts = len(snapshot.parts)
-    table = np.zeros((n_parts * n_slots, kernel.LIST_FIELDS), dtype=np.int64)
-    phrase_slot = [False] * n_slots
-    for role, first, count, _ in layout_.clauses:
-        if role == kernel.PHRASE:
-            phrase_slot[first : first + count] = [True] * count
-    keep: list[Any] = [lists]
-    for row in lists.table.tolist():
-        term, part = distinct[row[5]], row[6]
-        for slot, name in enumerate(layout_.slots):
-            if name != term:
-                continue
-            at = part * n_slots + slot
-            table[at, :5] = row[:5]
-            if phrase_slot[slot]:
-                found = _positions(snapshot.parts[part].reader, term)
+            for value in idf[first : first + count]:  # in phrase order, from 0.0: tree.py's sum
+                weight += value
+            for slot in range(first, first + count):
+                found = _slot_positions(snapshot, slots[slot], entries[slot].rows)
                 if found is None:
                     return None
-                keep.append(found[1])
-                table[at, 5:] = found[0]
-    parts, _ = layout._part_table(snapshot, k1, b, avgdl)
-    if allowed is not None:
-        maps = layout._filtered_maps(snapshot, allowed)
-        keep.append(maps)
-        parts = parts.copy()
-        parts[:, 1] = [mapping.ctypes.data for mapping in maps]
-    clauses = np.array(layout_.clauses, dtype=np.int64).reshape(-1, kernel.CLAUSE_FIELDS)
+                keep.append(found)
+                refs[kernel.SLOT_FIELDS * slot + 2] = found[0]
+        else:
+            weight = idf[first]
+        weights.append(weight)
+    for slot, entry in enumerate(entries):
+        refs[kernel.SLOT_FIELDS * slot] = entry.address
+        refs[kernel.SLOT_FIELDS * slot + 1] = entry.n_rows
+    clauses = array.array("q", [field for clause in layout_.clauses for field in clause])
+    boosts = array.array("d", layout_.boosts)
+    parts = layout._part_table_for(snapshot, k1, b, avgdl, allowed)
+    n_slots = len(slots)
     try:
-        ids, scores, stats = kernel.top_k(
-            function,
-            table,
+        ids, scores, stats = kernel.query(
+            library,
+            refs.buffer_info()[0],
             n_slots,
-            clauses,
-            np.array(weights, dtype=np.float64),
-            np.array(layout_.boosts, dtype=np.float64),
+            clauses.buffer_info()[0],
+            len(layout_.clauses),
+            weights.buffer_info()[0],
+            boosts.buffer_info()[0],
             float(layout_.root_boost),
             parts,
             k1,
+            b,
+            avgdl,
             k,
         )
     except kernel.CorruptSlotError as error:
-        part, slot = divmod(error.index, n_slots) if 0 <= error.index < table.shape[0] else (0, -1)
+        n_parts = len(snapshot.parts)
+        part, slot = divmod(error.index, n_slots) if 0 <= error.index < n_parts * n_slots else (0, -1)
         where = snapshot.parts[part].reader.path if n_parts else "?"
-        term = layout_.slots[slot] if slot >= 0 else "?"
+        term = slots[slot] if slot >= 0 else "?"
         raise CorruptIndexError(f"{where}: postings or positions of term {term!r} do not decode") from None
-    frequencies = lists.doc_freq.tolist()
+    frequencies = {slot: entry.doc_freq for slot, entry in zip(slots, entries, strict=True)}
     plan_: dict[str, PlanValue] = {
         "path": "compiled",
-        "terms": len(distinct),
-        "terms_matched": len(frequencies) - frequencies.count(0),
-        "segments": n_parts,
-        "postings": sum(frequencies),
+        "terms": len(frequencies),
+        "terms_matched": sum(1 for value in frequencies.values() if value),
+        "segments": len(snapshot.parts),
+        "postings": sum(frequencies.values()),
         "postings_scored": stats.candidates,
         "postings_skipped": stats.postings - stats.candidates,
         "blocks": stats.blocks,
