@@ -583,36 +583,45 @@ int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause
                  * bound is its weight times the largest impact its blocks overlapping the window
                  * allow (a phrase's frequency is at most its first term's tf, and at most every
                  * term's at slop 0); a must clause with no block there means no match in it. When
-                 * the sum cannot reach the k-th score, the driver's block is passed undecoded
-                 * beyond doc, and the other lists are never moved into it. The sum is taken in the
+                 * the sum cannot reach the k-th score, the driver's block is passed, and the next
+                 * one bounded, until one can: only that one is decoded, and the other lists are
+                 * never moved into the passed ones. The sum is taken in the
                  * score's order with a relative margin of 2^-30 (the roundings of <= 64 clauses
                  * are below 2^-45) and an absolute 2^-1000 (underflow); strictly below: ties stay.
                  */
-                int64_t block = driver->pos >> WB_SHIFT, hi = (int64_t)driver->last[block];
-                double bound = 0.0;
-                int none = 0;
-                for (int64_t q = 0; q < n_clauses && !none; q++) {
-                    const clause_desc *cl = &clauses[q];
-                    if (cl->role == 3) continue;
-                    double impact = window_impact(cur[cl->first], doc, hi, k1, b, avgdl);
-                    if (cl->role == 1 && cl->slop == 0)
-                        for (int64_t i = 1; i < cl->n && impact >= 0.0; i++) {
-                            double other = window_impact(cur[cl->first + i], doc, hi, k1, b, avgdl);
-                            if (other < impact) impact = other;
+                int64_t block = driver->pos >> WB_SHIFT, lo = doc, skipped = 0;
+                for (;;) {
+                    int64_t hi = (int64_t)driver->last[block];
+                    double bound = 0.0;
+                    int none = 0;
+                    for (int64_t q = 0; q < n_clauses && !none; q++) {
+                        const clause_desc *cl = &clauses[q];
+                        if (cl->role == 3) continue;
+                        double impact = window_impact(cur[cl->first], lo, hi, k1, b, avgdl);
+                        if (cl->role == 1 && cl->slop == 0)
+                            for (int64_t i = 1; i < cl->n && impact >= 0.0; i++) {
+                                double other = window_impact(cur[cl->first + i], lo, hi, k1, b, avgdl);
+                                if (other < impact) impact = other;
+                            }
+                        if (impact < 0.0) {
+                            if (cl->role != 2) none = 1;
+                            continue;
                         }
-                    if (impact < 0.0) {
-                        if (cl->role != 2) none = 1;
-                        continue;
+                        bound = bound + (weights[q] * impact) * boosts[q];
                     }
-                    bound = bound + (weights[q] * impact) * boosts[q];
-                }
-                if (none || (bound * root_boost) * (1.0 + 0x1p-30) + 0x1p-1000 < sel.heap[0].score) {
+                    if (!none && !((bound * root_boost) * (1.0 + 0x1p-30) + 0x1p-1000 < sel.heap[0].score)) break;
                     st.windows_skipped++;
-                    if (hi + 1 > (int64_t)UINT32_MAX) break;
-                    doc = advance(driver, hi + 1, &st);
-                    continue;
+                    skipped = 1;
+                    if (++block >= driver->n_blocks) break;
+                    lo = hi + 1; /* the next block's ids are above this one's last */
                 }
+                if (block >= driver->n_blocks) break; /* no block of the driver left can make the top k */
                 checked = block;
+                if (skipped) {
+                    /* Only the block that can make it is decoded: the skipped ones never were. */
+                    doc = advance(driver, lo, &st);
+                    if (doc < 0) break;
+                }
             }
             int64_t target = doc;
             for (int64_t i = 1; i < n_must; i++) {

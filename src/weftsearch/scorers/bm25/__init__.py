@@ -861,8 +861,10 @@ class BM25Scorer:
         is scored as that tree instead (:mod:`weftsearch.scorers.bm25.tree`:
         Lucene's boolean semantics): through the compiled conjunction kernel
         (:mod:`weftsearch.scorers.bm25.conjunction`, ``_boolean.c``) when the tree
-        fits it (must terms and phrases, should and must_not terms), else numpy;
-        the same ids, score bits and order either way.
+        fits it (must terms and phrases, should and must_not terms), as plain
+        query text through the block-max disjunction when it is a should-only
+        tree of plain terms (:func:`~weftsearch.scorers.bm25.conjunction.disjunction_terms`),
+        else numpy; the same ids, score bits and order either way.
 
         On snapshots of 20,000 documents or more, runs compiled with
         block-max early termination and without the GIL where the kernel is
@@ -886,6 +888,9 @@ class BM25Scorer:
         # matching documents with a query term). Same scores to the bit.
         allowed = snapshot.allowed(query)
         if query.tree is not None:
+            compiled = self._tree_disjunction(snapshot, query, k, allowed)
+            if compiled is not None:
+                return compiled
             compiled = self._tree_compiled(snapshot, query, k, allowed)
             if compiled is not None:
                 return compiled
@@ -977,6 +982,37 @@ class BM25Scorer:
         key = ("bm25.length_norm", self.k1, self.b, self._avgdl(snapshot))
         norm: NDArray[np.float64] = snapshot.memo(key, lambda: self._length_norm(snapshot))
         return norm
+
+    def _tree_disjunction(
+        self, snapshot: Snapshot, query: Query, k: int, allowed: NDArray[np.bool_] | None
+    ) -> Stream | None:
+        """:meth:`score` of a should-only tree of plain terms as plain query text (``weft_bm25_query``).
+
+        ``None`` when the tree is not one (:func:`.conjunction.disjunction_terms`
+        says which are: those whose sum the one-call kernel takes in the tree's
+        order), the scorer is BM25F, the snapshot empty or the library lacks
+        the one-call entry. Same ids, score bits and order as the tree path.
+        """
+        tree = query.tree
+        if tree is None or snapshot.n_docs == 0 or self._bm25f:
+            return None
+        library = kernel.compiled_bm25()
+        if library is None or library.query is None:
+            return None
+        terms = conjunction.disjunction_terms(snapshot, tree)
+        if terms is None:
+            return None
+        segments = len(snapshot.parts)
+        planned = layout.plan(snapshot, terms, None)
+        if not planned.lists:
+            return Stream.empty(
+                plan=_compiled_plan(len(terms), planned.matched, segments, planned.postings, None)
+            )
+        ids, scores, stats = layout.run(
+            library, snapshot, planned, self.k1, self.b, self._avgdl(snapshot), k, allowed
+        )
+        plan = _compiled_plan(len(terms), planned.matched, segments, planned.postings, stats)
+        return _vouched_stream(ids, scores, snapshot, plan=plan)
 
     def _tree_compiled(
         self, snapshot: Snapshot, query: Query, k: int, allowed: NDArray[np.bool_] | None

@@ -6,7 +6,9 @@ phrases, ``should`` terms and ``must_not`` terms, every term analysing to
 exactly one term on the default field (a word of several terms, a stopword, a
 prefix, a nested Bool node or another field goes to the numpy path of
 :mod:`weftsearch.scorers.bm25.tree`, which defines the semantics and is the
-oracle). :func:`score` lays such a tree out for the kernel and returns the
+oracle). A should-only tree of plain terms goes instead to the disjunctions'
+one-call kernel, as plain query text (:func:`disjunction_terms` says when
+that has the same bits). :func:`score` lays a tree out for the kernel and returns the
 ``k`` best in canonical order, with the same ids, score bits and order as the
 numpy path: each clause's weight is what the numpy path multiplies its
 impacts by (a term's IDF; a phrase's terms' IDFs added to 0.0 in order), and
@@ -38,7 +40,7 @@ from weftsearch.querylang import BoolNode, Node, PhraseNode, TermNode
 from weftsearch.schema import DEFAULT_FIELD
 from weftsearch.scorers.bm25.idf import lucene_idf
 
-__all__ = ["POSITIONS_TERMS", "Layout", "plan", "score"]
+__all__ = ["POSITIONS_TERMS", "Layout", "disjunction_terms", "plan", "score"]
 
 #: Terms whose positions descriptors one segment reader keeps (views of the file plus two small
 #: tables: 8 bytes per 128 postings and per 128 positions); past it the oldest is dropped.
@@ -110,6 +112,32 @@ def plan(snapshot: Snapshot, tree: Node) -> Layout | None:
     if any(role == kernel.PHRASE for role, *_ in clauses) and not _has_positions(snapshot):
         return None  # the numpy path raises PhrasePositionsError
     return Layout(tuple(slots), tuple(clauses), tuple(boosts), root_boost)
+
+
+def disjunction_terms(snapshot: Snapshot, tree: Node) -> list[str] | None:
+    """The sorted terms of a tree plain query text scores to the same bits, or ``None``.
+
+    Such a tree is a ``should``-only Bool node (no boost) of distinct term
+    clauses (no boost), each one word analysing to exactly one term of the
+    default field: tree.py sums their scores from 0.0 in clause order, and
+    ``_bm25.c`` (one call, block-max) sums the same products in sorted term
+    order, so the two agree to the bit when the clause order is the sorted
+    order or there are at most two clauses (a sum of two is commutative).
+    Any other tree: ``None``.
+    """
+    if not isinstance(tree, BoolNode) or tree.must or tree.must_not or not tree.should or tree.boost != 1.0:
+        return None
+    terms: list[str] = []
+    for node in tree.should:
+        if not isinstance(node, TermNode) or node.boost != 1.0:
+            return None
+        term = _single(snapshot, node)
+        if term is None:
+            return None
+        terms.append(term)
+    if len(set(terms)) != len(terms) or (len(terms) > 2 and terms != sorted(terms)):
+        return None
+    return sorted(terms)
 
 
 class _Positions:
