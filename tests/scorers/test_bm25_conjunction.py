@@ -192,8 +192,14 @@ def test_a_should_only_tree_of_plain_terms_runs_as_plain_text() -> None:
         plain = scorer.score(snapshot, Query(text.replace(" OR ", " ")), 10)
         assert stream.ids.tolist() == plain.ids.tolist()
         assert stream.scores.tolist() == plain.scores.tolist()
+    # Unsorted: summed in clause order, as the tree defines (plain text sums in sorted order).
+    tree = BoolNode(should=(TermNode("zeta"), TermNode("beta"), TermNode("alpha"), TermNode("delta")))
+    assert conjunction.disjunction_terms(snapshot, tree) == ["zeta", "beta", "alpha", "delta"]
+    for k in (1, 10, 1000):
+        (keys, scores, path), (want_keys, want_scores, _) = both(index, Query(tree=tree), k)
+        assert path == "compiled" and keys == want_keys
+        assert [s.hex() for s in scores] == [s.hex() for s in want_scores]
     for tree in (
-        BoolNode(should=(TermNode("zeta"), TermNode("beta"), TermNode("alpha"))),  # 3, unsorted: sums differ
         BoolNode(should=(TermNode("alpha", boost=2.0), TermNode("beta"))),
         BoolNode(should=(TermNode("alpha"), TermNode("beta")), boost=2.0),
         BoolNode(should=(TermNode("alpha"), TermNode("alpha"))),

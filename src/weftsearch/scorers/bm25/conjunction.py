@@ -115,15 +115,15 @@ def plan(snapshot: Snapshot, tree: Node) -> Layout | None:
 
 
 def disjunction_terms(snapshot: Snapshot, tree: Node) -> list[str] | None:
-    """The sorted terms of a tree plain query text scores to the same bits, or ``None``.
+    """The terms, in clause order, of a tree plain query text scores to the same bits, or ``None``.
 
     Such a tree is a ``should``-only Bool node (no boost) of distinct term
     clauses (no boost), each one word analysing to exactly one term of the
-    default field: tree.py sums their scores from 0.0 in clause order, and
-    ``_bm25.c`` (one call, block-max) sums the same products in sorted term
-    order, so the two agree to the bit when the clause order is the sorted
-    order or there are at most two clauses (a sum of two is commutative).
-    Any other tree: ``None``.
+    default field. tree.py sums their scores from 0.0 in clause order;
+    ``_bm25.c`` sums a document's contributions from 0.0 in the order of the
+    terms it is given (every path: exact scores and dense sums), each
+    contribution the same product, so given the terms in clause order it
+    returns the same bits. Any other tree: ``None``.
     """
     if not isinstance(tree, BoolNode) or tree.must or tree.must_not or not tree.should or tree.boost != 1.0:
         return None
@@ -135,9 +135,7 @@ def disjunction_terms(snapshot: Snapshot, tree: Node) -> list[str] | None:
         if term is None:
             return None
         terms.append(term)
-    if len(set(terms)) != len(terms) or (len(terms) > 2 and terms != sorted(terms)):
-        return None
-    return sorted(terms)
+    return terms if len(set(terms)) == len(terms) else None
 
 
 class _Positions:

@@ -477,7 +477,8 @@ class TermQuery:
     """A query's set-up for ``weft_bm25_query``: per term its rows' address and count, and its weight.
 
     Attributes:
-        terms: the distinct query terms, sorted (the kernel's term order).
+        terms: the distinct query terms in the kernel's term order (plain text: sorted;
+            a tree's disjunction: its clause order).
         entries: each term's :class:`_SnapshotTerm` (keeps its rows alive; names a corrupt term).
         refs: int64 pairs (rows address, rows) per term, an :class:`array.array`.
         weights: float64 ``qtf * idf`` per term, an :class:`array.array`.
@@ -499,8 +500,9 @@ class TermQuery:
 def plan(snapshot: Snapshot, terms: Sequence[str], query_tf: Sequence[float] | None) -> TermQuery:
     """The set-up of one query on ``snapshot``: a cache look-up per term and a few integers.
 
-    ``terms``: distinct, sorted; ``query_tf``: how often each occurs in the
-    query (``None``: once each). The rows, document frequency and IDF of a
+    ``terms``: distinct, in the order a document's contributions are summed
+    (plain text: sorted); ``query_tf``: how often each occurs in the query
+    (``None``: once each). The rows, document frequency and IDF of a
     term are built the first time the term is searched on the snapshot and
     kept with it (:func:`gather`'s cache; the index's warming step replays
     recent searches on a new snapshot before publishing it, so they are
