@@ -102,6 +102,8 @@ typedef struct {
     int64_t n_chunks;
     int64_t *at;   /* the candidate's positions, decoded */
     int64_t at_n, at_cap;
+    int prefix_ready; /* tf_prefix holds the decoded block's running tf sums */
+    int64_t tf_prefix[WB_BLOCK + 1]; /* positions before each posting of the block, from the block's first */
 } cursor;
 
 typedef struct {
@@ -207,6 +209,7 @@ static int decode_block(cursor *c, int64_t block, stats_t *st) {
     }
     c->block = block;
     c->tfs_ready = 0;
+    c->prefix_ready = 0;
     st->blocks_decoded++;
     return 1;
 }
@@ -337,8 +340,17 @@ static inline uint64_t position_code(const cursor *c, int64_t x) {
 static int decode_positions(cursor *c) {
     int64_t block = c->pos >> WB_SHIFT, i = c->pos & (WB_BLOCK - 1);
     tf_now(c); /* the block's tfs */
-    int64_t start = c->tf_before[block];
-    for (int64_t j = 0; j < i; j++) start += c->tfs[j];
+    if (!c->prefix_ready) {
+        /* Once per decoded block: a candidate's start is then one look-up, not a sum over the block. */
+        int64_t n = block_count(c, block), sum = 0;
+        for (int64_t j = 0; j < n; j++) {
+            c->tf_prefix[j] = sum;
+            sum += c->tfs[j];
+        }
+        c->tf_prefix[n] = sum;
+        c->prefix_ready = 1;
+    }
+    int64_t start = c->tf_before[block] + c->tf_prefix[i];
     int64_t tf = c->tfs[i];
     if (start + tf > c->tf_before[block + 1]) return -3;
     if (tf > c->at_cap) {

@@ -999,19 +999,16 @@ class BM25Scorer:
         library = kernel.compiled_bm25()
         if library is None or library.query is None:
             return None
-        terms = conjunction.disjunction_terms(snapshot, tree)
-        if terms is None:
+        planned = conjunction.disjunction(snapshot, tree)
+        if planned is None:
             return None
-        segments = len(snapshot.parts)
-        planned = layout.plan(snapshot, terms, None)
+        segments, terms = len(snapshot.parts), len(planned.terms)
         if not planned.lists:
-            return Stream.empty(
-                plan=_compiled_plan(len(terms), planned.matched, segments, planned.postings, None)
-            )
+            return Stream.empty(plan=_compiled_plan(terms, planned.matched, segments, planned.postings, None))
         ids, scores, stats = layout.run(
             library, snapshot, planned, self.k1, self.b, self._avgdl(snapshot), k, allowed
         )
-        plan = _compiled_plan(len(terms), planned.matched, segments, planned.postings, stats)
+        plan = _compiled_plan(terms, planned.matched, segments, planned.postings, stats)
         return _vouched_stream(ids, scores, snapshot, plan=plan)
 
     def _tree_compiled(
@@ -1029,15 +1026,12 @@ class BM25Scorer:
         library = boolean_kernel.compiled_boolean()
         if library is None:
             return None
-        laid_out = conjunction.plan(snapshot, tree)
-        if laid_out is None:
+        prepared = conjunction.prepare(snapshot, tree)
+        if prepared is None:
             return None
-        found = conjunction.score(
-            library, snapshot, laid_out, self.k1, self.b, self._avgdl(snapshot), k, allowed
+        ids, scores, plan = conjunction.run(
+            library, snapshot, prepared, self.k1, self.b, self._avgdl(snapshot), k, allowed
         )
-        if found is None:
-            return None
-        ids, scores, plan = found
         return _vouched_stream(ids, scores, snapshot, plan=plan)
 
     def _tree(self, snapshot: Snapshot, query: Query) -> tuple[Matches, dict[str, PlanValue]]:

@@ -8,11 +8,12 @@ prefix, a nested Bool node or another field goes to the numpy path of
 :mod:`weftsearch.scorers.bm25.tree`, which defines the semantics and is the
 oracle). A should-only tree of plain terms goes instead to the disjunctions'
 one-call kernel, as plain query text (:func:`disjunction_terms` says when
-that has the same bits). :func:`score` lays a tree out for the kernel and returns the
-``k`` best in canonical order, with the same ids, score bits and order as the
-numpy path: each clause's weight is what the numpy path multiplies its
-impacts by (a term's IDF; a phrase's terms' IDFs added to 0.0 in order), and
-the kernel sums in the tree's clause order.
+that has the same bits; :func:`disjunction` lays it out). :func:`prepare`
+lays a tree out for the kernel (remembered per snapshot) and :func:`run`
+returns the ``k`` best in canonical order, with the same ids, score bits and
+order as the numpy path: each clause's weight is what the numpy path
+multiplies its impacts by (a term's IDF; a phrase's terms' IDFs added to 0.0
+in order), and the kernel sums in the tree's clause order.
 
 A phrase's terms are read from their packed positions (views of the segment
 file), decoded by the kernel for the candidates only; the reader checks a
@@ -25,8 +26,9 @@ from __future__ import annotations
 import array
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,7 +42,22 @@ from weftsearch.querylang import BoolNode, Node, PhraseNode, TermNode
 from weftsearch.schema import DEFAULT_FIELD
 from weftsearch.scorers.bm25.idf import lucene_idf
 
-__all__ = ["POSITIONS_TERMS", "Layout", "disjunction_terms", "plan", "score"]
+__all__ = [
+    "POSITIONS_TERMS",
+    "PREPARED_TREES",
+    "Layout",
+    "Prepared",
+    "disjunction_terms",
+    "plan",
+    "prepare",
+    "run",
+]
+
+T = TypeVar("T")
+
+#: Trees whose kernel set-up (:class:`Prepared`, a disjunction's, or that none fits) one
+#: snapshot remembers; past it the oldest is dropped. An entry is about 1 KB of Python objects.
+PREPARED_TREES = 4096
 
 #: Terms whose positions descriptors one segment reader keeps (views of the file plus two small
 #: tables: 8 bytes per 128 postings and per 128 positions); past it the oldest is dropped.
@@ -136,6 +153,39 @@ def disjunction_terms(snapshot: Snapshot, tree: Node) -> list[str] | None:
             return None
         terms.append(term)
     return terms if len(set(terms)) == len(terms) else None
+
+
+def disjunction(snapshot: Snapshot, tree: Node) -> layout.TermQuery | None:
+    """The one-call set-up (:func:`weftsearch.scorers.bm25.lists.plan`) of :func:`disjunction_terms`' tree.
+
+    ``None`` when the tree is not such a disjunction. Remembered per snapshot
+    and tree as :func:`prepare` is (not on a shard's view).
+    """
+    if not isinstance(tree, BoolNode) or tree.must or not tree.should:
+        return None  # cheap refusals first: a conjunction's trees never reach the cache
+
+    def build() -> layout.TermQuery | None:
+        terms = disjunction_terms(snapshot, tree)
+        return None if terms is None else layout.plan(snapshot, terms, None)
+
+    return _remembered(snapshot, ("bm25 conjunction", "disjunctions"), tree, build)
+
+
+def _remembered(snapshot: Snapshot, key: tuple[str, str], tree: Node, build: Callable[[], T]) -> T:
+    """``build()``, remembered in ``snapshot``'s dictionary ``key`` by tree (:data:`PREPARED_TREES`, FIFO)."""
+    if snapshot.statistics is not None:
+        return build()  # a shard's view: its IDFs come from the collection's statistics
+    cache: dict[Node, T] = snapshot.memo(key, dict)
+    try:
+        return cache[tree]
+    except KeyError:
+        pass
+    found = build()
+    with _POSITIONS_LOCK:
+        if tree not in cache and len(cache) >= PREPARED_TREES:
+            del cache[next(iter(cache))]
+        cache[tree] = found
+    return found
 
 
 class _Positions:
@@ -235,50 +285,65 @@ def _has_positions(snapshot: Snapshot) -> bool:
     return found
 
 
-def score(
-    library: kernel.CompiledBoolean,
-    snapshot: Snapshot,
-    layout_: Layout,
-    k1: float,
-    b: float,
-    avgdl: float,
-    k: int,
-    allowed: NDArray[np.bool_] | None,
-) -> tuple[NDArray[np.int64], NDArray[np.float64], dict[str, PlanValue]] | None:
-    """The ``k`` best documents of the laid-out tree, canonical order, and the search's plan.
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A tree's arguments for ``weft_boolean_query`` on one snapshot, ready for :func:`run`.
 
-    ``None`` when a segment hands out no packed positions for a phrase's term
-    (the numpy path then runs).
-
-    Each slot's term is looked up in the snapshot's per-term cache of
-    descriptor rows and IDFs (:mod:`weftsearch.scorers.bm25.lists`, the one the
-    disjunctions use) and a phrase's terms in a per-snapshot cache of their
-    positions fields, so the set-up is a few look-ups and small arrays; the
-    kernel lays the rows out by segment (``weft_boolean_query``). The IDFs are
-    the numpy path's (the collection's document frequency where the snapshot
-    carries one). O(slots + segments) set-up, then the kernel (see
-    :func:`weftsearch.native.boolean.top_k`), plus the first reads of a
-    term on the snapshot (its rows; a phrase's term: its positions, see
-    :func:`_positions`).
-
-    Raises:
-        CorruptIndexError: a term's postings or positions do not decode (the term is named).
-        MemoryError: the kernel could not allocate its working memory.
+    Attributes:
+        slots: the analysed term of each slot (names a corrupt one).
+        refs: :data:`~weftsearch.native.boolean.SLOT_FIELDS` int64 per slot (rows, count, positions).
+        clauses: int64 ``(role, first slot, slots, slop)`` per clause, flat.
+        weights: float64 per clause: the numpy path's factor of its impacts.
+        boosts: float64 per clause.
+        root_boost: the tree's own boost.
+        keep: what the addresses point into (kept alive with them).
+        terms, matched, postings: the plan's counts (distinct terms, those held, their live postings).
 
     """
-    slots = layout_.slots
+
+    slots: tuple[str, ...]
+    refs: array.array[int]
+    clauses: array.array[int]
+    weights: array.array[float]
+    boosts: array.array[float]
+    root_boost: float
+    keep: tuple[Any, ...]
+    terms: int
+    matched: int
+    postings: int
+
+
+def prepare(snapshot: Snapshot, tree: Node) -> Prepared | None:
+    """``tree``'s set-up for :func:`run` on ``snapshot``, or ``None`` (the numpy path then runs).
+
+    ``None`` when the tree does not fit (:func:`plan`) or a segment hands out
+    no packed positions for a phrase's term. Remembered per snapshot and tree
+    (up to :data:`PREPARED_TREES`; not on a shard's view, whose IDFs come from
+    the collection): a tree searched again costs a dictionary look-up here.
+    The first time: :func:`plan` (each word's cached analysis), each slot's
+    term in the snapshot's per-term cache of descriptor rows and IDFs
+    (:mod:`weftsearch.scorers.bm25.lists`, the one the disjunctions use), a
+    phrase's terms in a per-snapshot cache of their positions fields.
+    """
+    return _remembered(snapshot, ("bm25 conjunction", "prepared"), tree, lambda: _prepare(snapshot, tree))
+
+
+def _prepare(snapshot: Snapshot, tree: Node) -> Prepared | None:
+    laid = plan(snapshot, tree)
+    if laid is None:
+        return None
+    slots = laid.slots
     entries = layout._terms(snapshot, layout._parts(snapshot), slots)
     if snapshot.statistics is None:
         idf = [entry.idf for entry in entries]
     else:
         local = np.array([entry.doc_freq for entry in entries], dtype=np.int64)
-        idf = lucene_idf(
-            snapshot.collection_n_docs, snapshot.collection_doc_freq(list(slots), local)
-        ).tolist()
+        frequencies = snapshot.collection_doc_freq(list(slots), local)
+        idf = lucene_idf(snapshot.collection_n_docs, frequencies).tolist()
     weights = array.array("d")
     refs = array.array("q", [0] * (kernel.SLOT_FIELDS * len(slots)))
     keep: list[Any] = [entries]
-    for role, first, count, _ in layout_.clauses:
+    for role, first, count, _ in laid.clauses:
         if role == kernel.PHRASE:
             weight = 0.0
             for value in idf[first : first + count]:  # in phrase order, from 0.0: tree.py's sum
@@ -295,20 +360,56 @@ def score(
     for slot, entry in enumerate(entries):
         refs[kernel.SLOT_FIELDS * slot] = entry.address
         refs[kernel.SLOT_FIELDS * slot + 1] = entry.n_rows
-    clauses = array.array("q", [field for clause in layout_.clauses for field in clause])
-    boosts = array.array("d", layout_.boosts)
+    frequencies_by_term = {term: entry.doc_freq for term, entry in zip(slots, entries, strict=True)}
+    return Prepared(
+        slots=slots,
+        refs=refs,
+        clauses=array.array("q", [field for clause in laid.clauses for field in clause]),
+        weights=weights,
+        boosts=array.array("d", laid.boosts),
+        root_boost=float(laid.root_boost),
+        keep=tuple(keep),
+        terms=len(frequencies_by_term),
+        matched=sum(1 for value in frequencies_by_term.values() if value),
+        postings=sum(frequencies_by_term.values()),
+    )
+
+
+def run(
+    library: kernel.CompiledBoolean,
+    snapshot: Snapshot,
+    prepared: Prepared,
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+    allowed: NDArray[np.bool_] | None,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], dict[str, PlanValue]]:
+    """The ``k`` best documents of the prepared tree, canonical order, and the search's plan.
+
+    One kernel call (``weft_boolean_query``: it lays each slot's rows out by
+    segment; see :func:`weftsearch.native.boolean.top_k` for the traversal),
+    with the part table of the norms for ``(k1, b, avgdl)`` and the filter's
+    id maps (both kept per snapshot). Same ids, score bits and order as the
+    numpy path.
+
+    Raises:
+        CorruptIndexError: a term's postings or positions do not decode (the term is named).
+        MemoryError: the kernel could not allocate its working memory.
+
+    """
     parts = layout._part_table_for(snapshot, k1, b, avgdl, allowed)
-    n_slots = len(slots)
+    n_slots = len(prepared.slots)
     try:
         ids, scores, stats = kernel.query(
             library,
-            refs.buffer_info()[0],
+            prepared.refs.buffer_info()[0],
             n_slots,
-            clauses.buffer_info()[0],
-            len(layout_.clauses),
-            weights.buffer_info()[0],
-            boosts.buffer_info()[0],
-            float(layout_.root_boost),
+            prepared.clauses.buffer_info()[0],
+            len(prepared.weights),
+            prepared.weights.buffer_info()[0],
+            prepared.boosts.buffer_info()[0],
+            prepared.root_boost,
             parts,
             k1,
             b,
@@ -319,15 +420,14 @@ def score(
         n_parts = len(snapshot.parts)
         part, slot = divmod(error.index, n_slots) if 0 <= error.index < n_parts * n_slots else (0, -1)
         where = snapshot.parts[part].reader.path if n_parts else "?"
-        term = slots[slot] if slot >= 0 else "?"
+        term = prepared.slots[slot] if slot >= 0 else "?"
         raise CorruptIndexError(f"{where}: postings or positions of term {term!r} do not decode") from None
-    frequencies = {slot: entry.doc_freq for slot, entry in zip(slots, entries, strict=True)}
     plan_: dict[str, PlanValue] = {
         "path": "compiled",
-        "terms": len(frequencies),
-        "terms_matched": sum(1 for value in frequencies.values() if value),
+        "terms": prepared.terms,
+        "terms_matched": prepared.matched,
         "segments": len(snapshot.parts),
-        "postings": sum(frequencies.values()),
+        "postings": prepared.postings,
         "postings_scored": stats.candidates,
         "postings_skipped": stats.postings - stats.candidates,
         "blocks": stats.blocks,
