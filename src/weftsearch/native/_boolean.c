@@ -264,7 +264,20 @@ static inline int64_t advance(cursor *c, int64_t target, stats_t *st) {
     }
     if (!decode_block(c, block, st)) return -3;
     int64_t i = c->pos & (WB_BLOCK - 1);
-    while ((int64_t)c->ids[i] < target) i++; /* the block's last id is >= target */
+    if (i + 16 < block_count(c, block) && (int64_t)c->ids[i + 16] < target) {
+        /* Far ahead: binary search the rest of the block (its last id is >= target). */
+        int64_t lo = i + 17, hi = block_count(c, block) - 1;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if ((int64_t)c->ids[mid] < target)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        i = lo;
+    } else {
+        while ((int64_t)c->ids[i] < target) i++; /* the block's last id is >= target */
+    }
     c->pos = (block << WB_SHIFT) + i;
     return c->ids[i];
 }
@@ -319,19 +332,6 @@ static int open_cursor(cursor *c, const list_desc *l, int64_t row, int64_t *word
     return 1;
 }
 
-/* Position code `x` of the list: chunk x / 128 at its width, inside its run (checked at open). */
-static inline uint64_t position_code(const cursor *c, int64_t x) {
-    int64_t chunk = x >> WB_SHIFT;
-    unsigned width = c->pwidths[chunk];
-    if (!width) return 0;
-    uint64_t bit = (uint64_t)(x & (WB_BLOCK - 1)) * width;
-    const uint32_t *run = c->pwords + c->chunk_at[chunk] + (int64_t)(bit >> 5);
-    unsigned shift = (unsigned)(bit & 31);
-    uint64_t value = (uint64_t)run[0] >> shift;
-    if (shift + width > 32) value |= (uint64_t)run[1] << (32 - shift);
-    return value & (width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1));
-}
-
 /*
  * Decode the positions of the posting the cursor stands on into c->at (first code absolute,
  * then gap - 1): where they start is the positions before its block plus its block's tfs before
@@ -360,12 +360,33 @@ static int decode_positions(cursor *c) {
         c->at = grown;
         c->at_cap = cap;
     }
-    uint64_t p = position_code(c, start);
-    c->at[0] = (int64_t)p;
-    for (int64_t t = 1; t < tf; t++) {
-        p += position_code(c, start + t) + 1;
-        if (p > ((uint64_t)1 << 40)) return -3; /* a document is not that long: a crafted run */
-        c->at[t] = (int64_t)p;
+    /*
+     * The codes in a row: the chunk's width and run are looked up when a chunk starts, and the
+     * bit offset moves by the width (every read inside the chunk's run, checked at open).
+     */
+    uint64_t p = 0;
+    int64_t x = start;
+    for (int64_t t = 0; t < tf;) {
+        int64_t chunk = x >> WB_SHIFT, in_chunk = x & (WB_BLOCK - 1);
+        int64_t n = WB_BLOCK - in_chunk < tf - t ? WB_BLOCK - in_chunk : tf - t;
+        unsigned width = c->pwidths[chunk];
+        const uint32_t *run = c->pwords + c->chunk_at[chunk];
+        const uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
+        uint64_t bit = (uint64_t)in_chunk * width;
+        for (int64_t j = 0; j < n; j++, t++, bit += width) {
+            uint64_t value = 0;
+            if (width) {
+                unsigned shift = (unsigned)(bit & 31);
+                const uint32_t *at = run + (bit >> 5);
+                value = (uint64_t)at[0] >> shift;
+                if (shift + width > 32) value |= (uint64_t)at[1] << (32 - shift);
+                value &= mask;
+            }
+            p = t == 0 ? value : p + value + 1;
+            if (p > ((uint64_t)1 << 40)) return -3; /* a document is not that long: a crafted run */
+            c->at[t] = (int64_t)p;
+        }
+        x += n;
     }
     c->at_n = tf;
     return 1;
@@ -394,6 +415,24 @@ static int64_t phrase_frequency(cursor **slots, int64_t n, int64_t slop) {
     }
     const int64_t *first = slots[0]->at;
     int64_t count = 0;
+    if (slop == 0) {
+        /*
+         * Exact: p0 counts when every term i holds p0 + i (the fixpoint's answer at slop 0). The
+         * anchors ascend, so each term's pointer only moves forward: O(positions), no search.
+         */
+        int64_t at[WB_MAX_SLOTS] = {0};
+        for (int64_t j = 0; j < slots[0]->at_n; j++) {
+            int64_t anchor = first[j], hit = 1;
+            for (int64_t i = 1; i < n && hit; i++) {
+                const cursor *c = slots[i];
+                while (at[i] < c->at_n && c->at[at[i]] < anchor + i) at[i]++;
+                if (at[i] >= c->at_n) return count; /* this term has no position left: no more */
+                hit = c->at[at[i]] == anchor + i;
+            }
+            count += hit;
+        }
+        return count;
+    }
     for (int64_t j = 0; j < slots[0]->at_n; j++) {
         int64_t anchor = first[j], low = anchor - slop;
         for (;;) {
@@ -779,17 +818,29 @@ done:
 
 /*
  * The same search from each slot's cached rows instead of a table laid out by the caller, so a
- * query's set-up in Python is a few look-ups. slot_refs: 3 int64 per slot: the address of its
- * term's rows (n_rows x 8 int64, as _bm25.c's weft_bm25_query takes them: words, word count,
- * postings, block table, blocks, -, part, -; parts strictly ascending), n_rows, and the address
- * of n_rows x 7 int64 positions fields for a phrase's slot (aligned with the rows; else 0).
- * A part where a slot's term has no row is a part without the term (count 0). Returns what
- * weft_boolean_top_k returns; a corrupt row is reported as part * n_slots + slot.
+ * query's set-up in Python is a few look-ups, and its arguments in two arrays (one ctypes
+ * conversion each instead of seventeen):
+ *   args:  slot_refs, n_slots, clauses, n_clauses, weights, boosts, parts, n_parts, k, ids_out,
+ *          scores_out, out_capacity, stats_out   (13 int64; addresses as integers)
+ *   reals: root_boost, k1, b, avgdl
+ * slot_refs: 3 int64 per slot: the address of its term's rows (n_rows x 8 int64, as _bm25.c's
+ * weft_bm25_query takes them: words, word count, postings, block table, blocks, -, part, -;
+ * parts strictly ascending), n_rows, and the address of n_rows x 7 int64 positions fields for
+ * a phrase's slot (aligned with the rows; else 0). A part where a slot's term has no row is a
+ * part without the term (count 0). Returns what weft_boolean_top_k returns; a corrupt row is
+ * reported as part * n_slots + slot.
  */
-int64_t weft_boolean_query(const int64_t *slot_refs, int64_t n_slots, const clause_desc *clauses, int64_t n_clauses,
-                           const double *weights, const double *boosts, double root_boost, const part_desc *parts,
-                           int64_t n_parts, double k1, double b, double avgdl, int64_t k, int64_t *ids_out,
-                           double *scores_out, int64_t out_capacity, int64_t *stats_out) {
+int64_t weft_boolean_query(const int64_t *args, const double *reals) {
+    if (!args || !reals) return -2;
+    const int64_t *slot_refs = (const int64_t *)(uintptr_t)args[0];
+    int64_t n_slots = args[1], n_clauses = args[3], n_parts = args[7], k = args[8], out_capacity = args[11];
+    const clause_desc *clauses = (const clause_desc *)(uintptr_t)args[2];
+    const double *weights = (const double *)(uintptr_t)args[4], *boosts = (const double *)(uintptr_t)args[5];
+    const part_desc *parts = (const part_desc *)(uintptr_t)args[6];
+    int64_t *ids_out = (int64_t *)(uintptr_t)args[9], *stats_out = (int64_t *)(uintptr_t)args[12];
+    double *scores_out = (double *)(uintptr_t)args[10];
+    double root_boost = reals[0], k1 = reals[1], b = reals[2], avgdl = reals[3];
+    if (!stats_out || (out_capacity > 0 && (!ids_out || !scores_out))) return -2;
     if (!slot_refs || n_slots < 1 || n_slots > WB_MAX_SLOTS || n_parts < 0) return -2;
     if (n_parts > INT64_MAX / n_slots) return -2;
     int64_t n_lists = n_parts * n_slots;

@@ -34,10 +34,12 @@ Optional like every compiled part: not built, switched off
 
 from __future__ import annotations
 
+import array
 import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -56,6 +58,8 @@ __all__ = [
     "MUST_NOT",
     "PHRASE",
     "SHOULD",
+    "QUERY_ARGS",
+    "QUERY_HEAD",
     "SLOT_FIELDS",
     "BooleanStats",
     "CompiledBoolean",
@@ -74,6 +78,9 @@ LIST_FIELDS = 12
 CLAUSE_FIELDS = 4
 #: int64 fields per slot of :func:`query`: rows address, rows, positions fields address (or 0).
 SLOT_FIELDS = 3
+#: int64 arguments of ``weft_boolean_query`` (the first :data:`QUERY_HEAD` are a tree's own).
+QUERY_ARGS = 13
+QUERY_HEAD = 6
 #: Most term slots (a phrase takes one per term) and clauses in one call (``_boolean.c``'s limits).
 MAX_SLOTS = 64
 MAX_CLAUSES = 64
@@ -86,8 +93,7 @@ _INT = ctypes.c_int64
 _DOUBLE = ctypes.c_double
 
 
-@dataclass(frozen=True, slots=True)
-class BooleanStats:
+class BooleanStats(NamedTuple):
     """What one call read (for plans and benchmarks; the scores never depend on it).
 
     Attributes:
@@ -156,25 +162,29 @@ def compiled_boolean() -> CompiledBoolean | None:
 
 
 def _bind(library: ctypes.CDLL) -> CompiledBoolean:
-    functions = []
-    for name, first in (("weft_boolean_top_k", _POINTER), ("weft_boolean_query", _POINTER)):
-        function = getattr(library, name)
-        # lists (or slot refs), n_slots, clauses, n_clauses, weights, boosts, root_boost, parts,
-        # n_parts, k1, b, avgdl, k, ids_out, scores_out, out_capacity, stats.
-        function.argtypes = [first, _INT, _POINTER, _INT, _POINTER, _POINTER, _DOUBLE, _POINTER, _INT]
-        function.argtypes += [_DOUBLE, _DOUBLE, _DOUBLE, _INT, _POINTER, _POINTER, _INT, _POINTER]
-        function.restype = _INT
-        functions.append(function)
-    return CompiledBoolean(*functions)
+    table = library.weft_boolean_top_k
+    # lists, n_slots, clauses, n_clauses, weights, boosts, root_boost, parts, n_parts, k1, b,
+    # avgdl, k, ids_out, scores_out, out_capacity, stats.
+    table.argtypes = [_POINTER, _INT, _POINTER, _INT, _POINTER, _POINTER, _DOUBLE, _POINTER, _INT]
+    table.argtypes += [_DOUBLE, _DOUBLE, _DOUBLE, _INT, _POINTER, _POINTER, _INT, _POINTER]
+    table.restype = _INT
+    query_ = library.weft_boolean_query
+    query_.argtypes = [_POINTER, _POINTER]  # args (13 int64), reals (4 float64): see _boolean.c
+    query_.restype = _INT
+    return CompiledBoolean(table, query_)
 
 
 class _Scratch(Scratch):
-    """:class:`Scratch` with six counters (the kernel's statistics)."""
+    """:class:`Scratch` with six counters (the kernel's statistics) and :func:`query`'s argument arrays."""
 
     def __init__(self) -> None:
         super().__init__()
         self.stats = np.zeros(6, dtype=np.int64)
         self.stats_address = self.stats.ctypes.data
+        self.args = array.array("q", bytes(8 * QUERY_ARGS))
+        self.reals = array.array("d", bytes(8 * 4))
+        self.args_address = self.args.buffer_info()[0]
+        self.reals_address = self.reals.buffer_info()[0]
 
 
 _scratch = _Scratch()
@@ -217,27 +227,18 @@ def _call(
             scratch.capacity,
             scratch.stats_address,
         )
-        if kept == -1:
-            raise MemoryError("the conjunction kernel could not allocate its working memory")
-        if kept == -3:
-            raise CorruptSlotError(int(scratch.stats[0]))
         if kept < 0:
-            raise ValueError(f"the conjunction kernel refused its arguments (code {kept})")
+            _raise(kept, scratch)
         if kept <= scratch.capacity:
             break
         scratch.reserve(kept)  # more ties than room: run again (the same result, now written)
-    stats = BooleanStats(*scratch.stats.tolist())
+    stats = BooleanStats._make(scratch.stats.tolist())
     return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), stats
 
 
 def query(
     library: CompiledBoolean,
-    slots: int,
-    n_slots: int,
-    clauses: int,
-    n_clauses: int,
-    weights: int,
-    boosts: int,
+    head: array.array[int],
     root_boost: float,
     parts: NDArray[np.int64],
     k1: float,
@@ -245,14 +246,14 @@ def query(
     avgdl: float,
     k: int,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64], BooleanStats]:
-    """:func:`top_k` from each slot's cached rows (``weft_boolean_query``), arguments by address.
+    """:func:`top_k` from each slot's cached rows (``weft_boolean_query``), in two argument arrays.
 
-    ``slots``: the address of :data:`SLOT_FIELDS` int64 per slot (its rows'
-    address and count, its positions fields' address or 0); ``clauses``,
-    ``weights``, ``boosts``: addresses of int64 ``(n_clauses, 4)`` and float64
-    ``n_clauses`` each, which the caller keeps alive for the call. ``b`` and
-    ``avgdl`` are the norms' own (the block bounds recompute a block's
-    smallest norm). Runs without the GIL.
+    ``head``: the tree's :data:`QUERY_HEAD` int64 arguments (addresses of
+    :data:`SLOT_FIELDS` int64 per slot, its rows' address and count and its
+    positions fields' address or 0; the slots; int64 ``(clauses, 4)``; the
+    clauses; float64 weights and boosts per clause), whose arrays the caller
+    keeps alive. ``b`` and ``avgdl`` are the norms' own (the block bounds
+    recompute a block's smallest norm). Runs without the GIL.
 
     Raises:
         CorruptSlotError: a row's postings or positions do not decode (``index``: part * slots + slot).
@@ -260,9 +261,33 @@ def query(
         ValueError: the library refused the arguments (a bug of the caller).
 
     """
-    return _call(
-        library.query, slots, n_slots, clauses, n_clauses, weights, boosts, root_boost, parts, k1, b, avgdl, k
-    )
+    scratch = _scratch
+    args, reals = scratch.args, scratch.reals
+    args[:QUERY_HEAD] = head
+    args[6] = parts.ctypes.data
+    args[7] = parts.shape[0]
+    args[8] = k
+    args[12] = scratch.stats_address
+    reals[0], reals[1], reals[2], reals[3] = root_boost, k1, b, avgdl
+    function = library.query
+    while True:
+        args[9], args[10], args[11] = scratch.ids_address, scratch.scores_address, scratch.capacity
+        kept = function(scratch.args_address, scratch.reals_address)
+        if kept < 0:
+            _raise(kept, scratch)
+        if kept <= scratch.capacity:
+            break
+        scratch.reserve(kept)  # more ties than room: run again (the same result, now written)
+    stats = BooleanStats._make(scratch.stats.tolist())
+    return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), stats
+
+
+def _raise(code: int, scratch: _Scratch) -> None:
+    if code == -1:
+        raise MemoryError("the conjunction kernel could not allocate its working memory")
+    if code == -3:
+        raise CorruptSlotError(int(scratch.stats[0]))
+    raise ValueError(f"the conjunction kernel refused its arguments (code {code})")
 
 
 def top_k(

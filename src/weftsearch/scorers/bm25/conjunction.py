@@ -296,6 +296,8 @@ class Prepared:
         weights: float64 per clause: the numpy path's factor of its impacts.
         boosts: float64 per clause.
         root_boost: the tree's own boost.
+        head: the kernel's first :data:`~weftsearch.native.boolean.QUERY_HEAD` arguments
+            (the addresses and counts of the above).
         keep: what the addresses point into (kept alive with them).
         terms, matched, postings: the plan's counts (distinct terms, those held, their live postings).
 
@@ -307,6 +309,7 @@ class Prepared:
     weights: array.array[float]
     boosts: array.array[float]
     root_boost: float
+    head: array.array[int]
     keep: tuple[Any, ...]
     terms: int
     matched: int
@@ -361,13 +364,27 @@ def _prepare(snapshot: Snapshot, tree: Node) -> Prepared | None:
         refs[kernel.SLOT_FIELDS * slot] = entry.address
         refs[kernel.SLOT_FIELDS * slot + 1] = entry.n_rows
     frequencies_by_term = {term: entry.doc_freq for term, entry in zip(slots, entries, strict=True)}
+    clauses = array.array("q", [field for clause in laid.clauses for field in clause])
+    boosts = array.array("d", laid.boosts)
+    head = array.array(
+        "q",
+        [
+            refs.buffer_info()[0],
+            len(slots),
+            clauses.buffer_info()[0],
+            len(laid.clauses),
+            weights.buffer_info()[0],
+            boosts.buffer_info()[0],
+        ],
+    )
     return Prepared(
         slots=slots,
         refs=refs,
-        clauses=array.array("q", [field for clause in laid.clauses for field in clause]),
+        clauses=clauses,
         weights=weights,
-        boosts=array.array("d", laid.boosts),
+        boosts=boosts,
         root_boost=float(laid.root_boost),
+        head=head,
         keep=tuple(keep),
         terms=len(frequencies_by_term),
         matched=sum(1 for value in frequencies_by_term.values() if value),
@@ -401,21 +418,7 @@ def run(
     parts = layout._part_table_for(snapshot, k1, b, avgdl, allowed)
     n_slots = len(prepared.slots)
     try:
-        ids, scores, stats = kernel.query(
-            library,
-            prepared.refs.buffer_info()[0],
-            n_slots,
-            prepared.clauses.buffer_info()[0],
-            len(prepared.weights),
-            prepared.weights.buffer_info()[0],
-            prepared.boosts.buffer_info()[0],
-            prepared.root_boost,
-            parts,
-            k1,
-            b,
-            avgdl,
-            k,
-        )
+        ids, scores, stats = kernel.query(library, prepared.head, prepared.root_boost, parts, k1, b, avgdl, k)
     except kernel.CorruptSlotError as error:
         n_parts = len(snapshot.parts)
         part, slot = divmod(error.index, n_slots) if 0 <= error.index < n_parts * n_slots else (0, -1)
