@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -264,7 +265,7 @@ def query(
     scratch = _scratch
     args, reals = scratch.args, scratch.reals
     args[:QUERY_HEAD] = head
-    args[6] = parts.ctypes.data
+    args[6] = _address(parts)
     args[7] = parts.shape[0]
     args[8] = k
     args[12] = scratch.stats_address
@@ -280,6 +281,26 @@ def query(
         scratch.reserve(kept)  # more ties than room: run again (the same result, now written)
     stats = BooleanStats._make(scratch.stats.tolist())
     return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), stats
+
+
+# Part tables' addresses by id (each entry holds its table, so the id is not reused while it
+# is here): ``ndarray.ctypes.data`` costs more than the rest of a call's Python. A table is
+# one per snapshot and parameters, so a few dozen entries cover every live snapshot.
+_ADDRESSES: dict[int, tuple[NDArray[np.int64], int]] = {}
+_ADDRESSES_MAX = 64
+_ADDRESSES_LOCK = threading.Lock()
+
+
+def _address(table: NDArray[np.int64]) -> int:
+    found = _ADDRESSES.get(id(table))
+    if found is not None and found[0] is table:
+        return found[1]
+    address = int(table.ctypes.data)
+    with _ADDRESSES_LOCK:
+        while len(_ADDRESSES) >= _ADDRESSES_MAX:
+            del _ADDRESSES[next(iter(_ADDRESSES))]
+        _ADDRESSES[id(table)] = (table, address)
+    return address
 
 
 def _raise(code: int, scratch: _Scratch) -> None:
