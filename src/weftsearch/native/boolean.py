@@ -175,7 +175,7 @@ def _bind(library: ctypes.CDLL) -> CompiledBoolean:
     return CompiledBoolean(table, query_)
 
 
-class _Scratch(Scratch):
+class _QueryScratch(Scratch):
     """:class:`Scratch` with six counters (the kernel's statistics) and :func:`query`'s argument arrays."""
 
     def __init__(self) -> None:
@@ -188,7 +188,7 @@ class _Scratch(Scratch):
         self.reals_address = self.reals.buffer_info()[0]
 
 
-_scratch = _Scratch()
+_scratch = _QueryScratch()
 
 
 def _call(
@@ -303,7 +303,7 @@ def _address(table: NDArray[np.int64]) -> int:
     return address
 
 
-def _raise(code: int, scratch: _Scratch) -> None:
+def _raise(code: int, scratch: _QueryScratch) -> None:
     if code == -1:
         raise MemoryError("the conjunction kernel could not allocate its working memory")
     if code == -3:
