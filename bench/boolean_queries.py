@@ -9,7 +9,8 @@ that intersections and phrases match something:
 
 * ``union``: 2-4 terms, OR. weft: plain query text (``Query("a b")``, the
   compiled block-max disjunction of ``_bm25.c``) and, on its own row, the
-  parsed ``a OR b`` (a should-only tree: the numpy tree path);
+  parsed ``a OR b`` (a should-only tree of plain terms: the same one-call
+  kernel, its terms in clause order);
 * ``intersection``: 2-4 terms, AND (``Query.parse("+a +b")``: ``_boolean.c``);
 * ``phrase``: 2-3 adjacent words of a document (``Query.parse('"a b"')``:
   ``_boolean.c`` with phrase verification).

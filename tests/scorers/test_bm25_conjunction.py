@@ -10,8 +10,10 @@ keys, the same score bits and the same order, ties included.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator, Sequence
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -23,6 +25,7 @@ from numpy.typing import NDArray
 from weftsearch import BM25Scorer, Document, Index, Query, Schema, TextField
 from weftsearch.engine.snapshot import Snapshot
 from weftsearch.errors import CorruptIndexError
+from weftsearch.native import bm25 as native_bm25
 from weftsearch.native import boolean, loader
 from weftsearch.querylang import BoolNode, Node, PhraseNode, TermNode
 from weftsearch.scorers.bm25 import conjunction
@@ -59,7 +62,10 @@ def both(index: Index, query: Query, k: int) -> Iterator[tuple[list[str], list[f
     scorer = BM25Scorer(1.2, 0.75)
     stream = scorer.score(snapshot, query, k)
     yield snapshot.keys_of(stream.ids), stream.scores.tolist(), (stream.plan or {})["path"]
-    with mock.patch.object(boolean, "compiled_boolean", lambda: None):
+    with (
+        mock.patch.object(boolean, "compiled_boolean", lambda: None),
+        mock.patch.object(native_bm25, "compiled_bm25", lambda: None),
+    ):
         stream = scorer.score(snapshot, query, k)
     yield snapshot.keys_of(stream.ids), stream.scores.tolist(), (stream.plan or {})["path"]
 
@@ -85,6 +91,17 @@ TREES = st.one_of(
 )
 
 
+# Should-only trees of plain terms: plain query text's one-call disjunction (when the sums agree).
+DISJUNCTIONS = st.builds(
+    BoolNode,
+    st.just(()),
+    st.lists(
+        st.builds(TermNode, st.sampled_from(WORDS[:-1])), min_size=1, max_size=4, unique_by=lambda n: n.text
+    ).map(tuple),
+)
+TREES = st.one_of(TREES, DISJUNCTIONS)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.integers(0, 10_000),
@@ -102,10 +119,95 @@ def test_the_kernel_matches_the_numpy_path_to_the_bit(
     query = Query(tree=tree, filter="n < 400" if filtered else None)
     (keys, scores, path), (want_keys, want_scores, want_path) = both(index, query, k)
     assert want_path == "numpy"
+    snapshot = index.snapshot()
+    if conjunction.plan(snapshot, tree) is not None or conjunction.disjunction_terms(snapshot, tree):
+        assert path == "compiled"
+    assert keys == want_keys
+    assert [s.hex() for s in scores] == [s.hex() for s in want_scores]
+
+
+# Many blocks of 128 in every list, small k: the block-max bound prunes whole blocks of the
+# driving list (and, for phrases, candidates before their positions are read).
+BIG_TREES = st.one_of(
+    PHRASES,
+    st.builds(
+        BoolNode,
+        st.lists(st.one_of(TERMS, PHRASES), min_size=1, max_size=3).map(tuple),
+        st.lists(TERMS, max_size=2).map(tuple),
+        st.lists(st.builds(TermNode, st.sampled_from(WORDS[4:7])), max_size=1).map(tuple),
+        BOOSTS,
+    ),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 10_000),
+    st.integers(1_000, 4_000),
+    BIG_TREES,
+    st.sampled_from([1, 2, 5, 10]),
+    st.integers(1, 3),
+    st.sampled_from([0.0, 0.05, 0.3]),
+    st.booleans(),
+)
+def test_block_max_skipping_keeps_every_bit(
+    seed: int, n_docs: int, tree: Node, k: int, segments: int, deleted: float, filtered: bool
+) -> None:
+    index = build(corpus(seed, n_docs), segments, deleted, seed)
+    query = Query(tree=tree, filter="n < 2500" if filtered else None)
+    (keys, scores, path), (want_keys, want_scores, want_path) = both(index, query, k)
+    assert want_path == "numpy"
     if conjunction.plan(index.snapshot(), tree) is not None:
         assert path == "compiled"
     assert keys == want_keys
     assert [s.hex() for s in scores] == [s.hex() for s in want_scores]
+
+
+def test_blocks_of_the_driving_list_that_cannot_reach_the_kth_score_are_not_decoded() -> None:
+    # Two terms in every document: with k = 1 the first block's best sets a threshold that most
+    # other blocks' bounds (their largest tf, smallest length) cannot reach.
+    rng = np.random.default_rng(5)
+    texts = ["alpha beta " + " ".join(["gamma"] * int(n)) for n in rng.integers(0, 30, 5000)]
+    texts[77] = "alpha alpha alpha beta beta beta"
+    index = build(texts, 1, 0.0, 0)
+    tree = BoolNode(must=(TermNode("alpha"), TermNode("beta")))
+    stream = BM25Scorer(1.2, 0.75).score(index.snapshot(), Query(tree=tree), 1)
+    plan = stream.plan or {}
+    assert plan["path"] == "compiled"
+    assert index.snapshot().keys_of(stream.ids) == ["k00077"]
+    skipped, blocks = plan["blocks_skipped"], plan["blocks"]
+    assert isinstance(skipped, int) and isinstance(blocks, int)
+    assert skipped >= blocks // 2
+    (keys, scores, _), (want_keys, want_scores, _) = both(index, Query(tree=tree), 3)
+    assert keys == want_keys and scores == want_scores
+
+
+def test_a_should_only_tree_of_plain_terms_runs_as_plain_text() -> None:
+    index = build(corpus(11, 600), 2, 0.1, 11)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer(1.2, 0.75)
+    for text in ("alpha OR zeta", "zeta alpha", "beta OR delta OR epsilon", "alpha"):
+        query = Query.parse(text)
+        stream = scorer.score(snapshot, query, 10)
+        assert (stream.plan or {})["path"] == "compiled"
+        plain = scorer.score(snapshot, Query(text.replace(" OR ", " ")), 10)
+        assert stream.ids.tolist() == plain.ids.tolist()
+        assert stream.scores.tolist() == plain.scores.tolist()
+    # Unsorted: summed in clause order, as the tree defines (plain text sums in sorted order).
+    tree = BoolNode(should=(TermNode("zeta"), TermNode("beta"), TermNode("alpha"), TermNode("delta")))
+    assert conjunction.disjunction_terms(snapshot, tree) == ["zeta", "beta", "alpha", "delta"]
+    for k in (1, 10, 1000):
+        (keys, scores, path), (want_keys, want_scores, _) = both(index, Query(tree=tree), k)
+        assert path == "compiled" and keys == want_keys
+        assert [s.hex() for s in scores] == [s.hex() for s in want_scores]
+    for tree in (
+        BoolNode(should=(TermNode("alpha", boost=2.0), TermNode("beta"))),
+        BoolNode(should=(TermNode("alpha"), TermNode("beta")), boost=2.0),
+        BoolNode(should=(TermNode("alpha"), TermNode("alpha"))),
+        BoolNode(should=(TermNode("alpha"), TermNode("the"))),  # a stopword
+        BoolNode(should=(TermNode("alpha"), PhraseNode(("beta", "gamma")))),
+    ):
+        assert conjunction.disjunction_terms(snapshot, tree) is None
 
 
 def test_ties_are_broken_by_key_across_segments() -> None:
@@ -138,17 +240,21 @@ def test_a_corrupt_block_is_a_typed_error_naming_the_term() -> None:
     assert packed is not None
     meta = np.array(packed[1], dtype=np.uint32)
     meta[0] += 1  # the first block's last id is no longer what its gaps decode to
-    real = layout_module.gather
+    real = layout_module._terms
 
-    def damaged(snap: Snapshot, terms: Sequence[str]) -> layout_module.QueryLists:
-        found = real(snap, terms)
-        table = found.table.copy()
-        table[0, 3] = meta.ctypes.data  # row 0: alpha (sorted first) in the one segment
-        return layout_module.QueryLists(found.doc_freq, table, found.keep)
+    def damaged(snap: Snapshot, parts: Any, terms: Sequence[str]) -> list[Any]:
+        found = []
+        for term, entry in zip(terms, real(snap, parts, terms), strict=True):
+            if term == "alpha":  # its one row (one segment) points at the damaged table
+                rows = entry.rows.copy()
+                rows[0, 3] = meta.ctypes.data
+                entry = dataclasses.replace(entry, rows=rows, address=rows.ctypes.data)
+            found.append(entry)
+        return found
 
     tree = BoolNode(must=(TermNode("alpha"), TermNode("beta")))
     with (
-        mock.patch.object(layout_module, "gather", damaged),
+        mock.patch.object(layout_module, "_terms", damaged),
         pytest.raises(CorruptIndexError, match="term 'alpha' do not decode"),
     ):
         BM25Scorer(1.2, 0.75).score(snapshot, Query(tree=tree), 5)

@@ -21,6 +21,10 @@
  * candidate by its blocks' last ids (whole blocks skipped without decoding) and a block is
  * decoded only when it can hold the candidate; a slot ahead of the candidate moves the driver
  * up to it (leapfrog). Should and must_not lists are advanced the same way, only on candidates.
+ * Block-max (once k documents are held): when the driver enters a block, each clause's bound over
+ * the window from the candidate to that block's last id is its weight times the largest impact
+ * its lists' blocks overlapping the window allow (block table: largest tf, smallest length); a
+ * window whose bounds sum below the k-th score is passed without decoding or moving any list.
  *
  * Phrases: positions are passed decoded per list (posting j's positions are
  * positions[starts[j] ..< starts[j + 1]]), and read only for candidates that passed the
@@ -32,9 +36,13 @@
  * the heap's minimum on arrival; every stored document >= the k-th score is returned, best first
  * (score descending, internal id ascending), so the caller applies the key tie rule.
  *
- * The packed-block decoder is a copy (value by value) of the layout _bm25.c decodes (docs/FORMAT.md
- * "Compressed postings"): per block of 128, id gaps then tf - 1, bit-packed LSB first at the two
- * widths of the block's widths entry. Kept apart so the two kernels change independently.
+ * The packed-block decoder is a copy of _bm25.c's (docs/FORMAT.md "Compressed postings"): per
+ * block of 128, id gaps then tf - 1, bit-packed LSB first at the two widths of the block's widths
+ * entry; a full block is decoded in one unrolled pass per width, a partial one value by value.
+ * Kept apart so the two kernels change independently.
+ *
+ * Entry points: weft_boolean_top_k (a table of lists laid out part by part by the caller) and
+ * weft_boolean_query (each slot's cached per-term rows, laid out here).
  *
  * Errors are return codes, never aborts: -1 out of memory, -2 bad arguments, -3 a corrupt list
  * (its row index in stats[0]).
@@ -82,7 +90,7 @@ static int worse(scored_id a, scored_id b) { return a.score < b.score; }
 #include "heap.h"
 
 typedef struct {
-    const uint32_t *data, *last, *widths;
+    const uint32_t *data, *last, *max_tf, *min_len, *widths;
     int64_t count, n_blocks, pos, block, row;
     int64_t *word_start;
     int tfs_ready;
@@ -94,10 +102,12 @@ typedef struct {
     int64_t n_chunks;
     int64_t *at;   /* the candidate's positions, decoded */
     int64_t at_n, at_cap;
+    int prefix_ready; /* tf_prefix holds the decoded block's running tf sums */
+    int64_t tf_prefix[WB_BLOCK + 1]; /* positions before each posting of the block, from the block's first */
 } cursor;
 
 typedef struct {
-    int64_t blocks, blocks_decoded, postings, candidates, scored, corrupt_row;
+    int64_t blocks, blocks_decoded, postings, candidates, scored, corrupt_row, windows_skipped;
 } stats_t;
 
 static inline int64_t run_words(int64_t n, unsigned width) { return (n * (int64_t)width + 31) >> 5; }
@@ -130,12 +140,68 @@ static inline uint64_t unpack_run(const uint32_t *run, int64_t n, unsigned width
     return acc;
 }
 
+/*
+ * A full block's run (4 groups of 32 values; a group of 32 values of W bits is exactly W words)
+ * in one unrolled pass per width, as _bm25.c's unpack_full: W is a constant at each call, so
+ * every word index, shift and mask folds away. Returns the last id (kind 1).
+ */
+static inline __attribute__((always_inline)) uint64_t unpack_full(const uint32_t *in, const unsigned W,
+                                                                   uint32_t *out, uint64_t acc, const int kind) {
+    const uint32_t mask = (uint32_t)(((uint64_t)1 << W) - 1);
+    for (int g = 0; g < WB_BLOCK / 32; g++, in += W, out += 32) {
+#pragma GCC unroll 32
+        for (unsigned j = 0; j < 32; j++) {
+            const unsigned bit = j * W, at = bit >> 5, shift = bit & 31;
+            uint32_t v = in[at] >> shift;
+            if (shift + W > 32) v |= in[at + 1] << ((32 - shift) & 31); /* shift > 0 here */
+            v &= mask;
+            if (kind) {
+                acc += (uint64_t)v + 1;
+                out[j] = (uint32_t)acc;
+            } else {
+                out[j] = v + 1;
+            }
+        }
+    }
+    return acc;
+}
+
+#define WB_FULL_CASE(W) \
+    case W: \
+        return unpack_full(in, W, out, acc, kind);
+#define WB_FULL_CASES \
+    WB_FULL_CASE(1) WB_FULL_CASE(2) WB_FULL_CASE(3) WB_FULL_CASE(4) WB_FULL_CASE(5) WB_FULL_CASE(6) \
+    WB_FULL_CASE(7) WB_FULL_CASE(8) WB_FULL_CASE(9) WB_FULL_CASE(10) WB_FULL_CASE(11) WB_FULL_CASE(12) \
+    WB_FULL_CASE(13) WB_FULL_CASE(14) WB_FULL_CASE(15) WB_FULL_CASE(16) WB_FULL_CASE(17) WB_FULL_CASE(18) \
+    WB_FULL_CASE(19) WB_FULL_CASE(20) WB_FULL_CASE(21) WB_FULL_CASE(22) WB_FULL_CASE(23) WB_FULL_CASE(24) \
+    WB_FULL_CASE(25) WB_FULL_CASE(26) WB_FULL_CASE(27) WB_FULL_CASE(28) WB_FULL_CASE(29) WB_FULL_CASE(30) \
+    WB_FULL_CASE(31) WB_FULL_CASE(32)
+
+/* A run of `n` values: full blocks unrolled by width (0 ..= 32, checked at open), a partial one value by value. */
+static uint64_t unpack_block(const uint32_t *in, int64_t n, unsigned width, uint32_t *out, uint64_t acc, int kind) {
+    if (n != WB_BLOCK) return unpack_run(in, n, width, out, acc, kind);
+    if (kind) {
+        switch (width) {
+            WB_FULL_CASES
+        default: /* width 0: every gap is 0 */
+            for (int i = 0; i < WB_BLOCK; i++) out[i] = (uint32_t)++acc;
+            return acc;
+        }
+    }
+    switch (width) {
+        WB_FULL_CASES
+    default: /* width 0: every tf is 1 */
+        for (int i = 0; i < WB_BLOCK; i++) out[i] = 1;
+        return acc;
+    }
+}
+
 static int decode_block(cursor *c, int64_t block, stats_t *st) {
     if (c->block == block) return 1;
     int64_t n = block_count(c, block);
     unsigned width = c->widths[block] & 0xFF;
     int64_t id = block > 0 ? (int64_t)c->last[block - 1] : -1;
-    id = (int64_t)unpack_run(c->data + c->word_start[block], n, width, c->ids, (uint64_t)id, 1);
+    id = (int64_t)unpack_block(c->data + c->word_start[block], n, width, c->ids, (uint64_t)id, 1);
     if (id != (int64_t)c->last[block]) {
         st->corrupt_row = c->row;
         c->pos = c->count; /* reads as exhausted from here on */
@@ -143,6 +209,7 @@ static int decode_block(cursor *c, int64_t block, stats_t *st) {
     }
     c->block = block;
     c->tfs_ready = 0;
+    c->prefix_ready = 0;
     st->blocks_decoded++;
     return 1;
 }
@@ -151,10 +218,33 @@ static inline uint32_t tf_now(cursor *c) {
     if (!c->tfs_ready) {
         int64_t n = block_count(c, c->block);
         unsigned wid = c->widths[c->block] & 0xFF, wtf = (c->widths[c->block] >> 8) & 0xFF;
-        unpack_run(c->data + c->word_start[c->block] + run_words(n, wid), n, wtf, c->tfs, 0, 0);
+        unpack_block(c->data + c->word_start[c->block] + run_words(n, wid), n, wtf, c->tfs, 0, 0);
         c->tfs_ready = 1;
     }
     return c->tfs[c->pos & (WB_BLOCK - 1)];
+}
+
+/*
+ * The first block at or after `from` whose last id is >= target (n_blocks: none), by the last ids
+ * alone: gallop, then search the bracket, so a long skip costs O(log blocks).
+ */
+static inline int64_t block_at_least(const cursor *c, int64_t from, int64_t target) {
+    if (from >= c->n_blocks || (int64_t)c->last[from] >= target) return from;
+    int64_t low = from + 1, step = 1, high = low;
+    while (high < c->n_blocks && (int64_t)c->last[high] < target) {
+        low = high + 1;
+        high += step;
+        step <<= 1;
+    }
+    if (high > c->n_blocks) high = c->n_blocks;
+    while (low < high) {
+        int64_t mid = low + (high - low) / 2;
+        if ((int64_t)c->last[mid] < target)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low;
 }
 
 /*
@@ -165,31 +255,29 @@ static inline int64_t advance(cursor *c, int64_t target, stats_t *st) {
     if (c->pos >= c->count) return -1;
     int64_t block = c->pos >> WB_SHIFT;
     if ((int64_t)c->last[block] < target) {
-        /* Gallop over the last ids, then search the bracket: long skips cost O(log blocks). */
-        int64_t low = block + 1, step = 1, high = low;
-        while (high < c->n_blocks && (int64_t)c->last[high] < target) {
-            low = high + 1;
-            high += step;
-            step <<= 1;
-        }
-        if (high > c->n_blocks) high = c->n_blocks;
-        while (low < high) {
-            int64_t mid = low + (high - low) / 2;
-            if ((int64_t)c->last[mid] < target)
-                low = mid + 1;
-            else
-                high = mid;
-        }
-        if (low >= c->n_blocks) {
+        block = block_at_least(c, block + 1, target);
+        if (block >= c->n_blocks) {
             c->pos = c->count;
             return -1;
         }
-        block = low;
         c->pos = block << WB_SHIFT;
     }
     if (!decode_block(c, block, st)) return -3;
     int64_t i = c->pos & (WB_BLOCK - 1);
-    while ((int64_t)c->ids[i] < target) i++; /* the block's last id is >= target */
+    if (i + 16 < block_count(c, block) && (int64_t)c->ids[i + 16] < target) {
+        /* Far ahead: binary search the rest of the block (its last id is >= target). */
+        int64_t lo = i + 17, hi = block_count(c, block) - 1;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if ((int64_t)c->ids[mid] < target)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        i = lo;
+    } else {
+        while ((int64_t)c->ids[i] < target) i++; /* the block's last id is >= target */
+    }
     c->pos = (block << WB_SHIFT) + i;
     return c->ids[i];
 }
@@ -198,6 +286,8 @@ static inline int64_t advance(cursor *c, int64_t target, stats_t *st) {
 static int open_cursor(cursor *c, const list_desc *l, int64_t row, int64_t *word_start, int64_t n_docs) {
     c->data = (const uint32_t *)(uintptr_t)l->data;
     c->last = (const uint32_t *)(uintptr_t)l->meta;
+    c->max_tf = c->last + l->n_blocks;
+    c->min_len = c->last + 2 * l->n_blocks;
     c->widths = c->last + 3 * l->n_blocks;
     c->count = l->count;
     c->n_blocks = l->n_blocks;
@@ -242,19 +332,6 @@ static int open_cursor(cursor *c, const list_desc *l, int64_t row, int64_t *word
     return 1;
 }
 
-/* Position code `x` of the list: chunk x / 128 at its width, inside its run (checked at open). */
-static inline uint64_t position_code(const cursor *c, int64_t x) {
-    int64_t chunk = x >> WB_SHIFT;
-    unsigned width = c->pwidths[chunk];
-    if (!width) return 0;
-    uint64_t bit = (uint64_t)(x & (WB_BLOCK - 1)) * width;
-    const uint32_t *run = c->pwords + c->chunk_at[chunk] + (int64_t)(bit >> 5);
-    unsigned shift = (unsigned)(bit & 31);
-    uint64_t value = (uint64_t)run[0] >> shift;
-    if (shift + width > 32) value |= (uint64_t)run[1] << (32 - shift);
-    return value & (width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1));
-}
-
 /*
  * Decode the positions of the posting the cursor stands on into c->at (first code absolute,
  * then gap - 1): where they start is the positions before its block plus its block's tfs before
@@ -263,8 +340,17 @@ static inline uint64_t position_code(const cursor *c, int64_t x) {
 static int decode_positions(cursor *c) {
     int64_t block = c->pos >> WB_SHIFT, i = c->pos & (WB_BLOCK - 1);
     tf_now(c); /* the block's tfs */
-    int64_t start = c->tf_before[block];
-    for (int64_t j = 0; j < i; j++) start += c->tfs[j];
+    if (!c->prefix_ready) {
+        /* Once per decoded block: a candidate's start is then one look-up, not a sum over the block. */
+        int64_t n = block_count(c, block), sum = 0;
+        for (int64_t j = 0; j < n; j++) {
+            c->tf_prefix[j] = sum;
+            sum += c->tfs[j];
+        }
+        c->tf_prefix[n] = sum;
+        c->prefix_ready = 1;
+    }
+    int64_t start = c->tf_before[block] + c->tf_prefix[i];
     int64_t tf = c->tfs[i];
     if (start + tf > c->tf_before[block + 1]) return -3;
     if (tf > c->at_cap) {
@@ -274,12 +360,33 @@ static int decode_positions(cursor *c) {
         c->at = grown;
         c->at_cap = cap;
     }
-    uint64_t p = position_code(c, start);
-    c->at[0] = (int64_t)p;
-    for (int64_t t = 1; t < tf; t++) {
-        p += position_code(c, start + t) + 1;
-        if (p > ((uint64_t)1 << 40)) return -3; /* a document is not that long: a crafted run */
-        c->at[t] = (int64_t)p;
+    /*
+     * The codes in a row: the chunk's width and run are looked up when a chunk starts, and the
+     * bit offset moves by the width (every read inside the chunk's run, checked at open).
+     */
+    uint64_t p = 0;
+    int64_t x = start;
+    for (int64_t t = 0; t < tf;) {
+        int64_t chunk = x >> WB_SHIFT, in_chunk = x & (WB_BLOCK - 1);
+        int64_t n = WB_BLOCK - in_chunk < tf - t ? WB_BLOCK - in_chunk : tf - t;
+        unsigned width = c->pwidths[chunk];
+        const uint32_t *run = c->pwords + c->chunk_at[chunk];
+        const uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
+        uint64_t bit = (uint64_t)in_chunk * width;
+        for (int64_t j = 0; j < n; j++, t++, bit += width) {
+            uint64_t value = 0;
+            if (width) {
+                unsigned shift = (unsigned)(bit & 31);
+                const uint32_t *at = run + (bit >> 5);
+                value = (uint64_t)at[0] >> shift;
+                if (shift + width > 32) value |= (uint64_t)at[1] << (32 - shift);
+                value &= mask;
+            }
+            p = t == 0 ? value : p + value + 1;
+            if (p > ((uint64_t)1 << 40)) return -3; /* a document is not that long: a crafted run */
+            c->at[t] = (int64_t)p;
+        }
+        x += n;
     }
     c->at_n = tf;
     return 1;
@@ -308,6 +415,24 @@ static int64_t phrase_frequency(cursor **slots, int64_t n, int64_t slop) {
     }
     const int64_t *first = slots[0]->at;
     int64_t count = 0;
+    if (slop == 0) {
+        /*
+         * Exact: p0 counts when every term i holds p0 + i (the fixpoint's answer at slop 0). The
+         * anchors ascend, so each term's pointer only moves forward: O(positions), no search.
+         */
+        int64_t at[WB_MAX_SLOTS] = {0};
+        for (int64_t j = 0; j < slots[0]->at_n; j++) {
+            int64_t anchor = first[j], hit = 1;
+            for (int64_t i = 1; i < n && hit; i++) {
+                const cursor *c = slots[i];
+                while (at[i] < c->at_n && c->at[at[i]] < anchor + i) at[i]++;
+                if (at[i] >= c->at_n) return count; /* this term has no position left: no more */
+                hit = c->at[at[i]] == anchor + i;
+            }
+            count += hit;
+        }
+        return count;
+    }
     for (int64_t j = 0; j < slots[0]->at_n; j++) {
         int64_t anchor = first[j], low = anchor - slop;
         for (;;) {
@@ -333,6 +458,27 @@ static int64_t phrase_frequency(cursor **slots, int64_t n, int64_t slop) {
         }
     }
     return count;
+}
+
+/*
+ * The largest impact (tf * (k1 + 1)) / (tf + norm) any posting of the cursor's list with an id in
+ * [lo, hi] can have, from its blocks' largest tf and smallest length (impact rises with tf and
+ * falls with length for k1 >= 0, 0 <= b <= 1): only blocks at or after the cursor's position,
+ * which hold every id it can still stand on. -1.0: no block holds an id in [lo, hi]. O(blocks
+ * overlapping the window + log skipped), no decoding. The norm is the caller's expression
+ * (k1 * (1.0 - b + b * len / avgdl)) in the same order, so a document's norm is >= this one.
+ */
+static double window_impact(const cursor *c, int64_t lo, int64_t hi, double k1, double b, double avgdl) {
+    if (!c || c->pos >= c->count) return -1.0;
+    double best = -1.0;
+    for (int64_t block = block_at_least(c, c->pos >> WB_SHIFT, lo); block < c->n_blocks; block++) {
+        if (block > 0 && (int64_t)c->last[block - 1] + 1 > hi) break;
+        double tf = (double)c->max_tf[block];
+        double norm = k1 * (1.0 - b + b * (double)c->min_len[block] / avgdl);
+        double impact = (tf * (k1 + 1.0)) / (tf + norm);
+        if (impact > best) best = impact;
+    }
+    return best;
 }
 
 typedef struct {
@@ -373,9 +519,9 @@ static int best_first(const void *a, const void *b) {
  */
 int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause_desc *clauses, int64_t n_clauses,
                            const double *weights, const double *boosts, double root_boost, const part_desc *parts,
-                           int64_t n_parts, double k1, int64_t k, int64_t *ids_out, double *scores_out,
-                           int64_t out_capacity, int64_t *stats_out) {
-    stats_t st = {0, 0, 0, 0, 0, -1};
+                           int64_t n_parts, double k1, double b, double avgdl, int64_t k, int64_t *ids_out,
+                           double *scores_out, int64_t out_capacity, int64_t *stats_out) {
+    stats_t st = {0, 0, 0, 0, 0, -1, 0};
     if (n_slots < 1 || n_slots > WB_MAX_SLOTS || n_clauses < 1 || n_clauses > WB_MAX_CLAUSES || n_parts < 0 ||
         k < 1 || out_capacity < 0 || !lists || !clauses || !weights || !boosts || (n_parts && !parts))
         return -2;
@@ -398,6 +544,14 @@ int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause
     for (int64_t s = 0; s < n_slots; s++)
         if (slot_role[s] == -1) return -2;
     if (!has_must) return -2;
+    /*
+     * Block-max skipping needs every factor of a score positive and finite and the norms' own
+     * parameters; otherwise (never from the Python side) every candidate is scored.
+     */
+    int bounded = k1 >= 0.0 && k1 < INFINITY && b >= 0.0 && b <= 1.0 && avgdl > 0.0 && avgdl < INFINITY &&
+                  root_boost > 0.0 && root_boost < INFINITY;
+    for (int64_t q = 0; q < n_clauses; q++)
+        if (!(weights[q] > 0.0 && weights[q] < INFINITY && boosts[q] > 0.0 && boosts[q] < INFINITY)) bounded = 0;
     /* Bounds of the allocations: the blocks of the largest part's lists, the candidates. */
     int64_t max_blocks = 0, candidates = 0;
     for (int64_t p = 0; p < n_parts; p++) {
@@ -472,8 +626,54 @@ int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause
                 must[j - 1] = t;
             }
         cursor *driver = cur[must[0]];
-        int64_t doc = advance(driver, 0, &st);
+        int64_t doc = advance(driver, 0, &st), checked = -1;
         while (doc >= 0) {
+            if (bounded && sel.size == k && (driver->pos >> WB_SHIFT) != checked) {
+                /*
+                 * Block-max: the window from doc to the end of the driver's block. Each clause's
+                 * bound is its weight times the largest impact its blocks overlapping the window
+                 * allow (a phrase's frequency is at most its first term's tf, and at most every
+                 * term's at slop 0); a must clause with no block there means no match in it. When
+                 * the sum cannot reach the k-th score, the driver's block is passed, and the next
+                 * one bounded, until one can: only that one is decoded, and the other lists are
+                 * never moved into the passed ones. The sum is taken in the
+                 * score's order with a relative margin of 2^-30 (the roundings of <= 64 clauses
+                 * are below 2^-45) and an absolute 2^-1000 (underflow); strictly below: ties stay.
+                 */
+                int64_t block = driver->pos >> WB_SHIFT, lo = doc, skipped = 0;
+                for (;;) {
+                    int64_t hi = (int64_t)driver->last[block];
+                    double bound = 0.0;
+                    int none = 0;
+                    for (int64_t q = 0; q < n_clauses && !none; q++) {
+                        const clause_desc *cl = &clauses[q];
+                        if (cl->role == 3) continue;
+                        double impact = window_impact(cur[cl->first], lo, hi, k1, b, avgdl);
+                        if (cl->role == 1 && cl->slop == 0)
+                            for (int64_t i = 1; i < cl->n && impact >= 0.0; i++) {
+                                double other = window_impact(cur[cl->first + i], lo, hi, k1, b, avgdl);
+                                if (other < impact) impact = other;
+                            }
+                        if (impact < 0.0) {
+                            if (cl->role != 2) none = 1;
+                            continue;
+                        }
+                        bound = bound + (weights[q] * impact) * boosts[q];
+                    }
+                    if (!none && !((bound * root_boost) * (1.0 + 0x1p-30) + 0x1p-1000 < sel.heap[0].score)) break;
+                    st.windows_skipped++;
+                    skipped = 1;
+                    if (++block >= driver->n_blocks) break;
+                    lo = hi + 1; /* the next block's ids are above this one's last */
+                }
+                if (block >= driver->n_blocks) break; /* no block of the driver left can make the top k */
+                checked = block;
+                if (skipped) {
+                    /* Only the block that can make it is decoded: the skipped ones never were. */
+                    doc = advance(driver, lo, &st);
+                    if (doc < 0) break;
+                }
+            }
             int64_t target = doc;
             for (int64_t i = 1; i < n_must; i++) {
                 int64_t id = advance(cur[must[i]], target, &st);
@@ -505,7 +705,7 @@ int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause
                 if (id == doc) keep = 0;
             }
             if (result) break;
-            if (keep && has_phrase && sel.size == k) {
+            if (keep && bounded && has_phrase && sel.size == k) {
                 /*
                  * A bound before any position is read: a phrase occurs at most as often as its first
                  * term, and the impact rises with tf, so the sum with each phrase's tf replaced by its
@@ -523,7 +723,13 @@ int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause
                         if (id == -3) result = -3;
                         if (id != doc) continue;
                     }
-                    double tf = (double)tf_now(c);
+                    uint32_t most = tf_now(c);
+                    if (cl->role == 1 && cl->slop == 0) /* an exact phrase occurs at most as often as each term */
+                        for (int64_t i = 1; i < cl->n; i++) {
+                            uint32_t other = tf_now(cur[cl->first + i]);
+                            if (other < most) most = other;
+                        }
+                    double tf = (double)most;
                     bound = bound + (weights[q] * ((tf * kp1) / (tf + norms[doc]))) * boosts[q];
                 }
                 if (result) break;
@@ -599,6 +805,7 @@ done:
         stats_out[2] = st.postings;
         stats_out[3] = st.candidates;
         stats_out[4] = st.scored;
+        stats_out[5] = st.windows_skipped;
     }
     if (cursors)
         for (int64_t s = 0; s < n_slots; s++) free(cursors[s].at);
@@ -606,5 +813,80 @@ done:
     free(word_starts);
     free(sel.heap);
     free(sel.store);
+    return result;
+}
+
+/*
+ * The same search from each slot's cached rows instead of a table laid out by the caller, so a
+ * query's set-up in Python is a few look-ups, and its arguments in two arrays (one ctypes
+ * conversion each instead of seventeen):
+ *   args:  slot_refs, n_slots, clauses, n_clauses, weights, boosts, parts, n_parts, k, ids_out,
+ *          scores_out, out_capacity, stats_out   (13 int64; addresses as integers)
+ *   reals: root_boost, k1, b, avgdl
+ * slot_refs: 3 int64 per slot: the address of its term's rows (n_rows x 8 int64, as _bm25.c's
+ * weft_bm25_query takes them: words, word count, postings, block table, blocks, -, part, -;
+ * parts strictly ascending), n_rows, and the address of n_rows x 7 int64 positions fields for
+ * a phrase's slot (aligned with the rows; else 0). A part where a slot's term has no row is a
+ * part without the term (count 0). Returns what weft_boolean_top_k returns; a corrupt row is
+ * reported as part * n_slots + slot.
+ */
+int64_t weft_boolean_query(const int64_t *args, const double *reals) {
+    if (!args || !reals) return -2;
+    const int64_t *slot_refs = (const int64_t *)(uintptr_t)args[0];
+    int64_t n_slots = args[1], n_clauses = args[3], n_parts = args[7], k = args[8], out_capacity = args[11];
+    const clause_desc *clauses = (const clause_desc *)(uintptr_t)args[2];
+    const double *weights = (const double *)(uintptr_t)args[4], *boosts = (const double *)(uintptr_t)args[5];
+    const part_desc *parts = (const part_desc *)(uintptr_t)args[6];
+    int64_t *ids_out = (int64_t *)(uintptr_t)args[9], *stats_out = (int64_t *)(uintptr_t)args[12];
+    double *scores_out = (double *)(uintptr_t)args[10];
+    double root_boost = reals[0], k1 = reals[1], b = reals[2], avgdl = reals[3];
+    if (!stats_out || (out_capacity > 0 && (!ids_out || !scores_out))) return -2;
+    if (!slot_refs || n_slots < 1 || n_slots > WB_MAX_SLOTS || n_parts < 0) return -2;
+    if (n_parts > INT64_MAX / n_slots) return -2;
+    int64_t n_lists = n_parts * n_slots;
+    if ((uint64_t)n_lists > SIZE_MAX / sizeof(list_desc)) return -1;
+    list_desc local[32];
+    list_desc *table = local;
+    if (n_lists > 32) {
+        table = calloc((size_t)n_lists, sizeof(list_desc));
+        if (!table) return -1;
+    } else {
+        memset(local, 0, sizeof(local));
+    }
+    int64_t result = 0;
+    for (int64_t s = 0; s < n_slots && result == 0; s++) {
+        const int64_t *rows = (const int64_t *)(uintptr_t)slot_refs[3 * s];
+        const int64_t *pos = (const int64_t *)(uintptr_t)slot_refs[3 * s + 2];
+        int64_t n_rows = slot_refs[3 * s + 1], last = -1;
+        if (n_rows < 0 || n_rows > n_parts || (n_rows && !rows)) result = -2;
+        for (int64_t r = 0; r < n_rows && result == 0; r++) {
+            const int64_t *row = rows + 8 * r;
+            int64_t part = row[6];
+            if (part <= last || part >= n_parts) { /* ascending, each part once */
+                result = -2;
+                break;
+            }
+            last = part;
+            list_desc *l = &table[part * n_slots + s];
+            l->data = row[0];
+            l->words = row[1];
+            l->count = row[2];
+            l->meta = row[3];
+            l->n_blocks = row[4];
+            if (pos) {
+                const int64_t *p = pos + 7 * r;
+                l->pos_words = p[0];
+                l->pos_n = p[1];
+                l->pos_widths = p[2];
+                l->n_chunks = p[3];
+                l->chunk_at = p[4];
+                l->tf_before = p[5];
+            }
+        }
+    }
+    if (result == 0)
+        result = weft_boolean_top_k(table, n_slots, clauses, n_clauses, weights, boosts, root_boost, parts, n_parts, k1,
+                                    b, avgdl, k, ids_out, scores_out, out_capacity, stats_out);
+    if (table != local) free(table);
     return result;
 }

@@ -12,8 +12,17 @@ trees fit and how a snapshot becomes those arrays is
 
 The kernel drives each segment by its rarest must list and moves the others
 to each candidate by their blocks' last ids, decoding a block only when it can
-hold the candidate; phrases are verified on the candidates that pass the
-conjunction, the tombstones, the filter and the must_not terms. Scores are
+hold the candidate; once it holds k results, a block of the driving list
+whose clauses' block-max bounds cannot reach the k-th score is passed without
+decoding it or moving the others (block-max, as ``_bm25.c`` for
+disjunctions); phrases are verified on the candidates that pass the
+conjunction, the tombstones, the filter and the must_not terms, and whose
+bound reaches the k-th score.
+
+:func:`query` (``weft_boolean_query``) takes each slot's cached descriptor
+rows (the rows :mod:`weftsearch.scorers.bm25.lists` keeps per snapshot and
+term for ``_bm25.c``) and lays them out by segment in C; :func:`top_k` takes
+a table laid out by the caller. Scores are
 :mod:`weftsearch.scorers.bm25.tree`'s numpy evaluation to the bit (the same
 float64 operations in the same order; checked on load), every document tied
 with the k-th score is returned, and the GIL is released for the whole call.
@@ -25,10 +34,13 @@ Optional like every compiled part: not built, switched off
 
 from __future__ import annotations
 
+import array
 import ctypes
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,10 +65,15 @@ __all__ = [
     "MUST_NOT",
     "PHRASE",
     "SHOULD",
+    "QUERY_ARGS",
+    "QUERY_HEAD",
+    "SLOT_FIELDS",
     "BooleanStats",
+    "CompiledBoolean",
     "CorruptSlotError",
     "compiled_boolean",
     "positions_tables",
+    "query",
     "top_k",
 ]
 
@@ -66,6 +83,11 @@ DISABLE_VARIABLE = BOOLEAN_SWITCH
 #: int64 fields of one list descriptor and one clause descriptor (see ``_boolean.c``).
 LIST_FIELDS = 12
 CLAUSE_FIELDS = 4
+#: int64 fields per slot of :func:`query`: rows address, rows, positions fields address (or 0).
+SLOT_FIELDS = 3
+#: int64 arguments of ``weft_boolean_query`` (the first :data:`QUERY_HEAD` are a tree's own).
+QUERY_ARGS = 13
+QUERY_HEAD = 6
 #: Most term slots (a phrase takes one per term) and clauses in one call (``_boolean.c``'s limits).
 MAX_SLOTS = 64
 MAX_CLAUSES = 64
@@ -78,8 +100,7 @@ _INT = ctypes.c_int64
 _DOUBLE = ctypes.c_double
 
 
-@dataclass(frozen=True, slots=True)
-class BooleanStats:
+class BooleanStats(NamedTuple):
     """What one call read (for plans and benchmarks; the scores never depend on it).
 
     Attributes:
@@ -89,6 +110,7 @@ class BooleanStats:
         candidates: documents holding every must term (before tombstones, filter,
             must_not terms and phrases).
         documents_scored: documents that matched and were scored.
+        windows_skipped: blocks of the driving list passed by their block-max bound.
 
     """
 
@@ -97,6 +119,15 @@ class BooleanStats:
     postings: int
     candidates: int
     documents_scored: int
+    windows_skipped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledBoolean:
+    """The bound library: ``weft_boolean_top_k`` (a laid-out table), ``weft_boolean_query`` (cached rows)."""
+
+    top_k: Callable[..., int]
+    query: Callable[..., int]
 
 
 class CorruptSlotError(CorruptIndexError):
@@ -132,26 +163,162 @@ def positions_tables(
 
 
 @cache
-def compiled_boolean() -> Callable[..., int] | None:
-    """``weft_boolean_top_k`` bound and self-checked, or ``None`` (trees are scored by numpy)."""
+def compiled_boolean() -> CompiledBoolean | None:
+    """The library bound and self-checked, or ``None`` (trees are scored by numpy)."""
     return load_library("_boolean", _bind, _agrees_with_formula)
 
 
-def _bind(library: ctypes.CDLL) -> Callable[..., int]:
-    function = library.weft_boolean_top_k
-    # lists, n_slots, clauses, n_clauses, weights, boosts, root_boost, parts, n_parts, k1, k,
-    # ids_out, scores_out, out_capacity, stats.
-    function.argtypes = [_POINTER, _INT, _POINTER, _INT, _POINTER, _POINTER, _DOUBLE, _POINTER, _INT]
-    function.argtypes += [_DOUBLE, _INT, _POINTER, _POINTER, _INT, _POINTER]
-    function.restype = _INT
-    return function
+def _bind(library: ctypes.CDLL) -> CompiledBoolean:
+    table = library.weft_boolean_top_k
+    # lists, n_slots, clauses, n_clauses, weights, boosts, root_boost, parts, n_parts, k1, b,
+    # avgdl, k, ids_out, scores_out, out_capacity, stats.
+    table.argtypes = [_POINTER, _INT, _POINTER, _INT, _POINTER, _POINTER, _DOUBLE, _POINTER, _INT]
+    table.argtypes += [_DOUBLE, _DOUBLE, _DOUBLE, _INT, _POINTER, _POINTER, _INT, _POINTER]
+    table.restype = _INT
+    query_ = library.weft_boolean_query
+    query_.argtypes = [_POINTER, _POINTER]  # args (13 int64), reals (4 float64): see _boolean.c
+    query_.restype = _INT
+    return CompiledBoolean(table, query_)
 
 
-_scratch = Scratch()
+class _QueryScratch(Scratch):
+    """:class:`Scratch` with six counters (the kernel's statistics) and :func:`query`'s argument arrays."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stats = np.zeros(6, dtype=np.int64)
+        self.stats_address = self.stats.ctypes.data
+        self.args = array.array("q", bytes(8 * QUERY_ARGS))
+        self.reals = array.array("d", bytes(8 * 4))
+        self.args_address = self.args.buffer_info()[0]
+        self.reals_address = self.reals.buffer_info()[0]
+
+
+_scratch = _QueryScratch()
+
+
+def _call(
+    function: Callable[..., int],
+    first: int,
+    n_slots: int,
+    clauses: int,
+    n_clauses: int,
+    weights: int,
+    boosts: int,
+    root_boost: float,
+    parts: NDArray[np.int64],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], BooleanStats]:
+    """One kernel call into this thread's scratch (again with more room when the ties need it)."""
+    scratch = _scratch
+    while True:
+        kept = function(
+            first,
+            n_slots,
+            clauses,
+            n_clauses,
+            weights,
+            boosts,
+            root_boost,
+            parts.ctypes.data,
+            parts.shape[0],
+            k1,
+            b,
+            avgdl,
+            k,
+            scratch.ids_address,
+            scratch.scores_address,
+            scratch.capacity,
+            scratch.stats_address,
+        )
+        if kept < 0:
+            _raise(kept, scratch)
+        if kept <= scratch.capacity:
+            break
+        scratch.reserve(kept)  # more ties than room: run again (the same result, now written)
+    stats = BooleanStats._make(scratch.stats.tolist())
+    return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), stats
+
+
+def query(
+    library: CompiledBoolean,
+    head: array.array[int],
+    root_boost: float,
+    parts: NDArray[np.int64],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], BooleanStats]:
+    """:func:`top_k` from each slot's cached rows (``weft_boolean_query``), in two argument arrays.
+
+    ``head``: the tree's :data:`QUERY_HEAD` int64 arguments (addresses of
+    :data:`SLOT_FIELDS` int64 per slot, its rows' address and count and its
+    positions fields' address or 0; the slots; int64 ``(clauses, 4)``; the
+    clauses; float64 weights and boosts per clause), whose arrays the caller
+    keeps alive. ``b`` and ``avgdl`` are the norms' own (the block bounds
+    recompute a block's smallest norm). Runs without the GIL.
+
+    Raises:
+        CorruptSlotError: a row's postings or positions do not decode (``index``: part * slots + slot).
+        MemoryError: the library could not allocate its working memory.
+        ValueError: the library refused the arguments (a bug of the caller).
+
+    """
+    scratch = _scratch
+    args, reals = scratch.args, scratch.reals
+    args[:QUERY_HEAD] = head
+    args[6] = _address(parts)
+    args[7] = parts.shape[0]
+    args[8] = k
+    args[12] = scratch.stats_address
+    reals[0], reals[1], reals[2], reals[3] = root_boost, k1, b, avgdl
+    function = library.query
+    while True:
+        args[9], args[10], args[11] = scratch.ids_address, scratch.scores_address, scratch.capacity
+        kept = function(scratch.args_address, scratch.reals_address)
+        if kept < 0:
+            _raise(kept, scratch)
+        if kept <= scratch.capacity:
+            break
+        scratch.reserve(kept)  # more ties than room: run again (the same result, now written)
+    stats = BooleanStats._make(scratch.stats.tolist())
+    return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), stats
+
+
+# Part tables' addresses by id (each entry holds its table, so the id is not reused while it
+# is here): ``ndarray.ctypes.data`` costs more than the rest of a call's Python. A table is
+# one per snapshot and parameters, so a few dozen entries cover every live snapshot.
+_ADDRESSES: dict[int, tuple[NDArray[np.int64], int]] = {}
+_ADDRESSES_MAX = 64
+_ADDRESSES_LOCK = threading.Lock()
+
+
+def _address(table: NDArray[np.int64]) -> int:
+    found = _ADDRESSES.get(id(table))
+    if found is not None and found[0] is table:
+        return found[1]
+    address = int(table.ctypes.data)
+    with _ADDRESSES_LOCK:
+        while len(_ADDRESSES) >= _ADDRESSES_MAX:
+            del _ADDRESSES[next(iter(_ADDRESSES))]
+        _ADDRESSES[id(table)] = (table, address)
+    return address
+
+
+def _raise(code: int, scratch: _QueryScratch) -> None:
+    if code == -1:
+        raise MemoryError("the conjunction kernel could not allocate its working memory")
+    if code == -3:
+        raise CorruptSlotError(int(scratch.stats[0]))
+    raise ValueError(f"the conjunction kernel refused its arguments (code {code})")
 
 
 def top_k(
-    function: Callable[..., int],
+    library: CompiledBoolean,
     lists: NDArray[np.int64],
     n_slots: int,
     clauses: NDArray[np.int64],
@@ -160,11 +327,13 @@ def top_k(
     root_boost: float,
     parts: NDArray[np.int64],
     k1: float,
+    b: float,
+    avgdl: float,
     k: int,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64], BooleanStats]:
     """Every matching document scoring at least the k-th best score, best first (score desc, internal id asc).
 
-    ``lists``: int64 ``(parts * n_slots, 8)``, row ``p * slots + s`` slot ``s``
+    ``lists``: int64 ``(parts * n_slots, LIST_FIELDS)``, row ``p * slots + s`` slot ``s``
     in part ``p`` (count 0: absent there); ``clauses``: int64 ``(clauses, 4)``
     in the tree's summing order. Ties with the k-th score are all returned.
     Runs without the GIL. O(candidates * clauses * log) plus the blocks
@@ -181,42 +350,27 @@ def top_k(
     weights = np.ascontiguousarray(weights, dtype=np.float64)
     boosts = np.ascontiguousarray(boosts, dtype=np.float64)
     parts = np.ascontiguousarray(parts, dtype=np.int64)
-    scratch = _scratch
-    while True:
-        kept = function(
-            lists.ctypes.data,
-            n_slots,
-            clauses.ctypes.data,
-            clauses.shape[0],
-            weights.ctypes.data,
-            boosts.ctypes.data,
-            root_boost,
-            parts.ctypes.data,
-            parts.shape[0],
-            k1,
-            k,
-            scratch.ids_address,
-            scratch.scores_address,
-            scratch.capacity,
-            scratch.stats_address,
-        )
-        if kept == -1:
-            raise MemoryError("the conjunction kernel could not allocate its working memory")
-        if kept == -3:
-            raise CorruptSlotError(int(scratch.stats[0]))
-        if kept < 0:
-            raise ValueError(f"the conjunction kernel refused its arguments (code {kept})")
-        if kept <= scratch.capacity:
-            break
-        scratch.reserve(kept)  # more ties than room: run again (the same result, now written)
-    stats = BooleanStats(*scratch.stats.tolist())
-    return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), stats
+    return _call(
+        library.top_k,
+        lists.ctypes.data,
+        n_slots,
+        clauses.ctypes.data,
+        clauses.shape[0],
+        weights.ctypes.data,
+        boosts.ctypes.data,
+        root_boost,
+        parts,
+        k1,
+        b,
+        avgdl,
+        k,
+    )
 
 
 # --------------------------------------------------------------------------- the self-check
 
 
-def _agrees_with_formula(function: Callable[..., int]) -> bool:
+def _agrees_with_formula(function: CompiledBoolean) -> bool:
     """Random texts, one tombstoned segment: every clause role against Python floats, every bit."""
     rng = np.random.default_rng(1)
     n_docs, vocabulary = 400, 5
@@ -291,7 +445,7 @@ def _agrees_with_formula(function: Callable[..., int]) -> bool:
     expected.sort(key=lambda item: (-item[0], item[1]))
     for k in (1, 3, 1000):
         got_ids, got_scores, _ = top_k(
-            function, lists, len(slots), clauses, weights, boosts, 1.5, parts, k1, k
+            function, lists, len(slots), clauses, weights, boosts, 1.5, parts, k1, b, avgdl, k
         )
         want = expected if k >= len(expected) else [e for e in expected if e[0] >= expected[k - 1][0]]
         if [(float(s), int(i)) for s, i in zip(got_scores, got_ids, strict=True)] != want:

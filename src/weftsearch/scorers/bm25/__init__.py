@@ -866,8 +866,10 @@ class BM25Scorer:
         is scored as that tree instead (:mod:`weftsearch.scorers.bm25.tree`:
         Lucene's boolean semantics): through the compiled conjunction kernel
         (:mod:`weftsearch.scorers.bm25.conjunction`, ``_boolean.c``) when the tree
-        fits it (must terms and phrases, should and must_not terms), else numpy;
-        the same ids, score bits and order either way.
+        fits it (must terms and phrases, should and must_not terms), as plain
+        query text through the block-max disjunction when it is a should-only
+        tree of plain terms (:func:`~weftsearch.scorers.bm25.conjunction.disjunction_terms`),
+        else numpy; the same ids, score bits and order either way.
 
         On snapshots of 20,000 documents or more, runs compiled with
         block-max early termination and without the GIL where the kernel is
@@ -891,6 +893,9 @@ class BM25Scorer:
         # matching documents with a query term). Same scores to the bit.
         allowed = snapshot.allowed(query)
         if query.tree is not None:
+            compiled = self._tree_disjunction(snapshot, query, k, allowed)
+            if compiled is not None:
+                return compiled
             compiled = self._tree_compiled(snapshot, query, k, allowed)
             if compiled is not None:
                 return compiled
@@ -1014,6 +1019,34 @@ class BM25Scorer:
         norm: NDArray[np.float64] = snapshot.memo(key, lambda: self._length_norm(snapshot))
         return norm
 
+    def _tree_disjunction(
+        self, snapshot: Snapshot, query: Query, k: int, allowed: NDArray[np.bool_] | None
+    ) -> Stream | None:
+        """:meth:`score` of a should-only tree of plain terms as plain query text (``weft_bm25_query``).
+
+        ``None`` when the tree is not one (:func:`.conjunction.disjunction_terms`
+        says which are: those whose sum the one-call kernel takes in the tree's
+        order), the scorer is BM25F, the snapshot empty or the library lacks
+        the one-call entry. Same ids, score bits and order as the tree path.
+        """
+        tree = query.tree
+        if tree is None or snapshot.n_docs == 0 or self._bm25f:
+            return None
+        library = kernel.compiled_bm25()
+        if library is None or library.query is None:
+            return None
+        planned = conjunction.disjunction(snapshot, tree)
+        if planned is None:
+            return None
+        segments, terms = len(snapshot.parts), len(planned.terms)
+        if not planned.lists:
+            return Stream.empty(plan=_compiled_plan(terms, planned.matched, segments, planned.postings, None))
+        ids, scores, stats = layout.run(
+            library, snapshot, planned, self.k1, self.b, self._avgdl(snapshot), k, allowed
+        )
+        plan = _compiled_plan(terms, planned.matched, segments, planned.postings, stats)
+        return _vouched_stream(ids, scores, snapshot, plan=plan)
+
     def _tree_compiled(
         self, snapshot: Snapshot, query: Query, k: int, allowed: NDArray[np.bool_] | None
     ) -> Stream | None:
@@ -1026,22 +1059,15 @@ class BM25Scorer:
         tree = query.tree
         if tree is None or snapshot.n_docs == 0 or self._bm25f:
             return None  # the kernel scores plain BM25 over the default field
-        function = boolean_kernel.compiled_boolean()
-        if function is None:
+        library = boolean_kernel.compiled_boolean()
+        if library is None:
             return None
-        laid_out = conjunction.plan(snapshot, tree)
-        if laid_out is None:
+        prepared = conjunction.prepare(snapshot, tree)
+        if prepared is None:
             return None
-
-        def idf(terms: list[str], live: NDArray[np.int64]) -> NDArray[np.float64]:
-            return lucene_idf(snapshot.collection_n_docs, snapshot.collection_doc_freq(terms, live))
-
-        found = conjunction.score(
-            function, snapshot, laid_out, idf, self.k1, self.b, self._avgdl(snapshot), k, allowed
+        ids, scores, plan = conjunction.run(
+            library, snapshot, prepared, self.k1, self.b, self._avgdl(snapshot), k, allowed
         )
-        if found is None:
-            return None
-        ids, scores, plan = found
         return _vouched_stream(ids, scores, snapshot, plan=plan)
 
     def _tree(self, snapshot: Snapshot, query: Query) -> tuple[Matches, dict[str, PlanValue]]:

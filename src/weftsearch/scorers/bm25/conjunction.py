@@ -6,11 +6,14 @@ phrases, ``should`` terms and ``must_not`` terms, every term analysing to
 exactly one term on the default field (a word of several terms, a stopword, a
 prefix, a nested Bool node or another field goes to the numpy path of
 :mod:`weftsearch.scorers.bm25.tree`, which defines the semantics and is the
-oracle). :func:`score` lays such a tree out for the kernel and returns the
-``k`` best in canonical order, with the same ids, score bits and order as the
-numpy path: each clause's weight is what the numpy path multiplies its
-impacts by (a term's IDF; a phrase's terms' IDFs added to 0.0 in order), and
-the kernel sums in the tree's clause order.
+oracle). A should-only tree of plain terms goes instead to the disjunctions'
+one-call kernel, as plain query text (:func:`disjunction_terms` says when
+that has the same bits; :func:`disjunction` lays it out). :func:`prepare`
+lays a tree out for the kernel (remembered per snapshot) and :func:`run`
+returns the ``k`` best in canonical order, with the same ids, score bits and
+order as the numpy path: each clause's weight is what the numpy path
+multiplies its impacts by (a term's IDF; a phrase's terms' IDFs added to 0.0
+in order), and the kernel sums in the tree's clause order.
 
 A phrase's terms are read from their packed positions (views of the segment
 file), decoded by the kernel for the candidates only; the reader checks a
@@ -20,11 +23,12 @@ up to :data:`POSITIONS_TERMS` terms).
 
 from __future__ import annotations
 
+import array
 import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,8 +40,24 @@ from weftsearch.errors import CorruptIndexError
 from weftsearch.native import boolean as kernel
 from weftsearch.querylang import BoolNode, Node, PhraseNode, TermNode
 from weftsearch.schema import DEFAULT_FIELD
+from weftsearch.scorers.bm25.idf import lucene_idf
 
-__all__ = ["POSITIONS_TERMS", "Layout", "plan", "score"]
+__all__ = [
+    "POSITIONS_TERMS",
+    "PREPARED_TREES",
+    "Layout",
+    "Prepared",
+    "disjunction_terms",
+    "plan",
+    "prepare",
+    "run",
+]
+
+T = TypeVar("T")
+
+#: Trees whose kernel set-up (:class:`Prepared`, a disjunction's, or that none fits) one
+#: snapshot remembers; past it the oldest is dropped. An entry is about 1 KB of Python objects.
+PREPARED_TREES = 4096
 
 #: Terms whose positions descriptors one segment reader keeps (views of the file plus two small
 #: tables: 8 bytes per 128 postings and per 128 positions); past it the oldest is dropped.
@@ -106,11 +126,66 @@ def plan(snapshot: Snapshot, tree: Node) -> Layout | None:
             boosts.append(node.boost)
     if len(slots) > kernel.MAX_SLOTS or len(clauses) > kernel.MAX_CLAUSES:
         return None
-    if any(role == kernel.PHRASE for role, *_ in clauses) and not all(
-        getattr(part.reader, "has_positions", False) for part in snapshot.parts
-    ):
+    if any(role == kernel.PHRASE for role, *_ in clauses) and not _has_positions(snapshot):
         return None  # the numpy path raises PhrasePositionsError
     return Layout(tuple(slots), tuple(clauses), tuple(boosts), root_boost)
+
+
+def disjunction_terms(snapshot: Snapshot, tree: Node) -> list[str] | None:
+    """The terms, in clause order, of a tree plain query text scores to the same bits, or ``None``.
+
+    Such a tree is a ``should``-only Bool node (no boost) of distinct term
+    clauses (no boost), each one word analysing to exactly one term of the
+    default field. tree.py sums their scores from 0.0 in clause order;
+    ``_bm25.c`` sums a document's contributions from 0.0 in the order of the
+    terms it is given (every path: exact scores and dense sums), each
+    contribution the same product, so given the terms in clause order it
+    returns the same bits. Any other tree: ``None``.
+    """
+    if not isinstance(tree, BoolNode) or tree.must or tree.must_not or not tree.should or tree.boost != 1.0:
+        return None
+    terms: list[str] = []
+    for node in tree.should:
+        if not isinstance(node, TermNode) or node.boost != 1.0:
+            return None
+        term = _single(snapshot, node)
+        if term is None:
+            return None
+        terms.append(term)
+    return terms if len(set(terms)) == len(terms) else None
+
+
+def disjunction(snapshot: Snapshot, tree: Node) -> layout.TermQuery | None:
+    """The one-call set-up (:func:`weftsearch.scorers.bm25.lists.plan`) of :func:`disjunction_terms`' tree.
+
+    ``None`` when the tree is not such a disjunction. Remembered per snapshot
+    and tree as :func:`prepare` is (not on a shard's view).
+    """
+    if not isinstance(tree, BoolNode) or tree.must or not tree.should:
+        return None  # cheap refusals first: a conjunction's trees never reach the cache
+
+    def build() -> layout.TermQuery | None:
+        terms = disjunction_terms(snapshot, tree)
+        return None if terms is None else layout.plan(snapshot, terms, None)
+
+    return _remembered(snapshot, ("bm25 conjunction", "disjunctions"), tree, build)
+
+
+def _remembered(snapshot: Snapshot, key: tuple[str, str], tree: Node, build: Callable[[], T]) -> T:
+    """``build()``, remembered in ``snapshot``'s dictionary ``key`` by tree (:data:`PREPARED_TREES`, FIFO)."""
+    if snapshot.statistics is not None:
+        return build()  # a shard's view: its IDFs come from the collection's statistics
+    cache: dict[Node, T] = snapshot.memo(key, dict)
+    try:
+        return cache[tree]
+    except KeyError:
+        pass
+    found = build()
+    with _POSITIONS_LOCK:
+        if tree not in cache and len(cache) >= PREPARED_TREES:
+            del cache[next(iter(cache))]
+        cache[tree] = found
+    return found
 
 
 class _Positions:
@@ -171,99 +246,191 @@ def _positions(reader: Any, term: str) -> tuple[tuple[int, ...], tuple[Any, ...]
     return entry
 
 
-def score(
-    function: Callable[..., int],
+def _slot_positions(snapshot: Snapshot, term: str, rows: NDArray[np.int64]) -> tuple[int, Any] | None:
+    """The address of ``term``'s positions fields aligned with its descriptor ``rows`` (7 int64 a row), kept.
+
+    Built once per snapshot and term (at most :data:`POSITIONS_TERMS`, oldest
+    dropped) from each segment's :func:`_positions`; ``None`` when a segment
+    hands out no packed positions (the numpy path then runs).
+    """
+    cache: dict[str, tuple[int, Any] | None] = snapshot.memo(("bm25 conjunction", "positions"), dict)
+    try:
+        return cache[term]
+    except KeyError:
+        pass
+    table = np.zeros((rows.shape[0], 7), dtype=np.int64)
+    keep: list[Any] = [table]
+    entry: tuple[int, Any] | None = None
+    for at, part in enumerate(rows[:, 6].tolist()):
+        found = _positions(snapshot.parts[part].reader, term)
+        if found is None:
+            break
+        table[at] = found[0]
+        keep.append(found[1])
+    else:
+        entry = (table.ctypes.data if rows.shape[0] else 0, tuple(keep))
+    with _POSITIONS_LOCK:
+        if term not in cache and len(cache) >= POSITIONS_TERMS:
+            del cache[next(iter(cache))]
+        cache[term] = entry
+    return entry
+
+
+def _has_positions(snapshot: Snapshot) -> bool:
+    """Whether every segment of ``snapshot`` keeps positions (remembered with the snapshot)."""
+    found: bool = snapshot.memo(
+        ("bm25 conjunction", "has positions"),
+        lambda: all(getattr(part.reader, "has_positions", False) for part in snapshot.parts),
+    )
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A tree's arguments for ``weft_boolean_query`` on one snapshot, ready for :func:`run`.
+
+    Attributes:
+        slots: the analysed term of each slot (names a corrupt one).
+        refs: :data:`~weftsearch.native.boolean.SLOT_FIELDS` int64 per slot (rows, count, positions).
+        clauses: int64 ``(role, first slot, slots, slop)`` per clause, flat.
+        weights: float64 per clause: the numpy path's factor of its impacts.
+        boosts: float64 per clause.
+        root_boost: the tree's own boost.
+        head: the kernel's first :data:`~weftsearch.native.boolean.QUERY_HEAD` arguments
+            (the addresses and counts of the above).
+        keep: what the addresses point into (kept alive with them).
+        terms, matched, postings: the plan's counts (distinct terms, those held, their live postings).
+
+    """
+
+    slots: tuple[str, ...]
+    refs: array.array[int]
+    clauses: array.array[int]
+    weights: array.array[float]
+    boosts: array.array[float]
+    root_boost: float
+    head: array.array[int]
+    keep: tuple[Any, ...]
+    terms: int
+    matched: int
+    postings: int
+
+
+def prepare(snapshot: Snapshot, tree: Node) -> Prepared | None:
+    """``tree``'s set-up for :func:`run` on ``snapshot``, or ``None`` (the numpy path then runs).
+
+    ``None`` when the tree does not fit (:func:`plan`) or a segment hands out
+    no packed positions for a phrase's term. Remembered per snapshot and tree
+    (up to :data:`PREPARED_TREES`; not on a shard's view, whose IDFs come from
+    the collection): a tree searched again costs a dictionary look-up here.
+    The first time: :func:`plan` (each word's cached analysis), each slot's
+    term in the snapshot's per-term cache of descriptor rows and IDFs
+    (:mod:`weftsearch.scorers.bm25.lists`, the one the disjunctions use), a
+    phrase's terms in a per-snapshot cache of their positions fields.
+    """
+    return _remembered(snapshot, ("bm25 conjunction", "prepared"), tree, lambda: _prepare(snapshot, tree))
+
+
+def _prepare(snapshot: Snapshot, tree: Node) -> Prepared | None:
+    laid = plan(snapshot, tree)
+    if laid is None:
+        return None
+    slots = laid.slots
+    entries = layout._terms(snapshot, layout._parts(snapshot), slots)
+    if snapshot.statistics is None:
+        idf = [entry.idf for entry in entries]
+    else:
+        local = np.array([entry.doc_freq for entry in entries], dtype=np.int64)
+        frequencies = snapshot.collection_doc_freq(list(slots), local)
+        idf = lucene_idf(snapshot.collection_n_docs, frequencies).tolist()
+    weights = array.array("d")
+    refs = array.array("q", [0] * (kernel.SLOT_FIELDS * len(slots)))
+    keep: list[Any] = [entries]
+    for role, first, count, _ in laid.clauses:
+        if role == kernel.PHRASE:
+            weight = 0.0
+            for value in idf[first : first + count]:  # in phrase order, from 0.0: tree.py's sum
+                weight += value
+            for slot in range(first, first + count):
+                found = _slot_positions(snapshot, slots[slot], entries[slot].rows)
+                if found is None:
+                    return None
+                keep.append(found)
+                refs[kernel.SLOT_FIELDS * slot + 2] = found[0]
+        else:
+            weight = idf[first]
+        weights.append(weight)
+    for slot, entry in enumerate(entries):
+        refs[kernel.SLOT_FIELDS * slot] = entry.address
+        refs[kernel.SLOT_FIELDS * slot + 1] = entry.n_rows
+    frequencies_by_term = {term: entry.doc_freq for term, entry in zip(slots, entries, strict=True)}
+    clauses = array.array("q", [field for clause in laid.clauses for field in clause])
+    boosts = array.array("d", laid.boosts)
+    head = array.array(
+        "q",
+        [
+            refs.buffer_info()[0],
+            len(slots),
+            clauses.buffer_info()[0],
+            len(laid.clauses),
+            weights.buffer_info()[0],
+            boosts.buffer_info()[0],
+        ],
+    )
+    return Prepared(
+        slots=slots,
+        refs=refs,
+        clauses=clauses,
+        weights=weights,
+        boosts=boosts,
+        root_boost=float(laid.root_boost),
+        head=head,
+        keep=tuple(keep),
+        terms=len(frequencies_by_term),
+        matched=sum(1 for value in frequencies_by_term.values() if value),
+        postings=sum(frequencies_by_term.values()),
+    )
+
+
+def run(
+    library: kernel.CompiledBoolean,
     snapshot: Snapshot,
-    layout_: Layout,
-    idf: Callable[[list[str], NDArray[np.int64]], NDArray[np.float64]],
+    prepared: Prepared,
     k1: float,
     b: float,
     avgdl: float,
     k: int,
     allowed: NDArray[np.bool_] | None,
-) -> tuple[NDArray[np.int64], NDArray[np.float64], dict[str, PlanValue]] | None:
-    """The ``k`` best documents of the laid-out tree, canonical order, and the search's plan.
+) -> tuple[NDArray[np.int64], NDArray[np.float64], dict[str, PlanValue]]:
+    """The ``k`` best documents of the prepared tree, canonical order, and the search's plan.
 
-    ``None`` when a segment hands out no packed positions for a phrase's term
-    (the numpy path then runs).
-
-    ``idf(terms, live_df)``: the numpy path's IDF of each term (the
-    collection's document frequency where the snapshot carries one).
-    O(lists' blocks) to open the lists, then the kernel (see
-    :func:`weftsearch.native.boolean.top_k`), plus the positions of a
-    phrase's terms the first time they are read on a segment (see :func:`_positions`).
+    One kernel call (``weft_boolean_query``: it lays each slot's rows out by
+    segment; see :func:`weftsearch.native.boolean.top_k` for the traversal),
+    with the part table of the norms for ``(k1, b, avgdl)`` and the filter's
+    id maps (both kept per snapshot). Same ids, score bits and order as the
+    numpy path.
 
     Raises:
         CorruptIndexError: a term's postings or positions do not decode (the term is named).
         MemoryError: the kernel could not allocate its working memory.
 
     """
-    distinct = sorted(set(layout_.slots))
-    index_of = {term: i for i, term in enumerate(distinct)}
-    lists = layout.gather(snapshot, distinct)
-    values = idf(distinct, lists.doc_freq).tolist()
-    weights: list[float] = []
-    for role, first, count, _ in layout_.clauses:
-        if role == kernel.PHRASE:
-            weight = 0.0
-            for term in layout_.slots[first : first + count]:  # in phrase order, from 0.0: tree.py's sum
-                weight += values[index_of[term]]
-        else:
-            weight = values[index_of[layout_.slots[first]]]
-        weights.append(weight)
-    n_slots = len(layout_.slots)
-    n_parts = len(snapshot.parts)
-    table = np.zeros((n_parts * n_slots, kernel.LIST_FIELDS), dtype=np.int64)
-    phrase_slot = [False] * n_slots
-    for role, first, count, _ in layout_.clauses:
-        if role == kernel.PHRASE:
-            phrase_slot[first : first + count] = [True] * count
-    keep: list[Any] = [lists]
-    for row in lists.table.tolist():
-        term, part = distinct[row[5]], row[6]
-        for slot, name in enumerate(layout_.slots):
-            if name != term:
-                continue
-            at = part * n_slots + slot
-            table[at, :5] = row[:5]
-            if phrase_slot[slot]:
-                found = _positions(snapshot.parts[part].reader, term)
-                if found is None:
-                    return None
-                keep.append(found[1])
-                table[at, 5:] = found[0]
-    parts, _ = layout._part_table(snapshot, k1, b, avgdl)
-    if allowed is not None:
-        maps = layout._filtered_maps(snapshot, allowed)
-        keep.append(maps)
-        parts = parts.copy()
-        parts[:, 1] = [mapping.ctypes.data for mapping in maps]
-    clauses = np.array(layout_.clauses, dtype=np.int64).reshape(-1, kernel.CLAUSE_FIELDS)
+    parts = layout._part_table_for(snapshot, k1, b, avgdl, allowed)
+    n_slots = len(prepared.slots)
     try:
-        ids, scores, stats = kernel.top_k(
-            function,
-            table,
-            n_slots,
-            clauses,
-            np.array(weights, dtype=np.float64),
-            np.array(layout_.boosts, dtype=np.float64),
-            float(layout_.root_boost),
-            parts,
-            k1,
-            k,
-        )
+        ids, scores, stats = kernel.query(library, prepared.head, prepared.root_boost, parts, k1, b, avgdl, k)
     except kernel.CorruptSlotError as error:
-        part, slot = divmod(error.index, n_slots) if 0 <= error.index < table.shape[0] else (0, -1)
+        n_parts = len(snapshot.parts)
+        part, slot = divmod(error.index, n_slots) if 0 <= error.index < n_parts * n_slots else (0, -1)
         where = snapshot.parts[part].reader.path if n_parts else "?"
-        term = layout_.slots[slot] if slot >= 0 else "?"
+        term = prepared.slots[slot] if slot >= 0 else "?"
         raise CorruptIndexError(f"{where}: postings or positions of term {term!r} do not decode") from None
-    frequencies = lists.doc_freq.tolist()
     plan_: dict[str, PlanValue] = {
         "path": "compiled",
-        "terms": len(distinct),
-        "terms_matched": len(frequencies) - frequencies.count(0),
-        "segments": n_parts,
-        "postings": sum(frequencies),
+        "terms": prepared.terms,
+        "terms_matched": prepared.matched,
+        "segments": len(snapshot.parts),
+        "postings": prepared.postings,
         "postings_scored": stats.candidates,
         "postings_skipped": stats.postings - stats.candidates,
         "blocks": stats.blocks,

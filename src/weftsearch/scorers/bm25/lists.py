@@ -488,7 +488,8 @@ class TermQuery(NamedTuple):
     A named tuple: made once per query, it costs a third of a frozen dataclass.
 
     Attributes:
-        terms: the distinct query terms, sorted (the kernel's term order).
+        terms: the distinct query terms in the kernel's term order (plain text: sorted;
+            a tree's disjunction: its clause order).
         entries: each term's :class:`_SnapshotTerm` (keeps its rows alive; names a corrupt term).
         refs: int64 pairs (rows address, rows) per term, an :class:`array.array`.
         weights: float64 ``qtf * idf`` per term, an :class:`array.array`.
@@ -657,8 +658,9 @@ def plan(
 ) -> TermQuery:
     """The set-up of one query on ``snapshot``: a cache look-up per term and a few integers.
 
-    ``terms``: distinct, sorted; ``query_tf``: how often each occurs in the
-    query (``None``: once each). The rows, document frequency and IDF of a
+    ``terms``: distinct, in the order a document's contributions are summed
+    (plain text: sorted); ``query_tf``: how often each occurs in the query
+    (``None``: once each). The rows, document frequency and IDF of a
     term are built the first time the term is searched on the snapshot and
     kept with it (:func:`gather`'s cache; the index's warming step replays
     recent searches on a new snapshot before publishing it, so they are
