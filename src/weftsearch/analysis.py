@@ -36,11 +36,12 @@ from functools import partial
 from types import ModuleType
 from typing import Protocol, runtime_checkable
 
+import numpy as np
 import Stemmer
 
 from weftsearch.errors import InvalidParameterError, UnknownAnalyzerError
 from weftsearch.native.loader import load_extension
-from weftsearch.tokens import Token, folded_with_offsets
+from weftsearch.tokens import Token, TokenArrays, folded_with_offsets, offsets_are_identity
 
 __all__ = [
     "Analyzer",
@@ -236,6 +237,32 @@ class EnglishAnalyzer:
             for term, match in zip(terms, matches, strict=True)
             if term is not None
         ]
+
+    def token_arrays(self, text: str) -> TokenArrays:
+        """What :meth:`tokens` gives, as arrays (see :class:`~weftsearch.tokens.TokenArrays`).
+
+        Where the compiled loop is built, words are found and their terms
+        looked up in C, which returns the terms' numbers and offsets as one
+        buffer; the offsets are mapped back to the source text with numpy
+        (the identity for ASCII and for NFKC-normal text that case folding does
+        not lengthen). Else built from :meth:`tokens`. O(len(text)).
+        """
+        compiled = _compiled
+        if compiled is None:
+            return TokenArrays.of_tokens(self.tokens(text))
+        ascii_text = text.isascii()
+        folded = text.lower() if ascii_text else _nfkc_casefold(text)
+        found: tuple[dict[str, int], bytes] = compiled.token_spans(
+            folded, self._memo, self._stopwords, self._stemmer.stemWord, WORD_MEMO_SIZE
+        )
+        numbers, packed = found
+        table = np.frombuffer(packed, dtype=np.int64).reshape(-1, 3)
+        ids, starts, ends = table[:, 0], table[:, 1], table[:, 2]
+        if not ascii_text and not offsets_are_identity(text, folded):
+            _, source_starts, source_ends = folded_with_offsets(text, _nfkc_casefold)
+            starts = np.asarray(source_starts, dtype=np.int64)[starts]
+            ends = np.asarray(source_ends, dtype=np.int64)[ends - 1]
+        return TokenArrays(numbers, ids, starts, ends)
 
     def term_counts(self, text: str) -> tuple[dict[str, int], int]:
         """The terms of ``text`` counted: ``(term -> frequency, number of terms)``.

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import itertools
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["Token", "folded_with_offsets"]
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["Token", "TokenArrays", "folded_with_offsets", "offsets_are_identity"]
 
 
 class Token(NamedTuple):
@@ -29,6 +33,47 @@ class Token(NamedTuple):
     term: str
     start: int
     end: int
+
+
+@dataclass(frozen=True, slots=True)
+class TokenArrays:
+    """A text's tokens as arrays: what :class:`Token` s say, without an object per word.
+
+    Token ``i`` is ``Token(term of ids[i], starts[i], ends[i])``, where the
+    term numbered ``n`` is the ``n``-th key of :attr:`numbers` (terms numbered
+    in first-seen order). Highlighting matches query terms against
+    :attr:`ids` with numpy rather than comparing strings word by word.
+
+    Attributes:
+        numbers: each distinct term of the text -> its number (0, 1, ... in first-seen order).
+        ids: each token's term number (int64), in text order.
+        starts: each token's start offset in the text as given (int64).
+        ends: each token's end offset (exclusive, int64).
+
+    """
+
+    numbers: dict[str, int]
+    ids: NDArray[np.int64]
+    starts: NDArray[np.int64]
+    ends: NDArray[np.int64]
+
+    @classmethod
+    def of_tokens(cls, tokens: Sequence[Token]) -> TokenArrays:
+        """The arrays of ``tokens`` (the path of an analyzer with only ``tokens()``). O(len(tokens))."""
+        numbers: dict[str, int] = {}
+        ids = [numbers.setdefault(token.term, len(numbers)) for token in tokens]
+        return cls(
+            numbers,
+            np.array(ids, dtype=np.int64),
+            np.array([token.start for token in tokens], dtype=np.int64),
+            np.array([token.end for token in tokens], dtype=np.int64),
+        )
+
+    def tokens(self) -> list[Token]:
+        """The tokens these arrays hold, as :class:`Token` s (for tests and debugging)."""
+        terms = list(self.numbers)
+        spans = zip(self.ids.tolist(), self.starts.tolist(), self.ends.tolist(), strict=True)
+        return [Token(terms[number], start, end) for number, start, end in spans]
 
 
 # Hangul conjoining jamo that compose with the character before them under NFKC
@@ -51,6 +96,11 @@ def _segments(text: str) -> list[int]:
     ]
 
 
+def offsets_are_identity(text: str, folded: str, *, per_character: bool = False) -> bool:
+    """Whether :func:`folded_with_offsets` maps folded character ``j`` to ``text[j:j + 1]`` (see there)."""
+    return len(folded) == len(text) and (per_character or unicodedata.is_normalized("NFKC", text))
+
+
 def folded_with_offsets(
     text: str, fold: Callable[[str], str], *, per_character: bool = False
 ) -> tuple[str, list[int], list[int]]:
@@ -70,7 +120,7 @@ def folded_with_offsets(
     O(len(text)).
     """
     folded = fold(text)
-    if len(folded) == len(text) and (per_character or unicodedata.is_normalized("NFKC", text)):
+    if offsets_are_identity(text, folded, per_character=per_character):
         # Nothing for NFKC to change, and a per-character map that kept the length mapped
         # each character to one (none maps to nothing): offsets are the identity.
         offsets = list(range(len(text)))

@@ -20,10 +20,17 @@
  *   among the terms kept, ascending: what indexing with positions stores, without a Python
  *   step per term.
  *
+ * token_spans(folded, memo, stopwords, stem, limit) -> (ids, table)
+ *   The same scan, for highlighting: ids maps each distinct kept term (first-seen order) to its
+ *   number, 0, 1, ... (one object per distinct term, not per word), and table (bytes) holds, for
+ *   each kept term in text order, three native int64: its number, and the start and end code point
+ *   offsets of its word in folded. The table is at most 12 * (len(folded) + 2) bytes.
+ *
  * Holds the GIL throughout (it builds Python objects); O(len(folded)).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 
 /* \w for the ASCII range: [0-9A-Za-z_]. */
 static unsigned char ascii_word[128];
@@ -78,6 +85,42 @@ static PyObject *resolve(PyObject *word, PyObject *memo, PyObject *stopwords, Py
     return term;
 }
 
+/* The next word of data (length n) at or after *i: 1 with its bounds [*start, *i), or 0 when none is
+ * left. The regex's words: a run of word characters, then apostrophe + run, repeatedly. */
+static inline int next_word(int kind, const void *data, Py_ssize_t n, Py_ssize_t *i, Py_ssize_t *start) {
+    Py_ssize_t at = *i;
+    while (at < n && !is_word(PyUnicode_READ(kind, data, at))) at++;
+    if (at >= n) {
+        *i = at;
+        return 0;
+    }
+    *start = at;
+    while (at < n && is_word(PyUnicode_READ(kind, data, at))) at++;
+    while (at + 1 < n) {
+        const Py_UCS4 ch = PyUnicode_READ(kind, data, at);
+        if ((ch != '\'' && ch != 0x2019) || !is_word(PyUnicode_READ(kind, data, at + 1))) break;
+        at++;
+        while (at < n && is_word(PyUnicode_READ(kind, data, at))) at++;
+    }
+    *i = at;
+    return 1;
+}
+
+/* The term (new reference; None when dropped) of the word text[start:end], from memo or resolved. */
+static PyObject *term_of(PyObject *text, Py_ssize_t start, Py_ssize_t end, PyObject *memo, PyObject *stopwords,
+                         PyObject *stem, Py_ssize_t limit) {
+    PyObject *word = PyUnicode_Substring(text, start, end);
+    if (word == NULL) return NULL;
+    PyObject *term = PyDict_GetItemWithError(memo, word); /* borrowed */
+    if (term != NULL) {
+        Py_INCREF(term); /* owned from here, as resolve's result is */
+    } else if (!PyErr_Occurred()) {
+        term = resolve(word, memo, stopwords, stem, limit);
+    }
+    Py_DECREF(word);
+    return term;
+}
+
 /* The words of text, their terms found or resolved; with positions == 0 each kept term is
  * counted into out (term -> int), else its position (its index among the kept terms) is
  * appended to out (term -> list of int). Returns the number of terms kept, -1 on error. */
@@ -90,35 +133,10 @@ static Py_ssize_t scan(PyObject *text, PyObject *memo, PyObject *stopwords, PyOb
     Py_ssize_t length = 0;
     Py_ssize_t i = 0;
     if (one == NULL) return -1;
-    while (i < n) {
-        if (!is_word(PyUnicode_READ(kind, data, i))) {
-            i++;
-            continue;
-        }
-        const Py_ssize_t start = i;
-        while (i < n && is_word(PyUnicode_READ(kind, data, i))) i++;
-        while (i + 1 < n) {
-            const Py_UCS4 ch = PyUnicode_READ(kind, data, i);
-            if ((ch != '\'' && ch != 0x2019) || !is_word(PyUnicode_READ(kind, data, i + 1))) break;
-            i++;
-            while (i < n && is_word(PyUnicode_READ(kind, data, i))) i++;
-        }
-        PyObject *word = PyUnicode_Substring(text, start, i);
-        if (word == NULL) goto error;
-        PyObject *term = PyDict_GetItemWithError(memo, word); /* borrowed */
-        if (term != NULL) {
-            Py_INCREF(term); /* owned from here, as resolve's result is */
-        } else if (PyErr_Occurred()) {
-            Py_DECREF(word);
-            goto error;
-        } else {
-            term = resolve(word, memo, stopwords, stem, limit);
-            if (term == NULL) {
-                Py_DECREF(word);
-                goto error;
-            }
-        }
-        Py_DECREF(word);
+    Py_ssize_t start;
+    while (next_word(kind, data, n, &i, &start)) {
+        PyObject *term = term_of(text, start, i, memo, stopwords, stem, limit);
+        if (term == NULL) goto error;
         if (term == Py_None) {
             Py_DECREF(term);
             continue;
@@ -189,11 +207,84 @@ static PyObject *term_positions(PyObject *self, PyObject *args) {
     return analyse(args, "UO!O!On:term_positions", 1);
 }
 
+
+/* token_spans: see the module comment. */
+static PyObject *token_spans(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *text, *memo, *stopwords, *stem;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "UO!O!On:token_spans", &text, &PyDict_Type, &memo, &PyFrozenSet_Type, &stopwords,
+                          &stem, &limit))
+        return NULL;
+    if (PyUnicode_READY(text) == -1) return NULL;
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    /* Words are separated by at least one character, so a text holds at most n / 2 + 1 of them:
+     * the table never grows past that bound, which is checked against overflow once here. */
+    const Py_ssize_t most = n / 2 + 1;
+    if (most > PY_SSIZE_T_MAX / (Py_ssize_t)(3 * sizeof(int64_t))) return PyErr_NoMemory();
+    Py_ssize_t capacity = most < 64 ? most : 64;
+    int64_t *table = PyMem_Malloc((size_t)capacity * 3 * sizeof(int64_t));
+    PyObject *ids = PyDict_New();
+    PyObject *result = NULL;
+    if (table == NULL || ids == NULL) {
+        if (table == NULL) PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t count = 0, i = 0, start;
+    while (next_word(kind, data, n, &i, &start)) {
+        PyObject *term = term_of(text, start, i, memo, stopwords, stem, limit);
+        if (term == NULL) goto done;
+        if (term == Py_None) {
+            Py_DECREF(term);
+            continue;
+        }
+        Py_ssize_t id;
+        PyObject *known = PyDict_GetItemWithError(ids, term); /* borrowed */
+        if (known != NULL) {
+            id = PyLong_AsSsize_t(known);
+        } else if (PyErr_Occurred()) {
+            id = -1;
+        } else {
+            id = PyDict_GET_SIZE(ids);
+            PyObject *number = PyLong_FromSsize_t(id);
+            if (number == NULL || PyDict_SetItem(ids, term, number) < 0) id = -1;
+            Py_XDECREF(number);
+        }
+        Py_DECREF(term);
+        if (id < 0) goto done;
+        if (count == capacity) {
+            /* Cannot pass most: count < most always holds (see above). */
+            const Py_ssize_t grown = capacity > most / 2 ? most : 2 * capacity;
+            int64_t *larger = PyMem_Realloc(table, (size_t)grown * 3 * sizeof(int64_t));
+            if (larger == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            table = larger;
+            capacity = grown;
+        }
+        table[3 * count] = id;
+        table[3 * count + 1] = start;
+        table[3 * count + 2] = i;
+        count++;
+    }
+    PyObject *packed = PyBytes_FromStringAndSize((const char *)table, count * 3 * (Py_ssize_t)sizeof(int64_t));
+    if (packed != NULL) result = Py_BuildValue("(ON)", ids, packed);
+done:
+    PyMem_Free(table);
+    Py_XDECREF(ids);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"term_counts", term_counts, METH_VARARGS,
      "term_counts(folded, memo, stopwords, stem, limit) -> (counts, length) (see the module source)."},
     {"term_positions", term_positions, METH_VARARGS,
      "term_positions(folded, memo, stopwords, stem, limit) -> (positions, length) (see the module source)."},
+    {"token_spans", token_spans, METH_VARARGS,
+     "token_spans(folded, memo, stopwords, stem, limit) -> (ids, table) (see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 
