@@ -99,3 +99,12 @@ def test_the_compiled_loop_reports_a_stemmer_error() -> None:
     assert analysis._compiled is not None
     with pytest.raises(ValueError, match="no stem for newword"):
         analysis._compiled.token_spans("a newword", {}, analyzer._stopwords, broken, WORD_MEMO_SIZE)
+
+
+def test_a_subclass_overriding_tokens_gets_its_own_tokens_as_arrays() -> None:
+    class Shouting(EnglishAnalyzer):
+        def tokens(self, text: str) -> list[Token]:
+            return [Token(token.term.upper(), token.start, token.end) for token in super().tokens(text)]
+
+    arrays = Shouting().token_arrays("Running dogs")
+    assert arrays.tokens() == [Token("RUN", 0, 7), Token("DOG", 8, 12)]

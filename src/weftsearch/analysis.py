@@ -245,10 +245,12 @@ class EnglishAnalyzer:
         looked up in C, which returns the terms' numbers and offsets as one
         buffer; the offsets are mapped back to the source text with numpy
         (the identity for ASCII and for NFKC-normal text that case folding does
-        not lengthen). Else built from :meth:`tokens`. O(len(text)).
+        not lengthen). Else (and in a subclass that overrides :meth:`tokens`,
+        so that its tokens are the ones highlighted) built from :meth:`tokens`.
+        O(len(text)).
         """
         compiled = _compiled
-        if compiled is None:
+        if compiled is None or type(self).tokens is not EnglishAnalyzer.tokens:
             return TokenArrays.of_tokens(self.tokens(text))
         ascii_text = text.isascii()
         folded = text.lower() if ascii_text else _nfkc_casefold(text)

@@ -31,9 +31,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from weftsearch.analysis import Analyzer, TokenizingAnalyzer
 from weftsearch.errors import InvalidParameterError
-from weftsearch.tokens import Token
+from weftsearch.tokens import TokenArrays
 
 __all__ = [
     "HighlightOptions",
@@ -238,35 +241,75 @@ def _collect(
         _collect(text, analyzer, field_name, found, depth + 1)
 
 
-def _matches(tokens: list[Token], units: tuple[tuple[str, ...], ...]) -> list[_Match]:
-    """Every occurrence of every unit in ``tokens``, merged where they overlap, in order.
+def _token_arrays(analyzer: TokenizingAnalyzer, text: str) -> TokenArrays:
+    """``text``'s tokens as arrays: from the analyzer's ``token_arrays`` where it has one (compiled)."""
+    token_arrays = getattr(analyzer, "token_arrays", None)
+    if callable(token_arrays):
+        arrays = token_arrays(text)
+        if isinstance(arrays, TokenArrays):
+            return arrays
+    return TokenArrays.of_tokens(analyzer.tokens(text))
 
-    O(tokens * units sharing a first term * unit length).
+
+def _matches(arrays: TokenArrays, units: tuple[tuple[str, ...], ...]) -> list[_Match]:
+    """Every occurrence of every unit in the tokens, merged where they overlap, in order.
+
+    Terms are compared as numbers with numpy: the single terms in one pass
+    (a table from term number to unit), each phrase by narrowing the
+    positions of its first term with each next term. Only the merged
+    matches become Python objects. O(tokens * phrases * phrase length).
     """
-    by_first: dict[str, list[int]] = {}
+    numbers, ids = arrays.numbers, arrays.ids
+    count = len(ids)
+    unit_of = np.full(len(numbers), -1, dtype=np.int64)
+    found_positions: list[NDArray[np.int64]] = []
+    found_lengths: list[int] = []
+    found_units: list[NDArray[np.int64]] = []
     for index, unit in enumerate(units):
-        if unit:
-            by_first.setdefault(unit[0], []).append(index)
-    raw: list[tuple[int, int, int]] = []
-    terms = [token.term for token in tokens]
-    for position, term in enumerate(terms):
-        for index in by_first.get(term, ()):
-            unit = units[index]
-            last = position + len(unit)
-            # The second term first: most candidate starts fail there, before any slice is made.
-            if last <= len(terms) and (
-                len(unit) == 1 or (terms[position + 1] == unit[1] and tuple(terms[position:last]) == unit)
-            ):
-                raw.append((tokens[position].start, tokens[last - 1].end, index))
-    raw.sort()
-    merged: list[_Match] = []
-    for start, end, index in raw:
-        if merged and start < merged[-1].end:
-            merged[-1].end = max(merged[-1].end, end)
-            merged[-1].units.add(index)
-        else:
-            merged.append(_Match(start, end, {index}))
-    return merged
+        wanted = [numbers.get(term) for term in unit]
+        if not wanted or None in wanted or len(unit) > count:
+            continue
+        if len(unit) == 1:
+            unit_of[wanted[0]] = index
+            continue
+        positions = np.flatnonzero(ids[: count - len(unit) + 1] == wanted[0])
+        for offset, number in enumerate(wanted[1:], start=1):
+            positions = positions[ids[positions + offset] == number]
+        if positions.size:
+            found_positions.append(positions)
+            found_lengths.append(len(unit))
+            found_units.append(np.full(positions.size, index, dtype=np.int64))
+    if count and len(numbers):
+        single_units = unit_of[ids]
+        single = np.flatnonzero(single_units >= 0)
+        if single.size:
+            found_positions.append(single)
+            found_lengths.append(1)
+            found_units.append(single_units[single])
+    if not found_positions:
+        return []
+    starts = np.concatenate([arrays.starts[positions] for positions in found_positions])
+    ends = np.concatenate(
+        [
+            arrays.ends[positions + length - 1]
+            for positions, length in zip(found_positions, found_lengths, strict=True)
+        ]
+    )
+    indexes = np.concatenate(found_units)
+    # Sorted as (start, end, unit) tuples would be; a match opens a new merged run when it starts
+    # at or after the furthest end so far.
+    order = np.lexsort((indexes, ends, starts))
+    starts, ends, indexes = starts[order], ends[order], indexes[order]
+    reach = np.maximum.accumulate(ends)
+    opens = np.flatnonzero(np.concatenate(([True], starts[1:] >= reach[:-1])))
+    closes = np.append(opens[1:], starts.size)
+    run_starts = starts[opens].tolist()
+    run_ends = reach[closes - 1].tolist()
+    unit_list = indexes.tolist()
+    return [
+        _Match(start, end, set(unit_list[first:last]))
+        for start, end, first, last in zip(run_starts, run_ends, opens.tolist(), closes.tolist(), strict=True)
+    ]
 
 
 def _window(text: str, matches: list[_Match], first: int, size: int) -> tuple[int, int]:
@@ -358,7 +401,7 @@ def highlight_text(
             analysed = analysed[:boundary]
     if not wanted:
         return FieldHighlight(field_name, reason="the query has no terms for this field", truncated=truncated)
-    matches = _matches(analyzer.tokens(analysed), tuple(wanted))
+    matches = _matches(_token_arrays(analyzer, analysed), tuple(wanted))
     if not matches:
         reason = "no match in the analysed text" if truncated else "no match"
         return FieldHighlight(field_name, reason=reason, truncated=truncated)
