@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import html
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,7 +23,6 @@ from weftsearch.highlight import (
     FieldHighlight,
     HighlightOptions,
     Snippet,
-    _Match,
     highlight_text,
     query_units,
 )
@@ -30,6 +30,15 @@ from weftsearch.languages import CJKAnalyzer, KeywordAnalyzer, SnowballAnalyzer
 from weftsearch.tokens import Token
 
 # The oracle: the highlighter before token arrays.
+
+
+@dataclass(slots=True)
+class _Match:
+    """A merged run of matched characters and the query units matched in it."""
+
+    start: int
+    end: int
+    units: set[int] = field(default_factory=set)
 
 
 def _old_matches(tokens: list[Token], units: tuple[tuple[str, ...], ...]) -> list[_Match]:
@@ -359,3 +368,32 @@ def test_touching_matches_stay_apart_and_overlapping_ones_merge() -> None:
         found = highlight_text(text, units, cjk)
         assert found == old_highlight_text(text, units, cjk)
         assert found.snippets[0].spans == spans
+
+
+def test_the_whitespace_table_is_str_isspace() -> None:
+    from weftsearch.highlight import WHITESPACE
+
+    assert sorted(WHITESPACE) == [code for code in range(0x110000) if chr(code).isspace()]
+    assert max(WHITESPACE) == 0x3000  # the table's range (_IS_SPACE) covers them all
+
+
+def test_the_fast_analyzer_check_is_the_protocol_check() -> None:
+    import typing
+
+    from weftsearch.highlight import _is_tokenizing
+
+    # The members the fast check reads are the protocol's (typing's private helper, as of 3.11).
+    assert set(typing._get_protocol_attrs(TokenizingAnalyzer)) == {"name", "analyze", "tokens"}  # type: ignore[attr-defined]
+
+    class Blocked(EnglishAnalyzer):
+        tokens = None  # type: ignore[assignment]
+
+    class NoName:
+        def analyze(self, text: str) -> list[str]:
+            return []
+
+        def tokens(self, text: str) -> list[Token]:
+            return []
+
+    for analyzer in (*ANALYZERS, Blocked(), NoName(), object(), None):
+        assert _is_tokenizing(analyzer) == isinstance(analyzer, TokenizingAnalyzer)

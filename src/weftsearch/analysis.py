@@ -41,7 +41,13 @@ import Stemmer
 
 from weftsearch.errors import InvalidParameterError, UnknownAnalyzerError
 from weftsearch.native.loader import load_extension
-from weftsearch.tokens import Token, TokenArrays, folded_with_offsets, offsets_are_identity
+from weftsearch.tokens import (
+    Token,
+    TokenArrays,
+    folded_offset_arrays,
+    folded_with_offsets,
+    offsets_are_identity,
+)
 
 __all__ = [
     "Analyzer",
@@ -261,9 +267,9 @@ class EnglishAnalyzer:
         table = np.frombuffer(packed, dtype=np.int64).reshape(-1, 3)
         ids, starts, ends = table[:, 0], table[:, 1], table[:, 2]
         if not ascii_text and not offsets_are_identity(text, folded):
-            _, source_starts, source_ends = folded_with_offsets(text, _nfkc_casefold)
-            starts = np.asarray(source_starts, dtype=np.int64)[starts]
-            ends = np.asarray(source_ends, dtype=np.int64)[ends - 1]
+            source_starts, source_ends = folded_offset_arrays(text, folded, _nfkc_casefold)
+            starts = source_starts[starts]
+            ends = source_ends[ends - 1]
         return TokenArrays(numbers, ids, starts, ends)
 
     def term_counts(self, text: str) -> tuple[dict[str, int], int]:
