@@ -39,7 +39,7 @@ TEXTS = st.one_of(
 )
 
 needs_compiled = pytest.mark.skipif(
-    analysis._compiled is None, reason="the compiled analysis loop is not built (or switched off)"
+    analysis._compiled_spans is None, reason="the compiled analysis loop is not built (or switched off)"
 )
 
 
@@ -59,12 +59,12 @@ def test_compiled_token_arrays_equal_the_python_tokens(text: str) -> None:
 @given(text=TEXTS)
 def test_the_fallback_without_the_compiled_loop_gives_the_same_arrays(text: str) -> None:
     analyzer = EnglishAnalyzer()
-    saved = analysis._compiled
-    analysis._compiled = None
+    saved = analysis._compiled_spans
+    analysis._compiled_spans = None
     try:
         arrays = analyzer.token_arrays(text)
     finally:
-        analysis._compiled = saved
+        analysis._compiled_spans = saved
     assert arrays.tokens() == EnglishAnalyzer().tokens(text)
 
 
@@ -81,8 +81,8 @@ def test_of_tokens_numbers_terms_in_first_seen_order() -> None:
 def test_the_compiled_table_is_bounded_by_the_text(text: str) -> None:
     # The densest text (one-letter words, one separator each) fills the table to its bound.
     analyzer = EnglishAnalyzer()
-    assert analysis._compiled is not None
-    numbers, table = analysis._compiled.token_spans(
+    assert analysis._compiled_spans is not None
+    numbers, table = analysis._compiled_spans.token_spans(
         text, analyzer._memo, analyzer._stopwords, analyzer._stemmer.stemWord, WORD_MEMO_SIZE
     )
     assert len(table) == 24 * len(text.split()) <= 12 * (len(text) + 2)
@@ -96,9 +96,9 @@ def test_the_compiled_loop_reports_a_stemmer_error() -> None:
     def broken(word: str) -> str:
         raise ValueError(f"no stem for {word}")
 
-    assert analysis._compiled is not None
+    assert analysis._compiled_spans is not None
     with pytest.raises(ValueError, match="no stem for newword"):
-        analysis._compiled.token_spans("a newword", {}, analyzer._stopwords, broken, WORD_MEMO_SIZE)
+        analysis._compiled_spans.token_spans("a newword", {}, analyzer._stopwords, broken, WORD_MEMO_SIZE)
 
 
 def test_a_subclass_overriding_tokens_gets_its_own_tokens_as_arrays() -> None:

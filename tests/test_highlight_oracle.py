@@ -13,6 +13,8 @@ import html
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -315,17 +317,17 @@ def test_the_same_for_query_text_and_parsed_queries_with_fields(text: str, query
 def test_the_same_without_the_compiled_loop(
     case: tuple[str, list[tuple[bool, list[str]]]], options: HighlightOptions
 ) -> None:
-    from weftsearch import analysis
+    from weftsearch import analysis, highlight
 
     text, query = case
     english = EnglishAnalyzer()
     units = units_of(query, english)
-    saved = analysis._compiled
-    analysis._compiled = None
+    saved = analysis._compiled_spans, highlight._native
+    analysis._compiled_spans = highlight._native = None
     try:
         found = highlight_text(text, units, english, options)
     finally:
-        analysis._compiled = saved
+        analysis._compiled_spans, highlight._native = saved
     assert found == old_highlight_text(text, units, EnglishAnalyzer(), options)
 
 
@@ -397,3 +399,24 @@ def test_the_fast_analyzer_check_is_the_protocol_check() -> None:
 
     for analyzer in (*ANALYZERS, Blocked(), NoName(), object(), None):
         assert _is_tokenizing(analyzer) == isinstance(analyzer, TokenizingAnalyzer)
+
+
+def test_the_compiled_windows_refuse_bad_anchors() -> None:
+    from weftsearch import highlight
+
+    native = highlight._native
+    if native is None:
+        return  # not built: the numpy rule runs (the test above checks it)
+    good = np.array([0], dtype=np.int64).tobytes()
+    for starts, ends, size, message in (
+        ([0], [9], 5, "not a span"),
+        ([3], [3], 5, "not a span"),
+        ([-1], [2], 5, "not a span"),
+        ([0], [2], 0, "size must be at least 1"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            native.fragment_windows(
+                "abc def", np.array(starts, np.int64).tobytes(), np.array(ends, np.int64).tobytes(), size
+            )
+    with pytest.raises(ValueError, match="same length"):
+        native.fragment_windows("abc", good, good + good, 2)

@@ -255,7 +255,7 @@ class EnglishAnalyzer:
         so that its tokens are the ones highlighted) built from :meth:`tokens`.
         O(len(text)).
         """
-        compiled = _compiled
+        compiled = _compiled_spans
         if compiled is None or type(self).tokens is not EnglishAnalyzer.tokens:
             return TokenArrays.of_tokens(self.tokens(text))
         ascii_text = text.isascii()
@@ -463,3 +463,44 @@ def _positions_of(terms: Sequence[str]) -> dict[str, list[int]]:
 #: The compiled inner loop of :meth:`EnglishAnalyzer.term_counts`, or ``None`` (not built, switched
 #: off, or its self-check disagreed): then the same counts come from Python.
 _compiled: ModuleType | None = load_extension("_analysis", _agrees_with_python)
+
+
+def _spans_agree(module: ModuleType) -> bool:
+    """The compiled ``token_spans`` against the Python words on samples: same terms, same offsets."""
+    if not hasattr(module, "token_spans"):
+        return False  # built before it existed
+    samples = (
+        "The cats' owner's DOGS don't run, running; it's 42 under_score words words",
+        "Caf\u00e9 na\u00efve \ufb01le \u2019quoted\u2019 Stra\u00dfe r\u00e9sum\u00e9s \u00b5g x\u00b2",
+        "a an the",
+        "",
+    )
+    for text in samples:
+        analyzer = EnglishAnalyzer()
+        folded = text.lower() if text.isascii() else _nfkc_casefold(text)
+        numbers, packed = module.token_spans(
+            folded, analyzer._memo, analyzer._stopwords, analyzer._stemmer.stemWord, WORD_MEMO_SIZE
+        )
+        table = np.frombuffer(packed, dtype=np.int64).reshape(-1, 3)
+        terms = list(numbers)
+        expected = [
+            (token.term, token.start, token.end) for token in _word_spans_of(EnglishAnalyzer(), folded)
+        ]
+        if [(terms[number], start, end) for number, start, end in table.tolist()] != expected:
+            return False
+    return True
+
+
+def _word_spans_of(analyzer: EnglishAnalyzer, folded: str) -> list[Token]:
+    """The kept words of already folded text with their offsets in it (the self-check's reference)."""
+    found = []
+    for match in _WORD.finditer(folded):
+        term = analyzer._resolve([match.group()])[match.group()]
+        if term is not None:
+            found.append(Token(term, match.start(), match.end()))
+    return found
+
+
+#: The compiled scan of :meth:`EnglishAnalyzer.token_arrays`, or ``None`` (then it is built from
+#: :meth:`EnglishAnalyzer.tokens`).
+_compiled_spans: ModuleType | None = _compiled if _compiled is not None and _spans_agree(_compiled) else None

@@ -30,6 +30,7 @@ import html
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,7 @@ from numpy.typing import NDArray
 
 from weftsearch.analysis import Analyzer, TokenizingAnalyzer
 from weftsearch.errors import InvalidParameterError
+from weftsearch.native.loader import load_extension
 from weftsearch.tokens import TokenArrays
 
 __all__ = [
@@ -345,6 +347,21 @@ _IS_SPACE[list(WHITESPACE)] = True
 
 
 def _windows(text: str, runs: _Runs, size: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """For each run, a fragment of about ``size`` characters holding it (see :func:`_windows_numpy`).
+
+    Compiled (``native/_analysis.c``, ``fragment_windows``: the rule per run,
+    reading only the characters it looks at) where built, else with numpy.
+    """
+    native = _native
+    if native is None:
+        return _windows_numpy(text, runs, size)
+    pairs = np.frombuffer(
+        native.fragment_windows(text, runs.starts.tobytes(), runs.ends.tobytes(), size), dtype=np.int64
+    ).reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _windows_numpy(text: str, runs: _Runs, size: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """For each run, a fragment of about ``size`` characters holding it, cutting no word if it can.
 
     The rule, per run (the anchor): a quarter of the room the fragment leaves
@@ -493,6 +510,31 @@ def highlight_text(
             )
         )
     return FieldHighlight(field_name, tuple(snippets), truncated=truncated)
+
+
+def _windows_agree(module: ModuleType) -> bool:
+    """The compiled windows against :func:`_windows_numpy` on a sample (the loader's self-check)."""
+    if not hasattr(module, "fragment_windows"):
+        return False  # built before it existed
+    text = "Lorem  ipsum\u00a0dolor sit\u3000amet, consectetur adipiscing elit,\tsed do eiusmod tempor"
+    spans = [(6, 11), (0, 5), (13, 18), (60, 63), (len(text) - 6, len(text))]
+    runs = _Runs(
+        np.array([start for start, _ in spans], dtype=np.int64),
+        np.array([end for _, end in spans], dtype=np.int64),
+        [1] * len(spans),
+    )
+    for size in (1, 7, 12, 30, 200):
+        pairs = np.frombuffer(
+            module.fragment_windows(text, runs.starts.tobytes(), runs.ends.tobytes(), size), dtype=np.int64
+        )
+        starts, ends = _windows_numpy(text, runs, size)
+        if pairs.tolist() != np.stack((starts, ends), axis=1).ravel().tolist():
+            return False
+    return True
+
+
+#: The compiled window rule (``weftsearch.native._analysis``), or ``None``: then numpy's.
+_native: ModuleType | None = load_extension("_analysis", _windows_agree)
 
 
 def options_of(highlight: bool | HighlightOptions | None) -> HighlightOptions | None:

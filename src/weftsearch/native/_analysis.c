@@ -26,11 +26,18 @@
  *   each kept term in text order, three native int64: its number, and the start and end code point
  *   offsets of its word in folded. The table is at most 12 * (len(folded) + 2) bytes.
  *
+ * fragment_windows(text, starts, ends, size) -> windows
+ *   For highlighting: for each anchor (starts[k], ends[k]) (int64 buffers, spans of text), the
+ *   fragment of about size characters weftsearch.highlight._windows chooses for it, as bytes of
+ *   int64 (start, end) pairs: its rule per anchor, reading only the characters it looks at
+ *   (whitespace is Py_UNICODE_ISSPACE, what str.isspace tests). O(anchors * size).
+ *
  * Holds the GIL throughout (it builds Python objects); O(len(folded)).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 /* \w for the ASCII range: [0-9A-Za-z_]. */
 static unsigned char ascii_word[128];
@@ -278,6 +285,81 @@ done:
     return result;
 }
 
+
+/* fragment_windows: see the module comment. The rule of weftsearch.highlight._windows, per anchor. */
+static PyObject *fragment_windows(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *text;
+    Py_buffer starts, ends;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "Uy*y*n:fragment_windows", &text, &starts, &ends, &size)) return NULL;
+    PyObject *result = NULL;
+    if (PyUnicode_READY(text) == -1) goto done;
+    const Py_ssize_t count = starts.len / (Py_ssize_t)sizeof(int64_t);
+    if (starts.len % (Py_ssize_t)sizeof(int64_t) != 0 || ends.len != starts.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and ends must be int64 buffers of the same length");
+        goto done;
+    }
+    if (size < 1 || size > PY_SSIZE_T_MAX / 4) {
+        PyErr_Format(PyExc_ValueError, "size must be at least 1, got %zd", size);
+        goto done;
+    }
+    if (count > PY_SSIZE_T_MAX / (Py_ssize_t)(2 * sizeof(int64_t))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    result = PyBytes_FromStringAndSize(NULL, count * 2 * (Py_ssize_t)sizeof(int64_t));
+    if (result == NULL) goto done;
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        int64_t anchor_start, anchor_end;
+        memcpy(&anchor_start, (const char *)starts.buf + k * (Py_ssize_t)sizeof(int64_t), sizeof(int64_t));
+        memcpy(&anchor_end, (const char *)ends.buf + k * (Py_ssize_t)sizeof(int64_t), sizeof(int64_t));
+        if (anchor_start < 0 || anchor_end <= anchor_start || anchor_end > n) {
+            PyErr_Format(PyExc_ValueError, "anchor %zd (%lld, %lld) is not a span of a text of %zd characters", k,
+                         (long long)anchor_start, (long long)anchor_end, n);
+            Py_CLEAR(result);
+            goto done;
+        }
+        const Py_ssize_t s = (Py_ssize_t)anchor_start, e = (Py_ssize_t)anchor_end;
+        const Py_ssize_t room = size - (e - s) > 0 ? size - (e - s) : 0;
+        Py_ssize_t start = s - room / 4 > 0 ? s - room / 4 : 0;
+        Py_ssize_t end = start + size < n ? start + size : n;
+        if (end < e) end = e;
+        if (end - start < size) {
+            const Py_ssize_t back = end - size < start ? end - size : start;
+            start = back > 0 ? back : 0;
+        }
+        if (start > 0 && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, start - 1))) {
+            for (Py_ssize_t at = start; at < s; at++) {
+                if (Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, at))) {
+                    start = at + 1;
+                    break;
+                }
+            }
+        }
+        if (end < n && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, end))) {
+            for (Py_ssize_t at = end - 1; at > e; at--) { /* the last ' ' after e (at e it would not move end) */
+                if (PyUnicode_READ(kind, data, at) == ' ') {
+                    end = at;
+                    break;
+                }
+            }
+        }
+        while (start < s && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, start))) start++;
+        while (end > e && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, end - 1))) end--;
+        out[2 * k] = start;
+        out[2 * k + 1] = end;
+    }
+done:
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"term_counts", term_counts, METH_VARARGS,
      "term_counts(folded, memo, stopwords, stem, limit) -> (counts, length) (see the module source)."},
@@ -285,6 +367,8 @@ static PyMethodDef methods[] = {
      "term_positions(folded, memo, stopwords, stem, limit) -> (positions, length) (see the module source)."},
     {"token_spans", token_spans, METH_VARARGS,
      "token_spans(folded, memo, stopwords, stem, limit) -> (ids, table) (see the module source)."},
+    {"fragment_windows", fragment_windows, METH_VARARGS,
+     "fragment_windows(text, starts, ends, size) -> windows (see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 

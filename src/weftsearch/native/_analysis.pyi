@@ -31,3 +31,6 @@ def token_spans(
     /,
 ) -> tuple[dict[str, int], bytes]:
     """Distinct terms of ``folded`` numbered, and each kept term's (number, start, end) as native int64s."""
+
+def fragment_windows(text: str, starts: bytes, ends: bytes, size: int, /) -> bytes:
+    """For each anchor (starts[k], ends[k]), its fragment's (start, end), as native int64 pairs."""
