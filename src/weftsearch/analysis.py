@@ -18,7 +18,9 @@ the other Snowball languages, ``keyword``, ``cjk``), loaded on the first lookup.
 
 ``EnglishAnalyzer.term_counts`` runs a compiled inner loop where it is built
 (``weftsearch.native._analysis``; ``WEFTSEARCH_NO_COMPILED_ANALYSIS=1`` turns it
-off, see :mod:`weftsearch.native`): the same counts as from Python.
+off, see :mod:`weftsearch.native`): the same counts as from Python. So does
+``EnglishAnalyzer.token_arrays`` (highlighting's tokens with offsets, as arrays),
+which equals ``tokens`` (pure Python, the reference).
 
 A custom analyzer is any object with a ``name`` and an ``analyze(text)``
 method (see :class:`Analyzer`); register it with :func:`register_analyzer` so

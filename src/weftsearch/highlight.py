@@ -19,6 +19,13 @@ widened only to hold a whole phrase match), and at most
 then earliest. Offsets are Python string (code point) offsets into the stored
 text.
 
+A text's tokens come as arrays (:class:`~weftsearch.tokens.TokenArrays`;
+compiled for the ``english`` analyzer), query terms are matched against them
+with numpy, the fragments' windows are computed in C where built (numpy
+otherwise), and only the chosen snippets become strings: the same snippets
+as a word-by-word highlighter gives (tests/test_highlight_oracle.py keeps
+one as the reference).
+
 This module is pure computation: :meth:`weftsearch.Index.search` (``highlight=``)
 reads the stored texts and calls it lazily, when a hit is first read.
 """
