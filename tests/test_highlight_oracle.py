@@ -29,7 +29,7 @@ from weftsearch.highlight import (
     query_units,
 )
 from weftsearch.languages import CJKAnalyzer, KeywordAnalyzer, SnowballAnalyzer
-from weftsearch.tokens import Token
+from weftsearch.tokens import Token, TokenArrays
 
 # The oracle: the highlighter before token arrays.
 
@@ -420,3 +420,26 @@ def test_the_compiled_windows_refuse_bad_anchors() -> None:
             )
     with pytest.raises(ValueError, match="same length"):
         native.fragment_windows("abc", good, good + good, 2)
+
+
+def test_only_the_bounded_prefix_is_analysed() -> None:
+    seen: list[int] = []
+
+    class Recording(EnglishAnalyzer):
+        def token_arrays(self, text: str) -> TokenArrays:
+            seen.append(len(text))
+            return super().token_arrays(text)
+
+    found = highlight_text(
+        "graph " * 100_000, [("graph",)], Recording(), HighlightOptions(max_analyzed_chars=1000)
+    )
+    assert found.truncated and found.snippets and seen and max(seen) <= 1000
+
+
+def test_lone_surrogates_and_astral_characters_agree() -> None:
+    english = ANALYZERS[0]
+    text = "alpha \ud800 beta\udfff gamma \U0001f600 alpha beta " * 20
+    units = [("alpha", "beta"), ("gamma",)]
+    for options in (HighlightOptions(fragment_size=12), HighlightOptions(number_of_fragments=0)):
+        found = highlight_text(text, units, english, options)
+        assert found == old_highlight_text(text, units, english, options) and found.snippets
