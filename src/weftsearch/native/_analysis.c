@@ -264,6 +264,10 @@ static PyObject *token_spans(PyObject *self, PyObject *args) {
         if (count == capacity) {
             /* Cannot pass most: count < most always holds (see above). */
             const Py_ssize_t grown = capacity > most / 2 ? most : 2 * capacity;
+            if (grown <= capacity) { /* cannot happen (see above); refuse rather than overrun */
+                PyErr_SetString(PyExc_SystemError, "token_spans: more words than the text can hold");
+                goto done;
+            }
             int64_t *larger = PyMem_Realloc(table, (size_t)grown * 3 * sizeof(int64_t));
             if (larger == NULL) {
                 PyErr_NoMemory();
