@@ -8,7 +8,7 @@ One on-disk index of the corpus (text stored, ``english`` analyzer, one segment)
 with each query (SciFact's own queries; the synthetic corpus's drawn queries) through
 ``Index.search(query, k, RRF(), BM25Scorer())`` (one scorer: its stream passes through), once
 without and once with ``highlight=True`` (the default options: the ``text`` field, 3
-fragments of 100 characters), in alternating passes (plain, highlighted, plain, ...). A search
+fragments of 150 characters), in alternating passes (plain, highlighted, plain, ...). A search
 is timed until its hits are built (``list(results)``): a hit's highlights are computed when it
 is built, so that is where their cost lands. Each query's best time over the passes is kept
 per mode; the cost per hit is (sum of highlighted bests - sum of plain bests) / hits

@@ -18,7 +18,9 @@ the other Snowball languages, ``keyword``, ``cjk``), loaded on the first lookup.
 
 ``EnglishAnalyzer.term_counts`` runs a compiled inner loop where it is built
 (``weftsearch.native._analysis``; ``WEFTSEARCH_NO_COMPILED_ANALYSIS=1`` turns it
-off, see :mod:`weftsearch.native`): the same counts as from Python.
+off, see :mod:`weftsearch.native`): the same counts as from Python. So does
+``EnglishAnalyzer.token_arrays`` (highlighting's tokens with offsets, as arrays),
+which equals ``tokens`` (pure Python, the reference).
 
 A custom analyzer is any object with a ``name`` and an ``analyze(text)``
 method (see :class:`Analyzer`); register it with :func:`register_analyzer` so
@@ -36,11 +38,18 @@ from functools import partial
 from types import ModuleType
 from typing import Protocol, runtime_checkable
 
+import numpy as np
 import Stemmer
 
 from weftsearch.errors import InvalidParameterError, UnknownAnalyzerError
 from weftsearch.native.loader import load_extension
-from weftsearch.tokens import Token, folded_with_offsets
+from weftsearch.tokens import (
+    Token,
+    TokenArrays,
+    folded_offset_arrays,
+    folded_with_offsets,
+    offsets_are_identity,
+)
 
 __all__ = [
     "Analyzer",
@@ -244,6 +253,34 @@ class EnglishAnalyzer:
             if term is not None
         ]
 
+    def token_arrays(self, text: str) -> TokenArrays:
+        """What :meth:`tokens` gives, as arrays (see :class:`~weftsearch.tokens.TokenArrays`).
+
+        Where the compiled loop is built, words are found and their terms
+        looked up in C, which returns the terms' numbers and offsets as one
+        buffer; the offsets are mapped back to the source text with numpy
+        (the identity for ASCII and for NFKC-normal text that case folding does
+        not lengthen). Else (and in a subclass that overrides :meth:`tokens`,
+        so that its tokens are the ones highlighted) built from :meth:`tokens`.
+        O(len(text)).
+        """
+        compiled = _compiled_spans
+        if compiled is None or type(self).tokens is not EnglishAnalyzer.tokens:
+            return TokenArrays.of_tokens(self.tokens(text))
+        ascii_text = text.isascii()
+        folded = text.lower() if ascii_text else _nfkc_casefold(text)
+        found: tuple[dict[str, int], bytes] = compiled.token_spans(
+            folded, self._memo, self._stopwords, self._stemmer.stemWord, WORD_MEMO_SIZE
+        )
+        numbers, packed = found
+        table = np.frombuffer(packed, dtype=np.int64).reshape(-1, 3)
+        ids, starts, ends = table[:, 0], table[:, 1], table[:, 2]
+        if not ascii_text and not offsets_are_identity(text, folded):
+            source_starts, source_ends = folded_offset_arrays(text, folded, _nfkc_casefold)
+            starts = source_starts[starts]
+            ends = source_ends[ends - 1]
+        return TokenArrays(numbers, ids, starts, ends)
+
     def term_counts(self, text: str) -> tuple[dict[str, int], int]:
         """The terms of ``text`` counted: ``(term -> frequency, number of terms)``.
 
@@ -436,3 +473,44 @@ def _positions_of(terms: Sequence[str]) -> dict[str, list[int]]:
 #: The compiled inner loop of :meth:`EnglishAnalyzer.term_counts`, or ``None`` (not built, switched
 #: off, or its self-check disagreed): then the same counts come from Python.
 _compiled = load_extension("_analysis", _agrees_with_python)
+
+
+def _spans_agree(module: ModuleType) -> bool:
+    """The compiled ``token_spans`` against the Python words on samples: same terms, same offsets."""
+    if not hasattr(module, "token_spans"):
+        return False  # built before it existed
+    samples = (
+        "The cats' owner's DOGS don't run, running; it's 42 under_score words words",
+        "Caf\u00e9 na\u00efve \ufb01le \u2019quoted\u2019 Stra\u00dfe r\u00e9sum\u00e9s \u00b5g x\u00b2",
+        "a an the",
+        "",
+    )
+    for text in samples:
+        analyzer = EnglishAnalyzer()
+        folded = text.lower() if text.isascii() else _nfkc_casefold(text)
+        numbers, packed = module.token_spans(
+            folded, analyzer._memo, analyzer._stopwords, analyzer._stemmer.stemWord, WORD_MEMO_SIZE
+        )
+        table = np.frombuffer(packed, dtype=np.int64).reshape(-1, 3)
+        terms = list(numbers)
+        expected = [
+            (token.term, token.start, token.end) for token in _word_spans_of(EnglishAnalyzer(), folded)
+        ]
+        if [(terms[number], start, end) for number, start, end in table.tolist()] != expected:
+            return False
+    return True
+
+
+def _word_spans_of(analyzer: EnglishAnalyzer, folded: str) -> list[Token]:
+    """The kept words of already folded text with their offsets in it (the self-check's reference)."""
+    found = []
+    for match in _WORD.finditer(folded):
+        term = analyzer._resolve([match.group()])[match.group()]
+        if term is not None:
+            found.append(Token(term, match.start(), match.end()))
+    return found
+
+
+#: The compiled scan of :meth:`EnglishAnalyzer.token_arrays`, or ``None`` (then it is built from
+#: :meth:`EnglishAnalyzer.tokens`).
+_compiled_spans: ModuleType | None = _compiled if _compiled is not None and _spans_agree(_compiled) else None

@@ -19,21 +19,34 @@ widened only to hold a whole phrase match), and at most
 then earliest. Offsets are Python string (code point) offsets into the stored
 text.
 
+A text's tokens come as arrays (:class:`~weftsearch.tokens.TokenArrays`;
+compiled for the ``english`` analyzer), query terms are matched against them
+with numpy, the fragments' windows are computed in C where built (numpy
+otherwise), and only the chosen snippets become strings: the same snippets
+as a word-by-word highlighter gives (tests/test_highlight_oracle.py keeps
+one as the reference).
+
 This module is pure computation: :meth:`weftsearch.Index.search` (``highlight=``)
 reads the stored texts and calls it lazily, when a hit is first read.
 """
 
 from __future__ import annotations
 
-import bisect
+import functools
 import html
+import operator
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from weftsearch.analysis import Analyzer, TokenizingAnalyzer
 from weftsearch.errors import InvalidParameterError
-from weftsearch.tokens import Token
+from weftsearch.native.loader import load_extension
+from weftsearch.tokens import TokenArrays
 
 __all__ = [
     "HighlightOptions",
@@ -180,13 +193,17 @@ class FieldHighlight:
         }
 
 
-@dataclass(slots=True)
-class _Match:
-    """A merged run of matched characters and the query units matched in it."""
+@dataclass(frozen=True, slots=True)
+class _Runs:
+    """The merged runs of matched characters, in order, and the query units matched in each.
 
-    start: int
-    end: int
-    units: set[int] = field(default_factory=set)
+    ``masks[i]`` has bit ``u`` set when unit ``u`` matched in run ``i``; runs
+    do not overlap, so both ``starts`` and ``ends`` ascend.
+    """
+
+    starts: NDArray[np.int64]
+    ends: NDArray[np.int64]
+    masks: list[int]
 
 
 def query_units(
@@ -238,67 +255,164 @@ def _collect(
         _collect(text, analyzer, field_name, found, depth + 1)
 
 
-def _matches(tokens: list[Token], units: tuple[tuple[str, ...], ...]) -> list[_Match]:
-    """Every occurrence of every unit in ``tokens``, merged where they overlap, in order.
+def _is_tokenizing(analyzer: object) -> bool:
+    """``isinstance(analyzer, TokenizingAnalyzer)``, without typing's per-call cost where it holds.
 
-    O(tokens * units sharing a first term * unit length).
+    A runtime protocol's check is that each member is there and no method is
+    ``None``; that is checked directly, and only when it fails is the full
+    ``isinstance`` asked (it also accepts registered classes).
     """
-    by_first: dict[str, list[int]] = {}
+    if (
+        hasattr(analyzer, "name")
+        and getattr(analyzer, "analyze", None) is not None
+        and getattr(analyzer, "tokens", None) is not None
+    ):
+        return True
+    return isinstance(analyzer, TokenizingAnalyzer)
+
+
+def _token_arrays(analyzer: TokenizingAnalyzer, text: str) -> TokenArrays:
+    """``text``'s tokens as arrays: from the analyzer's ``token_arrays`` where it has one (compiled)."""
+    token_arrays = getattr(analyzer, "token_arrays", None)
+    if callable(token_arrays):
+        arrays = token_arrays(text)
+        if isinstance(arrays, TokenArrays):
+            return arrays
+    return TokenArrays.of_tokens(analyzer.tokens(text))
+
+
+def _matches(arrays: TokenArrays, units: tuple[tuple[str, ...], ...]) -> _Runs | None:
+    """Every occurrence of every unit in the tokens, merged where they overlap, in order.
+
+    Terms are compared as numbers with numpy: the single terms in one pass
+    (a table from term number to unit), each phrase by narrowing the
+    positions of its first term with each next term. Only the merged
+    runs' unit sets are Python objects (bit masks); ``None`` when nothing
+    matched. O(tokens * phrases * phrase length).
+    """
+    numbers, ids = arrays.numbers, arrays.ids
+    count = len(ids)
+    unit_of = np.full(len(numbers), -1, dtype=np.int64)
+    found_positions: list[NDArray[np.int64]] = []
+    found_lengths: list[int] = []
+    found_units: list[NDArray[np.int64]] = []
     for index, unit in enumerate(units):
-        if unit:
-            by_first.setdefault(unit[0], []).append(index)
-    raw: list[tuple[int, int, int]] = []
-    terms = [token.term for token in tokens]
-    for position, term in enumerate(terms):
-        for index in by_first.get(term, ()):
-            unit = units[index]
-            last = position + len(unit)
-            # The second term first: most candidate starts fail there, before any slice is made.
-            if last <= len(terms) and (
-                len(unit) == 1 or (terms[position + 1] == unit[1] and tuple(terms[position:last]) == unit)
-            ):
-                raw.append((tokens[position].start, tokens[last - 1].end, index))
-    raw.sort()
-    merged: list[_Match] = []
-    for start, end, index in raw:
-        if merged and start < merged[-1].end:
-            merged[-1].end = max(merged[-1].end, end)
-            merged[-1].units.add(index)
-        else:
-            merged.append(_Match(start, end, {index}))
-    return merged
+        wanted = [numbers.get(term) for term in unit]
+        if not wanted or None in wanted or len(unit) > count:
+            continue
+        if len(unit) == 1:
+            unit_of[wanted[0]] = index
+            continue
+        positions = np.flatnonzero(ids[: count - len(unit) + 1] == wanted[0])
+        for offset, number in enumerate(wanted[1:], start=1):
+            positions = positions[ids[positions + offset] == number]
+        if positions.size:
+            found_positions.append(positions)
+            found_lengths.append(len(unit))
+            found_units.append(np.full(positions.size, index, dtype=np.int64))
+    if count and len(numbers):
+        single_units = unit_of[ids]
+        single = np.flatnonzero(single_units >= 0)
+        if single.size:
+            found_positions.append(single)
+            found_lengths.append(1)
+            found_units.append(single_units[single])
+    if not found_positions:
+        return None
+    starts = np.concatenate([arrays.starts[positions] for positions in found_positions])
+    ends = np.concatenate(
+        [
+            arrays.ends[positions + length - 1]
+            for positions, length in zip(found_positions, found_lengths, strict=True)
+        ]
+    )
+    indexes = np.concatenate(found_units)
+    # Sorted as (start, end, unit) tuples would be; a match opens a new merged run when it starts
+    # at or after the furthest end so far.
+    order = np.lexsort((indexes, ends, starts))
+    starts, ends, indexes = starts[order], ends[order], indexes[order]
+    reach = np.maximum.accumulate(ends)
+    opens = np.flatnonzero(np.concatenate(([True], starts[1:] >= reach[:-1])))
+    closes = np.append(opens[1:], starts.size)
+    bits = [1 << index for index in indexes.tolist()]
+    masks = [
+        functools.reduce(operator.or_, bits[first:last])
+        for first, last in zip(opens.tolist(), closes.tolist(), strict=True)
+    ]
+    return _Runs(starts[opens], reach[closes - 1], masks)
 
 
-def _window(text: str, matches: list[_Match], first: int, size: int) -> tuple[int, int]:
-    """A fragment of about ``size`` characters holding ``matches[first]``, cutting no word if it can."""
-    anchor = matches[first]
-    length = anchor.end - anchor.start
-    # A little context before the match (a quarter of what the fragment leaves over).
-    start = max(0, anchor.start - max(0, size - length) // 4)
-    end = max(anchor.end, min(len(text), start + size))
-    if end - start < size:  # near the end of the text: give the room to the context before
-        start = max(0, min(start, end - size))
-    # Do not cut a word: move the start past a partial word, the end back before one,
-    # never past the anchor.
-    if start > 0 and not text[start - 1].isspace():
-        space = _next_space(text, start, anchor.start)
-        start = space if space is not None else start
-    if end < len(text) and not text[end].isspace():
-        space = text.rfind(" ", anchor.end, end)
-        end = space if space > anchor.end else end
-    while start < anchor.start and text[start].isspace():
-        start += 1
-    while end > anchor.end and text[end - 1].isspace():
-        end -= 1
-    return start, end
+#: Every code point ``str.isspace()`` is true of (tests/test_highlight.py checks the list).
+WHITESPACE = (
+    *range(0x09, 0x0E), *range(0x1C, 0x21), 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
+    0x2028, 0x2029, 0x202F, 0x205F, 0x3000,
+)  # fmt: skip
+# Whether a code point is whitespace, for code points up to U+3000; the last entry (False)
+# stands for every code point above.
+_IS_SPACE = np.zeros(0x3002, dtype=bool)
+_IS_SPACE[list(WHITESPACE)] = True
 
 
-def _next_space(text: str, start: int, limit: int) -> int | None:
-    """The offset after the first whitespace in ``text[start:limit]``, or ``None``."""
-    for offset in range(start, limit):
-        if text[offset].isspace():
-            return offset + 1
-    return None
+def _windows(text: str, runs: _Runs, size: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """For each run, a fragment of about ``size`` characters holding it (see :func:`_windows_numpy`).
+
+    Compiled (``native/_analysis.c``, ``fragment_windows``: the rule per run,
+    reading only the characters it looks at) where built, else with numpy.
+    """
+    native = _native
+    if native is None:
+        return _windows_numpy(text, runs, size)
+    pairs = np.frombuffer(
+        native.fragment_windows(text, runs.starts.tobytes(), runs.ends.tobytes(), size), dtype=np.int64
+    ).reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _windows_numpy(text: str, runs: _Runs, size: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """For each run, a fragment of about ``size`` characters holding it, cutting no word if it can.
+
+    The rule, per run (the anchor): a quarter of the room the fragment leaves
+    over goes before the anchor, and near the end of the text the room goes
+    before it; then the start moves past a partial word (to after the first
+    whitespace before the anchor, if any), the end back to the last plain space
+    after the anchor (if any after its end), and whitespace at either edge is
+    dropped, never past the anchor. All runs at once, with numpy, over a
+    whitespace table of ``text``. O(len(text) + runs).
+    """
+    length = len(text)
+    anchor_starts, anchor_ends = runs.starts, runs.ends
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    space = _IS_SPACE[np.minimum(codes, 0x3001)]
+    at = np.arange(length + 1, dtype=np.int64)
+    # For i in 0..length: the first whitespace at or after i (length if none), the first
+    # non-whitespace at or after i, one past the last non-whitespace before i (0 if none); the
+    # last plain space at or before i (-1 if none).
+    spaced = np.empty(length + 1, dtype=bool)
+    spaced[:length] = space
+    spaced[length] = True
+    next_space = np.minimum.accumulate(np.where(spaced, at, length)[::-1])[::-1]
+    spaced[length] = False
+    next_solid = np.minimum.accumulate(np.where(spaced, length, at)[::-1])[::-1]
+    spaced[1:] = space
+    spaced[0] = True
+    after_solid = np.maximum.accumulate(np.where(spaced, 0, at))
+    last_blank = np.maximum.accumulate(np.where(codes == 0x20, at[:-1], -1))
+
+    starts = np.maximum(0, anchor_starts - np.maximum(0, size - (anchor_ends - anchor_starts)) // 4)
+    ends = np.maximum(anchor_ends, np.minimum(length, starts + size))
+    short = ends - starts < size
+    starts = np.where(short, np.maximum(0, np.minimum(starts, ends - size)), starts)
+    # Do not cut a word: past the first whitespace before the anchor...
+    cut = (starts > 0) & ~space[np.maximum(starts - 1, 0)]
+    found = next_space[starts]
+    starts = np.where(cut & (found < anchor_starts), found + 1, starts)
+    # ... and back to the last plain space after the anchor's end.
+    cut = (ends < length) & ~space[np.minimum(ends, length - 1)]
+    found = last_blank[np.maximum(ends - 1, 0)]
+    ends = np.where(cut & (found > anchor_ends), found, ends)
+    starts = np.minimum(next_solid[starts], anchor_starts)
+    ends = np.maximum(after_solid[ends], anchor_ends)
+    return starts, ends
 
 
 def _mark(text: str, start: int, end: int, spans: list[tuple[int, int]], options: HighlightOptions) -> str:
@@ -337,7 +451,7 @@ def highlight_text(
 
     """
     options = HighlightOptions() if options is None else options
-    if not isinstance(analyzer, TokenizingAnalyzer):
+    if not _is_tokenizing(analyzer):
         raise InvalidParameterError(
             f"analyzer {getattr(analyzer, 'name', analyzer)!r} has no tokens(text): it cannot highlight"
         )
@@ -358,31 +472,30 @@ def highlight_text(
             analysed = analysed[:boundary]
     if not wanted:
         return FieldHighlight(field_name, reason="the query has no terms for this field", truncated=truncated)
-    matches = _matches(analyzer.tokens(analysed), tuple(wanted))
-    if not matches:
+    runs = _matches(_token_arrays(analyzer, analysed), tuple(wanted))
+    if runs is None:
         reason = "no match in the analysed text" if truncated else "no match"
         return FieldHighlight(field_name, reason=reason, truncated=truncated)
+    run_starts, run_ends = runs.starts.tolist(), runs.ends.tolist()
     if options.number_of_fragments == 0:
-        spans = [(m.start, m.end) for m in matches]
-        units_seen = set().union(*(m.units for m in matches))
+        spans = list(zip(run_starts, run_ends, strict=True))
+        units_seen = functools.reduce(operator.or_, runs.masks).bit_count()
         marks = _mark(analysed, 0, len(analysed), spans, options)
-        whole = Snippet(0, len(analysed), analysed, tuple(spans), marks, len(units_seen))
+        whole = Snippet(0, len(analysed), analysed, tuple(spans), marks, units_seen)
         return FieldHighlight(field_name, (whole,), truncated=truncated)
-    candidates: list[tuple[int, int, int, int, int]] = []  # (-distinct, start, end, first, last)
-    starts = [m.start for m in matches]
-    seen: set[tuple[int, int]] = set()
-    for anchor in range(len(matches)):
-        start, end = _window(analysed, matches, anchor, options.fragment_size)
-        if (start, end) in seen:
-            continue
-        seen.add((start, end))
-        # The matches wholly inside the window: a run from the first that starts in it.
-        first = last = bisect.bisect_left(starts, start)
-        while last < len(matches) and matches[last].end <= end:
-            last += 1
-        distinct = len(set().union(*(m.units for m in matches[first:last])))
-        candidates.append((-distinct, start, end, first, last))
-    candidates.sort()
+    starts, ends = _windows(analysed, runs, options.fragment_size)
+    # Each distinct window once (the first run giving it), with the runs wholly inside it: from
+    # the first that starts in it, those ending in it (runs are disjoint: their ends ascend).
+    windows = sorted(set(zip(starts.tolist(), ends.tolist(), strict=True)))
+    window_starts = np.array([start for start, _ in windows], dtype=np.int64)
+    window_ends = np.array([end for _, end in windows], dtype=np.int64)
+    firsts = np.searchsorted(runs.starts, window_starts, side="left")
+    lasts = np.maximum(firsts, np.searchsorted(runs.ends, window_ends, side="right"))
+    masks = runs.masks
+    candidates = sorted(  # (-distinct, start, end, first, last): most units, then earliest
+        (-functools.reduce(operator.or_, masks[first:last], 0).bit_count(), start, end, first, last)
+        for (start, end), first, last in zip(windows, firsts.tolist(), lasts.tolist(), strict=True)
+    )
     chosen: list[tuple[int, int, int, int, int]] = []
     for candidate in candidates:
         if len(chosen) == options.number_of_fragments:
@@ -392,7 +505,7 @@ def highlight_text(
             chosen.append(candidate)
     snippets = []
     for negative, start, end, first, last in chosen:
-        spans = [(m.start, m.end) for m in matches[first:last]]
+        spans = list(zip(run_starts[first:last], run_ends[first:last], strict=True))
         snippets.append(
             Snippet(
                 start,
@@ -404,6 +517,31 @@ def highlight_text(
             )
         )
     return FieldHighlight(field_name, tuple(snippets), truncated=truncated)
+
+
+def _windows_agree(module: ModuleType) -> bool:
+    """The compiled windows against :func:`_windows_numpy` on a sample (the loader's self-check)."""
+    if not hasattr(module, "fragment_windows"):
+        return False  # built before it existed
+    text = "Lorem  ipsum\u00a0dolor sit\u3000amet, consectetur adipiscing elit,\tsed do eiusmod tempor"
+    spans = [(6, 11), (0, 5), (13, 18), (60, 63), (len(text) - 6, len(text))]
+    runs = _Runs(
+        np.array([start for start, _ in spans], dtype=np.int64),
+        np.array([end for _, end in spans], dtype=np.int64),
+        [1] * len(spans),
+    )
+    for size in (1, 7, 12, 30, 200):
+        pairs = np.frombuffer(
+            module.fragment_windows(text, runs.starts.tobytes(), runs.ends.tobytes(), size), dtype=np.int64
+        )
+        starts, ends = _windows_numpy(text, runs, size)
+        if pairs.tolist() != np.stack((starts, ends), axis=1).ravel().tolist():
+            return False
+    return True
+
+
+#: The compiled window rule (``weftsearch.native._analysis``), or ``None``: then numpy's.
+_native: ModuleType | None = load_extension("_analysis", _windows_agree)
 
 
 def options_of(highlight: bool | HighlightOptions | None) -> HighlightOptions | None:

@@ -26,6 +26,17 @@
  * reference to each term; it is emptied when it holds limit words or WORD_CACHE_CHARS code
  * points, so it stays bounded. A word's term is a pure function of the word, so what the
  * cache returns is what the memo would.
+ * token_spans(folded, memo, stopwords, stem, limit) -> (ids, table)
+ *   The same scan, for highlighting: ids maps each distinct kept term (first-seen order) to its
+ *   number, 0, 1, ... (one object per distinct term, not per word), and table (bytes) holds, for
+ *   each kept term in text order, three native int64: its number, and the start and end code point
+ *   offsets of its word in folded. The table is at most 12 * (len(folded) + 2) bytes.
+ *
+ * fragment_windows(text, starts, ends, size) -> windows
+ *   For highlighting: for each anchor (starts[k], ends[k]) (int64 buffers, spans of text), the
+ *   fragment of about size characters weftsearch.highlight._windows chooses for it, as bytes of
+ *   int64 (start, end) pairs: its rule per anchor, reading only the characters it looks at
+ *   (whitespace is Py_UNICODE_ISSPACE, what str.isspace tests). O(anchors * size).
  *
  * Holds the GIL throughout (it builds Python objects); O(len(folded)).
  */
@@ -33,6 +44,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* \w for the ASCII range: [0-9A-Za-z_]. */
 static unsigned char ascii_word[128];
@@ -229,6 +241,42 @@ static PyObject *resolve(PyObject *word, PyObject *memo, PyObject *stopwords, Py
     return term;
 }
 
+/* The next word of data (length n) at or after *i: 1 with its bounds [*start, *i), or 0 when none is
+ * left. The regex's words: a run of word characters, then apostrophe + run, repeatedly. */
+static inline int next_word(int kind, const void *data, Py_ssize_t n, Py_ssize_t *i, Py_ssize_t *start) {
+    Py_ssize_t at = *i;
+    while (at < n && !is_word(PyUnicode_READ(kind, data, at))) at++;
+    if (at >= n) {
+        *i = at;
+        return 0;
+    }
+    *start = at;
+    while (at < n && is_word(PyUnicode_READ(kind, data, at))) at++;
+    while (at + 1 < n) {
+        const Py_UCS4 ch = PyUnicode_READ(kind, data, at);
+        if ((ch != '\'' && ch != 0x2019) || !is_word(PyUnicode_READ(kind, data, at + 1))) break;
+        at++;
+        while (at < n && is_word(PyUnicode_READ(kind, data, at))) at++;
+    }
+    *i = at;
+    return 1;
+}
+
+/* The term (new reference; None when dropped) of the word text[start:end], from memo or resolved. */
+static PyObject *term_of(PyObject *text, Py_ssize_t start, Py_ssize_t end, PyObject *memo, PyObject *stopwords,
+                         PyObject *stem, Py_ssize_t limit) {
+    PyObject *word = PyUnicode_Substring(text, start, end);
+    if (word == NULL) return NULL;
+    PyObject *term = PyDict_GetItemWithError(memo, word); /* borrowed */
+    if (term != NULL) {
+        Py_INCREF(term); /* owned from here, as resolve's result is */
+    } else if (!PyErr_Occurred()) {
+        term = resolve(word, memo, stopwords, stem, limit);
+    }
+    Py_DECREF(word);
+    return term;
+}
+
 /* The words of text, their terms found or resolved; with positions == 0 each kept term is
  * counted into out (term -> int), else its position (its index among the kept terms) is
  * appended to out (term -> list of int). Returns the number of terms kept, -1 on error. */
@@ -364,12 +412,166 @@ static PyObject *term_positions(PyObject *self, PyObject *args) {
     return analyse(args, "UO!O!On|O:term_positions", 1);
 }
 
+
+/* token_spans: see the module comment. */
+static PyObject *token_spans(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *text, *memo, *stopwords, *stem;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "UO!O!On:token_spans", &text, &PyDict_Type, &memo, &PyFrozenSet_Type, &stopwords,
+                          &stem, &limit))
+        return NULL;
+    if (PyUnicode_READY(text) == -1) return NULL;
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    /* Words are separated by at least one character, so a text holds at most n / 2 + 1 of them:
+     * the table never grows past that bound, which is checked against overflow once here. */
+    const Py_ssize_t most = n / 2 + 1;
+    if (most > PY_SSIZE_T_MAX / (Py_ssize_t)(3 * sizeof(int64_t))) return PyErr_NoMemory();
+    Py_ssize_t capacity = most < 64 ? most : 64;
+    int64_t *table = PyMem_Malloc((size_t)capacity * 3 * sizeof(int64_t));
+    PyObject *ids = PyDict_New();
+    PyObject *result = NULL;
+    if (table == NULL || ids == NULL) {
+        if (table == NULL) PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t count = 0, i = 0, start;
+    while (next_word(kind, data, n, &i, &start)) {
+        PyObject *term = term_of(text, start, i, memo, stopwords, stem, limit);
+        if (term == NULL) goto done;
+        if (term == Py_None) {
+            Py_DECREF(term);
+            continue;
+        }
+        Py_ssize_t id;
+        PyObject *known = PyDict_GetItemWithError(ids, term); /* borrowed */
+        if (known != NULL) {
+            id = PyLong_AsSsize_t(known);
+        } else if (PyErr_Occurred()) {
+            id = -1;
+        } else {
+            id = PyDict_GET_SIZE(ids);
+            PyObject *number = PyLong_FromSsize_t(id);
+            if (number == NULL || PyDict_SetItem(ids, term, number) < 0) id = -1;
+            Py_XDECREF(number);
+        }
+        Py_DECREF(term);
+        if (id < 0) goto done;
+        if (count == capacity) {
+            /* Cannot pass most: count < most always holds (see above). */
+            const Py_ssize_t grown = capacity > most / 2 ? most : 2 * capacity;
+            if (grown <= capacity) { /* cannot happen (see above); refuse rather than overrun */
+                PyErr_SetString(PyExc_SystemError, "token_spans: more words than the text can hold");
+                goto done;
+            }
+            int64_t *larger = PyMem_Realloc(table, (size_t)grown * 3 * sizeof(int64_t));
+            if (larger == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            table = larger;
+            capacity = grown;
+        }
+        table[3 * count] = id;
+        table[3 * count + 1] = start;
+        table[3 * count + 2] = i;
+        count++;
+    }
+    PyObject *packed = PyBytes_FromStringAndSize((const char *)table, count * 3 * (Py_ssize_t)sizeof(int64_t));
+    if (packed != NULL) result = Py_BuildValue("(ON)", ids, packed);
+done:
+    PyMem_Free(table);
+    Py_XDECREF(ids);
+    return result;
+}
+
+
+/* fragment_windows: see the module comment. The rule of weftsearch.highlight._windows, per anchor. */
+static PyObject *fragment_windows(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *text;
+    Py_buffer starts, ends;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "Uy*y*n:fragment_windows", &text, &starts, &ends, &size)) return NULL;
+    PyObject *result = NULL;
+    if (PyUnicode_READY(text) == -1) goto done;
+    const Py_ssize_t count = starts.len / (Py_ssize_t)sizeof(int64_t);
+    if (starts.len % (Py_ssize_t)sizeof(int64_t) != 0 || ends.len != starts.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and ends must be int64 buffers of the same length");
+        goto done;
+    }
+    if (size < 1 || size > PY_SSIZE_T_MAX / 4) {
+        PyErr_Format(PyExc_ValueError, "size must be at least 1, got %zd", size);
+        goto done;
+    }
+    if (count > PY_SSIZE_T_MAX / (Py_ssize_t)(2 * sizeof(int64_t))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    result = PyBytes_FromStringAndSize(NULL, count * 2 * (Py_ssize_t)sizeof(int64_t));
+    if (result == NULL) goto done;
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        int64_t anchor_start, anchor_end;
+        memcpy(&anchor_start, (const char *)starts.buf + k * (Py_ssize_t)sizeof(int64_t), sizeof(int64_t));
+        memcpy(&anchor_end, (const char *)ends.buf + k * (Py_ssize_t)sizeof(int64_t), sizeof(int64_t));
+        if (anchor_start < 0 || anchor_end <= anchor_start || anchor_end > n) {
+            PyErr_Format(PyExc_ValueError, "anchor %zd (%lld, %lld) is not a span of a text of %zd characters", k,
+                         (long long)anchor_start, (long long)anchor_end, n);
+            Py_CLEAR(result);
+            goto done;
+        }
+        const Py_ssize_t s = (Py_ssize_t)anchor_start, e = (Py_ssize_t)anchor_end;
+        const Py_ssize_t room = size - (e - s) > 0 ? size - (e - s) : 0;
+        Py_ssize_t start = s - room / 4 > 0 ? s - room / 4 : 0;
+        Py_ssize_t end = start + size < n ? start + size : n;
+        if (end < e) end = e;
+        if (end - start < size) {
+            const Py_ssize_t back = end - size < start ? end - size : start;
+            start = back > 0 ? back : 0;
+        }
+        if (start > 0 && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, start - 1))) {
+            for (Py_ssize_t at = start; at < s; at++) {
+                if (Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, at))) {
+                    start = at + 1;
+                    break;
+                }
+            }
+        }
+        if (end < n && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, end))) {
+            for (Py_ssize_t at = end - 1; at > e; at--) { /* the last ' ' after e (at e it would not move end) */
+                if (PyUnicode_READ(kind, data, at) == ' ') {
+                    end = at;
+                    break;
+                }
+            }
+        }
+        while (start < s && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, start))) start++;
+        while (end > e && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, end - 1))) end--;
+        out[2 * k] = start;
+        out[2 * k + 1] = end;
+    }
+done:
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"term_counts", term_counts, METH_VARARGS,
      "term_counts(folded, memo, stopwords, stem, limit, cache=None) -> (counts, length) (see the module source)."},
     {"term_positions", term_positions, METH_VARARGS,
      "term_positions(folded, memo, stopwords, stem, limit, cache=None) -> (positions, length) (see the module "
      "source)."},
+    {"token_spans", token_spans, METH_VARARGS,
+     "token_spans(folded, memo, stopwords, stem, limit) -> (ids, table) (see the module source)."},
+    {"fragment_windows", fragment_windows, METH_VARARGS,
+     "fragment_windows(text, starts, ends, size) -> windows (see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 

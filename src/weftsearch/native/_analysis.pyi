@@ -29,3 +29,16 @@ def term_positions(
     /,
 ) -> tuple[dict[str, list[int]], int]:
     """Terms of the words of ``folded`` as ``term_counts`` finds them, each with its positions."""
+
+def token_spans(
+    folded: str,
+    memo: dict[str, str | None],
+    stopwords: frozenset[str],
+    stem: Callable[[str], str],
+    limit: int,
+    /,
+) -> tuple[dict[str, int], bytes]:
+    """Distinct terms of ``folded`` numbered, and each kept term's (number, start, end) as native int64s."""
+
+def fragment_windows(text: str, starts: bytes, ends: bytes, size: int, /) -> bytes:
+    """For each anchor (starts[k], ends[k]), its fragment's (start, end), as native int64 pairs."""
