@@ -95,13 +95,16 @@ class _TermList:
     """One term in one segment: packed words and block table (views of the file), and the descriptor row.
 
     ``row``: (words address, words, postings, table address, blocks), the first five
-    fields of ``_bm25.c``'s list descriptor. ``reader``: where the term lives (named in errors).
+    fields of ``_bm25.c``'s list descriptor. ``path``: the segment file the term lives in
+    (named in errors). Not the reader itself: this entry is cached in a weak-keyed map whose
+    key is the reader, and a value holding its key strongly would keep every reader (and its
+    open, mapped file) alive for ever.
     """
 
     data: NDArray[np.uint32]
     meta: NDArray[np.uint32]
     row: tuple[int, int, int, int, int]
-    reader: SegmentReader
+    path: str
     term: str
 
 
@@ -146,7 +149,7 @@ def _term_list(reader: SegmentReader, blocks: _SegmentBlocks, term: str) -> _Ter
         # An empty run has no address of its own: any valid one will do (nothing is read).
         address = data.ctypes.data if data.shape[0] else meta.ctypes.data
         entry = _TermList(
-            data, meta, (address, data.shape[0], count, meta.ctypes.data, n_blocks), reader, term
+            data, meta, (address, data.shape[0], count, meta.ctypes.data, n_blocks), str(reader.path), term
         )
     with blocks.lock:
         if term not in blocks.terms and len(blocks.terms) >= BLOCK_CACHE_TERMS:
@@ -423,7 +426,7 @@ def _corrupt_list(lists: QueryLists, index: int) -> CorruptIndexError:
         for entry in getattr(found, "keep", ()):
             if isinstance(entry, _TermList) and entry.row[0] == address:
                 return CorruptIndexError(
-                    f"{entry.reader.path}: packed postings of term {entry.term!r} do not decode"
+                    f"{entry.path}: packed postings of term {entry.term!r} do not decode"
                     " (the block table disagrees with the data)"
                 )
     return CorruptIndexError("packed postings of a query term do not decode")
@@ -609,7 +612,7 @@ def _impact_term(
         except kernel.CorruptListError:
             found = entry.keep[index]
             raise CorruptIndexError(
-                f"{found.reader.path}: packed postings of term {found.term!r} do not decode"
+                f"{found.path}: packed postings of term {found.term!r} do not decode"
                 " (the block table disagrees with the data)"
             ) from None
         tables.append(table)
