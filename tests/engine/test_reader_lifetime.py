@@ -7,7 +7,9 @@ from __future__ import annotations
 import gc
 import os
 import weakref
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -34,7 +36,7 @@ def build(path: Path) -> None:
         )
 
 
-SEARCHES = {
+SEARCHES: dict[str, Callable[[Index], Any]] = {
     "plain": lambda ix: ix.search("alpha", 5, RRF(), BM25Scorer()),
     "and": lambda ix: ix.search(Query.parse("+alpha +beta"), 5, RRF(), BM25Scorer()),
     "or": lambda ix: ix.search(Query.parse("alpha OR beta"), 5, RRF(), BM25Scorer()),
@@ -58,7 +60,7 @@ def test_a_closed_index_releases_its_readers_and_files(tmp_path: Path, kind: str
     build(path)
     gc.collect()
     before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
-    readers = []
+    readers: list[weakref.ref[Any]] = []
     for _ in range(5):
         with Index.open(path) as index:
             SEARCHES[kind](index)
