@@ -289,12 +289,11 @@ def _vouched_stream(
     _frozen(ids)
     _frozen(scores)
     stream = object.__new__(_VouchedStream)
-    set_ = object.__setattr__
-    set_(stream, "ids", ids)
-    set_(stream, "scores", scores)
-    set_(stream, "plan", plan)
-    set_(stream, "complete", bool(complete))
-    set_(stream, "_keys", keys)
+    _SET_IDS(stream, ids)
+    _SET_SCORES(stream, scores)
+    _SET_PLAN(stream, plan)
+    _SET_COMPLETE(stream, bool(complete))
+    _SET_KEYS(stream, keys)
     return stream
 
 
@@ -338,6 +337,15 @@ def _adopted(
     object.__setattr__(stream, "plan", _checked_plan(plan))
     object.__setattr__(stream, "complete", bool(complete))
     return stream
+
+
+# The slots' own setters (the frozen dataclass refuses setattr): half the cost of
+# object.__setattr__, which finds each slot by name first.
+_SET_IDS = Stream.__dict__["ids"].__set__
+_SET_SCORES = Stream.__dict__["scores"].__set__
+_SET_PLAN = Stream.__dict__["plan"].__set__
+_SET_COMPLETE = Stream.__dict__["complete"].__set__
+_SET_KEYS = _RankedStream.__dict__["_keys"].__set__
 
 
 def _is_vouched(stream: object, keys: KeyOrder) -> bool:
