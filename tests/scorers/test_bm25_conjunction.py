@@ -284,3 +284,27 @@ def test_positions_tables_that_disagree_with_the_words_are_a_typed_error(damage:
             BM25Scorer(1.2, 0.75).score(snapshot, Query.parse('"alpha beta"'), 5)
     finally:
         conjunction._POSITIONS.clear()
+
+
+@pytest.mark.parametrize("segments", [1, 3])
+def test_a_prepared_tree_serves_scorers_of_other_parameters_and_filters_exactly(segments: int) -> None:
+    # The prepared tree remembers the part table it last ran with (issue 29, item 5): scorers
+    # of other (k1, b) and a filter in between must each get their own norms, every bit.
+    index = build(corpus(5, 700), segments, 0.05, 5)
+    snapshot = index.snapshot()
+    tree = BoolNode(must=(TermNode("alpha"), TermNode("beta")), should=(TermNode("zeta"),))
+    plain, filtered = Query(tree=tree), Query(tree=tree, filter="n < 300")
+    scorers = [BM25Scorer(1.2, 0.75), BM25Scorer(0.6, 0.2), BM25Scorer(1.2, 0.75), BM25Scorer(2.0, 1.0)]
+    for query in (plain, filtered, plain, filtered, plain):
+        for scorer in scorers:
+            for k in (1, 10, 1000):
+                got = scorer.score(snapshot, query, k)
+                assert (got.plan or {})["path"] == "compiled"
+                with (
+                    mock.patch.object(boolean, "compiled_boolean", lambda: None),
+                    mock.patch.object(native_bm25, "compiled_bm25", lambda: None),
+                ):
+                    want = scorer.score(snapshot, query, k)
+                assert snapshot.keys_of(got.ids) == snapshot.keys_of(want.ids)
+                assert got.scores.tobytes() == want.scores.tobytes()
+                assert not got.ids.flags.writeable and not got.scores.flags.writeable

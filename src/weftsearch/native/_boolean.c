@@ -94,7 +94,6 @@ typedef struct {
     int64_t count, n_blocks, pos, block, row;
     int64_t *word_start;
     int tfs_ready;
-    uint32_t ids[WB_BLOCK], tfs[WB_BLOCK];
     /* positions (a phrase's slot) */
     const uint32_t *pwords;
     const uint8_t *pwidths;
@@ -103,8 +102,16 @@ typedef struct {
     int64_t *at;   /* the candidate's positions, decoded */
     int64_t at_n, at_cap;
     int prefix_ready; /* tf_prefix holds the decoded block's running tf sums */
+    /*
+     * The buffers last: only the fields above start zeroed (CURSOR_HEAD); these are written
+     * before they are read (a decoded block, tfs_ready, prefix_ready), and zeroing them cost
+     * ~2 KB of memset per slot per query, 6% of a SciFact intersection's instructions.
+     */
+    uint32_t ids[WB_BLOCK], tfs[WB_BLOCK];
     int64_t tf_prefix[WB_BLOCK + 1]; /* positions before each posting of the block, from the block's first */
 } cursor;
+
+#define CURSOR_HEAD offsetof(cursor, ids)
 
 typedef struct {
     int64_t blocks, blocks_decoded, postings, candidates, scored, corrupt_row, windows_skipped;
@@ -583,10 +590,12 @@ int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause
     int64_t heap_k = k < candidates ? k : candidates;
     if (heap_k < 1) heap_k = 1;
     if ((uint64_t)heap_k > SIZE_MAX / sizeof(scored_id)) return -1;
-    cursor *cursors = calloc((size_t)n_slots, sizeof(cursor)); /* position buffers start empty */
+    cursor *cursors = malloc((size_t)n_slots * sizeof(cursor));
     int64_t *word_starts = malloc((size_t)(max_blocks + 1) * sizeof(int64_t));
     selection sel = {malloc((size_t)heap_k * sizeof(scored_id)), NULL, 0, heap_k, 0, 0, candidates};
     int64_t result = 0;
+    if (cursors) /* position buffers start empty; the block buffers are written before read */
+        for (int64_t s = 0; s < n_slots; s++) memset(&cursors[s], 0, CURSOR_HEAD);
     if (!cursors || !word_starts || !sel.heap) {
         result = -1;
         goto done;

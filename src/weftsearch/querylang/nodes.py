@@ -221,6 +221,10 @@ class PrefixNode(_Leaf):
         return f"{_field_prefix(self.field)}{_escape(self.prefix, SPECIAL)}*{_boost_suffix(self.boost)}"
 
 
+#: What a pickled :class:`BoolNode` holds, in the order the dataclass's own state had (old pickles load).
+_BOOL_STATE = ("must", "should", "must_not", "boost", "_depth", "_leaves")
+
+
 @dataclass(frozen=True, slots=True)
 class BoolNode:
     """Clauses combined as Lucene's ``BooleanQuery``.
@@ -245,6 +249,7 @@ class BoolNode:
     boost: float = 1.0
     _depth: int = field(default=0, init=False, repr=False, compare=False)
     _leaves: int = field(default=0, init=False, repr=False, compare=False)
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         depth = 0
@@ -272,6 +277,25 @@ class BoolNode:
         object.__setattr__(self, "_depth", depth + 1)
         object.__setattr__(self, "_leaves", leaves)
         object.__setattr__(self, "boost", _check_boost(self.boost))
+        object.__setattr__(self, "_hash", self._fields_hash())
+
+    def _fields_hash(self) -> int:
+        # What the frozen dataclass's own __hash__ computes (the compared fields, in order), so
+        # equal nodes hash equal; computed once, since scorers look a tree up per search and the
+        # dataclass's hash walks the whole tree each time.
+        return hash((self.must, self.should, self.must_not, self.boost))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __getstate__(self) -> list[object]:
+        # The hash is not pickled: str hashes differ between processes (PYTHONHASHSEED).
+        return [self.must, self.should, self.must_not, self.boost, self._depth, self._leaves]
+
+    def __setstate__(self, state: list[object]) -> None:
+        for name, value in zip(_BOOL_STATE, state, strict=True):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_hash", self._fields_hash())
 
     @property
     def depth(self) -> int:

@@ -1030,11 +1030,12 @@ class BM25Scorer:
         the one-call entry. Same ids, score bits and order as the tree path.
         """
         tree = query.tree
-        if tree is None or snapshot.n_docs == 0 or self._bm25f:
-            return None
+        if not conjunction.may_be_disjunction(tree) or snapshot.n_docs == 0 or self._bm25f:
+            return None  # the structural refusal first: it is what turns conjunctions away
         library = kernel.compiled_bm25()
         if library is None or library.query is None:
             return None
+        assert tree is not None  # may_be_disjunction
         planned = conjunction.disjunction(snapshot, tree)
         if planned is None:
             return None
@@ -1065,9 +1066,9 @@ class BM25Scorer:
         prepared = conjunction.prepare(snapshot, tree)
         if prepared is None:
             return None
-        ids, scores, plan = conjunction.run(
-            library, snapshot, prepared, self.k1, self.b, self._avgdl(snapshot), k, allowed
-        )
+        # self._avgdl(snapshot), read from the prepared tree (made from this snapshot).
+        avgdl = prepared.avgdl if prepared.avgdl > 0 else 1.0
+        ids, scores, plan = conjunction.run(library, snapshot, prepared, self.k1, self.b, avgdl, k, allowed)
         return _vouched_stream(ids, scores, snapshot, plan=plan)
 
     def _tree(self, snapshot: Snapshot, query: Query) -> tuple[Matches, dict[str, PlanValue]]:

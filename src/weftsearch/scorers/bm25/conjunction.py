@@ -155,13 +155,18 @@ def disjunction_terms(snapshot: Snapshot, tree: Node) -> list[str] | None:
     return terms if len(set(terms)) == len(terms) else None
 
 
+def may_be_disjunction(tree: Node | None) -> bool:
+    """Whether ``tree`` has the shape :func:`disjunction` accepts (a Bool node of should clauses only)."""
+    return isinstance(tree, BoolNode) and not tree.must and bool(tree.should)
+
+
 def disjunction(snapshot: Snapshot, tree: Node) -> layout.TermQuery | None:
     """The one-call set-up (:func:`weftsearch.scorers.bm25.lists.plan`) of :func:`disjunction_terms`' tree.
 
     ``None`` when the tree is not such a disjunction. Remembered per snapshot
     and tree as :func:`prepare` is (not on a shard's view).
     """
-    if not isinstance(tree, BoolNode) or tree.must or not tree.should:
+    if not may_be_disjunction(tree):
         return None  # cheap refusals first: a conjunction's trees never reach the cache
 
     def build() -> layout.TermQuery | None:
@@ -300,6 +305,12 @@ class Prepared:
             (the addresses and counts of the above).
         keep: what the addresses point into (kept alive with them).
         terms, matched, postings: the plan's counts (distinct terms, those held, their live postings).
+        avgdl: the snapshot's :attr:`~weftsearch.engine.snapshot.Snapshot.collection_avgdl`.
+        segments: the snapshot's segments.
+        ids_follow_keys: the snapshot's (one segment: the kernel's order is canonical).
+        last_parts: one entry, the part table (and its address) :func:`run` last used with
+            ``(k1, b, avgdl)`` and no filter, or ``None``: a repeated search skips the
+            per-snapshot cache's keyed look-up (a tuple of floats hashed per query).
 
     """
 
@@ -314,6 +325,10 @@ class Prepared:
     terms: int
     matched: int
     postings: int
+    avgdl: float
+    segments: int
+    ids_follow_keys: bool
+    last_parts: list[tuple[float, float, float, NDArray[np.int64]] | None]
 
 
 def prepare(snapshot: Snapshot, tree: Node) -> Prepared | None:
@@ -389,6 +404,10 @@ def _prepare(snapshot: Snapshot, tree: Node) -> Prepared | None:
         terms=len(frequencies_by_term),
         matched=sum(1 for value in frequencies_by_term.values() if value),
         postings=sum(frequencies_by_term.values()),
+        avgdl=snapshot.collection_avgdl,
+        segments=len(snapshot.parts),
+        ids_follow_keys=snapshot.ids_follow_keys,
+        last_parts=[None],
     )
 
 
@@ -415,7 +434,13 @@ def run(
         MemoryError: the kernel could not allocate its working memory.
 
     """
-    parts = layout._part_table_for(snapshot, k1, b, avgdl, allowed)
+    last = prepared.last_parts[0] if allowed is None else None
+    if last is not None and last[0] == k1 and last[1] == b and last[2] == avgdl:
+        parts = last[3]
+    else:
+        parts = layout._part_table_for(snapshot, k1, b, avgdl, allowed)
+        if allowed is None:
+            prepared.last_parts[0] = (k1, b, avgdl, parts)  # one store: threads see old or new
     n_slots = len(prepared.slots)
     try:
         ids, scores, stats = kernel.query(library, prepared.head, prepared.root_boost, parts, k1, b, avgdl, k)
@@ -429,7 +454,7 @@ def run(
         "path": "compiled",
         "terms": prepared.terms,
         "terms_matched": prepared.matched,
-        "segments": len(snapshot.parts),
+        "segments": prepared.segments,
         "postings": prepared.postings,
         "postings_scored": stats.candidates,
         "postings_skipped": stats.postings - stats.candidates,
@@ -437,5 +462,7 @@ def run(
         "blocks_skipped": stats.blocks - stats.blocks_decoded,
         "documents_scored": stats.documents_scored,
     }
+    if prepared.ids_follow_keys and ids.shape[0] <= k:
+        return ids, scores, plan_  # one segment, no tie past the k-th: already canonical
     found_ids, found_scores = layout._canonical(snapshot, ids, scores, k)
     return found_ids, found_scores, plan_

@@ -414,6 +414,8 @@ def _canonical(
     """The kernel's results (every tie with the k-th, by score then internal id) as the ``k`` best by key."""
     if snapshot.ids_follow_keys or ids.shape[0] <= 1:
         # One segment: id order is key order, so the kernel's order is already canonical.
+        if ids.shape[0] <= k:
+            return ids, scores  # no ties past the k-th: the arrays as they are (no views)
         return ids[:k], scores[:k]
     found_ids, found_scores = top_k(ids, scores, k, snapshot)
     return found_ids, found_scores.astype(np.float64, copy=False)
