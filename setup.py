@@ -2,7 +2,8 @@
 (_scan.c), the BM25 top-k with block-max early termination (_bm25.c), the conjunctions and
 phrases of query trees (_boolean.c), the english analyzer's inner loop (_analysis.c), and the
 segment writer's inversion of term counts into sorted postings (_inversion.c).
-The three C kernels include native/heap.h.
+The three C kernels include native/heap.h; the two that read postings blocks (_bm25.c,
+_boolean.c) also native/unpack.h.
 
 Everything else is in pyproject.toml. The first three have no Python.h dependency
 (they are loaded with ctypes); the last two are CPython extension modules. All are
@@ -22,8 +23,10 @@ FLAGS = [] if sys.platform == "win32" else ["-O2", "-ffp-contract=off", "-fno-fa
 #: The BM25 batch runs its queries on threads of its own (pthreads; Windows: one thread).
 THREADS = [] if sys.platform == "win32" else ["-pthread"]
 
-#: The heap both C kernels include (a change to it rebuilds them).
+#: The heap the C kernels include (a change to it rebuilds them).
 HEAP = "src/weftsearch/native/heap.h"
+#: The full-block decoder of the two kernels that read postings (a change to it rebuilds them).
+UNPACK = "src/weftsearch/native/unpack.h"
 
 setup(
     ext_modules=[
@@ -37,7 +40,7 @@ setup(
         Extension(
             "weftsearch.native._bm25",
             sources=["src/weftsearch/native/_bm25.c"],
-            depends=[HEAP],
+            depends=[HEAP, UNPACK],
             extra_compile_args=FLAGS + THREADS,
             extra_link_args=THREADS,
             optional=True,
@@ -45,7 +48,7 @@ setup(
         Extension(
             "weftsearch.native._boolean",
             sources=["src/weftsearch/native/_boolean.c"],
-            depends=[HEAP],
+            depends=[HEAP, UNPACK],
             extra_compile_args=FLAGS,
             optional=True,
         ),

@@ -324,7 +324,8 @@ def sampled_offsets(data: bytes, spans: list[tuple[int, int, str]] | None, full:
         elif name not in ("header", "table", "table-gap"):
             chosen.update(range(start, min(end, start + 4)))
             chosen.update(range(max(start, end - 4), end))
-    chosen.update(range(0, len(data), 4))
+    # Every 8th byte of the rest (the full sweep, -m slow, flips every byte two ways).
+    chosen.update(range(0, len(data), 8))
     return sorted(chosen)
 
 

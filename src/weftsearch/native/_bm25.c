@@ -141,69 +141,9 @@ typedef struct {
     int *corrupt;          /* set (to the list's index + 1) when a block does not decode */
 } cursor;
 
-/*
- * A full block's run (WEFT_BLOCK = 4 groups of 32 values; a group of 32 values of W bits is
- * exactly W words), decoded in one pass with the gap prefix sum (kind 1: ids from `acc`, each
- * the previous plus gap + 1) or the tf offset (kind 0: value + 1). W is a constant at each call
- * (one switch case per width) and the 32 values of a group are unrolled, so every word index,
- * shift and mask folds to a constant: no per-value address arithmetic, no branch, and the run's
- * words are read with aligned 4-byte loads inside it (a group reads words 0 ..< W only).
- * Returns the last id (kind 1).
- */
-static inline __attribute__((always_inline)) uint64_t unpack_full(const uint32_t *in, const unsigned W,
-                                                                   uint32_t *out, uint64_t acc, const int kind) {
-    const uint32_t mask = (uint32_t)(((uint64_t)1 << W) - 1);
-    for (int g = 0; g < WEFT_BLOCK / 32; g++, in += W, out += 32) {
-#pragma GCC unroll 32
-        for (unsigned j = 0; j < 32; j++) {
-            const unsigned bit = j * W, at = bit >> 5, shift = bit & 31;
-            uint32_t v = in[at] >> shift;
-            if (shift + W > 32) v |= in[at + 1] << ((32 - shift) & 31); /* shift > 0 here */
-            v &= mask;
-            if (kind) {
-                acc += (uint64_t)v + 1;
-                out[j] = (uint32_t)acc;
-            } else {
-                out[j] = v + 1;
-            }
-        }
-    }
-    return acc;
-}
-
-#define WEFT_FULL_CASE(W) \
-    case W: \
-        return unpack_full(in, W, out, acc, kind);
-
-/* The dispatch of unpack_full on the width (0 ..= 32, checked at setup). */
-static uint64_t unpack_full_any(const uint32_t *in, unsigned width, uint32_t *out, uint64_t acc, int kind) {
-    if (kind) {
-        switch (width) {
-            WEFT_FULL_CASE(1) WEFT_FULL_CASE(2) WEFT_FULL_CASE(3) WEFT_FULL_CASE(4) WEFT_FULL_CASE(5)
-            WEFT_FULL_CASE(6) WEFT_FULL_CASE(7) WEFT_FULL_CASE(8) WEFT_FULL_CASE(9) WEFT_FULL_CASE(10)
-            WEFT_FULL_CASE(11) WEFT_FULL_CASE(12) WEFT_FULL_CASE(13) WEFT_FULL_CASE(14) WEFT_FULL_CASE(15)
-            WEFT_FULL_CASE(16) WEFT_FULL_CASE(17) WEFT_FULL_CASE(18) WEFT_FULL_CASE(19) WEFT_FULL_CASE(20)
-            WEFT_FULL_CASE(21) WEFT_FULL_CASE(22) WEFT_FULL_CASE(23) WEFT_FULL_CASE(24) WEFT_FULL_CASE(25)
-            WEFT_FULL_CASE(26) WEFT_FULL_CASE(27) WEFT_FULL_CASE(28) WEFT_FULL_CASE(29) WEFT_FULL_CASE(30)
-            WEFT_FULL_CASE(31) WEFT_FULL_CASE(32)
-        default: /* width 0: every gap is 0 */
-            for (int i = 0; i < WEFT_BLOCK; i++) out[i] = (uint32_t)++acc;
-            return acc;
-        }
-    }
-    switch (width) {
-        WEFT_FULL_CASE(1) WEFT_FULL_CASE(2) WEFT_FULL_CASE(3) WEFT_FULL_CASE(4) WEFT_FULL_CASE(5)
-        WEFT_FULL_CASE(6) WEFT_FULL_CASE(7) WEFT_FULL_CASE(8) WEFT_FULL_CASE(9) WEFT_FULL_CASE(10)
-        WEFT_FULL_CASE(11) WEFT_FULL_CASE(12) WEFT_FULL_CASE(13) WEFT_FULL_CASE(14) WEFT_FULL_CASE(15)
-        WEFT_FULL_CASE(16) WEFT_FULL_CASE(17) WEFT_FULL_CASE(18) WEFT_FULL_CASE(19) WEFT_FULL_CASE(20)
-        WEFT_FULL_CASE(21) WEFT_FULL_CASE(22) WEFT_FULL_CASE(23) WEFT_FULL_CASE(24) WEFT_FULL_CASE(25)
-        WEFT_FULL_CASE(26) WEFT_FULL_CASE(27) WEFT_FULL_CASE(28) WEFT_FULL_CASE(29) WEFT_FULL_CASE(30)
-        WEFT_FULL_CASE(31) WEFT_FULL_CASE(32)
-    default: /* width 0: every tf is 1 */
-        for (int i = 0; i < WEFT_BLOCK; i++) out[i] = 1;
-        return acc;
-    }
-}
+/* unpack_full / unpack_full_any: a full block's run decoded in one unrolled pass per width (unpack.h). */
+#define UNPACK_BLOCK WEFT_BLOCK
+#include "unpack.h"
 
 /* Words of a block's id run and tf run (count <= WEFT_BLOCK, widths <= 32: no overflow). */
 static inline int64_t run_words(int64_t count, unsigned width) { return (count * (int64_t)width + 31) >> 5; }

@@ -147,60 +147,14 @@ static inline uint64_t unpack_run(const uint32_t *run, int64_t n, unsigned width
     return acc;
 }
 
-/*
- * A full block's run (4 groups of 32 values; a group of 32 values of W bits is exactly W words)
- * in one unrolled pass per width, as _bm25.c's unpack_full: W is a constant at each call, so
- * every word index, shift and mask folds away. Returns the last id (kind 1).
- */
-static inline __attribute__((always_inline)) uint64_t unpack_full(const uint32_t *in, const unsigned W,
-                                                                   uint32_t *out, uint64_t acc, const int kind) {
-    const uint32_t mask = (uint32_t)(((uint64_t)1 << W) - 1);
-    for (int g = 0; g < WB_BLOCK / 32; g++, in += W, out += 32) {
-#pragma GCC unroll 32
-        for (unsigned j = 0; j < 32; j++) {
-            const unsigned bit = j * W, at = bit >> 5, shift = bit & 31;
-            uint32_t v = in[at] >> shift;
-            if (shift + W > 32) v |= in[at + 1] << ((32 - shift) & 31); /* shift > 0 here */
-            v &= mask;
-            if (kind) {
-                acc += (uint64_t)v + 1;
-                out[j] = (uint32_t)acc;
-            } else {
-                out[j] = v + 1;
-            }
-        }
-    }
-    return acc;
-}
-
-#define WB_FULL_CASE(W) \
-    case W: \
-        return unpack_full(in, W, out, acc, kind);
-#define WB_FULL_CASES \
-    WB_FULL_CASE(1) WB_FULL_CASE(2) WB_FULL_CASE(3) WB_FULL_CASE(4) WB_FULL_CASE(5) WB_FULL_CASE(6) \
-    WB_FULL_CASE(7) WB_FULL_CASE(8) WB_FULL_CASE(9) WB_FULL_CASE(10) WB_FULL_CASE(11) WB_FULL_CASE(12) \
-    WB_FULL_CASE(13) WB_FULL_CASE(14) WB_FULL_CASE(15) WB_FULL_CASE(16) WB_FULL_CASE(17) WB_FULL_CASE(18) \
-    WB_FULL_CASE(19) WB_FULL_CASE(20) WB_FULL_CASE(21) WB_FULL_CASE(22) WB_FULL_CASE(23) WB_FULL_CASE(24) \
-    WB_FULL_CASE(25) WB_FULL_CASE(26) WB_FULL_CASE(27) WB_FULL_CASE(28) WB_FULL_CASE(29) WB_FULL_CASE(30) \
-    WB_FULL_CASE(31) WB_FULL_CASE(32)
+/* unpack_full_any: a full block's run decoded in one unrolled pass per width (unpack.h). */
+#define UNPACK_BLOCK WB_BLOCK
+#include "unpack.h"
 
 /* A run of `n` values: full blocks unrolled by width (0 ..= 32, checked at open), a partial one value by value. */
 static uint64_t unpack_block(const uint32_t *in, int64_t n, unsigned width, uint32_t *out, uint64_t acc, int kind) {
     if (n != WB_BLOCK) return unpack_run(in, n, width, out, acc, kind);
-    if (kind) {
-        switch (width) {
-            WB_FULL_CASES
-        default: /* width 0: every gap is 0 */
-            for (int i = 0; i < WB_BLOCK; i++) out[i] = (uint32_t)++acc;
-            return acc;
-        }
-    }
-    switch (width) {
-        WB_FULL_CASES
-    default: /* width 0: every tf is 1 */
-        for (int i = 0; i < WB_BLOCK; i++) out[i] = 1;
-        return acc;
-    }
+    return unpack_full_any(in, width, out, acc, kind);
 }
 
 static int decode_block(cursor *c, int64_t block, stats_t *st) {
