@@ -58,6 +58,7 @@ def _tiny_beir(folder: Path, n_docs: int = 300, n_queries: int = 20, dim: int = 
     return folder
 
 
+@pytest.mark.slow  # 35 s of the default run's 10-minute budget; CI runs it with the slow tests
 def test_quick_command_prints_every_part_and_writes_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
