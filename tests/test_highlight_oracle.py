@@ -413,6 +413,8 @@ def test_the_compiled_windows_refuse_bad_anchors() -> None:
         ([3], [3], 5, "not a span"),
         ([-1], [2], 5, "not a span"),
         ([0], [2], 0, "size must be at least 1"),
+        # Too large (the public fragment_size stops far below): the message names the bound.
+        ([0], [2], 2**62, f"at most {(2**63 - 1) // 4}, got {2**62}"),
     ):
         with pytest.raises(ValueError, match=message):
             native.fragment_windows(

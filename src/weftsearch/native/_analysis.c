@@ -503,7 +503,8 @@ static PyObject *fragment_windows(PyObject *self, PyObject *args) {
         goto done;
     }
     if (size < 1 || size > PY_SSIZE_T_MAX / 4) {
-        PyErr_Format(PyExc_ValueError, "size must be at least 1, got %zd", size);
+        /* the upper bound keeps start + size and the room's arithmetic in range */
+        PyErr_Format(PyExc_ValueError, "size must be at least 1 and at most %zd, got %zd", PY_SSIZE_T_MAX / 4, size);
         goto done;
     }
     if (count > PY_SSIZE_T_MAX / (Py_ssize_t)(2 * sizeof(int64_t))) {
