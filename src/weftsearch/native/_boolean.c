@@ -279,10 +279,13 @@ static int open_cursor(cursor *c, const list_desc *l, int64_t row, int64_t *word
      * positions themselves; this O(blocks + chunks) check keeps every read below inside them).
      */
     if (c->tf_before[0] != 0) return 0;
+    /* Each entry bounded before the next sum: a crafted one near INT64_MAX must not wrap it. */
     for (int64_t block = 0; block < c->n_blocks; block++)
-        if (c->tf_before[block + 1] < c->tf_before[block] + block_count(c, block)) return 0; /* tf >= 1 */
+        if (c->tf_before[block + 1] > ((int64_t)1 << 40) ||
+            c->tf_before[block + 1] < c->tf_before[block] + block_count(c, block)) /* tf >= 1 */
+            return 0;
     int64_t total = c->tf_before[c->n_blocks];
-    if (total > ((int64_t)1 << 40) || c->n_chunks != (total + WB_BLOCK - 1) / WB_BLOCK || c->chunk_at[0] != 0 ||
+    if (c->n_chunks != (total + WB_BLOCK - 1) / WB_BLOCK || c->chunk_at[0] != 0 ||
         c->chunk_at[c->n_chunks] != l->pos_n)
         return 0;
     for (int64_t chunk = 0; chunk < c->n_chunks; chunk++) {
