@@ -479,7 +479,7 @@ static int best_first(const void *a, const void *b) {
 /*
  * lists: n_parts * n_slots rows (row p * n_slots + s: slot s in part p); clauses: n_clauses;
  * weights, boosts: one per clause; parts: n_parts. Writes at most out_capacity results and
- * returns how many there are (more than out_capacity: call again with more room); stats: 5 int64.
+ * returns how many there are (more than out_capacity: call again with more room); stats: 6 int64.
  */
 int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause_desc *clauses, int64_t n_clauses,
                            const double *weights, const double *boosts, double root_boost, const part_desc *parts,
