@@ -286,6 +286,29 @@ def test_positions_tables_that_disagree_with_the_words_are_a_typed_error(damage:
         conjunction._POSITIONS.clear()
 
 
+def test_a_positions_table_entry_near_the_int64_limit_is_a_typed_error_not_a_crash() -> None:
+    # tf_before[1] + a block's postings once wrapped past INT64_MAX, passed the table check, and
+    # the phrase then read positions at a negative offset (a segfault).
+    index = build(["alpha beta gamma"] * 300, 1, 0.0, 0)
+    snapshot = index.snapshot()
+    real = boolean.positions_tables
+
+    def damaged(tfs: NDArray[np.uint32], widths: NDArray[np.uint8]) -> tuple[NDArray[np.int64], ...]:
+        chunk_at, tf_before = real(tfs, widths)
+        tf_before[1] = np.iinfo(np.int64).max
+        return chunk_at, tf_before
+
+    conjunction._POSITIONS.clear()
+    try:
+        with (
+            mock.patch.object(boolean, "positions_tables", damaged),
+            pytest.raises(CorruptIndexError, match="do not decode"),
+        ):
+            BM25Scorer(1.2, 0.75).score(snapshot, Query.parse('"alpha beta"'), 5)
+    finally:
+        conjunction._POSITIONS.clear()
+
+
 @pytest.mark.parametrize("segments", [1, 3])
 def test_a_prepared_tree_serves_scorers_of_other_parameters_and_filters_exactly(segments: int) -> None:
     # The prepared tree remembers the part table it last ran with (issue 29, item 5): scorers

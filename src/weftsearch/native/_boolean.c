@@ -279,10 +279,13 @@ static int open_cursor(cursor *c, const list_desc *l, int64_t row, int64_t *word
      * positions themselves; this O(blocks + chunks) check keeps every read below inside them).
      */
     if (c->tf_before[0] != 0) return 0;
+    /* Each entry bounded before the next sum: a crafted one near INT64_MAX must not wrap it. */
     for (int64_t block = 0; block < c->n_blocks; block++)
-        if (c->tf_before[block + 1] < c->tf_before[block] + block_count(c, block)) return 0; /* tf >= 1 */
+        if (c->tf_before[block + 1] > ((int64_t)1 << 40) ||
+            c->tf_before[block + 1] < c->tf_before[block] + block_count(c, block)) /* tf >= 1 */
+            return 0;
     int64_t total = c->tf_before[c->n_blocks];
-    if (total > ((int64_t)1 << 40) || c->n_chunks != (total + WB_BLOCK - 1) / WB_BLOCK || c->chunk_at[0] != 0 ||
+    if (c->n_chunks != (total + WB_BLOCK - 1) / WB_BLOCK || c->chunk_at[0] != 0 ||
         c->chunk_at[c->n_chunks] != l->pos_n)
         return 0;
     for (int64_t chunk = 0; chunk < c->n_chunks; chunk++) {
@@ -476,7 +479,7 @@ static int best_first(const void *a, const void *b) {
 /*
  * lists: n_parts * n_slots rows (row p * n_slots + s: slot s in part p); clauses: n_clauses;
  * weights, boosts: one per clause; parts: n_parts. Writes at most out_capacity results and
- * returns how many there are (more than out_capacity: call again with more room); stats: 5 int64.
+ * returns how many there are (more than out_capacity: call again with more room); stats: 6 int64.
  */
 int64_t weft_boolean_top_k(const list_desc *lists, int64_t n_slots, const clause_desc *clauses, int64_t n_clauses,
                            const double *weights, const double *boosts, double root_boost, const part_desc *parts,
