@@ -380,3 +380,46 @@ def test_an_inverter_whose_add_failed_cannot_be_finished() -> None:
     assert spent.finish()[0] == ["a"]
     with pytest.raises(RuntimeError):
         spent.finish()
+
+
+# A positions dict whose key collides with the term "a" (same hash): looking "a" up runs the key's
+# __eq__, Python code in the middle of add(). Each script's mutation once read freed or
+# unreserved memory (a crash, hence the subprocess); now add() refuses with a RuntimeError.
+_MUTATING_LOOKUP = (
+    "from weftsearch.native import inversion\n"
+    "module = inversion._compiled\n"
+    "armed = []\n"
+    "class Collides:\n"
+    "    def __hash__(self):\n"
+    "        return hash('a')\n"
+    "    def __eq__(self, other):\n"
+    "        if armed:\n"
+    "            armed.clear()\n"
+    "            MUTATE\n"
+    "        return False\n"
+    "maps = [{'a': 1}] + [{'w' + str(i) * 50: 1} for i in range(200)]\n"
+    "positions = [{Collides(): [0], 'a': [0]}] + [{t: [0] for t in m} for m in maps[1:]]\n"
+    "armed.append(True)\n"
+    "try:\n"
+    "    module.Inverter().add(maps, positions)\n"
+    "except RuntimeError as error:\n"
+    "    print('refused:', error)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        "maps.clear(); positions.clear()",  # the document lists shrink, the maps they held are freed
+        "positions.clear()",  # only the positions list shrinks
+        # the document being read grows (its positions too, so each new term is found)
+        "maps[0].update({str(i): 1 for i in range(5000)}); "
+        "positions[0].update({str(i): [0] for i in range(5000)})",
+    ],
+)
+def test_python_code_run_by_a_lookup_cannot_make_add_read_or_write_out_of_bounds(mutate: str) -> None:
+    """Lists shrunk or a map grown by a key's ``__eq__`` during add(): a RuntimeError, never a crash."""
+    script = _MUTATING_LOOKUP.replace("MUTATE", mutate)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "refused: " in done.stdout and "changed during inversion" in done.stdout

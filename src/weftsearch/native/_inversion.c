@@ -237,6 +237,61 @@ static int copy_run(Inverter *self, PyObject *positions_map, PyObject *term, uin
     return 1;
 }
 
+/* One document's postings (and positions) appended: 0 on error. */
+static int add_document(Inverter *self, PyObject *map, PyObject *positions_map, int with_positions) {
+    if (!PyDict_CheckExact(map) && (PyObject *)Py_TYPE(map) != counter_type) {
+        PyErr_SetString(UnsupportedInputError, "a document's terms are not a dict");
+        return 0;
+    }
+    if (with_positions && !PyDict_CheckExact(positions_map)) {
+        PyErr_SetString(UnsupportedInputError, "a document's positions are not a dict");
+        return 0;
+    }
+    const size_t terms = (size_t)PyDict_GET_SIZE(map);
+    if (self->n_postings > SIZE_MAX - terms) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    const size_t need = self->n_postings + terms;
+    size_t capacity = self->postings_capacity;
+    if (!reserve((void **)&self->term_of, &capacity, need, sizeof(uint32_t))) return 0;
+    capacity = self->postings_capacity;
+    if (!reserve((void **)&self->tf_of, &capacity, need, sizeof(uint32_t))) return 0;
+    self->postings_capacity = capacity;
+    Py_ssize_t at = 0;
+    PyObject *term, *value;
+    while (PyDict_Next(map, &at, &term, &value)) {
+        if (!PyUnicode_CheckExact(term) || !PyLong_CheckExact(value)) {
+            PyErr_SetString(UnsupportedInputError, "a term that is not a str, or a tf that is not an int");
+            return 0;
+        }
+        int overflow = 0;
+        const long long tf = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow || tf < 1 || tf > (long long)UINT32_MAX) {
+            PyErr_Clear();
+            PyErr_SetString(UnsupportedInputError, "a tf outside 1 .. 2**32 - 1");
+            return 0;
+        }
+        const int64_t id = term_id(self, term);
+        if (id < 0) return 0;
+        if (with_positions && !copy_run(self, positions_map, term, (uint32_t)tf)) return 0;
+        /* that lookup may have run Python code that added to map: never write past what was reserved */
+        if (self->n_postings >= need) {
+            PyErr_SetString(PyExc_RuntimeError, "a document's terms changed during inversion");
+            return 0;
+        }
+        self->term_of[self->n_postings] = (uint32_t)id;
+        self->tf_of[self->n_postings] = (uint32_t)tf;
+        self->n_postings++;
+    }
+    if ((size_t)PyDict_GET_SIZE(map) != terms) {
+        PyErr_SetString(PyExc_RuntimeError, "a document's terms changed during inversion");
+        return 0;
+    }
+    self->doc_end[self->n_docs++] = self->n_postings;
+    return 1;
+}
+
 /* The body of add(): 0 on error (the documents may then be half added). */
 static int add_documents(Inverter *self, PyObject *maps, PyObject *position_maps) {
     const int with_positions = position_maps != Py_None;
@@ -259,53 +314,18 @@ static int add_documents(Inverter *self, PyObject *maps, PyObject *position_maps
     if (!reserve((void **)&self->doc_end, &self->docs_capacity, self->n_docs + (size_t)count, sizeof(size_t)))
         return 0;
     for (Py_ssize_t d = 0; d < count; d++) {
-        PyObject *map = PyList_GET_ITEM(maps, d);
-        PyObject *positions_map = with_positions ? PyList_GET_ITEM(position_maps, d) : NULL;
-        if (!PyDict_CheckExact(map) && (PyObject *)Py_TYPE(map) != counter_type) {
-            PyErr_SetString(UnsupportedInputError, "a document's terms are not a dict");
+        /* A positions dict's lookup can run a key's __eq__ (Python code) that shrinks the lists or
+         * drops a map: re-check the lengths and hold each map while it is read. */
+        if (d >= PyList_GET_SIZE(maps) || (with_positions && d >= PyList_GET_SIZE(position_maps))) {
+            PyErr_SetString(PyExc_RuntimeError, "the document list changed during inversion");
             return 0;
         }
-        if (with_positions && !PyDict_CheckExact(positions_map)) {
-            PyErr_SetString(UnsupportedInputError, "a document's positions are not a dict");
-            return 0;
-        }
-        const size_t terms = (size_t)PyDict_GET_SIZE(map);
-        if (self->n_postings > SIZE_MAX - terms) {
-            PyErr_NoMemory();
-            return 0;
-        }
-        const size_t need = self->n_postings + terms;
-        size_t capacity = self->postings_capacity;
-        if (!reserve((void **)&self->term_of, &capacity, need, sizeof(uint32_t))) return 0;
-        capacity = self->postings_capacity;
-        if (!reserve((void **)&self->tf_of, &capacity, need, sizeof(uint32_t))) return 0;
-        self->postings_capacity = capacity;
-        Py_ssize_t at = 0;
-        PyObject *term, *value;
-        while (PyDict_Next(map, &at, &term, &value)) {
-            if (!PyUnicode_CheckExact(term) || !PyLong_CheckExact(value)) {
-                PyErr_SetString(UnsupportedInputError, "a term that is not a str, or a tf that is not an int");
-                return 0;
-            }
-            int overflow = 0;
-            const long long tf = PyLong_AsLongLongAndOverflow(value, &overflow);
-            if (overflow || tf < 1 || tf > (long long)UINT32_MAX) {
-                PyErr_Clear();
-                PyErr_SetString(UnsupportedInputError, "a tf outside 1 .. 2**32 - 1");
-                return 0;
-            }
-            const int64_t id = term_id(self, term);
-            if (id < 0) return 0;
-            if (with_positions && !copy_run(self, positions_map, term, (uint32_t)tf)) return 0;
-            self->term_of[self->n_postings] = (uint32_t)id;
-            self->tf_of[self->n_postings] = (uint32_t)tf;
-            self->n_postings++;
-        }
-        if ((size_t)PyDict_GET_SIZE(map) != terms) {
-            PyErr_SetString(PyExc_RuntimeError, "a document's terms changed during inversion");
-            return 0;
-        }
-        self->doc_end[self->n_docs++] = self->n_postings;
+        PyObject *map = Py_NewRef(PyList_GET_ITEM(maps, d));
+        PyObject *positions_map = with_positions ? Py_NewRef(PyList_GET_ITEM(position_maps, d)) : NULL;
+        const int added = add_document(self, map, positions_map, with_positions);
+        Py_DECREF(map);
+        Py_XDECREF(positions_map);
+        if (!added) return 0;
     }
     return 1;
 }
