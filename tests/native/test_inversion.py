@@ -423,3 +423,41 @@ def test_python_code_run_by_a_lookup_cannot_make_add_read_or_write_out_of_bounds
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert "refused: " in done.stdout and "changed during inversion" in done.stdout
+
+
+_RACING_OFFSETS = """
+import threading, time
+import numpy as np
+from weftsearch.native import inversion
+module = inversion._compiled
+n = 1_000_000
+ids, tfs, lengths = (np.arange(n, dtype=np.uint32), np.ones(n, dtype=np.uint32), np.ones(n, dtype=np.uint32))
+offsets = np.array([0, n], dtype=np.uint64)
+stop = time.monotonic() + 1.5
+def flip():
+    while time.monotonic() < stop:
+        offsets[1] = n + 400_000_000
+        time.sleep(0.0005)
+        offsets[1] = n
+        time.sleep(0.0005)
+flipper = threading.Thread(target=flip)
+flipper.start()
+while time.monotonic() < stop:
+    try:
+        module.pack(ids, tfs, offsets, lengths)
+    except module.UnsupportedInputError:
+        pass
+flipper.join()
+print("survived")
+"""
+
+
+def test_offsets_written_by_another_thread_while_pack_runs_never_reach_out_of_range() -> None:
+    """pack() runs without the GIL: offsets changed after its check must not index past the arrays.
+
+    It checks and uses its own copy of the offsets (before, a racing write crashed it).
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", _RACING_OFFSETS], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "survived" in done.stdout, (done.returncode, done.stderr[-2000:])

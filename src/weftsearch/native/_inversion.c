@@ -652,6 +652,7 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOO:pack", &ids_o, &tfs_o, &offsets_o, &lengths_o)) return NULL;
     Py_buffer ids = {0}, tfs = {0}, offsets = {0}, lengths = {0};
     PyObject *result = NULL, *block_offsets = NULL, *table = NULL, *data_offsets = NULL, *data = NULL;
+    uint64_t *own_offsets = NULL;
     if (!get_array(ids_o, &ids, 4, "ids")) goto done;
     if (!get_array(tfs_o, &tfs, 4, "tfs")) goto done;
     if (!get_array(offsets_o, &offsets, 8, "offsets")) goto done;
@@ -660,7 +661,17 @@ static PyObject *pack(PyObject *self, PyObject *args) {
         PyErr_SetString(UnsupportedInputError, "ids and tfs differ in length, or no offsets");
         goto done;
     }
-    PackInput in = {ids.buf, tfs.buf, lengths.buf, offsets.buf, (size_t)ids.shape[0],
+    /* The offsets decide every index and every output size, and another thread may write the
+     * caller's array while the GIL is released: check and use a private copy, so a racing write can
+     * give wrong bytes but never a read or write out of range. */
+    size_t offsets_bytes;
+    if (!mul_size((size_t)offsets.shape[0], sizeof(uint64_t), &offsets_bytes) ||
+        (own_offsets = malloc(offsets_bytes)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(own_offsets, offsets.buf, offsets_bytes);
+    PackInput in = {ids.buf, tfs.buf, lengths.buf, own_offsets, (size_t)ids.shape[0],
                     (size_t)offsets.shape[0] - 1, (size_t)lengths.shape[0]};
     size_t blocks = 0, table_items;
     const char *why = NULL;
@@ -696,6 +707,7 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS;
     result = Py_BuildValue("(OOOO)", block_offsets, table, data_offsets, data);
 done:
+    free(own_offsets);
     if (ids.obj) PyBuffer_Release(&ids);
     if (tfs.obj) PyBuffer_Release(&tfs);
     if (offsets.obj) PyBuffer_Release(&offsets);
