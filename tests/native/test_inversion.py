@@ -461,3 +461,40 @@ def test_offsets_written_by_another_thread_while_pack_runs_never_reach_out_of_ra
         [sys.executable, "-c", _RACING_OFFSETS], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and "survived" in done.stdout, (done.returncode, done.stderr[-2000:])
+
+
+_REENTRANT = """
+from weftsearch.native import inversion
+module = inversion._compiled
+inverter = module.Inverter()
+armed, seen = [], []
+class Collides:
+    def __hash__(self):
+        return hash("a")
+    def __eq__(self, other):
+        if armed:
+            armed.clear()
+            for call in (inverter.finish, lambda: inverter.add([{"b": 1}], [{"b": [0]}])):
+                try:
+                    call()
+                except RuntimeError as error:
+                    seen.append(str(error))
+        return False
+maps = [{"a": 1, "z": 1}]
+positions = [{Collides(): [0], "a": [0], "z": [5]}]
+armed.append(True)
+inverter.add(maps, positions)
+vocabulary, offsets, ids, tfs, found = inverter.finish()
+assert vocabulary == ["a", "z"] and bytes(ids) == bytes(8), vocabulary
+print(seen)
+"""
+
+
+def test_an_inverter_cannot_be_finished_or_added_to_from_inside_its_own_add() -> None:
+    """Python code run by add() (a positions key's ``__eq__``) calling back in: a RuntimeError.
+
+    Before, finish() from there freed the tables the running add() then wrote to (a crash).
+    """
+    done = subprocess.run([sys.executable, "-c", _REENTRANT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.count("in use") == 2, done.stdout

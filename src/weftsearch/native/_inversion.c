@@ -97,6 +97,7 @@ typedef struct {
     size_t n_positions, positions_capacity;
     int with_positions; /* -1: not known yet (no add), 0, 1 */
     int spent;
+    int busy; /* in add(), which can run Python code (a positions key's __eq__) that calls back in */
 } Inverter;
 
 static void inverter_free(Inverter *self) {
@@ -337,7 +338,14 @@ static PyObject *inverter_add(Inverter *self, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "this Inverter has finished or failed");
         return NULL;
     }
-    if (!add_documents(self, maps, position_maps)) {
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "this Inverter is in use (add() called from inside add())");
+        return NULL;
+    }
+    self->busy = 1;
+    const int added = add_documents(self, maps, position_maps);
+    self->busy = 0;
+    if (!added) {
         /* a document may be half added: this Inverter cannot be finished */
         self->spent = 1;
         inverter_free(self);
@@ -425,6 +433,11 @@ static PyObject *buffer_of(size_t count, size_t width) {
 
 static PyObject *inverter_finish(Inverter *self, PyObject *unused) {
     (void)unused;
+    if (self->busy) {
+        /* finishing would free the tables the running add() writes to */
+        PyErr_SetString(PyExc_RuntimeError, "this Inverter is in use (finish() called from inside add())");
+        return NULL;
+    }
     if (self->spent) {
         PyErr_SetString(PyExc_RuntimeError, "this Inverter has finished or failed");
         return NULL;
