@@ -380,3 +380,121 @@ def test_an_inverter_whose_add_failed_cannot_be_finished() -> None:
     assert spent.finish()[0] == ["a"]
     with pytest.raises(RuntimeError):
         spent.finish()
+
+
+# A positions dict whose key collides with the term "a" (same hash): looking "a" up runs the key's
+# __eq__, Python code in the middle of add(). Each script's mutation once read freed or
+# unreserved memory (a crash, hence the subprocess); now add() refuses with a RuntimeError.
+_MUTATING_LOOKUP = (
+    "from weftsearch.native import inversion\n"
+    "module = inversion._compiled\n"
+    "armed = []\n"
+    "class Collides:\n"
+    "    def __hash__(self):\n"
+    "        return hash('a')\n"
+    "    def __eq__(self, other):\n"
+    "        if armed:\n"
+    "            armed.clear()\n"
+    "            MUTATE\n"
+    "        return False\n"
+    "maps = [{'a': 1}] + [{'w' + str(i) * 50: 1} for i in range(200)]\n"
+    "positions = [{Collides(): [0], 'a': [0]}] + [{t: [0] for t in m} for m in maps[1:]]\n"
+    "armed.append(True)\n"
+    "try:\n"
+    "    module.Inverter().add(maps, positions)\n"
+    "except RuntimeError as error:\n"
+    "    print('refused:', error)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        "maps.clear(); positions.clear()",  # the document lists shrink, the maps they held are freed
+        "positions.clear()",  # only the positions list shrinks
+        # the document being read grows (its positions too, so each new term is found)
+        "maps[0].update({str(i): 1 for i in range(5000)}); "
+        "positions[0].update({str(i): [0] for i in range(5000)})",
+    ],
+)
+def test_python_code_run_by_a_lookup_cannot_make_add_read_or_write_out_of_bounds(mutate: str) -> None:
+    """Lists shrunk or a map grown by a key's ``__eq__`` during add(): a RuntimeError, never a crash."""
+    script = _MUTATING_LOOKUP.replace("MUTATE", mutate)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "refused: " in done.stdout and "changed during inversion" in done.stdout
+
+
+_RACING_OFFSETS = """
+import threading, time
+import numpy as np
+from weftsearch.native import inversion
+module = inversion._compiled
+n = 1_000_000
+ids, tfs, lengths = (np.arange(n, dtype=np.uint32), np.ones(n, dtype=np.uint32), np.ones(n, dtype=np.uint32))
+offsets = np.array([0, n], dtype=np.uint64)
+stop = time.monotonic() + 1.5
+def flip():
+    while time.monotonic() < stop:
+        offsets[1] = n + 400_000_000
+        time.sleep(0.0005)
+        offsets[1] = n
+        time.sleep(0.0005)
+flipper = threading.Thread(target=flip)
+flipper.start()
+while time.monotonic() < stop:
+    try:
+        module.pack(ids, tfs, offsets, lengths)
+    except module.UnsupportedInputError:
+        pass
+flipper.join()
+print("survived")
+"""
+
+
+def test_offsets_written_by_another_thread_while_pack_runs_never_reach_out_of_range() -> None:
+    """pack() runs without the GIL: offsets changed after its check must not index past the arrays.
+
+    It checks and uses its own copy of the offsets (before, a racing write crashed it).
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", _RACING_OFFSETS], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "survived" in done.stdout, (done.returncode, done.stderr[-2000:])
+
+
+_REENTRANT = """
+from weftsearch.native import inversion
+module = inversion._compiled
+inverter = module.Inverter()
+armed, seen = [], []
+class Collides:
+    def __hash__(self):
+        return hash("a")
+    def __eq__(self, other):
+        if armed:
+            armed.clear()
+            for call in (inverter.finish, lambda: inverter.add([{"b": 1}], [{"b": [0]}])):
+                try:
+                    call()
+                except RuntimeError as error:
+                    seen.append(str(error))
+        return False
+maps = [{"a": 1, "z": 1}]
+positions = [{Collides(): [0], "a": [0], "z": [5]}]
+armed.append(True)
+inverter.add(maps, positions)
+vocabulary, offsets, ids, tfs, found = inverter.finish()
+assert vocabulary == ["a", "z"] and bytes(ids) == bytes(8), vocabulary
+print(seen)
+"""
+
+
+def test_an_inverter_cannot_be_finished_or_added_to_from_inside_its_own_add() -> None:
+    """Python code run by add() (a positions key's ``__eq__``) calling back in: a RuntimeError.
+
+    Before, finish() from there freed the tables the running add() then wrote to (a crash).
+    """
+    done = subprocess.run([sys.executable, "-c", _REENTRANT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.count("in use") == 2, done.stdout

@@ -97,6 +97,7 @@ typedef struct {
     size_t n_positions, positions_capacity;
     int with_positions; /* -1: not known yet (no add), 0, 1 */
     int spent;
+    int busy; /* in add(), which can run Python code (a positions key's __eq__) that calls back in */
 } Inverter;
 
 static void inverter_free(Inverter *self) {
@@ -237,6 +238,61 @@ static int copy_run(Inverter *self, PyObject *positions_map, PyObject *term, uin
     return 1;
 }
 
+/* One document's postings (and positions) appended: 0 on error. */
+static int add_document(Inverter *self, PyObject *map, PyObject *positions_map, int with_positions) {
+    if (!PyDict_CheckExact(map) && (PyObject *)Py_TYPE(map) != counter_type) {
+        PyErr_SetString(UnsupportedInputError, "a document's terms are not a dict");
+        return 0;
+    }
+    if (with_positions && !PyDict_CheckExact(positions_map)) {
+        PyErr_SetString(UnsupportedInputError, "a document's positions are not a dict");
+        return 0;
+    }
+    const size_t terms = (size_t)PyDict_GET_SIZE(map);
+    if (self->n_postings > SIZE_MAX - terms) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    const size_t need = self->n_postings + terms;
+    size_t capacity = self->postings_capacity;
+    if (!reserve((void **)&self->term_of, &capacity, need, sizeof(uint32_t))) return 0;
+    capacity = self->postings_capacity;
+    if (!reserve((void **)&self->tf_of, &capacity, need, sizeof(uint32_t))) return 0;
+    self->postings_capacity = capacity;
+    Py_ssize_t at = 0;
+    PyObject *term, *value;
+    while (PyDict_Next(map, &at, &term, &value)) {
+        if (!PyUnicode_CheckExact(term) || !PyLong_CheckExact(value)) {
+            PyErr_SetString(UnsupportedInputError, "a term that is not a str, or a tf that is not an int");
+            return 0;
+        }
+        int overflow = 0;
+        const long long tf = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow || tf < 1 || tf > (long long)UINT32_MAX) {
+            PyErr_Clear();
+            PyErr_SetString(UnsupportedInputError, "a tf outside 1 .. 2**32 - 1");
+            return 0;
+        }
+        const int64_t id = term_id(self, term);
+        if (id < 0) return 0;
+        if (with_positions && !copy_run(self, positions_map, term, (uint32_t)tf)) return 0;
+        /* that lookup may have run Python code that added to map: never write past what was reserved */
+        if (self->n_postings >= need) {
+            PyErr_SetString(PyExc_RuntimeError, "a document's terms changed during inversion");
+            return 0;
+        }
+        self->term_of[self->n_postings] = (uint32_t)id;
+        self->tf_of[self->n_postings] = (uint32_t)tf;
+        self->n_postings++;
+    }
+    if ((size_t)PyDict_GET_SIZE(map) != terms) {
+        PyErr_SetString(PyExc_RuntimeError, "a document's terms changed during inversion");
+        return 0;
+    }
+    self->doc_end[self->n_docs++] = self->n_postings;
+    return 1;
+}
+
 /* The body of add(): 0 on error (the documents may then be half added). */
 static int add_documents(Inverter *self, PyObject *maps, PyObject *position_maps) {
     const int with_positions = position_maps != Py_None;
@@ -259,53 +315,18 @@ static int add_documents(Inverter *self, PyObject *maps, PyObject *position_maps
     if (!reserve((void **)&self->doc_end, &self->docs_capacity, self->n_docs + (size_t)count, sizeof(size_t)))
         return 0;
     for (Py_ssize_t d = 0; d < count; d++) {
-        PyObject *map = PyList_GET_ITEM(maps, d);
-        PyObject *positions_map = with_positions ? PyList_GET_ITEM(position_maps, d) : NULL;
-        if (!PyDict_CheckExact(map) && (PyObject *)Py_TYPE(map) != counter_type) {
-            PyErr_SetString(UnsupportedInputError, "a document's terms are not a dict");
+        /* A positions dict's lookup can run a key's __eq__ (Python code) that shrinks the lists or
+         * drops a map: re-check the lengths and hold each map while it is read. */
+        if (d >= PyList_GET_SIZE(maps) || (with_positions && d >= PyList_GET_SIZE(position_maps))) {
+            PyErr_SetString(PyExc_RuntimeError, "the document list changed during inversion");
             return 0;
         }
-        if (with_positions && !PyDict_CheckExact(positions_map)) {
-            PyErr_SetString(UnsupportedInputError, "a document's positions are not a dict");
-            return 0;
-        }
-        const size_t terms = (size_t)PyDict_GET_SIZE(map);
-        if (self->n_postings > SIZE_MAX - terms) {
-            PyErr_NoMemory();
-            return 0;
-        }
-        const size_t need = self->n_postings + terms;
-        size_t capacity = self->postings_capacity;
-        if (!reserve((void **)&self->term_of, &capacity, need, sizeof(uint32_t))) return 0;
-        capacity = self->postings_capacity;
-        if (!reserve((void **)&self->tf_of, &capacity, need, sizeof(uint32_t))) return 0;
-        self->postings_capacity = capacity;
-        Py_ssize_t at = 0;
-        PyObject *term, *value;
-        while (PyDict_Next(map, &at, &term, &value)) {
-            if (!PyUnicode_CheckExact(term) || !PyLong_CheckExact(value)) {
-                PyErr_SetString(UnsupportedInputError, "a term that is not a str, or a tf that is not an int");
-                return 0;
-            }
-            int overflow = 0;
-            const long long tf = PyLong_AsLongLongAndOverflow(value, &overflow);
-            if (overflow || tf < 1 || tf > (long long)UINT32_MAX) {
-                PyErr_Clear();
-                PyErr_SetString(UnsupportedInputError, "a tf outside 1 .. 2**32 - 1");
-                return 0;
-            }
-            const int64_t id = term_id(self, term);
-            if (id < 0) return 0;
-            if (with_positions && !copy_run(self, positions_map, term, (uint32_t)tf)) return 0;
-            self->term_of[self->n_postings] = (uint32_t)id;
-            self->tf_of[self->n_postings] = (uint32_t)tf;
-            self->n_postings++;
-        }
-        if ((size_t)PyDict_GET_SIZE(map) != terms) {
-            PyErr_SetString(PyExc_RuntimeError, "a document's terms changed during inversion");
-            return 0;
-        }
-        self->doc_end[self->n_docs++] = self->n_postings;
+        PyObject *map = Py_NewRef(PyList_GET_ITEM(maps, d));
+        PyObject *positions_map = with_positions ? Py_NewRef(PyList_GET_ITEM(position_maps, d)) : NULL;
+        const int added = add_document(self, map, positions_map, with_positions);
+        Py_DECREF(map);
+        Py_XDECREF(positions_map);
+        if (!added) return 0;
     }
     return 1;
 }
@@ -317,7 +338,14 @@ static PyObject *inverter_add(Inverter *self, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "this Inverter has finished or failed");
         return NULL;
     }
-    if (!add_documents(self, maps, position_maps)) {
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "this Inverter is in use (add() called from inside add())");
+        return NULL;
+    }
+    self->busy = 1;
+    const int added = add_documents(self, maps, position_maps);
+    self->busy = 0;
+    if (!added) {
         /* a document may be half added: this Inverter cannot be finished */
         self->spent = 1;
         inverter_free(self);
@@ -405,6 +433,11 @@ static PyObject *buffer_of(size_t count, size_t width) {
 
 static PyObject *inverter_finish(Inverter *self, PyObject *unused) {
     (void)unused;
+    if (self->busy) {
+        /* finishing would free the tables the running add() writes to */
+        PyErr_SetString(PyExc_RuntimeError, "this Inverter is in use (finish() called from inside add())");
+        return NULL;
+    }
     if (self->spent) {
         PyErr_SetString(PyExc_RuntimeError, "this Inverter has finished or failed");
         return NULL;
@@ -632,6 +665,7 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOO:pack", &ids_o, &tfs_o, &offsets_o, &lengths_o)) return NULL;
     Py_buffer ids = {0}, tfs = {0}, offsets = {0}, lengths = {0};
     PyObject *result = NULL, *block_offsets = NULL, *table = NULL, *data_offsets = NULL, *data = NULL;
+    uint64_t *own_offsets = NULL;
     if (!get_array(ids_o, &ids, 4, "ids")) goto done;
     if (!get_array(tfs_o, &tfs, 4, "tfs")) goto done;
     if (!get_array(offsets_o, &offsets, 8, "offsets")) goto done;
@@ -640,7 +674,17 @@ static PyObject *pack(PyObject *self, PyObject *args) {
         PyErr_SetString(UnsupportedInputError, "ids and tfs differ in length, or no offsets");
         goto done;
     }
-    PackInput in = {ids.buf, tfs.buf, lengths.buf, offsets.buf, (size_t)ids.shape[0],
+    /* The offsets decide every index and every output size, and another thread may write the
+     * caller's array while the GIL is released: check and use a private copy, so a racing write can
+     * give wrong bytes but never a read or write out of range. */
+    size_t offsets_bytes;
+    if (!mul_size((size_t)offsets.shape[0], sizeof(uint64_t), &offsets_bytes) ||
+        (own_offsets = malloc(offsets_bytes)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(own_offsets, offsets.buf, offsets_bytes);
+    PackInput in = {ids.buf, tfs.buf, lengths.buf, own_offsets, (size_t)ids.shape[0],
                     (size_t)offsets.shape[0] - 1, (size_t)lengths.shape[0]};
     size_t blocks = 0, table_items;
     const char *why = NULL;
@@ -676,6 +720,7 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS;
     result = Py_BuildValue("(OOOO)", block_offsets, table, data_offsets, data);
 done:
+    free(own_offsets);
     if (ids.obj) PyBuffer_Release(&ids);
     if (tfs.obj) PyBuffer_Release(&tfs);
     if (offsets.obj) PyBuffer_Release(&offsets);
