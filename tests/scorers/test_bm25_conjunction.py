@@ -331,3 +331,68 @@ def test_a_prepared_tree_serves_scorers_of_other_parameters_and_filters_exactly(
                 assert snapshot.keys_of(got.ids) == snapshot.keys_of(want.ids)
                 assert got.scores.tobytes() == want.scores.tobytes()
                 assert not got.ids.flags.writeable and not got.scores.flags.writeable
+
+
+def _blocks_that_bound_loosely(n_docs: int) -> list[str]:
+    """alpha and beta in every document; each block of 128 holds an alpha-heavy document, a
+    beta-heavy one and a two-word one, so every block's bound (largest tf, shortest document)
+    reaches the best document's score although almost no document comes near it."""
+    rng = np.random.default_rng(3)
+    texts = []
+    for i in range(n_docs):
+        gammas = " ".join(["gamma"] * int(rng.integers(3, 25)))
+        if i % 128 == 5:
+            texts.append(f"alpha alpha alpha beta {gammas} gamma gamma gamma")
+        elif i % 128 == 9:
+            texts.append(f"alpha beta beta beta {gammas} gamma gamma gamma")
+        elif i % 128 == 11:
+            texts.append("alpha beta")
+        else:
+            texts.append(f"alpha beta {gammas}")
+    return texts
+
+
+def test_documents_that_cannot_enter_by_the_driving_term_alone_are_not_scored() -> None:
+    # Block bounds are loose here (no block is passed whole), but a document whose own alpha
+    # contribution plus beta's block bound stays below the k-th score is passed before beta's
+    # list is moved to it: far fewer documents are scored than match, with the same results.
+    texts = _blocks_that_bound_loosely(5000)
+    texts[77] = texts[78] = "alpha alpha alpha beta beta beta"
+    index = build(texts, 1, 0.0, 0)
+    tree = BoolNode(must=(TermNode("alpha"), TermNode("beta")))
+    for k in (1, 2):
+        stream = BM25Scorer(1.2, 0.75).score(index.snapshot(), Query(tree=tree), k)
+        plan = stream.plan or {}
+        assert plan["path"] == "compiled"
+        scored = plan["documents_scored"]
+        assert isinstance(scored, int) and scored < 500, scored  # of 5,000 matching documents
+        (keys, scores, _), (want_keys, want_scores, _) = both(index, Query(tree=tree), k)
+        assert keys == want_keys
+        assert [s.hex() for s in scores] == [s.hex() for s in want_scores]
+
+
+@pytest.mark.parametrize("k", [1, 3, 10])
+def test_a_driving_term_that_rarely_rules_documents_out_keeps_every_bit(k: int) -> None:
+    # First, many strong alpha documents without beta: the driver's check rarely passes, so the
+    # kernel stops making it for a stretch (WB_PRUNE_PAUSE); then documents it would pass, and
+    # strong matches inside and after that stretch. Same keys and bits as the numpy path.
+    rng = np.random.default_rng(9)
+    texts = []
+    for i in range(6000):
+        if i < 1500:
+            texts.append("alpha alpha alpha gamma" if i % 7 else "alpha beta beta alpha")
+        elif i % 211 == 0:
+            texts.append("alpha alpha beta beta " + "delta " * int(rng.integers(0, 3)))
+        else:
+            texts.append("alpha beta " + " ".join(["gamma"] * int(rng.integers(1, 20))))
+    for segments in (1, 3):
+        index = build(texts, segments, 0.05, 4)
+        for tree in (
+            BoolNode(must=(TermNode("beta"), TermNode("alpha"))),
+            BoolNode(must=(TermNode("alpha"), TermNode("beta")), should=(TermNode("delta"),)),
+            BoolNode(must=(TermNode("beta", boost=2.5), TermNode("alpha")), must_not=(TermNode("zeta"),)),
+        ):
+            (keys, scores, path), (want_keys, want_scores, _) = both(index, Query(tree=tree), k)
+            assert path == "compiled"
+            assert keys == want_keys
+            assert [s.hex() for s in scores] == [s.hex() for s in want_scores]
