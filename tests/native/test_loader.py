@@ -91,3 +91,19 @@ def test_scratch_grows_and_is_per_thread() -> None:
     thread.start()
     thread.join()
     assert seen == [256]  # another thread starts with its own buffers
+
+
+def test_a_self_check_that_raises_turns_the_part_off_with_a_warning() -> None:
+    # A check that raised once escaped from the first query wanting the part, dressed as that
+    # query's error (a corrupt-list code from the check's own data): it is a disagreement.
+    def bind(library: object) -> object:
+        return library.weft_bm25_blocks  # type: ignore[attr-defined]
+
+    def raising(bound: object) -> bool:
+        raise ValueError("the check's own data")
+
+    message = r"_bm25 failed its self-check \(ValueError: the check's own data\)"
+    with pytest.warns(RuntimeWarning, match=message):
+        assert loader.load_library("_bm25", bind, raising) is None
+    with pytest.warns(RuntimeWarning, match="_analysis failed its self-check"):
+        assert loader.load_extension("_analysis", raising) is None

@@ -266,6 +266,9 @@ def test_positions_tables_that_disagree_with_the_words_are_a_typed_error(damage:
     index = build(["alpha beta gamma"] * 300, 1, 0.0, 0)
     snapshot = index.snapshot()
     real = boolean.positions_tables
+    # Loaded (and self-checked) before the damage: the check builds its own positions tables
+    # through the same function, and run alone this test once damaged those instead.
+    assert boolean.compiled_boolean() is not None
 
     def damaged(tfs: NDArray[np.uint32], widths: NDArray[np.uint8]) -> tuple[NDArray[np.int64], ...]:
         chunk_at, tf_before = real(tfs, widths)
@@ -297,6 +300,8 @@ def test_a_positions_table_entry_near_the_int64_limit_is_a_typed_error_not_a_cra
         chunk_at, tf_before = real(tfs, widths)
         tf_before[1] = np.iinfo(np.int64).max
         return chunk_at, tf_before
+
+    assert boolean.compiled_boolean() is not None  # self-checked before the damage (see above)
 
     conjunction._POSITIONS.clear()
     try:

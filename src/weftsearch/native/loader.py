@@ -15,6 +15,7 @@ import importlib
 import importlib.machinery
 import os
 import threading
+import warnings
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -107,7 +108,28 @@ def load_library(name: str, bind: Callable[[ctypes.CDLL], T | None], agrees: Cal
         return None
     if bound is None:
         return None
-    return bound if agrees(bound) else None
+    return bound if _self_check_passes(name, agrees, bound) else None
+
+
+def _self_check_passes(name: str, agrees: Callable[[T], bool], bound: T) -> bool:
+    """Whether ``agrees(bound)`` is true; a self-check that raises is a disagreement, not an error.
+
+    The check runs on the first query that wants the part, so an exception
+    escaping it would surface from that query as if its index or arguments
+    were at fault (a miscompiled part's corrupt-list code once did). The part
+    is turned off instead, with a :class:`RuntimeWarning` naming it and what
+    was raised (the results then come from the reference path).
+    """
+    try:
+        return bool(agrees(bound))
+    except Exception as error:  # any failure of the check means the part is unusable
+        warnings.warn(
+            f"weftsearch: compiled part {name} failed its self-check ({type(error).__name__}: {error});"
+            " using the reference path",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return False
 
 
 def load_extension(name: str, agrees: Callable[[ModuleType], bool]) -> ModuleType | None:
@@ -122,7 +144,7 @@ def load_extension(name: str, agrees: Callable[[ModuleType], bool]) -> ModuleTyp
         module = importlib.import_module(f"{__package__}.{name}")
     except ImportError:
         return None
-    return module if agrees(module) else None
+    return module if _self_check_passes(name, agrees, module) else None
 
 
 class Scratch(threading.local):
