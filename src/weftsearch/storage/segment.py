@@ -437,25 +437,25 @@ class SegmentReader:
 
         Returns ``None`` when every record of ``local`` is sound (the common
         case), else :meth:`records_ok`'s mask; the keys of the sound ones are
-        checked as :meth:`check_keys_at` checks them. Documents found sound
-        are remembered (one byte per document), so a search of hits it saw
-        before costs two numpy calls. O(len(local)).
+        checked as :meth:`check_keys_at` checks them. Both read and keep the
+        verdicts :meth:`records_ok` and :meth:`keys_at` keep, so documents
+        seen before cost a few numpy calls and nothing per document in Python.
+        O(len(local)).
 
         Raises:
             CorruptIndexError: a sound record's key breaks the key table's rule.
 
         """
-        ready: NDArray[np.bool_] = self._memo("keys.ready", lambda: np.zeros(self.n_docs, dtype=bool))
-        if ready[local].all():
-            return None
+        state: NDArray[np.uint8] = self._memo("stored.state", lambda: np.zeros(self.n_docs, dtype=np.uint8))
+        if bool((state[local] == 1).all()):
+            checked: NDArray[np.bool_] = self._memo("keys.checked", lambda: np.zeros(self.n_docs, dtype=bool))
+            if "keys" in self._cache or bool(checked[local].all()):
+                return None
         ok = self.records_ok(local)
         if bool(ok.all()):
             self.check_keys_at(local)
-            ready[local] = True  # only after both verdicts passed
             return None
-        sound = local[ok]
-        self.check_keys_at(sound)
-        ready[sound] = True
+        self.check_keys_at(local[ok])
         return ok
 
     def check_keys_at(self, local: NDArray[np.int64]) -> None:
