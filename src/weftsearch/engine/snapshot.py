@@ -372,9 +372,9 @@ class SnapshotPart:
         return values if self.deleted is None else values[self.live_locals]
 
 
-#: A search's hits up to this many have their keys read one by one through :class:`_KeyViews`
-#: (a few hundred ns a hit, no numpy call); more, or any whose record or key was never
-#: checked, go through the segments' vectorised look-ups (which check them).
+#: A search's hits up to this many have their verdicts (and, when read, their keys) looked up
+#: one by one through :class:`_KeyViews` (a few hundred ns a hit, no numpy call); more, or any
+#: whose record or key was never checked, go through the segments' vectorised checks.
 _KEYS_ONE_BY_ONE = 32
 
 #: On a snapshot of several segments, hits up to this many go one by one too: the vectorised
@@ -385,13 +385,14 @@ _KEYS_ONE_BY_ONE_SEGMENTS = 1024
 class _KeyViews:
     """A snapshot's key look-up one hit at a time: per part its base, id map and key views.
 
-    Built once per snapshot (:meth:`Snapshot._sound_keys`), so a search pays
-    no per-segment set-up: ``keys(ids)`` finds each id's part (by bisection
-    on the bases), its local id, checks the two verdicts its segment keeps
-    (record sound, key checked: :meth:`SegmentReader.key_views`) and slices
-    the key out of the table. ``None`` as soon as one hit has a verdict not
-    yet known to be sound: the caller then takes the checking path, which
-    records the verdicts (a damaged record is left out there, as before).
+    Built once per snapshot (:meth:`Snapshot._sound_ids`), so a search pays
+    no per-segment set-up: :meth:`sound` finds each id's part (by bisection
+    on the bases), its local id, and checks the two verdicts its segment
+    keeps (record sound, key checked: :meth:`SegmentReader.key_views`);
+    ``False`` as soon as one hit has a verdict not yet known to be sound
+    (the caller then takes the checking path, which records the verdicts; a
+    damaged record is left out there). :meth:`read` slices the keys out of
+    the tables later, when the results' keys are first read.
     """
 
     __slots__ = ("bases", "parts")
