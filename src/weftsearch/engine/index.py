@@ -1370,7 +1370,8 @@ class Index:
         searched = self.snapshot() if snapshot is None else snapshot
         with self._searches:  # commits and merges yield to running searches
             asked = query  # the cursor's digest is of the query as asked, before any embedding
-            [query] = embed_queries(self._embedder, [query], searched, scorers)
+            if self._embedder is not None:
+                [query] = embed_queries(self._embedder, [query], searched, scorers)
             if facets is not None:  # checked before any scorer runs
                 check_facet_fields(facets, searched.field_kinds())
                 check_facet_k(facet_k)

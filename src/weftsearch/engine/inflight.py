@@ -13,8 +13,8 @@ Two readers of the same count, for two reasons:
   compiled kernel when searches overlap; measured in docs/BENCHMARKS.md,
   "Load ladder").
 
-The counts are exact at every moment (a lock around each change) and cost
-two uncontended lock round trips a search.
+The counts are exact at every moment (one process-wide lock around each
+change) and cost two uncontended lock round trips a search.
 """
 
 from __future__ import annotations
@@ -35,24 +35,23 @@ def searches_in_flight() -> int:
 class SearchesInFlight:
     """A context manager counting one index's running searches (and the process's). Thread-safe."""
 
-    __slots__ = ("_count", "_lock")
+    __slots__ = ("_count",)
 
     def __init__(self) -> None:
         self._count = 0
-        self._lock = threading.Lock()
 
+    # Both counts change under the one process-wide lock: one lock round trip on entry
+    # and one on exit (a search's every microsecond counts on a small index).
     def __enter__(self) -> None:
         global _process_count
-        with self._lock:
-            self._count += 1
         with _process_lock:
+            self._count += 1
             _process_count += 1
 
     def __exit__(self, *exc: object) -> None:
         global _process_count
         with _process_lock:
             _process_count -= 1
-        with self._lock:
             self._count -= 1
 
     def __bool__(self) -> bool:

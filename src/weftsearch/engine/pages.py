@@ -43,6 +43,7 @@ cursors of its current cut only.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import os
@@ -282,20 +283,36 @@ class IndexCursors:
 
         Kept (unless closed) when the cursor is issued, that is when
         ``next_cursor`` is first read, so searches whose cursor nobody reads
-        keep nothing.
+        keep nothing. A partial of :meth:`issue`: nothing is made per search
+        but the partial (the seal and the ranking's digest wait for the read).
         """
-        sealed = self.seal(index_id).issuer(snapshot.generation, query, fuser, scorers, depth)
+        return functools.partial(self.issue, index_id, snapshot, query, fuser, scorers, depth)
 
-        def issue(position: int, score: float, key: str) -> str:
-            with self._lock:
-                if not self._closed:
-                    self.kept[snapshot.generation] = snapshot
-                    self.kept.move_to_end(snapshot.generation)
-                    while len(self.kept) > CURSOR_GENERATIONS:
-                        self.kept.popitem(last=False)
-            return sealed(position, score, key)
+    def issue(
+        self,
+        index_id: str,
+        snapshot: Snapshot,
+        query: Query,
+        fuser: Fuser,
+        scorers: Sequence[Scorer],
+        depth: int | None,
+        position: int,
+        score: float,
+        key: str,
+    ) -> str:
+        """The cursor of the page after hit ``(score, key)``, the ``position``-th of a search of ``snapshot``.
 
-        return issue
+        Keeps ``snapshot`` for the next page (unless closed), then seals the
+        cursor as :meth:`CursorSeal.issuer`'s function does.
+        """
+        with self._lock:
+            if not self._closed:
+                self.kept[snapshot.generation] = snapshot
+                self.kept.move_to_end(snapshot.generation)
+                while len(self.kept) > CURSOR_GENERATIONS:
+                    self.kept.popitem(last=False)
+        digest = ranking_digest(query, fuser, scorers, depth)
+        return self.seal(index_id).write(PageStart(snapshot.generation, position, score, key, digest))
 
     def snapshot(
         self, generation: int, current: Callable[[], Snapshot], held: Iterable[Snapshot]

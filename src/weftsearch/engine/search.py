@@ -198,15 +198,18 @@ class ExplainArrays:
 
 
 def _frozen_array(values: NDArray[Any]) -> NDArray[Any]:
-    values.setflags(write=False)
+    if values.flags.writeable:  # a passed-through stream's views are read-only already
+        values.setflags(write=False)
     return values
 
 
 class SearchResults(Sequence[Hit]):
     """The hits of one search, best first, with the context that produced them.
 
-    A search fills the results with arrays (keys, fused scores, and each
-    stream's ranks, scores and contributions) and builds a :class:`Hit`
+    A search fills the results with arrays (fused scores, and each
+    stream's ranks, scores and contributions), decides which documents are
+    hits, and makes their keys when one is first read (:attr:`keys`, a hit,
+    :meth:`to_dict`, :attr:`next_cursor`); it builds a :class:`Hit`
     (with its :class:`SignalHit` explanation and its fields) only when one
     is read: by indexing, iteration, :attr:`hits` or :meth:`to_dict`. A
     caller that needs only :attr:`keys`, :attr:`scores`, :attr:`score_array`
@@ -237,10 +240,12 @@ class SearchResults(Sequence[Hit]):
     __slots__ = (
         "_built",
         "_contributions",
+        "_count",
         "_cursor",
         "_field_rows",
         "_fields",
         "_highlighter",
+        "_key_source",
         "_keys",
         "_plans",
         "_ranks",
@@ -276,7 +281,9 @@ class SearchResults(Sequence[Hit]):
         self.cut_short: tuple[str, ...] = tuple(cut_short)
         self.facets: Facets | None = None
         width = len(self.signals)
-        self._keys: tuple[str, ...] = tuple(hit.key for hit in hits)
+        self._keys: tuple[str, ...] | None = tuple(hit.key for hit in hits)
+        self._key_source: Callable[[], Sequence[str]] | None = None
+        self._count = len(hits)
         self._scores: NDArray[np.float64] = _frozen_array(np.array([hit.score for hit in hits], np.float64))
         ranks = np.zeros((len(hits), width), dtype=np.int64)
         scores = np.full((len(hits), width), np.nan, dtype=np.float64)
@@ -294,14 +301,14 @@ class SearchResults(Sequence[Hit]):
         self._built: list[Hit | None] = list(hits)
         self._rows: tuple[list[Any], list[Any], list[Any], list[Any]] | None = None
         self.offset = 0
-        self._cursor: str | Callable[[], str] | None = None
+        self._cursor: str | Callable[[int, float, str], str] | None = None
         self._highlighter: Highlighter | None = None
 
     @classmethod
     def _from_arrays(
         cls,
         *,
-        keys: Sequence[str],
+        keys: Sequence[str] | Callable[[], Sequence[str]],
         scores: NDArray[np.float64],
         ranks: NDArray[np.int64],
         signal_scores: NDArray[np.float64],
@@ -315,8 +322,12 @@ class SearchResults(Sequence[Hit]):
     ) -> SearchResults:
         """Results over arrays (the search's own constructor); hits are built when read.
 
-        ``fields`` returns every hit's fields mapping, in hit order; it is
-        called at most once, when the first hit is built. ``streams``: the
+        ``keys``: the hits' keys, or what returns them (called when a key is
+        first read: :attr:`keys`, a hit, :meth:`to_dict`, iteration or
+        :attr:`next_cursor`; it may be called again by a racing thread and
+        must then return equal keys). ``fields`` returns every hit's fields
+        mapping, in hit order; it is called at most once, when the first hit
+        is built. ``scores`` has one row per hit. ``streams``: the
         canonical streams searched, in label order, for their plans and
         completeness (their plans are already private copies). O(streams):
         nothing else is copied.
@@ -326,18 +337,27 @@ class SearchResults(Sequence[Hit]):
         results.fuser = fuser
         results.generation = generation
         results.depth = depth
-        results._plans = tuple(stream.plan for stream in streams) or (None,) * len(results.signals)
-        results.cut_short = tuple(
-            label for label, stream in zip(results.signals, streams, strict=False) if not stream.complete
-        )
-        results._keys = tuple(keys)
+        if len(streams) == 1:  # one stream passed through: the common search
+            stream = streams[0]
+            results._plans = (stream.plan,)
+            results.cut_short = () if stream.complete else results.signals[:1]
+        else:
+            results._plans = tuple(stream.plan for stream in streams) or (None,) * len(results.signals)
+            results.cut_short = tuple(
+                label for label, stream in zip(results.signals, streams, strict=False) if not stream.complete
+            )
+        if callable(keys):
+            results._keys, results._key_source = None, keys
+        else:
+            results._keys, results._key_source = tuple(keys), None
+        results._count = int(scores.shape[0])
         results._scores = _frozen_array(scores)
         results._ranks = _frozen_array(ranks)
         results._signal_scores = _frozen_array(signal_scores)
         results._contributions = _frozen_array(contributions)
         results._fields = fields
         results._field_rows = ()
-        results._built = [None] * len(results._keys)
+        results._built = [None] * results._count
         results._rows = None
         results.offset = 0
         results._cursor = None
@@ -354,7 +374,13 @@ class SearchResults(Sequence[Hit]):
         page.signals, page.fuser = self.signals, self.fuser
         page.generation, page.depth = self.generation, self.depth
         page._plans, page.cut_short = self._plans, self.cut_short
-        page._keys = self._keys[start:stop]
+        keys = self._key_state()
+        if callable(keys):
+            page._keys = None
+            page._key_source = lambda: tuple(keys())[start:stop]
+        else:
+            page._keys, page._key_source = keys[start:stop], None
+        page._count = len(range(self._count)[start:stop])
         page._scores = self._scores[start:stop]
         page._ranks = self._ranks[start:stop]
         page._signal_scores = self._signal_scores[start:stop]
@@ -362,7 +388,7 @@ class SearchResults(Sequence[Hit]):
         source, rows = self._fields, self._field_rows
         page._fields = lambda: (rows if source is None else source())[start:stop]
         page._field_rows = ()
-        page._built = [None] * len(page._keys)
+        page._built = [None] * page._count
         page._rows = None
         page.offset = self.offset + start
         page._cursor = None
@@ -370,16 +396,42 @@ class SearchResults(Sequence[Hit]):
         page.facets = self.facets
         return page
 
+    def _key_state(self) -> tuple[str, ...] | Callable[[], Sequence[str]]:
+        """The keys if resolved, else what resolves them. O(1)."""
+        keys = self._keys
+        if keys is not None:
+            return keys
+        source = self._key_source
+        if source is not None:
+            return source
+        # Another thread resolved the keys between the two reads: _keys is set before
+        # _key_source is dropped, so they are there now.
+        keys = self._keys
+        assert keys is not None
+        return keys
+
+    def _key_tuple(self) -> tuple[str, ...]:
+        """The hits' keys, resolved on the first call and kept. O(k) the first time.
+
+        Two racing threads may both resolve them: the source gives equal keys,
+        and either's tuple is kept.
+        """
+        keys = self._key_state()
+        if callable(keys):
+            resolved = tuple(keys())
+            self._keys = resolved
+            self._key_source = None  # after _keys is set (see _key_state); lets the segments go
+            return resolved
+        return keys
+
     def _offer_cursor(self, issue: Callable[[int, float, str], str], k: int) -> None:
         """Let :attr:`next_cursor` call ``issue(position, score, key)`` when first read.
 
         No cursor when these results hold fewer than ``k`` hits: the ranking
         ended here (every stream ran out of candidates before the depth).
         """
-        if self._keys and len(self._keys) >= k:
-            self._cursor = functools.partial(
-                issue, self.offset + len(self._keys), float(self._scores[-1]), self._keys[-1]
-            )
+        if self._count and self._count >= k:
+            self._cursor = issue
 
     @property
     def next_cursor(self) -> str | None:
@@ -393,7 +445,7 @@ class SearchResults(Sequence[Hit]):
         """
         cursor = self._cursor
         if callable(cursor):
-            cursor = cursor()
+            cursor = cursor(self.offset + self._count, float(self._scores[-1]), self._key_tuple()[-1])
             self._cursor = cursor  # two racing readers store equal cursors
         return cursor
 
@@ -443,13 +495,14 @@ class SearchResults(Sequence[Hit]):
             for column, label in enumerate(self.signals)
         )
         highlighter = self._highlighter
+        key = self._key_tuple()[row]
         hit = Hit(
-            key=self._keys[row],
+            key=key,
             rank=self.offset + row + 1,
             score=fused,
             signals=signals,
             fields=fields,
-            highlights=None if highlighter is None else highlighter(self._keys[row]),
+            highlights=None if highlighter is None else highlighter(key),
         )
         self._built[row] = hit
         return hit
@@ -457,7 +510,7 @@ class SearchResults(Sequence[Hit]):
     @property
     def hits(self) -> tuple[Hit, ...]:
         """Every hit, best first (built now if not yet read). O(k * streams) the first time."""
-        return tuple(self._hit(row) for row in range(len(self._keys)))
+        return tuple(self._hit(row) for row in range(self._count))
 
     @overload
     def __getitem__(self, index: int) -> Hit: ...
@@ -465,22 +518,28 @@ class SearchResults(Sequence[Hit]):
     def __getitem__(self, index: slice) -> Sequence[Hit]: ...
     def __getitem__(self, index: int | slice) -> Hit | Sequence[Hit]:
         if isinstance(index, slice):
-            return tuple(self._hit(row) for row in range(len(self._keys))[index])
-        return self._hit(range(len(self._keys))[index])  # IndexError and negative indices as a tuple's
+            return tuple(self._hit(row) for row in range(self._count)[index])
+        return self._hit(range(self._count)[index])  # IndexError and negative indices as a tuple's
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return self._count
 
     def __iter__(self) -> Iterator[Hit]:
-        return (self._hit(row) for row in range(len(self._keys)))
+        return (self._hit(row) for row in range(self._count))
 
     def __repr__(self) -> str:
-        return f"SearchResults({len(self._keys)} hits, signals={self.signals}, fuser={self.fuser!r})"
+        return f"SearchResults({self._count} hits, signals={self.signals}, fuser={self.fuser!r})"
 
     @property
     def keys(self) -> list[str]:
-        """Keys of the hits, best first (a new list; no Hit is built). O(k)."""
-        return list(self._keys)
+        """Keys of the hits, best first (a new list; no Hit is built). O(k).
+
+        A search decides which documents are hits (deletes, filters, damaged
+        records) when it runs, and makes their keys when they are first read
+        (here, a hit, iteration, :meth:`to_dict` or :attr:`next_cursor`):
+        the same keys, whenever read, even after the index changed or closed.
+        """
+        return list(self._key_tuple())
 
     @property
     def scores(self) -> NDArray[np.float64]:
@@ -731,6 +790,24 @@ class Fused:
     fuser: str
 
 
+# The slots' own setters: a frozen dataclass's __init__ goes through object.__setattr__,
+# about 1 us a search for these four fields.
+_SET_FUSED = tuple(Fused.__dict__[name].__set__ for name in ("ids", "scores", "contributions", "fuser"))
+
+
+def _fused(
+    ids: NDArray[np.int64], scores: NDArray[np.float64], contributions: NDArray[np.float64] | None, fuser: str
+) -> Fused:
+    """``Fused(ids, scores, contributions, fuser)``, made without the frozen dataclass's checks. O(1)."""
+    fused = object.__new__(Fused)
+    set_ids, set_scores, set_contributions, set_fuser = _SET_FUSED
+    set_ids(fused, ids)
+    set_scores(fused, scores)
+    set_contributions(fused, contributions)
+    set_fuser(fused, fuser)
+    return fused
+
+
 def fuse_candidates(fuser: Fuser, streams: Sequence[Stream], k: int, space: IdSpace) -> Fused:
     """Fuse canonical ``streams`` to ``k`` candidates, checked; one stream passes through.
 
@@ -747,7 +824,10 @@ def fuse_candidates(fuser: Fuser, streams: Sequence[Stream], k: int, space: IdSp
     """
     if len(streams) == 1:
         stream = streams[0]
-        return Fused(stream.ids[:k], stream.scores[:k], None, PASSTHROUGH)
+        ids, scores = stream.ids, stream.scores
+        if ids.shape[0] > k:
+            ids, scores = ids[:k], scores[:k]
+        return _fused(ids, scores, None, PASSTHROUGH)
     # The fuser sees plain Streams (the same arrays, no copy): what a stream's maker
     # vouched for is the engine's business, never the fuser's.
     plain = [
@@ -758,7 +838,7 @@ def fuse_candidates(fuser: Fuser, streams: Sequence[Stream], k: int, space: IdSp
     ]
     name = str(fuser.name)
     fused = check_fused(fuser.fuse(plain, k, space), space, k, len(streams), name)
-    return Fused(fused.ids, fused.scores, fused.contributions, name)
+    return _fused(fused.ids, fused.scores, fused.contributions, name)
 
 
 def fuse_streams(fuser: Fuser, streams: Sequence[Stream], k: int, snapshot: IdSpace) -> FusedStream:
@@ -918,7 +998,10 @@ def search_snapshot(
 
     """
     page = check_k(k)
-    skip = check_offset(after.position if after is not None else offset, page)
+    if after is None and type(offset) is int and offset == 0:
+        skip = 0  # a first page, the common search
+    else:
+        skip = check_offset(after.position if after is not None else offset, page)
     if skip and isinstance(depth, int) and not isinstance(depth, bool) and 0 < depth < skip + page:
         raise InvalidParameterError(
             f"depth ({depth}) must be at least offset + k ({skip} + {page} = {skip + page}): "
@@ -952,7 +1035,7 @@ def page_of(results: SearchResults, offset: int, k: int, after: PageStart | None
 
 def _first_after(results: SearchResults, after: PageStart) -> int:
     """The row of the first hit ranked after ``(after.score, after.key)`` (``len(results)`` if none)."""
-    keys, scores = results._keys, results._scores
+    keys, scores = results._key_tuple(), results._scores
     row = after.position
     if 0 < row <= len(keys) and keys[row - 1] == after.key and scores[row - 1] == after.score:
         return row
@@ -981,7 +1064,7 @@ def results_of(
         labels,
         depth,
         generation=snapshot.generation,
-        sound_keys=snapshot._sound_keys,
+        sound_keys=snapshot._sound_ids,
         fields=snapshot.fields_of,
     )
 
@@ -993,8 +1076,12 @@ def _rank_column(count: int) -> NDArray[np.int64]:
 
 
 #: Resolves fused ids to keys: ``(keep, keys)``, ``keep`` the mask of the ids whose documents
-#: can be reported (``None``: all of them), ``keys`` the keys of the kept ones, in order.
-SoundKeys = Callable[[NDArray[np.int64]], tuple[NDArray[np.bool_] | None, list[str]]]
+#: can be reported (``None``: all of them), ``keys`` the keys of the kept ones, in order, or
+#: what returns them when first read (then callable from any thread, more than once, with
+#: equal results, for as long as the results live: :meth:`Snapshot._sound_ids`).
+SoundKeys = Callable[
+    [NDArray[np.int64]], tuple[NDArray[np.bool_] | None, list[str] | Callable[[], list[str]]]
+]
 
 #: Reads the stored fields of kept ids, in order (called at most once, when a hit is first read).
 FieldsOf = Callable[[NDArray[np.int64]], Sequence[Mapping[str, FieldValue]]]
@@ -1017,8 +1104,9 @@ def explain_fused(
     the candidates whose documents cannot be reported (a damaged record, a
     shard's document gone) and names the others; each kept hit's rank and
     raw score in every stream come from the streams themselves, its fused
-    score and contributions from ``fused``. Keys are resolved here, once;
-    fields, Hit objects and their explanations wait until read. O(k) for one
+    score and contributions from ``fused``. Which candidates are kept is
+    decided here; their keys (when ``sound_keys`` gives a callable), fields,
+    Hit objects and their explanations wait until read. O(k) for one
     stream passed through; O(d log d) per stream for several (each hit's
     rank in each stream of ``d`` candidates).
     """

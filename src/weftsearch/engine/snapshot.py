@@ -372,9 +372,9 @@ class SnapshotPart:
         return values if self.deleted is None else values[self.live_locals]
 
 
-#: A search's hits up to this many have their keys read one by one through :class:`_KeyViews`
-#: (a few hundred ns a hit, no numpy call); more, or any whose record or key was never
-#: checked, go through the segments' vectorised look-ups (which check them).
+#: A search's hits up to this many have their verdicts (and, when read, their keys) looked up
+#: one by one through :class:`_KeyViews` (a few hundred ns a hit, no numpy call); more, or any
+#: whose record or key was never checked, go through the segments' vectorised checks.
 _KEYS_ONE_BY_ONE = 32
 
 #: On a snapshot of several segments, hits up to this many go one by one too: the vectorised
@@ -385,13 +385,14 @@ _KEYS_ONE_BY_ONE_SEGMENTS = 1024
 class _KeyViews:
     """A snapshot's key look-up one hit at a time: per part its base, id map and key views.
 
-    Built once per snapshot (:meth:`Snapshot._sound_keys`), so a search pays
-    no per-segment set-up: ``keys(ids)`` finds each id's part (by bisection
-    on the bases), its local id, checks the two verdicts its segment keeps
-    (record sound, key checked: :meth:`SegmentReader.key_views`) and slices
-    the key out of the table. ``None`` as soon as one hit has a verdict not
-    yet known to be sound: the caller then takes the checking path, which
-    records the verdicts (a damaged record is left out there, as before).
+    Built once per snapshot (:meth:`Snapshot._sound_ids`), so a search pays
+    no per-segment set-up: :meth:`sound` finds each id's part (by bisection
+    on the bases), its local id, and checks the two verdicts its segment
+    keeps (record sound, key checked: :meth:`SegmentReader.key_views`);
+    ``False`` as soon as one hit has a verdict not yet known to be sound
+    (the caller then takes the checking path, which records the verdicts; a
+    damaged record is left out there). :meth:`read` slices the keys out of
+    the tables later, when the results' keys are first read.
     """
 
     __slots__ = ("bases", "parts")
@@ -407,34 +408,68 @@ class _KeyViews:
             for part in parts
         ]
 
-    def keys(self, ids: list[int]) -> list[str] | None:
-        """The keys of ``ids`` (internal, in range); ``None`` if one still needs its checks. O(len(ids))."""
+    def sound(self, ids: list[int]) -> bool:
+        """Whether both verdicts of every one of ``ids`` (internal, in range) are known sound. O(len(ids)).
+
+        ``True``: :meth:`read` gives their keys without a check. ``False`` as
+        soon as one hit has a verdict not yet known to be sound (the caller
+        then takes the checking path, which records the verdicts).
+        """
         parts, bases = self.parts, self.bases
-        keys: list[str] = []
         if len(parts) == 1 and parts[0][1] is None and parts[0][6] is None:
             # One segment without deletions (the common small index): the loop at its leanest.
-            base, _, state, checked, offsets, blob, _ = parts[0]
+            base, _, state, checked, _, _, _ = parts[0]
             for doc in ids:
                 local = doc - base
                 if state[local] != 1 or not checked[local]:
-                    return None
-                keys.append(str(blob[offsets[local] : offsets[local + 1]], "utf-8"))
-            return keys
+                    return False
+            return True
         single = len(parts) == 1
         for doc in ids:
-            base, live, state, checked, offsets, blob, decoded = (
+            base, live, state, checked, _, _, decoded = (
                 parts[0] if single else parts[bisect.bisect_right(bases, doc) - 1]
             )
             local = doc - base if live is None else live[doc - base]
-            if state[local] != 1:
-                return None
+            if state[local] != 1 or (decoded is None and not checked[local]):
+                return False
+        return True
+
+    def read(self, ids: list[int]) -> list[str]:
+        """The keys of ``ids``, which :meth:`sound` passed, in order. O(len(ids)).
+
+        Reads only this object's views, which keep the segments' tables
+        mapped: safe from any thread, and after the index closed or merged
+        the segments away.
+        """
+        parts, bases = self.parts, self.bases
+        if len(parts) == 1 and parts[0][1] is None and parts[0][6] is None:
+            base, _, _, _, offsets, blob, _ = parts[0]
+            return [str(blob[offsets[doc - base] : offsets[doc - base + 1]], "utf-8") for doc in ids]
+        single = len(parts) == 1
+        keys: list[str] = []
+        for doc in ids:
+            base, live, _, _, offsets, blob, decoded = (
+                parts[0] if single else parts[bisect.bisect_right(bases, doc) - 1]
+            )
+            local = doc - base if live is None else live[doc - base]
             if decoded is not None:
                 keys.append(str(decoded[local]))
-            elif checked[local]:
-                keys.append(str(blob[offsets[local] : offsets[local + 1]], "utf-8"))
             else:
-                return None
+                keys.append(str(blob[offsets[local] : offsets[local + 1]], "utf-8"))
         return keys
+
+
+def _keys_in_place(
+    groups: Sequence[tuple[SegmentReader, list[int], IdArray]], count: int, keep: list[bool] | None
+) -> list[str]:
+    """The keys of a search's kept hits, in hit order, from per-segment groups (positions, local ids)."""
+    keys: list[str] = [""] * count
+    for reader, positions, local in groups:
+        for position, key in zip(positions, reader.keys_at(local), strict=True):
+            keys[position] = key
+    if keep is None:
+        return keys
+    return [key for key, kept in zip(keys, keep, strict=True) if kept]
 
 
 class Snapshot:
@@ -766,37 +801,48 @@ class Snapshot:
 
     def _sound_keys(self, ids: IdArray) -> tuple[NDArray[np.bool_] | None, list[str]]:
         """:meth:`sound_keys` of int64 ``ids`` already known to be in range (a checked stream's)."""
-        few = ids.shape[0] <= _KEYS_ONE_BY_ONE
-        if few or (len(self._parts) > 1 and ids.shape[0] <= _KEYS_ONE_BY_ONE_SEGMENTS):
+        keep, keys = self._sound_ids(ids)
+        return keep, keys()
+
+    def _sound_ids(self, ids: IdArray) -> tuple[NDArray[np.bool_] | None, Callable[[], list[str]]]:
+        """The verdicts of int64 ``ids`` (in range) now, the kept ones' keys when asked: a search's hits.
+
+        Returns ``(keep, keys)``: ``keep`` as :meth:`sound_keys` gives it,
+        decided here (every record and key is checked now, so which hits
+        exist, and any :class:`CorruptIndexError` a damaged key table raises,
+        does not wait), and ``keys()`` the kept ids' keys in order, built
+        when called. ``keys`` holds the segments' readers or their table
+        views, so it may be called from any thread, any number of times
+        (equal lists), and after the index closed or a merge replaced the
+        segments. O(len(ids)); ``keys()`` O(len(ids)) more.
+        """
+        count = ids.shape[0]
+        if count <= _KEYS_ONE_BY_ONE or (len(self._parts) > 1 and count <= _KEYS_ONE_BY_ONE_SEGMENTS):
             views: _KeyViews = self.memo(("engine", "key views"), lambda: _KeyViews(self._parts))
-            resolved = views.keys(ids.tolist())
-            if resolved is not None:
-                return None, resolved
+            listed = ids.tolist()
+            if views.sound(listed):
+                return None, functools.partial(views.read, listed)
         if len(self._parts) == 1:
             part = self._parts[0]
+            reader = part.reader
             local = ids if part.deleted is None else part.live_locals[ids]
-            ok = part.reader.records_ok(local)
-            if bool(ok.all()):
-                return None, part.reader.keys_at(local)
-            return ok, part.reader.keys_at(local[ok])
-        # Several segments: each segment's hits are looked up once, records then keys.
-        keep = np.ones(ids.shape[0], dtype=bool)
-        found: list[tuple[NDArray[np.intp], NDArray[np.bool_], list[str]]] = []
+            ok = reader.hit_verdicts(local)
+            if ok is None:
+                return None, functools.partial(reader.keys_at, local)
+            return ok, functools.partial(reader.keys_at, local[ok])
+        # Several segments: each segment's hits are checked once, records then keys.
+        keep = np.ones(count, dtype=bool)
+        groups: list[tuple[SegmentReader, list[int], IdArray]] = []
         for index, positions, local in self._split(ids):
             reader = self._parts[index].reader
-            ok = reader.records_ok(local)
-            if bool(ok.all()):
-                found.append((positions, ok, reader.keys_at(local)))
-            else:
+            ok = reader.hit_verdicts(local)
+            if ok is not None:
                 keep[positions] = ok
-                found.append((positions, ok, reader.keys_at(local[ok])))
-        keys: list[str] = [""] * int(ids.shape[0])
-        for positions, ok, part_keys in found:
-            for position, key in zip(positions[ok].tolist(), part_keys, strict=True):
-                keys[position] = key
+                positions, local = positions[ok], local[ok]
+            groups.append((reader, positions.tolist(), local))
         if bool(keep.all()):
-            return None, keys
-        return keep, [key for key, kept in zip(keys, keep.tolist(), strict=True) if kept]
+            return None, functools.partial(_keys_in_place, groups, int(count), None)
+        return keep, functools.partial(_keys_in_place, groups, int(count), keep.tolist())
 
     def fields_of(self, ids: IdArray) -> list[Mapping[str, FieldValue]]:
         """Stored fields of many documents, decoded only when first read. O(len(ids)).

@@ -56,15 +56,14 @@ class RecentSearches:
         self, query: Query | str, k: int, fuser: Fuser, scorers: tuple[Scorer, ...], depth: int | None
     ) -> None:
         """Keep this search among the newest :data:`WARM_SEARCHES` distinct ones (for :meth:`replay`)."""
-        try:
-            key = (query, k, depth, id(fuser), *map(id, scorers))
-            hash(key)
-        except TypeError:  # a query that cannot be a key is not replayed
-            return
+        key = (query, k, depth, id(fuser), *map(id, scorers))
         with self._lock:
             recent = self.recent
-            recent.pop(key, None)
-            recent[key] = (query, k, fuser, scorers, depth)
+            try:  # hashing the key: a query that cannot be a key (TypeError) is not replayed
+                recent.pop(key, None)
+                recent[key] = (query, k, fuser, scorers, depth)
+            except TypeError:  # nothing changed: pop on an empty dict does not hash, the store raised
+                return
             if len(recent) > WARM_SEARCHES:
                 del recent[next(iter(recent))]
 

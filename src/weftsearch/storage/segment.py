@@ -406,20 +406,15 @@ class SegmentReader:
     def keys_at(self, local: NDArray[np.int64]) -> list[str]:
         """Keys of some documents, decoded one by one (no full key-table decode). O(len(local)).
 
-        Each key is checked the first time it is asked for (see below) and the
-        verdict kept (one byte per document, like :meth:`records_ok`), so a
-        later lookup only slices and decodes.
+        Each key is checked the first time it is asked for
+        (:meth:`check_keys_at`) and the verdict kept (one byte per document,
+        like :meth:`records_ok`), so a later lookup only slices and decodes.
         """
         if "keys" in self._cache:
             return [str(key) for key in self._cache["keys"][local]]
+        self.check_keys_at(local)
         blob, offsets = self._key_table()
         positions = np.asarray(local, dtype=np.int64)
-        checked: NDArray[np.bool_] = self._memo("keys.checked", lambda: np.zeros(self.n_docs, dtype=bool))
-        seen = checked[positions]
-        if not seen.all():
-            unchecked = positions[~seen]
-            self._check_keys_at(blob, offsets, unchecked)
-            checked[unchecked] = True  # only after every one passed
         if positions.shape[0] < _GATHER_KEYS_FROM:
             view = memoryview(blob)  # type: ignore[arg-type]
             bounds = offsets[positions].tolist(), offsets[positions + 1].tolist()
@@ -436,6 +431,55 @@ class SegmentReader:
         gathered = blob[source] if blob.shape[0] else np.zeros(source.shape[0], dtype=np.uint8)
         gathered[first + lengths] = 0
         return gathered.tobytes().decode("utf-8").split("\x00")[:-1]
+
+    def hit_verdicts(self, local: NDArray[np.int64]) -> NDArray[np.bool_] | None:
+        """Check what a search reports of some documents: their records and keys, not decoding them.
+
+        Returns ``None`` when every record of ``local`` is sound (the common
+        case), else :meth:`records_ok`'s mask; the keys of the sound ones are
+        checked as :meth:`check_keys_at` checks them. Both read and keep the
+        verdicts :meth:`records_ok` and :meth:`keys_at` keep, so documents
+        seen before cost a few numpy calls and nothing per document in Python.
+        O(len(local)).
+
+        Raises:
+            CorruptIndexError: a sound record's key breaks the key table's rule.
+
+        """
+        state: NDArray[np.uint8] = self._memo("stored.state", lambda: np.zeros(self.n_docs, dtype=np.uint8))
+        if bool((state[local] == 1).all()):
+            checked: NDArray[np.bool_] = self._memo("keys.checked", lambda: np.zeros(self.n_docs, dtype=bool))
+            if "keys" in self._cache or bool(checked[local].all()):
+                return None
+        ok = self.records_ok(local)
+        if bool(ok.all()):
+            self.check_keys_at(local)
+            return None
+        self.check_keys_at(local[ok])
+        return ok
+
+    def check_keys_at(self, local: NDArray[np.int64]) -> None:
+        """Check the keys of some documents as :meth:`keys_at` does, without decoding them.
+
+        Each key is checked the first time it is asked for and the verdict
+        kept, so a later :meth:`keys_at` of these only slices and decodes (a
+        search checks its hits' keys at once and decodes them when read).
+        O(len(local)), O(1) numpy calls once every key was checked.
+
+        Raises:
+            CorruptIndexError: a key breaks the key table's rule.
+
+        """
+        if "keys" in self._cache:
+            return  # the whole table was decoded, which checked it
+        checked: NDArray[np.bool_] = self._memo("keys.checked", lambda: np.zeros(self.n_docs, dtype=bool))
+        positions = np.asarray(local, dtype=np.int64)
+        seen = checked[positions]
+        if not seen.all():
+            blob, offsets = self._key_table()
+            unchecked = positions[~seen]
+            self._check_keys_at(blob, offsets, unchecked)
+            checked[unchecked] = True  # only after every one passed
 
     def _check_keys_at(
         self, blob: NDArray[np.uint8], offsets: NDArray[np.uint64], positions: NDArray[np.int64]
