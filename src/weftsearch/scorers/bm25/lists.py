@@ -9,8 +9,8 @@ with the snapshot; per query, :func:`plan` looks its terms up (a few integers
 of set-up, no numpy array) and :func:`run` is one kernel call
 (``weft_bm25_query``, which lays the rows out by segment itself) whose results
 are already in canonical order unless two tie on a several-segment snapshot.
-:func:`run_batch` is the batch (its set-up done once for all its queries), on threads inside C. :func:`gather` and
-:func:`search` are the older table-per-query interface (a library built
+:func:`run_batch` is the batch (its set-up done once for all its queries), on
+threads inside C. :func:`gather` and :func:`search` are the older table-per-query interface (a library built
 before ``weft_bm25_query``).
 
 Block metadata (per block: last local id, largest tf, smallest document
