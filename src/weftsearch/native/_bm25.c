@@ -1086,10 +1086,36 @@ static int64_t collect(selection *sel, int64_t *ids_out, double *scores_out, int
  * Results are every document whose score is at least the k-th best score
  * (ties included), so there may be more than k.
  */
+/*
+ * Working memory a caller keeps across its queries (the batch: one per thread), so a query of a
+ * small index does not allocate and clear the dense pass's sums afresh. {NULL, 0}: none yet.
+ */
+typedef struct {
+    double *sums;      /* the dense pass's per-document sums: all zero between queries */
+    int64_t sums_size; /* documents they have room for */
+} scratch;
+
+static int64_t top_k_into(const int64_t *lists_raw, int64_t n_lists, const int64_t *parts_raw, int64_t n_parts,
+                          const double *weights, int64_t m, double k1, double b, double avgdl, int64_t k,
+                          double bound_scale, int64_t *ids_out, double *scores_out, int64_t out_capacity,
+                          int64_t *stats, scratch *keep);
+
 int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t *parts_raw, int64_t n_parts,
                         const double *weights, int64_t m, double k1, double b, double avgdl, int64_t k,
                         double bound_scale, int64_t *ids_out, double *scores_out, int64_t out_capacity,
                         int64_t *stats) {
+    scratch own = {NULL, 0};
+    int64_t result = top_k_into(lists_raw, n_lists, parts_raw, n_parts, weights, m, k1, b, avgdl, k, bound_scale,
+                                ids_out, scores_out, out_capacity, stats, &own);
+    free(own.sums);
+    return result;
+}
+
+/* weft_bm25_top_k with the caller's working memory (`keep`, whose sums it leaves zeroed). */
+static int64_t top_k_into(const int64_t *lists_raw, int64_t n_lists, const int64_t *parts_raw, int64_t n_parts,
+                          const double *weights, int64_t m, double k1, double b, double avgdl, int64_t k,
+                          double bound_scale, int64_t *ids_out, double *scores_out, int64_t out_capacity,
+                          int64_t *stats, scratch *keep) {
     const list_desc *lists = (const list_desc *)lists_raw;
     const part_desc *parts = (const part_desc *)parts_raw;
     for (int i = 0; i < 5; i++) stats[i] = 0;
@@ -1116,8 +1142,6 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     w.threshold = -INFINITY;
     int64_t result = -1;
     if (!walk_alloc(&w, k, largest_part)) goto done;
-    double *sums = NULL; /* the dense pass's per-document sums, sized by the largest dense part */
-    int64_t sums_size = 0;
     for (int64_t p = 0, first = 0; p < n_parts && !w.sel.failed && !w.corrupt; p++) {
         part_walk pw = {&parts[p], (const double *)(uintptr_t)parts[p].norms,
                         (const int64_t *)(uintptr_t)parts[p].to_global, 0};
@@ -1127,21 +1151,22 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
         if (w.corrupt) break;
         if (pw.n == 0) continue;
         if (dense) {
-            if (pw.part->n_docs > sums_size) {
-                free(sums);
-                sums_size = pw.part->n_docs;
-                sums = calloc((size_t)sums_size, sizeof(double));
-                if (sums == NULL) {
+            /* Sized by the largest dense part seen; walk_part_dense leaves them zeroed for the next. */
+            if (pw.part->n_docs > keep->sums_size) {
+                free(keep->sums);
+                keep->sums_size = 0;
+                keep->sums = calloc((size_t)pw.part->n_docs, sizeof(double));
+                if (keep->sums == NULL) {
                     w.sel.failed = 1;
                     break;
                 }
+                keep->sums_size = pw.part->n_docs;
             }
-            walk_part_dense(&w, &pw, sums);
+            walk_part_dense(&w, &pw, keep->sums);
         } else {
             walk_part(&w, &pw);
         }
     }
-    free(sums);
     if (w.sel.failed) goto done;
     stats[1] = w.blocks_scored;
     stats[3] = w.postings_scored;
@@ -1322,9 +1347,26 @@ int64_t weft_bm25_top_k_batch(const int64_t *lists_raw, const int64_t *list_star
  * On -3 (a corrupt list) stats[0] is the term's index and stats[5] the part's.
  * Returns what weft_bm25_top_k returns.
  */
+static int64_t query_into(const int64_t *terms, int64_t m, const double *weights, const int64_t *parts_raw,
+                          int64_t n_parts, double k1, double b, double avgdl, int64_t k, double bound_scale,
+                          int64_t *ids_out, double *scores_out, int64_t out_capacity, int64_t *stats,
+                          scratch *keep);
+
 int64_t weft_bm25_query(const int64_t *terms, int64_t m, const double *weights, const int64_t *parts_raw,
                         int64_t n_parts, double k1, double b, double avgdl, int64_t k, double bound_scale,
                         int64_t *ids_out, double *scores_out, int64_t out_capacity, int64_t *stats) {
+    scratch own = {NULL, 0};
+    int64_t result = query_into(terms, m, weights, parts_raw, n_parts, k1, b, avgdl, k, bound_scale, ids_out,
+                                scores_out, out_capacity, stats, &own);
+    free(own.sums);
+    return result;
+}
+
+/* weft_bm25_query with the caller's working memory (see scratch). */
+static int64_t query_into(const int64_t *terms, int64_t m, const double *weights, const int64_t *parts_raw,
+                          int64_t n_parts, double k1, double b, double avgdl, int64_t k, double bound_scale,
+                          int64_t *ids_out, double *scores_out, int64_t out_capacity, int64_t *stats,
+                          scratch *keep) {
     for (int i = 0; i < 6; i++) stats[i] = 0;
     if (m <= 0 || n_parts < 0 || m > INT64_MAX / 2) return -2;
     int64_t n_lists = 0;
@@ -1370,8 +1412,8 @@ int64_t weft_bm25_query(const int64_t *terms, int64_t m, const double *weights, 
             }
         }
     }
-    result = weft_bm25_top_k((const int64_t *)lists, n_lists, parts_raw, n_parts, weights, m, k1, b, avgdl, k,
-                             bound_scale, ids_out, scores_out, out_capacity, stats);
+    result = top_k_into((const int64_t *)lists, n_lists, parts_raw, n_parts, weights, m, k1, b, avgdl, k,
+                        bound_scale, ids_out, scores_out, out_capacity, stats, keep);
     if (result == -3) {
         int64_t index = stats[0];
         stats[0] = index >= 0 && index < n_lists ? lists[index].term : -1;
@@ -1406,25 +1448,28 @@ typedef struct {
     int64_t next; /* the next query to take (atomic) */
 } batch_job;
 
-static void run_query(batch_job *job, int64_t q) {
+static void run_query(batch_job *job, int64_t q, scratch *keep) {
     int64_t first = job->term_starts[q], end = job->term_starts[q + 1];
     if (first < 0 || end < first || end > INT64_MAX / 2) {
         job->counts_out[q] = -2;
         return;
     }
-    job->counts_out[q] = weft_bm25_query(job->terms + 2 * first, end - first, job->weights + first, job->parts,
-                                         job->n_parts, job->k1, job->b, job->avgdl, job->k, job->bound_scale,
-                                         job->ids_out + q * job->slot, job->scores_out + q * job->slot, job->slot,
-                                         job->stats + 6 * q);
+    job->counts_out[q] = query_into(job->terms + 2 * first, end - first, job->weights + first, job->parts,
+                                    job->n_parts, job->k1, job->b, job->avgdl, job->k, job->bound_scale,
+                                    job->ids_out + q * job->slot, job->scores_out + q * job->slot, job->slot,
+                                    job->stats + 6 * q, keep);
 }
 
+/* Takes queries until none is left; its working memory serves all of them (a query leaves it as found). */
 static void *batch_worker(void *argument) {
     batch_job *job = argument;
+    scratch keep = {NULL, 0};
     for (;;) {
         int64_t q = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
         if (q >= job->n_queries) break;
-        run_query(job, q);
+        run_query(job, q, &keep);
     }
+    free(keep.sums);
     return NULL;
 }
 
