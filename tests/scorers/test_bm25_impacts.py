@@ -237,9 +237,14 @@ def test_a_corrupt_list_is_named_when_its_table_is_built(monkeypatch: pytest.Mon
 
 @needs_query
 @needs_impacts
-def test_the_dense_pass_counts_every_live_document_it_summed() -> None:
-    """``documents_scored``: every live (allowed) document holding a term, whatever k, as before the gate."""
-    index, words = build(23, 2, 300, 8, 0.2, 6)
+@pytest.mark.parametrize("deleted", [0.2, 0.0])
+def test_the_dense_pass_counts_every_live_document_it_summed(deleted: float) -> None:
+    """``documents_scored``: every live (allowed) document holding a term, whatever k, as before the gate.
+
+    Without deletions (and without a filter) the offer scan takes its every-document-live
+    branch, which counts in integer lanes: the same count.
+    """
+    index, words = build(23, 2, 300, 8, deleted, 6)
     snapshot = index.snapshot()
     scorer = BM25Scorer()
     for text in (f"{words[0]} {words[1]} {words[5]}", words[0]):

@@ -1005,7 +1005,16 @@ static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
             /* The impact table: no decoding, no division (impact(...) * weight, the same bits). */
             const double *impacts = c->impacts, weight = c->weight;
             const uint32_t *ids = c->local_ids;
-            for (int64_t i = 0; i < c->count; i++) sums[ids[i]] += impacts[i] * weight;
+            int64_t i = 0;
+            /* Four at a time (a list holds an id once, so the four sums are distinct documents): the
+             * same additions in the same order per document, with a quarter of the loop's overhead. */
+            for (; i + 4 <= c->count; i += 4) {
+                sums[ids[i]] += impacts[i] * weight;
+                sums[ids[i + 1]] += impacts[i + 1] * weight;
+                sums[ids[i + 2]] += impacts[i + 2] * weight;
+                sums[ids[i + 3]] += impacts[i + 3] * weight;
+            }
+            for (; i < c->count; i++) sums[ids[i]] += impacts[i] * weight;
             w->postings_scored += c->count;
             w->blocks_scored += c->n_blocks;
             continue;
@@ -1025,6 +1034,55 @@ static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
     int64_t scored = 0; /* every live document above 0 had its full score summed: the statistic counts them all */
     double run[WEFT_SCAN_RUN];
     int64_t start = 0;
+#ifdef __SSE2__
+    if (pw->to_global == NULL && !w->corrupt) {
+        /*
+         * Every document live (no deletion map): a full run is read into registers, cleared, and
+         * counted above 0 with integer lanes (a true comparison is -1 in its lane, subtracted);
+         * only a run holding a document at or above the gate (rare once there is a threshold)
+         * is copied out and offered, as scan_run's caller does. The same comparisons and offers
+         * in the same order as the loop below, in about half its instructions.
+         */
+        const __m128d zero = _mm_setzero_pd();
+        __m128i above = _mm_setzero_si128();
+        __m128d g = _mm_set1_pd(gate);
+        for (; start + WEFT_SCAN_RUN <= n_docs && !w->sel.failed; start += WEFT_SCAN_RUN) {
+            double *at = sums + start;
+            __m128d v0 = _mm_loadu_pd(at), v1 = _mm_loadu_pd(at + 2), v2 = _mm_loadu_pd(at + 4),
+                    v3 = _mm_loadu_pd(at + 6);
+            _mm_storeu_pd(at, zero);
+            _mm_storeu_pd(at + 2, zero);
+            _mm_storeu_pd(at + 4, zero);
+            _mm_storeu_pd(at + 6, zero);
+            above = _mm_sub_epi64(above, _mm_castpd_si128(_mm_cmpgt_pd(v0, zero)));
+            above = _mm_sub_epi64(above, _mm_castpd_si128(_mm_cmpgt_pd(v1, zero)));
+            above = _mm_sub_epi64(above, _mm_castpd_si128(_mm_cmpgt_pd(v2, zero)));
+            above = _mm_sub_epi64(above, _mm_castpd_si128(_mm_cmpgt_pd(v3, zero)));
+            __m128d c0 = _mm_cmpge_pd(v0, g), c1 = _mm_cmpge_pd(v1, g), c2 = _mm_cmpge_pd(v2, g),
+                    c3 = _mm_cmpge_pd(v3, g);
+            if (!_mm_movemask_pd(_mm_or_pd(_mm_or_pd(c0, c1), _mm_or_pd(c2, c3)))) continue;
+            _mm_storeu_pd(run, v0);
+            _mm_storeu_pd(run + 2, v1);
+            _mm_storeu_pd(run + 4, v2);
+            _mm_storeu_pd(run + 6, v3);
+            unsigned ge = (unsigned)_mm_movemask_pd(c0) | (unsigned)_mm_movemask_pd(c1) << 2 |
+                          (unsigned)_mm_movemask_pd(c2) << 4 | (unsigned)_mm_movemask_pd(c3) << 6;
+            while (ge) {
+                int bit = __builtin_ctz(ge);
+                ge &= ge - 1;
+                double score = run[bit];
+                if (!(score >= gate)) continue; /* the gate rose within the run */
+                w->threshold = offer(&w->sel, score, pw->part->base + start + bit);
+                if (w->sel.failed) break;
+                gate = w->threshold > least ? w->threshold : least;
+            }
+            g = _mm_set1_pd(gate);
+        }
+        int64_t lanes[2];
+        _mm_storeu_si128((__m128i *)lanes, above);
+        scored += lanes[0] + lanes[1];
+    }
+#endif
     for (; start < n_docs && !w->corrupt && !w->sel.failed; start += WEFT_SCAN_RUN) {
         int64_t n = n_docs - start < WEFT_SCAN_RUN ? n_docs - start : WEFT_SCAN_RUN;
         const int64_t *to_global = pw->to_global != NULL ? pw->to_global + start : NULL;
