@@ -1,4 +1,4 @@
-"""``Index.search_many`` with one BM25 stream (issue 31, item 2): one batch, the same results as one search each.
+"""``Index.search_many`` with one BM25 stream (issue 31, item 2): one batch, one search's results each.
 
 The batch plans every query's terms at once, runs them in one compiled call (on
 threads inside C when asked) and reads the hits' records and keys in one pass;
@@ -38,7 +38,8 @@ def build(seed: int, segments: int, docs: int, vocabulary: int, deleted: float) 
             serial += 1
         index.add_many(batch)
         index.snapshot()  # seals the batch into its own in-memory segment
-    doomed = [key for key in index.keys() if rng.random() < deleted]
+    keys = index.keys()
+    doomed = [key for key in keys if rng.random() < deleted]
     if doomed:
         index.delete_many(doomed)
     return index, words
@@ -125,7 +126,7 @@ def test_every_query_keeps_its_own_plan(segments: int, threads: int | None) -> N
 
 @pytest.mark.parametrize("segments", [1, 3])
 def test_a_damaged_record_leaves_its_hit_out_of_the_batch_as_of_a_search(segments: int) -> None:
-    """The batch reads every query's record verdicts at once: a damaged hit is left out of each query it is in."""
+    """The batch reads all its record verdicts at once: a damaged hit is left out of each query holding it."""
     index, words = build(5, segments, 80, 6, 0.0)
     snapshot = index.snapshot()
     texts = [words[0], f"{words[0]} {words[1]}", words[1], "absent", words[0]]
