@@ -326,10 +326,16 @@ class SearchResults(Sequence[Hit]):
         results.fuser = fuser
         results.generation = generation
         results.depth = depth
-        results._plans = tuple(stream.plan for stream in streams) or (None,) * len(results.signals)
-        results.cut_short = tuple(
-            label for label, stream in zip(results.signals, streams, strict=False) if not stream.complete
-        )
+        if len(streams) == 1:
+            # One stream (every single-scorer search): no generator per search.
+            only = streams[0]
+            results._plans = (only.plan,)
+            results.cut_short = () if only.complete else results.signals[:1]
+        else:
+            results._plans = tuple(stream.plan for stream in streams) or (None,) * len(results.signals)
+            results.cut_short = tuple(
+                label for label, stream in zip(results.signals, streams, strict=False) if not stream.complete
+            )
         results._keys = tuple(keys)
         results._scores = _frozen_array(scores)
         results._ranks = _frozen_array(ranks)

@@ -535,37 +535,97 @@ static int64_t check_impacts(const list_desc *lists, int64_t n_lists, const part
     return 0;
 }
 
-/* Allocate the walk's working memory for k results and parts of up to `largest_part` lists; 0: out of memory. */
-static int walk_alloc(walk *w, int64_t k, int64_t largest_part) {
-    w->sel = (selection){k, 0, 0, 64, NULL, NULL, 0};
-    w->sel.heap = malloc((size_t)k * sizeof(scored_id));
-    w->sel.store = malloc((size_t)w->sel.capacity * sizeof(scored_id));
-    size_t width = (size_t)(largest_part > 0 ? largest_part : 1);
-    w->cursors = malloc(width * sizeof(cursor));
-    w->lanes = malloc(2 * width * sizeof(lane));
-    w->order = malloc(width * sizeof(int64_t));
-    w->cum = malloc((width + 1) * sizeof(double));
-    w->partial = malloc(WEFT_WINDOW * sizeof(double));
-    int64_t total_blocks = 0;
-    for (int64_t i = 0; i < w->n_lists; i++) total_blocks += w->lists[i].n_blocks;
-    size_t block_slots = (size_t)(total_blocks > 0 ? total_blocks : 1);
-    w->bounds = (uint64_t)total_blocks > SIZE_MAX / sizeof(double) ? NULL : malloc(block_slots * sizeof(double));
-    w->word_starts =
-        (uint64_t)total_blocks > SIZE_MAX / sizeof(int64_t) ? NULL : malloc(block_slots * sizeof(int64_t));
-    return w->sel.heap && w->sel.store && w->cursors && w->lanes && w->order && w->cum && w->partial &&
-           w->bounds && w->word_starts;
+/*
+ * Working memory a caller keeps across its queries (the batch: one per thread), so a query of a
+ * small index neither allocates its walk's buffers nor clears the dense pass's sums afresh: each
+ * buffer grows when a query needs more and is freed by scratch_free. All zero: none yet.
+ */
+typedef struct {
+    double *sums;      /* the dense pass's per-document sums: all zero between queries */
+    int64_t sums_size; /* documents they have room for */
+    scored_id *heap, *store;
+    int64_t heap_size, store_size; /* the store's room: offer() grows it, walk_done takes it back */
+    cursor *cursors;
+    lane *lanes;
+    int64_t *order;
+    double *cum;
+    int64_t width; /* lists of one part the four above have room for */
+    double *partial;
+    double *bounds;
+    int64_t *word_starts;
+    int64_t blocks; /* blocks the two above have room for */
+} scratch;
+
+static void scratch_free(scratch *keep) {
+    free(keep->sums);
+    free(keep->heap);
+    free(keep->store);
+    free(keep->cursors);
+    free(keep->lanes);
+    free(keep->order);
+    free(keep->cum);
+    free(keep->partial);
+    free(keep->bounds);
+    free(keep->word_starts);
+    *keep = (scratch){0};
 }
 
-static void walk_free(walk *w) {
-    free(w->word_starts);
-    free(w->bounds);
-    free(w->partial);
-    free(w->cum);
-    free(w->order);
-    free(w->lanes);
-    free(w->cursors);
-    free(w->sel.store);
-    free(w->sel.heap);
+/*
+ * The walk's working memory for k results and parts of up to `largest_part` lists, from `keep`
+ * (grown where it is too small); 0: out of memory (what was allocated stays in keep).
+ */
+static int walk_alloc(walk *w, int64_t k, int64_t largest_part, scratch *keep) {
+    if (keep->heap_size < k) {
+        free(keep->heap);
+        keep->heap = malloc((size_t)k * sizeof(scored_id));
+        keep->heap_size = keep->heap != NULL ? k : 0;
+    }
+    if (keep->store == NULL) {
+        keep->store = malloc(64 * sizeof(scored_id));
+        keep->store_size = keep->store != NULL ? 64 : 0;
+    }
+    int64_t width = largest_part > 0 ? largest_part : 1;
+    if (keep->width < width) {
+        free(keep->cursors);
+        free(keep->lanes);
+        free(keep->order);
+        free(keep->cum);
+        keep->cursors = malloc((size_t)width * sizeof(cursor));
+        keep->lanes = malloc(2 * (size_t)width * sizeof(lane));
+        keep->order = malloc((size_t)width * sizeof(int64_t));
+        keep->cum = malloc(((size_t)width + 1) * sizeof(double));
+        keep->width = keep->cursors && keep->lanes && keep->order && keep->cum ? width : 0;
+    }
+    if (keep->partial == NULL) keep->partial = malloc(WEFT_WINDOW * sizeof(double));
+    int64_t total_blocks = 0;
+    for (int64_t i = 0; i < w->n_lists; i++) total_blocks += w->lists[i].n_blocks;
+    int64_t block_slots = total_blocks > 0 ? total_blocks : 1;
+    if (keep->blocks < block_slots) {
+        free(keep->bounds);
+        free(keep->word_starts);
+        int fits = (uint64_t)block_slots <= SIZE_MAX / sizeof(double);
+        keep->bounds = fits ? malloc((size_t)block_slots * sizeof(double)) : NULL;
+        keep->word_starts = fits ? malloc((size_t)block_slots * sizeof(int64_t)) : NULL;
+        keep->blocks = keep->bounds && keep->word_starts ? block_slots : 0;
+    }
+    w->sel = (selection){k, 0, 0, keep->store_size, keep->heap, keep->store, 0};
+    w->cursors = keep->cursors;
+    w->lanes = keep->lanes;
+    w->order = keep->order;
+    w->cum = keep->cum;
+    w->partial = keep->partial;
+    w->bounds = keep->bounds;
+    w->word_starts = keep->word_starts;
+    return keep->heap_size >= k && keep->store_size > 0 && keep->width >= width && keep->partial != NULL &&
+           keep->blocks >= block_slots;
+}
+
+/* The walk is over: `keep` takes back the store, which offer() may have moved and grown. */
+static void walk_done(walk *w, scratch *keep) {
+    if (w->sel.store != NULL) {
+        keep->store = w->sel.store;
+        keep->store_size = w->sel.capacity;
+    }
 }
 
 /*
@@ -1144,15 +1204,6 @@ static int64_t collect(selection *sel, int64_t *ids_out, double *scores_out, int
  * Results are every document whose score is at least the k-th best score
  * (ties included), so there may be more than k.
  */
-/*
- * Working memory a caller keeps across its queries (the batch: one per thread), so a query of a
- * small index does not allocate and clear the dense pass's sums afresh. {NULL, 0}: none yet.
- */
-typedef struct {
-    double *sums;      /* the dense pass's per-document sums: all zero between queries */
-    int64_t sums_size; /* documents they have room for */
-} scratch;
-
 static int64_t top_k_into(const int64_t *lists_raw, int64_t n_lists, const int64_t *parts_raw, int64_t n_parts,
                           const double *weights, int64_t m, double k1, double b, double avgdl, int64_t k,
                           double bound_scale, int64_t *ids_out, double *scores_out, int64_t out_capacity,
@@ -1162,10 +1213,10 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
                         const double *weights, int64_t m, double k1, double b, double avgdl, int64_t k,
                         double bound_scale, int64_t *ids_out, double *scores_out, int64_t out_capacity,
                         int64_t *stats) {
-    scratch own = {NULL, 0};
+    scratch own = {0};
     int64_t result = top_k_into(lists_raw, n_lists, parts_raw, n_parts, weights, m, k1, b, avgdl, k, bound_scale,
                                 ids_out, scores_out, out_capacity, stats, &own);
-    free(own.sums);
+    scratch_free(&own);
     return result;
 }
 
@@ -1199,7 +1250,7 @@ static int64_t top_k_into(const int64_t *lists_raw, int64_t n_lists, const int64
     w.margin = 1.0 + ((double)m + 8.0) * ldexp(1.0, -46);
     w.threshold = -INFINITY;
     int64_t result = -1;
-    if (!walk_alloc(&w, k, largest_part)) goto done;
+    if (!walk_alloc(&w, k, largest_part, keep)) goto done;
     for (int64_t p = 0, first = 0; p < n_parts && !w.sel.failed && !w.corrupt; p++) {
         part_walk pw = {&parts[p], (const double *)(uintptr_t)parts[p].norms,
                         (const int64_t *)(uintptr_t)parts[p].to_global, 0};
@@ -1236,7 +1287,7 @@ static int64_t top_k_into(const int64_t *lists_raw, int64_t n_lists, const int64
     }
     result = collect(&w.sel, ids_out, scores_out, out_capacity);
 done:
-    walk_free(&w);
+    walk_done(&w, keep);
     return result;
 }
 
@@ -1268,6 +1319,7 @@ int64_t weft_bm25_impacts(const int64_t *row_raw, const double *norms, int64_t n
     one.impacts = 0;
     part_desc part = {(int64_t)(uintptr_t)norms, 0, 0, n_docs};
     double weight = 1.0;
+    scratch own = {0};
     walk w = {0};
     w.lists = &one;
     w.n_lists = 1;
@@ -1278,7 +1330,7 @@ int64_t weft_bm25_impacts(const int64_t *row_raw, const double *norms, int64_t n
     w.bound_scale = 1.0;
     w.threshold = -INFINITY;
     int64_t result = -1;
-    if (!walk_alloc(&w, 1, 1)) goto done;
+    if (!walk_alloc(&w, 1, 1, &own)) goto done;
     result = -3;
     /* Checks the block table (widths, increasing last ids, the words, the last id below n_docs). */
     if (open_cursors(&w, 0, 0, &part, 0) != 1 || w.corrupt) goto done;
@@ -1300,7 +1352,8 @@ int64_t weft_bm25_impacts(const int64_t *row_raw, const double *norms, int64_t n
     memcpy(&table[3], &k1, sizeof k1);
     result = 0;
 done:
-    walk_free(&w);
+    walk_done(&w, &own);
+    scratch_free(&own);
     return result;
 }
 
@@ -1413,10 +1466,10 @@ static int64_t query_into(const int64_t *terms, int64_t m, const double *weights
 int64_t weft_bm25_query(const int64_t *terms, int64_t m, const double *weights, const int64_t *parts_raw,
                         int64_t n_parts, double k1, double b, double avgdl, int64_t k, double bound_scale,
                         int64_t *ids_out, double *scores_out, int64_t out_capacity, int64_t *stats) {
-    scratch own = {NULL, 0};
+    scratch own = {0};
     int64_t result = query_into(terms, m, weights, parts_raw, n_parts, k1, b, avgdl, k, bound_scale, ids_out,
                                 scores_out, out_capacity, stats, &own);
-    free(own.sums);
+    scratch_free(&own);
     return result;
 }
 
@@ -1521,13 +1574,13 @@ static void run_query(batch_job *job, int64_t q, scratch *keep) {
 /* Takes queries until none is left; its working memory serves all of them (a query leaves it as found). */
 static void *batch_worker(void *argument) {
     batch_job *job = argument;
-    scratch keep = {NULL, 0};
+    scratch keep = {0};
     for (;;) {
         int64_t q = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
         if (q >= job->n_queries) break;
         run_query(job, q, &keep);
     }
-    free(keep.sums);
+    scratch_free(&keep);
     return NULL;
 }
 
