@@ -1046,6 +1046,55 @@ static inline unsigned scan_run(double *sums, const int64_t *to_global, int64_t 
     return ge;
 }
 
+/* Selecting a first gate from group maxima (floor_of_groups) pays from this k on. */
+#ifndef WEFT_GROUP_GATE_FROM_K
+#define WEFT_GROUP_GATE_FROM_K 32
+#endif
+
+/* The k-th largest of values[0 ..< n] (1 <= k <= n), reordering them: quickselect, O(n) expected. */
+static double kth_largest(double *values, int64_t n, int64_t k) {
+    int64_t low = 0, high = n - 1, want = k - 1;
+    while (low < high) {
+        double pivot = values[low + (high - low) / 2];
+        int64_t i = low, j = high;
+        while (i <= j) {
+            while (values[i] > pivot) i++;
+            while (values[j] < pivot) j--;
+            if (i <= j) {
+                double t = values[i];
+                values[i] = values[j];
+                values[j] = t;
+                i++, j--;
+            }
+        }
+        if (want <= j)
+            high = j;
+        else if (want >= i)
+            low = i;
+        else
+            return values[want];
+    }
+    return values[want];
+}
+
+/*
+ * A lower bound of the k-th best score among n_docs sums, all of live documents: the k-th largest
+ * of the maxima of groups of `group` consecutive sums (when at least k groups exist; else 0). At
+ * least k groups reach it, each through a document of its own, so at least k documents score at
+ * least it, and the k-th best does too. Read-only; `maxima` has room for n_docs / group values.
+ */
+static double floor_of_groups(const double *sums, int64_t n_docs, int64_t group, int64_t k, double *maxima) {
+    int64_t groups = n_docs / group;
+    if (groups < k) return 0.0;
+    for (int64_t g = 0; g < groups; g++) {
+        const double *at = sums + g * group;
+        double top = at[0];
+        for (int64_t i = 1; i < group; i++) top = at[i] > top ? at[i] : top;
+        maxima[g] = top;
+    }
+    return kth_largest(maxima, groups, k);
+}
+
 /*
  * Score one part densely into sums (n_docs zeroed doubles, left zeroed); see weft_bm25_dense_max_docs.
  *
@@ -1103,6 +1152,20 @@ static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
          * is copied out and offered, as scan_run's caller does. The same comparisons and offers
          * in the same order as the loop below, in about half its instructions.
          */
+        if (w->sel.k >= WEFT_GROUP_GATE_FROM_K) {
+            /*
+             * A large k: offering every document at or above the running threshold in id order
+             * offers about k (1 + ln(documents / k)) of them, each a heap update. A first gate
+             * from the groups' maxima (at most WEFT_WINDOW groups, in the walk's window buffer)
+             * is at most this part's k-th best score, so no document it passes over could be
+             * among the results (they are every document at least the k-th best): the same
+             * results, from about k offers.
+             */
+            int64_t group = WEFT_SCAN_RUN;
+            while (n_docs / group > WEFT_WINDOW) group *= 2;
+            double floor = floor_of_groups(sums, n_docs, group, w->sel.k, w->partial);
+            if (floor > gate) gate = floor;
+        }
         const __m128d zero = _mm_setzero_pd();
         __m128i above = _mm_setzero_si128();
         __m128d g = _mm_set1_pd(gate);
@@ -1134,7 +1197,7 @@ static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
                 if (!(score >= gate)) continue; /* the gate rose within the run */
                 w->threshold = offer(&w->sel, score, pw->part->base + start + bit);
                 if (w->sel.failed) break;
-                gate = w->threshold > least ? w->threshold : least;
+                if (w->threshold > gate) gate = w->threshold; /* the gate never falls below the floor */
             }
             g = _mm_set1_pd(gate);
         }
