@@ -10,8 +10,8 @@ of set-up, no numpy array) and :func:`run` is one kernel call
 (``weft_bm25_query``, which lays the rows out by segment itself) whose results
 are already in canonical order unless two tie on a several-segment snapshot.
 :func:`run_batch` is the batch (its set-up done once for all its queries), on
-threads inside C. :func:`gather` and :func:`search` are the older table-per-query interface (a library built
-before ``weft_bm25_query``).
+threads inside C. :func:`gather` and :func:`search` are the older
+table-per-query interface (a library built before ``weft_bm25_query``).
 
 Block metadata (per block: last local id, largest tf, smallest document
 length) is written by the segment writer (``post.block_offsets``,
@@ -922,21 +922,27 @@ def run_batch(
     stats = batch.stats.tolist()
     results: list[BatchResult] = []
     follow = snapshot.ids_follow_keys
+    # Each query's results as views of the flat output (a 1-D slice costs half a 2-D one).
+    all_ids, all_scores = batch.ids.reshape(-1), batch.scores.reshape(-1)
+    start = 0
     for index, query in enumerate(queries):
         if not lists[index]:
             results.append(BatchResult(matched[index], postings[index], None, None, None))
-            continue
-        kept = batch.counts[index]
-        row = stats[index]
-        if kept < 0 or kept > slot:
-            alone = plan(snapshot, query.terms, query.query_tf, impacts)
-            ids, scores, found_stats = run(library, snapshot, alone, k1, b, avgdl, k)
-            results.append(BatchResult(matched[index], postings[index], ids, scores, found_stats))
-            continue
-        if row[5] and not follow:
-            ids, scores = _canonical(snapshot, batch.ids[index, :kept], batch.scores[index, :kept], k)
         else:
-            cut = kept if kept < k else k
-            ids, scores = batch.ids[index, :cut], batch.scores[index, :cut]
-        results.append(BatchResult(matched[index], postings[index], ids, scores, row))
+            kept = batch.counts[index]
+            row = stats[index]
+            if kept < 0 or kept > slot:
+                alone = plan(snapshot, query.terms, query.query_tf, impacts)
+                ids, scores, found_stats = run(library, snapshot, alone, k1, b, avgdl, k)
+                results.append(BatchResult(matched[index], postings[index], ids, scores, found_stats))
+            elif row[5] and not follow:
+                ids, scores = _canonical(
+                    snapshot, all_ids[start : start + kept], all_scores[start : start + kept], k
+                )
+                results.append(BatchResult(matched[index], postings[index], ids, scores, row))
+            else:
+                stop = start + (kept if kept < k else k)
+                ids, scores = all_ids[start:stop], all_scores[start:stop]
+                results.append(BatchResult(matched[index], postings[index], ids, scores, row))
+        start += slot
     return results
