@@ -307,13 +307,13 @@ def test_one_scorer_without_a_depth_is_asked_for_k_and_gives_the_deeper_results(
 def test_score_many_is_one_batch_call_at_every_size_and_k(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 31 item 2: small snapshots and large k went query by query through numpy; now one call."""
     calls: list[int] = []
-    real = bm25_lists.run_many
+    real = bm25_lists.run_batch
 
     def counting(*args: object, **kwargs: object) -> object:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(bm25_lists, "run_many", counting)
+    monkeypatch.setattr(bm25_lists, "run_batch", counting)
     index, words = corpus(6, 2, 300, 12, 0.1, 5)
     snapshot = index.snapshot()
     assert batch_mismatches(snapshot, queries(6, words, 20), [11, 50], [(1.2, 0.75)]) == []

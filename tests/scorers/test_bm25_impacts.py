@@ -237,9 +237,14 @@ def test_a_corrupt_list_is_named_when_its_table_is_built(monkeypatch: pytest.Mon
 
 @needs_query
 @needs_impacts
-def test_the_dense_pass_counts_every_live_document_it_summed() -> None:
-    """``documents_scored``: every live (allowed) document holding a term, whatever k, as before the gate."""
-    index, words = build(23, 2, 300, 8, 0.2, 6)
+@pytest.mark.parametrize("deleted", [0.2, 0.0])
+def test_the_dense_pass_counts_every_live_document_it_summed(deleted: float) -> None:
+    """``documents_scored``: every live (allowed) document holding a term, whatever k, as before the gate.
+
+    Without deletions (and without a filter) the offer scan takes its every-document-live
+    branch, which counts in integer lanes: the same count.
+    """
+    index, words = build(23, 2, 300, 8, deleted, 6)
     snapshot = index.snapshot()
     scorer = BM25Scorer()
     for text in (f"{words[0]} {words[1]} {words[5]}", words[0]):
@@ -250,3 +255,26 @@ def test_the_dense_pass_counts_every_live_document_it_summed() -> None:
             for k in (1, 5, 10**6):
                 plan = scorer.score(snapshot, query, k).plan
                 assert plan is not None and plan["documents_scored"] == want, (text, k)
+
+
+@needs_query
+@needs_impacts
+@pytest.mark.parametrize("segments", [1, 3])
+def test_a_large_k_gates_the_dense_pass_from_group_maxima_with_the_same_results(segments: int) -> None:
+    """From k = 32 the dense pass's first gate is the k-th largest maximum of groups of sums.
+
+    Few distinct lengths and words make many exact ties at every rank: the floor may
+    equal the k-th best score, and every document tied with it must still be kept.
+    Without deletions (the branch that takes the floor), k below, at and above the
+    number of groups, and above the documents holding a term.
+    """
+    index, words = build(31, segments, 700, 6, 0.0, 3)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer()
+    for text in (words[0], f"{words[0]} {words[1]}", " ".join(words), f"{words[2]} {words[5]} {words[5]}"):
+        query = Query(text)
+        for k in (31, 32, 33, 64, 87, 88, 89, 100, 300, 2000):
+            oracle = scorer._score_numpy(snapshot, query, k)
+            assert not differs(scorer.score(snapshot, query, k), oracle), (text, k)
+        batch = scorer.score_many(snapshot, [query] * 3, 100)
+        assert not any(differs(got, scorer._score_numpy(snapshot, query, 100)) for got in batch), text

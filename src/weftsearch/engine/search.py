@@ -1196,6 +1196,73 @@ def score_queries(
     ]
 
 
+def _passed_through_many(
+    snapshot: Snapshot, streams: Sequence[Stream], labels: Sequence[str], k: int, depth: int
+) -> list[SearchResults]:
+    """:func:`results_of` of each of one scorer's canonical ``streams``, the hits' verdicts read once.
+
+    One stream passes through cut to ``k`` (:func:`fuse_candidates`); the
+    verdicts of every query's hits are read in one ``Snapshot._sound_ids``
+    pass over the batch (a vectorised gather instead of a loop per query),
+    which each query's :func:`explain_fused` then takes its share of: a
+    verdict and a key are functions of the document alone, so each result
+    is what :func:`results_of` gives for its stream alone. The keys stay
+    unmade until a result's are first read; then the batch's are made
+    once and each result takes its slice. O(hits of the batch).
+    """
+    cut = [stream.ids[:k] for stream in streams]
+    sizes = [int(ids.shape[0]) for ids in cut]
+    keep: NDArray[np.bool_] | None = None
+    batch_keys: Callable[[], list[str]] = list
+    if any(sizes):
+        keep, batch_keys = snapshot._sound_ids(np.concatenate(cut))
+    shared = _BatchKeys(batch_keys)
+    results: list[SearchResults] = []
+    start = kept_start = 0
+    for stream, ids, size in zip(streams, cut, sizes, strict=True):
+        mask: NDArray[np.bool_] | None = None
+        kept = size
+        if keep is not None:
+            mask = keep[start : start + size]
+            kept = int(np.count_nonzero(mask))
+            if kept == size:
+                mask = None
+        resolved = (mask, functools.partial(shared.slice, kept_start, kept_start + kept))
+        start, kept_start = start + size, kept_start + kept
+        results.append(
+            explain_fused(
+                Fused(ids, stream.scores[:k], None, PASSTHROUGH),
+                (stream,),
+                labels,
+                depth,
+                generation=snapshot.generation,
+                sound_keys=lambda _ids, resolved=resolved: resolved,  # type: ignore[misc]
+                fields=snapshot.fields_of,
+            )
+        )
+    return results
+
+
+class _BatchKeys:
+    """A batch's kept keys, made by ``make`` on the first :meth:`slice` and kept.
+
+    Racing threads may both make them: equal lists, the last one kept.
+    """
+
+    __slots__ = ("_keys", "_make")
+
+    def __init__(self, make: Callable[[], list[str]]) -> None:
+        self._make = make
+        self._keys: list[str] | None = None
+
+    def slice(self, start: int, stop: int) -> list[str]:
+        """Keys ``start ..< stop`` of the kept hits: O(batch hits) the first time, then O(stop - start)."""
+        keys = self._keys
+        if keys is None:
+            keys = self._keys = self._make()
+        return keys[start:stop]
+
+
 def _score_chunk(
     snapshot: Snapshot,
     queries: Sequence[Query],
@@ -1211,6 +1278,8 @@ def _score_chunk(
         score_queries(scorer, label, snapshot, queries, depth, threads)
         for scorer, label in zip(scorers, labels, strict=True)
     ]
+    if len(columns) == 1:
+        return _passed_through_many(snapshot, columns[0], labels, k, depth)
     return [
         results_of(snapshot, [column[row] for column in columns], labels, k, fuser, depth)
         for row in range(len(queries))

@@ -535,37 +535,97 @@ static int64_t check_impacts(const list_desc *lists, int64_t n_lists, const part
     return 0;
 }
 
-/* Allocate the walk's working memory for k results and parts of up to `largest_part` lists; 0: out of memory. */
-static int walk_alloc(walk *w, int64_t k, int64_t largest_part) {
-    w->sel = (selection){k, 0, 0, 64, NULL, NULL, 0};
-    w->sel.heap = malloc((size_t)k * sizeof(scored_id));
-    w->sel.store = malloc((size_t)w->sel.capacity * sizeof(scored_id));
-    size_t width = (size_t)(largest_part > 0 ? largest_part : 1);
-    w->cursors = malloc(width * sizeof(cursor));
-    w->lanes = malloc(2 * width * sizeof(lane));
-    w->order = malloc(width * sizeof(int64_t));
-    w->cum = malloc((width + 1) * sizeof(double));
-    w->partial = malloc(WEFT_WINDOW * sizeof(double));
-    int64_t total_blocks = 0;
-    for (int64_t i = 0; i < w->n_lists; i++) total_blocks += w->lists[i].n_blocks;
-    size_t block_slots = (size_t)(total_blocks > 0 ? total_blocks : 1);
-    w->bounds = (uint64_t)total_blocks > SIZE_MAX / sizeof(double) ? NULL : malloc(block_slots * sizeof(double));
-    w->word_starts =
-        (uint64_t)total_blocks > SIZE_MAX / sizeof(int64_t) ? NULL : malloc(block_slots * sizeof(int64_t));
-    return w->sel.heap && w->sel.store && w->cursors && w->lanes && w->order && w->cum && w->partial &&
-           w->bounds && w->word_starts;
+/*
+ * Working memory a caller keeps across its queries (the batch: one per thread), so a query of a
+ * small index neither allocates its walk's buffers nor clears the dense pass's sums afresh: each
+ * buffer grows when a query needs more and is freed by scratch_free. All zero: none yet.
+ */
+typedef struct {
+    double *sums;      /* the dense pass's per-document sums: all zero between queries */
+    int64_t sums_size; /* documents they have room for */
+    scored_id *heap, *store;
+    int64_t heap_size, store_size; /* the store's room: offer() grows it, walk_done takes it back */
+    cursor *cursors;
+    lane *lanes;
+    int64_t *order;
+    double *cum;
+    int64_t width; /* lists of one part the four above have room for */
+    double *partial;
+    double *bounds;
+    int64_t *word_starts;
+    int64_t blocks; /* blocks the two above have room for */
+} scratch;
+
+static void scratch_free(scratch *keep) {
+    free(keep->sums);
+    free(keep->heap);
+    free(keep->store);
+    free(keep->cursors);
+    free(keep->lanes);
+    free(keep->order);
+    free(keep->cum);
+    free(keep->partial);
+    free(keep->bounds);
+    free(keep->word_starts);
+    *keep = (scratch){0};
 }
 
-static void walk_free(walk *w) {
-    free(w->word_starts);
-    free(w->bounds);
-    free(w->partial);
-    free(w->cum);
-    free(w->order);
-    free(w->lanes);
-    free(w->cursors);
-    free(w->sel.store);
-    free(w->sel.heap);
+/*
+ * The walk's working memory for k results and parts of up to `largest_part` lists, from `keep`
+ * (grown where it is too small); 0: out of memory (what was allocated stays in keep).
+ */
+static int walk_alloc(walk *w, int64_t k, int64_t largest_part, scratch *keep) {
+    if (keep->heap_size < k) {
+        free(keep->heap);
+        keep->heap = malloc((size_t)k * sizeof(scored_id));
+        keep->heap_size = keep->heap != NULL ? k : 0;
+    }
+    if (keep->store == NULL) {
+        keep->store = malloc(64 * sizeof(scored_id));
+        keep->store_size = keep->store != NULL ? 64 : 0;
+    }
+    int64_t width = largest_part > 0 ? largest_part : 1;
+    if (keep->width < width) {
+        free(keep->cursors);
+        free(keep->lanes);
+        free(keep->order);
+        free(keep->cum);
+        keep->cursors = malloc((size_t)width * sizeof(cursor));
+        keep->lanes = malloc(2 * (size_t)width * sizeof(lane));
+        keep->order = malloc((size_t)width * sizeof(int64_t));
+        keep->cum = malloc(((size_t)width + 1) * sizeof(double));
+        keep->width = keep->cursors && keep->lanes && keep->order && keep->cum ? width : 0;
+    }
+    if (keep->partial == NULL) keep->partial = malloc(WEFT_WINDOW * sizeof(double));
+    int64_t total_blocks = 0;
+    for (int64_t i = 0; i < w->n_lists; i++) total_blocks += w->lists[i].n_blocks;
+    int64_t block_slots = total_blocks > 0 ? total_blocks : 1;
+    if (keep->blocks < block_slots) {
+        free(keep->bounds);
+        free(keep->word_starts);
+        int fits = (uint64_t)block_slots <= SIZE_MAX / sizeof(double);
+        keep->bounds = fits ? malloc((size_t)block_slots * sizeof(double)) : NULL;
+        keep->word_starts = fits ? malloc((size_t)block_slots * sizeof(int64_t)) : NULL;
+        keep->blocks = keep->bounds && keep->word_starts ? block_slots : 0;
+    }
+    w->sel = (selection){k, 0, 0, keep->store_size, keep->heap, keep->store, 0};
+    w->cursors = keep->cursors;
+    w->lanes = keep->lanes;
+    w->order = keep->order;
+    w->cum = keep->cum;
+    w->partial = keep->partial;
+    w->bounds = keep->bounds;
+    w->word_starts = keep->word_starts;
+    return keep->heap_size >= k && keep->store_size > 0 && keep->width >= width && keep->partial != NULL &&
+           keep->blocks >= block_slots;
+}
+
+/* The walk is over: `keep` takes back the store, which offer() may have moved and grown. */
+static void walk_done(walk *w, scratch *keep) {
+    if (w->sel.store != NULL) {
+        keep->store = w->sel.store;
+        keep->store_size = w->sel.capacity;
+    }
 }
 
 /*
@@ -986,6 +1046,55 @@ static inline unsigned scan_run(double *sums, const int64_t *to_global, int64_t 
     return ge;
 }
 
+/* Selecting a first gate from group maxima (floor_of_groups) pays from this k on. */
+#ifndef WEFT_GROUP_GATE_FROM_K
+#define WEFT_GROUP_GATE_FROM_K 32
+#endif
+
+/* The k-th largest of values[0 ..< n] (1 <= k <= n), reordering them: quickselect, O(n) expected. */
+static double kth_largest(double *values, int64_t n, int64_t k) {
+    int64_t low = 0, high = n - 1, want = k - 1;
+    while (low < high) {
+        double pivot = values[low + (high - low) / 2];
+        int64_t i = low, j = high;
+        while (i <= j) {
+            while (values[i] > pivot) i++;
+            while (values[j] < pivot) j--;
+            if (i <= j) {
+                double t = values[i];
+                values[i] = values[j];
+                values[j] = t;
+                i++, j--;
+            }
+        }
+        if (want <= j)
+            high = j;
+        else if (want >= i)
+            low = i;
+        else
+            return values[want];
+    }
+    return values[want];
+}
+
+/*
+ * A lower bound of the k-th best score among n_docs sums, all of live documents: the k-th largest
+ * of the maxima of groups of `group` consecutive sums (when at least k groups exist; else 0). At
+ * least k groups reach it, each through a document of its own, so at least k documents score at
+ * least it, and the k-th best does too. Read-only; `maxima` has room for n_docs / group values.
+ */
+static double floor_of_groups(const double *sums, int64_t n_docs, int64_t group, int64_t k, double *maxima) {
+    int64_t groups = n_docs / group;
+    if (groups < k) return 0.0;
+    for (int64_t g = 0; g < groups; g++) {
+        const double *at = sums + g * group;
+        double top = at[0];
+        for (int64_t i = 1; i < group; i++) top = at[i] > top ? at[i] : top;
+        maxima[g] = top;
+    }
+    return kth_largest(maxima, groups, k);
+}
+
 /*
  * Score one part densely into sums (n_docs zeroed doubles, left zeroed); see weft_bm25_dense_max_docs.
  *
@@ -1005,7 +1114,16 @@ static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
             /* The impact table: no decoding, no division (impact(...) * weight, the same bits). */
             const double *impacts = c->impacts, weight = c->weight;
             const uint32_t *ids = c->local_ids;
-            for (int64_t i = 0; i < c->count; i++) sums[ids[i]] += impacts[i] * weight;
+            int64_t i = 0;
+            /* Four at a time (a list holds an id once, so the four sums are distinct documents): the
+             * same additions in the same order per document, with a quarter of the loop's overhead. */
+            for (; i + 4 <= c->count; i += 4) {
+                sums[ids[i]] += impacts[i] * weight;
+                sums[ids[i + 1]] += impacts[i + 1] * weight;
+                sums[ids[i + 2]] += impacts[i + 2] * weight;
+                sums[ids[i + 3]] += impacts[i + 3] * weight;
+            }
+            for (; i < c->count; i++) sums[ids[i]] += impacts[i] * weight;
             w->postings_scored += c->count;
             w->blocks_scored += c->n_blocks;
             continue;
@@ -1025,6 +1143,69 @@ static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
     int64_t scored = 0; /* every live document above 0 had its full score summed: the statistic counts them all */
     double run[WEFT_SCAN_RUN];
     int64_t start = 0;
+#ifdef __SSE2__
+    if (pw->to_global == NULL && !w->corrupt) {
+        /*
+         * Every document live (no deletion map): a full run is read into registers, cleared, and
+         * counted above 0 with integer lanes (a true comparison is -1 in its lane, subtracted);
+         * only a run holding a document at or above the gate (rare once there is a threshold)
+         * is copied out and offered, as scan_run's caller does. The same comparisons and offers
+         * in the same order as the loop below, in about half its instructions.
+         */
+        if (w->sel.k >= WEFT_GROUP_GATE_FROM_K) {
+            /*
+             * A large k: offering every document at or above the running threshold in id order
+             * offers about k (1 + ln(documents / k)) of them, each a heap update. A first gate
+             * from the groups' maxima (at most WEFT_WINDOW groups, in the walk's window buffer)
+             * is at most this part's k-th best score, so no document it passes over could be
+             * among the results (they are every document at least the k-th best): the same
+             * results, from about k offers.
+             */
+            int64_t group = WEFT_SCAN_RUN;
+            while (n_docs / group > WEFT_WINDOW) group *= 2;
+            double floor = floor_of_groups(sums, n_docs, group, w->sel.k, w->partial);
+            if (floor > gate) gate = floor;
+        }
+        const __m128d zero = _mm_setzero_pd();
+        __m128i above = _mm_setzero_si128();
+        __m128d g = _mm_set1_pd(gate);
+        for (; start + WEFT_SCAN_RUN <= n_docs && !w->sel.failed; start += WEFT_SCAN_RUN) {
+            double *at = sums + start;
+            __m128d v0 = _mm_loadu_pd(at), v1 = _mm_loadu_pd(at + 2), v2 = _mm_loadu_pd(at + 4),
+                    v3 = _mm_loadu_pd(at + 6);
+            _mm_storeu_pd(at, zero);
+            _mm_storeu_pd(at + 2, zero);
+            _mm_storeu_pd(at + 4, zero);
+            _mm_storeu_pd(at + 6, zero);
+            above = _mm_sub_epi64(above, _mm_castpd_si128(_mm_cmpgt_pd(v0, zero)));
+            above = _mm_sub_epi64(above, _mm_castpd_si128(_mm_cmpgt_pd(v1, zero)));
+            above = _mm_sub_epi64(above, _mm_castpd_si128(_mm_cmpgt_pd(v2, zero)));
+            above = _mm_sub_epi64(above, _mm_castpd_si128(_mm_cmpgt_pd(v3, zero)));
+            __m128d c0 = _mm_cmpge_pd(v0, g), c1 = _mm_cmpge_pd(v1, g), c2 = _mm_cmpge_pd(v2, g),
+                    c3 = _mm_cmpge_pd(v3, g);
+            if (!_mm_movemask_pd(_mm_or_pd(_mm_or_pd(c0, c1), _mm_or_pd(c2, c3)))) continue;
+            _mm_storeu_pd(run, v0);
+            _mm_storeu_pd(run + 2, v1);
+            _mm_storeu_pd(run + 4, v2);
+            _mm_storeu_pd(run + 6, v3);
+            unsigned ge = (unsigned)_mm_movemask_pd(c0) | (unsigned)_mm_movemask_pd(c1) << 2 |
+                          (unsigned)_mm_movemask_pd(c2) << 4 | (unsigned)_mm_movemask_pd(c3) << 6;
+            while (ge) {
+                int bit = __builtin_ctz(ge);
+                ge &= ge - 1;
+                double score = run[bit];
+                if (!(score >= gate)) continue; /* the gate rose within the run */
+                w->threshold = offer(&w->sel, score, pw->part->base + start + bit);
+                if (w->sel.failed) break;
+                if (w->threshold > gate) gate = w->threshold; /* the gate never falls below the floor */
+            }
+            g = _mm_set1_pd(gate);
+        }
+        int64_t lanes[2];
+        _mm_storeu_si128((__m128i *)lanes, above);
+        scored += lanes[0] + lanes[1];
+    }
+#endif
     for (; start < n_docs && !w->corrupt && !w->sel.failed; start += WEFT_SCAN_RUN) {
         int64_t n = n_docs - start < WEFT_SCAN_RUN ? n_docs - start : WEFT_SCAN_RUN;
         const int64_t *to_global = pw->to_global != NULL ? pw->to_global + start : NULL;
@@ -1086,10 +1267,27 @@ static int64_t collect(selection *sel, int64_t *ids_out, double *scores_out, int
  * Results are every document whose score is at least the k-th best score
  * (ties included), so there may be more than k.
  */
+static int64_t top_k_into(const int64_t *lists_raw, int64_t n_lists, const int64_t *parts_raw, int64_t n_parts,
+                          const double *weights, int64_t m, double k1, double b, double avgdl, int64_t k,
+                          double bound_scale, int64_t *ids_out, double *scores_out, int64_t out_capacity,
+                          int64_t *stats, scratch *keep);
+
 int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t *parts_raw, int64_t n_parts,
                         const double *weights, int64_t m, double k1, double b, double avgdl, int64_t k,
                         double bound_scale, int64_t *ids_out, double *scores_out, int64_t out_capacity,
                         int64_t *stats) {
+    scratch own = {0};
+    int64_t result = top_k_into(lists_raw, n_lists, parts_raw, n_parts, weights, m, k1, b, avgdl, k, bound_scale,
+                                ids_out, scores_out, out_capacity, stats, &own);
+    scratch_free(&own);
+    return result;
+}
+
+/* weft_bm25_top_k with the caller's working memory (`keep`, whose sums it leaves zeroed). */
+static int64_t top_k_into(const int64_t *lists_raw, int64_t n_lists, const int64_t *parts_raw, int64_t n_parts,
+                          const double *weights, int64_t m, double k1, double b, double avgdl, int64_t k,
+                          double bound_scale, int64_t *ids_out, double *scores_out, int64_t out_capacity,
+                          int64_t *stats, scratch *keep) {
     const list_desc *lists = (const list_desc *)lists_raw;
     const part_desc *parts = (const part_desc *)parts_raw;
     for (int i = 0; i < 5; i++) stats[i] = 0;
@@ -1115,9 +1313,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     w.margin = 1.0 + ((double)m + 8.0) * ldexp(1.0, -46);
     w.threshold = -INFINITY;
     int64_t result = -1;
-    if (!walk_alloc(&w, k, largest_part)) goto done;
-    double *sums = NULL; /* the dense pass's per-document sums, sized by the largest dense part */
-    int64_t sums_size = 0;
+    if (!walk_alloc(&w, k, largest_part, keep)) goto done;
     for (int64_t p = 0, first = 0; p < n_parts && !w.sel.failed && !w.corrupt; p++) {
         part_walk pw = {&parts[p], (const double *)(uintptr_t)parts[p].norms,
                         (const int64_t *)(uintptr_t)parts[p].to_global, 0};
@@ -1127,21 +1323,22 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
         if (w.corrupt) break;
         if (pw.n == 0) continue;
         if (dense) {
-            if (pw.part->n_docs > sums_size) {
-                free(sums);
-                sums_size = pw.part->n_docs;
-                sums = calloc((size_t)sums_size, sizeof(double));
-                if (sums == NULL) {
+            /* Sized by the largest dense part seen; walk_part_dense leaves them zeroed for the next. */
+            if (pw.part->n_docs > keep->sums_size) {
+                free(keep->sums);
+                keep->sums_size = 0;
+                keep->sums = calloc((size_t)pw.part->n_docs, sizeof(double));
+                if (keep->sums == NULL) {
                     w.sel.failed = 1;
                     break;
                 }
+                keep->sums_size = pw.part->n_docs;
             }
-            walk_part_dense(&w, &pw, sums);
+            walk_part_dense(&w, &pw, keep->sums);
         } else {
             walk_part(&w, &pw);
         }
     }
-    free(sums);
     if (w.sel.failed) goto done;
     stats[1] = w.blocks_scored;
     stats[3] = w.postings_scored;
@@ -1153,7 +1350,7 @@ int64_t weft_bm25_top_k(const int64_t *lists_raw, int64_t n_lists, const int64_t
     }
     result = collect(&w.sel, ids_out, scores_out, out_capacity);
 done:
-    walk_free(&w);
+    walk_done(&w, keep);
     return result;
 }
 
@@ -1185,6 +1382,7 @@ int64_t weft_bm25_impacts(const int64_t *row_raw, const double *norms, int64_t n
     one.impacts = 0;
     part_desc part = {(int64_t)(uintptr_t)norms, 0, 0, n_docs};
     double weight = 1.0;
+    scratch own = {0};
     walk w = {0};
     w.lists = &one;
     w.n_lists = 1;
@@ -1195,7 +1393,7 @@ int64_t weft_bm25_impacts(const int64_t *row_raw, const double *norms, int64_t n
     w.bound_scale = 1.0;
     w.threshold = -INFINITY;
     int64_t result = -1;
-    if (!walk_alloc(&w, 1, 1)) goto done;
+    if (!walk_alloc(&w, 1, 1, &own)) goto done;
     result = -3;
     /* Checks the block table (widths, increasing last ids, the words, the last id below n_docs). */
     if (open_cursors(&w, 0, 0, &part, 0) != 1 || w.corrupt) goto done;
@@ -1217,7 +1415,8 @@ int64_t weft_bm25_impacts(const int64_t *row_raw, const double *norms, int64_t n
     memcpy(&table[3], &k1, sizeof k1);
     result = 0;
 done:
-    walk_free(&w);
+    walk_done(&w, &own);
+    scratch_free(&own);
     return result;
 }
 
@@ -1322,9 +1521,26 @@ int64_t weft_bm25_top_k_batch(const int64_t *lists_raw, const int64_t *list_star
  * On -3 (a corrupt list) stats[0] is the term's index and stats[5] the part's.
  * Returns what weft_bm25_top_k returns.
  */
+static int64_t query_into(const int64_t *terms, int64_t m, const double *weights, const int64_t *parts_raw,
+                          int64_t n_parts, double k1, double b, double avgdl, int64_t k, double bound_scale,
+                          int64_t *ids_out, double *scores_out, int64_t out_capacity, int64_t *stats,
+                          scratch *keep);
+
 int64_t weft_bm25_query(const int64_t *terms, int64_t m, const double *weights, const int64_t *parts_raw,
                         int64_t n_parts, double k1, double b, double avgdl, int64_t k, double bound_scale,
                         int64_t *ids_out, double *scores_out, int64_t out_capacity, int64_t *stats) {
+    scratch own = {0};
+    int64_t result = query_into(terms, m, weights, parts_raw, n_parts, k1, b, avgdl, k, bound_scale, ids_out,
+                                scores_out, out_capacity, stats, &own);
+    scratch_free(&own);
+    return result;
+}
+
+/* weft_bm25_query with the caller's working memory (see scratch). */
+static int64_t query_into(const int64_t *terms, int64_t m, const double *weights, const int64_t *parts_raw,
+                          int64_t n_parts, double k1, double b, double avgdl, int64_t k, double bound_scale,
+                          int64_t *ids_out, double *scores_out, int64_t out_capacity, int64_t *stats,
+                          scratch *keep) {
     for (int i = 0; i < 6; i++) stats[i] = 0;
     if (m <= 0 || n_parts < 0 || m > INT64_MAX / 2) return -2;
     int64_t n_lists = 0;
@@ -1370,8 +1586,8 @@ int64_t weft_bm25_query(const int64_t *terms, int64_t m, const double *weights, 
             }
         }
     }
-    result = weft_bm25_top_k((const int64_t *)lists, n_lists, parts_raw, n_parts, weights, m, k1, b, avgdl, k,
-                             bound_scale, ids_out, scores_out, out_capacity, stats);
+    result = top_k_into((const int64_t *)lists, n_lists, parts_raw, n_parts, weights, m, k1, b, avgdl, k,
+                        bound_scale, ids_out, scores_out, out_capacity, stats, keep);
     if (result == -3) {
         int64_t index = stats[0];
         stats[0] = index >= 0 && index < n_lists ? lists[index].term : -1;
@@ -1406,25 +1622,28 @@ typedef struct {
     int64_t next; /* the next query to take (atomic) */
 } batch_job;
 
-static void run_query(batch_job *job, int64_t q) {
+static void run_query(batch_job *job, int64_t q, scratch *keep) {
     int64_t first = job->term_starts[q], end = job->term_starts[q + 1];
     if (first < 0 || end < first || end > INT64_MAX / 2) {
         job->counts_out[q] = -2;
         return;
     }
-    job->counts_out[q] = weft_bm25_query(job->terms + 2 * first, end - first, job->weights + first, job->parts,
-                                         job->n_parts, job->k1, job->b, job->avgdl, job->k, job->bound_scale,
-                                         job->ids_out + q * job->slot, job->scores_out + q * job->slot, job->slot,
-                                         job->stats + 6 * q);
+    job->counts_out[q] = query_into(job->terms + 2 * first, end - first, job->weights + first, job->parts,
+                                    job->n_parts, job->k1, job->b, job->avgdl, job->k, job->bound_scale,
+                                    job->ids_out + q * job->slot, job->scores_out + q * job->slot, job->slot,
+                                    job->stats + 6 * q, keep);
 }
 
+/* Takes queries until none is left; its working memory serves all of them (a query leaves it as found). */
 static void *batch_worker(void *argument) {
     batch_job *job = argument;
+    scratch keep = {0};
     for (;;) {
         int64_t q = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
         if (q >= job->n_queries) break;
-        run_query(job, q);
+        run_query(job, q, &keep);
     }
+    scratch_free(&keep);
     return NULL;
 }
 

@@ -141,14 +141,17 @@ def _numpy_plan(terms: int, matched: int, segments: int, postings: int) -> dict[
 
 
 def _compiled_plan(
-    terms: int, matched: int, segments: int, postings: int, stats: kernel.KernelStats | None
+    terms: int, matched: int, segments: int, postings: int, stats: kernel.KernelStats | Sequence[int] | None
 ) -> dict[str, PlanValue]:
-    """The plan of a compiled search (see :data:`PLAN_KEYS`); ``stats`` ``None``: no list to read."""
+    """The plan of a compiled search (see :data:`PLAN_KEYS`); ``stats`` ``None``: no list to read.
+
+    ``stats``: a :class:`~weftsearch.native.bm25.KernelStats`, or the kernel's
+    statistics row in its field order (a batch's, read without a tuple per query).
+    """
     if stats is None:
         blocks = blocks_scored = stored = scored = documents = 0
     else:
-        blocks, blocks_scored = stats.blocks, stats.blocks_scored
-        stored, scored, documents = stats.postings, stats.postings_scored, stats.documents_scored
+        blocks, blocks_scored, stored, scored, documents = stats[0], stats[1], stats[2], stats[3], stats[4]
     return {
         "path": "compiled",
         "terms": terms,
@@ -752,7 +755,7 @@ class BM25Scorer:
         compiled kernel and its batch entry point are loaded, every query
         with a matching term (and no filter or query tree) is scored in one
         call to ``_bm25.c`` that holds no GIL for the whole batch
-        (:func:`~weftsearch.scorers.bm25.lists.run_many`), its queries shared
+        (:func:`~weftsearch.scorers.bm25.lists.run_batch`), its queries shared
         out among ``threads`` threads inside C (1 to :data:`MAX_BATCH_THREADS`;
         C starts at most 64); elsewhere each query goes through :meth:`score`.
         Each stream is what :meth:`score` returns for that query, whatever
@@ -828,36 +831,50 @@ class BM25Scorer:
         k: int,
         threads: int,
     ) -> list[Stream]:
-        """:meth:`score_many` through ``weft_bm25_query_batch``: one call, ``threads`` threads in C."""
+        """:meth:`score_many` through ``weft_bm25_query_batch``: one call, ``threads`` threads in C.
+
+        Per query only its terms (the snapshot's cached analysis, distinct,
+        sorted, counted) are found here; the rows, weights and counts of the
+        whole batch are gathered at once (:func:`~weftsearch.scorers.bm25.lists.run_batch`).
+        """
         segments = len(snapshot.parts)
-        streams: dict[int, Stream] = {}  # by position in queries
+        streams: list[Stream | None] = [None] * len(queries)
         positions: list[int] = []
-        planned: list[layout.TermQuery] = []
-        terms_of: list[int] = []
+        batch: list[layout.BatchQuery] = []
+        query_terms = snapshot.query_terms
+        no_documents = snapshot.n_docs == 0
         for position, query in enumerate(queries):
             if query.filter is not None or query.tree is not None:  # score()'s filtered or tree path
                 streams[position] = self.score(snapshot, query, k)
                 continue
-            found, terms = self._term_query(snapshot, query)
-            if found is None or not found.lists:
-                matched = 0 if found is None else found.matched
-                postings = 0 if found is None else found.postings
-                streams[position] = Stream.empty(
-                    plan=_compiled_plan(terms, matched, segments, postings, None)
-                )
+            terms = query_terms(query.text) if query.text else []
+            if not terms or no_documents:
+                plan = _compiled_plan(len(set(terms)), 0, segments, 0, None)
+                streams[position] = Stream.empty(plan=plan)
                 continue
             positions.append(position)
-            planned.append(found)
-            terms_of.append(terms)
-        results = layout.run_many(
-            library, snapshot, planned, self.k1, self.b, self._avgdl(snapshot), k, threads
+            if len(terms) == 1:
+                batch.append(layout.BatchQuery(terms, None))
+                continue
+            distinct = sorted(set(terms))
+            if len(distinct) == len(terms):
+                batch.append(layout.BatchQuery(distinct, None))
+            else:
+                # Counted into a dict in sorted term order (a Counter costs several times more).
+                counts = dict.fromkeys(distinct, 0.0)
+                for term in terms:
+                    counts[term] += 1.0
+                batch.append(layout.BatchQuery(distinct, list(counts.values())))
+        results = layout.run_batch(
+            library, snapshot, batch, self.k1, self.b, self._avgdl(snapshot), k, threads
         )
-        for position, found, terms, (ids, scores, stats) in zip(
-            positions, planned, terms_of, results, strict=True
-        ):
-            plan = _compiled_plan(terms, found.matched, segments, found.postings, stats)
-            streams[position] = _vouched_stream(ids, scores, snapshot, plan=plan)
-        return [streams[position] for position in range(len(queries))]  # each position is filled above
+        for position, query_plan, found in zip(positions, batch, results, strict=True):
+            plan = _compiled_plan(len(query_plan.terms), found.matched, segments, found.postings, found.stats)
+            if found.ids is None or found.scores is None:
+                streams[position] = Stream.empty(plan=plan)
+            else:
+                streams[position] = _vouched_stream(found.ids, found.scores, snapshot, plan=plan)
+        return streams  # type: ignore[return-value]  # every position is filled above
 
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` best documents for ``query.text``; empty without text.

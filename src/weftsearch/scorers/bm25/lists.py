@@ -9,9 +9,9 @@ with the snapshot; per query, :func:`plan` looks its terms up (a few integers
 of set-up, no numpy array) and :func:`run` is one kernel call
 (``weft_bm25_query``, which lays the rows out by segment itself) whose results
 are already in canonical order unless two tie on a several-segment snapshot.
-:func:`run_many` is the batch, on threads inside C. :func:`gather` and
-:func:`search` are the older table-per-query interface (a library built
-before ``weft_bm25_query``).
+:func:`run_batch` is the batch (its set-up done once for all its queries), on
+threads inside C. :func:`gather` and :func:`search` are the older
+table-per-query interface (a library built before ``weft_bm25_query``).
 
 Block metadata (per block: last local id, largest tf, smallest document
 length) is written by the segment writer (``post.block_offsets``,
@@ -47,6 +47,8 @@ from weftsearch.storage.segment import SegmentReader
 
 __all__ = [
     "BLOCK_CACHE_TERMS",
+    "BatchQuery",
+    "BatchResult",
     "FILTER_MAPS",
     "IMPACT_CACHE_POSTINGS",
     "QueryLists",
@@ -54,7 +56,7 @@ __all__ = [
     "gather",
     "plan",
     "run",
-    "run_many",
+    "run_batch",
     "search",
     "search_many",
 ]
@@ -799,24 +801,64 @@ def _corrupt_term(snapshot: Snapshot, query: TermQuery, term: int, part: int) ->
     return CorruptIndexError("packed postings of a query term do not decode")
 
 
-def run_many(
+class BatchQuery(NamedTuple):
+    """One query of :func:`run_batch`: its terms in the kernel's order and how often each occurs.
+
+    Attributes:
+        terms: distinct, sorted (the order a document's contributions are summed).
+        query_tf: each term's count in the query, or ``None`` when each occurs once.
+
+    """
+
+    terms: Sequence[str]
+    query_tf: Sequence[float] | None
+
+
+class BatchResult(NamedTuple):
+    """One query's outcome in :func:`run_batch`.
+
+    Attributes:
+        matched: terms held by at least one live document of the snapshot.
+        postings: live postings in the terms' lists (document frequencies summed).
+        ids: the ``k`` best internal ids in canonical order, ``None`` when the
+            terms have no list on the snapshot (nothing was read).
+        scores: their scores (``None`` with ``ids``).
+        stats: the kernel's five statistics (blocks, blocks scored, postings,
+            postings scored, documents scored), ``None`` with ``ids``.
+
+    """
+
+    matched: int
+    postings: int
+    ids: NDArray[np.int64] | None
+    scores: NDArray[np.float64] | None
+    stats: Sequence[int] | None
+
+
+def run_batch(
     library: CompiledBM25,
     snapshot: Snapshot,
-    queries: Sequence[TermQuery],
+    queries: Sequence[BatchQuery],
     k1: float,
     b: float,
     avgdl: float,
     k: int,
     threads: int = 1,
-) -> list[tuple[NDArray[np.int64], NDArray[np.float64], KernelStats]]:
-    """:func:`run` for many queries in ONE compiled call, on ``threads`` threads inside C.
+) -> list[BatchResult]:
+    """:func:`plan` then :func:`run` of each query, the set-up done once for the batch, in ONE kernel call.
 
-    Each query's result is what :func:`run` returns for it (ids, scores, its
-    own statistics), to the bit, whatever ``threads`` is: each query is an
-    independent call of the same routine, written to its own slot. A query
-    with more tied results than its slot holds, or whose lists fail to
-    decode, is run again alone through :func:`run` (which raises for the
-    latter). Each query must have at least one term.
+    Each query's ids, score bits, order and statistics are what :func:`plan`
+    and :func:`run` give it alone (the same term rows, impact tables and
+    weights: ``qtf * idf`` is one float64 product either way, and ``1.0 *
+    idf`` is ``idf``). What a batch does once instead of once per query:
+    every distinct term of the batch is looked up in the snapshot's caches
+    once (a shard's collection document frequencies read once for all of
+    them), the terms' rows, weights and counts are gathered for all queries
+    by numpy indexing (no array per query), and ``weft_bm25_query_batch``
+    runs every query, on ``threads`` threads inside C. A query with more
+    tied results than its slot holds, or whose lists fail to decode, is run
+    again alone through :func:`run` (which raises for the latter). Every
+    query must have at least one term.
 
     Raises:
         CorruptIndexError: a query term's packed postings do not decode (the term is named).
@@ -827,30 +869,80 @@ def run_many(
         return []
     function = library.query_batch
     assert function is not None  # the caller checks that the library has it
-    parts = _part_table_for(snapshot, k1, b, avgdl, None)
-    refs = array.array("q")
-    weights = array.array("d")
-    starts = np.zeros(len(queries) + 1, dtype=np.int64)
-    for index, query in enumerate(queries):
-        refs.extend(query.refs)
-        weights.extend(query.weights)
-        starts[index + 1] = len(weights)
-    slot = k + 8  # room for k results and a few ties; a query with more ties is run again alone
-    refs_address, weights_address = refs.buffer_info()[0], weights.buffer_info()[0]
-    batch = kernel.query_batch(
-        function, refs_address, starts, weights_address, parts, k1, b, avgdl, k, slot, threads
-    )
-    results: list[tuple[NDArray[np.int64], NDArray[np.float64], KernelStats]] = []
-    stats = batch.stats.tolist()
-    for index, (query, kept) in enumerate(zip(queries, batch.counts, strict=True)):
-        if kept < 0 or kept > slot:
-            results.append(run(library, snapshot, query, k1, b, avgdl, k))
-            continue
-        ids, scores = batch.ids[index, :kept], batch.scores[index, :kept]
-        row = stats[index]
-        found = KernelStats(row[0], row[1], row[2], row[3], row[4])
-        if row[5] and not snapshot.ids_follow_keys:
-            results.append((*_canonical(snapshot, ids, scores, k), found))
+    parts = _parts(snapshot)
+    impacts = (k1, b, avgdl)
+    # Every distinct term of the batch, numbered in first-seen order.
+    number: dict[str, int] = {}
+    for query in queries:
+        for term in query.terms:
+            if term not in number:
+                number[term] = len(number)
+    distinct = list(number)
+    found = _impact_terms(snapshot, parts, distinct, impacts)
+    if found is None:
+        entries = _terms(snapshot, parts, distinct)
+        held: tuple[Any, ...] = tuple(entries)
+        refs_by_term = np.array([(entry.address, entry.n_rows) for entry in entries], dtype=np.int64)
+    else:
+        entries = [term.entry for term in found]
+        held = tuple(found)  # the impact tables stay alive while the batch runs, whatever the cache evicts
+        refs_by_term = np.frombuffer(b"".join([term.ref for term in found]), dtype=np.int64).reshape(-1, 2)
+    doc_freq = np.array([entry.doc_freq for entry in entries], dtype=np.int64)
+    n_rows = refs_by_term[:, 1]
+    if snapshot.statistics is None:
+        idf = np.array([entry.idf for entry in entries], dtype=np.float64)
+    else:
+        # The collection's df, elementwise: each term's IDF the same bits as plan()'s per-query call.
+        idf = lucene_idf(snapshot.collection_n_docs, snapshot.collection_doc_freq(distinct, doc_freq))
+    flat: list[int] = []
+    counts: list[float] = []
+    starts = [0]
+    for query in queries:
+        flat.extend([number[term] for term in query.terms])
+        if query.query_tf is None:
+            counts.extend([1.0] * len(query.terms))
         else:
-            results.append((ids[:k], scores[:k], found))
+            counts.extend(query.query_tf)
+        starts.append(len(flat))
+    where = np.array(flat, dtype=np.intp)
+    offsets = np.array(starts, dtype=np.int64)
+    # 1.0 * idf is idf exactly, and qtf * idf is plan()'s one product: the same weights.
+    weights = np.ascontiguousarray(np.array(counts, dtype=np.float64) * idf[where])
+    refs = np.ascontiguousarray(refs_by_term[where])
+    heads = offsets[:-1]
+    postings = np.add.reduceat(doc_freq[where], heads).tolist()
+    matched = np.add.reduceat((doc_freq[where] != 0).astype(np.int64), heads).tolist()
+    lists = np.add.reduceat(n_rows[where], heads).tolist()
+    table = _part_table_for(snapshot, k1, b, avgdl, None)
+    slot = k + 8  # room for k results and a few ties; a query with more ties is run again alone
+    batch = kernel.query_batch(
+        function, refs.ctypes.data, offsets, weights.ctypes.data, table, k1, b, avgdl, k, slot, threads
+    )
+    del held  # the call has returned: the cache keeps what it keeps
+    stats = batch.stats.tolist()
+    results: list[BatchResult] = []
+    follow = snapshot.ids_follow_keys
+    # Each query's results as views of the flat output (a 1-D slice costs half a 2-D one).
+    all_ids, all_scores = batch.ids.reshape(-1), batch.scores.reshape(-1)
+    start = 0
+    for index, query in enumerate(queries):
+        if not lists[index]:
+            results.append(BatchResult(matched[index], postings[index], None, None, None))
+        else:
+            kept = batch.counts[index]
+            row = stats[index]
+            if kept < 0 or kept > slot:
+                alone = plan(snapshot, query.terms, query.query_tf, impacts)
+                ids, scores, found_stats = run(library, snapshot, alone, k1, b, avgdl, k)
+                results.append(BatchResult(matched[index], postings[index], ids, scores, found_stats))
+            elif row[5] and not follow:
+                ids, scores = _canonical(
+                    snapshot, all_ids[start : start + kept], all_scores[start : start + kept], k
+                )
+                results.append(BatchResult(matched[index], postings[index], ids, scores, row))
+            else:
+                stop = start + (kept if kept < k else k)
+                ids, scores = all_ids[start:stop], all_scores[start:stop]
+                results.append(BatchResult(matched[index], postings[index], ids, scores, row))
+        start += slot
     return results
