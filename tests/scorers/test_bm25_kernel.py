@@ -293,3 +293,44 @@ def test_the_kernel_refuses_bad_arguments_with_a_code() -> None:
             assert (code, out_ids[:2].tolist()) == (2, [5, 13])  # tf 2 in either part
         else:
             assert (code, stats[0]) == (-3, 1)
+
+
+@needs_compiled
+def test_a_query_cut_short_by_a_corrupt_list_leaves_nothing_for_the_next() -> None:
+    # Each thread keeps the kernel's working memory between its queries (the dense pass's sums
+    # included, which a query leaves zeroed): a query refused for a corrupt list, beside a sound
+    # one, must leave nothing the thread's next query could add onto.
+    from weftsearch.storage.postings import pack_postings
+
+    library = kernel.compiled_bm25()
+    assert library is not None and library.query is not None
+    function = library.query
+    ids = np.array([0, 5], dtype=np.uint32)
+    tfs = np.array([1, 2], dtype=np.uint32)
+    packed = pack_postings(ids, tfs, np.array([0, 2], dtype=np.uint64), np.ones(8, dtype=np.uint32))
+    good, meta = packed.data.copy(), packed.blocks.copy()
+    bad = good.copy()
+    bad[0] = 5 << 3  # ids 0, 6: past the stored last id 5, found only when the block is decoded
+    norms = np.ones(8, dtype=np.float64)
+    parts = np.array([[norms.ctypes.data, 0, 0, 8]], dtype=np.int64)
+    weights = np.ones(2, dtype=np.float64)
+    rows = [
+        np.array([[data.ctypes.data, 2, 2, meta.ctypes.data, 1, term, 0, 0]], np.int64)
+        for term, data in enumerate((good, bad))
+    ]
+    both = np.array([(rows[0].ctypes.data, 1), (rows[1].ctypes.data, 1)], dtype=np.int64)
+    alone = np.array([(rows[0].ctypes.data, 1)], dtype=np.int64)
+
+    def run(terms: np.ndarray, m: int) -> tuple[list[int], list[float]]:
+        found_ids, found_scores, _, _ = kernel.query(
+            function, terms.ctypes.data, m, weights.ctypes.data, parts, 1.2, 0.75, 1.0, 2
+        )
+        return found_ids.tolist(), found_scores.tolist()
+
+    assert library.dense_max_docs is not None and library.dense_max_docs.value >= 8  # scored densely
+    want = run(alone, 1)
+    assert want[0] == [5, 0]
+    for _ in range(3):
+        with pytest.raises(kernel.CorruptTermError):
+            run(both, 2)
+        assert run(alone, 1) == want
