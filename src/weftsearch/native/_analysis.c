@@ -590,16 +590,6 @@ static inline Py_ssize_t next_token(int kind, const void *data, Py_ssize_t n, Py
     return start;
 }
 
-/* word_hash of one-byte text: the same value (FNV-1a over the code points). */
-static inline uint64_t byte_hash(const Py_UCS1 *bytes, Py_ssize_t start, Py_ssize_t end) {
-    uint64_t hash = 1469598103934665603ull;
-    for (Py_ssize_t k = start; k < end; k++) {
-        hash ^= (uint64_t)bytes[k];
-        hash *= 1099511628211ull;
-    }
-    return hash;
-}
-
 /* The tokens of text as str.split() finds them (runs of characters that are not
  * Py_UNICODE_ISSPACE, what str.split() with no argument splits on), each one its own term: from
  * the cache where it is known (no str made), else a new str, remembered. Counted into tally, or
@@ -612,14 +602,26 @@ static Py_ssize_t split_scan(PyObject *text, WordCache *cache, Py_ssize_t limit,
     Py_ssize_t length = 0;
     Py_ssize_t i = 0;
     for (;;) {
-        const Py_ssize_t start = next_token(kind, data, n, &i);
-        if (start < 0) break;
+        Py_ssize_t start;
+        uint64_t hash = 0;
+        if (kind == PyUnicode_1BYTE_KIND) { /* bounds and hash in one pass (word_hash's value) */
+            const Py_UCS1 *bytes = data;
+            while (i < n && space1[bytes[i]]) i++;
+            if (i >= n) break;
+            start = i;
+            hash = 1469598103934665603ull;
+            while (i < n && !space1[bytes[i]]) {
+                hash ^= (uint64_t)bytes[i++];
+                hash *= 1099511628211ull;
+            }
+        } else {
+            start = next_token(kind, data, n, &i);
+            if (start < 0) break;
+        }
         PyObject *term = NULL;
         const int cached = cache != NULL && i - start <= WORD_CACHE_LONGEST;
-        uint64_t hash = 0;
         if (cached) {
-            hash = kind == PyUnicode_1BYTE_KIND ? byte_hash((const Py_UCS1 *)data, start, i)
-                                                : word_hash(kind, data, start, i);
+            if (kind != PyUnicode_1BYTE_KIND) hash = word_hash(kind, data, start, i);
             CacheSlot *slot = cache_probe(cache, hash, kind, data, start, i);
             if (slot->length) {
                 term = slot->term;

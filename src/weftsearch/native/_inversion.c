@@ -745,6 +745,9 @@ static inline int escape_extra(Py_UCS4 c) {
     return c < 0x20 ? 5 : 0;
 }
 
+/* escape_extra of each one-byte character. */
+static unsigned char escape_extra1[256];
+
 /* json_string(text) -> str: json.encoder.encode_basestring(text) (quotes, and the escapes of '"', '\\'
  * and the control characters below U+0020; everything else, non-ASCII included, as it is). A text
  * with nothing to escape (the usual case) is copied whole. O(len(text)); holds the GIL (it makes a
@@ -760,11 +763,22 @@ static PyObject *json_string(PyObject *self, PyObject *arg) {
     const void *data = PyUnicode_DATA(arg);
     const Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
     Py_ssize_t extra = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const int more = escape_extra(PyUnicode_READ(kind, data, i));
-        if (more) {
-            if (extra > PY_SSIZE_T_MAX - 2 - n - 5) return PyErr_NoMemory();
-            extra += more;
+    if (kind == PyUnicode_1BYTE_KIND) { /* a table lookup a character: the usual text */
+        const Py_UCS1 *bytes = data;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const int more = escape_extra1[bytes[i]];
+            if (more) {
+                if (extra > PY_SSIZE_T_MAX - 2 - n - 5) return PyErr_NoMemory();
+                extra += more;
+            }
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const int more = escape_extra(PyUnicode_READ(kind, data, i));
+            if (more) {
+                if (extra > PY_SSIZE_T_MAX - 2 - n - 5) return PyErr_NoMemory();
+                extra += more;
+            }
         }
     }
     if (n > PY_SSIZE_T_MAX - 2 - extra) return PyErr_NoMemory();
@@ -823,6 +837,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__inversion(void) {
+    for (int c = 0; c < 256; c++) escape_extra1[c] = (unsigned char)escape_extra((Py_UCS4)c);
     if (PyType_Ready(&InverterType) < 0) return NULL;
     PyObject *collections = PyImport_ImportModule("collections");
     if (collections == NULL) return NULL;
