@@ -1370,6 +1370,32 @@ def test_an_unknown_commit_priority_is_refused(tmp_path: Path, priority: Any) ->
     assert not (tmp_path / "index").exists()
 
 
+def _alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This thread is the only one the index sees (other tests of the session may leave threads)."""
+    me = threading.current_thread()
+    monkeypatch.setattr(threading, "enumerate", lambda: [me])
+
+
+def test_another_thread_but_tqdms_monitor_counts() -> None:
+    from tqdm._monitor import TMonitor
+
+    from weftsearch.engine.index import _no_other_thread
+
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert not _no_other_thread()
+    finally:
+        release.set()
+        other.join()
+    monitor = TMonitor.__new__(TMonitor)  # never started: only its type is looked at
+    me = threading.current_thread()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(threading, "enumerate", lambda: [me, monitor])
+        assert _no_other_thread()
+
+
 def _committed_with(path: Path, priority: str, threshold: int | None, docs: Sequence[Document]) -> None:
     index = Index.create(path, index_id=FIXED_ID, commit_priority=priority)
     index._fork_encode_min = threshold
@@ -1392,6 +1418,7 @@ def test_a_normal_priority_commit_with_no_other_thread_encodes_here_the_same_byt
         return real_fork()
 
     monkeypatch.setattr(os, "fork", counted_fork)
+    _alone(monkeypatch)
     _committed_with(tmp_path / "here", "normal", 10, docs)
     assert forks == []  # no child: nothing to keep the GIL for, no priority to lower
     here = file_hashes(tmp_path / "here")
@@ -1415,6 +1442,7 @@ def test_a_failed_encoding_here_leaves_no_file_and_the_commit_encodes_again(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(children_module, "write_columns", fail_half_way)
+    _alone(monkeypatch)
     _committed_with(tmp_path / "index", "normal", 10, docs)
     assert len(calls) == 1 and not calls[0].exists()
     monkeypatch.setattr(children_module, "write_columns", real)

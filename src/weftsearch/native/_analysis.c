@@ -344,7 +344,7 @@ static int tally_grow(Tally *tally) {
     const size_t capacity = tally->capacity * 2;
     /* a text's distinct terms are fewer than its code points, so this bound is never reached by
      * real input; it keeps the products below (and the uint32 slot indexes) in range */
-    if (capacity > ((size_t)1 << 30)) {
+    if (capacity > ((size_t)1 << 30) || capacity > SIZE_MAX / (2 * sizeof(TallyEntry))) {
         PyErr_NoMemory();
         return 0;
     }
