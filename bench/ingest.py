@@ -18,8 +18,9 @@ machine may be shared (figures are indicative, not tests).
 Loading the JSONL file is timed once, apart: every arm indexes the same texts.
 ``--pre-analysed`` indexes each text's ``english`` terms joined by spaces instead (made
 before any clock starts, as docs/BENCHMARKS.md's pre-analysed tables do): weft-search
-with an analyzer that splits on whitespace, bm25s the token lists (no stopwords, no
-stemmer), tantivy its ``whitespace`` tokenizer.
+with its built-in ``whitespace`` analyzer (where the code measured has one; else a Python
+analyzer returning ``text.split()``), bm25s the token lists (no stopwords, no stemmer),
+tantivy its ``whitespace`` tokenizer.
 ``--synthetic N`` indexes N generated documents instead (Zipfian vocabulary of
 50,000 words, lengths log-normal around 100 words, fixed seed; the corpus the
 issue-14 figures use). ``--memory`` also builds once per arm in a forked child
@@ -50,7 +51,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from weftsearch.analysis import EnglishAnalyzer
+from weftsearch.analysis import EnglishAnalyzer, analyzer_names
 from weftsearch.corpus import load_documents
 from weftsearch.documents import Document
 from weftsearch.engine.index import Index
@@ -147,7 +148,9 @@ def weft_arm(
     def run() -> float:
         with tempfile.TemporaryDirectory(prefix="weft-bench-ingest-") as directory:
             started = time.perf_counter()
-            analyzer: Any = PreAnalysed() if pre_analysed else "english"
+            analyzer: Any = "english"
+            if pre_analysed:
+                analyzer = "whitespace" if "whitespace" in analyzer_names() else PreAnalysed()
             index = Index.create(Path(directory) / "index", analyzer, commit_priority=priority)
             kwargs: dict[str, Any] = {"progress": False}
             if takes_workers:

@@ -12,6 +12,10 @@ are built in:
 ``simple``
     Lower-casing and splitting on non-word characters; nothing removed, nothing
     stemmed.
+``whitespace``
+    The text's whitespace-separated tokens, unchanged (``text.split()``): for
+    text analysed already (tokens joined by spaces), as tantivy's ``whitespace``
+    tokenizer.
 
 More are registered by :mod:`weftsearch.languages` (``snowball-french`` and
 the other Snowball languages, ``keyword``, ``cjk``), loaded on the first lookup.
@@ -20,7 +24,8 @@ the other Snowball languages, ``keyword``, ``cjk``), loaded on the first lookup.
 (``weftsearch.native._analysis``; ``WEFTSEARCH_NO_COMPILED_ANALYSIS=1`` turns it
 off, see :mod:`weftsearch.native`): the same counts as from Python. So does
 ``EnglishAnalyzer.token_arrays`` (highlighting's tokens with offsets, as arrays),
-which equals ``tokens`` (pure Python, the reference).
+which equals ``tokens`` (pure Python, the reference), and
+``WhitespaceAnalyzer.term_counts`` (``Counter(text.split())`` in one pass).
 
 A custom analyzer is any object with a ``name`` and an ``analyze(text)``
 method (see :class:`Analyzer`); register it with :func:`register_analyzer` so
@@ -57,6 +62,7 @@ __all__ = [
     "TokenizingAnalyzer",
     "EnglishAnalyzer",
     "SimpleAnalyzer",
+    "WhitespaceAnalyzer",
     "LUCENE_ENGLISH_STOPWORDS",
     "WORD_MEMO_SIZE",
     "register_analyzer",
@@ -109,6 +115,9 @@ _WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
 _NON_WORD = re.compile(r"\W+")
 #: Runs of word characters: the complement of :data:`_NON_WORD`'s splits.
 _NON_WORD_RUN = re.compile(r"\w+")
+#: Runs of characters that are not whitespace: the tokens of ``str.split()`` (both use
+#: ``str.isspace``'s whitespace).
+_NON_SPACE_RUN = re.compile(r"\S+")
 _POSSESSIVE_SUFFIXES = ("'s", "\u2019s")
 #: ASCII characters \w does not match (and that are not an apostrophe) -> space.
 _ASCII_NON_WORD = str.maketrans({chr(c): " " for c in range(128) if not (chr(c).isalnum() or chr(c) in "_'")})
@@ -361,6 +370,56 @@ class SimpleAnalyzer:
         return _word_tokens(text, _NON_WORD_RUN)
 
 
+class WhitespaceAnalyzer:
+    """The text's whitespace-separated tokens, unchanged: for text that is analysed already.
+
+    ``analyze(text)`` is ``text.split()``: no case folding, nothing removed or
+    stemmed, so tokens joined by spaces (an analyzer's output, another
+    system's tokens) are indexed as they are. :meth:`term_counts` and
+    :meth:`term_positions`, what indexing calls, run one compiled pass where
+    ``weftsearch.native._analysis`` is built (a known token costs no ``str``);
+    the results equal the Python ones.
+    """
+
+    def __init__(self) -> None:
+        # token -> the str of it, in C: bounded as the english analyzer's memo is (WORD_MEMO_SIZE).
+        self._words = None if _compiled_split is None else _compiled_split.WordCache()
+
+    @property
+    def name(self) -> str:
+        """Registry name: ``"whitespace"``."""
+        return "whitespace"
+
+    def analyze(self, text: str) -> list[str]:
+        """Return ``text.split()``. O(len(text))."""
+        return text.split()
+
+    def tokens(self, text: str) -> list[Token]:
+        """The tokens of ``text`` with their offsets in it (see :class:`Token`). O(len(text))."""
+        return [Token(match.group(), match.start(), match.end()) for match in _NON_SPACE_RUN.finditer(text)]
+
+    def term_counts(self, text: str) -> tuple[dict[str, int], int]:
+        """``(Counter(text.split()), len(text.split()))``: terms in first-seen order. O(len(text))."""
+        compiled = _compiled_split
+        if compiled is None:
+            terms = text.split()
+            return Counter(terms), len(terms)
+        counts: tuple[dict[str, int], int] = compiled.split_counts(text, WORD_MEMO_SIZE, self._words)
+        return counts
+
+    def term_positions(self, text: str) -> tuple[dict[str, list[int]], int]:
+        """Each token of ``text.split()`` (first-seen order) with its indexes there, and their number.
+
+        O(len(text)).
+        """
+        compiled = _compiled_split
+        if compiled is None:
+            terms = text.split()
+            return _positions_of(terms), len(terms)
+        found: tuple[dict[str, list[int]], int] = compiled.split_positions(text, WORD_MEMO_SIZE, self._words)
+        return found
+
+
 def _word_tokens(text: str, word: re.Pattern[str]) -> list[Token]:
     """Each match of ``word`` in ``text.lower()`` as a token over its source characters."""
     folded, starts, ends = folded_with_offsets(text, str.lower, per_character=True)
@@ -370,6 +429,7 @@ def _word_tokens(text: str, word: re.Pattern[str]) -> list[Token]:
 _REGISTRY: dict[str, Callable[[], Analyzer]] = {
     "english": EnglishAnalyzer,
     "simple": SimpleAnalyzer,
+    "whitespace": WhitespaceAnalyzer,
 }
 
 
@@ -514,3 +574,29 @@ def _word_spans_of(analyzer: EnglishAnalyzer, folded: str) -> list[Token]:
 #: The compiled scan of :meth:`EnglishAnalyzer.token_arrays`, or ``None`` (then it is built from
 #: :meth:`EnglishAnalyzer.tokens`).
 _compiled_spans: ModuleType | None = _compiled if _compiled is not None and _spans_agree(_compiled) else None
+
+
+def _split_agrees(module: ModuleType) -> bool:
+    """The compiled ``split_counts`` and ``split_positions`` against ``text.split()`` on samples."""
+    if not hasattr(module, "split_counts"):
+        return False  # built before it existed
+    samples = (
+        "a b  a\tc\u00a0d\x1ce a\u2003\u3000b ",
+        "Caf\u00e9 na\u00efve \ufb01le \U0001f600 \U0001f600 " + "x" * 40 + " " + "x" * 40,
+        "",
+        " \n ",
+    )
+    cache = module.WordCache()  # shared by the samples and run twice: its hits are checked too
+    for text in (*samples, *samples):
+        terms = text.split()
+        counts, total = module.split_counts(text, WORD_MEMO_SIZE, cache)
+        if list(counts.items()) != list(Counter(terms).items()) or total != len(terms):
+            return False
+        positions, total = module.split_positions(text, WORD_MEMO_SIZE, cache)
+        if list(positions.items()) != list(_positions_of(terms).items()) or total != len(terms):
+            return False
+    return True
+
+
+#: The compiled passes of :class:`WhitespaceAnalyzer`, or ``None`` (then ``text.split()`` in Python).
+_compiled_split: ModuleType | None = _compiled if _compiled is not None and _split_agrees(_compiled) else None

@@ -325,3 +325,71 @@ def test_cli_commits_with_the_encoder_at_normal_priority(
     assert cli.main(["add", str(corpus_path), "--index", str(tmp_path / "i")]) == 0
     assert priorities == ["normal", "normal"]
     capsys.readouterr()
+
+
+# Segment bytes of corpus(301) (with the words below added) from the code before the
+# compiled counting of issue 31 item 3 (commit c3c72a4): the english analyzer, and a Python
+# analyzer returning text.split() (what the whitespace analyzer must index identically).
+GOLDEN_WORDS = [*WORDS, "\u00a0", "\u3000", "\t", "x" * 40, "\U0001f600"]
+GOLDEN_SHA256 = {
+    "english": "7fbb66b6d9f6c0e7455087fbb96c8426fb15bb420202ccf3d9b2e982cc3e4c71",
+    "whitespace": "594b415cdbb6b5818f205295604899e0071def3f1ebb5b360c04c043054e16ee",
+}
+
+
+def golden_corpus() -> list[Document]:
+    rng = random.Random(7)
+    documents = []
+    for i in range(301):
+        text = " ".join(rng.choice(GOLDEN_WORDS) for _ in range(rng.randint(0, 30)))
+        fields: dict[str, str | int] = {"title": f"T{i}", "year": 2000 + i % 20} if i % 3 else {}
+        time = None if i % 4 == 0 else 1_600_000_000.0 + i
+        documents.append(Document(key=f"d{i:05d}", text=text, fields=fields, time=time))
+    return documents
+
+
+class SplitInPython:
+    """``text.split()`` with no compiled pass: the reference of the whitespace analyzer."""
+
+    name = "whitespace"
+
+    def analyze(self, text: str) -> list[str]:
+        return text.split()
+
+
+@pytest.mark.parametrize("name", ["english", "whitespace"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_segment_bytes_equal_those_of_the_code_before(name: str, workers: int) -> None:
+    import hashlib
+
+    data = segment_bytes(golden_corpus(), workers, name)
+    assert hashlib.sha256(data).hexdigest() == GOLDEN_SHA256[name]
+
+
+def test_the_whitespace_analyzer_indexes_what_split_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    from weftsearch import analysis
+
+    documents = golden_corpus()
+    reference = segment_bytes(documents, 1, SplitInPython())
+    assert segment_bytes(documents, 1, "whitespace") == reference
+    assert segment_bytes(documents, 3, "whitespace") == reference
+    monkeypatch.setattr(analysis, "_compiled_split", None)
+    assert segment_bytes(documents, 1, "whitespace") == reference
+
+
+def test_whitespace_positions_are_those_of_split() -> None:
+    from weftsearch.schema import Schema, TextField
+
+    def positions_segment(analyzer: str, reference: object) -> bytes:
+        schema = Schema((TextField("text", analyzer=analyzer, positions=True),))
+        index = Index(reference or analyzer, schema=schema)  # type: ignore[arg-type]
+        index.add_many(golden_corpus(), workers=1)
+        index.snapshot()
+        data = index._segments[0].data
+        assert data is not None
+        return data
+
+    class Named(SplitInPython):
+        name = "split-in-python"
+
+    assert positions_segment("whitespace", None) == positions_segment("split-in-python", Named())

@@ -498,3 +498,63 @@ def test_an_inverter_cannot_be_finished_or_added_to_from_inside_its_own_add() ->
     done = subprocess.run([sys.executable, "-c", _REENTRANT], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.count("in use") == 2, done.stdout
+
+
+# ------------------------------------------------------------------ stored records' JSON strings
+
+JSON_TEXTS = [
+    "",
+    "plain ascii text",
+    'quote " backslash \\ slash / controls \x00\x01\x08\x0c\x0a\x0d\x09\x1b\x1f del \x7f',
+    "\u00e9t\u00e9 \xa0 \x85 latin-1",
+    "\u6771\u4eac \x01 \u2028 \u2029",
+    "\U0001f600 astral \"",
+    "\ud800 lone surrogate \udfff",
+]
+
+
+def test_the_compiled_json_strings_are_used_where_built() -> None:
+    compiled = inversion._compiled
+    if compiled is None:
+        pytest.skip("weftsearch.native._inversion is not built")
+    assert segment_writer._encode_json_string is compiled.json_string
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.one_of(st.text(), st.text(st.characters(max_codepoint=0x7F)), st.sampled_from(JSON_TEXTS)))
+def test_json_string_is_encode_basestring(text: str) -> None:
+    import json
+
+    compiled = inversion._compiled
+    if compiled is None:
+        pytest.skip("weftsearch.native._inversion is not built")
+    assert compiled.json_string(text) == json.encoder.encode_basestring(text)
+
+
+def test_json_string_refuses_what_is_not_a_str() -> None:
+    compiled = inversion._compiled
+    if compiled is None:
+        pytest.skip("weftsearch.native._inversion is not built")
+    for bad in (b"bytes", None, 3):
+        with pytest.raises(TypeError, match="json_string\\(\\) takes a str"):
+            compiled.json_string(bad)
+
+
+def test_stored_records_are_those_of_json_dumps(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    documents = [
+        Document(key=f"k{i}", text=text, fields={"t": text, "n": i}, time=None if i % 2 else 1.5 * i)
+        for i, text in enumerate(JSON_TEXTS[:-1])  # a lone surrogate cannot be stored (no UTF-8)
+    ]
+    compiled = [segment_writer.stored_record(document) for document in documents]
+    for document, record in zip(documents, compiled, strict=True):
+        expected = json.dumps(
+            {"fields": dict(document.fields), "text": document.text, "time": document.timestamp},
+            ensure_ascii=False,
+            sort_keys=True,
+            separators=(",", ":"),
+        ).encode("utf-8")
+        assert record == expected
+    monkeypatch.setattr(segment_writer, "_encode_json_string", json.encoder.encode_basestring)
+    assert [segment_writer.stored_record(document) for document in documents] == compiled

@@ -1347,7 +1347,15 @@ def test_the_child_encoder_runs_at_the_commit_priority(
     index._fork_encode_min = 10
     index.add_many(make_corpus(20))
     ours = os.sched_getscheduler(0)
-    index.commit()
+    # Another thread alive: at "normal" too the commit forks (alone it encodes in this thread).
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        index.commit()
+    finally:
+        release.set()
+        other.join()
     # "normal" leaves the child in this process's class (SCHED_OTHER as a rule).
     assert int(report.read_text()) == (os.SCHED_IDLE if priority == "idle" else ours)
     assert os.sched_getscheduler(0) == ours  # the committing process itself never changes class
@@ -1360,3 +1368,82 @@ def test_an_unknown_commit_priority_is_refused(tmp_path: Path, priority: Any) ->
     with pytest.raises(InvalidParameterError, match="commit_priority"):
         Index.create(tmp_path / "index", commit_priority=priority)
     assert not (tmp_path / "index").exists()
+
+
+def _alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This thread is the only one the index sees (other tests of the session may leave threads)."""
+    me = threading.current_thread()
+    monkeypatch.setattr(threading, "enumerate", lambda: [me])
+
+
+def test_another_thread_but_tqdms_monitor_counts() -> None:
+    from tqdm._monitor import TMonitor
+
+    from weftsearch.engine.index import _no_other_thread
+
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert not _no_other_thread()
+    finally:
+        release.set()
+        other.join()
+    monitor = TMonitor.__new__(TMonitor)  # never started: only its type is looked at
+    me = threading.current_thread()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(threading, "enumerate", lambda: [me, monitor])
+        assert _no_other_thread()
+
+
+def _committed_with(path: Path, priority: str, threshold: int | None, docs: Sequence[Document]) -> None:
+    index = Index.create(path, index_id=FIXED_ID, commit_priority=priority)
+    index._fork_encode_min = threshold
+    index.add_many(docs, workers=1)
+    index.commit()
+    index.close()
+
+
+def test_a_normal_priority_commit_with_no_other_thread_encodes_here_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = make_corpus(40)
+    _committed_with(tmp_path / "forked", "idle", 10, docs)
+    _committed_with(tmp_path / "sealed", "normal", None, docs)
+    forks: list[int] = []
+    real_fork = os.fork
+
+    def counted_fork() -> int:
+        forks.append(1)
+        return real_fork()
+
+    monkeypatch.setattr(os, "fork", counted_fork)
+    _alone(monkeypatch)
+    _committed_with(tmp_path / "here", "normal", 10, docs)
+    assert forks == []  # no child: nothing to keep the GIL for, no priority to lower
+    here = file_hashes(tmp_path / "here")
+    assert here == file_hashes(tmp_path / "forked") == file_hashes(tmp_path / "sealed")
+    assert not [p.name for p in (tmp_path / "here").iterdir() if ".tmp-" in p.name]
+
+
+def test_a_failed_encoding_here_leaves_no_file_and_the_commit_encodes_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import weftsearch.engine.children as children_module
+    from weftsearch.storage.segment_writer import write_columns as real
+
+    docs = make_corpus(40)
+    _committed_with(tmp_path / "reference", "normal", None, docs)
+    calls: list[Path] = []
+
+    def fail_half_way(columns: Any, path: Path, *args: Any, **kwargs: Any) -> Any:
+        calls.append(path)
+        path.write_bytes(b"half a segment")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(children_module, "write_columns", fail_half_way)
+    _alone(monkeypatch)
+    _committed_with(tmp_path / "index", "normal", 10, docs)
+    assert len(calls) == 1 and not calls[0].exists()
+    monkeypatch.setattr(children_module, "write_columns", real)
+    assert file_hashes(tmp_path / "index") == file_hashes(tmp_path / "reference")

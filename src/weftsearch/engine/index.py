@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from tqdm._monitor import TMonitor
 from tqdm.auto import tqdm
 
 from weftsearch.analysis import Analyzer, get_analyzer
@@ -181,6 +182,12 @@ def _in_memory(data: bytes) -> SegmentReader:
     return _own_reader(_IN_MEMORY, data)
 
 
+def _no_other_thread() -> bool:
+    """Whether no thread but this one runs (tqdm's progress monitor aside: it only sleeps and polls bars)."""
+    current = threading.current_thread()
+    return all(thread is current or isinstance(thread, TMonitor) for thread in threading.enumerate())
+
+
 def _own_reader(path: Path, data: bytes | None = None) -> SegmentReader:
     """A reader of a segment this index (or its forked child) has just encoded: its tables are trusted.
 
@@ -239,7 +246,10 @@ class Index:
             ``fork``): ``"idle"`` (default) runs it only on CPU time nothing
             else wants, so searches keep their latency during the commit; on a
             machine whose cores are all busy with other work the commit then
-            waits for them. ``"normal"`` shares the CPU equally.
+            waits for them. ``"normal"`` shares the CPU equally; with it, a
+            commit made while no other thread runs encodes in the committing
+            thread instead (the same file; a child would only add the fork's
+            cost).
         embedder: an :class:`~weftsearch.embedders.Embedder`, or the name of a
             registered one (``"minilm-l6-int8"``, the offline MiniLM int8
             model of the ``embed`` extra); ``None`` (default) for none. Fixed
@@ -1764,6 +1774,9 @@ class Index:
     def _encode_pending_in_child(self, directory: IndexDirectory) -> None:
         """Move a large buffer into a segment encoded by a child process (see ``commit``).
 
+        At ``commit_priority="normal"`` with no other thread running, the same
+        file is written in this thread (:func:`~weftsearch.engine.children.encode_here`).
+
         Writes made while the child works stay correct: a buffered document
         replaced or deleted meanwhile is tombstoned in the new segment, and
         new documents stay buffered for the in-thread seal that follows. If the
@@ -1780,14 +1793,28 @@ class Index:
             dim = self._vector_dim
             name = f"seg-{self._next_segment:06d}.wseg"
         self._check_fresh_name(name)
-        if not children.encode_in_child(
-            list(batch.values()),
-            dim,
-            self._vector_dtype,
-            self._child_file(directory, name),
-            self._text_field_names(),
-            self._field_analysis.positions,
-        ):
+        if self._commit_priority == "normal" and _no_other_thread():
+            # No thread to keep the GIL for and no priority to lower: a child would only add
+            # the fork and its copy-on-write of the buffer. The same file, written here.
+            written = children.encode_here(
+                list(batch.values()),
+                dim,
+                self._vector_dtype,
+                self._child_file(directory, name),
+                self._text_field_names(),
+                self._field_analysis.positions,
+                YieldToSearches(self._searches),
+            )
+        else:
+            written = children.encode_in_child(
+                list(batch.values()),
+                dim,
+                self._vector_dtype,
+                self._child_file(directory, name),
+                self._text_field_names(),
+                self._field_analysis.positions,
+            )
+        if not written:
             return
         try:
             segment = _Segment(_own_reader(directory.path / name), None, name)

@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from weftsearch.analysis import Analyzer, EnglishAnalyzer, SimpleAnalyzer, get_analyzer
+from weftsearch.analysis import Analyzer, EnglishAnalyzer, SimpleAnalyzer, WhitespaceAnalyzer, get_analyzer
 from weftsearch.documents import Document
 from weftsearch.engine import children
 from weftsearch.errors import AnalysisError, InvalidParameterError
@@ -57,7 +57,7 @@ PARALLEL_MIN_DOCUMENTS = 2000
 
 #: Analyzers whose code takes no lock, so a worker forked while other threads
 #: run cannot wait forever on one (see :func:`resolve_workers`).
-_LOCK_FREE_ANALYZERS = (EnglishAnalyzer, SimpleAnalyzer)
+_LOCK_FREE_ANALYZERS = (EnglishAnalyzer, SimpleAnalyzer, WhitespaceAnalyzer)
 
 #: One analysed document as a worker sends it: term counts, length, stored record, and the
 #: named text fields' term counts and lengths.
@@ -190,15 +190,27 @@ def _analysis_error(
 _Counter = Callable[[str], tuple[Mapping[str, int], int]]
 
 
+def _built_in(analyzer: Analyzer) -> EnglishAnalyzer | WhitespaceAnalyzer | None:
+    """``analyzer`` if its ``term_counts`` and ``term_positions`` give what its ``analyze`` does.
+
+    A built-in analyzer with a compiled pass, not a subclass that overrides ``analyze``.
+    """
+    for kind in (EnglishAnalyzer, WhitespaceAnalyzer):
+        if isinstance(analyzer, kind) and type(analyzer).analyze is kind.analyze:
+            return analyzer
+    return None
+
+
 def _term_counter(analyzer: Analyzer) -> _Counter:
     """How ``analyzer``'s terms of a text are counted.
 
-    ``EnglishAnalyzer.term_counts`` (one compiled pass) where that counts what
-    ``analyze`` gives (not for a subclass that overrides ``analyze``), else
-    ``Counter(analyzer.analyze(text))``.
+    ``EnglishAnalyzer.term_counts`` or ``WhitespaceAnalyzer.term_counts`` (one
+    compiled pass) where that counts what ``analyze`` gives (not for a subclass
+    that overrides ``analyze``), else ``Counter(analyzer.analyze(text))``.
     """
-    if isinstance(analyzer, EnglishAnalyzer) and type(analyzer).analyze is EnglishAnalyzer.analyze:
-        return analyzer.term_counts
+    built_in = _built_in(analyzer)
+    if built_in is not None:
+        return built_in.term_counts
 
     def count(text: str) -> tuple[Mapping[str, int], int]:
         terms = analyzer.analyze(text)
@@ -214,16 +226,18 @@ _Positioner = Callable[[str], tuple[dict[str, int], int, dict[str, list[int]]]]
 def _positioner(analyzer: Analyzer) -> _Positioner:
     """How ``analyzer``'s terms of a text get their positions (indexes in ``analyze``'s output).
 
-    ``EnglishAnalyzer.term_positions`` (one compiled pass) where that lists
-    what ``analyze`` gives (not for a subclass that overrides ``analyze``),
-    else a Python step per term of ``analyze``'s output. The counts equal
-    ``Counter(analyzer.analyze(text))`` (the same first-seen order).
+    ``EnglishAnalyzer.term_positions`` or ``WhitespaceAnalyzer.term_positions``
+    (one compiled pass) where that lists what ``analyze`` gives (not for a
+    subclass that overrides ``analyze``), else a Python step per term of
+    ``analyze``'s output. The counts equal ``Counter(analyzer.analyze(text))``
+    (the same first-seen order).
     """
-    if isinstance(analyzer, EnglishAnalyzer) and type(analyzer).analyze is EnglishAnalyzer.analyze:
-        listed = analyzer.term_positions
+    built_in = _built_in(analyzer)
+    if built_in is not None:
+        positions_of = built_in.term_positions
 
         def compiled(text: str) -> tuple[dict[str, int], int, dict[str, list[int]]]:
-            positions, length = listed(text)
+            positions, length = positions_of(text)
             return {term: len(where) for term, where in positions.items()}, length, positions
 
         return compiled

@@ -26,6 +26,16 @@
  * reference to each term; it is emptied when it holds limit words or WORD_CACHE_CHARS code
  * points, so it stays bounded. A word's term is a pure function of the word, so what the
  * cache returns is what the memo would.
+ * Counting keeps a reference to each distinct term object in a C table (Tally) and builds the dict
+ * once at the end, so a repeated term costs a pointer probe, not a dict lookup and an int object.
+ *
+ * split_counts(text, limit[, cache]) -> (counts, length)
+ * split_positions(text, limit[, cache]) -> (positions, length)
+ *   The whitespace analyzer's (weftsearch.analysis.WhitespaceAnalyzer): the tokens of
+ *   text.split() (runs of characters that are not Py_UNICODE_ISSPACE, what str.split() splits
+ *   on), each its own term, counted as Counter(text.split()) counts them (first-seen order) or
+ *   with their indexes. A token of at most WORD_CACHE_LONGEST code points known to the cache
+ *   costs no str object; the cache is bounded by limit words as above.
  * token_spans(folded, memo, stopwords, stem, limit) -> (ids, table)
  *   The same scan, for highlighting: ids maps each distinct kept term (first-seen order) to its
  *   number, 0, 1, ... (one object per distinct term, not per word), and table (bytes) holds, for
@@ -155,7 +165,12 @@ static CacheSlot *cache_probe(WordCache *cache, uint64_t hash, int kind, const v
         if (slot->hash != hash || slot->length != length) continue;
         const Py_UCS4 *chars = cache->chars + slot->start;
         Py_ssize_t k = 0;
-        while (k < (Py_ssize_t)length && chars[k] == PyUnicode_READ(kind, data, start + k)) k++;
+        if (kind == PyUnicode_1BYTE_KIND) {
+            const Py_UCS1 *bytes = (const Py_UCS1 *)data + start;
+            while (k < (Py_ssize_t)length && chars[k] == bytes[k]) k++;
+        } else {
+            while (k < (Py_ssize_t)length && chars[k] == PyUnicode_READ(kind, data, start + k)) k++;
+        }
         if (k == (Py_ssize_t)length) return slot;
     }
 }
@@ -277,18 +292,191 @@ static PyObject *term_of(PyObject *text, Py_ssize_t start, Py_ssize_t end, PyObj
     return term;
 }
 
-/* The words of text, their terms found or resolved; with positions == 0 each kept term is
- * counted into out (term -> int), else its position (its index among the kept terms) is
- * appended to out (term -> list of int). Returns the number of terms kept, -1 on error. */
+
+/* ------------------------------------------------------------------ counting without a dict step a word */
+
+/* A text's kept terms counted by object: a term object seen again (the cache and the memo hand out
+ * one object per word) costs a pointer probe, not a dict lookup and an int object. The dict is
+ * built once at the end, entries in first-seen order; two distinct but equal term objects (two
+ * words with one stem) fold into the first one's key there, as Counter would count them. Holds a
+ * reference to each term (the cache may be emptied, and a term freed, while the scan runs). */
+typedef struct {
+    PyObject *term; /* owned */
+    Py_ssize_t count;
+} TallyEntry;
+
+/* Entries a tally holds before it moves to the heap (most texts have fewer distinct terms). */
+#define TALLY_SMALL 256
+
+typedef struct {
+    TallyEntry *entries; /* small, or on the heap */
+    size_t n, capacity;
+    uint32_t *slots; /* entry index + 1, 0: empty; a power of two, at least twice capacity */
+    size_t slots_capacity;
+    TallyEntry small[TALLY_SMALL];
+    uint32_t small_slots[2 * TALLY_SMALL];
+} Tally;
+
+static void tally_init(Tally *tally) {
+    tally->entries = tally->small;
+    tally->capacity = TALLY_SMALL;
+    tally->slots = tally->small_slots;
+    tally->slots_capacity = 2 * TALLY_SMALL;
+    tally->n = 0;
+    memset(tally->small_slots, 0, sizeof(tally->small_slots));
+}
+
+static void tally_free(Tally *tally) {
+    for (size_t i = 0; i < tally->n; i++) Py_DECREF(tally->entries[i].term);
+    if (tally->entries != tally->small) free(tally->entries);
+    if (tally->slots != tally->small_slots) free(tally->slots);
+    tally->entries = NULL;
+    tally->slots = NULL;
+    tally->n = tally->capacity = tally->slots_capacity = 0;
+}
+
+static inline size_t pointer_hash(const void *p) {
+    return (size_t)(((uint64_t)(uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 17);
+}
+
+/* Room for one more entry (entries double; slots stay at least twice entries). 0: no memory. */
+static int tally_grow(Tally *tally) {
+    const size_t capacity = tally->capacity * 2;
+    /* a text's distinct terms are fewer than its code points, so this bound is never reached by
+     * real input; it keeps the products below (and the uint32 slot indexes) in range */
+    if (capacity > ((size_t)1 << 30) || capacity > SIZE_MAX / (2 * sizeof(TallyEntry))) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    TallyEntry *entries = malloc(capacity * sizeof(TallyEntry));
+    const size_t slots_capacity = capacity * 2;
+    uint32_t *slots = calloc(slots_capacity, sizeof(uint32_t));
+    if (entries == NULL || slots == NULL) {
+        free(entries);
+        free(slots);
+        PyErr_NoMemory();
+        return 0;
+    }
+    memcpy(entries, tally->entries, tally->n * sizeof(TallyEntry));
+    const size_t mask = slots_capacity - 1;
+    for (size_t i = 0; i < tally->n; i++) {
+        size_t at = pointer_hash(entries[i].term) & mask;
+        while (slots[at]) at = (at + 1) & mask;
+        slots[at] = (uint32_t)(i + 1);
+    }
+    if (tally->entries != tally->small) free(tally->entries);
+    if (tally->slots != tally->small_slots) free(tally->slots);
+    tally->entries = entries;
+    tally->capacity = capacity;
+    tally->slots = slots;
+    tally->slots_capacity = slots_capacity;
+    return 1;
+}
+
+static inline int tally_reserve(Tally *tally) { return tally->n < tally->capacity || tally_grow(tally); }
+
+/* Count one more of term (borrowed). 0: no memory. */
+static inline int tally_add(Tally *tally, PyObject *term) {
+    if (!tally_reserve(tally)) return 0;
+    const size_t mask = tally->slots_capacity - 1;
+    size_t at = pointer_hash(term) & mask;
+    for (; tally->slots[at]; at = (at + 1) & mask) {
+        TallyEntry *entry = &tally->entries[tally->slots[at] - 1];
+        if (entry->term == term) {
+            entry->count++;
+            return 1;
+        }
+    }
+    Py_INCREF(term);
+    tally->entries[tally->n].term = term;
+    tally->entries[tally->n].count = 1;
+    tally->n++;
+    tally->slots[at] = (uint32_t)tally->n;
+    return 1;
+}
+
+/* A new dict sized for n keys: no resize while they go in. */
+static PyObject *dict_for(size_t n) {
+#if PY_VERSION_HEX < 0x030D0000
+    return _PyDict_NewPresized((Py_ssize_t)n);
+#else
+    (void)n;
+    return PyDict_New();
+#endif
+}
+
+/* The counts as a dict (term -> int), first-seen order; equal terms folded into the first key. */
+static PyObject *tally_dict(const Tally *tally) {
+    PyObject *out = dict_for(tally->n);
+    if (out == NULL) return NULL;
+    for (size_t i = 0; i < tally->n; i++) {
+        PyObject *term = tally->entries[i].term;
+        PyObject *value = PyLong_FromSsize_t(tally->entries[i].count);
+        if (value == NULL) goto error;
+        /* one lookup for the usual case, a term not there yet (small ints are shared objects,
+         * so whether it went in is told by the size, not by the value returned) */
+        const Py_ssize_t size = PyDict_GET_SIZE(out);
+        PyObject *found = PyDict_SetDefault(out, term, value); /* borrowed */
+        if (found == NULL) {
+            Py_DECREF(value);
+            goto error;
+        }
+        if (PyDict_GET_SIZE(out) == size) { /* an equal term came first: fold into its count */
+            const Py_ssize_t before = PyLong_AsSsize_t(found);
+            if (before == -1 && PyErr_Occurred()) {
+                Py_DECREF(value);
+                goto error;
+            }
+            Py_DECREF(value);
+            value = PyLong_FromSsize_t(before + tally->entries[i].count);
+            if (value == NULL) goto error;
+            const int failed = PyDict_SetItem(out, term, value);
+            Py_DECREF(value);
+            if (failed) goto error;
+            continue;
+        }
+        Py_DECREF(value);
+    }
+    return out;
+error:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* Append position to out[term] (a list, made on the term's first position). 0 on error. */
+static int append_position(PyObject *out, PyObject *term, Py_ssize_t position) {
+    PyObject *found = PyDict_GetItemWithError(out, term); /* borrowed */
+    if (found == NULL && PyErr_Occurred()) return 0;
+    PyObject *at = PyLong_FromSsize_t(position);
+    if (at == NULL) return 0;
+    int failed;
+    if (found != NULL) {
+        failed = PyList_Append(found, at);
+    } else {
+        PyObject *runs = PyList_New(1);
+        if (runs == NULL) {
+            failed = -1;
+        } else {
+            Py_INCREF(at);
+            PyList_SET_ITEM(runs, 0, at);
+            failed = PyDict_SetItem(out, term, runs);
+            Py_DECREF(runs);
+        }
+    }
+    Py_DECREF(at);
+    return !failed;
+}
+
+/* The words of text, their terms found or resolved; with out == NULL each kept term is counted
+ * into tally, else its position (its index among the kept terms) is appended to out (term -> list
+ * of int). Returns the number of terms kept, -1 on error. */
 static Py_ssize_t scan(PyObject *text, PyObject *memo, PyObject *stopwords, PyObject *stem, Py_ssize_t limit,
-                       PyObject *out, int positions, WordCache *cache) {
+                       PyObject *out, Tally *tally, WordCache *cache) {
     const int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    PyObject *one = PyLong_FromLong(1);
     Py_ssize_t length = 0;
     Py_ssize_t i = 0;
-    if (one == NULL) return -1;
     while (i < n) {
         if (!is_word(PyUnicode_READ(kind, data, i))) {
             i++;
@@ -315,69 +503,37 @@ static Py_ssize_t scan(PyObject *text, PyObject *memo, PyObject *stopwords, PyOb
         }
         if (term == NULL) {
             PyObject *word = PyUnicode_Substring(text, start, i);
-            if (word == NULL) goto error;
+            if (word == NULL) return -1;
             term = PyDict_GetItemWithError(memo, word); /* borrowed */
             if (term != NULL) {
                 Py_INCREF(term);
             } else if (PyErr_Occurred()) {
                 Py_DECREF(word);
-                goto error;
+                return -1;
             } else {
                 term = resolve(word, memo, stopwords, stem, limit);
                 if (term == NULL) {
                     Py_DECREF(word);
-                    goto error;
+                    return -1;
                 }
             }
             Py_DECREF(word);
             /* probed again inside: resolve may have run other threads' analysis meanwhile */
             if (cached && !cache_put(cache, hash, kind, data, start, i, term, limit)) {
                 Py_DECREF(term);
-                goto error;
+                return -1;
             }
         }
         if (term == Py_None) {
             Py_DECREF(term);
             continue;
         }
-        PyObject *found = PyDict_GetItemWithError(out, term); /* borrowed */
-        int failed;
-        if (positions) {
-            PyObject *at = PyLong_FromSsize_t(length);
-            if (at == NULL) {
-                failed = -1;
-            } else if (found != NULL) {
-                failed = PyList_Append(found, at);
-            } else if (PyErr_Occurred()) {
-                failed = -1;
-            } else {
-                PyObject *runs = PyList_New(1);
-                if (runs == NULL) {
-                    failed = -1;
-                } else {
-                    Py_INCREF(at);
-                    PyList_SET_ITEM(runs, 0, at);
-                    failed = PyDict_SetItem(out, term, runs);
-                    Py_DECREF(runs);
-                }
-            }
-            Py_XDECREF(at);
-        } else if (found == NULL) {
-            failed = PyErr_Occurred() ? -1 : PyDict_SetItem(out, term, one);
-        } else {
-            PyObject *next = PyNumber_Add(found, one);
-            failed = next == NULL ? -1 : PyDict_SetItem(out, term, next);
-            Py_XDECREF(next);
-        }
+        const int ok = out != NULL ? append_position(out, term, length) : tally_add(tally, term);
         Py_DECREF(term);
-        if (failed) goto error;
+        if (!ok) return -1;
         length++;
     }
-    Py_DECREF(one);
     return length;
-error:
-    Py_DECREF(one);
-    return -1;
 }
 
 static PyObject *analyse(PyObject *args, const char *format, int positions) {
@@ -391,15 +547,144 @@ static PyObject *analyse(PyObject *args, const char *format, int positions) {
         return NULL;
     }
     if (PyUnicode_READY(text) == -1) return NULL;
-    PyObject *out = PyDict_New();
+    WordCache *words = cache == Py_None ? NULL : (WordCache *)cache;
+    if (positions) {
+        PyObject *out = PyDict_New();
+        if (out == NULL) return NULL;
+        const Py_ssize_t length = scan(text, memo, stopwords, stem, limit, out, NULL, words);
+        if (length < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        return Py_BuildValue("(Nn)", out, length);
+    }
+    Tally tally;
+    tally_init(&tally);
+    const Py_ssize_t length = scan(text, memo, stopwords, stem, limit, NULL, &tally, words);
+    PyObject *out = length < 0 ? NULL : tally_dict(&tally);
+    tally_free(&tally);
     if (out == NULL) return NULL;
-    const Py_ssize_t length =
-        scan(text, memo, stopwords, stem, limit, out, positions, cache == Py_None ? NULL : (WordCache *)cache);
-    if (length < 0) {
-        Py_DECREF(out);
+    return Py_BuildValue("(Nn)", out, length);
+}
+
+/* Py_UNICODE_ISSPACE of each one-byte code point (what str.split() splits on). */
+static unsigned char space1[256];
+
+/* The next token of data (length n) at or after *i: its start, *i set to its end; -1 when none is left. */
+static inline Py_ssize_t next_token(int kind, const void *data, Py_ssize_t n, Py_ssize_t *i) {
+    Py_ssize_t at = *i;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *bytes = data;
+        while (at < n && space1[bytes[at]]) at++;
+        if (at >= n) return -1;
+        const Py_ssize_t start = at;
+        while (at < n && !space1[bytes[at]]) at++;
+        *i = at;
+        return start;
+    }
+    while (at < n && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, at))) at++;
+    if (at >= n) return -1;
+    const Py_ssize_t start = at;
+    while (at < n && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, at))) at++;
+    *i = at;
+    return start;
+}
+
+/* The tokens of text as str.split() finds them (runs of characters that are not
+ * Py_UNICODE_ISSPACE, what str.split() with no argument splits on), each one its own term: from
+ * the cache where it is known (no str made), else a new str, remembered. Counted into tally, or
+ * with out != NULL each token's index appended to out[token]. Returns the number of tokens, -1 on
+ * error. */
+static Py_ssize_t split_scan(PyObject *text, WordCache *cache, Py_ssize_t limit, PyObject *out, Tally *tally) {
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t length = 0;
+    Py_ssize_t i = 0;
+    for (;;) {
+        Py_ssize_t start;
+        uint64_t hash = 0;
+        if (kind == PyUnicode_1BYTE_KIND) { /* bounds and hash in one pass (word_hash's value) */
+            const Py_UCS1 *bytes = data;
+            while (i < n && space1[bytes[i]]) i++;
+            if (i >= n) break;
+            start = i;
+            hash = 1469598103934665603ull;
+            while (i < n && !space1[bytes[i]]) {
+                hash ^= (uint64_t)bytes[i++];
+                hash *= 1099511628211ull;
+            }
+        } else {
+            start = next_token(kind, data, n, &i);
+            if (start < 0) break;
+        }
+        PyObject *term = NULL;
+        const int cached = cache != NULL && i - start <= WORD_CACHE_LONGEST;
+        if (cached) {
+            if (kind != PyUnicode_1BYTE_KIND) hash = word_hash(kind, data, start, i);
+            CacheSlot *slot = cache_probe(cache, hash, kind, data, start, i);
+            if (slot->length) {
+                term = slot->term;
+                Py_INCREF(term);
+            }
+        }
+        if (term == NULL) {
+            term = PyUnicode_Substring(text, start, i);
+            if (term == NULL) return -1;
+            if (cached && !cache_put(cache, hash, kind, data, start, i, term, limit)) {
+                Py_DECREF(term);
+                return -1;
+            }
+        }
+        const int ok = out != NULL ? append_position(out, term, length) : tally_add(tally, term);
+        Py_DECREF(term);
+        if (!ok) return -1;
+        length++;
+    }
+    return length;
+}
+
+static PyObject *split_analyse(PyObject *args, const char *format, int positions) {
+    PyObject *text, *cache = Py_None;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, format, &text, &limit, &cache)) return NULL;
+    if (cache != Py_None && !PyObject_TypeCheck(cache, &WordCacheType)) {
+        PyErr_Format(PyExc_TypeError, "cache must be a WordCache or None, not %R", cache);
         return NULL;
     }
+    if (limit < 1) {
+        PyErr_Format(PyExc_ValueError, "limit must be at least 1, got %zd", limit);
+        return NULL;
+    }
+    if (PyUnicode_READY(text) == -1) return NULL;
+    WordCache *words = cache == Py_None ? NULL : (WordCache *)cache;
+    if (positions) {
+        PyObject *out = PyDict_New();
+        if (out == NULL) return NULL;
+        const Py_ssize_t length = split_scan(text, words, limit, out, NULL);
+        if (length < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        return Py_BuildValue("(Nn)", out, length);
+    }
+    Tally tally;
+    tally_init(&tally);
+    const Py_ssize_t length = split_scan(text, words, limit, NULL, &tally);
+    PyObject *out = length < 0 ? NULL : tally_dict(&tally);
+    tally_free(&tally);
+    if (out == NULL) return NULL;
     return Py_BuildValue("(Nn)", out, length);
+}
+
+static PyObject *split_counts(PyObject *self, PyObject *args) {
+    (void)self;
+    return split_analyse(args, "Un|O:split_counts", 0);
+}
+
+static PyObject *split_positions(PyObject *self, PyObject *args) {
+    (void)self;
+    return split_analyse(args, "Un|O:split_positions", 1);
 }
 
 static PyObject *term_counts(PyObject *self, PyObject *args) {
@@ -569,6 +854,11 @@ static PyMethodDef methods[] = {
     {"term_positions", term_positions, METH_VARARGS,
      "term_positions(folded, memo, stopwords, stem, limit, cache=None) -> (positions, length) (see the module "
      "source)."},
+    {"split_counts", split_counts, METH_VARARGS,
+     "split_counts(text, limit, cache=None) -> (counts, length): Counter(text.split()) and its length."},
+    {"split_positions", split_positions, METH_VARARGS,
+     "split_positions(text, limit, cache=None) -> (positions, length): each token of text.split() with its "
+     "indexes."},
     {"token_spans", token_spans, METH_VARARGS,
      "token_spans(folded, memo, stopwords, stem, limit) -> (ids, table) (see the module source)."},
     {"fragment_windows", fragment_windows, METH_VARARGS,
@@ -585,6 +875,7 @@ PyMODINIT_FUNC PyInit__analysis(void) {
     for (int ch = 0; ch < 128; ch++)
         ascii_word[ch] = (unsigned char)(ch == '_' || (ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z') ||
                                          (ch >= 'a' && ch <= 'z'));
+    for (int ch = 0; ch < 256; ch++) space1[ch] = (unsigned char)(Py_UNICODE_ISSPACE((Py_UCS4)ch) ? 1 : 0);
     if (PyType_Ready(&WordCacheType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

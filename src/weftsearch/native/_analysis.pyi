@@ -30,6 +30,14 @@ def term_positions(
 ) -> tuple[dict[str, list[int]], int]:
     """Terms of the words of ``folded`` as ``term_counts`` finds them, each with its positions."""
 
+def split_counts(text: str, limit: int, cache: WordCache | None = None, /) -> tuple[dict[str, int], int]:
+    """``Counter(text.split())`` (first-seen order) and ``len(text.split())``, in one pass."""
+
+def split_positions(
+    text: str, limit: int, cache: WordCache | None = None, /
+) -> tuple[dict[str, list[int]], int]:
+    """Each token of ``text.split()`` (first-seen order) with its indexes, and the number of tokens."""
+
 def token_spans(
     folded: str,
     memo: dict[str, str | None],

@@ -20,6 +20,10 @@
  *     and the counting sort run with the GIL released (no Python object is touched). The
  *     Inverter is spent afterwards, as it is after an add() that raised.
  *
+ * json_string(text) -> str
+ *   json.encoder.encode_basestring(text) (what a stored record's text becomes): a text with nothing
+ *   to escape is copied whole instead of a character at a time.
+ *
  * Anything the Python path would treat differently from a plain dict of str -> int (another
  * mapping type, a str subclass, a tf out of range, a positions run whose length is not its tf,
  * a term that cannot be encoded as UTF-8, more than 2**32 - 1 documents) raises
@@ -732,9 +736,97 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ a stored record's JSON string */
+
+/* What a character becomes in JSON as json.encoder.encode_basestring writes it (ensure_ascii=False):
+ * the extra characters its escape adds (0: copied as it is). */
+static inline int escape_extra(Py_UCS4 c) {
+    if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') return 1;
+    return c < 0x20 ? 5 : 0;
+}
+
+/* escape_extra of each one-byte character. */
+static unsigned char escape_extra1[256];
+
+/* json_string(text) -> str: json.encoder.encode_basestring(text) (quotes, and the escapes of '"', '\\'
+ * and the control characters below U+0020; everything else, non-ASCII included, as it is). A text
+ * with nothing to escape (the usual case) is copied whole. O(len(text)); holds the GIL (it makes a
+ * str, and the copy is at most one text long). */
+static PyObject *json_string(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "json_string() takes a str, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    if (PyUnicode_READY(arg) == -1) return NULL;
+    const int kind = PyUnicode_KIND(arg);
+    const void *data = PyUnicode_DATA(arg);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    Py_ssize_t extra = 0;
+    if (kind == PyUnicode_1BYTE_KIND) { /* a table lookup a character: the usual text */
+        const Py_UCS1 *bytes = data;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const int more = escape_extra1[bytes[i]];
+            if (more) {
+                if (extra > PY_SSIZE_T_MAX - 2 - n - 5) return PyErr_NoMemory();
+                extra += more;
+            }
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const int more = escape_extra(PyUnicode_READ(kind, data, i));
+            if (more) {
+                if (extra > PY_SSIZE_T_MAX - 2 - n - 5) return PyErr_NoMemory();
+                extra += more;
+            }
+        }
+    }
+    if (n > PY_SSIZE_T_MAX - 2 - extra) return PyErr_NoMemory();
+    /* the escapes are ASCII: the result's widest character is the text's (and a str is canonical) */
+    PyObject *out = PyUnicode_New(n + 2 + extra, PyUnicode_MAX_CHAR_VALUE(arg));
+    if (out == NULL) return NULL;
+    const int out_kind = PyUnicode_KIND(out);
+    void *out_data = PyUnicode_DATA(out);
+    PyUnicode_WRITE(out_kind, out_data, 0, '"');
+    PyUnicode_WRITE(out_kind, out_data, n + 1 + extra, '"');
+    if (extra == 0) {
+        memcpy((char *)out_data + out_kind, data, (size_t)n * (size_t)kind);
+        return out;
+    }
+    static const char hex[] = "0123456789abcdef";
+    Py_ssize_t at = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        const int more = escape_extra(c);
+        if (!more) {
+            PyUnicode_WRITE(out_kind, out_data, at++, c);
+            continue;
+        }
+        PyUnicode_WRITE(out_kind, out_data, at++, '\\');
+        switch (c) {
+            case '"': PyUnicode_WRITE(out_kind, out_data, at++, '"'); break;
+            case '\\': PyUnicode_WRITE(out_kind, out_data, at++, '\\'); break;
+            case '\b': PyUnicode_WRITE(out_kind, out_data, at++, 'b'); break;
+            case '\f': PyUnicode_WRITE(out_kind, out_data, at++, 'f'); break;
+            case '\n': PyUnicode_WRITE(out_kind, out_data, at++, 'n'); break;
+            case '\r': PyUnicode_WRITE(out_kind, out_data, at++, 'r'); break;
+            case '\t': PyUnicode_WRITE(out_kind, out_data, at++, 't'); break;
+            default:
+                PyUnicode_WRITE(out_kind, out_data, at++, 'u');
+                PyUnicode_WRITE(out_kind, out_data, at++, '0');
+                PyUnicode_WRITE(out_kind, out_data, at++, '0');
+                PyUnicode_WRITE(out_kind, out_data, at++, hex[(c >> 4) & 0xf]);
+                PyUnicode_WRITE(out_kind, out_data, at++, hex[c & 0xf]);
+        }
+    }
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"pack", pack, METH_VARARGS,
      "pack(ids, tfs, offsets, lengths) -> (block_offsets, blocks, data_offsets, data) (see the module source)."},
+    {"json_string", json_string, METH_O,
+     "json_string(text) -> json.encoder.encode_basestring(text), with nothing to escape copied whole."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -745,6 +837,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__inversion(void) {
+    for (int c = 0; c < 256; c++) escape_extra1[c] = (unsigned char)escape_extra((Py_UCS4)c);
     if (PyType_Ready(&InverterType) < 0) return NULL;
     PyObject *collections = PyImport_ImportModule("collections");
     if (collections == NULL) return NULL;

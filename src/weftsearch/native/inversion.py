@@ -1,5 +1,8 @@
 """A segment's postings inverted in C (``_inversion.c``): term counts to postings sorted by (term, doc).
 
+(And the stored records' JSON strings: ``json_string``, handed to the writer by
+:func:`~weftsearch.storage.segment_writer.use_json_string`.)
+
 :func:`invert` takes the documents' term counts (and positions) in local-id
 order and returns the vocabulary sorted and the postings grouped by term,
 local ids ascending within a term, with each posting's positions in that
@@ -15,6 +18,7 @@ path gives its own result or error.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -24,7 +28,7 @@ from numpy.typing import NDArray
 
 from weftsearch.native.loader import load_extension
 from weftsearch.storage.postings import PackedPostings, pack_postings, use_packing
-from weftsearch.storage.segment_writer import InvertedPostings, use_inversion
+from weftsearch.storage.segment_writer import InvertedPostings, use_inversion, use_json_string
 
 __all__ = ["invert", "pack", "DOCUMENTS_PER_CALL"]
 
@@ -74,6 +78,17 @@ def _agrees(module: ModuleType) -> bool:
         ):
             return False
     return _packs_as_numpy(module)
+
+
+def _json_strings_agree(module: ModuleType) -> bool:
+    """The compiled ``json_string`` against ``json.encoder.encode_basestring`` on samples."""
+    if not hasattr(module, "json_string"):
+        return False  # built before it existed
+    samples = (
+        *("", "plain ascii", 'q"b\\s\n\r\t\b\f\x00\x1f\x7f'),
+        *("\u00e9t\u00e9\t", "\u6771\x01", "\U0001f600\"", "\ud800 lone"),
+    )
+    return all(module.json_string(text) == json.encoder.encode_basestring(text) for text in samples)
 
 
 def _packs_as_numpy(module: ModuleType) -> bool:
@@ -182,3 +197,4 @@ _PACK_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint32), np.dtype(np.uint64), n
 # see use_inversion).
 use_inversion(invert if _compiled is not None else None)
 use_packing(pack if _compiled is not None else None)
+use_json_string(_compiled.json_string if _compiled is not None and _json_strings_agree(_compiled) else None)

@@ -61,6 +61,7 @@ __all__ = [
     "InvertedPostings",
     "Inversion",
     "use_inversion",
+    "use_json_string",
     "stored_record",
     "without_text",
 ]
@@ -148,8 +149,20 @@ def without_text(entry: SegmentDocument) -> SegmentDocument:
     )
 
 
-#: JSON string encoder ``json.dumps(..., ensure_ascii=False)`` uses (C where available).
-_encode_json_string = json.encoder.encode_basestring
+#: JSON string encoder ``json.dumps(..., ensure_ascii=False)`` uses (C where available), or the
+#: compiled one :func:`use_json_string` was given (the same strings).
+_encode_json_string: Callable[[str], str] = json.encoder.encode_basestring
+
+
+def use_json_string(encoder: Callable[[str], str] | None) -> None:
+    """Encode stored records' texts as JSON strings with ``encoder`` (``None``: ``json``'s own).
+
+    :mod:`weftsearch.native.inversion` gives its compiled one when it is
+    imported (storage does not import native, as for :func:`use_inversion`).
+    Whatever it is, it must return what ``json.encoder.encode_basestring`` does.
+    """
+    global _encode_json_string
+    _encode_json_string = json.encoder.encode_basestring if encoder is None else encoder
 
 
 #: ``json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))`` is
