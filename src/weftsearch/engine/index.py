@@ -1793,27 +1793,20 @@ class Index:
             dim = self._vector_dim
             name = f"seg-{self._next_segment:06d}.wseg"
         self._check_fresh_name(name)
+        encoding = (
+            list(batch.values()),
+            dim,
+            self._vector_dtype,
+            self._child_file(directory, name),
+            self._text_field_names(),
+            self._field_analysis.positions,
+        )
         if self._commit_priority == "normal" and _no_other_thread():
             # No thread to keep the GIL for and no priority to lower: a child would only add
             # the fork and its copy-on-write of the buffer. The same file, written here.
-            written = children.encode_here(
-                list(batch.values()),
-                dim,
-                self._vector_dtype,
-                self._child_file(directory, name),
-                self._text_field_names(),
-                self._field_analysis.positions,
-                YieldToSearches(self._searches),
-            )
+            written = children.encode_here(*encoding, YieldToSearches(self._searches))
         else:
-            written = children.encode_in_child(
-                list(batch.values()),
-                dim,
-                self._vector_dtype,
-                self._child_file(directory, name),
-                self._text_field_names(),
-                self._field_analysis.positions,
-            )
+            written = children.encode_in_child(*encoding)
         if not written:
             return
         try:
