@@ -129,19 +129,21 @@ static inline int64_t block_count(const cursor *c, int64_t block) {
     return c->count - start < WB_BLOCK ? c->count - start : WB_BLOCK;
 }
 
+/* Value i of a run of `width`-bit values (bits i * width ..< (i + 1) * width, inside the run). */
+static inline uint64_t value_at(const uint32_t *run, int64_t i, unsigned width) {
+    if (!width) return 0;
+    uint64_t bit = (uint64_t)i * width, at = bit >> 5;
+    unsigned shift = (unsigned)(bit & 31);
+    uint64_t value = (uint64_t)run[at] >> shift;
+    if (shift + width > 32) value |= (uint64_t)run[at + 1] << (32 - shift);
+    return value & (width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1));
+}
+
 /* n values of `width` bits from `run` (inside it: n * width bits), as ids (kind 1) or tfs (kind 0). */
 static inline uint64_t unpack_run(const uint32_t *run, int64_t n, unsigned width, uint32_t *out, uint64_t acc,
                                   int kind) {
-    const uint64_t mask = width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1);
     for (int64_t i = 0; i < n; i++) {
-        uint64_t value = 0;
-        if (width) {
-            uint64_t bit = (uint64_t)i * width, at = bit >> 5;
-            unsigned shift = (unsigned)(bit & 31);
-            value = (uint64_t)run[at] >> shift;
-            if (shift + width > 32) value |= (uint64_t)run[at + 1] << (32 - shift);
-            value &= mask;
-        }
+        uint64_t value = value_at(run, i, width);
         if (kind) {
             acc += value + 1;
             out[i] = (uint32_t)acc;
@@ -200,14 +202,9 @@ static inline uint32_t tf_now(cursor *c) {
     if (!c->tfs_ready) {
         if (++c->tf_reads <= WB_TF_READS) {
             int64_t n = block_count(c, c->block);
-            unsigned wid = c->widths[c->block] & 0xFF, width = (c->widths[c->block] >> 8) & 0xFF;
-            if (!width) return 1;
+            unsigned wid = c->widths[c->block] & 0xFF, wtf = (c->widths[c->block] >> 8) & 0xFF;
             const uint32_t *run = c->data + c->word_start[c->block] + run_words(n, wid);
-            uint64_t bit = (uint64_t)(c->pos & (WB_BLOCK - 1)) * width, at = bit >> 5;
-            unsigned shift = (unsigned)(bit & 31);
-            uint64_t value = (uint64_t)run[at] >> shift;
-            if (shift + width > 32) value |= (uint64_t)run[at + 1] << (32 - shift); /* inside the run */
-            return (uint32_t)(value & (width == 32 ? 0xFFFFFFFFu : (((uint64_t)1 << width) - 1))) + 1;
+            return (uint32_t)value_at(run, c->pos & (WB_BLOCK - 1), wtf) + 1;
         }
         decode_tfs(c);
     }

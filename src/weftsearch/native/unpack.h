@@ -49,30 +49,31 @@ static inline __attribute__((always_inline)) uint64_t unpack_full(const uint32_t
     case W: \
         return unpack_full(in, W, out, acc, kind);
 
-/* The dispatch of unpack_full on the width (0 ..= 32, checked at setup). */
+/* One case a width, 1 ..= 32 (width 0 is each switch's default). */
+#define UNPACK_FULL_CASES \
+    UNPACK_FULL_CASE(1) UNPACK_FULL_CASE(2) UNPACK_FULL_CASE(3) UNPACK_FULL_CASE(4) UNPACK_FULL_CASE(5) \
+    UNPACK_FULL_CASE(6) UNPACK_FULL_CASE(7) UNPACK_FULL_CASE(8) UNPACK_FULL_CASE(9) UNPACK_FULL_CASE(10) \
+    UNPACK_FULL_CASE(11) UNPACK_FULL_CASE(12) UNPACK_FULL_CASE(13) UNPACK_FULL_CASE(14) UNPACK_FULL_CASE(15) \
+    UNPACK_FULL_CASE(16) UNPACK_FULL_CASE(17) UNPACK_FULL_CASE(18) UNPACK_FULL_CASE(19) UNPACK_FULL_CASE(20) \
+    UNPACK_FULL_CASE(21) UNPACK_FULL_CASE(22) UNPACK_FULL_CASE(23) UNPACK_FULL_CASE(24) UNPACK_FULL_CASE(25) \
+    UNPACK_FULL_CASE(26) UNPACK_FULL_CASE(27) UNPACK_FULL_CASE(28) UNPACK_FULL_CASE(29) UNPACK_FULL_CASE(30) \
+    UNPACK_FULL_CASE(31) UNPACK_FULL_CASE(32)
+
+/*
+ * The dispatch of unpack_full on the width (0 ..= 32, checked at setup). Two switches, one a
+ * kind, so that inside each case the kind is known and unpack_full's branch on it folds away.
+ */
 static uint64_t unpack_full_any(const uint32_t *in, unsigned width, uint32_t *out, uint64_t acc, int kind) {
     if (kind) {
         switch (width) {
-            UNPACK_FULL_CASE(1) UNPACK_FULL_CASE(2) UNPACK_FULL_CASE(3) UNPACK_FULL_CASE(4) UNPACK_FULL_CASE(5)
-            UNPACK_FULL_CASE(6) UNPACK_FULL_CASE(7) UNPACK_FULL_CASE(8) UNPACK_FULL_CASE(9) UNPACK_FULL_CASE(10)
-            UNPACK_FULL_CASE(11) UNPACK_FULL_CASE(12) UNPACK_FULL_CASE(13) UNPACK_FULL_CASE(14) UNPACK_FULL_CASE(15)
-            UNPACK_FULL_CASE(16) UNPACK_FULL_CASE(17) UNPACK_FULL_CASE(18) UNPACK_FULL_CASE(19) UNPACK_FULL_CASE(20)
-            UNPACK_FULL_CASE(21) UNPACK_FULL_CASE(22) UNPACK_FULL_CASE(23) UNPACK_FULL_CASE(24) UNPACK_FULL_CASE(25)
-            UNPACK_FULL_CASE(26) UNPACK_FULL_CASE(27) UNPACK_FULL_CASE(28) UNPACK_FULL_CASE(29) UNPACK_FULL_CASE(30)
-            UNPACK_FULL_CASE(31) UNPACK_FULL_CASE(32)
+            UNPACK_FULL_CASES
         default: /* width 0: every gap is 0 */
             for (int i = 0; i < UNPACK_BLOCK; i++) out[i] = (uint32_t)++acc;
             return acc;
         }
     }
     switch (width) {
-        UNPACK_FULL_CASE(1) UNPACK_FULL_CASE(2) UNPACK_FULL_CASE(3) UNPACK_FULL_CASE(4) UNPACK_FULL_CASE(5)
-        UNPACK_FULL_CASE(6) UNPACK_FULL_CASE(7) UNPACK_FULL_CASE(8) UNPACK_FULL_CASE(9) UNPACK_FULL_CASE(10)
-        UNPACK_FULL_CASE(11) UNPACK_FULL_CASE(12) UNPACK_FULL_CASE(13) UNPACK_FULL_CASE(14) UNPACK_FULL_CASE(15)
-        UNPACK_FULL_CASE(16) UNPACK_FULL_CASE(17) UNPACK_FULL_CASE(18) UNPACK_FULL_CASE(19) UNPACK_FULL_CASE(20)
-        UNPACK_FULL_CASE(21) UNPACK_FULL_CASE(22) UNPACK_FULL_CASE(23) UNPACK_FULL_CASE(24) UNPACK_FULL_CASE(25)
-        UNPACK_FULL_CASE(26) UNPACK_FULL_CASE(27) UNPACK_FULL_CASE(28) UNPACK_FULL_CASE(29) UNPACK_FULL_CASE(30)
-        UNPACK_FULL_CASE(31) UNPACK_FULL_CASE(32)
+        UNPACK_FULL_CASES
     default: /* width 0: every tf is 1 */
         for (int i = 0; i < UNPACK_BLOCK; i++) out[i] = 1;
         return acc;
