@@ -570,18 +570,12 @@ static PyObject *analyse(PyObject *args, const char *format, int positions) {
 /* Py_UNICODE_ISSPACE of each one-byte code point (what str.split() splits on). */
 static unsigned char space1[256];
 
-/* The next token of data (length n) at or after *i: its start, *i set to its end; -1 when none is left. */
+/*
+ * The next token of data (length n, a wider kind than one byte: split_scan reads one-byte text
+ * itself, hashing as it goes) at or after *i: its start, *i set to its end; -1 when none is left.
+ */
 static inline Py_ssize_t next_token(int kind, const void *data, Py_ssize_t n, Py_ssize_t *i) {
     Py_ssize_t at = *i;
-    if (kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *bytes = data;
-        while (at < n && space1[bytes[at]]) at++;
-        if (at >= n) return -1;
-        const Py_ssize_t start = at;
-        while (at < n && !space1[bytes[at]]) at++;
-        *i = at;
-        return start;
-    }
     while (at < n && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, at))) at++;
     if (at >= n) return -1;
     const Py_ssize_t start = at;
