@@ -665,12 +665,29 @@ class BM25Scorer:
         distinct, sorted, with their counts. O(terms) for terms seen before on
         the snapshot (:func:`~weftsearch.scorers.bm25.lists.plan`, which also
         points the rows at the snapshot's impact tables for this scorer's
-        (k1, b) and the snapshot's average length).
+        (k1, b) and the snapshot's average length). A text searched before on
+        the snapshot with the same (k1, b) is one dictionary read
+        (:func:`~weftsearch.scorers.bm25.lists.prepared_queries`).
         """
-        terms = snapshot.query_terms(query.text) if query.text else []
+        text = query.text
+        impacts = (self.k1, self.b, self._avgdl(snapshot))
+        prepared = layout.prepared_queries(snapshot, *impacts) if text else None
+        if prepared is not None:
+            found: tuple[layout.TermQuery | None, int] | None = prepared.entries.get(text)
+            if found is not None:
+                return found
+        found = self._plan_terms(snapshot, snapshot.query_terms(text) if text else [], impacts)
+        if prepared is not None:
+            prepared.put(text, found)  # the same set-up, on the same immutable snapshot, next time
+        return found
+
+    @staticmethod
+    def _plan_terms(
+        snapshot: Snapshot, terms: list[str], impacts: tuple[float, float, float]
+    ) -> tuple[layout.TermQuery | None, int]:
+        """:meth:`_term_query` for the query's analysed ``terms`` (not kept)."""
         if not terms or snapshot.n_docs == 0:
             return None, len(set(terms))
-        impacts = (self.k1, self.b, self._avgdl(snapshot))
         if len(terms) == 1:
             return layout.plan(snapshot, terms, None, impacts), 1
         distinct = sorted(set(terms))

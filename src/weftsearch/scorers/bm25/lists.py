@@ -51,6 +51,8 @@ __all__ = [
     "BatchResult",
     "FILTER_MAPS",
     "IMPACT_CACHE_POSTINGS",
+    "PREPARED_QUERIES",
+    "PreparedQueries",
     "QueryLists",
     "TermQuery",
     "gather",
@@ -76,6 +78,14 @@ _SNAPSHOT_TERMS = 65_536
 #: however many distinct terms are searched; past it the least recently used terms go.
 #: SciFact's 5,183 documents hold about 0.5 million postings in all.
 IMPACT_CACHE_POSTINGS = 4_000_000
+
+#: Query texts whose one-call set-up (:class:`TermQuery`) one snapshot keeps per (k1, b,
+#: average length) (:class:`PreparedQueries`); past it the oldest is dropped. An entry is
+#: about 1 KB of Python objects for a ten-term query, so about 4 MB at most.
+PREPARED_QUERIES = 4_096
+
+#: Query texts longer than this (characters) are not kept: the key is the text itself.
+PREPARED_TEXT_CHARS = 1_024
 
 # --------------------------------------------------------------------------- block metadata
 
@@ -537,6 +547,51 @@ class _ImpactTerm:
     postings: int
 
 
+class PreparedQueries:
+    """A map query text -> its set-up on one snapshot (what ``BM25Scorer`` passes :func:`run`), bounded.
+
+    A repeated query's set-up (analysis, term look-up, :func:`plan`) is then
+    one dictionary read: what a search does while it holds the GIL before
+    the kernel call. Values are opaque to this class (the scorer stores its
+    :class:`TermQuery` and distinct-term count). A look-up takes no lock;
+    insertions do (first in, first out past :data:`PREPARED_QUERIES`). The
+    :class:`_ImpactCache` of the same snapshot and parameters clears it
+    whenever it evicts a term, so a kept set-up never pins impact tables
+    past that cache's budget for long.
+    """
+
+    __slots__ = ("_lock", "entries")
+
+    def __init__(self) -> None:
+        self.entries: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def put(self, text: str, value: object) -> None:
+        """Keep ``value`` for ``text`` (not a text over :data:`PREPARED_TEXT_CHARS`), evicting the oldest."""
+        if len(text) > PREPARED_TEXT_CHARS:
+            return
+        with self._lock:
+            self.entries[text] = value
+            while len(self.entries) > PREPARED_QUERIES:
+                del self.entries[next(iter(self.entries))]
+
+    def clear(self) -> None:
+        """Drop every kept set-up."""
+        with self._lock:
+            self.entries.clear()
+
+
+def prepared_queries(snapshot: Snapshot, k1: float, b: float, avgdl: float) -> PreparedQueries | None:
+    """The snapshot's kept query set-ups for (k1, b, avgdl); ``None`` on a view with collection statistics.
+
+    A view scoring with a collection's statistics (a shard) plans each query
+    afresh: its IDFs come from the collection, not from the snapshot's terms.
+    """
+    if snapshot.statistics is not None:
+        return None
+    return _impact_cache(snapshot, k1, b, avgdl).prepared
+
+
 class _ImpactCache:
     """A map term -> :class:`_ImpactTerm`, bounded by postings held (first in, first out).
 
@@ -552,13 +607,15 @@ class _ImpactCache:
     postings than the whole budget is not kept.
     """
 
-    __slots__ = ("_budget", "_held", "_lock", "entries")
+    __slots__ = ("_budget", "_held", "_lock", "entries", "prepared")
 
     def __init__(self, budget: int) -> None:
         self._budget = budget
         self.entries: dict[str, _ImpactTerm] = {}
         self._held = 0
         self._lock = threading.Lock()
+        #: The query set-ups on these tables (:func:`prepared_queries`), cleared on an eviction.
+        self.prepared = PreparedQueries()
 
     @property
     def postings(self) -> int:
@@ -574,9 +631,13 @@ class _ImpactCache:
                 return
             self.entries[term] = entry
             self._held += entry.postings
+            evicted_any = False
             while self._held > self._budget:
                 evicted = self.entries.pop(next(iter(self.entries)))
                 self._held -= evicted.postings
+                evicted_any = True
+        if evicted_any:
+            self.prepared.clear()  # kept set-ups would pin the evicted tables
 
 
 def _impact_cache(snapshot: Snapshot, k1: float, b: float, avgdl: float) -> _ImpactCache:
