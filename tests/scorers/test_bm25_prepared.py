@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from tests.scorers.test_bm25_onecall import FILTERS, PARAMS, build, differs, needs_query, texts
 from weftsearch import BM25Scorer, Query
-from weftsearch.errors import UnknownFieldError
+from weftsearch.errors import CorruptIndexError, UnknownFieldError
+from weftsearch.native import bm25 as kernel
 from weftsearch.scorers.bm25 import lists as bm25_lists
 
 
@@ -142,3 +143,47 @@ def test_threads_reading_kept_set_ups_return_the_sequential_results() -> None:
     for worker in workers:
         worker.join()
     assert failures == []
+
+
+@needs_query
+def test_a_kept_text_without_a_filter_takes_the_kept_call_with_the_same_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+    run, run_kept = bm25_lists.run, bm25_lists.run_kept
+
+    def counting_run(*args: object, **kwargs: object) -> object:
+        calls.append("run")
+        return run(*args, **kwargs)  # type: ignore[arg-type]
+
+    def counting_kept(*args: object, **kwargs: object) -> object:
+        calls.append("kept")
+        return run_kept(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bm25_lists, "run", counting_run)
+    monkeypatch.setattr(bm25_lists, "run_kept", counting_kept)
+    index, words = build(13, 3, 80, 8, 0.1, 4)  # several segments, ties, deletions
+    snapshot = index.snapshot()
+    scorer = BM25Scorer()
+    text = f"{words[1]} {words[0]}"
+    first = scorer.score(snapshot, Query(text), 7)
+    second = scorer.score(snapshot, Query(text), 7)
+    scorer.score(snapshot, Query(text, filter="tag == 'b'"), 7)  # a filter: the part table of its mask
+    assert calls == ["run", "kept", "run"]
+    assert first.plan == second.plan and not differs(first, second)
+    assert not differs(second, scorer._score_numpy(snapshot, Query(text), 7, None))
+
+
+@needs_query
+def test_a_corrupt_term_met_by_the_kept_call_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    index, words = build(17, 2, 80, 8, 0.0, 4)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer()
+    scorer.score(snapshot, Query(words[2]), 5)
+
+    def corrupt(*args: object) -> object:
+        raise kernel.CorruptTermError(0, 1)
+
+    monkeypatch.setattr(kernel, "query_rows", corrupt)
+    with pytest.raises(CorruptIndexError, match=repr(words[2])):
+        scorer.score(snapshot, Query(words[2]), 5)

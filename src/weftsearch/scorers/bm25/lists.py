@@ -59,6 +59,7 @@ __all__ = [
     "plan",
     "run",
     "run_batch",
+    "run_kept",
     "search",
     "search_many",
 ]
@@ -560,11 +561,13 @@ class PreparedQueries:
     past that cache's budget for long.
     """
 
-    __slots__ = ("_lock", "entries")
+    __slots__ = ("_lock", "entries", "parts")
 
     def __init__(self) -> None:
         self.entries: dict[str, Any] = {}
         self._lock = threading.Lock()
+        #: The unfiltered part table for these (k1, b, avgdl), its address and rows (:func:`run_kept`).
+        self.parts: tuple[NDArray[np.int64], int, int] | None = None
 
     def put(self, text: str, value: object) -> None:
         """Keep ``value`` for ``text`` (not a text over :data:`PREPARED_TEXT_CHARS`), evicting the oldest."""
@@ -850,6 +853,54 @@ def run(
     if ties and not snapshot.ids_follow_keys:
         return (*_canonical(snapshot, ids, scores, k), stats)
     return ids[:k], scores[:k], stats
+
+
+def run_kept(
+    library: CompiledBM25,
+    snapshot: Snapshot,
+    prepared: PreparedQueries,
+    query: TermQuery,
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], list[int]]:
+    """:func:`run` without a filter, on the part table (and its address) ``prepared`` keeps.
+
+    The same call and results as :func:`run`; the statistics come back as the
+    kernel's row (:func:`~weftsearch.native.bm25.query_rows`). ``prepared`` is
+    :func:`prepared_queries` of the snapshot for the same (k1, b, avgdl),
+    whose part table it is.
+
+    Raises:
+        CorruptIndexError: a query term's packed postings do not decode (the term is named).
+        MemoryError: the library could not allocate its working memory.
+
+    """
+    function = library.query
+    assert function is not None  # the caller checks that the library has it
+    parts = prepared.parts
+    if parts is None:
+        table = _part_table_for(snapshot, k1, b, avgdl, None)
+        parts = prepared.parts = (table, table.ctypes.data, int(table.shape[0]))
+    try:
+        ids, scores, counts = kernel.query_rows(
+            function,
+            query.refs.buffer_info()[0],
+            len(query.weights),
+            query.weights.buffer_info()[0],
+            parts[1],
+            parts[2],
+            k1,
+            b,
+            avgdl,
+            k,
+        )
+    except kernel.CorruptTermError as error:
+        raise _corrupt_term(snapshot, query, error.term, error.part) from None
+    if counts[5] and not snapshot.ids_follow_keys:
+        return (*_canonical(snapshot, ids, scores, k), counts)
+    return ids[:k], scores[:k], counts
 
 
 def _corrupt_term(snapshot: Snapshot, query: TermQuery, term: int, part: int) -> CorruptIndexError:
