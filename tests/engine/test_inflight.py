@@ -63,7 +63,16 @@ def test_bm25_takes_the_compiled_path_only_while_another_search_runs(
         paths.append("numpy")
         return numpy_path(self, *args, **kwargs)  # type: ignore[arg-type]
 
+    kept_stream = BM25Scorer._kept_stream
+
+    def spy_kept(self: BM25Scorer, *args: object, **kwargs: object) -> object:
+        found = kept_stream(self, *args, **kwargs)  # type: ignore[arg-type]
+        if found is not None:  # a kept set-up: the compiled call, straight from it
+            paths.append("compiled")
+        return found
+
     monkeypatch.setattr(BM25Scorer, "_score_compiled", spy_compiled)
+    monkeypatch.setattr(BM25Scorer, "_kept_stream", spy_kept)
     monkeypatch.setattr(BM25Scorer, "_score_numpy", spy_numpy)
     assert bm25_module._COMPILED_FROM_DOCS == 0  # every size compiled
     monkeypatch.setattr(bm25_module, "_COMPILED_FROM_DOCS", 10**9)  # numpy when alone

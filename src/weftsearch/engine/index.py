@@ -1390,7 +1390,8 @@ class Index:
                 results.facets = query_facets(searched, _as_query(query), facets, facet_k)
         if options is not None:
             results._highlight_with(self.highlighter(searched, query, options))
-        issue = self._cursors.issuer(self._index_id, searched, _as_query(asked), fuser, scorers, depth)
+        # The query as asked (a str becomes its Query only if the cursor is read).
+        issue = self._cursors.issuer(self._index_id, searched, asked, fuser, scorers, depth)
         results._offer_cursor(issue, int(k))
         self._warming.remember(query, k, fuser, scorers, depth)  # only searches that completed are replayed
         return results

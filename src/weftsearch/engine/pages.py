@@ -274,7 +274,7 @@ class IndexCursors:
         self,
         index_id: str,
         snapshot: Snapshot,
-        query: Query,
+        query: Query | str,
         fuser: Fuser,
         scorers: Sequence[Scorer],
         depth: int | None,
@@ -284,7 +284,9 @@ class IndexCursors:
         Kept (unless closed) when the cursor is issued, that is when
         ``next_cursor`` is first read, so searches whose cursor nobody reads
         keep nothing. A partial of :meth:`issue`: nothing is made per search
-        but the partial (the seal and the ranking's digest wait for the read).
+        but the partial (the seal and the ranking's digest wait for the read;
+        a query given as its text, already checked by the search, becomes its
+        :class:`Query` then too).
         """
         return functools.partial(self.issue, index_id, snapshot, query, fuser, scorers, depth)
 
@@ -292,7 +294,7 @@ class IndexCursors:
         self,
         index_id: str,
         snapshot: Snapshot,
-        query: Query,
+        query: Query | str,
         fuser: Fuser,
         scorers: Sequence[Scorer],
         depth: int | None,
@@ -311,7 +313,8 @@ class IndexCursors:
                 self.kept.move_to_end(snapshot.generation)
                 while len(self.kept) > CURSOR_GENERATIONS:
                     self.kept.popitem(last=False)
-        digest = ranking_digest(query, fuser, scorers, depth)
+        asked = Query(text=query) if isinstance(query, str) else query
+        digest = ranking_digest(asked, fuser, scorers, depth)
         return self.seal(index_id).write(PageStart(snapshot.generation, position, score, key, digest))
 
     def snapshot(

@@ -379,14 +379,46 @@ def query(
         ValueError: the library refused the arguments (a bug of the caller).
 
     """
+    ids, scores, counts = query_rows(
+        function, terms, m, weights, parts.ctypes.data, parts.shape[0], k1, b, avgdl, k
+    )
+    stats = KernelStats(counts[0], counts[1], counts[2], counts[3], counts[4])
+    return ids, scores, stats, bool(counts[5])
+
+
+def query_rows(
+    function: Callable[..., int],
+    terms: int,
+    m: int,
+    weights: int,
+    parts: int,
+    n_parts: int,
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], list[int]]:
+    """:func:`query` with the part table given by its address and rows, its statistics as the kernel's row.
+
+    For a caller that keeps the part table's address (reading ``ndarray.ctypes``
+    costs about a microsecond a call): the same call, the same results, and
+    the kernel's six statistics as a list (the five of :class:`KernelStats`,
+    then the tie flag), without a tuple made for them.
+
+    Raises:
+        CorruptTermError: a term's packed postings do not decode (its index and the part's).
+        MemoryError: the library could not allocate its working memory.
+        ValueError: the library refused the arguments (a bug of the caller).
+
+    """
     scratch = _query_scratch
     while True:
         kept = function(
             terms,
             m,
             weights,
-            parts.ctypes.data,
-            parts.shape[0],
+            parts,
+            n_parts,
             k1,
             b,
             avgdl,
@@ -406,9 +438,7 @@ def query(
         if kept <= scratch.capacity:
             break
         scratch.reserve(kept)  # more ties than room: run again (the same result, now written)
-    counts = scratch.stats.tolist()
-    stats = KernelStats(counts[0], counts[1], counts[2], counts[3], counts[4])
-    return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), stats, bool(counts[5])
+    return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), scratch.stats.tolist()
 
 
 @dataclass(frozen=True, slots=True)

@@ -665,12 +665,29 @@ class BM25Scorer:
         distinct, sorted, with their counts. O(terms) for terms seen before on
         the snapshot (:func:`~weftsearch.scorers.bm25.lists.plan`, which also
         points the rows at the snapshot's impact tables for this scorer's
-        (k1, b) and the snapshot's average length).
+        (k1, b) and the snapshot's average length). A text searched before on
+        the snapshot with the same (k1, b) is one dictionary read
+        (:func:`~weftsearch.scorers.bm25.lists.prepared_queries`).
         """
-        terms = snapshot.query_terms(query.text) if query.text else []
+        text = query.text
+        impacts = (self.k1, self.b, self._avgdl(snapshot))
+        prepared = layout.prepared_queries(snapshot, *impacts) if text else None
+        if prepared is not None:
+            found: tuple[layout.TermQuery | None, int] | None = prepared.entries.get(text)
+            if found is not None:
+                return found
+        found = self._plan_terms(snapshot, snapshot.query_terms(text) if text else [], impacts)
+        if prepared is not None:
+            prepared.put(text, found)  # the same set-up, on the same immutable snapshot, next time
+        return found
+
+    @staticmethod
+    def _plan_terms(
+        snapshot: Snapshot, terms: list[str], impacts: tuple[float, float, float]
+    ) -> tuple[layout.TermQuery | None, int]:
+        """:meth:`_term_query` for the query's analysed ``terms`` (not kept)."""
         if not terms or snapshot.n_docs == 0:
             return None, len(set(terms))
-        impacts = (self.k1, self.b, self._avgdl(snapshot))
         if len(terms) == 1:
             return layout.plan(snapshot, terms, None, impacts), 1
         distinct = sorted(set(terms))
@@ -738,6 +755,35 @@ class BM25Scorer:
             library, snapshot, lists, weights, self.k1, self.b, avgdl, k, allowed
         )
         plan = _compiled_plan(found.terms, found.matched, segments, found.postings, stats)
+        return _vouched_stream(ids, scores, snapshot, plan=plan)
+
+    def _kept_stream(self, snapshot: Snapshot, text: str, k: int) -> Stream | None:
+        """:meth:`score` of plain ``text`` without a filter from its kept set-up; ``None``: take the long way.
+
+        What :meth:`_score_compiled` returns (the same call with the same
+        rows, weights and part table), for a text searched before on the
+        snapshot with these (k1, b): one dictionary read and the kernel call,
+        none of the path's other look-ups, so a search holds the GIL for
+        less while it is set up. ``None`` when the text is not kept (its
+        first search keeps it), matches nothing, or numpy is the path.
+        """
+        if snapshot.n_docs < _COMPILED_FROM_DOCS and searches_in_flight() <= 1:
+            return None
+        library = kernel.compiled_bm25()
+        if library is None or library.query is None:
+            return None
+        k1, b, avgdl = self.k1, self.b, self._avgdl(snapshot)
+        prepared = layout.prepared_queries(snapshot, k1, b, avgdl)
+        if prepared is None:
+            return None
+        found: tuple[layout.TermQuery | None, int] | None = prepared.entries.get(text)
+        if found is None:
+            return None
+        planned, terms = found
+        if planned is None or not planned.lists:
+            return None
+        ids, scores, stats = layout.run_kept(library, snapshot, prepared, planned, k1, b, avgdl, k)
+        plan = _compiled_plan(terms, planned.matched, len(snapshot.parts), planned.postings, stats)
         return _vouched_stream(ids, scores, snapshot, plan=plan)
 
     @property
@@ -905,6 +951,10 @@ class BM25Scorer:
         and explain show. O(1) on top of the search: a few integers.
         """
         k = check_k(k)
+        if query.filter is None and query.tree is None and not self._bm25f and query.text:
+            kept = self._kept_stream(snapshot, query.text, k)
+            if kept is not None:
+                return kept
         # A filter (Query.filter) applies before the top k on both paths, never
         # after: only allowed documents compete, so a search returns min(k,
         # matching documents with a query term). Same scores to the bit.

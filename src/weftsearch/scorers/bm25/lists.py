@@ -51,12 +51,15 @@ __all__ = [
     "BatchResult",
     "FILTER_MAPS",
     "IMPACT_CACHE_POSTINGS",
+    "PREPARED_QUERIES",
+    "PreparedQueries",
     "QueryLists",
     "TermQuery",
     "gather",
     "plan",
     "run",
     "run_batch",
+    "run_kept",
     "search",
     "search_many",
 ]
@@ -76,6 +79,14 @@ _SNAPSHOT_TERMS = 65_536
 #: however many distinct terms are searched; past it the least recently used terms go.
 #: SciFact's 5,183 documents hold about 0.5 million postings in all.
 IMPACT_CACHE_POSTINGS = 4_000_000
+
+#: Query texts whose one-call set-up (:class:`TermQuery`) one snapshot keeps per (k1, b,
+#: average length) (:class:`PreparedQueries`); past it the oldest is dropped. An entry is
+#: about 1 KB of Python objects for a ten-term query, so about 4 MB at most.
+PREPARED_QUERIES = 4_096
+
+#: Query texts longer than this (characters) are not kept: the key is the text itself.
+PREPARED_TEXT_CHARS = 1_024
 
 # --------------------------------------------------------------------------- block metadata
 
@@ -537,6 +548,53 @@ class _ImpactTerm:
     postings: int
 
 
+class PreparedQueries:
+    """A map query text -> its set-up on one snapshot (what ``BM25Scorer`` passes :func:`run`), bounded.
+
+    A repeated query's set-up (analysis, term look-up, :func:`plan`) is then
+    one dictionary read: what a search does while it holds the GIL before
+    the kernel call. Values are opaque to this class (the scorer stores its
+    :class:`TermQuery` and distinct-term count). A look-up takes no lock;
+    insertions do (first in, first out past :data:`PREPARED_QUERIES`). The
+    :class:`_ImpactCache` of the same snapshot and parameters clears it
+    whenever it evicts a term, so a kept set-up never pins impact tables
+    past that cache's budget for long.
+    """
+
+    __slots__ = ("_lock", "entries", "parts")
+
+    def __init__(self) -> None:
+        self.entries: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        #: The unfiltered part table for these (k1, b, avgdl), its address and rows (:func:`run_kept`).
+        self.parts: tuple[NDArray[np.int64], int, int] | None = None
+
+    def put(self, text: str, value: object) -> None:
+        """Keep ``value`` for ``text`` (not a text over :data:`PREPARED_TEXT_CHARS`), evicting the oldest."""
+        if len(text) > PREPARED_TEXT_CHARS:
+            return
+        with self._lock:
+            self.entries[text] = value
+            while len(self.entries) > PREPARED_QUERIES:
+                del self.entries[next(iter(self.entries))]
+
+    def clear(self) -> None:
+        """Drop every kept set-up."""
+        with self._lock:
+            self.entries.clear()
+
+
+def prepared_queries(snapshot: Snapshot, k1: float, b: float, avgdl: float) -> PreparedQueries | None:
+    """The snapshot's kept query set-ups for (k1, b, avgdl); ``None`` on a view with collection statistics.
+
+    A view scoring with a collection's statistics (a shard) plans each query
+    afresh: its IDFs come from the collection, not from the snapshot's terms.
+    """
+    if snapshot.statistics is not None:
+        return None
+    return _impact_cache(snapshot, k1, b, avgdl).prepared
+
+
 class _ImpactCache:
     """A map term -> :class:`_ImpactTerm`, bounded by postings held (first in, first out).
 
@@ -552,13 +610,15 @@ class _ImpactCache:
     postings than the whole budget is not kept.
     """
 
-    __slots__ = ("_budget", "_held", "_lock", "entries")
+    __slots__ = ("_budget", "_held", "_lock", "entries", "prepared")
 
     def __init__(self, budget: int) -> None:
         self._budget = budget
         self.entries: dict[str, _ImpactTerm] = {}
         self._held = 0
         self._lock = threading.Lock()
+        #: The query set-ups on these tables (:func:`prepared_queries`), cleared on an eviction.
+        self.prepared = PreparedQueries()
 
     @property
     def postings(self) -> int:
@@ -574,9 +634,13 @@ class _ImpactCache:
                 return
             self.entries[term] = entry
             self._held += entry.postings
+            evicted_any = False
             while self._held > self._budget:
                 evicted = self.entries.pop(next(iter(self.entries)))
                 self._held -= evicted.postings
+                evicted_any = True
+        if evicted_any:
+            self.prepared.clear()  # kept set-ups would pin the evicted tables
 
 
 def _impact_cache(snapshot: Snapshot, k1: float, b: float, avgdl: float) -> _ImpactCache:
@@ -789,6 +853,54 @@ def run(
     if ties and not snapshot.ids_follow_keys:
         return (*_canonical(snapshot, ids, scores, k), stats)
     return ids[:k], scores[:k], stats
+
+
+def run_kept(
+    library: CompiledBM25,
+    snapshot: Snapshot,
+    prepared: PreparedQueries,
+    query: TermQuery,
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], list[int]]:
+    """:func:`run` without a filter, on the part table (and its address) ``prepared`` keeps.
+
+    The same call and results as :func:`run`; the statistics come back as the
+    kernel's row (:func:`~weftsearch.native.bm25.query_rows`). ``prepared`` is
+    :func:`prepared_queries` of the snapshot for the same (k1, b, avgdl),
+    whose part table it is.
+
+    Raises:
+        CorruptIndexError: a query term's packed postings do not decode (the term is named).
+        MemoryError: the library could not allocate its working memory.
+
+    """
+    function = library.query
+    assert function is not None  # the caller checks that the library has it
+    parts = prepared.parts
+    if parts is None:
+        table = _part_table_for(snapshot, k1, b, avgdl, None)
+        parts = prepared.parts = (table, table.ctypes.data, int(table.shape[0]))
+    try:
+        ids, scores, counts = kernel.query_rows(
+            function,
+            query.refs.buffer_info()[0],
+            len(query.weights),
+            query.weights.buffer_info()[0],
+            parts[1],
+            parts[2],
+            k1,
+            b,
+            avgdl,
+            k,
+        )
+    except kernel.CorruptTermError as error:
+        raise _corrupt_term(snapshot, query, error.term, error.part) from None
+    if counts[5] and not snapshot.ids_follow_keys:
+        return (*_canonical(snapshot, ids, scores, k), counts)
+    return ids[:k], scores[:k], counts
 
 
 def _corrupt_term(snapshot: Snapshot, query: TermQuery, term: int, part: int) -> CorruptIndexError:
