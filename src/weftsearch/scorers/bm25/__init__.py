@@ -934,15 +934,13 @@ class BM25Scorer:
         tree of plain terms (:func:`~weftsearch.scorers.bm25.conjunction.disjunction_terms`),
         else numpy; the same ids, score bits and order either way.
 
-        On snapshots of 20,000 documents or more, runs compiled with
-        block-max early termination and without the GIL where the kernel is
-        available (:func:`~weftsearch.native.bm25.compiled_bm25`; set
-        ``WEFTSEARCH_NO_COMPILED_BM25=1`` to force numpy); otherwise through
-        numpy, which is faster on small snapshots for a search alone, unless
-        another search runs in this process meanwhile
-        (:func:`~weftsearch.engine.inflight.searches_in_flight`): then the
-        compiled kernel, which lets the other run while it scores. Both give
-        the same documents, scores to the bit and order.
+        Runs compiled, with block-max early termination and without the GIL,
+        on every snapshot size where the kernel is available
+        (:func:`~weftsearch.native.bm25.compiled_bm25`; set
+        ``WEFTSEARCH_NO_COMPILED_BM25=1`` to force numpy, the exhaustive
+        oracle). Both give the same documents, scores to the bit and order. A
+        repeated plain text's set-up (analysis, term look-up, plan) is kept per
+        snapshot (:func:`~weftsearch.scorers.bm25.lists.prepared_queries`).
 
         The stream carries its plan (:data:`PLAN_KEYS`, the same keys on every
         path: which path ran, terms matched, segments, postings in the query's
