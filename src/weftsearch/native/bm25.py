@@ -38,6 +38,7 @@ __all__ = [
     "BLOCK",
     "BatchResults",
     "DISABLE_VARIABLE",
+    "HIT_PART_FIELDS",
     "LIST_FIELDS",
     "PART_FIELDS",
     "CompiledBM25",
@@ -48,6 +49,7 @@ __all__ = [
     "compiled_blocks",
     "compiled_bm25",
     "compiled_bm25_available",
+    "hits_sound",
     "impact_table",
     "impact_table_words",
     "query",
@@ -125,6 +127,8 @@ class CompiledBM25:
     everywhere; nothing else may change it), or ``None`` in an older build.
     ``impacts``: ``weft_bm25_impacts`` (a list's impact table for the dense pass, see
     :func:`impact_table`), or ``None`` in an older build.
+    ``hits_sound``: ``weft_hits_sound`` (whether a search's hits are known sound, see
+    :func:`hits_sound`), or ``None`` in an older build.
     """
 
     top_k: Callable[..., int]
@@ -133,6 +137,7 @@ class CompiledBM25:
     query_batch: Callable[..., int] | None = None
     dense_max_docs: ctypes.c_int64 | None = None
     impacts: Callable[..., int] | None = None
+    hits_sound: Callable[..., int] | None = None
 
 
 @cache
@@ -178,7 +183,12 @@ def _bind(library: ctypes.CDLL) -> CompiledBM25:
         # row, norms, n_docs, k1, table, table_words.
         impacts.argtypes = [_POINTER, _POINTER, _INT, _DOUBLE, _POINTER, _INT]
         impacts.restype = _INT
-    return CompiledBM25(top, blocks, query, batch, dense, impacts)
+    hits = getattr(library, "weft_hits_sound", None)
+    if hits is not None:
+        # ids, n, parts, n_parts.
+        hits.argtypes = [_POINTER, _INT, _POINTER, _INT]
+        hits.restype = _INT
+    return CompiledBM25(top, blocks, query, batch, dense, impacts, hits)
 
 
 def compiled_bm25_available() -> bool:
@@ -325,6 +335,36 @@ def impact_table(
         raise ValueError(f"the BM25 kernel refused its arguments (code {code})")  # a bug on this side
     table.setflags(write=False)
     return table
+
+
+# --------------------------------------------------------------------------- a search's hits
+
+
+#: int64 fields of one part row of :func:`hits_sound` (see ``weft_hits_sound``).
+HIT_PART_FIELDS = 5
+
+
+def hits_sound(function: Callable[..., int], ids: NDArray[np.int64], parts: int, n_parts: int) -> int:
+    """The position of the first of ``ids`` whose record or key is not known sound (``len(ids)``: none).
+
+    ``parts``: the address of ``n_parts`` rows of :data:`HIT_PART_FIELDS`
+    int64, one per segment by ascending base: base, live documents, the
+    address of the live-to-local map (0: none deleted), of the record
+    verdicts (uint8, 1 sound) and of the key verdicts (a byte a document,
+    nonzero checked; 0: every key sound). The caller keeps those arrays
+    alive. One compiled call, no Python per hit; ``function`` is
+    :attr:`CompiledBM25.hits_sound`. O(len(ids)).
+
+    Raises:
+        ValueError: an id is outside every part (a bug of the caller).
+
+    """
+    if ids.dtype != np.int64 or not ids.flags.c_contiguous:
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+    found = function(ids.ctypes.data, ids.shape[0], parts, n_parts)
+    if found < 0:
+        raise ValueError(f"weft_hits_sound refused its arguments (code {found})")  # a bug on this side
+    return int(found)
 
 
 # --------------------------------------------------------------------------- one query, by term
