@@ -456,13 +456,14 @@ def _canonical_runs(
             break
     if not runs:
         return ids[:cut].copy(), scores[:cut].copy()
-    spans = [ids[start:end] for start, end in runs]
-    members = np.concatenate(spans) if len(spans) > 1 else spans[0]
-    key_of = dict(zip(members.tolist(), snapshot.keys_of(members), strict=True))
-    ordered = ids.copy()
-    for (start, end), span in zip(runs, spans, strict=True):
-        ordered[start:end] = sorted(span.tolist(), key=key_of.__getitem__)
-    return ordered[:cut], scores[:cut].copy()
+    ordered = ids[: runs[-1][1]].tolist()
+    members = [doc for start, end in runs for doc in ordered[start:end]]
+    key_of = dict(zip(members, snapshot.keys_of(np.array(members, dtype=np.int64)), strict=True))
+    for start, end in runs:
+        ordered[start:end] = sorted(ordered[start:end], key=key_of.__getitem__)
+    if len(ordered) < cut:  # the last run ends before the k-th: the rest as the kernel ordered it
+        ordered.extend(ids[len(ordered) : cut].tolist())
+    return np.array(ordered[:cut], dtype=np.int64), scores[:cut].copy()
 
 
 def _corrupt_list(lists: QueryLists, index: int) -> CorruptIndexError:
