@@ -37,7 +37,7 @@ from weftsearch.documents import Document, FieldValue
 from weftsearch.engine.filters import Filter, SegmentFields, as_filter, check_filter, segment_mask
 from weftsearch.engine.stream import at_least_kth
 from weftsearch.errors import CorruptIndexError, InvalidParameterError, PartialGraphError, UnknownKeyError
-from weftsearch.native.bm25 import HIT_PART_FIELDS, compiled_bm25, hits_sound
+from weftsearch.native.bm25 import HIT_PART_FIELDS, compiled_bm25, hits_sound, ties_by_key
 from weftsearch.native.scan import inner_products
 from weftsearch.schema import DEFAULT_FIELD, Schema
 from weftsearch.storage.ivf import worth_probing
@@ -396,7 +396,7 @@ class _KeyViews:
     the tables later, when the results' keys are first read.
     """
 
-    __slots__ = ("bases", "compiled", "parts", "table", "table_address")
+    __slots__ = ("bases", "compiled", "compiled_ties", "parts", "table", "table_address")
 
     def __init__(self, parts: Sequence[SnapshotPart]) -> None:
         self.bases = [part.base for part in parts]
@@ -408,24 +408,33 @@ class _KeyViews:
             )
             for part in parts
         ]
-        # The same look-up for the compiled check (weft_hits_sound): a row of addresses per part,
-        # into the arrays the views above keep alive.
+        # The same look-up for the compiled functions (weft_hits_sound, weft_ties_by_key): a row
+        # of addresses per part, into the arrays the views above keep alive.
         library = compiled_bm25()
         self.compiled = None if library is None or not parts else library.hits_sound
+        self.compiled_ties = None if library is None or not parts else library.ties_by_key
         self.table = np.array(
             [
                 (
                     part.base,
                     part.n_live,
                     0 if live is None else part.live_locals.ctypes.data,
-                    np.frombuffer(state, dtype=np.uint8).ctypes.data,
-                    0 if decoded is not None else np.frombuffer(checked, dtype=np.uint8).ctypes.data,
+                    _address(state),
+                    0 if decoded is not None else _address(checked),
+                    _address(offsets),
+                    _address(blob),
                 )
-                for part, (_, live, state, checked, _, _, decoded) in zip(parts, self.parts, strict=True)
+                for part, (_, live, state, checked, offsets, blob, decoded) in zip(parts, self.parts, strict=True)
             ],
             dtype=np.int64,
         ).reshape(-1, HIT_PART_FIELDS)
         self.table_address = self.table.ctypes.data
+
+    def ties_by_key(self, ids: IdArray, scores: NDArray[np.float64], cut: int) -> IdArray | None:
+        """:func:`~weftsearch.native.bm25.ties_by_key` on this snapshot (``None``: not compiled, or a key unchecked)."""
+        if self.compiled_ties is None:
+            return None
+        return ties_by_key(self.compiled_ties, ids, scores, cut, self.table_address, len(self.parts))
 
     def sound_ids(self, ids: IdArray) -> bool:
         """:meth:`sound` of int64 ``ids`` in one compiled call (:attr:`compiled`, which must be set). O(len(ids))."""
@@ -507,6 +516,11 @@ class _KeyViews:
             else:
                 keys.append(str(blob[offsets[local] : offsets[local + 1]], "utf-8"))
         return keys
+
+
+def _address(view: memoryview) -> int:
+    """The address of a view's first byte (0 for an empty view, which nothing reads)."""
+    return int(np.frombuffer(view, dtype=np.uint8).ctypes.data) if view.nbytes else 0
 
 
 def _keys_in_place(
@@ -871,6 +885,16 @@ class Snapshot:
         """The snapshot's :class:`_KeyViews`, built on first use."""
         views: _KeyViews = self.memo(("engine", "key views"), lambda: _KeyViews(self._parts))
         return views
+
+    def _ties_by_key(self, ids: IdArray, scores: NDArray[np.float64], cut: int) -> IdArray | None:
+        """``ids`` (a scorer's results by score then id) with each run of equal scores before ``cut`` in key order.
+
+        One compiled call (``weft_ties_by_key``) reading the snapshot's key
+        tables; ``None`` when the library lacks it or a member's key was not
+        checked yet (the caller orders them through :meth:`keys_of`, which
+        checks and records them). O(len(ids)) plus the runs' sorts.
+        """
+        return self._key_views().ties_by_key(ids, scores, cut) if self._parts else None
 
     def _sound_keys(self, ids: IdArray) -> tuple[NDArray[np.bool_] | None, list[str]]:
         """:meth:`sound_keys` of int64 ``ids`` already known to be in range (a checked stream's)."""

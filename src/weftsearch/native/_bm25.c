@@ -1866,13 +1866,15 @@ int64_t weft_bm25_query_batch(const int64_t *terms, const int64_t *term_starts, 
  * segments the same look-up in Python cost about 150 ns a hit (finding the hit's segment, its local
  * id, two verdicts), a tenth of a 10-segment top-100 search.
  *
- * ids: n internal ids; parts: n_parts rows of 5 int64, ascending base: the part's first internal id,
- * its live documents, the address of its live-to-local map (int64; 0: nothing deleted, local =
- * id - base), of its record verdicts (uint8: 1 sound) and of its key verdicts (one byte a document,
- * nonzero: checked; address 0: the reader decoded its whole key table, every key is sound). Reads
- * only. Returns the position of the first hit whose record or key is not known sound (n when every
+ * ids: n internal ids; parts: n_parts rows of WEFT_HIT_PART_FIELDS int64, ascending base: the part's
+ * first internal id, its live documents, the address of its live-to-local map (int64; 0: nothing
+ * deleted, local = id - base), of its record verdicts (uint8: 1 sound) and of its key verdicts (one
+ * byte a document, nonzero: checked; address 0: the reader decoded its whole key table, every key
+ * is sound), then those of its key table (weft_ties_by_key reads them). Reads only. Returns the position of the first hit whose record or key is not known sound (n when every
  * one is); -2 when a hit is outside every part or a size is negative.
  */
+#define WEFT_HIT_PART_FIELDS 7
+
 int64_t weft_hits_sound(const int64_t *ids, int64_t n, const int64_t *parts, int64_t n_parts) {
     if (n < 0 || n_parts < 0) return -2;
     for (int64_t i = 0; i < n; i++) {
@@ -1880,13 +1882,13 @@ int64_t weft_hits_sound(const int64_t *ids, int64_t n, const int64_t *parts, int
         /* The last part whose base is at most id: few parts, a bisection all the same. */
         while (high - low > 1) {
             int64_t middle = low + (high - low) / 2;
-            if (parts[5 * middle] <= id)
+            if (parts[WEFT_HIT_PART_FIELDS * middle] <= id)
                 low = middle;
             else
                 high = middle;
         }
         if (n_parts == 0) return -2;
-        const int64_t *part = parts + 5 * low;
+        const int64_t *part = parts + WEFT_HIT_PART_FIELDS * low;
         int64_t offset = id - part[0];
         if (offset < 0 || offset >= part[1]) return -2;
         const int64_t *live = (const int64_t *)(uintptr_t)part[2];
@@ -1895,4 +1897,87 @@ int64_t weft_hits_sound(const int64_t *ids, int64_t n, const int64_t *parts, int
         if (state[local] != 1 || (checked != NULL && !checked[local])) return i;
     }
     return n;
+}
+
+/*
+ * A search's results put in canonical order across segments: ids and scores (n, sorted by score
+ * descending then internal id, as weft_bm25_query returns them) have each run of equal scores that
+ * starts before position `cut` sorted by key, in place. Keys compare as their UTF-8 bytes, which
+ * order as the strings' code points do (every key a verdict calls checked is valid UTF-8, and no
+ * two keys of a snapshot are equal). Why here: the same in Python read and decoded each member's
+ * key (a synthetic 100,000 in 10 segments: some 30 members a query, half a top-100 search's tail).
+ *
+ * parts: weft_hits_sound's rows, whose last two fields are the addresses of the part's key table:
+ * its offsets (uint64, n_docs + 1) and its bytes. Returns 0; 1 when a member's key was not
+ * checked yet (then nothing was moved: the caller checks and orders them itself); -1 out of
+ * memory; -2 bad arguments.
+ */
+typedef struct {
+    const uint8_t *key;
+    uint64_t length;
+    int64_t id;
+} keyed_id;
+
+static int compare_keyed(const void *a, const void *b) {
+    const keyed_id *x = a, *y = b;
+    uint64_t common = x->length < y->length ? x->length : y->length;
+    int order = common > 0 ? memcmp(x->key, y->key, (size_t)common) : 0;
+    if (order != 0) return order;
+    return (x->length > y->length) - (x->length < y->length);
+}
+
+int64_t weft_ties_by_key(int64_t *ids, const double *scores, int64_t n, int64_t cut, const int64_t *parts,
+                         int64_t n_parts) {
+    if (n < 0 || n_parts <= 0 || cut < 0 || (uint64_t)n > SIZE_MAX / sizeof(keyed_id)) return -2;
+    keyed_id *keyed = NULL;
+    int64_t result = 0;
+    /* Two passes over the runs: every member's key found (or 1, nothing moved), then each run sorted. */
+    for (int pass = 0; pass < 2 && result == 0; pass++) {
+        for (int64_t start = 0; start < n && start < cut;) {
+            int64_t end = start + 1;
+            while (end < n && scores[end] == scores[start]) end++;
+            if (end - start > 1) {
+                for (int64_t i = start; i < end; i++) {
+                    int64_t id = ids[i], low = 0, high = n_parts;
+                    while (high - low > 1) {
+                        int64_t middle = low + (high - low) / 2;
+                        if (parts[WEFT_HIT_PART_FIELDS * middle] <= id)
+                            low = middle;
+                        else
+                            high = middle;
+                    }
+                    const int64_t *part = parts + WEFT_HIT_PART_FIELDS * low;
+                    int64_t offset = id - part[0];
+                    if (offset < 0 || offset >= part[1]) {
+                        result = -2;
+                        break;
+                    }
+                    const int64_t *live = (const int64_t *)(uintptr_t)part[2];
+                    int64_t local = live != NULL ? live[offset] : offset;
+                    const uint8_t *checked = (const uint8_t *)(uintptr_t)part[4];
+                    if (checked != NULL && !checked[local]) {
+                        result = 1;
+                        break;
+                    }
+                    if (pass == 1) {
+                        const uint64_t *offsets = (const uint64_t *)(uintptr_t)part[5];
+                        const uint8_t *bytes = (const uint8_t *)(uintptr_t)part[6];
+                        keyed[i - start] = (keyed_id){bytes + offsets[local], offsets[local + 1] - offsets[local], id};
+                    }
+                }
+                if (result != 0) break;
+                if (pass == 1) {
+                    qsort(keyed, (size_t)(end - start), sizeof(keyed_id), compare_keyed);
+                    for (int64_t i = start; i < end; i++) ids[i] = keyed[i - start].id;
+                }
+            }
+            start = end;
+        }
+        if (pass == 0 && result == 0) {
+            keyed = malloc((size_t)(n > 0 ? n : 1) * sizeof(keyed_id));
+            if (keyed == NULL) result = -1;
+        }
+    }
+    free(keyed);
+    return result;
 }

@@ -54,6 +54,7 @@ __all__ = [
     "impact_table_words",
     "query",
     "query_batch",
+    "ties_by_key",
     "top_k",
     "top_k_batch",
     "top_k_batch_available",
@@ -128,7 +129,8 @@ class CompiledBM25:
     ``impacts``: ``weft_bm25_impacts`` (a list's impact table for the dense pass, see
     :func:`impact_table`), or ``None`` in an older build.
     ``hits_sound``: ``weft_hits_sound`` (whether a search's hits are known sound, see
-    :func:`hits_sound`), or ``None`` in an older build.
+    :func:`hits_sound`) and ``ties_by_key``: ``weft_ties_by_key`` (runs of equal scores
+    put in key order, see :func:`ties_by_key`), or ``None`` in an older build.
     """
 
     top_k: Callable[..., int]
@@ -138,6 +140,7 @@ class CompiledBM25:
     dense_max_docs: ctypes.c_int64 | None = None
     impacts: Callable[..., int] | None = None
     hits_sound: Callable[..., int] | None = None
+    ties_by_key: Callable[..., int] | None = None
 
 
 @cache
@@ -188,7 +191,12 @@ def _bind(library: ctypes.CDLL) -> CompiledBM25:
         # ids, n, parts, n_parts.
         hits.argtypes = [_POINTER, _INT, _POINTER, _INT]
         hits.restype = _INT
-    return CompiledBM25(top, blocks, query, batch, dense, impacts, hits)
+    ties = getattr(library, "weft_ties_by_key", None)
+    if ties is not None:
+        # ids, scores, n, cut, parts, n_parts.
+        ties.argtypes = [_POINTER, _POINTER, _INT, _INT, _POINTER, _INT]
+        ties.restype = _INT
+    return CompiledBM25(top, blocks, query, batch, dense, impacts, hits, ties)
 
 
 def compiled_bm25_available() -> bool:
@@ -340,8 +348,8 @@ def impact_table(
 # --------------------------------------------------------------------------- a search's hits
 
 
-#: int64 fields of one part row of :func:`hits_sound` (see ``weft_hits_sound``).
-HIT_PART_FIELDS = 5
+#: int64 fields of one part row of :func:`hits_sound` and :func:`ties_by_key` (see ``weft_hits_sound``).
+HIT_PART_FIELDS = 7
 
 
 def hits_sound(function: Callable[..., int], ids: NDArray[np.int64], parts: int, n_parts: int) -> int:
@@ -350,9 +358,9 @@ def hits_sound(function: Callable[..., int], ids: NDArray[np.int64], parts: int,
     ``parts``: the address of ``n_parts`` rows of :data:`HIT_PART_FIELDS`
     int64, one per segment by ascending base: base, live documents, the
     address of the live-to-local map (0: none deleted), of the record
-    verdicts (uint8, 1 sound) and of the key verdicts (a byte a document,
-    nonzero checked; 0: every key sound). The caller keeps those arrays
-    alive. One compiled call, no Python per hit; ``function`` is
+    verdicts (uint8, 1 sound), of the key verdicts (a byte a document,
+    nonzero checked; 0: every key sound), of the key table's offsets
+    (uint64) and of its bytes. The caller keeps those arrays alive. One compiled call, no Python per hit; ``function`` is
     :attr:`CompiledBM25.hits_sound`. O(len(ids)).
 
     Raises:
@@ -365,6 +373,42 @@ def hits_sound(function: Callable[..., int], ids: NDArray[np.int64], parts: int,
     if found < 0:
         raise ValueError(f"weft_hits_sound refused its arguments (code {found})")  # a bug on this side
     return int(found)
+
+
+def ties_by_key(
+    function: Callable[..., int],
+    ids: NDArray[np.int64],
+    scores: NDArray[np.float64],
+    cut: int,
+    parts: int,
+    n_parts: int,
+) -> NDArray[np.int64] | None:
+    """``ids`` with each run of equal ``scores`` that starts before ``cut`` sorted by key, or ``None``.
+
+    ``ids``/``scores``: a query's results sorted by score descending then
+    internal id (as :func:`query` returns them); ``parts``: :func:`hits_sound`'s
+    rows. Keys compare as their UTF-8 bytes (the strings' order). ``None``
+    when a run member's key was not checked yet (the caller checks and orders
+    them itself). One compiled call; ``function`` is
+    :attr:`CompiledBM25.ties_by_key`. O(n + m log m) for the m members of
+    those runs.
+
+    Raises:
+        MemoryError: the library could not allocate its working memory.
+        ValueError: the library refused the arguments (a bug of the caller).
+
+    """
+    ordered = np.array(ids, dtype=np.int64)  # a copy, C-contiguous: the function sorts it in place
+    if scores.dtype != np.float64 or not scores.flags.c_contiguous:
+        scores = np.ascontiguousarray(scores, dtype=np.float64)
+    code = function(ordered.ctypes.data, scores.ctypes.data, ordered.shape[0], cut, parts, n_parts)
+    if code == 1:
+        return None
+    if code == -1:
+        raise MemoryError("weft_ties_by_key could not allocate its working memory")
+    if code != 0:
+        raise ValueError(f"weft_ties_by_key refused its arguments (code {code})")  # a bug on this side
+    return ordered
 
 
 # --------------------------------------------------------------------------- one query, by term

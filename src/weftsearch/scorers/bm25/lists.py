@@ -419,6 +419,10 @@ def _canonical(
         if ids.shape[0] <= k:
             return ids, scores  # no ties past the k-th: the arrays as they are (no views)
         return ids[:k], scores[:k]
+    cut = min(k, ids.shape[0])
+    ordered = snapshot._ties_by_key(ids, scores, cut)
+    if ordered is not None:  # compiled, every key involved checked before
+        return ordered[:cut], scores[:cut].copy()
     if ids.shape[0] <= _CANONICAL_RUNS:
         return _canonical_runs(snapshot, ids, scores, k)
     found_ids, found_scores = top_k(ids, scores, k, snapshot)
