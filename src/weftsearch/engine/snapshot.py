@@ -424,23 +424,25 @@ class _KeyViews:
                     _address(offsets),
                     _address(blob),
                 )
-                for part, (_, live, state, checked, offsets, blob, decoded) in zip(parts, self.parts, strict=True)
+                for part, (_, live, state, checked, offsets, blob, decoded) in zip(
+                    parts, self.parts, strict=True
+                )
             ],
             dtype=np.int64,
         ).reshape(-1, HIT_PART_FIELDS)
         self.table_address = self.table.ctypes.data
 
     def ties_by_key(self, ids: IdArray, scores: NDArray[np.float64], cut: int) -> IdArray | None:
-        """:func:`~weftsearch.native.bm25.ties_by_key` on this snapshot (``None``: not compiled, or a key unchecked)."""
+        """:func:`~weftsearch.native.bm25.ties_by_key` here (``None``: not compiled, or a key unchecked)."""
         if self.compiled_ties is None:
             return None
         return ties_by_key(self.compiled_ties, ids, scores, cut, self.table_address, len(self.parts))
 
     def sound_ids(self, ids: IdArray) -> bool:
-        """:meth:`sound` of int64 ``ids`` in one compiled call (:attr:`compiled`, which must be set). O(len(ids))."""
+        """:meth:`sound` of int64 ``ids`` in one compiled call (:attr:`compiled` must be set). O(len(ids))."""
         assert self.compiled is not None  # the caller checks
         found = hits_sound(self.compiled, ids, self.table_address, len(self.parts))
-        return found == ids.shape[0]
+        return bool(found == ids.shape[0])
 
     def sound(self, ids: list[int]) -> bool:
         """Whether both verdicts of every one of ``ids`` (internal, in range) are known sound. O(len(ids)).
@@ -469,7 +471,7 @@ class _KeyViews:
         return True
 
     def checked_keys(self, ids: list[int]) -> list[str] | None:
-        """The keys of ``ids`` (internal, in range) if every one was checked already, else ``None``. O(len(ids)).
+        """The keys of ``ids`` (internal, in range) if every one was checked, else ``None``. O(len(ids)).
 
         Only the key verdicts count (a tie-break reads keys, not records):
         ``None`` as soon as one key is not known to be sound, and the caller
@@ -887,7 +889,7 @@ class Snapshot:
         return views
 
     def _ties_by_key(self, ids: IdArray, scores: NDArray[np.float64], cut: int) -> IdArray | None:
-        """``ids`` (a scorer's results by score then id) with each run of equal scores before ``cut`` in key order.
+        """``ids`` (results by score, then id) with each run of equal scores before ``cut`` in key order.
 
         One compiled call (``weft_ties_by_key``) reading the snapshot's key
         tables; ``None`` when the library lacks it or a member's key was not

@@ -360,7 +360,8 @@ def hits_sound(function: Callable[..., int], ids: NDArray[np.int64], parts: int,
     address of the live-to-local map (0: none deleted), of the record
     verdicts (uint8, 1 sound), of the key verdicts (a byte a document,
     nonzero checked; 0: every key sound), of the key table's offsets
-    (uint64) and of its bytes. The caller keeps those arrays alive. One compiled call, no Python per hit; ``function`` is
+    (uint64) and of its bytes. The caller keeps those arrays alive. One
+    compiled call, no Python per hit; ``function`` is
     :attr:`CompiledBM25.hits_sound`. O(len(ids)).
 
     Raises:
