@@ -916,14 +916,13 @@ class Snapshot:
         segments. O(len(ids)); ``keys()`` O(len(ids)) more.
         """
         count = ids.shape[0]
-        views = self._key_views() if self._parts else None
-        if views is not None and views.compiled is not None:
+        views = self._key_views()
+        if views.compiled is not None:
             # Every hit's verdicts in one compiled call, whatever the number of segments; the
             # ids become a list only when the keys are read.
             if views.sound_ids(ids):
                 return None, functools.partial(views.read, ids)
         elif count <= _KEYS_ONE_BY_ONE or (len(self._parts) > 1 and count <= _KEYS_ONE_BY_ONE_SEGMENTS):
-            assert views is not None  # some hit exists, so some part does
             listed = ids.tolist()
             if views.sound(listed):
                 return None, functools.partial(views.read, listed)
