@@ -37,6 +37,7 @@ from weftsearch.documents import Document, FieldValue
 from weftsearch.engine.filters import Filter, SegmentFields, as_filter, check_filter, segment_mask
 from weftsearch.engine.stream import at_least_kth
 from weftsearch.errors import CorruptIndexError, InvalidParameterError, PartialGraphError, UnknownKeyError
+from weftsearch.native.bm25 import HIT_PART_FIELDS, compiled_bm25, hits_sound, ties_by_key
 from weftsearch.native.scan import inner_products
 from weftsearch.schema import DEFAULT_FIELD, Schema
 from weftsearch.storage.ivf import worth_probing
@@ -395,7 +396,7 @@ class _KeyViews:
     the tables later, when the results' keys are first read.
     """
 
-    __slots__ = ("bases", "parts")
+    __slots__ = ("bases", "compiled", "compiled_ties", "parts", "table", "table_address")
 
     def __init__(self, parts: Sequence[SnapshotPart]) -> None:
         self.bases = [part.base for part in parts]
@@ -407,6 +408,41 @@ class _KeyViews:
             )
             for part in parts
         ]
+        # The same look-up for the compiled functions (weft_hits_sound, weft_ties_by_key): a row
+        # of addresses per part, into the arrays the views above keep alive.
+        library = compiled_bm25()
+        self.compiled = None if library is None or not parts else library.hits_sound
+        self.compiled_ties = None if library is None or not parts else library.ties_by_key
+        self.table = np.array(
+            [
+                (
+                    part.base,
+                    part.n_live,
+                    0 if live is None else part.live_locals.ctypes.data,
+                    _address(state),
+                    0 if decoded is not None else _address(checked),
+                    _address(offsets),
+                    _address(blob),
+                )
+                for part, (_, live, state, checked, offsets, blob, decoded) in zip(
+                    parts, self.parts, strict=True
+                )
+            ],
+            dtype=np.int64,
+        ).reshape(-1, HIT_PART_FIELDS)
+        self.table_address = self.table.ctypes.data
+
+    def ties_by_key(self, ids: IdArray, scores: NDArray[np.float64], cut: int) -> IdArray | None:
+        """:func:`~weftsearch.native.bm25.ties_by_key` here (``None``: not compiled, or a key unchecked)."""
+        if self.compiled_ties is None:
+            return None
+        return ties_by_key(self.compiled_ties, ids, scores, cut, self.table_address, len(self.parts))
+
+    def sound_ids(self, ids: IdArray) -> bool:
+        """:meth:`sound` of int64 ``ids`` in one compiled call (:attr:`compiled` must be set). O(len(ids))."""
+        assert self.compiled is not None  # the caller checks
+        found = hits_sound(self.compiled, ids, self.table_address, len(self.parts))
+        return bool(found == ids.shape[0])
 
     def sound(self, ids: list[int]) -> bool:
         """Whether both verdicts of every one of ``ids`` (internal, in range) are known sound. O(len(ids)).
@@ -434,13 +470,38 @@ class _KeyViews:
                 return False
         return True
 
-    def read(self, ids: list[int]) -> list[str]:
+    def checked_keys(self, ids: list[int]) -> list[str] | None:
+        """The keys of ``ids`` (internal, in range) if every one was checked, else ``None``. O(len(ids)).
+
+        Only the key verdicts count (a tie-break reads keys, not records):
+        ``None`` as soon as one key is not known to be sound, and the caller
+        takes :meth:`Snapshot.keys_of`, which checks and records them.
+        """
+        parts, bases = self.parts, self.bases
+        single = len(parts) == 1
+        keys: list[str] = []
+        for doc in ids:
+            base, live, _, checked, offsets, blob, decoded = (
+                parts[0] if single else parts[bisect.bisect_right(bases, doc) - 1]
+            )
+            local = doc - base if live is None else live[doc - base]
+            if decoded is not None:
+                keys.append(str(decoded[local]))
+            elif checked[local]:
+                keys.append(str(blob[offsets[local] : offsets[local + 1]], "utf-8"))
+            else:
+                return None
+        return keys
+
+    def read(self, ids: list[int] | IdArray) -> list[str]:
         """The keys of ``ids``, which :meth:`sound` passed, in order. O(len(ids)).
 
         Reads only this object's views, which keep the segments' tables
         mapped: safe from any thread, and after the index closed or merged
         the segments away.
         """
+        if not isinstance(ids, list):
+            ids = ids.tolist()
         parts, bases = self.parts, self.bases
         if len(parts) == 1 and parts[0][1] is None and parts[0][6] is None:
             base, _, _, _, offsets, blob, _ = parts[0]
@@ -457,6 +518,11 @@ class _KeyViews:
             else:
                 keys.append(str(blob[offsets[local] : offsets[local + 1]], "utf-8"))
         return keys
+
+
+def _address(view: memoryview) -> int:
+    """The address of a view's first byte (0 for an empty view, which nothing reads)."""
+    return int(np.frombuffer(view, dtype=np.uint8).ctypes.data) if view.nbytes else 0
 
 
 def _keys_in_place(
@@ -682,6 +748,17 @@ class Snapshot:
 
     def keys_of(self, ids: IdArray) -> list[str]:
         """Keys of many internal ids, in the same order. O(len(ids))."""
+        if len(self._parts) > 1:
+            ids = np.asarray(ids, dtype=np.int64)
+            if ids.ndim == 1 and ids.shape[0] <= _KEYS_ONE_BY_ONE_SEGMENTS:
+                # A few ids on several segments (a search's ties): one by one from the
+                # snapshot's views once their keys were checked, no numpy call per segment.
+                listed = ids.tolist()
+                if listed and (min(listed) < 0 or max(listed) >= self._n_docs):
+                    raise UnknownKeyError(f"internal id out of range for {self._n_docs} documents")
+                found = self._key_views().checked_keys(listed)
+                if found is not None:
+                    return found
         ids = self._check_ids(ids)
         if len(self._parts) == 1:
             part = self._parts[0]
@@ -753,6 +830,13 @@ class Snapshot:
         ids = np.asarray(ids, dtype=np.int64)
         if self.ids_follow_keys or ids.size <= 1:
             return ids
+        if ids.shape[0] <= _KEYS_ONE_BY_ONE_SEGMENTS:
+            # A search's ties: ranked by a Python sort of their keys (str order is numpy's).
+            found = self.keys_of(ids)
+            order = sorted(range(len(found)), key=found.__getitem__)
+            ranks = np.empty(len(found), dtype=np.int64)
+            ranks[order] = np.arange(len(found), dtype=np.int64)
+            return ranks
         keys = np.array(self.keys_of(ids), dtype=np.str_)
         ranks = np.empty(ids.shape[0], dtype=np.int64)
         ranks[np.argsort(keys, kind="stable")] = np.arange(ids.shape[0], dtype=np.int64)
@@ -799,6 +883,21 @@ class Snapshot:
         """
         return self._sound_keys(self._check_ids(ids))
 
+    def _key_views(self) -> _KeyViews:
+        """The snapshot's :class:`_KeyViews`, built on first use."""
+        views: _KeyViews = self.memo(("engine", "key views"), lambda: _KeyViews(self._parts))
+        return views
+
+    def _ties_by_key(self, ids: IdArray, scores: NDArray[np.float64], cut: int) -> IdArray | None:
+        """``ids`` (results by score, then id) with each run of equal scores before ``cut`` in key order.
+
+        One compiled call (``weft_ties_by_key``) reading the snapshot's key
+        tables; ``None`` when the library lacks it or a member's key was not
+        checked yet (the caller orders them through :meth:`keys_of`, which
+        checks and records them). O(len(ids)) plus the runs' sorts.
+        """
+        return self._key_views().ties_by_key(ids, scores, cut) if self._parts else None
+
     def _sound_keys(self, ids: IdArray) -> tuple[NDArray[np.bool_] | None, list[str]]:
         """:meth:`sound_keys` of int64 ``ids`` already known to be in range (a checked stream's)."""
         keep, keys = self._sound_ids(ids)
@@ -817,8 +916,13 @@ class Snapshot:
         segments. O(len(ids)); ``keys()`` O(len(ids)) more.
         """
         count = ids.shape[0]
-        if count <= _KEYS_ONE_BY_ONE or (len(self._parts) > 1 and count <= _KEYS_ONE_BY_ONE_SEGMENTS):
-            views: _KeyViews = self.memo(("engine", "key views"), lambda: _KeyViews(self._parts))
+        views = self._key_views()
+        if views.compiled is not None:
+            # Every hit's verdicts in one compiled call, whatever the number of segments; the
+            # ids become a list only when the keys are read.
+            if views.sound_ids(ids):
+                return None, functools.partial(views.read, ids)
+        elif count <= _KEYS_ONE_BY_ONE or (len(self._parts) > 1 and count <= _KEYS_ONE_BY_ONE_SEGMENTS):
             listed = ids.tolist()
             if views.sound(listed):
                 return None, functools.partial(views.read, listed)

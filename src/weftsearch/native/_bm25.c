@@ -1135,8 +1135,7 @@ static double floor_of_groups(const double *sums, int64_t n_docs, int64_t group,
  * on `score > 0` per document, which half of a long query's documents pass at random: the
  * mispredictions cost more than scoring the postings did (SciFact: two thirds of the call).
  */
-static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
-    int64_t n_docs = pw->part->n_docs;
+static void add_part_dense(walk *w, const part_walk *pw, double *sums) {
     for (int64_t j = 0; j < pw->n && !w->corrupt; j++) {
         cursor *c = &w->cursors[j];
         if (c->impacts != NULL) {
@@ -1167,8 +1166,19 @@ static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
             w->blocks_scored++;
         }
     }
+}
+
+/*
+ * The dense pass's offers from one part's sums (add_part_dense's), which it leaves zeroed. `floor`:
+ * a lower bound of the k-th best score over all parts (the joint floor of several parts' sums,
+ * see joint_floor), or negative: none given (then one is taken from this part's own sums when k
+ * is large).
+ */
+static void scan_part_dense(walk *w, const part_walk *pw, double *sums, double floor) {
+    int64_t n_docs = pw->part->n_docs;
     const double least = 4.9406564584124654e-324; /* the smallest positive double: score >= it iff score > 0 */
     double gate = w->threshold > least ? w->threshold : least;
+    if (floor > gate) gate = floor;
     int64_t scored = 0; /* every live document above 0 had its full score summed: the statistic counts them all */
     double run[WEFT_SCAN_RUN];
     int64_t start = 0;
@@ -1181,7 +1191,7 @@ static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
          * is copied out and offered, as scan_run's caller does. The same comparisons and offers
          * in the same order as the loop below, in about half its instructions.
          */
-        if (w->sel.k >= WEFT_GROUP_GATE_FROM_K) {
+        if (floor < 0.0 && w->sel.k >= WEFT_GROUP_GATE_FROM_K) {
             /*
              * A large k: offering every document at or above the running threshold in id order
              * offers about k (1 + ln(documents / k)) of them, each a heap update. A first gate
@@ -1192,8 +1202,8 @@ static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
              */
             int64_t group = WEFT_SCAN_RUN;
             while (n_docs / group > WEFT_WINDOW) group *= 2;
-            double floor = floor_of_groups(sums, n_docs, group, w->sel.k, w->partial);
-            if (floor > gate) gate = floor;
+            double own = floor_of_groups(sums, n_docs, group, w->sel.k, w->partial);
+            if (own > gate) gate = own;
         }
         const __m128d zero = _mm_setzero_pd();
         __m128i above = _mm_setzero_si128();
@@ -1254,6 +1264,44 @@ static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
     }
     w->documents_scored += scored;
     if (start < n_docs) memset(sums + start, 0, (size_t)(n_docs - start) * sizeof(double)); /* a scan cut short */
+}
+
+/* Score one part densely into sums (n_docs zeroed doubles, left zeroed); see weft_bm25_dense_max_docs. */
+static void walk_part_dense(walk *w, const part_walk *pw, double *sums) {
+    add_part_dense(w, pw, sums);
+    scan_part_dense(w, pw, sums, -1.0);
+}
+
+/*
+ * The joint dense pass: with a large k over several small parts, each part's scan would offer
+ * every document above the threshold the parts before it left (about k ln(parts) offers more
+ * than one part of them all: SciFact in 10 parts at top-100, four times the heap updates). So
+ * the parts that qualify are summed first, each into its own slice of one buffer, and one floor
+ * is taken from the group maxima of all their sums together (as floor_of_groups does for one
+ * part: at least k documents reach it, so it is at most the k-th best); then each part is
+ * scanned from that floor. The same documents at least the k-th best are offered, so the same
+ * results, to the bit. A part qualifies when it is dense with no id map (its sums are all live
+ * documents, which the floor needs) and the qualifying parts' documents fit WEFT_JOINT_MAX_DOCS
+ * together (the buffer is kept between queries, like one part's sums).
+ */
+#ifndef WEFT_JOINT_MAX_DOCS
+#define WEFT_JOINT_MAX_DOCS 262144
+#endif
+
+/* The k-th largest of the maxima of groups of the first n sums (0 when fewer than k groups). */
+static double joint_floor(const walk *w, const double *sums, int64_t n) {
+    int64_t group = WEFT_SCAN_RUN;
+    while (n / group > WEFT_WINDOW) group *= 2;
+    return floor_of_groups(sums, n, group, w->sel.k, w->partial);
+}
+
+/*
+ * Whether part p (its in_part lists from lists[first]) joins the joint dense pass, `used`
+ * documents having joined before it: the one rule the three passes over the parts apply alike.
+ */
+static int joins(const walk *w, int64_t p, int64_t first, int64_t in_part, const part_desc *part, int64_t used) {
+    return in_part > 0 && part->to_global == 0 && use_dense(w, p, first, part) &&
+           part->n_docs <= WEFT_JOINT_MAX_DOCS - used;
 }
 
 /*
@@ -1343,6 +1391,36 @@ static int64_t top_k_into(const int64_t *lists_raw, int64_t n_lists, const int64
     w.threshold = -INFINITY;
     int64_t result = -1;
     if (!walk_alloc(&w, k, largest_part, keep)) goto done;
+    /*
+     * The joint dense pass (see joint_floor): which parts join, and room for their sums side by
+     * side, then for the largest other dense part's after them (which is summed while theirs wait).
+     */
+    int64_t joint_docs = 0, joint_parts = 0, other_docs = 0;
+    if (k >= WEFT_GROUP_GATE_FROM_K) {
+        for (int64_t p = 0, first = 0; p < n_parts; p++) {
+            int64_t in_part = 0;
+            while (first + in_part < n_lists && lists[first + in_part].part == p) in_part++;
+            if (joins(&w, p, first, in_part, &parts[p], joint_docs)) {
+                joint_docs += parts[p].n_docs;
+                joint_parts++;
+            } else if (in_part > 0 && use_dense(&w, p, first, &parts[p]) && parts[p].n_docs > other_docs) {
+                other_docs = parts[p].n_docs;
+            }
+            first += in_part;
+        }
+        if (joint_parts < 2) joint_docs = 0;
+    }
+    if (joint_docs > 0 && joint_docs + other_docs > keep->sums_size) {
+        free(keep->sums);
+        keep->sums_size = 0;
+        keep->sums = calloc((size_t)(joint_docs + other_docs), sizeof(double));
+        if (keep->sums == NULL) {
+            w.sel.failed = 1;
+            goto done;
+        }
+        keep->sums_size = joint_docs + other_docs;
+    }
+    int64_t joint_used = 0;
     for (int64_t p = 0, first = 0; p < n_parts && !w.sel.failed && !w.corrupt; p++) {
         part_walk pw = {&parts[p], (const double *)(uintptr_t)parts[p].norms,
                         (const int64_t *)(uintptr_t)parts[p].to_global, 0};
@@ -1351,7 +1429,13 @@ static int64_t top_k_into(const int64_t *lists_raw, int64_t n_lists, const int64
         first += pw.n;
         if (w.corrupt) break;
         if (pw.n == 0) continue;
-        if (dense) {
+        if (joint_docs > 0 && joins(&w, p, first - pw.n, pw.n, pw.part, joint_used)) {
+            /* Summed now into its slice, scanned below from the joint floor. */
+            add_part_dense(&w, &pw, keep->sums + joint_used);
+            joint_used += pw.part->n_docs;
+        } else if (dense && joint_docs > 0) {
+            walk_part_dense(&w, &pw, keep->sums + joint_docs); /* after the joint slices: room made above */
+        } else if (dense) {
             /* Sized by the largest dense part seen; walk_part_dense leaves them zeroed for the next. */
             if (pw.part->n_docs > keep->sums_size) {
                 free(keep->sums);
@@ -1366,6 +1450,20 @@ static int64_t top_k_into(const int64_t *lists_raw, int64_t n_lists, const int64
             walk_part_dense(&w, &pw, keep->sums);
         } else {
             walk_part(&w, &pw);
+        }
+    }
+    if (joint_used > 0 && !w.sel.failed && !w.corrupt) {
+        double floor = joint_floor(&w, keep->sums, joint_used);
+        for (int64_t p = 0, first = 0, at = 0; p < n_parts && at < joint_used && !w.sel.failed; p++) {
+            /* The parts summed above, found again by the same rule (their slices follow in order). */
+            int64_t in_part = 0;
+            while (first + in_part < n_lists && lists[first + in_part].part == p) in_part++;
+            if (joins(&w, p, first, in_part, &parts[p], at)) {
+                part_walk pw = {&parts[p], (const double *)(uintptr_t)parts[p].norms, NULL, 0};
+                scan_part_dense(&w, &pw, keep->sums + at, floor);
+                at += parts[p].n_docs;
+            }
+            first += in_part;
         }
     }
     if (w.sel.failed) goto done;
@@ -1757,4 +1855,129 @@ int64_t weft_bm25_query_batch(const int64_t *terms, const int64_t *term_starts, 
     batch_worker(&job);
 #endif
     return 0;
+}
+
+/* --------------------------------------------------------------------------- a search's hits, checked */
+
+/*
+ * Whether a search's hits are known sound, in one call (weftsearch.engine.snapshot's _KeyViews: a
+ * search reports a hit only when its stored record passed its checksum and its key was checked,
+ * verdicts each segment reader keeps, one byte a document). Why here: on a snapshot of several
+ * segments the same look-up in Python cost about 150 ns a hit (finding the hit's segment, its local
+ * id, two verdicts), a tenth of a 10-segment top-100 search.
+ *
+ * ids: n internal ids; parts: n_parts rows of WEFT_HIT_PART_FIELDS int64, ascending base: the part's
+ * first internal id, its live documents, the address of its live-to-local map (int64; 0: nothing
+ * deleted, local = id - base), of its record verdicts (uint8: 1 sound) and of its key verdicts (one
+ * byte a document, nonzero: checked; address 0: the reader decoded its whole key table, every key
+ * is sound), then those of its key table (weft_ties_by_key reads them). Reads only. Returns the position of the first hit whose record or key is not known sound (n when every
+ * one is); -2 when a hit is outside every part or a size is negative.
+ */
+#define WEFT_HIT_PART_FIELDS 7
+
+int64_t weft_hits_sound(const int64_t *ids, int64_t n, const int64_t *parts, int64_t n_parts) {
+    if (n < 0 || n_parts < 0) return -2;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = ids[i], low = 0, high = n_parts;
+        /* The last part whose base is at most id: few parts, a bisection all the same. */
+        while (high - low > 1) {
+            int64_t middle = low + (high - low) / 2;
+            if (parts[WEFT_HIT_PART_FIELDS * middle] <= id)
+                low = middle;
+            else
+                high = middle;
+        }
+        if (n_parts == 0) return -2;
+        const int64_t *part = parts + WEFT_HIT_PART_FIELDS * low;
+        int64_t offset = id - part[0];
+        if (offset < 0 || offset >= part[1]) return -2;
+        const int64_t *live = (const int64_t *)(uintptr_t)part[2];
+        int64_t local = live != NULL ? live[offset] : offset;
+        const uint8_t *state = (const uint8_t *)(uintptr_t)part[3], *checked = (const uint8_t *)(uintptr_t)part[4];
+        if (state[local] != 1 || (checked != NULL && !checked[local])) return i;
+    }
+    return n;
+}
+
+/*
+ * A search's results put in canonical order across segments: ids and scores (n, sorted by score
+ * descending then internal id, as weft_bm25_query returns them) have each run of equal scores that
+ * starts before position `cut` sorted by key, in place. Keys compare as their UTF-8 bytes, which
+ * order as the strings' code points do (every key a verdict calls checked is valid UTF-8, and no
+ * two keys of a snapshot are equal). Why here: the same in Python read and decoded each member's
+ * key (a synthetic 100,000 in 10 segments: some 30 members a query, half a top-100 search's tail).
+ *
+ * parts: weft_hits_sound's rows, whose last two fields are the addresses of the part's key table:
+ * its offsets (uint64, n_docs + 1) and its bytes. Returns 0; 1 when a member's key was not
+ * checked yet (then nothing was moved: the caller checks and orders them itself); -1 out of
+ * memory; -2 bad arguments.
+ */
+typedef struct {
+    const uint8_t *key;
+    uint64_t length;
+    int64_t id;
+} keyed_id;
+
+static int compare_keyed(const void *a, const void *b) {
+    const keyed_id *x = a, *y = b;
+    uint64_t common = x->length < y->length ? x->length : y->length;
+    int order = common > 0 ? memcmp(x->key, y->key, (size_t)common) : 0;
+    if (order != 0) return order;
+    return (x->length > y->length) - (x->length < y->length);
+}
+
+int64_t weft_ties_by_key(int64_t *ids, const double *scores, int64_t n, int64_t cut, const int64_t *parts,
+                         int64_t n_parts) {
+    if (n < 0 || n_parts <= 0 || cut < 0 || (uint64_t)n > SIZE_MAX / sizeof(keyed_id)) return -2;
+    keyed_id *keyed = NULL;
+    int64_t result = 0;
+    /* Two passes over the runs: every member's key found (or 1, nothing moved), then each run sorted. */
+    for (int pass = 0; pass < 2 && result == 0; pass++) {
+        for (int64_t start = 0; start < n && start < cut;) {
+            int64_t end = start + 1;
+            while (end < n && scores[end] == scores[start]) end++;
+            if (end - start > 1) {
+                for (int64_t i = start; i < end; i++) {
+                    int64_t id = ids[i], low = 0, high = n_parts;
+                    while (high - low > 1) {
+                        int64_t middle = low + (high - low) / 2;
+                        if (parts[WEFT_HIT_PART_FIELDS * middle] <= id)
+                            low = middle;
+                        else
+                            high = middle;
+                    }
+                    const int64_t *part = parts + WEFT_HIT_PART_FIELDS * low;
+                    int64_t offset = id - part[0];
+                    if (offset < 0 || offset >= part[1]) {
+                        result = -2;
+                        break;
+                    }
+                    const int64_t *live = (const int64_t *)(uintptr_t)part[2];
+                    int64_t local = live != NULL ? live[offset] : offset;
+                    const uint8_t *checked = (const uint8_t *)(uintptr_t)part[4];
+                    if (checked != NULL && !checked[local]) {
+                        result = 1;
+                        break;
+                    }
+                    if (pass == 1) {
+                        const uint64_t *offsets = (const uint64_t *)(uintptr_t)part[5];
+                        const uint8_t *bytes = (const uint8_t *)(uintptr_t)part[6];
+                        keyed[i - start] = (keyed_id){bytes + offsets[local], offsets[local + 1] - offsets[local], id};
+                    }
+                }
+                if (result != 0) break;
+                if (pass == 1) {
+                    qsort(keyed, (size_t)(end - start), sizeof(keyed_id), compare_keyed);
+                    for (int64_t i = start; i < end; i++) ids[i] = keyed[i - start].id;
+                }
+            }
+            start = end;
+        }
+        if (pass == 0 && result == 0) {
+            keyed = malloc((size_t)(n > 0 ? n : 1) * sizeof(keyed_id));
+            if (keyed == NULL) result = -1;
+        }
+    }
+    free(keyed);
+    return result;
 }

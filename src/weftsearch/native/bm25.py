@@ -38,6 +38,7 @@ __all__ = [
     "BLOCK",
     "BatchResults",
     "DISABLE_VARIABLE",
+    "HIT_PART_FIELDS",
     "LIST_FIELDS",
     "PART_FIELDS",
     "CompiledBM25",
@@ -48,10 +49,12 @@ __all__ = [
     "compiled_blocks",
     "compiled_bm25",
     "compiled_bm25_available",
+    "hits_sound",
     "impact_table",
     "impact_table_words",
     "query",
     "query_batch",
+    "ties_by_key",
     "top_k",
     "top_k_batch",
     "top_k_batch_available",
@@ -125,6 +128,9 @@ class CompiledBM25:
     everywhere; nothing else may change it), or ``None`` in an older build.
     ``impacts``: ``weft_bm25_impacts`` (a list's impact table for the dense pass, see
     :func:`impact_table`), or ``None`` in an older build.
+    ``hits_sound``: ``weft_hits_sound`` (whether a search's hits are known sound, see
+    :func:`hits_sound`) and ``ties_by_key``: ``weft_ties_by_key`` (runs of equal scores
+    put in key order, see :func:`ties_by_key`), or ``None`` in an older build.
     """
 
     top_k: Callable[..., int]
@@ -133,6 +139,8 @@ class CompiledBM25:
     query_batch: Callable[..., int] | None = None
     dense_max_docs: ctypes.c_int64 | None = None
     impacts: Callable[..., int] | None = None
+    hits_sound: Callable[..., int] | None = None
+    ties_by_key: Callable[..., int] | None = None
 
 
 @cache
@@ -178,7 +186,17 @@ def _bind(library: ctypes.CDLL) -> CompiledBM25:
         # row, norms, n_docs, k1, table, table_words.
         impacts.argtypes = [_POINTER, _POINTER, _INT, _DOUBLE, _POINTER, _INT]
         impacts.restype = _INT
-    return CompiledBM25(top, blocks, query, batch, dense, impacts)
+    hits = getattr(library, "weft_hits_sound", None)
+    if hits is not None:
+        # ids, n, parts, n_parts.
+        hits.argtypes = [_POINTER, _INT, _POINTER, _INT]
+        hits.restype = _INT
+    ties = getattr(library, "weft_ties_by_key", None)
+    if ties is not None:
+        # ids, scores, n, cut, parts, n_parts.
+        ties.argtypes = [_POINTER, _POINTER, _INT, _INT, _POINTER, _INT]
+        ties.restype = _INT
+    return CompiledBM25(top, blocks, query, batch, dense, impacts, hits, ties)
 
 
 def compiled_bm25_available() -> bool:
@@ -325,6 +343,73 @@ def impact_table(
         raise ValueError(f"the BM25 kernel refused its arguments (code {code})")  # a bug on this side
     table.setflags(write=False)
     return table
+
+
+# --------------------------------------------------------------------------- a search's hits
+
+
+#: int64 fields of one part row of :func:`hits_sound` and :func:`ties_by_key` (see ``weft_hits_sound``).
+HIT_PART_FIELDS = 7
+
+
+def hits_sound(function: Callable[..., int], ids: NDArray[np.int64], parts: int, n_parts: int) -> int:
+    """The position of the first of ``ids`` whose record or key is not known sound (``len(ids)``: none).
+
+    ``parts``: the address of ``n_parts`` rows of :data:`HIT_PART_FIELDS`
+    int64, one per segment by ascending base: base, live documents, the
+    address of the live-to-local map (0: none deleted), of the record
+    verdicts (uint8, 1 sound), of the key verdicts (a byte a document,
+    nonzero checked; 0: every key sound), of the key table's offsets
+    (uint64) and of its bytes. The caller keeps those arrays alive. One
+    compiled call, no Python per hit; ``function`` is
+    :attr:`CompiledBM25.hits_sound`. O(len(ids)).
+
+    Raises:
+        ValueError: an id is outside every part (a bug of the caller).
+
+    """
+    if ids.dtype != np.int64 or not ids.flags.c_contiguous:
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+    found = function(ids.ctypes.data, ids.shape[0], parts, n_parts)
+    if found < 0:
+        raise ValueError(f"weft_hits_sound refused its arguments (code {found})")  # a bug on this side
+    return int(found)
+
+
+def ties_by_key(
+    function: Callable[..., int],
+    ids: NDArray[np.int64],
+    scores: NDArray[np.float64],
+    cut: int,
+    parts: int,
+    n_parts: int,
+) -> NDArray[np.int64] | None:
+    """``ids`` with each run of equal ``scores`` that starts before ``cut`` sorted by key, or ``None``.
+
+    ``ids``/``scores``: a query's results sorted by score descending then
+    internal id (as :func:`query` returns them); ``parts``: :func:`hits_sound`'s
+    rows. Keys compare as their UTF-8 bytes (the strings' order). ``None``
+    when a run member's key was not checked yet (the caller checks and orders
+    them itself). One compiled call; ``function`` is
+    :attr:`CompiledBM25.ties_by_key`. O(n + m log m) for the m members of
+    those runs.
+
+    Raises:
+        MemoryError: the library could not allocate its working memory.
+        ValueError: the library refused the arguments (a bug of the caller).
+
+    """
+    ordered = np.array(ids, dtype=np.int64)  # a copy, C-contiguous: the function sorts it in place
+    if scores.dtype != np.float64 or not scores.flags.c_contiguous:
+        scores = np.ascontiguousarray(scores, dtype=np.float64)
+    code = function(ordered.ctypes.data, scores.ctypes.data, ordered.shape[0], cut, parts, n_parts)
+    if code == 1:
+        return None
+    if code == -1:
+        raise MemoryError("weft_ties_by_key could not allocate its working memory")
+    if code != 0:
+        raise ValueError(f"weft_ties_by_key refused its arguments (code {code})")  # a bug on this side
+    return ordered
 
 
 # --------------------------------------------------------------------------- one query, by term

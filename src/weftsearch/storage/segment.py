@@ -361,6 +361,9 @@ class SegmentReader:
             array = np.array(keys, dtype=np.str_)
             if self.n_docs > 1 and not bool(np.all(array[:-1] < array[1:])):
                 raise self._corrupt("keys are not strictly increasing")
+            # Every key passed the rule check_keys_at checks: its verdicts say so, for views
+            # (key_views) taken before this decode, which read them and not this array.
+            self._memo("keys.checked", lambda: np.zeros(self.n_docs, dtype=bool))[:] = True
             return array
 
         result: NDArray[np.str_] = self._memo("keys", build)

@@ -430,8 +430,55 @@ def _canonical(
         if ids.shape[0] <= k:
             return ids, scores  # no ties past the k-th: the arrays as they are (no views)
         return ids[:k], scores[:k]
+    cut = min(k, ids.shape[0])
+    ordered = snapshot._ties_by_key(ids, scores, cut)
+    if ordered is not None:  # compiled, every key involved checked before
+        return ordered[:cut], scores[:cut].copy()
+    if ids.shape[0] <= _CANONICAL_RUNS:
+        return _canonical_runs(snapshot, ids, scores, k)
     found_ids, found_scores = top_k(ids, scores, k, snapshot)
     return found_ids, found_scores.astype(np.float64, copy=False)
+
+
+#: Up to this many results (a search's top-k and its ties), :func:`_canonical` reorders only
+#: the runs of equal scores (:func:`_canonical_runs`) instead of sorting every result again.
+_CANONICAL_RUNS = 1024
+
+
+def _canonical_runs(
+    snapshot: Snapshot, ids: NDArray[np.int64], scores: NDArray[np.float64], k: int
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """:func:`_canonical` on several segments, by runs: each run of equal scores put in key order.
+
+    The kernel's results are sorted by score descending, then internal id;
+    the canonical order differs only inside a run of equal scores (the key
+    decides there), so only the runs that start before the k-th result are
+    reordered, by the keys of their members (one :meth:`Snapshot.keys_of`
+    for all of them), and the first ``k`` kept: what
+    :func:`~weftsearch.engine.stream.top_k` returns, without sorting the
+    whole list twice. O(n) plus O(m log m) for the m members of those runs.
+    """
+    cut = min(k, ids.shape[0])
+    # Positions i whose score equals the next one's: each run's members but its last.
+    joined = np.flatnonzero(scores[1:] == scores[:-1]).tolist()
+    runs: list[tuple[int, int]] = []
+    for position in joined:
+        if runs and runs[-1][1] == position + 1:  # the run goes on (past the k-th too)
+            runs[-1] = (runs[-1][0], position + 2)
+        elif position < cut:
+            runs.append((position, position + 2))
+        else:
+            break
+    if not runs:
+        return ids[:cut].copy(), scores[:cut].copy()
+    ordered = ids[: runs[-1][1]].tolist()
+    members = [doc for start, end in runs for doc in ordered[start:end]]
+    key_of = dict(zip(members, snapshot.keys_of(np.array(members, dtype=np.int64)), strict=True))
+    for start, end in runs:
+        ordered[start:end] = sorted(ordered[start:end], key=key_of.__getitem__)
+    if len(ordered) < cut:  # the last run ends before the k-th: the rest as the kernel ordered it
+        ordered.extend(ids[len(ordered) : cut].tolist())
+    return np.array(ordered[:cut], dtype=np.int64), scores[:cut].copy()
 
 
 def _corrupt_list(lists: QueryLists, index: int) -> CorruptIndexError:
