@@ -86,12 +86,14 @@
 #define WEFT_STORED_LISTS 16
 #endif
 /*
- * ... from this k on: the documents scored exactly grow with k (about k (1 + ln(documents / k))),
- * the stores with the postings read; below it seeking the lists again costs less than a store a
- * posting (measured on the synthetic 100,000-document corpus: top-10 slower, top-100 faster).
+ * ... when the part's lists hold at most this many postings per result asked (k): the documents
+ * scored exactly grow with k, the stores with the postings read, and below this ratio seeking the
+ * lists again costs less than a store a posting. Measured on the synthetic Zipfian corpus (about
+ * 15 and 150 postings a query at 100,000 and 1,000,000 documents): top-100 at 100,000 faster
+ * (about 150 postings per result), top-10 there and top-100 at 1,000,000 (about 1,500) slower.
  */
-#ifndef WEFT_STORE_FROM_K
-#define WEFT_STORE_FROM_K 32
+#ifndef WEFT_STORE_POSTINGS_PER_K
+#define WEFT_STORE_POSTINGS_PER_K 400
 #endif
 /* int64 words before an impact table's impacts: what it was built for (see weft_bm25_impacts). */
 #define WEFT_IMPACT_HEADER 4
@@ -1086,10 +1088,13 @@ static inline __attribute__((always_inline)) void walk_part_as(walk *w, const pa
 
 /*
  * Keeping the contributions costs a store a posting read; it saves seeking every list again per
- * document scored exactly: kept from WEFT_STORE_FROM_K results on, when the part's lists fit.
+ * document scored exactly: kept when the part's lists fit and hold few postings per result asked
+ * (WEFT_STORE_POSTINGS_PER_K).
  */
 static void walk_part(walk *w, const part_walk *pw) {
-    if (w->contrib != NULL && pw->n <= WEFT_STORED_LISTS && w->sel.k >= WEFT_STORE_FROM_K)
+    int64_t postings = 0; /* counts are positive and their total fits (check_lists summed them all) */
+    for (int64_t j = 0; j < pw->n; j++) postings += w->cursors[j].count;
+    if (w->contrib != NULL && pw->n <= WEFT_STORED_LISTS && postings / WEFT_STORE_POSTINGS_PER_K < w->sel.k)
         walk_part_as(w, pw, 1);
     else
         walk_part_as(w, pw, 0);
