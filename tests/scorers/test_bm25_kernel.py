@@ -348,7 +348,7 @@ def test_a_query_cut_short_by_a_corrupt_list_leaves_nothing_for_the_next() -> No
     ks=st.lists(st.sampled_from([1, 2, 10, 33, 100, 250]), min_size=1, max_size=3),
     params=st.lists(PARAMS, min_size=1, max_size=2),
 )
-def test_block_max_at_large_k_sums_kept_contributions_to_the_same_bits(
+def test_block_max_sums_kept_contributions_to_the_same_bits(
     seed: int,
     segments: int,
     docs: int,

@@ -44,7 +44,9 @@
  * to candidates) when it holds fewer than WEFT_PROBE_COST postings per candidate there, or
  * probed per candidate, highest bound first, each probe first checking the bound of the one
  * block that could hold the candidate, until the partial score plus the remaining bounds falls
- * below the threshold. A candidate that survives is scored exactly, in sorted term order.
+ * below the threshold. A candidate that survives is scored exactly, in sorted term order: from the
+ * contributions the window's reads kept when every list with a posting there was read through it
+ * and the part's lists hold few postings per result asked, else by seeking each list again.
  *
  * Selection: a min-heap of the k best scores so far, and a store of every
  * document that scored at least the heap's minimum on arrival (the minimum
