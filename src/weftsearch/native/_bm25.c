@@ -913,11 +913,10 @@ static inline __attribute__((always_inline)) void read_candidates_as(walk *w, cu
         int64_t block = c->pos >> WEFT_BLOCK_SHIFT, start = block << WEFT_BLOCK_SHIFT;
         int64_t i = c->pos - start, n = block_count(c, block);
         const uint32_t *ids = c->main->ids;
-        const uint32_t *tfs = i < n && (int64_t)ids[i] <= high ? block_tfs(c, c->main) : NULL;
         for (; i < n && (int64_t)ids[i] <= high; i++) {
             int64_t at = (int64_t)ids[i] - low;
             if (seen[at >> 6] & ((uint64_t)1 << (at & 63))) {
-                double share = contribution(c, ids[i], tfs[i], norms, k1);
+                double share = contribution(c, ids[i], tf_at(c, c->main, i), norms, k1);
                 partial[at] += share;
                 if (store) {
                     contrib[at] = share;
