@@ -239,7 +239,7 @@ static int decode_block(cursor *c, lane *into, int64_t block) {
     return 1;
 }
 
-/* The decoded block's tfs, all of them (a window's read-through scores most of a block). */
+/* The decoded block's tfs, all of them (an essential list's read scores every posting of the window). */
 static inline const uint32_t *block_tfs(const cursor *c, lane *l) {
     if (!l->tfs_ready) {
         int64_t block = l->block, n = block_count(c, block);
@@ -255,7 +255,8 @@ static inline const uint32_t *block_tfs(const cursor *c, lane *l) {
     return l->tfs;
 }
 
-/* One tf of a decoded block, at index i: read from its run alone (a probe or an exact score needs one). */
+/* One tf of a decoded block, at index i: read from its run alone (a probe, an exact score or a candidate of a
+ * non-essential list read through a window needs one). */
 static inline uint32_t tf_at(const cursor *c, const lane *l, int64_t i) {
     if (l->tfs_ready) return l->tfs[i];
     int64_t block = l->block, n = block_count(c, block);
