@@ -334,3 +334,47 @@ def test_a_query_cut_short_by_a_corrupt_list_leaves_nothing_for_the_next() -> No
         with pytest.raises(kernel.CorruptTermError):
             run(both, 2)
         assert run(alone, 1) == want
+
+
+@needs_compiled
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    segments=st.integers(1, 3),
+    docs=st.integers(200, 1500),
+    vocabulary=st.integers(2, 40),
+    deleted=st.sampled_from([0.0, 0.05, 0.5]),
+    lengths=st.integers(1, 4),
+    ks=st.lists(st.sampled_from([1, 2, 10, 33, 100, 250]), min_size=1, max_size=3),
+    params=st.lists(PARAMS, min_size=1, max_size=2),
+)
+def test_block_max_sums_kept_contributions_to_the_same_bits(
+    seed: int,
+    segments: int,
+    docs: int,
+    vocabulary: int,
+    deleted: float,
+    lengths: int,
+    ks: list[int],
+    params: list[tuple[float, float]],
+) -> None:
+    """Block-max on every part, where a window's exact scores are summed from the contributions its
+    reads kept instead of seeking every list again when the part's lists hold few postings per
+    result asked (``_bm25.c``, ``WEFT_STORE_POSTINGS_PER_K``: here at most k, else not): few distinct
+    lengths (many equal scores at the k-th place), deletions, several segments, and queries of more
+    lists than are kept (``WEFT_STORED_LISTS``, 16) as well.
+    """
+    library = kernel.compiled_bm25()
+    assert library is not None and library.dense_max_docs is not None
+    index, words = corpus(seed, segments, docs, vocabulary, deleted, lengths)
+    snapshot = index.snapshot()
+    rng = np.random.default_rng(seed)
+    texts = queries(seed, words, 6)
+    texts.append(" ".join(words))  # every word: more than 16 lists when the vocabulary allows
+    texts.append(" ".join(rng.choice(words, size=min(len(words), 17), replace=False)))
+    saved = library.dense_max_docs.value
+    library.dense_max_docs.value = 0
+    try:
+        assert mismatches(snapshot, texts, ks, params) == []
+    finally:
+        library.dense_max_docs.value = saved
