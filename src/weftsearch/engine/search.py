@@ -1407,8 +1407,9 @@ def search_snapshot_many(
 
     Each result is exactly what :func:`search_snapshot` returns for that
     query on the same snapshot (same hits, scores, explanations), whatever
-    ``threads`` is. Queries go in chunks of 64; each chunk is one task: for
-    each scorer, if it offers the optional batch method
+    ``threads`` is. Queries go in chunks of 64 (one chunk of all of them when
+    every scorer has ``score_many`` and one thread runs them); each chunk is
+    one task: for each scorer, if it offers the optional batch method
     ``score_many(snapshot, queries, k) -> Sequence[Stream]`` (one stream per
     query, in order, each what ``score`` would return for that query) it is
     called once for the chunk, else ``score`` is called per query; then each
@@ -1462,6 +1463,10 @@ def search_snapshot_many(
         # Every scorer shares its batch out on threads of its own (inside compiled code):
         # one call per scorer for all the queries, no Python pool.
         return _score_chunk(snapshot, checked, k, fuser, scorers, labels, depth, threads)
+    if (threads is None or threads == 1) and all(callable(getattr(s, "score_many", None)) for s in scorers):
+        # One thread, and every scorer takes a batch: one call per scorer for all the
+        # queries (a chunk's set-up, its distinct terms' look-ups included, paid once).
+        return _score_chunk(snapshot, checked, k, fuser, scorers, labels, depth)
     if threads is None or threads == 1 or len(chunks) <= 1:
         for chunk in chunks:
             results.extend(_score_chunk(snapshot, chunk, k, fuser, scorers, labels, depth))
