@@ -872,17 +872,19 @@ class BM25Scorer:
         """
         segments = len(snapshot.parts)
         count = len(queries)
-        query_terms = snapshot.query_terms
-        texts: list[list[str]] = []
+        texts: list[Sequence[str]] = []
         positions: list[int] = []
         alone: dict[int, Stream] = {}
         no_documents = snapshot.n_docs == 0
         distinct = [0] * count  # the plan's term count of a query not in the kernel's batch
+        # Every plain text analysed in one call (the snapshot's cache; empty text is not analysed).
+        plain = [q.text for q in queries if q.filter is None and q.tree is None and q.text]
+        analysed = iter(snapshot.query_terms_many(plain))
         for position, query in enumerate(queries):
             if query.filter is not None or query.tree is not None:  # score()'s filtered or tree path
                 alone[position] = self.score(snapshot, query, k)
                 continue
-            terms = query_terms(query.text) if query.text else []
+            terms = next(analysed) if query.text else ()
             if not terms or no_documents:
                 distinct[position] = len(set(terms))
                 continue
