@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -255,8 +256,20 @@ def test_a_batch_read_from_the_kernels_arrays_is_search_for_each_query_to_the_bi
 
 
 @pytest.mark.parametrize("merge", [True, False])
-def test_a_batchs_lazy_parts_are_read_after_a_merge_and_after_close(tmp_path: Path, merge: bool) -> None:
+def test_a_batchs_lazy_parts_are_read_after_a_merge_and_after_close(
+    tmp_path: Path, merge: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Keys, fields, plans and hits of an array batch are made when read, even once its segments are gone."""
+    from weftsearch.engine import search as search_module
+
+    batches: list[int] = []
+    real = search_module._passed_through_batch
+
+    def counting(*args: Any, **kwargs: Any) -> list[SearchResults]:
+        batches.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search_module, "_passed_through_batch", counting)
     index = Index.create(tmp_path / "index", "simple")
     rng = np.random.default_rng(4)
     words = ["graph", "retrieval", "sparse", "dense"]
@@ -275,6 +288,7 @@ def test_a_batchs_lazy_parts_are_read_after_a_merge_and_after_close(tmp_path: Pa
     texts = ["graph", "sparse dense", "retrieval graph sparse", "nothing", ""]
     want = [index.search(text, k, RRF(), BM25Scorer()).to_dict() for text in texts for k in (10, 100)]
     unread = [index.search_many(texts, k, RRF(), BM25Scorer()) for k in (10, 100)]
+    assert len(batches) == 2  # built from the batch's arrays
     unread_arrays = [results.explain_arrays() for batch in unread for results in batch]
     if merge:
         before = {path.name for path in (tmp_path / "index").iterdir()}
