@@ -883,7 +883,14 @@ def run_batch(
     lengths = np.fromiter(map(len, queries), dtype=np.int64, count=count)
     pairs = np.repeat(np.arange(count, dtype=np.int64) * width, lengths)
     pairs += np.fromiter(map(number.__getitem__, every), dtype=np.int64, count=len(every))
-    pairs, repeats = np.unique(pairs, return_counts=True)
+    # np.unique(pairs, return_counts=True) without its wrapper's extra passes.
+    pairs.sort()
+    first = np.empty(pairs.shape[0], dtype=np.bool_)
+    first[0] = True  # every query has a term: pairs is not empty
+    np.not_equal(pairs[1:], pairs[:-1], out=first[1:])
+    heads_of_runs = np.flatnonzero(first)
+    repeats = np.diff(heads_of_runs, append=pairs.shape[0])
+    pairs = pairs[heads_of_runs]
     where = pairs % width
     offsets = np.searchsorted(pairs, np.arange(count + 1, dtype=np.int64) * width).astype(np.int64)
     found = _impact_terms(snapshot, parts, distinct, impacts)
