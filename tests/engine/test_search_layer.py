@@ -480,6 +480,20 @@ def test_query_terms_are_the_analyzers_and_the_cache_is_bounded() -> None:
     assert QUERY_TERMS_ENTRIES > 0
 
 
+def test_query_terms_many_are_query_terms_of_each_text_through_the_same_cache() -> None:
+    analyzer = CountingAnalyzer()
+    terms = QueryTerms(analyzer, entries=4)
+    long_text = "word " * (QUERY_TERMS_MAX_TEXT // 5 + 1)
+    texts = ["Dense Vectors, dense!", "", "graph", long_text, "Dense Vectors, dense!"]
+    assert terms.many(texts) == [tuple(terms(text)) for text in texts]
+    assert analyzer.texts.count("Dense Vectors, dense!") == 1  # cached, whichever call came first
+    assert analyzer.texts.count(long_text) == 2  # never cached, as one text at a time
+    index = Index(analyzer="simple")
+    index.add_many(corpus(10, 2))
+    snapshot = index.snapshot()
+    assert snapshot.query_terms_many(texts[:3]) == [tuple(snapshot.query_terms(text)) for text in texts[:3]]
+
+
 def test_a_copied_ranked_stream_is_a_plain_stream() -> None:
     import copy
     import pickle

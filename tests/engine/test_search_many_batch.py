@@ -10,6 +10,11 @@ filters, empty queries, queries with no known term and damaged records.
 
 from __future__ import annotations
 
+import gc
+import threading
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,6 +22,7 @@ from hypothesis import strategies as st
 
 from tests.plans import without_paths
 from weftsearch import RRF, BM25Scorer, Document, F, Index, Query, SearchResults
+from weftsearch.engine.stream import _is_vouched_batch
 from weftsearch.errors import UnknownFieldError
 from weftsearch.scorers.bm25 import PLAN_KEYS
 
@@ -194,3 +200,141 @@ def test_a_batch_decodes_no_key_until_one_is_read(monkeypatch: pytest.MonkeyPatc
         assert [results.keys for results in batch] == want
         assert sum(decoded) == made
         monkeypatch.undo()
+
+
+def unfiltered(seed: int, words: list[str], count: int) -> list[Query | str]:
+    """:func:`batch_of` without its filtered queries: the batch the scorer hands back as one array batch."""
+    return [
+        query
+        for query in batch_of(seed, words, count)
+        if not (isinstance(query, Query) and query.filter is not None)
+    ]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    segments=st.integers(1, 4),
+    docs=st.integers(1, 150),
+    vocabulary=st.integers(1, 15),
+    deleted=st.sampled_from([0.0, 0.1, 0.5]),
+    k=st.integers(1, 40),
+    deeper=st.booleans(),
+    threads=st.sampled_from([None, 1, 2]),
+)
+def test_a_batch_read_from_the_kernels_arrays_is_search_for_each_query_to_the_bit(
+    seed: int,
+    segments: int,
+    docs: int,
+    vocabulary: int,
+    deleted: float,
+    k: int,
+    deeper: bool,
+    threads: int | None,
+) -> None:
+    """No filter in the batch: its results are built from the batch's arrays (no stream per query)."""
+    index, words = build(seed, segments, docs, vocabulary, deleted)
+    batch = unfiltered(seed, words, 20)
+    depth = k + 7 if deeper else None
+    streams = BM25Scorer().score_many(
+        index.snapshot(), [Query(q) if isinstance(q, str) else q for q in batch], k
+    )
+    assert _is_vouched_batch(streams, index.snapshot())  # the path under test
+    many = index.search_many(batch, k, RRF(), BM25Scorer(), depth=depth, threads=threads)
+    alone = [index.search(query, k, RRF(), BM25Scorer(), depth=depth) for query in batch]
+    assert differences(many, alone) == []
+    for got, want in zip(many, alone, strict=True):
+        assert (got.signals, got.fuser, got.depth, got.cut_short, got.offset) == (
+            want.signals,
+            want.fuser,
+            want.depth,
+            want.cut_short,
+            want.offset,
+        )
+        assert [hit.to_dict() for hit in got[1:3]] == [hit.to_dict() for hit in want[1:3]]
+        assert got.next_cursor is None and got.facets is None
+
+
+@pytest.mark.parametrize("merge", [True, False])
+def test_a_batchs_lazy_parts_are_read_after_a_merge_and_after_close(
+    tmp_path: Path, merge: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys, fields, plans and hits of an array batch are made when read, even once its segments are gone."""
+    from weftsearch.engine import search as search_module
+
+    batches: list[int] = []
+    real = search_module._passed_through_batch
+
+    def counting(*args: Any, **kwargs: Any) -> list[SearchResults]:
+        batches.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search_module, "_passed_through_batch", counting)
+    index = Index.create(tmp_path / "index", "simple")
+    rng = np.random.default_rng(4)
+    words = ["graph", "retrieval", "sparse", "dense"]
+    for part in range(3):
+        index.add_many(
+            [
+                Document(
+                    f"k{rng.integers(10**5):05d}-{part}-{n}",
+                    " ".join(rng.choice(words, size=3).tolist()),
+                    fields={"n": n},
+                )
+                for n in range(80)
+            ]
+        )
+        index.commit()
+    texts = ["graph", "sparse dense", "retrieval graph sparse", "nothing", ""]
+    want = [index.search(text, k, RRF(), BM25Scorer()).to_dict() for text in texts for k in (10, 100)]
+    unread = [index.search_many(texts, k, RRF(), BM25Scorer()) for k in (10, 100)]
+    assert len(batches) == 2  # built from the batch's arrays
+    unread_arrays = [results.explain_arrays() for batch in unread for results in batch]
+    if merge:
+        before = {path.name for path in (tmp_path / "index").iterdir()}
+        index.delete_many(index.keys()[::4])
+        index.commit()
+        assert index.merge(force=True) >= 1
+        assert before - {path.name for path in (tmp_path / "index").iterdir()}, "no segment file went away"
+    index.close()
+    gc.collect()
+    got = [
+        results.to_dict()
+        for text_index in range(len(texts))
+        for results in (unread[0][text_index], unread[1][text_index])
+    ]
+    assert got == want
+    assert [a.ranks.tolist() for a in unread_arrays] == [
+        results.explain_arrays().ranks.tolist() for batch in unread for results in batch
+    ]
+
+
+def test_a_batchs_results_are_read_from_two_threads_at_once() -> None:
+    """Racing first reads of a batch's results (keys, hits, plans) give both threads the same answers."""
+    index, words = build(8, 3, 120, 6, 0.1)
+    texts = [words[0], f"{words[1]} {words[2]}", words[3 % len(words)], "absent"]
+    want = [index.search(text, 7, RRF(), BM25Scorer()).to_dict() for text in texts]
+    batches = [index.search_many(texts, 7, RRF(), BM25Scorer()) for _ in range(30)]
+    barrier = threading.Barrier(2)
+    seen: list[list[dict[str, object]]] = [[], []]
+    failures: list[BaseException] = []
+
+    def reader(slot: int) -> None:
+        try:
+            for batch in batches:
+                barrier.wait()
+                for results in batch:
+                    if slot == 0:
+                        results.keys  # noqa: B018 - the keys first, racing the other thread's hits
+                    seen[slot].append(results.to_dict())
+        except BaseException as exc:
+            failures.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=reader, args=(slot,)) for slot in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not failures
+    assert seen[0] == seen[1] == want * 30

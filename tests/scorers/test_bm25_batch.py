@@ -37,8 +37,8 @@ from weftsearch import (
     VectorScorer,
 )
 from weftsearch.engine.search import canonical_stream
-from weftsearch.engine.stream import _is_vouched, _vouched_stream
-from weftsearch.errors import ScorerOutputError
+from weftsearch.engine.stream import _is_vouched, _is_vouched_batch, _vouched_batch, _vouched_stream
+from weftsearch.errors import InvalidParameterError, ScorerOutputError
 from weftsearch.native import bm25 as kernel
 from weftsearch.scorers.bm25 import lists as bm25_lists
 
@@ -319,3 +319,87 @@ def test_score_many_is_one_batch_call_at_every_size_and_k(monkeypatch: pytest.Mo
     assert batch_mismatches(snapshot, queries(6, words, 20), [11, 50], [(1.2, 0.75)]) == []
     if not DISABLED:
         assert len(calls) == 2  # one call per score_many (one per k)
+
+
+@needs_batch
+@pytest.mark.parametrize("segments", [1, 3])
+def test_a_batch_of_streams_is_a_sequence_of_each_querys_stream(segments: int) -> None:
+    """``score_many`` without filters hands back one array batch; reading it gives ``score``'s streams."""
+    index, words = corpus(9, segments, 200, 10, 0.1, 4)
+    snapshot = index.snapshot()
+    batch = [Query(words[0]), Query(""), Query("absent"), Query(f"{words[1]} {words[1]} {words[2]}")]
+    scorer = BM25Scorer()
+    many = scorer.score_many(snapshot, batch, 5)
+    assert _is_vouched_batch(many, snapshot)
+    assert len(many) == 4
+    for position, query in enumerate(batch):
+        want = scorer.score(snapshot, query, 5)
+        for got in (
+            many[position],
+            many[position - 4],
+            list(many)[position],
+            many[position : position + 1][0],
+        ):
+            assert same(got, want) and got.plan == want.plan and got.complete
+            assert _is_vouched(got, snapshot) and not got.ids.flags.writeable
+    assert len(many[1:3]) == 2 and many[::-1][0].plan == many[3].plan
+    with pytest.raises(IndexError):
+        many[4]
+    with pytest.raises(IndexError):
+        many[-5]
+    # A filter or a query tree in the batch: a list of streams, each its own.
+    mixed = scorer.score_many(snapshot, [*batch, Query.parse(f"+{words[0]}")], 5)
+    assert isinstance(mixed, list) and all(same(a, b) for a, b in zip(mixed, many, strict=False))
+
+
+def test_a_vouched_batch_is_refused_when_its_bounds_do_not_fit() -> None:
+    ids, scores = np.arange(4, dtype=np.int64), np.array([4.0, 3.0, 2.0, 1.0])
+    index = Index("simple")
+    snapshot = index.snapshot()
+    for bounds in ([0, 2, 3], [1, 4], [0, 3, 2, 4], []):
+        with pytest.raises(InvalidParameterError):
+            _vouched_batch(
+                ids.copy(), scores.copy(), np.array(bounds, dtype=np.int64), snapshot, lambda _: None
+            )
+    with pytest.raises(InvalidParameterError):
+        _vouched_batch(
+            ids.astype(np.int32), scores, np.array([0, 4], dtype=np.int64), snapshot, lambda _: None
+        )
+
+
+class _BatchScorer:
+    """A scorer whose ``score_many`` hands back a vouched batch made for ``made_for`` (an engine scorer's)."""
+
+    name = "batch"
+
+    def __init__(self, made_for: Snapshot, ids: list[int], scores: list[float]) -> None:
+        self.made_for, self.ids, self.scores = made_for, ids, scores
+
+    def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
+        return Stream(self.ids, self.scores)
+
+    def score_many(self, snapshot: Snapshot, queries: list[Query], k: int) -> object:
+        count = len(queries)
+        ids = np.array(self.ids * count, dtype=np.int64)
+        scores = np.array(self.scores * count, dtype=np.float64)
+        bounds = np.arange(count + 1, dtype=np.int64) * len(self.ids)
+        return _vouched_batch(ids, scores, bounds, self.made_for, lambda _: None)
+
+
+def test_a_vouched_batch_is_checked_for_its_length_and_trusted_only_for_its_own_snapshot() -> None:
+    index = Index("simple")
+    index.add_many([Document(f"d{n}", "a b") for n in range(5)])
+    snapshot = index.snapshot()
+    queries = ["a", "b", "a b"]
+    with pytest.raises(ScorerOutputError, match="3 candidates for depth 2"):
+        index.search_many(queries, 2, RRF(), _BatchScorer(snapshot, [0, 1, 2], [3.0, 2.0, 1.0]), depth=2)
+    index.add(Document("d9", "a"))
+    newer = index.snapshot()
+    # Made for another snapshot: checked like any stream (an id beyond the snapshot is refused) ...
+    with pytest.raises(ScorerOutputError, match="outside"):
+        index.search_many(queries, 3, RRF(), _BatchScorer(snapshot, [0, 60], [2.0, 1.0]))
+    # ... and put in canonical order (scores ascending here), as a search of each query does.
+    unordered = _BatchScorer(snapshot, [0, 1, 5], [1.0, 2.0, 3.0])
+    many = index.search_many(queries, 3, RRF(), unordered)
+    assert [results.keys for results in many] == [index.search(q, 3, RRF(), unordered).keys for q in queries]
+    assert many[0].keys == ["d9", "d1", "d0"] and newer.n_docs == 6

@@ -50,6 +50,8 @@ from weftsearch.engine.stream import (
     PlanValue,
     Stream,
     _is_vouched,
+    _is_vouched_batch,
+    _VouchedBatch,
     check_k,
     order_by_score,
 )
@@ -108,6 +110,9 @@ class IdSpace(KeyOrder, Protocol):
         """Whether id order is key order (then :meth:`key_rank` is the ids themselves)."""
         ...
 
+
+#: Each stream's plan, or what makes them when first read (a batch's results: :func:`_passed_through_batch`).
+_Plans = tuple[dict[str, PlanValue] | None, ...] | Callable[[], tuple[dict[str, PlanValue] | None, ...]]
 
 #: Computes one hit's highlights from its key (see :meth:`SearchResults._highlight_with`).
 Highlighter = Callable[[str], Mapping[str, FieldHighlight]]
@@ -277,7 +282,7 @@ class SearchResults(Sequence[Hit]):
         self.fuser = fuser
         self.generation = generation
         self.depth = depth
-        self._plans: tuple[dict[str, PlanValue] | None, ...] = _plan_copies(plans, len(self.signals))
+        self._plans: _Plans = _plan_copies(plans, len(self.signals))
         self.cut_short: tuple[str, ...] = tuple(cut_short)
         self.facets: Facets | None = None
         width = len(self.signals)
@@ -567,9 +572,12 @@ class SearchResults(Sequence[Hit]):
         :attr:`Stream.plan <weftsearch.engine.stream.Stream.plan>`. New dicts
         on every read. O(streams).
         """
+        plans = self._plans
+        if callable(plans):  # a batch's plans, made when read (see _passed_through_batch)
+            plans = plans()
         return {
             label: None if plan is None else dict(plan)
-            for label, plan in zip(self.signals, self._plans, strict=True)
+            for label, plan in zip(self.signals, plans, strict=True)
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -1176,24 +1184,31 @@ def score_queries(
             query, or a stream broke the contract. The message names ``label``.
 
     """
-    many = getattr(scorer, "score_many", None)
-    if callable(many):
-        if threads > 1 and getattr(scorer, "score_many_threads", False) is True:
-            streams = many(snapshot, queries, depth, threads=threads)
-        else:
-            streams = many(snapshot, queries, depth)
-        if not isinstance(streams, Sequence) or len(streams) != len(queries):
-            raise ScorerOutputError(
-                f"scorer {label!r}: score_many returned {type(streams).__name__} "
-                f"of {len(streams) if isinstance(streams, Sequence) else '?'} streams "
-                f"for {len(queries)} queries"
-            )
-    else:
-        streams = [scorer.score(snapshot, query, depth) for query in queries]
+    streams = _scored(scorer, label, snapshot, queries, depth, threads)
     return [
         canonical_stream(stream, snapshot, depth, label, snapshot.allowed(query))
         for stream, query in zip(streams, queries, strict=True)
     ]
+
+
+def _scored(
+    scorer: Scorer, label: str, snapshot: Snapshot, queries: Sequence[Query], depth: int, threads: int
+) -> Sequence[Stream]:
+    """The scorer's streams for ``queries`` as it returns them (:func:`score_queries` before the checks)."""
+    many = getattr(scorer, "score_many", None)
+    if not callable(many):
+        return [scorer.score(snapshot, query, depth) for query in queries]
+    if threads > 1 and getattr(scorer, "score_many_threads", False) is True:
+        streams = many(snapshot, queries, depth, threads=threads)
+    else:
+        streams = many(snapshot, queries, depth)
+    if not isinstance(streams, Sequence) or len(streams) != len(queries):
+        raise ScorerOutputError(
+            f"scorer {label!r}: score_many returned {type(streams).__name__} "
+            f"of {len(streams) if isinstance(streams, Sequence) else '?'} streams "
+            f"for {len(queries)} queries"
+        )
+    return streams
 
 
 def _passed_through_many(
@@ -1263,6 +1278,92 @@ class _BatchKeys:
         return keys[start:stop]
 
 
+def _passed_through_batch(
+    snapshot: Snapshot, batch: _VouchedBatch, labels: Sequence[str], k: int, depth: int
+) -> list[SearchResults]:
+    """:func:`_passed_through_many` of a scorer's vouched batch, read from its arrays: no stream per query.
+
+    The batch's streams are canonical and within the contract for this
+    snapshot by construction (:class:`~weftsearch.engine.stream._VouchedBatch`),
+    so only their lengths are checked, as :func:`canonical_stream` checks a
+    vouched stream's. Each query's results are what :func:`results_of` gives
+    its stream: the first ``k`` candidates, the hits' verdicts read in one
+    pass over the batch, rank ``i + 1`` in the stream, score and contribution
+    the stream's own; their arrays are views of the batch's (read-only), and
+    their keys, fields, plan and Hit objects are made when first read.
+    O(hits of the batch) in numpy, O(1) Python per query.
+
+    Raises:
+        ScorerOutputError: a stream is longer than ``depth``.
+
+    """
+    ids, scores, bounds = batch.ids, batch.scores, batch.bounds
+    sizes = np.diff(bounds)
+    longest = int(sizes.max()) if sizes.size else 0
+    if longest > depth:
+        raise ScorerOutputError(f"scorer {labels[0]!r} returned {longest} candidates for depth {depth}")
+    if longest > k:
+        # One stream passes through cut to k: each query's first k candidates.
+        cut = np.minimum(sizes, k)
+        rows = np.repeat(bounds[:-1], cut) + _positions(cut)
+        ids, scores, sizes = ids[rows], scores[rows], cut
+    ranks: NDArray[np.int64] | None = None
+    batch_keys: Callable[[], list[str]] = list
+    if ids.shape[0]:
+        keep, batch_keys = snapshot._sound_ids(ids)
+        if keep is not None:
+            ranks = _frozen_array((_positions(sizes)[keep] + 1).reshape(-1, 1))
+            ids, scores = ids[keep], scores[keep]
+            # Kept hits before each query's first candidate: the query's new start.
+            before = np.zeros(keep.shape[0] + 1, dtype=np.int64)
+            np.cumsum(keep, out=before[1:])
+            ends = np.cumsum(sizes)
+            sizes = np.diff(before[ends], prepend=0)
+    starts = [0, *np.cumsum(sizes).tolist()]
+    scores = _frozen_array(np.ascontiguousarray(scores))
+    ids = _frozen_array(np.ascontiguousarray(ids))
+    column = scores.reshape(-1, 1)
+    shared = _BatchKeys(batch_keys)
+    fields_of = snapshot.fields_of
+    plan_of = batch.plan_of
+    signals, generation = tuple(labels), snapshot.generation
+    new, partial, rank_column = object.__new__, functools.partial, _rank_column
+    results: list[SearchResults] = []
+    for position in range(len(starts) - 1):
+        start, stop = starts[position], starts[position + 1]
+        found = new(SearchResults)
+        found.signals, found.fuser, found.generation, found.depth = signals, PASSTHROUGH, generation, depth
+        found._plans = partial(_one_plan, plan_of, position)
+        found.cut_short = ()
+        found._keys, found._key_source = None, partial(shared.slice, start, stop)
+        found._count = stop - start
+        found._scores = scores[start:stop]
+        found._ranks = rank_column(stop - start) if ranks is None else ranks[start:stop]
+        found._signal_scores = found._contributions = column[start:stop]
+        found._fields = partial(fields_of, ids[start:stop])
+        found._field_rows = ()
+        found._built = [None] * (stop - start)
+        found._rows = found._cursor = found._highlighter = found.facets = None
+        found.offset = 0
+        results.append(found)
+    return results
+
+
+def _one_plan(
+    plan_of: Callable[[int], dict[str, PlanValue] | None], position: int
+) -> tuple[dict[str, PlanValue] | None]:
+    """``(plan_of(position),)``: one stream's plan as results hold their plans."""
+    return (plan_of(position),)
+
+
+def _positions(sizes: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Each element's position in its run, for runs of ``sizes`` laid end to end: ``[0, 1, 0, 1, 2, ...]``."""
+    total = int(sizes.sum())
+    starts = np.zeros(sizes.shape[0], dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    return np.arange(total, dtype=np.int64) - np.repeat(starts, sizes)
+
+
 def _score_chunk(
     snapshot: Snapshot,
     queries: Sequence[Query],
@@ -1274,12 +1375,19 @@ def _score_chunk(
     threads: int = 1,
 ) -> list[SearchResults]:
     """Search each of ``queries``; a scorer offering ``score_many`` is called once for all of them."""
+    if len(scorers) == 1:
+        streams = _scored(scorers[0], labels[0], snapshot, queries, depth, threads)
+        if _is_vouched_batch(streams, snapshot) and all(query.filter is None for query in queries):
+            return _passed_through_batch(snapshot, streams, labels, k, depth)  # type: ignore[arg-type]
+        canonical = [
+            canonical_stream(stream, snapshot, depth, labels[0], snapshot.allowed(query))
+            for stream, query in zip(streams, queries, strict=True)
+        ]
+        return _passed_through_many(snapshot, canonical, labels, k, depth)
     columns = [
         score_queries(scorer, label, snapshot, queries, depth, threads)
         for scorer, label in zip(scorers, labels, strict=True)
     ]
-    if len(columns) == 1:
-        return _passed_through_many(snapshot, columns[0], labels, k, depth)
     return [
         results_of(snapshot, [column[row] for column in columns], labels, k, fuser, depth)
         for row in range(len(queries))
@@ -1299,8 +1407,9 @@ def search_snapshot_many(
 
     Each result is exactly what :func:`search_snapshot` returns for that
     query on the same snapshot (same hits, scores, explanations), whatever
-    ``threads`` is. Queries go in chunks of 64; each chunk is one task: for
-    each scorer, if it offers the optional batch method
+    ``threads`` is. Queries go in chunks of 64 (one chunk of all of them when
+    every scorer has ``score_many`` and one thread runs them); each chunk is
+    one task: for each scorer, if it offers the optional batch method
     ``score_many(snapshot, queries, k) -> Sequence[Stream]`` (one stream per
     query, in order, each what ``score`` would return for that query) it is
     called once for the chunk, else ``score`` is called per query; then each
@@ -1354,6 +1463,10 @@ def search_snapshot_many(
         # Every scorer shares its batch out on threads of its own (inside compiled code):
         # one call per scorer for all the queries, no Python pool.
         return _score_chunk(snapshot, checked, k, fuser, scorers, labels, depth, threads)
+    if (threads is None or threads == 1) and all(callable(getattr(s, "score_many", None)) for s in scorers):
+        # One thread, and every scorer takes a batch: one call per scorer for all the
+        # queries (a chunk's set-up, its distinct terms' look-ups included, paid once).
+        return _score_chunk(snapshot, checked, k, fuser, scorers, labels, depth)
     if threads is None or threads == 1 or len(chunks) <= 1:
         for chunk in chunks:
             results.extend(_score_chunk(snapshot, chunk, k, fuser, scorers, labels, depth))

@@ -293,6 +293,14 @@ class QueryTerms:
             return list(self._analyzer.analyze(text))
         return list(self._cached(text))
 
+    def many(self, texts: Sequence[str]) -> list[tuple[str, ...]]:
+        """The terms of each of ``texts``, in order, as the cache's own tuples (no copy). O(1) if cached."""
+        cached, analyzer = self._cached, self._analyzer
+        return [
+            cached(text) if len(text) <= QUERY_TERMS_MAX_TEXT else tuple(analyzer.analyze(text))
+            for text in texts
+        ]
+
     @property
     def analyzer(self) -> Analyzer:
         """The analyzer whose terms are cached."""
@@ -609,6 +617,10 @@ class Snapshot:
         O(1) for a recently seen text.
         """
         return self._query_terms(text)
+
+    def query_terms_many(self, texts: Sequence[str]) -> list[tuple[str, ...]]:
+        """:meth:`query_terms` of each of ``texts``, in order, as tuples (one call for a batch)."""
+        return self._query_terms.many(texts)
 
     # ------------------------------------------------------------------ filters
 
@@ -1457,6 +1469,10 @@ class LinkView(Snapshot):
         raise self._absent("the analyzer")
 
     def query_terms(self, text: str) -> list[str]:
+        """Not held: raises."""
+        raise self._absent("the analyzer")
+
+    def query_terms_many(self, texts: Sequence[str]) -> list[tuple[str, ...]]:
         """Not held: raises."""
         raise self._absent("the analyzer")
 

@@ -13,9 +13,9 @@ the order documents were added in or how the index is laid out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from typing import Protocol, TypeAlias, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -351,6 +351,83 @@ _SET_KEYS = _RankedStream.__dict__["_keys"].__set__
 def _is_vouched(stream: object, keys: KeyOrder) -> bool:
     """Whether ``stream`` came from :func:`_vouched_stream` for exactly ``keys``. O(1)."""
     return type(stream) is _VouchedStream and stream._keys is keys
+
+
+class _VouchedBatch(Sequence[Stream]):
+    """The streams of a batch of queries that a built-in scorer vouches for, over shared flat arrays.
+
+    What ``score_many`` of an engine scorer may return instead of a list:
+    stream ``q`` is ``ids[bounds[q]:bounds[q + 1]]`` with the same slice of
+    ``scores``, meeting everything :class:`_VouchedStream` says for the
+    snapshot ``_keys``, complete, with the plan ``plan_of(q)`` (a new dict
+    each call, made when asked). Reading an item builds that stream (a
+    :class:`_VouchedStream` over views of the arrays, O(1)), so a caller
+    that wants a list of streams gets one; a search of the snapshot
+    (:func:`~weftsearch.engine.search.search_snapshot_many`) reads the
+    arrays themselves and builds no stream. Made only by
+    :func:`_vouched_batch`; the arrays are read-only.
+    """
+
+    __slots__ = ("_keys", "_starts", "bounds", "ids", "plan_of", "scores")
+
+    ids: IdArray
+    scores: ScoreArray
+    bounds: NDArray[np.int64]
+    plan_of: Callable[[int], dict[str, PlanValue] | None]
+    _keys: KeyOrder
+    _starts: list[int]
+
+    def __len__(self) -> int:
+        return len(self._starts) - 1
+
+    @overload
+    def __getitem__(self, index: int) -> Stream: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Stream]: ...
+    def __getitem__(self, index: int | slice) -> Stream | Sequence[Stream]:
+        if isinstance(index, slice):
+            return [self[position] for position in range(len(self))[index]]
+        position = range(len(self))[index]  # IndexError and negative indices as a list's
+        start, stop = self._starts[position], self._starts[position + 1]
+        return _vouched_stream(
+            self.ids[start:stop], self.scores[start:stop], self._keys, plan=self.plan_of(position)
+        )
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} streams of one batch, {self.ids.shape[0]} candidates>"
+
+
+def _vouched_batch(
+    ids: IdArray,
+    scores: ScoreArray,
+    bounds: NDArray[np.int64],
+    keys: KeyOrder,
+    plan_of: Callable[[int], dict[str, PlanValue] | None],
+) -> _VouchedBatch:
+    """A :class:`_VouchedBatch` over these arrays (no copy; made read-only). Engine scorers only.
+
+    ``ids``/``scores`` as :func:`_vouched_stream` takes them for each
+    stream's slice; ``bounds``: int64, one more than the streams, from 0,
+    never decreasing, ending at ``len(ids)``. O(streams) (the bounds are
+    read once into a list).
+    """
+    if not _stream_layout(ids, scores) or bounds.ndim != 1 or not bounds.shape[0]:
+        raise InvalidParameterError("a batch of streams needs 1-D int64 ids, float64 scores and bounds")
+    _frozen(ids)
+    _frozen(scores)
+    _frozen(bounds)
+    batch = object.__new__(_VouchedBatch)
+    batch.ids, batch.scores, batch.bounds, batch.plan_of = ids, scores, bounds, plan_of
+    batch._keys = keys
+    batch._starts = bounds.tolist()
+    if batch._starts[0] != 0 or batch._starts[-1] != ids.shape[0] or bool((bounds[1:] < bounds[:-1]).any()):
+        raise InvalidParameterError("a batch's bounds must run from 0 to its length without decreasing")
+    return batch
+
+
+def _is_vouched_batch(streams: object, keys: KeyOrder) -> bool:
+    """Whether ``streams`` came from :func:`_vouched_batch` for exactly ``keys``. O(1)."""
+    return type(streams) is _VouchedBatch and streams._keys is keys
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,7 @@ from weftsearch.engine.explanation import Explanation
 from weftsearch.engine.inflight import searches_in_flight
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import QueryTerms, Snapshot
-from weftsearch.engine.stream import PlanValue, Stream, _vouched_stream, check_k, top_k
+from weftsearch.engine.stream import PlanValue, Stream, _vouched_batch, _vouched_stream, check_k, top_k
 from weftsearch.errors import InvalidParameterError, UnknownTextFieldError
 from weftsearch.native import bm25 as kernel
 from weftsearch.native import boolean as boolean_kernel
@@ -164,6 +164,33 @@ def _compiled_plan(
         "blocks_skipped": blocks - blocks_scored,
         "documents_scored": documents,
     }
+
+
+class _BatchPlans:
+    """The plans of a batch's queries (:func:`_compiled_plan`), each made when first asked for."""
+
+    __slots__ = ("_matched", "_postings", "_segments", "_stats", "_terms")
+
+    def __init__(
+        self,
+        segments: int,
+        terms: NDArray[np.int64],
+        matched: NDArray[np.int64],
+        postings: NDArray[np.int64],
+        stats: NDArray[np.int64],
+    ) -> None:
+        self._segments = segments
+        self._terms, self._matched, self._postings, self._stats = terms, matched, postings, stats
+
+    def plan(self, position: int) -> dict[str, PlanValue]:
+        """Query ``position``'s plan, a new dict of Python ints. O(1)."""
+        return _compiled_plan(
+            int(self._terms[position]),
+            int(self._matched[position]),
+            self._segments,
+            int(self._postings[position]),
+            self._stats[position].tolist(),
+        )
 
 
 class _Found(NamedTuple):
@@ -793,7 +820,7 @@ class BM25Scorer:
 
     def score_many(
         self, snapshot: Snapshot, queries: Sequence[Query], k: int, threads: int = 1
-    ) -> list[Stream]:
+    ) -> Sequence[Stream]:
         """:meth:`score` of each of ``queries``, in order, in one compiled call where it can.
 
         The optional batch method of the scorer protocol (see
@@ -808,7 +835,9 @@ class BM25Scorer:
         ``threads`` is: the same documents, scores to the bit and order (the
         kernel and numpy agree to the bit, checked when the kernel loads),
         with its own plan (:data:`PLAN_KEYS`; the kernel counts each query of
-        a batch apart).
+        a batch apart). A sequence of streams, one per query: a batch scored in
+        one call without a filter or a query tree holds its streams in shared
+        arrays and makes each (and its plan) when it is read.
 
         Raises:
             InvalidParameterError: ``k`` is not a positive integer, or
@@ -876,51 +905,60 @@ class BM25Scorer:
         queries: Sequence[Query],
         k: int,
         threads: int,
-    ) -> list[Stream]:
+    ) -> Sequence[Stream]:
         """:meth:`score_many` through ``weft_bm25_query_batch``: one call, ``threads`` threads in C.
 
-        Per query only its terms (the snapshot's cached analysis, distinct,
-        sorted, counted) are found here; the rows, weights and counts of the
-        whole batch are gathered at once (:func:`~weftsearch.scorers.bm25.lists.run_batch`).
+        Per query only its terms (the snapshot's cached analysis) are found
+        here; they are sorted, counted and looked up, and the rows, weights
+        and counts of the whole batch gathered, at once
+        (:func:`~weftsearch.scorers.bm25.lists.run_batch`). Without a filter
+        or a query tree in the batch, the streams come back as one batch over
+        the kernel's packed arrays (each stream, and its plan, made when read;
+        a search reads the arrays); otherwise as a list.
         """
         segments = len(snapshot.parts)
-        streams: list[Stream | None] = [None] * len(queries)
+        count = len(queries)
+        texts: list[Sequence[str]] = []
         positions: list[int] = []
-        batch: list[layout.BatchQuery] = []
-        query_terms = snapshot.query_terms
+        alone: dict[int, Stream] = {}
         no_documents = snapshot.n_docs == 0
+        distinct = [0] * count  # the plan's term count of a query not in the kernel's batch
+        # Every plain text analysed in one call (the snapshot's cache; empty text is not analysed).
+        plain = [q.text for q in queries if q.filter is None and q.tree is None and q.text]
+        analysed = iter(snapshot.query_terms_many(plain))
         for position, query in enumerate(queries):
             if query.filter is not None or query.tree is not None:  # score()'s filtered or tree path
-                streams[position] = self.score(snapshot, query, k)
+                alone[position] = self.score(snapshot, query, k)
                 continue
-            terms = query_terms(query.text) if query.text else []
+            terms = next(analysed) if query.text else ()
             if not terms or no_documents:
-                plan = _compiled_plan(len(set(terms)), 0, segments, 0, None)
-                streams[position] = Stream.empty(plan=plan)
+                distinct[position] = len(set(terms))
                 continue
             positions.append(position)
-            if len(terms) == 1:
-                batch.append(layout.BatchQuery(terms, None))
-                continue
-            distinct = sorted(set(terms))
-            if len(distinct) == len(terms):
-                batch.append(layout.BatchQuery(distinct, None))
-            else:
-                # Counted into a dict in sorted term order (a Counter costs several times more).
-                counts = dict.fromkeys(distinct, 0.0)
-                for term in terms:
-                    counts[term] += 1.0
-                batch.append(layout.BatchQuery(distinct, list(counts.values())))
-        results = layout.run_batch(
-            library, snapshot, batch, self.k1, self.b, self._avgdl(snapshot), k, threads
-        )
-        for position, query_plan, found in zip(positions, batch, results, strict=True):
-            plan = _compiled_plan(len(query_plan.terms), found.matched, segments, found.postings, found.stats)
-            if found.ids is None or found.scores is None:
-                streams[position] = Stream.empty(plan=plan)
-            else:
-                streams[position] = _vouched_stream(found.ids, found.scores, snapshot, plan=plan)
-        return streams  # type: ignore[return-value]  # every position is filled above
+            texts.append(terms)
+        found = layout.run_batch(library, snapshot, texts, self.k1, self.b, self._avgdl(snapshot), k, threads)
+        if len(positions) == count:
+            plans = (found.terms, found.matched, found.postings, found.stats)
+            ids, scores, bounds = found.ids, found.scores, found.bounds
+        else:
+            # Queries left out of the kernel's batch hold no candidates here: zero-length slices.
+            sizes = np.zeros(count, dtype=np.int64)
+            where = np.array(positions, dtype=np.intp)
+            sizes[where] = np.diff(found.bounds)
+            bounds = np.zeros(count + 1, dtype=np.int64)
+            np.cumsum(sizes, out=bounds[1:])
+            term_counts = np.array(distinct, dtype=np.int64)
+            term_counts[where] = found.terms
+            matched, postings = np.zeros(count, dtype=np.int64), np.zeros(count, dtype=np.int64)
+            matched[where], postings[where] = found.matched, found.postings
+            stats = np.zeros((count, 5), dtype=np.int64)
+            stats[where] = found.stats
+            plans = (term_counts, matched, postings, stats)
+            ids, scores = found.ids, found.scores
+        batch = _vouched_batch(ids, scores, bounds, snapshot, _BatchPlans(segments, *plans).plan)
+        if not alone:
+            return batch
+        return [alone[position] if position in alone else batch[position] for position in range(count)]
 
     def score(self, snapshot: Snapshot, query: Query, k: int) -> Stream:
         """The ``k`` best documents for ``query.text``; empty without text.

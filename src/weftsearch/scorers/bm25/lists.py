@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import array
 import collections
+import itertools
 import threading
 import weakref
 from collections.abc import Sequence
@@ -47,8 +48,7 @@ from weftsearch.storage.segment import SegmentReader
 
 __all__ = [
     "BLOCK_CACHE_TERMS",
-    "BatchQuery",
-    "BatchResult",
+    "BatchArrays",
     "FILTER_MAPS",
     "IMPACT_CACHE_POSTINGS",
     "PREPARED_QUERIES",
@@ -960,83 +960,98 @@ def _corrupt_term(snapshot: Snapshot, query: TermQuery, term: int, part: int) ->
     return CorruptIndexError("packed postings of a query term do not decode")
 
 
-class BatchQuery(NamedTuple):
-    """One query of :func:`run_batch`: its terms in the kernel's order and how often each occurs.
+class BatchArrays(NamedTuple):
+    """What :func:`run_batch` found for its queries, as arrays over the whole batch.
+
+    Query ``q``'s results are ``ids[bounds[q]:bounds[q + 1]]`` and the same
+    slice of ``scores``: its ``k`` best internal ids in canonical order (none
+    when its terms have no list on the snapshot). The other arrays are its
+    plan counts, one entry per query.
 
     Attributes:
-        terms: distinct, sorted (the order a document's contributions are summed).
-        query_tf: each term's count in the query, or ``None`` when each occurs once.
-
-    """
-
-    terms: Sequence[str]
-    query_tf: Sequence[float] | None
-
-
-class BatchResult(NamedTuple):
-    """One query's outcome in :func:`run_batch`.
-
-    Attributes:
+        ids: int64, every query's results one after the other (C-contiguous).
+        scores: float64, their scores.
+        bounds: int64, ``queries + 1`` offsets into ``ids`` and ``scores``.
+        terms: distinct terms of each query.
         matched: terms held by at least one live document of the snapshot.
         postings: live postings in the terms' lists (document frequencies summed).
-        ids: the ``k`` best internal ids in canonical order, ``None`` when the
-            terms have no list on the snapshot (nothing was read).
-        scores: their scores (``None`` with ``ids``).
-        stats: the kernel's five statistics (blocks, blocks scored, postings,
-            postings scored, documents scored), ``None`` with ``ids``.
+        stats: int64 ``(queries, 5)``: the kernel's five statistics (blocks,
+            blocks scored, postings, postings scored, documents scored); zeros
+            where nothing was read.
 
     """
 
-    matched: int
-    postings: int
-    ids: NDArray[np.int64] | None
-    scores: NDArray[np.float64] | None
-    stats: Sequence[int] | None
+    ids: NDArray[np.int64]
+    scores: NDArray[np.float64]
+    bounds: NDArray[np.int64]
+    terms: NDArray[np.int64]
+    matched: NDArray[np.int64]
+    postings: NDArray[np.int64]
+    stats: NDArray[np.int64]
 
 
 def run_batch(
     library: CompiledBM25,
     snapshot: Snapshot,
-    queries: Sequence[BatchQuery],
+    queries: Sequence[Sequence[str]],
     k1: float,
     b: float,
     avgdl: float,
     k: int,
     threads: int = 1,
-) -> list[BatchResult]:
+) -> BatchArrays:
     """:func:`plan` then :func:`run` of each query, the set-up done once for the batch, in ONE kernel call.
 
-    Each query's ids, score bits, order and statistics are what :func:`plan`
-    and :func:`run` give it alone (the same term rows, impact tables and
-    weights: ``qtf * idf`` is one float64 product either way, and ``1.0 *
-    idf`` is ``idf``). What a batch does once instead of once per query:
-    every distinct term of the batch is looked up in the snapshot's caches
-    once (a shard's collection document frequencies read once for all of
-    them), the terms' rows, weights and counts are gathered for all queries
-    by numpy indexing (no array per query), and ``weft_bm25_query_batch``
-    runs every query, on ``threads`` threads inside C. A query with more
-    tied results than its slot holds, or whose lists fail to decode, is run
-    again alone through :func:`run` (which raises for the latter). Every
-    query must have at least one term.
+    ``queries``: each query's terms as the analyzer gave them (repeats
+    included; at least one each). Each query's ids, score bits, order and
+    statistics are what :func:`plan` and :func:`run` give it alone, with its
+    distinct terms sorted and counted as a single search does (the same term
+    rows, impact tables and weights: ``qtf * idf`` is one float64 product
+    either way, and ``1.0 * idf`` is ``idf``). What a batch does once instead
+    of once per query: its terms are numbered, sorted and counted per query
+    in one numpy pass (no Python loop per query), every distinct term is
+    looked up in the snapshot's caches once (a shard's collection document
+    frequencies read once for all of them), the terms' rows, weights and
+    counts are gathered for all queries by numpy indexing, and
+    ``weft_bm25_query_batch`` runs every query, on ``threads`` threads inside
+    C. A query with more tied results than its slot holds, or whose lists
+    fail to decode, is run again alone through :func:`run` (which raises for
+    the latter). O(batch terms log batch terms) in Python and numpy.
 
     Raises:
         CorruptIndexError: a query term's packed postings do not decode (the term is named).
         MemoryError: the library could not allocate its working memory.
 
     """
-    if not queries:
-        return []
+    count = len(queries)
+    if not count:
+        none = np.zeros(0, dtype=np.int64)
+        empty = np.zeros((0, 5), dtype=np.int64)
+        return BatchArrays(none, np.zeros(0, np.float64), np.zeros(1, np.int64), none, none, none, empty)
     function = library.query_batch
     assert function is not None  # the caller checks that the library has it
     parts = _parts(snapshot)
     impacts = (k1, b, avgdl)
-    # Every distinct term of the batch, numbered in first-seen order.
-    number: dict[str, int] = {}
-    for query in queries:
-        for term in query.terms:
-            if term not in number:
-                number[term] = len(number)
-    distinct = list(number)
+    # Every term of the batch numbered in sorted order, so that sorting (query, number)
+    # pairs sorts each query's distinct terms as sorted(set(terms)) does, and counting
+    # equal pairs counts each term's occurrences in its query.
+    every = list(itertools.chain.from_iterable(queries))
+    distinct = sorted(set(every))
+    number = dict(zip(distinct, range(len(distinct)), strict=True))
+    width = len(distinct)
+    lengths = np.fromiter(map(len, queries), dtype=np.int64, count=count)
+    pairs = np.repeat(np.arange(count, dtype=np.int64) * width, lengths)
+    pairs += np.fromiter(map(number.__getitem__, every), dtype=np.int64, count=len(every))
+    # np.unique(pairs, return_counts=True) without its wrapper's extra passes.
+    pairs.sort()
+    first = np.empty(pairs.shape[0], dtype=np.bool_)
+    first[0] = True  # every query has a term: pairs is not empty
+    np.not_equal(pairs[1:], pairs[:-1], out=first[1:])
+    heads_of_runs = np.flatnonzero(first)
+    repeats = np.diff(heads_of_runs, append=pairs.shape[0])
+    pairs = pairs[heads_of_runs]
+    where = pairs % width
+    offsets = np.searchsorted(pairs, np.arange(count + 1, dtype=np.int64) * width).astype(np.int64)
     found = _impact_terms(snapshot, parts, distinct, impacts)
     if found is None:
         entries = _terms(snapshot, parts, distinct)
@@ -1053,55 +1068,50 @@ def run_batch(
     else:
         # The collection's df, elementwise: each term's IDF the same bits as plan()'s per-query call.
         idf = lucene_idf(snapshot.collection_n_docs, snapshot.collection_doc_freq(distinct, doc_freq))
-    flat: list[int] = []
-    counts: list[float] = []
-    starts = [0]
-    for query in queries:
-        flat.extend([number[term] for term in query.terms])
-        if query.query_tf is None:
-            counts.extend([1.0] * len(query.terms))
-        else:
-            counts.extend(query.query_tf)
-        starts.append(len(flat))
-    where = np.array(flat, dtype=np.intp)
-    offsets = np.array(starts, dtype=np.int64)
     # 1.0 * idf is idf exactly, and qtf * idf is plan()'s one product: the same weights.
-    weights = np.ascontiguousarray(np.array(counts, dtype=np.float64) * idf[where])
+    weights = np.ascontiguousarray(repeats.astype(np.float64) * idf[where])
     refs = np.ascontiguousarray(refs_by_term[where])
-    heads = offsets[:-1]
-    postings = np.add.reduceat(doc_freq[where], heads).tolist()
-    matched = np.add.reduceat((doc_freq[where] != 0).astype(np.int64), heads).tolist()
-    lists = np.add.reduceat(n_rows[where], heads).tolist()
+    heads = offsets[:-1]  # every query has a term, so no two heads are equal
+    postings = np.add.reduceat(doc_freq[where], heads)
+    matched = np.add.reduceat((doc_freq[where] != 0).astype(np.int64), heads)
+    listed = np.add.reduceat(n_rows[where], heads) != 0
     table = _part_table_for(snapshot, k1, b, avgdl, None)
     slot = k + 8  # room for k results and a few ties; a query with more ties is run again alone
     batch = kernel.query_batch(
         function, refs.ctypes.data, offsets, weights.ctypes.data, table, k1, b, avgdl, k, slot, threads
     )
     del held  # the call has returned: the cache keeps what it keeps
-    stats = batch.stats.tolist()
-    results: list[BatchResult] = []
-    follow = snapshot.ids_follow_keys
-    # Each query's results as views of the flat output (a 1-D slice costs half a 2-D one).
+    kept = np.array(batch.counts, dtype=np.int64)
+    stats = np.ascontiguousarray(batch.stats[:, :5])
+    stats[~listed] = 0  # nothing was read
+    sizes = np.where(listed, np.minimum(kept, k), 0)
+    alone = np.flatnonzero(listed & ((kept < 0) | (kept > slot))).tolist()
+    redone: dict[int, tuple[NDArray[np.int64], NDArray[np.float64]]] = {}
+    for index in alone:
+        terms = [distinct[term] for term in where[offsets[index] : offsets[index + 1]].tolist()]
+        counted = repeats[offsets[index] : offsets[index + 1]]
+        query_tf = None if bool((counted == 1).all()) else counted.astype(np.float64).tolist()
+        alone_query = plan(snapshot, terms, query_tf, impacts)
+        ids, scores, found_stats = run(library, snapshot, alone_query, k1, b, avgdl, k)
+        redone[index] = (ids, scores)
+        sizes[index] = ids.shape[0]
+        stats[index] = found_stats
+    bounds = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(sizes, out=bounds[1:])
+    # Each query's results, packed: its first sizes[q] of its slot of the kernel's output.
+    rows = np.repeat(np.arange(count, dtype=np.int64) * slot - bounds[:-1], sizes)
+    rows += np.arange(int(bounds[-1]), dtype=np.int64)
     all_ids, all_scores = batch.ids.reshape(-1), batch.scores.reshape(-1)
-    start = 0
-    for index, query in enumerate(queries):
-        if not lists[index]:
-            results.append(BatchResult(matched[index], postings[index], None, None, None))
-        else:
-            kept = batch.counts[index]
-            row = stats[index]
-            if kept < 0 or kept > slot:
-                alone = plan(snapshot, query.terms, query.query_tf, impacts)
-                ids, scores, found_stats = run(library, snapshot, alone, k1, b, avgdl, k)
-                results.append(BatchResult(matched[index], postings[index], ids, scores, found_stats))
-            elif row[5] and not follow:
-                ids, scores = _canonical(
-                    snapshot, all_ids[start : start + kept], all_scores[start : start + kept], k
-                )
-                results.append(BatchResult(matched[index], postings[index], ids, scores, row))
-            else:
-                stop = start + (kept if kept < k else k)
-                ids, scores = all_ids[start:stop], all_scores[start:stop]
-                results.append(BatchResult(matched[index], postings[index], ids, scores, row))
-        start += slot
-    return results
+    ids, scores = all_ids[rows], all_scores[rows]
+    if not snapshot.ids_follow_keys:
+        # Ties on several segments: the kernel's (score, id) order is put in key order.
+        tied = listed & (batch.stats[:, 5] != 0) & (kept >= 0) & (kept <= slot)
+        for index in np.flatnonzero(tied).tolist():
+            start = index * slot
+            redone[index] = _canonical(
+                snapshot, all_ids[start : start + kept[index]], all_scores[start : start + kept[index]], k
+            )
+    for index, (found_ids, found_scores) in redone.items():
+        ids[bounds[index] : bounds[index + 1]] = found_ids
+        scores[bounds[index] : bounds[index + 1]] = found_scores
+    return BatchArrays(ids, scores, bounds, np.diff(offsets), matched, postings, stats)
