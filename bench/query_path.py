@@ -937,13 +937,17 @@ def kernel_skips(snapshot: Snapshot, scorer: BM25Scorer, queries: Sequence[Query
         return {"unavailable": "compiled BM25 kernel not built (or WEFTSEARCH_NO_COMPILED_BM25 set)"}
     # The scorer's one-call path (``run``, issue 31) and the older ``search``: both return the
     # KernelStats third; whichever the installed version has is wrapped.
-    originals = {name: getattr(bm25_lists, name) for name in ("run", "search") if hasattr(bm25_lists, name)}
+    # ``run_kept`` (a repeated text's kept set-up) returns the kernel's statistics as a list in
+    # KernelStats' order, not as a KernelStats.
+    names = ("run", "run_kept", "search")
+    originals = {name: getattr(bm25_lists, name) for name in names if hasattr(bm25_lists, name)}
     seen: list[Any] = []
 
     def spying(original: Any) -> Any:
         def spy(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
-            seen.append(result[2])
+            stats = result[2]
+            seen.append(kernel.KernelStats(*stats[:5]) if isinstance(stats, list) else stats)
             return result
 
         return spy
