@@ -1185,6 +1185,13 @@ def score_queries(
 
     """
     streams = _scored(scorer, label, snapshot, queries, depth, threads)
+    return _canonical(streams, snapshot, queries, depth, label)
+
+
+def _canonical(
+    streams: Sequence[Stream], snapshot: Snapshot, queries: Sequence[Query], depth: int, label: str
+) -> list[Stream]:
+    """Each of ``streams`` (one per query, in order) through :func:`canonical_stream`."""
     return [
         canonical_stream(stream, snapshot, depth, label, snapshot.allowed(query))
         for stream, query in zip(streams, queries, strict=True)
@@ -1379,11 +1386,9 @@ def _score_chunk(
         streams = _scored(scorers[0], labels[0], snapshot, queries, depth, threads)
         if _is_vouched_batch(streams, snapshot) and all(query.filter is None for query in queries):
             return _passed_through_batch(snapshot, streams, labels, k, depth)  # type: ignore[arg-type]
-        canonical = [
-            canonical_stream(stream, snapshot, depth, labels[0], snapshot.allowed(query))
-            for stream, query in zip(streams, queries, strict=True)
-        ]
-        return _passed_through_many(snapshot, canonical, labels, k, depth)
+        return _passed_through_many(
+            snapshot, _canonical(streams, snapshot, queries, depth, labels[0]), labels, k, depth
+        )
     columns = [
         score_queries(scorer, label, snapshot, queries, depth, threads)
         for scorer, label in zip(scorers, labels, strict=True)
