@@ -1977,24 +1977,34 @@ int64_t weft_bm25_query_batch(const int64_t *terms, const int64_t *term_starts, 
  */
 #define WEFT_HIT_PART_FIELDS 7
 
+/*
+ * The row of parts (n_parts > 0 rows, ascending base) holding internal id `id`, and the id's local
+ * document number there in *local; NULL when id is outside every part. Few parts: a bisection
+ * all the same. What weft_hits_sound and weft_ties_by_key both do for each hit.
+ */
+static inline const int64_t *hit_part(const int64_t *parts, int64_t n_parts, int64_t id, int64_t *local) {
+    int64_t low = 0, high = n_parts;
+    while (high - low > 1) {
+        int64_t middle = low + (high - low) / 2;
+        if (parts[WEFT_HIT_PART_FIELDS * middle] <= id)
+            low = middle;
+        else
+            high = middle;
+    }
+    const int64_t *part = parts + WEFT_HIT_PART_FIELDS * low;
+    int64_t offset = id - part[0];
+    if (offset < 0 || offset >= part[1]) return NULL;
+    const int64_t *live = (const int64_t *)(uintptr_t)part[2];
+    *local = live != NULL ? live[offset] : offset;
+    return part;
+}
+
 int64_t weft_hits_sound(const int64_t *ids, int64_t n, const int64_t *parts, int64_t n_parts) {
-    if (n < 0 || n_parts < 0) return -2;
+    if (n < 0 || n_parts < 0 || (n > 0 && n_parts == 0)) return -2;
     for (int64_t i = 0; i < n; i++) {
-        int64_t id = ids[i], low = 0, high = n_parts;
-        /* The last part whose base is at most id: few parts, a bisection all the same. */
-        while (high - low > 1) {
-            int64_t middle = low + (high - low) / 2;
-            if (parts[WEFT_HIT_PART_FIELDS * middle] <= id)
-                low = middle;
-            else
-                high = middle;
-        }
-        if (n_parts == 0) return -2;
-        const int64_t *part = parts + WEFT_HIT_PART_FIELDS * low;
-        int64_t offset = id - part[0];
-        if (offset < 0 || offset >= part[1]) return -2;
-        const int64_t *live = (const int64_t *)(uintptr_t)part[2];
-        int64_t local = live != NULL ? live[offset] : offset;
+        int64_t local;
+        const int64_t *part = hit_part(parts, n_parts, ids[i], &local);
+        if (part == NULL) return -2;
         const uint8_t *state = (const uint8_t *)(uintptr_t)part[3], *checked = (const uint8_t *)(uintptr_t)part[4];
         if (state[local] != 1 || (checked != NULL && !checked[local])) return i;
     }
@@ -2040,22 +2050,12 @@ int64_t weft_ties_by_key(int64_t *ids, const double *scores, int64_t n, int64_t 
             while (end < n && scores[end] == scores[start]) end++;
             if (end - start > 1) {
                 for (int64_t i = start; i < end; i++) {
-                    int64_t id = ids[i], low = 0, high = n_parts;
-                    while (high - low > 1) {
-                        int64_t middle = low + (high - low) / 2;
-                        if (parts[WEFT_HIT_PART_FIELDS * middle] <= id)
-                            low = middle;
-                        else
-                            high = middle;
-                    }
-                    const int64_t *part = parts + WEFT_HIT_PART_FIELDS * low;
-                    int64_t offset = id - part[0];
-                    if (offset < 0 || offset >= part[1]) {
+                    int64_t id = ids[i], local;
+                    const int64_t *part = hit_part(parts, n_parts, id, &local);
+                    if (part == NULL) {
                         result = -2;
                         break;
                     }
-                    const int64_t *live = (const int64_t *)(uintptr_t)part[2];
-                    int64_t local = live != NULL ? live[offset] : offset;
                     const uint8_t *checked = (const uint8_t *)(uintptr_t)part[4];
                     if (checked != NULL && !checked[local]) {
                         result = 1;
