@@ -85,8 +85,8 @@ def differences(many: list[SearchResults], alone: list[SearchResults]) -> list[s
     return found
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+#: The batches both to-the-bit oracles below draw: index shape, deletes, k, depth and threads.
+batch_cases = given(
     seed=st.integers(0, 2**32 - 1),
     segments=st.integers(1, 4),
     docs=st.integers(1, 150),
@@ -96,6 +96,10 @@ def differences(many: list[SearchResults], alone: list[SearchResults]) -> list[s
     deeper=st.booleans(),
     threads=st.sampled_from([None, 1, 2]),
 )
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@batch_cases
 def test_search_many_is_search_for_each_query_to_the_bit(
     seed: int,
     segments: int,
@@ -212,16 +216,7 @@ def unfiltered(seed: int, words: list[str], count: int) -> list[Query | str]:
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    segments=st.integers(1, 4),
-    docs=st.integers(1, 150),
-    vocabulary=st.integers(1, 15),
-    deleted=st.sampled_from([0.0, 0.1, 0.5]),
-    k=st.integers(1, 40),
-    deeper=st.booleans(),
-    threads=st.sampled_from([None, 1, 2]),
-)
+@batch_cases
 def test_a_batch_read_from_the_kernels_arrays_is_search_for_each_query_to_the_bit(
     seed: int,
     segments: int,
