@@ -1,9 +1,9 @@
 """Build step for the compiled parts, all in src/weftsearch/native/: the vector scorer's scan
 (_scan.c), the BM25 top-k with block-max early termination (_bm25.c), the conjunctions and
 phrases of query trees (_boolean.c), the english analyzer's inner loop (_analysis.c), and the
-segment writer's inversion of term counts into sorted postings (_inversion.c).
-The three C kernels include native/heap.h; the two that read postings blocks (_bm25.c,
-_boolean.c) also native/unpack.h.
+segment writer's inversion of term counts into sorted postings and the postings codec
+(_inversion.c). The three C kernels include native/heap.h; the three that decode postings
+blocks (_bm25.c, _boolean.c, _inversion.c) also native/unpack.h.
 
 Everything else is in pyproject.toml. The first three have no Python.h dependency
 (they are loaded with ctypes); the last two are CPython extension modules. All are
@@ -61,6 +61,7 @@ setup(
         Extension(
             "weftsearch.native._inversion",
             sources=["src/weftsearch/native/_inversion.c"],
+            depends=[UNPACK],
             extra_compile_args=FLAGS,
             optional=True,
         ),

@@ -355,14 +355,19 @@ def test_the_writer_trusts_the_tables_it_wrote_and_a_reader_of_the_files_does_no
     path = tmp_path / "index"
     writer = _writer_with_every_kind_of_own_segment(path)
     assert len(writer._segments) == 2 and all(s.reader._tables_trusted for s in writer._segments)
-    real = segment_module.derive_blocks
     derived: list[int] = []
 
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        derived.append(1)
-        return real(*args, **kwargs)
+    def counting(real: Any) -> Any:
+        def count(*args: Any, **kwargs: Any) -> Any:
+            derived.append(1)
+            return real(*args, **kwargs)
 
-    monkeypatch.setattr(segment_module, "derive_blocks", counting)
+        return count
+
+    # A table is checked against its postings through either: a term's first read
+    # (unpack_checked, in C where built) or a whole derivation.
+    for name in ("derive_blocks", "unpack_checked"):
+        monkeypatch.setattr(segment_module, name, counting(getattr(segment_module, name)))
     mine = top(writer)
     assert derived == []
     reader = Index.open(path, readonly=True)

@@ -736,6 +736,255 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------- block decoding, checked
+ *
+ * unpack(data, offsets, block_offsets, blocks, data_offsets, n_docs, lengths) -> (ids, tfs, agrees)
+ *   weftsearch.storage.postings.unpack_postings in C: the postings of consecutive terms decoded
+ *   with every check the numpy path makes, in the same order of stages, so a damaged input gets
+ *   the same message (raised as DecodeError). offsets, block_offsets, data_offsets: int64, T + 1
+ *   each (rebased here: each may start above 0); blocks, data: uint32 (the matching slices of
+ *   post.blocks and post.data); lengths: None, or uint32 with at least n_docs items, in which case
+ *   `agrees` says whether the stored table equals what derive_blocks makes of the decoded
+ *   postings (last ids, max tfs, min lengths, exact widths), else None. ids, tfs: bytearrays of
+ *   uint32. Why in C: this is a term's first read on a reader (a query's cold cost) and a merge's or
+ *   scrub's whole-segment decode; numpy takes ~50 array passes over the postings for it.
+ *   Every output is sized by the postings count, which the block table bounds (128 postings a
+ *   block, four table words a block), and the table's size is checked before anything is made.
+ *   The checks and the decoding run without the GIL.
+ */
+
+/* value's w bits (w <= 32) at bit position bit of words; words[word + 1] read only when the value
+ * straddles it (it then lies inside the run). */
+static inline uint32_t get_bits(const uint32_t *words, uint64_t bit, unsigned w) {
+    if (!w) return 0;
+    const uint64_t word = bit >> 5;
+    const unsigned shift = (unsigned)(bit & 31);
+    uint64_t value = words[word] >> shift;
+    if (shift + w > 32) value |= (uint64_t)words[word + 1] << (32 - shift);
+    return (uint32_t)(value & (((uint64_t)1 << w) - 1));
+}
+
+#define UNPACK_BLOCK BLOCK
+#include "unpack.h"
+
+typedef struct {
+    const uint32_t *data, *blocks, *lengths;
+    const int64_t *offsets, *block_offsets, *data_offsets; /* rebased copies, T + 1 each */
+    size_t n_terms, n_data, n_blocks_items, n_lengths;
+    uint64_t n_docs;
+} UnpackInput;
+
+/* The postings of term t's block that starts at posting start: BLOCK, or fewer for its last. */
+static inline uint64_t block_size(const UnpackInput *in, size_t t, uint64_t start) {
+    const uint64_t left = (uint64_t)in->offsets[t + 1] - start;
+    return left < BLOCK ? left : BLOCK;
+}
+
+/* The checks before decoding (numpy's first four stages); the message, or NULL. Sets *total and *count. */
+static const char *unpack_layout(const UnpackInput *in, uint64_t *word_start, size_t *total, uint64_t *count) {
+    size_t blocks = 0;
+    for (size_t t = 0; t < in->n_terms; t++) {
+        if (in->offsets[t + 1] < in->offsets[t] || in->block_offsets[t] != (int64_t)blocks)
+            return "block offsets disagree with the postings counts";
+        /* blocks equals a stored int64 here, and a term adds at most 2^57: no overflow */
+        const uint64_t postings = (uint64_t)in->offsets[t + 1] - (uint64_t)in->offsets[t];
+        blocks += (size_t)(postings / BLOCK + (postings % BLOCK != 0));
+    }
+    if (in->block_offsets[in->n_terms] != (int64_t)blocks) return "block offsets disagree with the postings counts";
+    if (blocks > SIZE_MAX / 4 || in->n_blocks_items != 4 * blocks || in->data_offsets[in->n_terms] < 0 ||
+        (uint64_t)in->data_offsets[in->n_terms] != in->n_data)
+        return "the block table or the data has the wrong size";
+    *total = blocks;
+    *count = (uint64_t)in->offsets[in->n_terms];
+    if (!blocks) return NULL;
+    for (size_t t = 0; t < in->n_terms; t++) {
+        const size_t first = (size_t)in->block_offsets[t], n = (size_t)in->block_offsets[t + 1] - first;
+        const uint32_t *widths = in->blocks + 4 * first + 3 * n;
+        for (size_t b = 0; b < n; b++)
+            if ((widths[b] & 0xFF) > 32 || (widths[b] >> 8) > 32) return "a block's bit width is above 32";
+    }
+    uint64_t words = 0;
+    for (size_t t = 0; t < in->n_terms; t++) {
+        const size_t first = (size_t)in->block_offsets[t], n = (size_t)in->block_offsets[t + 1] - first;
+        const uint32_t *widths = in->blocks + 4 * first + 3 * n;
+        if ((uint64_t)in->data_offsets[t] != words) return "a term's blocks do not fill its words";
+        for (size_t b = 0; b < n; b++) {
+            const uint64_t start = (uint64_t)in->offsets[t] + (uint64_t)b * BLOCK;
+            const uint64_t c = block_size(in, t, start);
+            word_start[first + b] = words;
+            words += (c * (widths[b] & 0xFF) + 31) / 32 + (c * (widths[b] >> 8) + 31) / 32;
+        }
+    }
+    if (words != in->n_data) return "a term's blocks do not fill its words";
+    /* bits past a run's last value (in its last word) are zero */
+    for (size_t t = 0; t < in->n_terms; t++) {
+        const size_t first = (size_t)in->block_offsets[t], n = (size_t)in->block_offsets[t + 1] - first;
+        const uint32_t *widths = in->blocks + 4 * first + 3 * n;
+        for (size_t b = 0; b < n; b++) {
+            const uint64_t start = (uint64_t)in->offsets[t] + (uint64_t)b * BLOCK;
+            const uint64_t c = block_size(in, t, start);
+            const unsigned w_id = widths[b] & 0xFF, w_tf = widths[b] >> 8;
+            const uint64_t id_words = (c * w_id + 31) / 32, tf_words = (c * w_tf + 31) / 32;
+            const unsigned used_id = (unsigned)((c * w_id) & 31), used_tf = (unsigned)((c * w_tf) & 31);
+            const uint64_t at = word_start[first + b];
+            if (id_words && used_id && (in->data[at + id_words - 1] >> used_id))
+                return "bits past a block's last value are not zero";
+            if (tf_words && used_tf && (in->data[at + id_words + tf_words - 1] >> used_tf))
+                return "bits past a block's last value are not zero";
+        }
+    }
+    return NULL;
+}
+
+/* Decodes every block (numpy's last two stages, then derive_blocks' comparison when lengths are
+ * given: *agrees). The message, or NULL. */
+static const char *unpack_values(const UnpackInput *in, const uint64_t *word_start, uint32_t *ids, uint32_t *tfs,
+                                 int *agrees) {
+    const uint64_t limit = in->n_docs < ((uint64_t)1 << 32) ? in->n_docs : ((uint64_t)1 << 32);
+    int past = 0, tf_top = 0, same = 1;
+    for (size_t t = 0; t < in->n_terms; t++) {
+        const size_t first = (size_t)in->block_offsets[t], n = (size_t)in->block_offsets[t + 1] - first;
+        const uint32_t *lasts = in->blocks + 4 * first, *max_tfs = lasts + n, *min_lengths = lasts + 2 * n;
+        const uint32_t *widths = lasts + 3 * n;
+        uint64_t acc = UINT64_MAX; /* the previous id: -1 before a term's first */
+        for (size_t b = 0; b < n; b++) {
+            const uint64_t start = (uint64_t)in->offsets[t] + (uint64_t)b * BLOCK;
+            const uint64_t c = block_size(in, t, start);
+            const unsigned w_id = widths[b] & 0xFF, w_tf = widths[b] >> 8;
+            const uint32_t *id_run = in->data + word_start[first + b];
+            const uint32_t *tf_run = id_run + (c * w_id + 31) / 32;
+            const uint64_t before = acc;
+            uint32_t max_gap = 0, max_tf = 0, min_length = UINT32_MAX;
+            /* acc is exact in 64 bits (an id past 2^32 is caught below); only the output is truncated */
+            if (c == BLOCK) {
+                acc = unpack_full_any(id_run, w_id, ids + start, acc, 1);
+                unpack_full_any(tf_run, w_tf, tfs + start, 0, 0);
+                if (w_tf == 32)
+                    for (uint64_t k = 0; k < c; k++) tf_top |= tfs[start + k] == 0; /* tf - 1 = 2^32 - 1 wrapped */
+            } else {
+                for (uint64_t k = 0; k < c; k++) {
+                    const uint32_t gap = get_bits(id_run, k * w_id, w_id);
+                    const uint32_t tf_less = get_bits(tf_run, k * w_tf, w_tf);
+                    acc += (uint64_t)gap + 1;
+                    ids[start + k] = (uint32_t)acc;
+                    tf_top |= tf_less == UINT32_MAX;
+                    tfs[start + k] = tf_less + 1;
+                }
+            }
+            /* ids ascend within a term: its block's last is its largest */
+            if (acc >= limit || acc != (uint64_t)lasts[b]) past = 1;
+            if (past || in->lengths == NULL) continue;
+            for (uint64_t k = 0; k < c; k++) {
+                const uint32_t id = ids[start + k];
+                const uint32_t gap = (uint32_t)(id - (k ? ids[start + k - 1] : (uint32_t)before) - 1);
+                if (gap > max_gap) max_gap = gap;
+                if (tfs[start + k] > max_tf) max_tf = tfs[start + k];
+                const uint32_t length = id < in->n_lengths ? in->lengths[id] : 0;
+                if (length < min_length) min_length = length;
+            }
+            if (max_tfs[b] != max_tf || min_lengths[b] != min_length || w_id != width_of(max_gap) ||
+                w_tf != width_of((uint64_t)max_tf - 1))
+                same = 0;
+        }
+    }
+    if (past) return "ids run past the documents or past their blocks' last ids";
+    if (tf_top) return "a term frequency is 2^32";
+    *agrees = same;
+    return NULL;
+}
+
+/* An int64 copy of a T + 1 array, rebased on its first item (numpy's astype(int64) - first). */
+static int64_t *rebased(const Py_buffer *view) {
+    const size_t n = (size_t)view->shape[0];
+    size_t bytes;
+    if (!mul_size(n, sizeof(int64_t), &bytes)) return NULL;
+    int64_t *out = malloc(bytes ? bytes : 1);
+    if (out == NULL) return NULL;
+    memcpy(out, view->buf, bytes);
+    const uint64_t base = n ? (uint64_t)out[0] : 0;
+    for (size_t i = 0; i < n; i++) out[i] = (int64_t)((uint64_t)out[i] - base); /* no signed overflow */
+    return out;
+}
+
+static PyObject *DecodeError;
+
+static PyObject *unpack(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *data_o, *offsets_o, *block_offsets_o, *blocks_o, *data_offsets_o, *lengths_o;
+    unsigned long long n_docs;
+    if (!PyArg_ParseTuple(args, "OOOOOKO:unpack", &data_o, &offsets_o, &block_offsets_o, &blocks_o, &data_offsets_o,
+                          &n_docs, &lengths_o))
+        return NULL;
+    Py_buffer data = {0}, offsets = {0}, block_offsets = {0}, blocks = {0}, data_offsets = {0}, lengths = {0};
+    int64_t *own[3] = {NULL, NULL, NULL};
+    uint64_t *word_start = NULL;
+    PyObject *result = NULL, *ids = NULL, *tfs = NULL;
+    if (!get_array(data_o, &data, 4, "data") || !get_array(offsets_o, &offsets, 8, "offsets") ||
+        !get_array(block_offsets_o, &block_offsets, 8, "block_offsets") || !get_array(blocks_o, &blocks, 4, "blocks") ||
+        !get_array(data_offsets_o, &data_offsets, 8, "data_offsets"))
+        goto done;
+    if (lengths_o != Py_None && !get_array(lengths_o, &lengths, 4, "lengths")) goto done;
+    if (offsets.shape[0] < 1 || block_offsets.shape[0] != offsets.shape[0] ||
+        data_offsets.shape[0] != offsets.shape[0] || (lengths.obj && (uint64_t)lengths.shape[0] < n_docs)) {
+        PyErr_SetString(UnsupportedInputError, "the cuts differ in length, or fewer lengths than documents");
+        goto done;
+    }
+    /* private copies of what decides every index, so a racing write (the GIL is released) can give
+     * a wrong verdict but never a read or write out of range */
+    if ((own[0] = rebased(&offsets)) == NULL || (own[1] = rebased(&block_offsets)) == NULL ||
+        (own[2] = rebased(&data_offsets)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const size_t n_blocks_items = (size_t)blocks.shape[0];
+    UnpackInput in = {data.buf, blocks.buf, lengths.obj ? lengths.buf : NULL, own[0], own[1], own[2],
+                      (size_t)offsets.shape[0] - 1, (size_t)data.shape[0], n_blocks_items,
+                      lengths.obj ? (size_t)lengths.shape[0] : 0, (uint64_t)n_docs};
+    /* a block per 4 table words: word_start is bounded by the table the caller holds */
+    if ((word_start = malloc((n_blocks_items / 4 + 1) * sizeof(uint64_t))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const char *why;
+    size_t total = 0;
+    uint64_t count = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    why = unpack_layout(&in, word_start, &total, &count);
+    Py_END_ALLOW_THREADS;
+    if (why != NULL) {
+        PyErr_SetString(DecodeError, why);
+        goto done;
+    }
+    /* the layout check bounds the count by the table: at most 128 postings a block */
+    ids = buffer_of(total ? (size_t)count : 0, sizeof(uint32_t));
+    tfs = buffer_of(total ? (size_t)count : 0, sizeof(uint32_t));
+    if (ids == NULL || tfs == NULL) goto done;
+    int agrees = 1;
+    if (total) {
+        Py_BEGIN_ALLOW_THREADS;
+        why = unpack_values(&in, word_start, (uint32_t *)PyByteArray_AS_STRING(ids),
+                            (uint32_t *)PyByteArray_AS_STRING(tfs), &agrees);
+        Py_END_ALLOW_THREADS;
+        if (why != NULL) {
+            PyErr_SetString(DecodeError, why);
+            goto done;
+        }
+    }
+    result = Py_BuildValue("(OOO)", ids, tfs, lengths.obj ? (agrees ? Py_True : Py_False) : Py_None);
+done:
+    for (int i = 0; i < 3; i++) free(own[i]);
+    free(word_start);
+    if (data.obj) PyBuffer_Release(&data);
+    if (offsets.obj) PyBuffer_Release(&offsets);
+    if (block_offsets.obj) PyBuffer_Release(&block_offsets);
+    if (blocks.obj) PyBuffer_Release(&blocks);
+    if (data_offsets.obj) PyBuffer_Release(&data_offsets);
+    if (lengths.obj) PyBuffer_Release(&lengths);
+    Py_XDECREF(ids);
+    Py_XDECREF(tfs);
+    return result;
+}
+
 /* ------------------------------------------------------------------ a stored record's JSON string */
 
 /* What a character becomes in JSON as json.encoder.encode_basestring writes it (ensure_ascii=False):
@@ -825,6 +1074,8 @@ static PyObject *json_string(PyObject *self, PyObject *arg) {
 static PyMethodDef module_methods[] = {
     {"pack", pack, METH_VARARGS,
      "pack(ids, tfs, offsets, lengths) -> (block_offsets, blocks, data_offsets, data) (see the module source)."},
+    {"unpack", unpack, METH_VARARGS,
+     "unpack(data, offsets, block_offsets, blocks, data_offsets, n_docs, lengths) -> (ids, tfs, agrees) (see the module source)."},
     {"json_string", json_string, METH_O,
      "json_string(text) -> json.encoder.encode_basestring(text), with nothing to escape copied whole."},
     {NULL, NULL, 0, NULL},
@@ -847,7 +1098,9 @@ PyMODINIT_FUNC PyInit__inversion(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     UnsupportedInputError = PyErr_NewException("weftsearch.native._inversion.UnsupportedInputError", PyExc_ValueError, NULL);
+    DecodeError = PyErr_NewException("weftsearch.native._inversion.DecodeError", PyExc_ValueError, NULL);
     if (UnsupportedInputError == NULL || PyModule_AddObjectRef(m, "UnsupportedInputError", UnsupportedInputError) < 0 ||
+        DecodeError == NULL || PyModule_AddObjectRef(m, "DecodeError", DecodeError) < 0 ||
         PyModule_AddObjectRef(m, "Inverter", (PyObject *)&InverterType) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -15,3 +15,18 @@ class Inverter:
 
     def finish(self) -> tuple[list[str], bytearray, bytearray, bytearray, bytearray | None]:
         """The vocabulary sorted, the term offsets, ids, tfs and positions (bytearrays)."""
+
+class DecodeError(ValueError):
+    """Postings that do not decode as their table says (numpy's message)."""
+
+def unpack(
+    data: object,
+    offsets: object,
+    block_offsets: object,
+    blocks: object,
+    data_offsets: object,
+    n_docs: int,
+    lengths: object | None,
+    /,
+) -> tuple[bytearray, bytearray, bool | None]:
+    """Postings decoded and checked (see the module source)."""

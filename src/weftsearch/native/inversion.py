@@ -27,10 +27,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from weftsearch.native.loader import load_extension
-from weftsearch.storage.postings import PackedPostings, pack_postings, use_packing
+from weftsearch.storage.postings import (
+    PackedPostings,
+    PostingsDecodeError,
+    pack_postings,
+    unpack_checked,
+    use_packing,
+    use_unpacking,
+)
 from weftsearch.storage.segment_writer import InvertedPostings, use_inversion, use_json_string
 
-__all__ = ["invert", "pack", "DOCUMENTS_PER_CALL"]
+__all__ = ["invert", "pack", "unpack", "DOCUMENTS_PER_CALL"]
 
 #: Documents handed to C per call (the caller's ``pause`` runs between calls, so no call holds
 #: the GIL long; the sort and the counting sort then run without it).
@@ -86,13 +93,15 @@ def _json_strings_agree(module: ModuleType) -> bool:
         return False  # built before it existed
     samples = (
         *("", "plain ascii", 'q"b\\s\n\r\t\b\f\x00\x1f\x7f'),
-        *("\u00e9t\u00e9\t", "\u6771\x01", "\U0001f600\"", "\ud800 lone"),
+        *("\u00e9t\u00e9\t", "\u6771\x01", '\U0001f600"', "\ud800 lone"),
     )
     return all(module.json_string(text) == json.encoder.encode_basestring(text) for text in samples)
 
 
-def _packs_as_numpy(module: ModuleType) -> bool:
-    """The compiled packing against numpy's on a sample: full and partial blocks, widths 0 to 32."""
+def _sample_postings() -> tuple[
+    NDArray[np.uint32], NDArray[np.uint32], NDArray[np.uint64], NDArray[np.uint32]
+]:
+    """Ids, tfs, offsets and lengths with full and partial blocks and widths 0 to 32 (the self-checks')."""
     rng = np.random.default_rng(20261207)
     lengths = np.asarray(rng.integers(0, 2**32, size=5000, dtype=np.uint64)).astype(np.uint32)
     lengths[-1] = 7
@@ -105,12 +114,66 @@ def _packs_as_numpy(module: ModuleType) -> bool:
     tfs[:200] = np.asarray(rng.integers(1, 2**32, size=200, dtype=np.uint64)).astype(np.uint32)
     offsets = np.zeros(len(terms) + 1, dtype=np.uint64)
     np.cumsum([t.shape[0] for t in terms], out=offsets[1:])
+    return ids, tfs, offsets, lengths
+
+
+def _packs_as_numpy(module: ModuleType) -> bool:
+    """The compiled packing against numpy's on a sample: full and partial blocks, widths 0 to 32."""
+    ids, tfs, offsets, lengths = _sample_postings()
     want = pack_postings(ids, tfs, offsets, lengths)  # numpy: the packing is not handed over yet
     got = module.pack(ids, tfs, offsets, lengths)
     wanted: tuple[NDArray[Any], ...] = (want.block_offsets, want.blocks, want.data_offsets, want.data)
     return all(
         np.frombuffer(g, dtype=w.dtype).tobytes() == w.tobytes() for g, w in zip(got, wanted, strict=True)
     )
+
+
+def _decoding_verdict(
+    run: Callable[..., tuple[Any, Any, Any]], arguments: tuple[Any, ...], module: ModuleType
+) -> object:
+    """``run(*arguments)``'s ids and tfs as bytes and its table verdict, or its refusal's message."""
+    try:
+        ids, tfs, agrees = run(*arguments)
+    except (PostingsDecodeError, module.DecodeError) as exc:
+        return str(exc)
+    return bytes(ids), bytes(tfs), agrees
+
+
+def _unpacks_as_numpy(module: ModuleType) -> bool:
+    """The compiled decoding against numpy's on the packed sample, whole and damaged.
+
+    Same postings and table verdict on the sample, and the same message for
+    each of a damaged width, a dirty tail bit, an id past the documents and
+    a changed max tf (the table verdict).
+    """
+    if not hasattr(module, "unpack"):
+        return False  # built before it existed
+    ids, tfs, offsets, lengths = _sample_postings()
+    packed = pack_postings(ids, tfs, offsets, lengths)
+    cuts = (
+        offsets.astype(np.int64),
+        packed.block_offsets.astype(np.int64),
+        packed.data_offsets.astype(np.int64),
+    )
+    cases: list[tuple[NDArray[np.uint32], NDArray[np.uint32], int]] = [(packed.data, packed.blocks, 5000)]
+    blocks = packed.blocks.copy()
+    blocks[3] |= 1 << 16  # the first term's one block: a stray width bit
+    cases.append((packed.data, blocks, 5000))
+    blocks = packed.blocks.copy()
+    blocks[1] += 1  # its max tf: decodes, but the table disagrees
+    cases.append((packed.data, blocks, 5000))
+    cases.append((packed.data, packed.blocks, int(ids.max())))  # ids past the documents
+    data = packed.data.copy()
+    data[-1] |= np.uint32(1 << 31)  # the last run's unused high bit
+    cases.append((data, packed.blocks, 5000))
+    for words, table, n_docs in cases:
+        arguments = (words, *cuts[:2], table, cuts[2], n_docs, lengths)
+        # numpy's verdict: the decoding is not handed over yet
+        if _decoding_verdict(unpack_checked, arguments, module) != _decoding_verdict(
+            module.unpack, arguments, module
+        ):
+            return False
+    return True
 
 
 def _run(
@@ -193,8 +256,65 @@ def pack(
 
 _PACK_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint32), np.dtype(np.uint64), np.dtype(np.uint32))
 
+
+def unpack(
+    data: NDArray[Any],
+    offsets: NDArray[Any],
+    block_offsets: NDArray[Any],
+    blocks: NDArray[Any],
+    data_offsets: NDArray[Any],
+    n_docs: int,
+    lengths: NDArray[Any] | None,
+) -> tuple[NDArray[np.uint32], NDArray[np.uint32], bool | None] | None:
+    """Postings decoded and checked in C, as :func:`~weftsearch.storage.postings.unpack_checked` does.
+
+    ``lengths`` ``None``: :func:`~weftsearch.storage.postings.unpack_postings`
+    (the verdict is ``None``). ``None`` where numpy must run: the module is off,
+    or the words and table are not ``uint32`` or fewer lengths than ``n_docs``.
+    One pass over the postings, without the GIL; the outputs are sized by the
+    block table, whose size is checked first. O(postings).
+
+    Raises:
+        PostingsDecodeError: the postings do not decode (numpy's message).
+
+    """
+    if _unpacking_module is None:
+        return None
+    if (
+        data.dtype != np.uint32
+        or blocks.dtype != np.uint32
+        or (lengths is not None and lengths.dtype != np.uint32)
+    ):
+        return None
+    cuts = [
+        np.ascontiguousarray(np.asarray(cut).astype(np.int64, copy=False))
+        for cut in (offsets, block_offsets, data_offsets)
+    ]
+    try:
+        ids, tfs, agrees = _unpacking_module.unpack(
+            np.ascontiguousarray(data),
+            cuts[0],
+            cuts[1],
+            np.ascontiguousarray(blocks),
+            cuts[2],
+            n_docs,
+            None if lengths is None else np.ascontiguousarray(lengths),
+        )
+    except _unpacking_module.UnsupportedInputError:
+        return None
+    except _unpacking_module.DecodeError as exc:
+        raise PostingsDecodeError(str(exc)) from None
+    return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(tfs, dtype=np.uint32), agrees
+
+
+#: The compiled module when its decoding agrees with numpy's (:func:`_unpacks_as_numpy`), else ``None``.
+_unpacking_module: ModuleType | None = (
+    _compiled if _compiled is not None and _unpacks_as_numpy(_compiled) else None
+)
+
 # The segment writer inverts and packs with these from now on (storage cannot import native:
 # see use_inversion).
 use_inversion(invert if _compiled is not None else None)
 use_packing(pack if _compiled is not None else None)
+use_unpacking(unpack if _unpacking_module is not None else None)
 use_json_string(_compiled.json_string if _compiled is not None and _json_strings_agree(_compiled) else None)

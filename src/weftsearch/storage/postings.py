@@ -58,6 +58,8 @@ __all__ = [
     "BLOCK_ROWS",
     "PackedPostings",
     "PostingsDecodeError",
+    "unpack_checked",
+    "use_unpacking",
     "bit_widths",
     "derive_blocks",
     "pack_postings",
@@ -281,7 +283,83 @@ def pack_postings(
     return PackedPostings(block_offsets, blocks, data_offsets, data)
 
 
+#: A compiled :func:`unpack_postings` (its arguments, then ``lengths`` or ``None``): ``(ids, tfs,
+#: agrees)`` with ``agrees`` as :func:`unpack_checked` gives it (``None`` without lengths), or
+#: ``None`` where numpy must run. Raises :class:`PostingsDecodeError` as numpy does.
+Unpacking = Callable[..., "tuple[NDArray[np.uint32], NDArray[np.uint32], bool | None] | None"]
+
+#: The compiled decoding, when one was given (:func:`use_unpacking`).
+_unpacking: Unpacking | None = None
+
+
+def use_unpacking(unpacking: Unpacking | None) -> None:
+    """Decode postings with ``unpacking`` first (``None``: numpy alone).
+
+    :mod:`weftsearch.native.inversion` gives its compiled one when it is
+    imported, as for :func:`use_packing`. Whatever it is, it must accept and
+    refuse what the numpy path does, with the same message, and give the same
+    postings.
+    """
+    global _unpacking
+    _unpacking = unpacking
+
+
+def unpack_checked(
+    data: NDArray[np.uint32],
+    offsets: NDArray[Any],
+    block_offsets: NDArray[Any],
+    blocks: NDArray[np.uint32],
+    data_offsets: NDArray[Any],
+    n_docs: int,
+    lengths: NDArray[np.uint32],
+) -> tuple[NDArray[np.uint32], NDArray[np.uint32], bool]:
+    """:func:`unpack_postings`, and whether ``blocks`` equals :func:`derive_blocks` of the result.
+
+    The reader's first-use check of a term and scrub's: a table that decodes but
+    whose max tfs, min lengths (``lengths``: each local document's, at least
+    ``n_docs``) or widths are not the postings' would let the block-max walk
+    skip a block it must score. In C where it was given (one pass, no GIL),
+    else numpy. O(postings).
+
+    Raises:
+        PostingsDecodeError: the postings do not decode as their table says.
+
+    """
+    if _unpacking is not None:
+        compiled = _unpacking(data, offsets, block_offsets, blocks, data_offsets, n_docs, lengths)
+        if compiled is not None:
+            return compiled[0], compiled[1], bool(compiled[2])
+    ids, tfs = _unpack_numpy(data, offsets, block_offsets, blocks, data_offsets, n_docs)
+    rebased = np.asarray(offsets, dtype=np.int64) - int(offsets[0])
+    derived = derive_blocks(ids, tfs, rebased, lengths)[1]
+    return ids, tfs, bool(np.array_equal(blocks, derived))
+
+
 def unpack_postings(
+    data: NDArray[np.uint32],
+    offsets: NDArray[Any],
+    block_offsets: NDArray[Any],
+    blocks: NDArray[np.uint32],
+    data_offsets: NDArray[Any],
+    n_docs: int,
+) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
+    """Decode the postings of consecutive terms: their local ids and term frequencies.
+
+    In C where it was given (:func:`use_unpacking`), else numpy: the same
+    checks, messages and results (see :func:`_unpack_numpy`). O(postings).
+
+    Raises:
+        PostingsDecodeError: the postings do not decode as their table says.
+
+    """
+    if _unpacking is not None:
+        compiled = _unpacking(data, offsets, block_offsets, blocks, data_offsets, n_docs, None)
+        if compiled is not None:
+            return compiled[0], compiled[1]
+    return _unpack_numpy(data, offsets, block_offsets, blocks, data_offsets, n_docs)
+
+
+def _unpack_numpy(
     data: NDArray[np.uint32],
     offsets: NDArray[Any],
     block_offsets: NDArray[Any],

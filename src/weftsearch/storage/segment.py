@@ -47,6 +47,7 @@ from weftsearch.storage.postings import (
     derive_blocks,
     join_offsets,
     positions_chunks,
+    unpack_checked,
     unpack_positions,
     unpack_postings,
 )
@@ -1084,24 +1085,23 @@ class SegmentReader:
         if not verified:
             self._check_checksum(position, term, words)
         stored = table[BLOCK_ROWS * block_first : BLOCK_ROWS * block_end]
+        cuts = (
+            np.array([first, end], dtype=np.int64),
+            np.array([block_first, block_end], dtype=np.int64),
+            stored,
+            np.array([word_first, word_end], dtype=np.int64),
+        )
         try:
-            ids, tfs = unpack_postings(
-                words,
-                np.array([first, end], dtype=np.int64),
-                np.array([block_first, block_end], dtype=np.int64),
-                stored,
-                np.array([word_first, word_end], dtype=np.int64),
-                self.n_docs,
-            )
+            if verified or self._tables_trusted:
+                ids, tfs = unpack_postings(words, *cuts, self.n_docs)
+                agrees = True
+            else:
+                ids, tfs, agrees = unpack_checked(words, *cuts, self.n_docs, self.doc_lengths())
         except PostingsDecodeError as exc:
             raise self._corrupt(f"postings of term {term!r} do not decode ({exc})") from None
         if not verified:
-            if not self._tables_trusted:
-                derived = derive_blocks(
-                    ids, tfs, np.array([0, end - first], dtype=np.int64), self.doc_lengths()
-                )[1]
-                if not np.array_equal(stored, derived):
-                    raise self._corrupt(f"block metadata of term {term!r} disagrees with its postings")
+            if not agrees:
+                raise self._corrupt(f"block metadata of term {term!r} disagrees with its postings")
             self._verified_blocks[position] = stored
         ids.setflags(write=False)
         tfs.setflags(write=False)
