@@ -77,9 +77,14 @@ def test_the_deploy_commands_run(tmp_path: Path) -> None:
                 "SERVER=$!",
                 "trap 'kill -INT $SERVER; wait $SERVER' EXIT",
             ]
+            # A bounded start-up wait (the model loads in each worker) until every worker
+            # answers: /health is answered by the first one up, and a worker still loading
+            # is not yet counted in /metrics (on a loaded machine the second took seconds more).
+            workers = re.search(r"--workers (\d+)", line)
+            ready = f"weft_server_processes {int(workers.group(1)) if workers else 1}.0"
             script.append(
-                f"for _ in $(seq 1200); do curl -fs localhost:{documented}/health >/dev/null && break; "
-                "kill -0 $SERVER; sleep 0.1; done"  # a bounded start-up wait (the model loads in each worker)
+                f"for _ in $(seq 1200); do curl -fs localhost:{documented}/metrics 2>/dev/null "
+                f"| grep -q '^{ready}' && break; kill -0 $SERVER; sleep 0.1; done"
             )
         else:
             script.append(line)
