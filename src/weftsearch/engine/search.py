@@ -1017,12 +1017,19 @@ def search_snapshot(
         )
     k, depth = _check_call(skip + page, fuser, scorers, depth)
     query = _as_query(query)
-    labels = stream_labels(scorers)
+    # The common search, one scorer: its label is its name (no suffixes), and no comprehension.
+    labels = [str(scorers[0].name)] if len(scorers) == 1 else stream_labels(scorers)
     allowed = snapshot.allowed(query)  # a bad filter is refused before any scorer runs
-    streams = [
-        canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label, allowed)
-        for scorer, label in zip(scorers, labels, strict=False)
-    ]
+    if len(labels) == 1:
+        [scorer] = scorers
+        streams = [
+            canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, labels[0], allowed)
+        ]
+    else:
+        streams = [
+            canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label, allowed)
+            for scorer, label in zip(scorers, labels, strict=False)
+        ]
     results = results_of(snapshot, streams, labels, k, fuser, depth)
     return results if skip == 0 and after is None else page_of(results, skip, page, after)
 
