@@ -44,7 +44,15 @@ from weftsearch.engine.explanation import Explanation
 from weftsearch.engine.inflight import searches_in_flight
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import QueryTerms, Snapshot
-from weftsearch.engine.stream import PlanValue, Stream, _vouched_batch, _vouched_stream, check_k, top_k
+from weftsearch.engine.stream import (
+    PlanValue,
+    Stream,
+    _vouched_batch,
+    _vouched_kernel_stream,
+    _vouched_stream,
+    check_k,
+    top_k,
+)
 from weftsearch.errors import InvalidParameterError, UnknownTextFieldError
 from weftsearch.native import bm25 as kernel
 from weftsearch.native import boolean as boolean_kernel
@@ -811,6 +819,9 @@ class BM25Scorer:
             return None
         ids, scores, stats = layout.run_kept(library, snapshot, prepared, planned, k1, b, avgdl, k)
         plan = _compiled_plan(terms, planned.matched, len(snapshot.parts), planned.postings, stats)
+        if snapshot.ids_follow_keys:
+            # One segment: the kernel's copied results or their leading slices, in a stream's layout.
+            return _vouched_kernel_stream(ids, scores, snapshot, plan)
         return _vouched_stream(ids, scores, snapshot, plan=plan)
 
     @property
