@@ -81,6 +81,9 @@ _DENSE_RATIO = 0.05
 # results to the bit. Figures: docs/BENCHMARKS.md, "One compiled call per query".
 _COMPILED_FROM_DOCS = 0
 
+#: The snapshot memo key (with k1 and b) of :meth:`BM25Scorer._kept_setup`.
+_KEPT_SETUP = "bm25 kept set-up"
+
 #: Threads :meth:`BM25Scorer.score_many` accepts at most (as ``search_many``); the C side
 #: starts at most 64 of them.
 MAX_BATCH_THREADS = 256
@@ -792,6 +795,11 @@ class BM25Scorer:
         plan = _compiled_plan(found.terms, found.matched, segments, found.postings, stats)
         return _vouched_stream(ids, scores, snapshot, plan=plan)
 
+    def _kept_setup(self, snapshot: Snapshot) -> tuple[float, layout.PreparedQueries | None]:
+        """``snapshot``'s average length for scoring and its kept set-ups for (k1, b) and that length."""
+        avgdl = self._avgdl(snapshot)
+        return avgdl, layout.prepared_queries(snapshot, self.k1, self.b, avgdl)
+
     def _kept_stream(self, snapshot: Snapshot, text: str, k: int) -> Stream | None:
         """:meth:`score` of plain ``text`` without a filter from its kept set-up; ``None``: take the long way.
 
@@ -807,8 +815,13 @@ class BM25Scorer:
         library = kernel.compiled_bm25()
         if library is None or library.query is None:
             return None
-        k1, b, avgdl = self.k1, self.b, self._avgdl(snapshot)
-        prepared = layout.prepared_queries(snapshot, k1, b, avgdl)
+        if snapshot.statistics is not None:
+            return None  # a shard's view plans each query with the collection's statistics
+        k1, b = self.k1, self.b
+        # The average length and the kept set-ups of (k1, b, that length) in one look-up a
+        # search: both are fixed for the snapshot's own statistics (a view with a collection's,
+        # which shares the memo, never gets here), so they are found once.
+        avgdl, prepared = snapshot.memo((_KEPT_SETUP, k1, b), lambda: self._kept_setup(snapshot))
         if prepared is None:
             return None
         found: tuple[layout.TermQuery | None, int] | None = prepared.entries.get(text)
