@@ -9,9 +9,10 @@ queries (``qrels/test.tsv``), each searched once before timing. Per k (10, 100) 
 
 - CPU µs a search (``time.process_time`` over all queries, best of ``--passes``): CPU time
   leaves out the time other processes took the core on a shared machine;
-- the kernel's share: the time spent inside the compiled ``weft_bm25_query`` call (timed
-  around the ctypes call, so its argument conversion counts as kernel: an upper bound on the
-  part that runs without the GIL) against the whole search;
+- the kernel's share: this thread's CPU time inside the compiled ``weft_bm25_query`` call
+  (``time.thread_time`` around the ctypes call, so its argument conversion and the clock
+  reads count as kernel: an upper bound on the part that runs without the GIL) against the
+  thread's CPU time for the whole searches (wall time would count other processes' turns);
 - 2 threads ÷ 1 thread: the queries searched by one thread, then split between two threads
   of a ``ThreadPoolExecutor`` (wall time, best of ``--passes``).
 
@@ -59,11 +60,11 @@ def measure(data: Path, passes: int) -> dict[str, object]:
 
     def timed_rows(function: object, *args: object) -> object:
         def call(*values: object) -> int:
-            start = time.perf_counter()
+            start = time.thread_time()
             try:
                 return function(*values)  # type: ignore[operator, no-any-return]
             finally:
-                in_kernel[0] += time.perf_counter() - start
+                in_kernel[0] += time.thread_time() - start
 
         return plain_rows(call, *args)  # type: ignore[arg-type]
 
@@ -103,9 +104,9 @@ def measure(data: Path, passes: int) -> dict[str, object]:
         try:
             for _ in range(passes):
                 in_kernel[0] = 0.0
-                start = time.perf_counter()
+                start = time.thread_time()
                 one_thread()
-                share = min(share, in_kernel[0] / (time.perf_counter() - start))
+                share = min(share, in_kernel[0] / (time.thread_time() - start))
         finally:
             kernel.query_rows = plain_rows
         figures[f"top-{k} CPU us"] = round(cpu / len(queries) * 1e6, 2)
