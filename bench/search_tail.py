@@ -100,13 +100,15 @@ def measure(data: Path, passes: int) -> dict[str, object]:
             wall_two = min(wall_two, time.perf_counter() - start)
         pool.shutdown()
         kernel.query_rows = timed_rows  # type: ignore[assignment]
-        share = float("inf")
+        fastest, share = float("inf"), 0.0
         try:
-            for _ in range(passes):
+            for _ in range(passes):  # the share in the pass that took the least CPU time
                 in_kernel[0] = 0.0
                 start = time.thread_time()
                 one_thread()
-                share = min(share, in_kernel[0] / (time.thread_time() - start))
+                took = time.thread_time() - start
+                if took < fastest:
+                    fastest, share = took, in_kernel[0] / took
         finally:
             kernel.query_rows = plain_rows
         figures[f"top-{k} CPU us"] = round(cpu / len(queries) * 1e6, 2)
