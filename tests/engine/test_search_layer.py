@@ -4,6 +4,7 @@ read, O(k) stream checks with the re-ordering skipped for canonical streams, and
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 
@@ -573,3 +574,49 @@ def test_search_refuses_a_snapshot_of_another_index_or_not_a_snapshot() -> None:
     with pytest.raises(InvalidParameterError, match="got str"):
         index.search("graph", 5, RRF(), BM25Scorer(), snapshot="latest")  # type: ignore[arg-type]
     assert not index._searches
+
+
+@pytest.mark.parametrize("segments", [1, 3])
+@pytest.mark.parametrize("k", [1, 7, 200])
+def test_one_stream_passed_through_reads_as_the_general_results(segments: int, k: int) -> None:
+    # The common search's own constructor (SearchResults._passed_through) against the general one
+    # (_from_arrays, which a search with a damaged hit or several streams takes).
+    index = segmented_index(segments)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer()
+    for text in ["graph retrieval", "sparse", "decay cite link"]:
+        results = index.search(text, k, RRF(), scorer)
+        stream = canonical_stream(scorer.score(snapshot, Query(text), k), snapshot, k, "bm25")
+        fused = search_module.fuse_candidates(RRF(), [stream], k, snapshot)
+        count = fused.ids.shape[0]
+        column = fused.scores.reshape(-1, 1)
+        general = SearchResults._from_arrays(
+            keys=snapshot.keys_of(fused.ids),
+            scores=fused.scores,
+            ranks=np.arange(1, count + 1, dtype=np.int64).reshape(-1, 1),
+            signal_scores=column,
+            contributions=column,
+            fields=functools.partial(snapshot.fields_of, fused.ids),
+            signals=["bm25"],
+            fuser=results.fuser,
+            generation=snapshot.generation,
+            depth=k,
+            streams=[stream],
+        )
+        assert results.keys == general.keys and len(results) == len(general) == count
+        assert results.score_array.tobytes() == general.score_array.tobytes()
+        assert (results.signals, results.fuser, results.depth, results.cut_short, results.offset) == (
+            general.signals,
+            general.fuser,
+            general.depth,
+            general.cut_short,
+            general.offset,
+        )
+        assert without_paths(results.plans) == without_paths(general.plans)
+        mine, theirs = results.explain_arrays(), general.explain_arrays()
+        for name in ("ranks", "scores", "contributions"):
+            assert getattr(mine, name).tobytes() == getattr(theirs, name).tobytes()
+            assert not getattr(mine, name).flags.writeable
+        assert not results.score_array.flags.writeable
+        assert [hit.to_dict() for hit in results] == [hit.to_dict() for hit in general]
+        assert results.to_dict() == general.to_dict()

@@ -131,3 +131,17 @@ def test_a_search_that_fails_while_warming_does_not_fail_the_commit(tmp_path: Pa
         assert "b000" in index
         with pytest.raises(CorruptIndexError):
             index.search("graph", 3, RRF(), scorer)  # type: ignore[arg-type]
+
+
+def test_a_text_query_and_its_text_are_one_remembered_search(tmp_path: Path) -> None:
+    scorer, fuser = BM25Scorer(), RRF()
+    with Index.create(tmp_path / "idx") as index:
+        index.add_many(_documents("a", 20), progress=False)
+        index.commit()
+        index.search("graph term1", 3, fuser, scorer)
+        index.search(Query("graph term1"), 3, fuser, scorer)
+        assert len(index._warming.recent) == 1
+        # A query with more than text (a time, seeds) is a search of its own.
+        index.search(Query("graph term1", time=0), 3, fuser, scorer)
+        index.search(Query("graph term1", seeds=("a-1",)), 3, fuser, scorer)
+        assert len(index._warming.recent) == 3

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from tests.scorers.test_bm25_onecall import FILTERS, PARAMS, build, differs, needs_query, texts
 from weftsearch import BM25Scorer, Query
+from weftsearch.engine import stream as stream_module
 from weftsearch.errors import CorruptIndexError, UnknownFieldError
 from weftsearch.native import bm25 as kernel
 from weftsearch.scorers.bm25 import lists as bm25_lists
@@ -187,3 +188,21 @@ def test_a_corrupt_term_met_by_the_kept_call_is_named(monkeypatch: pytest.Monkey
     monkeypatch.setattr(kernel, "query_rows", corrupt)
     with pytest.raises(CorruptIndexError, match=repr(words[2])):
         scorer.score(snapshot, Query(words[2]), 5)
+
+
+@needs_query
+@pytest.mark.parametrize("segments", [1, 3])
+@pytest.mark.parametrize("k", [1, 3, 50])
+def test_a_kept_stream_is_a_vouched_stream_in_a_streams_layout(segments: int, k: int) -> None:
+    # The kept call's one-segment stream is made without reading its layout: it must be in it.
+    index, words = build(21, segments, 90, 6, 0.0, 4)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer()
+    text = f"{words[0]} {words[2]}"
+    scorer.score(snapshot, Query(text), k)  # keeps the set-up
+    stream = scorer.score(snapshot, Query(text), k)  # from the kept set-up
+    assert stream_module._is_vouched(stream, snapshot) and stream.complete
+    assert stream_module._stream_layout(stream.ids, stream.scores)
+    assert not stream.ids.flags.writeable and not stream.scores.flags.writeable
+    assert 0 < len(stream) <= k
+    assert not differs(stream, scorer._score_numpy(snapshot, Query(text), k, None))

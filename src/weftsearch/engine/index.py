@@ -1390,9 +1390,13 @@ class Index:
                 results.facets = query_facets(searched, _as_query(query), facets, facet_k)
         if options is not None:
             results._highlight_with(self.highlighter(searched, query, options))
-        # The query as asked (a str becomes its Query only if the cursor is read).
-        issue = self._cursors.issuer(self._index_id, searched, asked, fuser, scorers, depth)
-        results._offer_cursor(issue, int(k))
+        # The query as asked (a str becomes its Query only if the cursor is read). Only full
+        # results offer a cursor (SearchResults._offer_cursor): the issuer is made for those alone.
+        page = int(k)
+        if results._count >= page:
+            results._offer_cursor(
+                self._cursors.issuer(self._index_id, searched, asked, fuser, scorers, depth), page
+            )
         self._warming.remember(query, k, fuser, scorers, depth)  # only searches that completed are replayed
         return results
 

@@ -370,6 +370,52 @@ class SearchResults(Sequence[Hit]):
         results.facets = None
         return results
 
+    @classmethod
+    def _passed_through(
+        cls,
+        keys: Sequence[str] | Callable[[], Sequence[str]],
+        scores: NDArray[np.float64],
+        fields: Callable[[], Sequence[Mapping[str, FieldValue]]],
+        signals: Sequence[str],
+        fuser: str,
+        generation: int,
+        depth: int,
+        stream: Stream,
+    ) -> SearchResults:
+        """:meth:`_from_arrays` of one stream passed through with every hit kept: the search's common results.
+
+        ``scores``: the stream's scores (or their first rows), one per hit, the
+        score, signal score and contribution of each; the ranks are the shared
+        column ``1..n``. The same results as :meth:`_from_arrays`, without its
+        keyword parsing and per-array checks (one array to make read-only,
+        the others views of it or already read-only). O(1).
+        """
+        results = object.__new__(cls)
+        results.signals = tuple(signals)
+        results.fuser = fuser
+        results.generation = generation
+        results.depth = depth
+        results._plans = (stream.plan,)
+        results.cut_short = () if stream.complete else results.signals[:1]
+        if callable(keys):
+            results._keys, results._key_source = None, keys
+        else:
+            results._keys, results._key_source = tuple(keys), None
+        count = int(scores.shape[0])
+        results._count = count
+        results._scores = _frozen_array(scores)
+        results._ranks = _rank_column(count)
+        results._signal_scores = results._contributions = scores.reshape(-1, 1)  # read-only as scores
+        results._fields = fields
+        results._field_rows = ()
+        results._built = [None] * count
+        results._rows = None
+        results.offset = 0
+        results._cursor = None
+        results._highlighter = None
+        results.facets = None
+        return results
+
     def _sliced(self, start: int, stop: int) -> SearchResults:
         """Rows ``start:stop`` of these results as results of their own (hits ranked from ``start + 1``).
 
@@ -1017,12 +1063,19 @@ def search_snapshot(
         )
     k, depth = _check_call(skip + page, fuser, scorers, depth)
     query = _as_query(query)
-    labels = stream_labels(scorers)
+    # The common search, one scorer: its label is its name (no suffixes), and no comprehension.
+    labels = [str(scorers[0].name)] if len(scorers) == 1 else stream_labels(scorers)
     allowed = snapshot.allowed(query)  # a bad filter is refused before any scorer runs
-    streams = [
-        canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label, allowed)
-        for scorer, label in zip(scorers, labels, strict=False)
-    ]
+    if len(labels) == 1:
+        [scorer] = scorers
+        streams = [
+            canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, labels[0], allowed)
+        ]
+    else:
+        streams = [
+            canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label, allowed)
+            for scorer, label in zip(scorers, labels, strict=False)
+        ]
     results = results_of(snapshot, streams, labels, k, fuser, depth)
     return results if skip == 0 and after is None else page_of(results, skip, page, after)
 
@@ -1120,6 +1173,11 @@ def explain_fused(
     """
     ids, scores = fused.ids, fused.scores
     keep, keys = sound_keys(ids)
+    if fused.contributions is None and keep is None and len(streams) == 1:
+        # The common search: one stream passed through, every hit kept.
+        return results_type._passed_through(
+            keys, scores, functools.partial(fields, ids), labels, fused.fuser, generation, depth, streams[0]
+        )
     if fused.contributions is None:
         # One stream passed through: the results hold views of its read-only arrays
         # (rank i + 1, score and contribution the stream's own), no fused copy.

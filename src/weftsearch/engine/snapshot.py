@@ -591,6 +591,7 @@ class Snapshot:
         self._filter_seen: collections.OrderedDict[int, tuple[Filter, str]] = collections.OrderedDict()
         self._filter_lock = threading.Lock()
         self._statistics: CollectionStatistics | None = None
+        self._key_view_cache: _KeyViews | None = None  # set by _key_views on first use
 
     # ------------------------------------------------------------------ identity
 
@@ -897,7 +898,12 @@ class Snapshot:
 
     def _key_views(self) -> _KeyViews:
         """The snapshot's :class:`_KeyViews`, built on first use."""
-        views: _KeyViews = self.memo(("engine", "key views"), lambda: _KeyViews(self._parts))
+        views = self._key_view_cache
+        if views is None:
+            # Built once (the memo's lock); every later search reads the attribute, without the
+            # memo's key and factory per call. Racing threads store the same object.
+            views = self.memo(("engine", "key views"), lambda: _KeyViews(self._parts))
+            self._key_view_cache = views
         return views
 
     def _ties_by_key(self, ids: IdArray, scores: NDArray[np.float64], cut: int) -> IdArray | None:

@@ -297,6 +297,27 @@ def _vouched_stream(
     return stream
 
 
+def _vouched_kernel_stream(
+    ids: IdArray, scores: ScoreArray, keys: KeyOrder, plan: dict[str, PlanValue] | None
+) -> Stream:
+    """:func:`_vouched_stream` of arrays known to be in a stream's layout: complete, the layout unread.
+
+    For an engine scorer's own arrays made in that layout (1-D C-contiguous
+    int64 ids and float64 scores of equal length, such as a compiled
+    kernel's copied results or their leading slices): the layout check is a
+    third of :func:`_vouched_stream`'s cost, on every search. O(1).
+    """
+    _frozen(ids)
+    _frozen(scores)
+    stream = object.__new__(_VouchedStream)
+    _SET_IDS(stream, ids)
+    _SET_SCORES(stream, scores)
+    _SET_PLAN(stream, plan)
+    _SET_COMPLETE(stream, True)
+    _SET_KEYS(stream, keys)
+    return stream
+
+
 # numpy's dtypes of these two: an identity test is much cheaper than ``dtype == np.int64``,
 # which converts its operand; an equal dtype that is another object falls back to ``==``.
 _INT64 = np.dtype(np.int64)

@@ -35,6 +35,27 @@ WARM_SECONDS = 0.2
 _Search = tuple[Query | str, int, Fuser, tuple[Scorer, ...], int | None]
 
 
+def _query_key(query: Query | str) -> object:
+    """What a search's query counts as in :attr:`RecentSearches.recent`: a plain text query, its text.
+
+    A ``str`` keeps its hash once computed, where a :class:`Query`'s dataclass
+    hash is a Python call over its six fields, made twice a search (the key is
+    removed, then stored): about half a microsecond of every search on a small
+    index. A query with only text searches as its text does, so the two share
+    one key (the newest is kept). Any other query is its own key.
+    """
+    if (
+        type(query) is Query
+        and query.vector is None
+        and query.tree is None
+        and query.filter is None
+        and query.time is None
+        and not query.seeds
+    ):
+        return query.text
+    return query
+
+
 class RecentSearches:
     """The newest :data:`WARM_SEARCHES` distinct searches of one index, and their replay.
 
@@ -56,7 +77,7 @@ class RecentSearches:
         self, query: Query | str, k: int, fuser: Fuser, scorers: tuple[Scorer, ...], depth: int | None
     ) -> None:
         """Keep this search among the newest :data:`WARM_SEARCHES` distinct ones (for :meth:`replay`)."""
-        key = (query, k, depth, id(fuser), *map(id, scorers))
+        key = (_query_key(query), k, depth, id(fuser), *map(id, scorers))
         with self._lock:
             recent = self.recent
             try:  # hashing the key: a query that cannot be a key (TypeError) is not replayed

@@ -44,7 +44,15 @@ from weftsearch.engine.explanation import Explanation
 from weftsearch.engine.inflight import searches_in_flight
 from weftsearch.engine.query import Query
 from weftsearch.engine.snapshot import QueryTerms, Snapshot
-from weftsearch.engine.stream import PlanValue, Stream, _vouched_batch, _vouched_stream, check_k, top_k
+from weftsearch.engine.stream import (
+    PlanValue,
+    Stream,
+    _vouched_batch,
+    _vouched_kernel_stream,
+    _vouched_stream,
+    check_k,
+    top_k,
+)
 from weftsearch.errors import InvalidParameterError, UnknownTextFieldError
 from weftsearch.native import bm25 as kernel
 from weftsearch.native import boolean as boolean_kernel
@@ -72,6 +80,9 @@ _DENSE_RATIO = 0.05
 # this high to run it) and as the fallback where the library is missing. Both give the same
 # results to the bit. Figures: docs/BENCHMARKS.md, "One compiled call per query".
 _COMPILED_FROM_DOCS = 0
+
+#: The snapshot memo key (with k1 and b) of :meth:`BM25Scorer._kept_setup`.
+_KEPT_SETUP = "bm25 kept set-up"
 
 #: Threads :meth:`BM25Scorer.score_many` accepts at most (as ``search_many``); the C side
 #: starts at most 64 of them.
@@ -784,6 +795,11 @@ class BM25Scorer:
         plan = _compiled_plan(found.terms, found.matched, segments, found.postings, stats)
         return _vouched_stream(ids, scores, snapshot, plan=plan)
 
+    def _kept_setup(self, snapshot: Snapshot) -> tuple[float, layout.PreparedQueries | None]:
+        """``snapshot``'s average length for scoring and its kept set-ups for (k1, b) and that length."""
+        avgdl = self._avgdl(snapshot)
+        return avgdl, layout.prepared_queries(snapshot, self.k1, self.b, avgdl)
+
     def _kept_stream(self, snapshot: Snapshot, text: str, k: int) -> Stream | None:
         """:meth:`score` of plain ``text`` without a filter from its kept set-up; ``None``: take the long way.
 
@@ -799,8 +815,13 @@ class BM25Scorer:
         library = kernel.compiled_bm25()
         if library is None or library.query is None:
             return None
-        k1, b, avgdl = self.k1, self.b, self._avgdl(snapshot)
-        prepared = layout.prepared_queries(snapshot, k1, b, avgdl)
+        if snapshot.statistics is not None:
+            return None  # a shard's view plans each query with the collection's statistics
+        k1, b = self.k1, self.b
+        # The average length and the kept set-ups of (k1, b, that length) in one look-up a
+        # search: both are fixed for the snapshot's own statistics (a view with a collection's,
+        # which shares the memo, never gets here), so they are found once.
+        avgdl, prepared = snapshot.memo((_KEPT_SETUP, k1, b), lambda: self._kept_setup(snapshot))
         if prepared is None:
             return None
         found: tuple[layout.TermQuery | None, int] | None = prepared.entries.get(text)
@@ -811,6 +832,9 @@ class BM25Scorer:
             return None
         ids, scores, stats = layout.run_kept(library, snapshot, prepared, planned, k1, b, avgdl, k)
         plan = _compiled_plan(terms, planned.matched, len(snapshot.parts), planned.postings, stats)
+        if snapshot.ids_follow_keys:
+            # One segment: the kernel's copied results or their leading slices, in a stream's layout.
+            return _vouched_kernel_stream(ids, scores, snapshot, plan)
         return _vouched_stream(ids, scores, snapshot, plan=plan)
 
     @property

@@ -561,6 +561,8 @@ class TermQuery(NamedTuple):
         matched: terms held by at least one live document of the snapshot.
         postings: live postings in the terms' lists (their document frequencies summed).
         lists: the terms' lists in the snapshot's segments (0: nothing to read).
+        refs_at: the address of ``refs``' buffer, taken once (neither array changes after).
+        weights_at: the address of ``weights``' buffer.
         held: the impact tables ``refs`` points into (kept alive while the query runs,
             whatever the cache evicts meanwhile).
 
@@ -573,6 +575,8 @@ class TermQuery(NamedTuple):
     matched: int
     postings: int
     lists: int
+    refs_at: int
+    weights_at: int
     held: tuple[Any, ...] = ()
 
 
@@ -825,7 +829,8 @@ def plan(
         weights = array.array("d", idf)
     else:
         weights = array.array("d", [count * value for count, value in zip(query_tf, idf, strict=True)])
-    return TermQuery(terms, entries, refs, weights, matched, postings, lists, held)
+    refs_at, weights_at = refs.buffer_info()[0], weights.buffer_info()[0]
+    return TermQuery(terms, entries, refs, weights, matched, postings, lists, refs_at, weights_at, held)
 
 
 def _part_table_for(
@@ -886,9 +891,9 @@ def run(
     try:
         ids, scores, stats, ties = kernel.query(
             function,
-            query.refs.buffer_info()[0],
+            query.refs_at,
             len(query.weights),
-            query.weights.buffer_info()[0],
+            query.weights_at,
             parts,
             k1,
             b,
@@ -933,9 +938,9 @@ def run_kept(
     try:
         ids, scores, counts = kernel.query_rows(
             function,
-            query.refs.buffer_info()[0],
+            query.refs_at,
             len(query.weights),
-            query.weights.buffer_info()[0],
+            query.weights_at,
             parts[1],
             parts[2],
             k1,
@@ -947,6 +952,8 @@ def run_kept(
         raise _corrupt_term(snapshot, query, error.term, error.part) from None
     if counts[5] and not snapshot.ids_follow_keys:
         return (*_canonical(snapshot, ids, scores, k), counts)
+    if ids.shape[0] <= k:
+        return ids, scores, counts  # no ties past the k-th: the copies as they are (no views)
     return ids[:k], scores[:k], counts
 
 
