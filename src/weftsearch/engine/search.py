@@ -1488,11 +1488,17 @@ def _score_chunk(
     labels: Sequence[str],
     depth: int,
     threads: int = 1,
+    unfiltered: bool | None = None,
 ) -> list[SearchResults]:
-    """Search each of ``queries``; a scorer offering ``score_many`` is called once for all of them."""
+    """Search each of ``queries``; a scorer offering ``score_many`` is called once for all of them.
+
+    ``unfiltered``: whether no query has a filter, when the caller knows (``None``: looked at here).
+    """
     if len(scorers) == 1:
         streams = _scored(scorers[0], labels[0], snapshot, queries, depth, threads)
-        if _is_vouched_batch(streams, snapshot) and all(query.filter is None for query in queries):
+        if _is_vouched_batch(streams, snapshot) and (
+            all(query.filter is None for query in queries) if unfiltered is None else unfiltered
+        ):
             return _passed_through_batch(snapshot, streams, labels, k, depth)  # type: ignore[arg-type]
         return _passed_through_many(
             snapshot, _canonical(streams, snapshot, queries, depth, labels[0]), labels, k, depth
@@ -1561,10 +1567,13 @@ def search_snapshot_many(
         isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
     ):
         raise InvalidParameterError(f"threads must be an integer from 1 to {MAX_THREADS}, got {threads!r}")
-    checked = [_as_query(query, position) for position, query in enumerate(queries)]
-    for query in checked:
-        if query.filter is not None:
-            snapshot.allowed(query)  # every bad filter is refused before any query is searched
+    # A Query itself needs no call (the common batch); anything else goes through _as_query.
+    checked = [
+        query if type(query) is Query else _as_query(query, place) for place, query in enumerate(queries)
+    ]
+    filtered = [query for query in checked if query.filter is not None]
+    for query in filtered:
+        snapshot.allowed(query)  # every bad filter is refused before any query is searched
     labels = stream_labels(scorers)
     chunks = [checked[start : start + _CHUNK] for start in range(0, len(checked), _CHUNK)]
     results: list[SearchResults] = []
@@ -1575,11 +1584,11 @@ def search_snapshot_many(
     ):
         # Every scorer shares its batch out on threads of its own (inside compiled code):
         # one call per scorer for all the queries, no Python pool.
-        return _score_chunk(snapshot, checked, k, fuser, scorers, labels, depth, threads)
+        return _score_chunk(snapshot, checked, k, fuser, scorers, labels, depth, threads, not filtered)
     if (threads is None or threads == 1) and all(callable(getattr(s, "score_many", None)) for s in scorers):
         # One thread, and every scorer takes a batch: one call per scorer for all the
         # queries (a chunk's set-up, its distinct terms' look-ups included, paid once).
-        return _score_chunk(snapshot, checked, k, fuser, scorers, labels, depth)
+        return _score_chunk(snapshot, checked, k, fuser, scorers, labels, depth, unfiltered=not filtered)
     if threads is None or threads == 1 or len(chunks) <= 1:
         for chunk in chunks:
             results.extend(_score_chunk(snapshot, chunk, k, fuser, scorers, labels, depth))
