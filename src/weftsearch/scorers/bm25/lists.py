@@ -1071,7 +1071,7 @@ def plan_batch(
     # Each query's fields are slices of the batch's (a copy each, in C): no Python loop
     # over a query's terms.
     numbers = where.tolist()
-    terms = [distinct[n] for n in numbers]
+    terms = tuple([distinct[n] for n in numbers])  # tuples of str: the collector stops tracking them
     term_entries = [entries[n] for n in numbers]
     held: tuple[Any, ...] = () if found is None else tuple([found[n] for n in numbers])
     bounds = offsets.tolist()
