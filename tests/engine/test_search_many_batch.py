@@ -333,3 +333,48 @@ def test_a_batchs_results_are_read_from_two_threads_at_once() -> None:
         thread.join(timeout=60)
     assert not failures
     assert seen[0] == seen[1] == want * 30
+
+
+#: What a caller may read first from one of a batch's results (each fills them all when it is the first).
+FIRST_READS: dict[str, Any] = {
+    "len": len,
+    "keys": lambda results: results.keys,
+    "plans": lambda results: results.plans,
+    "a slice": lambda results: [hit.to_dict() for hit in results[1:3]],
+    "the last hit": lambda results: results[-1].to_dict() if len(results) else None,
+    "explain arrays": lambda results: results.explain_arrays().ranks.tolist(),
+    "next cursor": lambda results: results.next_cursor,
+    "repr": repr,
+    "facets": lambda results: results.facets,
+}
+
+
+@pytest.mark.parametrize("first", sorted(FIRST_READS))
+@pytest.mark.parametrize("segments", [1, 3])
+def test_a_batchs_results_read_first_in_any_way_are_each_querys_search(first: str, segments: int) -> None:
+    """Whatever is read first of a batch's results (which then fills them), they are the search's."""
+    index, words = build(6, segments, 120, 8, 0.1)
+    batch = unfiltered(6, words, 24)
+    assert _is_vouched_batch(
+        BM25Scorer().score_many(index.snapshot(), [Query(q) if isinstance(q, str) else q for q in batch], 6),
+        index.snapshot(),
+    )
+    many = index.search_many(batch, 6, RRF(), BM25Scorer())
+    alone = [index.search(query, 6, RRF(), BM25Scorer()) for query in batch]
+    for got, want in zip(many, alone, strict=True):
+        # A batch offers no cursor (a search's results do): None, read first or not.
+        assert FIRST_READS[first](got) == (None if first == "next cursor" else FIRST_READS[first](want))
+    assert differences(many, alone) == []
+    with pytest.raises(AttributeError):
+        getattr(many[0], "not_an_attribute")  # noqa: B009 - an unknown name is refused, not filled
+
+
+def test_facets_of_a_batch_read_from_the_kernels_arrays_are_each_querys_own() -> None:
+    """``search_many(..., facets=...)`` sets each result's facets before anything is read: they stay."""
+    index, words = build(7, 2, 150, 8, 0.1)
+    batch = unfiltered(7, words, 12)
+    many = index.search_many(batch, 5, RRF(), BM25Scorer(), facets=["tag"])
+    alone = [index.search(query, 5, RRF(), BM25Scorer(), facets=["tag"]) for query in batch]
+    assert [results.facets for results in many] == [results.facets for results in alone]
+    assert all(results.facets is not None for results in many)
+    assert differences(many, alone) == []

@@ -307,13 +307,13 @@ def test_one_scorer_without_a_depth_is_asked_for_k_and_gives_the_deeper_results(
 def test_score_many_is_one_batch_call_at_every_size_and_k(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 31 item 2: small snapshots and large k went query by query through numpy; now one call."""
     calls: list[int] = []
-    real = bm25_lists.run_batch
+    real = bm25_lists.run_planned
 
     def counting(*args: object, **kwargs: object) -> object:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(bm25_lists, "run_batch", counting)
+    monkeypatch.setattr(bm25_lists, "run_planned", counting)
     index, words = corpus(6, 2, 300, 12, 0.1, 5)
     snapshot = index.snapshot()
     assert batch_mismatches(snapshot, queries(6, words, 20), [11, 50], [(1.2, 0.75)]) == []
@@ -403,3 +403,108 @@ def test_a_vouched_batch_is_checked_for_its_length_and_trusted_only_for_its_own_
     many = index.search_many(queries, 3, RRF(), unordered)
     assert [results.keys for results in many] == [index.search(q, 3, RRF(), unordered).keys for q in queries]
     assert many[0].keys == ["d9", "d1", "d0"] and newer.n_docs == 6
+
+
+def kept_set_up(snapshot: Snapshot, scorer: BM25Scorer, text: str) -> object:
+    """The set-up ``score`` keeps for ``text`` on ``snapshot``, as comparable values (None: not kept)."""
+    prepared = bm25_lists.prepared_queries(snapshot, scorer.k1, scorer.b, scorer._avgdl(snapshot))
+    assert prepared is not None
+    found = prepared.entries.get(text)
+    if found is None:
+        return None
+    planned, terms = found
+    if planned is None:
+        return (None, terms)
+    return (
+        terms,
+        list(planned.terms),
+        [id(entry) for entry in planned.entries],
+        planned.refs.tobytes(),
+        planned.weights.tobytes(),
+        (planned.matched, planned.postings, planned.lists),
+        [id(held) for held in planned.held],
+    )
+
+
+@needs_batch
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    segments=st.integers(1, 4),
+    docs=st.integers(1, 300),
+    vocabulary=st.integers(1, 20),
+    deleted=st.sampled_from([0.0, 0.05, 0.5, 1.0]),
+    k=st.integers(1, 60),
+    params=PARAMS,
+    kept_share=st.sampled_from([0, 2, 3]),
+)
+def test_kept_unseen_and_repeated_texts_in_one_batch_are_score_and_the_numpy_oracle(
+    seed: int,
+    segments: int,
+    docs: int,
+    vocabulary: int,
+    deleted: float,
+    k: int,
+    params: tuple[float, float],
+    kept_share: int,
+) -> None:
+    """A batch takes a text's kept set-up (made by ``score`` or an earlier batch) and keeps the others'.
+
+    Kept and unseen texts, duplicates, empty text and texts with no known term
+    mixed in one batch: every stream is the numpy oracle's and ``score``'s to
+    the bit, twice (the second batch reads only kept set-ups); each set-up the
+    batch kept is the one ``score`` plans for the text.
+    """
+    index, words = corpus(seed, segments, docs, vocabulary, deleted, 5)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer(*params)
+    texts = queries(seed, words, 12)
+    if kept_share:
+        for text in texts[::kept_share]:
+            scorer.score(snapshot, Query(text), k)  # kept by the search
+    batch = [*texts, *texts[1::2], "", "absent", "absent nowhere", texts[0]]
+    for round_ in range(2):
+        many = scorer.score_many(snapshot, [Query(text) for text in batch], k)
+        found = [
+            f"round {round_} {text!r}"
+            for text, got in zip(batch, many, strict=True)
+            if not same(got, scorer._score_numpy(snapshot, Query(text), k))
+            or not same(got, scorer.score(snapshot, Query(text), k))
+            or got.plan != scorer.score(snapshot, Query(text), k).plan
+        ]
+        assert found == []
+    by_batch = {text: kept_set_up(snapshot, scorer, text) for text in set(batch) if text}
+    assert all(value is not None for value in by_batch.values())
+    prepared = bm25_lists.prepared_queries(snapshot, scorer.k1, scorer.b, scorer._avgdl(snapshot))
+    assert prepared is not None
+    prepared.clear()
+    for text in by_batch:
+        scorer.score(snapshot, Query(text), k)  # planned alone, as a search plans it
+    assert {text: kept_set_up(snapshot, scorer, text) for text in by_batch} == by_batch
+
+
+@needs_batch
+def test_a_batch_of_texts_searched_before_analyses_and_plans_none_of_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 31: the texts of a repeated batch (or searched alone before) take their kept set-ups."""
+    index, words = corpus(3, 2, 200, 12, 0.1, 5)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer()
+    texts = queries(3, words, 30)
+    scorer.score(snapshot, Query(texts[0]), 10)  # kept by a search
+    analysed: list[list[str]] = []
+    real = type(snapshot).query_terms_many
+
+    def counting(self: Snapshot, batch: list[str]) -> list[tuple[str, ...]]:
+        analysed.append(list(batch))
+        return real(self, batch)
+
+    monkeypatch.setattr(type(snapshot), "query_terms_many", counting)
+    batch = [Query(text) for text in [*texts, texts[1], ""]]
+    first = scorer.score_many(snapshot, batch, 10)
+    assert texts[0] not in [text for call in analysed for text in call]  # kept by the search
+    analysed.clear()
+    again = scorer.score_many(snapshot, batch, 10)
+    assert analysed == []
+    assert all(same(one, other) for one, other in zip(first, again, strict=True))

@@ -22,6 +22,7 @@ the key tie-break becomes part of the score) without adding evidence.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -1355,8 +1356,10 @@ def _passed_through_batch(
     its stream: the first ``k`` candidates, the hits' verdicts read in one
     pass over the batch, rank ``i + 1`` in the stream, score and contribution
     the stream's own; their arrays are views of the batch's (read-only), and
-    their keys, fields, plan and Hit objects are made when first read.
-    O(hits of the batch) in numpy, O(1) Python per query.
+    their keys, fields, plan and Hit objects are made when first read. Each
+    query's results object holds only the batch and its position until it is
+    first read (:class:`_BatchResults`). O(hits of the batch) in numpy, O(1)
+    Python per query (two attribute stores).
 
     Raises:
         ScorerOutputError: a stream is longer than ``depth``.
@@ -1387,31 +1390,136 @@ def _passed_through_batch(
     starts = [0, *np.cumsum(sizes).tolist()]
     scores = _frozen_array(np.ascontiguousarray(scores))
     ids = _frozen_array(np.ascontiguousarray(ids))
-    column = scores.reshape(-1, 1)
-    shared = _BatchKeys(batch_keys)
-    fields_of = snapshot.fields_of
-    plan_of = batch.plan_of
-    signals, generation = tuple(labels), snapshot.generation
-    new, partial, rank_column = object.__new__, functools.partial, _rank_column
+    shared = _BatchResultsSource(
+        starts,
+        ids,
+        scores,
+        ranks,
+        _BatchKeys(batch_keys),
+        snapshot.fields_of,
+        batch.plan_of,
+        tuple(labels),
+        snapshot.generation,
+        depth,
+    )
+    # Each query's results hold only the batch and their position until one of their
+    # attributes is first read (_BatchResults.__getattr__): a batch read by nobody, or
+    # only in part, costs no slice, partial or list per query.
+    new, cls = object.__new__, _BatchResults
     results: list[SearchResults] = []
+    append = results.append
     for position in range(len(starts) - 1):
-        start, stop = starts[position], starts[position + 1]
-        found = new(SearchResults)
-        found.signals, found.fuser, found.generation, found.depth = signals, PASSTHROUGH, generation, depth
-        found._plans = partial(_one_plan, plan_of, position)
-        found.cut_short = ()
-        found._keys, found._key_source = None, partial(shared.slice, start, stop)
-        found._count = stop - start
-        found._scores = scores[start:stop]
-        found._ranks = rank_column(stop - start) if ranks is None else ranks[start:stop]
-        found._signal_scores = found._contributions = column[start:stop]
-        found._fields = partial(fields_of, ids[start:stop])
-        found._field_rows = ()
-        found._built = [None] * (stop - start)
-        found._rows = found._cursor = found._highlighter = found.facets = None
-        found.offset = 0
-        results.append(found)
+        found = new(cls)
+        found._source, found._position = shared, position
+        append(found)
     return results
+
+
+class _BatchResultsSource:
+    """What every :class:`_BatchResults` of one batch reads its own attributes from (the batch's arrays)."""
+
+    __slots__ = (
+        "columns",
+        "depth",
+        "fields_of",
+        "generation",
+        "ids",
+        "keys",
+        "lock",
+        "plan_of",
+        "ranks",
+        "scores",
+        "signals",
+        "starts",
+    )
+
+    def __init__(
+        self,
+        starts: list[int],
+        ids: NDArray[np.int64],
+        scores: NDArray[np.float64],
+        ranks: NDArray[np.int64] | None,
+        keys: _BatchKeys,
+        fields_of: Callable[[NDArray[np.int64]], Sequence[Mapping[str, FieldValue]]],
+        plan_of: Callable[[int], dict[str, PlanValue] | None],
+        signals: tuple[str, ...],
+        generation: int,
+        depth: int,
+    ) -> None:
+        self.starts, self.ids, self.scores, self.ranks, self.keys = starts, ids, scores, ranks, keys
+        self.columns = scores.reshape(-1, 1)
+        self.fields_of, self.plan_of = fields_of, plan_of
+        self.signals, self.generation, self.depth = signals, generation, depth
+        self.lock = threading.Lock()
+
+    def fill(self, results: SearchResults, position: int) -> None:
+        """Set each attribute of ``results`` (query ``position``) not set yet, as a search sets it.
+
+        What :func:`results_of` gives the query's stream (the first ``k``
+        candidates, rank ``i + 1`` in the stream, score and contribution the
+        stream's own), over views of the batch's arrays. An attribute already
+        set (``facets``, by :meth:`Index.search_many
+        <weftsearch.engine.index.Index.search_many>`) is kept. Under the
+        batch's lock, so racing first reads agree. O(1) and a few slices.
+        """
+        start, stop = self.starts[position], self.starts[position + 1]
+        ranks = self.ranks
+        values: dict[str, object] = {
+            "signals": self.signals,
+            "fuser": PASSTHROUGH,
+            "generation": self.generation,
+            "depth": self.depth,
+            "_plans": functools.partial(_one_plan, self.plan_of, position),
+            "cut_short": (),
+            "_keys": None,
+            "_key_source": functools.partial(self.keys.slice, start, stop),
+            "_count": stop - start,
+            "_scores": self.scores[start:stop],
+            "_ranks": _rank_column(stop - start) if ranks is None else ranks[start:stop],
+            "_signal_scores": self.columns[start:stop],
+            "_contributions": self.columns[start:stop],
+            "_fields": functools.partial(self.fields_of, self.ids[start:stop]),
+            "_field_rows": (),
+            "_built": [None] * (stop - start),
+            "_rows": None,
+            "_cursor": None,
+            "_highlighter": None,
+            "facets": None,
+            "offset": 0,
+        }
+        read = object.__getattribute__
+        with self.lock:
+            for name, value in values.items():
+                try:
+                    read(results, name)
+                except AttributeError:
+                    setattr(results, name, value)
+
+
+class _BatchResults(SearchResults):
+    """One query's :class:`SearchResults` of a batch read from a scorer's arrays, filled when first read.
+
+    Made by :func:`_passed_through_batch` with only the batch (``_source``)
+    and the query's position; the first read of any other attribute sets
+    them all (:meth:`_BatchResultsSource.fill`), after which it is plain
+    :class:`SearchResults` (every method reads the same attributes).
+    """
+
+    __slots__ = ("_position", "_source")
+
+    _source: _BatchResultsSource
+    _position: int
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only for an attribute not set yet: fill them all, then read it.
+        if name not in _RESULTS_SLOTS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._source.fill(self, self._position)
+        return object.__getattribute__(self, name)
+
+
+#: The attributes :meth:`_BatchResultsSource.fill` sets (every slot of SearchResults).
+_RESULTS_SLOTS = frozenset(SearchResults.__slots__)
 
 
 def _one_plan(
@@ -1438,11 +1546,17 @@ def _score_chunk(
     labels: Sequence[str],
     depth: int,
     threads: int = 1,
+    unfiltered: bool | None = None,
 ) -> list[SearchResults]:
-    """Search each of ``queries``; a scorer offering ``score_many`` is called once for all of them."""
+    """Search each of ``queries``; a scorer offering ``score_many`` is called once for all of them.
+
+    ``unfiltered``: whether no query has a filter, when the caller knows (``None``: looked at here).
+    """
     if len(scorers) == 1:
         streams = _scored(scorers[0], labels[0], snapshot, queries, depth, threads)
-        if _is_vouched_batch(streams, snapshot) and all(query.filter is None for query in queries):
+        if _is_vouched_batch(streams, snapshot) and (
+            all(query.filter is None for query in queries) if unfiltered is None else unfiltered
+        ):
             return _passed_through_batch(snapshot, streams, labels, k, depth)  # type: ignore[arg-type]
         return _passed_through_many(
             snapshot, _canonical(streams, snapshot, queries, depth, labels[0]), labels, k, depth
@@ -1511,10 +1625,13 @@ def search_snapshot_many(
         isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
     ):
         raise InvalidParameterError(f"threads must be an integer from 1 to {MAX_THREADS}, got {threads!r}")
-    checked = [_as_query(query, position) for position, query in enumerate(queries)]
-    for query in checked:
-        if query.filter is not None:
-            snapshot.allowed(query)  # every bad filter is refused before any query is searched
+    # A Query itself needs no call (the common batch); anything else goes through _as_query.
+    checked = [
+        query if type(query) is Query else _as_query(query, place) for place, query in enumerate(queries)
+    ]
+    filtered = [query for query in checked if query.filter is not None]
+    for query in filtered:
+        snapshot.allowed(query)  # every bad filter is refused before any query is searched
     labels = stream_labels(scorers)
     chunks = [checked[start : start + _CHUNK] for start in range(0, len(checked), _CHUNK)]
     results: list[SearchResults] = []
@@ -1525,11 +1642,11 @@ def search_snapshot_many(
     ):
         # Every scorer shares its batch out on threads of its own (inside compiled code):
         # one call per scorer for all the queries, no Python pool.
-        return _score_chunk(snapshot, checked, k, fuser, scorers, labels, depth, threads)
+        return _score_chunk(snapshot, checked, k, fuser, scorers, labels, depth, threads, not filtered)
     if (threads is None or threads == 1) and all(callable(getattr(s, "score_many", None)) for s in scorers):
         # One thread, and every scorer takes a batch: one call per scorer for all the
         # queries (a chunk's set-up, its distinct terms' look-ups included, paid once).
-        return _score_chunk(snapshot, checked, k, fuser, scorers, labels, depth)
+        return _score_chunk(snapshot, checked, k, fuser, scorers, labels, depth, unfiltered=not filtered)
     if threads is None or threads == 1 or len(chunks) <= 1:
         for chunk in chunks:
             results.extend(_score_chunk(snapshot, chunk, k, fuser, scorers, labels, depth))

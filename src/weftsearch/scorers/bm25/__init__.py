@@ -932,35 +932,73 @@ class BM25Scorer:
     ) -> Sequence[Stream]:
         """:meth:`score_many` through ``weft_bm25_query_batch``: one call, ``threads`` threads in C.
 
-        Per query only its terms (the snapshot's cached analysis) are found
-        here; they are sorted, counted and looked up, and the rows, weights
-        and counts of the whole batch gathered, at once
-        (:func:`~weftsearch.scorers.bm25.lists.run_batch`). Without a filter
+        A text searched before on the snapshot with these (k1, b) (by
+        :meth:`score` or a batch) takes its kept set-up
+        (:func:`~weftsearch.scorers.bm25.lists.prepared_queries`): one
+        dictionary read, no analysis. The other texts are analysed in one
+        call (the snapshot's cache), and their terms sorted, counted and
+        looked up at once (:func:`~weftsearch.scorers.bm25.lists.plan_batch`),
+        then kept as :meth:`score` keeps them. Every query then goes to one
+        kernel call (:func:`~weftsearch.scorers.bm25.lists.run_planned`). Without a filter
         or a query tree in the batch, the streams come back as one batch over
         the kernel's packed arrays (each stream, and its plan, made when read;
         a search reads the arrays); otherwise as a list.
         """
         segments = len(snapshot.parts)
         count = len(queries)
-        texts: list[Sequence[str]] = []
-        positions: list[int] = []
+        k1, b, avgdl = self.k1, self.b, self._avgdl(snapshot)
+        prepared = layout.prepared_queries(snapshot, k1, b, avgdl)
+        kept: dict[str, tuple[layout.TermQuery | None, int]] = {} if prepared is None else prepared.entries
         alone: dict[int, Stream] = {}
-        no_documents = snapshot.n_docs == 0
-        distinct = [0] * count  # the plan's term count of a query not in the kernel's batch
-        # Every plain text analysed in one call (the snapshot's cache; empty text is not analysed).
-        plain = [q.text for q in queries if q.filter is None and q.tree is None and q.text]
-        analysed = iter(snapshot.query_terms_many(plain))
+        # Each query's set-up: a text searched before on the snapshot with these (k1, b) is
+        # one dictionary read (what Index.search keeps, _term_query); the others are
+        # analysed in one call, planned at once (lists.plan_batch) and kept the same way.
+        setups: list[tuple[layout.TermQuery | None, int] | None] = [None] * count
+        fresh: list[int] = []
         for position, query in enumerate(queries):
             if query.filter is not None or query.tree is not None:  # score()'s filtered or tree path
                 alone[position] = self.score(snapshot, query, k)
                 continue
-            terms = next(analysed) if query.text else ()
-            if not terms or no_documents:
-                distinct[position] = len(set(terms))
+            text = query.text
+            if not text:
+                setups[position] = (None, 0)
                 continue
-            positions.append(position)
-            texts.append(terms)
-        found = layout.run_batch(library, snapshot, texts, self.k1, self.b, self._avgdl(snapshot), k, threads)
+            known = kept.get(text)
+            if known is None:
+                fresh.append(position)
+            else:
+                setups[position] = known
+        if fresh:
+            texts = [queries[position].text for position in fresh]
+            analysed = snapshot.query_terms_many(texts)
+            some = [index for index, terms in enumerate(analysed) if terms]
+            planned = (
+                layout.plan_batch(snapshot, [analysed[index] for index in some], (k1, b, avgdl))
+                if snapshot.n_docs
+                else []
+            )
+            made = iter(planned)
+            for position, terms in zip(fresh, analysed, strict=True):
+                if terms and planned:  # planned holds one set-up per query with terms, on documents
+                    term_query = next(made)
+                    setups[position] = (term_query, len(term_query.terms))
+                else:
+                    setups[position] = (None, len(set(terms)))
+            if prepared is not None:
+                # The same set-ups, on the same immutable snapshot, next time.
+                prepared.put_many(zip(texts, [setups[position] for position in fresh], strict=True))
+        positions: list[int] = []
+        batched: list[layout.TermQuery] = []
+        distinct = [0] * count  # the plan's term count of a query not in the kernel's batch
+        for position, entry in enumerate(setups):
+            if entry is None:
+                continue  # scored alone above
+            if entry[0] is None:
+                distinct[position] = entry[1]
+            else:
+                positions.append(position)
+                batched.append(entry[0])
+        found = layout.run_planned(library, snapshot, batched, k1, b, avgdl, k, threads)
         if len(positions) == count:
             plans = (found.terms, found.matched, found.postings, found.stats)
             ids, scores, bounds = found.ids, found.scores, found.bounds

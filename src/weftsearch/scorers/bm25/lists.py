@@ -30,7 +30,7 @@ import collections
 import itertools
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -57,9 +57,11 @@ __all__ = [
     "TermQuery",
     "gather",
     "plan",
+    "plan_batch",
     "run",
     "run_batch",
     "run_kept",
+    "run_planned",
     "search",
     "search_many",
 ]
@@ -615,19 +617,26 @@ class PreparedQueries:
     __slots__ = ("_lock", "entries", "parts")
 
     def __init__(self) -> None:
-        self.entries: dict[str, Any] = {}
+        # Ordered for its O(1) popitem(last=False): a plain dict's next(iter(...)) scans the
+        # holes its first-in deletions leave, O(entries) an insertion once it is full.
+        self.entries: collections.OrderedDict[str, Any] = collections.OrderedDict()
         self._lock = threading.Lock()
         #: The unfiltered part table for these (k1, b, avgdl), its address and rows (:func:`run_kept`).
         self.parts: tuple[NDArray[np.int64], int, int] | None = None
 
     def put(self, text: str, value: object) -> None:
         """Keep ``value`` for ``text`` (not a text over :data:`PREPARED_TEXT_CHARS`), evicting the oldest."""
-        if len(text) > PREPARED_TEXT_CHARS:
-            return
+        self.put_many([(text, value)])
+
+    def put_many(self, items: Iterable[tuple[str, object]]) -> None:
+        """:meth:`put` of each ``(text, value)``, in order, under one hold of the lock."""
+        entries = self.entries
         with self._lock:
-            self.entries[text] = value
-            while len(self.entries) > PREPARED_QUERIES:
-                del self.entries[next(iter(self.entries))]
+            for text, value in items:
+                if len(text) <= PREPARED_TEXT_CHARS:
+                    entries[text] = value
+            while len(entries) > PREPARED_QUERIES:
+                entries.popitem(last=False)
 
     def clear(self) -> None:
         """Drop every kept set-up."""
@@ -997,48 +1006,32 @@ class BatchArrays(NamedTuple):
     stats: NDArray[np.int64]
 
 
-def run_batch(
-    library: CompiledBM25,
-    snapshot: Snapshot,
-    queries: Sequence[Sequence[str]],
-    k1: float,
-    b: float,
-    avgdl: float,
-    k: int,
-    threads: int = 1,
-) -> BatchArrays:
-    """:func:`plan` then :func:`run` of each query, the set-up done once for the batch, in ONE kernel call.
+def plan_batch(
+    snapshot: Snapshot, queries: Sequence[Sequence[str]], impacts: tuple[float, float, float]
+) -> list[TermQuery]:
+    """:func:`plan` of each query's terms, the set-up done once for the batch: one :class:`TermQuery` each.
 
     ``queries``: each query's terms as the analyzer gave them (repeats
-    included; at least one each). Each query's ids, score bits, order and
-    statistics are what :func:`plan` and :func:`run` give it alone, with its
-    distinct terms sorted and counted as a single search does (the same term
-    rows, impact tables and weights: ``qtf * idf`` is one float64 product
-    either way, and ``1.0 * idf`` is ``idf``). What a batch does once instead
-    of once per query: its terms are numbered, sorted and counted per query
-    in one numpy pass (no Python loop per query), every distinct term is
-    looked up in the snapshot's caches once (a shard's collection document
-    frequencies read once for all of them), the terms' rows, weights and
-    counts are gathered for all queries by numpy indexing, and
-    ``weft_bm25_query_batch`` runs every query, on ``threads`` threads inside
-    C. A query with more tied results than its slot holds, or whose lists
-    fail to decode, is run again alone through :func:`run` (which raises for
-    the latter). O(batch terms log batch terms) in Python and numpy.
+    included; at least one each). Each query's set-up is what
+    :func:`plan` gives it alone, as a single search calls it (its distinct
+    terms sorted, their counts as ``query_tf``, ``None`` when there is no
+    repeat): the same term rows, impact tables and weights (``qtf * idf``
+    is one float64 product either way, and ``1.0 * idf`` is ``idf``), the
+    same counts. What the batch does once instead of once per query: its
+    terms are numbered, sorted and counted per query in one numpy pass,
+    every distinct term is looked up in the snapshot's caches once (a
+    shard's collection document frequencies read once for all of them), and
+    the weights computed for all queries at once; per query only its
+    slices are taken. O(batch terms log batch terms).
 
     Raises:
         CorruptIndexError: a query term's packed postings do not decode (the term is named).
-        MemoryError: the library could not allocate its working memory.
 
     """
     count = len(queries)
     if not count:
-        none = np.zeros(0, dtype=np.int64)
-        empty = np.zeros((0, 5), dtype=np.int64)
-        return BatchArrays(none, np.zeros(0, np.float64), np.zeros(1, np.int64), none, none, none, empty)
-    function = library.query_batch
-    assert function is not None  # the caller checks that the library has it
+        return []
     parts = _parts(snapshot)
-    impacts = (k1, b, avgdl)
     # Every term of the batch numbered in sorted order, so that sorting (query, number)
     # pairs sorts each query's distinct terms as sorted(set(terms)) does, and counting
     # equal pairs counts each term's occurrences in its query.
@@ -1062,32 +1055,103 @@ def run_batch(
     found = _impact_terms(snapshot, parts, distinct, impacts)
     if found is None:
         entries = _terms(snapshot, parts, distinct)
-        held: tuple[Any, ...] = tuple(entries)
         refs_by_term = np.array([(entry.address, entry.n_rows) for entry in entries], dtype=np.int64)
     else:
         entries = [term.entry for term in found]
-        held = tuple(found)  # the impact tables stay alive while the batch runs, whatever the cache evicts
         refs_by_term = np.frombuffer(b"".join([term.ref for term in found]), dtype=np.int64).reshape(-1, 2)
     doc_freq = np.array([entry.doc_freq for entry in entries], dtype=np.int64)
-    n_rows = refs_by_term[:, 1]
+    n_rows = np.array([entry.n_rows for entry in entries], dtype=np.int64)
     if snapshot.statistics is None:
         idf = np.array([entry.idf for entry in entries], dtype=np.float64)
     else:
         # The collection's df, elementwise: each term's IDF the same bits as plan()'s per-query call.
         idf = lucene_idf(snapshot.collection_n_docs, snapshot.collection_doc_freq(distinct, doc_freq))
     # 1.0 * idf is idf exactly, and qtf * idf is plan()'s one product: the same weights.
-    weights = np.ascontiguousarray(repeats.astype(np.float64) * idf[where])
-    refs = np.ascontiguousarray(refs_by_term[where])
+    weights = array.array("d")
+    weights.frombytes(np.ascontiguousarray(repeats.astype(np.float64) * idf[where]).tobytes())
+    refs = array.array("q")
+    refs.frombytes(np.ascontiguousarray(refs_by_term[where]).tobytes())
     heads = offsets[:-1]  # every query has a term, so no two heads are equal
-    postings = np.add.reduceat(doc_freq[where], heads)
-    matched = np.add.reduceat((doc_freq[where] != 0).astype(np.int64), heads)
-    listed = np.add.reduceat(n_rows[where], heads) != 0
+    postings = np.add.reduceat(doc_freq[where], heads).tolist()
+    matched = np.add.reduceat((doc_freq[where] != 0).astype(np.int64), heads).tolist()
+    lists = np.add.reduceat(n_rows[where], heads).tolist()
+    # Each query's fields are slices of the batch's (a copy each, in C): no Python loop
+    # over a query's terms.
+    numbers = where.tolist()
+    terms = tuple([distinct[n] for n in numbers])  # tuples of str: the collector stops tracking them
+    term_entries = [entries[n] for n in numbers]
+    held: tuple[Any, ...] = () if found is None else tuple([found[n] for n in numbers])
+    bounds = offsets.tolist()
+    # tuple.__new__ builds the named tuple without its Python-level __new__.
+    make = tuple.__new__
+    planned: list[TermQuery] = [
+        make(
+            TermQuery,
+            (
+                terms[start:stop],
+                term_entries[start:stop],
+                refs[2 * start : 2 * stop],
+                weights[start:stop],
+                matched_here,
+                postings_here,
+                lists_here,
+                held[start:stop],
+            ),
+        )
+        for start, stop, matched_here, postings_here, lists_here in zip(
+            bounds, bounds[1:], matched, postings, lists, strict=False
+        )
+    ]
+    return planned
+
+
+def run_planned(
+    library: CompiledBM25,
+    snapshot: Snapshot,
+    queries: Sequence[TermQuery],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+    threads: int = 1,
+) -> BatchArrays:
+    """:func:`run` of each planned query (:func:`plan`, :func:`plan_batch` or kept), in ONE kernel call.
+
+    Each query's ids, score bits, order and statistics are what :func:`run`
+    gives it alone. ``weft_bm25_query_batch`` runs every query, on
+    ``threads`` threads inside C; the queries' rows and weights are joined
+    in one pass (no numpy per query). A query whose terms have no list on
+    the snapshot reads nothing (no results, zero statistics). A query with
+    more tied results than its slot holds, or whose lists fail to decode,
+    is run again alone through :func:`run` (which raises for the latter).
+    O(batch terms) in Python.
+
+    Raises:
+        CorruptIndexError: a query term's packed postings do not decode (the term is named).
+        MemoryError: the library could not allocate its working memory.
+
+    """
+    count = len(queries)
+    if not count:
+        none = np.zeros(0, dtype=np.int64)
+        empty = np.zeros((0, 5), dtype=np.int64)
+        return BatchArrays(none, np.zeros(0, np.float64), np.zeros(1, np.int64), none, none, none, empty)
+    function = library.query_batch
+    assert function is not None  # the caller checks that the library has it
+    # The queries (and so the impact tables their rows point into) stay referenced by
+    # the caller's sequence while the call runs, whatever the cache evicts meanwhile.
+    refs = np.frombuffer(b"".join([query.refs for query in queries]), dtype=np.int64)
+    weights = np.frombuffer(b"".join([query.weights for query in queries]), dtype=np.float64)
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum([len(query.weights) for query in queries], out=offsets[1:])
+    matched = np.array([query.matched for query in queries], dtype=np.int64)
+    postings = np.array([query.postings for query in queries], dtype=np.int64)
+    listed = np.array([query.lists for query in queries], dtype=np.int64) != 0
     table = _part_table_for(snapshot, k1, b, avgdl, None)
     slot = k + 8  # room for k results and a few ties; a query with more ties is run again alone
     batch = kernel.query_batch(
         function, refs.ctypes.data, offsets, weights.ctypes.data, table, k1, b, avgdl, k, slot, threads
     )
-    del held  # the call has returned: the cache keeps what it keeps
     kept = np.array(batch.counts, dtype=np.int64)
     stats = np.ascontiguousarray(batch.stats[:, :5])
     stats[~listed] = 0  # nothing was read
@@ -1095,11 +1159,7 @@ def run_batch(
     alone = np.flatnonzero(listed & ((kept < 0) | (kept > slot))).tolist()
     redone: dict[int, tuple[NDArray[np.int64], NDArray[np.float64]]] = {}
     for index in alone:
-        terms = [distinct[term] for term in where[offsets[index] : offsets[index + 1]].tolist()]
-        counted = repeats[offsets[index] : offsets[index + 1]]
-        query_tf = None if bool((counted == 1).all()) else counted.astype(np.float64).tolist()
-        alone_query = plan(snapshot, terms, query_tf, impacts)
-        ids, scores, found_stats = run(library, snapshot, alone_query, k1, b, avgdl, k)
+        ids, scores, found_stats = run(library, snapshot, queries[index], k1, b, avgdl, k)
         redone[index] = (ids, scores)
         sizes[index] = ids.shape[0]
         stats[index] = found_stats
@@ -1122,3 +1182,29 @@ def run_batch(
         ids[bounds[index] : bounds[index + 1]] = found_ids
         scores[bounds[index] : bounds[index + 1]] = found_scores
     return BatchArrays(ids, scores, bounds, np.diff(offsets), matched, postings, stats)
+
+
+def run_batch(
+    library: CompiledBM25,
+    snapshot: Snapshot,
+    queries: Sequence[Sequence[str]],
+    k1: float,
+    b: float,
+    avgdl: float,
+    k: int,
+    threads: int = 1,
+) -> BatchArrays:
+    """:func:`plan` then :func:`run` of each query, the set-up done once for the batch, in ONE kernel call.
+
+    ``queries``: each query's terms as the analyzer gave them (repeats
+    included; at least one each): :func:`plan_batch` then
+    :func:`run_planned`. Each query's ids, score bits, order and statistics
+    are what :func:`plan` and :func:`run` give it alone.
+
+    Raises:
+        CorruptIndexError: a query term's packed postings do not decode (the term is named).
+        MemoryError: the library could not allocate its working memory.
+
+    """
+    planned = plan_batch(snapshot, queries, (k1, b, avgdl))
+    return run_planned(library, snapshot, planned, k1, b, avgdl, k, threads)
