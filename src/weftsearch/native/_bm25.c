@@ -88,11 +88,15 @@
 #define WEFT_STORED_LISTS 16
 #endif
 /*
- * ... when the part's lists hold at most this many postings per result asked (k): the documents
- * scored exactly grow with k, the stores with the postings read, and below this ratio seeking the
- * lists again costs less than a store a posting. Measured on the synthetic Zipfian corpus (about
- * 15 and 150 postings a query at 100,000 and 1,000,000 documents): top-100 at 100,000 faster
- * (about 150 postings per result), top-10 there and top-100 at 1,000,000 (about 1,500) slower.
+ * ... when the query's lists, in all parts together, hold at most this many postings per result
+ * asked (k): the documents scored exactly grow with k, the stores with the postings read, and
+ * below this ratio seeking the lists again costs less than a store a posting. Measured on the
+ * synthetic Zipfian corpus (about 15 and 150 thousand postings a query at 100,000 and 1,000,000
+ * documents): top-100 at 100,000 faster (about 150 postings per result), top-10 there and top-100
+ * at 1,000,000 (about 1,500) slower. All parts, not the part walked: with the threshold carried
+ * from part to part, a part of ten scores about a tenth of the documents one part of them all
+ * would, so it stands where the whole snapshot does (1,000,000 in ten parts at top-100 was
+ * storing, each part holding a tenth of the postings: about 8% slower than seeking).
  */
 #ifndef WEFT_STORE_POSTINGS_PER_K
 #define WEFT_STORE_POSTINGS_PER_K 400
@@ -500,6 +504,7 @@ typedef struct {
     double *bounds;
     int64_t *word_starts;
     int64_t bounds_used;
+    int64_t postings; /* in all the call's lists, every part's: what walk_part weighs against k */
     int64_t postings_scored, blocks_scored, documents_scored;
     uint64_t seen[WEFT_WINDOW / 64]; /* the window's candidates: documents of an essential list */
 } walk;
@@ -1090,13 +1095,11 @@ static inline __attribute__((always_inline)) void walk_part_as(walk *w, const pa
 
 /*
  * Keeping the contributions costs a store a posting read; it saves seeking every list again per
- * document scored exactly: kept when the part's lists fit and hold few postings per result asked
- * (WEFT_STORE_POSTINGS_PER_K).
+ * document scored exactly: kept when the part's lists fit and the query's hold few postings per
+ * result asked (WEFT_STORE_POSTINGS_PER_K).
  */
 static void walk_part(walk *w, const part_walk *pw) {
-    int64_t postings = 0; /* counts are positive and their total fits (check_lists summed them all) */
-    for (int64_t j = 0; j < pw->n; j++) postings += w->cursors[j].count;
-    if (w->contrib != NULL && pw->n <= WEFT_STORED_LISTS && postings / WEFT_STORE_POSTINGS_PER_K < w->sel.k)
+    if (w->contrib != NULL && pw->n <= WEFT_STORED_LISTS && w->postings / WEFT_STORE_POSTINGS_PER_K < w->sel.k)
         walk_part_as(w, pw, 1);
     else
         walk_part_as(w, pw, 0);
@@ -1490,6 +1493,7 @@ static int64_t top_k_into(const int64_t *lists_raw, int64_t n_lists, const int64
     w.avgdl = avgdl;
     w.bound_scale = bound_scale;
     w.margin = 1.0 + ((double)m + 8.0) * ldexp(1.0, -46);
+    w.postings = total;
     w.threshold = -INFINITY;
     int64_t result = -1;
     if (!walk_alloc(&w, k, largest_part, keep)) goto done;
