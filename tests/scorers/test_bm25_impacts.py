@@ -352,3 +352,22 @@ def test_the_joint_pass_with_a_list_without_its_table_is_the_numpy_path(plain_pa
             assert ids.tobytes() == want.ids.tobytes() and scores.tobytes() == want.scores.tobytes()
             ids, scores, _ = bm25_lists.run(library, snapshot, planned, scorer.k1, scorer.b, avgdl, k)
             assert ids.tobytes() == want.ids.tobytes() and scores.tobytes() == want.scores.tobytes()
+
+
+def test_the_parts_norms_lie_side_by_side_with_the_bits_of_each_parts_own() -> None:
+    # One array for every part's length norms (a large one is given huge pages, which the
+    # block-max walk's random norm reads need: 10 arrays of 100,000 were 4 KiB pages each),
+    # each part's a view with the bits of the expression on its own lengths.
+    index, _ = build(37, 4, 50, 8, 0.2, 7)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer(k1=1.3, b=0.6)
+    avgdl = scorer._avgdl(snapshot)
+    table, kept = bm25_lists._part_table(snapshot, scorer.k1, scorer.b, avgdl)
+    parts, norms = kept[0], kept[1:]
+    assert len(norms) == len(snapshot.parts) == 4
+    for at, (norm, blocks) in enumerate(zip(norms, parts.blocks, strict=True)):
+        own = scorer.k1 * (1.0 - scorer.b + scorer.b * blocks.lengths.astype(np.float64) / avgdl)
+        assert norm.tobytes() == own.tobytes()
+        assert int(table[at, 0]) == norm.ctypes.data
+        if at > 0:
+            assert norm.ctypes.data == norms[at - 1].ctypes.data + norms[at - 1].nbytes

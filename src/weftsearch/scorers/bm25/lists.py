@@ -229,10 +229,16 @@ def _part_table(
 
     def build() -> tuple[NDArray[np.int64], tuple[Any, ...]]:
         parts = _parts(snapshot)
-        norms = [
-            np.ascontiguousarray(k1 * (1.0 - b + b * blocks.lengths.astype(np.float64) / avgdl))
-            for blocks in parts.blocks
-        ]
+        # Every part's norms side by side in one array, each part's a view of it (the same
+        # values, elementwise the same expression).
+        sizes = [int(blocks.lengths.shape[0]) for blocks in parts.blocks]
+        joined = np.empty(sum(sizes), dtype=np.float64)
+        starts = np.cumsum([0, *sizes]).tolist()
+        norms = []
+        for at, blocks in enumerate(parts.blocks):
+            view = joined[starts[at] : starts[at + 1]]
+            view[...] = k1 * (1.0 - b + b * blocks.lengths.astype(np.float64) / avgdl)
+            norms.append(view)
         rows = [(norm.ctypes.data, *row) for norm, row in zip(norms, parts.rows, strict=True)]
         table = np.array(rows, dtype=np.int64).reshape(len(rows), PART_FIELDS)
         return table, (parts, *norms)
