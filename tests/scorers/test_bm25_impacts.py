@@ -12,6 +12,8 @@ norms or another k1, and the tables stay within their bound.
 
 from __future__ import annotations
 
+import array
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -278,3 +280,94 @@ def test_a_large_k_gates_the_dense_pass_from_group_maxima_with_the_same_results(
             assert not differs(scorer.score(snapshot, query, k), oracle), (text, k)
         batch = scorer.score_many(snapshot, [query] * 3, 100)
         assert not any(differs(got, scorer._score_numpy(snapshot, query, 100)) for got in batch), text
+
+
+@needs_query
+@needs_impacts
+def test_a_terms_tables_lie_side_by_side_in_part_order() -> None:
+    # The joint dense pass reads a term's tables of every joining part one after another: one
+    # buffer in part order makes that one sequential read instead of a cache miss per table.
+    index, words = build(23, 10, 60, 8, 0.0, 5)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer()
+    planned, _ = scorer._term_query(snapshot, Query(" ".join(words[:4])))
+    assert planned is not None and planned.held
+    for entry in planned.held:
+        assert len(entry.tables) >= 2
+        ends = [table.ctypes.data + table.nbytes for table in entry.tables[:-1]]
+        assert [table.ctypes.data for table in entry.tables[1:]] == ends
+        assert [int(part) for part in entry.rows[:, 6]] == sorted(int(part) for part in entry.rows[:, 6])
+
+
+@needs_impacts
+def test_a_table_written_into_room_is_the_table_and_wrong_room_is_refused() -> None:
+    index, words = build(29, 1, 200, 6, 0.0, 5)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer()
+    library = kernel.compiled_bm25()
+    assert library is not None and library.impacts is not None
+    entry = bm25_lists._terms(snapshot, bm25_lists._parts(snapshot), [words[0]])[0]
+    row = np.array(entry.rows[0], dtype=np.int64)
+    norms_table, _ = bm25_lists._part_table(snapshot, scorer.k1, scorer.b, scorer._avgdl(snapshot))
+    norms, n_docs = int(norms_table[0, 0]), int(norms_table[0, 3])
+    alone = kernel.impact_table(library.impacts, row, norms, n_docs, scorer.k1)
+    words_needed = kernel.impact_table_words(int(row[2]))
+    room = np.zeros(words_needed + 3, dtype=np.int64)
+    written = kernel.impact_table(library.impacts, row, norms, n_docs, scorer.k1, room[1 : 1 + words_needed])
+    used = (4 + int(row[2])) * 8 + int(row[2]) * 4  # header, impacts, ids (not an odd count's padding)
+    assert written.tobytes()[:used] == alone.tobytes()[:used] and written.ctypes.data == room[1:].ctypes.data
+    wider = np.zeros(2 * words_needed, dtype=np.int64)
+    narrow = np.zeros(words_needed, dtype=np.int32)
+    for bad in (room[: words_needed - 1], narrow, wider[::2]):
+        with pytest.raises(ValueError, match=f"{words_needed} int64 words"):
+            kernel.impact_table(library.impacts, row, norms, n_docs, scorer.k1, bad)  # type: ignore[arg-type]
+
+
+@needs_query
+@needs_impacts
+@pytest.mark.parametrize("plain_part", [0, 4, 9])
+def test_the_joint_pass_with_a_list_without_its_table_is_the_numpy_path(plain_part: int) -> None:
+    # A joining part whose list of a term has no table: the joint pass sums part by part
+    # (decoding that list) instead of term by term; either way the numpy path's bits.
+    index, words = build(31, 10, 60, 8, 0.0, 5)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer()
+    library = kernel.compiled_bm25()
+    assert library is not None
+    avgdl = scorer._avgdl(snapshot)
+    for text in (" ".join(words[:3]), " ".join(words[1:6]), " ".join(words)):
+        query = Query(text)
+        planned, _ = scorer._term_query(snapshot, query)
+        assert planned is not None and planned.held
+        rows = [np.array(entry.rows) for entry in planned.held]
+        for term_rows in rows:
+            term_rows[term_rows[:, 6] == plain_part, 7] = 0  # that part's table left out
+        refs = array.array(
+            "q", [value for term_rows in rows for value in (term_rows.ctypes.data, term_rows.shape[0])]
+        )
+        mixed = planned._replace(refs=refs)
+        for k in (32, 100):
+            ids, scores, _ = bm25_lists.run(library, snapshot, mixed, scorer.k1, scorer.b, avgdl, k)
+            want = scorer._score_numpy(snapshot, query, k)
+            assert ids.tobytes() == want.ids.tobytes() and scores.tobytes() == want.scores.tobytes()
+            ids, scores, _ = bm25_lists.run(library, snapshot, planned, scorer.k1, scorer.b, avgdl, k)
+            assert ids.tobytes() == want.ids.tobytes() and scores.tobytes() == want.scores.tobytes()
+
+
+def test_the_parts_norms_lie_side_by_side_with_the_bits_of_each_parts_own() -> None:
+    # One array for every part's length norms (a large one is given huge pages, which the
+    # block-max walk's random norm reads need: 10 arrays of 100,000 were 4 KiB pages each),
+    # each part's a view with the bits of the expression on its own lengths.
+    index, _ = build(37, 4, 50, 8, 0.2, 7)
+    snapshot = index.snapshot()
+    scorer = BM25Scorer(k1=1.3, b=0.6)
+    avgdl = scorer._avgdl(snapshot)
+    table, kept = bm25_lists._part_table(snapshot, scorer.k1, scorer.b, avgdl)
+    parts, norms = kept[0], kept[1:]
+    assert len(norms) == len(snapshot.parts) == 4
+    for at, (norm, blocks) in enumerate(zip(norms, parts.blocks, strict=True)):
+        own = scorer.k1 * (1.0 - scorer.b + scorer.b * blocks.lengths.astype(np.float64) / avgdl)
+        assert norm.tobytes() == own.tobytes()
+        assert int(table[at, 0]) == norm.ctypes.data
+        if at > 0:
+            assert norm.ctypes.data == norms[at - 1].ctypes.data + norms[at - 1].nbytes

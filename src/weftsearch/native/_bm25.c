@@ -104,11 +104,15 @@
 #define WEFT_STORED_LISTS 16
 #endif
 /*
- * ... when the part's lists hold at most this many postings per result asked (k): the documents
- * scored exactly grow with k, the stores with the postings read, and below this ratio seeking the
- * lists again costs less than a store a posting. Measured on the synthetic Zipfian corpus (about
- * 15 and 150 postings a query at 100,000 and 1,000,000 documents): top-100 at 100,000 faster
- * (about 150 postings per result), top-10 there and top-100 at 1,000,000 (about 1,500) slower.
+ * ... when the query's lists, in all parts together, hold at most this many postings per result
+ * asked (k): the documents scored exactly grow with k, the stores with the postings read, and
+ * below this ratio seeking the lists again costs less than a store a posting. Measured on the
+ * synthetic Zipfian corpus (about 15 and 150 thousand postings a query at 100,000 and 1,000,000
+ * documents): top-100 at 100,000 faster (about 150 postings per result), top-10 there and top-100
+ * at 1,000,000 (about 1,500) slower. All parts, not the part walked: with the threshold carried
+ * from part to part, a part of ten scores about a tenth of the documents one part of them all
+ * would, so it stands where the whole snapshot does (1,000,000 in ten parts at top-100 was
+ * storing, each part holding a tenth of the postings: about 8% slower than seeking).
  */
 #ifndef WEFT_STORE_POSTINGS_PER_K
 #define WEFT_STORE_POSTINGS_PER_K 400
@@ -516,6 +520,7 @@ typedef struct {
     double *bounds;
     int64_t *word_starts;
     int64_t bounds_used;
+    int64_t postings; /* in all the call's lists, every part's: what walk_part weighs against k */
     int64_t postings_scored, blocks_scored, documents_scored;
     uint64_t seen[WEFT_WINDOW / 64]; /* the window's candidates: documents of an essential list */
 } walk;
@@ -1106,13 +1111,11 @@ static inline __attribute__((always_inline)) void walk_part_as(walk *w, const pa
 
 /*
  * Keeping the contributions costs a store a posting read; it saves seeking every list again per
- * document scored exactly: kept when the part's lists fit and hold few postings per result asked
- * (WEFT_STORE_POSTINGS_PER_K).
+ * document scored exactly: kept when the part's lists fit and the query's hold few postings per
+ * result asked (WEFT_STORE_POSTINGS_PER_K).
  */
 WEFT_CLONES static void walk_part(walk *w, const part_walk *pw) {
-    int64_t postings = 0; /* counts are positive and their total fits (check_lists summed them all) */
-    for (int64_t j = 0; j < pw->n; j++) postings += w->cursors[j].count;
-    if (w->contrib != NULL && pw->n <= WEFT_STORED_LISTS && postings / WEFT_STORE_POSTINGS_PER_K < w->sel.k)
+    if (w->contrib != NULL && pw->n <= WEFT_STORED_LISTS && w->postings / WEFT_STORE_POSTINGS_PER_K < w->sel.k)
         walk_part_as(w, pw, 1);
     else
         walk_part_as(w, pw, 0);
@@ -1423,6 +1426,79 @@ static int joins(const walk *w, int64_t p, int64_t first, int64_t in_part, const
 }
 
 /*
+ * The joint pass's sums term by term (each term's lists in every joining part, then the next
+ * term's) when every list of the joining parts has an impact table: 1, done; 0, a list has none
+ * (then add_part_dense sums each part in turn); -1, out of memory. Why: a term's tables of all
+ * the parts lie side by side (weftsearch.scorers.bm25.lists builds them in one buffer, in part
+ * order), so read term by term they are one sequential read, as one segment's table is; part by
+ * part, each part's table of each term began with a cache miss (SciFact in 10 segments at
+ * top-100: the first read of a table was two fifths of the dense pass's time). The same sums to
+ * the bit: a document lies in one part, so it still receives its contributions in sorted term
+ * order, each added once, from 0.0.
+ */
+static int add_joint_by_term(walk *w, const part_desc *parts, int64_t n_parts, int64_t m, double *sums) {
+    const list_desc *lists = w->lists;
+    int64_t local[256];
+    int64_t need = (m + 1) + 2 * w->n_lists; /* per term a start, per list its index and slice */
+    if ((uint64_t)need > SIZE_MAX / sizeof(int64_t)) return -1;
+    int64_t *starts = need <= 256 ? local : malloc((size_t)need * sizeof(int64_t));
+    if (starts == NULL) return -1;
+    int64_t *slots = starts + (m + 1);
+    int done = 1;
+    for (int64_t t = 0; t <= m; t++) starts[t] = 0;
+    /* Two passes over the joining parts (the rule joins() applies): count by term, then place. */
+    for (int pass = 0; pass < 2 && done; pass++) {
+        for (int64_t p = 0, first = 0, used = 0; p < n_parts; p++) {
+            int64_t in_part = 0;
+            while (first + in_part < w->n_lists && lists[first + in_part].part == p) in_part++;
+            if (joins(w, p, first, in_part, &parts[p], used)) {
+                for (int64_t i = first; i < first + in_part; i++) {
+                    if (lists[i].impacts == 0) {
+                        done = 0;
+                        break;
+                    }
+                    if (pass == 0) {
+                        starts[lists[i].term + 1]++;
+                    } else {
+                        int64_t at = starts[lists[i].term]++;
+                        slots[2 * at] = i;
+                        slots[2 * at + 1] = used;
+                    }
+                }
+                if (!done) break;
+                used += parts[p].n_docs;
+            }
+            first += in_part;
+        }
+        if (pass == 0 && done)
+            for (int64_t t = 0; t < m; t++) starts[t + 1] += starts[t];
+    }
+    if (done) {
+        int64_t placed = starts[m]; /* every slot: the second pass left starts[m] the total */
+        for (int64_t at = 0; at < placed; at++) {
+            const list_desc *l = &lists[slots[2 * at]];
+            double *into = sums + slots[2 * at + 1];
+            const double *impacts = (const double *)((const int64_t *)(uintptr_t)l->impacts + WEFT_IMPACT_HEADER);
+            const uint32_t *ids = (const uint32_t *)(impacts + l->count);
+            const double weight = w->weights[l->term];
+            int64_t i = 0;
+            /* As add_part_dense: four at a time, the same additions in the same order per document. */
+            for (; i + 4 <= l->count; i += 4) {
+                into[ids[i]] += impacts[i] * weight;
+                into[ids[i + 1]] += impacts[i + 1] * weight;
+                into[ids[i + 2]] += impacts[i + 2] * weight;
+                into[ids[i + 3]] += impacts[i + 3] * weight;
+            }
+            for (; i < l->count; i++) into[ids[i]] += impacts[i] * weight;
+            w->postings_scored += l->count;
+            w->blocks_scored += l->n_blocks;
+        }
+    }
+    if (starts != local) free(starts);
+    return done;
+}
+
+/*
  * Every stored document at least the k-th score, counted; when they fit in out_capacity, written
  * best first (score descending, then internal id ascending). Returns their number.
  */
@@ -1506,6 +1582,7 @@ static int64_t top_k_into(const int64_t *lists_raw, int64_t n_lists, const int64
     w.avgdl = avgdl;
     w.bound_scale = bound_scale;
     w.margin = 1.0 + ((double)m + 8.0) * ldexp(1.0, -46);
+    w.postings = total;
     w.threshold = -INFINITY;
     int64_t result = -1;
     if (!walk_alloc(&w, k, largest_part, keep)) goto done;
@@ -1539,9 +1616,24 @@ static int64_t top_k_into(const int64_t *lists_raw, int64_t n_lists, const int64
         keep->sums_size = joint_docs + other_docs;
     }
     int64_t joint_used = 0;
+    int by_term = joint_docs > 0 ? add_joint_by_term(&w, parts, n_parts, m, keep->sums) : 0;
+    if (by_term < 0) {
+        w.sel.failed = 1;
+        goto done;
+    }
     for (int64_t p = 0, first = 0; p < n_parts && !w.sel.failed && !w.corrupt; p++) {
         part_walk pw = {&parts[p], (const double *)(uintptr_t)parts[p].norms,
                         (const int64_t *)(uintptr_t)parts[p].to_global, 0};
+        if (by_term) {
+            /* Its sums are in (add_joint_by_term): only its place in the joint buffer to count. */
+            int64_t in_part = 0;
+            while (first + in_part < n_lists && lists[first + in_part].part == p) in_part++;
+            if (joins(&w, p, first, in_part, pw.part, joint_used)) {
+                joint_used += pw.part->n_docs;
+                first += in_part;
+                continue;
+            }
+        }
         int dense = use_dense(&w, p, first, pw.part);
         pw.n = open_cursors(&w, p, first, pw.part, dense);
         first += pw.n;

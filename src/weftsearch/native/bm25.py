@@ -313,7 +313,12 @@ def impact_table_words(count: int) -> int:
 
 
 def impact_table(
-    function: Callable[..., int], row: NDArray[np.int64], norms: int, n_docs: int, k1: float
+    function: Callable[..., int],
+    row: NDArray[np.int64],
+    norms: int,
+    n_docs: int,
+    k1: float,
+    into: NDArray[np.int64] | None = None,
 ) -> NDArray[np.int64]:
     """One list's impact table (``weft_bm25_impacts``, no GIL held), which the dense pass reads.
 
@@ -324,16 +329,27 @@ def impact_table(
     ``tf * (k1 + 1) / (tf + norm)``, computed by the kernel's own routine, so
     ``impact * weight`` is the contribution to the bit and a query reading the
     table neither decodes the list nor divides. 12 bytes a posting. O(postings).
-    ``function`` is :attr:`CompiledBM25.impacts`.
+    ``function`` is :attr:`CompiledBM25.impacts`. ``into``: the table is
+    written there (a C-contiguous int64 array of exactly
+    :func:`impact_table_words` words, e.g. a slice of one buffer holding a
+    term's tables of every segment side by side) and returned; ``None``: a
+    new array.
 
     Raises:
         CorruptListError: the postings or their block table do not decode (index 0).
         MemoryError: the library could not allocate its working memory.
-        ValueError: the library refused the arguments (a bug of the caller).
+        ValueError: ``into`` is not room of that shape, or the library refused the arguments
+            (a bug of the caller).
 
     """
     row = np.ascontiguousarray(row, dtype=np.int64)
-    table = np.empty(impact_table_words(int(row[2])), dtype=np.int64)
+    words = impact_table_words(int(row[2]))
+    if into is None:
+        table = np.empty(words, dtype=np.int64)
+    elif into.dtype != np.int64 or into.shape != (words,) or not into.flags.c_contiguous:
+        raise ValueError(f"an impact table of {words} int64 words needs room of that shape, got {into.shape}")
+    else:
+        table = into
     code = function(row.ctypes.data, norms, n_docs, k1, table.ctypes.data, table.shape[0])
     if code == -1:
         raise MemoryError("the BM25 kernel could not allocate its working memory")
