@@ -16,7 +16,6 @@ its key verdicts for views taken before it.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,14 +26,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from numpy.typing import NDArray
 
 from tests.engine.test_lazy_keys import documents
+from tests.storage.crafting import damage_record
 from weftsearch import RRF, BM25Scorer, Document, Index, Query
 from weftsearch.engine import snapshot as snapshot_module
 from weftsearch.errors import CorruptIndexError
 from weftsearch.native import bm25 as kernel
-from weftsearch.storage.segment import SegmentReader
 
 SEGMENTS = 10
 TEXTS = ("graph", "graph sparse", "dense retrieval graph")
@@ -58,23 +56,6 @@ def reopened(directory: Path, docs: list[Document], segments: int) -> Index:
             index.add_many(docs[start::segments])
             index.commit()
     return Index.open(directory, readonly=True)
-
-
-def damage_record(reader: SegmentReader, local: int) -> None:
-    """Make the stored record of ``local`` fail its checksum, as the reader reads it."""
-    sound, block_verdicts = reader._checked_record, reader._block_verdicts
-    home = bisect.bisect_right(reader._stored_table()[1], local) - 1
-
-    def checked(doc: int) -> bytes | None:
-        return None if doc == local else sound(doc)
-
-    def verdicts(block: int, state: NDArray[np.uint8]) -> None:  # a search's verdicts, a block at a time
-        block_verdicts(block, state)
-        if block == home:
-            state[local] = 2
-
-    setattr(reader, "_checked_record", checked)  # noqa: B010 - an instance's own, for this reader only
-    setattr(reader, "_block_verdicts", verdicts)  # noqa: B010
 
 
 @contextmanager

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from tests.storage.crafting import damage_record
 from weftsearch import Document, Index
 from weftsearch.native import bm25 as kernel
 
@@ -22,13 +23,8 @@ def test_hits_sound_finds_the_damaged_hit_in_every_thread_and_length() -> None:
     snapshot = index.snapshot()
     assert len(snapshot.parts) == 1
     reader = snapshot.parts[0].reader
-    sound = reader._checked_record
     victim = 950
-
-    def checked(doc: int) -> bytes | None:
-        return None if doc == victim else sound(doc)
-
-    setattr(reader, "_checked_record", checked)  # noqa: B010 - this reader only, before any check
+    damage_record(reader, victim)  # this reader only, before any check
     every = np.arange(snapshot.n_docs, dtype=np.int64)
     keep, _ = snapshot.sound_keys(every)  # checks every record: the verdicts are known from here
     assert keep is not None and not keep[victim] and int(keep.sum()) == snapshot.n_docs - 1

@@ -113,6 +113,8 @@ def test_the_compiled_unpacking_is_handed_to_storage() -> None:
 @example(seed=1, n_docs=2000, sizes=[300], big=True, damage="none", where=0, bit=0, with_lengths=True)
 @example(seed=2, n_docs=500, sizes=[128, 3], big=False, damage="table bit", where=1, bit=0, with_lengths=True)
 @example(seed=3, n_docs=500, sizes=[200], big=False, damage="n_docs", where=0, bit=0, with_lengths=False)
+# A cut moved past the next: a term of -1 postings (numpy once passed it as empty).
+@example(seed=0, n_docs=1, sizes=[0], big=False, damage="cut", where=0, bit=0, with_lengths=False)
 def test_unpack_gives_numpys_postings_verdict_or_message(
     seed: int,
     n_docs: int,

@@ -6,14 +6,19 @@ identity checks (docs/FORMAT.md, "Identity") can notice, never the checksums.
 
 from __future__ import annotations
 
+import bisect
 import json
 import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from weftsearch.storage import MANIFEST, checksum
 from weftsearch.storage.codec import FileStamp, SectionFile, read_stamp, stamped_header
+from weftsearch.storage.segment import SegmentReader
 
 
 def edit_manifest(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
@@ -94,3 +99,20 @@ def edit_meta(file: Path, **changes: Any) -> None:
         sections["meta"] = np.frombuffer(raw, dtype=np.uint8)
 
     rewrite_sections(file, edit)
+
+
+def damage_record(reader: SegmentReader, local: int) -> None:
+    """Make the stored record of ``local`` fail its checksum, as the reader reads it."""
+    sound, block_verdicts = reader._checked_record, reader._block_verdicts
+    home = bisect.bisect_right(reader._stored_table()[1], local) - 1
+
+    def checked(doc: int) -> bytes | None:
+        return None if doc == local else sound(doc)
+
+    def verdicts(block: int, state: NDArray[np.uint8]) -> None:  # a search's verdicts, a block at a time
+        block_verdicts(block, state)
+        if block == home:
+            state[local] = 2
+
+    setattr(reader, "_checked_record", checked)  # noqa: B010 - an instance's own, for this reader only
+    setattr(reader, "_block_verdicts", verdicts)  # noqa: B010

@@ -386,6 +386,9 @@ def _unpack_numpy(
     offsets = offsets.astype(np.int64) - int(offsets[0])
     block_offsets = block_offsets.astype(np.int64) - int(block_offsets[0])
     data_offsets = data_offsets.astype(np.int64) - int(data_offsets[0])
+    if bool(np.any(np.diff(offsets) < 0)):
+        # A term of fewer than 0 postings would round up to 0 blocks and pass as empty.
+        raise PostingsDecodeError("block offsets disagree with the postings counts")
     per_term, first_block, term_of, _, starts, ends = _block_geometry(offsets)
     if not np.array_equal(first_block, block_offsets):
         raise PostingsDecodeError("block offsets disagree with the postings counts")

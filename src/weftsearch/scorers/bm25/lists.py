@@ -1102,24 +1102,29 @@ def plan_batch(
     bounds = offsets.tolist()
     # tuple.__new__ builds the named tuple without its Python-level __new__.
     make = tuple.__new__
-    planned: list[TermQuery] = [
-        make(
-            TermQuery,
-            (
-                terms[start:stop],
-                term_entries[start:stop],
-                refs[2 * start : 2 * stop],
-                weights[start:stop],
-                matched_here,
-                postings_here,
-                lists_here,
-                held[start:stop],
-            ),
+    planned: list[TermQuery] = []
+    append = planned.append
+    for start, stop, matched_here, postings_here, lists_here in zip(
+        bounds, bounds[1:], matched, postings, lists, strict=False
+    ):
+        query_refs, query_weights = refs[2 * start : 2 * stop], weights[start:stop]
+        append(
+            make(
+                TermQuery,
+                (
+                    terms[start:stop],
+                    term_entries[start:stop],
+                    query_refs,
+                    query_weights,
+                    matched_here,
+                    postings_here,
+                    lists_here,
+                    query_refs.buffer_info()[0],
+                    query_weights.buffer_info()[0],
+                    held[start:stop],
+                ),
+            )
         )
-        for start, stop, matched_here, postings_here, lists_here in zip(
-            bounds, bounds[1:], matched, postings, lists, strict=False
-        )
-    ]
     return planned
 
 
