@@ -985,6 +985,56 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------- the term table's binary search
+ *
+ * lower_bound(blob, offsets, needle) -> int
+ *   The first term i (0 ..= n) of a segment's sorted term table whose UTF-8 bytes
+ *   blob[offsets[i] ..< offsets[i+1]] are not below needle (bytes compared as Python compares
+ *   bytes: memcmp on the common length, then the shorter first), n = len(offsets) - 1. What
+ *   weftsearch.storage.segment's Python bisection gives, in one call: a term's first look-up on a
+ *   reader probes log2(n) slices of the map, each a few Python objects there. Offsets past the
+ *   blob or descending read as numpy slices them (clamped, then empty), so a damaged table gives
+ *   the Python answer, never a read out of range (the reader checks the offsets at open anyway).
+ *   Holds the GIL: O(log n) comparisons, shorter than releasing it.
+ */
+static PyObject *lower_bound(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *blob_o, *offsets_o;
+    Py_buffer needle = {0};
+    if (!PyArg_ParseTuple(args, "OOy*:lower_bound", &blob_o, &offsets_o, &needle)) return NULL;
+    Py_buffer blob = {0}, offsets = {0};
+    PyObject *result = NULL;
+    if (!get_array(blob_o, &blob, 1, "blob") || !get_array(offsets_o, &offsets, 8, "offsets")) goto done;
+    if (offsets.shape[0] < 1) {
+        PyErr_SetString(UnsupportedInputError, "no offsets");
+        goto done;
+    }
+    const unsigned char *bytes = blob.buf, *want = needle.buf;
+    const uint64_t *cuts = offsets.buf, size = (uint64_t)blob.shape[0];
+    const size_t want_length = (size_t)needle.len;
+    size_t low = 0, high = (size_t)offsets.shape[0] - 1;
+    while (low < high) {
+        const size_t middle = low + (high - low) / 2;
+        uint64_t start = cuts[middle] < size ? cuts[middle] : size;
+        uint64_t end = cuts[middle + 1] < size ? cuts[middle + 1] : size;
+        if (end < start) end = start;
+        const size_t length = (size_t)(end - start);
+        const size_t common = length < want_length ? length : want_length;
+        const int order = common ? memcmp(bytes + start, want, common) : 0; /* no pointer read for 0 */
+        const int below = order < 0 || (order == 0 && length < want_length);
+        if (below)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    result = PyLong_FromSize_t(low);
+done:
+    PyBuffer_Release(&needle);
+    if (blob.obj) PyBuffer_Release(&blob);
+    if (offsets.obj) PyBuffer_Release(&offsets);
+    return result;
+}
+
 /* ------------------------------------------------------------------ a stored record's JSON string */
 
 /* What a character becomes in JSON as json.encoder.encode_basestring writes it (ensure_ascii=False):
@@ -1076,6 +1126,8 @@ static PyMethodDef module_methods[] = {
      "pack(ids, tfs, offsets, lengths) -> (block_offsets, blocks, data_offsets, data) (see the module source)."},
     {"unpack", unpack, METH_VARARGS,
      "unpack(data, offsets, block_offsets, blocks, data_offsets, n_docs, lengths) -> (ids, tfs, agrees) (see the module source)."},
+    {"lower_bound", lower_bound, METH_VARARGS,
+     "lower_bound(blob, offsets, needle) -> the first term not below needle (see the module source)."},
     {"json_string", json_string, METH_O,
      "json_string(text) -> json.encoder.encode_basestring(text), with nothing to escape copied whole."},
     {NULL, NULL, 0, NULL},

@@ -18,6 +18,7 @@ path gives its own result or error.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
@@ -35,6 +36,7 @@ from weftsearch.storage.postings import (
     use_packing,
     use_unpacking,
 )
+from weftsearch.storage.segment import use_term_search
 from weftsearch.storage.segment_writer import InvertedPostings, use_inversion, use_json_string
 
 __all__ = ["invert", "pack", "unpack", "DOCUMENTS_PER_CALL"]
@@ -173,6 +175,29 @@ def _unpacks_as_numpy(module: ModuleType) -> bool:
             module.unpack, arguments, module
         ):
             return False
+    return True
+
+
+def _term_search_agrees(module: ModuleType) -> bool:
+    """The compiled ``lower_bound`` against ``bisect`` on a sorted table of UTF-8 terms.
+
+    Needles: every term, each term's prefixes and a byte more, the empty
+    needle, one past the last term and one before the first; tables of 0, 1
+    and several terms (non-ASCII, a term the prefix of another).
+    """
+    if not hasattr(module, "lower_bound"):
+        return False  # built before it existed
+    words = sorted({"", "a", "ab", "abc", "b", "\u00e9t\u00e9", "\u00e9", "z", "zz", "\U0001f600", "\x7f"})
+    for terms in ([], ["m"], words):
+        raw = [term.encode("utf-8") for term in terms]
+        blob = np.frombuffer(b"".join(raw), dtype=np.uint8)
+        offsets = np.zeros(len(raw) + 1, dtype=np.uint64)
+        np.cumsum([len(term) for term in raw], out=offsets[1:])
+        needles = {b"", b"\x00", b"\xff\xff", *(term[:cut] for term in raw for cut in range(len(term) + 1))}
+        needles |= {term + b"\x00" for term in raw}
+        for needle in needles:
+            if module.lower_bound(blob, offsets, needle) != bisect.bisect_left(raw, needle):
+                return False
     return True
 
 
@@ -317,4 +342,5 @@ _unpacking_module: ModuleType | None = (
 use_inversion(invert if _compiled is not None else None)
 use_packing(pack if _compiled is not None else None)
 use_unpacking(unpack if _unpacking_module is not None else None)
+use_term_search(_compiled.lower_bound if _compiled is not None and _term_search_agrees(_compiled) else None)
 use_json_string(_compiled.json_string if _compiled is not None and _json_strings_agree(_compiled) else None)

@@ -21,7 +21,7 @@ import itertools
 import json
 import mmap
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -52,10 +52,35 @@ from weftsearch.storage.postings import (
     unpack_postings,
 )
 
-__all__ = ["POSTINGS_BLOCK", "VECTOR_DTYPES", "SegmentReader", "TextFieldReader", "derive_blocks"]
+__all__ = [
+    "POSTINGS_BLOCK",
+    "VECTOR_DTYPES",
+    "SegmentReader",
+    "TextFieldReader",
+    "derive_blocks",
+    "use_term_search",
+]
 
 #: Sections each text field has its own copy of (a named field's under its ``tf.N.`` prefix).
 _FIELD_SECTIONS = ("terms.", "post.", "doc.lengths", "pos.")
+
+
+#: The term table's compiled binary search, ``(blob, offsets, needle) -> first index not below``,
+#: or ``None`` for the Python bisection (:func:`use_term_search`).
+TermSearch = Callable[[NDArray[np.uint8], NDArray[np.uint64], bytes], int]
+_term_search: TermSearch | None = None
+
+
+def use_term_search(search: TermSearch | None) -> None:
+    """Find terms with ``search`` first (``None``: the Python bisection).
+
+    :mod:`weftsearch.native.inversion` gives its compiled one when it is
+    imported (storage does not import native, as for
+    :func:`~weftsearch.storage.postings.use_packing`). Whatever it is, it must
+    give the bisection's index for every table and needle.
+    """
+    global _term_search
+    _term_search = search
 
 
 #: Term lookups a segment reader remembers (a bound on its memory, about 100 bytes each).
@@ -1015,6 +1040,20 @@ class SegmentReader:
             needle = term.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: no stored term can equal it
             return -1
+        low = self._lower_bound(needle)
+        if low < self.n_terms and blob[offsets[low] : offsets[low + 1]].tobytes() == needle:
+            return low
+        return -1
+
+    def _lower_bound(self, needle: bytes) -> int:
+        """The first term (0 ..= n_terms) whose UTF-8 bytes are not below ``needle``. O(log V).
+
+        One compiled call where it was given (:func:`use_term_search`), else a
+        bisection over slices of the map.
+        """
+        blob, offsets, _, _ = self._term_tables()
+        if _term_search is not None:
+            return _term_search(blob, offsets, needle)
         low, high = 0, self.n_terms
         while low < high:
             middle = (low + high) // 2
@@ -1022,9 +1061,7 @@ class SegmentReader:
                 low = middle + 1
             else:
                 high = middle
-        if low < self.n_terms and blob[offsets[low] : offsets[low + 1]].tobytes() == needle:
-            return low
-        return -1
+        return low
 
     def postings(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
         """Local ids (ascending) and term frequencies of ``term``; empty if absent.
@@ -1297,13 +1334,7 @@ class SegmentReader:
             needle = prefix.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: no stored term starts with it
             return []
-        low, high = 0, self.n_terms
-        while low < high:
-            middle = (low + high) // 2
-            if blob[offsets[middle] : offsets[middle + 1]].tobytes() < needle:
-                low = middle + 1
-            else:
-                high = middle
+        low = self._lower_bound(needle)
         found: list[str] = []
         while low < self.n_terms and len(found) <= limit:
             raw = blob[offsets[low] : offsets[low + 1]].tobytes()
