@@ -675,6 +675,8 @@ def _implements(value: object, protocol: type) -> bool:
 
 def stream_labels(scorers: Sequence[Scorer]) -> list[str]:
     """Stream labels: each scorer's ``name``, suffixed ``#2``, ``#3`` when names repeat."""
+    if len(scorers) == 1:  # the common search: nothing can repeat
+        return [str(scorers[0].name)]
     seen: dict[str, int] = {}
     labels = []
     for scorer in scorers:
@@ -1064,19 +1066,12 @@ def search_snapshot(
         )
     k, depth = _check_call(skip + page, fuser, scorers, depth)
     query = _as_query(query)
-    # The common search, one scorer: its label is its name (no suffixes), and no comprehension.
-    labels = [str(scorers[0].name)] if len(scorers) == 1 else stream_labels(scorers)
+    labels = stream_labels(scorers)
     allowed = snapshot.allowed(query)  # a bad filter is refused before any scorer runs
-    if len(labels) == 1:
-        [scorer] = scorers
-        streams = [
-            canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, labels[0], allowed)
-        ]
-    else:
-        streams = [
-            canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label, allowed)
-            for scorer, label in zip(scorers, labels, strict=False)
-        ]
+    streams = [
+        canonical_stream(scorer.score(snapshot, query, depth), snapshot, depth, label, allowed)
+        for scorer, label in zip(scorers, labels, strict=False)
+    ]
     results = results_of(snapshot, streams, labels, k, fuser, depth)
     return results if skip == 0 and after is None else page_of(results, skip, page, after)
 

@@ -941,7 +941,9 @@ static PyObject *unpack(PyObject *self, PyObject *args) {
                       (size_t)offsets.shape[0] - 1, (size_t)data.shape[0], n_blocks_items,
                       lengths.obj ? (size_t)lengths.shape[0] : 0, (uint64_t)n_docs};
     /* a block per 4 table words: word_start is bounded by the table the caller holds */
-    if ((word_start = malloc((n_blocks_items / 4 + 1) * sizeof(uint64_t))) == NULL) {
+    size_t word_start_bytes;
+    if (!mul_size(n_blocks_items / 4 + 1, sizeof(uint64_t), &word_start_bytes) ||
+        (word_start = malloc(word_start_bytes)) == NULL) {
         PyErr_NoMemory();
         goto done;
     }
