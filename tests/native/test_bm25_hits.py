@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -31,7 +33,13 @@ def test_hits_sound_finds_the_damaged_hit_in_every_thread_and_length() -> None:
     views = snapshot._key_views()
 
     def first_unsound(ids: NDArray[np.int64]) -> int:
-        return kernel.hits_sound(function, ids, views.table_address, len(views.parts))
+        released = kernel.hits_sound(function, ids, views.table_address, len(views.parts))
+        # The binding that keeps the GIL (a search's few hits) answers the same, up to HELD_MAX
+        # ids and past it (where the released one runs).
+        held_function = library.hits_sound_held
+        held = kernel.hits_sound(function, ids, views.table_address, len(views.parts), held_function)
+        assert held == released
+        return released
 
     # Within a thread's buffer (up to _HITS_SCRATCH ids), past it, and a strided view.
     cases: list[tuple[NDArray[np.int64], int]] = [
@@ -49,3 +57,47 @@ def test_hits_sound_finds_the_damaged_hit_in_every_thread_and_length() -> None:
     worker.start()
     worker.join()
     assert found == [expected for _, expected in cases]
+
+
+def test_the_verdict_and_key_order_bindings_for_few_hits_keep_the_gil() -> None:
+    """A search's verdict and tie calls keep the GIL; the kernels' and the long calls' release it.
+
+    Releasing the GIL for a call of a microsecond hands it to a waiting thread and back (two
+    wake-ups): one search made up to three hand-offs, now the kernel's alone.
+    """
+    library = kernel.compiled_bm25()
+    if library is None or library.hits_sound_held is None or library.ties_by_key_held is None:
+        pytest.skip("the compiled BM25 library is not built")
+    assert library.hits_sound is not None and library.ties_by_key is not None
+    keeps = ctypes._FUNCFLAG_PYTHONAPI  # type: ignore[attr-defined]  # how PyDLL marks its functions
+    assert library.hits_sound_held._flags_ & keeps  # type: ignore[attr-defined]
+    assert library.ties_by_key_held._flags_ & keeps  # type: ignore[attr-defined]
+    for released in (library.hits_sound, library.ties_by_key, library.query, library.query_batch):
+        assert not released._flags_ & keeps  # type: ignore[union-attr]
+    index = Index("english")
+    index.add_many(Document(f"d{i:04d}", "graph") for i in range(kernel.HELD_MAX + 1))
+    snapshot = index.snapshot()
+    snapshot.sound_keys(np.arange(snapshot.n_docs, dtype=np.int64))  # every verdict known
+    views = snapshot._key_views()
+    assert views.compiled_held is library.hits_sound_held
+    assert views.compiled_ties_held is library.ties_by_key_held
+    calls: list[str] = []
+
+    def spy(name: str, function: Callable[..., int]) -> Callable[..., int]:
+        def call(*args: object) -> int:
+            calls.append(name)
+            return function(*args)
+
+        return call
+
+    views.compiled = spy("released", library.hits_sound)
+    views.compiled_held = spy("held", library.hits_sound_held)
+    views.compiled_ties = spy("released", library.ties_by_key)
+    views.compiled_ties_held = spy("held", library.ties_by_key_held)
+    few = np.arange(kernel.HELD_MAX, dtype=np.int64)
+    many = np.arange(kernel.HELD_MAX + 1, dtype=np.int64)
+    for ids in (few, many):
+        assert views.sound_ids(ids)
+        ordered = views.ties_by_key(ids, np.ones(ids.shape[0]), 3)  # one run of ties: key order
+        assert ordered is not None and ordered.tolist() == ids.tolist()
+    assert calls == ["held", "held", "released", "released"]

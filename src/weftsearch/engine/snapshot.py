@@ -404,7 +404,16 @@ class _KeyViews:
     the tables later, when the results' keys are first read.
     """
 
-    __slots__ = ("bases", "compiled", "compiled_ties", "parts", "table", "table_address")
+    __slots__ = (
+        "bases",
+        "compiled",
+        "compiled_held",
+        "compiled_ties",
+        "compiled_ties_held",
+        "parts",
+        "table",
+        "table_address",
+    )
 
     def __init__(self, parts: Sequence[SnapshotPart]) -> None:
         self.bases = [part.base for part in parts]
@@ -421,6 +430,9 @@ class _KeyViews:
         library = compiled_bm25()
         self.compiled = None if library is None or not parts else library.hits_sound
         self.compiled_ties = None if library is None or not parts else library.ties_by_key
+        # Their bindings that keep the GIL, for a search's few hits (native.bm25.HELD_MAX).
+        self.compiled_held = None if library is None else library.hits_sound_held
+        self.compiled_ties_held = None if library is None else library.ties_by_key_held
         self.table = np.array(
             [
                 (
@@ -444,12 +456,14 @@ class _KeyViews:
         """:func:`~weftsearch.native.bm25.ties_by_key` here (``None``: not compiled, or a key unchecked)."""
         if self.compiled_ties is None:
             return None
-        return ties_by_key(self.compiled_ties, ids, scores, cut, self.table_address, len(self.parts))
+        return ties_by_key(
+            self.compiled_ties, ids, scores, cut, self.table_address, len(self.parts), self.compiled_ties_held
+        )
 
     def sound_ids(self, ids: IdArray) -> bool:
         """:meth:`sound` of int64 ``ids`` in one compiled call (:attr:`compiled` must be set). O(len(ids))."""
         assert self.compiled is not None  # the caller checks
-        found = hits_sound(self.compiled, ids, self.table_address, len(self.parts))
+        found = hits_sound(self.compiled, ids, self.table_address, len(self.parts), self.compiled_held)
         return bool(found == ids.shape[0])
 
     def sound(self, ids: list[int]) -> bool:

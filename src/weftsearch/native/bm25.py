@@ -131,6 +131,8 @@ class CompiledBM25:
     ``hits_sound``: ``weft_hits_sound`` (whether a search's hits are known sound, see
     :func:`hits_sound`) and ``ties_by_key``: ``weft_ties_by_key`` (runs of equal scores
     put in key order, see :func:`ties_by_key`), or ``None`` in an older build.
+    ``hits_sound_held`` and ``ties_by_key_held``: the same two functions bound to keep
+    the GIL across the call (:data:`HELD_MAX`), or ``None`` with them.
     """
 
     top_k: Callable[..., int]
@@ -141,6 +143,8 @@ class CompiledBM25:
     impacts: Callable[..., int] | None = None
     hits_sound: Callable[..., int] | None = None
     ties_by_key: Callable[..., int] | None = None
+    hits_sound_held: Callable[..., int] | None = None
+    ties_by_key_held: Callable[..., int] | None = None
 
 
 @cache
@@ -186,17 +190,24 @@ def _bind(library: ctypes.CDLL) -> CompiledBM25:
         # row, norms, n_docs, k1, table, table_words.
         impacts.argtypes = [_POINTER, _POINTER, _INT, _DOUBLE, _POINTER, _INT]
         impacts.restype = _INT
+    # The hit verdicts and key order of a search's few hits take a microsecond or two: they are
+    # bound a second time through PyDLL, whose calls keep the GIL (HELD_MAX says when).
+    held = ctypes.PyDLL(library._name)
     hits = getattr(library, "weft_hits_sound", None)
-    if hits is not None:
-        # ids, n, parts, n_parts.
-        hits.argtypes = [_POINTER, _INT, _POINTER, _INT]
-        hits.restype = _INT
+    hits_held = getattr(held, "weft_hits_sound", None)
+    for function in (hits, hits_held):
+        if function is not None:
+            # ids, n, parts, n_parts.
+            function.argtypes = [_POINTER, _INT, _POINTER, _INT]
+            function.restype = _INT
     ties = getattr(library, "weft_ties_by_key", None)
-    if ties is not None:
-        # ids, scores, n, cut, parts, n_parts.
-        ties.argtypes = [_POINTER, _POINTER, _INT, _INT, _POINTER, _INT]
-        ties.restype = _INT
-    return CompiledBM25(top, blocks, query, batch, dense, impacts, hits, ties)
+    ties_held = getattr(held, "weft_ties_by_key", None)
+    for function in (ties, ties_held):
+        if function is not None:
+            # ids, scores, n, cut, parts, n_parts.
+            function.argtypes = [_POINTER, _POINTER, _INT, _INT, _POINTER, _INT]
+            function.restype = _INT
+    return CompiledBM25(top, blocks, query, batch, dense, impacts, hits, ties, hits_held, ties_held)
 
 
 def compiled_bm25_available() -> bool:
@@ -371,6 +382,15 @@ HIT_PART_FIELDS = 7
 #: Hits :func:`hits_sound` copies into its thread's buffer (more are read where they are).
 _HITS_SCRATCH = 1024
 
+#: Up to this many ids, :func:`hits_sound` and :func:`ties_by_key` call the binding that keeps
+#: the GIL (``held=``; a few microseconds of work at most). Releasing the GIL costs more than
+#: such a call when another thread waits for it: the waiter is woken (a futex wake, on a VM an
+#: inter-processor interrupt) and this thread then waits to get it back, so each release is up
+#: to two hand-offs between threads. A search made three of them (the kernel, the verdicts and,
+#: on ties, the key order); now the kernel's is the only one (docs/BENCHMARKS.md, "One GIL
+#: hand-off a search"). Longer calls release it, as the kernels do.
+HELD_MAX = 1024
+
 
 class _HitsScratch(Scratch):
     """:class:`Scratch` with room for :data:`_HITS_SCRATCH` ids per thread (``__init__`` runs in each)."""
@@ -383,7 +403,13 @@ class _HitsScratch(Scratch):
 _hits_scratch = _HitsScratch()
 
 
-def hits_sound(function: Callable[..., int], ids: NDArray[np.int64], parts: int, n_parts: int) -> int:
+def hits_sound(
+    function: Callable[..., int],
+    ids: NDArray[np.int64],
+    parts: int,
+    n_parts: int,
+    held: Callable[..., int] | None = None,
+) -> int:
     """The position of the first of ``ids`` whose record or key is not known sound (``len(ids)``: none).
 
     ``parts``: the address of ``n_parts`` rows of :data:`HIT_PART_FIELDS`
@@ -393,7 +419,9 @@ def hits_sound(function: Callable[..., int], ids: NDArray[np.int64], parts: int,
     nonzero checked; 0: every key sound), of the key table's offsets
     (uint64) and of its bytes. The caller keeps those arrays alive. One
     compiled call, no Python per hit; ``function`` is
-    :attr:`CompiledBM25.hits_sound`. O(len(ids)).
+    :attr:`CompiledBM25.hits_sound`, ``held`` (optional) the same function
+    bound to keep the GIL (:attr:`CompiledBM25.hits_sound_held`), called for
+    up to :data:`HELD_MAX` ids. O(len(ids)).
 
     Raises:
         ValueError: an id is outside every part (a bug of the caller).
@@ -409,6 +437,8 @@ def hits_sound(function: Callable[..., int], ids: NDArray[np.int64], parts: int,
     else:
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         address = ids.ctypes.data
+    if held is not None and count <= HELD_MAX:
+        function = held
     found = function(address, count, parts, n_parts)
     if found < 0:
         raise ValueError(f"weft_hits_sound refused its arguments (code {found})")  # a bug on this side
@@ -422,6 +452,7 @@ def ties_by_key(
     cut: int,
     parts: int,
     n_parts: int,
+    held: Callable[..., int] | None = None,
 ) -> NDArray[np.int64] | None:
     """``ids`` with each run of equal ``scores`` that starts before ``cut`` sorted by key, or ``None``.
 
@@ -430,8 +461,9 @@ def ties_by_key(
     rows. Keys compare as their UTF-8 bytes (the strings' order). ``None``
     when a run member's key was not checked yet (the caller checks and orders
     them itself). One compiled call; ``function`` is
-    :attr:`CompiledBM25.ties_by_key`. O(n + m log m) for the m members of
-    those runs.
+    :attr:`CompiledBM25.ties_by_key`, ``held`` (optional) the same bound to
+    keep the GIL, called for up to :data:`HELD_MAX` ids. O(n + m log m) for
+    the m members of those runs.
 
     Raises:
         MemoryError: the library could not allocate its working memory.
@@ -441,6 +473,8 @@ def ties_by_key(
     ordered = np.array(ids, dtype=np.int64)  # a copy, C-contiguous: the function sorts it in place
     if scores.dtype != np.float64 or not scores.flags.c_contiguous:
         scores = np.ascontiguousarray(scores, dtype=np.float64)
+    if held is not None and ordered.shape[0] <= HELD_MAX:
+        function = held
     code = function(ordered.ctypes.data, scores.ctypes.data, ordered.shape[0], cut, parts, n_parts)
     if code == 1:
         return None
