@@ -7,6 +7,7 @@ its first search finds each new segment's term lookups and the snapshot's caches
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,45 @@ def test_a_text_query_and_its_text_are_one_remembered_search(tmp_path: Path) -> 
         index.search(Query("graph term1", time=0), 3, fuser, scorer)
         index.search(Query("graph term1", seeds=("a-1",)), 3, fuser, scorer)
         assert len(index._warming.recent) == 3
+
+
+def test_the_warming_log_is_bounded_and_read_while_searches_append(tmp_path: Path) -> None:
+    """remember() only appends to a bounded log; recent() finds the distinct searches when read."""
+    scorer, fuser = BM25Scorer(), RRF()
+    with Index.create(tmp_path / "idx") as index:
+        index.add_many(_documents("a", 20), progress=False)
+        index.commit()
+        index.search("graph first", 3, fuser, scorer)
+        for _ in range(warming.WARM_LOG):
+            index.search("graph hot", 3, fuser, scorer)
+        # The first search fell out of the log: a hot search repeated WARM_LOG times is all it holds.
+        assert [entry[0] for entry in index._warming.recent.values()] == ["graph hot"]
+        assert len(index._warming._log) == warming.WARM_LOG
+        stop = threading.Event()
+        failures: list[BaseException] = []
+
+        def search() -> None:
+            i = 0
+            while not stop.is_set():
+                try:
+                    index.search(f"graph term{i % 40}", 3, fuser, scorer)
+                except BaseException as error:
+                    failures.append(error)
+                    return
+                i += 1
+
+        threads = [threading.Thread(target=search) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        try:
+            for round_ in range(20):
+                index.add_many(_documents(f"r{round_}", 2), progress=False)
+                index.commit()  # replays while the threads append
+                recent = index._warming.recent
+                assert len(recent) <= warming.WARM_SEARCHES
+                assert len(set(recent)) == len(recent)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+        assert not failures
