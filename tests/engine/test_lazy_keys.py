@@ -252,3 +252,76 @@ def test_two_threads_read_the_same_results_keys(segments: int) -> None:
         thread.join(timeout=60)
     assert not failures
     assert seen[0] == seen[1] == wants * rounds
+
+
+def test_a_kept_search_whose_kernel_found_its_hits_sound_does_not_check_them_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kept path's one call checks the hits; a damaged hit takes the checking path and is left out."""
+    from tests.storage.crafting import damage_record
+    from weftsearch.native import bm25 as kernel
+
+    library = kernel.compiled_bm25()
+    if library is None or library.query_sound is None:
+        pytest.skip("the compiled BM25 library is not built")
+    checks: list[int] = []
+    real = getattr(snapshot_module, "hits_sound")  # noqa: B009 - not exported: the module's own name
+
+    def counted(*args: Any) -> int:
+        checks.append(1)
+        return int(real(*args))
+
+    monkeypatch.setattr(snapshot_module, "hits_sound", counted)
+    for damaged in (False, True):
+        checks.clear()
+        index = Index(analyzer="simple")
+        index.add_many(documents(300, 4))
+        snapshot = index.snapshot()
+        stream = BM25Scorer().score(snapshot, Query("graph sparse"), 10)  # no verdicts read
+        victim = snapshot.keys_of(stream.ids)[3]
+        if damaged:
+            part = snapshot.parts[0]
+            damage_record(part.reader, int(part.live_locals[snapshot.id_of(victim) - part.base]))
+        want = index.search(Query("graph sparse"), 10, RRF(), BM25Scorer())  # keeps the text's set-up
+        assert len(checks) == 1 and (victim in want.keys) is not damaged
+        again = index.search(Query("graph sparse"), 10, RRF(), BM25Scorer())
+        # Sound: the kernel's own call found every hit sound. Damaged: it said which was not, and
+        # the tail's check left that hit out again.
+        assert len(checks) == (2 if damaged else 1)
+        assert again.keys == want.keys and again.score_array.tobytes() == want.score_array.tobytes()
+
+
+def test_a_vouched_array_counts_only_for_its_snapshot_and_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snapshot._vouch_sound names one array of one snapshot in one thread; any other is checked."""
+    from weftsearch.native import bm25 as kernel
+
+    library = kernel.compiled_bm25()
+    if library is None or library.hits_sound is None:
+        pytest.skip("the compiled BM25 library is not built")
+    checks: list[int] = []
+    real = getattr(snapshot_module, "hits_sound")  # noqa: B009 - not exported: the module's own name
+
+    def counted(*args: Any) -> int:
+        checks.append(1)
+        return int(real(*args))
+
+    monkeypatch.setattr(snapshot_module, "hits_sound", counted)
+    index = Index(analyzer="simple")
+    index.add_many(documents(50, 5))
+    first = index.snapshot()
+    index.add_many([Document("zz-late", "graph")])
+    second = index.snapshot()
+    assert second is not first
+    ids = np.arange(5, dtype=np.int64)
+    ids.setflags(write=False)
+    first._vouch_sound(ids)
+    keep, keys = first._sound_ids(ids)
+    assert checks == [] and keep is None and keys() == first.keys_of(ids)  # vouched: not checked
+    first._sound_ids(ids.copy())
+    assert len(checks) == 1  # an equal array, not the one vouched for
+    keep, keys = second._sound_ids(ids)  # another snapshot's views: its own check
+    assert len(checks) == 2 and keep is None and keys() == second.keys_of(ids)
+    thread = threading.Thread(target=lambda: first._sound_ids(ids))
+    thread.start()
+    thread.join()
+    assert len(checks) == 3  # another thread: checked

@@ -11,7 +11,7 @@ import pytest
 from numpy.typing import NDArray
 
 from tests.storage.crafting import damage_record
-from weftsearch import Document, Index
+from weftsearch import BM25Scorer, Document, Index, Query
 from weftsearch.native import bm25 as kernel
 
 
@@ -101,3 +101,61 @@ def test_the_verdict_and_key_order_bindings_for_few_hits_keep_the_gil() -> None:
         ordered = views.ties_by_key(ids, np.ones(ids.shape[0]), 3)  # one run of ties: key order
         assert ordered is not None and ordered.tolist() == ids.tolist()
     assert calls == ["held", "held", "released", "released"]
+
+
+def test_the_query_that_checks_its_hits_agrees_with_the_two_calls() -> None:
+    """``weft_bm25_query_sound``: the query's results and statistics, and ``hits_sound`` of its first k.
+
+    Three segments (keys interleaved), a delete, one damaged record among the hits and one
+    outside them, every k from 1 past the hits: the same ids, score bits and six statistics as
+    ``weft_bm25_query``, and a seventh equal to ``hits_sound`` of ``ids[:k]``.
+    """
+    library = kernel.compiled_bm25()
+    if library is None or library.query_sound is None or library.query is None or library.hits_sound is None:
+        pytest.skip("the compiled BM25 library is not built")
+    from weftsearch.scorers.bm25 import lists as layout
+
+    index = Index("english")
+    for part in range(3):
+        index.add_many(
+            Document(f"d{i:04d}", "graph " * (1 + i % 5) + ("sparse" if i % 3 else "dense"))
+            for i in range(part, 600, 3)
+        )
+        index.snapshot()
+    index.delete_many(["d0003"])
+    snapshot = index.snapshot()
+    assert len(snapshot.parts) == 3
+    every = np.arange(snapshot.n_docs, dtype=np.int64)
+    damage_record(snapshot.parts[1].reader, 7)
+    damage_record(snapshot.parts[2].reader, 150)
+    snapshot.sound_keys(every)  # every verdict known: sound, or damaged for the two
+    scorer = BM25Scorer()
+    avgdl, prepared = scorer._kept_setup(snapshot)
+    assert prepared is not None
+    table = layout._part_table_for(snapshot, scorer.k1, scorer.b, avgdl, None)
+    parts_address, n_parts = table.ctypes.data, int(table.shape[0])
+    hit_parts, n_hit_parts = snapshot._hit_table()
+    assert hit_parts and n_hit_parts == 3
+    verdicts: set[str] = set()
+    for text in ("graph", "graph sparse", "dense"):
+        scorer.score(snapshot, Query(text), 5)  # keeps the text's set-up
+        planned, _ = prepared.entries[text]
+        for k in (1, 2, 5, 40, 199, 600):
+            terms, m, weights = planned.refs_at, len(planned.weights), planned.weights_at
+            plain = kernel.query_rows(
+                library.query, terms, m, weights, parts_address, n_parts, scorer.k1, scorer.b, avgdl, k
+            )
+            checked = kernel.query_rows(
+                library.query_sound,
+                *(terms, m, weights, parts_address, n_parts, scorer.k1, scorer.b, avgdl, k),
+                hit_parts,
+                n_hit_parts,
+            )
+            assert checked[0].tolist() == plain[0].tolist()
+            assert checked[1].tobytes() == plain[1].tobytes()
+            assert checked[2][:6] == plain[2][:6]
+            first = kernel.hits_sound(library.hits_sound, plain[0][:k].copy(), hit_parts, n_hit_parts)
+            assert checked[2][6] == first
+            verdicts.add("damaged" if first < min(k, plain[0].shape[0]) else "sound")
+    assert verdicts == {"damaged", "sound"}  # both answers were given
+    assert snapshot.n_docs == 599

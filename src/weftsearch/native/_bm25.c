@@ -2120,6 +2120,29 @@ int64_t weft_hits_sound(const int64_t *ids, int64_t n, const int64_t *parts, int
 }
 
 /*
+ * weft_bm25_query, then weft_hits_sound of its first min(kept, k) results in the same call: a
+ * search's results and whether its hits' records and keys are known sound, with the GIL released
+ * once (the key resolution of issue 31's one call a query). stats has room for 7: the query's six,
+ * then the first result not known sound (min(kept, k): every one; -1: not asked, the query failed,
+ * or its results did not fit out_capacity). hit_parts NULL: not asked. Returns what
+ * weft_bm25_query returns; -2 when hit_parts is given with a negative count or an id of the results
+ * falls outside every part (a bug of the caller).
+ */
+int64_t weft_bm25_query_sound(const int64_t *terms, int64_t m, const double *weights, const int64_t *parts_raw,
+                              int64_t n_parts, double k1, double b, double avgdl, int64_t k, double bound_scale,
+                              int64_t *ids_out, double *scores_out, int64_t out_capacity, int64_t *stats,
+                              const int64_t *hit_parts, int64_t n_hit_parts) {
+    stats[6] = -1;
+    int64_t kept = weft_bm25_query(terms, m, weights, parts_raw, n_parts, k1, b, avgdl, k, bound_scale, ids_out,
+                                   scores_out, out_capacity, stats);
+    if (kept < 0 || kept > out_capacity || hit_parts == NULL) return kept;
+    int64_t first = weft_hits_sound(ids_out, kept < k ? kept : k, hit_parts, n_hit_parts);
+    if (first < 0) return -2;
+    stats[6] = first;
+    return kept;
+}
+
+/*
  * A search's results put in canonical order across segments: ids and scores (n, sorted by score
  * descending then internal id, as weft_bm25_query returns them) have each run of equal scores that
  * starts before position `cut` sorted by key, in place. Keys compare as their UTF-8 bytes, which

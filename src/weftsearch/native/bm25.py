@@ -133,6 +133,8 @@ class CompiledBM25:
     put in key order, see :func:`ties_by_key`), or ``None`` in an older build.
     ``hits_sound_held`` and ``ties_by_key_held``: the same two functions bound to keep
     the GIL across the call (:data:`HELD_MAX`), or ``None`` with them.
+    ``query_sound``: ``weft_bm25_query_sound`` (``query`` and ``hits_sound`` of its
+    results in one call, see :func:`query_rows`), or ``None`` in an older build.
     """
 
     top_k: Callable[..., int]
@@ -145,6 +147,7 @@ class CompiledBM25:
     ties_by_key: Callable[..., int] | None = None
     hits_sound_held: Callable[..., int] | None = None
     ties_by_key_held: Callable[..., int] | None = None
+    query_sound: Callable[..., int] | None = None
 
 
 @cache
@@ -207,7 +210,14 @@ def _bind(library: ctypes.CDLL) -> CompiledBM25:
             # ids, scores, n, cut, parts, n_parts.
             function.argtypes = [_POINTER, _POINTER, _INT, _INT, _POINTER, _INT]
             function.restype = _INT
-    return CompiledBM25(top, blocks, query, batch, dense, impacts, hits, ties, hits_held, ties_held)
+    query_sound = getattr(library, "weft_bm25_query_sound", None)
+    if query_sound is not None:
+        # weft_bm25_query's arguments, then hit_parts, n_hit_parts.
+        query_sound.argtypes = [*query.argtypes, _POINTER, _INT]
+        query_sound.restype = _INT
+    return CompiledBM25(
+        top, blocks, query, batch, dense, impacts, hits, ties, hits_held, ties_held, query_sound
+    )
 
 
 def compiled_bm25_available() -> bool:
@@ -489,12 +499,18 @@ def ties_by_key(
 
 
 class _QueryScratch(Scratch):
-    """:class:`Scratch` with six statistics (``weft_bm25_query``'s: the kernel's five and the tie flag)."""
+    """:class:`Scratch` with six statistics (``weft_bm25_query``'s: the kernel's five and the tie flag).
+
+    ``sound_stats``: the seven of ``weft_bm25_query_sound`` (the six, then its
+    hits' verdict), apart, so that neither call leaves a stale seventh to the other.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.stats = np.zeros(6, dtype=np.int64)
         self.stats_address = self.stats.ctypes.data
+        self.sound_stats = np.zeros(7, dtype=np.int64)
+        self.sound_stats_address = self.sound_stats.ctypes.data
 
 
 _query_scratch = _QueryScratch()
@@ -555,6 +571,8 @@ def query_rows(
     b: float,
     avgdl: float,
     k: int,
+    hit_parts: int = 0,
+    n_hit_parts: int = 0,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64], list[int]]:
     """:func:`query` with the part table given by its address and rows, its statistics as the kernel's row.
 
@@ -562,6 +580,12 @@ def query_rows(
     costs about a microsecond a call): the same call, the same results, and
     the kernel's six statistics as a list (the five of :class:`KernelStats`,
     then the tie flag), without a tuple made for them.
+
+    With ``hit_parts`` (the address of :func:`hits_sound`'s ``n_hit_parts``
+    rows) ``function`` is :attr:`CompiledBM25.query_sound`: the same call
+    also finds the first of the first ``min(len(ids), k)`` results whose record
+    or key is not known sound, as :func:`hits_sound` would, and the list has a
+    seventh entry, that position. One GIL release for both.
 
     Raises:
         CorruptTermError: a term's packed postings do not decode (its index and the part's).
@@ -571,32 +595,54 @@ def query_rows(
     """
     scratch = _query_scratch
     while True:
-        kept = function(
-            terms,
-            m,
-            weights,
-            parts,
-            n_parts,
-            k1,
-            b,
-            avgdl,
-            k,
-            _BOUND_SCALE,
-            scratch.ids_address,
-            scratch.scores_address,
-            scratch.capacity,
-            scratch.stats_address,
-        )
+        if hit_parts:
+            stats = scratch.sound_stats
+            kept = function(
+                terms,
+                m,
+                weights,
+                parts,
+                n_parts,
+                k1,
+                b,
+                avgdl,
+                k,
+                _BOUND_SCALE,
+                scratch.ids_address,
+                scratch.scores_address,
+                scratch.capacity,
+                scratch.sound_stats_address,
+                hit_parts,
+                n_hit_parts,
+            )
+        else:
+            stats = scratch.stats
+            kept = function(
+                terms,
+                m,
+                weights,
+                parts,
+                n_parts,
+                k1,
+                b,
+                avgdl,
+                k,
+                _BOUND_SCALE,
+                scratch.ids_address,
+                scratch.scores_address,
+                scratch.capacity,
+                scratch.stats_address,
+            )
         if kept == -1:
             raise MemoryError("the BM25 kernel could not allocate its working memory")
         if kept == -3:
-            raise CorruptTermError(int(scratch.stats[0]), int(scratch.stats[5]))
+            raise CorruptTermError(int(stats[0]), int(stats[5]))
         if kept < 0:
             raise ValueError(f"the BM25 kernel refused its arguments (code {kept})")  # a bug on this side
         if kept <= scratch.capacity:
             break
         scratch.reserve(kept)  # more ties than room: run again (the same result, now written)
-    return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), scratch.stats.tolist()
+    return scratch.ids[:kept].copy(), scratch.scores[:kept].copy(), stats.tolist()
 
 
 @dataclass(frozen=True, slots=True)

@@ -620,7 +620,7 @@ class PreparedQueries:
     past that cache's budget for long.
     """
 
-    __slots__ = ("_lock", "entries", "parts")
+    __slots__ = ("_lock", "entries", "hits", "parts")
 
     def __init__(self) -> None:
         # Ordered for its O(1) popitem(last=False): a plain dict's next(iter(...)) scans the
@@ -629,6 +629,8 @@ class PreparedQueries:
         self._lock = threading.Lock()
         #: The unfiltered part table for these (k1, b, avgdl), its address and rows (:func:`run_kept`).
         self.parts: tuple[NDArray[np.int64], int, int] | None = None
+        #: The snapshot's hit verdict table, its address and rows ((0, 0): none; :func:`run_kept`).
+        self.hits: tuple[int, int] | None = None
 
     def put(self, text: str, value: object) -> None:
         """Keep ``value`` for ``text`` (not a text over :data:`PREPARED_TEXT_CHARS`), evicting the oldest."""
@@ -962,6 +964,15 @@ def run_kept(
     if parts is None:
         table = _part_table_for(snapshot, k1, b, avgdl, None)
         parts = prepared.parts = (table, table.ctypes.data, int(table.shape[0]))
+    hits = prepared.hits
+    if hits is None:
+        hits = prepared.hits = snapshot._hit_table()
+    if hits[0] and library.query_sound is not None:
+        # The hits' verdicts in the same call (one GIL release a search): the search's tail
+        # then reads their keys unchecked (Snapshot._vouch_sound).
+        function = library.query_sound
+    else:
+        hits = (0, 0)
     try:
         ids, scores, counts = kernel.query_rows(
             function,
@@ -974,14 +985,18 @@ def run_kept(
             b,
             avgdl,
             k,
+            hits[0],
+            hits[1],
         )
     except kernel.CorruptTermError as error:
         raise _corrupt_term(snapshot, query, error.term, error.part) from None
     if counts[5] and not snapshot.ids_follow_keys:
         return (*_canonical(snapshot, ids, scores, k), counts)
-    if ids.shape[0] <= k:
-        return ids, scores, counts  # no ties past the k-th: the copies as they are (no views)
-    return ids[:k], scores[:k], counts
+    if ids.shape[0] > k:
+        ids, scores = ids[:k], scores[:k]  # ties past the k-th: views of the copies
+    if hits[0] and counts[6] == ids.shape[0]:
+        snapshot._vouch_sound(ids)
+    return ids, scores, counts
 
 
 def _corrupt_term(snapshot: Snapshot, query: TermQuery, term: int, part: int) -> CorruptIndexError:
