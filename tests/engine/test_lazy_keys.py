@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -317,11 +318,21 @@ def test_a_vouched_array_counts_only_for_its_snapshot_and_thread(monkeypatch: py
     first._vouch_sound(ids)
     keep, keys = first._sound_ids(ids)
     assert checks == [] and keep is None and keys() == first.keys_of(ids)  # vouched: not checked
+    first._sound_ids(ids)
+    assert len(checks) == 1  # a vouch counts once
+    first._vouch_sound(ids)
     first._sound_ids(ids.copy())
-    assert len(checks) == 1  # an equal array, not the one vouched for
+    assert len(checks) == 2  # an equal array, not the one vouched for
     keep, keys = second._sound_ids(ids)  # another snapshot's views: its own check
-    assert len(checks) == 2 and keep is None and keys() == second.keys_of(ids)
+    assert len(checks) == 3 and keep is None and keys() == second.keys_of(ids)
+    first._vouch_sound(ids)
     thread = threading.Thread(target=lambda: first._sound_ids(ids))
     thread.start()
     thread.join()
-    assert len(checks) == 3  # another thread: checked
+    assert len(checks) == 4  # another thread: checked
+    # The vouch holds its snapshot's key views weakly: they go with the snapshot.
+    views = weakref.ref(first._key_views())
+    del first, keep, keys
+    index.close()
+    gc.collect()
+    assert views() is None

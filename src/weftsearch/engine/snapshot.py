@@ -23,6 +23,7 @@ import collections
 import copy
 import functools
 import threading
+import weakref
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -386,8 +387,10 @@ class SnapshotPart:
 #: whose record or key was never checked, go through the segments' vectorised checks.
 _KEYS_ONE_BY_ONE = 32
 
-#: Per thread, ``(key views, ids)`` of the last search whose hits one compiled call found sound
-#: (:meth:`Snapshot._vouch_sound`); ``_sound_ids`` of that very array then skips the check.
+#: Per thread, ``(weak reference to the key views, ids)`` of the last search whose hits one
+#: compiled call found sound (:meth:`Snapshot._vouch_sound`); ``_sound_ids`` of that very array
+#: then skips the check. Weak: a scorer called alone leaves it set, and must not keep a closed
+#: snapshot's segments mapped until the thread's next search.
 _proven = threading.local()
 
 #: On a snapshot of several segments, hits up to this many go one by one too: the vectorised
@@ -417,6 +420,7 @@ class _KeyViews:
         "parts",
         "table",
         "table_address",
+        "__weakref__",
     )
 
     def __init__(self, parts: Sequence[SnapshotPart]) -> None:
@@ -958,7 +962,7 @@ class Snapshot:
         their keys without calling the check again. A verdict, once sound,
         stays sound for the table's life. O(1).
         """
-        _proven.found = (self._key_views(), ids)
+        _proven.found = (weakref.ref(self._key_views()), ids)
 
     def _sound_ids(self, ids: IdArray) -> tuple[NDArray[np.bool_] | None, Callable[[], list[str]]]:
         """The verdicts of int64 ``ids`` (in range) now, the kept ones' keys when asked: a search's hits.
@@ -975,7 +979,8 @@ class Snapshot:
         count = ids.shape[0]
         views = self._key_views()
         proven = getattr(_proven, "found", None)
-        if proven is not None and proven[1] is ids and proven[0] is views:
+        if proven is not None and proven[1] is ids and proven[0]() is views:
+            _proven.found = None
             return None, functools.partial(views.read, ids)  # checked by the search's own call
         if views.compiled is not None:
             # Every hit's verdicts in one compiled call, whatever the number of segments; the
