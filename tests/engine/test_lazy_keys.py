@@ -326,10 +326,11 @@ def test_a_vouched_array_counts_only_for_its_snapshot_and_thread(monkeypatch: py
     keep, keys = second._sound_ids(ids)  # another snapshot's views: its own check
     assert len(checks) == 3 and keep is None and keys() == second.keys_of(ids)
     first._vouch_sound(ids)
-    thread = threading.Thread(target=lambda: first._sound_ids(ids))
+    thread = threading.Thread(target=first._sound_ids, args=(ids,))
     thread.start()
     thread.join()
     assert len(checks) == 4  # another thread: checked
+    del thread
     # The vouch holds its snapshot's key views weakly: they go with the snapshot.
     views = weakref.ref(first._key_views())
     del first, keep, keys

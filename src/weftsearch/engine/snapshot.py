@@ -412,6 +412,7 @@ class _KeyViews:
     """
 
     __slots__ = (
+        "__weakref__",
         "bases",
         "compiled",
         "compiled_held",
@@ -420,7 +421,6 @@ class _KeyViews:
         "parts",
         "table",
         "table_address",
-        "__weakref__",
     )
 
     def __init__(self, parts: Sequence[SnapshotPart]) -> None:
