@@ -41,6 +41,7 @@ import collections
 import faulthandler
 import os
 import re
+import resource
 import sys
 import tempfile
 import threading
@@ -210,24 +211,35 @@ def search_mode(args: argparse.Namespace, root: Path) -> None:
     index.close()
 
 
-def _aggregate_qps(search: Callable[[int], object], n: int, threads: int, seconds: float) -> float:
-    """Searches a second, summed over ``threads`` threads each searching in a closed loop."""
+def _aggregate_qps(
+    search: Callable[[int], object], n: int, threads: int, seconds: float
+) -> tuple[float, float]:
+    """Searches a second over ``threads`` threads in closed loops, and their voluntary switches a search.
+
+    A thread that waits for the GIL sleeps until the holder hands it over: each such wait is
+    one voluntary switch (and one wake-up of a sleeping thread, on a VM an interrupt between
+    virtual CPUs), so the count says how often searches handed the GIL to each other, whatever
+    else the machine runs.
+    """
     counts = [0] * threads
+    switches = [0] * threads
     stop = time.perf_counter() + seconds
 
     def work(thread: int) -> None:
         item = thread
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
         while time.perf_counter() < stop:
             search(item % n)
             item += threads
             counts[thread] += 1
+        switches[thread] = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
 
     pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
     for thread in pool:
         thread.start()
     for thread in pool:
         thread.join()
-    return sum(counts) / seconds
+    return sum(counts) / seconds, sum(switches) / max(sum(counts), 1)
 
 
 def threads_mode(args: argparse.Namespace, root: Path) -> None:
@@ -252,8 +264,12 @@ def threads_mode(args: argparse.Namespace, root: Path) -> None:
             for arm, search in arms.items():
                 for threads in (1, 2):
                     _aggregate_qps(search, len(workload), threads, 0.5)  # warm
-                    qps = _aggregate_qps(search, len(workload), threads, args.seconds)
-                    print(f"round {round_} {arm} {mode} {threads} thread(s): {qps:,.0f} q/s", flush=True)
+                    qps, switches = _aggregate_qps(search, len(workload), threads, args.seconds)
+                    print(
+                        f"round {round_} {arm} {mode} {threads} thread(s): {qps:,.0f} q/s, "
+                        f"{switches:.2f} voluntary context switches a search ({_load()})",
+                        flush=True,
+                    )
     bm25_module._COMPILED_FROM_DOCS, bm25_module.searches_in_flight = from_docs, in_flight
     index.close()
 
