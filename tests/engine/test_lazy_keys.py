@@ -255,6 +255,19 @@ def test_two_threads_read_the_same_results_keys(segments: int) -> None:
     assert seen[0] == seen[1] == wants * rounds
 
 
+def _counted_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one at each compiled check of a search's hits (``hits_sound``)."""
+    checks: list[int] = []
+    real = getattr(snapshot_module, "hits_sound")  # noqa: B009 - not exported: the module's own name
+
+    def counted(*args: Any) -> int:
+        checks.append(1)
+        return int(real(*args))
+
+    monkeypatch.setattr(snapshot_module, "hits_sound", counted)
+    return checks
+
+
 def test_a_kept_search_whose_kernel_found_its_hits_sound_does_not_check_them_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -265,14 +278,7 @@ def test_a_kept_search_whose_kernel_found_its_hits_sound_does_not_check_them_aga
     library = kernel.compiled_bm25()
     if library is None or library.query_sound is None:
         pytest.skip("the compiled BM25 library is not built")
-    checks: list[int] = []
-    real = getattr(snapshot_module, "hits_sound")  # noqa: B009 - not exported: the module's own name
-
-    def counted(*args: Any) -> int:
-        checks.append(1)
-        return int(real(*args))
-
-    monkeypatch.setattr(snapshot_module, "hits_sound", counted)
+    checks = _counted_checks(monkeypatch)
     for damaged in (False, True):
         checks.clear()
         index = Index(analyzer="simple")
@@ -299,14 +305,7 @@ def test_a_vouched_array_counts_only_for_its_snapshot_and_thread(monkeypatch: py
     library = kernel.compiled_bm25()
     if library is None or library.hits_sound is None:
         pytest.skip("the compiled BM25 library is not built")
-    checks: list[int] = []
-    real = getattr(snapshot_module, "hits_sound")  # noqa: B009 - not exported: the module's own name
-
-    def counted(*args: Any) -> int:
-        checks.append(1)
-        return int(real(*args))
-
-    monkeypatch.setattr(snapshot_module, "hits_sound", counted)
+    checks = _counted_checks(monkeypatch)
     index = Index(analyzer="simple")
     index.add_many(documents(50, 5))
     first = index.snapshot()

@@ -596,43 +596,14 @@ def query_rows(
     scratch = _query_scratch
     while True:
         if hit_parts:
-            stats = scratch.sound_stats
-            kept = function(
-                terms,
-                m,
-                weights,
-                parts,
-                n_parts,
-                k1,
-                b,
-                avgdl,
-                k,
-                _BOUND_SCALE,
-                scratch.ids_address,
-                scratch.scores_address,
-                scratch.capacity,
-                scratch.sound_stats_address,
-                hit_parts,
-                n_hit_parts,
-            )
+            stats, address = scratch.sound_stats, scratch.sound_stats_address
         else:
-            stats = scratch.stats
-            kept = function(
-                terms,
-                m,
-                weights,
-                parts,
-                n_parts,
-                k1,
-                b,
-                avgdl,
-                k,
-                _BOUND_SCALE,
-                scratch.ids_address,
-                scratch.scores_address,
-                scratch.capacity,
-                scratch.stats_address,
-            )
+            stats, address = scratch.stats, scratch.stats_address
+        arguments = (
+            *(terms, m, weights, parts, n_parts, k1, b, avgdl, k, _BOUND_SCALE),
+            *(scratch.ids_address, scratch.scores_address, scratch.capacity, address),
+        )
+        kept = function(*arguments, hit_parts, n_hit_parts) if hit_parts else function(*arguments)
         if kept == -1:
             raise MemoryError("the BM25 kernel could not allocate its working memory")
         if kept == -3:
