@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from weftsearch import BM25Scorer, Document, Index, Query, SimpleAnalyzer, Snapshot
@@ -357,3 +359,37 @@ def test_idf_keeps_the_shape_and_order_of_its_input() -> None:
     assert got.dtype == np.float64
     assert got.tolist() == [_correctly_rounded_idf(10, int(df)) for df in frequencies]
     assert scorer_idf(10, np.array([], dtype=np.int64)).shape == (0,)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(min_value=0, max_value=(1 << 62)), st.data())
+def test_the_long_double_idf_is_right_or_defers(n_docs: int, data: st.DataObject) -> None:
+    """exact_idf's first try (long double, where wider than float64): right, or ``None`` (decimal then)."""
+    from weftsearch.scorers.bm25 import idf as idf_module
+
+    if idf_module._WIDE is None:
+        pytest.skip("long double is float64 here: exact_idf computes in decimal only")
+    df = data.draw(st.one_of(st.integers(0, min(n_docs, 64)), st.integers(0, n_docs)))
+    found = idf_module._wide_idf(idf_module._WIDE, n_docs, df)
+    assert found is None or found == _correctly_rounded_idf(n_docs, df)
+    assert idf_module.exact_idf(n_docs, df) == _correctly_rounded_idf(n_docs, df)
+
+
+def test_exact_idf_defers_to_decimal_near_a_halfway_point_and_where_long_double_is_narrow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from weftsearch.scorers.bm25 import idf as idf_module
+
+    pairs = [(5183, 37), (1_000_003, 1), (3, 3), (1 << 40, 12345)]
+    if idf_module._WIDE is not None:
+        # Most values are decided in long double; an error bound wider than every gap defers them all.
+        assert all(idf_module._wide_idf(idf_module._WIDE, n, df) is not None for n, df in pairs[:2])
+        monkeypatch.setattr(idf_module, "_WIDE_MARGIN", 1 << 60)
+        assert all(idf_module._wide_idf(idf_module._WIDE, n, df) is None for n, df in pairs)
+        assert idf_module._wide_idf(idf_module._WIDE, 1 << 63, 1) is None  # past exact integers
+    for wide in (idf_module._WIDE, None):
+        monkeypatch.setattr(idf_module, "_WIDE", wide)
+        idf_module.exact_idf.cache_clear()
+        want = [_correctly_rounded_idf(n, df) for n, df in pairs]
+        assert [idf_module.exact_idf(n, df) for n, df in pairs] == want
+    idf_module.exact_idf.cache_clear()
