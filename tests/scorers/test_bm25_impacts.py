@@ -229,10 +229,10 @@ def test_a_corrupt_list_is_named_when_its_table_is_built(monkeypatch: pytest.Mon
     index, words = build(19, 1, 300, 6, 0.0, 5)
     snapshot = index.snapshot()
 
-    def corrupt(*args: object) -> np.ndarray:
+    def corrupt(*args: object) -> None:
         raise kernel.CorruptListError(0)
 
-    monkeypatch.setattr(kernel, "impact_table", corrupt)
+    monkeypatch.setattr(kernel, "impact_table_at", corrupt)  # what a term's tables are built with
     with pytest.raises(CorruptIndexError, match=repr(words[0])):
         BM25Scorer().score(snapshot, Query(words[0]), 5)
 

@@ -371,15 +371,34 @@ def impact_table(
         raise ValueError(f"an impact table of {words} int64 words needs room of that shape, got {into.shape}")
     else:
         table = into
-    code = function(row.ctypes.data, norms, n_docs, k1, table.ctypes.data, table.shape[0])
+    impact_table_at(function, row.ctypes.data, norms, n_docs, k1, table.ctypes.data, words)
+    table.setflags(write=False)
+    return table
+
+
+def impact_table_at(
+    function: Callable[..., int], row: int, norms: int, n_docs: int, k1: float, table: int, words: int
+) -> None:
+    """:func:`impact_table` written at address ``table`` (``words`` int64, :func:`impact_table_words`).
+
+    ``row``: the address of the list's descriptor. For a caller that builds
+    many tables into one buffer and knows the addresses (reading
+    ``ndarray.ctypes`` costs about a microsecond); it keeps the memory alive
+    and read-only after. O(postings).
+
+    Raises:
+        CorruptListError: the postings or their block table do not decode (index 0).
+        MemoryError: the library could not allocate its working memory.
+        ValueError: the library refused the arguments (a bug of the caller).
+
+    """
+    code = function(row, norms, n_docs, k1, table, words)
     if code == -1:
         raise MemoryError("the BM25 kernel could not allocate its working memory")
     if code == -3:
         raise CorruptListError(0)
     if code != 0:
         raise ValueError(f"the BM25 kernel refused its arguments (code {code})")  # a bug on this side
-    table.setflags(write=False)
-    return table
 
 
 # --------------------------------------------------------------------------- a search's hits

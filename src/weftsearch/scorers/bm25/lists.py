@@ -736,26 +736,32 @@ def _impact_term(
     limit = library.dense_max_docs.value
     parts_table, _ = _part_table(snapshot, k1, b, avgdl)
     rows = entry.rows.copy()
-    tables: list[NDArray[np.int64]] = []
     postings = 1 + int(rows.shape[0])  # a term without a table (or in no segment) costs a little too
-    small = [index for index in range(rows.shape[0]) if int(parts_table[int(rows[index, 6]), 3]) <= limit]
+    # Python ints read once (each numpy scalar read costs about a tenth of a microsecond, and a
+    # term's first search on every new snapshot comes through here).
+    listed = rows.tolist()
+    part_rows = parts_table.tolist()
+    small = [index for index, row in enumerate(listed) if part_rows[row[6]][3] <= limit]
     # The term's tables side by side in one buffer, in part order: the dense pass reads them in
     # that order, so several small segments' tables are one sequential read (as one segment's
     # table is) instead of a cache miss at the start of each.
-    sizes = [kernel.impact_table_words(int(rows[index, 2])) for index in small]
+    sizes = [kernel.impact_table_words(listed[index][2]) for index in small]
     buffer = np.empty(sum(sizes), dtype=np.int64)
-    starts = np.cumsum([0, *sizes]).tolist()
+    starts = [0, *itertools.accumulate(sizes)]
+    # Addresses by arithmetic on the two buffers' own (one ndarray.ctypes read each).
+    base, rows_at, row_bytes = buffer.ctypes.data, rows.ctypes.data, rows.strides[0]
     for at, index in enumerate(small):
-        part = int(rows[index, 6])
-        n_docs = int(parts_table[part, 3])
+        part = listed[index][6]
+        address = base + 8 * starts[at]
         try:
-            table = kernel.impact_table(
+            kernel.impact_table_at(
                 function,
-                rows[index],
-                int(parts_table[part, 0]),
-                n_docs,
+                rows_at + index * row_bytes,
+                part_rows[part][0],
+                part_rows[part][3],
                 k1,
-                buffer[starts[at] : starts[at + 1]],
+                address,
+                sizes[at],
             )
         except kernel.CorruptListError:
             found = entry.keep[index]
@@ -763,9 +769,10 @@ def _impact_term(
                 f"{found.path}: packed postings of term {found.term!r} do not decode"
                 " (the block table disagrees with the data)"
             ) from None
-        tables.append(table)
-        rows[index, 7] = table.ctypes.data
-        postings += int(rows[index, 2])
+        rows[index, 7] = address
+        postings += listed[index][2]
+    buffer.setflags(write=False)  # before the views: each table is then read-only too
+    tables = [buffer[starts[at] : starts[at + 1]] for at in range(len(small))]
     rows.setflags(write=False)
     address = rows.ctypes.data if rows.shape[0] else 0
     ref = array.array("q", (address, int(rows.shape[0]))).tobytes()
