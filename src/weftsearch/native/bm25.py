@@ -134,7 +134,9 @@ class CompiledBM25:
     ``hits_sound_held`` and ``ties_by_key_held``: the same two functions bound to keep
     the GIL across the call (:data:`HELD_MAX`), or ``None`` with them.
     ``query_sound``: ``weft_bm25_query_sound`` (``query`` and ``hits_sound`` of its
-    results in one call, see :func:`query_rows`), or ``None`` in an older build.
+    results in one call, see :func:`query_rows`), or ``None`` in an older build;
+    ``query_sound_held``: the same bound to keep the GIL, for a query of at most
+    :data:`HELD_QUERY_POSTINGS` postings.
     """
 
     top_k: Callable[..., int]
@@ -148,6 +150,7 @@ class CompiledBM25:
     hits_sound_held: Callable[..., int] | None = None
     ties_by_key_held: Callable[..., int] | None = None
     query_sound: Callable[..., int] | None = None
+    query_sound_held: Callable[..., int] | None = None
 
 
 @cache
@@ -211,12 +214,25 @@ def _bind(library: ctypes.CDLL) -> CompiledBM25:
             function.argtypes = [_POINTER, _POINTER, _INT, _INT, _POINTER, _INT]
             function.restype = _INT
     query_sound = getattr(library, "weft_bm25_query_sound", None)
-    if query_sound is not None:
-        # weft_bm25_query's arguments, then hit_parts, n_hit_parts.
-        query_sound.argtypes = [*query.argtypes, _POINTER, _INT]
-        query_sound.restype = _INT
+    query_sound_held = getattr(held, "weft_bm25_query_sound", None)
+    for function in (query_sound, query_sound_held):
+        if function is not None:
+            # weft_bm25_query's arguments, then hit_parts, n_hit_parts.
+            function.argtypes = [*query.argtypes, _POINTER, _INT]
+            function.restype = _INT
     return CompiledBM25(
-        top, blocks, query, batch, dense, impacts, hits, ties, hits_held, ties_held, query_sound
+        top,
+        blocks,
+        query,
+        batch,
+        dense,
+        impacts,
+        hits,
+        ties,
+        hits_sound_held=hits_held,
+        ties_by_key_held=ties_held,
+        query_sound=query_sound,
+        query_sound_held=query_sound_held,
     )
 
 
@@ -419,6 +435,18 @@ _HITS_SCRATCH = 1024
 #: on ties, the key order); now the kernel's is the only one (docs/BENCHMARKS.md, "One GIL
 #: hand-off a search"). Longer calls release it, as the kernels do.
 HELD_MAX = 1024
+
+#: A kept query whose lists hold at most this many postings, on a snapshot whose every segment
+#: the dense pass scores (``dense_max_docs`` documents or fewer), runs its kernel call without
+#: releasing the GIL (:attr:`CompiledBM25.query_sound_held`); any other releases it. The same
+#: trade as :data:`HELD_MAX`, one size up: a release hands the GIL to a waiting thread and back,
+#: and on a 2-vCPU VM each hand-off wakes a sleeping thread (tens of microseconds; on an idle
+#: virtual CPU an interrupt between them), more than such a query's kernel time (about 3 ns a
+#: posting in the dense pass: SciFact's queries hold 4,000 postings at the median and 15,000 at
+#: most). Two threads searching SciFact went from 0.6-0.7x one thread to 0.9-1.0x; on larger
+#: segments (block-max, where a posting costs more) every query keeps running beside other
+#: threads (docs/BENCHMARKS.md, "One GIL hand-off a search").
+HELD_QUERY_POSTINGS = 16384
 
 
 class _HitsScratch(Scratch):

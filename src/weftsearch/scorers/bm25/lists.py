@@ -629,8 +629,9 @@ class PreparedQueries:
         self._lock = threading.Lock()
         #: The unfiltered part table for these (k1, b, avgdl), its address and rows (:func:`run_kept`).
         self.parts: tuple[NDArray[np.int64], int, int] | None = None
-        #: The snapshot's hit verdict table, its address and rows ((0, 0): none; :func:`run_kept`).
-        self.hits: tuple[int, int] | None = None
+        #: The snapshot's hit verdict table, its address and rows ((0, 0): none), and the most
+        #: postings a query may hold to run without releasing the GIL (:func:`run_kept`).
+        self.hits: tuple[int, int, int] | None = None
 
     def put(self, text: str, value: object) -> None:
         """Keep ``value`` for ``text`` (not a text over :data:`PREPARED_TEXT_CHARS`), evicting the oldest."""
@@ -973,13 +974,20 @@ def run_kept(
         parts = prepared.parts = (table, table.ctypes.data, int(table.shape[0]))
     hits = prepared.hits
     if hits is None:
-        hits = prepared.hits = snapshot._hit_table()
+        # Short queries keep the GIL only where every segment is scored by the dense pass
+        # (about 3 ns a posting); block-max on larger segments costs more a posting and
+        # its queries release it (kernel.HELD_QUERY_POSTINGS).
+        dense = library.dense_max_docs.value if library.dense_max_docs is not None else 0
+        every_dense = all(part.reader.n_docs <= dense for part in snapshot.parts)
+        hits = prepared.hits = (*snapshot._hit_table(), kernel.HELD_QUERY_POSTINGS if every_dense else -1)
     if hits[0] and library.query_sound is not None:
-        # The hits' verdicts in the same call (one GIL release a search): the search's tail
-        # then reads their keys unchecked (Snapshot._vouch_sound).
+        # The hits' verdicts in the same call (one GIL release a search, none for a short
+        # query): the search's tail then reads their keys unchecked (Snapshot._vouch_sound).
         function = library.query_sound
+        if library.query_sound_held is not None and query.postings <= hits[2]:
+            function = library.query_sound_held
     else:
-        hits = (0, 0)
+        hits = (0, 0, -1)
     try:
         ids, scores, counts = kernel.query_rows(
             function,
