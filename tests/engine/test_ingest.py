@@ -393,3 +393,87 @@ def test_whitespace_positions_are_those_of_split() -> None:
         name = "split-in-python"
 
     assert positions_segment("whitespace", None) == positions_segment("split-in-python", Named())
+
+
+class RecordsCollector:
+    """``text.split()``, noting whether Python's automatic garbage collection is on at each text."""
+
+    name = "records-collector"
+
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.seen: list[bool] = []
+        self.fail_on = fail_on
+
+    def analyze(self, text: str) -> list[str]:
+        import gc
+
+        self.seen.append(gc.isenabled())
+        if text == self.fail_on:
+            raise ValueError("refused")
+        return text.split()
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_add_many_pauses_the_cyclic_collector_and_restores_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, many: bool
+) -> None:
+    import gc
+
+    # ``many``: a batch larger than a run, written run by run on disk (the 1M path).
+    analyzer = RecordsCollector()
+    if many:
+        index = Index.create(tmp_path / "i", analyzer)
+        monkeypatch.setattr(index, "_flush_documents", 20)
+    else:
+        index = Index(analyzer)
+    assert gc.isenabled()
+    index.add_many(corpus(50), workers=1)
+    assert analyzer.seen and not any(analyzer.seen)
+    assert gc.isenabled()
+    if many:
+        index.commit()
+    assert len(index.snapshot()) == 50
+    index.close()
+
+
+def test_the_collector_comes_back_after_an_error_and_stays_off_if_it_was() -> None:
+    import gc
+
+    analyzer = RecordsCollector(fail_on="boom")
+    index = Index(analyzer)
+    with pytest.raises(AnalysisError):
+        index.add_many([Document("a", "x"), Document("b", "boom")], workers=1)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        index.add_many([Document("c", "y")], workers=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_nested_and_concurrent_pauses_share_one_count() -> None:
+    import gc
+
+    with ingest.collection_paused():
+        with ingest.collection_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause still runs
+    assert gc.isenabled()
+    inside = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with ingest.collection_paused():
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert inside.wait(10)
+    with ingest.collection_paused():
+        pass
+    assert not gc.isenabled()  # the other thread's pause outlives ours
+    release.set()
+    thread.join(10)
+    assert gc.isenabled()
