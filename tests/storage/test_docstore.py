@@ -308,3 +308,35 @@ def test_a_merge_that_spills_its_blocks_reads_back_every_record(
         for entry in DOCUMENTS[::37]:
             assert stored_record(index.get(entry.document.key)) == stored_record(entry.document)
     assert sorted(p.name for p in path.iterdir() if p.name.startswith("seg-")) == ["seg-000003.wseg"]
+
+
+def test_an_index_written_at_level_3_opens_merges_and_scrubs_at_today_s_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Level 3 was the store's level before stop 38: such version-4 indexes keep working."""
+    from weftsearch import Index
+
+    path = tmp_path / "idx"
+    monkeypatch.setattr(docstore, "STORED_LEVEL", 3)
+    with Index.create(path) as index:
+        index.add_many([d.document for d in DOCUMENTS[:200]], progress=False)
+        index.commit()
+    old = {p.name: p.read_bytes() for p in path.iterdir() if p.name.startswith("seg-")}
+    monkeypatch.setattr(docstore, "STORED_LEVEL", 1)
+    (old_bytes,) = old.values()
+    level_1 = SectionFile(PATH, encode_segment(DOCUMENTS[:200], None)).raw("stored.blob")
+    assert SectionFile(PATH, old_bytes).raw("stored.blob") != level_1  # level 3's bytes really differ
+    with Index.open(path) as index:
+        assert index.scrub().ok
+        for entry in DOCUMENTS[:200:23]:
+            assert stored_record(index.get(entry.document.key)) == stored_record(entry.document)
+        index.add_many([d.document for d in DOCUMENTS[200:]], progress=False)
+        index.commit()
+        assert index.merge(force=True) == 2
+        assert index.scrub().ok
+        for entry in DOCUMENTS[::29]:
+            assert stored_record(index.get(entry.document.key)) == stored_record(entry.document)
+    # The merge decompressed the level-3 blocks and wrote what a fresh build writes today.
+    (merged,) = [p for p in path.iterdir() if p.name.startswith("seg-")]
+    fresh = SectionFile(PATH, encode_segment(DOCUMENTS, None)).raw("stored.blob")
+    assert SectionFile(PATH, merged.read_bytes()).raw("stored.blob") == fresh
