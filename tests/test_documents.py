@@ -118,3 +118,49 @@ def test_a_bad_list_field_is_refused_naming_the_document_and_field(
     with pytest.raises(error, match=message) as caught:
         Document("doc-1", "t", fields={"tags": value})
     assert "'doc-1'" in str(caught.value) and len(str(caught.value)) < 300
+
+
+# The constructor's fast path (ASCII text, no links, no fields) must check and freeze exactly
+# what the general path does: each case below goes one way or the other.
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"text": "caf\u00e9 \ud800"}, "lone surrogate"),
+        ({"text": b"bytes"}, "text must be str"),
+        ({"links": ["ok", "bad\n"]}, "links"),
+        ({"links": "one-string"}, "single string"),
+        ({"links": 5}, "sequence of keys"),
+        ({"fields": None}, "fields must be a mapping"),
+        ({"fields": [("a", 1)]}, "fields must be a mapping"),
+        ({"text_fields": None}, "text_fields must be a mapping"),
+        ({"text_fields": {"text": "x"}}, "text field name"),
+        ({"fields": {}, "text_fields": {"title": 3}}, "must be str"),
+        ({"fields": {"": 1}}, "non-empty str"),
+    ],
+)
+def test_every_shape_of_document_is_still_checked(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidDocumentError, match=message):
+        Document("k", **kwargs)
+
+
+def test_documents_without_fields_read_as_empty_read_only_mappings() -> None:
+    from collections.abc import Mapping
+    from types import MappingProxyType
+
+    plain = Document("k", "ascii text")
+    assert isinstance(plain.fields, MappingProxyType) and dict(plain.fields) == {}
+    assert isinstance(plain.text_fields, MappingProxyType) and dict(plain.text_fields) == {}
+    assert plain.links == ()
+    with pytest.raises(TypeError):
+        plain.fields["x"] = 1  # type: ignore[index]
+    assert plain == Document("k", "ascii text", fields={}, text_fields={}, links=[])  # type: ignore[arg-type]
+    assert Document("k", links=[]).links == ()  # type: ignore[arg-type]
+    assert Document("k", links=("a", "a")).links == ("a", "a")
+    assert Document("k", "caf\u00e9").text == "caf\u00e9"
+    mapped = Document("k", fields=MappingProxyType({"a": 1}), text_fields={"title": "t"})
+    assert dict(mapped.fields) == {"a": 1} and dict(mapped.text_fields) == {"title": "t"}
+    assert isinstance(mapped.fields, Mapping)
+    mutable: dict[str, Any] = {}
+    held = Document("k", fields=mutable)
+    mutable["late"] = 1  # the document keeps its own copy, not the caller's dict
+    assert dict(held.fields) == {}

@@ -11,6 +11,7 @@ threads.
 from __future__ import annotations
 
 import io
+import itertools
 import random
 import threading
 import tracemalloc
@@ -20,6 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from weftsearch import Document
 from weftsearch.errors import CorruptIndexError
@@ -308,3 +311,136 @@ def test_a_merge_that_spills_its_blocks_reads_back_every_record(
         for entry in DOCUMENTS[::37]:
             assert stored_record(index.get(entry.document.key)) == stored_record(entry.document)
     assert sorted(p.name for p in path.iterdir() if p.name.startswith("seg-")) == ["seg-000003.wseg"]
+
+
+def test_an_index_written_at_level_3_opens_merges_and_scrubs_at_today_s_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Level 3 was the store's level before stop 38: such version-4 indexes keep working."""
+    from weftsearch import Index
+
+    path = tmp_path / "idx"
+    monkeypatch.setattr(docstore, "STORED_LEVEL", 3)
+    with Index.create(path) as index:
+        index.add_many([d.document for d in DOCUMENTS[:200]], progress=False)
+        index.commit()
+    old = {p.name: p.read_bytes() for p in path.iterdir() if p.name.startswith("seg-")}
+    monkeypatch.setattr(docstore, "STORED_LEVEL", 1)
+    (old_bytes,) = old.values()
+    level_1 = SectionFile(PATH, encode_segment(DOCUMENTS[:200], None)).raw("stored.blob")
+    assert SectionFile(PATH, old_bytes).raw("stored.blob") != level_1  # level 3's bytes really differ
+    with Index.open(path) as index:
+        assert index.scrub().ok
+        for entry in DOCUMENTS[:200:23]:
+            assert stored_record(index.get(entry.document.key)) == stored_record(entry.document)
+        index.add_many([d.document for d in DOCUMENTS[200:]], progress=False)
+        index.commit()
+        assert index.merge(force=True) == 2
+        assert index.scrub().ok
+        for entry in DOCUMENTS[::29]:
+            assert stored_record(index.get(entry.document.key)) == stored_record(entry.document)
+    # The merge copied the level-3 blocks it could take whole (a rebuild writes level 1 throughout).
+    (merged,) = [p for p in path.iterdir() if p.name.startswith("seg-")]
+    blob = bytes(SectionFile(PATH, merged.read_bytes()).raw("stored.blob"))
+    assert bytes(SectionFile(PATH, old_bytes).raw("stored.blob"))[:1000] in blob
+
+
+# ---------------------------------------------------------------------------- merges copy whole blocks
+
+
+def _merged(parts: list[list[SegmentDocument]], deleted: frozenset[str] = frozenset()) -> bytes:
+    """The segment a merge of one segment per part writes (documents of ``deleted`` dropped)."""
+    from weftsearch.storage.segment_merge import merge_columns
+    from weftsearch.storage.segment_writer import encode_columns
+
+    sources = []
+    for part in parts:
+        reader = SegmentReader(PATH, encode_segment(part, None))
+        live = np.array([str(key) not in deleted for key in reader.keys().tolist()], dtype=bool)
+        sources.append((reader, live))
+    return encode_columns(merge_columns(sources))
+
+
+def _text(rng: random.Random, size: int) -> str:
+    if rng.random() < 0.2:  # incompressible: such a block is stored raw
+        return "".join(chr(rng.randrange(0x4E00, 0x9FFF)) for _ in range(size // 3))
+    return " ".join(rng.choice(WORDS) for _ in range(size // 6))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.sampled_from([0, 6, 60, 400, 3000, 20_000]), min_size=1, max_size=120),
+    cuts=st.lists(st.integers(0, 120), max_size=4),
+    interleave=st.booleans(),
+    deletes=st.sets(st.integers(0, 119), max_size=6),
+    seed=st.integers(0, 1000),
+)
+def test_a_merge_copying_whole_blocks_writes_what_a_fresh_build_writes(
+    sizes: list[int], cuts: list[int], interleave: bool, deletes: set[int], seed: int
+) -> None:
+    """Block copying (sources cut at random runs of keys, or interleaved) gives a fresh build's bytes."""
+    rng = random.Random(seed)
+    documents = [
+        SegmentDocument(Document(f"k{i:04d}", _text(rng, size)), {"w": 1}, 1) for i, size in enumerate(sizes)
+    ]
+    if interleave:  # every source holds every other key: no merged block is a source's block
+        parts = [documents[0::2], documents[1::2]]
+    else:
+        bounds = sorted({0, len(documents), *(min(c, len(documents)) for c in cuts)})
+        parts = [documents[a:b] for a, b in itertools.pairwise(bounds)]
+    deleted = frozenset(f"k{i:04d}" for i in deletes)
+    live = [d for d in documents if d.document.key not in deleted]
+    merged = _merged([p for p in parts if p], deleted)
+    assert merged == encode_segment(live, None)
+    reader = SegmentReader(PATH, merged)
+    assert reader.verify() == []
+
+
+def test_a_merge_of_runs_copies_their_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    copied: list[int] = []
+    real = docstore._Blocks.copy
+
+    def counting(self: Any, first: int, packed: bytes, raw_length: int, method: int) -> None:
+        copied.append(first)
+        real(self, first, packed, raw_length, method)
+
+    monkeypatch.setattr(docstore._Blocks, "copy", counting)
+    ordered = sorted(DOCUMENTS, key=lambda d: d.document.key)
+    merged = _merged([ordered[:150], ordered[150:]])
+    assert merged == SEGMENT
+    assert len(copied) >= len(_table(SEGMENT)) // 2  # most blocks came whole from a run
+    copied.clear()
+    assert _merged([ordered[0::2], ordered[1::2]]) == SEGMENT
+    # Interleaved sources: only the long records, alone in a block in every segment, are copied;
+    # every other block is decompressed and compressed again.
+    assert copied == [3, 5]
+
+
+def test_a_merge_never_copies_a_damaged_block() -> None:
+    """A source block failing its CRC32C is read record by record, which refuses it (no laundering)."""
+    from weftsearch.storage.segment_merge import merge_columns
+    from weftsearch.storage.segment_writer import encode_columns
+
+    ordered = sorted(DOCUMENTS, key=lambda d: d.document.key)
+    sections = _sections(encode_segment(ordered[:150], None))
+    sections["stored.blob"][10] ^= 0xFF  # block 0, its section checksum resealed
+    damaged = SegmentReader(PATH, encode_sections(sections))
+    other = SegmentReader(PATH, encode_segment(ordered[150:], None))
+    sources = [(damaged, np.ones(150, dtype=bool)), (other, np.ones(other.n_docs, dtype=bool))]
+    with pytest.raises(CorruptIndexError, match="stored document 0"):
+        encode_columns(merge_columns(sources))
+
+
+def test_scrub_finds_a_damaged_copied_block() -> None:
+    ordered = sorted(DOCUMENTS, key=lambda d: d.document.key)
+    sections = _sections(_merged([ordered[:150], ordered[150:]]))
+    sections["stored.blob"][10] ^= 0xFF
+    reader = SegmentReader(PATH, encode_sections(sections))
+    assert any("stored block 0 (documents 0.." in problem for problem in reader.verify())
+    assert reader.document(0) is None
+
+
+def test_a_merge_of_only_deleted_documents_stores_nothing() -> None:
+    ordered = sorted(DOCUMENTS, key=lambda d: d.document.key)
+    keys = frozenset(d.document.key for d in ordered[:10])
+    assert _merged([ordered[:5], ordered[5:10]], keys) == encode_segment([], None)

@@ -84,6 +84,19 @@ def _fixture(version: int) -> Fixture:
 
 
 FIXTURES = {version: _fixture(version) for version in (4,)}
+#: The zstd level each fixture's stored blocks were written at. The level is not part of the
+#: format (a reader decodes any level), so when the writer's level changes (3 -> 1 at stop 38)
+#: the fixture stays, an index written before, and is rebuilt at its own level: every other
+#: byte must still match.
+FIXTURE_STORED_LEVEL = {4: 3}
+#: Runs a fixture script (argv[1]) with ``argv[2:]``, the stored blocks at level ``argv[0]``.
+_AT_LEVEL = (
+    "import runpy, sys\n"
+    "from weftsearch.storage import docstore\n"
+    "docstore.STORED_LEVEL = int(sys.argv[1])\n"
+    "sys.argv = sys.argv[2:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
 VERSIONS = sorted(FIXTURES)
 #: (version, search label) for every recorded search of every fixture.
 SEARCH_CASES = [(v, label) for v in VERSIONS for label in FIXTURES[v].labels]
@@ -347,8 +360,13 @@ def test_fixture_rebuilds_byte_for_byte(tmp_path: Path, hash_seed: str, version:
         pytest.skip("this version writes another format; the fixture is read-only history")
     out = tmp_path / fixture.root.name
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONHASHSEED": hash_seed}
+    level = str(FIXTURE_STORED_LEVEL[version])
     subprocess.run(
-        [sys.executable, str(fixture.script), str(out)], check=True, env=env, cwd=tmp_path, timeout=120
+        [sys.executable, "-c", _AT_LEVEL, level, str(fixture.script), str(out)],
+        check=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
     )
     rebuilt = tree_hashes(out)
     assert set(rebuilt) == {"expected.json", *(f"index/{p.name}" for p in fixture.index.iterdir())}

@@ -1447,3 +1447,21 @@ def test_a_failed_encoding_here_leaves_no_file_and_the_commit_encodes_again(
     assert len(calls) == 1 and not calls[0].exists()
     monkeypatch.setattr(children_module, "write_columns", real)
     assert file_hashes(tmp_path / "index") == file_hashes(tmp_path / "reference")
+
+
+@pytest.mark.parametrize("shape", ["sorted", "sorted runs overlapping at one key", "reversed", "shuffled"])
+def test_sorted_in_slices_equals_sorted_for_inputs_in_order_or_not(shape: str) -> None:
+    """Slices already in order are concatenated, others merged: the result is sorted's either way."""
+    rng = random.Random(5)
+    keys = sorted(rng.randrange(0, 2_000) for _ in range(5 * SLICE + 3))  # repeated keys: stability shows
+    items = [(key, position) for position, key in enumerate(keys)]
+    if shape == "sorted runs overlapping at one key":
+        items[SLICE], items[SLICE - 1] = items[SLICE - 1], items[SLICE]
+    elif shape == "reversed":
+        items.reverse()
+    elif shape == "shuffled":
+        rng.shuffle(items)
+    pause = CountingPause()
+    assert sorted_in_slices(items, lambda item: item[0], pause) == sorted(items, key=lambda item: item[0])
+    assert sorted_in_slices(items, None, pause) == sorted(items)
+    assert pause.calls >= 5

@@ -52,7 +52,7 @@ from weftsearch.engine.facets import Facets, check_facet_fields, check_facet_k
 from weftsearch.engine.filters import Filter
 from weftsearch.engine.highlighting import snapshot_highlighter
 from weftsearch.engine.inflight import SearchesInFlight
-from weftsearch.engine.ingest import analyse_documents, resolve_schema, resolve_workers
+from weftsearch.engine.ingest import analyse_documents, collection_paused, resolve_schema, resolve_workers
 from weftsearch.engine.merge_policy import MergePolicy
 from weftsearch.engine.pacing import YieldToSearches, release_gradually
 from weftsearch.engine.pages import IndexCursors, PageStart
@@ -950,9 +950,15 @@ class Index:
             EmbeddingError: the embedder failed on a batch (the message names its documents).
 
         Complexity: O(total text length) for analysis, outside any lock,
-        divided among the workers.
+        divided among the workers. Python's automatic cyclic garbage collection
+        is paused meanwhile (see :func:`~weftsearch.engine.ingest.collection_paused`).
 
         """
+        with collection_paused():
+            return self._add_many(documents, progress, workers)
+
+    def _add_many(self, documents: Iterable[Document], progress: bool | None, workers: int | None) -> int:
+        """:meth:`add_many`'s body (the collector paused by the caller)."""
         self._check_writable()
         batch = list(documents)
         seen: set[str] = set()

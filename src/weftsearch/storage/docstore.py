@@ -15,16 +15,18 @@ Storage knows bytes here, never documents: a record is whatever
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol, runtime_checkable
 
 import numpy as np
 import zstandard
+from numpy.typing import NDArray
 
 from weftsearch.storage.codec import checksum
 from weftsearch.storage.pausing import Pause, no_pause
@@ -40,6 +42,8 @@ __all__ = [
     "STORED_LEVEL",
     "STORED_MAX_RATIO",
     "BlockCache",
+    "WholeBlocks",
+    "block_starts",
     "decompress_block",
     "stored_sections",
 ]
@@ -54,7 +58,10 @@ STORED_BLOCK_BYTES = 16 * 1024
 STORED_BLOCK_RECORDS = 128
 
 #: zstd level the writer uses (fixed: the same records give the same bytes, given one zstd).
-STORED_LEVEL = 3
+#: Level 1 against 3 (docs/FORMAT.md, "Stored text"): a quarter less compression CPU (a build
+#: compresses every record twice at 1M: in its runs and in the commit's merge), decompression
+#: a fifth faster, the size within 1% on SciFact and 3% smaller on the synthetic corpus.
+STORED_LEVEL = 1
 
 #: The largest raw ÷ compressed ratio a zstd block may claim; a block that compresses better
 #: is stored uncompressed (method 0). With it, a block's raw length (what decompression
@@ -78,12 +85,16 @@ _contexts = threading.local()
 
 def _compressor() -> Any:
     found = getattr(_contexts, "compressor", None)
-    if found is None:
-        found = zstandard.ZstdCompressor(
-            level=STORED_LEVEL, write_checksum=False, write_content_size=True, write_dict_id=False
+    # Keyed by the level, so a test that sets another STORED_LEVEL gets a compressor of that level.
+    if found is None or found[0] != STORED_LEVEL:
+        found = (
+            STORED_LEVEL,
+            zstandard.ZstdCompressor(
+                level=STORED_LEVEL, write_checksum=False, write_content_size=True, write_dict_id=False
+            ),
         )
         _contexts.compressor = found
-    return found
+    return found[1]
 
 
 def _decompressor() -> Any:
@@ -151,6 +162,13 @@ class _Blocks:
 
         return produce
 
+    def copy(self, first: int, packed: bytes, raw_length: int, method: int) -> None:
+        """Keep a block compressed before (another segment's), as it is."""
+        self._keep(packed)
+        self.table.extend((first, self.size, len(packed), raw_length, method))
+        self.crcs.append(checksum(packed))
+        self.size += len(packed)
+
     def close(self, first: int, records: list[bytes]) -> None:
         raw = b"".join(records)
         packed = self._compressor.compress(raw)
@@ -164,8 +182,81 @@ class _Blocks:
         self.size += len(packed)
 
 
+@runtime_checkable
+class WholeBlocks(Protocol):
+    """Records that can hand over whole compressed blocks: a merge's, read from its sources.
+
+    :func:`stored_sections` then takes the records' lengths and CRC32Cs from the
+    sources' tables and, for each block it cuts, copies the source's compressed
+    block when the block holds exactly that block's records, decompressing
+    nothing; any other block is read record by record (``records[a:b]``,
+    each checked) and compressed as usual.
+    """
+
+    def __len__(self) -> int:
+        """The number of records."""
+
+    def __getitem__(self, item: slice) -> list[bytes]:
+        """Records ``item`` (a slice), each checked against its CRC32C."""
+
+    def record_lengths(self) -> NDArray[np.int64]:
+        """Every record's length in bytes, in order."""
+
+    def record_crcs(self) -> NDArray[np.uint32]:
+        """Every record's CRC32C, in order."""
+
+    def whole_block(self, start: int, end: int) -> tuple[bytes, int, int] | None:
+        """The block of records ``start ..< end`` as compressed before, or ``None``.
+
+        ``(compressed bytes, raw length, method)`` if those records are one
+        whole block of one source whose bytes pass their CRC32C.
+        """
+
+
+def block_starts(lengths: Sequence[int]) -> list[int]:
+    """The first record of each block the store cuts records of ``lengths`` into (see module docstring).
+
+    A block is closed before a record that would take it past
+    :data:`STORED_BLOCK_BYTES`, or at :data:`STORED_BLOCK_RECORDS` records. O(n).
+    """
+    starts: list[int] = []
+    size = count = 0
+    limit, most = STORED_BLOCK_BYTES, STORED_BLOCK_RECORDS
+    for position, length in enumerate(lengths):
+        if not count or size + length > limit or count == most:
+            starts.append(position)
+            size = count = 0
+        size += length
+        count += 1
+    return starts
+
+
+def _copied_sections(records: WholeBlocks, pause: Pause, spill: Path | None) -> dict[str, Section]:
+    """:func:`stored_sections` of records that can hand over whole blocks (same bytes, given one zstd)."""
+    n = len(records)
+    lengths = records.record_lengths()
+    offsets = np.zeros(n + 1, dtype=np.uint64)
+    np.cumsum(lengths, out=offsets[1:])
+    blocks = _Blocks(spill)
+    starts = block_starts(lengths.tolist())
+    for first, end in itertools.pairwise([*starts, n] if starts else []):
+        found = records.whole_block(first, end)
+        if found is None:
+            blocks.close(first, records[first:end])
+        else:
+            blocks.copy(first, *found)
+        pause()
+    return {
+        "stored.blob": ByteChunks(blocks.size, blocks.chunks()),
+        "stored.offsets": offsets,
+        "stored.crc": np.ascontiguousarray(records.record_crcs(), dtype=np.uint32),
+        "stored.blocks": np.array(blocks.table, dtype=np.uint64),
+        "stored.block_crc": np.array(blocks.crcs, dtype=np.uint32),
+    }
+
+
 def stored_sections(
-    records: Sequence[bytes], pause: Pause = no_pause, *, spill: Path | None = None
+    records: Sequence[bytes] | WholeBlocks, pause: Pause = no_pause, *, spill: Path | None = None
 ) -> dict[str, Section]:
     """The ``stored.*`` sections of ``records`` (local-id order). Deterministic.
 
@@ -177,8 +268,12 @@ def stored_sections(
     or at :data:`STORED_BLOCK_RECORDS` records. Reads ``records`` a slice at a
     time (it may be lazy, as a merge's is) and keeps the compressed blocks,
     not the raw records (past 32 MiB of them, in an unlinked file in
-    ``spill`` when given). O(raw bytes).
+    ``spill`` when given). Records that can hand over whole blocks
+    (:class:`WholeBlocks`, a merge's) give the same sections, copying each
+    block a source already holds as it is. O(raw bytes).
     """
+    if isinstance(records, WholeBlocks):
+        return _copied_sections(records, pause, spill)
     n = len(records)
     offsets = np.zeros(n + 1, dtype=np.uint64)
     crcs = np.empty(n, dtype=np.uint32)

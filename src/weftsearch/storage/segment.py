@@ -632,6 +632,40 @@ class SegmentReader:
             self._blocks_cache.put(block, raw)
         return raw
 
+    def whole_stored_block(self, first: int, end: int) -> tuple[bytes, int, int] | None:
+        """The stored block holding exactly records ``first ..< end``, as compressed, or ``None``.
+
+        ``(compressed bytes, raw length, method)`` if there is such a block and
+        its bytes pass their CRC32C. A merge copies such a block as it is (no decompression); on ``None`` it
+        reads the records one by one, which reports damage as usual.
+
+        Raises:
+            CorruptIndexError: the stored sections' tables are damaged.
+
+        """
+        table, firsts, _, _ = self._stored_table()
+        block = bisect.bisect_left(firsts, first)
+        if block >= len(firsts) or firsts[block] != first:
+            return None
+        if (firsts[block + 1] if block + 1 < len(firsts) else self.n_docs) != end:
+            return None
+        _, at, packed_length, raw_length, method = (int(v) for v in table[block])
+        packed = bytes(self._file.raw("stored.blob")[at : at + packed_length])
+        if checksum(packed) != int(self._file.array("stored.block_crc")[block]):
+            return None
+        return packed, raw_length, method
+
+    def record_lengths_and_crcs(self) -> tuple[NDArray[np.int64], NDArray[np.uint32]]:
+        """Every stored record's length in bytes and CRC32C, from the checked tables (nothing decompressed).
+
+        Raises:
+            CorruptIndexError: the stored sections' tables are damaged.
+
+        """
+        _, _, offsets, crcs = self._stored_table()
+        lengths: NDArray[np.int64] = np.diff(offsets).astype(np.int64)
+        return lengths, crcs
+
     def _checked_record(self, local: int) -> bytes | None:
         """Document ``local``'s stored record if its block and its CRC32C are sound, else ``None``.
 

@@ -47,14 +47,20 @@ MERGE_CHUNK_POSTINGS = 1 << 19
 _RELEASE_EVERY = 1 << 16
 
 
+#: Compressed bytes a merge copies whole from its sources between two releases of their pages.
+_RELEASE_COPIED = 64 << 20
+
+
 class _GatheredRecords(Sequence[bytes]):
     """The stored records of merged documents, read (and checked) from the sources when asked.
 
     Holds two integers a document, never the records: a merge's
-    :func:`segment_sections` reads them a slice at a time.
+    :func:`segment_sections` reads them a slice at a time, or copies a
+    source's compressed block whole where the merged block holds exactly its
+    records (:class:`~weftsearch.storage.docstore.WholeBlocks`).
     """
 
-    __slots__ = ("_local", "_read", "_readers", "_source")
+    __slots__ = ("_copied", "_local", "_read", "_readers", "_source")
 
     def __init__(
         self, readers: Sequence[SegmentReader], source: NDArray[np.int32], local: NDArray[np.int64]
@@ -63,6 +69,43 @@ class _GatheredRecords(Sequence[bytes]):
         self._source = source
         self._local = local
         self._read = 0
+        self._copied = 0
+
+    def record_lengths(self) -> NDArray[np.int64]:
+        """Every merged record's length, from the sources' record tables."""
+        lengths = np.zeros(len(self), dtype=np.int64)
+        for number, reader in enumerate(self._readers):
+            mine = self._source == number
+            lengths[mine] = reader.record_lengths_and_crcs()[0][self._local[mine]]
+        return lengths
+
+    def record_crcs(self) -> NDArray[np.uint32]:
+        """Every merged record's CRC32C, from the sources' record tables."""
+        crcs = np.zeros(len(self), dtype=np.uint32)
+        for number, reader in enumerate(self._readers):
+            mine = self._source == number
+            crcs[mine] = reader.record_lengths_and_crcs()[1][self._local[mine]]
+        return crcs
+
+    def whole_block(self, start: int, end: int) -> tuple[bytes, int, int] | None:
+        """A source's compressed block if merged records ``start ..< end`` are exactly its records."""
+        sources = self._source[start:end]
+        number = int(sources[0])
+        first = int(self._local[start])
+        # One source, consecutive local ids (a deleted document in between breaks the run).
+        if int(sources.min()) != number or int(sources.max()) != number:
+            return None
+        if int(self._local[end - 1]) - first != end - start - 1:
+            return None
+        reader = self._readers[number]
+        found = reader.whole_stored_block(first, first + end - start)
+        if found is not None:
+            self._copied += len(found[0])
+            if self._copied >= _RELEASE_COPIED:
+                self._copied = 0
+                for each in self._readers:
+                    each.release_pages()
+        return found
 
     def __len__(self) -> int:
         return int(self._source.shape[0])

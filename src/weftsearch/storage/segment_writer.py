@@ -120,6 +120,9 @@ def stored_record(document: Document) -> bytes:
     per record costs more in Python overhead than encoding the text does.
     """
     fields = document.fields
+    if not fields and document.time is None and not document.text_fields:
+        # The common record (text alone): the same bytes as below in one concatenation.
+        return ('{"fields":{},"text":' + _encode_json_string(document.text) + ',"time":null}').encode("utf-8")
     time = document.timestamp
     return "".join(
         (
