@@ -935,17 +935,27 @@ static inline __attribute__((always_inline)) void read_candidates_as(walk *w, cu
         int64_t block = c->pos >> WEFT_BLOCK_SHIFT, start = block << WEFT_BLOCK_SHIFT;
         int64_t i = c->pos - start, n = block_count(c, block);
         const uint32_t *ids = c->main->ids;
+        /*
+         * Two passes: the block's postings in the window that are candidates' (their indices,
+         * collected without a branch on the candidate bit, which is taken at random), then their
+         * contributions. A branch per posting there cost a misprediction every few postings.
+         */
+        uint8_t hits[WEFT_BLOCK];
+        int64_t found = 0;
         for (; i < n && (int64_t)ids[i] <= high; i++) {
             int64_t at = (int64_t)ids[i] - low;
-            if (seen[at >> 6] & ((uint64_t)1 << (at & 63))) {
-                double share = contribution(c, ids[i], tf_at(c, c->main, i), norms, k1);
-                partial[at] += share;
-                if (store) {
-                    contrib[at] = share;
-                    held[at >> 6] |= (uint64_t)1 << (at & 63);
-                }
-                count_scored(c, start + i, &w->postings_scored, &w->blocks_scored);
+            hits[found] = (uint8_t)i;
+            found += (int64_t)((seen[at >> 6] >> (at & 63)) & 1);
+        }
+        for (int64_t h = 0; h < found; h++) {
+            int64_t x = hits[h], at = (int64_t)ids[x] - low;
+            double share = contribution(c, ids[x], tf_at(c, c->main, x), norms, k1);
+            partial[at] += share;
+            if (store) {
+                contrib[at] = share;
+                held[at >> 6] |= (uint64_t)1 << (at & 63);
             }
+            count_scored(c, start + x, &w->postings_scored, &w->blocks_scored);
         }
         c->pos = start + i;
         if (i < n) break;
