@@ -679,7 +679,7 @@ static int walk_alloc(walk *w, int64_t k, int64_t largest_part, scratch *keep) {
         keep->cum = malloc(((size_t)width + 1) * sizeof(double));
         keep->width = keep->cursors && keep->lanes && keep->order && keep->cum ? width : 0;
     }
-    if (keep->partial == NULL) keep->partial = malloc(WEFT_WINDOW * sizeof(double));
+    if (keep->partial == NULL) keep->partial = calloc(WEFT_WINDOW, sizeof(double));
     /* Optional (the walk seeks the lists again without them): no failure when they cannot be had. */
     if (width <= WEFT_STORED_LISTS && keep->stored_width < width) {
         free(keep->contrib);
@@ -902,12 +902,19 @@ static inline __attribute__((always_inline)) void read_essential_as(walk *w, cur
         for (; i < n && (int64_t)ids[i] <= high; i++) {
             int64_t at = (int64_t)ids[i] - low;
             uint64_t bit = (uint64_t)1 << (at & 63);
-            if (!(seen[at >> 6] & bit)) {
-                seen[at >> 6] |= bit;
-                partial[at] = 0.0;
-            }
+            /*
+             * A document's first posting in the window starts its sum from 0.0: the sum so far is
+             * kept or masked to +0.0 by the candidate bit, without a branch on it (taken at random
+             * across the window's lists). Either way the same addition, 0.0 + share at first.
+             */
+            uint64_t held_before = (uint64_t)0 - ((seen[at >> 6] >> (at & 63)) & 1), sum_bits;
+            seen[at >> 6] |= bit;
+            double sum = partial[at]; /* calloc'd once: never an uninitialised read */
+            memcpy(&sum_bits, &sum, sizeof sum);
+            sum_bits &= held_before;
+            memcpy(&sum, &sum_bits, sizeof sum);
             double share = contribution(c, ids[i], tfs[i], norms, k1);
-            partial[at] += share;
+            partial[at] = sum + share;
             if (store) {
                 contrib[at] = share;
                 held[at >> 6] |= bit;
