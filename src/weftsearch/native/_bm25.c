@@ -887,6 +887,16 @@ static inline __attribute__((always_inline)) int64_t split_essential(walk *w, in
 }
 
 /*
+ * Where a decoded block's postings leave the window: the first index in [i, n) whose id is past
+ * high, n when the block ends inside it (the usual case with windows of WEFT_WINDOW ids). The
+ * reads then loop to a known end, without comparing every id with high.
+ */
+static inline int64_t window_end(const cursor *c, int64_t block, int64_t i, int64_t n, int64_t high) {
+    if ((int64_t)c->last[block] <= high) return n;
+    return first_at_least(c->main, i, n, (uint32_t)(high + 1)); /* high < last <= UINT32_MAX: exists */
+}
+
+/*
  * Read an essential list through the window, block by block (a tight loop over each decoded
  * block's postings there): every posting makes its document a candidate and adds to its
  * partial sum.
@@ -905,11 +915,11 @@ static inline __attribute__((always_inline)) void read_essential_as(walk *w, cur
         int64_t block = c->pos >> WEFT_BLOCK_SHIFT, start = block << WEFT_BLOCK_SHIFT;
         int64_t i = c->pos - start, n = block_count(c, block);
         const uint32_t *ids = c->main->ids;
-        const uint32_t *tfs = i < n && (int64_t)ids[i] <= high ? block_tfs(c, c->main) : NULL;
-        if (i < n && (int64_t)ids[i] <= high && block != c->scored_block)
-            c->scored_block = block, w->blocks_scored++;
+        int64_t end = window_end(c, block, i, n, high);
+        const uint32_t *tfs = i < end ? block_tfs(c, c->main) : NULL;
+        if (i < end && block != c->scored_block) c->scored_block = block, w->blocks_scored++;
         int64_t from = i;
-        for (; i < n && (int64_t)ids[i] <= high; i++) {
+        for (; i < end; i++) {
             int64_t at = (int64_t)ids[i] - low;
             uint64_t bit = (uint64_t)1 << (at & 63);
             /*
@@ -958,8 +968,8 @@ static inline __attribute__((always_inline)) void read_candidates_as(walk *w, cu
          * contributions. A branch per posting there cost a misprediction every few postings.
          */
         uint8_t hits[WEFT_BLOCK];
-        int64_t found = 0;
-        for (; i < n && (int64_t)ids[i] <= high; i++) {
+        int64_t found = 0, end = window_end(c, block, i, n, high);
+        for (; i < end; i++) {
             int64_t at = (int64_t)ids[i] - low;
             hits[found] = (uint8_t)i;
             found += (int64_t)((seen[at >> 6] >> (at & 63)) & 1);
