@@ -30,7 +30,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slowest", type=int, default=15)
     parser.add_argument("--dump", default=None, help="save the records as DUMP-rows.npy and DUMP-spans.txt")
     parser.add_argument("--switch-interval", type=float, default=None)
+    parser.add_argument("--warm-searches", type=int, default=None, help="override WARM_SEARCHES")
+    parser.add_argument("--warm-seconds", type=float, default=None, help="override WARM_SECONDS")
     args = parser.parse_args(argv)
+    if args.warm_searches is not None:
+        warming.WARM_SEARCHES = args.warm_searches
+    if args.warm_seconds is not None:
+        warming.WARM_SECONDS = args.warm_seconds
     if args.switch_interval:
         sys.setswitchinterval(args.switch_interval)
 
@@ -158,8 +163,15 @@ def main(argv: list[str] | None = None) -> int:
                 cpu = time.thread_time()
                 faults = resource.getrusage(thread_usage).ru_minflt
                 search(item)
-                out.append((when, start, time.perf_counter(), time.thread_time() - cpu,
-                            resource.getrusage(thread_usage).ru_minflt - faults))
+                out.append(
+                    (
+                        when,
+                        start,
+                        time.perf_counter(),
+                        time.thread_time() - cpu,
+                        resource.getrusage(thread_usage).ru_minflt - faults,
+                    )
+                )
 
         def writer() -> None:
             time.sleep(max(0.0, origin + args.at - time.perf_counter()))
@@ -186,7 +198,12 @@ def main(argv: list[str] | None = None) -> int:
 
     began, committed, ended = window
     if args.dump:
-        np.save(args.dump + "-rows.npy", np.array([(w, r[0] - began, r[1] - began, r[2] - began, r[3], r[4]) for w, rs in enumerate(records) for r in rs]))
+        relative = [
+            (w, r[0] - began, r[1] - began, r[2] - began, r[3], r[4])
+            for w, rs in enumerate(records)
+            for r in rs
+        ]
+        np.save(args.dump + "-rows.npy", np.array(relative))
         with open(args.dump + "-spans.txt", "w") as out:
             for name, start, end in stages.spans + stages.gcs:
                 out.write(f"{name}\t{start - began}\t{end - began}\n")
@@ -203,10 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{label:>28}: n={int(mask.sum()):6d}  p50 {np.percentile(latency[mask], 50):7.2f}"
             f"  p99 {np.percentile(latency[mask], 99):7.2f}  max {latency[mask].max():7.2f} ms"
-            f"  (service p99 {np.percentile(service[mask], 99):6.2f}, cpu p99 {np.percentile(cpu[mask], 99):5.2f})"
+            f"  (service p99 {np.percentile(service[mask], 99):6.2f},"
+            f" cpu p99 {np.percentile(cpu[mask], 99):5.2f})"
         )
 
-    print(f"commit {committed - began:.2f} s, merge {ended - committed:.2f} s, writer CPU {writer_cpu[0]:.2f} s")
+    print(
+        f"commit {committed - began:.2f} s, merge {ended - committed:.2f} s, writer CPU {writer_cpu[0]:.2f} s"
+    )
     show("before", rows[:, 0] < began)
     show("inside", inside)
     show("after", rows[:, 0] > ended)
@@ -217,25 +237,24 @@ def main(argv: list[str] | None = None) -> int:
             continue
         mask = (rows[:, 0] >= start) & (rows[:, 0] <= end) | (rows[:, 1] <= end) & (rows[:, 2] >= start)
         p99 = np.percentile(latency[mask], 99) if mask.any() else float("nan")
-        print(f"  {name:>15} {start - began:7.3f} {1e3 * (end - start):9.2f} ms  n={int(mask.sum()):5d} p99 {p99:7.2f}")
-    for name, a, b, c in getattr(index_module, "_PROBE", []):
-        print(f"PROBE {name} {a - began:.3f} {1e3*(b-a):.2f} {1e3*(c-b):.2f}")
+        length = 1e3 * (end - start)
+        print(f"  {name:>15} {start - began:7.3f} {length:9.2f} ms  n={int(mask.sum()):5d} p99 {p99:7.2f}")
     print(f"collections: {len(stages.gcs)} ({sum(e - s for _, s, e in stages.gcs) * 1e3:.1f} ms)")
     print(f"slowest {args.slowest} (scheduled s from commit start: latency, service, cpu ms; overlapping):")
     longest = np.argsort(service)[::-1][: args.slowest]
     for title, order in (("by latency", np.argsort(latency)[::-1][: args.slowest]), ("by service", longest)):
-      print(title)
-      for position in order:
-        when, start, end = rows[position, :3]
-        overlapping = [
-            f"{name}({start_ - began:.3f}+{1e3 * (end_ - start_):.0f})"
-            for name, start_, end_ in spans
-            if start_ <= end and end_ >= when and not (name == "gc0" and end_ - start_ < 0.001)
-        ]
-        print(
-            f"  {when - began:7.3f} {start - began:7.3f}: {latency[position]:7.2f} {service[position]:7.2f} {cpu[position]:6.2f}  "
-            + " ".join(overlapping)
-        )
+        print(title)
+        for position in order:
+            when, start, end = rows[position, :3]
+            overlapping = [
+                f"{name}({start_ - began:.3f}+{1e3 * (end_ - start_):.0f})"
+                for name, start_, end_ in spans
+                if start_ <= end and end_ >= when and not (name == "gc0" and end_ - start_ < 0.001)
+            ]
+            print(
+                f"  {when - began:7.3f} {start - began:7.3f}: {latency[position]:7.2f}"
+                f" {service[position]:7.2f} {cpu[position]:6.2f}  " + " ".join(overlapping)
+            )
     return 0
 
 

@@ -7,6 +7,8 @@ GIL-held stretches short, without timing anything.
 
 from __future__ import annotations
 
+import gc
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,11 @@ from typing import Any
 import pytest
 
 from weftsearch import Document, Index
-from weftsearch.engine import index as index_module
+from weftsearch.engine import children
+from weftsearch.engine.children import ChildFile
+from weftsearch.engine.pacing import release_gradually
+from weftsearch.storage.codec import FileStamp
+from weftsearch.storage.directory import IndexDirectory
 from weftsearch.storage.segment_writer import SegmentDocument
 
 
@@ -24,7 +30,7 @@ def _documents(count: int) -> list[Document]:
 
 def _release_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Record, at each release of a sealed or child-encoded batch, the most references any document has."""
-    real = index_module.release_gradually
+    real = release_gradually
     seen: list[int] = []
 
     def spy(entries: dict[str, SegmentDocument], pause: Any) -> None:
@@ -33,7 +39,7 @@ def _release_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         seen.append(max((sys.getrefcount(entry) for entry in entries.values()), default=0))
         real(entries, pause)
 
-    monkeypatch.setattr(index_module, "release_gradually", spy)
+    monkeypatch.setattr("weftsearch.engine.index.release_gradually", spy)
     return seen
 
 
@@ -69,3 +75,81 @@ def test_an_in_thread_seal_is_freed_by_its_gradual_release(
     index.commit()
     assert seen == [3]
     index.close()
+
+
+def _child_target(tmp_path: Path) -> ChildFile:
+    return ChildFile(IndexDirectory(tmp_path), "seg-000001.wseg", FileStamp("0" * 32, 1), "idle", None)
+
+
+def _write(path: Path) -> None:
+    path.write_bytes(b"written by the child")
+
+
+def test_the_heap_is_frozen_while_a_child_lives_and_unfrozen_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent's collections skip the pre-fork heap while it waits for the child, and only then."""
+    real_waitpid = os.waitpid
+    frozen_while_waiting: list[int] = []
+
+    def waitpid(pid: int, options: int) -> tuple[int, int]:
+        frozen_while_waiting.append(gc.get_freeze_count())
+        return real_waitpid(pid, options)
+
+    monkeypatch.setattr(os, "waitpid", waitpid)
+    keep = [object() for _ in range(10)]  # tracked objects that exist at the fork
+    assert gc.get_freeze_count() == 0
+    assert children.write_in_child(_write, _child_target(tmp_path))
+    assert frozen_while_waiting and frozen_while_waiting[0] > 0
+    assert gc.get_freeze_count() == 0
+    assert (tmp_path / "seg-000001.wseg").read_bytes() == b"written by the child"
+    del keep
+
+
+def test_the_heap_is_unfrozen_when_waiting_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception while the parent waits (a KeyboardInterrupt, say) still undoes the freeze."""
+    real_waitpid = os.waitpid
+
+    def interrupted(pid: int, options: int) -> tuple[int, int]:
+        real_waitpid(pid, options)  # reap the child, then fail as an interrupt would
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "waitpid", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        children.write_in_child(_write, _child_target(tmp_path))
+    assert gc.get_freeze_count() == 0
+
+
+def test_the_heap_is_unfrozen_when_no_child_can_be_forked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed fork (no process to spare) returns False with the collector as it was."""
+
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert not children.write_in_child(_write, _child_target(tmp_path))
+    assert gc.get_freeze_count() == 0
+
+
+def test_an_applications_own_freeze_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects the application froze stay frozen after a child: the engine never unfreezes them."""
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        assert children.write_in_child(_write, _child_target(tmp_path))
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_nested_children_share_one_freeze() -> None:
+    """Two children alive at once (two indexes committing): the heap thaws when the last ends."""
+    with children.heap_frozen():
+        assert gc.get_freeze_count() > 0
+        with children.heap_frozen():
+            assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0

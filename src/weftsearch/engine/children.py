@@ -16,7 +16,8 @@ import ctypes
 import gc
 import os
 import signal
-from collections.abc import Callable, Collection, Sequence
+import threading
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ __all__ = [
     "ChildFile",
     "die_with_parent",
     "encode_here",
+    "heap_frozen",
     "encode_in_child",
     "libc_prctl",
     "lower_priority",
@@ -101,6 +103,45 @@ def lower_priority(priority: str) -> None:
             os.nice(19)
 
 
+_FREEZE_LOCK = threading.Lock()
+#: Forked children alive under :func:`heap_frozen`, and whether the first of them froze the heap.
+_FREEZE_STATE = {"children": 0, "froze": False}
+
+
+@contextlib.contextmanager
+def heap_frozen() -> Iterator[None]:
+    """While a forked child lives, the parent's garbage collections skip the objects that existed at the fork.
+
+    A full collection walks every tracked object and writes to its header:
+    tens of milliseconds of GIL on a large heap (35-106 ms measured with
+    SciFact and a 20,000-document commit loaded), and with a child alive each
+    page it writes is copied first (copy-on-write), so a collection in a
+    searching thread then costs more still. ``gc.freeze()`` before the fork
+    moves those objects out of the collector's lists until ``gc.unfreeze()``
+    once the last child is reaped, so collections meanwhile walk only what
+    was made since (the fork's use ``gc.freeze`` is documented for). Nothing
+    is lost: frozen garbage is collected by the first full collection after.
+
+    Nested children (two indexes forking at once) share one freeze, undone
+    when the last ends. If the application froze objects itself (a non-zero
+    ``gc.get_freeze_count()`` at the first fork) nothing is frozen or
+    unfrozen here, so its freeze is never undone.
+    """
+    with _FREEZE_LOCK:
+        if _FREEZE_STATE["children"] == 0 and gc.get_freeze_count() == 0:
+            gc.freeze()
+            _FREEZE_STATE["froze"] = True
+        _FREEZE_STATE["children"] += 1
+    try:
+        yield
+    finally:
+        with _FREEZE_LOCK:
+            _FREEZE_STATE["children"] -= 1
+            if _FREEZE_STATE["children"] == 0 and _FREEZE_STATE["froze"]:
+                gc.unfreeze()
+                _FREEZE_STATE["froze"] = False
+
+
 @dataclass(frozen=True)
 class ChildFile:
     """The segment file a forked child writes, and how (:func:`write_in_child`).
@@ -143,25 +184,26 @@ def write_in_child(write: Callable[[Path], object], target: ChildFile) -> bool:
     directory, name = target.directory, target.name
     parent = os.getpid()
     libc_prctl()
-    try:
-        pid = os.fork()
-    except OSError:
-        return False  # no process to spare: the caller writes in its own thread
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 1
+    with heap_frozen():
         try:
-            if target.lock_fd is not None:
-                os.close(target.lock_fd)
-            die_with_parent(parent)
-            lower_priority(target.priority)
-            # A collection here would walk (and so copy-on-write) the parent's
-            # whole heap; the child makes no cycles that matter and exits soon.
-            gc.disable()
-            write(directory.path / f"{name}.tmp-{os.getpid()}")
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
+            pid = os.fork()
+        except OSError:
+            return False  # no process to spare: the caller writes in its own thread
+        if pid == 0:  # pragma: no cover - runs in the child
+            code = 1
+            try:
+                if target.lock_fd is not None:
+                    os.close(target.lock_fd)
+                die_with_parent(parent)
+                lower_priority(target.priority)
+                # A collection here would walk (and so copy-on-write) the parent's
+                # whole heap; the child makes no cycles that matter and exits soon.
+                gc.disable()
+                write(directory.path / f"{name}.tmp-{os.getpid()}")
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         (directory.path / f"{name}.tmp-{pid}").unlink(missing_ok=True)
         return False
