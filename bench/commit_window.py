@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=False,
         )  # fmt: skip
         stages.wrap(children, "write_in_child", "child")
+        stages.wrap(os, "fork", "fork")
         stages.wrap(index_module, "_own_reader", "open reader")
         stages.wrap(SegmentReader, "warm", "reader.warm")
         stages.wrap(warming.RecentSearches, "replay", "replay")
