@@ -85,29 +85,33 @@ def _write(path: Path) -> None:
     path.write_bytes(b"written by the child")
 
 
-def test_the_heap_is_frozen_while_a_child_lives_and_unfrozen_after(
+def _full_collections_off() -> bool:
+    """Whether the oldest generation's threshold is the one a living child sets."""
+    return gc.get_threshold()[2] == children._NO_FULL_COLLECTION
+
+
+def test_no_full_collection_while_a_child_lives_and_thresholds_restored_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The parent's collections skip the pre-fork heap while it waits for the child, and only then."""
+    """The parent makes no automatic full collection while it waits for the child, and only then."""
     real_waitpid = os.waitpid
-    frozen_while_waiting: list[int] = []
+    while_waiting: list[bool] = []
 
     def waitpid(pid: int, options: int) -> tuple[int, int]:
-        frozen_while_waiting.append(gc.get_freeze_count())
+        while_waiting.append(_full_collections_off())
         return real_waitpid(pid, options)
 
     monkeypatch.setattr(os, "waitpid", waitpid)
-    keep = [object() for _ in range(10)]  # tracked objects that exist at the fork
-    assert gc.get_freeze_count() == 0
+    before = gc.get_threshold()
     assert children.write_in_child(_write, _child_target(tmp_path))
-    assert frozen_while_waiting and frozen_while_waiting[0] > 0
-    assert gc.get_freeze_count() == 0
+    assert while_waiting == [True]
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0  # nothing frozen: the collector's counters stay true
     assert (tmp_path / "seg-000001.wseg").read_bytes() == b"written by the child"
-    del keep
 
 
-def test_the_heap_is_unfrozen_when_waiting_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An exception while the parent waits (a KeyboardInterrupt, say) still undoes the freeze."""
+def test_thresholds_restored_when_waiting_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception while the parent waits (a KeyboardInterrupt, say) still restores the thresholds."""
     real_waitpid = os.waitpid
 
     def interrupted(pid: int, options: int) -> tuple[int, int]:
@@ -115,12 +119,13 @@ def test_the_heap_is_unfrozen_when_waiting_fails(tmp_path: Path, monkeypatch: py
         raise KeyboardInterrupt
 
     monkeypatch.setattr(os, "waitpid", interrupted)
+    before = gc.get_threshold()
     with pytest.raises(KeyboardInterrupt):
         children.write_in_child(_write, _child_target(tmp_path))
-    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
 
 
-def test_the_heap_is_unfrozen_when_no_child_can_be_forked(
+def test_thresholds_restored_when_no_child_can_be_forked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failed fork (no process to spare) returns False with the collector as it was."""
@@ -129,27 +134,41 @@ def test_the_heap_is_unfrozen_when_no_child_can_be_forked(
         raise OSError(11, "Resource temporarily unavailable")
 
     monkeypatch.setattr(os, "fork", no_fork)
+    before = gc.get_threshold()
     assert not children.write_in_child(_write, _child_target(tmp_path))
-    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
 
 
-def test_an_applications_own_freeze_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Objects the application froze stay frozen after a child: the engine never unfreezes them."""
-    gc.freeze()
+def test_an_applications_own_thresholds_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thresholds the application sets while a child lives are kept, not overwritten by the old ones."""
+    before = gc.get_threshold()
     try:
-        frozen = gc.get_freeze_count()
-        assert frozen > 0
-        assert children.write_in_child(_write, _child_target(tmp_path))
-        assert gc.get_freeze_count() == frozen
+        with children.full_collections_deferred():
+            gc.set_threshold(500, 7, 9)
+        assert gc.get_threshold() == (500, 7, 9)
     finally:
-        gc.unfreeze()
+        gc.set_threshold(*before)
 
 
-def test_nested_children_share_one_freeze() -> None:
-    """Two children alive at once (two indexes committing): the heap thaws when the last ends."""
-    with children.heap_frozen():
-        assert gc.get_freeze_count() > 0
-        with children.heap_frozen():
-            assert gc.get_freeze_count() > 0
-        assert gc.get_freeze_count() > 0
-    assert gc.get_freeze_count() == 0
+def test_collection_switched_off_is_left_off() -> None:
+    """With the collector's thresholds at 0 (collection off), nothing is changed or restored."""
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(0)
+        off = gc.get_threshold()
+        with children.full_collections_deferred():
+            assert gc.get_threshold() == off
+        assert gc.get_threshold() == off
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_nested_children_share_one_change() -> None:
+    """Two children alive at once (two indexes committing): full collections resume when the last ends."""
+    before = gc.get_threshold()
+    with children.full_collections_deferred():
+        assert _full_collections_off()
+        with children.full_collections_deferred():
+            assert _full_collections_off()
+        assert _full_collections_off()
+    assert gc.get_threshold() == before

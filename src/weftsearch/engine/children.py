@@ -38,8 +38,8 @@ __all__ = [
     "ChildFile",
     "die_with_parent",
     "encode_here",
-    "heap_frozen",
     "encode_in_child",
+    "full_collections_deferred",
     "libc_prctl",
     "lower_priority",
     "merge_in_child",
@@ -103,43 +103,50 @@ def lower_priority(priority: str) -> None:
             os.nice(19)
 
 
-_FREEZE_LOCK = threading.Lock()
-#: Forked children alive under :func:`heap_frozen`, and whether the first of them froze the heap.
-_FREEZE_STATE = {"children": 0, "froze": False}
+_DEFER_LOCK = threading.Lock()
+#: Forked children alive under :func:`full_collections_deferred`, and the collector's
+#: thresholds the first of them replaced (``None``: it changed nothing).
+_DEFER_STATE: dict[str, Any] = {"children": 0, "saved": None, "set": None}
+#: The oldest generation's threshold while a child lives: no automatic full collection.
+_NO_FULL_COLLECTION = 2**30
 
 
 @contextlib.contextmanager
-def heap_frozen() -> Iterator[None]:
-    """While a forked child lives, the parent's garbage collections skip the objects that existed at the fork.
+def full_collections_deferred() -> Iterator[None]:
+    """While a forked child lives, the parent makes no automatic full garbage collection.
 
     A full collection walks every tracked object and writes to its header:
-    tens of milliseconds of GIL on a large heap (35-106 ms measured with
-    SciFact and a 20,000-document commit loaded), and with a child alive each
-    page it writes is copied first (copy-on-write), so a collection in a
-    searching thread then costs more still. ``gc.freeze()`` before the fork
-    moves those objects out of the collector's lists until ``gc.unfreeze()``
-    once the last child is reaped, so collections meanwhile walk only what
-    was made since (the fork's use ``gc.freeze`` is documented for). Nothing
-    is lost: frozen garbage is collected by the first full collection after.
+    tens of milliseconds of GIL on a large heap (32-106 ms measured in a
+    searching thread with SciFact and a 20,000-document commit loaded), and
+    with a child alive each page it writes is copied first (copy-on-write).
+    The oldest generation's threshold is raised for the child's life, so
+    young collections go on as usual and the full collection that falls due
+    meanwhile runs after it, as it would have (the collector's own counters
+    are left alone; ``gc.freeze`` was not used: a full collection of the
+    unfrozen rest would reset them, and the whole heap would be walked again
+    soon after the thaw). ``gc.collect()`` called explicitly still collects.
 
-    Nested children (two indexes forking at once) share one freeze, undone
-    when the last ends. If the application froze objects itself (a non-zero
-    ``gc.get_freeze_count()`` at the first fork) nothing is frozen or
-    unfrozen here, so its freeze is never undone.
+    Nested children (two indexes forking at once) share one change, undone
+    when the last ends. The thresholds are put back only if nobody changed
+    them meanwhile, so an application's own ``gc.set_threshold`` wins.
     """
-    with _FREEZE_LOCK:
-        if _FREEZE_STATE["children"] == 0 and gc.get_freeze_count() == 0:
-            gc.freeze()
-            _FREEZE_STATE["froze"] = True
-        _FREEZE_STATE["children"] += 1
+    with _DEFER_LOCK:
+        if _DEFER_STATE["children"] == 0:
+            saved = gc.get_threshold()
+            if saved[0] and saved[2] < _NO_FULL_COLLECTION:  # threshold 0: collection is off already
+                gc.set_threshold(saved[0], saved[1], _NO_FULL_COLLECTION)
+                _DEFER_STATE["saved"], _DEFER_STATE["set"] = saved, gc.get_threshold()
+        _DEFER_STATE["children"] += 1
     try:
         yield
     finally:
-        with _FREEZE_LOCK:
-            _FREEZE_STATE["children"] -= 1
-            if _FREEZE_STATE["children"] == 0 and _FREEZE_STATE["froze"]:
-                gc.unfreeze()
-                _FREEZE_STATE["froze"] = False
+        with _DEFER_LOCK:
+            _DEFER_STATE["children"] -= 1
+            saved, made = _DEFER_STATE["saved"], _DEFER_STATE["set"]
+            if _DEFER_STATE["children"] == 0 and saved is not None:
+                if gc.get_threshold() == made:
+                    gc.set_threshold(*saved)
+                _DEFER_STATE["saved"] = _DEFER_STATE["set"] = None
 
 
 @dataclass(frozen=True)
@@ -184,7 +191,7 @@ def write_in_child(write: Callable[[Path], object], target: ChildFile) -> bool:
     directory, name = target.directory, target.name
     parent = os.getpid()
     libc_prctl()
-    with heap_frozen():
+    with full_collections_deferred():
         try:
             pid = os.fork()
         except OSError:
