@@ -1818,6 +1818,11 @@ class Index:
             written = children.encode_here(*encoding, YieldToSearches(self._searches))
         else:
             written = children.encode_in_child(*encoding)
+        # The list of the batch's documents must go before the batch is released
+        # gradually below: while it holds them, popping the batch frees nothing,
+        # and the list's own end (this function's return) would free 20,000
+        # analysed documents in one GIL-held call (120-260 ms on SciFact).
+        del encoding
         if not written:
             return
         try:
