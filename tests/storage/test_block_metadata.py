@@ -56,9 +56,11 @@ def corpus(count: int = DOCUMENTS, start: int = 0) -> list[Document]:
             words = ["common", "filler", "filler", "filler", "filler", "filler", "filler", "filler"]
             if i % 97 == 0:
                 words[1] = "rare"
-            # Shorter (higher-scoring) documents only early on: the k-th score is set in the
-            # first blocks, and every later block's true bound (tf 1, length 8) is below it.
-            text = " ".join(words[: 8 - (i % 5)]) if i % 7 == 0 and i < 640 else " ".join(words)
+            # Shorter (higher-scoring) documents only in the first block: the k-th score is set
+            # there, and every later block's true bound (tf 1, length 8) is below it, so the
+            # kernel skips every window past the first that holds no TARGET (its windows widen
+            # to 4,096 ids once there is a threshold: WEFT_MIN_WINDOW).
+            text = " ".join(words[: 8 - (i % 5)]) if i % 7 == 0 and i < 128 else " ".join(words)
         documents.append(Document(key, text))
     return documents
 

@@ -149,12 +149,13 @@ def test_a_tf_of_two_to_the_32_is_refused() -> None:
 
 def _corpus() -> list[Document]:
     """'common' in every other document; short (high-scoring) documents early, so the k-th score is set in the
-    first blocks and every later block's bound falls below it."""
+    first blocks and every later block's bound falls below it. 20,000 documents: the kernel reads a list a
+    window of up to 4,096 ids at a time (WEFT_WINDOW), so the last blocks lie windows past the first."""
     documents = []
-    for i in range(3000):
+    for i in range(20000):
         words = ["common" if i % 2 == 0 else "other"] + ["filler"] * 7  # gaps of 1: packed id runs
         text = " ".join(words[: 2 + i % 3]) if i < 400 else " ".join(words)
-        documents.append(Document(f"doc-{i:04d}", text))
+        documents.append(Document(f"doc-{i:05d}", text))
     return documents
 
 

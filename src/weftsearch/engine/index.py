@@ -988,7 +988,7 @@ class Index:
         if self._embedder is not None:
             # Before any lock (and before the commit lock _add_in_runs takes): a slow or failing
             # model never holds up a commit, and a failed batch has changed nothing.
-            batch = self._embed_documents(batch, disable)
+            batch = self._embed_documents(batch, disable, depth=1)  # add_many -> _add_many -> here
         processes = resolve_workers(workers, len(batch), self._analyzer)
         lock_fd = None if self._writer_lock is None else self._writer_lock.fileno()
         if self._directory is not None and len(batch) > self._flush_documents:
@@ -1051,10 +1051,15 @@ class Index:
         disable = (not progress) if progress is not None else (len(batch) < PROGRESS_THRESHOLD or None)
         return self._embed_documents(batch, disable)
 
-    def _embed_documents(self, batch: list[Document], disable: bool | None) -> list[Document]:
-        """``batch`` with the index embedder's vectors where it has none (:func:`embed_missing`)."""
+    def _embed_documents(self, batch: list[Document], disable: bool | None, depth: int = 0) -> list[Document]:
+        """``batch`` with the index embedder's vectors where it has none (:func:`embed_missing`).
+
+        ``depth``: the frames between the public method and this call beyond one (so
+        a truncation warning names the caller's line: ``add_many`` calls through
+        ``_add_many``, one more).
+        """
         assert self._embedder is not None
-        return embed_missing(self._embedder, batch, disable, stacklevel=5)
+        return embed_missing(self._embedder, batch, disable, stacklevel=5 + depth)
 
     def _check_text_fields(self, document: Document) -> None:
         """Every named text field of ``document`` is one of the schema's.

@@ -199,11 +199,8 @@ class WholeBlocks(Protocol):
     def __getitem__(self, item: slice) -> list[bytes]:
         """Records ``item`` (a slice), each checked against its CRC32C."""
 
-    def record_lengths(self) -> NDArray[np.int64]:
-        """Every record's length in bytes, in order."""
-
-    def record_crcs(self) -> NDArray[np.uint32]:
-        """Every record's CRC32C, in order."""
+    def record_lengths_and_crcs(self) -> tuple[NDArray[np.int64], NDArray[np.uint32]]:
+        """Every record's length in bytes and its CRC32C, in order."""
 
     def whole_block(self, start: int, end: int) -> tuple[bytes, int, int] | None:
         """The block of records ``start ..< end`` as compressed before, or ``None``.
@@ -234,7 +231,7 @@ def block_starts(lengths: Sequence[int]) -> list[int]:
 def _copied_sections(records: WholeBlocks, pause: Pause, spill: Path | None) -> dict[str, Section]:
     """:func:`stored_sections` of records that can hand over whole blocks (same bytes, given one zstd)."""
     n = len(records)
-    lengths = records.record_lengths()
+    lengths, crcs = records.record_lengths_and_crcs()
     offsets = np.zeros(n + 1, dtype=np.uint64)
     np.cumsum(lengths, out=offsets[1:])
     blocks = _Blocks(spill)
@@ -249,7 +246,7 @@ def _copied_sections(records: WholeBlocks, pause: Pause, spill: Path | None) -> 
     return {
         "stored.blob": ByteChunks(blocks.size, blocks.chunks()),
         "stored.offsets": offsets,
-        "stored.crc": np.ascontiguousarray(records.record_crcs(), dtype=np.uint32),
+        "stored.crc": np.ascontiguousarray(crcs, dtype=np.uint32),
         "stored.blocks": np.array(blocks.table, dtype=np.uint64),
         "stored.block_crc": np.array(blocks.crcs, dtype=np.uint32),
     }

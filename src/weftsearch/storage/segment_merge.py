@@ -71,21 +71,16 @@ class _GatheredRecords(Sequence[bytes]):
         self._read = 0
         self._copied = 0
 
-    def record_lengths(self) -> NDArray[np.int64]:
-        """Every merged record's length, from the sources' record tables."""
+    def record_lengths_and_crcs(self) -> tuple[NDArray[np.int64], NDArray[np.uint32]]:
+        """Every merged record's length and CRC32C, from the sources' record tables."""
         lengths = np.zeros(len(self), dtype=np.int64)
-        for number, reader in enumerate(self._readers):
-            mine = self._source == number
-            lengths[mine] = reader.record_lengths_and_crcs()[0][self._local[mine]]
-        return lengths
-
-    def record_crcs(self) -> NDArray[np.uint32]:
-        """Every merged record's CRC32C, from the sources' record tables."""
         crcs = np.zeros(len(self), dtype=np.uint32)
         for number, reader in enumerate(self._readers):
             mine = self._source == number
-            crcs[mine] = reader.record_lengths_and_crcs()[1][self._local[mine]]
-        return crcs
+            source_lengths, source_crcs = reader.record_lengths_and_crcs()
+            lengths[mine] = source_lengths[self._local[mine]]
+            crcs[mine] = source_crcs[self._local[mine]]
+        return lengths, crcs
 
     def whole_block(self, start: int, end: int) -> tuple[bytes, int, int] | None:
         """A source's compressed block if merged records ``start ..< end`` are exactly its records."""
