@@ -28,6 +28,14 @@ def _documents(prefix: str, count: int) -> list[Document]:
     ]
 
 
+def _committed(tmp_path: Path) -> Index:
+    """An index on disk holding ``_documents("a", 20)``, committed."""
+    index = Index.create(tmp_path / "idx")
+    index.add_many(_documents("a", 20), progress=False)
+    index.commit()
+    return index
+
+
 def _readers(snapshot: Snapshot) -> list[object]:
     return [part.reader for part in snapshot._parts]
 
@@ -90,9 +98,7 @@ def test_the_newest_searches_are_replayed_before_publishing(tmp_path: Path, publ
 
 def test_warming_remembers_a_bounded_number_of_searches(tmp_path: Path) -> None:
     scorer, fuser = BM25Scorer(), RRF()
-    with Index.create(tmp_path / "idx") as index:
-        index.add_many(_documents("a", 20), progress=False)
-        index.commit()
+    with _committed(tmp_path) as index:
         for i in range(3 * warming.WARM_SEARCHES):
             index.search(Query(f"graph term{i}"), 3, fuser, scorer)
             index.search(Query(f"graph term{i}"), 3, fuser, scorer)  # the same search once
@@ -122,9 +128,7 @@ class _FailsOnNewSnapshots:
 
 def test_a_search_that_fails_while_warming_does_not_fail_the_commit(tmp_path: Path) -> None:
     scorer = _FailsOnNewSnapshots()
-    with Index.create(tmp_path / "idx") as index:
-        index.add_many(_documents("a", 20), progress=False)
-        index.commit()
+    with _committed(tmp_path) as index:
         index.search("graph", 3, RRF(), scorer)  # type: ignore[arg-type]
         index.add_many(_documents("b", 20), progress=False)
         index.commit()  # replays the search, which raises: the commit still succeeds
@@ -136,9 +140,7 @@ def test_a_search_that_fails_while_warming_does_not_fail_the_commit(tmp_path: Pa
 
 def test_a_text_query_and_its_text_are_one_remembered_search(tmp_path: Path) -> None:
     scorer, fuser = BM25Scorer(), RRF()
-    with Index.create(tmp_path / "idx") as index:
-        index.add_many(_documents("a", 20), progress=False)
-        index.commit()
+    with _committed(tmp_path) as index:
         index.search("graph term1", 3, fuser, scorer)
         index.search(Query("graph term1"), 3, fuser, scorer)
         assert len(index._warming.recent) == 1
@@ -151,9 +153,7 @@ def test_a_text_query_and_its_text_are_one_remembered_search(tmp_path: Path) -> 
 def test_the_warming_log_is_bounded_and_read_while_searches_append(tmp_path: Path) -> None:
     """remember() only appends to a bounded log; recent() finds the distinct searches when read."""
     scorer, fuser = BM25Scorer(), RRF()
-    with Index.create(tmp_path / "idx") as index:
-        index.add_many(_documents("a", 20), progress=False)
-        index.commit()
+    with _committed(tmp_path) as index:
         index.search("graph first", 3, fuser, scorer)
         for _ in range(warming.WARM_LOG):
             index.search("graph hot", 3, fuser, scorer)

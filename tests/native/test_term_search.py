@@ -63,14 +63,8 @@ def test_offsets_past_the_blob_read_as_numpy_slices_them() -> None:
     search = segment._term_search
     assert search is not None
     for needle in (b"", b"a", b"b", b"bb", b"c", b"d"):
-        low, high = 0, offsets.shape[0] - 1
-        while low < high:
-            middle = (low + high) // 2
-            if blob[offsets[middle] : offsets[middle + 1]].tobytes() < needle:
-                low = middle + 1
-            else:
-                high = middle
-        assert search(blob, offsets, needle) == low
+        want = segment._bisect_terms(blob, offsets, offsets.shape[0] - 1, needle)
+        assert search(blob, offsets, needle) == want
 
 
 def test_a_reader_finds_the_same_terms_and_prefixes_with_and_without_it(

@@ -127,6 +127,21 @@ def _check_offsets(offsets: NDArray[np.uint64], count: int, limit: int, what: st
         raise CorruptIndexError(f"{path}: {what} offsets are inconsistent")
 
 
+def _bisect_terms(blob: NDArray[np.uint8], offsets: NDArray[np.uint64], count: int, needle: bytes) -> int:
+    """The first of ``count`` terms (``blob[offsets[i]:offsets[i + 1]]``) not below ``needle``, by bisection.
+
+    The term search without the compiled library (and its tests' oracle). O(log count) slices.
+    """
+    low, high = 0, count
+    while low < high:
+        middle = (low + high) // 2
+        if blob[offsets[middle] : offsets[middle + 1]].tobytes() < needle:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
 class SegmentReader:
     """Lazy, validating reader of one segment file.
 
@@ -1088,14 +1103,7 @@ class SegmentReader:
         blob, offsets, _, _ = self._term_tables()
         if _term_search is not None:
             return _term_search(blob, offsets, needle)
-        low, high = 0, self.n_terms
-        while low < high:
-            middle = (low + high) // 2
-            if blob[offsets[middle] : offsets[middle + 1]].tobytes() < needle:
-                low = middle + 1
-            else:
-                high = middle
-        return low
+        return _bisect_terms(blob, offsets, self.n_terms, needle)
 
     def postings(self, term: str) -> tuple[NDArray[np.uint32], NDArray[np.uint32]]:
         """Local ids (ascending) and term frequencies of ``term``; empty if absent.
