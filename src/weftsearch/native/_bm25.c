@@ -82,6 +82,8 @@
 #endif
 
 #define WEFT_BLOCK 128
+/* A block's posting indices are kept in uint8_t (the read-through's candidate list). */
+_Static_assert(WEFT_BLOCK <= 256, "a block's posting index must fit in uint8_t");
 #define WEFT_BLOCK_SHIFT 7
 /* Document ids per window at most: the partial sums of a window stay in L1/L2 (32 KiB). */
 #ifndef WEFT_WINDOW
